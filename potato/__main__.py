@@ -1,0 +1,5 @@
+import sys
+
+from potato.cli import main
+
+sys.exit(main())

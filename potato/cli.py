@@ -1,0 +1,180 @@
+"""``potato ...``: the command line. Each command imports what it needs when it runs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import List, Optional
+
+from potato import __version__
+
+NOT_YET = 2  # exit code of commands that a later release fills in
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="potato", description="Potato annotation server and model "
+                                "training on local, ssh, SLURM and agent backends.")
+    p.add_argument("--version", action="version", version=f"potato {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    s = sub.add_parser("start", help="start the annotation server",
+                       description="Start the annotation server for a project config. It refuses "
+                                   "to start on a config with errors (see potato validate).")
+    s.add_argument("config", metavar="CONFIG", help="the project's YAML config")
+    s.add_argument("--host", help="address to bind (default: server.host, else 127.0.0.1)")
+    s.add_argument("--port", type=int, help="port (default: server.port, else 8000; 0 picks one)")
+    s.set_defaults(func=cmd_start)
+
+    v = sub.add_parser("validate", help="check a config and report every problem",
+                       description="Check a config. Exit 0 when there is nothing to report (or "
+                                   "only warnings without --strict), 1 otherwise.")
+    v.add_argument("config", metavar="CONFIG")
+    v.add_argument("--strict", action="store_true", help="warnings fail too (unless acknowledged "
+                                                        "under validation.acknowledge)")
+    v.add_argument("--json", action="store_true", help="print the report as JSON")
+    v.set_defaults(func=cmd_validate)
+
+    a = sub.add_parser("annotations", help="import or export annotations")
+    asub = a.add_subparsers(dest="action", metavar="ACTION")
+    asub.required = True
+    ai = asub.add_parser("import", help="import labels from a JSON Lines file",
+                         description='Import labels. Each line: {"id": ..., "<scheme>": label}. '
+                                     "Nothing is imported when any line has a problem.")
+    ai.add_argument("config", metavar="CONFIG")
+    ai.add_argument("file", metavar="FILE.jsonl")
+    ai.add_argument("--annotator", required=True, help="whose labels these are")
+    ai.set_defaults(func=cmd_annotations_import)
+    ae = asub.add_parser("export", help="export items with every label and model prediction",
+                         description="Export items with every annotator's labels and the current "
+                                     "model predictions, as JSON Lines.")
+    ae.add_argument("config", metavar="CONFIG")
+    ae.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
+    ae.set_defaults(func=cmd_annotations_export)
+
+    t = sub.add_parser("training", help="train models and manage training backends")
+    tsub = t.add_subparsers(dest="action", metavar="ACTION")
+    tsub.required = True
+    tr = tsub.add_parser("run", help="queue a training run and follow it to the end")
+    tr.add_argument("config", metavar="CONFIG")
+    tr.add_argument("--trainer", required=True)
+    tr.add_argument("--schemas", required=True, help="comma-separated scheme names")
+    tr.add_argument("--backend", help="where the run executes (default model_training.backend)")
+    tr.add_argument("--param", action="append", default=[], metavar="KEY=VALUE")
+    tr.set_defaults(func=not_yet)
+    tc = tsub.add_parser("check", help="check that a backend can start a run")
+    tc.add_argument("name", metavar="NAME")
+    tc.add_argument("config", metavar="CONFIG")
+    tc.add_argument("--json", action="store_true")
+    tc.set_defaults(func=not_yet)
+    tg = tsub.add_parser("register", help="issue a token for an agent backend")
+    tg.add_argument("name", metavar="NAME")
+    tg.add_argument("config", metavar="CONFIG")
+    tg.set_defaults(func=not_yet)
+    ta = tsub.add_parser("agent", help="run a training agent that polls the server for work")
+    ta.add_argument("--server", required=True, metavar="URL")
+    ta.add_argument("--backend", required=True, metavar="NAME")
+    ta.add_argument("--token-file", metavar="F")
+    ta.add_argument("--python", metavar="P")
+    ta.add_argument("--once", action="store_true")
+    ta.add_argument("--workdir", metavar="D")
+    ta.add_argument("--keep", action="store_true")
+    ta.add_argument("--slurm-config", metavar="slurm.json")
+    ta.set_defaults(func=not_yet)
+    return p
+
+
+def not_yet(args) -> int:
+    print(f"potato {args.command} {args.action}: not available yet in potato {__version__}.",
+          file=sys.stderr)
+    return NOT_YET
+
+
+def _check_or_exit(path: str):
+    """(config, report) for ``path``; prints one line and returns None when it cannot be read."""
+    from potato.config import ConfigError
+    from potato.validation import check
+
+    try:
+        return check(path)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return None
+
+
+def print_report(report, out=None) -> None:
+    out = out or sys.stdout
+    for kind, items in (("error", report.errors), ("warning", report.warnings),
+                        ("acknowledged", report.acknowledged)):
+        for p in items:
+            print(f"{kind}: {p.format()}", file=out)
+
+
+def cmd_validate(args) -> int:
+    checked = _check_or_exit(args.config)
+    if checked is None:
+        if args.json:
+            print(json.dumps({"ok": False, "errors": [{"message": "cannot read config"}]}))
+        return 1
+    cfg, report = checked
+    if args.json:
+        print(json.dumps(report.as_dict(args.strict), indent=2))
+    else:
+        print_report(report)
+        counts = (f"{len(report.errors)} error(s), {len(report.warnings)} warning(s), "
+                  f"{len(report.acknowledged)} acknowledged")
+        verdict = "OK" if report.ok(args.strict) else "FAILED"
+        print(f"{args.config}: {verdict} ({counts})")
+    return 0 if report.ok(args.strict) else 1
+
+
+def load_valid_config(path: str):
+    """The config, or None after printing its errors (the same messages as potato validate)."""
+    checked = _check_or_exit(path)
+    if checked is None:
+        return None
+    cfg, report = checked
+    if report.errors:
+        print_report(report, sys.stderr)
+        print(f"{path} has {len(report.errors)} error(s); fix them (potato validate {path} "
+              f"lists them) and try again.", file=sys.stderr)
+        return None
+    for p in report.warnings:
+        print(f"warning: {p.format()}", file=sys.stderr)
+    return cfg
+
+
+def cmd_start(args) -> int:
+    cfg = load_valid_config(args.config)
+    if cfg is None:
+        return 1
+    from potato.server.app import serve_forever
+
+    return serve_forever(cfg, host=args.host, port=args.port)
+
+
+def cmd_annotations_import(args) -> int:
+    cfg = load_valid_config(args.config)
+    if cfg is None:
+        return 1
+    from potato.annotations import import_file
+
+    return import_file(cfg, args.file, args.annotator)
+
+
+def cmd_annotations_export(args) -> int:
+    cfg = load_valid_config(args.config)
+    if cfg is None:
+        return 1
+    from potato.annotations import export_file
+
+    return export_file(cfg, args.output)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,699 @@
+"""Load a project's YAML config into typed objects.
+
+``load(path)`` parses the file once, keeps the line of every key, and turns each section into a
+small dataclass. Structural problems (unknown keys, wrong types, out-of-range values) are
+collected as ``Problem`` records with the file, the line and the dotted key path, so that
+``potato validate`` can list all of them at once; cross-field rules live in ``validation.py``.
+Code below this module reads only the dataclasses, never the raw YAML.
+
+PyYAML is imported inside ``load`` so that importing ``potato.config`` stays cheap and
+standard-library only (the SLURM time parser is used on remote hosts too).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+Path = Tuple[Any, ...]  # a key path: ("model_training", "backends", "gpu", "python")
+
+
+class ConfigError(Exception):
+    """The config cannot be read at all: missing or unreadable file, YAML syntax error."""
+
+
+@dataclass
+class Problem:
+    """One finding about a config: an error or a warning, with where it is."""
+
+    message: str
+    key: str = ""
+    line: Optional[int] = None
+    file: str = ""
+    backend: Optional[str] = None  # the backend a finding belongs to, for acknowledgements
+
+    def format(self) -> str:
+        where = self.file
+        if self.line:
+            where = f"{where}:{self.line}"
+        return f"{where}: {self.message}" if where else self.message
+
+    def as_dict(self) -> Dict[str, Any]:
+        return {"message": self.message, "key": self.key, "line": self.line, "file": self.file,
+                "backend": self.backend}
+
+
+# ---------------------------------------------------------------------------------------------
+# Typed config objects
+
+BACKEND_TYPES = ("local", "ssh", "slurm", "agent")
+
+SSH_KEYS = ("type", "description", "host", "user", "port", "identity_file", "python", "packages",
+            "gpus", "min_free_gpu_mb", "num_threads", "remote_dir", "env", "fetch_artifacts",
+            "keep_remote", "max_artifact_mb", "heartbeat_timeout_s")
+# sbatch options a slurm backend maps to flags (key -> flag).
+SBATCH_OPTIONS = {"partition": "--partition", "gres": "--gres", "time": "--time",
+                  "account": "--account", "qos": "--qos", "mem": "--mem",
+                  "cpus_per_task": "--cpus-per-task", "constraint": "--constraint"}
+SLURM_KEYS = tuple(k for k in SSH_KEYS if k not in ("gpus", "packages")) + (
+    "job_python", "prelude", "poll_interval_s") + tuple(SBATCH_OPTIONS)
+AGENT_KEYS = ("type", "description", "heartbeat_timeout_s", "queue_timeout_s")
+LOCAL_KEYS = ("type", "description")
+BACKEND_KEYS = {"local": LOCAL_KEYS, "ssh": SSH_KEYS, "slurm": SLURM_KEYS, "agent": AGENT_KEYS}
+
+# Keys that belong to another backend type, with what to write instead.
+BACKEND_KEY_HINTS = {
+    ("slurm", "gpus"): "On SLURM, ask for GPUs with gres (for example gres: gpu:1).",
+    ("slurm", "packages"): "A slurm backend installs nothing; load software with prelude lines "
+                           "(for example prelude: [\"module load cuda\"]).",
+}
+
+
+@dataclass
+class ItemProperties:
+    id_key: str = "id"
+    text_key: str = "text"
+
+
+@dataclass
+class Scheme:
+    name: str
+    annotation_type: str
+    labels: List[str]
+    description: str = ""
+
+
+@dataclass
+class ServerConfig:
+    host: str = "127.0.0.1"
+    port: int = 8000
+    tls_cert: Optional[str] = None
+    tls_key: Optional[str] = None
+    max_body_mb: float = 16.0
+
+
+@dataclass
+class Backend:
+    """One place a run can execute. Keys that a type does not accept keep their defaults."""
+
+    name: str
+    type: str
+    description: str = ""
+    host: Optional[str] = None
+    user: Optional[str] = None
+    port: Optional[int] = None
+    identity_file: Optional[str] = None
+    python: str = "python3"
+    packages: List[str] = field(default_factory=list)
+    gpus: str = "auto"
+    min_free_gpu_mb: float = 2000
+    num_threads: Optional[int] = None
+    remote_dir: Optional[str] = None
+    env: Dict[str, str] = field(default_factory=dict)
+    fetch_artifacts: bool = True
+    keep_remote: bool = False
+    max_artifact_mb: float = 2048
+    heartbeat_timeout_s: float = 120
+    queue_timeout_s: Optional[float] = None
+    job_python: Optional[str] = None
+    prelude: List[str] = field(default_factory=list)
+    poll_interval_s: float = 10
+    sbatch: Dict[str, str] = field(default_factory=dict)  # sbatch option key -> value
+
+    @property
+    def label(self) -> str:
+        """How menus and reports name this backend, e.g. ``gpu-server (ssh to gpu.example.org)``."""
+        if self.type == "local":
+            return f"{self.name} (this machine)"
+        if self.type == "ssh":
+            return f"{self.name} (ssh to {self.host})"
+        if self.type == "slurm":
+            return f"{self.name} (SLURM via {self.host})"
+        return f"{self.name} (agent)"
+
+
+@dataclass
+class Splits:
+    train: float = 0.70
+    val: float = 0.15
+    test: float = 0.15
+
+
+@dataclass
+class Writeback:
+    schemas: List[str] = field(default_factory=list)
+    min_confidence: float = 0.0
+    include_unlabeled: bool = False
+
+
+@dataclass
+class AutoRetrain:
+    enabled: bool = False
+    trainer: str = "text-naive-bayes"
+    schemas: List[str] = field(default_factory=list)
+    params: Dict[str, Any] = field(default_factory=dict)
+    update_frequency: int = 100
+    min_interval_s: float = 600
+    backend: Optional[str] = None  # None: model_training.backend
+
+
+@dataclass
+class ModelTraining:
+    backend: str = "local"
+    backends: Dict[str, Backend] = field(default_factory=dict)
+    splits: Splits = field(default_factory=Splits)
+    split_seed: int = 0
+    retain_runs: int = 5
+    max_wall_seconds: Optional[float] = None
+    max_ram_mb: Optional[float] = None
+    num_threads: Optional[int] = None
+    device: str = "auto"
+    grace_seconds: float = 20
+    max_predictions_mb: float = 512
+    writeback: Writeback = field(default_factory=Writeback)
+    auto_retrain: AutoRetrain = field(default_factory=AutoRetrain)
+
+
+@dataclass
+class Config:
+    path: str
+    task_dir: str
+    annotation_task_name: str = "Potato project"
+    data_files: List[str] = field(default_factory=list)
+    item_properties: ItemProperties = field(default_factory=ItemProperties)
+    schemes: List[Scheme] = field(default_factory=list)
+    output_dir: str = ""
+    admin_api_key: Optional[str] = None
+    debug: bool = False
+    server: ServerConfig = field(default_factory=ServerConfig)
+    model_training: ModelTraining = field(default_factory=ModelTraining)
+    acknowledge: List[str] = field(default_factory=list)
+    # The YAML line of every key path, so later rules can point at the right line.
+    key_lines: Dict[Path, int] = field(default_factory=dict, repr=False)
+
+    def line_of(self, path: Path) -> Optional[int]:
+        while path:
+            if path in self.key_lines:
+                return self.key_lines[path]
+            path = path[:-1]
+        return None
+
+    def scheme(self, name: str) -> Optional[Scheme]:
+        return next((s for s in self.schemes if s.name == name), None)
+
+    @property
+    def db_path(self) -> str:
+        return os.path.join(self.output_dir, "potato.db")
+
+    @property
+    def runs_dir(self) -> str:
+        return os.path.join(self.output_dir, "training", "runs")
+
+
+TOP_KEYS = ("annotation_task_name", "task_dir", "data_files", "item_properties",
+            "annotation_schemes", "output_annotation_dir", "admin_api_key", "debug", "server",
+            "model_training", "validation")
+SCHEME_TYPES = ("radio", "multiselect")
+
+
+# ---------------------------------------------------------------------------------------------
+# SLURM time limits
+
+_SLURM_TIME = [  # (pattern, names of the groups in order)
+    (re.compile(r"^(\d+)$"), ("m",)),
+    (re.compile(r"^(\d+):(\d+)$"), ("m", "s")),
+    (re.compile(r"^(\d+):(\d+):(\d+)$"), ("h", "m", "s")),
+    (re.compile(r"^(\d+)-(\d+)$"), ("d", "h")),
+    (re.compile(r"^(\d+)-(\d+):(\d+)$"), ("d", "h", "m")),
+    (re.compile(r"^(\d+)-(\d+):(\d+):(\d+)$"), ("d", "h", "m", "s")),
+]
+_UNIT_SECONDS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+
+
+def slurm_time_seconds(text: str) -> Optional[float]:
+    """Seconds in an sbatch ``--time`` value, ``inf`` for no limit, None when not a valid format.
+
+    Accepts the formats sbatch documents: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS,
+    and INFINITE/UNLIMITED.
+    """
+    text = text.strip()
+    if text.upper() in ("INFINITE", "UNLIMITED"):
+        return float("inf")
+    for pattern, units in _SLURM_TIME:
+        m = pattern.match(text)
+        if m:
+            return float(sum(int(v) * _UNIT_SECONDS[u] for v, u in zip(m.groups(), units)))
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading
+
+
+def dotted(path: Path) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def suggest(key: str, valid) -> str:
+    """`` Did you mean X?`` for the closest valid key, or an empty string."""
+    close = difflib.get_close_matches(str(key), list(valid), n=1, cutoff=0.6)
+    return f" Did you mean {close[0]}?" if close else ""
+
+
+class _Reader:
+    """Walks the raw YAML data and records problems with their lines."""
+
+    def __init__(self, file: str, lines: Dict[Path, int], scalars: Dict[Path, str]):
+        self.file = file
+        self.lines = lines
+        self.scalars = scalars  # the source text of each plain scalar, for SLURM times
+        self.errors: List[Problem] = []
+        self.warnings: List[Problem] = []
+
+    def line(self, path: Path) -> Optional[int]:
+        while path:
+            if path in self.lines:
+                return self.lines[path]
+            path = path[:-1]
+        return None
+
+    def problem(self, path: Path, message: str, backend: Optional[str] = None) -> Problem:
+        return Problem(message, dotted(path), self.line(path), self.file, backend)
+
+    def error(self, path: Path, message: str, backend: Optional[str] = None) -> None:
+        self.errors.append(self.problem(path, message, backend))
+
+    def warn(self, path: Path, message: str, backend: Optional[str] = None) -> None:
+        self.warnings.append(self.problem(path, message, backend))
+
+    # -- shapes ------------------------------------------------------------------------------
+    def mapping(self, value: Any, path: Path, valid, what: str, backend=None,
+                hints: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+        """The mapping at ``path`` with unknown keys reported (and dropped)."""
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            self.error(path, f"{dotted(path) or 'The config'} must be a mapping of keys to values, "
+                             f"not {_kind(value)}.", backend)
+            return {}
+        out = {}
+        for key, item in value.items():
+            if key in valid:
+                out[key] = item
+                continue
+            hint = (hints or {}).get(key)
+            extra = f" {hint}" if hint else suggest(key, valid)
+            self.error(path + (key,), f"{dotted(path + (key,))} is not a key {what} accepts."
+                                      f"{extra} Valid keys: {', '.join(valid)}.", backend)
+        return out
+
+    def text(self, m: Dict, key: str, path: Path, default=None, backend=None, numbers_ok=True):
+        if key not in m or m[key] is None:
+            return default
+        value = m[key]
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)) or (
+                not numbers_ok and not isinstance(value, str)):
+            self.error(path + (key,), f"{dotted(path + (key,))} must be a string, not "
+                                      f"{_kind(value)}.", backend)
+            return default
+        return str(value)
+
+    def number(self, m: Dict, key: str, path: Path, default=None, minimum=None, maximum=None,
+               integer=False, backend=None, positive=False):
+        if key not in m or m[key] is None:
+            return default
+        value = m[key]
+        where = dotted(path + (key,))
+        ok_type = (int,) if integer else (int, float)
+        if isinstance(value, bool) or not isinstance(value, ok_type):
+            kind = "a whole number" if integer else "a number"
+            self.error(path + (key,), f"{where} must be {kind}, not {_kind(value)} "
+                                      f"({value!r}).", backend)
+            return default
+        if positive and value <= 0:
+            self.error(path + (key,), f"{where} must be more than 0, not {value}.", backend)
+            return default
+        if minimum is not None and value < minimum or maximum is not None and value > maximum:
+            rng = (f"between {minimum} and {maximum}" if minimum is not None and maximum is not None
+                   else f"at least {minimum}" if minimum is not None else f"at most {maximum}")
+            self.error(path + (key,), f"{where} must be {rng}, not {value}.", backend)
+            return default
+        return value
+
+    def boolean(self, m: Dict, key: str, path: Path, default: bool, backend=None) -> bool:
+        if key not in m or m[key] is None:
+            return default
+        if not isinstance(m[key], bool):
+            self.error(path + (key,), f"{dotted(path + (key,))} must be true or false, not "
+                                      f"{m[key]!r}.", backend)
+            return default
+        return m[key]
+
+    def text_list(self, m: Dict, key: str, path: Path, backend=None) -> List[str]:
+        if key not in m or m[key] is None:
+            return []
+        value = m[key]
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list) or not all(
+                isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value):
+            self.error(path + (key,), f"{dotted(path + (key,))} must be a list of strings.",
+                       backend)
+            return []
+        return [str(v) for v in value]
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "empty"
+    return {bool: "true/false", int: "a number", float: "a number", str: "a string",
+            list: "a list", dict: "a mapping"}.get(type(value), type(value).__name__)
+
+
+def _walk(node, path: Path, lines: Dict[Path, int], scalars: Dict[Path, str],
+          duplicates: List[Tuple[Path, int]]) -> None:
+    import yaml
+
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            key = getattr(key_node, "value", None)
+            sub = path + (key,)
+            if sub in lines:
+                duplicates.append((sub, key_node.start_mark.line + 1))
+            lines[sub] = key_node.start_mark.line + 1
+            if isinstance(value_node, yaml.ScalarNode):
+                scalars[sub] = value_node.value
+            _walk(value_node, sub, lines, scalars, duplicates)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            lines[path + (i,)] = item.start_mark.line + 1
+            if isinstance(item, yaml.ScalarNode):
+                scalars[path + (i,)] = item.value
+            _walk(item, path + (i,), lines, scalars, duplicates)
+
+
+def read_yaml(path: str):
+    """(data, lines, scalars, duplicates) for a YAML file; ConfigError with one clear line."""
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file. Give the path to the project's YAML config.")
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a directory, not a YAML config file.")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path}: cannot be read ({getattr(e, 'strerror', None) or e}).")
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        line = f":{mark.line + 1}" if mark else ""
+        what = " ".join(x for x in (e.context, e.problem) if x)
+        raise ConfigError(f"{path}{line}: YAML syntax error: {what}. Fix the YAML at that line.")
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: YAML syntax error: {e}".rstrip())
+    finally:
+        loader.dispose()
+    lines: Dict[Path, int] = {}
+    scalars: Dict[Path, str] = {}
+    duplicates: List[Tuple[Path, int]] = []
+    if node is not None:
+        _walk(node, (), lines, scalars, duplicates)
+    return data, lines, scalars, duplicates
+
+
+def load(path: str) -> Tuple[Config, List[Problem], List[Problem]]:
+    """Parse ``path`` into a Config, with the structural errors and warnings found.
+
+    Raises ConfigError when the file cannot be read or parsed at all. The Config is filled
+    with defaults wherever a value was wrong, so it is only safe to use without errors.
+    """
+    data, lines, scalars, duplicates = read_yaml(path)
+    r = _Reader(path, lines, scalars)
+    for dup_path, line in duplicates:
+        r.errors.append(Problem(f"{dotted(dup_path)} is given twice; the second value would "
+                                f"silently win. Keep one.", dotted(dup_path), line, path))
+    if data is None:
+        data = {}
+    top = r.mapping(data, (), TOP_KEYS, "a Potato config")
+    config_dir = os.path.dirname(os.path.abspath(path))
+    task_dir = os.path.normpath(os.path.join(config_dir, r.text(top, "task_dir", (), ".")))
+    cfg = Config(path=path, task_dir=task_dir, key_lines=lines)
+
+    def resolve(p: Optional[str]) -> Optional[str]:
+        return None if p is None else os.path.normpath(
+            os.path.join(task_dir, os.path.expanduser(p)))
+
+    cfg.annotation_task_name = r.text(top, "annotation_task_name", (), cfg.annotation_task_name)
+    cfg.data_files = [resolve(p) for p in r.text_list(top, "data_files", ())]
+    ip = r.mapping(top.get("item_properties"), ("item_properties",), ("id_key", "text_key"),
+                   "item_properties")
+    cfg.item_properties = ItemProperties(
+        r.text(ip, "id_key", ("item_properties",), "id"),
+        r.text(ip, "text_key", ("item_properties",), "text"))
+    cfg.schemes = _schemes(r, top.get("annotation_schemes"))
+    cfg.output_dir = resolve(r.text(top, "output_annotation_dir", (), "annotation_output"))
+    cfg.admin_api_key = r.text(top, "admin_api_key", (), None, numbers_ok=False)
+    cfg.debug = r.boolean(top, "debug", (), False)
+    cfg.server = _server(r, top.get("server"), resolve)
+    cfg.model_training = _model_training(r, top.get("model_training"), resolve)
+    val = r.mapping(top.get("validation"), ("validation",), ("acknowledge",), "validation")
+    cfg.acknowledge = r.text_list(val, "acknowledge", ("validation",))
+    return cfg, r.errors, r.warnings
+
+
+def _schemes(r: _Reader, raw) -> List[Scheme]:
+    path: Path = ("annotation_schemes",)
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        r.error(path, "annotation_schemes must be a list of schemes (each with annotation_type, "
+                      "name and labels).")
+        return []
+    out, seen = [], set()
+    for i, item in enumerate(raw):
+        p = path + (i,)
+        m = r.mapping(item, p, ("annotation_type", "name", "description", "labels"),
+                      "an annotation scheme")
+        if not m:
+            continue
+        name = r.text(m, "name", p)
+        kind = r.text(m, "annotation_type", p)
+        if not name:
+            r.error(p, f"{dotted(p)} has no name. Give each scheme a name.")
+            continue
+        if name in seen:
+            r.error(p + ("name",), f"{dotted(p)}: the scheme name {name!r} is used twice.")
+        seen.add(name)
+        if kind not in SCHEME_TYPES:
+            r.error(p + ("annotation_type",),
+                    f"{dotted(p + ('annotation_type',))} is {kind!r}; Potato's training "
+                    f"supports {' and '.join(SCHEME_TYPES)}.{suggest(kind or '', SCHEME_TYPES)}")
+        labels = []
+        raw_labels = m.get("labels")
+        if not isinstance(raw_labels, list) or not raw_labels:
+            r.error(p + ("labels",), f"{dotted(p)} ({name}) needs a non-empty list of labels.")
+        else:
+            for j, lab in enumerate(raw_labels):
+                if isinstance(lab, dict) and isinstance(lab.get("name"), str):
+                    lab = lab["name"]
+                if not isinstance(lab, (str, int, float)) or isinstance(lab, bool):
+                    r.error(p + ("labels", j), f"{dotted(p + ('labels', j))} must be a label "
+                                               f"name (a string, or a mapping with name).")
+                    continue
+                if str(lab) in labels:
+                    r.error(p + ("labels", j), f"{dotted(p)} ({name}) lists the label "
+                                               f"{str(lab)!r} twice.")
+                labels.append(str(lab))
+        out.append(Scheme(name, kind or "", labels, r.text(m, "description", p, "") or ""))
+    return out
+
+
+def _server(r: _Reader, raw, resolve) -> ServerConfig:
+    path: Path = ("server",)
+    m = r.mapping(raw, path, ("host", "port", "tls_cert", "tls_key", "max_body_mb"), "server")
+    s = ServerConfig()
+    s.host = r.text(m, "host", path, s.host)
+    s.port = r.number(m, "port", path, s.port, 0, 65535, integer=True)
+    s.tls_cert = resolve(r.text(m, "tls_cert", path))
+    s.tls_key = resolve(r.text(m, "tls_key", path))
+    s.max_body_mb = r.number(m, "max_body_mb", path, s.max_body_mb, positive=True)
+    if bool(s.tls_cert) != bool(s.tls_key):
+        r.error(path, "server.tls_cert and server.tls_key go together: give both or neither.")
+    return s
+
+
+MODEL_TRAINING_KEYS = ("backend", "backends", "splits", "split_seed", "retain_runs",
+                       "max_wall_seconds", "max_ram_mb", "num_threads", "device", "grace_seconds",
+                       "max_predictions_mb", "writeback", "auto_retrain")
+
+
+def _model_training(r: _Reader, raw, resolve) -> ModelTraining:
+    path: Path = ("model_training",)
+    m = r.mapping(raw, path, MODEL_TRAINING_KEYS, "model_training")
+    mt = ModelTraining()
+    mt.backend = r.text(m, "backend", path, "local", numbers_ok=False)
+    mt.split_seed = r.number(m, "split_seed", path, 0, integer=True)
+    mt.retain_runs = r.number(m, "retain_runs", path, 5, minimum=1, integer=True)
+    mt.max_wall_seconds = r.number(m, "max_wall_seconds", path, None, positive=True)
+    mt.max_ram_mb = r.number(m, "max_ram_mb", path, None, positive=True)
+    mt.num_threads = r.number(m, "num_threads", path, None, minimum=1, integer=True)
+    mt.device = r.text(m, "device", path, "auto")
+    if not re.match(r"^(auto|cpu|mps|cuda(:\d+)?)$", mt.device):
+        r.error(path + ("device",), f"model_training.device is {mt.device!r}; use auto, cpu, "
+                                    f"mps, cuda or cuda:N (for example cuda:1).")
+        mt.device = "auto"
+    mt.grace_seconds = r.number(m, "grace_seconds", path, 20, minimum=0)
+    mt.max_predictions_mb = r.number(m, "max_predictions_mb", path, 512, positive=True)
+
+    sp = r.mapping(m.get("splits"), path + ("splits",), ("train", "val", "test"),
+                   "model_training.splits")
+    if sp:
+        parts = [r.number(sp, k, path + ("splits",), None, 0, 1) for k in ("train", "val", "test")]
+        if None not in parts and all(k in sp for k in ("train", "val", "test")):
+            if abs(sum(parts) - 1) > 1e-6:
+                r.error(path + ("splits",), f"model_training.splits add up to {sum(parts):g}; "
+                                            f"train, val and test must add up to 1.")
+            elif parts[2] == 0:
+                r.error(path + ("splits",), "model_training.splits.test is 0, so no held-out "
+                                            "score can be computed. Keep some items for test.")
+            else:
+                mt.splits = Splits(*parts)
+        elif None not in parts:
+            r.error(path + ("splits",), "model_training.splits needs all of train, val and test.")
+
+    wb_path = path + ("writeback",)
+    wb = r.mapping(m.get("writeback"), wb_path, ("schemas", "min_confidence", "include_unlabeled"),
+                   "model_training.writeback")
+    mt.writeback = Writeback(r.text_list(wb, "schemas", wb_path),
+                             r.number(wb, "min_confidence", wb_path, 0.0, 0, 1),
+                             r.boolean(wb, "include_unlabeled", wb_path, False))
+
+    ar_path = path + ("auto_retrain",)
+    ar = r.mapping(m.get("auto_retrain"), ar_path,
+                   ("enabled", "trainer", "schemas", "params", "update_frequency",
+                    "min_interval_s", "backend"), "model_training.auto_retrain")
+    auto = AutoRetrain()
+    auto.enabled = r.boolean(ar, "enabled", ar_path, False)
+    auto.trainer = r.text(ar, "trainer", ar_path, auto.trainer)
+    auto.schemas = r.text_list(ar, "schemas", ar_path)
+    params = ar.get("params")
+    if params is not None and not isinstance(params, dict):
+        r.error(ar_path + ("params",), "model_training.auto_retrain.params must be a mapping.")
+    auto.params = dict(params or {}) if isinstance(params, dict) else {}
+    auto.update_frequency = r.number(ar, "update_frequency", ar_path, 100, minimum=1, integer=True)
+    auto.min_interval_s = r.number(ar, "min_interval_s", ar_path, 600, minimum=0)
+    auto.backend = r.text(ar, "backend", ar_path, None, numbers_ok=False)
+    mt.auto_retrain = auto
+
+    backends_raw = m.get("backends")
+    mt.backends = {"local": Backend("local", "local")}
+    if backends_raw is not None and not isinstance(backends_raw, dict):
+        r.error(path + ("backends",), "model_training.backends must be a mapping from a backend "
+                                      "name to its settings.")
+    elif backends_raw:
+        for name, spec in backends_raw.items():
+            b = _backend(r, str(name), spec, path + ("backends", name), resolve)
+            if b is not None:
+                mt.backends[str(name)] = b
+    return mt
+
+
+def _backend(r: _Reader, name: str, raw, path: Path, resolve) -> Optional[Backend]:
+    where = dotted(path)
+    if not isinstance(raw, dict):
+        r.error(path, f"{where} must be a mapping with at least a type ({', '.join(BACKEND_TYPES)}).",
+                name)
+        return None
+    btype = raw.get("type")
+    if btype is None:
+        r.error(path, f"{where} has no type. Set type to one of: {', '.join(BACKEND_TYPES)}.", name)
+        return None
+    if btype not in BACKEND_TYPES:
+        r.error(path + ("type",), f"{where}.type is {btype!r}, which is not a backend type."
+                                  f"{suggest(btype, BACKEND_TYPES)} Valid types: "
+                                  f"{', '.join(BACKEND_TYPES)}.", name)
+        return None
+    if name == "local" and btype != "local":
+        r.error(path, f"{where}: the name local is reserved for this machine; give the {btype} "
+                      f"backend another name.", name)
+        return None
+    hints = {k: h for (t, k), h in BACKEND_KEY_HINTS.items() if t == btype}
+    m = r.mapping(raw, path, BACKEND_KEYS[btype], f"a{'n' if btype in ('ssh', 'agent') else ''} "
+                                                 f"{btype} backend", name, hints)
+    b = Backend(name, btype)
+    b.description = r.text(m, "description", path, "", name) or ""
+    b.host = r.text(m, "host", path, None, name)
+    b.user = r.text(m, "user", path, None, name)
+    b.port = r.number(m, "port", path, None, 1, 65535, integer=True, backend=name)
+    b.identity_file = resolve(r.text(m, "identity_file", path, None, name))
+    b.python = r.text(m, "python", path, "python3", name)
+    b.packages = r.text_list(m, "packages", path, name)
+    b.min_free_gpu_mb = r.number(m, "min_free_gpu_mb", path, 2000, minimum=0, backend=name)
+    b.num_threads = r.number(m, "num_threads", path, None, minimum=1, integer=True, backend=name)
+    b.remote_dir = r.text(m, "remote_dir", path, None, name)
+    b.fetch_artifacts = r.boolean(m, "fetch_artifacts", path, True, name)
+    b.keep_remote = r.boolean(m, "keep_remote", path, False, name)
+    b.max_artifact_mb = r.number(m, "max_artifact_mb", path, 2048, minimum=0, backend=name)
+    b.heartbeat_timeout_s = r.number(m, "heartbeat_timeout_s", path, 120, positive=True,
+                                     backend=name)
+    b.queue_timeout_s = r.number(m, "queue_timeout_s", path, None, positive=True, backend=name)
+    b.job_python = r.text(m, "job_python", path, None, name)
+    b.prelude = r.text_list(m, "prelude", path, name)
+    b.poll_interval_s = r.number(m, "poll_interval_s", path, 10, positive=True, backend=name)
+    env = m.get("env")
+    if env is not None:
+        if not isinstance(env, dict) or not all(
+                isinstance(k, str) and re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", k) for k in env):
+            r.error(path + ("env",), f"{where}.env must map variable names (letters, digits, _) "
+                                     f"to values.", name)
+        else:
+            b.env = {k: "" if v is None else str(v) for k, v in env.items()}
+    if "gpus" in m:
+        b.gpus = _gpus(r, m["gpus"], path + ("gpus",), name)
+    for key in SBATCH_OPTIONS:
+        if key == "time":
+            continue
+        value = r.text(m, key, path, None, name)
+        if value is not None:
+            b.sbatch[key] = value
+    if "time" in m and m["time"] is not None:
+        # PyYAML reads 1:30:00 as a base-60 number; the source text is what the user meant.
+        text = r.scalars.get(path + ("time",), str(m["time"]))
+        if isinstance(m["time"], (dict, list, bool)):
+            r.error(path + ("time",), f"{where}.time must be a SLURM time such as 02:00:00.", name)
+        elif slurm_time_seconds(text) is None:
+            r.error(path + ("time",), f"{where}.time is {text!r}, which sbatch does not accept. "
+                                      f"Use MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS "
+                                      f"(for example 02:00:00).", name)
+        elif slurm_time_seconds(text) == 0:
+            r.error(path + ("time",), f"{where}.time is {text}, which means no limit on SLURM. "
+                                      f"Give the job a limit such as 02:00:00.", name)
+        else:
+            b.sbatch["time"] = text
+    return b
+
+
+def _gpus(r: _Reader, value, path: Path, name: str) -> str:
+    if isinstance(value, str):
+        text = value.strip().replace(" ", "")
+        if text in ("auto", "none") or re.match(r"^\d+(,\d+)*$", text):
+            return text
+    if isinstance(value, int) and not isinstance(value, bool):
+        r.error(path, f"{dotted(path)} is the number {value}. Write gpus: \"{value}\" (quoted) to "
+                      f"pin GPU {value}, or gpus: auto to take the GPU with the most free memory.",
+                name)
+        return "auto"
+    r.error(path, f"{dotted(path)} is {value!r}; use auto, none, or GPU indices such as \"1\" or "
+                  f"\"0,1\".", name)
+    return "auto"

@@ -1,0 +1,166 @@
+"""Rules a config must pass before anything starts, and the acknowledgements of warnings.
+
+``check(path)`` loads the config (``config.load`` reports structural problems), applies the
+cross-field rules below, then moves warnings matched by ``validation.acknowledge`` into the
+report's ``acknowledged`` list. ``potato validate`` prints the report; ``potato start`` refuses
+to start on its errors (never on warnings), with the same messages.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from typing import List, Optional, Tuple
+
+from potato.config import Config, Problem, dotted, load, slurm_time_seconds, suggest
+
+SIX_HOURS = 6 * 3600
+MIN_ACK_LENGTH = 12
+
+
+@dataclass
+class Report:
+    errors: List[Problem] = field(default_factory=list)
+    warnings: List[Problem] = field(default_factory=list)
+    acknowledged: List[Problem] = field(default_factory=list)
+
+    def ok(self, strict: bool = False) -> bool:
+        return not self.errors and not (strict and self.warnings)
+
+    def as_dict(self, strict: bool = False) -> dict:
+        return {"ok": self.ok(strict), "strict": strict,
+                "errors": [p.as_dict() for p in self.errors],
+                "warnings": [p.as_dict() for p in self.warnings],
+                "acknowledged": [p.as_dict() for p in self.acknowledged]}
+
+
+def check(path: str) -> Tuple[Config, Report]:
+    """Load and validate ``path``. Raises ``config.ConfigError`` when it cannot be read."""
+    cfg, errors, warnings = load(path)
+    report = Report(list(errors), list(warnings))
+    _rules(cfg, report)
+    _acknowledge(cfg, report)
+    return cfg, report
+
+
+def _rules(cfg: Config, report: Report) -> None:
+    def err(path, message, backend=None):
+        report.errors.append(Problem(message, dotted(path), cfg.line_of(path), cfg.path, backend))
+
+    def warn(path, message, backend=None):
+        report.warnings.append(Problem(message, dotted(path), cfg.line_of(path), cfg.path, backend))
+
+    if not cfg.data_files:
+        err(("data_files",), "data_files is empty: list the JSON or JSON Lines files that hold "
+                             "the items to annotate (paths relative to task_dir).")
+    for i, f in enumerate(cfg.data_files):
+        if not os.path.isfile(f):
+            err(("data_files", i), f"data_files[{i}] is {f}, which does not exist. Fix the path "
+                                   f"(it is relative to task_dir, {cfg.task_dir}).")
+    if not cfg.schemes:
+        err(("annotation_schemes",), "annotation_schemes is empty: add at least one scheme "
+                                     "(annotation_type radio or multiselect, name, labels).")
+    if not cfg.admin_api_key and not cfg.debug:
+        warn(("admin_api_key",), "admin_api_key is not set, so no one can open the admin pages "
+                                 "or call the admin API (training included). Set a long random "
+                                 "key, for example from: python3 -c 'import secrets; "
+                                 "print(secrets.token_urlsafe(32))'")
+
+    mt = cfg.model_training
+    names = list(mt.backends)
+    for ref_path, ref in ((("model_training", "backend"), mt.backend),
+                          (("model_training", "auto_retrain", "backend"), mt.auto_retrain.backend)):
+        if ref is not None and ref not in mt.backends:
+            err(ref_path, f"{dotted(ref_path)} is {ref!r}, which names no configured backend."
+                          f"{suggest(ref, names)} Configured: {', '.join(names)}.")
+
+    scheme_names = [s.name for s in cfg.schemes]
+    for i, name in enumerate(mt.writeback.schemas):
+        if name not in scheme_names:
+            err(("model_training", "writeback", "schemas", i),
+                f"model_training.writeback.schemas names {name!r}, which is not an annotation "
+                f"scheme.{suggest(name, scheme_names)} Schemes: {', '.join(scheme_names) or 'none'}.")
+
+    remote = []
+    for name, b in mt.backends.items():
+        bpath = ("model_training", "backends", name)
+        where = dotted(bpath)
+        if b.type in ("ssh", "slurm"):
+            remote.append(name)
+            if not b.host:
+                err(bpath, f"{where} is an {b.type} backend without host. Set host to the machine "
+                           f"to log into (a name ssh accepts, ~/.ssh/config aliases included).",
+                    name)
+        if b.type == "slurm":
+            if not b.remote_dir:
+                err(bpath, f"{where} has no remote_dir. A slurm backend needs a directory on "
+                           f"storage that the login and compute nodes share (for example "
+                           f"~/potato-training or /scratch/$USER/potato).", name)
+            elif re.match(r"^/(var/)?tmp(/|$)", b.remote_dir.strip()):
+                err(bpath + ("remote_dir",),
+                    f"{where}.remote_dir is {b.remote_dir}, which is node-local on compute nodes: "
+                    f"the job would not see the files the login node wrote. Use a directory on "
+                    f"shared storage (for example ~/potato-training).", name)
+            time_text = b.sbatch.get("time")
+            if time_text is not None and slurm_time_seconds(time_text) > SIX_HOURS:
+                warn(bpath + ("time",),
+                     f"{where}.time is {time_text}. A job that holds a GPU for more than 6 hours "
+                     f"is long on a shared cluster; check its policy", name)
+    if cfg.debug:
+        for name in remote:
+            warn(("debug",),
+                 f"debug: true gives admin rights to every request from loopback, and runs on "
+                 f"backend {name} reach the server through a reverse-forwarded socket that "
+                 f"arrives as loopback, so anyone who can log into "
+                 f"{mt.backends[name].host or 'that host'} could act as admin. Set debug: false "
+                 f"when {name} is configured.", name)
+
+
+def _names_in(entry: str, backends) -> List[str]:
+    """Backend names that appear in an acknowledgement as whole words."""
+    found = []
+    for name in backends:
+        if re.search(r"(?<![A-Za-z0-9_-])" + re.escape(name) + r"(?![A-Za-z0-9_-])", entry):
+            found.append(name)
+    return found
+
+
+def _acknowledge(cfg: Config, report: Report) -> None:
+    """Move warnings matched by ``validation.acknowledge`` entries to ``report.acknowledged``.
+
+    An entry matches a warning when it is a (case-sensitive) substring of its text. An entry
+    that names a backend acknowledges only that backend's warnings. Entries shorter than
+    MIN_ACK_LENGTH, or that match nothing, become warnings themselves (never acknowledgeable).
+    """
+    backends = [n for n in cfg.model_training.backends]
+    used = [False] * len(cfg.acknowledge)
+    short = set()
+    for i, entry in enumerate(cfg.acknowledge):
+        if len(entry) < MIN_ACK_LENGTH:
+            short.add(i)
+    kept = []
+    for w in report.warnings:
+        matched = False
+        for i, entry in enumerate(cfg.acknowledge):
+            if i in short or entry not in w.message:
+                continue
+            named = _names_in(entry, backends)
+            if named and w.backend not in named:
+                continue
+            used[i] = matched = True
+        (report.acknowledged if matched else kept).append(w)
+    report.warnings = kept
+    for i, entry in enumerate(cfg.acknowledge):
+        path = ("validation", "acknowledge", i)
+        line = cfg.line_of(path)
+        if i in short:
+            report.warnings.append(Problem(
+                f"validation.acknowledge[{i}] ({entry!r}) is shorter than {MIN_ACK_LENGTH} "
+                f"characters, so it could match warnings by accident; quote more of the warning.",
+                dotted(path), line, cfg.path))
+        elif not used[i]:
+            report.warnings.append(Problem(
+                f"validation.acknowledge[{i}] ({entry!r}) matches no warning. Remove it, or copy "
+                f"part of a current warning's text (matching is case-sensitive).",
+                dotted(path), line, cfg.path))

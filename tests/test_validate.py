@@ -1,0 +1,363 @@
+"""`potato validate`: every rule, its message, and the exit codes with and without --strict."""
+
+import json
+
+import pytest
+
+from potato.cli import main
+from potato.config import ConfigError, slurm_time_seconds
+from potato.validation import check
+from tests.conftest import BASE, EXAMPLE
+
+
+def messages(problems):
+    return [p.message for p in problems]
+
+
+def run_validate(capsys, *args):
+    code = main(["validate", *args])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_example_config_is_clean(capsys):
+    code, out, _ = run_validate(capsys, f"{EXAMPLE}/config.yaml", "--strict")
+    assert code == 0, out
+    assert "OK (0 error(s), 0 warning(s), 0 acknowledged)" in out
+
+
+def test_unknown_backend_key_suggests_closest_with_line(write_config, capsys):
+    path = write_config(BASE + """\
+model_training:
+  backends:
+    gpu-server:
+      type: ssh
+      host: gpu.example.org
+      pyhton: python3.11
+""")
+    cfg, report = check(path)
+    [err] = report.errors
+    assert err.key == "model_training.backends.gpu-server.pyhton"
+    assert err.line == 13
+    assert err.message.startswith("model_training.backends.gpu-server.pyhton is not a key an ssh "
+                                  "backend accepts. Did you mean python?")
+    assert "Valid keys: type, description, host, user, port" in err.message
+    code, out, _ = run_validate(capsys, path)
+    assert code == 1
+    assert f"error: {path}:13: model_training.backends.gpu-server.pyhton" in out
+
+
+@pytest.mark.parametrize("btype,key,accepted", [
+    ("ssh", "gpus", True), ("ssh", "packages", True), ("ssh", "partition", False),
+    ("slurm", "gpus", False), ("slurm", "packages", False), ("slurm", "job_python", True),
+    ("slurm", "prelude", True), ("slurm", "account", True), ("slurm", "cpus_per_task", True),
+    ("agent", "host", False), ("agent", "queue_timeout_s", True), ("agent", "python", False),
+])
+def test_keys_per_backend_type(write_config, btype, key, accepted):
+    values = {"gpus": "auto", "packages": ["peft"], "partition": "gpu", "job_python": "python3",
+              "prelude": ["module load cuda"], "account": "lab", "cpus_per_task": 4,
+              "host": "h", "queue_timeout_s": 60, "python": "python3"}
+    extra = "      host: login\n      remote_dir: ~/p\n" if btype in ("ssh", "slurm") else ""
+    if key == "host":
+        extra = ""
+    path = write_config(BASE + f"""\
+model_training:
+  backends:
+    b:
+      type: {btype}
+{extra}      {key}: {json.dumps(values[key])}
+""")
+    _, report = check(path)
+    unknown = [m for m in messages(report.errors) if "is not a key" in m]
+    assert (unknown == []) == accepted, report.errors
+
+
+def test_slurm_gpus_gets_gres_hint(write_config):
+    path = write_config(BASE + """\
+model_training:
+  backends:
+    cluster: {type: slurm, host: login, remote_dir: ~/p, gpus: auto}
+""")
+    _, report = check(path)
+    assert any("ask for GPUs with gres" in m for m in messages(report.errors))
+
+
+def test_unknown_type_missing_host_and_remote_dir(write_config):
+    path = write_config(BASE + """\
+model_training:
+  backends:
+    k8s: {type: kubernets}
+    gpu: {type: ssh}
+    cluster: {type: slurm, host: login}
+    scratch: {type: slurm, host: login, remote_dir: /tmp/potato}
+    vartmp: {type: slurm, host: login, remote_dir: /var/tmp}
+""")
+    _, report = check(path)
+    msgs = messages(report.errors)
+    assert ("model_training.backends.k8s.type is 'kubernets', which is not a backend type. "
+            "Valid types: local, ssh, slurm, agent.") in msgs
+    assert any(m.startswith("model_training.backends.gpu is an ssh backend without host.")
+               for m in msgs)
+    assert any(m.startswith("model_training.backends.cluster has no remote_dir.") for m in msgs)
+    assert any(m.startswith("model_training.backends.scratch.remote_dir is /tmp/potato, which is "
+                            "node-local") for m in msgs)
+    assert any(m.startswith("model_training.backends.vartmp.remote_dir is /var/tmp") for m in msgs)
+    assert len(msgs) == 5, msgs
+
+
+def test_backend_references(write_config):
+    path = write_config(BASE + """\
+model_training:
+  backend: gpu-servr
+  auto_retrain: {enabled: true, backend: nowhere, schemas: [sentiment]}
+  backends:
+    gpu-server: {type: ssh, host: gpu.example.org}
+""")
+    _, report = check(path)
+    msgs = messages(report.errors)
+    assert ("model_training.backend is 'gpu-servr', which names no configured backend. Did you "
+            "mean gpu-server? Configured: local, gpu-server.") in msgs
+    assert any(m.startswith("model_training.auto_retrain.backend is 'nowhere'") for m in msgs)
+
+
+def test_local_is_always_configured(write_config):
+    path = write_config(BASE + "model_training:\n  backend: local\n")
+    _, report = check(path)
+    assert report.errors == []
+
+
+@pytest.mark.parametrize("value,ok", [
+    ('auto', True), ('none', True), ('"1"', True), ('"0,1"', True), ("0,1", True),
+    ("1", False), ("all", False), ('"1,"', False), ("[0, 1]", False),
+])
+def test_gpus_values(write_config, value, ok):
+    path = write_config(BASE + f"""\
+model_training:
+  backends:
+    gpu:
+      type: ssh
+      host: h
+      gpus: {value}
+""")
+    cfg, report = check(path)
+    assert (report.errors == []) == ok, report.errors
+    if value == "1":
+        assert report.errors[0].message.startswith(
+            'model_training.backends.gpu.gpus is the number 1. Write gpus: "1" (quoted)')
+
+
+@pytest.mark.parametrize("value,ok", [("0", True), ("2500.5", True), ("-1", False),
+                                      ("lots", False)])
+def test_min_free_gpu_mb(write_config, value, ok):
+    path = write_config(BASE + f"""\
+model_training:
+  backends:
+    gpu: {{type: ssh, host: h, min_free_gpu_mb: {value}}}
+""")
+    _, report = check(path)
+    assert (report.errors == []) == ok, report.errors
+
+
+@pytest.mark.parametrize("value,ok", [("0", True), ("0.75", True), ("1", True), ("1.5", False),
+                                      ("-0.1", False), ("high", False)])
+def test_writeback_min_confidence(write_config, value, ok):
+    path = write_config(BASE + f"model_training:\n  writeback: {{min_confidence: {value}}}\n")
+    _, report = check(path)
+    assert (report.errors == []) == ok, report.errors
+
+
+def test_writeback_schemas_must_exist(write_config):
+    path = write_config(BASE + "model_training:\n  writeback: {schemas: [sentimnt]}\n")
+    _, report = check(path)
+    [err] = report.errors
+    assert err.message == ("model_training.writeback.schemas names 'sentimnt', which is not an "
+                           "annotation scheme. Did you mean sentiment? Schemes: sentiment.")
+
+
+@pytest.mark.parametrize("text,seconds", [
+    ("30", 1800), ("30:15", 1815), ("02:00:00", 7200), ("1-12", 129600),
+    ("1-02:30", 95400), ("1-00:00:10", 86410), ("UNLIMITED", float("inf")),
+    ("2h", None), ("1:2:3:4", None), ("", None), ("-5", None),
+])
+def test_slurm_time_formats(text, seconds):
+    assert slurm_time_seconds(text) == seconds
+
+
+@pytest.mark.parametrize("value,error", [
+    ("30", False), ("'30:00'", False), ("02:00:00", False), ("1:30:00", False), ("1-12", False),
+    ("1-02:30", False), ("0-01:00:00", False), ("2h", True), ("0", True), ("[1]", True),
+])
+def test_slurm_time_in_config(write_config, value, error):
+    path = write_config(BASE + f"""\
+model_training:
+  backends:
+    cluster: {{type: slurm, host: login, remote_dir: ~/p, time: {value}}}
+""")
+    _, report = check(path)
+    assert bool(report.errors) == error, report.errors
+
+
+def test_six_hour_warning_exact_text_and_strict(write_config, capsys):
+    # 7:00:00 is read by YAML 1.1 as a base-60 number; the message must show what was written.
+    path = write_config(BASE + """\
+model_training:
+  backends:
+    cluster: {type: slurm, host: login, remote_dir: ~/p, time: 7:00:00}
+    short: {type: slurm, host: login, remote_dir: ~/p, time: "06:00:00"}
+""")
+    _, report = check(path)
+    assert report.errors == []
+    assert messages(report.warnings) == [
+        "model_training.backends.cluster.time is 7:00:00. A job that holds a GPU for more than "
+        "6 hours is long on a shared cluster; check its policy"]
+    assert run_validate(capsys, path)[0] == 0
+    code, out, _ = run_validate(capsys, path, "--strict")
+    assert code == 1
+    assert "warning:" in out and "FAILED" in out
+
+
+def test_debug_with_remote_backend_warns(write_config):
+    path = write_config(BASE + """\
+debug: true
+model_training:
+  backends:
+    gpu: {type: ssh, host: gpu.example.org}
+    lab: {type: agent}
+""")
+    _, report = check(path)
+    [w] = report.warnings
+    assert w.backend == "gpu"
+    assert "debug: true gives admin rights to every request from loopback" in w.message
+    assert "reverse-forwarded socket" in w.message
+
+
+def test_debug_without_remote_backend_is_quiet(write_config):
+    path = write_config(BASE + "debug: true\n")
+    assert check(path)[1].warnings == []
+
+
+ACK_BASE = BASE + """\
+model_training:
+  backends:
+    gpu: {type: slurm, host: login, remote_dir: ~/p, time: 1-00}
+    gpu2: {type: slurm, host: login, remote_dir: ~/p, time: 2-00}
+"""
+
+
+def test_acknowledgement_moves_matching_warnings(write_config, capsys):
+    path = write_config(ACK_BASE + """\
+validation:
+  acknowledge:
+    - "A job that holds a GPU for more than 6 hours"
+""")
+    _, report = check(path)
+    assert report.warnings == []
+    assert len(report.acknowledged) == 2
+    code, out, _ = run_validate(capsys, path, "--strict")
+    assert code == 0
+    assert out.count("acknowledged: ") == 2
+
+
+def test_acknowledgement_naming_a_backend_covers_only_that_backend(write_config):
+    # "model_training.backends.gpu" is also a substring of gpu2's warning: the name decides.
+    path = write_config(ACK_BASE + """\
+validation:
+  acknowledge: ["model_training.backends.gpu.time"]
+""")
+    _, report = check(path)
+    assert [p.backend for p in report.acknowledged] == ["gpu"]
+    assert [p.backend for p in report.warnings] == ["gpu2"]
+
+
+def test_acknowledgement_is_case_sensitive_short_and_unused_entries_warn(write_config, capsys):
+    path = write_config(ACK_BASE + """\
+validation:
+  acknowledge:
+    - "a job that holds a gpu for more than 6 hours"
+    - "6 hours"
+""")
+    _, report = check(path)
+    assert report.acknowledged == []
+    msgs = messages(report.warnings)
+    assert any(m.startswith("validation.acknowledge[0] ('a job that holds a gpu for more than 6 "
+                            "hours') matches no warning.") for m in msgs)
+    assert any(m.startswith("validation.acknowledge[1] ('6 hours') is shorter than 12 characters")
+               for m in msgs)
+    assert len(msgs) == 4
+    assert run_validate(capsys, path)[0] == 0
+    assert run_validate(capsys, path, "--strict")[0] == 1
+
+
+def test_json_report(write_config, capsys):
+    path = write_config(ACK_BASE + "validation:\n  acknowledge: ['model_training.backends.gpu2']\n")
+    code, out, _ = run_validate(capsys, path, "--json", "--strict")
+    report = json.loads(out)
+    assert code == 1 and report["ok"] is False
+    assert [w["backend"] for w in report["warnings"]] == ["gpu"]
+    assert [w["backend"] for w in report["acknowledged"]] == ["gpu2"]
+    assert report["warnings"][0]["line"] == 10
+    assert report["warnings"][0]["key"] == "model_training.backends.gpu.time"
+
+
+def test_wrong_types_and_sections(write_config):
+    path = write_config(BASE + """\
+debug: maybe
+server: {port: eighty, colour: blue}
+model_training:
+  retain_runs: 0
+  splits: {train: 0.8, val: 0.15, test: 0.15}
+  backends:
+    gpu: {type: ssh, host: h, port: 70000, env: {"BAD-NAME": 1}, keep_remote: yes please}
+""")
+    _, report = check(path)
+    keys = sorted(p.key for p in report.errors)
+    assert keys == ["debug", "model_training.backends.gpu.env",
+                    "model_training.backends.gpu.keep_remote", "model_training.backends.gpu.port",
+                    "model_training.retain_runs", "model_training.splits", "server.colour",
+                    "server.port"], report.errors
+
+
+def test_duplicate_key_is_an_error(write_config):
+    path = write_config(BASE + "debug: false\ndebug: true\n")
+    _, report = check(path)
+    assert [p.message for p in report.errors] == [
+        "debug is given twice; the second value would silently win. Keep one."]
+
+
+def test_missing_data_file_and_schemes(write_config):
+    path = write_config("data_files: [nope.jsonl]\nadmin_api_key: k\n")
+    _, report = check(path)
+    msgs = messages(report.errors)
+    assert any(m.startswith("data_files[0] is ") and "does not exist" in m for m in msgs)
+    assert any(m.startswith("annotation_schemes is empty") for m in msgs)
+
+
+def test_paths_resolve_against_task_dir(tmp_path):
+    (tmp_path / "proj" / "data").mkdir(parents=True)
+    (tmp_path / "proj" / "data" / "x.jsonl").write_text('{"id": 1, "text": "a"}\n')
+    (tmp_path / "conf").mkdir()
+    cfg_path = tmp_path / "conf" / "c.yaml"
+    cfg_path.write_text(BASE.replace("[items.jsonl]", "[data/x.jsonl]") + "task_dir: ../proj\n")
+    cfg, report = check(str(cfg_path))
+    assert report.errors == []
+    assert cfg.task_dir == str(tmp_path / "proj")
+    assert cfg.data_files == [str(tmp_path / "proj" / "data" / "x.jsonl")]
+    assert cfg.output_dir == str(tmp_path / "proj" / "annotation_output")
+
+
+@pytest.mark.parametrize("content,expect", [
+    (None, "no such file. Give the path to the project's YAML config."),
+    ("a: [1,\nb: 2\n", ":3: YAML syntax error:"),
+    ("key: value\n  bad indent: here\n", ":2: YAML syntax error:"),
+])
+def test_unreadable_config_is_one_line_exit_1(tmp_path, capsys, content, expect):
+    path = tmp_path / "c.yaml"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(ConfigError):
+        check(str(path))
+    code, out, err = run_validate(capsys, str(path))
+    assert code == 1
+    assert expect in err
+    assert "Traceback" not in err + out
+    assert len(err.strip().splitlines()) == 1
