@@ -36,3 +36,98 @@ annotation_schemes:
     name: sentiment
     labels: [positive, negative]
 """
+
+
+class Client:
+    """A tiny HTTP client for tests: keeps cookies, never follows redirects."""
+
+    def __init__(self, base_url: str):
+        from urllib.parse import urlsplit
+
+        u = urlsplit(base_url)
+        self.host, self.port = u.hostname, u.port
+        self.cookies = {}
+
+    def request(self, method, path, body=None, headers=None, json_body=None, form=None):
+        import http.client
+        import json as _json
+        from urllib.parse import urlencode
+
+        h = dict(headers or {})
+        if json_body is not None:
+            body = _json.dumps(json_body).encode()
+            h.setdefault("Content-Type", "application/json")
+        if form is not None:
+            body = urlencode(form, doseq=True).encode()
+            h.setdefault("Content-Type", "application/x-www-form-urlencoded")
+        if self.cookies:
+            h["Cookie"] = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=30)
+        try:
+            conn.request(method, path, body=body, headers=h)
+            resp = conn.getresponse()
+            data = resp.read()
+        finally:
+            conn.close()
+        for raw in resp.headers.get_all("Set-Cookie") or []:
+            name, _, rest = raw.partition("=")
+            value = rest.split(";", 1)[0]
+            if "Max-Age=0" in raw:
+                self.cookies.pop(name, None)
+            else:
+                self.cookies[name] = value
+        resp.body = data
+        resp.text = data.decode("utf-8", "replace")
+        return resp
+
+    def get(self, path, **kw):
+        return self.request("GET", path, **kw)
+
+    def post(self, path, **kw):
+        return self.request("POST", path, **kw)
+
+    def json(self, method, path, **kw):
+        import json as _json
+
+        r = self.request(method, path, **kw)
+        return r.status, _json.loads(r.body or b"null")
+
+    def login(self, name):
+        r = self.post("/login", form={"username": name})
+        assert r.status == 303, r.text
+        return r
+
+
+@pytest.fixture
+def serve():
+    """Start a real server for a config path on 127.0.0.1:0 in a thread; stop it afterwards."""
+    import threading
+
+    from potato.config import load
+
+    started = []
+
+    def start(config_path, **overrides):
+        from potato.server.app import make_server, server_url
+
+        cfg, errors, _ = load(config_path)
+        assert not errors, errors
+        for k, v in overrides.items():
+            setattr(cfg, k, v)
+        lines = []
+        server = make_server(cfg, "127.0.0.1", 0, access_log=lines.append)
+        t = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                             daemon=True)
+        t.start()
+        server.access_lines = lines
+        started.append((server, t))
+        return server, server_url(server)
+
+    yield start
+    for server, t in started:
+        server.shutdown()
+        server.server_close()
+        server.app.stop_background()
+        server.app.store.close()
+        t.join(timeout=5)
+        assert not t.is_alive()

@@ -1,0 +1,173 @@
+"""Labels in and out: checking a label against its scheme, import and export.
+
+``check_label`` is the one place that decides whether a value is a valid label for a scheme;
+the annotate page, the JSON API and ``potato annotations import`` all go through it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, Dict, List, Optional, Tuple
+
+from potato.config import Config, Scheme
+from potato.data import DataError, load_items
+from potato.store import Store
+
+
+class LabelError(ValueError):
+    """A value that is not a label of its scheme."""
+
+
+def check_label(scheme: Scheme, value: Any) -> Any:
+    """The normalised label (str for radio, sorted list for multiselect) or LabelError.
+
+    ``None`` (or an empty list) means "no label" and is returned as None.
+    """
+    if value is None or value == [] or value == "":
+        return None
+    if scheme.annotation_type == "radio":
+        if not isinstance(value, str):
+            raise LabelError(f"scheme {scheme.name!r} takes one label (a string), not {value!r}.")
+        if value not in scheme.labels:
+            raise LabelError(f"{value!r} is not a label of scheme {scheme.name!r} "
+                             f"(labels: {', '.join(scheme.labels)}).")
+        return value
+    values = value if isinstance(value, list) else [value]
+    for v in values:
+        if not isinstance(v, str) or v not in scheme.labels:
+            raise LabelError(f"{v!r} is not a label of scheme {scheme.name!r} "
+                             f"(labels: {', '.join(scheme.labels)}).")
+    return sorted(set(values), key=scheme.labels.index)
+
+
+def open_store(cfg: Config) -> Store:
+    """The project's store with its items synced from the data files (raises DataError)."""
+    items = load_items(cfg)
+    store = Store(cfg.db_path)
+    store.sync_items(items)
+    return store
+
+
+def item_record(store: Store, item_id: str) -> Optional[Dict[str, Any]]:
+    """``{id, text, labels: {scheme: [{annotator, label}]}, predictions: {scheme: {...}}}``."""
+    row = store.item(item_id)
+    if row is None:
+        return None
+    return {"id": row["id"], "text": row["text"], "labels": store.item_labels(item_id),
+            "predictions": store.item_predictions(item_id)}
+
+
+def parse_import(cfg: Config, lines: List[str], known_ids) -> Tuple[List[Tuple[str, str, Any]],
+                                                                  List[str]]:
+    """(rows, problems) for an import file's lines; rows are (item_id, scheme, label)."""
+    schemes = {s.name: s for s in cfg.schemes}
+    rows, problems = [], []
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            problems.append(f"line {n}: not a JSON object ({e.msg}).")
+            continue
+        if not isinstance(obj, dict):
+            problems.append(f"line {n}: must be a JSON object like "
+                            f'{{"id": ..., "{cfg.schemes[0].name}": label}}.')
+            continue
+        item_id = obj.get("id")
+        if item_id is None:
+            problems.append(f"line {n}: has no \"id\".")
+            continue
+        item_id = str(item_id)
+        if item_id not in known_ids:
+            problems.append(f"line {n}: unknown item id {item_id!r} (not in the data files).")
+            continue
+        given = [k for k in obj if k != "id"]
+        if not given:
+            problems.append(f"line {n}: names no scheme; add \"{cfg.schemes[0].name}\": label.")
+        for key in given:
+            scheme = schemes.get(key)
+            if scheme is None:
+                problems.append(f"line {n}: {key!r} is not an annotation scheme (schemes: "
+                                f"{', '.join(schemes)}).")
+                continue
+            try:
+                label = check_label(scheme, obj[key])
+            except LabelError as e:
+                problems.append(f"line {n}: {e}")
+                continue
+            if label is not None:
+                rows.append((item_id, key, label))
+    return rows, problems
+
+
+def import_file(cfg: Config, path: str, annotator: str) -> int:
+    """``potato annotations import``: all lines or nothing. Exit code 0 or 1."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError as e:
+        print(f"error: {path}: cannot be read ({e.strerror}).", file=sys.stderr)
+        return 1
+    if not annotator.strip():
+        print("error: --annotator must name who made these labels.", file=sys.stderr)
+        return 1
+    try:
+        store = open_store(cfg)
+    except DataError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    try:
+        rows, problems = parse_import(cfg, lines, set(store.item_ids()))
+        if problems:
+            for p in problems[:50]:
+                print(f"error: {path}: {p}", file=sys.stderr)
+            more = f" (and {len(problems) - 50} more)" if len(problems) > 50 else ""
+            print(f"{path}: nothing imported: {len(problems)} problem(s){more}. Fix them and run "
+                  f"the import again.", file=sys.stderr)
+            return 1
+        store.import_labels(annotator, rows)
+        items = len({r[0] for r in rows})
+        print(f"Imported {len(rows)} label(s) on {items} item(s) as annotator {annotator!r} "
+              f"from {path}.")
+        return 0
+    finally:
+        store.close()
+
+
+def export_rows(store: Store):
+    labels = store.all_labels()
+    preds = store.all_predictions()
+    for row in store.all_items():
+        if not row["active"] and row["id"] not in labels:
+            continue
+        yield {"id": row["id"], "text": row["text"], "labels": labels.get(row["id"], {}),
+               "predictions": preds.get(row["id"], {})}
+
+
+def export_file(cfg: Config, output: Optional[str]) -> int:
+    """``potato annotations export``: every item with labels and predictions, JSON Lines."""
+    try:
+        store = open_store(cfg)
+    except DataError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    try:
+        out = open(output, "w", encoding="utf-8") if output else sys.stdout
+        n = 0
+        try:
+            for rec in export_rows(store):
+                out.write(json.dumps(rec, ensure_ascii=False) + "\n")
+                n += 1
+        finally:
+            if output:
+                out.close()
+        if output:
+            print(f"Exported {n} item(s) to {output}.", file=sys.stderr)
+        return 0
+    except OSError as e:
+        print(f"error: {output}: cannot be written ({e.strerror}).", file=sys.stderr)
+        return 1
+    finally:
+        store.close()

@@ -1,0 +1,89 @@
+"""Read the project's items from its data files (JSON or JSON Lines).
+
+Every problem is a ``DataError`` that names the file and the line (for JSON Lines) or the
+position in the list (for a JSON array), so ``potato start`` can say exactly what to fix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict, List, Tuple
+
+from potato.config import Config
+
+Item = Tuple[str, str, Dict[str, Any]]  # (id, text, the whole record)
+
+
+class DataError(Exception):
+    """A data file cannot be used as it is."""
+
+
+def _records(path: str):
+    """(where, record) pairs: where is ``file:line`` for JSON Lines, ``file: item N`` for JSON."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        raise DataError(f"{path}: data file not found. Fix data_files in the config.")
+    except (OSError, UnicodeDecodeError) as e:
+        raise DataError(f"{path}: cannot be read ({getattr(e, 'strerror', None) or e}).")
+    stripped = text.lstrip()
+    if stripped.startswith("["):
+        try:
+            rows = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise DataError(f"{path}:{e.lineno}: not valid JSON ({e.msg}).")
+        for n, row in enumerate(rows):
+            yield f"{path}: item {n + 1} of the list", row
+        return
+    for n, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise DataError(f"{path}:{n}: not a JSON object ({e.msg}). Each line of a JSON Lines "
+                            f"file must hold one item.")
+        yield f"{path}:{n}", row
+
+
+def load_items(cfg: Config) -> List[Item]:
+    """All items of the project's data files, in order. Raises DataError."""
+    id_key, text_key = cfg.item_properties.id_key, cfg.item_properties.text_key
+    items: List[Item] = []
+    seen: Dict[str, str] = {}
+    for path in cfg.data_files:
+        if not os.path.exists(path):
+            raise DataError(f"{path}: data file not found. Fix data_files in the config.")
+        for where, row in _records(path):
+            if not isinstance(row, dict):
+                raise DataError(f"{where}: an item must be a JSON object, not {type(row).__name__}.")
+            item_id = row.get(id_key)
+            if item_id is None or item_id == "":
+                raise DataError(f"{where}: the item has no {id_key!r} (item_properties.id_key).")
+            if isinstance(item_id, (dict, list, bool)):
+                raise DataError(f"{where}: the item's {id_key!r} must be a string or a number.")
+            item_id = str(item_id)
+            text = row.get(text_key)
+            if text is None or not isinstance(text, (str, int, float)):
+                raise DataError(f"{where}: item {item_id!r} has no {text_key!r} text "
+                                f"(item_properties.text_key).")
+            if item_id in seen:
+                raise DataError(f"{where}: duplicate id {item_id!r}; it was first seen at "
+                                f"{seen[item_id]}. Ids must be unique across all data files.")
+            seen[item_id] = where
+            items.append((item_id, str(text), row))
+    return items
+
+
+def data_files_signature(cfg: Config) -> Tuple:
+    """Changes when any data file changes (mtime and size), to know when to sync again."""
+    sig = []
+    for path in cfg.data_files:
+        try:
+            st = os.stat(path)
+            sig.append((path, st.st_mtime_ns, st.st_size))
+        except OSError:
+            sig.append((path, None, None))
+    return tuple(sig)

@@ -1,0 +1,1 @@
+"""The annotation server (stdlib http.server + SQLite)."""

@@ -1,0 +1,274 @@
+"""The request handler: routing, auth checks, body limits, and the one error choke point.
+
+Every handler either returns normally (having sent a response) or raises ``HTTPError``; any
+other exception is logged with its traceback on the server and answered with a short 500,
+never a traceback. API paths answer errors as JSON ``{"error": ...}``, pages as plain HTML.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+import logging
+import re
+import traceback
+from http import cookies
+from http.server import BaseHTTPRequestHandler
+from typing import Any, Callable, Dict, List, Optional, Tuple
+from urllib.parse import parse_qs, urlsplit
+
+log = logging.getLogger("potato.server")
+
+API_PREFIXES = ("/api/", "/admin/api/", "/admin/training/api/", "/agent/")
+SECURITY_HEADERS = {
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "same-origin",
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; style-src 'self'; "
+                               "script-src 'self'; object-src 'none'; base-uri 'none'; "
+                               "frame-ancestors 'none'",
+}
+
+
+class HTTPError(Exception):
+    def __init__(self, status: int, message: str, headers: Optional[Dict[str, str]] = None):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.headers = headers or {}
+
+
+Route = Tuple[str, "re.Pattern[str]", Callable, str]  # (method, path pattern, handler, access)
+
+
+class Handler(BaseHTTPRequestHandler):
+    """One request. ``self.server.app`` holds the routes and the project state."""
+
+    protocol_version = "HTTP/1.1"
+    server_version = "Potato"
+    sys_version = ""
+
+    # -- plumbing ------------------------------------------------------------------------------
+    @property
+    def app(self):
+        return self.server.app
+
+    def log_message(self, format: str, *args: Any) -> None:  # access log, common format
+        self.app.access_log(f"{self.address_string()} - - [{self.log_date_time_string()}] "
+                            f"{format % args}")
+
+    def do_GET(self):
+        self._dispatch("GET")
+
+    def do_POST(self):
+        self._dispatch("POST")
+
+    def do_PUT(self):
+        self._dispatch("PUT")
+
+    def do_DELETE(self):
+        self._dispatch("DELETE")
+
+    def do_HEAD(self):
+        self._dispatch("HEAD")
+
+    @property
+    def path_only(self) -> str:
+        return urlsplit(self.path).path
+
+    @property
+    def query(self) -> Dict[str, List[str]]:
+        return parse_qs(urlsplit(self.path).query)
+
+    def wants_json(self) -> bool:
+        path = self.path_only
+        return path.startswith(API_PREFIXES) or "application/json" in (
+            self.headers.get("Accept") or "")
+
+    def _dispatch(self, method: str) -> None:
+        self._body_read = False
+        self._response_cookies: List[str] = []
+        try:
+            self._route(method)
+        except HTTPError as e:
+            self._send_error(e.status, e.message, e.headers)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+        except Exception:  # the one choke point: log the detail here, tell the client little
+            log.error("error in %s %s:\n%s", method, self.path, traceback.format_exc())
+            self._send_error(500, "Internal error in the Potato server; the server log has the "
+                                  "details.")
+
+    def _route(self, method: str) -> None:
+        path = self.path_only
+        allowed = []
+        for m, pattern, func, access in self.app.routes:
+            match = pattern.fullmatch(path)
+            if not match:
+                continue
+            if m != method and not (method == "HEAD" and m == "GET"):
+                allowed.append(m)
+                continue
+            if method in ("POST", "PUT", "DELETE"):
+                self._check_same_origin()
+            self._check_access(access)
+            func(self, **match.groupdict())
+            return
+        if allowed:
+            raise HTTPError(405, f"{method} is not allowed on {path}; use "
+                                 f"{' or '.join(sorted(set(allowed)))}.",
+                            {"Allow": ", ".join(sorted(set(allowed)))})
+        raise HTTPError(404, f"Nothing at {path}.")
+
+    # -- auth ----------------------------------------------------------------------------------
+    def client_is_loopback(self) -> bool:
+        host = self.client_address[0] if self.client_address else ""
+        try:
+            return ipaddress.ip_address(host.split("%")[0]).is_loopback
+        except ValueError:
+            return False
+
+    def cookie(self, name: str) -> Optional[str]:
+        jar = cookies.SimpleCookie()
+        try:
+            jar.load(self.headers.get("Cookie") or "")
+        except cookies.CookieError:
+            return None
+        return jar[name].value if name in jar else None
+
+    def is_admin(self) -> bool:
+        key = self.app.config.admin_api_key
+        given = self.headers.get("X-API-Key")
+        if key and given is not None and hmac.compare_digest(given.encode(), key.encode()):
+            return True
+        token = self.cookie("potato_admin")
+        if token and self.app.store.session(token, "admin"):
+            return True
+        return bool(self.app.config.debug and self.client_is_loopback())
+
+    def annotator(self) -> Optional[str]:
+        token = self.cookie("potato_session")
+        return self.app.store.session(token, "annotator") if token else None
+
+    def _check_access(self, access: str) -> None:
+        if access == "admin" and not self.is_admin():
+            if self.wants_json() or self.command != "GET":
+                raise HTTPError(401, "Admin access needed: send the X-API-Key header with "
+                                     "admin_api_key, or log in at /admin/login.")
+            raise HTTPError(303, "Log in as admin first.",
+                            {"Location": "/admin/login?next=" + self.path_only})
+        if access == "annotator" and not self.annotator():
+            if self.wants_json():
+                raise HTTPError(401, "Log in first (POST /login with a username).")
+            raise HTTPError(303, "Log in first.", {"Location": "/login"})
+
+    def _check_same_origin(self) -> None:
+        """Refuse state-changing requests that a page on another site made the browser send."""
+        if (self.headers.get("Sec-Fetch-Site") or "").lower() == "cross-site":
+            raise HTTPError(403, "Cross-origin request refused: Potato accepts changes only "
+                                 "from its own pages.")
+        origin = self.headers.get("Origin")
+        if origin is None:  # not sent by a browser page (curl, the CLI, an agent)
+            return
+        hosts = {h.strip().lower() for h in (self.headers.get("Host") or "",
+                                             self.headers.get("X-Forwarded-Host") or "") if h}
+        if urlsplit(origin).netloc.lower() not in hosts:
+            raise HTTPError(403, f"Cross-origin request from {origin} refused: Potato accepts "
+                                 f"changes only from its own pages.")
+
+    # -- bodies --------------------------------------------------------------------------------
+    def body(self) -> bytes:
+        if self._body_read:
+            return self._body
+        length = self.headers.get("Content-Length")
+        if self.headers.get("Transfer-Encoding"):
+            self.close_connection = True
+            raise HTTPError(411, "Send the body with a Content-Length header.")
+        try:
+            n = int(length or 0)
+        except ValueError:
+            raise HTTPError(400, "Content-Length is not a number.")
+        if n < 0:
+            raise HTTPError(400, "Content-Length is negative.")
+        if n > self.app.max_body_bytes:
+            self.close_connection = True
+            raise HTTPError(413, f"The request body ({n} bytes) is larger than the server accepts "
+                                 f"({self.app.max_body_bytes} bytes, server.max_body_mb).")
+        self._body = self.rfile.read(n) if n else b""
+        self._body_read = True
+        return self._body
+
+    def json_body(self) -> Any:
+        raw = self.body()
+        try:
+            return json.loads(raw.decode("utf-8") or "null")
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise HTTPError(400, f"The request body is not valid JSON ({e}).")
+
+    def json_object(self) -> Dict[str, Any]:
+        data = self.json_body()
+        if not isinstance(data, dict):
+            raise HTTPError(400, "The request body must be a JSON object.")
+        return data
+
+    def form(self) -> Dict[str, List[str]]:
+        ctype = self.headers.get("Content-Type") or ""
+        if "application/x-www-form-urlencoded" not in ctype and self.body():
+            raise HTTPError(400, "Send the form as application/x-www-form-urlencoded.")
+        try:
+            return parse_qs(self.body().decode("utf-8"), keep_blank_values=True)
+        except UnicodeDecodeError:
+            raise HTTPError(400, "The form is not valid UTF-8.")
+
+    # -- responses -----------------------------------------------------------------------------
+    def set_cookie(self, name: str, value: str, max_age: int, same_site: str = "Strict") -> None:
+        parts = [f"{name}={value}", "Path=/", "HttpOnly", f"SameSite={same_site}",
+                 f"Max-Age={max_age}"]
+        if self.app.tls:
+            parts.append("Secure")
+        self._response_cookies.append("; ".join(parts))
+
+    def send(self, status: int, body: bytes, content_type: str,
+             headers: Optional[Dict[str, str]] = None) -> None:
+        if not self._body_read and self.command in ("POST", "PUT"):
+            try:
+                self.body()  # drain what the client sent so the connection stays usable
+            except HTTPError:
+                self.close_connection = True
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        for k, v in SECURITY_HEADERS.items():
+            self.send_header(k, v)
+        for c in self._response_cookies:
+            self.send_header("Set-Cookie", c)
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        if self.close_connection:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def send_json(self, data: Any, status: int = 200) -> None:
+        self.send(status, json.dumps(data).encode("utf-8"), "application/json")
+
+    def send_html(self, page: str, status: int = 200) -> None:
+        self.send(status, page.encode("utf-8"), "text/html; charset=utf-8")
+
+    def redirect(self, location: str) -> None:
+        self.send(303, b"", "text/plain; charset=utf-8", {"Location": location})
+
+    def _send_error(self, status: int, message: str, headers: Dict[str, str]) -> None:
+        if status == 303:
+            self.send(303, b"", "text/plain; charset=utf-8", headers)
+        elif self.wants_json():
+            self.send(status, json.dumps({"error": message}).encode("utf-8"), "application/json",
+                      headers)
+        else:
+            from potato.server.pages import error_page
+
+            self.send(status, error_page(self.app.config, status, message).encode("utf-8"),
+                      "text/html; charset=utf-8", headers)

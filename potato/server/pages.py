@@ -1,0 +1,153 @@
+"""HTML pages. Every value from items, labels or users goes through ``esc`` (item text is
+untrusted: a data file may hold ``<script>``), and pages carry a strict Content-Security-Policy
+set by the handler, so inline event handlers and injected scripts do not run."""
+
+from __future__ import annotations
+
+import html
+import json
+from typing import Any, Dict, Optional
+
+from potato.config import Config, Scheme
+
+
+def esc(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def layout(title: str, body: str, cfg: Config, user: Optional[str] = None,
+           admin: bool = False, scripts: str = "") -> str:
+    nav = []
+    if user:
+        nav.append(f'<span class="who">Annotator: <b>{esc(user)}</b></span>'
+                   f'<form method="post" action="/logout" class="inline">'
+                   f'<button type="submit" class="link">Log out</button></form>')
+    if admin:
+        nav.append('<a href="/admin">Admin</a><a href="/admin/training">Training</a>')
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{esc(title)} · {esc(cfg.annotation_task_name)}</title>
+<link rel="stylesheet" href="/static/style.css">
+</head><body>
+<header><a class="brand" href="/">{esc(cfg.annotation_task_name)}</a><nav>{''.join(nav)}</nav></header>
+<main>
+{body}
+</main>
+{scripts}
+</body></html>
+"""
+
+
+def error_page(cfg: Config, status: int, message: str) -> str:
+    return layout(f"Error {status}", f'<h1>Error {status}</h1><p class="error">{esc(message)}</p>'
+                  f'<p><a href="/">Back to the start page</a></p>', cfg)
+
+
+def login_page(cfg: Config, error: str = "", next_url: str = "/annotate") -> str:
+    err = f'<p class="error" role="alert">{esc(error)}</p>' if error else ""
+    return layout("Log in", f"""<h1>Log in to annotate</h1>{err}
+<form method="post" action="/login" class="card">
+  <input type="hidden" name="next" value="{esc(next_url)}">
+  <label for="username">Your username</label>
+  <input id="username" name="username" autocomplete="username" required maxlength="64"
+         pattern="[A-Za-z0-9_.@+-]+" autofocus>
+  <p class="hint">Letters, digits and <code>_ . @ + -</code>. Use the same name next time to
+  resume where you left off.</p>
+  <button type="submit">Start annotating</button>
+</form>""", cfg)
+
+
+def admin_login_page(cfg: Config, error: str = "", next_url: str = "/admin") -> str:
+    err = f'<p class="error" role="alert">{esc(error)}</p>' if error else ""
+    return layout("Admin log in", f"""<h1>Admin</h1>{err}
+<form method="post" action="/admin/login" class="card">
+  <input type="hidden" name="next" value="{esc(next_url)}">
+  <label for="key">Admin key (<code>admin_api_key</code> in the config)</label>
+  <input id="key" name="key" type="password" autocomplete="current-password" required autofocus>
+  <button type="submit">Log in</button>
+</form>""", cfg)
+
+
+def _scheme_inputs(scheme: Scheme, current: Any, key_offset: int) -> str:
+    kind = "radio" if scheme.annotation_type == "radio" else "checkbox"
+    chosen = current if isinstance(current, list) else ([current] if current else [])
+    opts = []
+    for i, label in enumerate(scheme.labels):
+        n = key_offset + i + 1
+        shortcut = f'<kbd>{n}</kbd>' if n <= 9 else ""
+        checked = " checked" if label in chosen else ""
+        opts.append(f'<label class="option"><input type="{kind}" name="label:{esc(scheme.name)}" '
+                    f'value="{esc(label)}" data-key="{n if n <= 9 else ""}"{checked}> '
+                    f'{shortcut} {esc(label)}</label>')
+    desc = f'<p class="hint">{esc(scheme.description)}</p>' if scheme.description else ""
+    return (f'<fieldset class="scheme"><legend>{esc(scheme.name)}</legend>{desc}'
+            f'<input type="hidden" name="present:{esc(scheme.name)}" value="1">'
+            f'{"".join(opts)}</fieldset>')
+
+
+def annotate_page(cfg: Config, user: str, item, position: int, total: int, done: int,
+                  labels: Dict[str, Any], predictions: Dict[str, Dict[str, Any]],
+                  admin: bool) -> str:
+    progress = (f'<p class="progress"><progress max="{total}" value="{done}"></progress> '
+                f'{done} of {total} items labelled by you</p>')
+    if item is None:
+        body = (f"<h1>All done</h1>{progress}<p>You have reached the end of the items. "
+                f'Thank you!</p><form method="post" action="/annotate">'
+                f'<input type="hidden" name="position" value="{position}">'
+                f'<button name="action" value="prev">Previous item</button></form>')
+        return layout("All done", body, cfg, user, admin)
+    fields, offset = [], 0
+    for scheme in cfg.schemes:
+        fields.append(_scheme_inputs(scheme, labels.get(scheme.name), offset))
+        offset += len(scheme.labels)
+    suggestions = []
+    for scheme in cfg.schemes:
+        p = predictions.get(scheme.name)
+        if p:
+            label = ", ".join(p["label"]) if isinstance(p["label"], list) else p["label"]
+            suggestions.append(f'<p class="suggestion">Model suggests: {esc(label)}, '
+                               f'{p["confidence"]:.2f}</p>')
+    body = f"""{progress}
+<article class="item" aria-label="Item to annotate">
+  <p class="item-id">Item {position + 1} of {total} · <code>{esc(item["id"])}</code></p>
+  <div class="item-text" id="item-text">{esc(item["text"])}</div>
+  {''.join(suggestions)}
+</article>
+<form method="post" action="/annotate" id="annotate-form">
+  <input type="hidden" name="item_id" value="{esc(item["id"])}">
+  <input type="hidden" name="position" value="{position}">
+  {''.join(fields)}
+  <div class="actions">
+    <button type="submit" name="action" value="prev" {"disabled" if position == 0 else ""}>&larr; Previous</button>
+    <button type="submit" name="action" value="next" class="primary">Save and next &rarr;</button>
+  </div>
+  <p class="hint">Keys: <kbd>1</kbd>–<kbd>9</kbd> choose a label, <kbd>Enter</kbd> saves and
+  moves on, <kbd>&larr;</kbd> goes back.</p>
+</form>"""
+    return layout("Annotate", body, cfg, user, admin,
+                  '<script src="/static/annotate.js"></script>')
+
+
+def admin_page(cfg: Config, stats: Dict[str, Any], debug_note: str = "") -> str:
+    rows = "".join(f"<tr><td>{esc(a['name'])}</td><td>{a['items']}</td></tr>"
+                   for a in stats["annotators"]) or '<tr><td colspan="2">No annotators yet</td></tr>'
+    schemes = "".join(f"<li><b>{esc(s.name)}</b> ({esc(s.annotation_type)}): "
+                      f"{esc(', '.join(s.labels))}</li>" for s in cfg.schemes)
+    note = f'<p class="warning">{esc(debug_note)}</p>' if debug_note else ""
+    return layout("Admin", f"""<h1>Admin</h1>{note}
+<section class="card"><h2>Project</h2>
+<p>{stats["items"]} items · {stats["annotations"]} labels · {len(stats["annotators"])} annotators</p>
+<ul>{schemes}</ul>
+<p><a href="/admin/training">Training</a> · export with
+<code>potato annotations export CONFIG</code></p></section>
+<section class="card"><h2>Annotators</h2>
+<table><thead><tr><th scope="col">Annotator</th><th scope="col">Items labelled</th></tr></thead>
+<tbody>{rows}</tbody></table></section>
+<form method="post" action="/admin/logout"><button type="submit">Log out of admin</button></form>
+""", cfg, admin=True)
+
+
+def json_script(data: Any) -> str:
+    """JSON safe to place inside a <script type="application/json"> element."""
+    return json.dumps(data).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
