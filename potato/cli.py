@@ -62,12 +62,12 @@ def _parser() -> argparse.ArgumentParser:
     tr.add_argument("--schemas", required=True, help="comma-separated scheme names")
     tr.add_argument("--backend", help="where the run executes (default model_training.backend)")
     tr.add_argument("--param", action="append", default=[], metavar="KEY=VALUE")
-    tr.set_defaults(func=not_yet)
+    tr.set_defaults(func=cmd_training_run)
     tc = tsub.add_parser("check", help="check that a backend can start a run")
     tc.add_argument("name", metavar="NAME")
     tc.add_argument("config", metavar="CONFIG")
     tc.add_argument("--json", action="store_true")
-    tc.set_defaults(func=not_yet)
+    tc.set_defaults(func=cmd_training_check)
     tg = tsub.add_parser("register", help="issue a token for an agent backend")
     tg.add_argument("name", metavar="NAME")
     tg.add_argument("config", metavar="CONFIG")
@@ -170,6 +170,24 @@ def cmd_annotations_export(args) -> int:
     from potato.annotations import export_file
 
     return export_file(cfg, args.output)
+
+
+def cmd_training_run(args) -> int:
+    cfg = load_valid_config(args.config)
+    if cfg is None:
+        return 1
+    from potato.training.cli_training import run_command
+
+    return run_command(cfg, args)
+
+
+def cmd_training_check(args) -> int:
+    cfg = load_valid_config(args.config)
+    if cfg is None:
+        return 1
+    from potato.training.cli_training import check_command
+
+    return check_command(cfg, args.name, args.json)
 
 
 def main(argv: Optional[List[str]] = None) -> int:

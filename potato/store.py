@@ -247,6 +247,15 @@ class Store:
                 "run_id": r["run_id"]}
         return out
 
+    # -- small settings ------------------------------------------------------------------------
+    def meta_get(self, key: str, default: Optional[str] = None) -> Optional[str]:
+        row = self.conn().execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return row[0] if row else default
+
+    def meta_set(self, key: str, value: str) -> None:
+        with self.tx() as db:
+            db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+
     # -- sessions ------------------------------------------------------------------------------
     def add_session(self, token: str, kind: str, name: str, ttl_s: float) -> None:
         now = time.time()

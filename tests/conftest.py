@@ -107,7 +107,7 @@ def serve():
 
     started = []
 
-    def start(config_path, **overrides):
+    def start(config_path, training=True, **overrides):
         from potato.server.app import make_server, server_url
 
         cfg, errors, _ = load(config_path)
@@ -119,12 +119,15 @@ def serve():
         t = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
                              daemon=True)
         t.start()
+        if training:
+            server.app.manager.start()
         server.access_lines = lines
         started.append((server, t))
         return server, server_url(server)
 
     yield start
     for server, t in started:
+        server.app.manager.stop()
         server.shutdown()
         server.server_close()
         server.app.stop_background()

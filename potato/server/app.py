@@ -315,6 +315,11 @@ def make_server(cfg: Config, host: Optional[str] = None, port: Optional[int] = N
     store.sync_items(items)
     tls = bool(cfg.server.tls_cert)
     app = App(cfg, store, tls=tls, access_log=access_log)
+    from potato.training.api import add_routes
+    from potato.training.manager import Manager
+
+    app.manager = Manager(cfg, store)
+    add_routes(app, app.manager)
     server = Server((host or cfg.server.host, cfg.server.port if port is None else port), app)
     if tls:
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -347,11 +352,23 @@ def serve_forever(cfg: Config, host: Optional[str] = None, port: Optional[int] =
         print(f"error: server.tls_cert/tls_key cannot be used: {e}", file=sys.stderr)
         return 1
     app = server.app
+    from potato.training.manager import QueueLock
+    from potato.paths_server import remove_server_file, write_server_file
+
+    lock = QueueLock(cfg.output_dir)
+    if not lock.acquire("potato start"):
+        print(f"error: this project's training queue is owned by {lock.holder()}. Only one "
+              f"process may run a project's training; stop that one first.", file=sys.stderr)
+        server.server_close()
+        app.store.close()
+        return 1
+    app.manager.start()
     if cfg.debug:
         log.warning("debug: true: every request from loopback has admin rights. Do not use debug "
                     "on a shared machine.")
     app.start_background()
     url = server_url(server)
+    write_server_file(cfg, url)
     print(f"Potato is serving {cfg.annotation_task_name!r} at {url} "
           f"({app.store.item_count()} items). Admin pages: {url}admin", flush=True)
 
@@ -365,6 +382,9 @@ def serve_forever(cfg: Config, host: Optional[str] = None, port: Optional[int] =
         pass
     finally:
         app.stop_background()
+        app.manager.stop()
+        remove_server_file(cfg)
+        lock.release()
         server.server_close()
         app.store.close()
     print("Potato stopped.", flush=True)

@@ -1,0 +1,204 @@
+"""``potato training run`` and ``potato training check``.
+
+``run`` queues through the project's running server when there is one (so a project never has
+two queue owners); otherwise it owns the queue itself for the length of the run.
+"""
+
+import json
+import sys
+import time
+import urllib.error
+import urllib.request
+from typing import Any, Callable, Dict, List, Optional
+
+from potato.training.summary import summary_lines
+
+TERMINAL = ("success", "error", "cancelled")
+
+
+def parse_params(pairs: List[str]) -> Dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ValueError("--param %r must look like KEY=VALUE (for example epochs=3)" % pair)
+        out[key.strip()] = value
+    return out
+
+
+class Follower:
+    """Shows a run's progress: a redrawn bar on a terminal, plain lines otherwise."""
+
+    def __init__(self, stream=None):
+        self.stream = stream or sys.stdout
+        self.tty = self.stream.isatty()
+        self.last_step = None
+        self.drawn = False
+
+    def update(self, run: Dict[str, Any]) -> None:
+        step = "%s: %s" % (run["status"], run.get("step") or "")
+        progress = run.get("progress") or {}
+        if self.tty and progress.get("total"):
+            cur, total = progress.get("current", 0), progress["total"]
+            width = 30
+            filled = int(width * cur / total) if total else 0
+            eta = progress.get("eta_s")
+            eta_text = " ETA %ds" % eta if eta is not None else ""
+            line = "\r[%s%s] %d/%d %s%s  %s" % ("#" * filled, "." * (width - filled), cur, total,
+                                               progress.get("unit", ""), eta_text, run.get("step"))
+            self.stream.write(line[:120].ljust(120))
+            self.stream.flush()
+            self.drawn = True
+        elif step != self.last_step:
+            if self.drawn:
+                self.stream.write("\n")
+                self.drawn = False
+            self.stream.write("%s %s\n" % (run["run_id"], step))
+            self.stream.flush()
+        self.last_step = step
+
+    def done(self) -> None:
+        if self.drawn:
+            self.stream.write("\n")
+
+
+def _follow(get: Callable[[], Dict[str, Any]], cancel: Callable[[], None],
+            interval: float = 0.5) -> Dict[str, Any]:
+    follower = Follower()
+    cancelling = False
+    while True:
+        try:
+            run = get()
+            follower.update(run)
+            if run["status"] in TERMINAL:
+                follower.done()
+                return run
+            time.sleep(interval)
+        except KeyboardInterrupt:
+            if cancelling:
+                raise
+            cancelling = True
+            follower.done()
+            print("\nCancelling the run (Ctrl-C again to stop waiting) ...", file=sys.stderr)
+            cancel()
+
+
+def _api(url: str, key: Optional[str], method: str, path: str, body=None):
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url.rstrip("/") + path, data=data, method=method)
+    req.add_header("Content-Type", "application/json")
+    if key:
+        req.add_header("X-API-Key", key)
+    try:
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            return resp.status, json.loads(resp.read() or b"null")
+    except urllib.error.HTTPError as e:
+        try:
+            return e.code, json.loads(e.read() or b"null")
+        except ValueError:
+            return e.code, {"error": "HTTP %d from %s" % (e.code, url)}
+
+
+def run_command(cfg, args) -> int:
+    from potato.paths_server import running_server
+
+    try:
+        params = parse_params(args.param)
+    except ValueError as e:
+        print("error: %s" % e, file=sys.stderr)
+        return 1
+    schemas = [s.strip() for s in args.schemas.split(",") if s.strip()]
+    url = running_server(cfg)
+    if url:
+        return _run_via_server(cfg, url, args, schemas, params)
+    return _run_in_process(cfg, args, schemas, params)
+
+
+def _finish(run: Dict[str, Any]) -> int:
+    for line in summary_lines(run):
+        print(line)
+    return 0 if run["status"] == "success" else 1
+
+
+def _run_via_server(cfg, url, args, schemas, params) -> int:
+    key = cfg.admin_api_key
+    print("Queueing through the running server at %s" % url)
+    try:
+        status, body = _api(url, key, "POST", "/admin/training/api/runs",
+                            {"trainer": args.trainer, "schemas": schemas,
+                             "backend": args.backend, "params": params})
+    except (OSError, urllib.error.URLError) as e:
+        print("error: the server at %s did not answer (%s). Is it still running?" % (url, e),
+              file=sys.stderr)
+        return 1
+    if status not in (200, 201, 202):
+        print("error: %s" % (body or {}).get("error", "HTTP %d" % status), file=sys.stderr)
+        return 1
+    run_id = body["run_id"]
+
+    def get():
+        code, run = _api(url, key, "GET", "/admin/training/api/runs/%s" % run_id)
+        if code != 200:
+            raise RuntimeError("the server answered %d for run %s" % (code, run_id))
+        return run
+
+    run = _follow(get, lambda: _api(url, key, "POST",
+                                    "/admin/training/api/runs/%s/cancel" % run_id))
+    return _finish(run)
+
+
+def _run_in_process(cfg, args, schemas, params) -> int:
+    from potato.annotations import open_store
+    from potato.data import DataError
+    from potato.training.api import run_view
+    from potato.training.manager import Manager, QueueLock, RequestError
+
+    lock = QueueLock(cfg.output_dir)
+    if not lock.acquire("potato training run"):
+        print("error: this project's training queue is owned by %s. Wait for it, or start the "
+              "server and queue runs there." % lock.holder(), file=sys.stderr)
+        return 1
+    try:
+        try:
+            store = open_store(cfg)
+        except DataError as e:
+            print("error: %s" % e, file=sys.stderr)
+            return 1
+        manager = Manager(cfg, store, poll_s=0.2)
+        try:
+            run = manager.submit(args.trainer, schemas, args.backend, params)
+        except RequestError as e:
+            print("error: %s" % e.message, file=sys.stderr)
+            store.close()
+            return 1
+        manager.start()
+        try:
+            run = _follow(lambda: run_view(manager.runs.get(run["run_id"])),
+                          lambda: manager.cancel(run["run_id"]))
+        finally:
+            manager.stop()
+            store.close()
+        return _finish(run)
+    finally:
+        lock.release()
+
+
+def check_command(cfg, name: str, as_json: bool) -> int:
+    from potato.training.backends import make_backends
+
+    backends = make_backends(cfg)
+    backend = backends.get(name)
+    if backend is None:
+        print("error: no backend %r in %s. Configured: %s." % (name, cfg.path,
+                                                                ", ".join(backends)),
+              file=sys.stderr)
+        return 1
+    report = backend.check()
+    if as_json:
+        print(json.dumps(report, indent=2))
+    else:
+        for line in report.get("lines", []):
+            print(line)
+        print("%s: %s" % (backend.label, "can start a run" if report["ok"]
+                          else "cannot start a run"))
+    return 0 if report["ok"] else 1

@@ -1,0 +1,96 @@
+"""Which device a local run would use, found without importing torch into the server.
+
+``probe()`` runs a short child Python that imports torch (when installed) and prints JSON;
+``local_report`` turns it into the report of ``potato training check local``.
+"""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from typing import Any, Dict
+
+PROBE = r"""
+import json, os
+out = {"torch": None, "cuda": [], "mps": False}
+try:
+    import torch
+    out["torch"] = torch.__version__
+    if torch.cuda.is_available():
+        for i in range(torch.cuda.device_count()):
+            p = torch.cuda.get_device_properties(i)
+            out["cuda"].append({"index": i, "name": p.name,
+                                "memory_mb": int(p.total_memory / 2**20)})
+    mps = getattr(torch.backends, "mps", None)
+    out["mps"] = bool(mps is not None and mps.is_available())
+except Exception as e:
+    out["error"] = "%s: %s" % (type(e).__name__, e)
+print(json.dumps(out))
+"""
+
+
+def probe(python: str = sys.executable, timeout: float = 60) -> Dict[str, Any]:
+    if python == sys.executable and importlib.util.find_spec("torch") is None:
+        return {"torch": None, "cuda": [], "mps": False}
+    try:
+        r = subprocess.run([python, "-c", PROBE], capture_output=True, text=True,
+                           timeout=timeout)
+        return json.loads(r.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError) as e:
+        return {"torch": None, "cuda": [], "mps": False, "error": str(e)}
+
+
+def choose(requested: str, found: Dict[str, Any]):
+    """(device, warning or None) for a device request and what the probe found."""
+    cuda = found.get("cuda") or []
+    if requested == "auto":
+        if cuda:
+            return "cuda:0", None
+        if found.get("mps"):
+            return "mps", None
+        return "cpu", None
+    if requested.startswith("cuda"):
+        index = int(requested.split(":")[1]) if ":" in requested else 0
+        if any(g["index"] == index for g in cuda):
+            return "cuda:%d" % index, None
+        fallback = "mps" if found.get("mps") else "cpu"
+        return fallback, ("device %s was requested but this machine has %s; using %s"
+                          % (requested, "%d CUDA GPU(s)" % len(cuda) if cuda else "no CUDA GPU",
+                             fallback))
+    if requested == "mps" and not found.get("mps"):
+        return "cpu", "device mps was requested but Apple Metal is not available; using cpu"
+    return requested, None
+
+
+def describe(device: str, found: Dict[str, Any], threads: int) -> str:
+    if device.startswith("cuda"):
+        index = int(device.split(":")[1])
+        g = next(g for g in found["cuda"] if g["index"] == index)
+        return "CUDA GPU %d, %s, %d MB" % (index, g["name"], g["memory_mb"])
+    if device == "mps":
+        return "Apple Metal (mps)"
+    return "CPU (%d threads)" % threads
+
+
+def local_report(cfg) -> Dict[str, Any]:
+    from potato.training import trainers
+
+    mt = cfg.model_training
+    found = probe()
+    device, warning = choose(mt.device, found)
+    threads = mt.num_threads or os.cpu_count() or 1
+    lines = ["local: this machine, %s" % describe(device, found, threads)]
+    if warning:
+        lines.append("warning: " + warning)
+    missing = {}
+    for name, info in trainers.all_trainers().items():
+        gone = info.missing_packages()
+        if gone:
+            missing[name] = gone
+            lines.append("trainer %s needs %s (%s)" % (name, ", ".join(gone), info.install_hint))
+    usable = [n for n in trainers.all_trainers() if n not in missing]
+    lines.append("trainers ready: %s" % ", ".join(usable))
+    return {"backend": "local", "type": "local", "label": "local (this machine)", "ok": True,
+            "python": sys.version.split()[0], "device": device, "torch": found.get("torch"),
+            "gpus": found.get("cuda", []), "missing_packages": missing, "lines": lines}

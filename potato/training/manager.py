@@ -1,0 +1,392 @@
+"""The training queue: one active run across all backends, FIFO, persisted in SQLite.
+
+``Manager.submit`` validates a request and records a ``queued`` run; a background thread
+starts the oldest queued run when none is active, builds its bundle and spec, hands it to its
+backend, then ingests the predictions (held-out score, write-back) and records the outcome.
+Only one process may own a project's queue at a time (``QueueLock``).
+"""
+
+import fcntl
+import json
+import logging
+import os
+import shutil
+import threading
+import time
+from typing import Any, Dict, List, Optional
+
+from potato.config import Config
+from potato.store import Store
+from potato.training import bundle as bundle_mod
+from potato.training import trainers
+from potato.training.backends import Outcome, RunContext, make_backends
+from potato.training.ingest import PredictionsError, read_predictions, score, write_back
+from potato.training.paths import RunPaths, write_json
+from potato.training.runstore import TERMINAL, RunStore
+
+log = logging.getLogger("potato.training")
+
+RESTARTED = "the server restarted during the run"
+SUPPORTED_TYPES = ("local",)
+
+
+class RequestError(Exception):
+    """A run request that cannot be queued; ``status`` is the HTTP status to answer."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class QueueLock:
+    """An exclusive lock on a project's training queue (a file lock; freed if the owner dies)."""
+
+    def __init__(self, output_dir: str):
+        os.makedirs(os.path.join(output_dir, "training"), exist_ok=True)
+        self.path = os.path.join(output_dir, "training", "queue.lock")
+        self.fd = None
+
+    def acquire(self, owner: str) -> bool:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return False
+        os.ftruncate(fd, 0)
+        os.write(fd, ("%s pid %d\n" % (owner, os.getpid())).encode())
+        self.fd = fd
+        return True
+
+    def holder(self) -> str:
+        try:
+            with open(self.path) as f:
+                return f.read().strip() or "another Potato process"
+        except OSError:
+            return "another Potato process"
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+class Manager:
+    def __init__(self, cfg: Config, store: Store, poll_s: float = 0.5):
+        self.cfg = cfg
+        self.store = store
+        self.runs = RunStore(store)
+        self.backends = make_backends(cfg)
+        self.poll_s = poll_s
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self._active: Dict[str, RunContext] = {}
+        self._lock = threading.Lock()
+        self.auto_status = {"enabled": self.cfg.model_training.auto_retrain.enabled,
+                            "reason": "auto_retrain.enabled is false"}
+
+    # -- requests ------------------------------------------------------------------------------
+    def resolve_request(self, trainer: Any, schemas: Any, backend: Optional[str],
+                        params: Any) -> Dict[str, Any]:
+        """Check a request; returns the normalised fields or raises RequestError."""
+        mt = self.cfg.model_training
+        backend = backend or mt.backend
+        if not isinstance(backend, str) or backend not in mt.backends:
+            raise RequestError(409, "Unknown backend %r. Configured backends: %s." % (
+                backend, ", ".join(mt.backends)))
+        btype = mt.backends[backend].type
+        if btype not in SUPPORTED_TYPES:
+            raise RequestError(409, "Backend %s is of type %s, which this version of Potato "
+                                    "cannot run yet; use local." % (backend, btype))
+        info = trainers.get(trainer) if isinstance(trainer, str) else None
+        if info is None:
+            raise RequestError(400, "Unknown trainer %r. Trainers: %s." % (
+                trainer, ", ".join(trainers.all_trainers())))
+        if isinstance(schemas, str):
+            schemas = [s.strip() for s in schemas.split(",") if s.strip()]
+        if not isinstance(schemas, list) or not schemas or not all(
+                isinstance(s, str) for s in schemas):
+            raise RequestError(400, "schemas must name at least one annotation scheme (%s)."
+                               % ", ".join(s.name for s in self.cfg.schemes))
+        for s in schemas:
+            scheme = self.cfg.scheme(s)
+            if scheme is None:
+                raise RequestError(400, "Unknown scheme %r. Schemes: %s." % (
+                    s, ", ".join(x.name for x in self.cfg.schemes)))
+            if scheme.annotation_type not in info.schema_types:
+                raise RequestError(400, "Trainer %s cannot train %s scheme %s (it takes %s)." % (
+                    info.name, scheme.annotation_type, s, ", ".join(sorted(info.schema_types))))
+        if info.max_schemas and len(schemas) > info.max_schemas:
+            raise RequestError(400, "Trainer %s trains one scheme per run; start one run per "
+                                    "scheme." % info.name)
+        if info.local_only and btype != "local":
+            raise RequestError(400, "Trainer %s reads the server's store, so it runs only on "
+                                    "local, not on %s (%s)." % (info.name, backend, btype))
+        if params is None:
+            params = {}
+        if not isinstance(params, dict):
+            raise RequestError(400, "params must be an object of trainer params.")
+        try:
+            resolved = trainers.resolve_params(info, params)
+        except trainers.ParamError as e:
+            raise RequestError(400, "Bad params: %s." % e)
+        return {"trainer": info.name, "schemas": schemas, "backend": backend, "params": resolved}
+
+    def submit(self, trainer, schemas, backend=None, params=None, auto=False) -> Dict[str, Any]:
+        req = self.resolve_request(trainer, schemas, backend, params)
+        run = self.runs.create(req["trainer"], req["schemas"], req["backend"], req["params"], auto)
+        self._log(run["run_id"], "queued: trainer %s, schemas %s, backend %s, params %s" % (
+            run["trainer"], ",".join(run["schemas"]), run["backend"], json.dumps(run["params"])))
+        self._wake.set()
+        return run
+
+    def cancel(self, run_id: str) -> Optional[Dict[str, Any]]:
+        run = self.runs.get(run_id)
+        if run is None:
+            return None
+        if run["status"] == "queued":
+            if self.runs.finish(run_id, "cancelled", "cancelled before it started",
+                                step="cancelled"):
+                self._log(run_id, "cancelled while queued")
+        elif run["status"] == "running":
+            self.runs.update(run_id, cancel_requested=1, step="cancelling")
+            self._log(run_id, "cancel requested")
+            with self._lock:
+                ctx = self._active.get(run_id)
+            if ctx is not None:
+                ctx.cancel.set()
+        return self.runs.get(run_id)
+
+    # -- the loop ------------------------------------------------------------------------------
+    def start(self) -> None:
+        self.recover()
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="potato-training")
+        self._thread.start()
+
+    def stop(self, timeout: float = 30) -> None:
+        self._stop.set()
+        self._wake.set()
+        with self._lock:
+            for ctx in self._active.values():
+                ctx.cancel.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def recover(self) -> None:
+        """Runs left ``running`` by a server that died end now, with the reason."""
+        for run in self.runs.with_status("running"):
+            if self.runs.finish(run["run_id"], "error", RESTARTED, step="ended by a restart"):
+                self._log(run["run_id"], "error: " + RESTARTED)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._auto_retrain_tick()
+                queued = self.runs.with_status("queued")
+                if queued and not self.runs.with_status("running"):
+                    self._execute(queued[0])
+                    continue
+            except Exception:  # keep the queue alive; the detail goes to the server log
+                log.exception("training queue error")
+            self._wake.wait(self.poll_s)
+            self._wake.clear()
+
+    def paths(self, run_id: str) -> RunPaths:
+        return RunPaths(os.path.join(self.cfg.runs_dir, run_id))
+
+    def _log(self, run_id: str, message: str) -> None:
+        paths = self.paths(run_id)
+        os.makedirs(paths.root, exist_ok=True)
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        with open(paths.log, "a", encoding="utf-8") as f:
+            for line in str(message).splitlines() or [""]:
+                f.write("%s %s\n" % (stamp, line))
+
+    def _execute(self, run: Dict[str, Any]) -> None:
+        run_id = run["run_id"]
+        paths = self.paths(run_id)
+        self.runs.update(run_id, status="running", started_at=time.time(),
+                         step="building the bundle", ran_on=run["backend"])
+        backend = self.backends[run["backend"]]
+        last_progress = [0.0]
+
+        def set_step(text: str) -> None:
+            self.runs.update(run_id, step=text, heartbeat_at=time.time())
+            self._log(run_id, text)
+
+        def on_event(event: Dict[str, Any]) -> None:
+            with open(paths.events, "a", encoding="utf-8") as f:
+                f.write(json.dumps(event) + "\n")
+            kind = event.get("type")
+            now = time.time()
+            if kind == "status":
+                set_step(str(event.get("message", "")))
+            elif kind == "progress":
+                if now - last_progress[0] >= 0.25 or event.get("current") == event.get("total"):
+                    last_progress[0] = now
+                    self.runs.update(run_id, progress=event, heartbeat_at=now)
+            elif kind == "metric":
+                self.runs.append_history(run_id, event)
+                self._log(run_id, "metric %s = %s%s" % (
+                    event.get("name"), event.get("value"),
+                    " (epoch %s)" % event["epoch"] if "epoch" in event else ""))
+            elif kind in ("log", "error"):
+                level = event.get("level", "error" if kind == "error" else "info")
+                self._log(run_id, "%s: %s" % (level, event.get("message", "")))
+            elif kind == "artifact":
+                self._log(run_id, "artifact %s (%s bytes)" % (event.get("path"),
+                                                              event.get("bytes")))
+
+        ctx = RunContext(run, paths, self.cfg, on_event, set_step, lambda m: self._log(run_id, m))
+        with self._lock:
+            self._active[run_id] = ctx
+        if self.runs.get(run_id)["cancel_requested"]:
+            ctx.cancel.set()
+        try:
+            outcome = self._prepare(run, paths, set_step)
+            if outcome is None:
+                outcome = backend.execute(ctx)
+            fields = {"ran_on": outcome.ran_on or run["backend"],
+                      "artifact_uri": outcome.artifact_uri}
+            if outcome.status == "success":
+                fields.update(self._ingest(run, paths))
+                if "error" in fields:
+                    outcome = Outcome("error", fields.pop("error"))
+            if ctx.cancel.is_set() and outcome.status != "success":
+                outcome = Outcome("cancelled", "cancelled")
+            step = {"success": "finished", "cancelled": "cancelled"}.get(outcome.status, "failed")
+            self.runs.finish(run_id, outcome.status, outcome.error, step=step, **fields)
+            self._log(run_id, "%s%s" % (outcome.status, ": " + outcome.error
+                                        if outcome.error and outcome.status == "error" else ""))
+        except Exception as e:
+            log.exception("run %s failed in the server", run_id)
+            self.runs.finish(run_id, "error", "The server failed while handling the run: %s. "
+                                              "The server log has the details." % e, step="failed")
+        finally:
+            with self._lock:
+                self._active.pop(run_id, None)
+            self._retain()
+            self._wake.set()
+
+    def _prepare(self, run: Dict[str, Any], paths: RunPaths, set_step) -> Optional[Outcome]:
+        """Bundle and spec for a run; an Outcome when it cannot start."""
+        if os.path.isdir(paths.bundle):
+            shutil.rmtree(paths.bundle)
+        paths.create()
+        schemas = {}
+        for name in run["schemas"]:
+            scheme = self.cfg.scheme(name)
+            if scheme is None:
+                return Outcome("error", "Scheme %s is no longer in the config." % name)
+            schemas[name] = {"type": scheme.annotation_type, "labels": scheme.labels}
+        mt = self.cfg.model_training
+        items = [(r["id"], r["text"]) for r in self.store.conn().execute(
+            "SELECT id, text FROM items WHERE active=1 ORDER BY position")]
+        labels: Dict[str, Dict[str, List[Any]]] = {}
+        marks = ",".join("?" * len(schemas))
+        for r in self.store.conn().execute(
+                "SELECT item_id, scheme, label FROM annotations WHERE scheme IN (%s)" % marks,
+                list(schemas)):
+            labels.setdefault(r[0], {}).setdefault(r[1], []).append(json.loads(r[2]))
+        manifest = bundle_mod.build(paths.bundle, items, labels, schemas,
+                                    (mt.splits.train, mt.splits.val, mt.splits.test),
+                                    mt.split_seed, mt.writeback.include_unlabeled)
+        c = manifest["counts"]
+        self._log(run["run_id"], "bundle: %d train, %d val, %d test, %d unlabeled items; ties "
+                                 "skipped: %s" % (c["train"], c["val"], c["test"], c["unlabeled"],
+                                                  manifest["ties_skipped"]))
+        if c["train"] == 0:
+            return Outcome("error", "No labelled items in the train split for %s: label some "
+                                    "items (or import labels) before training."
+                           % ", ".join(run["schemas"]))
+        spec = {"run_id": run["run_id"], "trainer": run["trainer"], "schemas": schemas,
+                "params": run["params"], "bundle": "bundle", "artifacts": "artifacts",
+                "predictions": "predictions.jsonl", "device": mt.device,
+                "num_threads": mt.num_threads,
+                "extra": {"db_path": self.cfg.db_path, "runs_dir": self.cfg.runs_dir}}
+        write_json(paths.spec, spec)
+        set_step("bundle ready: %d items" % sum(c.values()))
+        return None
+
+    def _ingest(self, run: Dict[str, Any], paths: RunPaths) -> Dict[str, Any]:
+        try:
+            predictions = read_predictions(paths.predictions)
+        except PredictionsError as e:
+            return {"error": "The run finished but its predictions cannot be used: %s." % e}
+        b = bundle_mod.read(paths.bundle, verify=False)
+        gold = {it["id"]: it["labels"] for it in b.items if it["split"] == "test"}
+        holdout = score(predictions, gold, b.schemas)
+        wb = write_back(self.store, self.cfg, run["run_id"], predictions)
+        metrics = None
+        for line in _read_lines(paths.events):
+            if line.get("type") == "result":
+                metrics = line.get("metrics")
+        self._log(run["run_id"], "held-out: %s; write-back: %s" % (json.dumps(holdout),
+                                                                  json.dumps(wb)))
+        return {"holdout": holdout, "writeback": wb, "metrics": metrics}
+
+    def _retain(self) -> None:
+        keep = self.cfg.model_training.retain_runs
+        finished = [r for r in self.runs.list(limit=100000) if r["status"] in TERMINAL]
+        in_use = self.runs.runs_in_use()
+        for run in finished[keep:]:
+            if run["run_id"] in in_use:
+                continue
+            shutil.rmtree(self.paths(run["run_id"]).root, ignore_errors=True)
+            self.runs.delete(run["run_id"])
+
+    # -- auto-retrain --------------------------------------------------------------------------
+    def _auto_retrain_tick(self) -> None:
+        ar = self.cfg.model_training.auto_retrain
+        if not ar.enabled:
+            return
+        count = self.store.annotation_count()
+        # labels in the store when the last automatic run was queued (persisted across restarts)
+        new = count - int(self.store.meta_get("auto_retrain.labels", "0"))
+        status = {"enabled": True, "labels": count, "new_labels": new,
+                  "update_frequency": ar.update_frequency}
+        pending = [r for r in self.runs.with_status("queued", "running") if r["auto"]]
+        last_auto = next((r for r in self.runs.list(limit=100000) if r["auto"]), None)
+        since = time.time() - last_auto["created_at"] if last_auto else None
+        if pending:
+            status["reason"] = "automatic run %s is %s" % (pending[0]["run_id"],
+                                                           pending[0]["status"])
+        elif new < ar.update_frequency:
+            status["reason"] = "%d new label(s) since the last automatic run; waiting for %d" % (
+                new, ar.update_frequency)
+        elif since is not None and since < ar.min_interval_s:
+            status["reason"] = "the last automatic run started %d s ago; min_interval_s is %g" % (
+                since, ar.min_interval_s)
+        else:
+            try:
+                run = self.submit(ar.trainer, ar.schemas, ar.backend, ar.params, auto=True)
+                self.store.meta_set("auto_retrain.labels", str(count))
+                status["reason"] = "started automatic run %s" % run["run_id"]
+            except RequestError as e:
+                status["reason"] = "cannot start an automatic run: %s" % e.message
+        self.auto_status = status
+
+    # -- helpers for the CLI and tests ---------------------------------------------------------
+    def wait(self, run_id: str, timeout: Optional[float] = None) -> Dict[str, Any]:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            run = self.runs.get(run_id)
+            if run["status"] in TERMINAL:
+                return run
+            if deadline is not None and time.monotonic() > deadline:
+                return run
+            time.sleep(0.1)
+
+
+def _read_lines(path: str):
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                try:
+                    yield json.loads(line)
+                except ValueError:
+                    continue
+    except OSError:
+        return

@@ -1,0 +1,96 @@
+"""``RunPaths``: the one owner of a run directory's file names, and atomic writes.
+
+A run directory holds::
+
+    spec.json          what to train (written by the server, read by the worker)
+    bundle/            items, labels, splits and manifest (see bundle.py)
+    artifacts/         model files the trainer saved
+    events.jsonl       every event the worker emitted, as received
+    predictions.jsonl  the worker's predictions on val, test and unlabeled items
+    run.log            a human-readable log of the run
+    stderr.log         the worker's standard error
+    agent.log          the remote agent's own output (remote backends)
+
+Standard library only: the worker and the agent use it on remote hosts too.
+"""
+
+import json
+import os
+import tempfile
+
+
+def write_atomic(path, data):
+    """Write bytes or text to ``path`` through a temp file and a rename: never half a file."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def write_json(path, obj):
+    write_atomic(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+
+def read_json(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+class RunPaths:
+    def __init__(self, root):
+        self.root = os.path.abspath(root)
+
+    @property
+    def spec(self):
+        return os.path.join(self.root, "spec.json")
+
+    @property
+    def bundle(self):
+        return os.path.join(self.root, "bundle")
+
+    @property
+    def bundle_archive(self):
+        return os.path.join(self.root, "bundle.tar.gz")
+
+    @property
+    def artifacts(self):
+        return os.path.join(self.root, "artifacts")
+
+    @property
+    def events(self):
+        return os.path.join(self.root, "events.jsonl")
+
+    @property
+    def predictions(self):
+        return os.path.join(self.root, "predictions.jsonl")
+
+    @property
+    def log(self):
+        return os.path.join(self.root, "run.log")
+
+    @property
+    def stderr(self):
+        return os.path.join(self.root, "stderr.log")
+
+    @property
+    def agent_log(self):
+        return os.path.join(self.root, "agent.log")
+
+    @property
+    def exit_code(self):
+        return os.path.join(self.root, "exit_code")
+
+    def create(self):
+        os.makedirs(self.artifacts, exist_ok=True)
+        return self

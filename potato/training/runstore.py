@@ -1,0 +1,124 @@
+"""Training runs in the project's SQLite store: the persisted queue and every run's record."""
+
+import json
+import time
+
+from potato.store import Store
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT UNIQUE NOT NULL,
+    trainer TEXT NOT NULL,
+    schemas TEXT NOT NULL,         -- JSON list
+    backend TEXT NOT NULL,
+    params TEXT NOT NULL,          -- JSON object, every declared param resolved
+    status TEXT NOT NULL,          -- queued, running, success, error, cancelled
+    step TEXT NOT NULL DEFAULT '',
+    error TEXT,
+    metrics TEXT,                  -- JSON
+    holdout TEXT,                  -- JSON {n, accuracy, macro_f1}
+    writeback TEXT,                -- JSON {written, below_min_confidence, ...}
+    progress TEXT,                 -- JSON of the latest progress event
+    history TEXT NOT NULL DEFAULT '[]',  -- JSON list of metric events, for the chart
+    ran_on TEXT,
+    artifact_uri TEXT,
+    auto INTEGER NOT NULL DEFAULT 0,
+    cancel_requested INTEGER NOT NULL DEFAULT 0,
+    created_at REAL NOT NULL,
+    started_at REAL,
+    finished_at REAL,
+    heartbeat_at REAL
+);
+CREATE INDEX IF NOT EXISTS runs_status ON runs(status, seq);
+"""
+
+TERMINAL = ("success", "error", "cancelled")
+JSON_FIELDS = ("schemas", "params", "metrics", "holdout", "writeback", "progress", "history")
+
+
+def _row(r):
+    if r is None:
+        return None
+    d = dict(r)
+    for k in JSON_FIELDS:
+        if d.get(k) is not None:
+            d[k] = json.loads(d[k])
+    d["cancel_requested"] = bool(d["cancel_requested"])
+    d["auto"] = bool(d["auto"])
+    return d
+
+
+class RunStore:
+    def __init__(self, store: Store):
+        self.store = store
+        store.conn().executescript(SCHEMA)
+
+    def create(self, trainer, schemas, backend, params, auto=False):
+        with self.store.tx() as db:
+            seq = db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM runs").fetchone()[0]
+            run_id = "r%d" % seq
+            db.execute("INSERT INTO runs(seq, run_id, trainer, schemas, backend, params, status, "
+                       "step, created_at, auto) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                       (seq, run_id, trainer, json.dumps(schemas), backend, json.dumps(params),
+                        "queued", "waiting for its turn", time.time(), int(auto)))
+        return self.get(run_id)
+
+    def get(self, run_id):
+        return _row(self.store.conn().execute("SELECT * FROM runs WHERE run_id=?",
+                                              (run_id,)).fetchone())
+
+    def list(self, limit=200):
+        return [_row(r) for r in self.store.conn().execute(
+            "SELECT * FROM runs ORDER BY seq DESC LIMIT ?", (limit,))]
+
+    def with_status(self, *statuses):
+        marks = ",".join("?" * len(statuses))
+        return [_row(r) for r in self.store.conn().execute(
+            "SELECT * FROM runs WHERE status IN (%s) ORDER BY seq" % marks, statuses)]
+
+    def update(self, run_id, **fields):
+        if not fields:
+            return
+        sets, values = [], []
+        for k, v in fields.items():
+            sets.append("%s=?" % k)
+            values.append(json.dumps(v) if k in JSON_FIELDS and v is not None else v)
+        values.append(run_id)
+        with self.store.tx() as db:
+            db.execute("UPDATE runs SET %s WHERE run_id=?" % ", ".join(sets), values)
+
+    def finish(self, run_id, status, error=None, **fields):
+        """Move a run to a terminal state once; returns False when it already was terminal."""
+        fields.update(status=status, error=error, finished_at=time.time())
+        sets = ", ".join("%s=?" % k for k in fields)
+        values = [json.dumps(v) if k in JSON_FIELDS and v is not None else v
+                  for k, v in fields.items()]
+        with self.store.tx() as db:
+            cur = db.execute("UPDATE runs SET %s WHERE run_id=? AND status NOT IN "
+                             "('success','error','cancelled')" % sets, values + [run_id])
+            return cur.rowcount == 1
+
+    def append_history(self, run_id, event):
+        with self.store.tx() as db:
+            row = db.execute("SELECT history FROM runs WHERE run_id=?", (run_id,)).fetchone()
+            history = json.loads(row[0]) if row else []
+            history.append(event)
+            db.execute("UPDATE runs SET history=? WHERE run_id=?", (json.dumps(history[-500:]),
+                                                                    run_id))
+
+    def delete(self, run_id):
+        with self.store.tx() as db:
+            db.execute("DELETE FROM runs WHERE run_id=?", (run_id,))
+
+    def runs_in_use(self):
+        """Runs whose predictions are the items' current model predictions."""
+        return {r[0] for r in self.store.conn().execute("SELECT DISTINCT run_id FROM predictions")}
+
+    def latest_success(self, scheme, exclude_trainers=()):
+        for r in self.store.conn().execute("SELECT * FROM runs WHERE status='success' "
+                                           "ORDER BY seq DESC"):
+            run = _row(r)
+            if scheme in run["schemas"] and run["trainer"] not in exclude_trainers:
+                return run
+        return None

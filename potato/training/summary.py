@@ -1,0 +1,38 @@
+"""Plain-text lines that sum up a finished run, for the CLI and logs."""
+
+from typing import Any, Dict, List
+
+
+def summary_lines(run: Dict[str, Any]) -> List[str]:
+    lines = []
+    took = " in %.1f s" % run["duration_s"] if run.get("duration_s") is not None else ""
+    head = "Run %s %s%s on %s" % (run["run_id"], run["status"], took,
+                                  run.get("ran_on") or run.get("backend"))
+    if run["status"] == "error" and run.get("error"):
+        head += ": " + run["error"]
+    lines.append(head)
+    h = run.get("holdout")
+    if h:
+        lines.append("Held-out score (test split, n=%d): accuracy %.3f, macro-F1 %.3f"
+                     % (h["n"], h["accuracy"], h["macro_f1"]))
+    elif run["status"] == "success":
+        lines.append("Held-out score: none (no labelled items fell in the test split)")
+    wb = run.get("writeback")
+    if wb:
+        extra = []
+        if wb.get("below_min_confidence"):
+            extra.append("%d below min_confidence %s" % (wb["below_min_confidence"],
+                                                         wb.get("min_confidence")))
+        if wb.get("unlabeled_skipped"):
+            extra.append("%d unlabeled not written (include_unlabeled is false)"
+                         % wb["unlabeled_skipped"])
+        if wb.get("schemes"):
+            lines.append("Predictions written: %d for %s%s" % (
+                wb["written"], ", ".join(wb["schemes"]),
+                " (%s)" % "; ".join(extra) if extra else ""))
+        else:
+            lines.append("Predictions written: none (no scheme of this run is in "
+                         "model_training.writeback.schemas)")
+    if run.get("artifact_uri") and run["status"] == "success":
+        lines.append("Model files: %s" % run["artifact_uri"])
+    return lines

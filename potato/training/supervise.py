@@ -1,0 +1,184 @@
+"""Run the worker as a child process and watch it: events, cancel, wall clock, memory.
+
+Used by the local backend on the server and by the agent on remote hosts, so it uses only the
+standard library (Python 3.8). The child runs in its own process group; stopping it sends
+SIGTERM to the group, then SIGKILL after the grace period. Limits are checked by this process's
+own clock every ``tick`` seconds, whether or not the child prints anything.
+"""
+
+import os
+import queue
+import signal
+import subprocess
+import threading
+import time
+
+from potato.training import events
+
+
+class WorkerExit:
+    def __init__(self):
+        self.returncode = None
+        self.result = None      # the ``result`` event, if any
+        self.error = None       # the last ``error`` event, if any
+        self.stopped = None     # why we stopped it: cancelled, wall_clock, memory, lost
+        self.stderr_tail = ""
+        self.peak_rss_mb = 0.0
+
+    @property
+    def ok(self):
+        return self.returncode == 0 and self.result is not None and self.stopped is None
+
+
+def rss_mb(pid):
+    """Resident memory of a process in MB (Linux /proc), or 0 where unknown."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024.0
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0.0
+
+
+def tail(path, lines=20, max_bytes=16384):
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - max_bytes))
+            data = f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return "\n".join(data.splitlines()[-lines:])
+
+
+def _signal_group(proc, sig):
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def run_worker(argv, env, stderr_path, on_event, should_cancel=lambda: False,
+               max_wall_seconds=None, grace_seconds=20.0, max_rss_mb=None, tick=0.5,
+               on_tick=None, cwd=None):
+    """Run ``argv`` to the end; returns a WorkerExit. ``on_event(event)`` sees every event."""
+    out = WorkerExit()
+    with open(stderr_path, "ab") as err:
+        proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=err, start_new_session=True)
+    lines = queue.Queue()
+
+    def reader():
+        for raw in iter(proc.stdout.readline, b""):
+            lines.put(raw.decode("utf-8", "replace"))
+        lines.put(None)
+
+    t = threading.Thread(target=reader, daemon=True, name="worker-stdout")
+    t.start()
+    started = time.monotonic()
+    term_sent = None
+    eof = False
+
+    def stop(reason):
+        nonlocal term_sent
+        if out.stopped is None:
+            out.stopped = reason
+        if term_sent is None:
+            _signal_group(proc, signal.SIGTERM)
+            term_sent = time.monotonic()
+
+    def handle(line):
+        event = events.parse(line)
+        if event is None:
+            return
+        if event["type"] == "result":
+            out.result = event
+        elif event["type"] == "error":
+            out.error = event
+        on_event(event)
+
+    while True:
+        try:
+            line = lines.get(timeout=tick)
+            if line is None:
+                eof = True
+            else:
+                handle(line)
+                while True:  # drain what is already there before the checks below
+                    try:
+                        line = lines.get_nowait()
+                    except queue.Empty:
+                        break
+                    if line is None:
+                        eof = True
+                        break
+                    handle(line)
+        except queue.Empty:
+            pass
+        now = time.monotonic()
+        if proc.poll() is not None and (eof or not t.is_alive()):
+            break
+        if eof and proc.poll() is None:
+            # stdout closed but the child lives on: wait for it without busy-looping
+            try:
+                proc.wait(timeout=tick)
+            except subprocess.TimeoutExpired:
+                pass
+        if should_cancel():
+            stop("cancelled")
+        if max_wall_seconds is not None and now - started > max_wall_seconds:
+            stop("wall_clock")
+        if max_rss_mb is not None:
+            used = rss_mb(proc.pid)
+            out.peak_rss_mb = max(out.peak_rss_mb, used)
+            if used > max_rss_mb:
+                out.stopped = out.stopped or "memory"
+                _signal_group(proc, signal.SIGKILL)
+        if term_sent is not None and now - term_sent > grace_seconds:
+            _signal_group(proc, signal.SIGKILL)
+        if on_tick is not None:
+            on_tick()
+    t.join(timeout=5)
+    # Whatever the worker started must not outlive it.
+    _signal_group(proc, signal.SIGKILL)
+    proc.stdout.close()
+    out.returncode = proc.returncode
+    out.stderr_tail = tail(stderr_path)
+    return out
+
+
+def explain(result, max_wall_seconds=None, grace_seconds=None, max_rss_mb=None):
+    """(status, one-line error) for a finished WorkerExit."""
+    if result.ok:
+        return "success", None
+    if result.stopped == "cancelled":
+        return "cancelled", "cancelled"
+    if result.stopped == "wall_clock":
+        return "error", ("The run took longer than max_wall_seconds (%g s) and was stopped. Raise "
+                         "model_training.max_wall_seconds or train on fewer items or epochs."
+                         % max_wall_seconds)
+    if result.stopped == "memory":
+        return "error", ("The training process used more than max_ram_mb (%g MB) and was killed. "
+                         "Lower batch_size or max_length, or raise model_training.max_ram_mb."
+                         % max_rss_mb)
+    if result.error is not None and result.error.get("kind") == "cancelled":
+        return "cancelled", "cancelled"
+    if result.returncode == -signal.SIGKILL:
+        return "error", "the training process was killed (probably out of memory)"
+    if result.error is not None:
+        message = result.error.get("message") or "the worker reported an error"
+        if result.error.get("kind") == "other" and result.stderr_tail:
+            last = result.stderr_tail.strip().splitlines()[-1:]
+            if last and last[0] not in message:
+                message += " (stderr: %s)" % last[0][:300]
+        return "error", message
+    if result.returncode == 0:
+        return "error", "the worker exited without reporting a result"
+    message = events.describe_exit(result.returncode)
+    last = result.stderr_tail.strip().splitlines()[-1:] if result.stderr_tail else []
+    if last:
+        message += ": " + last[0][:300]
+    return "error", message

@@ -1,0 +1,172 @@
+"""The trainer registry. Listing trainers and checking params imports no trainer module, so
+the server (which never imports torch) can validate a request before it queues a run.
+
+A trainer module defines a class with this interface, used only by the worker::
+
+    class Trainer:
+        def __init__(self, ctx): ...          # ctx: worker.Context (bundle, params, emitter ...)
+        def train(self) -> dict: ...          # metrics; call ctx.check_cancelled() between steps
+        def predict(self, scheme, texts) -> [(label, confidence), ...]
+"""
+
+import importlib
+import importlib.util
+import os
+
+TYPES = {"int": int, "float": float, "bool": bool, "str": str}
+
+
+class Param:
+    def __init__(self, name, type, default, help, minimum=None, maximum=None, choices=None):
+        self.name = name
+        self.type = type
+        self.default = default
+        self.help = help
+        self.minimum = minimum
+        self.maximum = maximum
+        self.choices = choices
+
+    def as_dict(self):
+        return {"name": self.name, "type": self.type, "default": self.default, "help": self.help,
+                "minimum": self.minimum, "maximum": self.maximum, "choices": self.choices}
+
+
+class TrainerInfo:
+    def __init__(self, name, module, description, params, schema_types, packages=(),
+                 local_only=False, max_schemas=None, install_hint="", class_name="Trainer"):
+        self.name = name
+        self.module = module
+        self.description = description
+        self.params = params
+        self.schema_types = schema_types
+        self.packages = list(packages)
+        self.local_only = local_only
+        self.max_schemas = max_schemas
+        self.install_hint = install_hint
+        self.class_name = class_name
+
+    def missing_packages(self):
+        """Packages this trainer needs that this interpreter cannot import (without importing)."""
+        return [p for p in self.packages if importlib.util.find_spec(p) is None]
+
+    def as_dict(self):
+        return {"name": self.name, "description": self.description,
+                "params": [p.as_dict() for p in self.params],
+                "schema_types": sorted(self.schema_types), "packages": self.packages,
+                "local_only": self.local_only, "max_schemas": self.max_schemas}
+
+
+TRAIN_TEXT_HINT = "install it with: pip install 'potato-annotation[train-text]'"
+
+REGISTRY = {
+    "text-naive-bayes": TrainerInfo(
+        "text-naive-bayes", "potato.training.trainers.naive_bayes",
+        "Multinomial naive Bayes on word n-grams, standard library only: a fast baseline that "
+        "runs anywhere.",
+        [Param("alpha", "float", 1.0, "additive (Laplace) smoothing", minimum=0.0001),
+         Param("ngrams", "int", 2, "use word n-grams up to this length", 1, 3),
+         Param("min_count", "int", 1, "ignore n-grams seen fewer times in training", 1),
+         Param("calibrate", "bool", True, "temperature-scale probabilities on the val split")],
+        {"radio", "multiselect"}),
+    "hf-text-classification": TrainerInfo(
+        "hf-text-classification", "potato.training.trainers.hf_text",
+        "Fine-tune a transformers encoder (full or with a PEFT LoRA adapter).",
+        [Param("model", "str", "sentence-transformers/all-MiniLM-L6-v2",
+               "a Hugging Face Hub id or a local model directory"),
+         Param("epochs", "int", 3, "passes over the training items", 1, 100),
+         Param("learning_rate", "float", None, "AdamW learning rate (default: 2e-3 with LoRA, "
+               "5e-5 for full fine-tuning)", minimum=1e-8, maximum=1.0),
+         Param("batch_size", "int", 16, "items per step", 1, 4096),
+         Param("max_length", "int", 128, "tokens per item (longer texts are cut)", 8, 8192),
+         Param("lora", "bool", True, "train a LoRA adapter (true) or every weight (false)"),
+         Param("lora_r", "int", 8, "LoRA rank", 1, 512),
+         Param("lora_alpha", "int", 16, "LoRA scaling", 1, 4096),
+         Param("seed", "int", 0, "random seed")],
+        {"radio"}, packages=("torch", "transformers", "peft"), max_schemas=1,
+        install_hint=TRAIN_TEXT_HINT),
+    "decision-calibrate": TrainerInfo(
+        "decision-calibrate", "potato.training.trainers.calibrate",
+        "Platt-scale the latest successful run's confidences against the human labels and find "
+        "the threshold that reaches a target precision. Reads the server's store: local only.",
+        [Param("target_precision", "float", 0.9, "precision the reported threshold reaches",
+               0.5, 1.0)],
+        {"radio"}, local_only=True, max_schemas=1),
+}
+
+
+class ParamError(ValueError):
+    pass
+
+
+PLUGINS_ENV = "POTATO_TRAINER_PLUGINS"
+
+
+def all_trainers():
+    """The built-in trainers plus those of plugin modules named in $POTATO_TRAINER_PLUGINS
+    (comma-separated importable modules, each with a ``TRAINERS`` dict of TrainerInfo)."""
+    out = dict(REGISTRY)
+    for name in filter(None, (m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(","))):
+        module = importlib.import_module(name)
+        out.update(getattr(module, "TRAINERS", {}))
+    return out
+
+
+def get(name):
+    return all_trainers().get(name)
+
+
+def coerce(param, value):
+    """``value`` as the param's type (strings from the CLI are parsed), or ParamError."""
+    kind = TYPES[param.type]
+    if isinstance(value, str) and kind is not str:
+        text = value.strip()
+        if kind is bool:
+            if text.lower() in ("true", "yes", "1", "on"):
+                return True
+            if text.lower() in ("false", "no", "0", "off"):
+                return False
+            raise ParamError("%s must be true or false, not %r" % (param.name, value))
+        try:
+            value = kind(text)
+        except ValueError:
+            raise ParamError("%s must be %s, not %r" % (
+                param.name, "a whole number" if kind is int else "a number", value))
+    if kind is bool and not isinstance(value, bool):
+        raise ParamError("%s must be true or false, not %r" % (param.name, value))
+    if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        else:
+            raise ParamError("%s must be a whole number, not %r" % (param.name, value))
+    if kind is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ParamError("%s must be a number, not %r" % (param.name, value))
+        value = float(value)
+    if kind is str and not isinstance(value, str):
+        raise ParamError("%s must be a string, not %r" % (param.name, value))
+    if param.minimum is not None and value < param.minimum:
+        raise ParamError("%s must be at least %s, not %s" % (param.name, param.minimum, value))
+    if param.maximum is not None and value > param.maximum:
+        raise ParamError("%s must be at most %s, not %s" % (param.name, param.maximum, value))
+    return value
+
+
+def resolve_params(info, given):
+    """Every declared param with its value (given or default); ParamError lists what is wrong."""
+    given = dict(given or {})
+    declared = dict((p.name, p) for p in info.params)
+    unknown = sorted(k for k in given if k not in declared)
+    if unknown:
+        raise ParamError("unknown param%s %s for trainer %s; valid params: %s" % (
+            "s" if len(unknown) > 1 else "", ", ".join(unknown), info.name,
+            ", ".join(declared)))
+    out = {}
+    for name, p in declared.items():
+        out[name] = coerce(p, given[name]) if name in given else p.default
+    return out
+
+
+def load(info):
+    """The trainer class (imports its module: only the worker calls this)."""
+    module = importlib.import_module(info.module)
+    return getattr(module, info.class_name)

@@ -1,0 +1,75 @@
+"""Trainers that misbehave on purpose, loaded through $POTATO_TRAINER_PLUGINS in tests.
+
+- test-silent: prints nothing and sleeps (for the wall-clock limit)
+- test-sigkill: kills its own process with SIGKILL (as the kernel's OOM killer would)
+- test-steps: reports progress every 0.1 s for ``seconds`` and honours cancellation
+- test-ignore-term: ignores SIGTERM (for the SIGKILL after the grace period)
+"""
+
+import os
+import signal
+import time
+
+from potato.training.trainers import Param, TrainerInfo
+
+
+class _Base:
+    def __init__(self, ctx):
+        self.ctx = ctx
+
+    def predict(self, scheme, texts):
+        labels = self.ctx.schemas[scheme]["labels"]
+        return [(labels[0], 0.99) for _ in texts]
+
+
+class Silent(_Base):
+    def train(self):
+        time.sleep(self.ctx.params["seconds"])
+        return {}
+
+
+class SigKill(_Base):
+    def train(self):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+class Steps(_Base):
+    def train(self):
+        n = int(self.ctx.params["seconds"] / 0.1)
+        for i in range(n):
+            self.ctx.check_cancelled()
+            self.ctx.emitter.progress(i + 1, n, eta_s=(n - i - 1) * 0.1)
+            time.sleep(0.1)
+        return {"steps": n}
+
+
+class IgnoreTerm(_Base):
+    def train(self):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        time.sleep(self.ctx.params["seconds"])
+        return {}
+
+
+def _info(name, cls):
+    return TrainerInfo(name, __name__, "test trainer", [Param("seconds", "float", 30, "how long")],
+                       {"radio", "multiselect"}, class_name=cls.__name__)
+
+
+TRAINERS = {
+    "test-silent": _info("test-silent", Silent),
+    "test-sigkill": _info("test-sigkill", SigKill),
+    "test-steps": _info("test-steps", Steps),
+    "test-ignore-term": _info("test-ignore-term", IgnoreTerm),
+}
+
+
+class Env(_Base):
+    def train(self):
+        return {"omp": os.environ.get("OMP_NUM_THREADS"),
+                "openblas": os.environ.get("OPENBLAS_NUM_THREADS")}
+
+
+TRAINERS["test-env"] = _info("test-env", Env)
+TRAINERS["test-missing-dep"] = TrainerInfo(
+    "test-missing-dep", "potato_module_that_does_not_exist", "test trainer", [], {"radio"},
+    install_hint="install it with: pip install nothing")

@@ -1,0 +1,328 @@
+"""The training engine on the local backend, over real HTTP against a real server."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+from potato.config import load
+from potato.store import Store
+from potato.training.paths import RunPaths
+from potato.training.runstore import RunStore
+from tests.conftest import ROOT, Client
+from tests.training_helpers import KEY, PLUGINS, gold_labels, make_project, start_run, wait_run
+
+H = {"X-API-Key": KEY}
+
+
+@pytest.fixture(autouse=True)
+def plugins(monkeypatch):
+    monkeypatch.setenv("POTATO_TRAINER_PLUGINS", PLUGINS)
+    monkeypatch.setenv("PYTHONPATH", ROOT)
+
+
+def test_naive_bayes_run_end_to_end(tmp_path, serve):
+    cfg_path = make_project(tmp_path)
+    server, url = serve(cfg_path)
+    c = Client(url)
+    run_id = start_run(c, trainer="text-naive-bayes", schemas=["sentiment"])
+    run = wait_run(c, run_id)
+    assert run["status"] == "success", run
+    assert run["ran_on"] == "local" and run["backend"] == "local"
+    # ~90 test items: too few to bound the accuracy tightly (quality is checked on 1,400 below).
+    assert run["holdout"]["n"] > 50 and 0 < run["holdout"]["accuracy"] <= 1
+    assert 0 < run["holdout"]["macro_f1"] <= 1
+    wb = run["writeback"]
+    assert wb["written"] > 1000 and wb["schemes"] == ["sentiment"]
+    assert run["params"] == {"alpha": 1.0, "ngrams": 2, "min_count": 1, "calibrate": True}
+    assert run["metrics"]["predictions"] > 0
+    # The held-out score is what the server computes from the test split against human labels.
+    paths = RunPaths(os.path.join(tmp_path, "annotation_output", "training", "runs", run_id))
+    items = [json.loads(line) for line in open(os.path.join(paths.bundle, "items.jsonl"))]
+    preds = [json.loads(line) for line in open(paths.predictions)]
+    human = {it["id"]: it["labels"]["sentiment"] for it in items if it["split"] == "test"}
+    test_preds = [p for p in preds if p["split"] == "test"]
+    acc = sum(p["label"] == human[p["id"]] for p in test_preds) / len(test_preds)
+    assert run["holdout"]["accuracy"] == round(acc, 4)
+    # Write-back: unlabeled items get predictions; train items never; human labels untouched.
+    train_id = next(it["id"] for it in items if it["split"] == "train")
+    unlabeled_id = next(it["id"] for it in items if it["split"] == "unlabeled")
+    _, item = c.json("GET", f"/admin/api/items/{unlabeled_id}", headers=H)
+    assert item["predictions"]["sentiment"]["run_id"] == run_id
+    assert item["labels"] == {}
+    _, item = c.json("GET", f"/admin/api/items/{train_id}", headers=H)
+    assert item["predictions"] == {}
+    assert item["labels"]["sentiment"][0]["annotator"] == "gold"
+    # Predictions beat chance against the real gold labels of unlabeled items.
+    gold = gold_labels()
+    unl = [p for p in preds if p["split"] == "unlabeled"]
+    assert sum(p["label"] == gold[p["id"]] for p in unl) / len(unl) > 0.6
+    # Log, list and the model file.
+    log = c.get(f"/admin/training/api/runs/{run_id}/log", headers=H).text
+    assert "bundle:" in log and "held-out:" in log
+    assert os.path.exists(os.path.join(paths.artifacts, "sentiment.naive-bayes.json"))
+    _, runs = c.json("GET", "/admin/training/api/runs", headers=H)
+    assert runs["runs"][0]["run_id"] == run_id
+
+
+def test_second_run_waits_for_the_first(tmp_path, serve):
+    _, url = serve(make_project(tmp_path))
+    c = Client(url)
+    first = start_run(c, trainer="test-steps", schemas=["sentiment"], params={"seconds": 1.5})
+    second = start_run(c, trainer="text-naive-bayes", schemas=["sentiment"])
+    wait_run(c, first, until=("running",))
+    _, s = c.json("GET", f"/admin/training/api/runs/{second}", headers=H)
+    assert s["status"] == "queued"
+    a, b = wait_run(c, first), wait_run(c, second)
+    assert a["status"] == b["status"] == "success"
+    assert b["started_at"] >= a["finished_at"]
+
+
+def _worker_pids():
+    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if "potato.training.worker" in line]
+
+
+def test_cancel_queued_and_running(tmp_path, serve):
+    _, url = serve(make_project(tmp_path))
+    c = Client(url)
+    running = start_run(c, trainer="test-steps", schemas=["sentiment"], params={"seconds": 60})
+    queued = start_run(c, trainer="test-steps", schemas=["sentiment"], params={"seconds": 60})
+    wait_run(c, running, until=("running",))
+    status, q = c.json("POST", f"/admin/training/api/runs/{queued}/cancel", headers=H)
+    assert status == 200 and q["status"] == "cancelled"
+    deadline = time.time() + 20
+    while not (wait_run(c, running, until=("running",)).get("progress") or {}).get("current"):
+        assert time.time() < deadline
+        time.sleep(0.1)
+    t0 = time.time()
+    c.json("POST", f"/admin/training/api/runs/{running}/cancel", headers=H)
+    run = wait_run(c, running, timeout=20)
+    assert run["status"] == "cancelled" and time.time() - t0 < 10
+    assert _worker_pids() == []
+
+
+def test_sigterm_ignored_gets_sigkill_after_grace(tmp_path, serve):
+    _, url = serve(make_project(tmp_path))
+    c = Client(url)
+    run_id = start_run(c, trainer="test-ignore-term", schemas=["sentiment"],
+                       params={"seconds": 60})
+    wait_run(c, run_id, until=("running",))
+    time.sleep(1.0)  # let the worker install its SIG_IGN
+    t0 = time.time()
+    c.json("POST", f"/admin/training/api/runs/{run_id}/cancel", headers=H)
+    run = wait_run(c, run_id, timeout=30)
+    assert run["status"] == "cancelled"
+    assert 1.5 <= time.time() - t0 < 15  # grace_seconds is 2
+    assert _worker_pids() == []
+
+
+def test_wall_clock_limit_stops_a_silent_child(tmp_path, serve):
+    _, url = serve(make_project(tmp_path, "  max_wall_seconds: 1.5"))
+    c = Client(url)
+    t0 = time.time()
+    run = wait_run(c, start_run(c, trainer="test-silent", schemas=["sentiment"],
+                                params={"seconds": 60}))
+    assert run["status"] == "error"
+    assert run["error"].startswith("The run took longer than max_wall_seconds (1.5 s)")
+    assert time.time() - t0 < 15
+    assert _worker_pids() == []
+
+
+def test_sigkilled_child_is_reported(tmp_path, serve):
+    _, url = serve(make_project(tmp_path))
+    c = Client(url)
+    run = wait_run(c, start_run(c, trainer="test-sigkill", schemas=["sentiment"]))
+    assert run["status"] == "error"
+    assert run["error"] == "the training process was killed (probably out of memory)"
+
+
+def test_missing_dependency_message(tmp_path, serve):
+    _, url = serve(make_project(tmp_path))
+    c = Client(url)
+    run = wait_run(c, start_run(c, trainer="test-missing-dep", schemas=["sentiment"]))
+    assert run["status"] == "error"
+    assert run["error"].startswith("Trainer 'test-missing-dep' could not be imported: ")
+    assert "install it with: pip install nothing" in run["error"]
+
+
+def test_num_threads_reach_the_worker(tmp_path, serve):
+    _, url = serve(make_project(tmp_path, "  num_threads: 3"))
+    c = Client(url)
+    run = wait_run(c, start_run(c, trainer="test-env", schemas=["sentiment"]))
+    assert run["metrics"]["omp"] == "3" and run["metrics"]["openblas"] == "3"
+
+
+@pytest.mark.parametrize("body,status,fragment", [
+    ({"trainer": "nope", "schemas": ["sentiment"]}, 400, "Unknown trainer 'nope'"),
+    ({"trainer": "text-naive-bayes", "schemas": ["mood"]}, 400, "Unknown scheme 'mood'"),
+    ({"trainer": "text-naive-bayes", "schemas": []}, 400, "schemas must name"),
+    ({"trainer": "text-naive-bayes", "schemas": ["sentiment"], "params": {"alfa": 1}}, 400,
+     "unknown param alfa for trainer text-naive-bayes; valid params: alpha, ngrams"),
+    ({"trainer": "text-naive-bayes", "schemas": ["sentiment"], "params": {"ngrams": "two"}},
+     400, "ngrams must be a whole number"),
+    ({"trainer": "text-naive-bayes", "schemas": ["sentiment"], "params": {"ngrams": 9}},
+     400, "ngrams must be at most 3"),
+    ({"trainer": "text-naive-bayes", "schemas": ["sentiment"], "backend": "gpu"}, 409,
+     "Unknown backend 'gpu'"),
+    ({"trainer": "text-naive-bayes", "schemas": ["sentiment"], "colour": 1}, 400,
+     "Unknown field(s) colour"),
+])
+def test_bad_requests(tmp_path, serve, body, status, fragment):
+    _, url = serve(make_project(tmp_path, labels=False))
+    got, out = Client(url).json("POST", "/admin/training/api/runs", json_body=body, headers=H)
+    assert got == status and fragment in out["error"], out
+
+
+def test_training_api_needs_admin(tmp_path, serve):
+    _, url = serve(make_project(tmp_path, labels=False))
+    c = Client(url)
+    for method, path in [("GET", "/admin/training/api/runs"), ("POST", "/admin/training/api/runs"),
+                         ("GET", "/admin/training/api/backends")]:
+        status, out = c.json(method, path, json_body={})
+        assert status == 401, (path, out)
+
+
+def test_no_labels_fails_clearly(tmp_path, serve):
+    _, url = serve(make_project(tmp_path, labels=False))
+    c = Client(url)
+    run = wait_run(c, start_run(c, trainer="text-naive-bayes", schemas=["sentiment"]))
+    assert run["status"] == "error"
+    assert run["error"].startswith("No labelled items in the train split for sentiment")
+
+
+def test_restart_recovery(tmp_path, serve):
+    cfg_path = make_project(tmp_path)
+    cfg, _, _ = load(cfg_path)
+    store = Store(cfg.db_path)
+    runs = RunStore(store)
+    stale = runs.create("text-naive-bayes", ["sentiment"], "local", {})["run_id"]
+    runs.update(stale, status="running", started_at=time.time())
+    waiting = runs.create("text-naive-bayes", ["sentiment"], "local",
+                          {"alpha": 1.0, "ngrams": 2, "min_count": 1, "calibrate": True})["run_id"]
+    store.close()
+    _, url = serve(cfg_path)
+    c = Client(url)
+    assert wait_run(c, stale)["error"] == "the server restarted during the run"
+    assert wait_run(c, waiting)["status"] == "success"
+
+
+def test_retain_runs_deletes_old_directories_but_not_the_one_in_use(tmp_path, serve):
+    cfg_path = make_project(tmp_path, "  retain_runs: 1")
+    _, url = serve(cfg_path)
+    c = Client(url)
+    runs_dir = tmp_path / "annotation_output" / "training" / "runs"
+    r1 = wait_run(c, start_run(c, trainer="text-naive-bayes", schemas=["sentiment"]))["run_id"]
+    r2 = wait_run(c, start_run(c, trainer="test-sigkill", schemas=["sentiment"]))["run_id"]
+    r3 = wait_run(c, start_run(c, trainer="test-sigkill", schemas=["sentiment"]))["run_id"]
+    time.sleep(0.3)
+    assert (runs_dir / r1).is_dir(), "the run whose predictions are in use was deleted"
+    assert not (runs_dir / r2).exists()
+    assert (runs_dir / r3).is_dir()
+    _, listing = c.json("GET", "/admin/training/api/runs", headers=H)
+    assert [r["run_id"] for r in listing["runs"]] == [r3, r1]
+
+
+def test_auto_retrain_starts_and_explains(tmp_path, serve):
+    cfg_path = make_project(tmp_path, """\
+  auto_retrain:
+    enabled: true
+    trainer: text-naive-bayes
+    schemas: [sentiment]
+    update_frequency: 5
+    min_interval_s: 0
+""")
+    _, url = serve(cfg_path)
+    c = Client(url)
+    deadline = time.time() + 30
+    while True:
+        _, runs = c.json("GET", "/admin/training/api/runs", headers=H)
+        if runs["runs"]:
+            break
+        assert time.time() < deadline
+        time.sleep(0.1)
+    run = wait_run(c, runs["runs"][0]["run_id"])
+    assert run["auto"] is True and run["status"] == "success"
+    c.login("ann")
+    for item in ("sst-test-0000", "sst-test-0001"):
+        c.json("POST", "/api/annotations", json_body={"item_id": item,
+                                                      "labels": {"sentiment": "positive"}})
+    deadline = time.time() + 10
+    while True:
+        _, auto = c.json("GET", "/admin/training/api/auto_retrain", headers=H)
+        if auto["reason"].startswith("2 new label(s)"):
+            break
+        assert time.time() < deadline, auto
+        time.sleep(0.1)
+    assert auto["reason"] == "2 new label(s) since the last automatic run; waiting for 5"
+
+
+def test_backends_list_and_local_check(tmp_path, serve):
+    _, url = serve(make_project(tmp_path, labels=False))
+    c = Client(url)
+    _, out = c.json("GET", "/admin/training/api/backends", headers=H)
+    assert out == {"backends": [{"name": "local", "type": "local", "host": None,
+                                 "label": "local (this machine)", "description": "",
+                                 "default": True}]}
+    status, report = c.json("POST", "/admin/training/api/backends/local/check", headers=H)
+    assert status == 200 and report["ok"] is True
+    assert re.match(r"local: this machine, (CPU \(\d+ threads\)|CUDA GPU|Apple Metal)",
+                    report["lines"][0])
+    assert c.json("POST", "/admin/training/api/backends/nope/check", headers=H)[0] == 404
+
+
+def _cli(*argv, **kw):
+    env = dict(os.environ, PYTHONPATH=ROOT, POTATO_TRAINER_PLUGINS=PLUGINS)
+    return subprocess.run([sys.executable, "-m", "potato", *argv], capture_output=True,
+                          text=True, timeout=120, env=env, cwd=ROOT, **kw)
+
+
+def test_cli_training_run_in_process(tmp_path):
+    cfg = make_project(tmp_path)
+    r = _cli("training", "run", cfg, "--trainer", "text-naive-bayes", "--schemas", "sentiment",
+             "--param", "ngrams=1")
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"^Run r1 success in [\d.]+ s on local$", r.stdout, re.M), r.stdout
+    assert re.search(r"^Held-out score \(test split, n=\d+\): accuracy 0\.\d{3}, macro-F1 0\.\d{3}$",
+                     r.stdout, re.M), r.stdout
+    assert re.search(r"^Predictions written: \d+ for sentiment", r.stdout, re.M)
+    assert re.search(r"^Model files: .*/runs/r1/artifacts$", r.stdout, re.M)
+    bad = _cli("training", "run", cfg, "--trainer", "text-naive-bayes", "--schemas", "sentiment",
+               "--param", "ngrams=9")
+    assert bad.returncode == 1 and "ngrams must be at most 3" in bad.stderr
+    failing = _cli("training", "run", cfg, "--trainer", "test-sigkill", "--schemas", "sentiment")
+    assert failing.returncode == 1
+    assert "the training process was killed (probably out of memory)" in failing.stdout
+
+
+def test_cli_training_run_goes_through_the_running_server(tmp_path):
+    cfg = make_project(tmp_path)
+    env = dict(os.environ, PYTHONPATH=ROOT, PYTHONUNBUFFERED="1", POTATO_TRAINER_PLUGINS=PLUGINS)
+    server = subprocess.Popen([sys.executable, "-m", "potato", "start", cfg, "--port", "0"],
+                              cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert "Potato is serving" in server.stdout.readline()
+        r = _cli("training", "run", cfg, "--trainer", "text-naive-bayes", "--schemas",
+                 "sentiment")
+        assert r.returncode == 0, r.stderr
+        assert "Queueing through the running server at http://127.0.0.1:" in r.stdout
+        assert "success" in r.stdout
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
+        server.stdout.close()
+    assert server.returncode == 0
+
+
+def test_cli_check_local(tmp_path):
+    r = _cli("training", "check", "local", make_project(tmp_path, labels=False))
+    assert r.returncode == 0
+    assert r.stdout.startswith("local: this machine, ")
+    assert r.stdout.strip().endswith("local (this machine): can start a run")
+    r = _cli("training", "check", "nope", make_project(tmp_path, labels=False))
+    assert r.returncode == 1 and "no backend 'nope'" in r.stderr

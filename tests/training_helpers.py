@@ -1,0 +1,62 @@
+"""Shared helpers for training tests: a project made from the bundled example, and waiting."""
+
+import json
+import os
+import shutil
+import time
+
+from potato.cli import main
+from tests.conftest import EXAMPLE
+
+KEY = "test-admin-key-0123456789"
+PLUGINS = "tests.plugins.fake_trainers"
+
+
+def make_project(tmp_path, model_training="", top="", labels=True):
+    """The example's 2,000 items (and, with labels, its 600 labels) in a fresh project."""
+    shutil.copy(os.path.join(EXAMPLE, "data", "reviews.jsonl"), tmp_path / "reviews.jsonl")
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(f"""\
+annotation_task_name: Training test
+data_files: [reviews.jsonl]
+admin_api_key: {KEY}
+annotation_schemes:
+  - annotation_type: radio
+    name: sentiment
+    labels: [positive, negative]
+{top}
+model_training:
+  grace_seconds: 2
+  writeback:
+    schemas: [sentiment]
+    include_unlabeled: true
+{model_training}
+""")
+    if labels:
+        assert main(["annotations", "import", str(cfg), os.path.join(EXAMPLE, "labels.jsonl"),
+                     "--annotator", "gold"]) == 0
+    return str(cfg)
+
+
+def wait_run(client, run_id, timeout=60, until=("success", "error", "cancelled")):
+    deadline = time.time() + timeout
+    while True:
+        status, run = client.json("GET", f"/admin/training/api/runs/{run_id}",
+                                  headers={"X-API-Key": KEY})
+        assert status == 200, run
+        if run["status"] in until:
+            return run
+        assert time.time() < deadline, f"run {run_id} still {run['status']}: {run}"
+        time.sleep(0.1)
+
+
+def start_run(client, **body):
+    status, out = client.json("POST", "/admin/training/api/runs", json_body=body,
+                              headers={"X-API-Key": KEY})
+    assert status == 202, out
+    return out["run_id"]
+
+
+def gold_labels():
+    with open(os.path.join(EXAMPLE, "data", "gold.jsonl")) as f:
+        return {d["id"]: d["sentiment"] for d in map(json.loads, f)}
