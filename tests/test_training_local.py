@@ -326,3 +326,25 @@ def test_cli_check_local(tmp_path):
     assert r.stdout.strip().endswith("local (this machine): can start a run")
     r = _cli("training", "check", "nope", make_project(tmp_path, labels=False))
     assert r.returncode == 1 and "no backend 'nope'" in r.stderr
+
+
+def test_decision_calibrate_rescores_the_latest_run(tmp_path, serve):
+    _, url = serve(make_project(tmp_path))
+    c = Client(url)
+    first = start_run(c, trainer="decision-calibrate", schemas=["sentiment"])
+    run = wait_run(c, first)
+    assert run["status"] == "error"
+    assert run["error"].startswith("no successful run of scheme sentiment to calibrate yet")
+    base = wait_run(c, start_run(c, trainer="text-naive-bayes", schemas=["sentiment"]))
+    cal = wait_run(c, start_run(c, trainer="decision-calibrate", schemas=["sentiment"],
+                                params={"target_precision": 0.8}))
+    assert cal["status"] == "success", cal
+    m = cal["metrics"]
+    assert m["base_run"] == base["run_id"] and m["heldout_n"] > 100
+    assert m["target_precision"] == 0.8
+    if m["threshold"] is not None:
+        assert m["precision_at_threshold"] >= 0.8 and 0 < m["coverage_at_threshold"] <= 1
+    # Same items and labels as the base run, new confidences, and write-back now points at it.
+    assert cal["holdout"]["accuracy"] == base["holdout"]["accuracy"]
+    _, item = c.json("GET", "/admin/api/items/sst-test-0000", headers=H)
+    assert item["predictions"]["sentiment"]["run_id"] == cal["run_id"]

@@ -142,7 +142,15 @@ def run(spec_path, emitter=None):
 
 
 def _predict(ctx, trainer, path, batch=256):
-    """Predict every val, test and unlabeled item for each scheme; returns the line count."""
+    """Predict every val, test and unlabeled item for each scheme; returns the line count.
+
+    A trainer that re-scores stored predictions instead (``prediction_records``) gives them
+    as they are.
+    """
+    if hasattr(trainer, "prediction_records"):
+        lines = [json.dumps(r, ensure_ascii=False) for r in trainer.prediction_records()]
+        write_atomic(path, "".join(line + "\n" for line in lines))
+        return len(lines)
     items = [it for it in ctx.bundle.items if it["split"] in ("val", "test", "unlabeled")]
     lines = []
     total = len(items) * len(ctx.schemas)

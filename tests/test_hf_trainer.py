@@ -1,0 +1,150 @@
+"""hf-text-classification on a tiny BERT built here (random weights, a vocab written by the
+test; no downloads), with LoRA and without, and its artifacts loaded back."""
+
+import io
+import json
+import os
+import random
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="needs the train-text extra (torch)")
+transformers = pytest.importorskip("transformers")
+peft = pytest.importorskip("peft")
+
+from potato.training import bundle, events, worker  # noqa: E402
+from potato.training.paths import RunPaths, write_json  # noqa: E402
+from potato.training.trainers import REGISTRY, resolve_params  # noqa: E402
+
+POS = ["good", "great", "fine", "lovely", "superb"]
+NEG = ["bad", "awful", "poor", "dull", "terrible"]
+FILLER = ["the", "film", "was", "a", "story", "plot", "and", "very", "quite", "really"]
+
+
+@pytest.fixture(scope="module")
+def tiny_bert(tmp_path_factory):
+    d = tmp_path_factory.mktemp("tiny-bert")
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + POS + NEG + FILLER
+    (d / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    import inspect
+
+    if "vocab" in inspect.signature(transformers.BertTokenizer.__init__).parameters:  # v5
+        tok = transformers.BertTokenizer(vocab={w: i for i, w in enumerate(vocab)})
+    else:  # transformers 4.x
+        tok = transformers.BertTokenizerFast(vocab_file=str(d / "vocab.txt"))
+    assert tok("good film")["input_ids"][1:-1] == [vocab.index("good"), vocab.index("film")]
+    tok.save_pretrained(str(d))
+    cfg = transformers.BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2,
+                                  num_attention_heads=2, intermediate_size=64,
+                                  max_position_embeddings=64)
+    torch.manual_seed(0)
+    transformers.BertModel(cfg).save_pretrained(str(d))
+    return str(d)
+
+
+def _sentence(rng, words):
+    return " ".join(rng.sample(FILLER, 3) + [rng.choice(words)] + rng.sample(FILLER, 2))
+
+
+def _run_dir(tmp_path, model_dir, **params):
+    rng = random.Random(1)
+    items, labels = [], {}
+    for n in range(240):
+        positive = n % 2 == 0
+        item_id = "i%d" % n
+        items.append((item_id, _sentence(rng, POS if positive else NEG)))
+        if n < 200:
+            labels[item_id] = {"sentiment": ["positive" if positive else "negative"]}
+    paths = RunPaths(tmp_path / "run").create()
+    schemas = {"sentiment": {"type": "radio", "labels": ["positive", "negative"]}}
+    bundle.build(paths.bundle, items, labels, schemas, include_unlabeled=True)
+    full = resolve_params(REGISTRY["hf-text-classification"], dict(model=model_dir, **params))
+    write_json(paths.spec, {"run_id": "t", "trainer": "hf-text-classification",
+                            "schemas": schemas, "params": full, "device": "cuda:1"})
+    return paths, items
+
+
+def _train(paths):
+    out = io.StringIO()
+    code = worker.run(paths.spec, events.Emitter(out))
+    evs = [json.loads(line) for line in out.getvalue().splitlines()]
+    return code, evs
+
+
+@pytest.mark.parametrize("lora", [True, False])
+def test_trains_saves_and_loads_back(tmp_path, tiny_bert, lora):
+    params = {"epochs": 8, "batch_size": 8, "max_length": 16, "lora": lora,
+              "learning_rate": 5e-3 if lora else 1e-3}
+    paths, items = _run_dir(tmp_path, tiny_bert, **params)
+    code, evs = _train(paths)
+    errors = [e for e in evs if e["type"] == "error"]
+    assert code == 0 and not errors, errors
+    kinds = [e["type"] for e in evs]
+    assert kinds[-1] == "result"
+    progress = [e for e in evs if e["type"] == "progress" and e["unit"] == "step"]
+    n_train = json.load(open(os.path.join(paths.bundle, "manifest.json")))["counts"]["train"]
+    assert progress[-1]["current"] == progress[-1]["total"] == 8 * -(-n_train // 8)
+    assert all("eta_s" in e for e in progress)
+    losses = [e for e in evs if e["type"] == "metric" and e["name"] == "loss"]
+    accs = [e for e in evs if e["type"] == "metric" and e["name"] == "accuracy"]
+    assert [e["epoch"] for e in losses] == list(range(1, 9)) and len(accs) == 8
+    assert "epoch 3/8" in [e.get("message") for e in evs if e["type"] == "status"]
+    # The requested cuda:1 is absent here: a warning, then CPU.
+    assert any(e["type"] == "log" and e["level"] == "warning" and
+               "device cuda:1 was requested but is not available" in e["message"] for e in evs)
+    result = next(e for e in evs if e["type"] == "result")
+    assert result["metrics"]["sentiment.val_accuracy"] >= 0.9, result  # an easy task
+
+    # Load the artifacts with plain transformers/peft and predict the same labels.
+    model_dir = os.path.join(paths.artifacts, "model")
+    meta = json.load(open(os.path.join(model_dir, "labels.json")))
+    assert meta["labels"] == ["positive", "negative"] and meta["lora"] is lora
+    tok = transformers.AutoTokenizer.from_pretrained(model_dir)
+    if lora:
+        assert os.path.exists(os.path.join(model_dir, "adapter_config.json"))
+        base = transformers.AutoModelForSequenceClassification.from_pretrained(tiny_bert,
+                                                                               num_labels=2)
+        model = peft.PeftModel.from_pretrained(base, model_dir)
+    else:
+        assert os.path.exists(os.path.join(model_dir, "config.json"))
+        model = transformers.AutoModelForSequenceClassification.from_pretrained(model_dir)
+    model.eval()
+    preds = [json.loads(line) for line in open(paths.predictions)]
+    texts = dict(items)
+    sample = preds[:20]
+    with torch.no_grad():
+        enc = tok([texts[p["id"]] for p in sample], truncation=True, padding=True, max_length=16,
+                  return_tensors="pt")
+        probs = torch.softmax(model(**enc).logits, dim=-1)
+    for p, row in zip(sample, probs):
+        k = int(row.argmax())
+        assert meta["labels"][k] == p["label"]
+        assert abs(float(row[k]) - p["confidence"]) < 1e-4
+
+
+def test_cancel_between_steps(tmp_path, tiny_bert):
+    paths, _ = _run_dir(tmp_path, tiny_bert, epochs=50, batch_size=4, max_length=16)
+
+    class CancelAfter(events.Emitter):
+        def emit(self, event_type, **fields):
+            event = super().emit(event_type, **fields)
+            if event_type == "progress" and fields.get("current") == 5:
+                self.ctx_flag()
+            return event
+
+    out = io.StringIO()
+    em = CancelAfter(out)
+    # Cancel exactly as SIGTERM does: the handler flips the context's flag.
+    import signal
+
+    em.ctx_flag = lambda: os.kill(os.getpid(), signal.SIGTERM)
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        code = worker.run(paths.spec, em)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    evs = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert code == events.EXIT_CANCELLED
+    steps = [e["current"] for e in evs if e["type"] == "progress"]
+    assert max(steps) <= 6
+    assert evs[-1] == {**evs[-1], "type": "error", "kind": "cancelled"}
