@@ -1,11 +1,21 @@
 #!/usr/bin/env bash
 # Install what the test suite needs, then run it. Used as-is by .ci/run.
-# Needs root (or sudo) for the Debian packages that the integration tests start.
+# Needs root (or sudo) for the Debian packages the integration tests use (Chromium, ...).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-pip_install() { python3 -m pip install --quiet --disable-pip-version-check "$@"; }
+sudo_=""
+[ "$(id -u)" = 0 ] || sudo_="sudo"
+need_apt=()
+command -v chromium >/dev/null || need_apt+=(chromium)
+command -v chromedriver >/dev/null || need_apt+=(chromium-driver)
+command -v openssl >/dev/null || need_apt+=(openssl)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  $sudo_ apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
 
+pip_install() { python3 -m pip install --quiet --disable-pip-version-check "$@"; }
 # torch first, pinned: on the project's build machines torch 2.13.0 is a CPU build kept on disk
 # (an unpinned torch pulls a multi-GB CUDA build).
 python3 -c 'import torch' 2>/dev/null || pip_install 'torch==2.13.0'

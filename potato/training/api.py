@@ -32,6 +32,41 @@ def backend_list(manager: Manager):
             for name, b in manager.backends.items()]
 
 
+def trainer_list_data():
+    """Trainers with their params, and the packages each lacks in the server's Python."""
+    out = []
+    for info in trainers.all_trainers().values():
+        d = info.as_dict()
+        d["missing_packages"] = info.missing_packages()
+        out.append(d)
+    return out
+
+
+def read_log(manager: Manager, run_id: str, last: int = 0) -> str:
+    try:
+        with open(manager.paths(run_id).log, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-last:]) if last else text
+
+
+def live_run(manager: Manager):
+    """The run the live view shows: the running one, else the next queued, else the latest."""
+    for status in ("running", "queued"):
+        runs = manager.runs.with_status(status)
+        if runs:
+            return runs[0]
+    latest = manager.runs.list(limit=1)
+    return latest[0] if latest else None
+
+
+def model_location(run: Dict[str, Any]) -> str:
+    if run["status"] != "success":
+        return "none yet" if run["status"] in ("queued", "running") else "none (the run failed)"
+    return run.get("artifact_uri") or "not kept"
+
+
 def add_routes(app, manager: Manager) -> None:
     def get_run(run_id):
         run = manager.runs.get(run_id)
@@ -64,12 +99,7 @@ def add_routes(app, manager: Manager) -> None:
     @app.route("GET", PREFIX + r"/runs/(?P<run_id>[A-Za-z0-9_-]+)/log", "admin")
     def run_log(h, run_id):
         get_run(run_id)
-        try:
-            with open(manager.paths(run_id).log, "rb") as f:
-                data = f.read()
-        except OSError:
-            data = b""
-        h.send(200, data, "text/plain; charset=utf-8")
+        h.send(200, read_log(manager, run_id).encode("utf-8"), "text/plain; charset=utf-8")
 
     @app.route("POST", PREFIX + r"/runs/(?P<run_id>[A-Za-z0-9_-]+)/cancel", "admin")
     def cancel(h, run_id):
@@ -90,7 +120,51 @@ def add_routes(app, manager: Manager) -> None:
 
     @app.route("GET", PREFIX + r"/trainers", "admin")
     def trainer_list(h):
-        h.send_json({"trainers": [info.as_dict() for info in trainers.all_trainers().values()]})
+        h.send_json({"trainers": trainer_list_data()})
+
+    # -- pages -------------------------------------------------------------------------------
+    from potato.training import pages
+
+    def page(h, message="", status=200):
+        runs = [run_view(r) for r in manager.runs.list()]
+        live = live_run(manager)
+        h.send_html(pages.training_page(
+            manager.cfg, backend_list(manager), trainer_list_data(), runs,
+            pages.live_fragment(run_view(live) if live else None,
+                                read_log(manager, live["run_id"], 15) if live else ""),
+            message), status)
+
+    @app.route("GET", r"/admin/training", "admin")
+    def training_page(h):
+        page(h)
+
+    @app.route("POST", r"/admin/training/start", "admin")
+    def start_form(h):
+        form = h.form()
+        params = {k[len("param:"):]: v[-1] for k, v in form.items()
+                  if k.startswith("param:") and v and v[-1].strip() != ""}
+        try:
+            run = manager.submit((form.get("trainer") or [None])[0], form.get("schemas") or [],
+                                 (form.get("backend") or [None])[0], params)
+        except RequestError as e:
+            page(h, e.message, e.status)
+            return
+        h.redirect("/admin/training/runs/%s" % run["run_id"])
+
+    @app.route("GET", r"/admin/training/runs/(?P<run_id>[A-Za-z0-9_-]+)", "admin")
+    def run_page(h, run_id):
+        run = run_view(get_run(run_id))
+        h.send_html(pages.run_page(manager.cfg, run, read_log(manager, run_id),
+                                   model_location(run)))
+
+    @app.route("GET", PREFIX + r"/fragments", "admin")
+    def fragments(h):
+        live = live_run(manager)
+        h.send_json({
+            "live": pages.live_fragment(run_view(live) if live else None,
+                                        read_log(manager, live["run_id"], 15) if live else ""),
+            "runs": pages.runs_rows([run_view(r) for r in manager.runs.list()]),
+            "active": bool(live and live["status"] not in TERMINAL)})
 
     @app.route("GET", PREFIX + r"/auto_retrain", "admin")
     def auto(h):

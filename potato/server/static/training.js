@@ -1,0 +1,136 @@
+// The Training page: Check, start, cancel, and a live view refreshed from server-rendered
+// fragments every second (no full-page reloads). The page reads fine without this script.
+(function () {
+  "use strict";
+  var $ = function (id) { return document.getElementById(id); };
+  var message = $("message");
+
+  function show(text, kind) {
+    if (!message) return;
+    message.textContent = text || "";
+    message.className = kind || "error";
+  }
+
+  function api(method, path, body) {
+    var opts = { method: method, headers: { "Accept": "application/json" }, credentials: "same-origin" };
+    if (body !== undefined) {
+      opts.headers["Content-Type"] = "application/json";
+      opts.body = JSON.stringify(body);
+    }
+    return fetch(path, opts).then(function (r) {
+      return r.text().then(function (t) {
+        var data = null;
+        try { data = t ? JSON.parse(t) : null; } catch (e) { data = null; }
+        if (!r.ok) {
+          throw new Error((data && data.error) || ("The server answered " + r.status + " " + r.statusText));
+        }
+        return data;
+      });
+    });
+  }
+
+  // Cancel buttons live inside refreshed fragments: one delegated handler.
+  document.addEventListener("click", function (e) {
+    var b = e.target.closest ? e.target.closest("[data-cancel]") : null;
+    if (!b) return;
+    b.disabled = true;
+    api("POST", "/admin/training/api/runs/" + encodeURIComponent(b.getAttribute("data-cancel")) + "/cancel")
+      .then(function (run) { show("Run " + run.run_id + ": " + run.status + ".", "ok"); refresh(); })
+      .catch(function (err) { b.disabled = false; show(err.message); });
+  });
+
+  var form = $("run-form");
+  if (!form) return;  // the run page needs only the cancel handler
+  var data = JSON.parse($("training-data").textContent);
+  var backend = $("backend"), trainer = $("trainer"), report = $("check-report");
+
+  function syncTrainers() {
+    var reasons = data.unavailable[backend.value] || {};
+    var firstUsable = null;
+    Array.prototype.forEach.call(trainer.options, function (opt) {
+      var reason = reasons[opt.value];
+      opt.disabled = !!reason;
+      opt.textContent = opt.value + (reason ? " (unavailable: " + reason + ")" : "");
+      if (!reason && firstUsable === null) firstUsable = opt.value;
+    });
+    if (trainer.selectedOptions.length && trainer.selectedOptions[0].disabled && firstUsable) {
+      trainer.value = firstUsable;
+    }
+    syncParams();
+  }
+
+  function syncParams() {
+    Array.prototype.forEach.call(document.querySelectorAll(".param-set"), function (set) {
+      var on = set.getAttribute("data-trainer") === trainer.value;
+      set.hidden = !on;
+      Array.prototype.forEach.call(set.querySelectorAll("input, select"), function (el) { el.disabled = !on; });
+    });
+  }
+
+  backend.addEventListener("change", function () { report.innerHTML = ""; syncTrainers(); });
+  trainer.addEventListener("change", syncParams);
+
+  $("check").addEventListener("click", function () {
+    var name = backend.value, button = this;
+    button.disabled = true;
+    report.innerHTML = "";
+    var p = document.createElement("p");
+    p.textContent = "Checking " + name + " ...";
+    report.appendChild(p);
+    api("POST", "/admin/training/api/backends/" + encodeURIComponent(name) + "/check")
+      .then(function (r) {
+        report.innerHTML = "";
+        var verdict = document.createElement("p");
+        verdict.className = "verdict " + (r.ok ? "ok" : "error");
+        verdict.textContent = r.label + ": " + (r.ok ? "can start a run" : "cannot start a run");
+        var ul = document.createElement("ul");
+        (r.lines || []).forEach(function (line) {
+          var li = document.createElement("li");
+          li.textContent = line;
+          ul.appendChild(li);
+        });
+        report.appendChild(verdict);
+        report.appendChild(ul);
+      })
+      .catch(function (err) { report.innerHTML = ""; show("Check of " + name + " failed: " + err.message); })
+      .then(function () { button.disabled = false; });
+  });
+
+  form.addEventListener("submit", function (e) {
+    e.preventDefault();
+    var schemas = Array.prototype.map.call(form.querySelectorAll('input[name="schemas"]:checked'),
+      function (el) { return el.value; });
+    var params = {};
+    Array.prototype.forEach.call(form.querySelectorAll(".param-set:not([hidden]) [name^='param:']"), function (el) {
+      if (el.value.trim() !== "") params[el.name.slice(6)] = el.value.trim();
+    });
+    var button = $("start-run");
+    button.disabled = true;
+    show("", "");
+    api("POST", "/admin/training/api/runs",
+        { trainer: trainer.value, schemas: schemas, backend: backend.value, params: params })
+      .then(function (r) { show("Run " + r.run_id + " is " + r.status + ".", "ok"); refresh(); })
+      .catch(function (err) { show(err.message); })
+      .then(function () { button.disabled = false; });
+  });
+
+  var busy = false;
+  function refresh() {
+    if (busy) return;
+    busy = true;
+    api("GET", "/admin/training/api/fragments")
+      .then(function (f) {
+        var live = $("live-run");
+        var open = live.querySelector("details") ? live.querySelector("details").open : true;
+        live.innerHTML = f.live;
+        var d = live.querySelector("details");
+        if (d) d.open = open;
+        $("runs-body").innerHTML = f.runs;
+      })
+      .catch(function (err) { show("Lost contact with the server: " + err.message); })
+      .then(function () { busy = false; });
+  }
+
+  syncTrainers();
+  setInterval(refresh, 1000);
+})();

@@ -1,0 +1,265 @@
+"""The Training page (``/admin/training``) and a run's page, rendered on the server.
+
+The live parts (the current run and the runs table) are HTML fragments the server renders too;
+``static/training.js`` fetches them every second and swaps them in, so there is one renderer
+and the runs table reads fine without JavaScript.
+"""
+
+import json
+import time
+from typing import Any, Dict, List, Optional
+
+from potato.server.pages import esc, json_script, layout
+from potato.training.runstore import TERMINAL
+
+STATUS_TEXT = {"queued": "queued", "running": "running", "success": "success",
+               "error": "error", "cancelled": "cancelled"}
+
+
+def _duration(run: Dict[str, Any]) -> str:
+    d = run.get("duration_s")
+    if d is None:
+        return ""
+    d = int(round(d))
+    return "%dm %02ds" % (d // 60, d % 60) if d >= 60 else "%ds" % d
+
+
+def _holdout(run: Dict[str, Any]) -> str:
+    h = run.get("holdout")
+    if not h:
+        return ""
+    return "%.3f <span class=\"hint\">(F1 %.3f, n=%d)</span>" % (h["accuracy"], h["macro_f1"],
+                                                                   h["n"])
+
+
+def _written(run: Dict[str, Any]) -> str:
+    wb = run.get("writeback")
+    return str(wb["written"]) if wb else ""
+
+
+def runs_rows(runs: List[Dict[str, Any]]) -> str:
+    if not runs:
+        return '<tr><td colspan="8">No runs yet.</td></tr>'
+    out = []
+    for r in runs:
+        out.append(
+            '<tr data-run="%s"><td><a href="/admin/training/runs/%s">%s</a></td><td>%s</td>'
+            '<td>%s</td><td class="ran-on">%s</td><td><span class="status status-%s">%s</span>'
+            '</td><td class="holdout">%s</td><td class="written">%s</td><td>%s</td></tr>' % (
+                esc(r["run_id"]), esc(r["run_id"]), esc(r["run_id"]), esc(r["trainer"]),
+                esc(", ".join(r["schemas"])), esc(r.get("ran_on") or r["backend"]),
+                esc(r["status"]), esc(STATUS_TEXT.get(r["status"], r["status"])),
+                _holdout(r), _written(r), _duration(r)))
+    return "".join(out)
+
+
+def chart_svg(history: List[Dict[str, Any]], width: int = 360, height: int = 140) -> str:
+    """Loss and accuracy per epoch as a small inline SVG (no chart library)."""
+    series: Dict[str, List] = {}
+    for e in history or []:
+        if "epoch" not in e or not isinstance(e.get("value"), (int, float)):
+            continue
+        name = e.get("name", "")
+        if e.get("split"):
+            name = "%s (%s)" % (name, e["split"])
+        series.setdefault(name, []).append((e["epoch"], float(e["value"])))
+    if not series:
+        return '<p class="hint chart-empty">The chart appears after the first epoch.</p>'
+    pad = 28
+    epochs = sorted({x for pts in series.values() for x, _ in pts})
+    lo_x, hi_x = min(epochs), max(epochs)
+    top = max(1.0, max(v for pts in series.values() for _, v in pts))
+    colours = ["#7a4b1f", "#1e6fb3", "#1e7b34", "#8a2be2"]
+
+    def px(x):
+        return pad + (0 if hi_x == lo_x else (x - lo_x) / (hi_x - lo_x) * (width - 2 * pad))
+
+    def py(v):
+        return height - pad - v / top * (height - 2 * pad)
+
+    parts = ['<svg class="chart" role="img" viewBox="0 0 %d %d" width="100%%" '
+             'aria-label="Loss and accuracy per epoch">' % (width, height),
+             '<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#999"/>' % (
+                 pad, height - pad, width - pad, height - pad),
+             '<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#999"/>' % (pad, pad, pad,
+                                                                       height - pad),
+             '<text x="%d" y="%d" font-size="10">epoch</text>' % (width - pad - 24,
+                                                                  height - 8),
+             '<text x="2" y="%d" font-size="10">%.1f</text>' % (pad + 4, top),
+             '<text x="2" y="%d" font-size="10">0</text>' % (height - pad)]
+    for k, (name, pts) in enumerate(sorted(series.items())):
+        colour = colours[k % len(colours)]
+        pts = sorted(pts)
+        coords = " ".join("%.1f,%.1f" % (px(x), py(v)) for x, v in pts)
+        parts.append('<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>'
+                     % (colour, coords))
+        for x, v in pts:
+            parts.append('<circle cx="%.1f" cy="%.1f" r="2.5" fill="%s"><title>%s epoch %s: '
+                         '%.4f</title></circle>' % (px(x), py(v), colour, esc(name), x, v))
+        parts.append('<text x="%d" y="%d" font-size="10" fill="%s">%s</text>' % (
+            pad + 6 + 110 * k, 12, colour, esc(name)))
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def live_fragment(run: Optional[Dict[str, Any]], log_tail: str) -> str:
+    if run is None:
+        return '<p class="hint">No run yet. Start one above.</p>'
+    progress = run.get("progress") or {}
+    bar = ""
+    if progress.get("total") and run["status"] == "running":
+        eta = progress.get("eta_s")
+        bar = ('<p><progress max="%d" value="%d" aria-label="Run progress"></progress> %d/%d %s'
+               '%s</p>' % (progress["total"], progress.get("current", 0),
+                           progress.get("current", 0), progress["total"],
+                           esc(progress.get("unit", "")),
+                           " · ETA %ds" % eta if eta is not None else ""))
+    error = ('<p class="error" role="alert">%s</p>' % esc(run["error"])
+             if run["status"] == "error" and run.get("error") else "")
+    cancel = ('<button type="button" class="danger" data-cancel="%s">Cancel run</button>'
+              % esc(run["run_id"]) if run["status"] not in TERMINAL else "")
+    return """<div class="live" data-run="{id}" data-status="{status}">
+<p><a href="/admin/training/runs/{id}"><b>{id}</b></a> · {trainer} on {schemas} ·
+ runs on <b class="ran-on">{ran_on}</b></p>
+<p>Status: <span class="status status-{status}" id="live-status">{status}</span>
+ · <span id="live-step">{step}</span></p>
+{bar}{error}
+<div class="chart-box">{chart}</div>
+<details open><summary>Run log (last lines)</summary><pre class="log" id="live-log">{log}</pre>
+</details>
+{cancel}
+</div>""".format(id=esc(run["run_id"]), trainer=esc(run["trainer"]),
+                 schemas=esc(", ".join(run["schemas"])),
+                 ran_on=esc(run.get("ran_on") or run["backend"]), status=esc(run["status"]),
+                 step=esc(run.get("step") or ""), bar=bar, error=error,
+                 chart=chart_svg(run.get("history")), log=esc(log_tail), cancel=cancel)
+
+
+def _trainer_options(trainers: List[Dict[str, Any]], backend_type: str, first) -> str:
+    out = []
+    for t in trainers:
+        reason = unavailable_reason(t, backend_type)
+        out.append('<option value="%s"%s%s>%s%s</option>' % (
+            esc(t["name"]), " disabled" if reason else "", " selected" if t is first else "",
+            esc(t["name"]), " (unavailable: %s)" % esc(reason) if reason else ""))
+    return "".join(out)
+
+
+def unavailable_reason(trainer: Dict[str, Any], backend_type: str) -> str:
+    if trainer.get("local_only") and backend_type != "local":
+        return "it reads the server's store, so it runs only on local"
+    if backend_type == "local" and trainer.get("missing_packages"):
+        return "needs %s here" % ", ".join(trainer["missing_packages"])
+    return ""
+
+
+def param_inputs(trainer: Dict[str, Any], shown: bool) -> str:
+    """One trainer's param inputs; hidden (and disabled, so not submitted) unless ``shown``."""
+    off = "" if shown else " disabled"
+    out = ['<div class="param-set" data-trainer="%s"%s>' % (esc(trainer["name"]),
+                                                           "" if shown else " hidden")]
+    for p in trainer["params"]:
+        pid = "param-%s-%s" % (trainer["name"], p["name"])
+        default = "" if p["default"] is None else p["default"]
+        if p["type"] == "bool":
+            out.append('<label for="%s">%s</label><select id="%s" name="param:%s"%s>'
+                       '<option value="true"%s>true</option><option value="false"%s>false'
+                       '</option></select>' % (pid, esc(p["name"]), pid, esc(p["name"]), off,
+                                               " selected" if default is True else "",
+                                               " selected" if default is False else ""))
+        else:
+            out.append('<label for="%s">%s</label><input id="%s" name="param:%s" value="%s" '
+                       'placeholder="default"%s>' % (pid, esc(p["name"]), pid, esc(p["name"]),
+                                                     esc(default), off))
+        out.append('<p class="hint">%s</p>' % esc(p["help"]))
+    if not trainer["params"]:
+        out.append('<p class="hint">This trainer has no params.</p>')
+    return "".join(out) + "</div>"
+
+
+def training_page(cfg, backends: List[Dict[str, Any]], trainers: List[Dict[str, Any]],
+                  runs: List[Dict[str, Any]], live: str, message: str = "") -> str:
+    default = next((b for b in backends if b["default"]), backends[0])
+    backend_opts = "".join('<option value="%s" data-type="%s"%s>%s</option>' % (
+        esc(b["name"]), esc(b["type"]), " selected" if b is default else "", esc(b["label"]))
+        for b in backends)
+    schemes = "".join(
+        '<label class="option"><input type="checkbox" name="schemas" value="%s"%s> %s '
+        '<span class="hint">(%s)</span></label>' % (esc(s.name), " checked" if i == 0 else "",
+                                                    esc(s.name), esc(s.annotation_type))
+        for i, s in enumerate(cfg.schemes))
+    first = next((t for t in trainers if not unavailable_reason(t, default["type"])),
+                 trainers[0])
+    msg = '<p class="error">%s</p>' % esc(message) if message else ""
+    data = {"unavailable": {b["name"]: {t["name"]: unavailable_reason(t, b["type"])
+                                        for t in trainers} for b in backends},
+            "trainers": {t["name"]: {"schema_types": t["schema_types"],
+                                     "max_schemas": t["max_schemas"]} for t in trainers}}
+    body = """<h1>Training</h1>
+<section class="card" aria-labelledby="start-h"><h2 id="start-h">Start a run</h2>
+<div id="message" role="alert" aria-live="assertive">{msg}</div>
+<form id="run-form" method="post" action="/admin/training/start">
+  <div class="row">
+    <div><label for="backend">Runs on</label>
+    <select id="backend" name="backend">{backend_opts}</select></div>
+    <button type="button" id="check" class="secondary">Check</button>
+  </div>
+  <div id="check-report" aria-live="polite"></div>
+  <label for="trainer">Trainer</label>
+  <select id="trainer" name="trainer">{trainer_opts}</select>
+  <fieldset><legend>Schemes</legend>{schemes}</fieldset>
+  <fieldset id="params"><legend>Params</legend>{params}</fieldset>
+  <button type="submit" id="start-run" class="primary">Start run</button>
+</form></section>
+<section class="card" aria-labelledby="live-h"><h2 id="live-h">Current run</h2>
+<div id="live-run" aria-live="polite">{live}</div></section>
+<section class="card" aria-labelledby="runs-h"><h2 id="runs-h">Runs</h2>
+<div class="table-wrap"><table id="runs-table"><thead><tr><th scope="col">Run</th>
+<th scope="col">Trainer</th><th scope="col">Schemes</th><th scope="col">Ran on</th>
+<th scope="col">Status</th><th scope="col">Held-out score</th>
+<th scope="col">Predictions written</th><th scope="col">Duration</th></tr></thead>
+<tbody id="runs-body">{rows}</tbody></table></div></section>
+<script type="application/json" id="training-data">{data}</script>""".format(
+        msg=msg, backend_opts=backend_opts,
+        trainer_opts=_trainer_options(trainers, default["type"], first), schemes=schemes,
+        params="".join(param_inputs(t, t is first) for t in trainers), live=live, rows=runs_rows(runs), data=json_script(data))
+    return layout("Training", body, cfg, admin=True,
+                  scripts='<script src="/static/training.js"></script>')
+
+
+def run_page(cfg, run: Dict[str, Any], log: str, where: str) -> str:
+    def row(k, v):
+        return "<tr><th scope=\"row\">%s</th><td>%s</td></tr>" % (esc(k), v)
+
+    def when(t):
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if t else ""
+
+    rows = [row("Status", '<span class="status status-%s">%s</span>' % (esc(run["status"]),
+                                                                       esc(run["status"]))),
+            row("Step", esc(run.get("step") or "")),
+            row("Error", '<span class="error">%s</span>' % esc(run["error"]))
+            if run.get("error") and run["status"] == "error" else "",
+            row("Trainer", esc(run["trainer"])), row("Schemes", esc(", ".join(run["schemas"]))),
+            row("Params", "<code>%s</code>" % esc(json.dumps(run.get("params") or {}))),
+            row("Backend", esc(run["backend"])),
+            row("Ran on", esc(run.get("ran_on") or "")),
+            row("Created", when(run.get("created_at"))),
+            row("Started", when(run.get("started_at"))),
+            row("Finished", when(run.get("finished_at"))),
+            row("Duration", _duration(run)), row("Held-out score", _holdout(run)),
+            row("Write-back", esc(json.dumps(run.get("writeback"))) if run.get("writeback")
+                else ""),
+            row("Metrics", "<code>%s</code>" % esc(json.dumps(run.get("metrics"))) if
+                run.get("metrics") else ""),
+            row("Model files", esc(where))]
+    cancel = ('<button type="button" class="danger" data-cancel="%s">Cancel run</button>'
+              % esc(run["run_id"]) if run["status"] not in TERMINAL else "")
+    body = """<p><a href="/admin/training">&larr; Training</a></p>
+<h1>Run {id}</h1><div id="message" role="alert"></div>
+<div class="table-wrap"><table class="details">{rows}</table></div>{cancel}
+<section class="card"><h2>Loss and accuracy</h2>{chart}</section>
+<section class="card"><h2>Run log</h2><pre class="log">{log}</pre></section>""".format(
+        id=esc(run["run_id"]), rows="".join(rows), cancel=cancel,
+        chart=chart_svg(run.get("history")), log=esc(log))
+    return layout("Run %s" % run["run_id"], body, cfg, admin=True,
+                  scripts='<script src="/static/training.js"></script>')

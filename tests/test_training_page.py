@@ -1,0 +1,200 @@
+"""The Training page in a real headless Chromium (Debian's chromium + chromium-driver)."""
+
+import os
+import shutil
+import time
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.training_helpers import KEY, PLUGINS, make_project
+
+pytestmark = pytest.mark.integration
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+SHOTS = os.path.join(ROOT, "test-output")
+
+BACKENDS = """\
+  backend: local
+  backends:
+    gpu-server: {type: ssh, host: gpu.example.org}
+    cluster: {type: slurm, host: login.cluster.example.org, remote_dir: ~/potato}
+    lab-workstation: {type: agent}
+"""
+
+
+def _require(path, what):
+    if not os.path.exists(path):
+        if os.environ.get("CI"):
+            pytest.fail(f"{what} is missing at {path}: .ci/run installs it")
+        pytest.skip(f"{what} not installed (apt-get install chromium chromium-driver)")
+
+
+@pytest.fixture
+def browser(tmp_path):
+    _require(CHROMIUM, "chromium")
+    _require(CHROMEDRIVER, "chromedriver")
+    webdriver = pytest.importorskip("selenium.webdriver") if not os.environ.get("CI") else \
+        __import__("selenium.webdriver", fromlist=["webdriver"])
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--disable-quic", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--window-size=1280,1000",
+                 f"--user-data-dir={tmp_path / 'chrome-profile'}"):
+        opts.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=opts)
+    driver.set_page_load_timeout(30)
+    yield driver
+    driver.quit()
+
+
+@pytest.fixture
+def page(tmp_path, serve, browser, monkeypatch):
+    monkeypatch.setenv("POTATO_TRAINER_PLUGINS", PLUGINS)
+    monkeypatch.setenv("PYTHONPATH", ROOT)
+    _, url = serve(make_project(tmp_path, BACKENDS))
+    browser.get(url + "admin/training")
+    # Not logged in: the admin login asks for the key once, then comes back here.
+    assert "/admin/login" in browser.current_url
+    browser.find_element("id", "key").send_keys(KEY)
+    browser.find_element("css selector", "form.card button[type=submit]").click()
+    wait_for(browser, lambda d: d.current_url.endswith("/admin/training"))
+    return browser
+
+
+def wait_for(driver, cond, timeout=60, what="condition"):
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        try:
+            last = cond(driver)
+            if last:
+                return last
+        except Exception as e:  # the DOM is being swapped: try again
+            last = e
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+
+
+def select(driver, element_id, value):
+    from selenium.webdriver.support.ui import Select
+
+    Select(driver.find_element("id", element_id)).select_by_value(value)
+
+
+def text_of(driver, css):
+    return driver.find_element("css selector", css).text
+
+
+def test_runs_on_check_start_watch_cancel(page):
+    d = page
+    from selenium.webdriver.support.ui import Select
+
+    # Runs on: every backend with its label; the first selection is model_training.backend.
+    menu = Select(d.find_element("id", "backend"))
+    assert [o.text for o in menu.options] == [
+        "local (this machine)", "gpu-server (ssh to gpu.example.org)",
+        "cluster (SLURM via login.cluster.example.org)", "lab-workstation (agent)"]
+    assert menu.first_selected_option.text == "local (this machine)"
+    assert d.find_element("css selector", "label[for=backend]").text == "Runs on"
+
+    # Check shows the report and a verdict.
+    d.find_element("id", "check").click()
+    report = wait_for(d, lambda d: "can start a run" in text_of(d, "#check-report") and
+                      text_of(d, "#check-report"), what="the check report")
+    assert "local: this machine, " in report
+    assert "local (this machine): can start a run" in report
+
+    # decision-calibrate is shown disabled with its reason on a remote backend.
+    select(d, "backend", "gpu-server")
+    opt = d.find_element("css selector", "#trainer option[value=decision-calibrate]")
+    assert opt.get_attribute("disabled") is not None
+    assert "(unavailable: it reads the server's store, so it runs only on local)" in opt.text
+    select(d, "backend", "local")
+    assert d.find_element("css selector", "#trainer option[value=decision-calibrate]"
+                          ).get_attribute("disabled") is None
+
+    # Start a text-naive-bayes run on local and watch it reach success.
+    select(d, "trainer", "text-naive-bayes")
+    assert d.find_element("id", "param-text-naive-bayes-ngrams").get_attribute("value") == "2"
+    d.find_element("id", "start-run").click()
+    wait_for(d, lambda d: "is queued" in text_of(d, "#message"), what="the queued message")
+    row = wait_for(d, lambda d: d.find_elements("css selector", "#runs-body tr[data-run]") and
+                   "success" in text_of(d, "#runs-body tr[data-run]") and
+                   d.find_element("css selector", "#runs-body tr[data-run]"),
+                   what="the run to succeed")
+    cells = [c.text for c in row.find_elements("css selector", "td")]
+    assert cells[1] == "text-naive-bayes" and cells[2] == "sentiment"
+    assert cells[3] == "local" and cells[4] == "success"
+    assert cells[5].split()[0].startswith("0.") and cells[6].isdigit() and int(cells[6]) > 0
+    assert "success" == text_of(d, "#live-status")
+
+    # Start another (slow) run, see it live with progress, screenshot it, and cancel it.
+    select(d, "trainer", "test-steps")
+    field = d.find_element("id", "param-test-steps-seconds")
+    field.clear()
+    field.send_keys("60")
+    d.find_element("id", "start-run").click()
+    wait_for(d, lambda d: d.find_elements("css selector", "#live-run progress"),
+             what="the progress bar")
+    assert text_of(d, "#live-status") == "running"
+    assert "ETA" in text_of(d, "#live-run")
+    os.makedirs(SHOTS, exist_ok=True)
+    d.execute_script("document.getElementById('live-run').scrollIntoView()")
+    d.save_screenshot(os.path.join(SHOTS, "training-page-during-run.png"))
+    # Narrow (phone) width: nothing sticks out sideways.
+    d.set_window_size(400, 900)
+    time.sleep(0.3)
+    assert d.execute_script("return document.documentElement.scrollWidth <= window.innerWidth")
+    d.save_screenshot(os.path.join(SHOTS, "training-page-narrow.png"))
+    d.set_window_size(1280, 1000)
+    d.find_element("css selector", "#live-run [data-cancel]").click()
+    wait_for(d, lambda d: text_of(d, "#live-status") == "cancelled", what="cancelled")
+    statuses = [r.find_elements("css selector", "td")[4].text
+                for r in d.find_elements("css selector", "#runs-body tr[data-run]")]
+    assert statuses == ["cancelled", "success"]
+
+
+def test_api_errors_appear_on_the_page(page):
+    d = page
+    # 409: a backend this version cannot run.
+    select(d, "backend", "lab-workstation")
+    d.find_element("id", "start-run").click()
+    msg = wait_for(d, lambda d: text_of(d, "#message"), what="an error message")
+    assert "Backend lab-workstation is of type agent" in msg
+    # 400: bad params.
+    select(d, "backend", "local")
+    select(d, "trainer", "text-naive-bayes")
+    field = d.find_element("id", "param-text-naive-bayes-ngrams")
+    field.clear()
+    field.send_keys("9")
+    d.find_element("id", "start-run").click()
+    wait_for(d, lambda d: "ngrams must be at most 3" in text_of(d, "#message"),
+             what="the params error")
+    # A failed check.
+    select(d, "backend", "gpu-server")
+    d.find_element("id", "check").click()
+    report = wait_for(d, lambda d: "cannot start a run" in text_of(d, "#check-report") and
+                      text_of(d, "#check-report"), what="the failed check")
+    assert "gpu-server (ssh to gpu.example.org): cannot start a run" in report
+
+
+def test_runs_table_reads_without_javascript(tmp_path, serve, monkeypatch):
+    from tests.conftest import Client
+    from tests.training_helpers import start_run, wait_run
+
+    monkeypatch.setenv("PYTHONPATH", ROOT)
+    _, url = serve(make_project(tmp_path, BACKENDS))
+    c = Client(url)
+    run_id = start_run(c, trainer="text-naive-bayes", schemas=["sentiment"])
+    wait_run(c, run_id)
+    html = c.get("/admin/training", headers={"X-API-Key": KEY}).text
+    assert f'<a href="/admin/training/runs/{run_id}">{run_id}</a>' in html
+    assert '<td class="ran-on">local</td>' in html
+    run_html = c.get(f"/admin/training/runs/{run_id}", headers={"X-API-Key": KEY}).text
+    assert "Model files" in run_html and "/artifacts" in run_html
+    assert "held-out:" in run_html  # the full log
