@@ -315,12 +315,16 @@ def make_server(cfg: Config, host: Optional[str] = None, port: Optional[int] = N
     store.sync_items(items)
     tls = bool(cfg.server.tls_cert)
     app = App(cfg, store, tls=tls, access_log=access_log)
-    from potato.training.api import add_routes
+    from potato.training import agent_api, api
     from potato.training.manager import Manager
 
     app.manager = Manager(cfg, store)
-    add_routes(app, app.manager)
+    api.add_routes(app, app.manager)
+    agent_api.add_routes(app, app.manager)
     server = Server((host or cfg.server.host, cfg.server.port if port is None else port), app)
+    for backend in app.manager.backends.values():
+        if hasattr(backend, "server_port"):  # remote backends forward agents to this port
+            backend.server_port = server.server_address[1]
     if tls:
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(cfg.server.tls_cert, cfg.server.tls_key)

@@ -221,6 +221,82 @@ class Handler(BaseHTTPRequestHandler):
         except UnicodeDecodeError:
             raise HTTPError(400, "The form is not valid UTF-8.")
 
+    def stream_body_to(self, path: str, limit: int, what: str) -> int:
+        """Stream the request body into ``path`` (atomically); 413 beyond ``limit`` bytes."""
+        import os
+        import tempfile
+
+        try:
+            n = int(self.headers.get("Content-Length") or "")
+        except ValueError:
+            self.close_connection = True
+            raise HTTPError(411, "Send the body with a Content-Length header.")
+        if n > limit:
+            self.close_connection = True
+            raise HTTPError(413, f"The upload ({n / 2**20:.1f} MB) is larger than {what} allows.")
+        fd, tmp = tempfile.mkstemp(prefix=".upload-", dir=os.path.dirname(path))
+        left = n
+        try:
+            with os.fdopen(fd, "wb") as out:
+                while left > 0:
+                    block = self.rfile.read(min(left, 1 << 20))
+                    if not block:
+                        raise HTTPError(400, f"The upload ended after {n - left} of {n} bytes.")
+                    out.write(block)
+                    left -= len(block)
+            os.replace(tmp, path)
+        except BaseException:
+            self.close_connection = True
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+        self._body_read = True
+        self._body = b""
+        return n
+
+    def append_body_to(self, path: str, limit: int, what: str) -> int:
+        """Append the request body to ``path`` (streamed); 413 beyond ``limit`` bytes."""
+        try:
+            n = int(self.headers.get("Content-Length") or "")
+        except ValueError:
+            self.close_connection = True
+            raise HTTPError(411, "Send the body with a Content-Length header.")
+        if n > limit:
+            self.close_connection = True
+            raise HTTPError(413, f"The upload is larger than {what} allows.")
+        left = n
+        with open(path, "ab") as out:
+            while left > 0:
+                block = self.rfile.read(min(left, 1 << 20))
+                if not block:
+                    self.close_connection = True
+                    raise HTTPError(400, f"The upload ended after {n - left} of {n} bytes.")
+                out.write(block)
+                left -= len(block)
+        self._body_read = True
+        self._body = b""
+        return n
+
+    def send_file(self, path: str, start: int, size: int, content_type: str) -> None:
+        """Send a file from ``start`` (206 with Content-Range when start > 0), streamed."""
+        status = 206 if start else 200
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(size - start))
+        self.send_header("Accept-Ranges", "bytes")
+        if start:
+            self.send_header("Content-Range", f"bytes {start}-{size - 1}/{size}")
+        self.end_headers()
+        with open(path, "rb") as f:
+            f.seek(start)
+            while True:
+                block = f.read(1 << 16)
+                if not block:
+                    break
+                self.wfile.write(block)
+
     # -- responses -----------------------------------------------------------------------------
     def set_cookie(self, name: str, value: str, max_age: int, same_site: str = "Strict") -> None:
         parts = [f"{name}={value}", "Path=/", "HttpOnly", f"SameSite={same_site}",

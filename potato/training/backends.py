@@ -21,11 +21,13 @@ SOURCE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(potato.__file__)))
 
 class Outcome:
     def __init__(self, status: str, error: Optional[str] = None, ran_on: str = "",
-                 artifact_uri: Optional[str] = None):
+                 artifact_uri: Optional[str] = None, ingest: bool = False):
         self.status = status
         self.error = error
         self.ran_on = ran_on
         self.artifact_uri = artifact_uri
+        # ingest predictions even though the run failed after they arrived (e.g. model copy)
+        self.ingest = ingest or status == "success"
 
 
 class RunContext:
@@ -42,6 +44,8 @@ class RunContext:
         self.set_step = set_step
         self.log = log
         self.cancel = threading.Event()
+        self.remote = None  # agent_api.RemoteState while a remote agent runs this run
+        self.bundle_sha256 = None
 
     @property
     def grace_seconds(self) -> float:
@@ -121,6 +125,10 @@ def make_backends(cfg: Config) -> Dict[str, TrainingBackend]:
     for name, b in cfg.model_training.backends.items():
         if b.type == "local":
             out[name] = LocalBackend(b, cfg)
+        elif b.type == "ssh":
+            from potato.training.remote.ssh import SshBackend
+
+            out[name] = SshBackend(b, cfg)
         else:
             out[name] = UnavailableBackend(b, cfg)
     return out

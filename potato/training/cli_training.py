@@ -148,10 +148,13 @@ def _run_via_server(cfg, url, args, schemas, params) -> int:
 
 
 def _run_in_process(cfg, args, schemas, params) -> int:
-    from potato.annotations import open_store
+    """No server runs: own the queue, behind a loopback-only server that remote agents reach."""
+    import threading
+
     from potato.data import DataError
+    from potato.server.app import make_server
     from potato.training.api import run_view
-    from potato.training.manager import Manager, QueueLock, RequestError
+    from potato.training.manager import QueueLock, RequestError
 
     lock = QueueLock(cfg.output_dir)
     if not lock.acquire("potato training run"):
@@ -160,24 +163,30 @@ def _run_in_process(cfg, args, schemas, params) -> int:
         return 1
     try:
         try:
-            store = open_store(cfg)
+            server = make_server(cfg, "127.0.0.1", 0, access_log=lambda line: None)
         except DataError as e:
             print("error: %s" % e, file=sys.stderr)
             return 1
-        manager = Manager(cfg, store, poll_s=0.2)
+        manager = server.app.manager
         try:
             run = manager.submit(args.trainer, schemas, args.backend, params)
         except RequestError as e:
             print("error: %s" % e.message, file=sys.stderr)
-            store.close()
+            server.server_close()
+            server.app.store.close()
             return 1
+        t = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2},
+                             daemon=True)
+        t.start()
         manager.start()
         try:
             run = _follow(lambda: run_view(manager.runs.get(run["run_id"])),
                           lambda: manager.cancel(run["run_id"]))
         finally:
             manager.stop()
-            store.close()
+            server.shutdown()
+            server.server_close()
+            server.app.store.close()
         return _finish(run)
     finally:
         lock.release()

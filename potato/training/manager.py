@@ -27,7 +27,7 @@ from potato.training.runstore import TERMINAL, RunStore
 log = logging.getLogger("potato.training")
 
 RESTARTED = "the server restarted during the run"
-SUPPORTED_TYPES = ("local",)
+SUPPORTED_TYPES = ("local", "ssh")
 
 
 class RequestError(Exception):
@@ -159,6 +159,10 @@ class Manager:
                 ctx.cancel.set()
         return self.runs.get(run_id)
 
+    def active_context(self, run_id: str) -> Optional[RunContext]:
+        with self._lock:
+            return self._active.get(run_id)
+
     # -- the loop ------------------------------------------------------------------------------
     def start(self) -> None:
         self.recover()
@@ -250,7 +254,7 @@ class Manager:
                 outcome = backend.execute(ctx)
             fields = {"ran_on": outcome.ran_on or run["backend"],
                       "artifact_uri": outcome.artifact_uri}
-            if outcome.status == "success":
+            if outcome.ingest:
                 fields.update(self._ingest(run, paths))
                 if "error" in fields:
                     outcome = Outcome("error", fields.pop("error"))

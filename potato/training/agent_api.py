@@ -1,0 +1,162 @@
+"""The agent protocol, server side: ``/agent/v1/runs/<run_id>/...`` (see docs/agent-protocol.md).
+
+A remote backend gives each run a fresh token (only its sha256 is kept, in memory, while the run
+is active) and hands it to the agent on standard input. The token authorizes only the agent
+endpoints of that one run.
+"""
+
+import hashlib
+import hmac
+import json
+import os
+import re
+import threading
+import time
+from typing import Any, Dict, Optional
+
+from potato.server.http import HTTPError
+from potato.training.paths import read_json
+from potato.training.remote.errors import copy_stalled
+
+PREFIX = r"/agent/v1/runs/(?P<run_id>[A-Za-z0-9_-]+)"
+COPY_STALL_S = 180  # a model-file upload that sends nothing this long fails
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+class RemoteState:
+    """What the server knows of a run's agent while the run is active."""
+
+    def __init__(self, token: str, settings: Dict[str, Any]):
+        self.token_hash = token_hash(token)
+        self.settings = settings  # backend settings the agent needs (gpus, env, ...)
+        self.last_seen: Optional[float] = None  # monotonic
+        self.reports = 0
+        self.result: Optional[Dict[str, Any]] = None
+        self.result_ready = threading.Event()
+        self.predictions_bytes = 0
+        self.copy_error: Optional[str] = None
+        self.host = settings.get("host", "the host")
+
+    def seen(self) -> None:
+        self.last_seen = time.monotonic()
+        self.reports += 1
+
+
+def add_routes(app, manager) -> None:
+    cfg = manager.cfg
+
+    def authorize(h, run_id):
+        header = h.headers.get("Authorization") or ""
+        if not header.startswith("Bearer "):
+            raise HTTPError(401, "The agent must send its run token (Authorization: Bearer ...).")
+        given = token_hash(header[len("Bearer "):].strip())
+        ctx = manager.active_context(run_id)
+        remote = getattr(ctx, "remote", None) if ctx is not None else None
+        if remote is None:
+            run = manager.runs.get(run_id)
+            if run is None:
+                raise HTTPError(404, "No run %s." % run_id)
+            raise HTTPError(410, "Run %s is not active on a remote backend (it is %s)."
+                            % (run_id, run["status"]))
+        if not hmac.compare_digest(given, remote.token_hash):
+            raise HTTPError(403, "This token is not the token of run %s." % run_id)
+        return ctx, remote
+
+    @app.route("GET", PREFIX)
+    def run_info(h, run_id):
+        ctx, remote = authorize(h, run_id)
+        remote.seen()
+        spec = read_json(ctx.paths.spec)
+        size = os.path.getsize(ctx.paths.bundle_archive)
+        h.send_json({"run_id": run_id, "protocol": "v1", "spec": spec,
+                     "bundle": {"sha256": ctx.bundle_sha256, "bytes": size},
+                     "grace_seconds": ctx.grace_seconds,
+                     "max_predictions_mb": cfg.model_training.max_predictions_mb,
+                     "backend": remote.settings})
+
+    @app.route("GET", PREFIX + r"/bundle")
+    def bundle(h, run_id):
+        ctx, remote = authorize(h, run_id)
+        remote.seen()
+        path = ctx.paths.bundle_archive
+        size = os.path.getsize(path)
+        start = 0
+        rng = h.headers.get("Range")
+        if rng:
+            m = re.fullmatch(r"bytes=(\d+)-", rng.strip())
+            if not m or int(m.group(1)) >= size:
+                raise HTTPError(416, "Range %s cannot be served (the bundle has %d bytes)."
+                                % (rng, size), {"Content-Range": "bytes */%d" % size})
+            start = int(m.group(1))
+        h.send_file(path, start, size, "application/gzip")
+
+    @app.route("POST", PREFIX + r"/events")
+    def events(h, run_id):
+        ctx, remote = authorize(h, run_id)
+        body = h.json_object()
+        batch = body.get("events") or []
+        if not isinstance(batch, list):
+            raise HTTPError(400, "events must be a list.")
+        remote.seen()
+        for event in batch:
+            if isinstance(event, dict) and isinstance(event.get("type"), str):
+                ctx.on_event(event)
+        h.send_json({"cancel": ctx.cancel.is_set(), "grace_seconds": ctx.grace_seconds})
+
+    @app.route("PUT", PREFIX + r"/predictions")
+    def predictions(h, run_id):
+        ctx, remote = authorize(h, run_id)
+        limit = int(cfg.model_training.max_predictions_mb * 1024 * 1024)
+        remote.seen()
+        written = h.stream_body_to(ctx.paths.predictions, limit,
+                                   "max_predictions_mb (%g MB)"
+                                   % cfg.model_training.max_predictions_mb)
+        remote.predictions_bytes = written
+        h.send_json({"ok": True, "bytes": written})
+
+    @app.route("PUT", PREFIX + r"/artifacts")
+    def artifact(h, run_id):
+        ctx, remote = authorize(h, run_id)
+        rel = (h.query.get("path") or [""])[0]
+        try:
+            offset = int((h.query.get("offset") or ["0"])[0])
+        except ValueError:
+            raise HTTPError(400, "offset must be a number.")
+        parts = [p for p in rel.replace("\\", "/").split("/") if p not in ("", ".")]
+        if not parts or ".." in parts or rel.startswith("/"):
+            raise HTTPError(400, "path %r is not a relative path inside artifacts/." % rel)
+        dest = os.path.join(ctx.paths.artifacts, *parts)
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        have = os.path.getsize(dest) if os.path.exists(dest) else 0
+        if offset != have:
+            raise HTTPError(409, "%s has %d bytes here, not %d: resume from %d."
+                            % (rel, have, offset, have))
+        limit = int(manager.cfg.model_training.backends[ctx.run["backend"]].max_artifact_mb
+                    * 1024 * 1024)
+        remote.seen()
+        h.connection.settimeout(COPY_STALL_S)
+        try:
+            n = h.append_body_to(dest, limit - offset, "max_artifact_mb")
+        except OSError as e:  # socket.timeout is an OSError
+            remote.copy_error = copy_stalled(remote.host, COPY_STALL_S)
+            ctx.log("%s (%s: %s)" % (remote.copy_error, rel, e))
+            h.close_connection = True
+            return
+        remote.seen()
+        h.send_json({"ok": True, "bytes": offset + n})
+
+    @app.route("POST", PREFIX + r"/result")
+    def result(h, run_id):
+        ctx, remote = authorize(h, run_id)
+        body = h.json_object()
+        if body.get("status") not in ("success", "error", "cancelled"):
+            raise HTTPError(400, "status must be success, error or cancelled.")
+        remote.seen()
+        remote.result = body
+        remote.result_ready.set()
+        ctx.log("agent result: %s" % json.dumps({k: body.get(k) for k in (
+            "status", "error", "exit_code", "host", "python", "workdir")}))
+        h.send_json({"ok": True})

@@ -1,0 +1,320 @@
+"""The ssh backend: run on a GPU server the annotation server can log into.
+
+Per run: one round trip checks the interpreter, the GPUs, and whether this version of Potato's
+source is already on the host (``remote_dir/code/<hash>``); the source is copied only when
+missing, a venv is made only when ``packages`` changed; then one ssh session with a reverse
+forward (a fresh unix socket under the remote /tmp) starts the agent, which does the rest over
+HTTP: bundle, worker, events, predictions, model files, clean-up. One connection is shared by
+these ssh calls (ControlMaster in a private 0700 directory).
+"""
+
+import hashlib
+import io
+import json
+import os
+import secrets
+import subprocess
+import tarfile
+import tempfile
+import time
+from typing import Any, Dict, Optional
+
+from potato.training import bundle as bundle_mod
+from potato.training import gpus as gpus_mod
+from potato.training.agent_api import RemoteState
+from potato.training.backends import SOURCE_ROOT, Outcome, RunContext, TrainingBackend
+from potato.training.remote import errors, proc, sshcmd
+from potato.training.supervise import tail
+
+DEFAULT_REMOTE_DIR = "~/.cache/potato-training"
+TRAINER_PACKAGES = ("torch", "transformers", "peft")
+_code_hash = None
+
+
+def code_hash() -> str:
+    """A hash of Potato's source files: the name of its copy on remote hosts."""
+    global _code_hash
+    if _code_hash is None:
+        h = hashlib.sha256()
+        for rel, path in _source_files():
+            h.update(rel.encode() + b"\0")
+            with open(path, "rb") as f:
+                h.update(f.read())
+        _code_hash = h.hexdigest()[:16]
+    return _code_hash
+
+
+def _source_files():
+    base = os.path.join(SOURCE_ROOT, "potato")
+    for root, dirs, files in os.walk(base):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(files):
+            if name.endswith((".pyc", ".pyo")):
+                continue
+            path = os.path.join(root, name)
+            yield os.path.relpath(path, SOURCE_ROOT), path
+
+
+def source_archive() -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for rel, path in _source_files():
+            tar.add(path, arcname=rel)
+    return buf.getvalue()
+
+
+class SshBackend(TrainingBackend):
+    type = "ssh"
+
+    def __init__(self, bcfg, cfg):
+        super().__init__(bcfg, cfg)
+        self.remote_dir = bcfg.remote_dir or DEFAULT_REMOTE_DIR
+        self._control_dir = tempfile.mkdtemp(prefix="potato-ssh-")  # 0700
+        self.server_port: Optional[int] = None  # set by the server once it listens
+
+    # -- building blocks -----------------------------------------------------------------------
+    def argv(self, command: str, forward: Optional[str] = None):
+        return sshcmd.ssh_argv(self.bcfg, command, self._control_dir, forward)
+
+    @property
+    def venv_key(self) -> str:
+        return hashlib.sha256(json.dumps(sorted(self.bcfg.packages)).encode()).hexdigest()[:16]
+
+    def _ssh(self, command: str, input_bytes=None, timeout=120):
+        r = proc.run(self.argv(command), input_bytes, timeout)
+        if r.timed_out:
+            raise errors.ConnectError("ssh to %s did not answer within %d s. Check the host and "
+                                      "the network." % (self.bcfg.host, timeout))
+        if r.returncode == 255:
+            raise errors.ConnectError(errors.ssh_failure(self.bcfg.host, self.bcfg.user,
+                                                         r.returncode, r.stderr))
+        return r
+
+    def probe(self) -> Dict[str, Any]:
+        r = self._ssh(sshcmd.probe_command(self.bcfg.python, self.remote_dir, code_hash(),
+                                           self.venv_key), timeout=90)
+        if r.returncode == errors.EXIT_NO_PYTHON:
+            raise errors.SetupError(errors.no_python(self.bcfg.python, self.bcfg.host, self.name))
+        if r.returncode == errors.EXIT_OLD_PYTHON:
+            raise errors.SetupError(errors.old_python(self.bcfg.python, self.bcfg.host,
+                                                      sshcmd.old_python_version(r.stdout),
+                                                      self.name))
+        try:
+            info = sshcmd.parse_probe(r.stdout)
+        except ValueError:
+            raise errors.SetupError("The check on %s failed (exit %s): %s" % (
+                self.bcfg.host, r.returncode, r.stderr_tail() or r.stdout[-300:]))
+        smi = info.get("nvidia_smi")
+        info["gpus"] = []
+        if smi and smi.get("rc") == 0:
+            try:
+                info["gpus"] = gpus_mod.parse_nvidia_smi(smi["stdout"])
+            except gpus_mod.ParseError as e:
+                info["gpu_error"] = str(e)
+        elif smi:
+            info["gpu_error"] = "nvidia-smi failed on %s: %s" % (self.bcfg.host,
+                                                                 smi.get("stderr", "").strip())
+        return info
+
+    def install_code(self) -> None:
+        r = self._ssh(sshcmd.install_code_command(self.bcfg.python, self.remote_dir,
+                                                  code_hash()), source_archive(), timeout=300)
+        if r.returncode != 0:
+            raise errors.TransferError("Copying Potato's code to %s failed (exit %s): %s" % (
+                self.bcfg.host, r.returncode, r.stderr_tail()))
+
+    def make_venv(self) -> None:
+        r = self._ssh(sshcmd.venv_command(self.bcfg.python, self.remote_dir, self.venv_key,
+                                          self.bcfg.packages), timeout=3600)
+        if r.returncode != 0:
+            raise errors.SetupError("Installing %s into a venv on %s failed (exit %s): %s" % (
+                ", ".join(self.bcfg.packages), self.bcfg.host, r.returncode, r.stderr_tail()))
+
+    def settings(self) -> Dict[str, Any]:
+        b = self.bcfg
+        return {"gpus": b.gpus, "min_free_gpu_mb": b.min_free_gpu_mb, "env": b.env,
+                "num_threads": b.num_threads, "fetch_artifacts": b.fetch_artifacts,
+                "keep_remote": b.keep_remote, "max_artifact_mb": b.max_artifact_mb,
+                "remote_dir": self.remote_dir, "host": b.host}
+
+    # -- a run ---------------------------------------------------------------------------------
+    def execute(self, ctx: RunContext) -> Outcome:
+        host = self.bcfg.host
+        if not self.server_port:
+            return Outcome("error", "The ssh backend needs the annotation server's port; start "
+                                    "runs through a running server.", ran_on=self.name)
+        try:
+            ctx.set_step("connecting to %s" % host)
+            info = self.probe()
+            ctx.log("%s: Python %s (%s)" % (host, info["python"], info["executable"]))
+            gpus = ", ".join("GPU %d %s %d/%d MB free" % (g["index"], g["name"],
+                                                        g["memory_free_mb"], g["memory_total_mb"])
+                             for g in info["gpus"]) or "no GPU"
+            ctx.log("%s: %s%s" % (host, gpus, "; " + info["gpu_error"]
+                                  if info.get("gpu_error") else ""))
+            if not info["code"]:
+                ctx.set_step("copying Potato's code to %s" % host)
+                self.install_code()
+            else:
+                ctx.log("Potato's code %s is already on %s" % (code_hash(), host))
+            python = self.bcfg.python
+            if self.bcfg.packages:
+                if not info.get("venv"):
+                    ctx.set_step("installing %s on %s" % (", ".join(self.bcfg.packages), host))
+                    self.make_venv()
+                python = sshcmd.venv_python(self.remote_dir)
+            ctx.bundle_sha256 = bundle_mod.pack(ctx.paths.bundle, ctx.paths.bundle_archive)
+            return self._run_agent(ctx, python)
+        except errors.RemoteError as e:
+            return Outcome("error", str(e), ran_on=self.name)
+
+    def _run_agent(self, ctx: RunContext, python: str) -> Outcome:
+        host = self.bcfg.host
+        token = secrets.token_urlsafe(32)
+        remote = RemoteState(token, self.settings())
+        ctx.remote = remote
+        sock = "/tmp/potato-%s-%s.sock" % (ctx.run_id, secrets.token_hex(6))
+        argv = self.argv(sshcmd.agent_command(python, self.remote_dir, code_hash(), sock,
+                                              ctx.run_id),
+                         forward="%s:127.0.0.1:%d" % (sock, self.server_port))
+        ctx.set_step("waiting for the agent on %s" % host)
+        ctx.log("ssh: %s" % " ".join(argv[:-1] + ["<agent command>"]))
+        with open(ctx.paths.agent_log, "ab") as agent_log:
+            p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=agent_log,
+                                 stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            p.stdin.write((token + "\n").encode())
+            p.stdin.flush()
+        except OSError:
+            pass  # ssh already exited: reported below from its log
+        started = time.monotonic()
+        cancel_at = None
+        hb = self.bcfg.heartbeat_timeout_s
+        wall = ctx.max_wall_seconds
+        outcome = None
+        try:
+            while True:
+                if remote.result_ready.wait(0.5):
+                    break
+                now = time.monotonic()
+                if p.poll() is not None:
+                    if remote.result_ready.wait(2):
+                        break
+                    log_tail = tail(ctx.paths.agent_log, 8)
+                    if p.returncode == 255:
+                        return Outcome("error", errors.ssh_failure(host, self.bcfg.user, 255,
+                                                                   log_tail), ran_on=self.name)
+                    return Outcome("error", "The agent on %s stopped (exit %s) without reporting "
+                                            "a result: %s" % (host, p.returncode,
+                                                              log_tail[-400:] or "no output"),
+                                   ran_on=self.name)
+                if ctx.cancel.is_set():
+                    if cancel_at is None:
+                        cancel_at = now
+                        ctx.set_step("cancelling on %s" % host)
+                    elif now - cancel_at > ctx.grace_seconds + 10:
+                        ctx.log("the agent did not confirm the cancel; closing the session")
+                        outcome = Outcome("cancelled", "cancelled", ran_on=self.name)
+                        break
+                last = remote.last_seen or started
+                if now - last > hb:
+                    outcome = Outcome("error", errors.silent_agent(self.name, hb),
+                                      ran_on=self.name)
+                    break
+                if wall is not None and now - started > wall:
+                    outcome = Outcome("error", "The run took longer than max_wall_seconds (%g s) "
+                                               "and was stopped." % wall, ran_on=self.name)
+                    break
+        finally:
+            self._close(p)
+            ctx.log("agent output:\n" + tail(ctx.paths.agent_log, 30))
+        if outcome is not None:
+            return outcome
+        result = remote.result or {}
+        status = result.get("status", "error")
+        if ctx.cancel.is_set() and status != "success":
+            return Outcome("cancelled", "cancelled", ran_on=self.name)
+        uri = self._artifact_uri(ctx, result)
+        if status == "success" and remote.copy_error:
+            return Outcome("error", "%s The predictions are saved; only model files are missing "
+                                    "from artifacts/ (they stay in %s)." % (remote.copy_error,
+                                                                            uri),
+                           ran_on=self.name, artifact_uri=uri, ingest=True)
+        return Outcome(status, result.get("error") if status != "success" else None,
+                       ran_on=self.name, artifact_uri=uri)
+
+    def _artifact_uri(self, ctx, result) -> Optional[str]:
+        remote_dir = result.get("workdir")
+        stayed = [a for a in result.get("artifacts", []) if not a.get("fetched")]
+        if remote_dir and (stayed or not self.bcfg.fetch_artifacts):
+            return "ssh://%s%s/artifacts" % (self.bcfg.host, remote_dir)
+        return ctx.paths.artifacts
+
+    def _close(self, p: subprocess.Popen) -> None:
+        """Close the agent's stdin (it stops the worker if still running), then the session."""
+        try:
+            p.stdin.close()
+        except OSError:
+            pass
+        try:
+            p.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            p.terminate()
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+    # -- check ---------------------------------------------------------------------------------
+    def check(self) -> Dict[str, Any]:
+        host = self.bcfg.host
+        report = {"backend": self.name, "type": "ssh", "label": self.label, "host": host,
+                  "ok": False, "lines": []}
+        lines = report["lines"]
+        try:
+            info = self.probe()
+        except errors.RemoteError as e:
+            lines.append(str(e))
+            return report
+        report.update(python=info["python"], gpus=info["gpus"], missing_packages=info["missing"])
+        lines.append("%s: Python %s (%s)" % (host, info["python"], info["executable"]))
+        torch_info = None
+        if info["gpus"] and "torch" not in info["missing"]:
+            r = self._ssh(" ".join([sshcmd.shlex.quote(self.bcfg.python), "-c",
+                                    sshcmd.shlex.quote(gpus_mod.TORCH_ARCHS)]), timeout=120)
+            if r.returncode == 0:
+                try:
+                    torch_info = json.loads(r.stdout.strip().splitlines()[-1])
+                except (ValueError, IndexError):
+                    torch_info = None
+        for g in info["gpus"]:
+            note = "" if gpus_mod.has_kernels(g, torch_info) else \
+                " (torch there has no kernels for it)"
+            lines.append("GPU %d: %s, %d of %d MB free, %s%% busy%s" % (
+                g["index"], g["name"], g["memory_free_mb"], g["memory_total_mb"],
+                g["utilization_pct"] if g["utilization_pct"] is not None else "?", note))
+        if info.get("gpu_error"):
+            lines.append(info["gpu_error"])
+        ok = True
+        try:
+            chosen, sentence = gpus_mod.choose(self.bcfg.gpus, info["gpus"],
+                                               self.bcfg.min_free_gpu_mb, torch_info)
+            lines.append("A run would start %s" % sentence)
+            report["gpu"] = chosen
+        except gpus_mod.GpuError as e:
+            lines.append(str(e))
+            ok = False
+        if self.bcfg.packages:
+            lines.append("packages %s are installed into %s/venv at the first run"
+                         % (", ".join(self.bcfg.packages), self.remote_dir))
+        elif info["missing"]:
+            lines.append("missing on %s for hf-text-classification: %s (pip install "
+                         "'potato-annotation[train-text]' there, or set packages)"
+                         % (host, ", ".join(info["missing"])))
+        else:
+            lines.append("training packages present: %s" % ", ".join(TRAINER_PACKAGES))
+        lines.append("Potato's code %s %s on %s" % (code_hash(), "is already" if info["code"]
+                                                     else "will be copied", host))
+        report["ok"] = ok
+        return report

@@ -1,0 +1,172 @@
+"""Pure builders for every ssh command line, and parsers for what comes back.
+
+Nothing here runs a process: tests compare the argv lists and scripts directly. Every value
+that enters a remote command is quoted with ``shlex.quote``.
+"""
+
+import json
+import shlex
+from typing import List, Optional
+
+from potato.training.remote.errors import EXIT_NO_PYTHON, EXIT_OLD_PYTHON
+
+PROBE_MARK = "POTATO-PROBE "
+
+
+def ssh_options(control_dir: Optional[str]) -> List[str]:
+    """Options for every ssh call: never a password prompt, never a silent host-key change."""
+    opts = ["-o", "BatchMode=yes", "-o", "ConnectTimeout=15", "-o", "ServerAliveInterval=15",
+            "-o", "ServerAliveCountMax=4", "-o", "LogLevel=ERROR",
+            "-o", "StrictHostKeyChecking=accept-new"]
+    if control_dir:
+        opts += ["-o", "ControlMaster=auto", "-o", "ControlPath=%s/%%C" % control_dir,
+                 "-o", "ControlPersist=20"]
+    return opts
+
+
+def ssh_argv(bcfg, remote_command: str, control_dir: Optional[str] = None,
+             forward: Optional[str] = None) -> List[str]:
+    """``ssh [options] [-l user] [-p port] [-i key] [-R forward] -- host command``."""
+    argv = ["ssh"] + ssh_options(control_dir)
+    if bcfg.user:
+        argv += ["-l", bcfg.user]
+    if bcfg.port:
+        argv += ["-p", str(bcfg.port)]
+    if bcfg.identity_file:
+        argv += ["-i", bcfg.identity_file]
+    if forward:
+        argv += ["-R", forward]
+    return argv + ["--", bcfg.host, remote_command]
+
+
+def sh(script: str, *args: str) -> str:
+    """A remote command that runs ``script`` with POSIX sh and positional args, all quoted.
+
+    Wrapping in ``sh -c`` keeps the script POSIX whatever the login shell is.
+    """
+    return " ".join(["sh", "-c", shlex.quote(script), "potato"] + [shlex.quote(a) for a in args])
+
+
+# Run by the remote python in the probe (Python 3.8, standard library): one JSON line.
+PROBE_PY = r"""
+import importlib.util, json, os, shutil, subprocess, sys
+d = os.path.expanduser(sys.argv[1]); code = sys.argv[2]; venv_key = sys.argv[3]
+out = {"python": "%d.%d.%d" % tuple(sys.version_info[:3]), "executable": sys.executable,
+       "code": os.path.isfile(os.path.join(d, "code", code, "potato", "__init__.py")),
+       "missing": [m for m in ("torch", "transformers", "peft")
+                   if importlib.util.find_spec(m) is None],
+       "remote_dir": d, "nvidia_smi": None, "venv": None}
+marker = os.path.join(d, "venv", ".potato-packages")
+if os.path.isfile(marker):
+    with open(marker) as f:
+        out["venv"] = f.read().strip() == venv_key
+if shutil.which("nvidia-smi"):
+    try:
+        r = subprocess.run(["nvidia-smi", "--query-gpu=index,name,memory.total,memory.used,"
+                            "memory.free,utilization.gpu,compute_cap",
+                            "--format=csv,noheader,nounits"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, universal_newlines=True, timeout=20)
+        out["nvidia_smi"] = {"rc": r.returncode, "stdout": r.stdout, "stderr": r.stderr[-500:]}
+    except Exception as e:
+        out["nvidia_smi"] = {"rc": -1, "stdout": "", "stderr": str(e)}
+print("POTATO-PROBE " + json.dumps(out))
+"""
+
+PROBE_SH = r"""
+py=$1; shift
+command -v "$py" >/dev/null 2>&1 || exit %d
+"$py" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 8) else 1)' 2>/dev/null || {
+  "$py" -c 'import sys; print("POTATO-PYTHON %%d.%%d" %% sys.version_info[:2])' 2>/dev/null
+  exit %d
+}
+exec "$py" -c "$@"
+""" % (EXIT_NO_PYTHON, EXIT_OLD_PYTHON)
+
+
+def probe_command(python: str, remote_dir: str, code_hash: str, venv_key: str) -> str:
+    """One round trip: the interpreter (97: not found, 98: too old), GPUs, code, venv state."""
+    return sh(PROBE_SH, python, PROBE_PY, remote_dir, code_hash, venv_key)
+
+
+def parse_probe(stdout: str) -> dict:
+    for line in stdout.splitlines():
+        if line.startswith(PROBE_MARK):
+            return json.loads(line[len(PROBE_MARK):])
+    raise ValueError("no probe line in the host's output: %r" % stdout[-500:])
+
+
+def old_python_version(stdout: str) -> str:
+    for line in stdout.splitlines():
+        if line.startswith("POTATO-PYTHON "):
+            return line.split()[1]
+    return "older than 3.8"
+
+
+# Reads a tar.gz of Potato's source on stdin and installs it as code/<hash>, atomically:
+# extracted under a temporary name, then renamed (rename fails if another copy won the race).
+INSTALL_PY = r"""
+import io, os, shutil, sys, tarfile, tempfile
+d = os.path.join(os.path.expanduser(sys.argv[1]), "code"); final = os.path.join(d, sys.argv[2])
+os.makedirs(d, exist_ok=True)
+tmp = tempfile.mkdtemp(prefix=".tmp-", dir=d)
+data = sys.stdin.buffer.read()
+with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+    for m in tar.getmembers():
+        if m.name.startswith(("/", "..")) or ".." in m.name.split("/") or not (m.isfile() or m.isdir()):
+            sys.exit("refusing member %r" % m.name)
+    tar.extractall(tmp)
+try:
+    os.rename(tmp, final)
+except OSError:
+    shutil.rmtree(tmp, ignore_errors=True)
+    if not os.path.isfile(os.path.join(final, "potato", "__init__.py")):
+        raise
+print("installed")
+"""
+
+
+def install_code_command(python: str, remote_dir: str, code_hash: str) -> str:
+    return " ".join([shlex.quote(python), "-c", shlex.quote(INSTALL_PY),
+                     shlex.quote(remote_dir), shlex.quote(code_hash)])
+
+
+# Creates remote_dir/venv with --system-site-packages and installs the packages once.
+VENV_PY = r"""
+import json, os, shutil, subprocess, sys
+d = os.path.expanduser(sys.argv[1]); key = sys.argv[2]; packages = json.loads(sys.argv[3])
+venv = os.path.join(d, "venv"); marker = os.path.join(venv, ".potato-packages")
+if os.path.isdir(venv):
+    shutil.rmtree(venv)
+subprocess.check_call([sys.executable, "-m", "venv", "--system-site-packages", venv])
+py = os.path.join(venv, "bin", "python")
+subprocess.check_call([py, "-m", "pip", "install", "--disable-pip-version-check", "-q"] + packages)
+with open(marker, "w") as f:
+    f.write(key)
+print("venv ready")
+"""
+
+
+def venv_command(python: str, remote_dir: str, key: str, packages: List[str]) -> str:
+    return " ".join([shlex.quote(python), "-c", shlex.quote(VENV_PY), shlex.quote(remote_dir),
+                     shlex.quote(key), shlex.quote(json.dumps(packages))])
+
+
+AGENT_SH = r"""
+d=$1; code=$2; py=$3; sock=$4; run=$5
+case "$d" in "~"|"~/"*) d="$HOME${d#\~}";; esac
+case "$py" in "~/"*) py="$HOME${py#\~}";; esac
+cd "$d/code/$code" || exit 96
+PYTHONPATH="$d/code/$code${PYTHONPATH:+:$PYTHONPATH}" exec "$py" -m potato.training.agent --socket "$sock" --run "$run" \
+  --workdir "$d/jobs/$run" --python "$py"
+"""
+
+
+def agent_command(python: str, remote_dir: str, code_hash: str, socket_path: str,
+                  run_id: str) -> str:
+    """Start the agent from the copied source; its token arrives on stdin."""
+    return sh(AGENT_SH, remote_dir, code_hash, python, socket_path, run_id)
+
+
+def venv_python(remote_dir: str) -> str:
+    """The venv's interpreter, as a path the remote shell expands (``~`` kept unquoted)."""
+    return remote_dir.rstrip("/") + "/venv/bin/python"

@@ -1,0 +1,269 @@
+"""The ssh backend end to end, with the ssh and nvidia-smi stand-ins from tests/fakes on PATH."""
+
+import json
+import os
+import subprocess
+import time
+
+import pytest
+
+from tests.conftest import ROOT, Client
+from tests.training_helpers import KEY, PLUGINS, make_project, start_run, wait_run
+
+H = {"X-API-Key": KEY}
+FAKES = os.path.join(ROOT, "tests", "fakes")
+REMOTE_DIR = "~/pt dir/it's; $(touch HACKED)"
+
+
+@pytest.fixture
+def fake_host(tmp_path, monkeypatch):
+    home = tmp_path / "remote-home"
+    home.mkdir()
+    monkeypatch.setenv("PATH", FAKES + os.pathsep + os.environ["PATH"])
+    monkeypatch.setenv("FAKE_SSH_HOME", str(home))
+    monkeypatch.setenv("FAKE_SSH_LOG", str(tmp_path / "ssh-calls.jsonl"))
+    monkeypatch.setenv("POTATO_TRAINER_PLUGINS", PLUGINS)
+    monkeypatch.setenv("PYTHONPATH", ROOT)  # the plugin trainers, for the remote worker too
+    return home
+
+
+def backend(**extra):
+    keys = {"type": "ssh", "host": "gpu.example.org", "remote_dir": REMOTE_DIR,
+            "heartbeat_timeout_s": 20}
+    keys.update(extra)
+    lines = ["    gpu-server:"] + [f"      {k}: {json.dumps(v)}" for k, v in keys.items()]
+    return "  backends:\n" + "\n".join(lines) + "\n"
+
+
+def ssh_calls(tmp_path):
+    path = tmp_path / "ssh-calls.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def remote_root(home):
+    return home / "pt dir" / "it's; $(touch HACKED)"
+
+
+def run_on_ssh(c, **body):
+    return wait_run(c, start_run(c, backend="gpu-server", schemas=["sentiment"], **body),
+                    timeout=120)
+
+
+def test_naive_bayes_on_ssh_end_to_end(tmp_path, serve, fake_host):
+    _, url = serve(make_project(tmp_path, backend()))
+    c = Client(url)
+    run = run_on_ssh(c, trainer="text-naive-bayes")
+    assert run["status"] == "success", run
+    assert run["ran_on"] == "gpu-server" and run["holdout"]["n"] > 50
+    assert run["writeback"]["written"] > 1000
+    log = c.get(f"/admin/training/api/runs/{run['run_id']}/log", headers=H).text
+    assert "copying Potato's code to gpu.example.org" in log
+    assert "waiting for the agent on gpu.example.org" in log
+    assert "gpu.example.org: Python 3." in log and "this host has no GPU" in log
+    # Model files came back; the remote job directory is gone; the code stays for next time.
+    local = tmp_path / "annotation_output" / "training" / "runs" / run["run_id"]
+    assert (local / "artifacts" / "sentiment.naive-bayes.json").is_file()
+    assert run["artifact_uri"] == str(local / "artifacts")
+    root = remote_root(fake_host)
+    assert not (root / "jobs" / run["run_id"]).exists()
+    assert len(list((root / "code").iterdir())) == 1
+    assert not list(fake_host.rglob("HACKED")) and not (tmp_path / "HACKED").exists()
+    # Predictions on an unlabeled item, written back from the remote run.
+    _, item = c.json("GET", "/admin/api/items/sst-test-0001", headers=H)
+    assert item["predictions"]["sentiment"]["run_id"] == run["run_id"]
+    # Every ssh call ran in batch mode; the second (warm) run copies no code: 2 ssh processes.
+    first_calls = len(ssh_calls(tmp_path))
+    assert all("BatchMode=yes" in call["argv"] for call in ssh_calls(tmp_path))
+    second = run_on_ssh(c, trainer="text-naive-bayes")
+    assert second["status"] == "success"
+    log2 = c.get(f"/admin/training/api/runs/{second['run_id']}/log", headers=H).text
+    assert "copying Potato's code" not in log2 and "is already on gpu.example.org" in log2
+    assert len(ssh_calls(tmp_path)) - first_calls == 2
+
+
+def test_permission_denied(tmp_path, serve, fake_host, monkeypatch):
+    monkeypatch.setenv("FAKE_SSH_MODE", "denied")
+    _, url = serve(make_project(tmp_path, backend()))
+    run = run_on_ssh(Client(url), trainer="text-naive-bayes")
+    assert run["status"] == "error"
+    assert run["error"].startswith("ssh to gpu.example.org failed: Permission denied. ")
+
+
+def test_python_not_found(tmp_path, serve, fake_host):
+    _, url = serve(make_project(tmp_path, backend(python="python3.99")))
+    run = run_on_ssh(Client(url), trainer="text-naive-bayes")
+    assert run["error"].startswith("python3.99 was not found on gpu.example.org. ")
+
+
+def test_hung_ssh_fails_on_heartbeat(tmp_path, serve, fake_host, monkeypatch):
+    from potato.training.remote import ssh as ssh_mod
+
+    _, url = serve(make_project(tmp_path, backend(heartbeat_timeout_s=2)))
+    c = Client(url)
+    # The probe answers; then the agent's session hangs before the agent says anything.
+    real_run_agent = ssh_mod.SshBackend._run_agent
+
+    def hang_agent(self, ctx, python):
+        monkeypatch.setenv("FAKE_SSH_MODE", "hang")
+        return real_run_agent(self, ctx, python)
+
+    monkeypatch.setattr(ssh_mod.SshBackend, "_run_agent", hang_agent)
+    run = run_on_ssh(c, trainer="text-naive-bayes")
+    assert run["status"] == "error"
+    assert run["error"] == "No word from the agent on gpu-server for 2 seconds"
+    assert (tmp_path / "annotation_output" / "training" / "runs" / run["run_id"] /
+            "agent.log").exists()
+
+
+def _run_processes(run_id):
+    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines()
+            if ("potato.training.worker" in line or "potato.training.agent" in line)
+            and ("jobs/%s" % run_id in line or "--run %s" % run_id in line)]
+
+
+def _wait_gone(run_id, timeout=30):
+    deadline = time.time() + timeout
+    while _run_processes(run_id) and time.time() < deadline:
+        time.sleep(0.2)
+    return _run_processes(run_id)
+
+
+def test_cancel_reaches_the_remote_worker(tmp_path, serve, fake_host):
+    _, url = serve(make_project(tmp_path, backend()))
+    c = Client(url)
+    run_id = start_run(c, backend="gpu-server", schemas=["sentiment"], trainer="test-steps",
+                       params={"seconds": 120})
+    deadline = time.time() + 60
+    while not (wait_run(c, run_id, until=("running",)).get("progress") or {}).get("current"):
+        assert time.time() < deadline
+        time.sleep(0.2)
+    c.json("POST", f"/admin/training/api/runs/{run_id}/cancel", headers=H)
+    run = wait_run(c, run_id, timeout=60)
+    assert run["status"] == "cancelled"
+    assert _wait_gone(run_id) == []
+
+
+def test_token_never_on_a_command_line(tmp_path, serve, fake_host, monkeypatch):
+    from potato.training.remote import ssh as ssh_mod
+
+    token = "tok-" + "x" * 40
+    monkeypatch.setattr(ssh_mod.secrets, "token_urlsafe", lambda n=32: token)
+    _, url = serve(make_project(tmp_path, backend()))
+    c = Client(url)
+    run_id = start_run(c, backend="gpu-server", schemas=["sentiment"], trainer="test-steps",
+                       params={"seconds": 60})
+    deadline = time.time() + 60
+    while not (wait_run(c, run_id, until=("running",)).get("progress") or {}).get("current"):
+        assert time.time() < deadline
+        time.sleep(0.2)
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert "potato.training.agent" in ps
+    assert token not in ps
+    environ = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                environ.append(open(f"/proc/{pid}/environ", "rb").read())
+            except OSError:
+                pass
+    assert not any(token.encode() in e for e in environ)
+    assert not any(token in " ".join(call["argv"]) for call in ssh_calls(tmp_path))
+    c.json("POST", f"/admin/training/api/runs/{run_id}/cancel", headers=H)
+    wait_run(c, run_id, timeout=60)
+
+
+def test_dropped_session_leaves_no_process(tmp_path, serve, fake_host, monkeypatch):
+    from potato.training.remote import ssh as ssh_mod
+
+    _, url = serve(make_project(tmp_path, backend(heartbeat_timeout_s=5)))
+    c = Client(url)
+    real_run_agent = ssh_mod.SshBackend._run_agent
+
+    def dropping_agent(self, ctx, python):
+        monkeypatch.setenv("FAKE_SSH_MODE", "drop")
+        monkeypatch.setenv("FAKE_SSH_DROP_AFTER", "4")
+        return real_run_agent(self, ctx, python)
+
+    monkeypatch.setattr(ssh_mod.SshBackend, "_run_agent", dropping_agent)
+    run_id = start_run(c, backend="gpu-server", schemas=["sentiment"], trainer="test-steps",
+                       params={"seconds": 120})
+    run = wait_run(c, run_id, timeout=60)
+    assert run["status"] == "error"
+    assert run["error"].startswith("ssh to gpu.example.org failed") or \
+        run["error"].startswith("No word from the agent"), run["error"]
+    assert _wait_gone(run_id) == []
+
+
+def test_pinned_gpu_reaches_the_worker(tmp_path, serve, fake_host, monkeypatch):
+    monkeypatch.setenv("FAKE_GPUS", "0,NVIDIA A100,40960,30000,10960,5,8.0;"
+                                    "1,NVIDIA A100,40960,1000,39960,90,8.0")
+    _, url = serve(make_project(tmp_path, backend(gpus="1")))
+    c = Client(url)
+    run = run_on_ssh(c, trainer="text-naive-bayes")
+    assert run["status"] == "success", run
+    log = c.get(f"/admin/training/api/runs/{run['run_id']}/log", headers=H).text
+    assert "GPU 1 NVIDIA A100 39960/40960 MB free" in log
+    assert "taking GPU 1 (NVIDIA A100, 39960 MB free) (pinned by gpus: 1)" in log
+
+
+def test_auto_gpu_without_kernels_fails_clearly(tmp_path, serve, fake_host, monkeypatch):
+    pytest.importorskip("torch")
+    import torch
+
+    if torch.version.cuda:
+        pytest.skip("this torch has CUDA kernels")
+    monkeypatch.setenv("FAKE_GPUS", "0,NVIDIA A100,40960,1000,39960,5,8.0")
+    _, url = serve(make_project(tmp_path, backend()))
+    run = run_on_ssh(Client(url), trainer="text-naive-bayes")
+    assert run["status"] == "error"
+    assert run["error"].startswith("This host's torch has no kernels for any of its GPUs.")
+
+
+def test_artifact_limits_and_keep_remote(tmp_path, serve, fake_host):
+    _, url = serve(make_project(tmp_path, backend(max_artifact_mb=0.0001)))
+    c = Client(url)
+    run = run_on_ssh(c, trainer="text-naive-bayes")
+    assert run["status"] == "success"
+    log = c.get(f"/admin/training/api/runs/{run['run_id']}/log", headers=H).text
+    assert "sentiment.naive-bayes.json" in log and "is over max_artifact_mb; it stays on" in log
+    assert run["artifact_uri"].startswith("ssh://gpu.example.org/")
+    job = remote_root(fake_host) / "jobs" / run["run_id"]
+    assert (job / "artifacts" / "sentiment.naive-bayes.json").is_file()  # kept: not fetched
+
+
+def test_fetch_artifacts_false(tmp_path, serve, fake_host):
+    _, url = serve(make_project(tmp_path, backend(fetch_artifacts=False)))
+    run = run_on_ssh(Client(url), trainer="text-naive-bayes")
+    assert run["status"] == "success"
+    local = tmp_path / "annotation_output" / "training" / "runs" / run["run_id"] / "artifacts"
+    assert list(local.iterdir()) == []
+    assert run["artifact_uri"] == "ssh://gpu.example.org%s/artifacts" % (
+        remote_root(fake_host) / "jobs" / run["run_id"])
+
+
+def test_keep_remote(tmp_path, serve, fake_host):
+    _, url = serve(make_project(tmp_path, backend(keep_remote=True)))
+    run = run_on_ssh(Client(url), trainer="text-naive-bayes")
+    assert run["status"] == "success"
+    job = remote_root(fake_host) / "jobs" / run["run_id"]
+    assert (job / "events.jsonl").exists() or (job / "stderr.log").exists()
+    local = tmp_path / "annotation_output" / "training" / "runs" / run["run_id"] / "artifacts"
+    assert (local / "sentiment.naive-bayes.json").is_file()
+
+
+def test_check_reports_python_gpus_and_packages(tmp_path, serve, fake_host, monkeypatch):
+    monkeypatch.setenv("FAKE_GPUS", "0,NVIDIA A100,40960,1000,39960,5,8.0")
+    _, url = serve(make_project(tmp_path, backend(gpus="0"), labels=False))
+    status, report = Client(url).json("POST", "/admin/training/api/backends/gpu-server/check",
+                                      headers=H)
+    assert status == 200 and report["ok"] is True, report
+    text = "\n".join(report["lines"])
+    assert "gpu.example.org: Python 3." in text
+    assert "GPU 0: NVIDIA A100, 39960 of 40960 MB free, 5% busy" in text
+    assert "A run would start taking GPU 0" in text
+    monkeypatch.setenv("FAKE_SSH_MODE", "denied")
+    status, report = Client(url).json("POST", "/admin/training/api/backends/gpu-server/check",
+                                      headers=H)
+    assert report["ok"] is False
+    assert report["lines"][0].startswith("ssh to gpu.example.org failed: Permission denied.")
