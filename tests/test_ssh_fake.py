@@ -116,7 +116,7 @@ def test_hung_ssh_fails_on_heartbeat(tmp_path, serve, fake_host, monkeypatch):
 
 
 def _run_processes(run_id):
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    out = subprocess.run(["ps", "-ewwo", "pid,args"], capture_output=True, text=True).stdout
     return [line for line in out.splitlines()
             if ("potato.training.worker" in line or "potato.training.agent" in line)
             and ("jobs/%s" % run_id in line or "--run %s" % run_id in line)]
@@ -157,7 +157,7 @@ def test_token_never_on_a_command_line(tmp_path, serve, fake_host, monkeypatch):
     while not (wait_run(c, run_id, until=("running",)).get("progress") or {}).get("current"):
         assert time.time() < deadline
         time.sleep(0.2)
-    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    ps = subprocess.run(["ps", "-ewwo", "args"], capture_output=True, text=True).stdout
     assert "potato.training.agent" in ps
     assert token not in ps
     environ = []

@@ -83,7 +83,7 @@ def test_second_run_waits_for_the_first(tmp_path, serve):
 
 
 def _worker_pids():
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    out = subprocess.run(["ps", "-ewwo", "pid,args"], capture_output=True, text=True).stdout
     return [line for line in out.splitlines() if "potato.training.worker" in line]
 
 

@@ -391,6 +391,12 @@ def main(argv=None):
         except ServerError as e2:
             log("could not report the failure either: %s" % e2)
         return 1
+    finally:
+        if args.socket:  # the forwarded socket is ours: leave nothing behind in /tmp
+            try:
+                os.unlink(args.socket)
+            except OSError as e:
+                log("could not remove %s: %s" % (args.socket, e))
 
 
 if __name__ == "__main__":

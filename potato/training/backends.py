@@ -78,6 +78,9 @@ class TrainingBackend:
     def check(self) -> Dict[str, Any]:
         raise NotImplementedError
 
+    def close(self) -> None:
+        """Release what the backend holds between runs (called when the server stops)."""
+
 
 def thread_env(n: Optional[int], base: Optional[Dict[str, str]] = None) -> Dict[str, str]:
     env = dict(os.environ if base is None else base)

@@ -177,6 +177,8 @@ class Manager:
                 ctx.cancel.set()
         if self._thread is not None:
             self._thread.join(timeout)
+        for backend in self.backends.values():
+            backend.close()
 
     def recover(self) -> None:
         """Runs left ``running`` by a server that died end now, with the reason."""

@@ -266,6 +266,16 @@ class SshBackend(TrainingBackend):
                 p.kill()
                 p.wait()
 
+    def close(self) -> None:
+        """Close the shared connection (if one is open) and its private directory."""
+        import shutil
+
+        if os.listdir(self._control_dir):
+            argv = self.argv("true")
+            argv = argv[:argv.index("--")] + ["-O", "exit", "--", self.bcfg.host]
+            proc.run(argv, timeout=15)
+        shutil.rmtree(self._control_dir, ignore_errors=True)
+
     # -- check ---------------------------------------------------------------------------------
     def check(self) -> Dict[str, Any]:
         host = self.bcfg.host

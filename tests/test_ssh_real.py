@@ -1,0 +1,235 @@
+"""The ssh backend against a real OpenSSH server on loopback, started by the fixture.
+
+The server has its own config, host key and authorized keys in a temp dir (nothing touches the
+machine's own ssh setup); an ``ssh`` wrapper first on PATH adds ``-F`` with a client config that
+defines the alias ``potato-real`` (so the backend's host is a ~/.ssh/config-style alias).
+"""
+
+import json
+import os
+import re
+import signal
+import socket
+import stat
+import subprocess
+import time
+
+import pytest
+
+from tests.conftest import ROOT, Client
+from tests.training_helpers import KEY, PLUGINS, make_project, start_run, wait_run
+
+pytestmark = pytest.mark.integration
+H = {"X-API-Key": KEY}
+SSHD = "/usr/sbin/sshd"
+
+
+def _free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory):
+    if not os.path.exists(SSHD):
+        if os.environ.get("CI"):
+            pytest.fail("openssh-server is not installed: .ci/run installs it")
+        pytest.skip("openssh-server not installed")
+    d = tmp_path_factory.mktemp("sshd")
+    for name in ("host_key", "client_key"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / name)],
+                       check=True)
+    (d / "authorized_keys").write_text((d / "client_key.pub").read_text())
+    os.chmod(d / "authorized_keys", 0o600)
+    port = _free_port()
+    (d / "sshd_config").write_text(f"""\
+Port {port}
+ListenAddress 127.0.0.1
+HostKey {d}/host_key
+PidFile {d}/sshd.pid
+AuthorizedKeysFile {d}/authorized_keys
+StrictModes no
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+PermitRootLogin prohibit-password
+AllowTcpForwarding yes
+AllowStreamLocalForwarding yes
+StreamLocalBindUnlink yes
+LogLevel VERBOSE
+""")
+    os.makedirs("/run/sshd", exist_ok=True)
+    subprocess.run([SSHD, "-f", str(d / "sshd_config"), "-E", str(d / "sshd.log")], check=True)
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    (d / "ssh_config").write_text(f"""\
+Host potato-real
+  HostName 127.0.0.1
+  Port {port}
+  User root
+  IdentityFile {d}/client_key
+  IdentitiesOnly yes
+  UserKnownHostsFile {d}/known_hosts
+""")
+    wrapper = d / "bin"
+    wrapper.mkdir()
+    (wrapper / "ssh").write_text(f'#!/bin/sh\nexec /usr/bin/ssh -F "{d}/ssh_config" "$@"\n')
+    os.chmod(wrapper / "ssh", 0o755)
+    yield d
+    try:
+        os.kill(int((d / "sshd.pid").read_text()), signal.SIGTERM)
+    except (OSError, ValueError):
+        pass
+
+
+@pytest.fixture
+def real_host(sshd, tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(sshd / "bin") + os.pathsep + os.environ["PATH"])
+    monkeypatch.setenv("POTATO_TRAINER_PLUGINS", PLUGINS)
+    monkeypatch.setenv("PYTHONPATH", ROOT)
+    return tmp_path / "remote dir 'x'"
+
+
+def backend(remote, **extra):
+    # sshd passes no environment through: the test trainers reach the worker through env.
+    keys = {"type": "ssh", "host": "potato-real", "remote_dir": str(remote),
+            "heartbeat_timeout_s": 30,
+            "env": {"POTATO_TRAINER_PLUGINS": PLUGINS, "PYTHONPATH": ROOT}}
+    keys.update(extra)
+    return "  backends:\n    gpu-server:\n" + "".join(
+        f"      {k}: {json.dumps(v)}\n" for k, v in keys.items())
+
+
+def running(c, run_id, timeout=60):
+    deadline = time.time() + timeout
+    while True:
+        run = wait_run(c, run_id, until=("running", "success", "error", "cancelled"))
+        assert run["status"] == "running", run
+        if (run.get("progress") or {}).get("current"):
+            return
+        assert time.time() < deadline, "the run never reported progress"
+        time.sleep(0.2)
+
+
+def processes(pattern):
+    out = subprocess.run(["ps", "-ewwo", "pid,args"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if pattern in line and "ps -eo" not in line]
+
+
+def wait_gone(pattern, timeout=30):
+    deadline = time.time() + timeout
+    while processes(pattern) and time.time() < deadline:
+        time.sleep(0.2)
+    return processes(pattern)
+
+
+def test_naive_bayes_over_real_ssh(tmp_path, serve, real_host):
+    _, url = serve(make_project(tmp_path, backend(real_host)))
+    c = Client(url)
+    run = wait_run(c, start_run(c, backend="gpu-server", schemas=["sentiment"],
+                                trainer="text-naive-bayes"), timeout=120)
+    assert run["status"] == "success", run
+    assert run["ran_on"] == "gpu-server" and run["holdout"]["n"] > 50
+    log = c.get(f"/admin/training/api/runs/{run['run_id']}/log", headers=H).text
+    assert "copying Potato's code to potato-real" in log
+    assert (tmp_path / "annotation_output" / "training" / "runs" / run["run_id"] / "artifacts" /
+            "sentiment.naive-bayes.json").is_file()
+    assert not (real_host / "jobs" / run["run_id"]).exists()
+    second = wait_run(c, start_run(c, backend="gpu-server", schemas=["sentiment"],
+                                   trainer="text-naive-bayes"), timeout=120)
+    assert second["status"] == "success"
+    log2 = c.get(f"/admin/training/api/runs/{second['run_id']}/log", headers=H).text
+    assert "copying Potato's code" not in log2
+
+
+def test_socket_mode_token_and_cancel(tmp_path, serve, real_host, monkeypatch):
+    from potato.training.remote import ssh as ssh_mod
+
+    token = "tok-" + "y" * 40
+    monkeypatch.setattr(ssh_mod.secrets, "token_urlsafe", lambda n=32: token)
+    _, url = serve(make_project(tmp_path, backend(real_host)))
+    c = Client(url)
+    run_id = start_run(c, backend="gpu-server", schemas=["sentiment"], trainer="test-steps",
+                       params={"seconds": 120})
+    running(c, run_id)
+    log = c.get(f"/admin/training/api/runs/{run_id}/log", headers=H).text
+    sock = re.search(r"-R (/tmp/potato-%s-[0-9a-f]+\.sock):127\.0\.0\.1:" % run_id, log).group(1)
+    mode = os.stat(sock).st_mode
+    assert stat.S_ISSOCK(mode) and stat.S_IMODE(mode) == 0o600
+    ps = subprocess.run(["ps", "-ewwo", "args"], capture_output=True, text=True).stdout
+    assert "potato.training.agent" in ps and token not in ps
+    c.json("POST", f"/admin/training/api/runs/{run_id}/cancel", headers=H)
+    assert wait_run(c, run_id, timeout=60)["status"] == "cancelled"
+    assert wait_gone(f"--run {run_id}") == [] and wait_gone(f"jobs/{run_id}") == []
+    deadline = time.time() + 10
+    while os.path.exists(sock) and time.time() < deadline:
+        time.sleep(0.2)
+    assert not os.path.exists(sock), "the forwarded socket stayed"
+
+
+def test_killed_ssh_session_leaves_no_process(tmp_path, serve, real_host):
+    _, url = serve(make_project(tmp_path, backend(real_host)))
+    c = Client(url)
+    run_id = start_run(c, backend="gpu-server", schemas=["sentiment"], trainer="test-steps",
+                       params={"seconds": 120})
+    running(c, run_id)
+    [client] = [line for line in processes("-R /tmp/potato-%s-" % run_id)
+                if "/usr/bin/ssh" in line]
+    os.kill(int(client.split()[0]), signal.SIGKILL)
+    run = wait_run(c, run_id, timeout=60)
+    assert run["status"] == "error"
+    assert wait_gone(f"--run {run_id}") == [] and wait_gone(f"jobs/{run_id}") == []
+
+
+def test_silent_agent_fails_on_heartbeat(tmp_path, serve, real_host):
+    _, url = serve(make_project(tmp_path, backend(real_host, heartbeat_timeout_s=4)))
+    c = Client(url)
+    run_id = start_run(c, backend="gpu-server", schemas=["sentiment"], trainer="test-steps",
+                       params={"seconds": 120})
+    running(c, run_id)
+    [agent] = [line for line in processes(f"--run {run_id}") if "potato.training.agent" in line
+               and "sh -c" not in line]
+    pid = int(agent.split()[0])
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        run = wait_run(c, run_id, timeout=60)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert run["status"] == "error"
+    assert run["error"] == "No word from the agent on gpu-server for 4 seconds"
+    agent_log = tmp_path / "annotation_output" / "training" / "runs" / run_id / "agent.log"
+    assert "job directory" in agent_log.read_text()
+    assert wait_gone(f"--run {run_id}") == [] and wait_gone(f"jobs/{run_id}") == []
+
+
+def test_artifact_settings_over_real_ssh(tmp_path, serve, real_host):
+    _, url = serve(make_project(tmp_path, backend(real_host, max_artifact_mb=0.0001,
+                                                  keep_remote=True)))
+    c = Client(url)
+    run = wait_run(c, start_run(c, backend="gpu-server", schemas=["sentiment"],
+                                trainer="text-naive-bayes"), timeout=120)
+    assert run["status"] == "success", run
+    job = real_host / "jobs" / run["run_id"]
+    assert (job / "artifacts" / "sentiment.naive-bayes.json").is_file()
+    assert run["artifact_uri"] == f"ssh://potato-real{job}/artifacts"
+    log = c.get(f"/admin/training/api/runs/{run['run_id']}/log", headers=H).text
+    assert "is over max_artifact_mb; it stays on" in log
+
+
+def test_fetch_artifacts_false_over_real_ssh(tmp_path, serve, real_host):
+    _, url = serve(make_project(tmp_path, backend(real_host, fetch_artifacts=False)))
+    c = Client(url)
+    run = wait_run(c, start_run(c, backend="gpu-server", schemas=["sentiment"],
+                                trainer="text-naive-bayes"), timeout=120)
+    assert run["status"] == "success"
+    job = real_host / "jobs" / run["run_id"]
+    assert (job / "artifacts" / "sentiment.naive-bayes.json").is_file()
+    assert run["artifact_uri"] == f"ssh://potato-real{job}/artifacts"
