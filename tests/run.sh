@@ -10,6 +10,8 @@ need_apt=()
 command -v chromium >/dev/null || need_apt+=(chromium)
 command -v chromedriver >/dev/null || need_apt+=(chromium-driver)
 command -v openssl >/dev/null || need_apt+=(openssl)
+[ -x /usr/sbin/sshd ] || need_apt+=(openssh-server)
+command -v ssh >/dev/null || need_apt+=(openssh-client)
 if [ ${#need_apt[@]} -gt 0 ]; then
   $sudo_ apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq "${need_apt[@]}" >/dev/null

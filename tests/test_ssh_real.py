@@ -9,85 +9,30 @@ import json
 import os
 import re
 import signal
-import socket
 import stat
 import subprocess
 import time
 
 import pytest
 
+from tests import sshd as sshd_mod
 from tests.conftest import ROOT, Client
 from tests.training_helpers import KEY, PLUGINS, make_project, start_run, wait_run
 
 pytestmark = pytest.mark.integration
 H = {"X-API-Key": KEY}
-SSHD = "/usr/sbin/sshd"
-
-
-def _free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 @pytest.fixture(scope="module")
 def sshd(tmp_path_factory):
-    if not os.path.exists(SSHD):
+    if not os.path.exists(sshd_mod.SSHD):
         if os.environ.get("CI"):
             pytest.fail("openssh-server is not installed: .ci/run installs it")
         pytest.skip("openssh-server not installed")
     d = tmp_path_factory.mktemp("sshd")
-    for name in ("host_key", "client_key"):
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / name)],
-                       check=True)
-    (d / "authorized_keys").write_text((d / "client_key.pub").read_text())
-    os.chmod(d / "authorized_keys", 0o600)
-    port = _free_port()
-    (d / "sshd_config").write_text(f"""\
-Port {port}
-ListenAddress 127.0.0.1
-HostKey {d}/host_key
-PidFile {d}/sshd.pid
-AuthorizedKeysFile {d}/authorized_keys
-StrictModes no
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-UsePAM no
-PermitRootLogin prohibit-password
-AllowTcpForwarding yes
-AllowStreamLocalForwarding yes
-StreamLocalBindUnlink yes
-LogLevel VERBOSE
-""")
-    os.makedirs("/run/sshd", exist_ok=True)
-    subprocess.run([SSHD, "-f", str(d / "sshd_config"), "-E", str(d / "sshd.log")], check=True)
-    deadline = time.time() + 10
-    while time.time() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            time.sleep(0.1)
-    (d / "ssh_config").write_text(f"""\
-Host potato-real
-  HostName 127.0.0.1
-  Port {port}
-  User root
-  IdentityFile {d}/client_key
-  IdentitiesOnly yes
-  UserKnownHostsFile {d}/known_hosts
-""")
-    wrapper = d / "bin"
-    wrapper.mkdir()
-    (wrapper / "ssh").write_text(f'#!/bin/sh\nexec /usr/bin/ssh -F "{d}/ssh_config" "$@"\n')
-    os.chmod(wrapper / "ssh", 0o755)
+    sshd_mod.start(d)
     yield d
-    try:
-        os.kill(int((d / "sshd.pid").read_text()), signal.SIGTERM)
-    except (OSError, ValueError):
-        pass
+    sshd_mod.stop(d)
 
 
 @pytest.fixture

@@ -269,7 +269,7 @@ class Handler(BaseHTTPRequestHandler):
         left = n
         with open(path, "ab") as out:
             while left > 0:
-                block = self.rfile.read(min(left, 1 << 20))
+                block = self.rfile.read1(min(left, 4 << 20))
                 if not block:
                     self.close_connection = True
                     raise HTTPError(400, f"The upload ended after {n - left} of {n} bytes.")

@@ -43,7 +43,8 @@ def log(message):
 
 class UnixHTTPConnection(http.client.HTTPConnection):
     def __init__(self, path, timeout=60):
-        http.client.HTTPConnection.__init__(self, "localhost", timeout=timeout)
+        http.client.HTTPConnection.__init__(self, "localhost", timeout=timeout,
+                                            blocksize=1 << 20)
         self.socket_path = path
 
     def connect(self):
@@ -75,7 +76,8 @@ class Client:
 
         u = urlsplit(self.server)
         cls = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
-        return cls(u.hostname, u.port, timeout=self.timeout), u.path.rstrip("/")
+        return cls(u.hostname, u.port, timeout=self.timeout, blocksize=1 << 20), \
+            u.path.rstrip("/")
 
     def request(self, method, path, body=None, headers=None, stream_to=None):
         conn, prefix = self._conn()
@@ -304,7 +306,23 @@ def run(client, run_id, workdir, python, watch=None, code_dir=None):
     return EXIT_OK
 
 
-CHUNK = 8 << 20
+CHUNK = 64 << 20  # per request: large enough that a request's set-up cost is noise
+
+
+class _Slice:
+    """Up to ``n`` bytes of an open file, read as http.client sends a body (no copy in memory)."""
+
+    def __init__(self, f, n):
+        self.f = f
+        self.left = n
+
+    def read(self, size=-1):
+        if self.left <= 0:
+            return b""
+        size = self.left if size is None or size < 0 else min(size, self.left)
+        data = self.f.read(size)
+        self.left -= len(data)
+        return data
 
 
 def _upload_artifacts(client, run_id, paths, artifacts, settings, on_event, report):
@@ -332,17 +350,15 @@ def _upload_artifacts(client, run_id, paths, artifacts, settings, on_event, repo
         offset = 0
         with open(os.path.join(paths.artifacts, a["path"]), "rb") as f:
             while True:
-                block = f.read(CHUNK)
-                if not block and offset:
-                    break
+                n = min(CHUNK, a["bytes"] - offset)
                 client.request("PUT", "/agent/v1/runs/%s/artifacts?path=%s&offset=%d" % (
-                    run_id, quote(a["path"]), offset), body=block,
-                    headers={"Content-Length": str(len(block)),
+                    run_id, quote(a["path"]), offset), body=_Slice(f, n),
+                    headers={"Content-Length": str(n),
                              "Content-Type": "application/octet-stream"})
-                offset += len(block)
-                done += len(block)
+                offset += n
+                done += n
                 progress()
-                if not block:
+                if offset >= a["bytes"]:
                     break
         a["fetched"] = True
 

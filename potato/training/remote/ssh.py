@@ -143,6 +143,10 @@ class SshBackend(TrainingBackend):
         if not self.server_port:
             return Outcome("error", "The ssh backend needs the annotation server's port; start "
                                     "runs through a running server.", ran_on=self.name)
+        if self.cfg.server.tls_cert:
+            return Outcome("error", "The ssh backend cannot reach a server that serves TLS "
+                                    "itself yet: serve TLS from a reverse proxy instead (see "
+                                    "docs/annotation-server.md).", ran_on=self.name)
         try:
             ctx.set_step("connecting to %s" % host)
             info = self.probe()
