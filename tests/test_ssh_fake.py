@@ -267,3 +267,36 @@ def test_check_reports_python_gpus_and_packages(tmp_path, serve, fake_host, monk
                                       headers=H)
     assert report["ok"] is False
     assert report["lines"][0].startswith("ssh to gpu.example.org failed: Permission denied.")
+
+
+def _wheel(tmp_path):
+    import zipfile
+
+    path = tmp_path / "potato_testpkg-0.1-py3-none-any.whl"
+    files = {"potato_testpkg/__init__.py": "VALUE = 42\n",
+             "potato_testpkg-0.1.dist-info/METADATA":
+                 "Metadata-Version: 2.1\nName: potato-testpkg\nVersion: 0.1\n",
+             "potato_testpkg-0.1.dist-info/WHEEL":
+                 "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    files["potato_testpkg-0.1.dist-info/RECORD"] = "".join(f"{n},,\n" for n in files) + \
+        "potato_testpkg-0.1.dist-info/RECORD,,\n"
+    with zipfile.ZipFile(path, "w") as z:
+        for name, text in files.items():
+            z.writestr(name, text)
+    return str(path)
+
+
+def test_packages_go_into_a_venv_made_once(tmp_path, serve, fake_host):
+    _, url = serve(make_project(tmp_path, backend(packages=[_wheel(tmp_path)], gpus="none")))
+    c = Client(url)
+    first = run_on_ssh(c, trainer="test-env")
+    assert first["status"] == "success", first
+    venv_python = str(remote_root(fake_host) / "venv" / "bin" / "python")
+    assert first["metrics"]["python"] == venv_python
+    assert first["metrics"]["testpkg"] is True and first["metrics"]["cuda_visible"] is None
+    log = c.get(f"/admin/training/api/runs/{first['run_id']}/log", headers=H).text
+    assert "installing " in log and " on gpu.example.org" in log
+    second = run_on_ssh(c, trainer="test-env")
+    assert second["metrics"]["python"] == venv_python
+    log2 = c.get(f"/admin/training/api/runs/{second['run_id']}/log", headers=H).text
+    assert "installing " not in log2

@@ -65,8 +65,14 @@ TRAINERS = {
 
 class Env(_Base):
     def train(self):
+        import importlib.util
+        import sys
+
         return {"omp": os.environ.get("OMP_NUM_THREADS"),
-                "openblas": os.environ.get("OPENBLAS_NUM_THREADS")}
+                "openblas": os.environ.get("OPENBLAS_NUM_THREADS"),
+                "python": sys.executable,
+                "testpkg": importlib.util.find_spec("potato_testpkg") is not None,
+                "cuda_visible": os.environ.get("CUDA_VISIBLE_DEVICES")}
 
 
 TRAINERS["test-env"] = _info("test-env", Env)
