@@ -26,7 +26,7 @@ from potato.config import load  # noqa: E402
 from potato.server.app import make_server, server_url  # noqa: E402
 from tests import sshd  # noqa: E402
 from tests.conftest import Client  # noqa: E402
-from tests.training_helpers import KEY, make_project, start_run, wait_run  # noqa: E402
+from tests.training_helpers import make_project, start_run, wait_run  # noqa: E402
 
 
 def events_of(cfg, run_id):

@@ -27,6 +27,7 @@ from urllib.parse import quote
 
 from potato.training import bundle as bundle_mod
 from potato.training import gpus as gpus_mod
+from potato.training import slurm
 from potato.training import supervise
 from potato.training.paths import RunPaths, write_json
 
@@ -261,9 +262,18 @@ def run(client, run_id, workdir, python, watch=None, code_dir=None):
         report()
 
     try:
-        result = supervise.run_worker(argv, env, paths.stderr, on_event,
-                                      should_cancel=should_cancel, grace_seconds=grace,
-                                      on_tick=tick, cwd=paths.root)
+        if settings.get("scheduler") == "slurm":
+            result = slurm.run_job(settings, paths.root, code_dir, run_id, env, on_event, log,
+                                   should_cancel, grace_seconds=grace, on_tick=tick)
+        else:
+            result = supervise.run_worker(argv, env, paths.stderr, on_event,
+                                          should_cancel=should_cancel, grace_seconds=grace,
+                                          on_tick=tick, cwd=paths.root)
+    except slurm.SlurmError as e:
+        report(force=True)
+        _send_result(client, run_id, {"status": "error", "error": str(e), "exit_code": None,
+                                      "workdir": paths.root})
+        return EXIT_OK
     finally:
         if gpu_lock is not None:
             gpu_lock.release()
@@ -271,6 +281,8 @@ def run(client, run_id, workdir, python, watch=None, code_dir=None):
     if state["lost"]:
         return EXIT_LOST
     status, error = supervise.explain(result)
+    if getattr(result, "reason_message", None) and status != "cancelled":
+        status, error = "error", result.reason_message
     artifacts = []
     for root, _, files in os.walk(paths.artifacts):
         for name in files:

@@ -132,6 +132,10 @@ def make_backends(cfg: Config) -> Dict[str, TrainingBackend]:
             from potato.training.remote.ssh import SshBackend
 
             out[name] = SshBackend(b, cfg)
+        elif b.type == "slurm":
+            from potato.training.remote.slurm_backend import SlurmBackend
+
+            out[name] = SlurmBackend(b, cfg)
         else:
             out[name] = UnavailableBackend(b, cfg)
     return out

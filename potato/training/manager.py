@@ -27,7 +27,7 @@ from potato.training.runstore import TERMINAL, RunStore
 log = logging.getLogger("potato.training")
 
 RESTARTED = "the server restarted during the run"
-SUPPORTED_TYPES = ("local", "ssh")
+SUPPORTED_TYPES = ("local", "ssh", "slurm")
 
 
 class RequestError(Exception):

@@ -162,7 +162,7 @@ class SshBackend(TrainingBackend):
             else:
                 ctx.log("Potato's code %s is already on %s" % (code_hash(), host))
             python = self.bcfg.python
-            if self.bcfg.packages:
+            if self.bcfg.packages and self.type == "ssh":
                 if not info.get("venv"):
                     ctx.set_step("installing %s on %s" % (", ".join(self.bcfg.packages), host))
                     self.make_venv()

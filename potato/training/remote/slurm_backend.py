@@ -1,0 +1,93 @@
+"""The slurm backend: the ssh backend's agent, started on a login node, submits the worker
+with sbatch (see potato/training/slurm.py for the job side)."""
+
+from typing import Any, Dict
+
+from potato.training.remote import errors, sshcmd
+from potato.training.remote.ssh import SshBackend, code_hash
+from potato.training import slurm as slurm_job
+
+# What `check` runs on the login node, with the backend's env applied: where the SLURM
+# commands are, and the version of the interpreter jobs will run (from the login node's view).
+CHECK_SH = r"""
+for c in sbatch squeue scancel scontrol; do
+  p=$(command -v "$c" 2>/dev/null) && echo "POTATO-CMD $c $p" || echo "POTATO-CMD $c -"
+done
+jp=$1
+v=$("$jp" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' 2>/dev/null) \
+  && echo "POTATO-JOBPY $v" || echo "POTATO-JOBPY -"
+"""
+
+
+def env_prefix(env: Dict[str, str]) -> str:
+    """``export K=V;`` for the backend's env, quoted, before a remote command."""
+    return "".join("export %s=%s; " % (k, sshcmd.shlex.quote(v)) for k, v in sorted(env.items()))
+
+
+class SlurmBackend(SshBackend):
+    type = "slurm"
+    lost_after_s = slurm_job.LOST_AFTER_S
+
+    def settings(self) -> Dict[str, Any]:
+        b = self.bcfg
+        out = {"scheduler": "slurm", "gpus": "none", "env": b.env, "num_threads": b.num_threads,
+               "fetch_artifacts": b.fetch_artifacts, "keep_remote": b.keep_remote,
+               "max_artifact_mb": b.max_artifact_mb, "remote_dir": self.remote_dir,
+               "host": b.host, "job_python": b.job_python or "python", "prelude": b.prelude,
+               "poll_interval_s": b.poll_interval_s, "lost_after_s": self.lost_after_s}
+        out.update(b.sbatch)
+        return out
+
+    def check(self) -> Dict[str, Any]:
+        host = self.bcfg.host
+        report = {"backend": self.name, "type": "slurm", "label": self.label, "host": host,
+                  "ok": False, "lines": []}
+        lines = report["lines"]
+        if self.remote_dir.startswith(("/tmp", "/var/tmp")):
+            lines.append("remote_dir %s is node-local on compute nodes; use shared storage."
+                         % self.remote_dir)
+            return report
+        try:
+            info = self.probe()
+        except errors.RemoteError as e:
+            lines.append(str(e))
+            return report
+        lines.append("%s: Python %s (%s) runs the agent" % (host, info["python"],
+                                                            info["executable"]))
+        job_python = self.bcfg.job_python or "python"
+        r = self._ssh(env_prefix(self.bcfg.env) + sshcmd.sh(CHECK_SH, job_python), timeout=60)
+        found = {}
+        job_py = None
+        for line in r.stdout.splitlines():
+            if line.startswith("POTATO-CMD "):
+                _, name, path = line.split(" ", 2)
+                found[name] = None if path == "-" else path
+            elif line.startswith("POTATO-JOBPY "):
+                v = line.split(" ", 1)[1]
+                job_py = None if v == "-" else v
+        report["commands"] = found
+        ok = True
+        for name in ("sbatch", "squeue", "scancel"):
+            if found.get(name):
+                lines.append("%s: %s" % (name, found[name]))
+            else:
+                ok = False
+                if name == "sbatch":
+                    lines.append("%s has no sbatch on PATH, so it cannot submit jobs. Set PATH "
+                                 "under the backend's env (for example env: {PATH: "
+                                 "\"/opt/slurm/bin:/usr/bin:/bin\"})." % host)
+                else:
+                    lines.append("%s has no %s on PATH; set PATH under the backend's env."
+                                 % (host, name))
+        lines.append("scontrol: %s" % (found.get("scontrol") or
+                                       "not found (reasons are read from slurm.out instead)"))
+        lines.append("job_python %s on the login node: %s" % (
+            job_python, "Python " + job_py if job_py else "not found there (it may exist on "
+                                                             "compute nodes only)"))
+        lines.append("Packages on compute nodes cannot be seen from the login node: a short "
+                     "first job with a small time finds out.")
+        lines.append("Potato's code %s %s in %s" % (code_hash(), "is already" if info["code"]
+                                                     else "will be copied", self.remote_dir))
+        report["ok"] = ok
+        report["python"] = info["python"]
+        return report

@@ -1,0 +1,182 @@
+"""The slurm backend end to end with stateful sbatch/squeue/scancel/scontrol stand-ins and the
+ssh stand-in (the "login node" is this machine)."""
+
+import json
+import os
+
+import pytest
+
+from tests.conftest import ROOT, Client
+from tests.training_helpers import KEY, PLUGINS, make_project, start_run, wait_run
+
+H = {"X-API-Key": KEY}
+FAKES = os.path.join(ROOT, "tests", "fakes")
+
+
+@pytest.fixture
+def cluster(tmp_path, monkeypatch):
+    home = tmp_path / "login-home"
+    home.mkdir()
+    state = tmp_path / "slurm-state"
+    path = [os.path.join(FAKES, "slurm"), os.path.join(FAKES, "scontrol"), FAKES]
+    monkeypatch.setenv("PATH", os.pathsep.join(path + [os.environ["PATH"]]))
+    monkeypatch.setenv("FAKE_SSH_HOME", str(home))
+    monkeypatch.setenv("FAKE_SLURM_DIR", str(state))
+    monkeypatch.setenv("POTATO_TRAINER_PLUGINS", PLUGINS)
+    monkeypatch.setenv("PYTHONPATH", ROOT)
+    return home, state
+
+
+def backend(**extra):
+    keys = {"type": "slurm", "host": "login.cluster.example.org", "remote_dir": "~/potato jobs",
+            "partition": "gpu", "gres": "gpu:1", "time": "00:10:00", "poll_interval_s": 0.3,
+            "job_python": "python3", "prelude": ["export FROM_PRELUDE=yes"],
+            "heartbeat_timeout_s": 30}
+    keys.update(extra)
+    return "  backends:\n    cluster:\n" + "".join(
+        f"      {k}: {json.dumps(v)}\n" for k, v in keys.items())
+
+
+def calls(state):
+    path = state / "calls.log"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def run_on(c, trainer, **params):
+    return wait_run(c, start_run(c, backend="cluster", schemas=["sentiment"], trainer=trainer,
+                                 params=params), timeout=120)
+
+
+def log_of(c, run):
+    return c.get(f"/admin/training/api/runs/{run['run_id']}/log", headers=H).text
+
+
+def test_pending_running_success(tmp_path, serve, cluster, monkeypatch):
+    home, state = cluster
+    monkeypatch.setenv("FAKE_SLURM_PENDING_POLLS", "3")
+    _, url = serve(make_project(tmp_path, backend()))
+    c = Client(url)
+    run = run_on(c, "text-naive-bayes")
+    assert run["status"] == "success", run
+    assert run["ran_on"] == "cluster" and run["holdout"]["n"] > 50
+    assert run["writeback"]["written"] > 1000
+    log = log_of(c, run)
+    assert ("Submitted SLURM job 4242 with --parsable --job-name=potato-r1 '--output=%s/potato "
+            "jobs/jobs/r1/slurm.out'" % home) in log
+    assert "--partition=gpu --gres=gpu:1 --time=00:10:00" in log
+    assert log.index("SLURM job 4242: PENDING (Priority)") < \
+        log.index("SLURM job 4242: RUNNING on fake-node01")
+    assert (tmp_path / "annotation_output" / "training" / "runs" / run["run_id"] / "artifacts" /
+            "sentiment.naive-bayes.json").is_file()
+    assert not (home / "potato jobs" / "jobs" / run["run_id"]).exists()
+    names = [call[0] for call in calls(state)]
+    assert "srun" not in names and "sacct" not in names
+    assert names.count("sbatch") == 1
+    # One squeue per poll: every call asks for this one job, and the calls are spaced by the
+    # poll interval (3 PENDING polls + RUNNING + gone: no more than a handful).
+    squeues = [call for call in calls(state) if call[0] == "squeue"]
+    assert all(call[call.index("-j") + 1] == "4242" for call in squeues)
+    assert 5 <= len(squeues) <= 40
+
+
+@pytest.mark.parametrize("scenario,fragment", [
+    ("timelimit", "SLURM job 4242 ended before the worker finished: it reached its time limit. "
+                  "Raise time"),
+    ("nodefail", "SLURM job 4242 ended before the worker finished: its node failed."),
+    ("preempt", "SLURM job 4242 ended before the worker finished: it was preempted"),
+    ("oom", "SLURM job 4242 ended before the worker finished: it ran out of memory."),
+    ("cancelled", "SLURM job 4242 ended before the worker finished: it was cancelled from "
+                  "outside Potato."),
+])
+@pytest.mark.parametrize("with_scontrol", [True, False])
+def test_scheduler_endings(tmp_path, serve, cluster, monkeypatch, scenario, fragment,
+                           with_scontrol):
+    home, state = cluster
+    monkeypatch.setenv("FAKE_SLURM_SCENARIO", scenario)
+    if not with_scontrol:
+        monkeypatch.setenv("PATH", os.environ["PATH"].replace(
+            os.path.join(FAKES, "scontrol") + os.pathsep, ""))
+    _, url = serve(make_project(tmp_path, backend()))
+    run = run_on(Client(url), "test-steps", seconds=60)
+    assert run["status"] == "error"
+    assert run["error"].startswith(fragment), run["error"]
+    used = {call[0] for call in calls(state)}
+    assert ("scontrol" in used) is with_scontrol
+
+
+def test_vanished_job_is_lost_after_a_bounded_wait(tmp_path, serve, cluster, monkeypatch):
+    from potato.training.remote.slurm_backend import SlurmBackend
+
+    monkeypatch.setattr(SlurmBackend, "lost_after_s", 1)
+    monkeypatch.setenv("FAKE_SLURM_SCENARIO", "vanish")
+    _, url = serve(make_project(tmp_path, backend()))
+    run = run_on(Client(url), "test-steps", seconds=60)
+    assert run["status"] == "error"
+    assert run["error"].startswith("SLURM job 4242 left the queue without an exit code or a "
+                                   "reason from the scheduler; it is treated as lost.")
+
+
+def test_sbatch_rejected(tmp_path, serve, cluster, monkeypatch):
+    monkeypatch.setenv("FAKE_SLURM_SCENARIO", "reject")
+    _, url = serve(make_project(tmp_path, backend()))
+    run = run_on(Client(url), "text-naive-bayes")
+    assert run["status"] == "error"
+    assert run["error"].startswith("sbatch refused the job (exit 1): sbatch: error: Batch job "
+                                   "submission failed: Invalid partition name specified.")
+
+
+def test_parsable_with_cluster_name(tmp_path, serve, cluster, monkeypatch):
+    monkeypatch.setenv("FAKE_SLURM_SCENARIO", "cluster")
+    _, url = serve(make_project(tmp_path, backend()))
+    assert run_on(Client(url), "text-naive-bayes")["status"] == "success"
+
+
+def test_cancel_sends_term_then_releases(tmp_path, serve, cluster):
+    import time
+
+    home, state = cluster
+    _, url = serve(make_project(tmp_path, backend()))
+    c = Client(url)
+    run_id = start_run(c, backend="cluster", schemas=["sentiment"], trainer="test-steps",
+                       params={"seconds": 120})
+    deadline = time.time() + 60
+    while not (wait_run(c, run_id, until=("running",)).get("progress") or {}).get("current"):
+        assert time.time() < deadline
+        time.sleep(0.2)
+    c.json("POST", f"/admin/training/api/runs/{run_id}/cancel", headers=H)
+    run = wait_run(c, run_id, timeout=60)
+    assert run["status"] == "cancelled"
+    assert ["scancel", "--full", "--signal=TERM", "4242"] in calls(state)
+
+
+def test_env_prelude_and_threads_reach_the_job(tmp_path, serve, cluster):
+    _, url = serve(make_project(tmp_path, backend(num_threads=3, env={"EXTRA": "x y"})))
+    c = Client(url)
+    run = run_on(c, "test-env")
+    assert run["status"] == "success", run
+    assert run["metrics"]["omp"] == "3"
+
+
+def test_check(tmp_path, serve, cluster, monkeypatch):
+    _, url = serve(make_project(tmp_path, backend(), labels=False))
+    c = Client(url)
+    status, report = c.json("POST", "/admin/training/api/backends/cluster/check", headers=H)
+    assert report["ok"] is True, report
+    text = "\n".join(report["lines"])
+    assert "sbatch: " + os.path.join(FAKES, "slurm", "sbatch") in text
+    assert "job_python python3 on the login node: Python 3." in text
+    assert "compute nodes cannot be seen from the login node" in text
+
+
+
+def test_check_without_sbatch(tmp_path, serve, cluster):
+    import sys
+
+    # The backend's env sets PATH on the login node: here, one without any SLURM command.
+    _, url = serve(make_project(tmp_path, backend(env={"PATH": os.path.dirname(sys.executable)}),
+                                labels=False))
+    status, report = Client(url).json("POST", "/admin/training/api/backends/cluster/check",
+                                      headers=H)
+    assert report["ok"] is False
+    assert any(line.startswith("login.cluster.example.org has no sbatch on PATH, so it cannot "
+                               "submit jobs.") for line in report["lines"])

@@ -1,0 +1,125 @@
+"""Pure pieces of the slurm backend: job.sh, sbatch/squeue/scontrol parsing, reasons."""
+
+import os
+import subprocess
+
+import pytest
+
+from potato.training import slurm
+
+# Captured from slurm-wlm 22.05 (`scontrol show job 7` after a job hit its time limit).
+SCONTROL_TIMEOUT = """\
+JobId=7 JobName=potato-r3
+   UserId=root(0) GroupId=root(0) MCS_label=N/A
+   Priority=4294901754 Nice=0 Account=(null) QOS=(null)
+   JobState=TIMEOUT Reason=TimeLimit Dependency=(null)
+   Requeue=1 Restarts=0 BatchFlag=1 Reboot=0 ExitCode=0:15
+   RunTime=00:01:27 TimeLimit=00:01:00 TimeMin=N/A
+   SubmitTime=2026-11-30T09:10:01 EligibleTime=2026-11-30T09:10:01
+   Partition=debug AllocNode:Sid=vm:1234
+   NodeList=vm
+   StdOut=/root/potato jobs/jobs/r3/slurm.out
+"""
+SQUEUE = "4242|PENDING|Priority|\n"
+SQUEUE_RUNNING = "4242|RUNNING|None|node07\n"
+HOSTILE = "/shared/pt dir/it's; $(touch HACKED)"
+
+
+def test_sbatch_argv_maps_settings():
+    argv = slurm.sbatch_argv({"partition": "gpu", "gres": "gpu:1", "time": "02:00:00",
+                              "account": "lab", "qos": None, "mem": "16G",
+                              "cpus_per_task": "4", "constraint": "a100"}, "/s/jobs/r1", "r1")
+    assert argv == ["sbatch", "--parsable", "--job-name=potato-r1",
+                    "--output=/s/jobs/r1/slurm.out", "--chdir=/s/jobs/r1", "--partition=gpu",
+                    "--gres=gpu:1", "--time=02:00:00", "--account=lab", "--mem=16G",
+                    "--cpus-per-task=4", "--constraint=a100", "/s/jobs/r1/job.sh"]
+    assert not any(a.startswith("--gres") for a in slurm.sbatch_argv({}, "/j", "r"))
+
+
+def test_job_script_quotes_every_value(tmp_path):
+    jobdir = str(tmp_path / "job dir; $(touch HACKED)")
+    os.makedirs(jobdir)
+    text = slurm.job_script({"job_python": "python3", "env": {"MSG": "it's $(touch HACKED)"},
+                             "num_threads": 2, "prelude": ["export FROM_PRELUDE=yes"]},
+                            jobdir, HOSTILE)
+    assert "export FROM_PRELUDE=yes" in text
+    assert "export MSG='it'\"'\"'s $(touch HACKED)'" in text
+    r = subprocess.run(["sh", "-n", "-c", text])
+    assert r.returncode == 0
+    # Run it with a fake python that prints its env and argv: nothing is executed by accident.
+    fake = tmp_path / "python3"
+    fake.write_text('#!/bin/sh\necho "$MSG|$OMP_NUM_THREADS|$PYTHONPATH|$FROM_PRELUDE|$*"\n')
+    fake.chmod(0o755)
+    env = dict(os.environ, PATH=str(tmp_path) + os.pathsep + os.environ["PATH"])
+    env.pop("PYTHONPATH", None)
+    r = subprocess.run(["sh", "-c", text], env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    out = open(os.path.join(jobdir, "events.jsonl")).read().strip()
+    assert out == ("it's $(touch HACKED)|2|%s|yes|-m potato.training.worker --spec %s/spec.json"
+                   % (HOSTILE, jobdir))
+    assert open(os.path.join(jobdir, "exit_code")).read().strip() == "0"
+    assert not list(tmp_path.rglob("HACKED"))
+
+
+@pytest.mark.parametrize("out,job", [("4242\n", "4242"), ("4242;cluster-a\n", "4242"),
+                                     ("sbatch: warning: x\n4243\n", "4243")])
+def test_parse_sbatch(out, job):
+    assert slurm.parse_sbatch(out) == job
+
+
+def test_parse_sbatch_failure_quotes_input():
+    with pytest.raises(slurm.ParseError, match="Submitted batch job"):
+        slurm.parse_sbatch("Submitted batch job\n")
+
+
+def test_parse_squeue():
+    assert slurm.parse_squeue(SQUEUE, "4242") == ("PENDING", "Priority", "")
+    assert slurm.parse_squeue(SQUEUE_RUNNING, "4242") == ("RUNNING", "None", "node07")
+    assert slurm.parse_squeue("", "4242") is None
+    with pytest.raises(slurm.ParseError, match="unexpected squeue line"):
+        slurm.parse_squeue("garbage output\n", "4242")
+
+
+def test_parse_scontrol_and_reasons():
+    fields = slurm.parse_scontrol(SCONTROL_TIMEOUT)
+    assert fields["JobState"] == "TIMEOUT" and fields["ExitCode"] == "0:15"
+    assert slurm.reason_from_scontrol(fields) == "time limit"
+    for state, reason in [("NODE_FAIL", "node failure"), ("PREEMPTED", "preemption"),
+                          ("OUT_OF_MEMORY", "out of memory"), ("CANCELLED", "cancelled"),
+                          ("COMPLETED", None), ("FAILED", None)]:
+        assert slurm.reason_from_scontrol({"JobState": state}) == reason
+    with pytest.raises(slurm.ParseError):
+        slurm.parse_scontrol("slurm_load_jobs error: Invalid job id specified")
+
+
+@pytest.mark.parametrize("line,reason", [
+    ("slurmstepd: error: *** JOB 7 ON vm CANCELLED AT 2026-11-30T09:11:28 DUE TO TIME LIMIT ***",
+     "time limit"),
+    ("slurmstepd: error: *** JOB 7 ON n1 CANCELLED AT 2026-11-30T09:11:28 DUE TO NODE FAILURE ***",
+     "node failure"),
+    ("slurmstepd: error: *** JOB 7 ON n1 CANCELLED AT 2026-11-30T09:11:28 DUE TO PREEMPTION ***",
+     "preemption"),
+    ("slurmstepd: error: Detected 1 oom_kill event in StepId=7.batch. Some of the step tasks "
+     "have been OOM Killed.", "out of memory"),
+    ("slurmstepd: error: *** JOB 7 ON n1 CANCELLED AT 2026-11-30T09:11:28 ***", "cancelled"),
+    ("all fine", None),
+])
+def test_reason_from_slurm_out(line, reason):
+    assert slurm.reason_from_slurm_out(line) == reason
+
+
+def test_ended_message():
+    assert slurm.ended_message("4242", "time limit").startswith(
+        "SLURM job 4242 ended before the worker finished: it reached its time limit. Raise time")
+
+
+def test_event_tail_waits_for_the_newline(tmp_path):
+    path = tmp_path / "events.jsonl"
+    t = slurm.EventTail(str(path))
+    assert t.read() == []
+    with open(path, "w") as f:
+        f.write('{"type": "log", "message": "a"}\n{"type": "log", "mess')
+    assert [e["message"] for e in t.read()] == ["a"]
+    with open(path, "a") as f:
+        f.write('age": "b"}\n')
+    assert [e["message"] for e in t.read()] == ["b"]
