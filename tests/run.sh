@@ -12,6 +12,10 @@ command -v chromedriver >/dev/null || need_apt+=(chromium-driver)
 command -v openssl >/dev/null || need_apt+=(openssl)
 [ -x /usr/sbin/sshd ] || need_apt+=(openssh-server)
 command -v ssh >/dev/null || need_apt+=(openssh-client)
+[ -x /usr/sbin/slurmctld ] || need_apt+=(slurmctld)
+[ -x /usr/sbin/slurmd ] || need_apt+=(slurmd)
+command -v sbatch >/dev/null || need_apt+=(slurm-client)
+[ -x /usr/sbin/munged ] || need_apt+=(munge)
 if [ ${#need_apt[@]} -gt 0 ]; then
   $sudo_ apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq "${need_apt[@]}" >/dev/null

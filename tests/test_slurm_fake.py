@@ -3,11 +3,12 @@ ssh stand-in (the "login node" is this machine)."""
 
 import json
 import os
+import re
 
 import pytest
 
 from tests.conftest import ROOT, Client
-from tests.training_helpers import KEY, PLUGINS, make_project, start_run, wait_run
+from tests.training_helpers import KEY, PLUGINS, job_dirs, make_project, start_run, wait_run
 
 H = {"X-API-Key": KEY}
 FAKES = os.path.join(ROOT, "tests", "fakes")
@@ -61,14 +62,15 @@ def test_pending_running_success(tmp_path, serve, cluster, monkeypatch):
     assert run["ran_on"] == "cluster" and run["holdout"]["n"] > 50
     assert run["writeback"]["written"] > 1000
     log = log_of(c, run)
+    [job] = re.findall(r"jobs/(r1-[0-9a-f]+)/slurm.out", log)[:1]
     assert ("Submitted SLURM job 4242 with --parsable --job-name=potato-r1 '--output=%s/potato "
-            "jobs/jobs/r1/slurm.out'" % home) in log
+            "jobs/jobs/%s/slurm.out'" % (home, job)) in log
     assert "--partition=gpu --gres=gpu:1 --time=00:10:00" in log
     assert log.index("SLURM job 4242: PENDING (Priority)") < \
         log.index("SLURM job 4242: RUNNING on fake-node01")
     assert (tmp_path / "annotation_output" / "training" / "runs" / run["run_id"] / "artifacts" /
             "sentiment.naive-bayes.json").is_file()
-    assert not (home / "potato jobs" / "jobs" / run["run_id"]).exists()
+    assert job_dirs(home / "potato jobs", run["run_id"]) == []
     names = [call[0] for call in calls(state)]
     assert "srun" not in names and "sacct" not in names
     assert names.count("sbatch") == 1
@@ -180,3 +182,29 @@ def test_check_without_sbatch(tmp_path, serve, cluster):
     assert report["ok"] is False
     assert any(line.startswith("login.cluster.example.org has no sbatch on PATH, so it cannot "
                                "submit jobs.") for line in report["lines"])
+
+
+def test_dropped_login_session_cancels_the_job(tmp_path, serve, cluster, monkeypatch):
+    import time
+
+    from potato.training.remote import ssh as ssh_mod
+
+    home, state = cluster
+    _, url = serve(make_project(tmp_path, backend(heartbeat_timeout_s=5)))
+    c = Client(url)
+    real_run_agent = ssh_mod.SshBackend._run_agent
+
+    def dropping(self, ctx, python):
+        monkeypatch.setenv("FAKE_SSH_MODE", "drop")
+        monkeypatch.setenv("FAKE_SSH_DROP_AFTER", "4")
+        return real_run_agent(self, ctx, python)
+
+    monkeypatch.setattr(ssh_mod.SshBackend, "_run_agent", dropping)
+    run_id = start_run(c, backend="cluster", schemas=["sentiment"], trainer="test-steps",
+                       params={"seconds": 120})
+    run = wait_run(c, run_id, timeout=60)
+    assert run["status"] == "error"
+    deadline = time.time() + 30
+    while ["scancel", "--full", "--signal=TERM", "4242"] not in calls(state):
+        assert time.time() < deadline, calls(state)
+        time.sleep(0.2)

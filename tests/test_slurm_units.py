@@ -74,6 +74,8 @@ def test_parse_sbatch_failure_quotes_input():
 
 def test_parse_squeue():
     assert slurm.parse_squeue(SQUEUE, "4242") == ("PENDING", "Priority", "")
+    # Captured from slurm 22.05: the reason of a pending job comes in parentheses.
+    assert slurm.parse_squeue("1|PENDING|(Resources)|\n", "1") == ("PENDING", "Resources", "")
     assert slurm.parse_squeue(SQUEUE_RUNNING, "4242") == ("RUNNING", "None", "node07")
     assert slurm.parse_squeue("", "4242") is None
     with pytest.raises(slurm.ParseError, match="unexpected squeue line"):

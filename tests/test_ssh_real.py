@@ -17,7 +17,7 @@ import pytest
 
 from tests import sshd as sshd_mod
 from tests.conftest import ROOT, Client
-from tests.training_helpers import KEY, PLUGINS, make_project, start_run, wait_run
+from tests.training_helpers import KEY, PLUGINS, job_dirs, make_project, start_run, wait_run
 
 pytestmark = pytest.mark.integration
 H = {"X-API-Key": KEY}
@@ -87,7 +87,7 @@ def test_naive_bayes_over_real_ssh(tmp_path, serve, real_host):
     assert "copying Potato's code to potato-real" in log
     assert (tmp_path / "annotation_output" / "training" / "runs" / run["run_id"] / "artifacts" /
             "sentiment.naive-bayes.json").is_file()
-    assert not (real_host / "jobs" / run["run_id"]).exists()
+    assert job_dirs(real_host, run["run_id"]) == [] and (real_host / "jobs").is_dir()
     second = wait_run(c, start_run(c, backend="gpu-server", schemas=["sentiment"],
                                    trainer="text-naive-bayes"), timeout=120)
     assert second["status"] == "success"
@@ -162,8 +162,8 @@ def test_artifact_settings_over_real_ssh(tmp_path, serve, real_host):
     run = wait_run(c, start_run(c, backend="gpu-server", schemas=["sentiment"],
                                 trainer="text-naive-bayes"), timeout=120)
     assert run["status"] == "success", run
-    job = real_host / "jobs" / run["run_id"]
-    assert (job / "artifacts" / "sentiment.naive-bayes.json").is_file()
+    [job] = job_dirs(real_host, run["run_id"])
+    assert os.path.isfile(os.path.join(job, "artifacts", "sentiment.naive-bayes.json"))
     assert run["artifact_uri"] == f"ssh://potato-real{job}/artifacts"
     log = c.get(f"/admin/training/api/runs/{run['run_id']}/log", headers=H).text
     assert "is over max_artifact_mb; it stays on" in log
@@ -175,6 +175,6 @@ def test_fetch_artifacts_false_over_real_ssh(tmp_path, serve, real_host):
     run = wait_run(c, start_run(c, backend="gpu-server", schemas=["sentiment"],
                                 trainer="text-naive-bayes"), timeout=120)
     assert run["status"] == "success"
-    job = real_host / "jobs" / run["run_id"]
-    assert (job / "artifacts" / "sentiment.naive-bayes.json").is_file()
+    [job] = job_dirs(real_host, run["run_id"])
+    assert os.path.isfile(os.path.join(job, "artifacts", "sentiment.naive-bayes.json"))
     assert run["artifact_uri"] == f"ssh://potato-real{job}/artifacts"

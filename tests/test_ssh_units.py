@@ -88,7 +88,7 @@ def test_install_and_agent_commands_quote_hostile_paths(tmp_path):
     r = subprocess.run(["sh", "-c", cmd], input=buf.getvalue(), capture_output=True)
     assert r.returncode == 0
     assert [p for p in os.listdir(os.path.join(remote, "code")) if p.startswith(".tmp")] == []
-    agent = sshcmd.agent_command("python3", remote, "h1", "/tmp/s;x.sock", "r1")
+    agent = sshcmd.agent_command("python3", remote, "h1", "/tmp/s;x.sock", "r1", "r1-abc")
     assert "'/tmp/s;x.sock'" in agent and "sh -c" in agent
 
 

@@ -60,3 +60,10 @@ def start_run(client, **body):
 def gold_labels():
     with open(os.path.join(EXAMPLE, "data", "gold.jsonl")) as f:
         return {d["id"]: d["sentiment"] for d in map(json.loads, f)}
+
+
+def job_dirs(root, run_id):
+    """The run's job directories under ``root/jobs`` (named <run_id>-<unique>)."""
+    import glob
+
+    return glob.glob(os.path.join(str(root), "jobs", glob.escape(run_id) + "-*"))

@@ -173,6 +173,8 @@ def run(client, run_id, workdir, python, watch=None, code_dir=None):
     paths = RunPaths(workdir).create()
     log("run %s: job directory %s" % (run_id, paths.root))
     archive = paths.bundle_archive
+    if os.path.exists(archive):  # resuming is for this download only, never a stale file
+        os.unlink(archive)
     download_bundle(client, run_id, archive, info["bundle"]["sha256"], info["bundle"]["bytes"])
     bundle_mod.safe_extract(archive, paths.bundle)
     spec = dict(info["spec"])
@@ -281,8 +283,8 @@ def run(client, run_id, workdir, python, watch=None, code_dir=None):
     if state["lost"]:
         return EXIT_LOST
     status, error = supervise.explain(result)
-    if getattr(result, "reason_message", None) and status != "cancelled":
-        status, error = "error", result.reason_message
+    if getattr(result, "reason_message", None) and result.stopped != "cancelled":
+        status, error = "error", result.reason_message  # the scheduler ended the job
     artifacts = []
     for root, _, files in os.walk(paths.artifacts):
         for name in files:

@@ -106,7 +106,11 @@ def parse_squeue(stdout, job_id):
         if len(parts) != 4:
             raise ParseError("unexpected squeue line (want %s): %r" % (SQUEUE_FORMAT, line))
         if parts[0].split("_")[0] == str(job_id):
-            return parts[1], parts[2], parts[3]
+            # squeue shows a pending job's reason in parentheses: "(Priority)"
+            reason = parts[2].strip()
+            if reason.startswith("(") and reason.endswith(")"):
+                reason = reason[1:-1]
+            return parts[1], reason, parts[3]
     return None
 
 
@@ -287,13 +291,16 @@ def run_job(settings, jobdir, code_dir, run_id, env, on_event, log, should_cance
                     last_state = text
                     on_event(events.make("status", message=text))
             else:
-                # The job left the queue: exit_code and the final events decide.
+                # The job left the queue: exit_code and the final events decide, unless the
+                # scheduler ended it (a time limit's SIGTERM also looks like a cancel to the
+                # worker, so the scheduler's reason comes before the worker's last word).
                 relay()
                 if os.path.exists(exit_path):
                     try:
                         out.returncode = int(open(exit_path).read().strip() or "1")
                     except ValueError:
                         out.returncode = 1
+                if out.result is not None and out.returncode is not None:
                     break
                 if out.stopped == "cancelled":
                     break  # we cancelled it: the scheduler's ending says nothing new
@@ -302,8 +309,7 @@ def run_job(settings, jobdir, code_dir, run_id, env, on_event, log, should_cance
                     rc2, sc_out, _ = _call(scontrol_argv(job_id), env)
                     if rc2 == 0:
                         try:
-                            fields = parse_scontrol(sc_out)
-                            reason = reason_from_scontrol(fields)
+                            reason = reason_from_scontrol(parse_scontrol(sc_out))
                         except ParseError as e:
                             log(str(e))
                 if reason is None:
@@ -311,6 +317,8 @@ def run_job(settings, jobdir, code_dir, run_id, env, on_event, log, should_cance
                 if reason is not None:
                     out.reason_message = ended_message(job_id, reason)
                     break
+                if out.returncode is not None:
+                    break  # the worker's own failure: its exit code and error event say why
                 if gone_since is None:
                     gone_since = now
                 elif now - gone_since > float(settings.get("lost_after_s", LOST_AFTER_S)):

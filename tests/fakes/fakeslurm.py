@@ -17,7 +17,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 name = os.path.basename(sys.argv[1])
 args = sys.argv[2:]

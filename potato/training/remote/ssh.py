@@ -177,9 +177,10 @@ class SshBackend(TrainingBackend):
         token = secrets.token_urlsafe(32)
         remote = RemoteState(token, self.settings())
         ctx.remote = remote
-        sock = "/tmp/potato-%s-%s.sock" % (ctx.run_id, secrets.token_hex(6))
+        unique = secrets.token_hex(6)
+        sock = "/tmp/potato-%s-%s.sock" % (ctx.run_id, unique)
         argv = self.argv(sshcmd.agent_command(python, self.remote_dir, code_hash(), sock,
-                                              ctx.run_id),
+                                              ctx.run_id, "%s-%s" % (ctx.run_id, unique[:6])),
                          forward="%s:127.0.0.1:%d" % (sock, self.server_port))
         ctx.set_step("waiting for the agent on %s" % host)
         ctx.log("ssh: %s" % " ".join(argv[:-1] + ["<agent command>"]))

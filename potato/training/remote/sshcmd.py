@@ -152,19 +152,20 @@ def venv_command(python: str, remote_dir: str, key: str, packages: List[str]) ->
 
 
 AGENT_SH = r"""
-d=$1; code=$2; py=$3; sock=$4; run=$5
+d=$1; code=$2; py=$3; sock=$4; run=$5; job=$6
 case "$d" in "~"|"~/"*) d="$HOME${d#\~}";; esac
 case "$py" in "~/"*) py="$HOME${py#\~}";; esac
 cd "$d/code/$code" || exit 96
 PYTHONPATH="$d/code/$code${PYTHONPATH:+:$PYTHONPATH}" exec "$py" -m potato.training.agent --socket "$sock" --run "$run" \
-  --workdir "$d/jobs/$run" --python "$py"
+  --workdir "$d/jobs/$job" --python "$py"
 """
 
 
 def agent_command(python: str, remote_dir: str, code_hash: str, socket_path: str,
-                  run_id: str) -> str:
-    """Start the agent from the copied source; its token arrives on stdin."""
-    return sh(AGENT_SH, remote_dir, code_hash, python, socket_path, run_id)
+                  run_id: str, job_name: str) -> str:
+    """Start the agent from the copied source; its token arrives on stdin. ``job_name`` names
+    the job directory: unique, so projects sharing a remote_dir never share one."""
+    return sh(AGENT_SH, remote_dir, code_hash, python, socket_path, run_id, job_name)
 
 
 def venv_python(remote_dir: str) -> str:

@@ -1,0 +1,127 @@
+"""The slurm backend against a real single-node SLURM (munge + slurmctld + slurmd, no accounting
+database), reached through the real sshd on loopback. The fixtures start both."""
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+from tests import slurmd as slurm_mod
+from tests import sshd as sshd_mod
+from tests.conftest import ROOT, Client
+from tests.training_helpers import KEY, PLUGINS, job_dirs, make_project, start_run, wait_run
+
+pytestmark = pytest.mark.integration
+H = {"X-API-Key": KEY}
+
+
+def _need(path, package):
+    if not os.path.exists(path):
+        if os.environ.get("CI"):
+            pytest.fail(f"{path} is missing: .ci/run installs {package}")
+        pytest.skip(f"{package} not installed")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    _need(sshd_mod.SSHD, "openssh-server")
+    _need("/usr/sbin/slurmctld", "slurmctld")
+    _need("/usr/sbin/slurmd", "slurmd")
+    d = tmp_path_factory.mktemp("cluster")
+    (d / "sshd").mkdir()
+    (d / "slurm").mkdir()
+    sshd_mod.start(d / "sshd")
+    conf = slurm_mod.start(d / "slurm")
+    # Jobs must see the files: remote_dir on "shared" storage, not under /tmp.
+    os.makedirs("/var/cache/potato-tests", exist_ok=True)
+    shared = tempfile.mkdtemp(prefix="slurm ", dir="/var/cache/potato-tests")
+    yield d, conf, shared
+    slurm_mod.stop(d / "slurm")
+    sshd_mod.stop(d / "sshd")
+    shutil.rmtree(shared, ignore_errors=True)
+
+
+@pytest.fixture
+def login(cluster, monkeypatch):
+    d, conf, shared = cluster
+    monkeypatch.setenv("PATH", str(d / "sshd" / "bin") + os.pathsep + os.environ["PATH"])
+    monkeypatch.setenv("SLURM_CONF", conf)
+    monkeypatch.setenv("POTATO_TRAINER_PLUGINS", PLUGINS)
+    monkeypatch.setenv("PYTHONPATH", ROOT)
+    return conf, shared
+
+
+def backend(conf, shared, **extra):
+    keys = {"type": "slurm", "host": "potato-real", "remote_dir": shared,
+            "partition": "debug", "time": "00:10:00", "poll_interval_s": 1,
+            "job_python": "python3", "heartbeat_timeout_s": 60,
+            "env": {"SLURM_CONF": conf, "POTATO_TRAINER_PLUGINS": PLUGINS, "PYTHONPATH": ROOT}}
+    keys.update(extra)
+    return "  backends:\n    cluster:\n" + "".join(
+        f"      {k}: {json.dumps(v)}\n" for k, v in keys.items())
+
+
+def squeue_ids():
+    r = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True)
+    return r.stdout.split()
+
+
+def test_naive_bayes_on_real_slurm(tmp_path, serve, login):
+    conf, shared = login
+    # Hold both CPUs for a few seconds so our job is seen waiting first.
+    blocker = subprocess.run(["sbatch", "--parsable", "-c", "2", "--output=/dev/null",
+                              "--wrap", "sleep 15"], capture_output=True, text=True, check=True,
+                             cwd="/var/tmp").stdout.strip()
+    # A short poll: the naive Bayes job runs for about a second, and RUNNING must be seen.
+    _, url = serve(make_project(tmp_path, backend(conf, shared, poll_interval_s=0.2)))
+    c = Client(url)
+    run = wait_run(c, start_run(c, backend="cluster", schemas=["sentiment"],
+                                trainer="text-naive-bayes"), timeout=180)
+    assert run["status"] == "success", run
+    assert run["holdout"]["n"] > 50 and run["writeback"]["written"] > 1000
+    log = c.get(f"/admin/training/api/runs/{run['run_id']}/log", headers=H).text
+    job = log.split("Submitted SLURM job ")[1].split()[0]
+    assert job != blocker
+    assert f"SLURM job {job}: PENDING (" in log
+    assert log.index(f"SLURM job {job}: PENDING (") < log.index(f"SLURM job {job}: RUNNING on ")
+    assert (tmp_path / "annotation_output" / "training" / "runs" / run["run_id"] / "artifacts" /
+            "sentiment.naive-bayes.json").is_file()
+    assert job_dirs(shared, run["run_id"]) == []
+
+
+def test_cancel_releases_the_job(tmp_path, serve, login):
+    conf, shared = login
+    _, url = serve(make_project(tmp_path, backend(conf, shared)))
+    c = Client(url)
+    run_id = start_run(c, backend="cluster", schemas=["sentiment"], trainer="test-steps",
+                       params={"seconds": 300})
+    deadline = time.time() + 120
+    while not (wait_run(c, run_id, until=("running",)).get("progress") or {}).get("current"):
+        assert time.time() < deadline
+        time.sleep(0.3)
+    log = c.get(f"/admin/training/api/runs/{run_id}/log", headers=H).text
+    job = log.split("Submitted SLURM job ")[1].split()[0]
+    assert job in squeue_ids()
+    c.json("POST", f"/admin/training/api/runs/{run_id}/cancel", headers=H)
+    run = wait_run(c, run_id, timeout=120)
+    assert run["status"] == "cancelled"
+    deadline = time.time() + 60
+    while job in squeue_ids() and time.time() < deadline:
+        time.sleep(0.5)
+    assert job not in squeue_ids()
+
+
+@pytest.mark.slow
+def test_time_limit_message(tmp_path, serve, login):
+    conf, shared = login
+    _, url = serve(make_project(tmp_path, backend(conf, shared, time="1", poll_interval_s=2)))
+    c = Client(url)
+    run = wait_run(c, start_run(c, backend="cluster", schemas=["sentiment"],
+                                trainer="test-steps", params={"seconds": 400}), timeout=300)
+    assert run["status"] == "error"
+    assert run["error"].startswith("SLURM job ") and \
+        "ended before the worker finished: it reached its time limit. Raise time" in run["error"]
