@@ -125,3 +125,14 @@ def test_inactive_run_is_410(active):
     server.app.manager._active.clear()
     status, err = c.json("GET", f"/agent/v1/runs/{run_id}", headers=auth())
     assert status == 410 and "is not active" in err["error"]
+
+
+def test_a_batch_passes_on_only_its_newest_progress(active):
+    c, run_id, ctx, _ = active
+    seen = []
+    ctx.on_event = seen.append
+    batch = [{"type": "progress", "current": n, "total": 9, "t": n} for n in (1, 2, 3)]
+    batch.insert(1, {"type": "log", "level": "info", "message": "m", "t": 1.5})
+    c.json("POST", f"/agent/v1/runs/{run_id}/events", json_body={"events": batch},
+           headers=auth())
+    assert [(e["type"], e.get("current")) for e in seen] == [("log", None), ("progress", 3)]

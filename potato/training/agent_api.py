@@ -101,9 +101,16 @@ def add_routes(app, manager) -> None:
         if not isinstance(batch, list):
             raise HTTPError(400, "events must be a list.")
         remote.seen()
-        for event in batch:
-            if isinstance(event, dict) and isinstance(event.get("type"), str):
-                ctx.on_event(event)
+        # A batch holds up to a report interval of progress: only its newest one matters, and
+        # passing the older ones first would make the run show stale progress.
+        newest = max((i for i, e in enumerate(batch)
+                      if isinstance(e, dict) and e.get("type") == "progress"), default=-1)
+        for i, event in enumerate(batch):
+            if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+                continue
+            if event["type"] == "progress" and i != newest:
+                continue
+            ctx.on_event(event)
         h.send_json({"cancel": ctx.cancel.is_set(), "grace_seconds": ctx.grace_seconds})
 
     @app.route("PUT", PREFIX + r"/predictions")
