@@ -9,9 +9,6 @@ from typing import List, Optional
 
 from potato import __version__
 
-NOT_YET = 2  # exit code of commands that a later release fills in
-
-
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="potato", description="Potato annotation server and model "
                                 "training on local, ssh, SLURM and agent backends.")
@@ -71,24 +68,23 @@ def _parser() -> argparse.ArgumentParser:
     tg = tsub.add_parser("register", help="issue a token for an agent backend")
     tg.add_argument("name", metavar="NAME")
     tg.add_argument("config", metavar="CONFIG")
-    tg.set_defaults(func=not_yet)
+    tg.set_defaults(func=cmd_training_register)
     ta = tsub.add_parser("agent", help="run a training agent that polls the server for work")
-    ta.add_argument("--server", required=True, metavar="URL")
-    ta.add_argument("--backend", required=True, metavar="NAME")
-    ta.add_argument("--token-file", metavar="F")
-    ta.add_argument("--python", metavar="P")
-    ta.add_argument("--once", action="store_true")
-    ta.add_argument("--workdir", metavar="D")
-    ta.add_argument("--keep", action="store_true")
-    ta.add_argument("--slurm-config", metavar="slurm.json")
-    ta.set_defaults(func=not_yet)
+    ta.add_argument("--server", required=True, metavar="URL", help="the server's URL")
+    ta.add_argument("--backend", required=True, metavar="NAME", help="the agent backend")
+    ta.add_argument("--token-file", metavar="F",
+                    help="read the token from F (default: $POTATO_TRAINING_TOKEN)")
+    ta.add_argument("--python", metavar="P", help="interpreter for the worker (default: this one)")
+    ta.add_argument("--once", action="store_true", help="run one job, then exit")
+    ta.add_argument("--workdir", metavar="D", help="default ~/.cache/potato-training")
+    ta.add_argument("--keep", action="store_true", help="keep each job's bundle")
+    ta.add_argument("--slurm-config", metavar="slurm.json",
+                    help="submit the worker to SLURM with these settings (the slurm backend's "
+                         "keys); --workdir must be on storage the compute nodes share")
+    ta.add_argument("--poll-interval", type=float, default=5.0, metavar="S",
+                    help="seconds between two polls when there is no work (default 5)")
+    ta.set_defaults(func=cmd_training_agent)
     return p
-
-
-def not_yet(args) -> int:
-    print(f"potato {args.command} {args.action}: not available yet in potato {__version__}.",
-          file=sys.stderr)
-    return NOT_YET
 
 
 def _check_or_exit(path: str):
@@ -188,6 +184,21 @@ def cmd_training_check(args) -> int:
     from potato.training.cli_training import check_command
 
     return check_command(cfg, args.name, args.json)
+
+
+def cmd_training_register(args) -> int:
+    cfg = load_valid_config(args.config)
+    if cfg is None:
+        return 1
+    from potato.training.register import register
+
+    return register(cfg, args.name)
+
+
+def cmd_training_agent(args) -> int:
+    from potato.training.agent_cli import serve
+
+    return serve(args)
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -279,8 +279,10 @@ class Handler(BaseHTTPRequestHandler):
         self._body = b""
         return n
 
-    def send_file(self, path: str, start: int, size: int, content_type: str) -> None:
-        """Send a file from ``start`` (206 with Content-Range when start > 0), streamed."""
+    def send_file(self, path: str, start: int, size: int, content_type: str,
+                  on_progress=None) -> None:
+        """Send a file from ``start`` (206 with Content-Range when start > 0), streamed;
+        ``on_progress()`` is called after each block (a long download is a sign of life)."""
         status = 206 if start else 200
         self.send_response(status)
         self.send_header("Content-Type", content_type)
@@ -296,6 +298,8 @@ class Handler(BaseHTTPRequestHandler):
                 if not block:
                     break
                 self.wfile.write(block)
+                if on_progress is not None:
+                    on_progress()
 
     # -- responses -----------------------------------------------------------------------------
     def set_cookie(self, name: str, value: str, max_age: int, same_site: str = "Strict") -> None:

@@ -35,6 +35,7 @@ PROTOCOL = "v1"
 REPORT_S = 2.0
 DOWNLOAD_TRIES = 6  # the first try and five resumes
 EXIT_OK, EXIT_USAGE, EXIT_REJECTED, EXIT_LOST = 0, 2, 3, 4
+LOST_CONTACT_S = 300  # a run whose server cannot be reached this long is cancelled here
 
 
 def log(message):
@@ -121,13 +122,17 @@ def download_bundle(client, run_id, dest, expected_sha, expected_bytes):
         have = os.path.getsize(dest) if os.path.exists(dest) else 0
         if have >= expected_bytes:
             break
+        if attempt:
+            log("bundle download interrupted at %d of %d bytes (%s); resuming"
+                % (have, expected_bytes, last_error or "the connection closed"))
+            time.sleep(min(2 ** attempt * 0.2, 5))
         headers = {"Range": "bytes=%d-" % have} if have else {}
+        last_error = None
         try:
             status, resp, conn = client.request("GET", "/agent/v1/runs/%s/bundle" % run_id,
                                                 headers=headers, stream_to=True)
             try:
-                mode = "ab" if status == 206 else "wb"
-                with open(dest, mode) as f:
+                with open(dest, "ab" if status == 206 else "wb") as f:
                     while True:
                         block = resp.read(1 << 16)
                         if not block:
@@ -135,17 +140,13 @@ def download_bundle(client, run_id, dest, expected_sha, expected_bytes):
                         f.write(block)
             finally:
                 conn.close()
-        except ServerError:
-            raise
         except (OSError, http.client.HTTPException) as e:
             last_error = e
-            log("bundle download interrupted at %d bytes (%s); resuming" % (
-                os.path.getsize(dest) if os.path.exists(dest) else 0, e))
-            time.sleep(min(2 ** attempt * 0.2, 5))
     size = os.path.getsize(dest) if os.path.exists(dest) else 0
     if size < expected_bytes:
         raise RuntimeError("the bundle download stopped at %d of %d bytes after %d tries (%s)"
-                           % (size, expected_bytes, DOWNLOAD_TRIES, last_error))
+                           % (size, expected_bytes, DOWNLOAD_TRIES,
+                              last_error or "the connection closed early"))
     if sha256_of(dest) != expected_sha:
         raise RuntimeError("the downloaded bundle does not match its checksum")
 
@@ -167,9 +168,12 @@ class StdinWatch:
         self.closed.set()
 
 
-def run(client, run_id, workdir, python, watch=None, code_dir=None):
+def run(client, run_id, workdir, python, watch=None, code_dir=None, overrides=None,
+        keep_bundle=True):
     """Run one run to its end; returns the agent's exit code."""
     _, info, _ = client.request("GET", "/agent/v1/runs/%s" % run_id)
+    if overrides:
+        info["backend"] = dict(info.get("backend") or {}, **overrides)
     paths = RunPaths(workdir).create()
     log("run %s: job directory %s" % (run_id, paths.root))
     archive = paths.bundle_archive
@@ -230,6 +234,10 @@ def run(client, run_id, workdir, python, watch=None, code_dir=None):
             if state["failing_since"] is None:
                 state["failing_since"] = now
                 log("cannot reach the server (%s); will retry" % e)
+            elif now - state["failing_since"] > LOST_CONTACT_S and not state["cancel"]:
+                log("the server has been unreachable for %d s: cancelling the run here"
+                    % LOST_CONTACT_S)
+                state["cancel"] = True
         state["last_report"] = now
 
     def should_cancel():
@@ -282,6 +290,10 @@ def run(client, run_id, workdir, python, watch=None, code_dir=None):
     report(force=True)
     if state["lost"]:
         return EXIT_LOST
+    if not keep_bundle:
+        shutil.rmtree(paths.bundle, ignore_errors=True)
+        if os.path.exists(paths.bundle_archive):
+            os.unlink(paths.bundle_archive)
     status, error = supervise.explain(result)
     if getattr(result, "reason_message", None) and result.stopped != "cancelled":
         status, error = "error", result.reason_message  # the scheduler ended the job

@@ -65,6 +65,27 @@ def add_routes(app, manager) -> None:
             raise HTTPError(403, "This token is not the token of run %s." % run_id)
         return ctx, remote
 
+    @app.route("POST", r"/agent/v1/backends/(?P<name>[^/]+)/claim")
+    def claim(h, name):
+        backend = manager.backends.get(name)
+        if backend is None or backend.type != "agent":
+            raise HTTPError(404, "No agent backend %s on this server." % name)
+        header = h.headers.get("Authorization") or ""
+        token = header[len("Bearer "):].strip() if header.startswith("Bearer ") else ""
+        if not token or not manager.tokens.verify(name, token):
+            raise HTTPError(401, "The server does not accept this token for backend %s: it was "
+                                 "never issued, or registering again replaced it. Run potato "
+                                 "training register %s CONFIG on the server and use the new "
+                                 "token." % (name, name))
+        body = h.json_object()
+        agent = {k: str(body.get(k))[:200] for k in ("host", "version", "python") if body.get(k)}
+        manager.tokens.seen(name, agent.get("host"), agent.get("version"))
+        got = manager.claim(name, agent)
+        if got is None:
+            h.send_json({"run_id": None})
+        else:
+            h.send_json({"run_id": got[0], "token": got[1]})
+
     @app.route("GET", PREFIX)
     def run_info(h, run_id):
         ctx, remote = authorize(h, run_id)
@@ -91,7 +112,7 @@ def add_routes(app, manager) -> None:
                 raise HTTPError(416, "Range %s cannot be served (the bundle has %d bytes)."
                                 % (rng, size), {"Content-Range": "bytes */%d" % size})
             start = int(m.group(1))
-        h.send_file(path, start, size, "application/gzip")
+        h.send_file(path, start, size, "application/gzip", on_progress=remote.seen)
 
     @app.route("POST", PREFIX + r"/events")
     def events(h, run_id):

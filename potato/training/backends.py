@@ -45,6 +45,7 @@ class RunContext:
         self.log = log
         self.cancel = threading.Event()
         self.remote = None  # agent_api.RemoteState while a remote agent runs this run
+        self.claim = None  # for agent backends: {token, agent, ready} from Manager.claim
         self.bundle_sha256 = None
 
     @property
@@ -137,18 +138,7 @@ def make_backends(cfg: Config) -> Dict[str, TrainingBackend]:
 
             out[name] = SlurmBackend(b, cfg)
         else:
-            out[name] = UnavailableBackend(b, cfg)
+            from potato.training.remote.agent_backend import AgentBackend
+
+            out[name] = AgentBackend(b, cfg)
     return out
-
-
-class UnavailableBackend(TrainingBackend):
-    """A configured backend type this version cannot run yet: runs fail with a clear reason."""
-
-    def execute(self, ctx: RunContext) -> Outcome:
-        return Outcome("error", "The %s backend is not available in this version of Potato; run "
-                                "on local instead." % self.bcfg.type, ran_on=self.name)
-
-    def check(self) -> Dict[str, Any]:
-        return {"backend": self.name, "type": self.bcfg.type, "label": self.label, "ok": False,
-                "lines": ["The %s backend is not available in this version of Potato."
-                          % self.bcfg.type]}

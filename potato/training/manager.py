@@ -10,6 +10,7 @@ import fcntl
 import json
 import logging
 import os
+import secrets
 import shutil
 import threading
 import time
@@ -22,12 +23,13 @@ from potato.training import trainers
 from potato.training.backends import Outcome, RunContext, make_backends
 from potato.training.ingest import PredictionsError, read_predictions, score, write_back
 from potato.training.paths import RunPaths, write_json
+from potato.training.agent_tokens import AgentTokens
 from potato.training.runstore import TERMINAL, RunStore
 
 log = logging.getLogger("potato.training")
 
 RESTARTED = "the server restarted during the run"
-SUPPORTED_TYPES = ("local", "ssh", "slurm")
+SUPPORTED_TYPES = ("local", "ssh", "slurm", "agent")
 
 
 class RequestError(Exception):
@@ -84,6 +86,11 @@ class Manager:
         self._thread: Optional[threading.Thread] = None
         self._active: Dict[str, RunContext] = {}
         self._lock = threading.Lock()
+        self.tokens = AgentTokens(store)
+        for backend in self.backends.values():
+            if backend.type == "agent":
+                backend.tokens = self.tokens
+        self._claims: Dict[str, Dict[str, Any]] = {}  # run_id -> claim, until it executes
         self.auto_status = {"enabled": self.cfg.model_training.auto_retrain.enabled,
                             "reason": "auto_retrain.enabled is false"}
 
@@ -159,6 +166,49 @@ class Manager:
                 ctx.cancel.set()
         return self.runs.get(run_id)
 
+    # -- agent backends ----------------------------------------------------------------------
+    def _startable(self, run: Dict[str, Any]) -> bool:
+        """Runs of agent backends start only once an agent has claimed them."""
+        return self.backends[run["backend"]].type != "agent" or run["run_id"] in self._claims
+
+    def claim(self, backend: str, agent: Dict[str, Any], timeout: float = 60):
+        """(run_id, run token) of the run an agent of ``backend`` may take now, or None.
+
+        A run is given only when no run is active and it is the next one to start; the call
+        waits (up to ``timeout``) until the server has prepared it.
+        """
+        with self._lock:
+            if self._claims or self._active or self.runs.with_status("running"):
+                return None
+            nxt = next((r for r in self.runs.with_status("queued")
+                        if self._startable(r) or r["backend"] == backend), None)
+            if nxt is None or nxt["backend"] != backend:
+                return None
+            claim = {"token": secrets.token_urlsafe(32), "agent": agent,
+                     "ready": threading.Event()}
+            self._claims[nxt["run_id"]] = claim
+        self._wake.set()
+        claim["ready"].wait(timeout)
+        ctx = self.active_context(nxt["run_id"])
+        if ctx is None or ctx.remote is None:
+            with self._lock:
+                self._claims.pop(nxt["run_id"], None)
+            return None
+        return nxt["run_id"], claim["token"]
+
+    def _queue_timeouts(self) -> None:
+        now = time.time()
+        for run in self.runs.with_status("queued"):
+            b = self.backends.get(run["backend"])
+            limit = b.bcfg.queue_timeout_s if b is not None and b.type == "agent" else None
+            if limit and now - run["created_at"] > limit and run["run_id"] not in self._claims:
+                message = ("No agent of backend %s claimed the run within %g s. Start "
+                           "`potato training agent --server URL --backend %s` on the training "
+                           "machine (potato training register %s CONFIG gives its token)."
+                           % (run["backend"], limit, run["backend"], run["backend"]))
+                if self.runs.finish(run["run_id"], "error", message, step="no agent"):
+                    self._log(run["run_id"], "error: " + message)
+
     def active_context(self, run_id: str) -> Optional[RunContext]:
         with self._lock:
             return self._active.get(run_id)
@@ -190,9 +240,10 @@ class Manager:
         while not self._stop.is_set():
             try:
                 self._auto_retrain_tick()
-                queued = self.runs.with_status("queued")
-                if queued and not self.runs.with_status("running"):
-                    self._execute(queued[0])
+                self._queue_timeouts()
+                startable = [r for r in self.runs.with_status("queued") if self._startable(r)]
+                if startable and not self.runs.with_status("running"):
+                    self._execute(startable[0])
                     continue
             except Exception:  # keep the queue alive; the detail goes to the server log
                 log.exception("training queue error")
@@ -248,6 +299,7 @@ class Manager:
         ctx = RunContext(run, paths, self.cfg, on_event, set_step, lambda m: self._log(run_id, m))
         with self._lock:
             self._active[run_id] = ctx
+            ctx.claim = self._claims.pop(run_id, None)
         if self.runs.get(run_id)["cancel_requested"]:
             ctx.cancel.set()
         try:
@@ -273,6 +325,8 @@ class Manager:
         finally:
             with self._lock:
                 self._active.pop(run_id, None)
+            if ctx.claim is not None:
+                ctx.claim["ready"].set()  # a claim still waiting hears that the run ended
             self._retain()
             self._wake.set()
 

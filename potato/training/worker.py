@@ -17,6 +17,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
 
@@ -60,6 +61,20 @@ class Context:
         self.emitter.log(message, level)
 
 
+def _watch_parent(ctx):
+    """Stop (as if cancelled) when the process that started us dies: a SIGKILLed supervisor
+    or agent must not leave a worker training on, unseen."""
+    parent = os.getppid()
+
+    def watch():
+        while not ctx.cancelled:
+            time.sleep(1)
+            if os.getppid() != parent:
+                ctx.cancelled = True
+
+    threading.Thread(target=watch, daemon=True, name="parent-watch").start()
+
+
 def _fail(emitter, code, message, kind):
     emitter.emit("error", message=message, kind=kind)
     return code
@@ -86,6 +101,7 @@ def run(spec_path, emitter=None):
         ctx.cancelled = True
 
     signal.signal(signal.SIGTERM, on_term)
+    _watch_parent(ctx)
     if spec.get("num_threads"):
         for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
             os.environ[var] = str(spec["num_threads"])

@@ -16,7 +16,6 @@ import secrets
 import subprocess
 import tarfile
 import tempfile
-import time
 from typing import Any, Dict, Optional
 
 from potato.training import bundle as bundle_mod
@@ -24,6 +23,7 @@ from potato.training import gpus as gpus_mod
 from potato.training.agent_api import RemoteState
 from potato.training.backends import SOURCE_ROOT, Outcome, RunContext, TrainingBackend
 from potato.training.remote import errors, proc, sshcmd
+from potato.training.remote.watch import outcome_of, wait_for_agent
 from potato.training.supervise import tail
 
 DEFAULT_REMOTE_DIR = "~/.cache/potato-training"
@@ -192,61 +192,28 @@ class SshBackend(TrainingBackend):
             p.stdin.flush()
         except OSError:
             pass  # ssh already exited: reported below from its log
-        started = time.monotonic()
-        cancel_at = None
-        hb = self.bcfg.heartbeat_timeout_s
-        wall = ctx.max_wall_seconds
-        outcome = None
+
+        def gone():
+            if p.poll() is None:
+                return None
+            log_tail = tail(ctx.paths.agent_log, 8)
+            if p.returncode == 255:
+                return Outcome("error", errors.ssh_failure(host, self.bcfg.user, 255, log_tail),
+                               ran_on=self.name)
+            return Outcome("error", "The agent on %s stopped (exit %s) without reporting a "
+                                    "result: %s" % (host, p.returncode,
+                                                    log_tail[-400:] or "no output"),
+                           ran_on=self.name)
+
         try:
-            while True:
-                if remote.result_ready.wait(0.5):
-                    break
-                now = time.monotonic()
-                if p.poll() is not None:
-                    if remote.result_ready.wait(2):
-                        break
-                    log_tail = tail(ctx.paths.agent_log, 8)
-                    if p.returncode == 255:
-                        return Outcome("error", errors.ssh_failure(host, self.bcfg.user, 255,
-                                                                   log_tail), ran_on=self.name)
-                    return Outcome("error", "The agent on %s stopped (exit %s) without reporting "
-                                            "a result: %s" % (host, p.returncode,
-                                                              log_tail[-400:] or "no output"),
-                                   ran_on=self.name)
-                if ctx.cancel.is_set():
-                    if cancel_at is None:
-                        cancel_at = now
-                        ctx.set_step("cancelling on %s" % host)
-                    elif now - cancel_at > ctx.grace_seconds + 10:
-                        ctx.log("the agent did not confirm the cancel; closing the session")
-                        outcome = Outcome("cancelled", "cancelled", ran_on=self.name)
-                        break
-                last = remote.last_seen or started
-                if now - last > hb:
-                    outcome = Outcome("error", errors.silent_agent(self.name, hb),
-                                      ran_on=self.name)
-                    break
-                if wall is not None and now - started > wall:
-                    outcome = Outcome("error", "The run took longer than max_wall_seconds (%g s) "
-                                               "and was stopped." % wall, ran_on=self.name)
-                    break
+            outcome = wait_for_agent(ctx, remote, self.name, host, self.bcfg.heartbeat_timeout_s,
+                                     gone)
         finally:
             self._close(p)
             ctx.log("agent output:\n" + tail(ctx.paths.agent_log, 30))
         if outcome is not None:
             return outcome
-        result = remote.result or {}
-        status = result.get("status", "error")
-        if ctx.cancel.is_set() and status != "success":
-            return Outcome("cancelled", "cancelled", ran_on=self.name)
-        uri = self._artifact_uri(ctx, result)
-        if status == "success" and remote.copy_error:
-            return Outcome("error", "%s The predictions are saved; only model files are missing "
-                                    "from artifacts/ (they stay in %s)." % (remote.copy_error,
-                                                                            uri),
-                           ran_on=self.name, artifact_uri=uri, ingest=True)
-        return Outcome(status, result.get("error") if status != "success" else None,
-                       ran_on=self.name, artifact_uri=uri)
+        return outcome_of(ctx, remote, self.name, self._artifact_uri(ctx, remote.result or {}))
 
     def _artifact_uri(self, ctx, result) -> Optional[str]:
         remote_dir = result.get("workdir")

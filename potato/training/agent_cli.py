@@ -1,0 +1,127 @@
+"""``potato training agent``: a training machine that polls the server for work.
+
+For a machine the server cannot reach (behind NAT or a firewall): it opens every connection
+itself, claims the runs of its backend, and runs each with the same agent code as the ssh and
+slurm backends. Standard library only (Python 3.8): it may run from a plain checkout or wheel.
+"""
+
+import http.client
+import ipaddress
+import json
+import os
+import platform
+import secrets
+import sys
+import time
+from urllib.parse import urlsplit
+
+import potato
+from potato.training import agent as agent_mod
+from potato.training.agent import Client, ServerError, log
+
+POLL_S = 5.0
+SLURM_KEYS = ("partition", "gres", "time", "account", "qos", "mem", "cpus_per_task",
+              "constraint", "job_python", "prelude", "env", "num_threads", "poll_interval_s")
+
+
+def read_token(token_file):
+    if token_file:
+        try:
+            with open(token_file) as f:
+                return f.read().strip()
+        except OSError as e:
+            raise SystemExit("error: cannot read the token file %s: %s" % (token_file,
+                                                                            e.strerror))
+    token = os.environ.get("POTATO_TRAINING_TOKEN", "").strip()
+    if not token:
+        raise SystemExit("error: no token: set POTATO_TRAINING_TOKEN or pass --token-file "
+                         "(potato training register NAME CONFIG on the server prints one).")
+    return token
+
+
+def slurm_overrides(path):
+    """The scheduler settings from ``--slurm-config slurm.json`` (the slurm backend's keys)."""
+    try:
+        with open(path) as f:
+            conf = json.load(f)
+    except (OSError, ValueError) as e:
+        raise SystemExit("error: %s cannot be read as JSON: %s" % (path, e))
+    unknown = sorted(set(conf) - set(SLURM_KEYS))
+    if unknown:
+        raise SystemExit("error: %s has key(s) %s that a slurm job does not take; valid keys: %s"
+                         % (path, ", ".join(unknown), ", ".join(SLURM_KEYS)))
+    out = dict(conf, scheduler="slurm", gpus="none")
+    if "time" in out:
+        out["time"] = str(out["time"])
+    return out
+
+
+def plain_http_warning(server):
+    u = urlsplit(server)
+    if u.scheme != "http":
+        return None
+    try:
+        if ipaddress.ip_address(u.hostname).is_loopback:
+            return None
+    except ValueError:
+        if u.hostname == "localhost":
+            return None
+    return ("warning: %s is plain http: the token and the data travel unencrypted. Put the "
+            "server behind https (see docs/annotation-server.md)." % server)
+
+
+def serve(args):
+    if not args.server.startswith(("http://", "https://")):
+        print("error: --server must be the server's URL, like http://potato.example.org:8000",
+              file=sys.stderr)
+        return 2
+    warning = plain_http_warning(args.server)
+    if warning:
+        print(warning, file=sys.stderr)
+    token = read_token(args.token_file)
+    overrides = slurm_overrides(args.slurm_config) if args.slurm_config else None
+    workdir = os.path.abspath(os.path.expanduser(args.workdir or "~/.cache/potato-training"))
+    python = args.python or sys.executable
+    backend_client = Client(token, server=args.server)
+    me = {"host": platform.node(), "version": potato.__version__,
+          "python": platform.python_version()}
+    log("polling %s for runs of backend %s (work directory %s)" % (args.server, args.backend,
+                                                                   workdir))
+    failing_since = None
+    while True:
+        try:
+            _, reply, _ = backend_client.request("POST", "/agent/v1/backends/%s/claim"
+                                                 % args.backend, me)
+            failing_since = None
+        except ServerError as e:
+            if e.status in (401, 403, 404):
+                print("error: the server at %s rejected this agent: %s" % (args.server, e),
+                      file=sys.stderr)
+                return agent_mod.EXIT_REJECTED
+            log("the server answered %s: %s; trying again" % (e.status, e))
+            reply = None
+        except (OSError, http.client.HTTPException) as e:
+            if failing_since is None:
+                failing_since = time.monotonic()
+                log("cannot reach %s (%s); trying again every %g s" % (args.server, e,
+                                                                       args.poll_interval))
+            reply = None
+        if reply and reply.get("run_id"):
+            run_id = reply["run_id"]
+            log("claimed run %s" % run_id)
+            job = os.path.join(workdir, "jobs", "%s-%s" % (run_id, secrets.token_hex(3)))
+            run_client = Client(reply["token"], server=args.server)
+            try:
+                agent_mod.run(run_client, run_id, job, python, overrides=overrides,
+                              keep_bundle=args.keep)
+            except ServerError as e:
+                log("the server refused run %s: %s" % (run_id, e))
+            except Exception as e:  # one failed run must not end the agent
+                log("run %s failed in the agent: %s: %s" % (run_id, type(e).__name__, e))
+                agent_mod._send_result(run_client, run_id, {
+                    "status": "error", "exit_code": None, "error": "the agent failed: %s" % e})
+            log("run %s done" % run_id)
+            if args.once:
+                return 0
+            continue
+        time.sleep(args.poll_interval)

@@ -1,0 +1,74 @@
+"""The agent backend: a machine the server cannot reach runs ``potato training agent``, which
+polls the server, claims the backend's queued runs and runs them (see docs/backends/agent.md).
+
+A run stays ``queued`` until an agent of its backend claims it. The claim gives the agent a
+fresh run token; from there the run follows the same agent protocol as the ssh backend, and
+the agent's reports are the lease that keeps the run alive.
+"""
+
+import time
+from typing import Any, Dict
+
+from potato.training import bundle as bundle_mod
+from potato.training.agent_api import RemoteState
+from potato.training.backends import Outcome, RunContext, TrainingBackend
+from potato.training.remote.watch import outcome_of, wait_for_agent
+
+CLAIM_WAIT_S = 60  # how long a claim waits for the server to prepare the run
+
+
+class AgentBackend(TrainingBackend):
+    type = "agent"
+
+    def __init__(self, bcfg, cfg):
+        super().__init__(bcfg, cfg)
+        self.tokens = None  # set by the manager (AgentTokens on the project's store)
+
+    def settings(self) -> Dict[str, Any]:
+        # Model files stay on the agent's machine; the run records where.
+        return {"gpus": "auto", "min_free_gpu_mb": 2000, "fetch_artifacts": False,
+                "keep_remote": True, "host": "the agent's machine"}
+
+    def execute(self, ctx: RunContext) -> Outcome:
+        claim = ctx.claim  # set by Manager.claim: {token, agent, ready}
+        ctx.bundle_sha256 = bundle_mod.pack(ctx.paths.bundle, ctx.paths.bundle_archive)
+        remote = RemoteState(claim["token"], self.settings())
+        remote.seen()  # the claim itself was the agent's first word
+        ctx.remote = remote
+        agent = claim.get("agent") or {}
+        where = agent.get("host") or "the agent's machine"
+        ctx.log("claimed by the agent on %s (potato %s, Python %s)" % (
+            where, agent.get("version"), agent.get("python")))
+        ctx.set_step("waiting for the agent on %s" % where)
+        claim["ready"].set()
+        outcome = wait_for_agent(ctx, remote, self.name, where, self.bcfg.heartbeat_timeout_s)
+        if outcome is not None:
+            return outcome
+        result = remote.result or {}
+        uri = None
+        if result.get("workdir"):
+            uri = "agent://%s%s/artifacts" % (result.get("host") or where, result["workdir"])
+        return outcome_of(ctx, remote, self.name, uri)
+
+    def check(self) -> Dict[str, Any]:
+        report = {"backend": self.name, "type": "agent", "label": self.label, "ok": False,
+                  "lines": []}
+        record = self.tokens.record(self.name) if self.tokens is not None else None
+        if record is None:
+            report["lines"].append("no token issued yet: run potato training register %s "
+                                   "CONFIG on the server" % self.name)
+            return report
+
+        def when(t):
+            return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if t else "never"
+
+        report["token"] = {k: record.get(k) for k in ("issued_at", "last_seen", "agent_host",
+                                                      "agent_version")}
+        report["lines"].append("token issued %s" % when(record["issued_at"]))
+        if record.get("last_seen"):
+            report["lines"].append("last seen %s, from %s (potato %s)" % (
+                when(record["last_seen"]), record.get("agent_host"), record.get("agent_version")))
+        else:
+            report["lines"].append("no agent has connected with this token yet")
+        report["ok"] = True
+        return report

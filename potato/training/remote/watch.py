@@ -1,0 +1,56 @@
+"""Waiting for a remote agent's result: the loop the ssh, slurm and agent backends share.
+
+It returns when the agent reports a result, or with an Outcome when the agent goes silent for
+``heartbeat_timeout_s``, a cancel is not confirmed within the grace period, the wall clock runs
+out, or ``gone()`` says the agent's transport has ended (an ssh session that exited).
+"""
+
+import time
+from typing import Callable, Optional
+
+from potato.training.agent_api import RemoteState
+from potato.training.backends import Outcome, RunContext
+from potato.training.remote import errors
+
+
+def wait_for_agent(ctx: RunContext, remote: RemoteState, backend: str, where: str,
+                   heartbeat_s: float, gone: Optional[Callable[[], Optional[Outcome]]] = None,
+                   tick: float = 0.5) -> Optional[Outcome]:
+    """None once ``remote.result`` is there; otherwise the Outcome that ended the wait."""
+    started = time.monotonic()
+    cancel_at = None
+    wall = ctx.max_wall_seconds
+    while True:
+        if remote.result_ready.wait(tick):
+            return None
+        now = time.monotonic()
+        if gone is not None:
+            outcome = gone()
+            if outcome is not None:
+                return None if remote.result_ready.wait(2) else outcome
+        if ctx.cancel.is_set():
+            if cancel_at is None:
+                cancel_at = now
+                ctx.set_step("cancelling on %s" % where)
+            elif now - cancel_at > ctx.grace_seconds + 10:
+                ctx.log("the agent did not confirm the cancel within the grace period")
+                return Outcome("cancelled", "cancelled", ran_on=backend)
+        if now - (remote.last_seen or started) > heartbeat_s:
+            return Outcome("error", errors.silent_agent(backend, heartbeat_s), ran_on=backend)
+        if wall is not None and now - started > wall:
+            return Outcome("error", "The run took longer than max_wall_seconds (%g s) and was "
+                                    "stopped." % wall, ran_on=backend)
+
+
+def outcome_of(ctx: RunContext, remote: RemoteState, backend: str, uri: Optional[str]) -> Outcome:
+    """The Outcome of an agent's reported result."""
+    result = remote.result or {}
+    status = result.get("status", "error")
+    if ctx.cancel.is_set() and status != "success":
+        return Outcome("cancelled", "cancelled", ran_on=backend)
+    if status == "success" and remote.copy_error:
+        return Outcome("error", "%s The predictions are saved; only model files are missing from "
+                                "artifacts/ (they stay in %s)." % (remote.copy_error, uri),
+                       ran_on=backend, artifact_uri=uri, ingest=True)
+    return Outcome(status, result.get("error") if status != "success" else None,
+                   ran_on=backend, artifact_uri=uri)

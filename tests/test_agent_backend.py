@@ -1,0 +1,294 @@
+"""The agent backend: the real `potato training agent` process against a real server on
+loopback (register, claim, run, transfers, tokens, liveness)."""
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from potato.cli import main
+from tests.conftest import ROOT, Client
+from tests.training_helpers import KEY, PLUGINS, make_project, start_run, wait_run
+
+H = {"X-API-Key": KEY}
+
+
+def backends(**lab):
+    keys = {"type": "agent", "heartbeat_timeout_s": 5}
+    keys.update(lab)
+    inner = ", ".join(f"{k}: {v}" for k, v in keys.items())
+    return f"  backends:\n    lab: {{{inner}}}\n    lab2: {{type: agent}}\n"
+
+
+@pytest.fixture
+def env(monkeypatch):
+    monkeypatch.setenv("POTATO_TRAINER_PLUGINS", PLUGINS)
+    monkeypatch.setenv("PYTHONPATH", ROOT)
+
+
+def register(cfg, capsys, name="lab"):
+    capsys.readouterr()
+    assert main(["training", "register", name, cfg]) == 0
+    out = capsys.readouterr().out
+    token = re.search(r"export POTATO_TRAINING_TOKEN=(\S+)", out).group(1)
+    assert out.startswith(f"Token for backend '{name}' (shown once; registering again "
+                          f"replaces it):\n\n  {token}\n\nOn the training machine:\n\n")
+    assert "potato training agent --server http://" in out and f"--backend {name}" in out
+    return token
+
+
+def agent(url, token, workdir, *extra, server=None):
+    env = dict(os.environ, POTATO_TRAINING_TOKEN=token)
+    return subprocess.Popen([sys.executable, "-m", "potato", "training", "agent", "--server",
+                             server or url.rstrip("/"), "--backend", "lab", "--workdir",
+                             str(workdir), "--poll-interval", "0.2", *extra],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+
+
+def finish(p, timeout=120):
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, err = p.communicate()
+        raise AssertionError("the agent did not finish:\n" + err[-3000:])
+    return p.returncode, out, err
+
+
+def test_register_claim_run_and_write_back(tmp_path, serve, env, capsys):
+    cfg = make_project(tmp_path, backends())
+    _, url = serve(cfg)
+    c = Client(url)
+    token = register(cfg, capsys)
+    status, report = c.json("POST", "/admin/training/api/backends/lab/check", headers=H)
+    assert report["ok"] and "no agent has connected with this token yet" in report["lines"]
+    run_id = start_run(c, trainer="text-naive-bayes", schemas=["sentiment"], backend="lab")
+    time.sleep(1.0)
+    assert c.json("GET", f"/admin/training/api/runs/{run_id}", headers=H)[1]["status"] == "queued"
+    work = tmp_path / "agent work"
+    code, out, err = finish(agent(url, token, work, "--once"))
+    assert code == 0, err
+    run = wait_run(c, run_id)
+    assert run["status"] == "success", (run, err)
+    assert run["ran_on"] == "lab" and run["holdout"]["n"] > 50
+    assert run["writeback"]["written"] > 1000
+    _, item = c.json("GET", "/admin/api/items/sst-test-0002", headers=H)
+    assert item["predictions"]["sentiment"]["run_id"] == run_id
+    # The model stays in the agent's work directory, which the run names.
+    m = re.fullmatch(r"agent://([^/]+)(/.*)/artifacts", run["artifact_uri"])
+    assert m and m.group(2).startswith(str(work))
+    assert os.path.isfile(os.path.join(m.group(2), "artifacts", "sentiment.naive-bayes.json"))
+    assert not os.path.exists(os.path.join(m.group(2), "bundle"))  # no --keep
+    status, report = c.json("POST", "/admin/training/api/backends/lab/check", headers=H)
+    assert any(line.startswith("last seen ") for line in report["lines"])
+    assert report["token"]["agent_host"] == socket.gethostname()
+    assert "plain http" not in err  # loopback: no warning
+
+
+def test_old_token_rejected_after_registering_again(tmp_path, serve, env, capsys):
+    cfg = make_project(tmp_path, backends(), labels=False)
+    _, url = serve(cfg)
+    old = register(cfg, capsys)
+    register(cfg, capsys)
+    code, out, err = finish(agent(url, old, tmp_path / "w", "--once"))
+    assert code == 3
+    assert "rejected this agent" in err and "registering again replaced it" in err
+
+
+def test_token_scope(tmp_path, serve, env, capsys):
+    cfg = make_project(tmp_path, backends(), labels=False)
+    _, url = serve(cfg)
+    c = Client(url)
+    token = register(cfg, capsys)
+    auth = {"Authorization": "Bearer " + token}
+    assert c.json("GET", "/admin/training/api/runs", headers=auth)[0] == 401
+    assert c.json("GET", "/admin/training/api/runs", headers={"X-API-Key": token})[0] == 401
+    assert c.json("POST", "/agent/v1/backends/lab2/claim", json_body={}, headers=auth)[0] == 401
+    assert c.json("POST", "/agent/v1/backends/lab/claim", json_body={}, headers=auth)[0] == 200
+    assert c.json("POST", "/agent/v1/backends/local/claim", json_body={}, headers=auth)[0] == 404
+
+
+def test_queue_timeout_without_an_agent(tmp_path, serve, env):
+    _, url = serve(make_project(tmp_path, backends(queue_timeout_s=1)))
+    c = Client(url)
+    run = wait_run(c, start_run(c, trainer="text-naive-bayes", schemas=["sentiment"],
+                                backend="lab"), timeout=30)
+    assert run["status"] == "error"
+    assert run["error"].startswith("No agent of backend lab claimed the run within 1 s.")
+
+
+def test_waiting_agent_run_does_not_block_local_runs(tmp_path, serve, env):
+    _, url = serve(make_project(tmp_path, backends()))
+    c = Client(url)
+    waiting = start_run(c, trainer="text-naive-bayes", schemas=["sentiment"], backend="lab")
+    local = wait_run(c, start_run(c, trainer="text-naive-bayes", schemas=["sentiment"]))
+    assert local["status"] == "success"
+    assert c.json("GET", f"/admin/training/api/runs/{waiting}", headers=H)[1]["status"] == \
+        "queued"
+
+
+def test_agent_killed_mid_run_fails_on_heartbeat(tmp_path, serve, env, capsys):
+    cfg = make_project(tmp_path, backends())
+    _, url = serve(cfg)
+    c = Client(url)
+    token = register(cfg, capsys)
+    run_id = start_run(c, trainer="test-steps", schemas=["sentiment"], backend="lab",
+                       params={"seconds": 120})
+    p = agent(url, token, tmp_path / "w")
+    try:
+        deadline = time.time() + 60
+        while not (wait_run(c, run_id, until=("running",)).get("progress") or {}).get("current"):
+            assert time.time() < deadline
+            time.sleep(0.2)
+        p.send_signal(signal.SIGKILL)
+        p.wait(timeout=10)
+        run = wait_run(c, run_id, timeout=60)
+        assert run["status"] == "error"
+        assert run["error"] == "No word from the agent on lab for 5 seconds"
+    finally:
+        if p.poll() is None:
+            p.kill()
+        p.stdout.close()
+        p.stderr.close()
+    # The orphaned worker notices that its agent is gone and stops.
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        ps = subprocess.run(["ps", "-ewwo", "args"], capture_output=True, text=True).stdout
+        if str(tmp_path / "w") not in ps:
+            break
+        time.sleep(0.3)
+    assert str(tmp_path / "w") not in ps
+
+
+def test_oversized_predictions_fail_the_run(tmp_path, serve, env, capsys):
+    cfg = make_project(tmp_path, backends() + "  max_predictions_mb: 0.001\n")
+    _, url = serve(cfg)
+    c = Client(url)
+    token = register(cfg, capsys)
+    run_id = start_run(c, trainer="text-naive-bayes", schemas=["sentiment"], backend="lab")
+    code, out, err = finish(agent(url, token, tmp_path / "w", "--once"))
+    run = wait_run(c, run_id)
+    assert run["status"] == "error"
+    assert run["error"].startswith("the server refused the predictions: The upload")
+    assert "max_predictions_mb" in run["error"]
+
+
+class CuttingProxy:
+    """Forwards to the server; cuts the first ``cuts`` bundle downloads after ``limit`` bytes."""
+
+    def __init__(self, target_port, cuts, limit=4000):
+        self.target = ("127.0.0.1", target_port)
+        self.cuts = cuts
+        self.limit = limit
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.cut_done = 0
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        while True:
+            try:
+                client, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self.handle, args=(client,), daemon=True).start()
+
+    def handle(self, client):
+        upstream = socket.create_connection(self.target)
+        first = client.recv(65536)
+        cut = b"/bundle" in first.split(b"\r\n")[0] and self.cut_done < self.cuts
+        if cut:
+            self.cut_done += 1
+        upstream.sendall(first)
+
+        def up():
+            try:
+                while True:
+                    data = client.recv(65536)
+                    if not data:
+                        break
+                    upstream.sendall(data)
+            except OSError:
+                pass
+
+        threading.Thread(target=up, daemon=True).start()
+        sent = 0
+        try:
+            while True:
+                data = upstream.recv(65536)
+                if not data:
+                    break
+                if cut and sent + len(data) > self.limit:
+                    client.sendall(data[:self.limit - sent])
+                    client.shutdown(socket.SHUT_RDWR)  # the reader thread holds it open too
+                    break
+                client.sendall(data)
+                sent += len(data)
+        except OSError:
+            pass
+        client.close()
+        upstream.close()
+
+
+@pytest.mark.parametrize("cuts,ok", [(3, True), (6, False)])
+def test_interrupted_bundle_download_resumes(tmp_path, serve, env, capsys, cuts, ok):
+    cfg = make_project(tmp_path, backends())
+    server, url = serve(cfg)
+    c = Client(url)
+    token = register(cfg, capsys)
+    proxy = CuttingProxy(server.server_address[1], cuts)
+    run_id = start_run(c, trainer="text-naive-bayes", schemas=["sentiment"], backend="lab")
+    code, out, err = finish(agent(url, token, tmp_path / "w", "--once",
+                                  server=f"http://127.0.0.1:{proxy.port}"))
+    run = wait_run(c, run_id)
+    assert proxy.cut_done == cuts, err
+    assert err.count("bundle download interrupted") >= min(cuts, 5)
+    if ok:
+        assert run["status"] == "success", (run, err)
+    else:
+        assert run["status"] == "error"
+        assert "the bundle download stopped at" in run["error"]
+        assert "after 6 tries" in run["error"]
+
+
+def test_plain_http_to_another_host_warns():
+    from potato.training.agent_cli import plain_http_warning
+
+    assert plain_http_warning("http://127.0.0.1:8000") is None
+    assert plain_http_warning("http://localhost:8000") is None
+    assert plain_http_warning("https://potato.example.org") is None
+    assert plain_http_warning("http://potato.example.org:8000").startswith(
+        "warning: http://potato.example.org:8000 is plain http")
+
+
+@pytest.mark.slow
+def test_wheel_installs_and_runs_the_agent_command(tmp_path):
+    """The one-line install the docs promise, into a fresh virtual environment (with the
+    system's site packages, so torch & co. already present are reused, not downloaded)."""
+    wheels = tmp_path / "wheels"
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                        "-w", str(wheels), ROOT], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    [wheel] = list(wheels.glob("potato_annotation-*.whl"))
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)],
+                   check=True, timeout=120)
+    # The venv's own (older) setuptools would hide the system's one that torch asks for.
+    subprocess.run([str(venv / "bin" / "pip"), "uninstall", "-y", "-q", "setuptools"],
+                   capture_output=True, timeout=120)
+    r = subprocess.run([str(venv / "bin" / "pip"), "install", "--no-index",
+                        "--disable-pip-version-check", f"{wheel}[train-text]"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    r = subprocess.run([str(venv / "bin" / "potato"), "training", "agent", "--help"],
+                       capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert r.returncode == 0 and "usage: potato training agent" in r.stdout
