@@ -294,7 +294,7 @@ class Handler(BaseHTTPRequestHandler):
         with open(path, "rb") as f:
             f.seek(start)
             while True:
-                block = f.read(1 << 16)
+                block = f.read(1 << 20)
                 if not block:
                     break
                 self.wfile.write(block)

@@ -115,9 +115,49 @@ def sha256_of(path):
     return h.hexdigest()
 
 
+class _Hasher:
+    """sha256 on a second thread, so hashing overlaps the download (hashlib frees the GIL)."""
+
+    def __init__(self):
+        import queue
+
+        self.q = queue.Queue(maxsize=16)
+        self.sha = hashlib.sha256()
+        self.t = threading.Thread(target=self._run, daemon=True)
+        self.t.start()
+
+    def _run(self):
+        while True:
+            item = self.q.get()
+            if item is None:
+                return
+            if item is _RESTART:
+                self.sha = hashlib.sha256()
+            else:
+                self.sha.update(item)
+
+    def update(self, block):
+        self.q.put(block)
+
+    def restart(self):
+        self.q.put(_RESTART)
+
+    def hexdigest(self):
+        self.q.put(None)
+        self.t.join()
+        return self.sha.hexdigest()
+
+
+_RESTART = object()
+
+
 def download_bundle(client, run_id, dest, expected_sha, expected_bytes):
-    """Fetch the bundle archive, resuming an interrupted download with Range requests."""
+    """Fetch the bundle archive, resuming an interrupted download with Range requests, and
+    hashing as the bytes arrive (no second pass over the file)."""
     last_error = None
+    hasher = _Hasher()
+    if os.path.exists(dest):
+        os.unlink(dest)
     for attempt in range(DOWNLOAD_TRIES):
         have = os.path.getsize(dest) if os.path.exists(dest) else 0
         if have >= expected_bytes:
@@ -131,13 +171,16 @@ def download_bundle(client, run_id, dest, expected_sha, expected_bytes):
         try:
             status, resp, conn = client.request("GET", "/agent/v1/runs/%s/bundle" % run_id,
                                                 headers=headers, stream_to=True)
+            if status != 206:
+                hasher.restart()  # the whole file comes again
             try:
                 with open(dest, "ab" if status == 206 else "wb") as f:
                     while True:
-                        block = resp.read(1 << 16)
+                        block = resp.read1(1 << 20)
                         if not block:
                             break
                         f.write(block)
+                        hasher.update(block)
             finally:
                 conn.close()
         except (OSError, http.client.HTTPException) as e:
@@ -147,7 +190,7 @@ def download_bundle(client, run_id, dest, expected_sha, expected_bytes):
         raise RuntimeError("the bundle download stopped at %d of %d bytes after %d tries (%s)"
                            % (size, expected_bytes, DOWNLOAD_TRIES,
                               last_error or "the connection closed early"))
-    if sha256_of(dest) != expected_sha:
+    if size != expected_bytes or hasher.hexdigest() != expected_sha:
         raise RuntimeError("the downloaded bundle does not match its checksum")
 
 
@@ -177,8 +220,6 @@ def run(client, run_id, workdir, python, watch=None, code_dir=None, overrides=No
     paths = RunPaths(workdir).create()
     log("run %s: job directory %s" % (run_id, paths.root))
     archive = paths.bundle_archive
-    if os.path.exists(archive):  # resuming is for this download only, never a stale file
-        os.unlink(archive)
     download_bundle(client, run_id, archive, info["bundle"]["sha256"], info["bundle"]["bytes"])
     bundle_mod.safe_extract(archive, paths.bundle)
     spec = dict(info["spec"])
