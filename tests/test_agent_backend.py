@@ -292,3 +292,39 @@ def test_wheel_installs_and_runs_the_agent_command(tmp_path):
     r = subprocess.run([str(venv / "bin" / "potato"), "training", "agent", "--help"],
                        capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert r.returncode == 0 and "usage: potato training agent" in r.stdout
+
+
+def test_slurm_config_submits_the_worker(tmp_path, serve, env, capsys, monkeypatch):
+    import json
+
+    fakes = os.path.join(ROOT, "tests", "fakes")
+    monkeypatch.setenv("PATH", os.pathsep.join([os.path.join(fakes, "slurm"),
+                                                os.path.join(fakes, "scontrol"),
+                                                os.environ["PATH"]]))
+    monkeypatch.setenv("FAKE_SLURM_DIR", str(tmp_path / "slurm-state"))
+    cfg = make_project(tmp_path, backends())
+    _, url = serve(cfg)
+    c = Client(url)
+    token = register(cfg, capsys)
+    slurm_json = tmp_path / "slurm.json"
+    slurm_json.write_text(json.dumps({"partition": "gpu", "time": "00:10:00",
+                                      "job_python": sys.executable, "poll_interval_s": 0.3}))
+    run_id = start_run(c, trainer="text-naive-bayes", schemas=["sentiment"], backend="lab")
+    code, out, err = finish(agent(url, token, tmp_path / "shared", "--once", "--slurm-config",
+                                  str(slurm_json)))
+    run = wait_run(c, run_id)
+    assert run["status"] == "success", (run, err)
+    log = c.get(f"/admin/training/api/runs/{run_id}/log", headers=H).text
+    assert "Submitted SLURM job 4242 with" in log and "--partition=gpu" in log
+    assert "SLURM job 4242: RUNNING on fake-node01" in log
+
+
+def test_slurm_config_with_unknown_keys_is_refused(tmp_path):
+    bad = tmp_path / "slurm.json"
+    bad.write_text('{"partiton": "gpu"}')
+    r = subprocess.run([sys.executable, "-m", "potato", "training", "agent", "--server",
+                        "http://127.0.0.1:9", "--backend", "lab", "--slurm-config", str(bad)],
+                       cwd=ROOT, capture_output=True, text=True,
+                       env=dict(os.environ, POTATO_TRAINING_TOKEN="x"), timeout=60)
+    assert r.returncode == 1
+    assert "has key(s) partiton that a slurm job does not take" in r.stderr
