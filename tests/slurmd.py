@@ -11,6 +11,8 @@ import socket
 import subprocess
 import time
 
+from tests.sshd import free_port
+
 
 def _munge():
     if subprocess.run(["pgrep", "-x", "munged"], capture_output=True).returncode == 0:
@@ -29,14 +31,6 @@ def _munge():
                    check=True)
 
 
-def _free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def start(d):
     """Start munge (if needed), slurmctld and slurmd with state in ``d``; returns slurm.conf."""
     _munge()
@@ -47,8 +41,8 @@ def start(d):
     conf.write_text(f"""\
 ClusterName=potato-test
 SlurmctldHost={host}
-SlurmctldPort={_free_port()}
-SlurmdPort={_free_port()}
+SlurmctldPort={free_port()}
+SlurmdPort={free_port()}
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge

@@ -14,7 +14,7 @@ import pytest
 
 from potato.cli import main
 from tests.conftest import ROOT, Client
-from tests.training_helpers import KEY, PLUGINS, make_project, start_run, wait_run
+from tests.training_helpers import KEY, PLUGINS, make_project, start_run, wait_progress, wait_run
 
 H = {"X-API-Key": KEY}
 
@@ -143,10 +143,7 @@ def test_agent_killed_mid_run_fails_on_heartbeat(tmp_path, serve, env, capsys):
                        params={"seconds": 120})
     p = agent(url, token, tmp_path / "w")
     try:
-        deadline = time.time() + 60
-        while not (wait_run(c, run_id, until=("running",)).get("progress") or {}).get("current"):
-            assert time.time() < deadline
-            time.sleep(0.2)
+        wait_progress(c, run_id, timeout=60)
         p.send_signal(signal.SIGKILL)
         p.wait(timeout=10)
         run = wait_run(c, run_id, timeout=60)

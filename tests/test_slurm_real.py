@@ -13,7 +13,7 @@ import pytest
 from tests import slurmd as slurm_mod
 from tests import sshd as sshd_mod
 from tests.conftest import ROOT, Client
-from tests.training_helpers import KEY, PLUGINS, job_dirs, make_project, start_run, wait_run
+from tests.training_helpers import KEY, PLUGINS, job_dirs, make_project, start_run, wait_progress, wait_run
 
 pytestmark = pytest.mark.integration
 H = {"X-API-Key": KEY}
@@ -99,10 +99,7 @@ def test_cancel_releases_the_job(tmp_path, serve, login):
     c = Client(url)
     run_id = start_run(c, backend="cluster", schemas=["sentiment"], trainer="test-steps",
                        params={"seconds": 300})
-    deadline = time.time() + 120
-    while not (wait_run(c, run_id, until=("running",)).get("progress") or {}).get("current"):
-        assert time.time() < deadline
-        time.sleep(0.3)
+    wait_progress(c, run_id, timeout=120)
     log = c.get(f"/admin/training/api/runs/{run_id}/log", headers=H).text
     job = log.split("Submitted SLURM job ")[1].split()[0]
     assert job in squeue_ids()

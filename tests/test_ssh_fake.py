@@ -8,7 +8,7 @@ import time
 import pytest
 
 from tests.conftest import ROOT, Client
-from tests.training_helpers import KEY, PLUGINS, job_dirs, make_project, start_run, wait_run
+from tests.training_helpers import KEY, PLUGINS, job_dirs, make_project, start_run, wait_progress, wait_run
 
 H = {"X-API-Key": KEY}
 FAKES = os.path.join(ROOT, "tests", "fakes")
@@ -135,10 +135,7 @@ def test_cancel_reaches_the_remote_worker(tmp_path, serve, fake_host):
     c = Client(url)
     run_id = start_run(c, backend="gpu-server", schemas=["sentiment"], trainer="test-steps",
                        params={"seconds": 120})
-    deadline = time.time() + 60
-    while not (wait_run(c, run_id, until=("running",)).get("progress") or {}).get("current"):
-        assert time.time() < deadline
-        time.sleep(0.2)
+    wait_progress(c, run_id, timeout=60)
     c.json("POST", f"/admin/training/api/runs/{run_id}/cancel", headers=H)
     run = wait_run(c, run_id, timeout=60)
     assert run["status"] == "cancelled"
@@ -154,10 +151,7 @@ def test_token_never_on_a_command_line(tmp_path, serve, fake_host, monkeypatch):
     c = Client(url)
     run_id = start_run(c, backend="gpu-server", schemas=["sentiment"], trainer="test-steps",
                        params={"seconds": 60})
-    deadline = time.time() + 60
-    while not (wait_run(c, run_id, until=("running",)).get("progress") or {}).get("current"):
-        assert time.time() < deadline
-        time.sleep(0.2)
+    wait_progress(c, run_id, timeout=60)
     ps = subprocess.run(["ps", "-ewwo", "args"], capture_output=True, text=True).stdout
     assert "potato.training.agent" in ps
     assert token not in ps

@@ -17,7 +17,7 @@ import pytest
 
 from tests import sshd as sshd_mod
 from tests.conftest import ROOT, Client
-from tests.training_helpers import KEY, PLUGINS, job_dirs, make_project, start_run, wait_run
+from tests.training_helpers import KEY, PLUGINS, job_dirs, make_project, start_run, wait_progress, wait_run
 
 pytestmark = pytest.mark.integration
 H = {"X-API-Key": KEY}
@@ -54,14 +54,7 @@ def backend(remote, **extra):
 
 
 def running(c, run_id, timeout=60):
-    deadline = time.time() + timeout
-    while True:
-        run = wait_run(c, run_id, until=("running", "success", "error", "cancelled"))
-        assert run["status"] == "running", run
-        if (run.get("progress") or {}).get("current"):
-            return
-        assert time.time() < deadline, "the run never reported progress"
-        time.sleep(0.2)
+    wait_progress(c, run_id, timeout)
 
 
 def processes(pattern):

@@ -14,7 +14,7 @@ from potato.store import Store
 from potato.training.paths import RunPaths
 from potato.training.runstore import RunStore
 from tests.conftest import ROOT, Client
-from tests.training_helpers import KEY, PLUGINS, gold_labels, make_project, start_run, wait_run
+from tests.training_helpers import KEY, PLUGINS, gold_labels, make_project, start_run, wait_progress, wait_run
 
 H = {"X-API-Key": KEY}
 
@@ -95,10 +95,7 @@ def test_cancel_queued_and_running(tmp_path, serve):
     wait_run(c, running, until=("running",))
     status, q = c.json("POST", f"/admin/training/api/runs/{queued}/cancel", headers=H)
     assert status == 200 and q["status"] == "cancelled"
-    deadline = time.time() + 20
-    while not (wait_run(c, running, until=("running",)).get("progress") or {}).get("current"):
-        assert time.time() < deadline
-        time.sleep(0.1)
+    wait_progress(c, running, timeout=20)
     t0 = time.time()
     c.json("POST", f"/admin/training/api/runs/{running}/cancel", headers=H)
     run = wait_run(c, running, timeout=20)
@@ -131,6 +128,17 @@ def test_wall_clock_limit_stops_a_silent_child(tmp_path, serve):
     assert run["error"].startswith("The run took longer than max_wall_seconds (1.5 s)")
     assert time.time() - t0 < 15
     assert _worker_pids() == []
+
+
+def test_max_ram_mb_stops_a_hungry_worker(tmp_path, serve):
+    _, url = serve(make_project(tmp_path, "  max_ram_mb: 150"))
+    c = Client(url)
+    run = wait_run(c, start_run(c, trainer="test-hog", schemas=["sentiment"],
+                                params={"seconds": 30}))
+    assert run["status"] == "error"
+    assert run["error"].startswith("The training process used more than max_ram_mb (150 MB) "
+                                   "and was killed.")
+    assert run["duration_s"] < 20
 
 
 def test_sigkilled_child_is_reported(tmp_path, serve):

@@ -67,3 +67,15 @@ def job_dirs(root, run_id):
     import glob
 
     return glob.glob(os.path.join(str(root), "jobs", glob.escape(run_id) + "-*"))
+
+
+def wait_progress(client, run_id, timeout=60):
+    """Wait until the run is running and its worker has reported progress; fail fast if not."""
+    deadline = time.time() + timeout
+    while True:
+        run = wait_run(client, run_id, until=("running", "success", "error", "cancelled"))
+        assert run["status"] == "running", run
+        if (run.get("progress") or {}).get("current"):
+            return run
+        assert time.time() < deadline, f"run {run_id} never reported progress"
+        time.sleep(0.2)

@@ -221,11 +221,7 @@ class Handler(BaseHTTPRequestHandler):
         except UnicodeDecodeError:
             raise HTTPError(400, "The form is not valid UTF-8.")
 
-    def stream_body_to(self, path: str, limit: int, what: str) -> int:
-        """Stream the request body into ``path`` (atomically); 413 beyond ``limit`` bytes."""
-        import os
-        import tempfile
-
+    def _upload_length(self, limit: int, what: str) -> int:
         try:
             n = int(self.headers.get("Content-Length") or "")
         except ValueError:
@@ -234,16 +230,32 @@ class Handler(BaseHTTPRequestHandler):
         if n > limit:
             self.close_connection = True
             raise HTTPError(413, f"The upload ({n / 2**20:.1f} MB) is larger than {what} allows.")
-        fd, tmp = tempfile.mkstemp(prefix=".upload-", dir=os.path.dirname(path))
+        return n
+
+    def _copy_body(self, out, n: int) -> int:
+        """Copy the ``n``-byte body into the open file ``out`` as it arrives (never in memory)."""
         left = n
+        while left > 0:
+            block = self.rfile.read1(min(left, 4 << 20))
+            if not block:
+                self.close_connection = True
+                raise HTTPError(400, f"The upload ended after {n - left} of {n} bytes.")
+            out.write(block)
+            left -= len(block)
+        self._body_read = True
+        self._body = b""
+        return n
+
+    def stream_body_to(self, path: str, limit: int, what: str) -> int:
+        """Stream the request body into ``path`` (atomically); 413 beyond ``limit`` bytes."""
+        import os
+        import tempfile
+
+        n = self._upload_length(limit, what)
+        fd, tmp = tempfile.mkstemp(prefix=".upload-", dir=os.path.dirname(path))
         try:
             with os.fdopen(fd, "wb") as out:
-                while left > 0:
-                    block = self.rfile.read(min(left, 1 << 20))
-                    if not block:
-                        raise HTTPError(400, f"The upload ended after {n - left} of {n} bytes.")
-                    out.write(block)
-                    left -= len(block)
+                self._copy_body(out, n)
             os.replace(tmp, path)
         except BaseException:
             self.close_connection = True
@@ -252,32 +264,13 @@ class Handler(BaseHTTPRequestHandler):
             except OSError:
                 pass
             raise
-        self._body_read = True
-        self._body = b""
         return n
 
     def append_body_to(self, path: str, limit: int, what: str) -> int:
         """Append the request body to ``path`` (streamed); 413 beyond ``limit`` bytes."""
-        try:
-            n = int(self.headers.get("Content-Length") or "")
-        except ValueError:
-            self.close_connection = True
-            raise HTTPError(411, "Send the body with a Content-Length header.")
-        if n > limit:
-            self.close_connection = True
-            raise HTTPError(413, f"The upload is larger than {what} allows.")
-        left = n
+        n = self._upload_length(limit, what)
         with open(path, "ab") as out:
-            while left > 0:
-                block = self.rfile.read1(min(left, 4 << 20))
-                if not block:
-                    self.close_connection = True
-                    raise HTTPError(400, f"The upload ended after {n - left} of {n} bytes.")
-                out.write(block)
-                left -= len(block)
-        self._body_read = True
-        self._body = b""
-        return n
+            return self._copy_body(out, n)
 
     def send_file(self, path: str, start: int, size: int, content_type: str,
                   on_progress=None) -> None:

@@ -107,14 +107,6 @@ class Client:
         return resp.status, payload, None
 
 
-def sha256_of(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 class _Hasher:
     """sha256 on a second thread, so hashing overlaps the download (hashlib frees the GIL)."""
 

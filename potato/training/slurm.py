@@ -17,6 +17,7 @@ import subprocess
 import time
 
 from potato.training import events
+from potato.training.supervise import WorkerExit, tail
 
 SBATCH_FLAGS = (("partition", "--partition"), ("gres", "--gres"), ("time", "--time"),
                 ("account", "--account"), ("qos", "--qos"), ("mem", "--mem"),
@@ -193,21 +194,13 @@ class EventTail:
         return out
 
 
-class JobExit:
-    """What run_job learned; the same fields the agent reads from a local WorkerExit."""
+class JobExit(WorkerExit):
+    """What run_job learned: a local WorkerExit's fields, and the scheduler's word."""
 
     def __init__(self):
-        self.returncode = None
-        self.result = None
-        self.error = None
-        self.stopped = None
-        self.stderr_tail = ""
+        WorkerExit.__init__(self)
         self.reason_message = None
         self.job_id = None
-
-    @property
-    def ok(self):
-        return self.returncode == 0 and self.result is not None and self.stopped is None
 
 
 def _call(argv, env, timeout=60):
@@ -224,8 +217,6 @@ def _call(argv, env, timeout=60):
 def run_job(settings, jobdir, code_dir, run_id, env, on_event, log, should_cancel,
             grace_seconds=20.0, tick=0.5, clock=time.monotonic, on_tick=None):
     """Submit the worker and follow it to the end; returns a JobExit."""
-    from potato.training.supervise import tail
-
     out = JobExit()
     job_sh = os.path.join(jobdir, "job.sh")
     with open(job_sh, "w") as f:
@@ -254,10 +245,7 @@ def run_job(settings, jobdir, code_dir, run_id, env, on_event, log, should_cance
 
     def relay():
         for event in tailer.read():
-            if event["type"] == "result":
-                out.result = event
-            elif event["type"] == "error":
-                out.error = event
+            out.note(event)
             on_event(event)
 
     while True:

@@ -29,6 +29,13 @@ class WorkerExit:
     def ok(self):
         return self.returncode == 0 and self.result is not None and self.stopped is None
 
+    def note(self, event):
+        """Remember the events that decide how the worker ended."""
+        if event["type"] == "result":
+            self.result = event
+        elif event["type"] == "error":
+            self.error = event
+
 
 def rss_mb(pid):
     """Resident memory of a process in MB (Linux /proc), or 0 where unknown."""
@@ -94,10 +101,7 @@ def run_worker(argv, env, stderr_path, on_event, should_cancel=lambda: False,
         event = events.parse(line)
         if event is None:
             return
-        if event["type"] == "result":
-            out.result = event
-        elif event["type"] == "error":
-            out.error = event
+        out.note(event)
         on_event(event)
 
     while True:

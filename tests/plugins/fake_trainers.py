@@ -63,6 +63,15 @@ TRAINERS = {
 }
 
 
+class Hog(_Base):
+    def train(self):
+        hoard = []
+        for _ in range(int(self.ctx.params["seconds"] * 10)):
+            hoard.append(bytearray(20 << 20))  # 20 MB every 0.1 s, touched
+            time.sleep(0.1)
+        return {}
+
+
 class Env(_Base):
     def train(self):
         import importlib.util
@@ -76,6 +85,7 @@ class Env(_Base):
 
 
 TRAINERS["test-env"] = _info("test-env", Env)
+TRAINERS["test-hog"] = _info("test-hog", Hog)
 TRAINERS["test-missing-dep"] = TrainerInfo(
     "test-missing-dep", "potato_module_that_does_not_exist", "test trainer", [], {"radio"},
     install_hint="install it with: pip install nothing")
