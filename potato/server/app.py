@@ -204,7 +204,9 @@ def _add_core_routes(app: App) -> None:
                     raise HTTPError(400, str(e))
         new_position = position - 1 if action == "prev" else position + 1
         new_position = max(0, min(new_position, total))
-        app.store.save_labels(user, item_id, labels, new_position) if item_id else \
+        if item_id:
+            app.store.save_labels(user, item_id, labels, new_position)
+        else:
             app.store.set_position(user, new_position)
         h.redirect("/annotate")
 

@@ -1,0 +1,222 @@
+"""Reading a YAML config with the line of every key, and checking values at key paths.
+
+``read_yaml`` parses once and keeps the line of every key (and the source text of scalars);
+``Reader`` walks the raw data for ``config.load`` and records each problem as a ``Problem``
+with its file, line and dotted key path. PyYAML is imported only when a file is read.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Tuple
+
+Path = Tuple[Any, ...]  # a key path: ("model_training", "backends", "gpu", "python")
+
+
+class ConfigError(Exception):
+    """The config cannot be read at all: missing or unreadable file, YAML syntax error."""
+
+
+@dataclass
+class Problem:
+    """One finding about a config: an error or a warning, with where it is."""
+
+    message: str
+    key: str = ""
+    line: Optional[int] = None
+    file: str = ""
+    backend: Optional[str] = None  # the backend a finding belongs to, for acknowledgements
+
+    def format(self) -> str:
+        where = self.file
+        if self.line:
+            where = f"{where}:{self.line}"
+        return f"{where}: {self.message}" if where else self.message
+
+    def as_dict(self) -> Dict[str, Any]:
+        return {"message": self.message, "key": self.key, "line": self.line, "file": self.file,
+                "backend": self.backend}
+
+
+# ---------------------------------------------------------------------------------------------
+# Key paths and values
+
+
+def dotted(path: Path) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def suggest(key: str, valid) -> str:
+    """`` Did you mean X?`` for the closest valid key, or an empty string."""
+    close = difflib.get_close_matches(str(key), list(valid), n=1, cutoff=0.6)
+    return f" Did you mean {close[0]}?" if close else ""
+
+
+class Reader:
+    """Walks the raw YAML data and records problems with their lines."""
+
+    def __init__(self, file: str, lines: Dict[Path, int], scalars: Dict[Path, str]):
+        self.file = file
+        self.lines = lines
+        self.scalars = scalars  # the source text of each plain scalar, for SLURM times
+        self.errors: List[Problem] = []
+        self.warnings: List[Problem] = []
+
+    def line(self, path: Path) -> Optional[int]:
+        while path:
+            if path in self.lines:
+                return self.lines[path]
+            path = path[:-1]
+        return None
+
+    def problem(self, path: Path, message: str, backend: Optional[str] = None) -> Problem:
+        return Problem(message, dotted(path), self.line(path), self.file, backend)
+
+    def error(self, path: Path, message: str, backend: Optional[str] = None) -> None:
+        self.errors.append(self.problem(path, message, backend))
+
+    def warn(self, path: Path, message: str, backend: Optional[str] = None) -> None:
+        self.warnings.append(self.problem(path, message, backend))
+
+    # -- shapes ------------------------------------------------------------------------------
+    def mapping(self, value: Any, path: Path, valid, what: str, backend=None,
+                hints: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+        """The mapping at ``path`` with unknown keys reported (and dropped)."""
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            self.error(path, f"{dotted(path) or 'The config'} must be a mapping of keys to values, "
+                             f"not {_kind(value)}.", backend)
+            return {}
+        out = {}
+        for key, item in value.items():
+            if key in valid:
+                out[key] = item
+                continue
+            hint = (hints or {}).get(key)
+            extra = f" {hint}" if hint else suggest(key, valid)
+            self.error(path + (key,), f"{dotted(path + (key,))} is not a key {what} accepts."
+                                      f"{extra} Valid keys: {', '.join(valid)}.", backend)
+        return out
+
+    def text(self, m: Dict, key: str, path: Path, default=None, backend=None, numbers_ok=True):
+        if key not in m or m[key] is None:
+            return default
+        value = m[key]
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)) or (
+                not numbers_ok and not isinstance(value, str)):
+            self.error(path + (key,), f"{dotted(path + (key,))} must be a string, not "
+                                      f"{_kind(value)}.", backend)
+            return default
+        return str(value)
+
+    def number(self, m: Dict, key: str, path: Path, default=None, minimum=None, maximum=None,
+               integer=False, backend=None, positive=False):
+        if key not in m or m[key] is None:
+            return default
+        value = m[key]
+        where = dotted(path + (key,))
+        ok_type = (int,) if integer else (int, float)
+        if isinstance(value, bool) or not isinstance(value, ok_type):
+            kind = "a whole number" if integer else "a number"
+            self.error(path + (key,), f"{where} must be {kind}, not {_kind(value)} "
+                                      f"({value!r}).", backend)
+            return default
+        if positive and value <= 0:
+            self.error(path + (key,), f"{where} must be more than 0, not {value}.", backend)
+            return default
+        if minimum is not None and value < minimum or maximum is not None and value > maximum:
+            rng = (f"between {minimum} and {maximum}" if minimum is not None and maximum is not None
+                   else f"at least {minimum}" if minimum is not None else f"at most {maximum}")
+            self.error(path + (key,), f"{where} must be {rng}, not {value}.", backend)
+            return default
+        return value
+
+    def boolean(self, m: Dict, key: str, path: Path, default: bool, backend=None) -> bool:
+        if key not in m or m[key] is None:
+            return default
+        if not isinstance(m[key], bool):
+            self.error(path + (key,), f"{dotted(path + (key,))} must be true or false, not "
+                                      f"{m[key]!r}.", backend)
+            return default
+        return m[key]
+
+    def text_list(self, m: Dict, key: str, path: Path, backend=None) -> List[str]:
+        if key not in m or m[key] is None:
+            return []
+        value = m[key]
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list) or not all(
+                isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value):
+            self.error(path + (key,), f"{dotted(path + (key,))} must be a list of strings.",
+                       backend)
+            return []
+        return [str(v) for v in value]
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "empty"
+    return {bool: "true/false", int: "a number", float: "a number", str: "a string",
+            list: "a list", dict: "a mapping"}.get(type(value), type(value).__name__)
+
+
+def _walk(node, path: Path, lines: Dict[Path, int], scalars: Dict[Path, str],
+          duplicates: List[Tuple[Path, int]]) -> None:
+    import yaml
+
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            key = getattr(key_node, "value", None)
+            sub = path + (key,)
+            if sub in lines:
+                duplicates.append((sub, key_node.start_mark.line + 1))
+            lines[sub] = key_node.start_mark.line + 1
+            if isinstance(value_node, yaml.ScalarNode):
+                scalars[sub] = value_node.value
+            _walk(value_node, sub, lines, scalars, duplicates)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            lines[path + (i,)] = item.start_mark.line + 1
+            if isinstance(item, yaml.ScalarNode):
+                scalars[path + (i,)] = item.value
+            _walk(item, path + (i,), lines, scalars, duplicates)
+
+
+def read_yaml(path: str):
+    """(data, lines, scalars, duplicates) for a YAML file; ConfigError with one clear line."""
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file. Give the path to the project's YAML config.")
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a directory, not a YAML config file.")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path}: cannot be read ({getattr(e, 'strerror', None) or e}).")
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        line = f":{mark.line + 1}" if mark else ""
+        what = " ".join(x for x in (e.context, e.problem) if x)
+        raise ConfigError(f"{path}{line}: YAML syntax error: {what}. Fix the YAML at that line.")
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: YAML syntax error: {e}".rstrip())
+    finally:
+        loader.dispose()
+    lines: Dict[Path, int] = {}
+    scalars: Dict[Path, str] = {}
+    duplicates: List[Tuple[Path, int]] = []
+    if node is not None:
+        _walk(node, (), lines, scalars, duplicates)
+    return data, lines, scalars, duplicates
