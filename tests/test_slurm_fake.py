@@ -8,7 +8,9 @@ import re
 import pytest
 
 from tests.conftest import ROOT, Client
-from tests.training_helpers import KEY, PLUGINS, job_dirs, make_project, start_run, wait_progress, wait_run
+from tests.training_helpers import (
+    KEY, PLUGINS, fake_ssh_for_agent_session, job_dirs, make_project, start_run, wait_progress,
+    wait_run)
 
 H = {"X-API-Key": KEY}
 FAKES = os.path.join(ROOT, "tests", "fakes")
@@ -184,19 +186,10 @@ def test_check_without_sbatch(tmp_path, serve, cluster):
 def test_dropped_login_session_cancels_the_job(tmp_path, serve, cluster, monkeypatch):
     import time
 
-    from potato.training.remote import ssh as ssh_mod
-
     home, state = cluster
     _, url = serve(make_project(tmp_path, backend(heartbeat_timeout_s=5)))
     c = Client(url)
-    real_run_agent = ssh_mod.SshBackend._run_agent
-
-    def dropping(self, ctx, python):
-        monkeypatch.setenv("FAKE_SSH_MODE", "drop")
-        monkeypatch.setenv("FAKE_SSH_DROP_AFTER", "4")
-        return real_run_agent(self, ctx, python)
-
-    monkeypatch.setattr(ssh_mod.SshBackend, "_run_agent", dropping)
+    fake_ssh_for_agent_session(monkeypatch, FAKE_SSH_MODE="drop", FAKE_SSH_DROP_AFTER="4")
     run_id = start_run(c, backend="cluster", schemas=["sentiment"], trainer="test-steps",
                        params={"seconds": 120})
     run = wait_run(c, run_id, timeout=60)

@@ -8,7 +8,9 @@ import time
 import pytest
 
 from tests.conftest import ROOT, Client
-from tests.training_helpers import KEY, PLUGINS, job_dirs, make_project, start_run, wait_progress, wait_run
+from tests.training_helpers import (
+    KEY, PLUGINS, fake_ssh_for_agent_session, job_dirs, make_project, start_run, wait_progress,
+    wait_run)
 
 H = {"X-API-Key": KEY}
 FAKES = os.path.join(ROOT, "tests", "fakes")
@@ -97,18 +99,10 @@ def test_python_not_found(tmp_path, serve, fake_host):
 
 
 def test_hung_ssh_fails_on_heartbeat(tmp_path, serve, fake_host, monkeypatch):
-    from potato.training.remote import ssh as ssh_mod
-
     _, url = serve(make_project(tmp_path, backend(heartbeat_timeout_s=2)))
     c = Client(url)
     # The probe answers; then the agent's session hangs before the agent says anything.
-    real_run_agent = ssh_mod.SshBackend._run_agent
-
-    def hang_agent(self, ctx, python):
-        monkeypatch.setenv("FAKE_SSH_MODE", "hang")
-        return real_run_agent(self, ctx, python)
-
-    monkeypatch.setattr(ssh_mod.SshBackend, "_run_agent", hang_agent)
+    fake_ssh_for_agent_session(monkeypatch, FAKE_SSH_MODE="hang")
     run = run_on_ssh(c, trainer="text-naive-bayes")
     assert run["status"] == "error"
     assert run["error"] == "No word from the agent on gpu-server for 2 seconds"
@@ -169,18 +163,9 @@ def test_token_never_on_a_command_line(tmp_path, serve, fake_host, monkeypatch):
 
 
 def test_dropped_session_leaves_no_process(tmp_path, serve, fake_host, monkeypatch):
-    from potato.training.remote import ssh as ssh_mod
-
     _, url = serve(make_project(tmp_path, backend(heartbeat_timeout_s=5)))
     c = Client(url)
-    real_run_agent = ssh_mod.SshBackend._run_agent
-
-    def dropping_agent(self, ctx, python):
-        monkeypatch.setenv("FAKE_SSH_MODE", "drop")
-        monkeypatch.setenv("FAKE_SSH_DROP_AFTER", "4")
-        return real_run_agent(self, ctx, python)
-
-    monkeypatch.setattr(ssh_mod.SshBackend, "_run_agent", dropping_agent)
+    fake_ssh_for_agent_session(monkeypatch, FAKE_SSH_MODE="drop", FAKE_SSH_DROP_AFTER="4")
     run_id = start_run(c, backend="gpu-server", schemas=["sentiment"], trainer="test-steps",
                        params={"seconds": 120})
     run = wait_run(c, run_id, timeout=60)

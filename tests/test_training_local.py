@@ -14,7 +14,8 @@ from potato.store import Store
 from potato.training.paths import RunPaths
 from potato.training.runstore import RunStore
 from tests.conftest import ROOT, Client
-from tests.training_helpers import KEY, PLUGINS, gold_labels, make_project, start_run, wait_progress, wait_run
+from tests.training_helpers import (
+    KEY, PLUGINS, gold_labels, make_project, start_run, wait_progress, wait_run)
 
 H = {"X-API-Key": KEY}
 

@@ -79,3 +79,19 @@ def wait_progress(client, run_id, timeout=60):
             return run
         assert time.time() < deadline, f"run {run_id} never reported progress"
         time.sleep(0.2)
+
+
+def fake_ssh_for_agent_session(monkeypatch, **env):
+    """Let the probe and code copy run normally, then give the agent's ssh session the fake
+    ssh settings ``env`` (e.g. FAKE_SSH_MODE="drop"): the session misbehaves, not the set-up."""
+    from potato.training.remote import ssh as ssh_mod
+
+    real = ssh_mod.SshBackend._run_agent
+
+    def run_agent(self, ctx, python):
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        return real(self, ctx, python)
+
+    monkeypatch.setattr(ssh_mod.SshBackend, "_run_agent", run_agent)
+
