@@ -77,8 +77,10 @@ def test_naive_bayes_on_real_slurm(tmp_path, serve, login):
     blocker = subprocess.run(["sbatch", "--parsable", "-c", "2", "--output=/dev/null",
                               "--wrap", "sleep 15"], capture_output=True, text=True, check=True,
                              cwd="/var/tmp").stdout.strip()
-    # A short poll: the naive Bayes job runs for about a second, and RUNNING must be seen.
-    _, url = serve(make_project(tmp_path, backend(conf, shared, poll_interval_s=0.2)))
+    # The naive Bayes worker needs about a second; a prelude that takes a few seconds (as module
+    # loads do on real clusters) keeps the job RUNNING long enough for a 1 s poll to see it.
+    _, url = serve(make_project(tmp_path, backend(conf, shared, poll_interval_s=1,
+                                                  prelude=["sleep 4"])))
     c = Client(url)
     run = wait_run(c, start_run(c, backend="cluster", schemas=["sentiment"],
                                 trainer="text-naive-bayes"), timeout=180)

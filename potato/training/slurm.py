@@ -317,7 +317,7 @@ def run_job(settings, jobdir, code_dir, run_id, env, on_event, log, should_cance
                     break
         if on_tick is not None:
             on_tick()
-        time.sleep(tick)
+        time.sleep(max(0.05, min(tick, next_poll - clock())))
     relay()
     out.stderr_tail = tail(os.path.join(jobdir, "stderr.log"))
     return out
