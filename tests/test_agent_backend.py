@@ -325,3 +325,14 @@ def test_slurm_config_with_unknown_keys_is_refused(tmp_path):
                        env=dict(os.environ, POTATO_TRAINING_TOKEN="x"), timeout=60)
     assert r.returncode == 1
     assert "has key(s) partiton that a slurm job does not take" in r.stderr
+
+
+def test_cli_run_on_an_agent_backend_needs_the_server(tmp_path, env):
+    cfg = make_project(tmp_path, backends())
+    r = subprocess.run([sys.executable, "-m", "potato", "training", "run", cfg, "--trainer",
+                        "text-naive-bayes", "--schemas", "sentiment", "--backend", "lab"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1
+    assert r.stderr.startswith("error: runs on agent backend lab wait for an agent to poll the "
+                               "server, and no server of this project is running.")
+

@@ -111,6 +111,13 @@ def run_command(cfg, args) -> int:
     url = running_server(cfg)
     if url:
         return _run_via_server(cfg, url, args, schemas, params)
+    backend = cfg.model_training.backends.get(args.backend or cfg.model_training.backend)
+    if backend is not None and backend.type == "agent":
+        print("error: runs on agent backend %s wait for an agent to poll the server, and no "
+              "server of this project is running. Start it (potato start %s) where agents can "
+              "reach it, then run this command again: it queues through the server."
+              % (backend.name, cfg.path), file=sys.stderr)
+        return 1
     return _run_in_process(cfg, args, schemas, params)
 
 
