@@ -36,7 +36,6 @@ class RemoteState:
         self.reports = 0
         self.result: Optional[Dict[str, Any]] = None
         self.result_ready = threading.Event()
-        self.predictions_bytes = 0
         self.copy_error: Optional[str] = None
         self.host = settings.get("host", "the host")
 
@@ -142,7 +141,6 @@ def add_routes(app, manager) -> None:
         written = h.stream_body_to(ctx.paths.predictions, limit,
                                    "max_predictions_mb (%g MB)"
                                    % cfg.model_training.max_predictions_mb)
-        remote.predictions_bytes = written
         h.send_json({"ok": True, "bytes": written})
 
     @app.route("PUT", PREFIX + r"/artifacts")

@@ -123,9 +123,6 @@ class Bundle:
     def schemas(self):
         return self.manifest["schemas"]
 
-    def split(self, name):
-        return [it for it in self.items if it["split"] == name]
-
     def labelled(self, split, scheme):
         """(text, label) pairs of a split that have a label for ``scheme``."""
         return [(it["text"], it["labels"][scheme]) for it in self.items

@@ -428,17 +428,6 @@ class Manager:
                 status["reason"] = "cannot start an automatic run: %s" % e.message
         self.auto_status = status
 
-    # -- helpers for the CLI and tests ---------------------------------------------------------
-    def wait(self, run_id: str, timeout: Optional[float] = None) -> Dict[str, Any]:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            run = self.runs.get(run_id)
-            if run["status"] in TERMINAL:
-                return run
-            if deadline is not None and time.monotonic() > deadline:
-                return run
-            time.sleep(0.1)
-
 
 def _read_lines(path: str):
     try:

@@ -10,6 +10,7 @@ A run directory holds::
     run.log            a human-readable log of the run
     stderr.log         the worker's standard error
     agent.log          the remote agent's own output (remote backends)
+    job.sh, slurm.out, exit_code   a SLURM job's script, SLURM's output, the worker's status
 
 Standard library only: the worker and the agent use it on remote hosts too.
 """
@@ -90,6 +91,14 @@ class RunPaths:
     @property
     def exit_code(self):
         return os.path.join(self.root, "exit_code")
+
+    @property
+    def job_script(self):
+        return os.path.join(self.root, "job.sh")
+
+    @property
+    def slurm_out(self):
+        return os.path.join(self.root, "slurm.out")
 
     def create(self):
         os.makedirs(self.artifacts, exist_ok=True)

@@ -17,6 +17,7 @@ import subprocess
 import time
 
 from potato.training import events
+from potato.training.paths import RunPaths
 from potato.training.supervise import WorkerExit, tail
 
 SBATCH_FLAGS = (("partition", "--partition"), ("gres", "--gres"), ("time", "--time"),
@@ -40,6 +41,7 @@ def job_script(settings, jobdir, code_dir):
     """The text of job.sh. Every value is shell-quoted; ``prelude`` lines are shell code the
     user wrote for this purpose (module loads, environment activation) and go in as written."""
     q = shlex.quote
+    paths = RunPaths(jobdir)
     python = settings.get("job_python") or "python"
     lines = ["#!/bin/sh", "# Written by Potato: runs the training worker of this job.",
              "# prelude (from the backend's config)"]
@@ -54,24 +56,23 @@ def job_script(settings, jobdir, code_dir):
         "export PYTHONUNBUFFERED=1",
         "cd %s || exit 96" % q(jobdir),
         "%s -m potato.training.worker --spec %s > %s 2> %s" % (
-            q(python), q(os.path.join(jobdir, "spec.json")),
-            q(os.path.join(jobdir, "events.jsonl")), q(os.path.join(jobdir, "stderr.log"))),
+            q(python), q(paths.spec), q(paths.events), q(paths.stderr)),
         "code=$?",
-        "echo \"$code\" > %s && mv %s %s" % (q(os.path.join(jobdir, "exit_code.tmp")),
-                                             q(os.path.join(jobdir, "exit_code.tmp")),
-                                             q(os.path.join(jobdir, "exit_code"))),
+        "echo \"$code\" > %s && mv %s %s" % (q(paths.exit_code + ".tmp"),
+                                             q(paths.exit_code + ".tmp"), q(paths.exit_code)),
         "exit \"$code\"", ""]
     return "\n".join(lines)
 
 
 def sbatch_argv(settings, jobdir, run_id):
+    paths = RunPaths(jobdir)
     argv = ["sbatch", "--parsable", "--job-name=potato-%s" % run_id,
-            "--output=%s" % os.path.join(jobdir, "slurm.out"), "--chdir=%s" % jobdir]
+            "--output=%s" % paths.slurm_out, "--chdir=%s" % paths.root]
     for key, flag in SBATCH_FLAGS:
         value = settings.get(key)
         if value not in (None, ""):
             argv.append("%s=%s" % (flag, value))
-    argv.append(os.path.join(jobdir, "job.sh"))
+    argv.append(paths.job_script)
     return argv
 
 
@@ -218,10 +219,10 @@ def run_job(settings, jobdir, code_dir, run_id, env, on_event, log, should_cance
             grace_seconds=20.0, tick=0.5, clock=time.monotonic, on_tick=None):
     """Submit the worker and follow it to the end; returns a JobExit."""
     out = JobExit()
-    job_sh = os.path.join(jobdir, "job.sh")
-    with open(job_sh, "w") as f:
+    paths = RunPaths(jobdir)
+    with open(paths.job_script, "w") as f:
         f.write(job_script(settings, jobdir, code_dir))
-    os.chmod(job_sh, 0o755)
+    os.chmod(paths.job_script, 0o755)
     argv = sbatch_argv(settings, jobdir, run_id)
     rc, stdout, stderr = _call(argv, env, timeout=120)
     if rc != 0:
@@ -235,8 +236,8 @@ def run_job(settings, jobdir, code_dir, run_id, env, on_event, log, should_cance
     on_event(events.make("status", message="SLURM job %s submitted" % job_id))
     has_scontrol = shutil.which("scontrol", path=env.get("PATH")) is not None
     poll = float(settings.get("poll_interval_s") or 10)
-    tailer = EventTail(os.path.join(jobdir, "events.jsonl"))
-    exit_path = os.path.join(jobdir, "exit_code")
+    tailer = EventTail(paths.events)
+    exit_path = paths.exit_code
     last_state = None
     next_poll = clock()
     gone_since = None
@@ -301,7 +302,7 @@ def run_job(settings, jobdir, code_dir, run_id, env, on_event, log, should_cance
                         except ParseError as e:
                             log(str(e))
                 if reason is None:
-                    reason = reason_from_slurm_out(tail(os.path.join(jobdir, "slurm.out"), 50))
+                    reason = reason_from_slurm_out(tail(paths.slurm_out, 50))
                 if reason is not None:
                     out.reason_message = ended_message(job_id, reason)
                     break
@@ -319,5 +320,5 @@ def run_job(settings, jobdir, code_dir, run_id, env, on_event, log, should_cance
             on_tick()
         time.sleep(max(0.05, min(tick, next_poll - clock())))
     relay()
-    out.stderr_tail = tail(os.path.join(jobdir, "stderr.log"))
+    out.stderr_tail = tail(paths.stderr)
     return out
