@@ -102,7 +102,7 @@ def _check_or_exit(path: str):
 def print_report(report, out=None) -> None:
     out = out or sys.stdout
     for kind, items in (("error", report.errors), ("warning", report.warnings),
-                        ("acknowledged", report.acknowledged)):
+                        ("acknowledged", report.acknowledged), ("note", report.notes)):
         for p in items:
             print(f"{kind}: {p.format()}", file=out)
 

@@ -139,6 +139,7 @@ class AutoRetrain:
 
 @dataclass
 class ModelTraining:
+    enabled: bool = True
     backend: str = "local"
     backends: Dict[str, Backend] = field(default_factory=dict)
     splits: Splits = field(default_factory=Splits)
@@ -164,6 +165,7 @@ class Config:
     schemes: List[Scheme] = field(default_factory=list)
     output_dir: str = ""
     admin_api_key: Optional[str] = None
+    server_url: Optional[str] = None  # how agents and people reach this server
     debug: bool = False
     server: ServerConfig = field(default_factory=ServerConfig)
     model_training: ModelTraining = field(default_factory=ModelTraining)
@@ -191,7 +193,8 @@ class Config:
 
 
 TOP_KEYS = ("annotation_task_name", "task_dir", "data_files", "item_properties",
-            "annotation_schemes", "output_annotation_dir", "admin_api_key", "debug", "server",
+            "annotation_schemes", "output_annotation_dir", "admin_api_key", "server_url", "debug",
+            "server",
             "model_training", "validation")
 SCHEME_TYPES = ("radio", "multiselect")
 
@@ -258,6 +261,7 @@ def load(path: str) -> Tuple[Config, List[Problem], List[Problem]]:
     cfg.schemes = _schemes(r, top.get("annotation_schemes"))
     cfg.output_dir = resolve(r.text(top, "output_annotation_dir", (), "annotation_output"))
     cfg.admin_api_key = r.text(top, "admin_api_key", (), None, numbers_ok=False)
+    cfg.server_url = _server_url(r, r.text(top, "server_url", (), None, numbers_ok=False))
     cfg.debug = r.boolean(top, "debug", (), False)
     cfg.server = _server(r, top.get("server"), resolve)
     cfg.model_training = _model_training(r, top.get("model_training"), resolve)
@@ -327,7 +331,19 @@ def _server(r: Reader, raw, resolve) -> ServerConfig:
     return s
 
 
-MODEL_TRAINING_KEYS = ("backend", "backends", "splits", "split_seed", "retain_runs",
+def _server_url(r: Reader, url: Optional[str]) -> Optional[str]:
+    if url is None:
+        return None
+    m = re.match(r"^(https?)://([^/?#\s]+)(/[^?#\s]*)?$", url.strip())
+    if not m:
+        r.error(("server_url",), f"server_url is {url!r}; give the URL agents and people use to "
+                                 f"reach this server, such as https://annotate.example.org or "
+                                 f"http://gpu-lab.example.org:8000.")
+        return None
+    return url.strip().rstrip("/")
+
+
+MODEL_TRAINING_KEYS = ("enabled", "backend", "backends", "splits", "split_seed", "retain_runs",
                        "max_wall_seconds", "max_ram_mb", "num_threads", "device", "grace_seconds",
                        "max_predictions_mb", "writeback", "auto_retrain")
 
@@ -336,6 +352,7 @@ def _model_training(r: Reader, raw, resolve) -> ModelTraining:
     path: Path = ("model_training",)
     m = r.mapping(raw, path, MODEL_TRAINING_KEYS, "model_training")
     mt = ModelTraining()
+    mt.enabled = r.boolean(m, "enabled", path, True)
     mt.backend = r.text(m, "backend", path, "local", numbers_ok=False)
     mt.split_seed = r.number(m, "split_seed", path, 0, integer=True)
     mt.retain_runs = r.number(m, "retain_runs", path, 5, minimum=1, integer=True)
@@ -451,6 +468,9 @@ def _backend(r: Reader, name: str, raw, path: Path, resolve) -> Optional[Backend
                 isinstance(k, str) and re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", k) for k in env):
             r.error(path + ("env",), f"{where}.env must map variable names (letters, digits, _) "
                                      f"to values.", name)
+        elif any(isinstance(v, str) and any(c in v for c in "\n\r\0") for v in env.values()):
+            r.error(path + ("env",), f"{where}.env has a value with a line break; each variable "
+                                     f"must fit on one line.", name)
         else:
             b.env = {k: "" if v is None else str(v) for k, v in env.items()}
     if "gpus" in m:

@@ -24,6 +24,8 @@ class Report:
     errors: List[Problem] = field(default_factory=list)
     warnings: List[Problem] = field(default_factory=list)
     acknowledged: List[Problem] = field(default_factory=list)
+    # Advice that never fails --strict (the tutorial's own configs must pass it).
+    notes: List[Problem] = field(default_factory=list)
 
     def ok(self, strict: bool = False) -> bool:
         return not self.errors and not (strict and self.warnings)
@@ -32,7 +34,8 @@ class Report:
         return {"ok": self.ok(strict), "strict": strict,
                 "errors": [p.as_dict() for p in self.errors],
                 "warnings": [p.as_dict() for p in self.warnings],
-                "acknowledged": [p.as_dict() for p in self.acknowledged]}
+                "acknowledged": [p.as_dict() for p in self.acknowledged],
+                "notes": [p.as_dict() for p in self.notes]}
 
 
 def check(path: str) -> Tuple[Config, Report]:
@@ -107,6 +110,20 @@ def _rules(cfg: Config, report: Report) -> None:
                 warn(bpath + ("time",),
                      f"{where}.time is {time_text}. A job that holds a GPU for more than 6 hours "
                      f"is long on a shared cluster; check its policy", name)
+    agents = [name for name, b in mt.backends.items() if b.type == "agent"]
+    if agents and mt.enabled:
+        host = _url_host(cfg.server_url) if cfg.server_url else None
+        if cfg.server_url is None:
+            report.notes.append(Problem(
+                f"server_url is not set, so potato training register prints a guessed URL for "
+                f"agent backend {agents[0]}. Set server_url to the URL the training machine uses "
+                f"to reach this server (for example https://annotate.example.org).",
+                "server_url", None, cfg.path))
+        elif host in LOOPBACK_NAMES or (host or "").startswith("127."):
+            warn(("server_url",),
+                 f"server_url is {cfg.server_url}, a loopback address: an agent on another "
+                 f"machine (backend {agents[0]}) would talk to itself. Set server_url to the URL "
+                 f"the training machine uses to reach this server.")
     if cfg.debug:
         for name in remote:
             warn(("debug",),
@@ -115,6 +132,16 @@ def _rules(cfg: Config, report: Report) -> None:
                  f"arrives as loopback, so anyone who can log into "
                  f"{mt.backends[name].host or 'that host'} could act as admin. Set debug: false "
                  f"when {name} is configured.", name)
+
+
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "[::1]", "0.0.0.0", "ip6-localhost")
+
+
+def _url_host(url: str) -> str:
+    rest = url.split("://", 1)[-1].split("/", 1)[0].rsplit("@", 1)[-1]
+    if rest.startswith("["):
+        return rest[:rest.find("]") + 1]
+    return rest.split(":", 1)[0].lower()
 
 
 def _names_in(entry: str, backends) -> List[str]:

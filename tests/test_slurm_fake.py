@@ -180,7 +180,7 @@ def test_check_without_sbatch(tmp_path, serve, cluster):
                                       headers=H)
     assert report["ok"] is False
     assert any(line.startswith("login.cluster.example.org has no sbatch on PATH, so it cannot "
-                               "submit jobs.") for line in report["lines"])
+                               "submit jobs.") for line in report["lines"]), report["lines"]
 
 
 def test_dropped_login_session_cancels_the_job(tmp_path, serve, cluster, monkeypatch):

@@ -125,3 +125,46 @@ def test_time_limit_message(tmp_path, serve, login):
     assert run["status"] == "error"
     assert run["error"].startswith("SLURM job ") and \
         "ended before the worker finished: it reached its time limit. Raise time" in run["error"]
+
+
+def _processes_with(text):
+    """Pids of this machine's processes whose command line holds ``text`` (ours only: the
+    run id in ``text`` is unique to this test)."""
+    pids = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if argv and os.path.basename(argv[0]) == b"ssh" and any(text.encode() in a for a in argv):
+            pids.append(int(pid))
+    return pids
+
+
+def test_dropped_ssh_session_cancels_the_job(tmp_path, serve, login):
+    """Issue 11.4: the login node's ssh session dies (the server's ssh client is SIGKILLed);
+    the agent must scancel its job although its stderr is now a closed pipe."""
+    import signal
+
+    conf, shared = login
+    _, url = serve(make_project(tmp_path, backend(conf, shared)))
+    c = Client(url)
+    run_id = start_run(c, backend="cluster", schemas=["sentiment"], trainer="test-steps",
+                       params={"seconds": 300})
+    wait_progress(c, run_id, timeout=120)
+    log = c.get(f"/admin/training/api/runs/{run_id}/log", headers=H).text
+    job = log.split("Submitted SLURM job ")[1].split()[0]
+    assert job in squeue_ids()
+    clients = _processes_with(f"potato-{run_id}-")  # the session with the -R socket
+    assert clients, "no ssh client of the run found"
+    for pid in clients:
+        os.kill(pid, signal.SIGKILL)
+    deadline = time.time() + 30
+    while job in squeue_ids() and time.time() < deadline:
+        time.sleep(0.5)
+    assert job not in squeue_ids(), f"SLURM job {job} still queued 30 s after the ssh drop"
+    run = wait_run(c, run_id, timeout=180)
+    assert run["status"] == "error"

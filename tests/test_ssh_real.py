@@ -172,3 +172,24 @@ def test_fetch_artifacts_false_over_real_ssh(tmp_path, serve, real_host):
     [job] = job_dirs(real_host, run["run_id"])
     assert os.path.isfile(os.path.join(job, "artifacts", "sentiment.naive-bayes.json"))
     assert run["artifact_uri"] == f"ssh://potato-real{job}/artifacts"
+
+
+def test_cancel_ends_within_grace(tmp_path, serve, real_host):
+    """Issue 11.7: a worker that ignores SIGTERM; after grace_seconds (2 in make_project) the
+    run ends cancelled on the server and the agent's ssh session is closed."""
+    _, url = serve(make_project(tmp_path, backend(real_host)))
+    c = Client(url)
+    run_id = start_run(c, backend="gpu-server", schemas=["sentiment"],
+                       trainer="test-ignore-term", params={"seconds": 120})
+    deadline = time.time() + 60
+    while not [p for p in processes(f"jobs/{run_id}") if "potato.training.worker" in p]:
+        assert time.time() < deadline, "the worker never started"
+        time.sleep(0.2)
+    time.sleep(1)  # the worker has set its SIGTERM handler
+    asked = time.time()
+    c.json("POST", f"/admin/training/api/runs/{run_id}/cancel", headers=H)
+    run = wait_run(c, run_id, timeout=60)
+    assert run["status"] == "cancelled"
+    assert run["finished_at"] - asked <= 2 + 2, run["finished_at"] - asked
+    assert wait_gone("-R /tmp/potato-%s-" % run_id, timeout=5) == []
+    assert wait_gone(f"--run {run_id}") == [] and wait_gone(f"jobs/{run_id}") == []

@@ -38,9 +38,38 @@ EXIT_OK, EXIT_USAGE, EXIT_REJECTED, EXIT_LOST = 0, 2, 3, 4
 LOST_CONTACT_S = 300  # a run whose server cannot be reached this long is cancelled here
 
 
+_log_file = []  # where log lines go once stderr is gone (the job directory's agent.log)
+
+
 def log(message):
-    sys.stderr.write("[agent %s] %s\n" % (time.strftime("%H:%M:%S"), message))
-    sys.stderr.flush()
+    """One line to stderr; never raises. When the ssh session is gone, stderr is a closed pipe:
+    the line goes to agent.log in the job directory instead, so the cancel path keeps going."""
+    line = "[agent %s] %s\n" % (time.strftime("%H:%M:%S"), message)
+    try:
+        sys.stderr.write(line)
+        sys.stderr.flush()
+        return
+    except (OSError, ValueError):
+        pass
+    for path in _log_file:
+        try:
+            with open(path, "a") as f:
+                f.write(line)
+        except OSError:
+            pass
+
+
+def on_hangup(watch):
+    """SIGHUP and SIGTERM mean the session that started us is gone (or we are told to stop):
+    treat them like a closed stdin, so the worker (or the SLURM job) is cancelled, not left."""
+    import signal
+
+    def handler(signum, frame):
+        watch.closed.set()
+
+    for sig in (signal.SIGHUP, signal.SIGTERM):
+        signal.signal(sig, handler)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # a closed pipe is an error, not our death
 
 
 class UnixHTTPConnection(http.client.HTTPConnection):
@@ -210,6 +239,7 @@ def run(client, run_id, workdir, python, watch=None, code_dir=None, overrides=No
     if overrides:
         info["backend"] = dict(info.get("backend") or {}, **overrides)
     paths = RunPaths(workdir).create()
+    _log_file[:] = [os.path.join(paths.root, "agent.log")]
     log("run %s: job directory %s" % (run_id, paths.root))
     archive = paths.bundle_archive
     download_bundle(client, run_id, archive, info["bundle"]["sha256"], info["bundle"]["bytes"])
@@ -452,6 +482,7 @@ def main(argv=None):
         log("no run token on standard input")
         return EXIT_USAGE
     watch = StdinWatch(sys.stdin)
+    on_hangup(watch)
     client = Client(token, socket_path=args.socket, server=args.server)
     try:
         return run(client, args.run, os.path.expanduser(args.workdir), args.python, watch)

@@ -5,6 +5,7 @@ from typing import Any, Dict
 
 from potato.server.http import HTTPError
 from potato.training import trainers
+from potato.training.backends import check_backend
 from potato.training.manager import Manager, RequestError
 from potato.training.runstore import TERMINAL
 
@@ -116,7 +117,7 @@ def add_routes(app, manager: Manager) -> None:
         if backend is None:
             raise HTTPError(404, "No backend %s. Configured: %s." % (
                 name, ", ".join(manager.backends)))
-        h.send_json(backend.check())
+        h.send_json(check_backend(backend))
 
     @app.route("GET", PREFIX + r"/trainers", "admin")
     def trainer_list(h):

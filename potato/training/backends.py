@@ -124,7 +124,18 @@ class LocalBackend(TrainingBackend):
         return local_report(self.cfg)
 
 
-def make_backends(cfg: Config) -> Dict[str, TrainingBackend]:
+def check_backend(backend: TrainingBackend) -> Dict[str, Any]:
+    """The report of ``potato training check`` and of the Check button (one code path)."""
+    report = backend.check()
+    description = backend.bcfg.description
+    report["description"] = description
+    if description:
+        report["lines"] = [description] + list(report.get("lines") or [])
+    return report
+
+
+def make_backends(cfg: Config, tokens=None) -> Dict[str, TrainingBackend]:
+    """Every configured backend; agent backends see ``tokens`` (an AgentTokens) for check."""
     out: Dict[str, TrainingBackend] = {}
     for name, b in cfg.model_training.backends.items():
         if b.type == "local":
@@ -141,4 +152,5 @@ def make_backends(cfg: Config) -> Dict[str, TrainingBackend]:
             from potato.training.remote.agent_backend import AgentBackend
 
             out[name] = AgentBackend(b, cfg)
+            out[name].tokens = tokens
     return out

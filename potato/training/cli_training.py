@@ -102,6 +102,12 @@ def _api(url: str, key: Optional[str], method: str, path: str, body=None):
 def run_command(cfg, args) -> int:
     from potato.paths_server import running_server
 
+    if not cfg.model_training.enabled:
+        from potato.training.manager import DISABLED
+
+        print("error: %s. Set it to true in %s to train models." % (DISABLED, cfg.path),
+              file=sys.stderr)
+        return 1
     try:
         params = parse_params(args.param)
     except ValueError as e:
@@ -200,16 +206,25 @@ def _run_in_process(cfg, args, schemas, params) -> int:
 
 
 def check_command(cfg, name: str, as_json: bool) -> int:
-    from potato.training.backends import make_backends
+    from potato.store import Store
+    from potato.training.agent_tokens import AgentTokens
+    from potato.training.backends import check_backend, make_backends
 
-    backends = make_backends(cfg)
-    backend = backends.get(name)
-    if backend is None:
-        print("error: no backend %r in %s. Configured: %s." % (name, cfg.path,
-                                                                ", ".join(backends)),
-              file=sys.stderr)
+    bcfg = cfg.model_training.backends.get(name)
+    if bcfg is None:
+        print("error: no backend %r in %s. Configured: %s." % (
+            name, cfg.path, ", ".join(cfg.model_training.backends)), file=sys.stderr)
         return 1
-    report = backend.check()
+    store = Store(cfg.db_path) if bcfg.type == "agent" else None
+    try:
+        backend = make_backends(cfg, AgentTokens(store) if store else None)[name]
+        try:
+            report = check_backend(backend)
+        finally:
+            backend.close()
+    finally:
+        if store is not None:
+            store.close()
     if as_json:
         print(json.dumps(report, indent=2))
     else:

@@ -29,6 +29,7 @@ from potato.training.runstore import TERMINAL, RunStore
 log = logging.getLogger("potato.training")
 
 RESTARTED = "the server restarted during the run"
+DISABLED = "training is disabled (model_training.enabled: false)"
 SUPPORTED_TYPES = ("local", "ssh", "slurm", "agent")
 
 
@@ -79,7 +80,6 @@ class Manager:
         self.cfg = cfg
         self.store = store
         self.runs = RunStore(store)
-        self.backends = make_backends(cfg)
         self.poll_s = poll_s
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -87,18 +87,20 @@ class Manager:
         self._active: Dict[str, RunContext] = {}
         self._lock = threading.Lock()
         self.tokens = AgentTokens(store)
-        for backend in self.backends.values():
-            if backend.type == "agent":
-                backend.tokens = self.tokens
+        self.backends = make_backends(cfg, self.tokens)
         self._claims: Dict[str, Dict[str, Any]] = {}  # run_id -> claim, until it executes
-        self.auto_status = {"enabled": self.cfg.model_training.auto_retrain.enabled,
-                            "reason": "auto_retrain.enabled is false"}
+        mt = self.cfg.model_training
+        self.auto_status = {"enabled": mt.enabled and mt.auto_retrain.enabled,
+                            "reason": DISABLED if not mt.enabled
+                            else "auto_retrain.enabled is false"}
 
     # -- requests ------------------------------------------------------------------------------
     def resolve_request(self, trainer: Any, schemas: Any, backend: Optional[str],
                         params: Any) -> Dict[str, Any]:
         """Check a request; returns the normalised fields or raises RequestError."""
         mt = self.cfg.model_training
+        if not mt.enabled:
+            raise RequestError(409, DISABLED)
         backend = backend or mt.backend
         if not isinstance(backend, str) or backend not in mt.backends:
             raise RequestError(409, "Unknown backend %r. Configured backends: %s." % (
@@ -363,9 +365,14 @@ class Manager:
                            % ", ".join(run["schemas"]))
         spec = {"run_id": run["run_id"], "trainer": run["trainer"], "schemas": schemas,
                 "params": run["params"], "bundle": "bundle", "artifacts": "artifacts",
-                "predictions": "predictions.jsonl", "device": mt.device,
-                "num_threads": mt.num_threads,
-                "extra": {"db_path": self.cfg.db_path, "runs_dir": self.cfg.runs_dir}}
+                "predictions": "predictions.jsonl", "device": "auto", "num_threads": None,
+                "extra": {}}
+        if self.backends[run["backend"]].type == "local":
+            # device, num_threads and max_ram_mb describe this machine. A remote run uses its
+            # backend's num_threads (set by the agent) and device auto over the GPUs it got;
+            # the server's paths never leave it.
+            spec.update(device=mt.device, num_threads=mt.num_threads,
+                        extra={"db_path": self.cfg.db_path, "runs_dir": self.cfg.runs_dir})
         write_json(paths.spec, spec)
         set_step("bundle ready: %d items" % sum(c.values()))
         return None
@@ -400,7 +407,7 @@ class Manager:
     # -- auto-retrain --------------------------------------------------------------------------
     def _auto_retrain_tick(self) -> None:
         ar = self.cfg.model_training.auto_retrain
-        if not ar.enabled:
+        if not ar.enabled or not self.cfg.model_training.enabled:
             return
         count = self.store.annotation_count()
         # labels in the store when the last automatic run was queued (persisted across restarts)

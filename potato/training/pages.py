@@ -180,9 +180,9 @@ def param_inputs(trainer: Dict[str, Any], shown: bool) -> str:
 def training_page(cfg, backends: List[Dict[str, Any]], trainers: List[Dict[str, Any]],
                   runs: List[Dict[str, Any]], live: str, message: str = "") -> str:
     default = next((b for b in backends if b["default"]), backends[0])
-    backend_opts = "".join('<option value="%s" data-type="%s"%s>%s</option>' % (
-        esc(b["name"]), esc(b["type"]), " selected" if b is default else "", esc(b["label"]))
-        for b in backends)
+    backend_opts = "".join('<option value="%s" data-type="%s" title="%s"%s>%s</option>' % (
+        esc(b["name"]), esc(b["type"]), esc(b.get("description") or ""),
+        " selected" if b is default else "", esc(b["label"])) for b in backends)
     schemes = "".join(
         '<label class="option"><input type="checkbox" name="schemas" value="%s"%s> %s '
         '<span class="hint">(%s)</span></label>' % (esc(s.name), " checked" if i == 0 else "",
@@ -191,19 +191,28 @@ def training_page(cfg, backends: List[Dict[str, Any]], trainers: List[Dict[str, 
     first = next((t for t in trainers if not unavailable_reason(t, default["type"])),
                  trainers[0])
     msg = '<p class="error">%s</p>' % esc(message) if message else ""
+    disabled = form_hidden = ""
+    if not cfg.model_training.enabled:
+        disabled = ('<p class="notice" id="training-disabled">Training is disabled '
+                    '(model_training.enabled: false). Annotation works as usual; set '
+                    '<code>enabled: true</code> under <code>model_training</code> in %s and '
+                    'restart the server to train models.</p>' % esc(cfg.path))
+        form_hidden = " hidden"
     data = {"unavailable": {b["name"]: {t["name"]: unavailable_reason(t, b["type"])
                                         for t in trainers} for b in backends},
+            "descriptions": {b["name"]: b.get("description") or "" for b in backends},
             "trainers": {t["name"]: {"schema_types": t["schema_types"],
                                      "max_schemas": t["max_schemas"]} for t in trainers}}
     body = """<h1>Training</h1>
-<section class="card" aria-labelledby="start-h"><h2 id="start-h">Start a run</h2>
+<section class="card" aria-labelledby="start-h"><h2 id="start-h">Start a run</h2>{disabled}
 <div id="message" role="alert" aria-live="assertive">{msg}</div>
-<form id="run-form" method="post" action="/admin/training/start">
+<form id="run-form" method="post" action="/admin/training/start"{form_hidden}>
   <div class="row">
     <div><label for="backend">Runs on</label>
     <select id="backend" name="backend">{backend_opts}</select></div>
     <button type="button" id="check" class="secondary">Check</button>
   </div>
+  <p class="hint" id="backend-description">{description}</p>
   <div id="check-report" aria-live="polite"></div>
   <label for="trainer">Trainer</label>
   <select id="trainer" name="trainer">{trainer_opts}</select>
@@ -220,7 +229,8 @@ def training_page(cfg, backends: List[Dict[str, Any]], trainers: List[Dict[str, 
 <th scope="col">Predictions written</th><th scope="col">Duration</th></tr></thead>
 <tbody id="runs-body">{rows}</tbody></table></div></section>
 <script type="application/json" id="training-data">{data}</script>""".format(
-        msg=msg, backend_opts=backend_opts,
+        msg=msg, backend_opts=backend_opts, disabled=disabled, form_hidden=form_hidden,
+        description=esc(default.get("description") or ""),
         trainer_opts=_trainer_options(trainers, default["type"], first), schemes=schemes,
         params="".join(param_inputs(t, t is first) for t in trainers), live=live, rows=runs_rows(runs), data=json_script(data))
     return layout("Training", body, cfg, admin=True,

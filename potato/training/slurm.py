@@ -249,76 +249,84 @@ def run_job(settings, jobdir, code_dir, run_id, env, on_event, log, should_cance
             out.note(event)
             on_event(event)
 
-    while True:
-        relay()
-        now = clock()
-        if should_cancel() and term_at is None:
-            out.stopped = "cancelled"
-            term_at = now
-            _call(scancel_argv(job_id, signal_term=True), env)
-            log("sent SIGTERM to SLURM job %s (scancel --full --signal=TERM)" % job_id)
-        if term_at is not None and not killed and now - term_at > grace_seconds:
-            _call(scancel_argv(job_id), env)
-            killed = True
-            log("the worker did not stop within %g s; scancel %s" % (grace_seconds, job_id))
-        if now >= next_poll:
-            next_poll = now + poll
-            rc, stdout, stderr = _call(squeue_argv(job_id), env)
-            state = None
-            if rc == 0:
-                state = parse_squeue(stdout, job_id)
-            elif "Invalid job id" not in stderr:
-                log("squeue failed (exit %s): %s" % (rc, stderr.strip()[-200:]))
-                time.sleep(tick)
-                continue
-            if state is not None:
-                gone_since = None
-                st, reason, nodes = state
-                text = ("SLURM job %s: %s on %s" % (job_id, st, nodes) if st == "RUNNING"
-                        else "SLURM job %s: %s (%s)" % (job_id, st, reason))
-                if text != last_state:
-                    last_state = text
-                    on_event(events.make("status", message=text))
-            else:
-                # The job left the queue: exit_code and the final events decide, unless the
-                # scheduler ended it (a time limit's SIGTERM also looks like a cancel to the
-                # worker, so the scheduler's reason comes before the worker's last word).
-                relay()
-                if os.path.exists(exit_path):
-                    try:
-                        out.returncode = int(open(exit_path).read().strip() or "1")
-                    except ValueError:
-                        out.returncode = 1
-                if out.result is not None and out.returncode is not None:
-                    break
-                if out.stopped == "cancelled":
-                    break  # we cancelled it: the scheduler's ending says nothing new
-                reason = None
-                if has_scontrol:
-                    rc2, sc_out, _ = _call(scontrol_argv(job_id), env)
-                    if rc2 == 0:
+    left_queue = False
+    try:
+        while True:
+            relay()
+            now = clock()
+            if should_cancel() and term_at is None:
+                out.stopped = "cancelled"
+                term_at = now
+                _call(scancel_argv(job_id, signal_term=True), env)
+                log("sent SIGTERM to SLURM job %s (scancel --full --signal=TERM)" % job_id)
+            if term_at is not None and not killed and now - term_at > grace_seconds:
+                _call(scancel_argv(job_id), env)
+                killed = True
+                log("the worker did not stop within %g s; scancel %s" % (grace_seconds, job_id))
+            if now >= next_poll:
+                next_poll = now + poll
+                rc, stdout, stderr = _call(squeue_argv(job_id), env)
+                state = None
+                if rc == 0:
+                    state = parse_squeue(stdout, job_id)
+                elif "Invalid job id" not in stderr:
+                    log("squeue failed (exit %s): %s" % (rc, stderr.strip()[-200:]))
+                    time.sleep(tick)
+                    continue
+                if state is not None:
+                    gone_since = None
+                    st, reason, nodes = state
+                    text = ("SLURM job %s: %s on %s" % (job_id, st, nodes) if st == "RUNNING"
+                            else "SLURM job %s: %s (%s)" % (job_id, st, reason))
+                    if text != last_state:
+                        last_state = text
+                        on_event(events.make("status", message=text))
+                else:
+                    # The job left the queue: exit_code and the final events decide, unless the
+                    # scheduler ended it (a time limit's SIGTERM also looks like a cancel to the
+                    # worker, so the scheduler's reason comes before the worker's last word).
+                    relay()
+                    if os.path.exists(exit_path):
                         try:
-                            reason = reason_from_scontrol(parse_scontrol(sc_out))
-                        except ParseError as e:
-                            log(str(e))
-                if reason is None:
-                    reason = reason_from_slurm_out(tail(paths.slurm_out, 50))
-                if reason is not None:
-                    out.reason_message = ended_message(job_id, reason)
-                    break
-                if out.returncode is not None:
-                    break  # the worker's own failure: its exit code and error event say why
-                if gone_since is None:
-                    gone_since = now
-                elif now - gone_since > float(settings.get("lost_after_s", LOST_AFTER_S)):
-                    out.reason_message = ("SLURM job %s left the queue without an exit code or "
-                                          "a reason from the scheduler; it is treated as lost. "
-                                          "keep_remote: true keeps slurm.out for a look."
-                                          % job_id)
-                    break
-        if on_tick is not None:
-            on_tick()
-        time.sleep(max(0.05, min(tick, next_poll - clock())))
+                            out.returncode = int(open(exit_path).read().strip() or "1")
+                        except ValueError:
+                            out.returncode = 1
+                    if out.result is not None and out.returncode is not None:
+                        break
+                    if out.stopped == "cancelled":
+                        break  # we cancelled it: the scheduler's ending says nothing new
+                    reason = None
+                    if has_scontrol:
+                        rc2, sc_out, _ = _call(scontrol_argv(job_id), env)
+                        if rc2 == 0:
+                            try:
+                                reason = reason_from_scontrol(parse_scontrol(sc_out))
+                            except ParseError as e:
+                                log(str(e))
+                    if reason is None:
+                        reason = reason_from_slurm_out(tail(paths.slurm_out, 50))
+                    if reason is not None:
+                        out.reason_message = ended_message(job_id, reason)
+                        break
+                    if out.returncode is not None:
+                        break  # the worker's own failure: its exit code and error event say why
+                    if gone_since is None:
+                        gone_since = now
+                    elif now - gone_since > float(settings.get("lost_after_s", LOST_AFTER_S)):
+                        out.reason_message = ("SLURM job %s left the queue without an exit code or "
+                                              "a reason from the scheduler; it is treated as lost. "
+                                              "keep_remote: true keeps slurm.out for a look."
+                                              % job_id)
+                        break
+            if on_tick is not None:
+                on_tick()
+            time.sleep(max(0.05, min(tick, next_poll - clock())))
+        left_queue = True
+    finally:
+        if not left_queue:
+            # Whatever stopped the loop (a closed pipe, a signal, a bug), the job must not keep
+            # its GPUs: cancel it before anything else can fail.
+            _call(scancel_argv(job_id), env)
     relay()
     out.stderr_tail = tail(paths.stderr)
     return out

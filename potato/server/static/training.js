@@ -67,7 +67,12 @@
     });
   }
 
-  backend.addEventListener("change", function () { report.innerHTML = ""; syncTrainers(); });
+  function syncDescription() {
+    var d = $("backend-description");
+    if (d) d.textContent = (data.descriptions || {})[backend.value] || "";
+  }
+
+  backend.addEventListener("change", function () { report.innerHTML = ""; syncDescription(); syncTrainers(); });
   trainer.addEventListener("change", syncParams);
 
   $("check").addEventListener("click", function () {

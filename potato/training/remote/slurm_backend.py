@@ -19,11 +19,6 @@ v=$("$jp" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' 2>/dev/null)
 """
 
 
-def env_prefix(env: Dict[str, str]) -> str:
-    """``export K=V;`` for the backend's env, quoted, before a remote command."""
-    return "".join("export %s=%s; " % (k, sshcmd.shlex.quote(v)) for k, v in sorted(env.items()))
-
-
 class SlurmBackend(SshBackend):
     type = "slurm"
     lost_after_s = slurm_job.LOST_AFTER_S
@@ -55,7 +50,7 @@ class SlurmBackend(SshBackend):
         lines.append("%s: Python %s (%s) runs the agent" % (host, info["python"],
                                                             info["executable"]))
         job_python = self.bcfg.job_python or "python"
-        r = self._ssh(env_prefix(self.bcfg.env) + sshcmd.sh(CHECK_SH, job_python), timeout=60)
+        r = self._ssh(sshcmd.sh(CHECK_SH, job_python), timeout=60)
         found = {}
         job_py = None
         for line in r.stdout.splitlines():

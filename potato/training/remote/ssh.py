@@ -74,14 +74,19 @@ class SshBackend(TrainingBackend):
 
     # -- building blocks -----------------------------------------------------------------------
     def argv(self, command: str, forward: Optional[str] = None):
-        return sshcmd.ssh_argv(self.bcfg, command, self._control_dir, forward)
+        """ssh argv for ``command``, which runs with the backend's env (see ``stdin``)."""
+        return sshcmd.ssh_argv(self.bcfg, sshcmd.with_env(command), self._control_dir, forward)
+
+    def stdin(self, data: bytes = b"") -> bytes:
+        """What a remote command's stdin starts with: the backend's env, then ``data``."""
+        return sshcmd.env_header(self.bcfg.env) + data
 
     @property
     def venv_key(self) -> str:
         return hashlib.sha256(json.dumps(sorted(self.bcfg.packages)).encode()).hexdigest()[:16]
 
     def _ssh(self, command: str, input_bytes=None, timeout=120):
-        r = proc.run(self.argv(command), input_bytes, timeout)
+        r = proc.run(self.argv(command), self.stdin(input_bytes or b""), timeout)
         if r.timed_out:
             raise errors.ConnectError("ssh to %s did not answer within %d s. Check the host and "
                                       "the network." % (self.bcfg.host, timeout))
@@ -188,7 +193,7 @@ class SshBackend(TrainingBackend):
             p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=agent_log,
                                  stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            p.stdin.write((token + "\n").encode())
+            p.stdin.write(self.stdin((token + "\n").encode()))
             p.stdin.flush()
         except OSError:
             pass  # ssh already exited: reported below from its log
@@ -209,7 +214,7 @@ class SshBackend(TrainingBackend):
             outcome = wait_for_agent(ctx, remote, self.name, host, self.bcfg.heartbeat_timeout_s,
                                      gone)
         finally:
-            self._close(p)
+            self._close(p, quick=ctx.cancel.is_set())
             ctx.log("agent output:\n" + tail(ctx.paths.agent_log, 30))
         if outcome is not None:
             return outcome
@@ -222,18 +227,21 @@ class SshBackend(TrainingBackend):
             return "ssh://%s%s/artifacts" % (self.bcfg.host, remote_dir)
         return ctx.paths.artifacts
 
-    def _close(self, p: subprocess.Popen) -> None:
-        """Close the agent's stdin (it stops the worker if still running), then the session."""
+    def _close(self, p: subprocess.Popen, quick: bool = False) -> None:
+        """Close the agent's stdin (it stops the worker if still running), then the session.
+
+        ``quick`` (a cancel): the grace period is over, so the session is closed at once; the
+        agent on the host sees its stdin close and stops the worker or cancels its job."""
         try:
             p.stdin.close()
         except OSError:
             pass
         try:
-            p.wait(timeout=15)
+            p.wait(timeout=0.5 if quick else 15)
         except subprocess.TimeoutExpired:
             p.terminate()
             try:
-                p.wait(timeout=5)
+                p.wait(timeout=1 if quick else 5)
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()

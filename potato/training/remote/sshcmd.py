@@ -39,12 +39,35 @@ def ssh_argv(bcfg, remote_command: str, control_dir: Optional[str] = None,
     return argv + ["--", bcfg.host, remote_command]
 
 
+# Every remote command runs under this wrapper: it first reads the backend's ``env`` from stdin
+# (NAME=value lines up to an empty line; values stay off the command line, which every account
+# on a shared host can read) and exports it, so the probe, check, venv install, agent and job
+# all see the same PATH. What follows the empty line on stdin is the command's own input.
+ENV_SH = 'while IFS= read -r kv && [ -n "$kv" ]; do export "$kv" || exit 95; done; eval "$1"'
+
+
+def with_env(command: str) -> str:
+    """``command`` run after the backend's env (sent by ``env_header``) is exported."""
+    return sh(ENV_SH, command)
+
+
+def env_header(env) -> bytes:
+    """The stdin lines ``with_env`` reads: ``NAME=value`` each, then an empty line."""
+    lines = []
+    for k, v in sorted((env or {}).items()):
+        if "\n" in v or "\r" in v or "\0" in v:
+            raise ValueError("env %s holds a line break; put each variable on one line" % k)
+        lines.append("%s=%s\n" % (k, v))
+    return ("".join(lines) + "\n").encode("utf-8")
+
+
 def sh(script: str, *args: str) -> str:
     """A remote command that runs ``script`` with POSIX sh and positional args, all quoted.
 
-    Wrapping in ``sh -c`` keeps the script POSIX whatever the login shell is.
+    Wrapping in ``sh -c`` keeps the script POSIX whatever the login shell is; ``/bin/sh`` by
+    path, because the backend's ``env`` may set a PATH without /bin before it runs.
     """
-    return " ".join(["sh", "-c", shlex.quote(script), "potato"] + [shlex.quote(a) for a in args])
+    return " ".join(["/bin/sh", "-c", shlex.quote(script), "potato"] + [shlex.quote(a) for a in args])
 
 
 # Run by the remote python in the probe (Python 3.8, standard library): one JSON line.

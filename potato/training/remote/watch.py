@@ -32,8 +32,11 @@ def wait_for_agent(ctx: RunContext, remote: RemoteState, backend: str, where: st
             if cancel_at is None:
                 cancel_at = now
                 ctx.set_step("cancelling on %s" % where)
-            elif now - cancel_at > ctx.grace_seconds + 10:
-                ctx.log("the agent did not confirm the cancel within the grace period")
+            elif now - cancel_at >= ctx.grace_seconds:
+                # The tutorial's promise: after grace_seconds the run ends cancelled here, and
+                # the backend closes the agent's session (the agent then stops what is left).
+                ctx.log("the agent did not confirm the cancel within grace_seconds (%g s); the "
+                        "run ends here and its session is closed" % ctx.grace_seconds)
                 return Outcome("cancelled", "cancelled", ran_on=backend)
         if now - (remote.last_seen or started) > heartbeat_s:
             return Outcome("error", errors.silent_agent(backend, heartbeat_s), ran_on=backend)
