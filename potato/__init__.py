@@ -5,4 +5,4 @@ any training library, so remote hosts (which have only the standard library) can
 ``potato.training`` modules from a copied checkout.
 """
 
-__version__ = "0.1.0"
+__version__ = "2.14.0"

@@ -113,7 +113,7 @@ def _rules(cfg: Config, report: Report) -> None:
     agents = [name for name, b in mt.backends.items() if b.type == "agent"]
     if agents and mt.enabled:
         host = _url_host(cfg.server_url) if cfg.server_url else None
-        if cfg.server_url is None:
+        if cfg.server_url is None and ("server_url",) not in cfg.key_lines:
             report.notes.append(Problem(
                 f"server_url is not set, so potato training register prints a guessed URL for "
                 f"agent backend {agents[0]}. Set server_url to the URL the training machine uses "

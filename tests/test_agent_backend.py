@@ -148,7 +148,8 @@ def test_agent_killed_mid_run_fails_on_heartbeat(tmp_path, serve, env, capsys):
         p.wait(timeout=10)
         run = wait_run(c, run_id, timeout=60)
         assert run["status"] == "error"
-        assert run["error"] == "No word from the agent on lab for 5 seconds"
+        assert run["error"] == ("No word from the agent on lab for 5 seconds. The machine or the "
+                                "network to it went away.")
     finally:
         if p.poll() is None:
             p.kill()
@@ -265,30 +266,6 @@ def test_plain_http_to_another_host_warns():
     assert plain_http_warning("https://potato.example.org") is None
     assert plain_http_warning("http://potato.example.org:8000").startswith(
         "warning: http://potato.example.org:8000 is plain http")
-
-
-@pytest.mark.slow
-def test_wheel_installs_and_runs_the_agent_command(tmp_path):
-    """The one-line install the docs promise, into a fresh virtual environment (with the
-    system's site packages, so torch & co. already present are reused, not downloaded)."""
-    wheels = tmp_path / "wheels"
-    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                        "-w", str(wheels), ROOT], capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr[-2000:]
-    [wheel] = list(wheels.glob("potato_annotation-*.whl"))
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)],
-                   check=True, timeout=120)
-    # The venv's own (older) setuptools would hide the system's one that torch asks for.
-    subprocess.run([str(venv / "bin" / "pip"), "uninstall", "-y", "-q", "setuptools"],
-                   capture_output=True, timeout=120)
-    r = subprocess.run([str(venv / "bin" / "pip"), "install", "--no-index",
-                        "--disable-pip-version-check", f"{wheel}[train-text]"],
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    r = subprocess.run([str(venv / "bin" / "potato"), "training", "agent", "--help"],
-                       capture_output=True, text=True, timeout=60, cwd=tmp_path)
-    assert r.returncode == 0 and "usage: potato training agent" in r.stdout
 
 
 def test_slurm_config_submits_the_worker(tmp_path, serve, env, capsys, monkeypatch):

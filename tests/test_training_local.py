@@ -155,7 +155,7 @@ def test_missing_dependency_message(tmp_path, serve):
     c = Client(url)
     run = wait_run(c, start_run(c, trainer="test-missing-dep", schemas=["sentiment"]))
     assert run["status"] == "error"
-    assert run["error"].startswith("Trainer 'test-missing-dep' could not be imported: ")
+    assert run["error"].startswith("Trainer 'test-missing-dep' could not be imported. ")
     assert "install it with: pip install nothing" in run["error"]
 
 

@@ -334,7 +334,8 @@ class Handler(BaseHTTPRequestHandler):
     def redirect(self, location: str) -> None:
         self.send(303, b"", "text/plain; charset=utf-8", {"Location": location})
 
-    def _send_error(self, status: int, message: str, headers: Dict[str, str]) -> None:
+    def _send_error(self, status: int, message: str,
+                    headers: Optional[Dict[str, str]] = None) -> None:
         if status == 303:
             self.send(303, b"", "text/plain; charset=utf-8", headers)
         elif self.wants_json():

@@ -15,6 +15,7 @@ import time
 from typing import Any, Dict, Optional
 
 from potato.server.http import HTTPError
+from potato.training import wheel
 from potato.training.paths import read_json
 from potato.training.remote.errors import copy_stalled
 
@@ -84,6 +85,15 @@ def add_routes(app, manager) -> None:
             h.send_json({"run_id": None})
         else:
             h.send_json({"run_id": got[0], "token": got[1]})
+
+    @app.route("GET", re.escape(wheel.URL_PATH))
+    def wheel_file(h):
+        """The server's own wheel (public: it is Potato's source, no secret)."""
+        try:
+            path = wheel.wheel_path(cfg.output_dir)
+        except wheel.WheelError as e:
+            raise HTTPError(503, str(e))
+        h.send_file(path, 0, os.path.getsize(path), "application/octet-stream")
 
     @app.route("GET", PREFIX)
     def run_info(h, run_id):

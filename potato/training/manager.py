@@ -33,6 +33,13 @@ DISABLED = "training is disabled (model_training.enabled: false)"
 SUPPORTED_TYPES = ("local", "ssh", "slurm", "agent")
 
 
+def agent_wait_step(backend: str) -> str:
+    """What a queued run of an agent backend is waiting for, and what to do about it."""
+    return ("waiting for an agent of backend %s to poll the server: start potato training agent "
+            "--backend %s on the training machine (Check on the Training page shows its token)"
+            % (backend, backend))
+
+
 class RequestError(Exception):
     """A run request that cannot be queued; ``status`` is the HTTP status to answer."""
 
@@ -148,6 +155,11 @@ class Manager:
         run = self.runs.create(req["trainer"], req["schemas"], req["backend"], req["params"], auto)
         self._log(run["run_id"], "queued: trainer %s, schemas %s, backend %s, params %s" % (
             run["trainer"], ",".join(run["schemas"]), run["backend"], json.dumps(run["params"])))
+        if self.backends[run["backend"]].type == "agent":
+            step = agent_wait_step(run["backend"])
+            self.runs.update(run["run_id"], step=step)
+            self._log(run["run_id"], step)
+            run = self.runs.get(run["run_id"])
         self._wake.set()
         return run
 

@@ -1,17 +1,24 @@
-"""``potato training register NAME CONFIG``: issue the token of an agent backend, once."""
+"""``potato training register NAME CONFIG``: issue the token of an agent backend, once, and
+say how to install and start the agent on the training machine."""
 
 import socket
 import sys
+from typing import Tuple
 
 from potato.store import Store
+from potato.training import wheel
 from potato.training.agent_tokens import AgentTokens
 
 
-def server_url(cfg) -> str:
+def server_url(cfg) -> Tuple[str, bool]:
+    """(the URL agents use to reach this server, whether it is only a guess)."""
+    if cfg.server_url:
+        return cfg.server_url, False
     host = cfg.server.host
     if host in ("127.0.0.1", "localhost", "::1", "0.0.0.0", "::", ""):
         host = socket.getfqdn() or "this-server"
-    return "http://%s:%d" % (host, cfg.server.port)
+    scheme = "https" if cfg.server.tls_cert else "http"
+    return "%s://%s:%d" % (scheme, host, cfg.server.port), True
 
 
 def register(cfg, name: str) -> int:
@@ -23,6 +30,12 @@ def register(cfg, name: str) -> int:
                                                             ", ".join(agents) or "none"),
               file=sys.stderr)
         return 1
+    url, guessed = server_url(cfg)
+    try:
+        wheel.wheel_path(cfg.output_dir)
+        install = "  " + wheel.install_line(url)
+    except wheel.WheelError as e:
+        install = "  (%s)" % e
     store = Store(cfg.db_path)
     try:
         token = AgentTokens(store).issue(name)
@@ -31,7 +44,12 @@ def register(cfg, name: str) -> int:
     print("Token for backend '%s' (shown once; registering again replaces it):\n\n"
           "  %s\n\n"
           "On the training machine:\n\n"
+          "%s\n"
           "  export POTATO_TRAINING_TOKEN=%s\n"
-          "  potato training agent --server %s --backend %s" % (name, token, token,
-                                                               server_url(cfg), name))
+          "  potato training agent --server %s --backend %s" % (name, token, install, token,
+                                                               url, name))
+    if guessed:
+        print("\n%s is a guess (server_url is not set in %s). If the training machine reaches "
+              "this server by another URL (a proxy, a public name), set server_url to it and "
+              "register again." % (url, cfg.path))
     return 0

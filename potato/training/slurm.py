@@ -10,6 +10,7 @@ Builders and parsers are pure functions; ``run_job`` is the loop.
 """
 
 import os
+import platform
 import re
 import shlex
 import shutil
@@ -204,6 +205,22 @@ class JobExit(WorkerExit):
         self.job_id = None
 
 
+NEEDED = ("sbatch", "squeue", "scancel")
+WHAT_FOR = {"sbatch": "submit jobs", "squeue": "follow its jobs", "scancel": "cancel its jobs"}
+
+
+def missing_commands(env):
+    """The SLURM commands the agent needs that are not on the PATH it runs them with."""
+    return [c for c in NEEDED if shutil.which(c, path=env.get("PATH", os.defpath)) is None]
+
+
+def no_command_message(host, command):
+    """The tutorial's sentence, the same in ``training check`` and in a run's error."""
+    return ("%s has no %s on PATH, so it cannot %s. Set PATH under the backend's env (for "
+            "example env: {PATH: \"/opt/slurm/bin:/usr/bin:/bin\"})." % (host, command,
+                                                                      WHAT_FOR[command]))
+
+
 def _call(argv, env, timeout=60):
     try:
         r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -219,6 +236,9 @@ def run_job(settings, jobdir, code_dir, run_id, env, on_event, log, should_cance
             grace_seconds=20.0, tick=0.5, clock=time.monotonic, on_tick=None):
     """Submit the worker and follow it to the end; returns a JobExit."""
     out = JobExit()
+    missing = missing_commands(env)
+    if missing:
+        raise SlurmError(no_command_message(settings.get("host") or platform.node(), missing[0]))
     paths = RunPaths(jobdir)
     with open(paths.job_script, "w") as f:
         f.write(job_script(settings, jobdir, code_dir))

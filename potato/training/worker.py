@@ -117,8 +117,8 @@ def run(spec_path, emitter=None):
     except ImportError as e:
         hint = (" (%s)" % info.install_hint) if info.install_hint else ""
         return _fail(emitter, events.EXIT_MISSING_DEPENDENCY,
-                     "Trainer '%s' could not be imported: %s%s. Python: %s"
-                     % (info.name, e, hint, sys.executable), "missing_dependency")
+                     "Trainer '%s' could not be imported. %s (Python %s)%s"
+                     % (info.name, e, sys.executable, hint), "missing_dependency")
     try:
         emitter.status("reading the bundle")
         ctx.bundle = read(ctx.bundle_dir)
@@ -145,16 +145,32 @@ def run(spec_path, emitter=None):
     except ImportError as e:
         hint = (" (%s)" % info.install_hint) if info.install_hint else ""
         return _fail(emitter, events.EXIT_MISSING_DEPENDENCY,
-                     "Trainer '%s' could not be imported: %s%s" % (info.name, e, hint),
+                     "Trainer '%s' could not be imported. %s (Python %s)%s"
+                     % (info.name, e, sys.executable, hint),
                      "missing_dependency")
     except Exception as e:  # the worker's choke point: the detail goes to stderr
         traceback.print_exc()
         if _is_oom(e):
             return _fail(emitter, events.EXIT_OUT_OF_MEMORY, "the training process ran out of "
                          "memory: %s" % str(e).splitlines()[0][:300], "out_of_memory")
-        return _fail(emitter, events.EXIT_OTHER, "%s: %s" % (type(e).__name__,
-                                                             str(e).splitlines()[0][:300]
-                                                             if str(e) else ""), "other")
+        first = str(e).splitlines()[0][:300] if str(e) else ""
+        return _fail(emitter, events.EXIT_OTHER, "%s: %s%s" % (type(e).__name__, first,
+                                                               _known_hint(first)), "other")
+
+
+# Failures whose cause is known (the tutorial's common failures): what to do about them.
+KNOWN_HINTS = (
+    ("libnvrtc-builtins", "The host's torch and its nvidia-cuda-nvrtc package are for different "
+                          "CUDA versions: install the nvidia-cuda-nvrtc that matches the torch "
+                          "build, or point python at another interpreter."),
+)
+
+
+def _known_hint(message):
+    for fragment, hint in KNOWN_HINTS:
+        if fragment in message:
+            return " " + hint
+    return ""
 
 
 def _predict(ctx, trainer, path, batch=256):

@@ -89,3 +89,24 @@ TRAINERS["test-hog"] = _info("test-hog", Hog)
 TRAINERS["test-missing-dep"] = TrainerInfo(
     "test-missing-dep", "potato_module_that_does_not_exist", "test trainer", [], {"radio"},
     install_hint="install it with: pip install nothing")
+
+
+class BigArtifact(_Base):
+    """Writes a model file of ``seconds`` MB (the param is reused as a size)."""
+
+    def train(self):
+        with open(os.path.join(self.ctx.artifacts, "model.bin"), "wb") as f:
+            f.write(os.urandom(int(self.ctx.params["seconds"] * (1 << 20))))
+        return {}
+
+
+class Nvrtc(_Base):
+    """Fails as torch does when its nvidia-cuda-nvrtc is for another CUDA version."""
+
+    def train(self):
+        raise RuntimeError("nvrtc: error: failed to open libnvrtc-builtins.so.13.0.\n  Make sure "
+                           "that libnvrtc-builtins.so.13.0 is installed correctly.")
+
+
+TRAINERS["test-big-artifact"] = _info("test-big-artifact", BigArtifact)
+TRAINERS["test-nvrtc"] = _info("test-nvrtc", Nvrtc)

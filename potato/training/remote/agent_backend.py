@@ -7,6 +7,8 @@ the agent's reports are the lease that keeps the run alive.
 """
 
 import time
+
+import potato
 from typing import Any, Dict
 
 from potato.training import bundle as bundle_mod
@@ -15,6 +17,15 @@ from potato.training.backends import Outcome, RunContext, TrainingBackend
 from potato.training.remote.watch import outcome_of, wait_for_agent
 
 CLAIM_WAIT_S = 60  # how long a claim waits for the server to prepare the run
+
+
+def version_mismatch(agent_version) -> str:
+    """A sentence when the agent runs another Potato than the server, else ''."""
+    if not agent_version or agent_version == potato.__version__:
+        return ""
+    return ("the agent runs potato %s and this server %s; install the server's version on the "
+            "training machine (potato training register prints the pip install line)"
+            % (agent_version, potato.__version__))
 
 
 class AgentBackend(TrainingBackend):
@@ -39,6 +50,9 @@ class AgentBackend(TrainingBackend):
         where = agent.get("host") or "the agent's machine"
         ctx.log("claimed by the agent on %s (potato %s, Python %s)" % (
             where, agent.get("version"), agent.get("python")))
+        mismatch = version_mismatch(agent.get("version"))
+        if mismatch:
+            ctx.log("warning: " + mismatch)
         ctx.set_step("waiting for the agent on %s" % where)
         claim["ready"].set()
         outcome = wait_for_agent(ctx, remote, self.name, where, self.bcfg.heartbeat_timeout_s)
@@ -68,6 +82,10 @@ class AgentBackend(TrainingBackend):
         if record.get("last_seen"):
             report["lines"].append("last seen %s, from %s (potato %s)" % (
                 when(record["last_seen"]), record.get("agent_host"), record.get("agent_version")))
+            mismatch = version_mismatch(record.get("agent_version"))
+            if mismatch:
+                report["lines"].append("warning: " + mismatch)
+                report["version_mismatch"] = True
         else:
             report["lines"].append("no agent has connected with this token yet")
         report["ok"] = True

@@ -69,5 +69,7 @@ def copy_stalled(host, seconds):
     return "The copy from %s sent nothing for %d s." % (host, seconds)
 
 
-def silent_agent(backend, seconds):
-    return "No word from the agent on %s for %d seconds" % (backend, seconds)
+def silent_agent(backend, seconds, agent_log=False):
+    return ("No word from the agent on %s for %d seconds. The machine or the network to it went "
+            "away%s." % (backend, seconds, "; agent.log in the run directory has the agent's "
+                                           "last output" if agent_log else ""))

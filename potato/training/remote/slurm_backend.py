@@ -62,18 +62,12 @@ class SlurmBackend(SshBackend):
                 job_py = None if v == "-" else v
         report["commands"] = found
         ok = True
-        for name in ("sbatch", "squeue", "scancel"):
+        for name in slurm_job.NEEDED:
             if found.get(name):
                 lines.append("%s: %s" % (name, found[name]))
             else:
                 ok = False
-                if name == "sbatch":
-                    lines.append("%s has no sbatch on PATH, so it cannot submit jobs. Set PATH "
-                                 "under the backend's env (for example env: {PATH: "
-                                 "\"/opt/slurm/bin:/usr/bin:/bin\"})." % host)
-                else:
-                    lines.append("%s has no %s on PATH; set PATH under the backend's env."
-                                 % (host, name))
+                lines.append(slurm_job.no_command_message(host, name))
         lines.append("scontrol: %s" % (found.get("scontrol") or
                                        "not found (reasons are read from slurm.out instead)"))
         lines.append("job_python %s on the login node: %s" % (

@@ -5,6 +5,7 @@ It returns when the agent reports a result, or with an Outcome when the agent go
 out, or ``gone()`` says the agent's transport has ended (an ssh session that exited).
 """
 
+import os
 import time
 from typing import Callable, Optional
 
@@ -39,7 +40,8 @@ def wait_for_agent(ctx: RunContext, remote: RemoteState, backend: str, where: st
                         "run ends here and its session is closed" % ctx.grace_seconds)
                 return Outcome("cancelled", "cancelled", ran_on=backend)
         if now - (remote.last_seen or started) > heartbeat_s:
-            return Outcome("error", errors.silent_agent(backend, heartbeat_s), ran_on=backend)
+            return Outcome("error", errors.silent_agent(
+                backend, heartbeat_s, os.path.exists(ctx.paths.agent_log)), ran_on=backend)
         if wall is not None and now - started > wall:
             return Outcome("error", "The run took longer than max_wall_seconds (%g s) and was "
                                     "stopped." % wall, ran_on=backend)

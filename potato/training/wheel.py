@@ -1,0 +1,127 @@
+"""The server's own wheel, for agent machines: ``pip install "potato-annotation[train-text] @
+<server_url>/agent/v1/<wheel>"`` installs exactly the Potato the server runs.
+
+The package index's ``potato-annotation`` is an older release without ``potato training
+agent``, so the documented install would give a training machine the wrong program. The wheel
+is built once per version and source (the standard build backend, setuptools' ``build_meta``,
+in a child process, from a copy of the checkout so the checkout gets no build files) and kept
+under the project's output directory.
+"""
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from typing import Optional
+
+import potato
+
+SOURCE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(potato.__file__)))
+NAME = "potato_annotation-%s-py3-none-any.whl" % potato.__version__
+URL_PATH = "/agent/v1/" + NAME
+PROJECT_FILES = ("pyproject.toml", "setup.cfg", "README.md")
+_lock = threading.Lock()
+
+
+class WheelError(Exception):
+    """The wheel cannot be built here; ``str(e)`` says why and what to do instead."""
+
+
+def install_line(server_url: str) -> str:
+    return 'pip install "potato-annotation[train-text] @ %s%s"' % (server_url.rstrip("/"),
+                                                                   URL_PATH)
+
+
+def checkout_hint() -> str:
+    return ("Install from a checkout instead: copy %s (this server's Potato source) to the "
+            "training machine and run pip install '<that folder>[train-text]' there."
+            % SOURCE_ROOT)
+
+
+def _source_digest() -> str:
+    h = hashlib.sha256(potato.__version__.encode())
+    for name in PROJECT_FILES:
+        path = os.path.join(SOURCE_ROOT, name)
+        if os.path.isfile(path):
+            with open(path, "rb") as f:
+                h.update(name.encode() + b"\0" + f.read())
+    for root, dirs, files in os.walk(os.path.join(SOURCE_ROOT, "potato")):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(files):
+            if name.endswith((".pyc", ".pyo")):
+                continue
+            path = os.path.join(root, name)
+            with open(path, "rb") as f:
+                h.update(os.path.relpath(path, SOURCE_ROOT).encode() + b"\0" + f.read())
+    return h.hexdigest()[:16]
+
+
+def wheel_path(output_dir: str, timeout: float = 300) -> str:
+    """The wheel's path, building it when this version and source has none yet.
+
+    Raises WheelError when this install is not a checkout or setuptools is missing."""
+    if not os.path.isfile(os.path.join(SOURCE_ROOT, "pyproject.toml")):
+        raise WheelError("This server runs an installed Potato, not a checkout, so it has no "
+                         "source to build its wheel from. " + checkout_hint())
+    folder = os.path.join(output_dir, "training", "wheel")
+    path = os.path.join(folder, NAME)
+    stamp = path + ".source"
+    with _lock:
+        digest = _source_digest()
+        if os.path.isfile(path) and _read(stamp) == digest:
+            return path
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        _build(folder, timeout)
+        if not os.path.isfile(path):
+            raise WheelError("The build made no %s in %s. %s" % (NAME, folder, checkout_hint()))
+        with open(stamp, "w") as f:
+            f.write(digest)
+        return path
+
+
+def _read(path: str) -> Optional[str]:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+BUILD_PY = ("import sys, setuptools.build_meta as b; "
+            "print(b.build_wheel(sys.argv[1]))")
+
+
+def _build(folder: str, timeout: float) -> None:
+    work = tempfile.mkdtemp(prefix="potato-wheel-")
+    try:
+        for name in PROJECT_FILES:
+            if os.path.isfile(os.path.join(SOURCE_ROOT, name)):
+                shutil.copy(os.path.join(SOURCE_ROOT, name), work)
+        shutil.copytree(os.path.join(SOURCE_ROOT, "potato"), os.path.join(work, "potato"),
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        out = os.path.join(work, "dist")
+        os.makedirs(out)
+        try:
+            r = subprocess.run([sys.executable, "-c", BUILD_PY, out], cwd=work,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               universal_newlines=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise WheelError("Building the wheel took more than %d s. %s" % (timeout,
+                                                                            checkout_hint()))
+        if r.returncode != 0:
+            missing = "No module named 'setuptools" in r.stderr
+            raise WheelError("%s %s" % (
+                "The standard build backend (setuptools) is not installed for %s, so the server "
+                "cannot build its wheel (pip install setuptools adds it)." % sys.executable
+                if missing else "Building the wheel failed: %s." % r.stderr.strip()[-300:],
+                checkout_hint()))
+        built = os.path.join(out, r.stdout.strip().splitlines()[-1])
+        tmp = os.path.join(folder, ".%s.tmp" % NAME)
+        shutil.copy(built, tmp)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, os.path.join(folder, NAME))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
