@@ -128,8 +128,9 @@ def test_time_limit_message(tmp_path, serve, login):
 
 
 def _processes_with(text):
-    """Pids of this machine's processes whose command line holds ``text`` (ours only: the
-    run id in ``text`` is unique to this test)."""
+    """Pids of ssh clients whose command line holds ``text`` (ours only: ``text`` is the
+    backend's private control directory). The connection master renames itself
+    ``ssh: <control path> [mux]``."""
     pids = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -139,7 +140,9 @@ def _processes_with(text):
                 argv = f.read().split(b"\0")
         except OSError:
             continue
-        if argv and os.path.basename(argv[0]) == b"ssh" and any(text.encode() in a for a in argv):
+        first = argv[0].split() if argv else []
+        if first and first[0].rstrip(b":").endswith(b"ssh") and \
+                any(text.encode() in a for a in argv):
             pids.append(int(pid))
     return pids
 
@@ -150,7 +153,7 @@ def test_dropped_ssh_session_cancels_the_job(tmp_path, serve, login):
     import signal
 
     conf, shared = login
-    _, url = serve(make_project(tmp_path, backend(conf, shared)))
+    server, url = serve(make_project(tmp_path, backend(conf, shared)))
     c = Client(url)
     run_id = start_run(c, backend="cluster", schemas=["sentiment"], trainer="test-steps",
                        params={"seconds": 300})
@@ -158,8 +161,11 @@ def test_dropped_ssh_session_cancels_the_job(tmp_path, serve, login):
     log = c.get(f"/admin/training/api/runs/{run_id}/log", headers=H).text
     job = log.split("Submitted SLURM job ")[1].split()[0]
     assert job in squeue_ids()
-    clients = _processes_with(f"potato-{run_id}-")  # the session with the -R socket
-    assert clients, "no ssh client of the run found"
+    # The run's session and the connection it shares (ControlMaster): every ssh client of this
+    # server's backend. Killing only the session's client would leave the master holding it.
+    control_dir = server.app.manager.backends["cluster"]._control_dir
+    clients = _processes_with(control_dir)
+    assert len(clients) >= 2, "expected the run's ssh client and its connection master"
     for pid in clients:
         os.kill(pid, signal.SIGKILL)
     deadline = time.time() + 30

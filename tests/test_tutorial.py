@@ -414,3 +414,51 @@ def test_common_failure_texts_at_run_time(tmp_path, serve, monkeypatch, both_fak
         assert text in run["error"], run["error"]
     else:
         assert text in run["step"]
+
+
+# -- 10. the backend's env applies to every remote command: check and a run agree -------------
+
+def _host_path(tmp_path):
+    """A login PATH with Python and the basic tools, but none of the fakes."""
+    return os.pathsep.join([os.path.dirname(sys.executable), "/usr/bin", "/bin"])
+
+
+def test_env_path_gives_check_and_run_the_same_gpus(tmp_path, serve, monkeypatch,
+                                                    fake_host):  # noqa: F811
+    import shutil
+
+    gpu_bin = tmp_path / "gpu-bin"
+    gpu_bin.mkdir()
+    shutil.copy(os.path.join(ROOT, "tests", "fakes", "nvidia-smi"), gpu_bin / "nvidia-smi")
+    monkeypatch.setenv("FAKE_SSH_REMOTE_PATH", _host_path(tmp_path))
+    monkeypatch.setenv("FAKE_GPUS", "0,NVIDIA A100,40960,1000,39960,5,8.0")
+    env = {"PATH": str(gpu_bin) + os.pathsep + _host_path(tmp_path),
+           "PYTHONPATH": _torch_blocker(tmp_path) + os.pathsep + ROOT,  # no torch: no kernel test
+           "POTATO_TRAINER_PLUGINS": PLUGINS}
+    _, url = serve(make_project(tmp_path, ssh_backend(env=env)))
+    c = Client(url)
+    _, report = c.json("POST", "/admin/training/api/backends/gpu-server/check", headers=H)
+    assert report["ok"], report
+    assert any(line.startswith("GPU 0: NVIDIA A100") for line in report["lines"]), report
+    assert report["gpu"] == "0"
+    run = wait_run(c, start_run(c, backend="gpu-server", schemas=["sentiment"],
+                                trainer="test-env"), timeout=120)
+    assert run["status"] == "success", run
+    assert run["metrics"]["cuda_visible"] == "0"
+
+
+def test_env_path_gives_check_and_run_the_same_slurm(tmp_path, serve, monkeypatch,
+                                                     cluster):  # noqa: F811
+    monkeypatch.setenv("FAKE_SSH_REMOTE_PATH", _host_path(tmp_path))
+    fakes = os.path.join(ROOT, "tests", "fakes")
+    env = {"PATH": os.pathsep.join([os.path.join(fakes, "slurm"), os.path.join(fakes, "scontrol"),
+                                    _host_path(tmp_path)]), "PYTHONPATH": ROOT}
+    _, url = serve(make_project(tmp_path, slurm_backend(env=env)))
+    c = Client(url)
+    _, report = c.json("POST", "/admin/training/api/backends/cluster/check", headers=H)
+    assert report["ok"], report
+    assert set(report["commands"]) >= {"sbatch", "squeue", "scancel"}
+    assert all(report["commands"][k] for k in ("sbatch", "squeue", "scancel"))
+    run = wait_run(c, start_run(c, backend="cluster", schemas=["sentiment"],
+                                trainer="text-naive-bayes"), timeout=120)
+    assert run["status"] == "success", run
