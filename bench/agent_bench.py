@@ -24,8 +24,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from potato.training import agent as agent_mod  # noqa: E402
-from potato.training.agent import Client  # noqa: E402
+from potato.training.remote import run as agent_mod  # noqa: E402
+from potato.training.remote.run import Client  # noqa: E402
 from tests.training_helpers import make_project  # noqa: E402
 
 

@@ -19,7 +19,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from potato.training import bundle  # noqa: E402
+from potato.training.remote import bundle  # noqa: E402
 
 WORDS = ("the a film movie plot actor great awful boring moving funny long short story scene "
          "music dull bright clever").split()

@@ -28,10 +28,11 @@ from peft import LoraConfig, TaskType, get_peft_model  # noqa: E402
 from transformers import AutoModelForSequenceClassification, AutoTokenizer  # noqa: E402
 
 from bench.quality import minilm_dir  # noqa: E402
-from potato.training import bundle, events  # noqa: E402
-from potato.training.trainers import REGISTRY, resolve_params  # noqa: E402
-from potato.training.trainers.hf_text import Trainer  # noqa: E402
-from potato.training.worker import Context  # noqa: E402
+from potato.training.remote import bundle
+from potato.training.remote import protocol as events  # noqa: E402
+from potato.training.remote.trainers import REGISTRY, resolve_params  # noqa: E402
+from potato.training.remote.trainers.hf_text import Trainer  # noqa: E402
+from potato.training.remote.worker import Context  # noqa: E402
 
 LABELS = ["positive", "negative"]
 

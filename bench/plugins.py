@@ -2,7 +2,7 @@
 
 import os
 
-from potato.training.trainers import Param, TrainerInfo
+from potato.training.remote.trainers import Param, TrainerInfo
 
 
 class BigArtifact:

@@ -2,7 +2,9 @@
 
 Importing this package is cheap on purpose: it imports neither PyYAML nor the server nor
 any training library, so remote hosts (which have only the standard library) can import
-``potato.training`` modules from a copied checkout.
+``potato.training.remote`` from a copy of the shipped files.
 """
 
-__version__ = "2.14.0"
+from potato.training.remote.protocol import VERSION as __version__
+
+__all__ = ["__version__"]

@@ -172,7 +172,7 @@ def cmd_training_run(args) -> int:
     cfg = load_valid_config(args.config)
     if cfg is None:
         return 1
-    from potato.training.cli_training import run_command
+    from potato.training.commands import run_command
 
     return run_command(cfg, args)
 
@@ -181,7 +181,7 @@ def cmd_training_check(args) -> int:
     cfg = load_valid_config(args.config)
     if cfg is None:
         return 1
-    from potato.training.cli_training import check_command
+    from potato.training.commands import check_command
 
     return check_command(cfg, args.name, args.json)
 
@@ -196,7 +196,7 @@ def cmd_training_register(args) -> int:
 
 
 def cmd_training_agent(args) -> int:
-    from potato.training.agent_cli import serve
+    from potato.training.remote.poll import serve
 
     return serve(args)
 

@@ -8,7 +8,7 @@ import json
 import os
 from typing import Optional
 
-from potato.training.paths import write_json
+from potato.training.remote.paths import write_json
 
 
 def server_file(cfg) -> str:

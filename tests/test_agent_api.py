@@ -7,11 +7,12 @@ import time
 
 import pytest
 
-from potato.training import bundle as bundle_mod
-from potato.training import agent_api
-from potato.training.agent_api import RemoteState
-from potato.training.backends import RunContext
-from potato.training.paths import write_json
+from potato.training.remote import bundle as bundle_mod
+from potato.training import agent_routes as agent_api
+from potato.training.backends.base import RemoteState
+from potato.training.backends.base import RunContext
+from potato.training.remote.paths import write_json
+from potato.training.remote.protocol import RunSettings
 from tests.conftest import Client
 from tests.training_helpers import make_project
 
@@ -34,7 +35,7 @@ def active(tmp_path, serve):
     write_json(paths.spec, {"run_id": run["run_id"]})
     ctx = RunContext(run, paths, manager.cfg, lambda e: None, lambda s: None, lambda m: None)
     ctx.bundle_sha256 = bundle_mod.pack(paths.bundle, paths.bundle_archive)
-    ctx.remote = RemoteState(TOKEN, {"host": "gpu.example.org"})
+    ctx.remote = RemoteState(TOKEN, RunSettings(host="gpu.example.org"))
     manager._active[run["run_id"]] = ctx
     yield Client(url), run["run_id"], ctx, server
     manager._active.clear()

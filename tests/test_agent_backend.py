@@ -259,7 +259,7 @@ def test_interrupted_bundle_download_resumes(tmp_path, serve, env, capsys, cuts,
 
 
 def test_plain_http_to_another_host_warns():
-    from potato.training.agent_cli import plain_http_warning
+    from potato.training.remote.poll import plain_http_warning
 
     assert plain_http_warning("http://127.0.0.1:8000") is None
     assert plain_http_warning("http://localhost:8000") is None

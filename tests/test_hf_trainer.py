@@ -17,9 +17,11 @@ else:
     transformers = pytest.importorskip("transformers")
     peft = pytest.importorskip("peft")
 
-from potato.training import bundle, events, worker  # noqa: E402
-from potato.training.paths import RunPaths, write_json  # noqa: E402
-from potato.training.trainers import REGISTRY, resolve_params  # noqa: E402
+from potato.training.remote import bundle
+from potato.training.remote import protocol as events
+from potato.training.remote import worker  # noqa: E402
+from potato.training.remote.paths import RunPaths, write_json  # noqa: E402
+from potato.training.remote.trainers import REGISTRY, resolve_params  # noqa: E402
 
 POS = ["good", "great", "fine", "lovely", "superb"]
 NEG = ["bad", "awful", "poor", "dull", "terrible"]

@@ -111,7 +111,7 @@ def test_scheduler_endings(tmp_path, serve, cluster, monkeypatch, scenario, frag
 
 
 def test_vanished_job_is_lost_after_a_bounded_wait(tmp_path, serve, cluster, monkeypatch):
-    from potato.training.remote.slurm_backend import SlurmBackend
+    from potato.training.backends.slurm import SlurmBackend
 
     monkeypatch.setattr(SlurmBackend, "lost_after_s", 1)
     monkeypatch.setenv("FAKE_SLURM_SCENARIO", "vanish")

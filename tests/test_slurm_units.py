@@ -5,7 +5,8 @@ import subprocess
 
 import pytest
 
-from potato.training import slurm
+from potato.training.remote import slurm_job as slurm
+from potato.training.remote.protocol import RunSettings
 
 # Captured from slurm-wlm 22.05 (`scontrol show job 7` after a job hit its time limit).
 SCONTROL_TIMEOUT = """\
@@ -26,21 +27,21 @@ HOSTILE = "/shared/pt dir/it's; $(touch HACKED)"
 
 
 def test_sbatch_argv_maps_settings():
-    argv = slurm.sbatch_argv({"partition": "gpu", "gres": "gpu:1", "time": "02:00:00",
-                              "account": "lab", "qos": None, "mem": "16G",
-                              "cpus_per_task": "4", "constraint": "a100"}, "/s/jobs/r1", "r1")
+    argv = slurm.sbatch_argv(RunSettings.from_dict({
+        "partition": "gpu", "gres": "gpu:1", "time": "02:00:00", "account": "lab", "qos": None,
+        "mem": "16G", "cpus_per_task": "4", "constraint": "a100"}), "/s/jobs/r1", "r1")
     assert argv == ["sbatch", "--parsable", "--job-name=potato-r1",
                     "--output=/s/jobs/r1/slurm.out", "--chdir=/s/jobs/r1", "--partition=gpu",
                     "--gres=gpu:1", "--time=02:00:00", "--account=lab", "--mem=16G",
                     "--cpus-per-task=4", "--constraint=a100", "/s/jobs/r1/job.sh"]
-    assert not any(a.startswith("--gres") for a in slurm.sbatch_argv({}, "/j", "r"))
+    assert not any(a.startswith("--gres") for a in slurm.sbatch_argv(RunSettings(), "/j", "r"))
 
 
 def test_job_script_quotes_every_value(tmp_path):
     jobdir = str(tmp_path / "job dir; $(touch HACKED)")
     os.makedirs(jobdir)
-    text = slurm.job_script({"job_python": "python3", "env": {"MSG": "it's $(touch HACKED)"},
-                             "num_threads": 2, "prelude": ["export FROM_PRELUDE=yes"]},
+    text = slurm.job_script(RunSettings(job_python="python3", env={"MSG": "it's $(touch HACKED)"},
+                                        num_threads=2, prelude=["export FROM_PRELUDE=yes"]),
                             jobdir, HOSTILE)
     assert "export FROM_PRELUDE=yes" in text
     assert "export MSG='it'\"'\"'s $(touch HACKED)'" in text

@@ -55,7 +55,7 @@ def test_naive_bayes_on_ssh_end_to_end(tmp_path, serve, fake_host):
     _, url = serve(make_project(tmp_path, backend()))
     c = Client(url)
     run = run_on_ssh(c, trainer="text-naive-bayes")
-    assert run["status"] == "success", run
+    assert run["status"] == "success", run["error"]
     assert run["ran_on"] == "gpu-server" and run["holdout"]["n"] > 50
     assert run["writeback"]["written"] > 1000
     log = c.get(f"/admin/training/api/runs/{run['run_id']}/log", headers=H).text
@@ -137,7 +137,7 @@ def test_cancel_reaches_the_remote_worker(tmp_path, serve, fake_host):
 
 
 def test_token_never_on_a_command_line(tmp_path, serve, fake_host, monkeypatch):
-    from potato.training.remote import ssh as ssh_mod
+    from potato.training.backends import ssh as ssh_mod
 
     token = "tok-" + "x" * 40
     monkeypatch.setattr(ssh_mod.secrets, "token_urlsafe", lambda n=32: token)
@@ -181,7 +181,7 @@ def test_pinned_gpu_reaches_the_worker(tmp_path, serve, fake_host, monkeypatch):
     _, url = serve(make_project(tmp_path, backend(gpus="1")))
     c = Client(url)
     run = run_on_ssh(c, trainer="text-naive-bayes")
-    assert run["status"] == "success", run
+    assert run["status"] == "success", run["error"]
     log = c.get(f"/admin/training/api/runs/{run['run_id']}/log", headers=H).text
     assert "GPU 1 NVIDIA A100 39960/40960 MB free" in log
     assert "taking GPU 1 (NVIDIA A100, 39960 MB free) (pinned by gpus: 1)" in log

@@ -90,7 +90,7 @@ def test_naive_bayes_over_real_ssh(tmp_path, serve, real_host):
 
 
 def test_socket_mode_token_and_cancel(tmp_path, serve, real_host, monkeypatch):
-    from potato.training.remote import ssh as ssh_mod
+    from potato.training.backends import ssh as ssh_mod
 
     token = "tok-" + "y" * 40
     monkeypatch.setattr(ssh_mod.secrets, "token_urlsafe", lambda n=32: token)

@@ -8,8 +8,10 @@ import sys
 import pytest
 
 from potato.config import Backend
-from potato.training import gpus
-from potato.training.remote import errors, sshcmd
+from potato.training.remote import gpus
+from potato.training.backends import errors
+from potato.training.backends import sshcmd
+from potato.training.remote import protocol
 
 HOSTILE = "/tmp/pt dir/it's; $(touch HACKED) `touch HACKED2` \"q\"\nline"
 
@@ -56,14 +58,14 @@ def test_probe_command_quotes_hostile_values(tmp_path):
 def test_probe_reserved_exit_codes(tmp_path):
     r = subprocess.run(["sh", "-c", sshcmd.probe_command("python-nope", "~/x", "h", "k")],
                        capture_output=True, text=True)
-    assert r.returncode == errors.EXIT_NO_PYTHON
+    assert r.returncode == protocol.REMOTE_NO_PYTHON
     old = tmp_path / "python3.6"
     old.write_text("#!/bin/sh\n"
                    "case \"$2\" in *'print'*) echo 'POTATO-PYTHON 3.6';; esac\nexit 1\n")
     old.chmod(0o755)
     r = subprocess.run(["sh", "-c", sshcmd.probe_command(str(old), "~/x", "h", "k")],
                        capture_output=True, text=True)
-    assert r.returncode == errors.EXIT_OLD_PYTHON
+    assert r.returncode == protocol.REMOTE_OLD_PYTHON
     assert sshcmd.old_python_version(r.stdout) == "3.6"
 
 

@@ -11,8 +11,8 @@ import pytest
 
 from potato.config import load
 from potato.store import Store
-from potato.training.paths import RunPaths
-from potato.training.runstore import RunStore
+from potato.training.remote.paths import RunPaths
+from potato.training.runs import RunStore
 from tests.conftest import ROOT, Client
 from tests.training_helpers import (
     KEY, PLUGINS, gold_labels, make_project, start_run, wait_progress, wait_run)

@@ -7,10 +7,13 @@ import tarfile
 
 import pytest
 
-from potato.training import bundle, events, trainers, worker
+from potato.training.remote import bundle
+from potato.training.remote import protocol as events
+from potato.training.remote import trainers
+from potato.training.remote import worker
 from potato.training.ingest import score
-from potato.training.trainers.calibrate import fit_platt, threshold_for
-from potato.training.trainers.naive_bayes import Model
+from potato.training.remote.trainers.calibrate import fit_platt, threshold_for
+from potato.training.remote.trainers.naive_bayes import Model
 
 
 def test_splits_are_stable_and_follow_the_fractions():
@@ -89,10 +92,10 @@ def test_listing_trainers_imports_no_trainer_module():
     import subprocess
     import sys
 
-    code = ("import sys; from potato.training import trainers; "
+    code = ("import sys; from potato.training.remote import trainers; "
             "[t.missing_packages() for t in trainers.all_trainers().values()]; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('torch', 'transformers', 'peft') or m.startswith('potato.training.trainers.')))")
+            "('torch', 'transformers', 'peft') or m.startswith('potato.training.remote.trainers.')))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        cwd=os.path.dirname(os.path.dirname(__file__)))
     assert r.stdout.strip() == "[]", r.stderr

@@ -340,7 +340,7 @@ def case_silent_agent(tmp_path, serve, monkeypatch):
 
 
 def case_copy_stalled(tmp_path, serve, monkeypatch):
-    from potato.training import agent_api
+    from potato.training import agent_routes as agent_api
 
     monkeypatch.setattr(agent_api, "COPY_STALL_S", 1)
     c, run_id = _ssh_case(tmp_path, serve, monkeypatch, trainer="test-big-artifact",

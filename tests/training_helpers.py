@@ -84,7 +84,7 @@ def wait_progress(client, run_id, timeout=60):
 def fake_ssh_for_agent_session(monkeypatch, **env):
     """Let the probe and code copy run normally, then give the agent's ssh session the fake
     ssh settings ``env`` (e.g. FAKE_SSH_MODE="drop"): the session misbehaves, not the set-up."""
-    from potato.training.remote import ssh as ssh_mod
+    from potato.training.backends import ssh as ssh_mod
 
     real = ssh_mod.SshBackend._run_agent
 

@@ -317,8 +317,9 @@ def make_server(cfg: Config, host: Optional[str] = None, port: Optional[int] = N
     store.sync_items(items)
     tls = bool(cfg.server.tls_cert)
     app = App(cfg, store, tls=tls, access_log=access_log)
-    from potato.training import agent_api, api
-    from potato.training.manager import Manager
+    from potato.training import api
+    from potato.training import agent_routes as agent_api
+    from potato.training.queue import Manager
 
     app.manager = Manager(cfg, store)
     api.add_routes(app, app.manager)
@@ -358,7 +359,7 @@ def serve_forever(cfg: Config, host: Optional[str] = None, port: Optional[int] =
         print(f"error: server.tls_cert/tls_key cannot be used: {e}", file=sys.stderr)
         return 1
     app = server.app
-    from potato.training.manager import QueueLock
+    from potato.training.queue import QueueLock
     from potato.paths_server import remove_server_file, write_server_file
 
     lock = QueueLock(cfg.output_dir)

@@ -4,10 +4,10 @@ import time
 from typing import Any, Dict
 
 from potato.server.http import HTTPError
-from potato.training import trainers
+from potato.training.remote import trainers
 from potato.training.backends import check_backend
-from potato.training.manager import Manager, RequestError
-from potato.training.runstore import TERMINAL
+from potato.training.queue import Manager, RequestError
+from potato.training.runs import TERMINAL
 
 PREFIX = "/admin/training/api"
 RUN_FIELDS = ("run_id", "trainer", "schemas", "backend", "ran_on", "status", "step", "error",

@@ -7,9 +7,10 @@
 import importlib.util
 import json
 import os
-import subprocess
 import sys
 from typing import Any, Dict
+
+from potato.training.remote import proc, trainers
 
 PROBE = r"""
 import json, os
@@ -33,12 +34,12 @@ print(json.dumps(out))
 def probe(python: str = sys.executable, timeout: float = 60) -> Dict[str, Any]:
     if python == sys.executable and importlib.util.find_spec("torch") is None:
         return {"torch": None, "cuda": [], "mps": False}
+    r = proc.run([python, "-c", PROBE], timeout=timeout)
     try:
-        r = subprocess.run([python, "-c", PROBE], capture_output=True, text=True,
-                           timeout=timeout)
         return json.loads(r.stdout.strip().splitlines()[-1])
-    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError) as e:
-        return {"torch": None, "cuda": [], "mps": False, "error": str(e)}
+    except (ValueError, IndexError):
+        return {"torch": None, "cuda": [], "mps": False,
+                "error": r.failure("the device probe (%s)" % python)}
 
 
 def choose(requested: str, found: Dict[str, Any]):
@@ -74,8 +75,6 @@ def describe(device: str, found: Dict[str, Any], threads: int) -> str:
 
 
 def local_report(cfg) -> Dict[str, Any]:
-    from potato.training import trainers
-
     mt = cfg.model_training
     found = probe()
     device, warning = choose(mt.device, found)

@@ -10,7 +10,7 @@ import time
 from typing import Any, Dict, List, Optional
 
 from potato.server.pages import esc, json_script, layout
-from potato.training.runstore import TERMINAL
+from potato.training.runs import TERMINAL
 
 STATUS_TEXT = {"queued": "queued", "running": "running", "success": "success",
                "error": "error", "cancelled": "cancelled"}

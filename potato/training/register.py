@@ -7,7 +7,7 @@ from typing import Tuple
 
 from potato.store import Store
 from potato.training import wheel
-from potato.training.agent_tokens import AgentTokens
+from potato.training.tokens import AgentTokens
 
 
 def server_url(cfg) -> Tuple[str, bool]:

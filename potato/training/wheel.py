@@ -11,13 +11,13 @@ under the project's output directory.
 import hashlib
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
 from typing import Optional
 
 import potato
+from potato.training.remote import proc
 
 SOURCE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(potato.__file__)))
 NAME = "potato_annotation-%s-py3-none-any.whl" % potato.__version__
@@ -104,11 +104,8 @@ def _build(folder: str, timeout: float) -> None:
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         out = os.path.join(work, "dist")
         os.makedirs(out)
-        try:
-            r = subprocess.run([sys.executable, "-c", BUILD_PY, out], cwd=work,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               universal_newlines=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
+        r = proc.run([sys.executable, "-c", BUILD_PY, out], cwd=work, timeout=timeout)
+        if r.timed_out:
             raise WheelError("Building the wheel took more than %d s. %s" % (timeout,
                                                                             checkout_hint()))
         if r.returncode != 0:

@@ -10,7 +10,7 @@ import os
 import signal
 import time
 
-from potato.training.trainers import Param, TrainerInfo
+from potato.training.remote.trainers import Param, TrainerInfo
 
 
 class _Base:

@@ -11,8 +11,9 @@ import fcntl
 import json
 import os
 import shutil
-import subprocess
 import time
+
+from potato.training.remote import proc
 
 QUERY = "index,name,memory.total,memory.used,memory.free,utilization.gpu,compute_cap"
 
@@ -61,10 +62,9 @@ def read_gpus(env=None, timeout=20):
     """GPUs on this host ([] without nvidia-smi)."""
     if shutil.which("nvidia-smi", path=(env or os.environ).get("PATH")) is None:
         return []
-    r = subprocess.run(nvidia_smi_argv(), capture_output=True, text=True, timeout=timeout,
-                       env=env)
-    if r.returncode != 0:
-        raise GpuError("nvidia-smi failed (exit %d): %s" % (r.returncode, r.stderr.strip()[-300:]))
+    r = proc.run(nvidia_smi_argv(), timeout=timeout, env=env)
+    if r.timed_out or r.returncode != 0:
+        raise GpuError(r.failure("nvidia-smi"))
     return parse_nvidia_smi(r.stdout)
 
 
@@ -75,12 +75,8 @@ TORCH_ARCHS = ("import json, torch; print(json.dumps({'version': torch.__version
 
 def torch_archs(python, env=None, timeout=120):
     """{version, archs, cuda} of the worker interpreter's torch, or None without torch."""
-    try:
-        r = subprocess.run([python, "-c", TORCH_ARCHS], capture_output=True, text=True,
-                           timeout=timeout, env=env)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if r.returncode != 0:
+    r = proc.run([python, "-c", TORCH_ARCHS], timeout=timeout, env=env)
+    if r.timed_out or r.returncode != 0:
         return None
     try:
         return json.loads(r.stdout.strip().splitlines()[-1])
@@ -179,9 +175,8 @@ def take(settings, python, remote_dir, env=None):
     lock = HostLock(os.path.join(remote_dir, "gpu.lock"))
     try:
         gpus = read_gpus(env)
-        torch_info = torch_archs(python, env) if gpus and settings.get("gpus") == "auto" else None
-        chosen, message = choose(settings.get("gpus", "auto"), gpus,
-                                 float(settings.get("min_free_gpu_mb", 2000)), torch_info)
+        torch_info = torch_archs(python, env) if gpus and settings.gpus == "auto" else None
+        chosen, message = choose(settings.gpus, gpus, settings.min_free_gpu_mb, torch_info)
     except Exception:
         lock.release()
         raise

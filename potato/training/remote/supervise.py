@@ -13,7 +13,8 @@ import subprocess
 import threading
 import time
 
-from potato.training import events
+from potato.training.remote import proc as procs
+from potato.training.remote import protocol as events
 
 
 class WorkerExit:
@@ -74,8 +75,8 @@ def run_worker(argv, env, stderr_path, on_event, should_cancel=lambda: False,
     """Run ``argv`` to the end; returns a WorkerExit. ``on_event(event)`` sees every event."""
     out = WorkerExit()
     with open(stderr_path, "ab") as err:
-        proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=err, start_new_session=True)
+        proc = procs.spawn(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
+                           stdout=subprocess.PIPE, stderr=err)
     lines = queue.Queue()
 
     def reader():

@@ -25,9 +25,6 @@ class SchedulerError(RemoteError):
     """sbatch, squeue or scancel failed (slurm backend)."""
 
 
-EXIT_NO_PYTHON = 97
-EXIT_OLD_PYTHON = 98
-
 
 def ssh_failure(host, user, returncode, stderr, command=""):
     """The sentence for a failed ssh call, from its exit status and the tail of its stderr."""

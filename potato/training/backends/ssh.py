@@ -9,58 +9,27 @@ these ssh calls (ControlMaster in a private 0700 directory).
 """
 
 import hashlib
-import io
 import json
 import os
 import secrets
+import shutil
 import subprocess
-import tarfile
 import tempfile
 from typing import Any, Dict, Optional
 
-from potato.training import bundle as bundle_mod
-from potato.training import gpus as gpus_mod
-from potato.training.agent_api import RemoteState
-from potato.training.backends import SOURCE_ROOT, Outcome, RunContext, TrainingBackend
-from potato.training.remote import errors, proc, sshcmd
-from potato.training.remote.watch import outcome_of, wait_for_agent
-from potato.training.supervise import tail
+from potato.training.remote import bundle as bundle_mod
+from potato.training.remote import gpus as gpus_mod
+from potato.training.backends.base import Outcome, RemoteState, RunContext, TrainingBackend
+from potato.training.backends.ship import code_hash, source_archive
+from potato.training.remote import proc, protocol
+from potato.training.remote.protocol import RunSettings
+from potato.training.backends import errors
+from potato.training.backends import sshcmd
+from potato.training.backends.wait import outcome_of, wait_for_agent
+from potato.training.remote.supervise import tail
 
 DEFAULT_REMOTE_DIR = "~/.cache/potato-training"
 TRAINER_PACKAGES = ("torch", "transformers", "peft")
-_code_hash = None
-
-
-def code_hash() -> str:
-    """A hash of Potato's source files: the name of its copy on remote hosts."""
-    global _code_hash
-    if _code_hash is None:
-        h = hashlib.sha256()
-        for rel, path in _source_files():
-            h.update(rel.encode() + b"\0")
-            with open(path, "rb") as f:
-                h.update(f.read())
-        _code_hash = h.hexdigest()[:16]
-    return _code_hash
-
-
-def _source_files():
-    base = os.path.join(SOURCE_ROOT, "potato")
-    for root, dirs, files in os.walk(base):
-        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-        for name in sorted(files):
-            if name.endswith((".pyc", ".pyo")):
-                continue
-            path = os.path.join(root, name)
-            yield os.path.relpath(path, SOURCE_ROOT), path
-
-
-def source_archive() -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        for rel, path in _source_files():
-            tar.add(path, arcname=rel)
-    return buf.getvalue()
 
 
 class SshBackend(TrainingBackend):
@@ -69,13 +38,20 @@ class SshBackend(TrainingBackend):
     def __init__(self, bcfg, cfg):
         super().__init__(bcfg, cfg)
         self.remote_dir = bcfg.remote_dir or DEFAULT_REMOTE_DIR
-        self._control_dir = tempfile.mkdtemp(prefix="potato-ssh-")  # 0700
+        self._control_dir: Optional[str] = None  # made on first use (0700), removed by close
         self.server_port: Optional[int] = None  # set by the server once it listens
+
+    @property
+    def control_dir(self) -> str:
+        """The private directory of the shared connection (ControlMaster's socket)."""
+        if self._control_dir is None:
+            self._control_dir = tempfile.mkdtemp(prefix="potato-ssh-")
+        return self._control_dir
 
     # -- building blocks -----------------------------------------------------------------------
     def argv(self, command: str, forward: Optional[str] = None):
         """ssh argv for ``command``, which runs with the backend's env (see ``stdin``)."""
-        return sshcmd.ssh_argv(self.bcfg, sshcmd.with_env(command), self._control_dir, forward)
+        return sshcmd.ssh_argv(self.bcfg, sshcmd.with_env(command), self.control_dir, forward)
 
     def stdin(self, data: bytes = b"") -> bytes:
         """What a remote command's stdin starts with: the backend's env, then ``data``."""
@@ -98,9 +74,9 @@ class SshBackend(TrainingBackend):
     def probe(self) -> Dict[str, Any]:
         r = self._ssh(sshcmd.probe_command(self.bcfg.python, self.remote_dir, code_hash(),
                                            self.venv_key), timeout=90)
-        if r.returncode == errors.EXIT_NO_PYTHON:
+        if r.returncode == protocol.REMOTE_NO_PYTHON:
             raise errors.SetupError(errors.no_python(self.bcfg.python, self.bcfg.host, self.name))
-        if r.returncode == errors.EXIT_OLD_PYTHON:
+        if r.returncode == protocol.REMOTE_OLD_PYTHON:
             raise errors.SetupError(errors.old_python(self.bcfg.python, self.bcfg.host,
                                                       sshcmd.old_python_version(r.stdout),
                                                       self.name))
@@ -135,12 +111,12 @@ class SshBackend(TrainingBackend):
             raise errors.SetupError("Installing %s into a venv on %s failed (exit %s): %s" % (
                 ", ".join(self.bcfg.packages), self.bcfg.host, r.returncode, r.stderr_tail()))
 
-    def settings(self) -> Dict[str, Any]:
+    def settings(self) -> RunSettings:
         b = self.bcfg
-        return {"gpus": b.gpus, "min_free_gpu_mb": b.min_free_gpu_mb, "env": b.env,
-                "num_threads": b.num_threads, "fetch_artifacts": b.fetch_artifacts,
-                "keep_remote": b.keep_remote, "max_artifact_mb": b.max_artifact_mb,
-                "remote_dir": self.remote_dir, "host": b.host}
+        return RunSettings(host=b.host, remote_dir=self.remote_dir, gpus=b.gpus,
+                           min_free_gpu_mb=b.min_free_gpu_mb, env=dict(b.env),
+                           num_threads=b.num_threads, fetch_artifacts=b.fetch_artifacts,
+                           keep_remote=b.keep_remote, max_artifact_mb=b.max_artifact_mb)
 
     # -- a run ---------------------------------------------------------------------------------
     def execute(self, ctx: RunContext) -> Outcome:
@@ -189,9 +165,12 @@ class SshBackend(TrainingBackend):
                          forward="%s:127.0.0.1:%d" % (sock, self.server_port))
         ctx.set_step("waiting for the agent on %s" % host)
         ctx.log("ssh: %s" % " ".join(argv[:-1] + ["<agent command>"]))
-        with open(ctx.paths.agent_log, "ab") as agent_log:
-            p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=agent_log,
-                                 stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            with open(ctx.paths.agent_log, "ab") as agent_log:
+                p = proc.spawn(argv, stdin=subprocess.PIPE, stdout=agent_log,
+                               stderr=subprocess.STDOUT)
+        except proc.SpawnError as e:
+            return Outcome("error", str(e), ran_on=self.name)
         try:
             p.stdin.write(self.stdin((token + "\n").encode()))
             p.stdin.flush()
@@ -248,13 +227,14 @@ class SshBackend(TrainingBackend):
 
     def close(self) -> None:
         """Close the shared connection (if one is open) and its private directory."""
-        import shutil
-
+        if self._control_dir is None:
+            return
         if os.listdir(self._control_dir):
             argv = self.argv("true")
             argv = argv[:argv.index("--")] + ["-O", "exit", "--", self.bcfg.host]
             proc.run(argv, timeout=15)
         shutil.rmtree(self._control_dir, ignore_errors=True)
+        self._control_dir = None
 
     # -- check ---------------------------------------------------------------------------------
     def check(self) -> Dict[str, Any]:

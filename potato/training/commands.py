@@ -103,7 +103,7 @@ def run_command(cfg, args) -> int:
     from potato.paths_server import running_server
 
     if not cfg.model_training.enabled:
-        from potato.training.manager import DISABLED
+        from potato.training.queue import DISABLED
 
         print("error: %s. Set it to true in %s to train models." % (DISABLED, cfg.path),
               file=sys.stderr)
@@ -167,7 +167,7 @@ def _run_in_process(cfg, args, schemas, params) -> int:
     from potato.data import DataError
     from potato.server.app import make_server
     from potato.training.api import run_view
-    from potato.training.manager import QueueLock, RequestError
+    from potato.training.queue import QueueLock, RequestError
 
     lock = QueueLock(cfg.output_dir)
     if not lock.acquire("potato training run"):
@@ -207,7 +207,7 @@ def _run_in_process(cfg, args, schemas, params) -> int:
 
 def check_command(cfg, name: str, as_json: bool) -> int:
     from potato.store import Store
-    from potato.training.agent_tokens import AgentTokens
+    from potato.training.tokens import AgentTokens
     from potato.training.backends import check_backend, make_backends
 
     bcfg = cfg.model_training.backends.get(name)

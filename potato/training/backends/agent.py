@@ -7,25 +7,23 @@ the agent's reports are the lease that keeps the run alive.
 """
 
 import time
-
-import potato
 from typing import Any, Dict
 
-from potato.training import bundle as bundle_mod
-from potato.training.agent_api import RemoteState
-from potato.training.backends import Outcome, RunContext, TrainingBackend
-from potato.training.remote.watch import outcome_of, wait_for_agent
+from potato.training.backends.base import Outcome, RemoteState, RunContext, TrainingBackend
+from potato.training.backends.wait import outcome_of, wait_for_agent
+from potato.training.remote import bundle as bundle_mod
+from potato.training.remote.protocol import VERSION, RunSettings
 
 CLAIM_WAIT_S = 60  # how long a claim waits for the server to prepare the run
 
 
 def version_mismatch(agent_version) -> str:
     """A sentence when the agent runs another Potato than the server, else ''."""
-    if not agent_version or agent_version == potato.__version__:
+    if not agent_version or agent_version == VERSION:
         return ""
     return ("the agent runs potato %s and this server %s; install the server's version on the "
             "training machine (potato training register prints the pip install line)"
-            % (agent_version, potato.__version__))
+            % (agent_version, VERSION))
 
 
 class AgentBackend(TrainingBackend):
@@ -35,10 +33,9 @@ class AgentBackend(TrainingBackend):
         super().__init__(bcfg, cfg)
         self.tokens = None  # set by the manager (AgentTokens on the project's store)
 
-    def settings(self) -> Dict[str, Any]:
+    def settings(self) -> RunSettings:
         # Model files stay on the agent's machine; the run records where.
-        return {"gpus": "auto", "min_free_gpu_mb": 2000, "fetch_artifacts": False,
-                "keep_remote": True, "host": "the agent's machine"}
+        return RunSettings(gpus="auto", fetch_artifacts=False, keep_remote=True)
 
     def execute(self, ctx: RunContext) -> Outcome:
         claim = ctx.claim  # set by Manager.claim: {token, agent, ready}

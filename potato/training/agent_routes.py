@@ -16,33 +16,12 @@ from typing import Any, Dict, Optional
 
 from potato.server.http import HTTPError
 from potato.training import wheel
-from potato.training.paths import read_json
-from potato.training.remote.errors import copy_stalled
+from potato.training.remote.paths import read_json
+from potato.training.backends.base import RemoteState, token_hash
+from potato.training.backends.errors import copy_stalled
 
 PREFIX = r"/agent/v1/runs/(?P<run_id>[A-Za-z0-9_-]+)"
 COPY_STALL_S = 180  # a model-file upload that sends nothing this long fails
-
-
-def token_hash(token: str) -> str:
-    return hashlib.sha256(token.encode("utf-8")).hexdigest()
-
-
-class RemoteState:
-    """What the server knows of a run's agent while the run is active."""
-
-    def __init__(self, token: str, settings: Dict[str, Any]):
-        self.token_hash = token_hash(token)
-        self.settings = settings  # backend settings the agent needs (gpus, env, ...)
-        self.last_seen: Optional[float] = None  # monotonic
-        self.reports = 0
-        self.result: Optional[Dict[str, Any]] = None
-        self.result_ready = threading.Event()
-        self.copy_error: Optional[str] = None
-        self.host = settings.get("host", "the host")
-
-    def seen(self) -> None:
-        self.last_seen = time.monotonic()
-        self.reports += 1
 
 
 def add_routes(app, manager) -> None:
@@ -105,7 +84,7 @@ def add_routes(app, manager) -> None:
                      "bundle": {"sha256": ctx.bundle_sha256, "bytes": size},
                      "grace_seconds": ctx.grace_seconds,
                      "max_predictions_mb": cfg.model_training.max_predictions_mb,
-                     "backend": remote.settings})
+                     "backend": remote.settings.to_dict()})
 
     @app.route("GET", PREFIX + r"/bundle")
     def bundle(h, run_id):

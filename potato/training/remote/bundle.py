@@ -21,7 +21,7 @@ import os
 import tarfile
 from collections import Counter
 
-from potato.training.paths import write_json
+from potato.training.remote.paths import write_json
 
 BUNDLE_VERSION = 1
 SPLITS = ("train", "val", "test", "unlabeled")

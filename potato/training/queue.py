@@ -18,13 +18,13 @@ from typing import Any, Dict, List, Optional
 
 from potato.config import Config
 from potato.store import Store
-from potato.training import bundle as bundle_mod
-from potato.training import trainers
+from potato.training.remote import bundle as bundle_mod
+from potato.training.remote import trainers
 from potato.training.backends import Outcome, RunContext, make_backends
 from potato.training.ingest import PredictionsError, read_predictions, score, write_back
-from potato.training.paths import RunPaths, write_json
-from potato.training.agent_tokens import AgentTokens
-from potato.training.runstore import TERMINAL, RunStore
+from potato.training.remote.paths import RunPaths, write_json
+from potato.training.tokens import AgentTokens
+from potato.training.runs import TERMINAL, RunStore
 
 log = logging.getLogger("potato.training")
 

@@ -15,13 +15,13 @@ import sys
 import time
 from urllib.parse import urlsplit
 
-import potato
-from potato.training import agent as agent_mod
-from potato.training.agent import Client, ServerError, log
+from potato.training.remote import protocol
+from potato.training.remote import run as agent_mod
+from potato.training.remote.client import Client, ServerError, log, send_result
 
 POLL_S = 5.0
-SLURM_KEYS = ("partition", "gres", "time", "account", "qos", "mem", "cpus_per_task",
-              "constraint", "job_python", "prelude", "env", "num_threads", "poll_interval_s")
+SLURM_KEYS = protocol.SBATCH_KEYS + ("job_python", "prelude", "env", "num_threads",
+                                     "poll_interval_s")
 
 
 def read_token(token_file):
@@ -83,7 +83,7 @@ def serve(args):
     workdir = os.path.abspath(os.path.expanduser(args.workdir or "~/.cache/potato-training"))
     python = args.python or sys.executable
     backend_client = Client(token, server=args.server)
-    me = {"host": platform.node(), "version": potato.__version__,
+    me = {"host": platform.node(), "version": protocol.VERSION,
           "python": platform.python_version()}
     log("polling %s for runs of backend %s (work directory %s)" % (args.server, args.backend,
                                                                    workdir))
@@ -97,7 +97,7 @@ def serve(args):
             if e.status in (401, 403, 404):
                 print("error: the server at %s rejected this agent: %s" % (args.server, e),
                       file=sys.stderr)
-                return agent_mod.EXIT_REJECTED
+                return protocol.AGENT_REJECTED
             log("the server answered %s: %s; trying again" % (e.status, e))
             reply = None
         except (OSError, http.client.HTTPException) as e:
@@ -118,7 +118,7 @@ def serve(args):
                 log("the server refused run %s: %s" % (run_id, e))
             except Exception as e:  # one failed run must not end the agent
                 log("run %s failed in the agent: %s: %s" % (run_id, type(e).__name__, e))
-                agent_mod._send_result(run_client, run_id, {
+                send_result(run_client, run_id, {
                     "status": "error", "exit_code": None, "error": "the agent failed: %s" % e})
             log("run %s done" % run_id)
             if args.once:

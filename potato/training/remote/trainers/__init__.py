@@ -60,7 +60,7 @@ TRAIN_TEXT_HINT = "install it with: pip install 'potato-annotation[train-text]'"
 
 REGISTRY = {
     "text-naive-bayes": TrainerInfo(
-        "text-naive-bayes", "potato.training.trainers.naive_bayes",
+        "text-naive-bayes", "potato.training.remote.trainers.naive_bayes",
         "Multinomial naive Bayes on word n-grams, standard library only: a fast baseline that "
         "runs anywhere.",
         [Param("alpha", "float", 1.0, "additive (Laplace) smoothing", minimum=0.0001),
@@ -69,7 +69,7 @@ REGISTRY = {
          Param("calibrate", "bool", True, "temperature-scale probabilities on the val split")],
         {"radio", "multiselect"}),
     "hf-text-classification": TrainerInfo(
-        "hf-text-classification", "potato.training.trainers.hf_text",
+        "hf-text-classification", "potato.training.remote.trainers.hf_text",
         "Fine-tune a transformers encoder (full or with a PEFT LoRA adapter).",
         [Param("model", "str", "sentence-transformers/all-MiniLM-L6-v2",
                "a Hugging Face Hub id or a local model directory"),
@@ -85,7 +85,7 @@ REGISTRY = {
         {"radio"}, packages=("torch", "transformers", "peft"), max_schemas=1,
         install_hint=TRAIN_TEXT_HINT),
     "decision-calibrate": TrainerInfo(
-        "decision-calibrate", "potato.training.trainers.calibrate",
+        "decision-calibrate", "potato.training.remote.trainers.calibrate",
         "Platt-scale the latest successful run's confidences against the human labels and find "
         "the threshold that reaches a target precision. Reads the server's store: local only.",
         [Param("target_precision", "float", 0.9, "precision the reported threshold reaches",

@@ -8,7 +8,8 @@ import json
 import shlex
 from typing import List, Optional
 
-from potato.training.remote.errors import EXIT_NO_PYTHON, EXIT_OLD_PYTHON
+from potato.training.remote.protocol import (
+    REMOTE_ENV_FAILED, REMOTE_NO_CODE, REMOTE_NO_PYTHON, REMOTE_OLD_PYTHON)
 
 PROBE_MARK = "POTATO-PROBE "
 
@@ -43,7 +44,8 @@ def ssh_argv(bcfg, remote_command: str, control_dir: Optional[str] = None,
 # (NAME=value lines up to an empty line; values stay off the command line, which every account
 # on a shared host can read) and exports it, so the probe, check, venv install, agent and job
 # all see the same PATH. What follows the empty line on stdin is the command's own input.
-ENV_SH = 'while IFS= read -r kv && [ -n "$kv" ]; do export "$kv" || exit 95; done; eval "$1"'
+ENV_SH = ('while IFS= read -r kv && [ -n "$kv" ]; do export "$kv" || exit %d; done; eval "$1"'
+          % REMOTE_ENV_FAILED)
 
 
 def with_env(command: str) -> str:
@@ -103,7 +105,7 @@ command -v "$py" >/dev/null 2>&1 || exit %d
   exit %d
 }
 exec "$py" -c "$@"
-""" % (EXIT_NO_PYTHON, EXIT_OLD_PYTHON)
+""" % (REMOTE_NO_PYTHON, REMOTE_OLD_PYTHON)
 
 
 def probe_command(python: str, remote_dir: str, code_hash: str, venv_key: str) -> str:
@@ -178,10 +180,10 @@ AGENT_SH = r"""
 d=$1; code=$2; py=$3; sock=$4; run=$5; job=$6
 case "$d" in "~"|"~/"*) d="$HOME${d#\~}";; esac
 case "$py" in "~/"*) py="$HOME${py#\~}";; esac
-cd "$d/code/$code" || exit 96
+cd "$d/code/$code" || exit %d
 PYTHONPATH="$d/code/$code${PYTHONPATH:+:$PYTHONPATH}" exec "$py" -m potato.training.agent --socket "$sock" --run "$run" \
   --workdir "$d/jobs/$job" --python "$py"
-"""
+""" % REMOTE_NO_CODE
 
 
 def agent_command(python: str, remote_dir: str, code_hash: str, socket_path: str,

@@ -9,9 +9,8 @@ import os
 import time
 from typing import Callable, Optional
 
-from potato.training.agent_api import RemoteState
-from potato.training.backends import Outcome, RunContext
-from potato.training.remote import errors
+from potato.training.backends.base import Outcome, RemoteState, RunContext
+from potato.training.backends import errors
 
 
 def wait_for_agent(ctx: RunContext, remote: RemoteState, backend: str, where: str,

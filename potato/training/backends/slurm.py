@@ -3,9 +3,12 @@ with sbatch (see potato/training/slurm.py for the job side)."""
 
 from typing import Any, Dict
 
-from potato.training.remote import errors, sshcmd
-from potato.training.remote.ssh import SshBackend, code_hash
-from potato.training import slurm as slurm_job
+from potato.training.backends import errors
+from potato.training.backends import sshcmd
+from potato.training.backends.ship import code_hash
+from potato.training.backends.ssh import SshBackend
+from potato.training.remote.protocol import RunSettings
+from potato.training.remote import slurm_job
 
 # What `check` runs on the login node, with the backend's env applied: where the SLURM
 # commands are, and the version of the interpreter jobs will run (from the login node's view).
@@ -23,15 +26,15 @@ class SlurmBackend(SshBackend):
     type = "slurm"
     lost_after_s = slurm_job.LOST_AFTER_S
 
-    def settings(self) -> Dict[str, Any]:
+    def settings(self) -> RunSettings:
         b = self.bcfg
-        out = {"scheduler": "slurm", "gpus": "none", "env": b.env, "num_threads": b.num_threads,
-               "fetch_artifacts": b.fetch_artifacts, "keep_remote": b.keep_remote,
-               "max_artifact_mb": b.max_artifact_mb, "remote_dir": self.remote_dir,
-               "host": b.host, "job_python": b.job_python or "python", "prelude": b.prelude,
-               "poll_interval_s": b.poll_interval_s, "lost_after_s": self.lost_after_s}
-        out.update(b.sbatch)
-        return out
+        return RunSettings(scheduler="slurm", gpus="none", env=dict(b.env),
+                           num_threads=b.num_threads, fetch_artifacts=b.fetch_artifacts,
+                           keep_remote=b.keep_remote, max_artifact_mb=b.max_artifact_mb,
+                           remote_dir=self.remote_dir, host=b.host,
+                           job_python=b.job_python or "python", prelude=list(b.prelude),
+                           poll_interval_s=b.poll_interval_s, lost_after_s=self.lost_after_s,
+                           **b.sbatch)
 
     def check(self) -> Dict[str, Any]:
         host = self.bcfg.host

@@ -1,0 +1,37 @@
+"""Where runs execute (server side): local, ssh, slurm and agent backends over one lifecycle.
+
+``make_backends`` builds every configured backend; ``check_backend`` is the one code path of
+``potato training check`` and the Training page's Check button.
+"""
+
+from typing import Any, Dict
+
+from potato.config import Config
+from potato.training.backends.agent import AgentBackend
+from potato.training.backends.base import Outcome, RunContext, TrainingBackend
+from potato.training.backends.local import LocalBackend
+from potato.training.backends.slurm import SlurmBackend
+from potato.training.backends.ssh import SshBackend
+
+__all__ = ["Outcome", "RunContext", "TrainingBackend", "make_backends", "check_backend"]
+TYPES = {"local": LocalBackend, "ssh": SshBackend, "slurm": SlurmBackend, "agent": AgentBackend}
+
+
+def check_backend(backend: TrainingBackend) -> Dict[str, Any]:
+    """The report of ``potato training check`` and of the Check button (one code path)."""
+    report = backend.check()
+    description = backend.bcfg.description
+    report["description"] = description
+    if description:
+        report["lines"] = [description] + list(report.get("lines") or [])
+    return report
+
+
+def make_backends(cfg: Config, tokens=None) -> Dict[str, TrainingBackend]:
+    """Every configured backend; agent backends see ``tokens`` (an AgentTokens) for check."""
+    out: Dict[str, TrainingBackend] = {}
+    for name, b in cfg.model_training.backends.items():
+        out[name] = TYPES[b.type](b, cfg)
+        if b.type == "agent":
+            out[name].tokens = tokens
+    return out

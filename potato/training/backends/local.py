@@ -1,0 +1,39 @@
+"""The local backend: a child process on the annotation server."""
+
+import os
+import sys
+from typing import Any, Dict
+
+from potato.training import devices
+from potato.training.backends.base import Outcome, RunContext, TrainingBackend
+from potato.training.backends.ship import SOURCE_ROOT
+from potato.training.remote import protocol, supervise
+
+
+class LocalBackend(TrainingBackend):
+    """A child process on the annotation server."""
+
+    type = "local"
+
+    def worker_env(self) -> Dict[str, str]:
+        return protocol.worker_env(os.environ, SOURCE_ROOT, self.cfg.model_training.num_threads)
+
+    def execute(self, ctx: RunContext) -> Outcome:
+        mt = self.cfg.model_training
+        ctx.set_step("starting the worker")
+        argv = [sys.executable, "-m", "potato.training.worker", "--spec", ctx.paths.spec]
+        ctx.log("local: %s" % " ".join(argv))
+        result = supervise.run_worker(
+            argv, self.worker_env(), ctx.paths.stderr, ctx.on_event,
+            should_cancel=ctx.cancel.is_set, max_wall_seconds=mt.max_wall_seconds,
+            grace_seconds=mt.grace_seconds, max_rss_mb=mt.max_ram_mb, cwd=ctx.paths.root)
+        status, error = supervise.explain(result, mt.max_wall_seconds, mt.grace_seconds,
+                                          mt.max_ram_mb)
+        if result.stderr_tail and status == "error":
+            ctx.log("worker stderr (last lines):\n" + result.stderr_tail)
+        return Outcome(status, error, ran_on="local", artifact_uri=ctx.paths.artifacts)
+
+    def check(self) -> Dict[str, Any]:
+        return devices.local_report(self.cfg)
+
+

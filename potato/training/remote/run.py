@@ -1,0 +1,339 @@
+"""One training run where it executes, for the server: the agent's run, in named steps.
+
+Standard library only (Python 3.8+): it runs on GPU servers, SLURM login nodes and agent
+machines from the shipped files. ``python -m potato.training.agent`` (``main`` below) reads its
+run token from the first line of standard input (never argv or the environment), then talks
+HTTP to the server (``client.Client``). ``AgentRun`` does the run in steps, each a method:
+
+    download -> prepare -> execute (run the worker, or submit a SLURM job) -> upload -> report
+    -> clean up
+
+Events are relayed every ``REPORT_S`` seconds (which is also the heartbeat); a cancel arrives in
+the reply to a report. Standard input stays open for the length of the run: when it closes (the
+ssh session dropped), or on SIGHUP/SIGTERM, the agent stops the worker or cancels its job, so
+nothing of the run survives on the host.
+"""
+
+import argparse
+import http.client
+import os
+import platform
+import shutil
+import sys
+import threading
+import time
+from urllib.parse import quote
+
+from potato.training.remote import bundle as bundle_mod
+from potato.training.remote import gpus as gpus_mod
+from potato.training.remote import protocol
+from potato.training.remote import slurm_job
+from potato.training.remote import supervise
+from potato.training.remote.client import (
+    CHUNK, Client, ServerError, StdinWatch, _Slice, download_bundle, log, on_hangup,
+    send_result, set_log_file)
+from potato.training.remote.paths import RunPaths, write_json
+from potato.training.remote.protocol import RunSettings
+
+REPORT_S = 2.0
+LOST_CONTACT_S = 300  # a run whose server cannot be reached this long is cancelled here
+GPU_LOCK_HOLD_S = 120  # the GPU choice is held until the worker speaks, at most this long
+CODE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))  # the folder that holds potato/
+
+
+class AgentRun:
+    """One run on this host. ``run()`` goes through the steps; each can be called alone."""
+
+    def __init__(self, client, run_id, workdir, python, watch=None, code_dir=None,
+                 overrides=None, keep_bundle=True):
+        self.client = client
+        self.run_id = run_id
+        self.workdir = workdir
+        self.python = python
+        self.watch = watch
+        self.code_dir = code_dir or CODE_DIR
+        self.overrides = overrides
+        self.keep_bundle = keep_bundle
+        self.paths = None
+        self.info = {}
+        self.settings = RunSettings()
+        self.env = {}
+        self.grace = 20.0
+        self.pending = []
+        self.lock = threading.Lock()
+        self.events = 0
+        self.cancelled = False
+        self.lost = False
+        self.last_report = 0.0
+        self.failing_since = None
+        self.result = None
+        self.artifacts = []
+
+    # -- the steps ---------------------------------------------------------------------------
+    def run(self):
+        """Every step in order; returns the agent's exit code."""
+        self.download()
+        self.prepare()
+        try:
+            self.result = self.execute()
+        except (slurm_job.SlurmError, gpus_mod.GpuError) as e:
+            self.report_events(force=True)
+            send_result(self.client, self.run_id, {"status": "error", "error": str(e),
+                                                   "exit_code": None,
+                                                   "workdir": self.paths.root})
+            return protocol.EXIT_OK
+        self.report_events(force=True)
+        if self.lost:
+            return protocol.AGENT_LOST
+        status, error = self.upload()
+        self.clean_up(status)
+        self.report(status, error)
+        return protocol.EXIT_OK
+
+    def download(self):
+        """The run's spec and settings, then its bundle (resumed, checksum-verified)."""
+        _, self.info, _ = self.client.request("GET", "/agent/v1/runs/%s" % self.run_id)
+        backend = dict(self.info.get("backend") or {})
+        backend.update(self.overrides or {})
+        self.settings = RunSettings.from_dict(backend)
+        self.grace = float(self.info.get("grace_seconds", 20))
+        self.paths = RunPaths(self.workdir).create()
+        set_log_file(os.path.join(self.paths.root, "agent.log"))
+        log("run %s: job directory %s" % (self.run_id, self.paths.root))
+        bundle = self.info["bundle"]
+        download_bundle(self.client, self.run_id, self.paths.bundle_archive, bundle["sha256"],
+                        bundle["bytes"])
+
+    def prepare(self):
+        """Unpack the bundle, write the spec, make the worker's environment."""
+        bundle_mod.safe_extract(self.paths.bundle_archive, self.paths.bundle)
+        spec = dict(self.info["spec"])
+        spec.update(bundle="bundle", artifacts="artifacts", predictions="predictions.jsonl")
+        write_json(self.paths.spec, spec)
+        self.env = protocol.worker_env(os.environ, self.code_dir, self.settings.num_threads,
+                                       self.settings.env)
+
+    def execute(self):
+        """Run the worker here (after taking a GPU), or submit it to SLURM; a WorkerExit."""
+        s = self.settings
+        self.on_event(protocol.make("log", level="info", message="agent on %s: Python %s (%s)"
+                                    % (platform.node(), platform.python_version(),
+                                       self.python)))
+        if s.scheduler == "slurm":
+            return slurm_job.run_job(s, self.paths.root, self.code_dir, self.run_id, self.env,
+                                     self.on_event, log, self.should_cancel,
+                                     grace_seconds=self.grace, on_tick=self.report_events)
+        gpu_lock = None
+        if s.gpus != "none":
+            gpu_lock, chosen, message = gpus_mod.take(
+                s, self.python, os.path.dirname(os.path.dirname(self.paths.root)), self.env)
+            self.on_event(protocol.make("log", level="info", message=message))
+            if chosen is not None:
+                self.env["CUDA_VISIBLE_DEVICES"] = chosen
+        started, before = time.monotonic(), self.events
+
+        def tick():
+            # Hold the GPU lock until the worker speaks (it has started), at most two minutes.
+            if gpu_lock is not None and gpu_lock.fd is not None and (
+                    self.events > before or time.monotonic() - started > GPU_LOCK_HOLD_S):
+                gpu_lock.release()
+            self.report_events()
+
+        argv = [self.python, "-m", "potato.training.worker", "--spec", self.paths.spec]
+        try:
+            return supervise.run_worker(argv, self.env, self.paths.stderr, self.on_event,
+                                        should_cancel=self.should_cancel,
+                                        grace_seconds=self.grace, on_tick=tick,
+                                        cwd=self.paths.root)
+        finally:
+            if gpu_lock is not None:
+                gpu_lock.release()
+
+    def upload(self):
+        """(status, error): predictions always, model files when the backend fetches them."""
+        status, error = supervise.explain(self.result)
+        reason = getattr(self.result, "reason_message", None)
+        if reason and self.result.stopped != "cancelled":
+            status, error = "error", reason  # the scheduler ended the job
+        self.artifacts = self._list_artifacts()
+        if status != "success":
+            return status, error
+        try:
+            with open(self.paths.predictions, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                self.client.request("PUT", "/agent/v1/runs/%s/predictions" % self.run_id, body=f,
+                                    headers={"Content-Length": str(size),
+                                             "Content-Type": "application/x-ndjson"})
+        except ServerError as e:
+            return "error", "the server refused the predictions: %s" % e
+        except OSError as e:
+            return "error", "the predictions could not be uploaded: %s" % e
+        if self.settings.fetch_artifacts:
+            try:
+                self._upload_artifacts()
+            except (ServerError, OSError, http.client.HTTPException) as e:
+                log("copying the model files back failed (%s); they stay in %s"
+                    % (e, self.paths.artifacts))
+        return status, error
+
+    def clean_up(self, status):
+        """Remove the bundle unless kept; the whole job directory after a full success."""
+        if not self.keep_bundle:
+            shutil.rmtree(self.paths.bundle, ignore_errors=True)
+            if os.path.exists(self.paths.bundle_archive):
+                os.unlink(self.paths.bundle_archive)
+        s = self.settings
+        fetched_all = all(a.get("fetched") for a in self.artifacts)
+        if status == "success" and fetched_all and s.fetch_artifacts and not s.keep_remote:
+            shutil.rmtree(self.paths.root, ignore_errors=True)
+            log("removed the job directory %s" % self.paths.root)
+
+    def report(self, status, error):
+        """The run's result, with where its files are."""
+        send_result(self.client, self.run_id, {
+            "status": status, "error": error, "exit_code": self.result.returncode,
+            "stderr_tail": self.result.stderr_tail[-4000:], "artifacts": self.artifacts,
+            "workdir": self.paths.root, "host": platform.node(),
+            "python": platform.python_version()})
+
+    # -- events, cancel, liveness ----------------------------------------------------------------
+    def on_event(self, event):
+        with self.lock:
+            self.pending.append(event)
+            self.events += 1
+
+    def report_events(self, force=False):
+        """Send the pending events (the heartbeat); the reply may carry a cancel."""
+        now = time.monotonic()
+        if not force and now - self.last_report < REPORT_S:
+            return
+        with self.lock:
+            batch, self.pending = self.pending, []
+        try:
+            _, reply, _ = self.client.request("POST", "/agent/v1/runs/%s/events" % self.run_id,
+                                              {"events": batch})
+            self.failing_since = None
+            if reply and reply.get("cancel") and not self.cancelled:
+                log("the server cancelled the run; stopping the worker")
+                self.cancelled = True
+        except ServerError as e:
+            if e.status in (401, 403, 404, 410):
+                log("the server no longer accepts reports for this run (%s); stopping" % e)
+                self.cancelled = True
+            self._requeue(batch)
+        except (OSError, http.client.HTTPException) as e:
+            self._requeue(batch)
+            if self.failing_since is None:
+                self.failing_since = now
+                log("cannot reach the server (%s); will retry" % e)
+            elif now - self.failing_since > LOST_CONTACT_S and not self.cancelled:
+                log("the server has been unreachable for %d s: cancelling the run here"
+                    % LOST_CONTACT_S)
+                self.cancelled = True
+        self.last_report = now
+
+    def _requeue(self, batch):
+        with self.lock:
+            self.pending[:0] = batch
+
+    def should_cancel(self):
+        if self.watch is not None and self.watch.closed.is_set() and not self.lost:
+            self.lost = True
+            log("standard input closed (the ssh session is gone): stopping the worker")
+        return self.cancelled or self.lost
+
+    # -- files -------------------------------------------------------------------------------------
+    def _list_artifacts(self):
+        out = []
+        for root, _, files in os.walk(self.paths.artifacts):
+            for name in files:
+                p = os.path.join(root, name)
+                out.append({"path": os.path.relpath(p, self.paths.artifacts),
+                            "bytes": os.path.getsize(p)})
+        return out
+
+    def _upload_artifacts(self):
+        """Send the model files in chunks, reporting 'copying the model back: X/Y MB'."""
+        limit = self.settings.max_artifact_mb * (1 << 20)
+        wanted = []
+        for a in self.artifacts:
+            if a["bytes"] > limit:
+                self.on_event(protocol.make(
+                    "log", level="warning", message="%s (%d MB) is over max_artifact_mb; it "
+                    "stays on %s in %s" % (a["path"], a["bytes"] >> 20, platform.node(),
+                                            self.paths.artifacts)))
+            else:
+                wanted.append(a)
+        total = sum(a["bytes"] for a in wanted)
+        done = [0]
+
+        def progress():
+            self.on_event(protocol.make("status", message="copying the model back: %d/%d MB" % (
+                done[0] >> 20, max(total >> 20, 1) if total else 0)))
+            self.report_events(force=True)
+
+        progress()
+        for a in wanted:
+            with open(os.path.join(self.paths.artifacts, a["path"]), "rb") as f:
+                offset = 0
+                while True:
+                    n = min(CHUNK, a["bytes"] - offset)
+                    self.client.request(
+                        "PUT", "/agent/v1/runs/%s/artifacts?path=%s&offset=%d" % (
+                            self.run_id, quote(a["path"]), offset), body=_Slice(f, n),
+                        headers={"Content-Length": str(n),
+                                 "Content-Type": "application/octet-stream"})
+                    offset += n
+                    done[0] += n
+                    progress()
+                    if offset >= a["bytes"]:
+                        break
+            a["fetched"] = True
+
+
+def run(client, run_id, workdir, python, watch=None, code_dir=None, overrides=None,
+        keep_bundle=True):
+    """Run one run to its end; returns the agent's exit code."""
+    return AgentRun(client, run_id, workdir, python, watch, code_dir, overrides,
+                    keep_bundle).run()
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="python -m potato.training.agent",
+                                description="Run one Potato training run for the server. The "
+                                            "run token is read from the first line of stdin.")
+    p.add_argument("--socket", help="unix socket that reaches the server (ssh -R)")
+    p.add_argument("--server", help="the server's URL, when there is no socket")
+    p.add_argument("--run", required=True, help="the run id")
+    p.add_argument("--workdir", required=True, help="the job directory for this run")
+    p.add_argument("--python", default=sys.executable, help="interpreter for the worker")
+    args = p.parse_args(argv)
+    if not (args.socket or args.server):
+        p.error("give --socket or --server")
+    token = sys.stdin.readline().strip()
+    if not token:
+        log("no run token on standard input")
+        return protocol.AGENT_USAGE
+    watch = StdinWatch(sys.stdin)
+    on_hangup(watch)
+    client = Client(token, socket_path=args.socket, server=args.server)
+    try:
+        return run(client, args.run, os.path.expanduser(args.workdir), args.python, watch)
+    except ServerError as e:
+        log("the server refused the agent: %s" % e)
+        return protocol.AGENT_REJECTED
+    except Exception as e:  # report what we can, then exit non-zero
+        log("the agent failed: %s: %s" % (type(e).__name__, e))
+        try:
+            send_result(client, args.run, {"status": "error", "exit_code": None,
+                                           "error": "the agent failed: %s" % e})
+        except ServerError as e2:
+            log("could not report the failure either: %s" % e2)
+        return 1
+    finally:
+        if args.socket:  # the forwarded socket is ours: leave nothing behind in /tmp
+            try:
+                os.unlink(args.socket)
+            except OSError as e:
+                log("could not remove %s: %s" % (args.socket, e))

@@ -1,0 +1,401 @@
+"""Submit the worker to SLURM and follow it (standard library, Python 3.8; runs on login nodes).
+
+The agent on the login node writes ``job.sh``, submits it with ``sbatch --parsable``, polls
+``squeue`` once per ``poll_interval_s``, relays the worker's events from ``events.jsonl`` on
+shared storage as the file grows, and decides the ending from ``exit_code``, the final events
+and — when the scheduler ended the job — the scheduler's reason, read from ``scontrol show job``
+where the cluster has scontrol, else from ``slurm.out``. It never calls srun or sacct.
+
+Builders and parsers are pure functions; ``run_job`` is the loop.
+"""
+
+import os
+import platform
+import re
+import shlex
+import shutil
+import time
+
+from potato.training.remote import proc, protocol
+from potato.training.remote import protocol as events
+from potato.training.remote.paths import RunPaths
+from potato.training.remote.supervise import WorkerExit, tail
+
+SBATCH_FLAGS = (("partition", "--partition"), ("gres", "--gres"), ("time", "--time"),
+                ("account", "--account"), ("qos", "--qos"), ("mem", "--mem"),
+                ("cpus_per_task", "--cpus-per-task"), ("constraint", "--constraint"))
+SQUEUE_FORMAT = "%i|%T|%R|%N"
+LOST_AFTER_S = 60  # a job gone from the queue with no exit code and no reason: wait this long
+
+
+class SlurmError(Exception):
+    pass
+
+
+class ParseError(SlurmError):
+    pass
+
+
+# -- builders ---------------------------------------------------------------------------------
+
+def job_script(settings, jobdir, code_dir):
+    """The text of job.sh. Every value is shell-quoted; ``prelude`` lines are shell code the
+    user wrote for this purpose (module loads, environment activation) and go in as written."""
+    q = shlex.quote
+    paths = RunPaths(jobdir)
+    python = settings.job_python or "python"
+    lines = ["#!/bin/sh", "# Written by Potato: runs the training worker of this job.",
+             "# prelude (from the backend's config)"]
+    lines += list(settings.prelude)
+    # The worker's environment as protocol.worker_env makes it, written as exports (the job
+    # runs on another node, so the agent's own environment cannot be handed over).
+    made = protocol.worker_env({}, code_dir, settings.num_threads, settings.env)
+    for key, value in sorted(made.items()):
+        if key == "PYTHONPATH":
+            value = q(value) + "\"${PYTHONPATH:+:$PYTHONPATH}\""
+        else:
+            value = q(str(value))
+        lines.append("export %s=%s" % (key, value))
+    lines += [
+        "cd %s || exit 96" % q(jobdir),
+        "%s -m potato.training.worker --spec %s > %s 2> %s" % (
+            q(python), q(paths.spec), q(paths.events), q(paths.stderr)),
+        "code=$?",
+        "echo \"$code\" > %s && mv %s %s" % (q(paths.exit_code + ".tmp"),
+                                             q(paths.exit_code + ".tmp"), q(paths.exit_code)),
+        "exit \"$code\"", ""]
+    return "\n".join(lines)
+
+
+def sbatch_argv(settings, jobdir, run_id):
+    paths = RunPaths(jobdir)
+    argv = ["sbatch", "--parsable", "--job-name=potato-%s" % run_id,
+            "--output=%s" % paths.slurm_out, "--chdir=%s" % paths.root]
+    options = settings.sbatch_options()
+    for key, flag in SBATCH_FLAGS:
+        if key in options:
+            argv.append("%s=%s" % (flag, options[key]))
+    argv.append(paths.job_script)
+    return argv
+
+
+def squeue_argv(job_id):
+    return ["squeue", "-h", "-j", str(job_id), "-o", SQUEUE_FORMAT]
+
+
+def scontrol_argv(job_id):
+    return ["scontrol", "show", "job", str(job_id)]
+
+
+def scancel_argv(job_id, signal_term=False):
+    if signal_term:
+        return ["scancel", "--full", "--signal=TERM", str(job_id)]
+    return ["scancel", str(job_id)]
+
+
+# -- parsers ----------------------------------------------------------------------------------
+
+def parse_sbatch(stdout):
+    """The job id from ``sbatch --parsable`` output (``id`` or ``id;cluster``)."""
+    for line in stdout.strip().splitlines():
+        first = line.strip().split(";")[0]
+        if first.isdigit():
+            return first
+    raise ParseError("sbatch printed no job id: %r" % stdout[-300:])
+
+
+def parse_squeue(stdout, job_id):
+    """(state, reason, nodes) of the job, or None when squeue no longer lists it."""
+    for line in stdout.strip().splitlines():
+        parts = line.strip().split("|")
+        if len(parts) != 4:
+            raise ParseError("unexpected squeue line (want %s): %r" % (SQUEUE_FORMAT, line))
+        if parts[0].split("_")[0] == str(job_id):
+            # squeue shows a pending job's reason in parentheses: "(Priority)"
+            reason = parts[2].strip()
+            if reason.startswith("(") and reason.endswith(")"):
+                reason = reason[1:-1]
+            return parts[1], reason, parts[3]
+    return None
+
+
+def parse_scontrol(stdout):
+    """``scontrol show job`` output as a dict of its Key=Value fields."""
+    fields = {}
+    for token in re.findall(r"(\w[\w:/]*)=(\S*)", stdout):
+        fields.setdefault(token[0], token[1])
+    if "JobState" not in fields:
+        raise ParseError("no JobState in scontrol output: %r" % stdout[-300:])
+    return fields
+
+
+WHAT_TO_DO = {
+    "time limit": "Raise time in the backend (or train on fewer items or epochs); "
+                  "keep_remote: true keeps slurm.out for a look.",
+    "node failure": "Start the run again; if it repeats, tell the cluster's admins about the node.",
+    "preemption": "Start the run again, or use a partition or qos that is not preempted.",
+    "out of memory": "Ask for more memory (mem in the backend) or lower batch_size or "
+                     "max_length.",
+    "cancelled": "Someone cancelled the job outside Potato (scancel); start the run again.",
+}
+STATE_REASONS = {"TIMEOUT": "time limit", "DEADLINE": "time limit", "NODE_FAIL": "node failure",
+                 "PREEMPTED": "preemption", "OUT_OF_MEMORY": "out of memory",
+                 "CANCELLED": "cancelled"}
+SLURM_OUT = [(re.compile(r"DUE TO TIME LIMIT"), "time limit"),
+             (re.compile(r"DUE TO NODE FAIL"), "node failure"),
+             (re.compile(r"DUE TO PREEMPTION"), "preemption"),
+             (re.compile(r"oom[-_ ]kill|Out Of Memory|OUT_OF_MEMORY", re.I), "out of memory"),
+             (re.compile(r"\*\*\* JOB \d+ ON \S+ CANCELLED AT"), "cancelled")]
+SENTENCES = {"time limit": "it reached its time limit", "node failure": "its node failed",
+             "preemption": "it was preempted by another job",
+             "out of memory": "it ran out of memory",
+             "cancelled": "it was cancelled from outside Potato"}
+
+
+def reason_from_scontrol(fields):
+    state = fields.get("JobState", "")
+    return STATE_REASONS.get(state.split("+")[0])
+
+
+def reason_from_slurm_out(text):
+    for pattern, reason in SLURM_OUT:
+        if pattern.search(text):
+            return reason
+    return None
+
+
+def ended_message(job_id, reason):
+    return "SLURM job %s ended before the worker finished: %s. %s" % (
+        job_id, SENTENCES[reason], WHAT_TO_DO[reason])
+
+
+# -- the loop ---------------------------------------------------------------------------------
+
+class EventTail:
+    """Reads complete lines appended to events.jsonl (a partial last line waits for its newline)."""
+
+    def __init__(self, path):
+        self.path = path
+        self.offset = 0
+        self.partial = b""
+
+    def read(self):
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except OSError:
+            return []
+        self.offset += len(data)
+        data = self.partial + data
+        lines = data.split(b"\n")
+        self.partial = lines.pop()
+        out = []
+        for raw in lines:
+            event = events.parse(raw.decode("utf-8", "replace"))
+            if event is not None:
+                out.append(event)
+        return out
+
+
+class JobExit(WorkerExit):
+    """What run_job learned: a local WorkerExit's fields, and the scheduler's word."""
+
+    def __init__(self):
+        WorkerExit.__init__(self)
+        self.reason_message = None
+        self.job_id = None
+
+
+NEEDED = ("sbatch", "squeue", "scancel")
+WHAT_FOR = {"sbatch": "submit jobs", "squeue": "follow its jobs", "scancel": "cancel its jobs"}
+
+
+def missing_commands(env):
+    """The SLURM commands the agent needs that are not on the PATH it runs them with."""
+    return [c for c in NEEDED if shutil.which(c, path=env.get("PATH", os.defpath)) is None]
+
+
+def no_command_message(host, command):
+    """The tutorial's sentence, the same in ``training check`` and in a run's error."""
+    return ("%s has no %s on PATH, so it cannot %s. Set PATH under the backend's env (for "
+            "example env: {PATH: \"/opt/slurm/bin:/usr/bin:/bin\"})." % (host, command,
+                                                                      WHAT_FOR[command]))
+
+
+def _call(argv, env, timeout=60):
+    """(exit status or None on a timeout, stdout, stderr) of a SLURM command, via proc.run."""
+    r = proc.run(argv, timeout=timeout, env=env)
+    if r.timed_out:
+        return None, "", "%s did not answer within %d s" % (argv[0], timeout)
+    return r.returncode, r.stdout, r.stderr
+
+
+SQUEUE_FAILING_S = 300  # squeue failing this long (the controller is down): the run ends
+
+
+class JobFollower:
+    """Submit the worker with sbatch and follow the job until it leaves the queue."""
+
+    def __init__(self, settings, jobdir, code_dir, run_id, env, on_event, log, should_cancel,
+                 grace_seconds=20.0, tick=0.5, clock=time.monotonic, on_tick=None):
+        self.settings, self.jobdir, self.code_dir = settings, jobdir, code_dir
+        self.run_id, self.env, self.on_event, self.log = run_id, env, on_event, log
+        self.should_cancel, self.grace, self.tick = should_cancel, grace_seconds, tick
+        self.clock, self.on_tick = clock, on_tick
+        self.out = JobExit()
+        self.paths = RunPaths(jobdir)
+        self.tailer = EventTail(self.paths.events)
+        self.job_id = None
+        self.last_state = None
+        self.gone_since = None
+        self.failing_since = None
+        self.term_at = None
+        self.killed = False
+        self.has_scontrol = False
+
+    def submit(self):
+        missing = missing_commands(self.env)
+        if missing:
+            raise SlurmError(no_command_message(self.settings.host or platform.node(),
+                                                missing[0]))
+        with open(self.paths.job_script, "w") as f:
+            f.write(job_script(self.settings, self.jobdir, self.code_dir))
+        os.chmod(self.paths.job_script, 0o755)
+        argv = sbatch_argv(self.settings, self.jobdir, self.run_id)
+        rc, stdout, stderr = _call(argv, self.env, timeout=120)
+        if rc != 0:
+            raise SlurmError("sbatch refused the job (exit %s): %s. The command was: %s" % (
+                rc, stderr.strip()[-400:] or stdout.strip()[-400:], proc.quoted(argv)))
+        self.job_id = self.out.job_id = parse_sbatch(stdout)
+        self.on_event(events.make("log", level="info", message="Submitted SLURM job %s with %s"
+                                  % (self.job_id, proc.quoted(argv[1:-1]))))
+        self.on_event(events.make("status", message="SLURM job %s submitted" % self.job_id))
+        self.has_scontrol = shutil.which("scontrol", path=self.env.get("PATH")) is not None
+
+    def follow(self):
+        """Poll until the job has left the queue; scancel whatever stops this early."""
+        poll = self.settings.poll_interval_s or 10
+        next_poll = self.clock()
+        left_queue = False
+        try:
+            while True:
+                self.relay()
+                now = self.clock()
+                self.cancel_step(now)
+                if now >= next_poll:
+                    next_poll = now + poll
+                    if self.poll_queue(now):
+                        break
+                if self.on_tick is not None:
+                    self.on_tick()
+                time.sleep(max(0.05, min(self.tick, next_poll - self.clock())))
+            left_queue = True
+        finally:
+            if not left_queue:
+                # Whatever stopped the loop (a closed pipe, a signal, a bug), the job must not
+                # keep its GPUs: cancel it before anything else can fail.
+                _call(scancel_argv(self.job_id), self.env)
+        self.relay()
+        self.out.stderr_tail = tail(self.paths.stderr)
+        return self.out
+
+    def relay(self):
+        for event in self.tailer.read():
+            self.out.note(event)
+            self.on_event(event)
+
+    def cancel_step(self, now):
+        """SIGTERM through scancel when the run is cancelled; a plain scancel after grace."""
+        if self.should_cancel() and self.term_at is None:
+            self.out.stopped = "cancelled"
+            self.term_at = now
+            _call(scancel_argv(self.job_id, signal_term=True), self.env)
+            self.log("sent SIGTERM to SLURM job %s (scancel --full --signal=TERM)" % self.job_id)
+        if self.term_at is not None and not self.killed and now - self.term_at > self.grace:
+            _call(scancel_argv(self.job_id), self.env)
+            self.killed = True
+            self.log("the worker did not stop within %g s; scancel %s" % (self.grace,
+                                                                         self.job_id))
+
+    def poll_queue(self, now):
+        """One squeue; True once the job's ending is known."""
+        rc, stdout, stderr = _call(squeue_argv(self.job_id), self.env)
+        if rc != 0 and "Invalid job id" not in stderr:
+            self.log("squeue failed (exit %s): %s" % (rc, stderr.strip()[-200:]))
+            self.failing_since = self.failing_since or now
+            limit = self.grace + 30 if self.term_at is not None else SQUEUE_FAILING_S
+            if now - self.failing_since > limit:
+                self.out.reason_message = (
+                    "squeue kept failing for %d s (%s), so SLURM job %s could not be followed; "
+                    "it was cancelled. Check the cluster's controller." % (
+                        now - self.failing_since, stderr.strip()[-200:] or "no output",
+                        self.job_id))
+                _call(scancel_argv(self.job_id), self.env)
+                return True
+            return False
+        self.failing_since = None
+        state = parse_squeue(stdout, self.job_id) if rc == 0 else None
+        if state is not None:
+            self.gone_since = None
+            st, reason, nodes = state
+            text = ("SLURM job %s: %s on %s" % (self.job_id, st, nodes) if st == "RUNNING"
+                    else "SLURM job %s: %s (%s)" % (self.job_id, st, reason))
+            if text != self.last_state:
+                self.last_state = text
+                self.on_event(events.make("status", message=text))
+            return False
+        return self.on_gone(now)
+
+    def on_gone(self, now):
+        """The job left the queue: exit_code and the final events decide, unless the scheduler
+        ended it (a time limit's SIGTERM also looks like a cancel to the worker, so the
+        scheduler's reason comes before the worker's last word)."""
+        self.relay()
+        out = self.out
+        if os.path.exists(self.paths.exit_code):
+            try:
+                with open(self.paths.exit_code) as f:
+                    out.returncode = int(f.read().strip() or "1")
+            except ValueError:
+                out.returncode = 1
+        if out.result is not None and out.returncode is not None:
+            return True
+        if out.stopped == "cancelled":
+            return True  # we cancelled it: the scheduler's ending says nothing new
+        reason = self.scheduler_reason()
+        if reason is not None:
+            out.reason_message = ended_message(self.job_id, reason)
+            return True
+        if out.returncode is not None:
+            return True  # the worker's own failure: its exit code and error event say why
+        if self.gone_since is None:
+            self.gone_since = now
+        elif now - self.gone_since > self.settings.lost_after_s:
+            out.reason_message = ("SLURM job %s left the queue without an exit code or a "
+                                  "reason from the scheduler; it is treated as lost. "
+                                  "keep_remote: true keeps slurm.out for a look." % self.job_id)
+            return True
+        return False
+
+    def scheduler_reason(self):
+        reason = None
+        if self.has_scontrol:
+            rc, sc_out, _ = _call(scontrol_argv(self.job_id), self.env)
+            if rc == 0:
+                try:
+                    reason = reason_from_scontrol(parse_scontrol(sc_out))
+                except ParseError as e:
+                    self.log(str(e))
+        if reason is None:
+            reason = reason_from_slurm_out(tail(self.paths.slurm_out, 50))
+        return reason
+
+
+def run_job(settings, jobdir, code_dir, run_id, env, on_event, log, should_cancel,
+            grace_seconds=20.0, tick=0.5, clock=time.monotonic, on_tick=None):
+    """Submit the worker and follow it to the end; returns a JobExit."""
+    follower = JobFollower(settings, jobdir, code_dir, run_id, env, on_event, log,
+                           should_cancel, grace_seconds, tick, clock, on_tick)
+    follower.submit()
+    return follower.follow()

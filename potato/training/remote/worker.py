@@ -1,0 +1,213 @@
+"""``python -m potato.training.worker --spec SPEC``: train, predict, report. The same program on
+every backend (standard library only at module level; trainers import their own packages).
+
+It reads ``spec.json``, loads the bundle, runs the trainer, writes ``predictions.jsonl``
+(val, test and unlabeled items) and emits JSON-lines events on stdout (see events.py). Success
+is a ``result`` event and exit 0; every failure emits an ``error`` event and exits with one of
+the reserved codes in events.py. SIGTERM asks the trainer to stop at its next check.
+
+Spec fields (paths relative to the spec's directory, so a run directory can be moved)::
+
+    run_id, trainer, schemas {name: {type, labels}}, params {..}, bundle, artifacts,
+    predictions, device ("auto", "cpu", "mps", "cuda", "cuda:N"), num_threads, extra {..}
+"""
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+
+from potato.training.remote import protocol as events
+from potato.training.remote.bundle import BundleError, read
+from potato.training.remote.paths import write_atomic
+
+
+class Cancelled(Exception):
+    pass
+
+
+class RunFailure(Exception):
+    """A failure the trainer can explain in one sentence (no traceback needed)."""
+
+
+class Context:
+    """What a trainer gets: the bundle, params, where to save, how to report and stop."""
+
+    RunFailure = RunFailure
+    Cancelled = Cancelled
+
+    def __init__(self, spec, base, emitter):
+        self.spec = spec
+        self.run_id = spec.get("run_id", "")
+        self.params = spec.get("params", {})
+        self.schemas = spec["schemas"]
+        self.device_request = spec.get("device") or "auto"
+        self.extra = spec.get("extra") or {}
+        self.artifacts = os.path.join(base, spec.get("artifacts", "artifacts"))
+        self.bundle_dir = os.path.join(base, spec.get("bundle", "bundle"))
+        self.emitter = emitter
+        self.bundle = None
+        self.cancelled = False
+
+    def check_cancelled(self):
+        if self.cancelled:
+            raise Cancelled()
+
+    def log(self, message, level="info"):
+        self.emitter.log(message, level)
+
+
+def _watch_parent(ctx):
+    """Stop (as if cancelled) when the process that started us dies: a SIGKILLed supervisor
+    or agent must not leave a worker training on, unseen."""
+    parent = os.getppid()
+
+    def watch():
+        while not ctx.cancelled:
+            time.sleep(1)
+            if os.getppid() != parent:
+                ctx.cancelled = True
+
+    threading.Thread(target=watch, daemon=True, name="parent-watch").start()
+
+
+def _fail(emitter, code, message, kind):
+    emitter.emit("error", message=message, kind=kind)
+    return code
+
+
+def _is_oom(exc):
+    text = "%s: %s" % (type(exc).__name__, exc)
+    return isinstance(exc, MemoryError) or "out of memory" in text.lower()
+
+
+def run(spec_path, emitter=None):
+    """Run the worker; returns its exit code (the process exits with it)."""
+    emitter = emitter or events.Emitter()
+    try:
+        with open(spec_path, encoding="utf-8") as f:
+            spec = json.load(f)
+        base = os.path.dirname(os.path.abspath(spec_path))
+        ctx = Context(spec, base, emitter)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        return _fail(emitter, events.EXIT_BAD_SPEC, "the run spec %s cannot be read: %s"
+                     % (spec_path, e), "bad_spec")
+
+    def on_term(signum, frame):
+        ctx.cancelled = True
+
+    signal.signal(signal.SIGTERM, on_term)
+    _watch_parent(ctx)
+    if spec.get("num_threads"):
+        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+            os.environ[var] = str(spec["num_threads"])
+
+    from potato.training.remote import trainers
+
+    info = trainers.get(spec.get("trainer"))
+    if info is None:
+        return _fail(emitter, events.EXIT_BAD_SPEC, "unknown trainer %r" % spec.get("trainer"),
+                     "bad_spec")
+    try:
+        trainer_cls = trainers.load(info)
+    except ImportError as e:
+        hint = (" (%s)" % info.install_hint) if info.install_hint else ""
+        return _fail(emitter, events.EXIT_MISSING_DEPENDENCY,
+                     "Trainer '%s' could not be imported. %s (Python %s)%s"
+                     % (info.name, e, sys.executable, hint), "missing_dependency")
+    try:
+        emitter.status("reading the bundle")
+        ctx.bundle = read(ctx.bundle_dir)
+        os.makedirs(ctx.artifacts, exist_ok=True)
+        counts = ctx.bundle.manifest.get("counts", {})
+        emitter.log("bundle: %s" % ", ".join("%s %s" % (n, k) for k, n in counts.items()))
+        started = time.time()
+        trainer = trainer_cls(ctx)
+        metrics = trainer.train() or {}
+        ctx.check_cancelled()
+        emitter.status("predicting")
+        n = _predict(ctx, trainer, os.path.join(base, spec.get("predictions",
+                                                               "predictions.jsonl")))
+        metrics["train_seconds"] = round(time.time() - started, 2)
+        metrics["predictions"] = n
+        emitter.emit("result", metrics=metrics)
+        return events.EXIT_OK
+    except Cancelled:
+        return _fail(emitter, events.EXIT_CANCELLED, "the run was cancelled", "cancelled")
+    except BundleError as e:
+        return _fail(emitter, events.EXIT_BAD_SPEC, str(e), "bad_spec")
+    except RunFailure as e:
+        return _fail(emitter, events.EXIT_OTHER, str(e), "other")
+    except ImportError as e:
+        hint = (" (%s)" % info.install_hint) if info.install_hint else ""
+        return _fail(emitter, events.EXIT_MISSING_DEPENDENCY,
+                     "Trainer '%s' could not be imported. %s (Python %s)%s"
+                     % (info.name, e, sys.executable, hint),
+                     "missing_dependency")
+    except Exception as e:  # the worker's choke point: the detail goes to stderr
+        traceback.print_exc()
+        if _is_oom(e):
+            return _fail(emitter, events.EXIT_OUT_OF_MEMORY, "the training process ran out of "
+                         "memory: %s" % str(e).splitlines()[0][:300], "out_of_memory")
+        first = str(e).splitlines()[0][:300] if str(e) else ""
+        return _fail(emitter, events.EXIT_OTHER, "%s: %s%s" % (type(e).__name__, first,
+                                                               _known_hint(first)), "other")
+
+
+# Failures whose cause is known (the tutorial's common failures): what to do about them.
+KNOWN_HINTS = (
+    ("libnvrtc-builtins", "The host's torch and its nvidia-cuda-nvrtc package are for different "
+                          "CUDA versions: install the nvidia-cuda-nvrtc that matches the torch "
+                          "build, or point python at another interpreter."),
+)
+
+
+def _known_hint(message):
+    for fragment, hint in KNOWN_HINTS:
+        if fragment in message:
+            return " " + hint
+    return ""
+
+
+def _predict(ctx, trainer, path, batch=256):
+    """Predict every val, test and unlabeled item for each scheme; returns the line count.
+
+    A trainer that re-scores stored predictions instead (``prediction_records``) gives them
+    as they are.
+    """
+    if hasattr(trainer, "prediction_records"):
+        lines = [json.dumps(r, ensure_ascii=False) for r in trainer.prediction_records()]
+        write_atomic(path, "".join(line + "\n" for line in lines))
+        return len(lines)
+    items = [it for it in ctx.bundle.items if it["split"] in ("val", "test", "unlabeled")]
+    lines = []
+    total = len(items) * len(ctx.schemas)
+    done = 0
+    for scheme in ctx.schemas:
+        for start in range(0, len(items), batch):
+            ctx.check_cancelled()
+            chunk = items[start:start + batch]
+            for it, (label, conf) in zip(chunk, trainer.predict(scheme, [i["text"] for i in chunk])):
+                lines.append(json.dumps({"id": it["id"], "split": it["split"], "scheme": scheme,
+                                         "label": label, "confidence": round(float(conf), 6)},
+                                        ensure_ascii=False))
+            done += len(chunk)
+            ctx.emitter.progress(done, total, unit="prediction")
+    write_atomic(path, "".join(line + "\n" for line in lines))
+    return len(lines)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="python -m potato.training.worker",
+                                description="Train one run from its spec and report events.")
+    p.add_argument("--spec", required=True, help="path to the run's spec.json")
+    args = p.parse_args(argv)
+    return run(args.spec)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
