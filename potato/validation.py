@@ -85,6 +85,11 @@ def _rules(cfg: Config, report: Report) -> None:
                 f"model_training.writeback.schemas names {name!r}, which is not an annotation "
                 f"scheme.{suggest(name, scheme_names)} Schemes: {', '.join(scheme_names) or 'none'}.")
 
+    _backend_rules(cfg, report, err, warn)
+
+
+def _backend_rules(cfg: Config, report: Report, err, warn) -> None:
+    mt = cfg.model_training
     remote = []
     for name, b in mt.backends.items():
         bpath = ("model_training", "backends", name)

@@ -9,6 +9,38 @@ EXAMPLE = os.path.join(ROOT, "examples", "review-sentiment")
 sys.path.insert(0, ROOT)
 
 
+@pytest.fixture(autouse=True)
+def no_leaks(request, tmp_path_factory, monkeypatch):
+    """Every test proves it left no child process, thread, descriptor or temp file behind.
+
+    Scoped to this test process's own tree (tests/leaks.py), and to a temp directory of its own
+    (TMPDIR and tempfile point there), so two suites on one machine cannot confuse it."""
+    import tempfile
+
+    from tests.leaks import Snapshot, open_fds
+
+    tmp = str(tmp_path_factory.mktemp("tmpdir"))
+    monkeypatch.setattr(tempfile, "tempdir", tmp)
+    monkeypatch.setenv("TMPDIR", tmp)
+    before = Snapshot()
+    fds_before = open_fds()
+    yield
+    procs, threads, fds = before.leftovers()
+    left = os.listdir(tmp)
+    problems = []
+    if procs:
+        problems.append("processes left running: %s" % procs)
+    if threads:
+        problems.append("threads left running: %s" % threads)
+    if fds > 0:
+        problems.append("%d more open descriptors: %s" % (
+            fds, sorted(set(open_fds()) - set(fds_before))[:10]))
+    if left:
+        problems.append("temp files left in %s: %s" % (tmp, left[:10]))
+    if problems:
+        pytest.fail("; ".join(problems), pytrace=False)
+
+
 @pytest.fixture
 def write_config(tmp_path):
     """Write a config (YAML text) into a fresh project dir with one small data file."""

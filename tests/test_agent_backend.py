@@ -190,7 +190,17 @@ class CuttingProxy:
         self.sock.listen(16)
         self.port = self.sock.getsockname()[1]
         self.cut_done = 0
-        threading.Thread(target=self.accept, daemon=True).start()
+        self.threads = [threading.Thread(target=self.accept, daemon=True)]
+        self.threads[0].start()
+
+    def close(self):
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept()
+        except OSError:
+            pass
+        self.sock.close()
+        for t in self.threads:
+            t.join(10)
 
     def accept(self):
         while True:
@@ -198,7 +208,9 @@ class CuttingProxy:
                 client, _ = self.sock.accept()
             except OSError:
                 return
-            threading.Thread(target=self.handle, args=(client,), daemon=True).start()
+            t = threading.Thread(target=self.handle, args=(client,), daemon=True)
+            self.threads.append(t)
+            t.start()
 
     def handle(self, client):
         upstream = socket.create_connection(self.target)
@@ -217,8 +229,13 @@ class CuttingProxy:
                     upstream.sendall(data)
             except OSError:
                 pass
+            try:
+                upstream.shutdown(socket.SHUT_WR)  # the agent is done: so is the server
+            except OSError:
+                pass
 
-        threading.Thread(target=up, daemon=True).start()
+        reader = threading.Thread(target=up, daemon=True)
+        reader.start()
         sent = 0
         try:
             while True:
@@ -233,6 +250,7 @@ class CuttingProxy:
                 sent += len(data)
         except OSError:
             pass
+        reader.join(10)
         client.close()
         upstream.close()
 
@@ -245,8 +263,11 @@ def test_interrupted_bundle_download_resumes(tmp_path, serve, env, capsys, cuts,
     token = register(cfg, capsys)
     proxy = CuttingProxy(server.server_address[1], cuts)
     run_id = start_run(c, trainer="text-naive-bayes", schemas=["sentiment"], backend="lab")
-    code, out, err = finish(agent(url, token, tmp_path / "w", "--once",
-                                  server=f"http://127.0.0.1:{proxy.port}"))
+    try:
+        code, out, err = finish(agent(url, token, tmp_path / "w", "--once",
+                                      server=f"http://127.0.0.1:{proxy.port}"))
+    finally:
+        proxy.close()
     run = wait_run(c, run_id)
     assert proxy.cut_done == cuts, err
     assert err.count("bundle download interrupted") >= min(cuts, 5)

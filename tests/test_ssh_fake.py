@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from tests import leaks
 from tests.conftest import ROOT, Client
 from tests.training_helpers import (
     KEY, PLUGINS, fake_ssh_for_agent_session, job_dirs, make_project, start_run, wait_progress,
@@ -111,8 +112,8 @@ def test_hung_ssh_fails_on_heartbeat(tmp_path, serve, fake_host, monkeypatch):
 
 
 def _run_processes(run_id):
-    out = subprocess.run(["ps", "-ewwo", "pid,args"], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines()
+    """The run's agent and worker among this test's own processes (the fake ssh's children)."""
+    return [line for line in leaks.processes("potato.training.")
             if ("potato.training.worker" in line or "potato.training.agent" in line)
             and ("jobs/%s" % run_id in line or "--run %s" % run_id in line)]
 

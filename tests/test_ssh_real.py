@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from tests import leaks
 from tests import sshd as sshd_mod
 from tests.conftest import ROOT, Client
 from tests.training_helpers import (
@@ -32,6 +33,7 @@ def sshd(tmp_path_factory):
         pytest.skip("openssh-server not installed")
     d = tmp_path_factory.mktemp("sshd")
     sshd_mod.start(d)
+    _ROOTS[:] = [os.getpid(), int((d / "sshd.pid").read_text())]
     yield d
     sshd_mod.stop(d)
 
@@ -58,9 +60,12 @@ def running(c, run_id, timeout=60):
     wait_progress(c, run_id, timeout)
 
 
+_ROOTS = []  # this test process (the ssh clients) and our sshd daemon (the remote side)
+
+
 def processes(pattern):
-    out = subprocess.run(["ps", "-ewwo", "pid,args"], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines() if pattern in line and "ps -eo" not in line]
+    """Processes of this test's own trees whose command line holds ``pattern``."""
+    return [line for root in _ROOTS for line in leaks.processes(pattern, root)]
 
 
 def wait_gone(pattern, timeout=30):

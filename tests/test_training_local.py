@@ -13,6 +13,7 @@ from potato.config import load
 from potato.store import Store
 from potato.training.remote.paths import RunPaths
 from potato.training.runs import RunStore
+from tests import leaks
 from tests.conftest import ROOT, Client
 from tests.training_helpers import (
     KEY, PLUGINS, gold_labels, make_project, start_run, wait_progress, wait_run)
@@ -84,8 +85,7 @@ def test_second_run_waits_for_the_first(tmp_path, serve):
 
 
 def _worker_pids():
-    out = subprocess.run(["ps", "-ewwo", "pid,args"], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines() if "potato.training.worker" in line]
+    return leaks.processes("potato.training.worker")
 
 
 def test_cancel_queued_and_running(tmp_path, serve):

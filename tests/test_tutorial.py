@@ -54,12 +54,12 @@ def test_tutorial_project_starts(tmp_path):
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = p.stdout.readline()
-        assert line.startswith("Potato is serving 'Review Sentiment' at http://"), (
-            line + p.stderr.read() if p.poll() is not None else line)
     finally:
-        p.terminate()
-        p.wait(timeout=30)
-    assert p.returncode == 0
+        p.terminate()  # right after the line: SIGTERM must already stop it cleanly
+        out, err = p.communicate(timeout=30)
+    assert line.startswith("Potato is serving 'Review Sentiment' at http://"), line + err
+    assert p.returncode == 0, err
+    assert out.strip() == "Potato stopped."
 
 
 def disabled_project(tmp_path, extra=""):

@@ -25,7 +25,14 @@ COPY_STALL_S = 180  # a model-file upload that sends nothing this long fails
 
 
 def add_routes(app, manager) -> None:
-    cfg = manager.cfg
+    authorize = _authorizer(manager)
+    _claim_routes(app, manager)
+    _run_routes(app, manager, authorize)
+    _upload_routes(app, manager, authorize)
+
+
+def _authorizer(manager):
+    """``authorize(h, run_id)``: (context, RemoteState) for the run token of the request."""
 
     def authorize(h, run_id):
         header = h.headers.get("Authorization") or ""
@@ -43,6 +50,12 @@ def add_routes(app, manager) -> None:
         if not hmac.compare_digest(given, remote.token_hash):
             raise HTTPError(403, "This token is not the token of run %s." % run_id)
         return ctx, remote
+
+    return authorize
+
+
+def _claim_routes(app, manager) -> None:
+    cfg = manager.cfg
 
     @app.route("POST", r"/agent/v1/backends/(?P<name>[^/]+)/claim")
     def claim(h, name):
@@ -73,6 +86,10 @@ def add_routes(app, manager) -> None:
         except wheel.WheelError as e:
             raise HTTPError(503, str(e))
         h.send_file(path, 0, os.path.getsize(path), "application/octet-stream")
+
+
+def _run_routes(app, manager, authorize) -> None:
+    cfg = manager.cfg
 
     @app.route("GET", PREFIX)
     def run_info(h, run_id):
@@ -121,6 +138,10 @@ def add_routes(app, manager) -> None:
                 continue
             ctx.on_event(event)
         h.send_json({"cancel": ctx.cancel.is_set(), "grace_seconds": ctx.grace_seconds})
+
+
+def _upload_routes(app, manager, authorize) -> None:
+    cfg = manager.cfg
 
     @app.route("PUT", PREFIX + r"/predictions")
     def predictions(h, run_id):

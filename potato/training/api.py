@@ -4,6 +4,7 @@ import time
 from typing import Any, Dict
 
 from potato.server.http import HTTPError
+from potato.training import pages
 from potato.training.remote import trainers
 from potato.training.backends import check_backend
 from potato.training.queue import Manager, RequestError
@@ -75,6 +76,11 @@ def add_routes(app, manager: Manager) -> None:
             raise HTTPError(404, "No run %s." % run_id)
         return run
 
+    _api_routes(app, manager, get_run)
+    _page_routes(app, manager, get_run)
+
+
+def _api_routes(app, manager: Manager, get_run) -> None:
     @app.route("POST", PREFIX + r"/runs", "admin")
     def create(h):
         body = h.json_object()
@@ -123,9 +129,9 @@ def add_routes(app, manager: Manager) -> None:
     def trainer_list(h):
         h.send_json({"trainers": trainer_list_data()})
 
-    # -- pages -------------------------------------------------------------------------------
-    from potato.training import pages
 
+
+def _page_routes(app, manager: Manager, get_run) -> None:
     def page(h, message="", status=200):
         runs = [run_view(r) for r in manager.runs.list()]
         live = live_run(manager)

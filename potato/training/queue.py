@@ -21,6 +21,7 @@ from potato.store import Store
 from potato.training.remote import bundle as bundle_mod
 from potato.training.remote import trainers
 from potato.training.backends import Outcome, RunContext, make_backends
+from potato.training import prepare
 from potato.training.ingest import PredictionsError, read_predictions, score, write_back
 from potato.training.remote.paths import RunPaths, write_json
 from potato.training.tokens import AgentTokens
@@ -346,48 +347,9 @@ class Manager:
 
     def _prepare(self, run: Dict[str, Any], paths: RunPaths, set_step) -> Optional[Outcome]:
         """Bundle and spec for a run; an Outcome when it cannot start."""
-        if os.path.isdir(paths.bundle):
-            shutil.rmtree(paths.bundle)
-        paths.create()
-        schemas = {}
-        for name in run["schemas"]:
-            scheme = self.cfg.scheme(name)
-            if scheme is None:
-                return Outcome("error", "Scheme %s is no longer in the config." % name)
-            schemas[name] = {"type": scheme.annotation_type, "labels": scheme.labels}
-        mt = self.cfg.model_training
-        items = [(r["id"], r["text"]) for r in self.store.conn().execute(
-            "SELECT id, text FROM items WHERE active=1 ORDER BY position")]
-        labels: Dict[str, Dict[str, List[Any]]] = {}
-        marks = ",".join("?" * len(schemas))
-        for r in self.store.conn().execute(
-                "SELECT item_id, scheme, label FROM annotations WHERE scheme IN (%s)" % marks,
-                list(schemas)):
-            labels.setdefault(r[0], {}).setdefault(r[1], []).append(json.loads(r[2]))
-        manifest = bundle_mod.build(paths.bundle, items, labels, schemas,
-                                    (mt.splits.train, mt.splits.val, mt.splits.test),
-                                    mt.split_seed, mt.writeback.include_unlabeled)
-        c = manifest["counts"]
-        self._log(run["run_id"], "bundle: %d train, %d val, %d test, %d unlabeled items; ties "
-                                 "skipped: %s" % (c["train"], c["val"], c["test"], c["unlabeled"],
-                                                  manifest["ties_skipped"]))
-        if c["train"] == 0:
-            return Outcome("error", "No labelled items in the train split for %s: label some "
-                                    "items (or import labels) before training."
-                           % ", ".join(run["schemas"]))
-        spec = {"run_id": run["run_id"], "trainer": run["trainer"], "schemas": schemas,
-                "params": run["params"], "bundle": "bundle", "artifacts": "artifacts",
-                "predictions": "predictions.jsonl", "device": "auto", "num_threads": None,
-                "extra": {}}
-        if self.backends[run["backend"]].type == "local":
-            # device, num_threads and max_ram_mb describe this machine. A remote run uses its
-            # backend's num_threads (set by the agent) and device auto over the GPUs it got;
-            # the server's paths never leave it.
-            spec.update(device=mt.device, num_threads=mt.num_threads,
-                        extra={"db_path": self.cfg.db_path, "runs_dir": self.cfg.runs_dir})
-        write_json(paths.spec, spec)
-        set_step("bundle ready: %d items" % sum(c.values()))
-        return None
+        local = self.backends[run["backend"]].type == "local"
+        return prepare.prepare(self.cfg, self.store, run, paths, local, set_step,
+                               lambda m: self._log(run["run_id"], m))
 
     def _ingest(self, run: Dict[str, Any], paths: RunPaths) -> Dict[str, Any]:
         try:

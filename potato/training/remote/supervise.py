@@ -69,6 +69,21 @@ def _signal_group(proc, sig):
         pass
 
 
+def _drain(lines, handle, tick):
+    """Handle the lines that arrive within ``tick`` and all already waiting; True at EOF."""
+    try:
+        line = lines.get(timeout=tick)
+    except queue.Empty:
+        return False
+    while line is not None:
+        handle(line)
+        try:
+            line = lines.get_nowait()
+        except queue.Empty:
+            return False
+    return True
+
+
 def run_worker(argv, env, stderr_path, on_event, should_cancel=lambda: False,
                max_wall_seconds=None, grace_seconds=20.0, max_rss_mb=None, tick=0.5,
                on_tick=None, cwd=None):
@@ -106,23 +121,7 @@ def run_worker(argv, env, stderr_path, on_event, should_cancel=lambda: False,
         on_event(event)
 
     while True:
-        try:
-            line = lines.get(timeout=tick)
-            if line is None:
-                eof = True
-            else:
-                handle(line)
-                while True:  # drain what is already there before the checks below
-                    try:
-                        line = lines.get_nowait()
-                    except queue.Empty:
-                        break
-                    if line is None:
-                        eof = True
-                        break
-                    handle(line)
-        except queue.Empty:
-            pass
+        eof = _drain(lines, handle, tick) or eof
         now = time.monotonic()
         if proc.poll() is not None and (eof or not t.is_alive()):
             break

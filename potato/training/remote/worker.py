@@ -61,18 +61,20 @@ class Context:
         self.emitter.log(message, level)
 
 
-def _watch_parent(ctx):
+def _watch_parent(ctx, done):
     """Stop (as if cancelled) when the process that started us dies: a SIGKILLed supervisor
-    or agent must not leave a worker training on, unseen."""
+    or agent must not leave a worker training on, unseen. Ends when ``done`` is set."""
     parent = os.getppid()
 
     def watch():
-        while not ctx.cancelled:
-            time.sleep(1)
+        while not done.wait(1):
             if os.getppid() != parent:
                 ctx.cancelled = True
+                return
 
-    threading.Thread(target=watch, daemon=True, name="parent-watch").start()
+    t = threading.Thread(target=watch, daemon=True, name="parent-watch")
+    t.start()
+    return t
 
 
 def _fail(emitter, code, message, kind):
@@ -100,8 +102,19 @@ def run(spec_path, emitter=None):
     def on_term(signum, frame):
         ctx.cancelled = True
 
-    signal.signal(signal.SIGTERM, on_term)
-    _watch_parent(ctx)
+    previous = signal.signal(signal.SIGTERM, on_term)
+    done = threading.Event()
+    watcher = _watch_parent(ctx, done)
+    try:
+        return _train(ctx, spec, base, emitter)
+    finally:
+        done.set()
+        watcher.join(5)
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _train(ctx, spec, base, emitter):
+    """Import the trainer, train, predict; the exit code."""
     if spec.get("num_threads"):
         for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
             os.environ[var] = str(spec["num_threads"])

@@ -167,6 +167,10 @@ def resolve_params(info, given):
 
 
 def load(info):
-    """The trainer class (imports its module: only the worker calls this)."""
+    """The trainer class (imports its module: only the worker calls this). A module whose heavy
+    packages load on demand has ``load()``: called here, so a missing package is an ImportError
+    before the run starts."""
     module = importlib.import_module(info.module)
+    if callable(getattr(module, "load", None)):
+        module.load()
     return getattr(module, info.class_name)

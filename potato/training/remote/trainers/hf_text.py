@@ -13,12 +13,20 @@ import os
 import random
 import time
 
-import torch
-from transformers import AutoModelForSequenceClassification, AutoTokenizer
+torch = None  # imported by load(): importing this module never imports torch
+AutoModelForSequenceClassification = AutoTokenizer = None
+
+
+def load():
+    """Import torch and transformers (when a run starts, in the worker only)."""
+    global torch, AutoModelForSequenceClassification, AutoTokenizer
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 
 def pick_device(requested, log):
     """The torch device for a request (auto: CUDA, then Apple Metal, then CPU)."""
+    load()
     has_mps = getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()
     if requested == "auto":
         if torch.cuda.is_available():
@@ -41,6 +49,7 @@ def pick_device(requested, log):
 
 class Trainer:
     def __init__(self, ctx):
+        load()
         self.ctx = ctx
         self.p = ctx.params
         self.scheme = next(iter(ctx.schemas))
@@ -136,7 +145,6 @@ class Trainer:
         predicted = self.predict(self.scheme, [t for t, _ in pairs])
         return sum(1 for (lab, _), (_, gold) in zip(predicted, pairs) if lab == gold) / len(pairs)
 
-    @torch.no_grad()
     def predict(self, scheme, texts, batch_size=64):
         self.model.eval()
         out = []
@@ -145,7 +153,7 @@ class Trainer:
             enc = self.tokenizer(texts[start:start + batch_size], truncation=True, padding=True,
                                  max_length=self.p["max_length"], return_tensors="pt")
             enc = enc.to(self.device)
-            with self._autocast():
+            with torch.no_grad(), self._autocast():
                 logits = self.model(**enc).logits
             probs = torch.softmax(logits.float(), dim=-1).cpu()
             conf, idx = probs.max(dim=-1)

@@ -1,0 +1,236 @@
+"""The annotation server's own routes: login, annotation, and the admin pages.
+
+Training adds its routes (``potato.training.api``, ``potato.training.agent_routes``) with
+``App.route`` the same way.
+"""
+
+import hmac
+import os
+import re
+import secrets
+from urllib.parse import unquote
+
+from potato.annotations import LabelError, check_label, item_record
+from potato.server import pages
+from potato.server.http import HTTPError
+
+STATIC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
+STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
+SESSION_TTL_S = 30 * 86400
+ADMIN_SESSION_TTL_S = 12 * 3600
+USERNAME = re.compile(r"^[A-Za-z0-9_.@+-]{1,64}$")
+
+
+def _safe_next(url: str, default: str) -> str:
+    """Only same-site paths: never redirect to another host after a login."""
+    if url.startswith("/") and not url.startswith("//") and "\\" not in url:
+        return url
+    return default
+
+
+def add_core_routes(app) -> None:
+    _login_routes(app)
+    _annotate_routes(app)
+    _annotation_api_routes(app)
+    _admin_routes(app)
+
+
+def _login_routes(app) -> None:
+    cfg = app.config
+
+    @app.route("GET", r"/")
+    def index(h):
+        h.redirect("/annotate" if h.annotator() else "/login")
+
+    @app.route("GET", r"/static/(?P<name>[A-Za-z0-9_.-]+)")
+    def static(h, name):
+        path = os.path.join(STATIC_DIR, name)
+        ext = os.path.splitext(name)[1]
+        if ext not in STATIC_TYPES or not os.path.isfile(path):
+            raise HTTPError(404, f"No static file {name}.")
+        with open(path, "rb") as f:
+            h.send(200, f.read(), STATIC_TYPES[ext])
+
+    @app.route("GET", r"/login")
+    def login_form(h):
+        h.send_html(pages.login_page(cfg))
+
+    @app.route("POST", r"/login")
+    def login(h):
+        if "json" in (h.headers.get("Content-Type") or ""):
+            username = str(h.json_object().get("username") or "").strip()
+            nxt = "/annotate"
+        else:
+            form = h.form()
+            username = (form.get("username") or [""])[0].strip()
+            nxt = _safe_next((form.get("next") or ["/annotate"])[0], "/annotate")
+        if not USERNAME.match(username):
+            msg = ("Choose a username of 1 to 64 letters, digits or _ . @ + - characters.")
+            if h.wants_json() or "json" in (h.headers.get("Content-Type") or ""):
+                raise HTTPError(400, msg)
+            h.send_html(pages.login_page(cfg, msg), 400)
+            return
+        app.store.ensure_annotator(username)
+        token = secrets.token_urlsafe(32)
+        app.store.add_session(token, "annotator", username, SESSION_TTL_S)
+        h.set_cookie("potato_session", token, SESSION_TTL_S, same_site="Lax")
+        if "json" in (h.headers.get("Content-Type") or ""):
+            h.send_json({"ok": True, "username": username})
+        else:
+            h.redirect(nxt)
+
+    @app.route("POST", r"/logout")
+    def logout(h):
+        token = h.cookie("potato_session")
+        if token:
+            app.store.drop_session(token)
+        h.set_cookie("potato_session", "", 0, same_site="Lax")
+        h.redirect("/login")
+
+
+def _annotate_routes(app) -> None:
+    cfg = app.config
+
+    def _position(h, user: str) -> int:
+        row = app.store.ensure_annotator(user)
+        return row["position"]
+
+    @app.route("GET", r"/annotate", "annotator")
+    def annotate(h):
+        user = h.annotator()
+        total = app.store.item_count()
+        position = max(0, min(_position(h, user), total))
+        item = app.store.item_at(position) if position < total else None
+        labels = app.store.labels_of(user, item["id"]) if item else {}
+        preds = app.store.item_predictions(item["id"]) if item else {}
+        h.send_html(pages.annotate_page(cfg, user, item, position, total,
+                                        app.store.labelled_count(user), labels, preds,
+                                        h.is_admin()))
+
+    @app.route("POST", r"/annotate", "annotator")
+    def annotate_post(h):
+        user = h.annotator()
+        form = h.form()
+        total = app.store.item_count()
+        try:
+            position = int((form.get("position") or ["0"])[0])
+        except ValueError:
+            raise HTTPError(400, "position must be a number.")
+        action = (form.get("action") or ["next"])[0]
+        item_id = (form.get("item_id") or [""])[0]
+        labels = {}
+        if item_id:
+            if app.store.item(item_id) is None:
+                raise HTTPError(400, f"Unknown item {item_id!r}.")
+            for scheme in cfg.schemes:
+                values = form.get(f"label:{scheme.name}") or []
+                if not values and not form.get(f"present:{scheme.name}"):
+                    continue
+                if scheme.annotation_type == "radio":
+                    if not values:
+                        continue  # a radio group cannot be cleared from the page
+                    value = values[-1]
+                else:
+                    value = values
+                try:
+                    labels[scheme.name] = check_label(scheme, value)
+                except LabelError as e:
+                    raise HTTPError(400, str(e))
+        new_position = position - 1 if action == "prev" else position + 1
+        new_position = max(0, min(new_position, total))
+        if item_id:
+            app.store.save_labels(user, item_id, labels, new_position)
+        else:
+            app.store.set_position(user, new_position)
+        h.redirect("/annotate")
+
+
+def _annotation_api_routes(app) -> None:
+    cfg = app.config
+
+    @app.route("POST", r"/api/annotations", "annotator")
+    def api_annotate(h):
+        user = h.annotator()
+        data = h.json_object()
+        item_id = data.get("item_id")
+        labels = data.get("labels")
+        if not isinstance(item_id, str) or app.store.item(item_id) is None:
+            raise HTTPError(400, f"item_id {item_id!r} is not an item of this project.")
+        if not isinstance(labels, dict) or not labels:
+            raise HTTPError(400, 'labels must be an object like {"<scheme>": "<label>"}.')
+        clean = {}
+        for name, value in labels.items():
+            scheme = cfg.scheme(name)
+            if scheme is None:
+                raise HTTPError(400, f"{name!r} is not an annotation scheme (schemes: "
+                                     f"{', '.join(s.name for s in cfg.schemes)}).")
+            try:
+                clean[name] = check_label(scheme, value)
+            except LabelError as e:
+                raise HTTPError(400, str(e))
+        app.store.save_labels(user, item_id, clean)
+        h.send_json({"ok": True, "item_id": item_id, "labels": app.store.labels_of(user, item_id)})
+
+    @app.route("GET", r"/api/annotations/(?P<item_id>[^/]+)", "annotator")
+    def api_my_labels(h, item_id):
+        item_id = unquote(item_id)
+        if app.store.item(item_id) is None:
+            raise HTTPError(404, f"No item {item_id!r}.")
+        h.send_json({"item_id": item_id, "labels": app.store.labels_of(h.annotator(), item_id)})
+
+
+def _admin_routes(app) -> None:
+    cfg = app.config
+
+    @app.route("GET", r"/admin/login")
+    def admin_login_form(h):
+        nxt = _safe_next((h.query.get("next") or ["/admin"])[0], "/admin")
+        h.send_html(pages.admin_login_page(cfg, next_url=nxt))
+
+    @app.route("POST", r"/admin/login")
+    def admin_login(h):
+        form = h.form()
+        key = (form.get("key") or [""])[0]
+        nxt = _safe_next((form.get("next") or ["/admin"])[0], "/admin")
+        if not cfg.admin_api_key:
+            h.send_html(pages.admin_login_page(cfg, "This project has no admin_api_key; set one "
+                                                    "in the config and restart the server.", nxt),
+                        401)
+            return
+        if not hmac.compare_digest(key.encode(), cfg.admin_api_key.encode()):
+            h.send_html(pages.admin_login_page(cfg, "That is not the admin key.", nxt), 401)
+            return
+        token = secrets.token_urlsafe(32)
+        app.store.add_session(token, "admin", "admin", ADMIN_SESSION_TTL_S)
+        h.set_cookie("potato_admin", token, ADMIN_SESSION_TTL_S, same_site="Strict")
+        h.redirect(nxt)
+
+    @app.route("POST", r"/admin/logout")
+    def admin_logout(h):
+        token = h.cookie("potato_admin")
+        if token:
+            app.store.drop_session(token)
+        h.set_cookie("potato_admin", "", 0)
+        h.redirect("/admin/login")
+
+    def _stats():
+        return {"items": app.store.item_count(), "annotations": app.store.annotation_count(),
+                "annotators": [{"name": r["name"], "items": r["items"]}
+                               for r in app.store.annotator_stats()]}
+
+    @app.route("GET", r"/admin", "admin")
+    def admin_home(h):
+        note = ("Debug mode: requests from this machine have admin rights."
+                if cfg.debug else "")
+        h.send_html(pages.admin_page(cfg, _stats(), note))
+
+    @app.route("GET", r"/admin/api/stats", "admin")
+    def admin_stats(h):
+        h.send_json(_stats())
+
+    @app.route("GET", r"/admin/api/items/(?P<item_id>[^/]+)", "admin")
+    def admin_item(h, item_id):
+        rec = item_record(app.store, unquote(item_id))
+        if rec is None:
+            raise HTTPError(404, f"No item {unquote(item_id)!r} in this project.")
+        h.send_json(rec)

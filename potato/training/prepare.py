@@ -1,0 +1,59 @@
+"""A run's inputs, from the server's store: the bundle (items, labels, splits) and the spec the
+worker reads. Server side; what it writes is what travels to the run (potato/training/remote/)."""
+
+import json
+import os
+import shutil
+from typing import Any, Callable, Dict, List, Optional
+
+from potato.config import Config
+from potato.store import Store
+from potato.training.backends import Outcome
+from potato.training.remote import bundle as bundle_mod
+from potato.training.remote.paths import RunPaths, write_json
+
+
+def prepare(cfg: Config, store: Store, run: Dict[str, Any], paths: RunPaths, local: bool,
+            set_step: Callable[[str], None], log: Callable[[str], None]) -> Optional[Outcome]:
+    """Build the run's bundle and spec in ``paths``; an Outcome when the run cannot start."""
+    if os.path.isdir(paths.bundle):
+        shutil.rmtree(paths.bundle)
+    paths.create()
+    schemas = {}
+    for name in run["schemas"]:
+        scheme = cfg.scheme(name)
+        if scheme is None:
+            return Outcome("error", "Scheme %s is no longer in the config." % name)
+        schemas[name] = {"type": scheme.annotation_type, "labels": scheme.labels}
+    mt = cfg.model_training
+    items = [(r["id"], r["text"]) for r in store.conn().execute(
+        "SELECT id, text FROM items WHERE active=1 ORDER BY position")]
+    labels: Dict[str, Dict[str, List[Any]]] = {}
+    marks = ",".join("?" * len(schemas))
+    for r in store.conn().execute(
+            "SELECT item_id, scheme, label FROM annotations WHERE scheme IN (%s)" % marks,
+            list(schemas)):
+        labels.setdefault(r[0], {}).setdefault(r[1], []).append(json.loads(r[2]))
+    manifest = bundle_mod.build(paths.bundle, items, labels, schemas,
+                                (mt.splits.train, mt.splits.val, mt.splits.test),
+                                mt.split_seed, mt.writeback.include_unlabeled)
+    c = manifest["counts"]
+    log("bundle: %d train, %d val, %d test, %d unlabeled items; ties skipped: %s" % (
+        c["train"], c["val"], c["test"], c["unlabeled"], manifest["ties_skipped"]))
+    if c["train"] == 0:
+        return Outcome("error", "No labelled items in the train split for %s: label some "
+                                "items (or import labels) before training."
+                       % ", ".join(run["schemas"]))
+    spec = {"run_id": run["run_id"], "trainer": run["trainer"], "schemas": schemas,
+            "params": run["params"], "bundle": "bundle", "artifacts": "artifacts",
+            "predictions": "predictions.jsonl", "device": "auto", "num_threads": None,
+            "extra": {}}
+    if local:
+        # device, num_threads and max_ram_mb describe this machine. A remote run uses its
+        # backend's num_threads (set by the agent) and device auto over the GPUs it got;
+        # the server's paths never leave it.
+        spec.update(device=mt.device, num_threads=mt.num_threads,
+                    extra={"db_path": cfg.db_path, "runs_dir": cfg.runs_dir})
+    write_json(paths.spec, spec)
+    set_step("bundle ready: %d items" % sum(c.values()))
+    return None

@@ -1,0 +1,255 @@
+"""The folder says where code runs (issue 13): what travels to hosts is potato/training/remote/
+(plus the package __init__s on its path and the two entry points), it imports nothing of the
+server, it is all that is hashed and copied, and the package stays small and acyclic."""
+
+import ast
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import io
+
+import pytest
+
+from potato.training.backends import ship
+from potato.training.remote import protocol
+from tests.conftest import ROOT
+
+PACKAGE = os.path.join(ROOT, "potato")
+STDLIB = set(sys.stdlib_module_names)
+THIRD_PARTY_IN_TRAINERS = {"torch", "transformers", "peft", "numpy", "bitsandbytes",
+                           "accelerate", "tokenizers"}
+
+
+def shipped():
+    return [rel for rel, _ in ship.shipped_files(ROOT)]
+
+
+def py_files():
+    for folder, dirs, files in os.walk(PACKAGE):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        for name in files:
+            if name.endswith(".py"):
+                path = os.path.join(folder, name)
+                yield os.path.relpath(path, ROOT), path
+
+
+def module_name(rel):
+    mod = rel[:-3].replace("/", ".")
+    return mod[:-len(".__init__")] if mod.endswith(".__init__") else mod
+
+
+def imports(path, top_level_only=False):
+    """(module imported, line, at module level?) for every import in ``path``."""
+    tree = ast.parse(open(path).read())
+    package = module_name(os.path.relpath(path, ROOT))
+    if not path.endswith("__init__.py"):
+        package = package.rsplit(".", 1)[0]
+    out = []
+
+    def visit(node, level):
+        for child in ast.iter_child_nodes(node):
+            inner = level or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                ast.Lambda))
+            if isinstance(child, ast.Import):
+                out.extend((a.name, child.lineno, not level) for a in child.names)
+            elif isinstance(child, ast.ImportFrom):
+                base = child.module or ""
+                if child.level:
+                    parts = package.split(".")
+                    base = ".".join(parts[:len(parts) - child.level + 1] + ([base] if base else []))
+                out.append((base, child.lineno, not level))
+                for a in child.names:  # "from potato.training import x" may name a module
+                    out.append((base + "." + a.name, child.lineno, not level))
+            visit(child, inner)
+
+    visit(tree, False)
+    return [i for i in out if i[2]] if top_level_only else out
+
+
+def is_module(name):
+    base = os.path.join(ROOT, *name.split("."))
+    return os.path.isfile(base + ".py") or os.path.isfile(os.path.join(base, "__init__.py"))
+
+
+# -- 1. import isolation ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("rel", shipped())
+def test_shipped_modules_import_only_stdlib_and_remote(rel):
+    if not rel.endswith(".py"):
+        return
+    bad = []
+    in_trainers = rel.startswith("potato/training/remote/trainers/")
+    for name, line, top in imports(os.path.join(ROOT, rel)):
+        root = name.split(".")[0]
+        if root == "potato":
+            if not is_module(name):
+                continue  # a name imported from a module, not a module
+            if not (name.startswith("potato.training.remote") or name in ("potato",
+                                                                          "potato.training")):
+                bad.append("%s:%d imports %s" % (rel, line, name))
+        elif root not in STDLIB and root != "__future__":
+            if top or not (in_trainers and root in THIRD_PARTY_IN_TRAINERS):
+                bad.append("%s:%d imports %s%s" % (rel, line, name,
+                                                   "" if top else " (in a function)"))
+    assert bad == []
+
+
+def test_shipped_files_run_alone(tmp_path):
+    """Every shipped module imports from a copy of the shipped files only, with no site
+    packages (no PyYAML, no torch) and nothing of the server on sys.path."""
+    for rel in shipped():
+        dest = tmp_path / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(os.path.join(ROOT, rel), dest)
+    mods = [module_name(rel) for rel in shipped() if rel.endswith(".py")]
+    code = ("import sys\nsys.path[:] = [%r] + [p for p in sys.path if 'site-packages' not in p "
+            "and p not in ('', %r)]\nimport importlib\n"
+            "for m in %r:\n    importlib.import_module(m)\n"
+            "print(sorted(m for m in sys.modules if m.startswith('potato')))"
+            % (str(tmp_path), ROOT, mods))
+    r = subprocess.run([sys.executable, "-S", "-c", code], cwd=str(tmp_path),
+                       capture_output=True, text=True, timeout=60,
+                       env={"PATH": os.environ.get("PATH", "")})
+    assert r.returncode == 0, r.stderr[-2000:]
+    loaded = eval(r.stdout.strip().splitlines()[-1])
+    assert all(m.startswith("potato.training.remote") or m in ("potato", "potato.training",
+                                                                "potato.training.agent",
+                                                                "potato.training.worker")
+               for m in loaded), loaded
+    # and the agent and worker entry points answer from there
+    for entry in ("potato.training.agent", "potato.training.worker"):
+        r = subprocess.run([sys.executable, "-S", "-m", entry, "--help"], cwd=str(tmp_path),
+                           capture_output=True, text=True, timeout=60,
+                           env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(tmp_path)})
+        assert r.returncode == 0 and "usage: python -m " + entry in r.stdout, r.stderr
+
+
+def test_isolation_check_can_fail(tmp_path):
+    bad = tmp_path / "potato" / "training" / "remote" / "bad.py"
+    bad.parent.mkdir(parents=True)
+    bad.write_text("from potato.training.queue import Manager\nimport yaml\n")
+    found = [n for n, _, _ in imports(str(bad))]
+    assert "potato.training.queue" in found and "yaml" in found
+
+
+# -- 2. only what travels is shipped ------------------------------------------------------------
+
+def copy_of_source(tmp_path):
+    dest = tmp_path / "src"
+    shutil.copytree(PACKAGE, dest / "potato", ignore=shutil.ignore_patterns("__pycache__"))
+    return str(dest)
+
+
+def test_hash_covers_only_what_travels(tmp_path):
+    root = copy_of_source(tmp_path)
+    before = ship.code_hash(root)
+    ship._hashes.clear()
+    with open(os.path.join(root, "potato", "server", "static", "style.css"), "a") as f:
+        f.write("\n/* a CSS-only change */\n")
+    with open(os.path.join(root, "potato", "training", "queue.py"), "a") as f:
+        f.write("\n# a server-only change\n")
+    assert ship.code_hash(root) == before
+    ship._hashes.clear()
+    with open(os.path.join(root, "potato", "training", "remote", "bundle.py"), "a") as f:
+        f.write("\n# a change that travels\n")
+    assert ship.code_hash(root) != before
+    ship._hashes.clear()
+
+
+def test_archive_holds_the_shipped_files_only():
+    with tarfile.open(fileobj=io.BytesIO(ship.source_archive()), mode="r:gz") as tar:
+        names = sorted(m.name for m in tar.getmembers())
+    assert names == sorted(shipped())
+    assert "potato/training/remote/run.py" in names and "potato/training/worker.py" in names
+    assert not any(n.startswith(("potato/server/", "potato/training/backends/"))
+                   or n in ("potato/config.py", "potato/training/queue.py") for n in names)
+
+
+# -- 3. no cycles, small modules, short functions ----------------------------------------------
+
+def import_graph():
+    graph = {}
+    for rel, path in py_files():
+        mod = module_name(rel)
+        deps = set()
+        for name, _, _ in imports(path):
+            if name.startswith("potato") and is_module(name) and name != mod:
+                deps.add(name)
+        graph[mod] = deps
+    return graph
+
+
+def find_cycle(graph):
+    state, stack = {}, []
+
+    def visit(n):
+        state[n] = 1
+        stack.append(n)
+        for m in sorted(graph.get(n, ())):
+            if m not in graph:
+                continue
+            if state.get(m) == 1:
+                return stack[stack.index(m):] + [m]
+            if m not in state:
+                found = visit(m)
+                if found:
+                    return found
+        stack.pop()
+        state[n] = 2
+        return None
+
+    for n in sorted(graph):
+        if n not in state:
+            found = visit(n)
+            if found:
+                return found
+    return None
+
+
+def test_no_import_cycles():
+    """Function-local imports count too: none may dodge a cycle. A package's __init__ is
+    imported by its modules, so edges into a parent package are not followed."""
+    graph = import_graph()
+    pruned = {m: {d for d in deps if not m.startswith(d + ".")} for m, deps in graph.items()}
+    assert find_cycle(pruned) is None
+
+
+def test_cycle_finder_can_fail():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+
+
+def test_modules_and_functions_stay_small():
+    big = []
+    for rel, path in py_files():
+        src = open(path).read()
+        if len(src.splitlines()) > 450:
+            big.append("%s: %d lines" % (rel, len(src.splitlines())))
+        for node in ast.walk(ast.parse(src)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = node.end_lineno - node.lineno + 1
+                if n > 80:
+                    big.append("%s: %s() is %d lines" % (rel, node.name, n))
+    assert big == []
+
+
+# -- 6. one exit-code table ----------------------------------------------------------------------
+
+def test_every_reserved_exit_code_has_a_sentence():
+    codes = {v for k, v in vars(protocol).items()
+             if k.startswith(("EXIT_", "AGENT_", "REMOTE_")) and isinstance(v, int)}
+    assert codes >= {0, 1, 2, 3, 4, 64, 65, 66, 67, 95, 96, 97, 98}
+    for code in codes:
+        assert not protocol.exit_sentence(code).startswith("it stopped with exit status")
+    assert protocol.exit_sentence(3) == ("the agent could not reach the server, or the server "
+                                         "refused it")
+    assert protocol.exit_sentence(-9) == "it was killed by signal 9"
+
+
+def test_shell_scripts_use_the_table():
+    from potato.training.backends import sshcmd
+
+    assert "exit %d" % protocol.REMOTE_NO_CODE in sshcmd.AGENT_SH
+    assert "exit %d" % protocol.REMOTE_NO_PYTHON in sshcmd.PROBE_SH
+    assert "exit %d" % protocol.REMOTE_ENV_FAILED in sshcmd.ENV_SH
