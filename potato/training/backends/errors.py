@@ -5,6 +5,9 @@ compare against them.
 """
 
 
+from potato.training.remote.protocol import exit_sentence
+
+
 class RemoteError(Exception):
     """A remote backend could not do its part; ``str(e)`` is the run's one-line error."""
 
@@ -60,6 +63,12 @@ def old_python(python, host, version, backend):
     return ("%s on %s is Python %s; Potato needs Python 3.8 or newer there. Set python in "
             "model_training.backends.%s to a newer interpreter." % (python, host, version,
                                                                     backend))
+
+
+def agent_stopped(host, returncode, log_tail):
+    """An agent whose ssh session ended before it reported a result, in words."""
+    return ("The agent on %s stopped before reporting a result: %s (exit %s). Its last output: "
+            "%s" % (host, exit_sentence(returncode), returncode, log_tail[-400:] or "none"))
 
 
 def copy_stalled(host, seconds):

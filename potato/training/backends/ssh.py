@@ -184,9 +184,7 @@ class SshBackend(TrainingBackend):
             if p.returncode == 255:
                 return Outcome("error", errors.ssh_failure(host, self.bcfg.user, 255, log_tail),
                                ran_on=self.name)
-            return Outcome("error", "The agent on %s stopped (exit %s) without reporting a "
-                                    "result: %s" % (host, p.returncode,
-                                                    log_tail[-400:] or "no output"),
+            return Outcome("error", errors.agent_stopped(host, p.returncode, log_tail),
                            ran_on=self.name)
 
         try:

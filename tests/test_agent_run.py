@@ -1,0 +1,164 @@
+"""The agent's run, step by step, in-process against a fake client (no server, no ssh): download
+-> prepare -> execute -> upload -> clean up -> report (potato/training/remote/run.py)."""
+
+import io
+import json
+import os
+import sys
+
+import pytest
+
+from potato.training.remote import bundle as bundle_mod
+from potato.training.remote import protocol, trainers
+from potato.training.remote.client import ServerError
+from potato.training.remote.run import AgentRun
+from tests.conftest import ROOT
+
+SCHEMAS = {"sentiment": {"type": "radio", "labels": ["positive", "negative"]}}
+
+
+class FakeResponse:
+    def __init__(self, data):
+        self.buf = io.BytesIO(data)
+
+    def read1(self, n):
+        return self.buf.read(n)
+
+
+class FakeConn:
+    def close(self):
+        pass
+
+
+class FakeClient:
+    """Answers the agent protocol from memory and records what the agent sent."""
+
+    def __init__(self, archive, settings, cancel_after=None):
+        with open(archive, "rb") as f:
+            self.archive = f.read()
+        self.sha = bundle_mod.file_sha256(archive)
+        self.settings = settings
+        self.cancel_after = cancel_after
+        self.events, self.uploads, self.results, self.calls = [], {}, [], []
+
+    def request(self, method, path, body=None, headers=None, stream_to=None):
+        self.calls.append((method, path.split("?")[0]))
+        if method == "GET" and path.endswith("/bundle"):
+            return 200, FakeResponse(self.archive), FakeConn()
+        if method == "GET":
+            params = trainers.resolve_params(trainers.get("text-naive-bayes"), {})
+            spec = {"run_id": "r1", "trainer": "text-naive-bayes", "schemas": SCHEMAS,
+                    "params": params, "device": "auto", "num_threads": None, "extra": {}}
+            return 200, {"run_id": "r1", "spec": spec, "grace_seconds": 2,
+                         "bundle": {"sha256": self.sha, "bytes": len(self.archive)},
+                         "backend": self.settings}, None
+        if path.endswith("/events"):
+            self.events.extend(body["events"])
+            cancel = self.cancel_after is not None and len(self.events) >= self.cancel_after
+            return 200, {"ok": True, "cancel": cancel}, None
+        if method == "PUT":
+            data = body.read() if hasattr(body, "read") else body
+            self.uploads[path] = self.uploads.get(path, b"") + data
+            return 200, {"ok": True}, None
+        if path.endswith("/result"):
+            self.results.append(body)
+            return 200, {"ok": True}, None
+        raise ServerError(404, "no route %s %s" % (method, path))
+
+
+@pytest.fixture
+def archive(tmp_path):
+    with open(os.path.join(ROOT, "examples", "review-sentiment", "data", "reviews.jsonl")) as f:
+        rows = [json.loads(line) for line in f][:300]
+    items = [(r["id"], r["text"]) for r in rows]
+    labels = {r["id"]: {"sentiment": ["positive" if i % 2 else "negative"]}
+              for i, r in enumerate(rows[:200])}
+    bundle_mod.build(str(tmp_path / "b"), items, labels, SCHEMAS)
+    path = str(tmp_path / "bundle.tar.gz")
+    bundle_mod.pack(str(tmp_path / "b"), path)
+    return path
+
+
+def make_run(tmp_path, archive, cancel_after=None, **settings):
+    base = {"gpus": "none", "host": "fake-host"}
+    base.update(settings)
+    client = FakeClient(archive, base, cancel_after)
+    return AgentRun(client, "r1", str(tmp_path / "job"), sys.executable), client
+
+
+def test_download_reads_settings_and_fetches_the_bundle(tmp_path, archive):
+    run, client = make_run(tmp_path, archive, num_threads=3, env={"HF_HOME": "/h"},
+                           unknown_from_a_newer_server=1)
+    run.download()
+    assert run.settings == protocol.RunSettings(gpus="none", host="fake-host", num_threads=3,
+                                                env={"HF_HOME": "/h"})
+    assert run.grace == 2
+    assert bundle_mod.file_sha256(run.paths.bundle_archive) == client.sha
+
+
+def test_prepare_writes_the_spec_and_the_worker_env(tmp_path, archive):
+    run, _ = make_run(tmp_path, archive, num_threads=3, env={"HF_HOME": "/h"})
+    run.download()
+    run.prepare()
+    spec = json.load(open(run.paths.spec))
+    assert (spec["bundle"], spec["artifacts"], spec["trainer"]) == ("bundle", "artifacts",
+                                                                    "text-naive-bayes")
+    assert os.path.isfile(os.path.join(run.paths.bundle, "manifest.json"))
+    assert run.env["OMP_NUM_THREADS"] == run.env["OPENBLAS_NUM_THREADS"] == "3"
+    assert run.env["HF_HOME"] == "/h" and run.env["PYTHONUNBUFFERED"] == "1"
+    assert run.env["PYTHONPATH"].split(os.pathsep)[0] == run.code_dir
+
+
+def test_execute_upload_clean_up_report(tmp_path, archive):
+    run, client = make_run(tmp_path, archive)
+    run.download()
+    run.prepare()
+    run.result = run.execute()
+    assert run.result.ok, run.result.stderr_tail
+    run.report_events(force=True)
+    assert any(e["type"] == "result" for e in client.events)
+    status, error = run.upload()
+    assert (status, error) == ("success", None)
+    rows = client.uploads["/agent/v1/runs/r1/predictions"].decode().splitlines()
+    assert len(rows) > 50 and all(json.loads(r)["label"] in ("positive", "negative")
+                                  for r in rows)
+    assert any(p.startswith("/agent/v1/runs/r1/artifacts?path=sentiment.naive-bayes.json")
+               for p in client.uploads)  # fetch_artifacts defaults to true
+    assert all(a.get("fetched") for a in run.artifacts)
+    run.clean_up(status)
+    assert not os.path.exists(run.paths.root)  # everything came back: nothing stays
+    run.report(status, error)
+    assert client.results[-1]["status"] == "success"
+    assert client.results[-1]["host"] and client.results[-1]["exit_code"] == 0
+
+
+def test_files_stay_when_the_backend_keeps_them(tmp_path, archive):
+    run, client = make_run(tmp_path, archive, fetch_artifacts=False, keep_remote=True)
+    assert run.run() == protocol.EXIT_OK
+    assert not any("/artifacts" in p for p in client.uploads)
+    assert os.path.isdir(run.paths.artifacts) and os.listdir(run.paths.artifacts)
+    assert client.results[-1]["status"] == "success"
+
+
+def test_a_cancel_in_a_reply_stops_the_worker(tmp_path, archive, monkeypatch):
+    from potato.training.remote import run as run_mod
+
+    monkeypatch.setattr(run_mod, "REPORT_S", 0.0)
+    run, client = make_run(tmp_path, archive, cancel_after=1)
+    assert run.run() == protocol.EXIT_OK
+    assert run.cancelled
+    assert client.results[-1]["status"] in ("cancelled", "error")
+    assert "/agent/v1/runs/r1/predictions" not in client.uploads
+
+
+def test_a_closed_stdin_is_a_lost_session(tmp_path, archive):
+    class Closed:
+        class closed:
+            @staticmethod
+            def is_set():
+                return True
+
+    run, client = make_run(tmp_path, archive)
+    run.watch = Closed()
+    assert run.run() == protocol.AGENT_LOST
+    assert client.results == []  # a lost agent reports nothing more
