@@ -16,6 +16,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
+from urllib.parse import urlsplit
 
 from potato.config_backends import (
     BACKEND_KEYS, BACKEND_TYPES, SBATCH_OPTIONS, Backend, parse_backend, slurm_time_seconds)
@@ -242,15 +243,31 @@ def _server(r: Reader, raw, resolve) -> ServerConfig:
 
 
 def _server_url(r: Reader, url: Optional[str]) -> Optional[str]:
-    if url is None:
+    """The URL agents and people use to reach this server, checked as an agent will parse it."""
+    if url is None or not url.strip():
         return None
-    m = re.match(r"^(https?)://([^/?#\s]+)(/[^?#\s]*)?$", url.strip())
-    if not m:
-        r.error(("server_url",), f"server_url is {url!r}; give the URL agents and people use to "
-                                 f"reach this server, such as https://annotate.example.org or "
+    url = url.strip()
+    problem = None
+    try:
+        u = urlsplit(url)
+        u.port  # raises ValueError for a port that is not a number in range
+        if u.scheme not in ("http", "https"):
+            problem = "it must start with http:// or https://"
+        elif not u.hostname:
+            problem = "it has no host name"
+        elif u.username or u.password:
+            problem = "it holds a user name or password, which agents would not send"
+        elif u.query or u.fragment or any(c.isspace() for c in url):
+            problem = "it has a query, a fragment or spaces"
+    except ValueError as e:
+        problem = str(e)
+    if problem:
+        r.error(("server_url",), f"server_url is {url!r}: {problem}. Give the URL agents and "
+                                 f"people use to reach this server, such as "
+                                 f"https://annotate.example.org or "
                                  f"http://gpu-lab.example.org:8000.")
         return None
-    return url.strip().rstrip("/")
+    return url.rstrip("/")
 
 
 MODEL_TRAINING_KEYS = ("enabled", "backend", "backends", "splits", "split_seed", "retain_runs",

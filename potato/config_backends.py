@@ -28,6 +28,11 @@ AGENT_KEYS = ("type", "description", "heartbeat_timeout_s", "queue_timeout_s")
 LOCAL_KEYS = ("type", "description")
 BACKEND_KEYS = {"local": LOCAL_KEYS, "ssh": SSH_KEYS, "slurm": SLURM_KEYS, "agent": AGENT_KEYS}
 
+# Variables a POSIX shell (bash as /bin/sh included) keeps read-only or needs to run the remote
+# commands; exporting them from a backend's env would break every command on the host.
+SHELL_OWNED = ("UID", "EUID", "PPID", "SHELLOPTS", "BASHOPTS", "BASH_VERSINFO", "BASHPID",
+               "GROUPS", "IFS", "OPTIND", "PS4")
+
 # Keys that belong to another backend type, with what to write instead.
 BACKEND_KEY_HINTS = {
     ("slurm", "gpus"): "On SLURM, ask for GPUs with gres (for example gres: gpu:1).",
@@ -155,8 +160,13 @@ def parse_backend(r: Reader, name: str, raw, path: Path, resolve) -> Optional[Ba
             r.error(path + ("env",), f"{where}.env must map variable names (letters, digits, _) "
                                      f"to values.", name)
         elif any(isinstance(v, str) and any(c in v for c in "\n\r\0") for v in env.values()):
-            r.error(path + ("env",), f"{where}.env has a value with a line break; each variable "
-                                     f"must fit on one line.", name)
+            r.error(path + ("env",), f"{where}.env has a value with a line break or a NUL; each "
+                                     f"variable must fit on one line.", name)
+        elif any(k in SHELL_OWNED for k in env):
+            bad = sorted(k for k in env if k in SHELL_OWNED)
+            r.error(path + ("env",), f"{where}.env sets {', '.join(bad)}, which the remote shell "
+                                     f"owns (read-only or used to run every command); remove "
+                                     f"it.", name)
         else:
             b.env = {k: "" if v is None else str(v) for k, v in env.items()}
     if "gpus" in m:

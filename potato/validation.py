@@ -12,8 +12,10 @@ import os
 import re
 from dataclasses import dataclass, field
 from typing import List, Tuple
+from urllib.parse import urlsplit
 
 from potato.config import Config, Problem, dotted, load, slurm_time_seconds, suggest
+from potato.netaddr import is_loopback
 
 SIX_HOURS = 6 * 3600
 MIN_ACK_LENGTH = 12
@@ -117,14 +119,13 @@ def _backend_rules(cfg: Config, report: Report, err, warn) -> None:
                      f"is long on a shared cluster; check its policy", name)
     agents = [name for name, b in mt.backends.items() if b.type == "agent"]
     if agents and mt.enabled:
-        host = _url_host(cfg.server_url) if cfg.server_url else None
-        if cfg.server_url is None and ("server_url",) not in cfg.key_lines:
+        if cfg.server_url is None and not any(p.key == "server_url" for p in report.errors):
             report.notes.append(Problem(
                 f"server_url is not set, so potato training register prints a guessed URL for "
                 f"agent backend {agents[0]}. Set server_url to the URL the training machine uses "
                 f"to reach this server (for example https://annotate.example.org).",
                 "server_url", None, cfg.path))
-        elif host in LOOPBACK_NAMES or (host or "").startswith("127."):
+        elif cfg.server_url and is_loopback(urlsplit(cfg.server_url).hostname or ""):
             warn(("server_url",),
                  f"server_url is {cfg.server_url}, a loopback address: an agent on another "
                  f"machine (backend {agents[0]}) would talk to itself. Set server_url to the URL "
@@ -137,16 +138,6 @@ def _backend_rules(cfg: Config, report: Report, err, warn) -> None:
                  f"arrives as loopback, so anyone who can log into "
                  f"{mt.backends[name].host or 'that host'} could act as admin. Set debug: false "
                  f"when {name} is configured.", name)
-
-
-LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "[::1]", "0.0.0.0", "ip6-localhost")
-
-
-def _url_host(url: str) -> str:
-    rest = url.split("://", 1)[-1].split("/", 1)[0].rsplit("@", 1)[-1]
-    if rest.startswith("["):
-        return rest[:rest.find("]") + 1]
-    return rest.split(":", 1)[0].lower()
 
 
 def _names_in(entry: str, backends) -> List[str]:

@@ -162,3 +162,33 @@ def test_a_closed_stdin_is_a_lost_session(tmp_path, archive):
     run.watch = Closed()
     assert run.run() == protocol.AGENT_LOST
     assert client.results == []  # a lost agent reports nothing more
+
+
+def test_hangup_and_term_mean_a_lost_session_and_log_survives_a_closed_stderr(tmp_path):
+    """In a child: SIGHUP sets the watch, SIGPIPE is ignored, and log() with stderr closed (or
+    gone) writes to agent.log instead of raising, so the cancel path goes on."""
+    import subprocess
+
+    code = r'''
+import os, signal, sys, threading
+from potato.training.remote import client
+class W: closed = threading.Event()
+client.on_hangup(W)
+os.kill(os.getpid(), signal.SIGHUP)
+assert W.closed.wait(5), "SIGHUP did not mark the session gone"
+W.closed.clear(); os.kill(os.getpid(), signal.SIGTERM)
+assert W.closed.wait(5), "SIGTERM did not mark the session gone"
+assert signal.getsignal(signal.SIGPIPE) == signal.SIG_IGN
+client.set_log_file(sys.argv[1])
+r, w = os.pipe(); os.close(r); os.dup2(w, 2)  # stderr is now a pipe nobody reads
+client.log("first line after the session died")
+sys.stderr = None
+client.log("second line")
+print("ok")
+'''
+    log = tmp_path / "agent.log"
+    r = subprocess.run([sys.executable, "-c", code, str(log)], cwd=ROOT, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+    text = log.read_text()
+    assert "first line after the session died" in text and "second line" in text

@@ -126,3 +126,50 @@ def test_event_tail_waits_for_the_newline(tmp_path):
     with open(path, "a") as f:
         f.write('age": "b"}\n')
     assert [e["message"] for e in t.read()] == ["b"]
+
+
+def test_a_failure_while_following_the_job_still_cancels_it(tmp_path, monkeypatch):
+    """Whatever stops the follow loop (here a closed pipe in the tick), scancel runs."""
+    fakes = os.path.join(os.path.dirname(__file__), "fakes")
+    monkeypatch.setenv("PATH", os.pathsep.join([os.path.join(fakes, "slurm"),
+                                                os.environ["PATH"]]))
+    state = tmp_path / "slurm-state"
+    monkeypatch.setenv("FAKE_SLURM_DIR", str(state))
+    jobdir = tmp_path / "job"
+    jobdir.mkdir()
+
+    def broken_tick():
+        raise BrokenPipeError(32, "Broken pipe")
+
+    with pytest.raises(BrokenPipeError):
+        slurm.run_job(RunSettings(job_python="python3", poll_interval_s=0.1), str(jobdir),
+                      "/code", "r1", dict(os.environ), lambda e: None, lambda m: None,
+                      lambda: False, tick=0.05, on_tick=broken_tick)
+    import json
+
+    calls = [json.loads(line) for line in (state / "calls.log").read_text().splitlines()]
+    assert ["scancel", "4242"] in calls, calls
+
+
+def test_squeue_failing_forever_ends_the_follow(tmp_path, monkeypatch):
+    """A controller that never answers again: the loop ends (bounded) and the job is cancelled."""
+    fakes = os.path.join(os.path.dirname(__file__), "fakes")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("sbatch", "scancel"):
+        (bin_dir / name).write_text('#!/bin/sh\nexec python3 %s %s "$@"\n'
+                                    % (os.path.join(fakes, "fakeslurm.py"), name))
+        (bin_dir / name).chmod(0o755)
+    (bin_dir / "squeue").write_text("#!/bin/sh\necho 'slurm_load_jobs error: Unable to contact "
+                                    "slurm controller' >&2\nexit 1\n")
+    (bin_dir / "squeue").chmod(0o755)
+    monkeypatch.setenv("PATH", os.pathsep.join([str(bin_dir), os.environ["PATH"]]))
+    monkeypatch.setenv("FAKE_SLURM_DIR", str(tmp_path / "state"))
+    monkeypatch.setattr(slurm, "SQUEUE_FAILING_S", 0.5)
+    jobdir = tmp_path / "job"
+    jobdir.mkdir()
+    out = slurm.run_job(RunSettings(job_python="python3", poll_interval_s=0.1), str(jobdir),
+                        "/code", "r1", dict(os.environ), lambda e: None, lambda m: None,
+                        lambda: False, tick=0.05)
+    assert out.reason_message.startswith("squeue kept failing for ")
+    assert "Unable to contact slurm controller" in out.reason_message

@@ -188,6 +188,40 @@ def test_pinned_gpu_reaches_the_worker(tmp_path, serve, fake_host, monkeypatch):
     assert "taking GPU 1 (NVIDIA A100, 39960 MB free) (pinned by gpus: 1)" in log
 
 
+def test_gpus_none_hides_the_gpus_from_the_worker(tmp_path, serve, fake_host, monkeypatch):
+    """gpus: none trains on the CPU even on a GPU host (a remote run's device is auto)."""
+    monkeypatch.setenv("FAKE_GPUS", "0,NVIDIA A100,40960,1000,39960,5,8.0")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")  # as a host's login environment might
+    _, url = serve(make_project(tmp_path, backend(gpus="none")))
+    run = run_on_ssh(Client(url), trainer="test-env")
+    assert run["status"] == "success", run["error"]
+    assert run["metrics"]["cuda_visible"] == ""
+
+
+def test_cancel_ends_within_grace_when_the_agent_cannot_answer(tmp_path, serve, fake_host):
+    """The agent is stopped (SIGSTOP), so it can confirm nothing: the run still ends cancelled
+    grace_seconds (2) after Cancel, and the session is closed."""
+    import signal
+
+    _, url = serve(make_project(tmp_path, backend()))
+    c = Client(url)
+    run_id = start_run(c, backend="gpu-server", schemas=["sentiment"], trainer="test-steps",
+                       params={"seconds": 60})
+    wait_progress(c, run_id, timeout=60)
+    [agent] = [int(p.split()[0]) for p in _run_processes(run_id)
+               if "-m potato.training.agent" in p and "sh -c" not in p]
+    os.kill(agent, signal.SIGSTOP)
+    try:
+        asked = time.time()
+        c.json("POST", f"/admin/training/api/runs/{run_id}/cancel", headers=H)
+        run = wait_run(c, run_id, timeout=60)
+        assert run["status"] == "cancelled"
+        assert run["finished_at"] - asked <= 2 + 2, run["finished_at"] - asked
+    finally:
+        os.kill(agent, signal.SIGCONT)
+    assert _wait_gone(run_id) == []
+
+
 def test_auto_gpu_without_kernels_fails_clearly(tmp_path, serve, fake_host, monkeypatch):
     pytest.importorskip("torch")
     import torch

@@ -187,11 +187,12 @@ def test_cancel_ends_within_grace(tmp_path, serve, real_host):
     c = Client(url)
     run_id = start_run(c, backend="gpu-server", schemas=["sentiment"],
                        trainer="test-ignore-term", params={"seconds": 120})
+    mine = str(real_host)  # this test's own remote_dir: no other test's process matches it
     deadline = time.time() + 60
-    while not [p for p in processes(f"jobs/{run_id}") if "potato.training.worker" in p]:
+    while not [p for p in processes(mine) if "potato.training.worker" in p]:
         assert time.time() < deadline, "the worker never started"
         time.sleep(0.2)
-    [agent] = [int(p.split()[0]) for p in processes(f"--run {run_id}")
+    [agent] = [int(p.split()[0]) for p in processes(mine)
                if "-m potato.training.agent" in p and "sh -c" not in p]
     os.kill(agent, signal.SIGSTOP)
     try:

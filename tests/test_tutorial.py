@@ -92,6 +92,28 @@ def test_training_disabled(tmp_path, serve):
                                                 "false)"}
 
 
+def test_disabled_training_starts_no_queued_run(tmp_path, serve, capsys):
+    """A run queued before training was turned off stays queued: no backend starts it and no
+    agent can claim it."""
+    cfg = agent_project(tmp_path)
+    server, url = serve(cfg, training=False)  # the queue is not running: both runs wait
+    main(["training", "register", "lab-workstation", cfg])
+    token = re.search(r"POTATO_TRAINING_TOKEN=(\S+)", capsys.readouterr().out).group(1)
+    c = Client(url)
+    queued = [start_run(c, backend=b, schemas=["sentiment"], trainer="text-naive-bayes")
+              for b in ("lab-workstation", "local")]
+    text = open(cfg).read().replace("model_training:\n", "model_training:\n  enabled: false\n")
+    open(cfg, "w").write(text)
+    server, url = serve(cfg)
+    c = Client(url)
+    status, reply = c.json("POST", "/agent/v1/backends/lab-workstation/claim", json_body={},
+                           headers={"Authorization": "Bearer " + token})
+    assert status == 200 and reply == {"run_id": None}
+    time.sleep(1.5)
+    for run_id in queued:
+        assert wait_run(c, run_id, until=("queued",))["status"] == "queued"
+
+
 def test_training_run_cli_when_disabled(tmp_path):
     cfg = disabled_project(tmp_path)
     r = subprocess.run([sys.executable, "-m", "potato", "training", "run", cfg, "--trainer",
@@ -210,10 +232,43 @@ def test_validate_server_url(tmp_path, capsys):
     cfg = agent_project(tmp_path)
     assert main(["validate", cfg, "--strict"]) == 0  # a note, so the tutorial's configs pass
     assert "note: " in capsys.readouterr().out
-    cfg = agent_project(tmp_path, top="server_url: annotate.example.org", labels=False)
-    assert main(["validate", cfg]) == 1
-    out = capsys.readouterr().out
-    assert "server_url is 'annotate.example.org'; give the URL" in out and "note:" not in out
+    for bad, why in (("annotate.example.org", "it must start with http:// or https://"),
+                     ("https://annotate.example.org:abc", "Port could not be cast"),
+                     ("http://[::1", "Invalid IPv6 URL"),
+                     ("https://ann:secret@annotate.example.org", "holds a user name or password"),
+                     ("http://", "it has no host name")):
+        cfg = agent_project(tmp_path, top="server_url: %s" % json.dumps(bad), labels=False)
+        assert main(["validate", cfg]) == 1, bad
+        out = capsys.readouterr().out
+        assert "server_url is %r: " % bad in out and why in out and "note:" not in out, out
+    for loop in ("http://[::1]:8000", "http://127.0.0.2", "http://[::ffff:127.0.0.1]:80",
+                 "http://LOCALHOST:8000", "http://0.0.0.0:8000"):
+        cfg = agent_project(tmp_path, top="server_url: %s" % json.dumps(loop), labels=False)
+        assert main(["validate", cfg, "--strict"]) == 1, loop
+        assert "a loopback address" in capsys.readouterr().out
+    cfg = agent_project(tmp_path, top="server_url:", labels=False)  # empty: as if unset
+    assert main(["validate", cfg, "--strict"]) == 0
+    assert "note: " in capsys.readouterr().out
+
+
+def test_register_never_guesses_loopback(monkeypatch):
+    from potato.training import register
+
+    monkeypatch.setattr(register.socket, "getfqdn", lambda: "localhost")
+    monkeypatch.setattr(register.socket, "gethostname", lambda: "vm")
+    assert register.guess_host("127.0.0.1") == "vm"
+    assert register.guess_host("0.0.0.0") == "vm"
+    assert register.guess_host("annotate.lab.org") == "annotate.lab.org"
+    monkeypatch.setattr(register.socket, "gethostname", lambda: "localhost")
+    assert register.guess_host("::") == "this-server"
+
+    class Cfg:
+        server_url = None
+
+        class server:
+            host, port, tls_cert = "2001:db8::1", 8000, None
+
+    assert register.server_url(Cfg) == ("http://[2001:db8::1]:8000", True)
 
 
 # -- 6. a backend's description -----------------------------------------------------------------
@@ -282,7 +337,31 @@ def test_wheel_route_answers_when_it_cannot_build(tmp_path, serve, monkeypatch):
     _, url = serve(agent_project(tmp_path))
     r = Client(url).get(wheel.URL_PATH, headers={"Accept": "application/json"})
     assert r.status == 503
-    assert "runs an installed Potato, not a checkout" in json.loads(r.body)["error"]
+    error = json.loads(r.body)["error"]
+    assert "runs an installed Potato, not a checkout" in error
+    assert "Install Potato 2.14.0 from a checkout of that version instead" in error
+    assert str(tmp_path) not in error  # a public route names no path of the server
+
+
+def test_wheel_head_and_get_on_one_connection(tmp_path, serve):
+    import http.client
+
+    from potato.training import wheel
+
+    _, url = serve(agent_project(tmp_path))
+    port = int(url.rstrip("/").rsplit(":", 1)[1])
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    try:
+        conn.request("HEAD", wheel.URL_PATH)
+        head = conn.getresponse()
+        assert head.status == 200 and head.read() == b""
+        size = int(head.headers["Content-Length"])
+        conn.request("GET", wheel.URL_PATH)  # the same connection: HEAD sent no body
+        got = conn.getresponse()
+        body = got.read()
+        assert got.status == 200 and len(body) == size and body[:2] == b"PK"
+    finally:
+        conn.close()
 
 
 # -- 9. the eleven common failures, as the run log says them ------------------------------------

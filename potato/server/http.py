@@ -284,6 +284,8 @@ class Handler(BaseHTTPRequestHandler):
         if start:
             self.send_header("Content-Range", f"bytes {start}-{size - 1}/{size}")
         self.end_headers()
+        if self.command == "HEAD":
+            return
         with open(path, "rb") as f:
             f.seek(start)
             while True:

@@ -84,7 +84,7 @@ def _claim_routes(app, manager) -> None:
         try:
             path = wheel.wheel_path(cfg.output_dir)
         except wheel.WheelError as e:
-            raise HTTPError(503, str(e))
+            raise HTTPError(503, "%s %s" % (e, wheel.checkout_hint(for_admin=False)))
         h.send_file(path, 0, os.path.getsize(path), "application/octet-stream")
 
 

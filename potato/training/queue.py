@@ -183,7 +183,10 @@ class Manager:
 
     # -- agent backends ----------------------------------------------------------------------
     def _startable(self, run: Dict[str, Any]) -> bool:
-        """Runs of agent backends start only once an agent has claimed them."""
+        """Runs of agent backends start only once an agent has claimed them; nothing starts
+        while training is disabled (runs queued before stay queued)."""
+        if not self.cfg.model_training.enabled:
+            return False
         return self.backends[run["backend"]].type != "agent" or run["run_id"] in self._claims
 
     def claim(self, backend: str, agent: Dict[str, Any], timeout: float = 60):
@@ -193,6 +196,8 @@ class Manager:
         waits (up to ``timeout``) until the server has prepared it.
         """
         with self._lock:
+            if not self.cfg.model_training.enabled:
+                return None
             if self._claims or self._active or self.runs.with_status("running"):
                 return None
             nxt = next((r for r in self.runs.with_status("queued")

@@ -5,18 +5,30 @@ import socket
 import sys
 from typing import Tuple
 
+from potato.netaddr import is_loopback
 from potato.store import Store
 from potato.training import wheel
 from potato.training.tokens import AgentTokens
+
+
+def guess_host(bound: str) -> str:
+    """This machine's name as others might reach it: the bound address unless it is a
+    wildcard or loopback, else the fully qualified name, else the short host name."""
+    if bound and not is_loopback(bound):
+        return bound
+    for name in (socket.getfqdn(), socket.gethostname()):
+        if name and not is_loopback(name):
+            return name
+    return "this-server"
 
 
 def server_url(cfg) -> Tuple[str, bool]:
     """(the URL agents use to reach this server, whether it is only a guess)."""
     if cfg.server_url:
         return cfg.server_url, False
-    host = cfg.server.host
-    if host in ("127.0.0.1", "localhost", "::1", "0.0.0.0", "::", ""):
-        host = socket.getfqdn() or "this-server"
+    host = guess_host(cfg.server.host)
+    if ":" in host:
+        host = "[%s]" % host  # an IPv6 address in a URL
     scheme = "https" if cfg.server.tls_cert else "http"
     return "%s://%s:%d" % (scheme, host, cfg.server.port), True
 
@@ -35,7 +47,7 @@ def register(cfg, name: str) -> int:
         wheel.wheel_path(cfg.output_dir)
         install = "  " + wheel.install_line(url)
     except wheel.WheelError as e:
-        install = "  (%s)" % e
+        install = "  (%s %s)" % (e, wheel.checkout_hint())
     store = Store(cfg.db_path)
     try:
         token = AgentTokens(store).issue(name)

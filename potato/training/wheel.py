@@ -35,10 +35,17 @@ def install_line(server_url: str) -> str:
                                                                    URL_PATH)
 
 
-def checkout_hint() -> str:
-    return ("Install from a checkout instead: copy %s (this server's Potato source) to the "
-            "training machine and run pip install '<that folder>[train-text]' there."
-            % SOURCE_ROOT)
+def checkout_hint(for_admin: bool = True) -> str:
+    """How to install without the server's wheel. Paths of the server only for its admin (the
+    wheel route is public)."""
+    where = (" (this server's is %s)" % SOURCE_ROOT) if for_admin and is_checkout() else ""
+    return ("Install Potato %s from a checkout of that version instead: copy the checkout%s to "
+            "the training machine and run pip install '<that folder>[train-text]' there."
+            % (potato.__version__, where))
+
+
+def is_checkout() -> bool:
+    return os.path.isfile(os.path.join(SOURCE_ROOT, "pyproject.toml"))
 
 
 def _source_digest() -> str:
@@ -63,9 +70,9 @@ def wheel_path(output_dir: str, timeout: float = 300) -> str:
     """The wheel's path, building it when this version and source has none yet.
 
     Raises WheelError when this install is not a checkout or setuptools is missing."""
-    if not os.path.isfile(os.path.join(SOURCE_ROOT, "pyproject.toml")):
+    if not is_checkout():
         raise WheelError("This server runs an installed Potato, not a checkout, so it has no "
-                         "source to build its wheel from. " + checkout_hint())
+                         "source to build its wheel from.")
     folder = os.path.join(output_dir, "training", "wheel")
     path = os.path.join(folder, NAME)
     stamp = path + ".source"
@@ -76,7 +83,7 @@ def wheel_path(output_dir: str, timeout: float = 300) -> str:
         os.makedirs(folder, mode=0o700, exist_ok=True)
         _build(folder, timeout)
         if not os.path.isfile(path):
-            raise WheelError("The build made no %s in %s. %s" % (NAME, folder, checkout_hint()))
+            raise WheelError("The build made no %s." % NAME)
         with open(stamp, "w") as f:
             f.write(digest)
         return path
@@ -106,17 +113,16 @@ def _build(folder: str, timeout: float) -> None:
         os.makedirs(out)
         r = proc.run([sys.executable, "-c", BUILD_PY, out], cwd=work, timeout=timeout)
         if r.timed_out:
-            raise WheelError("Building the wheel took more than %d s. %s" % (timeout,
-                                                                            checkout_hint()))
+            raise WheelError("Building the wheel took more than %d s." % timeout)
         if r.returncode != 0:
             missing = "No module named 'setuptools" in r.stderr
-            raise WheelError("%s %s" % (
-                "The standard build backend (setuptools) is not installed for %s, so the server "
-                "cannot build its wheel (pip install setuptools adds it)." % sys.executable
-                if missing else "Building the wheel failed: %s." % r.stderr.strip()[-300:],
-                checkout_hint()))
+            raise WheelError(
+                "The standard build backend (setuptools) is not installed for this server's "
+                "Python, so it cannot build its wheel (pip install setuptools adds it)."
+                if missing else "Building the wheel failed: %s." % r.stderr.strip()[-300:])
         built = os.path.join(out, r.stdout.strip().splitlines()[-1])
-        tmp = os.path.join(folder, ".%s.tmp" % NAME)
+        fd, tmp = tempfile.mkstemp(prefix=".%s." % NAME, dir=folder)  # unique: builds may race
+        os.close(fd)
         shutil.copy(built, tmp)
         os.chmod(tmp, 0o644)
         os.replace(tmp, os.path.join(folder, NAME))

@@ -278,7 +278,7 @@ class SshBackend(TrainingBackend):
                          % (", ".join(self.bcfg.packages), self.remote_dir))
         elif info["missing"]:
             lines.append("missing on %s for hf-text-classification: %s (pip install "
-                         "'potato-annotation[train-text]' there, or set packages)"
+                         "torch transformers peft there, or set packages)"
                          % (host, ", ".join(info["missing"])))
         else:
             lines.append("training packages present: %s" % ", ".join(TRAINER_PACKAGES))

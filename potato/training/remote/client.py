@@ -38,7 +38,7 @@ def log(message):
         sys.stderr.write(line)
         sys.stderr.flush()
         return
-    except (OSError, ValueError):
+    except Exception:  # a closed pipe, a closed or missing stderr: the line goes to the file
         pass
     for path in _log_file:
         try:

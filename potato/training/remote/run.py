@@ -125,7 +125,9 @@ class AgentRun:
                                      self.on_event, log, self.should_cancel,
                                      grace_seconds=self.grace, on_tick=self.report_events)
         gpu_lock = None
-        if s.gpus != "none":
+        if s.gpus == "none":
+            self.env["CUDA_VISIBLE_DEVICES"] = ""  # the CPU, as asked, even on a GPU host
+        else:
             gpu_lock, chosen, message = gpus_mod.take(
                 s, self.python, os.path.dirname(os.path.dirname(self.paths.root)), self.env)
             self.on_event(protocol.make("log", level="info", message=message))
@@ -240,7 +242,8 @@ class AgentRun:
     def should_cancel(self):
         if self.watch is not None and self.watch.closed.is_set() and not self.lost:
             self.lost = True
-            log("standard input closed (the ssh session is gone): stopping the worker")
+            log("the session that started the agent is gone (standard input closed, or a "
+                "hangup): stopping the worker")
         return self.cancelled or self.lost
 
     # -- files -------------------------------------------------------------------------------------

@@ -56,7 +56,8 @@ class TrainerInfo:
                 "local_only": self.local_only, "max_schemas": self.max_schemas}
 
 
-TRAIN_TEXT_HINT = "install it with: pip install 'potato-annotation[train-text]'"
+TRAIN_TEXT_HINT = ("install torch, transformers and peft into that Python (pip install torch "
+                   "transformers peft), or point the backend's python at one that has them")
 
 REGISTRY = {
     "text-naive-bayes": TrainerInfo(
