@@ -106,6 +106,7 @@ class Config:
     output_dir: str = ""
     admin_api_key: Optional[str] = None
     server_url: Optional[str] = None  # how agents and people reach this server
+    allowed_hosts: List[str] = field(default_factory=list)  # Host headers answered; [] = default
     debug: bool = False
     server: ServerConfig = field(default_factory=ServerConfig)
     model_training: ModelTraining = field(default_factory=ModelTraining)
@@ -133,8 +134,8 @@ class Config:
 
 
 TOP_KEYS = ("annotation_task_name", "task_dir", "data_files", "item_properties",
-            "annotation_schemes", "output_annotation_dir", "admin_api_key", "server_url", "debug",
-            "server",
+            "annotation_schemes", "output_annotation_dir", "admin_api_key", "server_url",
+            "allowed_hosts", "debug", "server",
             "model_training", "validation")
 SCHEME_TYPES = ("radio", "multiselect")
 
@@ -173,6 +174,8 @@ def load(path: str) -> Tuple[Config, List[Problem], List[Problem]]:
     cfg.output_dir = resolve(r.text(top, "output_annotation_dir", (), "annotation_output"))
     cfg.admin_api_key = r.text(top, "admin_api_key", (), None, numbers_ok=False)
     cfg.server_url = _server_url(r, r.text(top, "server_url", (), None, numbers_ok=False))
+    cfg.allowed_hosts = [h.strip().lower() for h in r.text_list(top, "allowed_hosts", ())
+                         if h.strip()]
     cfg.debug = r.boolean(top, "debug", (), False)
     cfg.server = _server(r, top.get("server"), resolve)
     cfg.model_training = _model_training(r, top.get("model_training"), resolve)

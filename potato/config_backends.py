@@ -153,22 +153,7 @@ def parse_backend(r: Reader, name: str, raw, path: Path, resolve) -> Optional[Ba
     b.job_python = r.text(m, "job_python", path, None, name)
     b.prelude = r.text_list(m, "prelude", path, name)
     b.poll_interval_s = r.number(m, "poll_interval_s", path, 10, positive=True, backend=name)
-    env = m.get("env")
-    if env is not None:
-        if not isinstance(env, dict) or not all(
-                isinstance(k, str) and re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", k) for k in env):
-            r.error(path + ("env",), f"{where}.env must map variable names (letters, digits, _) "
-                                     f"to values.", name)
-        elif any(isinstance(v, str) and any(c in v for c in "\n\r\0") for v in env.values()):
-            r.error(path + ("env",), f"{where}.env has a value with a line break or a NUL; each "
-                                     f"variable must fit on one line.", name)
-        elif any(k in SHELL_OWNED for k in env):
-            bad = sorted(k for k in env if k in SHELL_OWNED)
-            r.error(path + ("env",), f"{where}.env sets {', '.join(bad)}, which the remote shell "
-                                     f"owns (read-only or used to run every command); remove "
-                                     f"it.", name)
-        else:
-            b.env = {k: "" if v is None else str(v) for k, v in env.items()}
+    b.env = _parse_env(r, m.get("env"), path, where, name)
     if "gpus" in m:
         b.gpus = parse_gpus(r, m["gpus"], path + ("gpus",), name)
     for key in SBATCH_OPTIONS:
@@ -207,3 +192,24 @@ def parse_gpus(r: Reader, value, path: Path, name: str) -> str:
     r.error(path, f"{dotted(path)} is {value!r}; use auto, none, or GPU indices such as \"1\" or "
                   f"\"0,1\".", name)
     return "auto"
+
+
+def _parse_env(r: Reader, env, path: Path, where: str, name: str) -> Dict[str, str]:
+    """A backend's env: variable names to one-line values, none the remote shell owns."""
+    if env is None:
+        return {}
+    if not isinstance(env, dict) or not all(
+            isinstance(k, str) and re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", k) for k in env):
+        r.error(path + ("env",), f"{where}.env must map variable names (letters, digits, _) "
+                                 f"to values.", name)
+    elif any(isinstance(v, str) and any(c in v for c in "\n\r\0") for v in env.values()):
+        r.error(path + ("env",), f"{where}.env has a value with a line break or a NUL; each "
+                                 f"variable must fit on one line.", name)
+    elif any(k in SHELL_OWNED for k in env):
+        bad = sorted(k for k in env if k in SHELL_OWNED)
+        r.error(path + ("env",), f"{where}.env sets {', '.join(bad)}, which the remote shell "
+                                 f"owns (read-only or used to run every command); remove "
+                                 f"it.", name)
+    else:
+        return {k: "" if v is None else str(v) for k, v in env.items()}
+    return {}

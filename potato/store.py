@@ -64,11 +64,17 @@ def token_hash(token: str) -> str:
 
 
 class Store:
-    """Thread-safe access to the project database (one connection per thread)."""
+    """Thread-safe access to the project database: one connection per thread, which a request
+    thread gives back with ``release()`` when its request is done (no connection outlives it).
+
+    The database and its -wal/-shm files are created 0600 (SQLite gives the journal files the
+    database's own mode), in a directory of mode 0700."""
 
     def __init__(self, path: str):
         self.path = path
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        os.makedirs(os.path.dirname(os.path.abspath(path)), mode=0o700, exist_ok=True)
+        if not os.path.exists(path):
+            os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
         self._local = threading.local()
         self._all: List[sqlite3.Connection] = []
         self._lock = threading.Lock()
@@ -89,6 +95,21 @@ class Store:
             with self._lock:
                 self._all.append(db)
         return db
+
+    def release(self) -> None:
+        """Close this thread's connection (a request thread, when its request is done)."""
+        db = getattr(self._local, "db", None)
+        if db is None:
+            return
+        self._local.db = None
+        with self._lock:
+            if db in self._all:
+                self._all.remove(db)
+        db.close()
+
+    def open_connections(self) -> int:
+        with self._lock:
+            return len(self._all)
 
     def tx(self):
         """A write transaction: ``with store.tx() as db: ...`` commits on success."""

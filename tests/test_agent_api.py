@@ -51,7 +51,10 @@ def test_token_scope(active):
     assert c.json("GET", f"/agent/v1/runs/{run_id}", headers=auth("wrong"))[0] == 403
     status, info = c.json("GET", f"/agent/v1/runs/{run_id}", headers=auth())
     assert status == 200 and info["bundle"]["sha256"] == ctx.bundle_sha256
-    assert c.json("GET", "/agent/v1/runs/r999", headers=auth())[0] == 404
+    # An unknown run and a finished one answer alike: a bearer learns no run's status.
+    status, body = c.json("GET", "/agent/v1/runs/r999", headers=auth())
+    assert status == 410 and body["error"] == ("Run r999 is not active on a remote backend: no "
+                                               "agent may report for it now.")
     # The run token is not an admin key.
     assert c.json("GET", "/admin/training/api/runs", headers=auth())[0] == 401
     assert c.json("GET", "/admin/training/api/runs",
@@ -112,7 +115,7 @@ def test_stalled_copy_is_named(active, monkeypatch):
     host, port = server.server_address[:2]
     s = socket.create_connection((host, port))
     s.sendall((f"PUT /agent/v1/runs/{run_id}/artifacts?path=big.bin&offset=0 HTTP/1.1\r\n"
-               f"Host: x\r\nAuthorization: Bearer {TOKEN}\r\nContent-Length: 1000000\r\n\r\n"
+               f"Host: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\nContent-Length: 1000000\r\n\r\n"
                ).encode() + b"x" * 1000)
     deadline = time.time() + 10
     while ctx.remote.copy_error is None and time.time() < deadline:

@@ -308,7 +308,8 @@ def test_packages_go_into_a_venv_made_once(tmp_path, serve, fake_host):
     assert first["status"] == "success", first
     venv_python = str(remote_root(fake_host) / "venv" / "bin" / "python")
     assert first["metrics"]["python"] == venv_python
-    assert first["metrics"]["testpkg"] is True and first["metrics"]["cuda_visible"] is None
+    # gpus: none hides every GPU from the worker (the tutorial: it trains on the CPU)
+    assert first["metrics"]["testpkg"] is True and first["metrics"]["cuda_visible"] == ""
     log = c.get(f"/admin/training/api/runs/{first['run_id']}/log", headers=H).text
     assert "installing " in log and " on gpu.example.org" in log
     second = run_on_ssh(c, trainer="test-env")

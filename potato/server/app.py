@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 import os
@@ -14,12 +15,12 @@ import signal
 import ssl
 import sys
 import threading
-from http.server import ThreadingHTTPServer
 from typing import Callable, Optional
 
 from potato.config import Config
 from potato.data import DataError, data_files_signature, load_items
-from potato.server import routes
+from potato.server import routes, safety
+from potato.server.connections import BoundedServer
 from potato.server.http import Handler
 from potato.store import Store
 
@@ -41,6 +42,11 @@ class App:
         self._data_sig = data_files_signature(cfg)
         self._stop = threading.Event()
         self._sync_thread: Optional[threading.Thread] = None
+        self.allowed_hosts = cfg.allowed_hosts or safety.default_allowed_hosts(
+            cfg.server.host, cfg.server_url)
+        key = (cfg.admin_api_key or "").encode("utf-8")
+        self.admin_session_name = "admin:" + hashlib.sha256(b"potato-admin\0" + key).hexdigest()[:32]
+        self.login_limiter = safety.LoginLimiter()
         routes.add_core_routes(self)
 
     def route(self, method: str, pattern: str, access: str = "public"):
@@ -89,11 +95,7 @@ class App:
             self._sync_thread.join(timeout=SYNC_INTERVAL_S + 1)
 
 
-class Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = 128  # socketserver's default of 5 resets connections under a burst
-
+class Server(BoundedServer):
     def __init__(self, address, app: App):
         self.app = app
         super().__init__(address, Handler)
@@ -111,6 +113,8 @@ def make_server(cfg: Config, host: Optional[str] = None, port: Optional[int] = N
     store.sync_items(items)
     tls = bool(cfg.server.tls_cert)
     app = App(cfg, store, tls=tls, access_log=access_log)
+    if host and not cfg.allowed_hosts:  # potato start --host: answer to that name too
+        app.allowed_hosts = safety.default_allowed_hosts(host, cfg.server_url)
     from potato.training import api
     from potato.training import agent_routes as agent_api
     from potato.training.queue import Manager

@@ -16,7 +16,10 @@ import traceback
 from http import cookies
 from http.server import BaseHTTPRequestHandler
 from typing import Any, Callable, Dict, List, Optional, Tuple
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, quote, urlsplit
+
+from potato.server import safety
+from potato.server.connections import IDLE_TIMEOUT_S
 
 log = logging.getLogger("potato.server")
 
@@ -29,6 +32,15 @@ SECURITY_HEADERS = {
                                "script-src 'self'; object-src 'none'; base-uri 'none'; "
                                "frame-ancestors 'none'",
 }
+
+
+def _header_value(value: Any) -> str:
+    """A header value that cannot split headers or fail to encode: anything outside printable
+    ASCII is percent-encoded (a Location built from a request path may hold any byte)."""
+    text = str(value)
+    if all(0x20 <= ord(c) <= 0x7e for c in text):
+        return text
+    return quote(text, safe="/?&=%#:;@!$'()*+,-._~ ")
 
 
 class HTTPError(Exception):
@@ -48,6 +60,7 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "Potato"
     sys_version = ""
+    timeout = IDLE_TIMEOUT_S  # a connection idle (or a client silent) this long is closed
 
     # -- plumbing ------------------------------------------------------------------------------
     @property
@@ -57,6 +70,21 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # access log, common format
         self.app.access_log(f"{self.address_string()} - - [{self.log_date_time_string()}] "
                             f"{format % args}")
+
+    def handle_one_request(self):
+        """Between requests the connection is idle (the server may close it for a newcomer);
+        from the request line on it is busy."""
+        self.connection.settimeout(self.timeout)
+        idle = getattr(self.server, "connection_idle", None)
+        if idle is not None:
+            idle(self.connection)
+        super().handle_one_request()
+
+    def parse_request(self) -> bool:
+        busy = getattr(self.server, "connection_busy", None)
+        if busy is not None:
+            busy(self.connection)
+        return super().parse_request()
 
     def do_GET(self):
         self._dispatch("GET")
@@ -88,17 +116,40 @@ class Handler(BaseHTTPRequestHandler):
 
     def _dispatch(self, method: str) -> None:
         self._body_read = False
+        self._started = False  # a response's status line has gone out
         self._response_cookies: List[str] = []
         try:
+            self._check_host()
             self._route(method)
         except HTTPError as e:
             self._send_error(e.status, e.message, e.headers)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
+        except TimeoutError as e:  # a client that stopped sending its body (socket.timeout)
+            self.close_connection = True
+            log.info("%s %s: %s", method, self.path, e)
         except Exception:  # the one choke point: log the detail here, tell the client little
             log.error("error in %s %s:\n%s", method, self.path, traceback.format_exc())
-            self._send_error(500, "Internal error in the Potato server; the server log has the "
-                                  "details.")
+            if self._started:  # half a response is out: the only honest end is to close
+                self.close_connection = True
+                return
+            try:
+                self._send_error(500, "Internal error in the Potato server; the server log has "
+                                      "the details.")
+            except Exception:
+                log.error("the error page failed too:\n%s", traceback.format_exc())
+                self._send_plain_500()
+
+    def _send_plain_500(self) -> None:
+        """The last resort: a fixed, tiny answer that cannot fail to render."""
+        body = b"Internal error in the Potato server; the server log has the details.\n"
+        try:
+            self.wfile.write(b"HTTP/1.1 500 Internal Server Error\r\nContent-Type: text/plain; "
+                             b"charset=utf-8\r\nConnection: close\r\nContent-Length: "
+                             + str(len(body)).encode() + b"\r\n\r\n" + body)
+        except OSError:
+            pass
+        self.close_connection = True
 
     def _route(self, method: str) -> None:
         path = self.path_only
@@ -120,6 +171,14 @@ class Handler(BaseHTTPRequestHandler):
                                  f"{' or '.join(sorted(set(allowed)))}.",
                             {"Allow": ", ".join(sorted(set(allowed)))})
         raise HTTPError(404, f"Nothing at {path}.")
+
+    def _check_host(self) -> None:
+        """Only Host names this server answers to (DNS rebinding): 400, 421 behind TLS."""
+        if not safety.host_allowed(self.headers.get("Host"), self.app.allowed_hosts):
+            host = safety.host_of(self.headers.get("Host"))[:100]
+            raise HTTPError(421 if self.app.tls else 400,
+                            f"This server does not answer to the host name {host!r}. Add it to "
+                            f"allowed_hosts in the config if it is this server's name.")
 
     # -- auth ----------------------------------------------------------------------------------
     def client_is_loopback(self) -> bool:
@@ -143,9 +202,10 @@ class Handler(BaseHTTPRequestHandler):
         if key and given is not None and hmac.compare_digest(given.encode(), key.encode()):
             return True
         token = self.cookie("potato_admin")
-        if token and self.app.store.session(token, "admin"):
-            return True
-        return bool(self.app.config.debug and self.client_is_loopback())
+        if token and self.app.store.session(token, "admin") == self.app.admin_session_name:
+            return True  # a session made under the current admin_api_key, not an older one
+        return bool(self.app.config.debug and self.client_is_loopback()
+                    and safety.host_is_loopback(self.headers.get("Host")))
 
     def annotator(self) -> Optional[str]:
         token = self.cookie("potato_session")
@@ -178,9 +238,12 @@ class Handler(BaseHTTPRequestHandler):
                                  f"changes only from its own pages.")
 
     # -- bodies --------------------------------------------------------------------------------
-    def body(self) -> bytes:
+    def body(self, limit: Optional[int] = None) -> bytes:
+        """The request body (read once); 413 beyond ``limit`` bytes (default: max_body_mb)."""
         if self._body_read:
             return self._body
+        limit = self.app.max_body_bytes if limit is None else min(limit,
+                                                                   self.app.max_body_bytes)
         length = self.headers.get("Content-Length")
         if self.headers.get("Transfer-Encoding"):
             self.close_connection = True
@@ -191,23 +254,23 @@ class Handler(BaseHTTPRequestHandler):
             raise HTTPError(400, "Content-Length is not a number.")
         if n < 0:
             raise HTTPError(400, "Content-Length is negative.")
-        if n > self.app.max_body_bytes:
+        if n > limit:
             self.close_connection = True
             raise HTTPError(413, f"The request body ({n} bytes) is larger than the server accepts "
-                                 f"({self.app.max_body_bytes} bytes, server.max_body_mb).")
+                                 f"here ({limit} bytes; server.max_body_mb caps every "
+                                 f"request).")
         self._body = self.rfile.read(n) if n else b""
         self._body_read = True
         return self._body
 
-    def json_body(self) -> Any:
-        raw = self.body()
+    def json_body(self, limit: Optional[int] = None) -> Any:
         try:
-            return json.loads(raw.decode("utf-8") or "null")
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise HTTPError(400, f"The request body is not valid JSON ({e}).")
+            return safety.parse_json(self.body(limit))
+        except safety.BadInput as e:
+            raise HTTPError(400, f"The request body is not valid JSON: {e}.")
 
-    def json_object(self) -> Dict[str, Any]:
-        data = self.json_body()
+    def json_object(self, limit: Optional[int] = None) -> Dict[str, Any]:
+        data = self.json_body(limit)
         if not isinstance(data, dict):
             raise HTTPError(400, "The request body must be a JSON object.")
         return data
@@ -227,6 +290,9 @@ class Handler(BaseHTTPRequestHandler):
         except ValueError:
             self.close_connection = True
             raise HTTPError(411, "Send the body with a Content-Length header.")
+        if n < 0:
+            self.close_connection = True
+            raise HTTPError(400, "Content-Length is negative.")
         if n > limit:
             self.close_connection = True
             raise HTTPError(413, f"The upload ({n / 2**20:.1f} MB) is larger than {what} allows.")
@@ -276,11 +342,16 @@ class Handler(BaseHTTPRequestHandler):
                   on_progress=None) -> None:
         """Send a file from ``start`` (206 with Content-Range when start > 0), streamed;
         ``on_progress()`` is called after each block (a long download is a sign of life)."""
+        self._drain()
         status = 206 if start else 200
+        self._started = True
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(size - start))
         self.send_header("Accept-Ranges", "bytes")
+        self.send_header("Cache-Control", "no-store")
+        for k, v in SECURITY_HEADERS.items():
+            self.send_header(k, v)
         if start:
             self.send_header("Content-Range", f"bytes {start}-{size - 1}/{size}")
         self.end_headers()
@@ -306,11 +377,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def send(self, status: int, body: bytes, content_type: str,
              headers: Optional[Dict[str, str]] = None) -> None:
-        if not self._body_read and self.command in ("POST", "PUT"):
-            try:
-                self.body()  # drain what the client sent so the connection stays usable
-            except HTTPError:
-                self.close_connection = True
+        self._drain()
+        self._started = True
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
@@ -320,15 +388,25 @@ class Handler(BaseHTTPRequestHandler):
         for c in self._response_cookies:
             self.send_header("Set-Cookie", c)
         for k, v in (headers or {}).items():
-            self.send_header(k, v)
+            self.send_header(k, _header_value(v))
         if self.close_connection:
             self.send_header("Connection", "close")
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
 
+    def _drain(self) -> None:
+        """Read what the client sent (any method, GET included) so that the connection stays
+        usable: an unread body would be parsed as the next request."""
+        if getattr(self, "_body_read", True) or not self.headers.get("Content-Length"):
+            return
+        try:
+            self.body()
+        except HTTPError:
+            self.close_connection = True
+
     def send_json(self, data: Any, status: int = 200) -> None:
-        self.send(status, json.dumps(data).encode("utf-8"), "application/json")
+        self.send(status, safety.dumps(data).encode("utf-8"), "application/json")
 
     def send_html(self, page: str, status: int = 200) -> None:
         self.send(status, page.encode("utf-8"), "text/html; charset=utf-8")
@@ -341,7 +419,7 @@ class Handler(BaseHTTPRequestHandler):
         if status == 303:
             self.send(303, b"", "text/plain; charset=utf-8", headers)
         elif self.wants_json():
-            self.send(status, json.dumps({"error": message}).encode("utf-8"), "application/json",
+            self.send(status, safety.dumps({"error": message}).encode("utf-8"), "application/json",
                       headers)
         else:
             from potato.server.pages import error_page

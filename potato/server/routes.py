@@ -11,7 +11,7 @@ import secrets
 from urllib.parse import unquote
 
 from potato.annotations import LabelError, check_label, item_record
-from potato.server import pages
+from potato.server import pages, safety
 from potato.server.http import HTTPError
 
 STATIC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
@@ -19,13 +19,6 @@ STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; char
 SESSION_TTL_S = 30 * 86400
 ADMIN_SESSION_TTL_S = 12 * 3600
 USERNAME = re.compile(r"^[A-Za-z0-9_.@+-]{1,64}$")
-
-
-def _safe_next(url: str, default: str) -> str:
-    """Only same-site paths: never redirect to another host after a login."""
-    if url.startswith("/") and not url.startswith("//") and "\\" not in url:
-        return url
-    return default
 
 
 def add_core_routes(app) -> None:
@@ -63,7 +56,7 @@ def _login_routes(app) -> None:
         else:
             form = h.form()
             username = (form.get("username") or [""])[0].strip()
-            nxt = _safe_next((form.get("next") or ["/annotate"])[0], "/annotate")
+            nxt = safety.safe_next((form.get("next") or ["/annotate"])[0], "/annotate")
         if not USERNAME.match(username):
             msg = ("Choose a username of 1 to 64 letters, digits or _ . @ + - characters.")
             if h.wants_json() or "json" in (h.headers.get("Content-Type") or ""):
@@ -184,24 +177,32 @@ def _admin_routes(app) -> None:
 
     @app.route("GET", r"/admin/login")
     def admin_login_form(h):
-        nxt = _safe_next((h.query.get("next") or ["/admin"])[0], "/admin")
+        nxt = safety.safe_next((h.query.get("next") or ["/admin"])[0], "/admin")
         h.send_html(pages.admin_login_page(cfg, next_url=nxt))
 
     @app.route("POST", r"/admin/login")
     def admin_login(h):
         form = h.form()
         key = (form.get("key") or [""])[0]
-        nxt = _safe_next((form.get("next") or ["/admin"])[0], "/admin")
+        nxt = safety.safe_next((form.get("next") or ["/admin"])[0], "/admin")
         if not cfg.admin_api_key:
             h.send_html(pages.admin_login_page(cfg, "This project has no admin_api_key; set one "
                                                     "in the config and restart the server.", nxt),
                         401)
             return
+        client = h.client_address[0] if h.client_address else ""
+        wait = app.login_limiter.retry_after(client)
+        if wait:
+            raise HTTPError(429, "Too many wrong admin keys from this address; try again in %d "
+                                 "s." % wait, {"Retry-After": str(wait)})
         if not hmac.compare_digest(key.encode(), cfg.admin_api_key.encode()):
+            app.login_limiter.failed(client)
             h.send_html(pages.admin_login_page(cfg, "That is not the admin key.", nxt), 401)
             return
+        app.login_limiter.succeeded(client)
         token = secrets.token_urlsafe(32)
-        app.store.add_session(token, "admin", "admin", ADMIN_SESSION_TTL_S)
+        # The session names the key it was made under: a new admin_api_key ends old sessions.
+        app.store.add_session(token, "admin", app.admin_session_name, ADMIN_SESSION_TTL_S)
         h.set_cookie("potato_admin", token, ADMIN_SESSION_TTL_S, same_site="Strict")
         h.redirect(nxt)
 

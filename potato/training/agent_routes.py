@@ -12,16 +12,21 @@ import os
 import re
 import threading
 import time
+from urllib.parse import unquote
 from typing import Any, Dict, Optional
 
 from potato.server.http import HTTPError
-from potato.training import wheel
+from potato.training import boundary, wheel
 from potato.training.remote.paths import read_json
 from potato.training.backends.base import RemoteState, token_hash
 from potato.training.backends.errors import copy_stalled
 
 PREFIX = r"/agent/v1/runs/(?P<run_id>[A-Za-z0-9_-]+)"
 COPY_STALL_S = 180  # a model-file upload that sends nothing this long fails
+CLAIM_MAX_BYTES = 64 << 10  # request size caps, per endpoint
+EVENTS_MAX_BYTES = 8 << 20
+RESULT_MAX_BYTES = 1 << 20
+EVENTS_PER_REPORT = 10000
 
 
 def add_routes(app, manager) -> None:
@@ -41,12 +46,9 @@ def _authorizer(manager):
         given = token_hash(header[len("Bearer "):].strip())
         ctx = manager.active_context(run_id)
         remote = getattr(ctx, "remote", None) if ctx is not None else None
-        if remote is None:
-            run = manager.runs.get(run_id)
-            if run is None:
-                raise HTTPError(404, "No run %s." % run_id)
-            raise HTTPError(410, "Run %s is not active on a remote backend (it is %s)."
-                            % (run_id, run["status"]))
+        if remote is None:  # one answer whether or not the run exists: a token learns nothing
+            raise HTTPError(410, "Run %s is not active on a remote backend: no agent may report "
+                                 "for it now." % run_id)
         if not hmac.compare_digest(given, remote.token_hash):
             raise HTTPError(403, "This token is not the token of run %s." % run_id)
         return ctx, remote
@@ -59,6 +61,7 @@ def _claim_routes(app, manager) -> None:
 
     @app.route("POST", r"/agent/v1/backends/(?P<name>[^/]+)/claim")
     def claim(h, name):
+        name = unquote(name)
         backend = manager.backends.get(name)
         if backend is None or backend.type != "agent":
             raise HTTPError(404, "No agent backend %s on this server." % name)
@@ -69,8 +72,12 @@ def _claim_routes(app, manager) -> None:
                                  "never issued, or registering again replaced it. Run potato "
                                  "training register %s CONFIG on the server and use the new "
                                  "token." % (name, name))
-        body = h.json_object()
-        agent = {k: str(body.get(k))[:200] for k in ("host", "version", "python") if body.get(k)}
+        body = h.json_object(limit=CLAIM_MAX_BYTES)
+        try:
+            agent = {k: boundary.text(body.get(k), k, 200) for k in ("host", "version", "python")
+                     if body.get(k) is not None}
+        except boundary.Invalid as e:
+            raise HTTPError(400, "The claim does not fit the protocol: %s." % e)
         manager.tokens.seen(name, agent.get("host"), agent.get("version"))
         got = manager.claim(name, agent)
         if got is None:
@@ -122,21 +129,20 @@ def _run_routes(app, manager, authorize) -> None:
     @app.route("POST", PREFIX + r"/events")
     def events(h, run_id):
         ctx, remote = authorize(h, run_id)
-        body = h.json_object()
+        body = h.json_object(limit=EVENTS_MAX_BYTES)
         batch = body.get("events") or []
-        if not isinstance(batch, list):
-            raise HTTPError(400, "events must be a list.")
+        if not isinstance(batch, list) or len(batch) > EVENTS_PER_REPORT:
+            raise HTTPError(400, "events must be a list of at most %d events."
+                            % EVENTS_PER_REPORT)
         remote.seen()
         # A batch holds up to a report interval of progress: only its newest one matters, and
         # passing the older ones first would make the run show stale progress.
         newest = max((i for i, e in enumerate(batch)
                       if isinstance(e, dict) and e.get("type") == "progress"), default=-1)
         for i, event in enumerate(batch):
-            if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+            if isinstance(event, dict) and event.get("type") == "progress" and i != newest:
                 continue
-            if event["type"] == "progress" and i != newest:
-                continue
-            ctx.on_event(event)
+            ctx.on_event(event)  # checked there (boundary.event), for every backend alike
         h.send_json({"cancel": ctx.cancel.is_set(), "grace_seconds": ctx.grace_seconds})
 
 
@@ -187,9 +193,10 @@ def _upload_routes(app, manager, authorize) -> None:
     @app.route("POST", PREFIX + r"/result")
     def result(h, run_id):
         ctx, remote = authorize(h, run_id)
-        body = h.json_object()
-        if body.get("status") not in ("success", "error", "cancelled"):
-            raise HTTPError(400, "status must be success, error or cancelled.")
+        try:
+            body = boundary.result(h.json_object(limit=RESULT_MAX_BYTES))
+        except boundary.Invalid as e:
+            raise HTTPError(400, "The result does not fit the protocol: %s." % e)
         remote.seen()
         remote.result = body
         remote.result_ready.set()

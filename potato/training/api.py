@@ -1,10 +1,12 @@
 """The admin training API (JSON, ``X-API-Key`` or an admin session), added to the server."""
 
+import os
 import time
 from typing import Any, Dict
+from urllib.parse import unquote
 
 from potato.server.http import HTTPError
-from potato.training import pages
+from potato.training import pages, runlog
 from potato.training.remote import trainers
 from potato.training.backends import check_backend
 from potato.training.queue import Manager, RequestError
@@ -45,12 +47,8 @@ def trainer_list_data():
 
 
 def read_log(manager: Manager, run_id: str, last: int = 0) -> str:
-    try:
-        with open(manager.paths(run_id).log, encoding="utf-8", errors="replace") as f:
-            text = f.read()
-    except OSError:
-        return ""
-    return "\n".join(text.splitlines()[-last:]) if last else text
+    """The run log's tail for a page (``last`` lines, or its last 256 KB)."""
+    return runlog.read(manager.paths(run_id).log, last)
 
 
 def live_run(manager: Manager):
@@ -106,7 +104,10 @@ def _api_routes(app, manager: Manager, get_run) -> None:
     @app.route("GET", PREFIX + r"/runs/(?P<run_id>[A-Za-z0-9_-]+)/log", "admin")
     def run_log(h, run_id):
         get_run(run_id)
-        h.send(200, read_log(manager, run_id).encode("utf-8"), "text/plain; charset=utf-8")
+        path = manager.paths(run_id).log
+        size = os.path.getsize(path) if os.path.exists(path) else 0
+        h.send_file(path, 0, size, "text/plain; charset=utf-8") if size else h.send(
+            200, b"", "text/plain; charset=utf-8")
 
     @app.route("POST", PREFIX + r"/runs/(?P<run_id>[A-Za-z0-9_-]+)/cancel", "admin")
     def cancel(h, run_id):
@@ -119,6 +120,7 @@ def _api_routes(app, manager: Manager, get_run) -> None:
 
     @app.route("POST", PREFIX + r"/backends/(?P<name>[^/]+)/check", "admin")
     def check(h, name):
+        name = unquote(name)
         backend = manager.backends.get(name)
         if backend is None:
             raise HTTPError(404, "No backend %s. Configured: %s." % (

@@ -8,29 +8,24 @@ from typing import Any, Dict, List
 
 from potato.config import Config
 from potato.store import Store
+from potato.training import boundary
 
 
 class PredictionsError(Exception):
     pass
 
 
-def read_predictions(path: str) -> List[Dict[str, Any]]:
+def read_predictions(path: str, bundle) -> List[Dict[str, Any]]:
+    """The run's predictions, every row checked against its bundle (boundary.predictions):
+    known ids, each item's own split, labels within the scheme, confidences in [0, 1]."""
     if not os.path.exists(path):
         raise PredictionsError("the worker wrote no predictions.jsonl")
-    out = []
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                p = json.loads(line)
-                p["id"], p["scheme"], p["split"]
-                p["confidence"] = float(p["confidence"])
-            except (ValueError, KeyError, TypeError) as e:
-                raise PredictionsError("predictions.jsonl line %d is not a prediction (%s)"
-                                       % (n, e))
-            out.append(p)
-    return out
+    splits = {it["id"]: it["split"] for it in bundle.items}
+    with open(path, encoding="utf-8", errors="replace") as f:
+        rows, problem = boundary.predictions(f, splits, bundle.schemas)
+    if problem:
+        raise PredictionsError(problem)
+    return rows
 
 
 def _key(label):

@@ -21,7 +21,7 @@ from potato.store import Store
 from potato.training.remote import bundle as bundle_mod
 from potato.training.remote import trainers
 from potato.training.backends import Outcome, RunContext, make_backends
-from potato.training import prepare
+from potato.training import boundary, prepare, runlog
 from potato.training.ingest import PredictionsError, read_predictions, score, write_back
 from potato.training.remote.paths import RunPaths, write_json
 from potato.training.tokens import AgentTokens
@@ -30,6 +30,7 @@ from potato.training.runs import TERMINAL, RunStore
 log = logging.getLogger("potato.training")
 
 RESTARTED = "the server restarted during the run"
+EVENTS_MAX_BYTES = 8 << 20
 DISABLED = "training is disabled (model_training.enabled: false)"
 SUPPORTED_TYPES = ("local", "ssh", "slurm", "agent")
 
@@ -81,6 +82,55 @@ class QueueLock:
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
+
+
+class RunEvents:
+    """The one door for what a run reports, from any backend: each event is checked
+    (boundary.event), then recorded: the step, progress, metrics, the log, events.jsonl."""
+
+    def __init__(self, manager: "Manager", run_id: str, paths: RunPaths, set_step):
+        self.manager, self.run_id, self.paths, self.set_step = manager, run_id, paths, set_step
+        self.last_progress = 0.0
+        self.dropped = 0
+        self.written = 0
+
+    def __call__(self, raw: Dict[str, Any]) -> None:
+        try:
+            event = boundary.event(raw)
+        except boundary.Invalid as e:
+            self.dropped += 1
+            if self.dropped <= 20:
+                self.log("warning: dropped an event that does not fit the protocol: %s%s" % (
+                    e, " (further ones are dropped silently)" if self.dropped == 20 else ""))
+            return
+        kind = event["type"]
+        line = json.dumps(event) + "\n"
+        if kind == "result" or (kind != "progress" and self.written < EVENTS_MAX_BYTES):
+            self.written += len(line)  # events.jsonl stays bounded; the result always fits
+            with open(self.paths.events, "a", encoding="utf-8") as f:
+                f.write(line)
+        self.record(event)
+
+    def log(self, message: str) -> None:
+        self.manager._log(self.run_id, message)
+
+    def record(self, event: Dict[str, Any]) -> None:
+        kind, now, runs = event["type"], time.time(), self.manager.runs
+        if kind == "status":
+            self.set_step(event["message"])
+        elif kind == "progress":
+            if now - self.last_progress >= 0.25 or event["current"] == event.get("total"):
+                self.last_progress = now
+                runs.update(self.run_id, progress=event, heartbeat_at=now)
+        elif kind == "metric":
+            runs.append_history(self.run_id, event)
+            self.log("metric %s = %s%s" % (event["name"], event["value"], " (epoch %s)"
+                                            % event["epoch"] if "epoch" in event else ""))
+        elif kind in ("log", "error"):
+            self.log("%s: %s" % (event.get("level", "error" if kind == "error" else "info"),
+                                 event["message"]))
+        elif kind == "artifact":
+            self.log("artifact %s (%s bytes)" % (event["path"], event.get("bytes")))
 
 
 class Manager:
@@ -274,12 +324,7 @@ class Manager:
         return RunPaths(os.path.join(self.cfg.runs_dir, run_id))
 
     def _log(self, run_id: str, message: str) -> None:
-        paths = self.paths(run_id)
-        os.makedirs(paths.root, exist_ok=True)
-        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-        with open(paths.log, "a", encoding="utf-8") as f:
-            for line in str(message).splitlines() or [""]:
-                f.write("%s %s\n" % (stamp, line))
+        runlog.append(self.paths(run_id).log, message)
 
     def _execute(self, run: Dict[str, Any]) -> None:
         run_id = run["run_id"]
@@ -287,35 +332,12 @@ class Manager:
         self.runs.update(run_id, status="running", started_at=time.time(),
                          step="building the bundle", ran_on=run["backend"])
         backend = self.backends[run["backend"]]
-        last_progress = [0.0]
 
         def set_step(text: str) -> None:
             self.runs.update(run_id, step=text, heartbeat_at=time.time())
             self._log(run_id, text)
 
-        def on_event(event: Dict[str, Any]) -> None:
-            with open(paths.events, "a", encoding="utf-8") as f:
-                f.write(json.dumps(event) + "\n")
-            kind = event.get("type")
-            now = time.time()
-            if kind == "status":
-                set_step(str(event.get("message", "")))
-            elif kind == "progress":
-                if now - last_progress[0] >= 0.25 or event.get("current") == event.get("total"):
-                    last_progress[0] = now
-                    self.runs.update(run_id, progress=event, heartbeat_at=now)
-            elif kind == "metric":
-                self.runs.append_history(run_id, event)
-                self._log(run_id, "metric %s = %s%s" % (
-                    event.get("name"), event.get("value"),
-                    " (epoch %s)" % event["epoch"] if "epoch" in event else ""))
-            elif kind in ("log", "error"):
-                level = event.get("level", "error" if kind == "error" else "info")
-                self._log(run_id, "%s: %s" % (level, event.get("message", "")))
-            elif kind == "artifact":
-                self._log(run_id, "artifact %s (%s bytes)" % (event.get("path"),
-                                                              event.get("bytes")))
-
+        on_event = RunEvents(self, run_id, paths, set_step)
         ctx = RunContext(run, paths, self.cfg, on_event, set_step, lambda m: self._log(run_id, m))
         with self._lock:
             self._active[run_id] = ctx
@@ -357,11 +379,11 @@ class Manager:
                                lambda m: self._log(run["run_id"], m))
 
     def _ingest(self, run: Dict[str, Any], paths: RunPaths) -> Dict[str, Any]:
+        b = bundle_mod.read(paths.bundle, verify=False)
         try:
-            predictions = read_predictions(paths.predictions)
+            predictions = read_predictions(paths.predictions, b)
         except PredictionsError as e:
             return {"error": "The run finished but its predictions cannot be used: %s." % e}
-        b = bundle_mod.read(paths.bundle, verify=False)
         gold = {it["id"]: it["labels"] for it in b.items if it["split"] == "test"}
         holdout = score(predictions, gold, b.schemas)
         wb = write_back(self.store, self.cfg, run["run_id"], predictions)

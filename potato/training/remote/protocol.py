@@ -149,6 +149,7 @@ class RunSettings:
 
 
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+SECRETS = ("POTATO_TRAINING_TOKEN",)
 
 
 def worker_env(base: Dict[str, str], code_dir: str, num_threads: Optional[int] = None,
@@ -158,6 +159,8 @@ def worker_env(base: Dict[str, str], code_dir: str, num_threads: Optional[int] =
     PYTHONPATH, and unbuffered output (events must not wait in a buffer)."""
     out = dict(base)
     out.update(env or {})
+    for secret in SECRETS:  # the agent's token is for the agent, never for trainer code
+        out.pop(secret, None)
     if num_threads:
         for var in THREAD_VARS:
             out[var] = str(num_threads)

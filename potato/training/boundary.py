@@ -1,0 +1,236 @@
+"""The trust boundary of training: everything a run sends back — the worker's events, an agent's
+report and result, the predictions file — is checked here, once, against a declared shape.
+
+A GPU host, a login node, a machine behind NAT and any trainer's code may compute for us, but
+may not write markup into the admin's browser, store a label outside the scheme, or make a page
+fail. Each check returns typed, bounded values (strings capped, numbers finite) or a clear
+reason; stores and pages take only what comes out of here.
+"""
+
+import json
+import math
+from typing import Any, Dict, List, Optional, Tuple
+
+from potato.training.remote.protocol import TYPES
+
+TEXT_MAX = 2000  # a message, an error
+NAME_MAX = 100  # a metric name, a unit, a kind
+PATH_MAX = 500
+TAIL_MAX = 4000
+BIG = 10 ** 12  # counts and sizes beyond this are not believable
+LEVELS = ("info", "warning", "error")
+STATUSES = ("success", "error", "cancelled")
+
+
+class Invalid(ValueError):
+    """Input outside its declared shape; ``str(e)`` says which field and why."""
+
+
+# -- field checks ----------------------------------------------------------------------------
+
+def text(value: Any, field: str, limit: int = TEXT_MAX, required: bool = False) -> Optional[str]:
+    """A string, capped at ``limit`` characters (longer ones are cut, marked with …)."""
+    if value is None:
+        if required:
+            raise Invalid("%s is missing" % field)
+        return None
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise Invalid("%s must be text, not %s" % (field, type(value).__name__))
+    s = str(value)
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        s = s.encode("utf-8", "replace").decode("utf-8")
+    return s if len(s) <= limit else s[:limit - 1] + "…"
+
+
+def number(value: Any, field: str, lo: float = -BIG, hi: float = BIG, integer: bool = False,
+           required: bool = False) -> Optional[float]:
+    """A finite number in [lo, hi] (an int when ``integer``); never NaN or infinite."""
+    if value is None:
+        if required:
+            raise Invalid("%s is missing" % field)
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise Invalid("%s must be a number, not %s" % (field, type(value).__name__))
+    if isinstance(value, float) and not math.isfinite(value):
+        raise Invalid("%s must be a finite number" % field)
+    if not lo <= value <= hi:
+        raise Invalid("%s is %s, outside %g..%g" % (field, value, lo, hi))
+    if integer:
+        if value != int(value):
+            raise Invalid("%s must be a whole number" % field)
+        return int(value)
+    return float(value)
+
+
+# -- events ----------------------------------------------------------------------------------
+
+def event(raw: Any) -> Dict[str, Any]:
+    """A worker event (docs/agent-protocol.md) as its declared shape, or Invalid."""
+    if not isinstance(raw, dict):
+        raise Invalid("an event must be an object")
+    kind = raw.get("type")
+    if kind not in TYPES:
+        raise Invalid("event type %r is not one of %s" % (str(kind)[:40], ", ".join(TYPES)))
+    out: Dict[str, Any] = {"type": kind, "t": number(raw.get("t"), "t", 0, 1e11)}
+    build = _EVENTS[kind]
+    out.update(build(raw))
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def _status(raw):
+    return {"message": text(raw.get("message"), "message", required=True)}
+
+
+def _progress(raw):
+    total = number(raw.get("total"), "total", 0, BIG, integer=True)
+    current = number(raw.get("current"), "current", 0, BIG, integer=True, required=True)
+    if total is not None and current > total:
+        raise Invalid("current (%d) is more than total (%d)" % (current, total))
+    return {"current": current, "total": total,
+            "unit": text(raw.get("unit"), "unit", NAME_MAX),
+            "eta_s": number(raw.get("eta_s"), "eta_s", 0, 1e9),
+            "epoch": number(raw.get("epoch"), "epoch", 0, 1e6, integer=True)}
+
+
+def _metric(raw):
+    return {"name": text(raw.get("name"), "name", NAME_MAX, required=True),
+            "value": number(raw.get("value"), "value", required=True),
+            "epoch": number(raw.get("epoch"), "epoch", 0, 1e6, integer=True),
+            "step": number(raw.get("step"), "step", 0, BIG, integer=True),
+            "split": text(raw.get("split"), "split", NAME_MAX),
+            "scheme": text(raw.get("scheme"), "scheme", NAME_MAX)}
+
+
+def _log(raw):
+    level = raw.get("level", "info")
+    if level not in LEVELS:
+        raise Invalid("level must be one of %s" % ", ".join(LEVELS))
+    return {"level": level, "message": text(raw.get("message"), "message", required=True)}
+
+
+def _artifact(raw):
+    return {"path": text(raw.get("path"), "path", PATH_MAX, required=True),
+            "bytes": number(raw.get("bytes"), "bytes", 0, BIG, integer=True)}
+
+
+def _result(raw):
+    return {"metrics": metrics(raw.get("metrics"))}
+
+
+def _error(raw):
+    return {"message": text(raw.get("message"), "message", required=True),
+            "kind": text(raw.get("kind"), "kind", NAME_MAX)}
+
+
+_EVENTS = {"status": _status, "progress": _progress, "metric": _metric, "log": _log,
+           "artifact": _artifact, "result": _result, "error": _error}
+
+
+def metrics(raw: Any) -> Dict[str, Any]:
+    """A run's metrics: short names to finite numbers, short texts, booleans or nulls."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise Invalid("metrics must be an object")
+    if len(raw) > 500:
+        raise Invalid("metrics has %d entries; at most 500" % len(raw))
+    out = {}
+    for k, v in raw.items():
+        key = text(k, "a metric's name", NAME_MAX)
+        if v is None or isinstance(v, bool):
+            out[key] = v
+        elif isinstance(v, (int, float)):
+            out[key] = number(v, "metric %s" % key)
+        else:
+            out[key] = text(v, "metric %s" % key, 200)
+    return out
+
+
+# -- an agent's result -------------------------------------------------------------------------
+
+def result(raw: Any) -> Dict[str, Any]:
+    """The body of POST .../result, as its declared shape, or Invalid."""
+    if not isinstance(raw, dict):
+        raise Invalid("the result must be an object")
+    if raw.get("status") not in STATUSES:
+        raise Invalid("status must be success, error or cancelled")
+    artifacts = raw.get("artifacts") or []
+    if not isinstance(artifacts, list) or len(artifacts) > 100000:
+        raise Invalid("artifacts must be a list (of at most 100000 files)")
+    clean = []
+    for i, a in enumerate(artifacts):
+        if not isinstance(a, dict):
+            raise Invalid("artifacts[%d] must be an object" % i)
+        clean.append({"path": text(a.get("path"), "artifacts[%d].path" % i, PATH_MAX, True),
+                      "bytes": number(a.get("bytes"), "artifacts[%d].bytes" % i, 0, BIG, True),
+                      "fetched": bool(a.get("fetched"))})
+    out = {"status": raw["status"], "error": text(raw.get("error"), "error"),
+           "exit_code": number(raw.get("exit_code"), "exit_code", -255, 255, integer=True),
+           "stderr_tail": text(raw.get("stderr_tail"), "stderr_tail", TAIL_MAX),
+           "artifacts": clean, "workdir": text(raw.get("workdir"), "workdir", PATH_MAX),
+           "host": text(raw.get("host"), "host", 255),
+           "python": text(raw.get("python"), "python", 40)}
+    return out
+
+
+# -- predictions -------------------------------------------------------------------------------
+
+def prediction(raw: Any, splits: Dict[str, str], schemas: Dict[str, Dict[str, Any]]):
+    """One predictions.jsonl row checked against the run's bundle and schemes, or Invalid."""
+    if not isinstance(raw, dict):
+        raise Invalid("a prediction must be an object")
+    item = raw.get("id")
+    if not isinstance(item, str) or item not in splits:
+        raise Invalid("id %s is not an item of the run's bundle" % json.dumps(item)[:80])
+    split = raw.get("split")
+    if split != splits[item]:
+        raise Invalid("split %s is not item %s's split (%s)" % (json.dumps(split)[:40], item,
+                                                                 splits[item]))
+    scheme = raw.get("scheme")
+    if scheme not in schemas:
+        raise Invalid("scheme %s is not a scheme of the run" % json.dumps(scheme)[:80])
+    info = schemas[scheme]
+    label = raw.get("label")
+    if info["type"] == "multiselect":
+        if (not isinstance(label, list) or not all(isinstance(x, str) for x in label)
+                or len(set(label)) != len(label) or not set(label) <= set(info["labels"])):
+            raise Invalid("label %s is not a set of %s's labels (%s)" % (
+                json.dumps(label)[:80], scheme, ", ".join(info["labels"])))
+    elif not isinstance(label, str) or label not in info["labels"]:
+        raise Invalid("label %s is not one of %s's labels (%s)" % (
+            json.dumps(label)[:80], scheme, ", ".join(info["labels"])))
+    confidence = number(raw.get("confidence"), "confidence", 0, 1, required=True)
+    return {"id": item, "split": split, "scheme": scheme, "label": label,
+            "confidence": confidence}
+
+
+def predictions(lines, splits: Dict[str, str],
+                schemas: Dict[str, Dict[str, Any]]) -> Tuple[List[Dict[str, Any]], Optional[str]]:
+    """(valid rows, None) or ([], the reason): the first bad line and how many are bad. One bad
+    row rejects the file: a run whose output is partly wrong writes back nothing."""
+    rows, bad, first = [], 0, None
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(prediction(_json_line(line), splits, schemas))
+        except Invalid as e:
+            bad += 1
+            if first is None:
+                first = "line %d: %s" % (n, e)
+    if bad:
+        return [], ("predictions.jsonl %s (%d of %d lines are invalid); nothing was written back"
+                    % (first, bad, bad + len(rows)))
+    return rows, None
+
+
+def _json_line(line: str) -> Any:
+    def no_constant(name):
+        raise Invalid("%s is not a number JSON allows" % name)
+
+    try:
+        return json.loads(line, parse_constant=no_constant)
+    except (ValueError, RecursionError) as e:
+        raise Invalid("not JSON (%s)" % str(e)[:100])
