@@ -210,7 +210,7 @@ def test_restart_recovery(tmp_path, serve):
     store = Store(cfg.db_path)
     runs = RunStore(store)
     stale = runs.create("text-naive-bayes", ["sentiment"], "local", {})["run_id"]
-    runs.update(stale, status="running", started_at=time.time())
+    assert runs.transition(stale, "queued", "running", started_at=time.time())
     waiting = runs.create("text-naive-bayes", ["sentiment"], "local",
                           {"alpha": 1.0, "ngrams": 2, "min_count": 1, "calibrate": True})["run_id"]
     store.close()

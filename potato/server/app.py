@@ -142,6 +142,7 @@ def server_url(server: Server) -> str:
 
 def serve_forever(cfg: Config, host: Optional[str] = None, port: Optional[int] = None) -> int:
     """``potato start``: serve until SIGINT/SIGTERM. Exit code 0, or 1 when it cannot start."""
+    os.umask(0o077)  # everything the server writes (store, runs, logs) is this account's only
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     try:
         server = make_server(cfg, host, port)

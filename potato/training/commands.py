@@ -5,6 +5,7 @@ two queue owners); otherwise it owns the queue itself for the length of the run.
 """
 
 import json
+import os
 import sys
 import time
 import urllib.error
@@ -169,6 +170,7 @@ def _run_in_process(cfg, args, schemas, params) -> int:
     from potato.training.api import run_view
     from potato.training.queue import QueueLock, RequestError
 
+    os.umask(0o077)  # this process owns the queue: what it writes is private, as the server's
     lock = QueueLock(cfg.output_dir)
     if not lock.acquire("potato training run"):
         print("error: this project's training queue is owned by %s. Wait for it, or start the "

@@ -6,10 +6,11 @@ and the runs table reads fine without JavaScript.
 """
 
 import json
+import math
 import time
 from typing import Any, Dict, List, Optional
 
-from potato.server.pages import esc, json_script, layout
+from potato.server.pages import Safe, esc, join, json_script, layout, render
 from potato.training.runs import TERMINAL
 
 STATUS_TEXT = {"queued": "queued", "running": "running", "success": "success",
@@ -24,47 +25,67 @@ def _duration(run: Dict[str, Any]) -> str:
     return "%dm %02ds" % (d // 60, d % 60) if d >= 60 else "%ds" % d
 
 
-def _holdout(run: Dict[str, Any]) -> str:
+def _num(value: Any, integer: bool = False) -> Optional[float]:
+    """A finite number from stored data, else None: old or odd records never break a page."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if not math.isfinite(value):
+        return None
+    return int(value) if integer else float(value)
+
+
+def _holdout(run: Dict[str, Any]) -> Safe:
     h = run.get("holdout")
-    if not h:
-        return ""
-    return "%.3f <span class=\"hint\">(F1 %.3f, n=%d)</span>" % (h["accuracy"], h["macro_f1"],
-                                                                   h["n"])
+    if not isinstance(h, dict) or _num(h.get("accuracy")) is None:
+        return Safe("")
+    return render('{acc:.3f} <span class="hint">(F1 {f1:.3f}, n={n})</span>',
+                  acc=_num(h.get("accuracy")), f1=_num(h.get("macro_f1")) or 0.0,
+                  n=_num(h.get("n"), True) or 0)
 
 
-def _written(run: Dict[str, Any]) -> str:
+def _written(run: Dict[str, Any]) -> Safe:
     wb = run.get("writeback")
-    return str(wb["written"]) if wb else ""
+    n = _num(wb.get("written"), True) if isinstance(wb, dict) else None
+    return render("{n}", n=n) if n is not None else Safe("")
 
 
-def runs_rows(runs: List[Dict[str, Any]]) -> str:
+def runs_rows(runs: List[Dict[str, Any]]) -> Safe:
     if not runs:
-        return '<tr><td colspan="8">No runs yet.</td></tr>'
-    out = []
-    for r in runs:
-        out.append(
-            '<tr data-run="%s"><td><a href="/admin/training/runs/%s">%s</a></td><td>%s</td>'
-            '<td>%s</td><td class="ran-on">%s</td><td><span class="status status-%s">%s</span>'
-            '</td><td class="holdout">%s</td><td class="written">%s</td><td>%s</td></tr>' % (
-                esc(r["run_id"]), esc(r["run_id"]), esc(r["run_id"]), esc(r["trainer"]),
-                esc(", ".join(r["schemas"])), esc(r.get("ran_on") or r["backend"]),
-                esc(r["status"]), esc(STATUS_TEXT.get(r["status"], r["status"])),
-                _holdout(r), _written(r), _duration(r)))
-    return "".join(out)
+        return Safe('<tr><td colspan="8">No runs yet.</td></tr>')
+    return join(render(
+        '<tr data-run="{id}"><td><a href="/admin/training/runs/{id}">{id}</a></td>'
+        '<td>{trainer}</td><td>{schemas}</td><td class="ran-on">{ran_on}</td>'
+        '<td><span class="status status-{status}">{status_text}</span></td>'
+        '<td class="holdout">{holdout}</td><td class="written">{written}</td>'
+        '<td>{duration}</td></tr>',
+        id=r["run_id"], trainer=r["trainer"], schemas=", ".join(map(str, r["schemas"])),
+        ran_on=r.get("ran_on") or r["backend"], status=r["status"],
+        status_text=STATUS_TEXT.get(r["status"], r["status"]), holdout=_holdout(r),
+        written=_written(r), duration=_duration(r)) for r in runs)
 
 
-def chart_svg(history: List[Dict[str, Any]], width: int = 360, height: int = 140) -> str:
-    """Loss and accuracy per epoch as a small inline SVG (no chart library)."""
+def _series(history) -> Dict[str, List]:
+    """{series name: [(epoch, value)]} from the stored metric events; anything that is not a
+    finite number is left out (the boundary checks events, but old records may predate it)."""
     series: Dict[str, List] = {}
-    for e in history or []:
-        if "epoch" not in e or not isinstance(e.get("value"), (int, float)):
+    for e in history if isinstance(history, list) else []:
+        if not isinstance(e, dict):
             continue
-        name = e.get("name", "")
+        epoch, value = _num(e.get("epoch")), _num(e.get("value"))
+        if epoch is None or value is None:
+            continue
+        name = str(e.get("name", ""))[:100]
         if e.get("split"):
-            name = "%s (%s)" % (name, e["split"])
-        series.setdefault(name, []).append((e["epoch"], float(e["value"])))
+            name = "%s (%s)" % (name, str(e["split"])[:40])
+        series.setdefault(name, []).append((epoch, value))
+    return series
+
+
+def chart_svg(history: List[Dict[str, Any]], width: int = 360, height: int = 140) -> Safe:
+    """Loss and accuracy per epoch as a small inline SVG (no chart library)."""
+    series = _series(history)
     if not series:
-        return '<p class="hint chart-empty">The chart appears after the first epoch.</p>'
+        return Safe('<p class="hint chart-empty">The chart appears after the first epoch.</p>')
     pad = 28
     epochs = sorted({x for pts in series.values() for x, _ in pts})
     lo_x, hi_x = min(epochs), max(epochs)
@@ -77,48 +98,52 @@ def chart_svg(history: List[Dict[str, Any]], width: int = 360, height: int = 140
     def py(v):
         return height - pad - v / top * (height - 2 * pad)
 
-    parts = ['<svg class="chart" role="img" viewBox="0 0 %d %d" width="100%%" '
-             'aria-label="Loss and accuracy per epoch">' % (width, height),
-             '<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#999"/>' % (
-                 pad, height - pad, width - pad, height - pad),
-             '<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#999"/>' % (pad, pad, pad,
-                                                                       height - pad),
-             '<text x="%d" y="%d" font-size="10">epoch</text>' % (width - pad - 24,
-                                                                  height - 8),
-             '<text x="2" y="%d" font-size="10">%.1f</text>' % (pad + 4, top),
-             '<text x="2" y="%d" font-size="10">0</text>' % (height - pad)]
+    parts = [render('<svg class="chart" role="img" viewBox="0 0 {w} {h}" width="100%" '
+                    'aria-label="Loss and accuracy per epoch">'
+                    '<line x1="{p}" y1="{hp}" x2="{wp}" y2="{hp}" stroke="#999"/>'
+                    '<line x1="{p}" y1="{p}" x2="{p}" y2="{hp}" stroke="#999"/>'
+                    '<text x="{ex}" y="{ey}" font-size="10">epoch</text>'
+                    '<text x="2" y="{ty}" font-size="10">{top:.1f}</text>'
+                    '<text x="2" y="{hp}" font-size="10">0</text>',
+                    w=width, h=height, p=pad, hp=height - pad, wp=width - pad,
+                    ex=width - pad - 24, ey=height - 8, ty=pad + 4, top=top)]
     for k, (name, pts) in enumerate(sorted(series.items())):
         colour = colours[k % len(colours)]
         pts = sorted(pts)
-        coords = " ".join("%.1f,%.1f" % (px(x), py(v)) for x, v in pts)
-        parts.append('<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>'
-                     % (colour, coords))
-        for x, v in pts:
-            parts.append('<circle cx="%.1f" cy="%.1f" r="2.5" fill="%s"><title>%s epoch %s: '
-                         '%.4f</title></circle>' % (px(x), py(v), colour, esc(name), x, v))
-        parts.append('<text x="%d" y="%d" font-size="10" fill="%s">%s</text>' % (
-            pad + 6 + 110 * k, 12, colour, esc(name)))
-    parts.append("</svg>")
-    return "".join(parts)
+        parts.append(render('<polyline fill="none" stroke="{c}" stroke-width="2" '
+                            'points="{pts}"/>', c=colour,
+                            pts=" ".join("%.1f,%.1f" % (px(x), py(v)) for x, v in pts)))
+        parts.extend(render('<circle cx="{x:.1f}" cy="{y:.1f}" r="2.5" fill="{c}"><title>{name} '
+                            'epoch {epoch:g}: {v:.4f}</title></circle>', x=px(x), y=py(v),
+                            c=colour, name=name, epoch=x, v=v) for x, v in pts)
+        parts.append(render('<text x="{x}" y="12" font-size="10" fill="{c}">{name}</text>',
+                            x=pad + 6 + 110 * k, c=colour, name=name))
+    parts.append(Safe("</svg>"))
+    return join(parts)
 
 
-def live_fragment(run: Optional[Dict[str, Any]], log_tail: str) -> str:
+def _progress_bar(run: Dict[str, Any]) -> Safe:
+    progress = run.get("progress") if isinstance(run.get("progress"), dict) else {}
+    total = _num(progress.get("total"), True)
+    current = _num(progress.get("current"), True) or 0
+    if not total or run["status"] != "running":
+        return Safe("")
+    eta = _num(progress.get("eta_s"))
+    return render('<p><progress max="{total}" value="{cur}" aria-label="Run progress"></progress>'
+                  ' {cur}/{total} {unit}{eta}</p>', total=total, cur=min(current, total),
+                  unit=str(progress.get("unit") or "")[:40],
+                  eta=" · ETA %ds" % eta if eta is not None else "")
+
+
+def live_fragment(run: Optional[Dict[str, Any]], log_tail: str) -> Safe:
     if run is None:
-        return '<p class="hint">No run yet. Start one above.</p>'
-    progress = run.get("progress") or {}
-    bar = ""
-    if progress.get("total") and run["status"] == "running":
-        eta = progress.get("eta_s")
-        bar = ('<p><progress max="%d" value="%d" aria-label="Run progress"></progress> %d/%d %s'
-               '%s</p>' % (progress["total"], progress.get("current", 0),
-                           progress.get("current", 0), progress["total"],
-                           esc(progress.get("unit", "")),
-                           " · ETA %ds" % eta if eta is not None else ""))
-    error = ('<p class="error" role="alert">%s</p>' % esc(run["error"])
-             if run["status"] == "error" and run.get("error") else "")
-    cancel = ('<button type="button" class="danger" data-cancel="%s">Cancel run</button>'
-              % esc(run["run_id"]) if run["status"] not in TERMINAL else "")
-    return """<div class="live" data-run="{id}" data-status="{status}">
+        return Safe('<p class="hint">No run yet. Start one above.</p>')
+    error = (render('<p class="error" role="alert">{e}</p>', e=run["error"])
+             if run["status"] == "error" and run.get("error") else Safe(""))
+    cancel = (render('<button type="button" class="danger" data-cancel="{id}">Cancel run'
+                     '</button>', id=run["run_id"]) if run["status"] not in TERMINAL
+              else Safe(""))
+    return render("""<div class="live" data-run="{id}" data-status="{status}">
 <p><a href="/admin/training/runs/{id}"><b>{id}</b></a> · {trainer} on {schemas} ·
  runs on <b class="ran-on">{ran_on}</b></p>
 <p>Status: <span class="status status-{status}" id="live-status">{status}</span>
@@ -128,11 +153,11 @@ def live_fragment(run: Optional[Dict[str, Any]], log_tail: str) -> str:
 <details open><summary>Run log (last lines)</summary><pre class="log" id="live-log">{log}</pre>
 </details>
 {cancel}
-</div>""".format(id=esc(run["run_id"]), trainer=esc(run["trainer"]),
-                 schemas=esc(", ".join(run["schemas"])),
-                 ran_on=esc(run.get("ran_on") or run["backend"]), status=esc(run["status"]),
-                 step=esc(run.get("step") or ""), bar=bar, error=error,
-                 chart=chart_svg(run.get("history")), log=esc(log_tail), cancel=cancel)
+</div>""", id=run["run_id"], trainer=run["trainer"],
+                  schemas=", ".join(map(str, run["schemas"])),
+                  ran_on=run.get("ran_on") or run["backend"], status=run["status"],
+                  step=run.get("step") or "", bar=_progress_bar(run), error=error,
+                  chart=chart_svg(run.get("history")), log=log_tail, cancel=cancel)
 
 
 def _trainer_options(trainers: List[Dict[str, Any]], backend_type: str, first) -> str:
@@ -239,37 +264,34 @@ def training_page(cfg, backends: List[Dict[str, Any]], trainers: List[Dict[str, 
 
 def run_page(cfg, run: Dict[str, Any], log: str, where: str) -> str:
     def row(k, v):
-        return "<tr><th scope=\"row\">%s</th><td>%s</td></tr>" % (esc(k), v)
+        return render('<tr><th scope="row">{k}</th><td>{v}</td></tr>', k=k, v=v)
 
     def when(t):
+        t = _num(t)
         return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if t else ""
 
-    rows = [row("Status", '<span class="status status-%s">%s</span>' % (esc(run["status"]),
-                                                                       esc(run["status"]))),
-            row("Step", esc(run.get("step") or "")),
-            row("Error", '<span class="error">%s</span>' % esc(run["error"]))
+    def code(value):
+        return render("<code>{v}</code>", v=json.dumps(value, default=str)) if value else ""
+
+    rows = [row("Status", render('<span class="status status-{s}">{s}</span>', s=run["status"])),
+            row("Step", run.get("step") or ""),
+            row("Error", render('<span class="error">{e}</span>', e=run["error"]))
             if run.get("error") and run["status"] == "error" else "",
-            row("Trainer", esc(run["trainer"])), row("Schemes", esc(", ".join(run["schemas"]))),
-            row("Params", "<code>%s</code>" % esc(json.dumps(run.get("params") or {}))),
-            row("Backend", esc(run["backend"])),
-            row("Ran on", esc(run.get("ran_on") or "")),
-            row("Created", when(run.get("created_at"))),
+            row("Trainer", run["trainer"]), row("Schemes", ", ".join(map(str, run["schemas"]))),
+            row("Params", code(run.get("params") or {})), row("Backend", run["backend"]),
+            row("Ran on", run.get("ran_on") or ""), row("Created", when(run.get("created_at"))),
             row("Started", when(run.get("started_at"))),
-            row("Finished", when(run.get("finished_at"))),
-            row("Duration", _duration(run)), row("Held-out score", _holdout(run)),
-            row("Write-back", esc(json.dumps(run.get("writeback"))) if run.get("writeback")
-                else ""),
-            row("Metrics", "<code>%s</code>" % esc(json.dumps(run.get("metrics"))) if
-                run.get("metrics") else ""),
-            row("Model files", esc(where))]
-    cancel = ('<button type="button" class="danger" data-cancel="%s">Cancel run</button>'
-              % esc(run["run_id"]) if run["status"] not in TERMINAL else "")
-    body = """<p><a href="/admin/training">&larr; Training</a></p>
+            row("Finished", when(run.get("finished_at"))), row("Duration", _duration(run)),
+            row("Held-out score", _holdout(run)), row("Write-back", code(run.get("writeback"))),
+            row("Metrics", code(run.get("metrics"))), row("Model files", where)]
+    cancel = (render('<button type="button" class="danger" data-cancel="{id}">Cancel run'
+                     '</button>', id=run["run_id"]) if run["status"] not in TERMINAL else "")
+    body = render("""<p><a href="/admin/training">&larr; Training</a></p>
 <h1>Run {id}</h1><div id="message" role="alert"></div>
 <div class="table-wrap"><table class="details">{rows}</table></div>{cancel}
 <section class="card"><h2>Loss and accuracy</h2>{chart}</section>
-<section class="card"><h2>Run log</h2><pre class="log">{log}</pre></section>""".format(
-        id=esc(run["run_id"]), rows="".join(rows), cancel=cancel,
-        chart=chart_svg(run.get("history")), log=esc(log))
+<section class="card"><h2>Run log</h2><pre class="log">{log}</pre></section>""",
+                  id=run["run_id"], rows=join(r for r in rows if r), cancel=cancel or Safe(""),
+                  chart=chart_svg(run.get("history")), log=log)
     return layout("Run %s" % run["run_id"], body, cfg, admin=True,
                   scripts='<script src="/static/training.js"></script>')

@@ -21,11 +21,11 @@ from potato.store import Store
 from potato.training.remote import bundle as bundle_mod
 from potato.training.remote import trainers
 from potato.training.backends import Outcome, RunContext, make_backends
-from potato.training import boundary, prepare, runlog
+from potato.training import autoretrain, boundary, prepare, runlog
 from potato.training.ingest import PredictionsError, read_predictions, score, write_back
 from potato.training.remote.paths import RunPaths, write_json
 from potato.training.tokens import AgentTokens
-from potato.training.runs import TERMINAL, RunStore
+from potato.training.runs import TERMINAL, RequestError, RunStore
 
 log = logging.getLogger("potato.training")
 
@@ -40,15 +40,6 @@ def agent_wait_step(backend: str) -> str:
     return ("waiting for an agent of backend %s to poll the server: start potato training agent "
             "--backend %s on the training machine (Check on the Training page shows its token)"
             % (backend, backend))
-
-
-class RequestError(Exception):
-    """A run request that cannot be queued; ``status`` is the HTTP status to answer."""
-
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status = status
-        self.message = message
 
 
 class QueueLock:
@@ -219,10 +210,13 @@ class Manager:
         if run is None:
             return None
         if run["status"] == "queued":
-            if self.runs.finish(run_id, "cancelled", "cancelled before it started",
-                                step="cancelled"):
+            if self.runs.transition(run_id, "queued", "cancelled",
+                                    error="cancelled before it started", step="cancelled",
+                                    finished_at=time.time()):
                 self._log(run_id, "cancelled while queued")
-        elif run["status"] == "running":
+                return self.runs.get(run_id)
+            run = self.runs.get(run_id)  # it started meanwhile: cancel it as a running run
+        if run["status"] == "running":
             self.runs.update(run_id, cancel_requested=1, step="cancelling")
             self._log(run_id, "cancel requested")
             with self._lock:
@@ -329,8 +323,13 @@ class Manager:
     def _execute(self, run: Dict[str, Any]) -> None:
         run_id = run["run_id"]
         paths = self.paths(run_id)
-        self.runs.update(run_id, status="running", started_at=time.time(),
-                         step="building the bundle", ran_on=run["backend"])
+        if not self.runs.transition(run_id, "queued", "running", started_at=time.time(),
+                                    step="building the bundle", ran_on=run["backend"]):
+            with self._lock:  # cancelled since it was picked: nothing starts
+                claim = self._claims.pop(run_id, None)
+            if claim is not None:
+                claim["ready"].set()
+            return
         backend = self.backends[run["backend"]]
 
         def set_step(text: str) -> None:
@@ -405,36 +404,8 @@ class Manager:
             shutil.rmtree(self.paths(run["run_id"]).root, ignore_errors=True)
             self.runs.delete(run["run_id"])
 
-    # -- auto-retrain --------------------------------------------------------------------------
     def _auto_retrain_tick(self) -> None:
-        ar = self.cfg.model_training.auto_retrain
-        if not ar.enabled or not self.cfg.model_training.enabled:
-            return
-        count = self.store.annotation_count()
-        # labels in the store when the last automatic run was queued (persisted across restarts)
-        new = count - int(self.store.meta_get("auto_retrain.labels", "0"))
-        status = {"enabled": True, "labels": count, "new_labels": new,
-                  "update_frequency": ar.update_frequency}
-        pending = [r for r in self.runs.with_status("queued", "running") if r["auto"]]
-        last_auto = next((r for r in self.runs.list(limit=100000) if r["auto"]), None)
-        since = time.time() - last_auto["created_at"] if last_auto else None
-        if pending:
-            status["reason"] = "automatic run %s is %s" % (pending[0]["run_id"],
-                                                           pending[0]["status"])
-        elif new < ar.update_frequency:
-            status["reason"] = "%d new label(s) since the last automatic run; waiting for %d" % (
-                new, ar.update_frequency)
-        elif since is not None and since < ar.min_interval_s:
-            status["reason"] = "the last automatic run started %d s ago; min_interval_s is %g" % (
-                since, ar.min_interval_s)
-        else:
-            try:
-                run = self.submit(ar.trainer, ar.schemas, ar.backend, ar.params, auto=True)
-                self.store.meta_set("auto_retrain.labels", str(count))
-                status["reason"] = "started automatic run %s" % run["run_id"]
-            except RequestError as e:
-                status["reason"] = "cannot start an automatic run: %s" % e.message
-        self.auto_status = status
+        autoretrain.tick(self)
 
 
 def _read_lines(path: str):

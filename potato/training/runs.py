@@ -78,15 +78,33 @@ class RunStore:
             "SELECT * FROM runs WHERE status IN (%s) ORDER BY seq" % marks, statuses)]
 
     def update(self, run_id, **fields):
+        """Change a live (queued or running) run's fields; never its status (``transition``
+        and ``finish`` own that) and never a finished run's. Returns whether it changed."""
+        if "status" in fields:
+            raise ValueError("status changes go through transition() or finish()")
         if not fields:
-            return
+            return False
         sets, values = [], []
         for k, v in fields.items():
             sets.append("%s=?" % k)
             values.append(json.dumps(v) if k in JSON_FIELDS and v is not None else v)
         values.append(run_id)
         with self.store.tx() as db:
-            db.execute("UPDATE runs SET %s WHERE run_id=?" % ", ".join(sets), values)
+            cur = db.execute("UPDATE runs SET %s WHERE run_id=? AND status IN ('queued', "
+                             "'running')" % ", ".join(sets), values)
+            return cur.rowcount == 1
+
+    def transition(self, run_id, from_status, to_status, **fields):
+        """Compare-and-set: move the run from ``from_status`` to ``to_status`` (with
+        ``fields``) only if it is still in ``from_status``; returns whether it moved."""
+        fields["status"] = to_status
+        sets = ", ".join("%s=?" % k for k in fields)
+        values = [json.dumps(v) if k in JSON_FIELDS and v is not None else v
+                  for k, v in fields.items()]
+        with self.store.tx() as db:
+            cur = db.execute("UPDATE runs SET %s WHERE run_id=? AND status=?" % sets,
+                             values + [run_id, from_status])
+            return cur.rowcount == 1
 
     def finish(self, run_id, status, error=None, **fields):
         """Move a run to a terminal state once; returns False when it already was terminal."""
@@ -122,3 +140,12 @@ class RunStore:
             if scheme in run["schemas"] and run["trainer"] not in exclude_trainers:
                 return run
         return None
+
+
+class RequestError(Exception):
+    """A run request that cannot be queued; ``status`` is the HTTP status to answer."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message

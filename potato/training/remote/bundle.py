@@ -151,6 +151,7 @@ def read(directory, verify=True):
 def pack(directory, archive):
     """Pack a bundle directory into one tar.gz (for transport); returns its sha256."""
     tmp = archive + ".part"
+    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))  # private from the start
     with tarfile.open(tmp, "w:gz", compresslevel=6) as tar:
         for name in sorted(os.listdir(directory)):
             tar.add(os.path.join(directory, name), arcname=name)

@@ -101,5 +101,8 @@ class RunPaths:
         return os.path.join(self.root, "slurm.out")
 
     def create(self):
-        os.makedirs(self.artifacts, exist_ok=True)
+        """The run directory and its artifacts/, private to this account (0700)."""
+        os.makedirs(self.artifacts, mode=0o700, exist_ok=True)
+        for d in (self.root, self.artifacts):
+            os.chmod(d, 0o700)
         return self

@@ -10,6 +10,7 @@ A trainer module defines a class with this interface, used only by the worker::
 """
 
 import importlib
+import math
 import importlib.util
 import os
 
@@ -143,6 +144,8 @@ def coerce(param, value):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ParamError("%s must be a number, not %r" % (param.name, value))
         value = float(value)
+        if not math.isfinite(value):
+            raise ParamError("%s must be a finite number, not %r" % (param.name, value))
     if kind is str and not isinstance(value, str):
         raise ParamError("%s must be a string, not %r" % (param.name, value))
     if param.minimum is not None and value < param.minimum:
