@@ -28,7 +28,7 @@ def active(tmp_path, serve):
                         training=False)
     manager = server.app.manager
     run = manager.runs.create("text-naive-bayes", ["sentiment"], "gpu", {})
-    manager.runs.update(run["run_id"], status="running")
+    assert manager.runs.transition(run["run_id"], "queued", "running")
     paths = manager.paths(run["run_id"]).create()
     bundle_mod.build(paths.bundle, [("a", "x" * 5000)], {"a": {"sentiment": ["positive"]}},
                      {"sentiment": {"type": "radio", "labels": ["positive", "negative"]}})

@@ -110,3 +110,16 @@ class Nvrtc(_Base):
 
 TRAINERS["test-big-artifact"] = _info("test-big-artifact", BigArtifact)
 TRAINERS["test-nvrtc"] = _info("test-nvrtc", Nvrtc)
+
+
+class BadPredictions(_Base):
+    """Trains nothing and predicts a label outside the scheme."""
+
+    def train(self):
+        return {}
+
+    def predict(self, scheme, texts):
+        return [("neutral", 0.9) for _ in texts]
+
+
+TRAINERS["test-bad-predictions"] = _info("test-bad-predictions", BadPredictions)

@@ -1,0 +1,576 @@
+"""Hostile input at every boundary (issue 12): what a remote host, a trainer, a browser or a long
+uptime can send must never put markup in a page, a label outside its scheme in the store, an
+empty reply on the wire, or an unbounded pile of anything on the server."""
+
+import html.parser
+import json
+import os
+import socket
+import stat
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from potato.cli import main
+from potato.training import boundary
+from potato.training.backends.base import RemoteState, RunContext
+from potato.training.queue import RunEvents
+from potato.training.remote import bundle as bundle_mod
+from potato.training.remote.paths import write_json
+from potato.training.remote.protocol import RunSettings
+from tests.conftest import ROOT, Client
+from tests.training_helpers import KEY, make_project, start_run, wait_run
+
+H = {"X-API-Key": KEY}
+TOKEN = "h" * 40
+SCHEMA = {"sentiment": {"type": "radio", "labels": ["positive", "negative"]}}
+MARKUP = '</title></circle></svg><meta http-equiv="refresh" content="0;url=http://evil.example/">' \
+         '<script>alert(1)</script><img src=x onerror=alert(2)>'
+
+
+class Elements(html.parser.HTMLParser):
+    """Every start tag of a page, with its attributes."""
+
+    def __init__(self):
+        super().__init__()
+        self.tags = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+
+def injected(page: str):
+    """Elements a hostile value could have made: any meta refresh, img, iframe, object, or a
+    script that is not one of Potato's own (src under /static/, or a JSON data block)."""
+    p = Elements()
+    p.feed(page)
+    bad = []
+    for tag, attrs in p.tags:
+        if tag in ("meta", "img", "iframe", "object", "embed") and tag != "meta" or (
+                tag == "meta" and "http-equiv" in attrs):
+            bad.append((tag, attrs))
+        if tag == "script" and not (attrs.get("src", "").startswith("/static/")
+                                    or attrs.get("type") == "application/json"):
+            bad.append((tag, attrs))
+        if any(k.startswith("on") for k in attrs):
+            bad.append((tag, attrs))
+    return bad
+
+
+def active_run(server, trainer="text-naive-bayes"):
+    """A run made active by hand, as a remote backend makes one, with the real event door."""
+    manager = server.app.manager
+    run = manager.runs.create(trainer, ["sentiment"], "gpu", {})
+    run_id = run["run_id"]
+    assert manager.runs.transition(run_id, "queued", "running")
+    paths = manager.paths(run_id).create()
+    items = [("a%d" % i, "text %d" % i) for i in range(40)]
+    labels = {"a%d" % i: {"sentiment": ["positive" if i % 2 else "negative"]} for i in range(30)}
+    bundle_mod.build(paths.bundle, items, labels, SCHEMA, include_unlabeled=True)
+    write_json(paths.spec, {"run_id": run_id})
+
+    def set_step(text):
+        manager.runs.update(run_id, step=text)
+
+    ctx = RunContext(run, paths, manager.cfg, RunEvents(manager, run_id, paths, set_step),
+                     set_step, lambda m: manager._log(run_id, m))
+    ctx.bundle_sha256 = bundle_mod.pack(paths.bundle, paths.bundle_archive)
+    ctx.remote = RemoteState(TOKEN, RunSettings(host="gpu.example.org"))
+    manager._active[run_id] = ctx
+    return run_id, ctx
+
+
+@pytest.fixture
+def hostile(tmp_path, serve):
+    server, url = serve(make_project(tmp_path, "  backends:\n    gpu: {type: ssh, host: "
+                                                "gpu.example.org}\n"), training=False)
+    run_id, ctx = active_run(server)
+    yield server, Client(url), run_id, ctx
+    server.app.manager._active.clear()
+
+
+def post_events(c, run_id, events):
+    return c.json("POST", f"/agent/v1/runs/{run_id}/events", json_body={"events": events},
+                  headers={"Authorization": "Bearer " + TOKEN})
+
+
+def pages_of(c, run_id):
+    out = {}
+    for path in ("/admin/training", f"/admin/training/runs/{run_id}"):
+        r = c.get(path, headers=H)
+        assert r.status == 200, (path, r.status, r.text[:300])
+        out[path] = r.text
+    status, frag = c.json("GET", "/admin/training/api/fragments", headers=H)
+    assert status == 200
+    out["fragments"] = frag["live"] + frag["runs"]
+    return out
+
+
+# -- 1, 2: markup and malformed data from an agent --------------------------------------------
+
+def test_markup_in_an_epoch_never_reaches_the_page(hostile):
+    server, c, run_id, _ = hostile
+    post_events(c, run_id, [{"type": "metric", "name": "loss", "value": 0.5, "epoch": MARKUP},
+                            {"type": "metric", "name": "loss", "value": 0.4, "epoch": 1},
+                            {"type": "metric", "name": MARKUP, "value": 0.3, "epoch": 2}])
+    for path, page in pages_of(c, run_id).items():
+        assert injected(page) == [], path
+        assert "evil.example" not in page or "&lt;meta" in page
+
+
+@pytest.mark.parametrize("events", [
+    [{"type": "progress", "current": 1, "total": "lots"}],
+    [{"type": "metric", "name": "acc", "value": 0.5, "epoch": "one"},
+     {"type": "metric", "name": "acc", "value": 0.6, "epoch": "two"}],
+    [{"type": "progress", "current": float("1e300"), "total": None}],
+    [{"type": "metric", "name": "acc", "value": "NaN", "epoch": 1}],
+    [{"type": "status", "message": {"nested": ["x"]}}],
+    [{"type": "log", "level": "<b>", "message": "m"}],
+    [{"type": "result", "metrics": {"a": [1, 2, 3]}}],
+    ["not an object", 42, None, []],
+])
+def test_malformed_events_never_take_a_page_down(hostile, events):
+    server, c, run_id, _ = hostile
+    status, reply = post_events(c, run_id, events)
+    assert status == 200 and reply["cancel"] is False
+    pages_of(c, run_id)  # every page answers 200
+    log = c.get(f"/admin/training/api/runs/{run_id}/log", headers=H).text
+    assert "dropped an event that does not fit the protocol" in log
+
+
+def test_old_records_that_predate_the_boundary_still_render(hostile):
+    """Malformed data already in the store (written by an older server) renders too."""
+    server, c, run_id, _ = hostile
+    server.app.manager.runs.update(run_id, progress={"type": "progress", "current": "x",
+                                                     "total": "lots"},
+                                   history=[{"name": "a", "value": "v", "epoch": "<b>"}])
+    for page in pages_of(c, run_id).values():
+        assert injected(page) == []
+
+
+# -- 3: predictions are checked before anything is written back ------------------------------
+
+@pytest.mark.parametrize("bad,reason", [
+    ({"label": "neutral"}, "is not one of sentiment's labels"),
+    ({"confidence": 7.5}, "confidence is 7.5, outside 0..1"),
+    ({"label": {"x": 1}}, "is not one of sentiment's labels"),
+    ({"id": "no-such-item"}, "is not an item of the run's bundle"),
+    ({"split": "train"}, "is not item a35's split"),
+    ({"confidence": float("nan")}, "NaN is not a number JSON allows"),
+    ({"confidence": 1e308 * 10}, "Infinity is not a number JSON allows"),
+])
+def test_invalid_predictions_write_back_nothing(tmp_path, bad, reason):
+    from potato.training.ingest import PredictionsError, read_predictions
+
+    d = tmp_path / "b"
+    items = [("a%d" % i, "t") for i in range(40)]
+    labels = {"a%d" % i: {"sentiment": ["positive"]} for i in range(30)}
+    bundle_mod.build(str(d), items, labels, SCHEMA, include_unlabeled=True)
+    b = bundle_mod.read(str(d))
+    good = [{"id": it["id"], "split": it["split"], "scheme": "sentiment", "label": "positive",
+             "confidence": 0.9} for it in b.items if it["split"] != "train"]
+    target = next(i for i, g in enumerate(good) if g["id"] == "a35")
+    rows = [dict(g) for g in good]
+    rows[target].update(bad)
+    path = tmp_path / "predictions.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(PredictionsError) as e:
+        read_predictions(str(path), b)
+    message = str(e.value)
+    assert message.startswith("predictions.jsonl line %d: " % (target + 1)), message
+    assert reason in message and "(1 of %d lines are invalid)" % len(rows) in message
+    path.write_text("".join(json.dumps(r) + "\n" for r in good))
+    assert len(read_predictions(str(path), b)) == len(good)
+
+
+def test_a_run_with_invalid_predictions_fails_and_writes_nothing(tmp_path, serve):
+    from tests.plugins import fake_trainers  # noqa: F401  (the plugin below is registered there)
+
+    os.environ["POTATO_TRAINER_PLUGINS"] = "tests.plugins.fake_trainers"
+    try:
+        server, url = serve(make_project(tmp_path))
+        c = Client(url)
+        run = wait_run(c, start_run(c, trainer="test-bad-predictions", schemas=["sentiment"]))
+    finally:
+        del os.environ["POTATO_TRAINER_PLUGINS"]
+    assert run["status"] == "error"
+    assert "The run finished but its predictions cannot be used: predictions.jsonl line 1: " \
+           "label \"neutral\" is not one of sentiment's labels" in run["error"]
+    assert run["writeback"] is None
+    assert server.app.store.conn().execute("SELECT COUNT(*) FROM predictions").fetchone()[0] == 0
+
+
+# -- 4, 5, 6: redirects, the choke point, JSON -------------------------------------------------
+
+@pytest.mark.parametrize("nxt", ["/%09/evil.example", "//evil.example", "/\\evil.example",
+                                 "/%0d%0aSet-Cookie:%20x=1", "http://evil.example/",
+                                 "/caf%C3%A9", "/%2F%2Fevil.example"])
+def test_next_never_leaves_the_site(tmp_path, serve, nxt):
+    from urllib.parse import unquote
+
+    _, url = serve(make_project(tmp_path, labels=False))
+    c = Client(url)
+    r = c.post("/admin/login", body=("key=%s&next=%s" % (KEY, nxt)).encode(),
+               headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert r.status == 303 and r.headers["Location"] == "/admin"
+    assert len(r.headers.get_all("Set-Cookie")) == 1
+    r = c.post("/login", body=("username=ann&next=%s" % nxt).encode(),
+               headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert r.status == 303 and r.headers["Location"] == "/annotate", unquote(nxt)
+
+
+@pytest.mark.parametrize("body", [b'{"username": "\\ud800"}', b"[" * 100000 + b"]" * 100000,
+                                  b'{"trainer": NaN}', b'{"params": {"alpha": Infinity}}',
+                                  b'{"params": {"alpha": 1e309}}', b"\xff\xfe"])
+def test_bad_json_is_a_400_with_a_reason(tmp_path, serve, body):
+    _, url = serve(make_project(tmp_path, labels=False))
+    c = Client(url)
+    for path, headers in (("/login", {}), ("/admin/training/api/runs", H)):
+        r = c.post(path, body=body, headers=dict(headers, **{"Content-Type": "application/json",
+                                                              "Accept": "application/json"}))
+        assert r.status == 400, (path, r.status, r.text[:200])
+        assert json.loads(r.body)["error"].startswith("The request body is not valid JSON: ")
+
+
+def test_non_finite_params_are_refused_and_never_emitted(tmp_path, serve):
+    _, url = serve(make_project(tmp_path, labels=False), training=False)
+    c = Client(url)
+    r = c.post("/admin/training/start", headers=H, form={
+        "trainer": "text-naive-bayes", "schemas": "sentiment", "param:alpha": "nan"})
+    assert r.status == 400 and "alpha must be a finite number" in r.text
+    status, runs = c.json("GET", "/admin/training/api/runs", headers=H)
+    assert status == 200 and runs == {"runs": []}
+
+
+# -- 7: Host headers ---------------------------------------------------------------------------
+
+def test_foreign_host_is_refused_and_debug_admin_needs_a_loopback_host(tmp_path, serve):
+    _, url = serve(make_project(tmp_path, top="debug: true", labels=False), training=False)
+    c = Client(url)
+    r = c.get("/admin/api/stats", headers={"Host": "evil.example", "Origin": "http://evil.example"})
+    assert r.status == 400 and "does not answer to the host name 'evil.example'" in r.text
+    assert c.get("/admin/api/stats", headers={"Host": "localhost"}).status == 200
+    assert c.get("/admin/api/stats").status == 200  # 127.0.0.1:port
+
+
+def test_allowed_hosts_from_the_config(tmp_path, serve):
+    _, url = serve(make_project(tmp_path, top="allowed_hosts: [annotate.example.org]",
+                                labels=False), training=False)
+    c = Client(url)
+    assert c.get("/login", headers={"Host": "annotate.example.org:8443"}).status == 200
+    assert c.get("/login", headers={"Host": "localhost"}).status == 400
+
+
+# -- 8, 11: descriptors, connections and threads stay bounded ------------------------------------
+
+def test_five_thousand_requests_under_a_low_descriptor_limit(tmp_path):
+    """A server child with ulimit -n 256 answers 5,000 requests, each on a new connection, and
+    its descriptor count stays flat."""
+    cfg = make_project(tmp_path, labels=False)
+    code = r'''
+import resource, sys, os, threading, http.client
+resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+from potato.config import load
+from potato.server.app import make_server
+cfg, errors, _ = load(sys.argv[1])
+server = make_server(cfg, "127.0.0.1", 0, access_log=lambda line: None)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+port = server.server_address[1]
+counts = []
+for i in range(5000):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.request("GET", "/login")
+    r = conn.getresponse(); r.read(); conn.close()
+    assert r.status == 200, (i, r.status)
+    if i % 1000 == 999:
+        counts.append(len(os.listdir("/proc/self/fd")))
+print(counts, server.app.store.open_connections())
+server.shutdown(); server.server_close(); server.app.store.close()
+'''
+    r = subprocess.run([sys.executable, "-c", code, cfg], cwd=ROOT, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    counts, open_db = r.stdout.strip().rsplit(" ", 1)
+    counts = json.loads(counts)
+    assert max(counts) - min(counts) <= 4, counts
+    assert int(open_db) <= 2
+
+
+def test_idle_sockets_cannot_starve_annotators(tmp_path, serve):
+    server, url = serve(make_project(tmp_path, labels=False), training=False)
+    port = server.server_address[1]
+    idle = []
+    try:
+        for _ in range(500):
+            s = socket.create_connection(("127.0.0.1", port))
+            idle.append(s)
+        time.sleep(0.5)
+        assert server.open_connections() <= server.max_connections
+        slowest = 0.0
+        for n in range(20):
+            c = Client(url)
+            t0 = time.time()
+            c.login("ann%d" % n)
+            status, _ = c.json("POST", "/api/annotations", json_body={
+                "item_id": "sst-train-00000", "labels": {"sentiment": "positive"}})
+            slowest = max(slowest, time.time() - t0)
+            assert status == 200
+        assert slowest < 1.0, slowest
+    finally:
+        for s in idle:
+            s.close()
+
+
+# -- 9: run states have one owner -------------------------------------------------------------
+
+def test_cancel_racing_the_start(tmp_path):
+    from potato.config import load
+    from potato.store import Store
+    from potato.training.queue import Manager
+
+    cfg, _, _ = load(make_project(tmp_path, labels=False))
+    store = Store(cfg.db_path)
+    manager = Manager(cfg, store)
+    try:
+        for _ in range(40):
+            run_id = manager.submit("text-naive-bayes", ["sentiment"])["run_id"]
+            barrier = threading.Barrier(2)
+            started = []
+
+            def start():
+                barrier.wait()
+                started.append(manager.runs.transition(run_id, "queued", "running",
+                                                       started_at=time.time()))
+
+            def cancel():
+                barrier.wait()
+                manager.cancel(run_id)
+
+            threads = [threading.Thread(target=start), threading.Thread(target=cancel)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            run = manager.runs.get(run_id)
+            if started[0]:  # it started first: the cancel must reach it as a running run
+                assert run["status"] == "running" and run["cancel_requested"] == 1
+                assert manager.runs.finish(run_id, "cancelled", "cancelled")
+            else:
+                assert run["status"] == "cancelled" and not run["started_at"]
+            # a finished run never moves again
+            assert not manager.runs.transition(run_id, "queued", "running")
+            assert not manager.runs.update(run_id, step="late")
+            assert manager.runs.get(run_id)["status"] == "cancelled"
+    finally:
+        manager.stop()
+        store.close()
+
+
+# -- 10: sessions end with the key they were made under ------------------------------------------
+
+def test_sessions_outlive_no_key_change(tmp_path, serve):
+    cfg = make_project(tmp_path, labels=False)
+    _, url = serve(cfg, training=False)
+    c = Client(url)
+    r = c.post("/admin/login", form={"key": KEY})
+    assert r.status == 303
+    assert c.get("/admin/api/stats").status == 200
+    open(cfg, "w").write(open(cfg).read().replace(KEY, KEY + "-rotated"))
+    _, url2 = serve(cfg, training=False)
+    c2 = Client(url2)
+    c2.cookies = dict(c.cookies)
+    assert c2.get("/admin/api/stats", headers={"Accept": "application/json"}).status == 401
+
+
+def test_failed_admin_logins_are_limited(tmp_path, serve):
+    _, url = serve(make_project(tmp_path, labels=False), training=False)
+    c = Client(url)
+    for _ in range(5):
+        assert c.post("/admin/login", form={"key": "wrong"}).status == 401
+    r = c.post("/admin/login", form={"key": KEY})
+    assert r.status == 429 and int(r.headers["Retry-After"]) >= 1
+
+
+# -- 12: files are private ---------------------------------------------------------------------
+
+def test_the_server_writes_private_files(tmp_path):
+    cfg = make_project(tmp_path)
+    with open(cfg, "a") as f:
+        f.write("server:\n  port: 0\n")
+    p = subprocess.Popen([sys.executable, "-m", "potato", "start", cfg], cwd=ROOT,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = p.stdout.readline()
+        url = line.split(" at ")[1].split()[0]
+        c = Client(url)
+        run = wait_run(c, start_run(c, trainer="text-naive-bayes", schemas=["sentiment"]))
+        assert run["status"] == "success"
+    finally:
+        p.terminate()
+        p.communicate(timeout=30)
+    out = tmp_path / "annotation_output"
+    run_dir = out / "training" / "runs" / run["run_id"]
+    for path in (out / "potato.db", out / "potato.db-wal", run_dir / "run.log",
+                 run_dir / "bundle.tar.gz", run_dir / "predictions.jsonl", run_dir / "spec.json"):
+        if path.exists():
+            assert stat.S_IMODE(path.stat().st_mode) & 0o077 == 0, path
+    for d in (run_dir, run_dir / "artifacts"):
+        assert stat.S_IMODE(d.stat().st_mode) == 0o700, d
+
+
+# -- 13: the smaller ones ------------------------------------------------------------------------
+
+def test_negative_content_length_on_an_artifact_is_refused(hostile):
+    server, c, run_id, _ = hostile
+    port = server.server_address[1]
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(("PUT /agent/v1/runs/%s/artifacts?path=m.bin&offset=0 HTTP/1.1\r\nHost: 127.0.0.1"
+               "\r\nAuthorization: Bearer %s\r\nContent-Length: -5\r\n\r\n" % (run_id, TOKEN)
+               ).encode())
+    reply = b""
+    while True:
+        block = s.recv(65536)
+        if not block:
+            break
+        reply += block
+    s.close()
+    assert reply.startswith(b"HTTP/1.1 400") and b"Content-Length is negative" in reply
+
+
+def test_a_get_body_is_drained_not_parsed_as_a_request(hostile):
+    server, c, run_id, _ = hostile
+    s = socket.create_connection(("127.0.0.1", server.server_address[1]))
+    smuggled = b"GET /admin/api/stats HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    s.sendall(b"GET /login HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: %d\r\n\r\n"
+              % len(smuggled) + smuggled + b"GET /login HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+              b"Connection: close\r\n\r\n")
+    data = b""
+    while True:
+        block = s.recv(65536)
+        if not block:
+            break
+        data += block
+    s.close()
+    assert data.count(b"HTTP/1.1 200") == 2 and b"HTTP/1.1 401" not in data
+
+
+def test_backend_names_are_url_decoded(tmp_path, serve):
+    _, url = serve(make_project(tmp_path, "  backends:\n    \"lab box\": {type: agent}\n",
+                                labels=False), training=False)
+    c = Client(url)
+    status, report = c.json("POST", "/admin/training/api/backends/lab%20box/check", headers=H)
+    assert status == 200 and report["backend"] == "lab box"
+    status, body = c.json("POST", "/agent/v1/backends/lab%20box/claim", json_body={},
+                          headers={"Authorization": "Bearer nope"})
+    assert status == 401 and "backend lab box" in body["error"]
+
+
+def test_the_run_log_stays_bounded(hostile, monkeypatch):
+    from potato.training import runlog
+
+    monkeypatch.setattr(runlog, "MAX_BYTES", 200000)
+    monkeypatch.setattr(runlog, "HEAD_BYTES", 20000)
+    monkeypatch.setattr(runlog, "TAIL_BYTES", 100000)
+    server, c, run_id, _ = hostile
+    for i in range(20):
+        post_events(c, run_id, [{"type": "log", "level": "info", "message": "x" * 1990}] * 20)
+    size = os.path.getsize(server.app.manager.paths(run_id).log)
+    assert size <= 200000 + 20 * 2100, size
+    log = c.get(f"/admin/training/api/runs/{run_id}/log", headers=H).text
+    assert "bytes of this log were cut" in log
+
+
+def test_the_worker_never_sees_the_agent_token():
+    from potato.training.remote.protocol import worker_env
+
+    env = worker_env({"POTATO_TRAINING_TOKEN": "secret", "PATH": "/bin"}, "/code",
+                     env={"POTATO_TRAINING_TOKEN": "again"})
+    assert "POTATO_TRAINING_TOKEN" not in env and env["PATH"] == "/bin"
+
+
+# -- (b) property-based: random event batches and prediction files ----------------------------
+
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+scalars = st.one_of(st.none(), st.booleans(), st.integers(-10 ** 20, 10 ** 20),
+                    st.floats(allow_nan=False, allow_infinity=False),
+                    st.text(max_size=50), st.just(MARKUP))
+values = st.recursive(scalars, lambda inner: st.one_of(
+    st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=10), inner, max_size=4)),
+    max_leaves=10)
+event_types = st.sampled_from(["status", "progress", "metric", "log", "artifact", "result",
+                               "error", "other", MARKUP])
+fields = st.sampled_from(["message", "current", "total", "unit", "eta_s", "epoch", "name",
+                          "value", "split", "level", "path", "bytes", "metrics", "kind", "t"])
+events = st.lists(st.one_of(values, st.builds(
+    lambda t, kv: dict(kv, type=t), event_types, st.dictionaries(fields, values, max_size=6))),
+    max_size=8)
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(batch=events)
+def test_any_event_batch_leaves_every_page_answering(hostile, batch):
+    server, c, run_id, _ = hostile
+    status, _ = post_events(c, run_id, batch)
+    assert status == 200
+    for page in pages_of(c, run_id).values():
+        assert injected(page) == []
+    status, run = c.json("GET", f"/admin/training/api/runs/{run_id}", headers=H)
+    assert status == 200 and run["run_id"] == run_id
+
+
+rows = st.fixed_dictionaries({
+    "id": st.one_of(st.sampled_from(["a%d" % i for i in range(40)]), st.text(max_size=8)),
+    "split": st.sampled_from(["train", "val", "test", "unlabeled", "x"]),
+    "scheme": st.sampled_from(["sentiment", "other"]),
+    "label": st.one_of(st.sampled_from(["positive", "negative"]), values),
+    "confidence": st.one_of(st.floats(), st.integers(), st.text(max_size=3))})
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(lines=st.lists(rows, max_size=12))
+def test_every_accepted_prediction_is_in_its_scheme(lines):
+    items = [("a%d" % i, "t") for i in range(40)]
+    splits = {i: bundle_mod.split_of(i, 0, (0.7, 0.15, 0.15)) for i, _ in items}
+    text = [json.dumps(r) for r in lines]
+    accepted, problem = boundary.predictions(text, splits, SCHEMA)
+    if problem is None:
+        for row in accepted:
+            assert row["label"] in SCHEMA["sentiment"]["labels"]
+            assert 0 <= row["confidence"] <= 1 and row["split"] == splits[row["id"]]
+    else:
+        assert accepted == [] and problem.startswith("predictions.jsonl line ")
+
+
+# -- (c) protocol fuzzing: every agent endpoint answers malformed bodies with a 4xx ----------
+
+ENDPOINTS = [("POST", "/agent/v1/backends/gpu/claim"), ("GET", "/agent/v1/runs/{run}"),
+             ("GET", "/agent/v1/runs/{run}/bundle"), ("POST", "/agent/v1/runs/{run}/events"),
+             ("PUT", "/agent/v1/runs/{run}/predictions"),
+             ("PUT", "/agent/v1/runs/{run}/artifacts?path=m&offset=0"),
+             ("POST", "/agent/v1/runs/{run}/result")]
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(endpoint=st.sampled_from(ENDPOINTS), body=st.one_of(st.binary(max_size=200),
+                                                           values.map(lambda v: json.dumps(v)
+                                                                      .encode())),
+       auth=st.sampled_from([None, "Bearer " + TOKEN, "Bearer x", "Basic abc", "Bearer "]))
+def test_agent_endpoints_answer_every_body(hostile, endpoint, body, auth):
+    server, c, run_id, _ = hostile
+    method, path = endpoint
+    headers = {"Content-Type": "application/json"}
+    if auth:
+        headers["Authorization"] = auth
+    r = c.request(method, path.format(run=run_id), body=body, headers=headers)
+    assert r.status < 500, (r.status, r.text[:200])
+    assert r.body, "an empty reply"
+    if r.status >= 400:
+        assert "error" in json.loads(r.body)
