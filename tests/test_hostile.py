@@ -92,6 +92,18 @@ def hostile(tmp_path, serve):
     server.app.manager._active.clear()
 
 
+def read_all(sock):
+    """Everything the server sends on ``sock`` until it closes; then close it."""
+    data = b""
+    while True:
+        block = sock.recv(65536)
+        if not block:
+            break
+        data += block
+    sock.close()
+    return data
+
+
 def post_events(c, run_id, events):
     return c.json("POST", f"/agent/v1/runs/{run_id}/events", json_body={"events": events},
                   headers={"Authorization": "Bearer " + TOKEN})
@@ -430,13 +442,7 @@ def test_negative_content_length_on_an_artifact_is_refused(hostile):
     s.sendall(("PUT /agent/v1/runs/%s/artifacts?path=m.bin&offset=0 HTTP/1.1\r\nHost: 127.0.0.1"
                "\r\nAuthorization: Bearer %s\r\nContent-Length: -5\r\n\r\n" % (run_id, TOKEN)
                ).encode())
-    reply = b""
-    while True:
-        block = s.recv(65536)
-        if not block:
-            break
-        reply += block
-    s.close()
+    reply = read_all(s)
     assert reply.startswith(b"HTTP/1.1 400") and b"Content-Length is negative" in reply
 
 
@@ -447,13 +453,7 @@ def test_a_get_body_is_drained_not_parsed_as_a_request(hostile):
     s.sendall(b"GET /login HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: %d\r\n\r\n"
               % len(smuggled) + smuggled + b"GET /login HTTP/1.1\r\nHost: 127.0.0.1\r\n"
               b"Connection: close\r\n\r\n")
-    data = b""
-    while True:
-        block = s.recv(65536)
-        if not block:
-            break
-        data += block
-    s.close()
+    data = read_all(s)
     assert data.count(b"HTTP/1.1 200") == 2 and b"HTTP/1.1 401" not in data
 
 

@@ -316,3 +316,17 @@ def test_packages_go_into_a_venv_made_once(tmp_path, serve, fake_host):
     assert second["metrics"]["python"] == venv_python
     log2 = c.get(f"/admin/training/api/runs/{second['run_id']}/log", headers=H).text
     assert "installing " not in log2
+
+
+def test_cli_check_leaves_nothing_in_tmp(tmp_path, fake_host, capsys):
+    """potato training check opens the shared connection's private directory only when it
+    connects, and removes it (the autouse leak check makes TMPDIR this test's own)."""
+    import tempfile
+
+    from potato.cli import main
+
+    cfg = make_project(tmp_path, backend() + "    cluster: {type: slurm, host: login.example.org, "
+                                             "remote_dir: /shared/x}\n", labels=False)
+    assert main(["training", "check", "gpu-server", cfg]) == 0
+    assert "gpu.example.org: Python 3." in capsys.readouterr().out
+    assert os.listdir(tempfile.gettempdir()) == []

@@ -31,7 +31,7 @@ def test_ssh_argv_has_safe_defaults_and_maps_keys():
     opts = [argv[i + 1] for i, a in enumerate(argv) if a == "-o"]
     assert "BatchMode=yes" in opts and "StrictHostKeyChecking=accept-new" in opts
     assert "ConnectTimeout=15" in opts and "ServerAliveInterval=15" in opts
-    assert "LogLevel=ERROR" in opts and "ControlPath=/tmp/ctl/%C" in opts
+    assert "LogLevel=ERROR" in opts and "ControlPath=/tmp/ctl/c" in opts
     assert not any("StrictHostKeyChecking=no" in o for o in opts)
     assert argv[argv.index("-l") + 1] == "ann" and argv[argv.index("-p") + 1] == "2222"
     assert argv[argv.index("-i") + 1] == "/keys/id"

@@ -45,7 +45,10 @@ class SshBackend(TrainingBackend):
     def control_dir(self) -> str:
         """The private directory of the shared connection (ControlMaster's socket)."""
         if self._control_dir is None:
-            self._control_dir = tempfile.mkdtemp(prefix="potato-ssh-")
+            base = tempfile.gettempdir()
+            if len(base) > 70:  # a unix socket path has at most 107 bytes
+                base = "/tmp"
+            self._control_dir = tempfile.mkdtemp(prefix="potato-ssh-", dir=base)
         return self._control_dir
 
     # -- building blocks -----------------------------------------------------------------------

@@ -20,7 +20,9 @@ def ssh_options(control_dir: Optional[str]) -> List[str]:
             "-o", "ServerAliveCountMax=4", "-o", "LogLevel=ERROR",
             "-o", "StrictHostKeyChecking=accept-new"]
     if control_dir:
-        opts += ["-o", "ControlMaster=auto", "-o", "ControlPath=%s/%%C" % control_dir,
+        # One backend, one host, one private directory: a short fixed name keeps the socket
+        # path (plus ssh's 17-character temporary suffix) under the 108-byte unix limit.
+        opts += ["-o", "ControlMaster=auto", "-o", "ControlPath=%s/c" % control_dir,
                  "-o", "ControlPersist=20"]
     return opts
 
