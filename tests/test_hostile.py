@@ -574,3 +574,57 @@ def test_agent_endpoints_answer_every_body(hostile, endpoint, body, auth):
     assert r.body, "an empty reply"
     if r.status >= 400:
         assert "error" in json.loads(r.body)
+
+
+# -- (a) the markup matrix: every field that can reach a page -------------------------------------
+
+def test_markup_in_every_field_that_reaches_a_page(tmp_path, serve):
+    m = MARKUP.replace('"', "'")
+    (tmp_path / "items.jsonl").write_text(json.dumps({"id": "i1", "text": MARKUP}) + "\n" +
+                                          json.dumps({"id": "i2", "text": "plain"}) + "\n")
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(f'''annotation_task_name: "{m}"
+data_files: [items.jsonl]
+admin_api_key: {KEY}
+annotation_schemes:
+  - annotation_type: radio
+    name: sentiment
+    description: "{m}"
+    labels: ["{m}", "negative"]
+model_training:
+  backends:
+    gpu: {{type: ssh, host: gpu.example.org, description: "{m}"}}
+''')
+    server, url = serve(str(cfg), training=False)
+    run_id, ctx = active_run(server)
+    c = Client(url)
+    c.login("ann")
+    post_events(c, run_id, [
+        {"type": "status", "message": MARKUP}, {"type": "log", "level": "error",
+                                                "message": MARKUP},
+        {"type": "progress", "current": 1, "total": 2, "unit": MARKUP},
+        {"type": "metric", "name": MARKUP, "value": 0.5, "epoch": 1, "split": MARKUP},
+        {"type": "artifact", "path": MARKUP, "bytes": 1}, {"type": "error", "message": MARKUP,
+                                                           "kind": MARKUP}])
+    pages = {"annotate": c.get("/annotate").text}
+    pages.update(pages_of(c, run_id))
+    server.app.manager.runs.finish(run_id, "error", MARKUP)
+    pages["run page, failed"] = c.get(f"/admin/training/runs/{run_id}", headers=H).text
+    pages["admin"] = c.get("/admin", headers=H).text
+    for name, page in pages.items():
+        assert injected(page) == [], name
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in pages["run page, failed"]
+
+
+def test_per_endpoint_size_caps(hostile):
+    server, c, run_id, _ = hostile
+    status, body = post_events(c, run_id, [{"type": "status", "message": "m"}] * 10001)
+    assert status == 400 and "at most 10000 events" in body["error"]
+    r = c.request("POST", "/agent/v1/backends/gpu/claim", body=b"{" + b" " * (70 << 10) + b"}",
+                  headers={"Authorization": "Bearer x", "Content-Type": "application/json"})
+    assert r.status in (401, 404, 413)  # gpu is no agent backend: refused before the body
+    r = c.request("POST", f"/agent/v1/runs/{run_id}/result",
+                  body=json.dumps({"status": "error", "error": "x" * (2 << 20)}).encode(),
+                  headers={"Authorization": "Bearer " + TOKEN,
+                           "Content-Type": "application/json"})
+    assert r.status == 413 and "larger than the server accepts here" in json.loads(r.body)["error"]
