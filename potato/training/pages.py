@@ -262,6 +262,58 @@ def training_page(cfg, backends: List[Dict[str, Any]], trainers: List[Dict[str, 
                   scripts='<script src="/static/training.js"></script>')
 
 
+def _scheme_report(name: str, r: Dict[str, Any]) -> Safe:
+    """One scheme's held-out report: a sentence, the per-label table, the confusion matrix."""
+    if _num(r.get("accuracy")) is None:
+        return Safe("")
+    ci = r.get("accuracy_ci95") or [0, 1]
+    base = r.get("baseline") or {}
+    head = render('<h3>{name}</h3><p class="report-summary">Accuracy <b>{acc:.3f}</b> (95% '
+                  'interval {lo:.2f} to {hi:.2f}), macro-F1 <b>{f1:.3f}</b>, on {n} held-out '
+                  '(test split) items. Always answering <q>{bl}</q> would score {ba:.3f}: the '
+                  'model is {diff:+.3f} above that.</p>', name=name, acc=_num(r["accuracy"]),
+                  lo=_num(ci[0]) or 0.0, hi=_num(ci[1]) or 0.0, f1=_num(r.get("macro_f1")) or 0.0,
+                  n=_num(r.get("n"), True) or 0, bl=str(base.get("label")),
+                  ba=_num(base.get("accuracy")) or 0.0,
+                  diff=_num(r.get("above_baseline")) or 0.0)
+    note = (render('<p class="warning report-note" role="note">{n}</p>', n=r["note"])
+            if r.get("note") else Safe(""))
+    rows = join(render('<tr><th scope="row">{label}</th><td>{p:.3f}</td><td>{r:.3f}</td>'
+                       '<td>{f:.3f}</td><td>{s}</td></tr>', label=label,
+                       p=_num(v.get("precision")) or 0.0, r=_num(v.get("recall")) or 0.0,
+                       f=_num(v.get("f1")) or 0.0, s=_num(v.get("support"), True) or 0)
+                for label, v in (r.get("per_label") or {}).items())
+    table = render('<table class="report-labels"><thead><tr><th scope="col">Label</th>'
+                   '<th scope="col">Precision</th><th scope="col">Recall</th>'
+                   '<th scope="col">F1</th><th scope="col">Support</th></tr></thead>'
+                   '<tbody>{rows}</tbody></table>', rows=rows)
+    return join([head, note, table, _confusion(r.get("confusion"))])
+
+
+def _confusion(c: Optional[Dict[str, Any]]) -> Safe:
+    if not isinstance(c, dict) or not c.get("labels"):
+        return Safe("")
+    labels = [str(x) for x in c["labels"]]
+    head = join(render('<th scope="col">{l}</th>', l=label) for label in labels)
+    body = join(render('<tr><th scope="row">{l}</th>{cells}</tr>', l=label, cells=join(
+        render("<td>{v}</td>", v=_num(v, True) or 0) for v in row))
+                for label, row in zip(labels, c.get("matrix") or []))
+    return render('<table class="confusion"><caption>Confusion matrix: rows are the human '
+                  'label, columns the model\'s</caption><thead><tr><td></td>{head}</tr></thead>'
+                  '<tbody>{body}</tbody></table>', head=head, body=body)
+
+
+def holdout_section(run: Dict[str, Any]) -> Safe:
+    h = run.get("holdout")
+    if not isinstance(h, dict):
+        return Safe("")
+    per = h.get("per_scheme") if isinstance(h.get("per_scheme"), dict) else {
+        ", ".join(map(str, run["schemas"])): h}
+    return render('<section class="card" id="holdout-report"><h2>Held-out report</h2>'
+                  '{parts}</section>', parts=join(_scheme_report(str(k), v)
+                                                 for k, v in per.items() if isinstance(v, dict)))
+
+
 def run_page(cfg, run: Dict[str, Any], log: str, where: str) -> str:
     def row(k, v):
         return render('<tr><th scope="row">{k}</th><td>{v}</td></tr>', k=k, v=v)
@@ -289,9 +341,10 @@ def run_page(cfg, run: Dict[str, Any], log: str, where: str) -> str:
     body = render("""<p><a href="/admin/training">&larr; Training</a></p>
 <h1>Run {id}</h1><div id="message" role="alert"></div>
 <div class="table-wrap"><table class="details">{rows}</table></div>{cancel}
+{report}
 <section class="card"><h2>Loss and accuracy</h2>{chart}</section>
 <section class="card"><h2>Run log</h2><pre class="log">{log}</pre></section>""",
                   id=run["run_id"], rows=join(r for r in rows if r), cancel=cancel or Safe(""),
-                  chart=chart_svg(run.get("history")), log=log)
+                  chart=chart_svg(run.get("history")), log=log, report=holdout_section(run))
     return layout("Run %s" % run["run_id"], body, cfg, admin=True,
                   scripts='<script src="/static/training.js"></script>')

@@ -21,8 +21,8 @@ from potato.store import Store
 from potato.training.remote import bundle as bundle_mod
 from potato.training.remote import trainers
 from potato.training.backends import Outcome, RunContext, make_backends
-from potato.training import autoretrain, boundary, prepare, runlog
-from potato.training.ingest import PredictionsError, read_predictions, score, write_back
+from potato.training import autoretrain, boundary, prepare, report, runlog
+from potato.training.ingest import PredictionsError, read_predictions, write_back
 from potato.training.remote.paths import RunPaths, write_json
 from potato.training.tokens import AgentTokens
 from potato.training.runs import TERMINAL, RequestError, RunStore
@@ -383,8 +383,7 @@ class Manager:
             predictions = read_predictions(paths.predictions, b)
         except PredictionsError as e:
             return {"error": "The run finished but its predictions cannot be used: %s." % e}
-        gold = {it["id"]: it["labels"] for it in b.items if it["split"] == "test"}
-        holdout = score(predictions, gold, b.schemas)
+        holdout = report.holdout_report(predictions, b.items, b.schemas)
         wb = write_back(self.store, self.cfg, run["run_id"], predictions)
         metrics = None
         for line in _read_lines(paths.events):

@@ -15,6 +15,16 @@ def summary_lines(run: Dict[str, Any]) -> List[str]:
     if h:
         lines.append("Held-out score (test split, n=%d): accuracy %.3f, macro-F1 %.3f"
                      % (h["n"], h["accuracy"], h["macro_f1"]))
+        for name, r in (h.get("per_scheme") or {"": h}).items():
+            if "accuracy_ci95" not in r:
+                continue
+            lines.append("  %s95%% interval %.2f to %.2f; majority-class baseline (%s) %.3f, "
+                         "the model %+.3f" % (name + ": " if name else "",
+                                              r["accuracy_ci95"][0], r["accuracy_ci95"][1],
+                                              r["baseline"]["label"],
+                                              r["baseline"]["accuracy"], r["above_baseline"]))
+            if r.get("note"):
+                lines.append("  " + r["note"])
     elif run["status"] == "success":
         lines.append("Held-out score: none (no labelled items fell in the test split)")
     wb = run.get("writeback")
