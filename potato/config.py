@@ -64,6 +64,8 @@ class Writeback:
     schemas: List[str] = field(default_factory=list)
     min_confidence: float = 0.0
     include_unlabeled: bool = False
+    policy: str = "best"  # best: a run takes over only if its held-out macro-F1 is not worse
+    tolerance: float = 0.01
 
 
 @dataclass
@@ -314,11 +316,19 @@ def _model_training(r: Reader, raw, resolve) -> ModelTraining:
             r.error(path + ("splits",), "model_training.splits needs all of train, val and test.")
 
     wb_path = path + ("writeback",)
-    wb = r.mapping(m.get("writeback"), wb_path, ("schemas", "min_confidence", "include_unlabeled"),
+    wb = r.mapping(m.get("writeback"), wb_path, ("schemas", "min_confidence", "include_unlabeled",
+                                                 "policy", "tolerance"),
                    "model_training.writeback")
     mt.writeback = Writeback(r.text_list(wb, "schemas", wb_path),
                              r.number(wb, "min_confidence", wb_path, 0.0, 0, 1),
-                             r.boolean(wb, "include_unlabeled", wb_path, False))
+                             r.boolean(wb, "include_unlabeled", wb_path, False),
+                             r.text(wb, "policy", wb_path, "best") or "best",
+                             r.number(wb, "tolerance", wb_path, 0.01, 0, 1))
+    if mt.writeback.policy not in ("best", "newest"):
+        r.error(wb_path + ("policy",), f"model_training.writeback.policy is "
+                                       f"{mt.writeback.policy!r}; use best (a new run takes "
+                                       f"over only if its held-out macro-F1 is not worse) or "
+                                       f"newest.")
 
     ar_path = path + ("auto_retrain",)
     ar = r.mapping(m.get("auto_retrain"), ar_path,

@@ -49,6 +49,15 @@ CREATE TABLE IF NOT EXISTS predictions (
     run_id TEXT NOT NULL,
     PRIMARY KEY (item_id, scheme)
 );
+CREATE TABLE IF NOT EXISTS run_predictions (   -- every successful run's, while the run is kept
+    run_id TEXT NOT NULL,
+    item_id TEXT NOT NULL,
+    scheme TEXT NOT NULL,
+    label TEXT NOT NULL,
+    confidence REAL NOT NULL,
+    PRIMARY KEY (run_id, scheme, item_id)
+);
+CREATE TABLE IF NOT EXISTS in_use (scheme TEXT PRIMARY KEY, run_id TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS sessions (
     token_hash TEXT PRIMARY KEY,   -- sha256 of the cookie value; the value itself is not stored
     kind TEXT NOT NULL,            -- 'annotator' or 'admin'

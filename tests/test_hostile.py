@@ -390,11 +390,18 @@ def test_sessions_outlive_no_key_change(tmp_path, serve):
     r = c.post("/admin/login", form={"key": KEY})
     assert r.status == 303
     assert c.get("/admin/api/stats").status == 200
-    open(cfg, "w").write(open(cfg).read().replace(KEY, KEY + "-rotated"))
+    text = open(cfg).read()
+    assert KEY in text
+    with open(cfg, "w") as f:
+        f.write(text.replace(KEY, KEY + "-rotated"))
     _, url2 = serve(cfg, training=False)
     c2 = Client(url2)
     c2.cookies = dict(c.cookies)
     assert c2.get("/admin/api/stats", headers={"Accept": "application/json"}).status == 401
+    # the new key works, and a session made under it does too
+    assert c2.get("/admin/api/stats", headers={"X-API-Key": KEY + "-rotated"}).status == 200
+    assert c2.post("/admin/login", form={"key": KEY + "-rotated"}).status == 303
+    assert c2.get("/admin/api/stats").status == 200
 
 
 def test_failed_admin_logins_are_limited(tmp_path, serve):

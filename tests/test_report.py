@@ -95,3 +95,51 @@ def test_the_run_page_and_the_api_show_the_report(tmp_path, serve):
 
     text = "\n".join(summary_lines(run))
     assert "95% interval" in text and "majority-class baseline (" in text
+
+
+def _item_run(c, item="sst-test-0001"):
+    from tests.training_helpers import KEY
+
+    _, rec = c.json("GET", "/admin/api/items/%s" % item, headers={"X-API-Key": KEY})
+    return rec["predictions"]["sentiment"]["run_id"]
+
+
+@pytest.mark.parametrize("policy", ["best", "newest"])
+def test_the_model_in_use_under_each_policy_and_by_hand(tmp_path, serve, monkeypatch, policy):
+    from tests.conftest import Client
+    from tests.training_helpers import KEY, PLUGINS, make_project, start_run, wait_run
+
+    monkeypatch.setenv("POTATO_TRAINER_PLUGINS", PLUGINS)
+    cfg = make_project(tmp_path)
+    text = open(cfg).read()
+    with open(cfg, "w") as f:
+        f.write(text.replace("    include_unlabeled: true\n",
+                             "    include_unlabeled: true\n    policy: %s\n" % policy))
+    _, url = serve(cfg)
+    c = Client(url)
+    h = {"X-API-Key": KEY}
+    good = wait_run(c, start_run(c, trainer="text-naive-bayes", schemas=["sentiment"]))
+    assert good["in_use"] == ["sentiment"] and _item_run(c) == good["run_id"]
+    # a worse run: it always answers "positive"
+    worse = wait_run(c, start_run(c, trainer="test-steps", schemas=["sentiment"],
+                                  params={"seconds": 0.1}))
+    assert worse["status"] == "success"
+    assert worse["holdout"]["macro_f1"] < good["holdout"]["macro_f1"] - 0.01
+    if policy == "best":
+        assert worse["in_use"] == [] and _item_run(c) == good["run_id"]
+        assert "stays in use (writeback.policy: best)" in c.get(
+            "/admin/training/api/runs/%s/log" % worse["run_id"], headers=h).text
+    else:
+        assert worse["in_use"] == ["sentiment"] and _item_run(c) == worse["run_id"]
+    # the admin puts either one in use, instantly
+    target = worse if policy == "best" else good
+    status, body = c.json("POST", "/admin/training/api/runs/%s/use" % target["run_id"],
+                          headers=h)
+    assert status == 200 and body["switched"] == ["sentiment"] and body["in_use"] == ["sentiment"]
+    assert _item_run(c) == target["run_id"]
+    _, runs = c.json("GET", "/admin/training/api/runs", headers=h)
+    assert [r["in_use"] for r in runs["runs"]].count(["sentiment"]) == 1
+    page = c.get("/admin/training", headers=h).text
+    assert page.count('class="badge in-use-badge"') == 1
+    status, body = c.json("POST", "/admin/training/api/runs/r99/use", headers=h)
+    assert status == 404

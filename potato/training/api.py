@@ -15,7 +15,7 @@ from potato.training.runs import TERMINAL
 PREFIX = "/admin/training/api"
 RUN_FIELDS = ("run_id", "trainer", "schemas", "backend", "ran_on", "status", "step", "error",
               "metrics", "holdout", "writeback", "created_at", "started_at", "finished_at",
-              "artifact_uri", "params", "progress", "history", "auto")
+              "artifact_uri", "params", "progress", "history", "auto", "in_use")
 
 
 def run_view(run: Dict[str, Any]) -> Dict[str, Any]:
@@ -114,6 +114,15 @@ def _api_routes(app, manager: Manager, get_run) -> None:
         get_run(run_id)
         h.send_json(run_view(manager.cancel(run_id)))
 
+    @app.route("POST", PREFIX + r"/runs/(?P<run_id>[A-Za-z0-9_-]+)/use", "admin")
+    def use(h, run_id):
+        get_run(run_id)
+        try:
+            switched = manager.use(run_id)
+        except RequestError as e:
+            raise HTTPError(e.status, e.message)
+        h.send_json(dict(run_view(get_run(run_id)), switched=switched))
+
     @app.route("GET", PREFIX + r"/backends", "admin")
     def backends(h):
         h.send_json({"backends": backend_list(manager)})
@@ -159,6 +168,15 @@ def _page_routes(app, manager: Manager, get_run) -> None:
             page(h, e.message, e.status)
             return
         h.redirect("/admin/training/runs/%s" % run["run_id"])
+
+    @app.route("POST", r"/admin/training/runs/(?P<run_id>[A-Za-z0-9_-]+)/use", "admin")
+    def use_form(h, run_id):
+        get_run(run_id)
+        try:
+            manager.use(run_id)
+        except RequestError as e:
+            raise HTTPError(e.status, e.message)
+        h.redirect("/admin/training/runs/%s" % run_id)
 
     @app.route("GET", r"/admin/training/runs/(?P<run_id>[A-Za-z0-9_-]+)", "admin")
     def run_page(h, run_id):

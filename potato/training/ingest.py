@@ -4,7 +4,7 @@ the held-out score (test split against the human labels in the run's bundle) and
 
 import json
 import os
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from potato.config import Config
 from potato.store import Store
@@ -70,15 +70,17 @@ def score(predictions, gold: Dict[str, Dict[str, Any]], schemas: Dict[str, Dict[
             "per_scheme": per}
 
 
-def write_back(store: Store, cfg: Config, run_id: str, predictions) -> Dict[str, int]:
-    """Make this run's predictions the current ones for the write-back schemes.
+def write_back(store: Store, cfg: Config, run_id: str, predictions,
+               holdout: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """Keep this run's predictions for the write-back schemes, and put them in use where the
+    policy says so (``writeback.policy``: ``best`` or ``newest``).
 
-    The newest successful run wins: a scheme's earlier predictions are replaced as a whole.
-    Human labels are never touched; train-split items never get a prediction.
-    """
+    Human labels are never touched; train-split items never get a prediction. A run's kept
+    predictions can be put in use later (``use``), instantly: no retraining, no re-upload."""
     wb = cfg.model_training.writeback
-    counts = {"written": 0, "below_min_confidence": 0, "unlabeled_skipped": 0,
-              "schemes": [], "min_confidence": wb.min_confidence}
+    counts: Dict[str, Any] = {"written": 0, "below_min_confidence": 0, "unlabeled_skipped": 0,
+                              "schemes": [], "min_confidence": wb.min_confidence,
+                              "by_label": {}, "in_use": [], "kept_in_use": {}}
     schemes = [s for s in wb.schemas if any(p["scheme"] == s for p in predictions)]
     if not schemes:
         return counts
@@ -92,12 +94,71 @@ def write_back(store: Store, cfg: Config, run_id: str, predictions) -> Dict[str,
         if p["confidence"] < wb.min_confidence:
             counts["below_min_confidence"] += 1
             continue
-        rows.append((p["id"], p["scheme"], json.dumps(p["label"]), p["confidence"], run_id))
+        label = json.dumps(p["label"])
+        rows.append((run_id, p["id"], p["scheme"], label, p["confidence"]))
+        key = ", ".join(p["label"]) if isinstance(p["label"], list) else p["label"]
+        counts["by_label"][key] = counts["by_label"].get(key, 0) + 1
     with store.tx() as db:
-        for s in schemes:
-            db.execute("DELETE FROM predictions WHERE scheme=?", (s,))
-        db.executemany("INSERT OR REPLACE INTO predictions(item_id, scheme, label, confidence, "
-                       "run_id) VALUES (?,?,?,?,?)", rows)
+        db.executemany("INSERT OR REPLACE INTO run_predictions(run_id, item_id, scheme, label, "
+                       "confidence) VALUES (?,?,?,?,?)", rows)
     counts["written"] = len(rows)
     counts["schemes"] = schemes
+    for scheme in schemes:
+        take, reason = takes_over(store, cfg, run_id, scheme, holdout)
+        if take:
+            use(store, scheme, run_id)
+            counts["in_use"].append(scheme)
+        else:
+            counts["kept_in_use"][scheme] = reason
     return counts
+
+
+def _f1(holdout: Optional[Dict[str, Any]], scheme: str) -> Optional[float]:
+    if not isinstance(holdout, dict):
+        return None
+    per = holdout.get("per_scheme")
+    h = per.get(scheme) if isinstance(per, dict) else holdout
+    value = h.get("macro_f1") if isinstance(h, dict) else None
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def in_use(store: Store, scheme: str) -> Optional[str]:
+    """The run whose predictions annotators see for ``scheme`` (None: no model yet)."""
+    row = store.conn().execute("SELECT run_id FROM in_use WHERE scheme=?", (scheme,)).fetchone()
+    if row is None:  # a store from before in_use existed: the run its predictions came from
+        row = store.conn().execute("SELECT run_id FROM predictions WHERE scheme=? LIMIT 1",
+                                   (scheme,)).fetchone()
+    return row[0] if row else None
+
+
+def takes_over(store: Store, cfg: Config, run_id: str, scheme: str, holdout) -> tuple:
+    """(whether ``run_id`` should become the run in use for ``scheme``, why not)."""
+    wb = cfg.model_training.writeback
+    current = in_use(store, scheme)
+    if wb.policy == "newest" or current is None or current == run_id:
+        return True, ""
+    row = store.conn().execute("SELECT holdout FROM runs WHERE run_id=?", (current,)).fetchone()
+    old = _f1(json.loads(row[0]) if row and row[0] else None, scheme)
+    new = _f1(holdout, scheme)
+    if new is None:
+        if old is None:
+            return True, ""
+        return False, ("run %s has no held-out score; %s (macro-F1 %.3f) stays in use"
+                       % (run_id, current, old))
+    if old is None or new >= old - wb.tolerance:
+        return True, ""
+    return False, ("run %s's held-out macro-F1 %.3f is below %s's %.3f by more than "
+                   "writeback.tolerance (%g): %s stays in use (writeback.policy: best)"
+                   % (run_id, new, current, old, wb.tolerance, current))
+
+
+def use(store: Store, scheme: str, run_id: str) -> int:
+    """Make ``run_id``'s kept predictions the ones annotators see for ``scheme``; their count."""
+    with store.tx() as db:
+        db.execute("DELETE FROM predictions WHERE scheme=?", (scheme,))
+        n = db.execute("INSERT INTO predictions(item_id, scheme, label, confidence, run_id) "
+                       "SELECT item_id, scheme, label, confidence, run_id FROM run_predictions "
+                       "WHERE run_id=? AND scheme=?", (run_id, scheme)).rowcount
+        db.execute("INSERT OR REPLACE INTO in_use(scheme, run_id) VALUES (?, ?)",
+                   (scheme, run_id))
+    return n

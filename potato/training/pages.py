@@ -51,17 +51,21 @@ def _written(run: Dict[str, Any]) -> Safe:
 
 def runs_rows(runs: List[Dict[str, Any]]) -> Safe:
     if not runs:
-        return Safe('<tr><td colspan="8">No runs yet.</td></tr>')
+        return Safe('<tr><td colspan="9">No runs yet.</td></tr>')
     return join(render(
         '<tr data-run="{id}"><td><a href="/admin/training/runs/{id}">{id}</a></td>'
         '<td>{trainer}</td><td>{schemas}</td><td class="ran-on">{ran_on}</td>'
         '<td><span class="status status-{status}">{status_text}</span></td>'
         '<td class="holdout">{holdout}</td><td class="written">{written}</td>'
-        '<td>{duration}</td></tr>',
+        '<td>{duration}</td><td class="in-use">{in_use}</td></tr>',
         id=r["run_id"], trainer=r["trainer"], schemas=", ".join(map(str, r["schemas"])),
         ran_on=r.get("ran_on") or r["backend"], status=r["status"],
         status_text=STATUS_TEXT.get(r["status"], r["status"]), holdout=_holdout(r),
-        written=_written(r), duration=_duration(r)) for r in runs)
+        written=_written(r), duration=_duration(r),
+        in_use=render('<span class="badge in-use-badge" title="its predictions are the '
+                      'suggestions annotators see">in use: {s}</span>',
+                      s=", ".join(map(str, r["in_use"]))) if r.get("in_use") else "")
+        for r in runs)
 
 
 def _series(history) -> Dict[str, List]:
@@ -251,7 +255,8 @@ def training_page(cfg, backends: List[Dict[str, Any]], trainers: List[Dict[str, 
 <div class="table-wrap"><table id="runs-table"><thead><tr><th scope="col">Run</th>
 <th scope="col">Trainer</th><th scope="col">Schemes</th><th scope="col">Ran on</th>
 <th scope="col">Status</th><th scope="col">Held-out score</th>
-<th scope="col">Predictions written</th><th scope="col">Duration</th></tr></thead>
+<th scope="col">Predictions written</th><th scope="col">Duration</th>
+<th scope="col">In use</th></tr></thead>
 <tbody id="runs-body">{rows}</tbody></table></div></section>
 <script type="application/json" id="training-data">{data}</script>""".format(
         msg=msg, backend_opts=backend_opts, disabled=disabled, form_hidden=form_hidden,
@@ -314,6 +319,15 @@ def holdout_section(run: Dict[str, Any]) -> Safe:
                                                  for k, v in per.items() if isinstance(v, dict)))
 
 
+def _use_button(run: Dict[str, Any]) -> Safe:
+    if run["status"] != "success":
+        return Safe("no")
+    return render('<form method="post" action="/admin/training/runs/{id}/use" class="inline">'
+                  '<button type="submit" class="secondary" id="use-run">Use this model'
+                  '</button></form> <span class="hint">its predictions become the suggestions '
+                  'annotators see</span>', id=run["run_id"])
+
+
 def run_page(cfg, run: Dict[str, Any], log: str, where: str) -> str:
     def row(k, v):
         return render('<tr><th scope="row">{k}</th><td>{v}</td></tr>', k=k, v=v)
@@ -335,7 +349,11 @@ def run_page(cfg, run: Dict[str, Any], log: str, where: str) -> str:
             row("Started", when(run.get("started_at"))),
             row("Finished", when(run.get("finished_at"))), row("Duration", _duration(run)),
             row("Held-out score", _holdout(run)), row("Write-back", code(run.get("writeback"))),
-            row("Metrics", code(run.get("metrics"))), row("Model files", where)]
+            row("Metrics", code(run.get("metrics"))), row("Model files", where),
+            row("In use", render('<b class="in-use-badge">in use for {s}</b> (its predictions '
+                                 'are the suggestions annotators see)',
+                                 s=", ".join(map(str, run["in_use"])))
+                if run.get("in_use") else _use_button(run))]
     cancel = (render('<button type="button" class="danger" data-cancel="{id}">Cancel run'
                      '</button>', id=run["run_id"]) if run["status"] not in TERMINAL else "")
     body = render("""<p><a href="/admin/training">&larr; Training</a></p>

@@ -21,7 +21,7 @@ from potato.store import Store
 from potato.training.remote import bundle as bundle_mod
 from potato.training.remote import trainers
 from potato.training.backends import Outcome, RunContext, make_backends
-from potato.training import autoretrain, boundary, prepare, report, runlog
+from potato.training import autoretrain, boundary, ingest, prepare, report, runlog
 from potato.training.ingest import PredictionsError, read_predictions, write_back
 from potato.training.remote.paths import RunPaths, write_json
 from potato.training.tokens import AgentTokens
@@ -205,6 +205,29 @@ class Manager:
         self._wake.set()
         return run
 
+    def use(self, run_id: str) -> List[str]:
+        """Put a successful run's predictions in use for its write-back schemes (the admin's
+        choice, whatever writeback.policy says); the schemes switched. RequestError when the
+        run has nothing to put in use."""
+        run = self.runs.get(run_id)
+        if run is None or run["status"] != "success":
+            raise RequestError(409, "Run %s did not succeed, so it has no model to use."
+                               % run_id)
+        switched = []
+        for scheme in run["schemas"]:
+            if scheme in self.cfg.model_training.writeback.schemas and \
+                    self.runs.kept_predictions(run_id, scheme):
+                ingest.use(self.store, scheme, run_id)
+                switched.append(scheme)
+        if not switched:
+            raise RequestError(409, "Run %s kept no predictions for a scheme in "
+                                    "model_training.writeback.schemas (%s), so there is "
+                                    "nothing to put in use." % (
+                                        run_id, ", ".join(self.cfg.model_training.writeback.
+                                                          schemas) or "none"))
+        self._log(run_id, "put in use for %s by the admin" % ", ".join(switched))
+        return switched
+
     def cancel(self, run_id: str) -> Optional[Dict[str, Any]]:
         run = self.runs.get(run_id)
         if run is None:
@@ -384,7 +407,9 @@ class Manager:
         except PredictionsError as e:
             return {"error": "The run finished but its predictions cannot be used: %s." % e}
         holdout = report.holdout_report(predictions, b.items, b.schemas)
-        wb = write_back(self.store, self.cfg, run["run_id"], predictions)
+        wb = write_back(self.store, self.cfg, run["run_id"], predictions, holdout)
+        for scheme, why in wb["kept_in_use"].items():
+            self._log(run["run_id"], "%s: %s" % (scheme, why))
         metrics = None
         for line in _read_lines(paths.events):
             if line.get("type") == "result":

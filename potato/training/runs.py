@@ -65,12 +65,19 @@ class RunStore:
         return self.get(run_id)
 
     def get(self, run_id):
-        return _row(self.store.conn().execute("SELECT * FROM runs WHERE run_id=?",
-                                              (run_id,)).fetchone())
+        run = _row(self.store.conn().execute("SELECT * FROM runs WHERE run_id=?",
+                                             (run_id,)).fetchone())
+        if run is not None:
+            run["in_use"] = self.in_use_schemes().get(run_id, [])
+        return run
 
     def list(self, limit=200):
-        return [_row(r) for r in self.store.conn().execute(
+        in_use = self.in_use_schemes()
+        out = [_row(r) for r in self.store.conn().execute(
             "SELECT * FROM runs ORDER BY seq DESC LIMIT ?", (limit,))]
+        for run in out:
+            run["in_use"] = in_use.get(run["run_id"], [])
+        return out
 
     def with_status(self, *statuses):
         marks = ",".join("?" * len(statuses))
@@ -128,10 +135,24 @@ class RunStore:
     def delete(self, run_id):
         with self.store.tx() as db:
             db.execute("DELETE FROM runs WHERE run_id=?", (run_id,))
+            db.execute("DELETE FROM run_predictions WHERE run_id=?", (run_id,))
 
     def runs_in_use(self):
         """Runs whose predictions are the items' current model predictions."""
-        return {r[0] for r in self.store.conn().execute("SELECT DISTINCT run_id FROM predictions")}
+        db = self.store.conn()
+        return ({r[0] for r in db.execute("SELECT DISTINCT run_id FROM predictions")}
+                | {r[0] for r in db.execute("SELECT run_id FROM in_use")})
+
+    def in_use_schemes(self):
+        """{run_id: [schemes it is in use for]}."""
+        out = {}
+        for scheme, run_id in self.store.conn().execute("SELECT scheme, run_id FROM in_use"):
+            out.setdefault(run_id, []).append(scheme)
+        return out
+
+    def kept_predictions(self, run_id, scheme):
+        return self.store.conn().execute("SELECT COUNT(*) FROM run_predictions WHERE run_id=? "
+                                         "AND scheme=?", (run_id, scheme)).fetchone()[0]
 
     def latest_success(self, scheme, exclude_trainers=()):
         for r in self.store.conn().execute("SELECT * FROM runs WHERE status='success' "
