@@ -93,6 +93,7 @@ class ModelTraining:
     device: str = "auto"
     grace_seconds: float = 20
     max_predictions_mb: float = 512
+    min_labels_per_class: int = 2
     writeback: Writeback = field(default_factory=Writeback)
     auto_retrain: AutoRetrain = field(default_factory=AutoRetrain)
 
@@ -277,7 +278,8 @@ def _server_url(r: Reader, url: Optional[str]) -> Optional[str]:
 
 MODEL_TRAINING_KEYS = ("enabled", "backend", "backends", "splits", "split_seed", "retain_runs",
                        "max_wall_seconds", "max_ram_mb", "num_threads", "device", "grace_seconds",
-                       "max_predictions_mb", "writeback", "auto_retrain")
+                       "max_predictions_mb", "min_labels_per_class", "writeback",
+                       "auto_retrain")
 
 
 def _model_training(r: Reader, raw, resolve) -> ModelTraining:
@@ -298,6 +300,8 @@ def _model_training(r: Reader, raw, resolve) -> ModelTraining:
         mt.device = "auto"
     mt.grace_seconds = r.number(m, "grace_seconds", path, 20, minimum=0)
     mt.max_predictions_mb = r.number(m, "max_predictions_mb", path, 512, positive=True)
+    mt.min_labels_per_class = r.number(m, "min_labels_per_class", path, 2, minimum=1,
+                                       integer=True)
 
     sp = r.mapping(m.get("splits"), path + ("splits",), ("train", "val", "test"),
                    "model_training.splits")

@@ -117,6 +117,12 @@ def _backend_rules(cfg: Config, report: Report, err, warn) -> None:
                 warn(bpath + ("time",),
                      f"{where}.time is {time_text}. A job that holds a GPU for more than 6 hours "
                      f"is long on a shared cluster; check its policy", name)
+    if mt.enabled and not mt.writeback.schemas and cfg.schemes:
+        report.notes.append(Problem(
+            "model_training.writeback.schemas is empty, so runs train models whose predictions "
+            "annotators never see. List the schemes whose model suggestions annotators should "
+            "get (for example writeback: {schemas: [%s]})." % cfg.schemes[0].name,
+            "model_training.writeback.schemas", cfg.line_of(("model_training",)), cfg.path))
     agents = [name for name, b in mt.backends.items() if b.type == "agent"]
     if agents and mt.enabled:
         if cfg.server_url is None and not any(p.key == "server_url" for p in report.errors):

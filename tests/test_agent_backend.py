@@ -115,8 +115,10 @@ def test_token_scope(tmp_path, serve, env, capsys):
     assert c.json("POST", "/agent/v1/backends/local/claim", json_body={}, headers=auth)[0] == 404
 
 
-def test_queue_timeout_without_an_agent(tmp_path, serve, env):
-    _, url = serve(make_project(tmp_path, backends(queue_timeout_s=1)))
+def test_queue_timeout_without_an_agent(tmp_path, serve, env, capsys):
+    cfg = make_project(tmp_path, backends(queue_timeout_s=1))
+    _, url = serve(cfg)
+    register(cfg, capsys)  # a token exists, but no agent polls
     c = Client(url)
     run = wait_run(c, start_run(c, trainer="text-naive-bayes", schemas=["sentiment"],
                                 backend="lab"), timeout=30)
@@ -124,8 +126,10 @@ def test_queue_timeout_without_an_agent(tmp_path, serve, env):
     assert run["error"].startswith("No agent of backend lab claimed the run within 1 s.")
 
 
-def test_waiting_agent_run_does_not_block_local_runs(tmp_path, serve, env):
-    _, url = serve(make_project(tmp_path, backends()))
+def test_waiting_agent_run_does_not_block_local_runs(tmp_path, serve, env, capsys):
+    cfg = make_project(tmp_path, backends())
+    _, url = serve(cfg)
+    register(cfg, capsys)
     c = Client(url)
     waiting = start_run(c, trainer="text-naive-bayes", schemas=["sentiment"], backend="lab")
     local = wait_run(c, start_run(c, trainer="text-naive-bayes", schemas=["sentiment"]))
@@ -323,6 +327,15 @@ def test_slurm_config_with_unknown_keys_is_refused(tmp_path):
                        env=dict(os.environ, POTATO_TRAINING_TOKEN="x"), timeout=60)
     assert r.returncode == 1
     assert "has key(s) partiton that a slurm job does not take" in r.stderr
+
+
+def test_a_run_no_agent_can_claim_is_refused(tmp_path, serve, env):
+    _, url = serve(make_project(tmp_path, backends()))
+    status, body = Client(url).json("POST", "/admin/training/api/runs", headers=H, json_body={
+        "trainer": "text-naive-bayes", "schemas": ["sentiment"], "backend": "lab"})
+    assert status == 409 and body["error"] == (
+        "Backend lab is an agent backend with no token issued, so no agent can claim it: run "
+        "potato training register lab CONFIG and start the agent first.")
 
 
 def test_cli_run_on_an_agent_backend_needs_the_server(tmp_path, env):

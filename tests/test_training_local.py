@@ -196,12 +196,47 @@ def test_training_api_needs_admin(tmp_path, serve):
         assert status == 401, (path, out)
 
 
-def test_no_labels_fails_clearly(tmp_path, serve):
+def test_too_few_labels_are_refused_before_a_run_starts(tmp_path, serve):
+    """A run that could say nothing is refused, with the reason (issue 14: guardrails)."""
     _, url = serve(make_project(tmp_path, labels=False))
     c = Client(url)
-    run = wait_run(c, start_run(c, trainer="text-naive-bayes", schemas=["sentiment"]))
-    assert run["status"] == "error"
-    assert run["error"].startswith("No labelled items in the train split for sentiment")
+    status, body = c.json("POST", "/admin/training/api/runs", headers=H, json_body={
+        "trainer": "text-naive-bayes", "schemas": ["sentiment"]})
+    assert status == 400 and body["error"] == (
+        "Scheme sentiment has 0 labelled item(s) with 'positive' in the train split; a model "
+        "needs at least 2 per label (model_training.min_labels_per_class). Label more items "
+        "before training.")
+    r = c.post("/admin/training/start", headers=H, form={"trainer": "text-naive-bayes",
+                                                          "schemas": "sentiment"})
+    assert r.status == 400 and "a model needs at least 2 per label" in r.text
+    status, runs = c.json("GET", "/admin/training/api/runs", headers=H)
+    assert runs["runs"] == []
+
+
+def test_no_test_items_are_refused(tmp_path, serve):
+    cfg = make_project(tmp_path, labels=False)
+    text = open(cfg).read()
+    with open(cfg, "w") as f:  # 2 train labels per class, nothing in test
+        f.write(text.replace("  grace_seconds: 2\n", "  grace_seconds: 2\n  splits: "
+                                                      "{train: 0.98, val: 0.01, test: 0.01}\n"))
+    from potato.config import load
+    from potato.store import Store
+    from potato.training.remote.bundle import split_of
+
+    cfg_obj, _, _ = load(cfg)
+    ids = [json.loads(line)["id"] for line in open(tmp_path / "reviews.jsonl")]
+    train = [i for i in ids if split_of(i, 0, (0.98, 0.01, 0.01)) == "train"][:4]
+    store = Store(cfg_obj.db_path)
+    store.ensure_annotator("ann")
+    for n, item in enumerate(train):
+        store.save_labels("ann", item, {"sentiment": "positive" if n % 2 else "negative"})
+    store.close()
+    _, url = serve(cfg)
+    status, body = Client(url).json("POST", "/admin/training/api/runs", headers=H, json_body={
+        "trainer": "text-naive-bayes", "schemas": ["sentiment"]})
+    assert status == 400 and body["error"].startswith(
+        "Scheme sentiment has no labelled item in the test split, so the run could not be "
+        "scored.")
 
 
 def test_restart_recovery(tmp_path, serve):

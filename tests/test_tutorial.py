@@ -443,7 +443,9 @@ def case_time_limit(tmp_path, serve, monkeypatch):
 
 
 def case_agent_queued(tmp_path, serve, monkeypatch):
-    _, url = serve(make_project(tmp_path, "  backends:\n    lab-workstation: {type: agent}\n"))
+    cfg = make_project(tmp_path, "  backends:\n    lab-workstation: {type: agent}\n")
+    _, url = serve(cfg)
+    assert main(["training", "register", "lab-workstation", cfg]) == 0  # but no agent polls
     c = Client(url)
     return c, start_run(c, backend="lab-workstation", schemas=["sentiment"],
                         trainer="text-naive-bayes")
@@ -541,3 +543,14 @@ def test_env_path_gives_check_and_run_the_same_slurm(tmp_path, serve, monkeypatc
     run = wait_run(c, start_run(c, backend="cluster", schemas=["sentiment"],
                                 trainer="text-naive-bayes"), timeout=120)
     assert run["status"] == "success", run
+
+
+def test_validate_notes_an_empty_writeback(tmp_path, capsys):
+    cfg = make_project(tmp_path, labels=False)
+    text = open(cfg).read()
+    with open(cfg, "w") as f:
+        f.write(text.replace("    schemas: [sentiment]\n", "    schemas: []\n"))
+    assert main(["validate", cfg, "--strict"]) == 0  # a note: the tutorial's configs pass
+    out = capsys.readouterr().out
+    assert "note: " in out and ("writeback.schemas is empty, so runs train models whose "
+                                "predictions annotators never see") in out

@@ -57,3 +57,43 @@ def prepare(cfg: Config, store: Store, run: Dict[str, Any], paths: RunPaths, loc
     write_json(paths.spec, spec)
     set_step("bundle ready: %d items" % sum(c.values()))
     return None
+
+
+def refusal(cfg: Config, store: Store, schemes: List[str]) -> Optional[str]:
+    """Why a run on ``schemes`` could say nothing (too few labels per label in the train split,
+    or no labelled test item to score it on), or None. The same splits as the bundle's."""
+    mt = cfg.model_training
+    fractions = (mt.splits.train, mt.splits.val, mt.splits.test)
+    active = {r[0] for r in store.conn().execute("SELECT id FROM items WHERE active=1")}
+    for name in schemes:
+        scheme = cfg.scheme(name)
+        if scheme is None:
+            continue
+        votes: Dict[str, List[Any]] = {}
+        for item_id, label in store.conn().execute(
+                "SELECT item_id, label FROM annotations WHERE scheme=?", (name,)):
+            if item_id in active:
+                votes.setdefault(item_id, []).append(json.loads(label))
+        train: Dict[str, int] = {label: 0 for label in scheme.labels}
+        test = 0
+        for item_id, labels in votes.items():
+            label = bundle_mod.majority(labels)
+            if label is None:
+                continue
+            split = bundle_mod.split_of(item_id, mt.split_seed, fractions)
+            if split == "test":
+                test += 1
+            elif split == "train":
+                for one in (label if isinstance(label, list) else [label]):
+                    if one in train:
+                        train[one] += 1
+        short = [(label, n) for label, n in train.items() if n < mt.min_labels_per_class]
+        if short:
+            label, n = short[0]
+            return ("Scheme %s has %d labelled item(s) with %r in the train split; a model needs "
+                    "at least %d per label (model_training.min_labels_per_class). Label more "
+                    "items before training." % (name, n, label, mt.min_labels_per_class))
+        if test == 0:
+            return ("Scheme %s has no labelled item in the test split, so the run could not be "
+                    "scored. Label more items (or raise model_training.splits.test)." % name)
+    return None

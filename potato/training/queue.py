@@ -190,6 +190,13 @@ class Manager:
             resolved = trainers.resolve_params(info, params)
         except trainers.ParamError as e:
             raise RequestError(400, "Bad params: %s." % e)
+        if btype == "agent" and self.tokens.record(backend) is None:
+            raise RequestError(409, "Backend %s is an agent backend with no token issued, so no "
+                                    "agent can claim it: run potato training register %s CONFIG "
+                                    "and start the agent first." % (backend, backend))
+        reason = prepare.refusal(self.cfg, self.store, schemas)
+        if reason:
+            raise RequestError(400, reason)
         return {"trainer": info.name, "schemas": schemas, "backend": backend, "params": resolved}
 
     def submit(self, trainer, schemas, backend=None, params=None, auto=False) -> Dict[str, Any]:
