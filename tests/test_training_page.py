@@ -1,6 +1,7 @@
 """The Training page in a real headless Chromium (Debian's chromium + chromium-driver)."""
 
 import os
+import re
 import shutil
 import time
 
@@ -122,7 +123,8 @@ def test_runs_on_check_start_watch_cancel(page):
     select(d, "trainer", "text-naive-bayes")
     assert d.find_element("id", "param-text-naive-bayes-ngrams").get_attribute("value") == "2"
     d.find_element("id", "start-run").click()
-    wait_for(d, lambda d: "is queued" in text_of(d, "#message"), what="the queued message")
+    wait_for(d, lambda d: re.match(r"Run r\d+ is (queued|running|success)\.$",
+                                   text_of(d, "#message")), what="the run's message")
     row = wait_for(d, lambda d: d.find_elements("css selector", "#runs-body tr[data-run]") and
                    "success" in text_of(d, "#runs-body tr[data-run]") and
                    d.find_element("css selector", "#runs-body tr[data-run]"),
@@ -152,11 +154,28 @@ def test_runs_on_check_start_watch_cancel(page):
     assert d.execute_script("return document.documentElement.scrollWidth <= window.innerWidth")
     d.save_screenshot(os.path.join(SHOTS, "training-page-narrow.png"))
     d.set_window_size(1280, 1000)
+    # Cancel asks first: dismissing the question cancels nothing.
     d.find_element("css selector", "#live-run [data-cancel]").click()
+    alert = wait_for(d, lambda d: _alert(d), what="the confirmation")
+    assert alert.text.startswith("Cancel run ")
+    alert.dismiss()
+    time.sleep(1.5)
+    assert text_of(d, "#live-status") == "running"
+    d.find_element("css selector", "#live-run [data-cancel]").click()
+    wait_for(d, lambda d: _alert(d), what="the confirmation").accept()
     wait_for(d, lambda d: text_of(d, "#live-status") == "cancelled", what="cancelled")
+    # the message about the run started from the page follows it: never a stale "is queued"
+    assert "is queued" not in text_of(d, "#message")
     statuses = [r.find_elements("css selector", "td")[4].text
                 for r in d.find_elements("css selector", "#runs-body tr[data-run]")]
     assert statuses == ["cancelled", "success"]
+
+
+def _alert(d):
+    try:
+        return d.switch_to.alert
+    except Exception:  # selenium's NoAlertPresentException: none yet
+        return None
 
 
 def test_api_errors_appear_on_the_page(page):

@@ -85,11 +85,16 @@ def _series(history) -> Dict[str, List]:
     return series
 
 
-def chart_svg(history: List[Dict[str, Any]], width: int = 360, height: int = 140) -> Safe:
-    """Loss and accuracy per epoch as a small inline SVG (no chart library)."""
+def chart_svg(history: List[Dict[str, Any]], width: int = 360, height: int = 140,
+              pending: bool = True) -> Safe:
+    """Loss and accuracy per epoch as a small inline SVG (no chart library). Without points:
+    a note while one can still come (``pending``), else a plain statement."""
     series = _series(history)
     if not series:
-        return Safe('<p class="hint chart-empty">The chart appears after the first epoch.</p>')
+        if pending:
+            return Safe('<p class="hint chart-empty">The chart appears after the first '
+                        'epoch.</p>')
+        return Safe('<p class="hint chart-empty">No chart: the run reported no epochs.</p>')
     pad = 28
     epochs = sorted({x for pts in series.values() for x, _ in pts})
     lo_x, hi_x = min(epochs), max(epochs)
@@ -144,9 +149,7 @@ def live_fragment(run: Optional[Dict[str, Any]], log_tail: str) -> Safe:
         return Safe('<p class="hint">No run yet. Start one above.</p>')
     error = (render('<p class="error" role="alert">{e}</p>', e=run["error"])
              if run["status"] == "error" and run.get("error") else Safe(""))
-    cancel = (render('<button type="button" class="danger" data-cancel="{id}">Cancel run'
-                     '</button>', id=run["run_id"]) if run["status"] not in TERMINAL
-              else Safe(""))
+    cancel = _cancel_button(run)
     return render("""<div class="live" data-run="{id}" data-status="{status}">
 <p><a href="/admin/training/runs/{id}"><b>{id}</b></a> · {trainer} on {schemas} ·
  runs on <b class="ran-on">{ran_on}</b></p>
@@ -161,7 +164,19 @@ def live_fragment(run: Optional[Dict[str, Any]], log_tail: str) -> Safe:
                   schemas=", ".join(map(str, run["schemas"])),
                   ran_on=run.get("ran_on") or run["backend"], status=run["status"],
                   step=run.get("step") or "", bar=_progress_bar(run), error=error,
-                  chart=chart_svg(run.get("history")), log=log_tail, cancel=cancel)
+                  chart=chart_svg(run.get("history"), pending=run["status"] not in TERMINAL),
+                  log=log_tail, cancel=cancel)
+
+
+def _cancel_button(run: Dict[str, Any]) -> Safe:
+    """Cancel run (the page asks first); disabled once a cancel is on its way."""
+    if run["status"] in TERMINAL:
+        return Safe("")
+    if run.get("step") == "cancelling":
+        return render('<button type="button" class="danger" data-cancel="{id}" disabled>'
+                      'Cancelling…</button>', id=run["run_id"])
+    return render('<button type="button" class="danger" data-cancel="{id}">Cancel run</button>',
+                  id=run["run_id"])
 
 
 def _trainer_options(trainers: List[Dict[str, Any]], backend_type: str, first) -> str:
@@ -354,8 +369,7 @@ def run_page(cfg, run: Dict[str, Any], log: str, where: str) -> str:
                                  'are the suggestions annotators see)',
                                  s=", ".join(map(str, run["in_use"])))
                 if run.get("in_use") else _use_button(run))]
-    cancel = (render('<button type="button" class="danger" data-cancel="{id}">Cancel run'
-                     '</button>', id=run["run_id"]) if run["status"] not in TERMINAL else "")
+    cancel = _cancel_button(run)
     body = render("""<p><a href="/admin/training">&larr; Training</a></p>
 <h1>Run {id}</h1><div id="message" role="alert"></div>
 <div class="table-wrap"><table class="details">{rows}</table></div>{cancel}
@@ -363,6 +377,7 @@ def run_page(cfg, run: Dict[str, Any], log: str, where: str) -> str:
 <section class="card"><h2>Loss and accuracy</h2>{chart}</section>
 <section class="card"><h2>Run log</h2><pre class="log">{log}</pre></section>""",
                   id=run["run_id"], rows=join(r for r in rows if r), cancel=cancel or Safe(""),
-                  chart=chart_svg(run.get("history")), log=log, report=holdout_section(run))
+                  chart=chart_svg(run.get("history"), pending=run["status"] not in TERMINAL),
+                  log=log, report=holdout_section(run))
     return layout("Run %s" % run["run_id"], body, cfg, admin=True,
                   scripts='<script src="/static/training.js"></script>')

@@ -32,8 +32,11 @@
   // Cancel buttons live inside refreshed fragments: one delegated handler.
   document.addEventListener("click", function (e) {
     var b = e.target.closest ? e.target.closest("[data-cancel]") : null;
-    if (!b) return;
+    if (!b || b.disabled) return;
+    var id = b.getAttribute("data-cancel");
+    if (!window.confirm("Cancel run " + id + "? Its worker is stopped and the run ends cancelled.")) return;
     b.disabled = true;
+    b.textContent = "Cancelling…";
     api("POST", "/admin/training/api/runs/" + encodeURIComponent(b.getAttribute("data-cancel")) + "/cancel")
       .then(function (run) { show("Run " + run.run_id + ": " + run.status + ".", "ok"); refresh(); })
       .catch(function (err) { b.disabled = false; show(err.message); });
@@ -114,12 +117,19 @@
     show("", "");
     api("POST", "/admin/training/api/runs",
         { trainer: trainer.value, schemas: schemas, backend: backend.value, params: params })
-      .then(function (r) { show("Run " + r.run_id + " is " + r.status + ".", "ok"); refresh(); })
+      .then(function (r) { startedRun = r.run_id; show("Run " + r.run_id + " is " + r.status + ".", "ok"); refresh(); })
       .catch(function (err) { show(err.message); })
       .then(function () { button.disabled = false; });
   });
 
-  var busy = false;
+  var busy = false, startedRun = null;
+  // The message about a run we started follows that run's status, never goes stale.
+  function followStarted() {
+    if (!startedRun || !message || message.className !== "ok") return;
+    var row = document.querySelector('#runs-body tr[data-run="' + startedRun + '"] .status');
+    if (row) message.textContent = "Run " + startedRun + " is " + row.textContent + ".";
+  }
+
   function refresh() {
     if (busy) return;
     busy = true;
@@ -131,6 +141,7 @@
         var d = live.querySelector("details");
         if (d) d.open = open;
         $("runs-body").innerHTML = f.runs;
+        followStarted();
       })
       .catch(function (err) { show("Lost contact with the server: " + err.message); })
       .then(function () { busy = false; });
