@@ -129,7 +129,7 @@ def make_server(cfg: Config, host: Optional[str] = None, port: Optional[int] = N
     if tls:
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(cfg.server.tls_cert, cfg.server.tls_key)
-        server.socket = ctx.wrap_socket(server.socket, server_side=True)
+        server.ssl_context = ctx  # each connection's handshake runs in its own thread
     return server
 
 

@@ -1,20 +1,41 @@
 """Bounded connections for a server that runs for weeks.
 
 Each connection has a thread (``ThreadingHTTPServer``), so connections are capped
-(``MAX_CONNECTIONS``) and each idles at most ``IDLE_TIMEOUT_S`` between requests. When the cap is
-reached, the connection that has been idle longest (waiting for a request that has not come) is
-closed to make room: a crowd of sockets that send nothing cannot keep annotators out. The
-project database connection of a request thread is released when its request is done.
+(``MAX_CONNECTIONS``) and each waits at most ``IDLE_TIMEOUT_S`` for a read. A connection counts
+as *busy* only from the moment its request's headers are complete until its response is sent;
+before that (idle between requests, or a client still dribbling its request line and headers)
+it may be closed to make room: when the cap is reached, the connection that has waited longest
+without sending anything new is closed. So a crowd of silent or slow sockets cannot keep
+annotators out. TLS handshakes happen in the connection's own thread, with a deadline, never in
+the accept loop. The project database connection of a request thread is released when its
+connection ends.
 """
 
+import select
 import socket
+import ssl
 import threading
 import time
 from http.server import ThreadingHTTPServer
-from typing import Dict
+from typing import Dict, List, Optional
 
 MAX_CONNECTIONS = 128
 IDLE_TIMEOUT_S = 60.0
+HANDSHAKE_TIMEOUT_S = 10.0
+MIN_IDLE_TO_EVICT_S = 0.2
+BUSY_BODY = b"The server is busy; try again soon.\r\n"
+BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 2\r\nContent-Type: text/plain; "
+        b"charset=utf-8\r\nConnection: close\r\nContent-Length: %d\r\n\r\n" % len(BUSY_BODY)
+        + BUSY_BODY)
+
+
+class _Conn:
+    __slots__ = ("sock", "since", "busy")
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.since = time.monotonic()
+        self.busy = False
 
 
 class BoundedServer(ThreadingHTTPServer):
@@ -22,22 +43,27 @@ class BoundedServer(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 128  # socketserver's default of 5 resets connections under a burst
     max_connections = MAX_CONNECTIONS
+    ssl_context: Optional[ssl.SSLContext] = None
 
     def __init__(self, *args, **kwargs):
         self._conn_lock = threading.Lock()
-        self._conns: Dict[socket.socket, float] = {}  # socket -> idle since (None: busy)
+        self._aliases: Dict[int, _Conn] = {}  # id() of a TLS-wrapped socket -> its connection
+        self._conns: Dict[int, _Conn] = {}  # by id() of the accepted socket
         super().__init__(*args, **kwargs)
 
-    # -- the handler tells us when a connection waits and when it works ----------------------
+    # -- the handler says when a connection works and when it waits ---------------------------
     def connection_idle(self, sock) -> None:
-        with self._conn_lock:
-            if sock in self._conns:
-                self._conns[sock] = time.monotonic()
+        self._mark(sock, False)
 
     def connection_busy(self, sock) -> None:
+        self._mark(sock, True)
+
+    def _mark(self, sock, busy: bool) -> None:
         with self._conn_lock:
-            if sock in self._conns:
-                self._conns[sock] = None
+            conn = self._conns.get(id(sock)) or self._aliases.get(id(sock))
+            if conn is not None and conn.busy != busy:  # waiting counts from accept or the
+                conn.busy = busy                          # last response, not from our look
+                conn.since = time.monotonic()
 
     def open_connections(self) -> int:
         with self._conn_lock:
@@ -47,38 +73,85 @@ class BoundedServer(ThreadingHTTPServer):
     def process_request(self, request, client_address):
         with self._conn_lock:
             if len(self._conns) >= self.max_connections:
-                self._evict_idle()
+                self._evict_one()
             full = len(self._conns) >= self.max_connections
             if not full:
-                self._conns[request] = time.monotonic()
-        if full:  # every connection is busy with a request: say so, briefly
-            try:
-                request.sendall(b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 2\r\n"
-                                b"Content-Type: text/plain\r\nConnection: close\r\n"
-                                b"Content-Length: 38\r\n\r\nThe server is busy; try again soon.\r\n")
-            except OSError:
-                pass
+                self._conns[id(request)] = _Conn(request)
+        if full:  # every connection is at work: say so, briefly, and close cleanly
+            _refuse(request)
             self.shutdown_request(request)
             return
         super().process_request(request, client_address)
 
-    def _evict_idle(self) -> None:
-        idle = [(since, s) for s, since in self._conns.items() if since is not None]
-        if not idle:
+    def _evict_one(self) -> None:
+        """Close the connection that has waited longest without a request under way; never
+        one whose next request is already arriving (it has bytes to read)."""
+        now = time.monotonic()
+        waiting: List[_Conn] = sorted((c for c in self._conns.values() if not c.busy),
+                                      key=lambda c: c.since)
+        # Those that waited a while first; under a flood, any that is not mid-request.
+        waiting = ([c for c in waiting if now - c.since >= MIN_IDLE_TO_EVICT_S]
+                   + [c for c in waiting if now - c.since < MIN_IDLE_TO_EVICT_S])
+        for conn in waiting:
+            if _fd(conn.sock) < 0:  # closed already: its slot is free
+                self._conns.pop(id(conn.sock), None)
+                return
+            try:
+                readable, _, _ = select.select([conn.sock], [], [], 0)
+            except (OSError, ValueError):
+                readable = []
+            if readable:
+                continue
+            try:
+                conn.sock.shutdown(socket.SHUT_RDWR)  # its thread's read returns; it ends
+            except OSError:
+                pass
+            self._conns.pop(id(conn.sock), None)
             return
-        _, oldest = min(idle, key=lambda pair: pair[0])
-        try:
-            oldest.shutdown(socket.SHUT_RDWR)  # its thread's read returns; it ends
-        except OSError:
-            pass
-        self._conns.pop(oldest, None)
+
+    def finish_request(self, request, client_address):
+        if self.ssl_context is not None:  # the handshake here, in this connection's thread
+            request.settimeout(HANDSHAKE_TIMEOUT_S)
+            try:
+                wrapped = self.ssl_context.wrap_socket(request, server_side=True)
+            except (OSError, ssl.SSLError):
+                return  # not TLS, or too slow to start: nothing to answer
+            with self._conn_lock:
+                conn = self._conns.get(id(request))
+                if conn is not None:
+                    self._aliases[id(wrapped)] = conn
+            request = wrapped
+        super().finish_request(request, client_address)
 
     def process_request_thread(self, request, client_address):
         try:
             super().process_request_thread(request, client_address)
         finally:
             with self._conn_lock:
-                self._conns.pop(request, None)
+                conn = self._conns.pop(id(request), None)
+                for key in [k for k, c in self._aliases.items() if c is conn]:
+                    del self._aliases[key]
             app = getattr(self, "app", None)
             if app is not None:
                 app.store.release()
+
+
+def _fd(sock) -> int:
+    try:
+        return sock.fileno()
+    except (OSError, ValueError):
+        return -1
+
+
+def _refuse(sock) -> None:
+    """The 503, from the accept loop: nothing here may wait on the client."""
+    try:
+        sock.setblocking(False)
+        sock.send(BUSY)
+        try:
+            sock.recv(65536)  # whatever request already arrived: closing then sends no reset
+        except OSError:
+            pass
+        sock.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass

@@ -81,10 +81,13 @@ class Handler(BaseHTTPRequestHandler):
         super().handle_one_request()
 
     def parse_request(self) -> bool:
+        """The request line and headers; from here on the connection is busy (until then a
+        slow or silent client may be closed to make room)."""
+        ok = super().parse_request()
         busy = getattr(self.server, "connection_busy", None)
-        if busy is not None:
+        if ok and busy is not None:
             busy(self.connection)
-        return super().parse_request()
+        return ok
 
     def do_GET(self):
         self._dispatch("GET")
@@ -173,7 +176,16 @@ class Handler(BaseHTTPRequestHandler):
         raise HTTPError(404, f"Nothing at {path}.")
 
     def _check_host(self) -> None:
-        """Only Host names this server answers to (DNS rebinding): 400, 421 behind TLS."""
+        """Only Host names this server answers to (DNS rebinding): 400, 421 behind TLS. One
+        Host header, and no Transfer-Encoding (a body Potato would not read is refused rather
+        than left on the connection to be parsed as the next request)."""
+        if self.headers.get("Transfer-Encoding"):
+            self.close_connection = True
+            raise HTTPError(411, "Send the body with a Content-Length header (Potato reads no "
+                                 "Transfer-Encoding).")
+        if len(self.headers.get_all("Host") or []) > 1:
+            self.close_connection = True
+            raise HTTPError(400, "The request has more than one Host header.")
         if not safety.host_allowed(self.headers.get("Host"), self.app.allowed_hosts):
             host = safety.host_of(self.headers.get("Host"))[:100]
             raise HTTPError(421 if self.app.tls else 400,
@@ -359,11 +371,14 @@ class Handler(BaseHTTPRequestHandler):
             return
         with open(path, "rb") as f:
             f.seek(start)
-            while True:
-                block = f.read(1 << 20)
-                if not block:
+            left = size - start  # exactly what Content-Length said, even if the file grows
+            while left > 0:
+                block = f.read(min(left, 1 << 20))
+                if not block:  # the file shrank under us: the promised length cannot be kept
+                    self.close_connection = True
                     break
                 self.wfile.write(block)
+                left -= len(block)
                 if on_progress is not None:
                     on_progress()
 

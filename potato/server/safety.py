@@ -33,6 +33,12 @@ def _finite(text: str) -> float:
     return value
 
 
+def _int(text: str) -> int:
+    if len(text.lstrip("-")) > 30:
+        raise BadInput("the integer %s... has more digits than any count Potato uses" % text[:20])
+    return int(text)
+
+
 def _check_tree(value: Any, depth: int = 0) -> None:
     if depth > MAX_JSON_DEPTH:
         raise BadInput("it is nested more than %d levels deep" % MAX_JSON_DEPTH)
@@ -66,11 +72,14 @@ def parse_json(raw: bytes) -> Any:
         elif ch in "]}":
             depth -= 1
     try:
-        value = json.loads(text or "null", parse_constant=_no_constant, parse_float=_finite)
+        value = json.loads(text or "null", parse_constant=_no_constant, parse_float=_finite,
+                           parse_int=_int)
     except json.JSONDecodeError as e:
         raise BadInput(str(e))
     except RecursionError:
         raise BadInput("it is nested too deeply")
+    except ValueError as e:  # e.g. an integer too long to convert
+        raise BadInput(str(e)[:200])
     _check_tree(value)
     return value
 

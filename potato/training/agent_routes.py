@@ -119,7 +119,7 @@ def _run_routes(app, manager, authorize) -> None:
         start = 0
         rng = h.headers.get("Range")
         if rng:
-            m = re.fullmatch(r"bytes=(\d+)-", rng.strip())
+            m = re.fullmatch(r"bytes=(\d{1,18})-", rng.strip())
             if not m or int(m.group(1)) >= size:
                 raise HTTPError(416, "Range %s cannot be served (the bundle has %d bytes)."
                                 % (rng, size), {"Content-Range": "bytes */%d" % size})

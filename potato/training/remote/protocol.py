@@ -185,14 +185,19 @@ def dumps(event):
     return json.dumps(event, separators=(",", ":"), sort_keys=True)
 
 
+MAX_LINE = 1 << 20  # an event line longer than this is not an event
+
+
 def parse(line):
     """The event on one line, or None for a line that is not an event (stray output)."""
     line = line.strip()
     if not line.startswith("{"):
         return None
+    if len(line) > MAX_LINE:
+        return None
     try:
         event = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # garbage, or nesting deep enough to overflow
         return None
     if not isinstance(event, dict) or event.get("type") not in TYPES:
         return None

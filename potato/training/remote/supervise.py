@@ -92,10 +92,10 @@ def run_worker(argv, env, stderr_path, on_event, should_cancel=lambda: False,
     with open(stderr_path, "ab") as err:
         proc = procs.spawn(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
                            stdout=subprocess.PIPE, stderr=err)
-    lines = queue.Queue()
+    lines = queue.Queue(maxsize=10000)  # a flood of output waits for us: bounded memory
 
     def reader():
-        for raw in iter(proc.stdout.readline, b""):
+        for raw in iter(lambda: proc.stdout.readline(events.MAX_LINE + 2), b""):
             lines.put(raw.decode("utf-8", "replace"))
         lines.put(None)
 
@@ -120,34 +120,49 @@ def run_worker(argv, env, stderr_path, on_event, should_cancel=lambda: False,
         out.note(event)
         on_event(event)
 
-    while True:
-        eof = _drain(lines, handle, tick) or eof
-        now = time.monotonic()
-        if proc.poll() is not None and (eof or not t.is_alive()):
-            break
-        if eof and proc.poll() is None:
-            # stdout closed but the child lives on: wait for it without busy-looping
-            try:
-                proc.wait(timeout=tick)
-            except subprocess.TimeoutExpired:
-                pass
-        if should_cancel():
-            stop("cancelled")
-        if max_wall_seconds is not None and now - started > max_wall_seconds:
-            stop("wall_clock")
-        if max_rss_mb is not None:
-            used = rss_mb(proc.pid)
-            out.peak_rss_mb = max(out.peak_rss_mb, used)
-            if used > max_rss_mb:
-                out.stopped = out.stopped or "memory"
+    try:
+        while True:
+            eof = _drain(lines, handle, tick) or eof
+            now = time.monotonic()
+            if proc.poll() is not None and (eof or not t.is_alive()):
+                break
+            if eof and proc.poll() is None:
+                # stdout closed but the child lives on: wait for it without busy-looping
+                try:
+                    proc.wait(timeout=tick)
+                except subprocess.TimeoutExpired:
+                    pass
+            if should_cancel():
+                stop("cancelled")
+            if max_wall_seconds is not None and now - started > max_wall_seconds:
+                stop("wall_clock")
+            if max_rss_mb is not None:
+                used = rss_mb(proc.pid)
+                out.peak_rss_mb = max(out.peak_rss_mb, used)
+                if used > max_rss_mb:
+                    out.stopped = out.stopped or "memory"
+                    _signal_group(proc, signal.SIGKILL)
+            if term_sent is not None and now - term_sent > grace_seconds:
                 _signal_group(proc, signal.SIGKILL)
-        if term_sent is not None and now - term_sent > grace_seconds:
-            _signal_group(proc, signal.SIGKILL)
-        if on_tick is not None:
-            on_tick()
-    t.join(timeout=5)
-    # Whatever the worker started must not outlive it.
-    _signal_group(proc, signal.SIGKILL)
+            if on_tick is not None:
+                on_tick()
+        while not eof and (t.is_alive() or not lines.empty()):  # the last lines, then EOF
+            eof = _drain(lines, handle, tick)
+    finally:
+        # Whatever happened here (a bad line, a failing callback), the worker and whatever it
+        # started must not outlive the supervision, and the reader must not wait on a full queue.
+        _signal_group(proc, signal.SIGKILL)
+        deadline = time.monotonic() + 5
+        while t.is_alive() and time.monotonic() < deadline:
+            try:
+                lines.get(timeout=0.1)
+            except queue.Empty:
+                pass
+        t.join(timeout=1)
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
     proc.stdout.close()
     out.returncode = proc.returncode
     out.stderr_tail = tail(stderr_path)

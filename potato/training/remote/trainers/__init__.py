@@ -143,7 +143,10 @@ def coerce(param, value):
     if kind is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ParamError("%s must be a number, not %r" % (param.name, value))
-        value = float(value)
+        try:
+            value = float(value)
+        except OverflowError:
+            raise ParamError("%s is too large a number" % param.name)
         if not math.isfinite(value):
             raise ParamError("%s must be a finite number, not %r" % (param.name, value))
     if kind is str and not isinstance(value, str):
