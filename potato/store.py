@@ -68,6 +68,9 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
 
+MAX_SESSIONS_PER_NAME = 20
+
+
 def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
@@ -293,6 +296,11 @@ class Store:
             db.execute("DELETE FROM sessions WHERE expires_at < ?", (now,))
             db.execute("INSERT INTO sessions(token_hash, kind, name, expires_at) VALUES (?,?,?,?)",
                        (token_hash(token), kind, name, now + ttl_s))
+            # at most MAX_SESSIONS_PER_NAME per name: logging in again and again grows nothing
+            db.execute("DELETE FROM sessions WHERE kind=? AND name=? AND token_hash NOT IN "
+                       "(SELECT token_hash FROM sessions WHERE kind=? AND name=? ORDER BY "
+                       "expires_at DESC LIMIT ?)", (kind, name, kind, name,
+                                                    MAX_SESSIONS_PER_NAME))
 
     def session(self, token: str, kind: str) -> Optional[str]:
         row = self.conn().execute(

@@ -211,8 +211,15 @@ class Handler(BaseHTTPRequestHandler):
     def is_admin(self) -> bool:
         key = self.app.config.admin_api_key
         given = self.headers.get("X-API-Key")
-        if key and given is not None and hmac.compare_digest(given.encode(), key.encode()):
-            return True
+        if key and given is not None:
+            client = self.client_address[0] if self.client_address else ""
+            wait = self.app.login_limiter.retry_after(client)
+            if wait:
+                raise HTTPError(429, "Too many wrong admin keys from this address; try again "
+                                     "in %d s." % wait, {"Retry-After": str(wait)})
+            if hmac.compare_digest(given.encode("utf-8", "replace"), key.encode()):
+                return True
+            self.app.login_limiter.failed(client)
         token = self.cookie("potato_admin")
         if token and self.app.store.session(token, "admin") == self.app.admin_session_name:
             return True  # a session made under the current admin_api_key, not an older one

@@ -26,7 +26,7 @@ def _field(value: Any) -> Any:
     if isinstance(value, bool) or value is None:
         return esc("" if value is None else value)
     if isinstance(value, (int, float)):
-        return value if math.isfinite(value) else "?"  # numbers keep their format specs
+        return value if math.isfinite(value) else 0  # numbers keep their format specs
     return esc(value)
 
 

@@ -165,7 +165,7 @@ class LoginLimiter:
     """At most ``limit`` failed admin logins per client address in ``window_s``; bounded
     memory (the oldest addresses are forgotten first)."""
 
-    def __init__(self, limit: int = 5, window_s: float = 60.0, max_clients: int = 4096):
+    def __init__(self, limit: int = 10, window_s: float = 60.0, max_clients: int = 4096):
         self.limit, self.window_s, self.max_clients = limit, window_s, max_clients
         self._failures: Dict[str, List[float]] = {}
         self._lock = threading.Lock()

@@ -1,5 +1,6 @@
-"""Backend-neutral training engine, and the code that runs on remote hosts.
+"""Training: the server side (queue, run states, the trust boundary, backends, pages, API) and,
+in ``potato.training.remote``, the code that travels to where runs execute.
 
-Modules that travel to remote hosts (agent, worker, events, bundle reading, trainers' registry,
-GPU and SLURM helpers) import only the standard library of Python 3.8 at module level.
+This file and the entry points ``agent.py`` and ``worker.py`` are shipped with ``remote/``:
+they import only the standard library of Python 3.8 and ``potato.training.remote``.
 """

@@ -10,6 +10,7 @@ import hmac
 import json
 import os
 import re
+import socket
 import threading
 import time
 from urllib.parse import unquote
@@ -27,6 +28,33 @@ CLAIM_MAX_BYTES = 64 << 10  # request size caps, per endpoint
 EVENTS_MAX_BYTES = 8 << 20
 RESULT_MAX_BYTES = 1 << 20
 EVENTS_PER_REPORT = 10000
+
+
+ARTIFACTS_TOTAL_FILES_FACTOR = 4  # a run's model files together: 4 x max_artifact_mb
+
+
+def _artifact_path(root: str, rel: str) -> str:
+    """A model file's place under artifacts/, or a 400: relative, no .., no NUL, no control
+    characters, parts of at most 200 characters, at most 20 levels."""
+    parts = [p for p in rel.replace("\\", "/").split("/") if p not in ("", ".")]
+    bad = (not parts or ".." in parts or rel.startswith("/") or len(parts) > 20
+           or any(len(p.encode("utf-8", "replace")) > 200 for p in parts)
+           or any(ord(c) < 0x20 or c == "\x7f" for c in rel))
+    if bad:
+        raise HTTPError(400, "path %r is not a relative path inside artifacts/ (parts of at most "
+                             "200 characters, no control characters)." % rel[:200])
+    return os.path.join(root, *parts)
+
+
+def _tree_size(root: str) -> int:
+    total = 0
+    for folder, _, files in os.walk(root):
+        for name in files:
+            try:
+                total += os.path.getsize(os.path.join(folder, name))
+            except OSError:
+                pass
+    return total
 
 
 def add_routes(app, manager) -> None:
@@ -49,8 +77,9 @@ def _authorizer(manager):
         if remote is None:  # one answer whether or not the run exists: a token learns nothing
             raise HTTPError(410, "Run %s is not active on a remote backend: no agent may report "
                                  "for it now." % run_id)
-        if not hmac.compare_digest(given, remote.token_hash):
-            raise HTTPError(403, "This token is not the token of run %s." % run_id)
+        if not hmac.compare_digest(given, remote.token_hash):  # the same answer as inactive:
+            raise HTTPError(410, "Run %s is not active on a remote backend: no agent may "  # no
+                                 "report for it now." % run_id)  # oracle for other tokens
         return ctx, remote
 
     return authorize
@@ -139,10 +168,14 @@ def _run_routes(app, manager, authorize) -> None:
         # passing the older ones first would make the run show stale progress.
         newest = max((i for i, e in enumerate(batch)
                       if isinstance(e, dict) and e.get("type") == "progress"), default=-1)
-        for i, event in enumerate(batch):
-            if isinstance(event, dict) and event.get("type") == "progress" and i != newest:
-                continue
-            ctx.on_event(event)  # checked there (boundary.event), for every backend alike
+        batch = [e for i, e in enumerate(batch)
+                 if not (isinstance(e, dict) and e.get("type") == "progress" and i != newest)]
+        many = getattr(ctx.on_event, "many", None)
+        if many is not None:
+            many(batch)  # checked there (boundary.event), as for every backend, in one go
+        else:
+            for event in batch:
+                ctx.on_event(event)
         h.send_json({"cancel": ctx.cancel.is_set(), "grace_seconds": ctx.grace_seconds})
 
 
@@ -167,26 +200,31 @@ def _upload_routes(app, manager, authorize) -> None:
             offset = int((h.query.get("offset") or ["0"])[0])
         except ValueError:
             raise HTTPError(400, "offset must be a number.")
-        parts = [p for p in rel.replace("\\", "/").split("/") if p not in ("", ".")]
-        if not parts or ".." in parts or rel.startswith("/"):
-            raise HTTPError(400, "path %r is not a relative path inside artifacts/." % rel)
-        dest = os.path.join(ctx.paths.artifacts, *parts)
-        os.makedirs(os.path.dirname(dest), exist_ok=True)
-        have = os.path.getsize(dest) if os.path.exists(dest) else 0
+        dest = _artifact_path(ctx.paths.artifacts, rel)
+        have = os.path.getsize(dest) if os.path.isfile(dest) else 0
         if offset != have:
             raise HTTPError(409, "%s has %d bytes here, not %d: resume from %d."
                             % (rel, have, offset, have))
-        limit = int(manager.cfg.model_training.backends[ctx.run["backend"]].max_artifact_mb
-                    * 1024 * 1024)
+        per_file = int(manager.cfg.model_training.backends[ctx.run["backend"]].max_artifact_mb
+                       * 1024 * 1024)
+        left = per_file * ARTIFACTS_TOTAL_FILES_FACTOR - _tree_size(ctx.paths.artifacts)
         remote.seen()
         h.connection.settimeout(COPY_STALL_S)
         try:
-            n = h.append_body_to(dest, limit - offset, "max_artifact_mb")
-        except OSError as e:  # socket.timeout is an OSError
+            os.makedirs(os.path.dirname(dest), mode=0o700, exist_ok=True)
+            n = h.append_body_to(dest, min(per_file - offset, left),
+                                 "max_artifact_mb (each file; a run's files together: %d times "
+                                 "that)" % ARTIFACTS_TOTAL_FILES_FACTOR)
+        except socket.timeout as e:
             remote.copy_error = copy_stalled(remote.host, COPY_STALL_S)
             ctx.log("%s (%s: %s)" % (remote.copy_error, rel, e))
             h.close_connection = True
             return
+        except (FileExistsError, NotADirectoryError, IsADirectoryError):
+            raise HTTPError(409, "%s clashes with another model file (a file where a folder "
+                                 "is, or the other way round)." % rel)
+        except OSError as e:  # a full disk, a name the file system refuses
+            raise HTTPError(507, "The server could not store %s: %s." % (rel, e.strerror or e))
         remote.seen()
         h.send_json({"ok": True, "bytes": offset + n})
 

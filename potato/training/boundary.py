@@ -210,12 +210,17 @@ def predictions(lines, splits: Dict[str, str],
                 schemas: Dict[str, Dict[str, Any]]) -> Tuple[List[Dict[str, Any]], Optional[str]]:
     """(valid rows, None) or ([], the reason): the first bad line and how many are bad. One bad
     row rejects the file: a run whose output is partly wrong writes back nothing."""
-    rows, bad, first = [], 0, None
+    rows, bad, first, seen = [], 0, None, set()
     for n, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
-            rows.append(prediction(_json_line(line), splits, schemas))
+            row = prediction(_json_line(line), splits, schemas)
+            if (row["id"], row["scheme"]) in seen:
+                raise Invalid("item %s has a second prediction for %s" % (row["id"],
+                                                                          row["scheme"]))
+            seen.add((row["id"], row["scheme"]))
+            rows.append(row)
         except Invalid as e:
             bad += 1
             if first is None:

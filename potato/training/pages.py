@@ -76,8 +76,8 @@ def _series(history) -> Dict[str, List]:
         if not isinstance(e, dict):
             continue
         epoch, value = _num(e.get("epoch")), _num(e.get("value"))
-        if epoch is None or value is None:
-            continue
+        if epoch is None or value is None or abs(epoch) > 1e6 or abs(value) > 1e9:
+            continue  # not a point a chart can draw (the boundary refuses these now)
         name = str(e.get("name", ""))[:100]
         if e.get("split"):
             name = "%s (%s)" % (name, str(e["split"])[:40])

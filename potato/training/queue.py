@@ -21,7 +21,8 @@ from potato.store import Store
 from potato.training.remote import bundle as bundle_mod
 from potato.training.remote import trainers
 from potato.training.backends import Outcome, RunContext, make_backends
-from potato.training import autoretrain, boundary, ingest, prepare, report, runlog
+from potato.training import autoretrain, ingest, prepare, report, runlog
+from potato.training.intake import RunEvents
 from potato.training.ingest import PredictionsError, read_predictions, write_back
 from potato.training.remote.paths import RunPaths, write_json
 from potato.training.tokens import AgentTokens
@@ -30,7 +31,6 @@ from potato.training.runs import TERMINAL, RequestError, RunStore
 log = logging.getLogger("potato.training")
 
 RESTARTED = "the server restarted during the run"
-EVENTS_MAX_BYTES = 8 << 20
 DISABLED = "training is disabled (model_training.enabled: false)"
 SUPPORTED_TYPES = ("local", "ssh", "slurm", "agent")
 
@@ -73,55 +73,6 @@ class QueueLock:
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
-
-
-class RunEvents:
-    """The one door for what a run reports, from any backend: each event is checked
-    (boundary.event), then recorded: the step, progress, metrics, the log, events.jsonl."""
-
-    def __init__(self, manager: "Manager", run_id: str, paths: RunPaths, set_step):
-        self.manager, self.run_id, self.paths, self.set_step = manager, run_id, paths, set_step
-        self.last_progress = 0.0
-        self.dropped = 0
-        self.written = 0
-
-    def __call__(self, raw: Dict[str, Any]) -> None:
-        try:
-            event = boundary.event(raw)
-        except boundary.Invalid as e:
-            self.dropped += 1
-            if self.dropped <= 20:
-                self.log("warning: dropped an event that does not fit the protocol: %s%s" % (
-                    e, " (further ones are dropped silently)" if self.dropped == 20 else ""))
-            return
-        kind = event["type"]
-        line = json.dumps(event) + "\n"
-        if kind == "result" or (kind != "progress" and self.written < EVENTS_MAX_BYTES):
-            self.written += len(line)  # events.jsonl stays bounded; the result always fits
-            with open(self.paths.events, "a", encoding="utf-8") as f:
-                f.write(line)
-        self.record(event)
-
-    def log(self, message: str) -> None:
-        self.manager._log(self.run_id, message)
-
-    def record(self, event: Dict[str, Any]) -> None:
-        kind, now, runs = event["type"], time.time(), self.manager.runs
-        if kind == "status":
-            self.set_step(event["message"])
-        elif kind == "progress":
-            if now - self.last_progress >= 0.25 or event["current"] == event.get("total"):
-                self.last_progress = now
-                runs.update(self.run_id, progress=event, heartbeat_at=now)
-        elif kind == "metric":
-            runs.append_history(self.run_id, event)
-            self.log("metric %s = %s%s" % (event["name"], event["value"], " (epoch %s)"
-                                            % event["epoch"] if "epoch" in event else ""))
-        elif kind in ("log", "error"):
-            self.log("%s: %s" % (event.get("level", "error" if kind == "error" else "info"),
-                                 event["message"]))
-        elif kind == "artifact":
-            self.log("artifact %s (%s bytes)" % (event["path"], event.get("bytes")))
 
 
 class Manager:

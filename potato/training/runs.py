@@ -124,11 +124,12 @@ class RunStore:
                              "('success','error','cancelled')" % sets, values + [run_id])
             return cur.rowcount == 1
 
-    def append_history(self, run_id, event):
+    def append_history(self, run_id, *events):
+        """Add metric events to a run's chart (the newest 500 are kept), in one transaction."""
         with self.store.tx() as db:
             row = db.execute("SELECT history FROM runs WHERE run_id=?", (run_id,)).fetchone()
             history = json.loads(row[0]) if row else []
-            history.append(event)
+            history.extend(events)
             db.execute("UPDATE runs SET history=? WHERE run_id=?", (json.dumps(history[-500:]),
                                                                     run_id))
 

@@ -1,0 +1,86 @@
+"""The one door for what a run reports, from any backend (the local worker's stdout, an agent's
+reports over HTTP, a SLURM job's events.jsonl): every event is checked (``boundary.event``), then
+recorded — the step, progress, metrics for the chart, the run log, and events.jsonl (bounded)."""
+
+import json
+import time
+from typing import Any, Dict
+
+from potato.training import boundary
+from potato.training.remote.paths import RunPaths
+
+EVENTS_MAX_BYTES = 8 << 20
+RESULT_ROOM = 1 << 20  # past the cap, a result event still fits once
+
+
+class RunEvents:
+    """The one door for what a run reports, from any backend: each event is checked
+    (boundary.event), then recorded: the step, progress, metrics, the log, events.jsonl."""
+
+    def __init__(self, manager, run_id: str, paths: RunPaths, set_step):
+        self.manager, self.run_id, self.paths, self.set_step = manager, run_id, paths, set_step
+        self.last_progress = 0.0
+        self.dropped = 0
+        self.written = 0
+        self._logs = None  # while a batch is handled: its log lines and metrics, written once
+        self._metrics = None
+
+    def many(self, batch) -> None:
+        """A report's events: each checked and recorded, with one log write and one history
+        transaction for the whole report (an agent may send thousands at once)."""
+        self._logs, self._metrics = [], []
+        try:
+            for raw in batch:
+                self(raw)
+        finally:
+            logs, metrics = self._logs, self._metrics
+            self._logs = self._metrics = None
+            if metrics:
+                self.manager.runs.append_history(self.run_id, *metrics)
+            if logs:
+                self.manager._log(self.run_id, "\n".join(logs))
+
+    def __call__(self, raw: Dict[str, Any]) -> None:
+        try:
+            event = boundary.event(raw)
+        except boundary.Invalid as e:
+            self.dropped += 1
+            if self.dropped <= 20:
+                self.log("warning: dropped an event that does not fit the protocol: %s%s" % (
+                    e, " (further ones are dropped silently)" if self.dropped == 20 else ""))
+            return
+        kind = event["type"]
+        line = json.dumps(event) + "\n"
+        room = EVENTS_MAX_BYTES + (RESULT_ROOM if kind == "result" else 0)
+        if kind != "progress" and self.written + len(line) <= room:
+            self.written += len(line)  # events.jsonl stays bounded; a result has extra room
+            with open(self.paths.events, "a", encoding="utf-8") as f:
+                f.write(line)
+        self.record(event)
+
+    def log(self, message: str) -> None:
+        if self._logs is not None:
+            self._logs.append(message)
+        else:
+            self.manager._log(self.run_id, message)
+
+    def record(self, event: Dict[str, Any]) -> None:
+        kind, now, runs = event["type"], time.time(), self.manager.runs
+        if kind == "status":
+            self.set_step(event["message"])
+        elif kind == "progress":
+            if now - self.last_progress >= 0.25 or event["current"] == event.get("total"):
+                self.last_progress = now
+                runs.update(self.run_id, progress=event, heartbeat_at=now)
+        elif kind == "metric":
+            if self._metrics is not None:
+                self._metrics.append(event)
+            else:
+                runs.append_history(self.run_id, event)
+            self.log("metric %s = %s%s" % (event["name"], event["value"], " (epoch %s)"
+                                            % event["epoch"] if "epoch" in event else ""))
+        elif kind in ("log", "error"):
+            self.log("%s: %s" % (event.get("level", "error" if kind == "error" else "info"),
+                                 event["message"]))
+        elif kind == "artifact":
+            self.log("artifact %s (%s bytes)" % (event["path"], event.get("bytes")))
