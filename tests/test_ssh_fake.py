@@ -263,6 +263,13 @@ def test_keep_remote(tmp_path, serve, fake_host):
     assert run["status"] == "success"
     [job] = job_dirs(remote_root(fake_host), run["run_id"])
     assert os.path.exists(os.path.join(job, "stderr.log"))
+    # the host never saw the answers it is scored against: no test label left the server
+    with open(os.path.join(job, "bundle", "items.jsonl")) as f:
+        shipped = [json.loads(line) for line in f]
+    test_items = [it for it in shipped if it["split"] == "test"]
+    assert len(test_items) > 50 and all(it["labels"] == {} for it in test_items)
+    assert any(it["labels"] for it in shipped if it["split"] == "train")
+    assert run["holdout"]["n"] == len(test_items)  # scored on the server's own copy
     local = tmp_path / "annotation_output" / "training" / "runs" / run["run_id"] / "artifacts"
     assert (local / "sentiment.naive-bayes.json").is_file()
 

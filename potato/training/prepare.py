@@ -36,7 +36,8 @@ def prepare(cfg: Config, store: Store, run: Dict[str, Any], paths: RunPaths, loc
         labels.setdefault(r[0], {}).setdefault(r[1], []).append(json.loads(r[2]))
     manifest = bundle_mod.build(paths.bundle, items, labels, schemas,
                                 (mt.splits.train, mt.splits.val, mt.splits.test),
-                                mt.split_seed, mt.writeback.include_unlabeled)
+                                mt.split_seed, mt.writeback.include_unlabeled,
+                                heldout=None if local else paths.heldout)
     c = manifest["counts"]
     log("bundle: %d train, %d val, %d test, %d unlabeled items; ties skipped: %s" % (
         c["train"], c["val"], c["test"], c["unlabeled"], manifest["ties_skipped"]))

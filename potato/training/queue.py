@@ -364,7 +364,8 @@ class Manager:
             predictions = read_predictions(paths.predictions, b)
         except PredictionsError as e:
             return {"error": "The run finished but its predictions cannot be used: %s." % e}
-        holdout = report.holdout_report(predictions, b.items, b.schemas)
+        holdout = report.holdout_report(predictions, _with_heldout(b.items, paths.heldout),
+                                        b.schemas)
         wb = write_back(self.store, self.cfg, run["run_id"], predictions, holdout)
         for scheme, why in wb["kept_in_use"].items():
             self._log(run["run_id"], "%s: %s" % (scheme, why))
@@ -388,6 +389,15 @@ class Manager:
 
     def _auto_retrain_tick(self) -> None:
         autoretrain.tick(self)
+
+
+def _with_heldout(items, path: str):
+    """The bundle's items with the test labels a remote run was not given, back in place."""
+    held = {row.get("id"): row.get("labels") or {} for row in _read_lines(path)}
+    if not held:
+        return items
+    return [dict(it, labels=held.get(it["id"], it["labels"])) if it["split"] == "test" else it
+            for it in items]
 
 
 def _read_lines(path: str):

@@ -14,6 +14,7 @@ import shutil
 import sys
 import tempfile
 import threading
+import time
 from typing import Optional
 
 import potato
@@ -24,6 +25,8 @@ NAME = "potato_annotation-%s-py3-none-any.whl" % potato.__version__
 URL_PATH = "/agent/v1/" + NAME
 PROJECT_FILES = ("pyproject.toml", "setup.cfg", "README.md")
 _lock = threading.Lock()
+_failures = {}  # folder -> (when, why) of the last failed build
+RETRY_AFTER_FAILURE_S = 60
 
 
 class WheelError(Exception):
@@ -77,11 +80,18 @@ def wheel_path(output_dir: str, timeout: float = 300) -> str:
     path = os.path.join(folder, NAME)
     stamp = path + ".source"
     with _lock:
+        failed = _failures.get(folder)
+        if failed and time.monotonic() - failed[0] < RETRY_AFTER_FAILURE_S:
+            raise WheelError(failed[1])  # a public route must not rebuild on every request
         digest = _source_digest()
         if os.path.isfile(path) and _read(stamp) == digest:
             return path
         os.makedirs(folder, mode=0o700, exist_ok=True)
-        _build(folder, timeout)
+        try:
+            _build(folder, timeout)
+        except WheelError as e:
+            _failures[folder] = (time.monotonic(), str(e))
+            raise
         if not os.path.isfile(path):
             raise WheelError("The build made no %s." % NAME)
         with open(stamp, "w") as f:

@@ -52,12 +52,15 @@ def majority(labels):
 
 
 def build(dest, items, labels, schemas, fractions=(0.7, 0.15, 0.15), seed=0,
-          include_unlabeled=False):
+          include_unlabeled=False, heldout=None):
     """Write a bundle into ``dest``; returns its manifest.
 
     ``items``: iterable of (id, text); ``labels``: {item_id: {scheme: [label, ...]}} (one entry
-    per annotator); ``schemas``: {name: {"type": ..., "labels": [...]}}.
+    per annotator); ``schemas``: {name: {"type": ..., "labels": [...]}}. With ``heldout`` (a
+    path), the test split's labels go there instead of into the bundle: a machine that runs the
+    trainer never sees the answers it is scored against.
     """
+    held = open(heldout, "w", encoding="utf-8") if heldout else None
     os.makedirs(dest, exist_ok=True)
     names = list(schemas)
     counts = dict((s, 0) for s in SPLITS)
@@ -91,11 +94,16 @@ def build(dest, items, labels, schemas, fractions=(0.7, 0.15, 0.15), seed=0,
             else:
                 continue
             counts[split] += 1
+            if held is not None and split == "test":
+                held.write(json.dumps({"id": item_id, "labels": agreed}) + "\n")
+                agreed = {}
             line = json.dumps({"id": item_id, "text": text, "split": split, "labels": agreed},
                               ensure_ascii=False) + "\n"
             data = line.encode("utf-8")
             sha.update(data)
             out.write(line)
+    if held is not None:
+        held.close()
     manifest = {
         "version": BUNDLE_VERSION,
         "schemas": schemas,

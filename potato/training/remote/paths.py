@@ -61,6 +61,11 @@ class RunPaths:
         return os.path.join(self.root, "bundle")
 
     @property
+    def heldout(self):
+        """The test split's human labels, kept on the server for a remote run (never shipped)."""
+        return os.path.join(self.root, "heldout.jsonl")
+
+    @property
     def bundle_archive(self):
         return os.path.join(self.root, "bundle.tar.gz")
 
