@@ -84,6 +84,23 @@ def _drain(lines, handle, tick):
     return True
 
 
+def _end(proc, lines, reader):
+    """Whatever happened (a bad line, a failing callback), the worker and whatever it started
+    do not outlive the supervision, and the reader does not wait on a full queue."""
+    _signal_group(proc, signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while reader.is_alive() and time.monotonic() < deadline:
+        try:
+            lines.get(timeout=0.1)
+        except queue.Empty:
+            pass
+    reader.join(timeout=1)
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+
+
 def run_worker(argv, env, stderr_path, on_event, should_cancel=lambda: False,
                max_wall_seconds=None, grace_seconds=20.0, max_rss_mb=None, tick=0.5,
                on_tick=None, cwd=None):
@@ -149,20 +166,7 @@ def run_worker(argv, env, stderr_path, on_event, should_cancel=lambda: False,
         while not eof and (t.is_alive() or not lines.empty()):  # the last lines, then EOF
             eof = _drain(lines, handle, tick)
     finally:
-        # Whatever happened here (a bad line, a failing callback), the worker and whatever it
-        # started must not outlive the supervision, and the reader must not wait on a full queue.
-        _signal_group(proc, signal.SIGKILL)
-        deadline = time.monotonic() + 5
-        while t.is_alive() and time.monotonic() < deadline:
-            try:
-                lines.get(timeout=0.1)
-            except queue.Empty:
-                pass
-        t.join(timeout=1)
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
+        _end(proc, lines, t)
     proc.stdout.close()
     out.returncode = proc.returncode
     out.stderr_tail = tail(stderr_path)
