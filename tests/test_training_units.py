@@ -11,7 +11,7 @@ from potato.training.remote import bundle
 from potato.training.remote import protocol as events
 from potato.training.remote import trainers
 from potato.training.remote import worker
-from potato.training.ingest import score
+from potato.training.report import holdout_report
 from potato.training.remote.trainers.calibrate import fit_platt, threshold_for
 from potato.training.remote.trainers.naive_bayes import Model
 
@@ -123,9 +123,11 @@ def test_score_accuracy_and_macro_f1():
     preds = [{"id": i, "scheme": "s", "split": "test", "label": lab}
              for i, lab in [("1", "x"), ("2", "x"), ("3", "y"), ("4", "y")]]
     gold = {"1": {"s": "x"}, "2": {"s": "y"}, "3": {"s": "y"}, "4": {"s": "y"}}
-    out = score(preds, gold, {"s": {"type": "radio", "labels": ["x", "y"]}})
+    items = [{"id": i, "split": "test", "labels": labels} for i, labels in gold.items()]
+    out = holdout_report(preds, items, {"s": {"type": "radio", "labels": ["x", "y"]}})
     # x: tp1 fp1 fn0 -> f1 2/3; y: tp2 fp0 fn1 -> f1 0.8
-    assert out == {"n": 4, "accuracy": 0.75, "macro_f1": round((2 / 3 + 0.8) / 2, 4)}
+    assert (out["n"], out["accuracy"], out["macro_f1"]) == (4, 0.75,
+                                                             round((2 / 3 + 0.8) / 2, 4))
 
 
 def test_naive_bayes_learns_and_calibrates():

@@ -1,6 +1,6 @@
 """What the server does with a finished run's predictions, whatever backend produced them:
-the held-out score (test split against the human labels in the run's bundle) and write-back
-(predictions become the items' model suggestions)."""
+read them (checked by ``boundary``), keep them, and put them in use (write-back: predictions
+become the items' model suggestions). The held-out report is ``report.holdout_report``."""
 
 import json
 import os
@@ -26,48 +26,6 @@ def read_predictions(path: str, bundle) -> List[Dict[str, Any]]:
     if problem:
         raise PredictionsError(problem)
     return rows
-
-
-def _key(label):
-    return tuple(label) if isinstance(label, list) else label
-
-
-def score(predictions, gold: Dict[str, Dict[str, Any]], schemas: Dict[str, Dict[str, Any]]):
-    """{n, accuracy, macro_f1} over test-split predictions that have a human label.
-
-    With several schemes, the top-level figures average the schemes and ``per_scheme`` holds
-    each one. Multiselect accuracy is exact match; its F1 is per label (present/absent).
-    """
-    per = {}
-    for scheme, info in schemas.items():
-        pairs = [(p["label"], gold[p["id"]][scheme]) for p in predictions
-                 if p["scheme"] == scheme and p["split"] == "test"
-                 and scheme in gold.get(p["id"], {})]
-        if not pairs:
-            continue
-        acc = sum(1 for pred, g in pairs if _key(pred) == _key(g)) / len(pairs)
-        f1s = []
-        for label in info["labels"]:
-            if info["type"] == "multiselect":
-                tp = sum(1 for pr, g in pairs if label in pr and label in g)
-                fp = sum(1 for pr, g in pairs if label in pr and label not in g)
-                fn = sum(1 for pr, g in pairs if label not in pr and label in g)
-            else:
-                tp = sum(1 for pr, g in pairs if pr == label and g == label)
-                fp = sum(1 for pr, g in pairs if pr == label and g != label)
-                fn = sum(1 for pr, g in pairs if pr != label and g == label)
-            if tp + fp + fn:
-                f1s.append(2 * tp / (2 * tp + fp + fn))
-        per[scheme] = {"n": len(pairs), "accuracy": round(acc, 4),
-                       "macro_f1": round(sum(f1s) / len(f1s), 4) if f1s else 0.0}
-    if not per:
-        return None
-    if len(per) == 1:
-        return dict(next(iter(per.values())))
-    return {"n": sum(v["n"] for v in per.values()),
-            "accuracy": round(sum(v["accuracy"] for v in per.values()) / len(per), 4),
-            "macro_f1": round(sum(v["macro_f1"] for v in per.values()) / len(per), 4),
-            "per_scheme": per}
 
 
 def write_back(store: Store, cfg: Config, run_id: str, predictions,
