@@ -122,3 +122,56 @@ def test_start_refuses_bad_data_file(write_config):
     assert r.returncode == 1
     assert "items.jsonl:2: duplicate id 'a'" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_admin_export_jsonl_csv_and_label_counts(tmp_path, serve):
+    """The admin page's export: one row per label with annotator, time and the majority label;
+    CSV cells that a spreadsheet would run are defused; per-label counts on the page."""
+    import csv
+    import io
+    import json
+
+    from tests.conftest import Client
+    from tests.training_helpers import KEY, make_project
+
+    (tmp_path / "reviews.jsonl")
+    cfg = make_project(tmp_path, labels=False)
+    _, url = serve(cfg, training=False)
+    h = {"X-API-Key": KEY}
+    for name, label in (("ann", "positive"), ("bob", "positive"), ("=cmd", "negative")):
+        c = Client(url)
+        if name.startswith("="):
+            r = c.post("/login", form={"username": name})
+            assert r.status == 400  # such a name cannot even be made
+            name = "eve"
+            c.login(name)
+        else:
+            c.login(name)
+        status, _ = c.json("POST", "/api/annotations", json_body={
+            "item_id": "sst-train-00000", "labels": {"sentiment": label}})
+        assert status == 200
+    c = Client(url)
+    r = c.get("/admin/export.jsonl", headers=h)
+    assert r.status == 200 and "attachment" in r.headers["Content-Disposition"]
+    rows = [json.loads(line) for line in r.text.splitlines()]
+    assert [(x["annotator"], x["label"]) for x in rows] == [("ann", "positive"),
+                                                           ("bob", "positive"),
+                                                           ("eve", "negative")]
+    assert all(x["aggregated_label"] == "positive" and x["labelled_at"].endswith("Z")
+               for x in rows)
+    r = c.get("/admin/export.csv", headers=h)
+    table = list(csv.reader(io.StringIO(r.text)))
+    assert table[0] == ["item_id", "scheme", "annotator", "label", "labelled_at",
+                        "aggregated_label", "text"] and len(table) == 4
+    page = c.get("/admin", headers=h).text
+    assert 'id="export-csv"' in page and "sentiment: items by majority label" in page
+    assert '<th scope="row">positive</th><td>1</td>' in page
+    assert c.get("/admin/export.csv").status in (303, 401)  # admin only
+
+
+def test_csv_cells_that_would_run_as_formulas_are_defused():
+    from potato.server.export import _cell
+
+    assert _cell("=HYPERLINK(\"http://evil\")") == "'=HYPERLINK(\"http://evil\")"
+    assert _cell("+1") == "'+1" and _cell("-x") == "'-x" and _cell("@a") == "'@a"
+    assert _cell(["a", "b"]) == "a;b" and _cell("plain") == "plain"

@@ -155,23 +155,39 @@ def annotate_page(cfg: Config, user: str, item, position: int, total: int, done:
                   '<script src="/static/annotate.js"></script>')
 
 
-def admin_page(cfg: Config, stats: Dict[str, Any], debug_note: str = "") -> str:
+def admin_page(cfg: Config, stats: Dict[str, Any], debug_note: str = "",
+               counts: Optional[Dict[str, Dict[str, int]]] = None) -> str:
     rows = "".join(f"<tr><td>{esc(a['name'])}</td><td>{a['items']}</td></tr>"
                    for a in stats["annotators"]) or '<tr><td colspan="2">No annotators yet</td></tr>'
     schemes = "".join(f"<li><b>{esc(s.name)}</b> ({esc(s.annotation_type)}): "
                       f"{esc(', '.join(s.labels))}</li>" for s in cfg.schemes)
     note = f'<p class="warning">{esc(debug_note)}</p>' if debug_note else ""
+    counts_html = _label_counts(counts or {})
     return layout("Admin", f"""<h1>Admin</h1>{note}
 <section class="card"><h2>Project</h2>
 <p>{stats["items"]} items · {stats["annotations"]} labels · {len(stats["annotators"])} annotators</p>
 <ul>{schemes}</ul>
-<p><a href="/admin/training">Training</a> · export with
-<code>potato annotations export CONFIG</code></p></section>
+<p><a href="/admin/training">Training</a> · export the labels (one row per label, with the
+annotator, the time and the item's majority label):
+<a href="/admin/export.jsonl" id="export-jsonl" download>JSON Lines</a> ·
+<a href="/admin/export.csv" id="export-csv" download>CSV</a></p>{counts_html}</section>
 <section class="card"><h2>Annotators</h2>
 <table><thead><tr><th scope="col">Annotator</th><th scope="col">Items labelled</th></tr></thead>
 <tbody>{rows}</tbody></table></section>
 <form method="post" action="/admin/logout"><button type="submit">Log out of admin</button></form>
 """, cfg, admin=True)
+
+
+def _label_counts(counts: Dict[str, Dict[str, int]]) -> str:
+    """Per scheme, the items whose majority label is each label."""
+    tables = []
+    for scheme, per in counts.items():
+        cells = "".join(render("<tr><th scope=\"row\">{l}</th><td>{n}</td></tr>", l=label, n=n)
+                        for label, n in per.items())
+        tables.append(render('<table class="label-counts"><caption>{s}: items by majority label'
+                             '</caption><tbody>{cells}</tbody></table>', s=scheme,
+                             cells=Safe(cells)))
+    return "".join(tables)
 
 
 def json_script(data: Any) -> str:

@@ -11,7 +11,7 @@ import secrets
 from urllib.parse import unquote
 
 from potato.annotations import LabelError, check_label, item_record
-from potato.server import pages, safety
+from potato.server import export, pages, safety
 from potato.server.http import HTTPError
 
 STATIC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
@@ -223,7 +223,15 @@ def _admin_routes(app) -> None:
     def admin_home(h):
         note = ("Debug mode: requests from this machine have admin rights."
                 if cfg.debug else "")
-        h.send_html(pages.admin_page(cfg, _stats(), note))
+        h.send_html(pages.admin_page(cfg, _stats(), note,
+                                     export.label_counts(cfg, app.store)))
+
+    @app.route("GET", r"/admin/export\.(?P<kind>jsonl|csv)", "admin")
+    def admin_export(h, kind):
+        body = export.jsonl(app.store) if kind == "jsonl" else export.csv_bytes(app.store)
+        ctype = "application/x-ndjson" if kind == "jsonl" else "text/csv; charset=utf-8"
+        h.send(200, body, ctype, {"Content-Disposition":
+                                  'attachment; filename="annotations.%s"' % kind})
 
     @app.route("GET", r"/admin/api/stats", "admin")
     def admin_stats(h):

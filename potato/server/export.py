@@ -1,0 +1,73 @@
+"""The admin's export: one row per label (item, scheme, annotator, label, when) with the item's
+aggregated (majority) label, as JSON Lines or CSV; and the per-label counts the admin page shows.
+
+CSV cells that a spreadsheet would run as a formula (starting with =, +, -, @, TAB or CR) get a
+leading apostrophe: item texts and labels come from data files and annotators, not from the
+admin.
+"""
+
+import csv
+import io
+import json
+import time
+from collections import Counter
+from typing import Any, Dict, Iterator, List
+
+from potato.config import Config
+from potato.store import Store
+from potato.training.remote.bundle import majority
+
+COLUMNS = ("item_id", "scheme", "annotator", "label", "labelled_at", "aggregated_label", "text")
+FORMULA = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _label_text(label: Any) -> str:
+    return ";".join(label) if isinstance(label, list) else ("" if label is None else str(label))
+
+
+def rows(store: Store) -> Iterator[Dict[str, Any]]:
+    texts = {r["id"]: r["text"] for r in store.conn().execute("SELECT id, text FROM items")}
+    votes: Dict[tuple, List[Any]] = {}
+    records = store.conn().execute("SELECT item_id, scheme, annotator, label, updated_at FROM "
+                                   "annotations ORDER BY item_id, scheme, annotator").fetchall()
+    for r in records:
+        votes.setdefault((r["item_id"], r["scheme"]), []).append(json.loads(r["label"]))
+    for r in records:
+        yield {"item_id": r["item_id"], "scheme": r["scheme"], "annotator": r["annotator"],
+               "label": json.loads(r["label"]),
+               "labelled_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(r["updated_at"])),
+               "aggregated_label": majority(votes[(r["item_id"], r["scheme"])]),
+               "text": texts.get(r["item_id"], "")}
+
+
+def jsonl(store: Store) -> bytes:
+    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows(store)).encode("utf-8")
+
+
+def _cell(value: Any) -> str:
+    text = _label_text(value) if not isinstance(value, str) else value
+    return "'" + text if text.startswith(FORMULA) else text
+
+
+def csv_bytes(store: Store) -> bytes:
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(COLUMNS)
+    for r in rows(store):
+        w.writerow([_cell(r[c]) for c in COLUMNS])
+    return buf.getvalue().encode("utf-8")
+
+
+def label_counts(cfg: Config, store: Store) -> Dict[str, Dict[str, int]]:
+    """Per scheme: how many items have each aggregated label (ties and unlabelled left out)."""
+    votes: Dict[tuple, List[Any]] = {}
+    for item_id, scheme, label in store.conn().execute(
+            "SELECT item_id, scheme, label FROM annotations"):
+        votes.setdefault((item_id, scheme), []).append(json.loads(label))
+    out = {s.name: Counter({label: 0 for label in s.labels}) for s in cfg.schemes}
+    for (_, scheme), labels in votes.items():
+        top = majority(labels)
+        if scheme in out and top is not None:
+            for one in (top if isinstance(top, list) else [top]):
+                out[scheme][one] += 1
+    return {k: dict(v) for k, v in out.items()}
