@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 from urllib.parse import urlsplit
 
-from potato.config_backends import (
-    BACKEND_KEYS, BACKEND_TYPES, SBATCH_OPTIONS, Backend, parse_backend, slurm_time_seconds)
+from potato.config_backends import Backend, parse_backend, slurm_time_seconds
 from potato.config_reader import ConfigError, Path, Problem, Reader, dotted, read_yaml, suggest
 
 __all__ = ["ConfigError", "Problem", "Config", "Backend", "load", "dotted", "suggest",

@@ -14,7 +14,6 @@ import time
 
 import pytest
 
-from potato.cli import main
 from potato.training import boundary
 from potato.training.backends.base import RemoteState, RunContext
 from potato.training.queue import RunEvents
@@ -198,16 +197,13 @@ def test_invalid_predictions_write_back_nothing(tmp_path, bad, reason):
     assert len(read_predictions(str(path), b)) == len(good)
 
 
-def test_a_run_with_invalid_predictions_fails_and_writes_nothing(tmp_path, serve):
-    from tests.plugins import fake_trainers  # noqa: F401  (the plugin below is registered there)
+def test_a_run_with_invalid_predictions_fails_and_writes_nothing(tmp_path, serve, monkeypatch):
+    from tests.training_helpers import PLUGINS
 
-    os.environ["POTATO_TRAINER_PLUGINS"] = "tests.plugins.fake_trainers"
-    try:
-        server, url = serve(make_project(tmp_path))
-        c = Client(url)
-        run = wait_run(c, start_run(c, trainer="test-bad-predictions", schemas=["sentiment"]))
-    finally:
-        del os.environ["POTATO_TRAINER_PLUGINS"]
+    monkeypatch.setenv("POTATO_TRAINER_PLUGINS", PLUGINS)  # test-bad-predictions lives there
+    server, url = serve(make_project(tmp_path))
+    c = Client(url)
+    run = wait_run(c, start_run(c, trainer="test-bad-predictions", schemas=["sentiment"]))
     assert run["status"] == "error"
     assert "The run finished but its predictions cannot be used: predictions.jsonl line 1: " \
            "label \"neutral\" is not one of sentiment's labels" in run["error"]

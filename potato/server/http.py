@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
-import json
 import logging
 import re
 import traceback

@@ -5,21 +5,17 @@ is active) and hands it to the agent on standard input. The token authorizes onl
 endpoints of that one run.
 """
 
-import hashlib
 import hmac
 import json
 import os
 import re
 import socket
-import threading
-import time
 from urllib.parse import unquote
-from typing import Any, Dict, Optional
 
 from potato.server.http import HTTPError
 from potato.training import boundary, wheel
 from potato.training.remote.paths import read_json
-from potato.training.backends.base import RemoteState, token_hash
+from potato.training.backends.base import token_hash
 from potato.training.backends.errors import copy_stalled
 
 PREFIX = r"/agent/v1/runs/(?P<run_id>[A-Za-z0-9_-]+)"

@@ -24,7 +24,7 @@ from potato.training.backends import Outcome, RunContext, make_backends
 from potato.training import autoretrain, ingest, prepare, report, runlog
 from potato.training.intake import RunEvents
 from potato.training.ingest import PredictionsError, read_predictions, write_back
-from potato.training.remote.paths import RunPaths, write_json
+from potato.training.remote.paths import RunPaths
 from potato.training.tokens import AgentTokens
 from potato.training.runs import TERMINAL, RequestError, RunStore
 
