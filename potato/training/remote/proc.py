@@ -51,12 +51,14 @@ class SpawnError(OSError):
     """A long-running process could not start; ``str(e)`` names the command."""
 
 
-def spawn(argv: List[str], **popen_args) -> subprocess.Popen:
-    """Start a long-running process (the worker, an ssh session) in its own process group.
+def spawn(argv: List[str], new_session: bool = True, **popen_args) -> subprocess.Popen:
+    """Start a long-running process (the worker, an ssh session) in its own process group;
+    with ``new_session=False`` in ours (a data-parallel rank: whatever stops the worker's
+    group stops it too).
 
     Raises SpawnError, whose message names the quoted command, when it cannot start."""
     try:
-        return subprocess.Popen(argv, start_new_session=True, **popen_args)
+        return subprocess.Popen(argv, start_new_session=new_session, **popen_args)
     except OSError as e:
         raise SpawnError("cannot start %s: %s. The command was: %s"
                          % (argv[0], e.strerror or e, quoted(argv)))

@@ -52,6 +52,7 @@ class Context:
         self.emitter = emitter
         self.bundle = None
         self.cancelled = False
+        self.spec_path = None  # set by run(): data-parallel ranks read the same spec
 
     def check_cancelled(self):
         if self.cancelled:
@@ -95,6 +96,7 @@ def run(spec_path, emitter=None):
             spec = json.load(f)
         base = os.path.dirname(os.path.abspath(spec_path))
         ctx = Context(spec, base, emitter)
+        ctx.spec_path = os.path.abspath(spec_path)
     except (OSError, ValueError, KeyError, TypeError) as e:
         return _fail(emitter, events.EXIT_BAD_SPEC, "the run spec %s cannot be read: %s"
                      % (spec_path, e), "bad_spec")

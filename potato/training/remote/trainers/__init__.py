@@ -83,7 +83,10 @@ REGISTRY = {
          Param("lora", "bool", True, "train a LoRA adapter (true) or every weight (false)"),
          Param("lora_r", "int", 8, "LoRA rank", 1, 512),
          Param("lora_alpha", "int", 16, "LoRA scaling", 1, 4096),
-         Param("seed", "int", 0, "random seed")],
+         Param("seed", "int", 0, "random seed"),
+         Param("processes", "int", 0, "data-parallel processes: 0 for one per visible GPU "
+               "(one on a host without GPUs); more than 1 without GPUs runs that many CPU "
+               "processes", 0, 64)],
         {"radio"}, packages=("torch", "transformers", "peft"), max_schemas=1,
         install_hint=TRAIN_TEXT_HINT),
     "decision-calibrate": TrainerInfo(

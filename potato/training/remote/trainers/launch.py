@@ -1,0 +1,199 @@
+"""Rank 0's side of a data-parallel group: start the child ranks, meet them, and stop them
+(standard library at import time; torch.distributed is imported by the functions).
+
+The rendezvous is a TCPStore that rank 0 hosts on 127.0.0.1 and a port the kernel picks (no
+race for a "free" port). Each child sets ``ready/<rank>`` once it has imported its trainer;
+rank 0 polls for those keys, checking between polls for cancellation and for a child that has
+already died, so a rank that cannot even start fails the run at once with its own message.
+"""
+
+import datetime
+import json
+import os
+import signal
+import subprocess
+import time
+
+from potato.training.remote import proc
+from potato.training.remote import protocol
+
+CODE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.dirname(os.path.abspath(__file__))))))
+FAILED_RANK_WAIT_S = 3.0  # after an error on rank 0: how long a failing child has to exit
+
+
+def rank_argv(python, spec_path, rank, world, backend, port, parent, error_file):
+    """The command line of child rank ``rank`` (pure)."""
+    return [python, "-m", "potato.training.remote.trainers.parallel", "--spec", spec_path,
+            "--rank", str(rank), "--world", str(world), "--backend", backend, "--port",
+            str(port), "--parent", str(parent), "--error-file", error_file]
+
+
+def rank_env(base, rank, world, port):
+    """A child rank's environment: the worker's (through the one worker_env) and the variables
+    torch.distributed code expects of a launcher."""
+    env = protocol.worker_env(base, CODE_ROOT)
+    env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
+               LOCAL_RANK=str(rank), WORLD_SIZE=str(world))
+    return env
+
+
+def _timedelta(group):
+    return datetime.timedelta(seconds=group.timeout)
+
+
+def start_ranks(group):
+    """Rank 0: host the store, start ranks 1..N-1, wait until they are ready, join."""
+    import sys
+
+    import torch.distributed as dist
+
+    ctx = group.ctx
+    spec_path = getattr(ctx, "spec_path", None)
+    if not spec_path:
+        raise ctx.RunFailure("a data-parallel run needs the worker's spec file; run it through "
+                             "python -m potato.training.worker, or set processes to 1")
+    group.store = _master_store(dist, group)
+    port = group.store.port
+    base = os.path.dirname(os.path.abspath(spec_path))
+    for rank in range(1, group.world):
+        error_file = os.path.join(base, "rank%d.error.json" % rank)
+        if os.path.exists(error_file):
+            os.remove(error_file)
+        child = proc.spawn(rank_argv(sys.executable, spec_path, rank, group.world,
+                                     group.backend, port, os.getpid(), error_file),
+                           new_session=False, env=rank_env(os.environ, rank, group.world, port),
+                           stdin=subprocess.DEVNULL, stdout=2)  # stray prints: not events
+        group.children.append((rank, child, error_file))
+    ctx.log("data-parallel: %d processes (%s backend); ranks 1-%d are pids %s" % (
+        group.world, group.backend, group.world - 1,
+        ", ".join(str(c.pid) for _, c, _ in group.children)))
+    _rendezvous(group)
+    dist.init_process_group(group.backend, store=group.store, rank=0, world_size=group.world,
+                            timeout=_timedelta(group))
+
+
+def _master_store(dist, group):
+    """The TCPStore rank 0 hosts on a port the kernel picks. Not the libuv server: libuv keeps
+    a pipe open for the life of the process, and the worker may be a long-lived process."""
+    args = ("127.0.0.1", 0, group.world, True)
+    try:
+        return dist.TCPStore(*args, timeout=_timedelta(group), wait_for_workers=False,
+                             use_libuv=False)
+    except TypeError:  # a torch older than use_libuv
+        return dist.TCPStore(*args, timeout=_timedelta(group), wait_for_workers=False)
+
+
+def _rendezvous(group):
+    ctx = group.ctx
+    keys = ["ready/%d" % rank for rank, _, _ in group.children]
+    deadline = time.monotonic() + group.timeout
+    while not group.store.check(keys):
+        ctx.check_cancelled()
+        failures = _failures(group)
+        if failures:
+            raise ctx.RunFailure(failures[0] + " (before training started)")
+        if time.monotonic() > deadline:
+            raise ctx.RunFailure(
+                "the other ranks of this data-parallel run did not start within %g s (%s); see "
+                "the run's stderr" % (group.timeout, "POTATO_DDP_TIMEOUT_S"))
+        time.sleep(0.2)
+
+
+def join_ranks(group):
+    """A child rank: say it is ready, then join the process group rank 0 hosts."""
+    import torch.distributed as dist
+
+    store = dist.TCPStore("127.0.0.1", group.ctx.dist["port"], group.world, False,
+                          timeout=_timedelta(group))
+    store.set("ready/%d" % group.rank, "1")
+    dist.init_process_group(group.backend, store=store, rank=group.rank,
+                            world_size=group.world, timeout=_timedelta(group))
+
+
+def describe(group, rank, child, error_file):
+    """A sentence for a child that ended badly, or None while it runs or after it succeeded."""
+    code = child.poll()
+    if code is None or code == 0:
+        return None
+    who = "rank %d of %d (pid %d)" % (rank, group.world, child.pid)
+    try:
+        with open(error_file, encoding="utf-8") as f:
+            message = json.load(f).get("message")
+        os.remove(error_file)
+    except (OSError, ValueError, AttributeError):
+        message = None
+    if message:
+        return "%s failed: %s" % (who, message)
+    if code == -signal.SIGKILL:
+        return "%s was killed (SIGKILL; out of memory, or stopped by hand)" % who
+    return "%s ended: %s" % (who, protocol.describe_exit(code))
+
+
+def _failures(group):
+    out = []
+    for rank, child, error_file in group.children:
+        text = describe(group, rank, child, error_file)
+        if text:
+            out.append(text)
+    return out
+
+
+def _wait(group, seconds):
+    """Wait up to ``seconds`` for every child to exit, or for one to fail; its failures."""
+    deadline = time.monotonic() + seconds
+    while True:
+        failures = _failures(group)
+        running = [c for _, c, _ in group.children if c.poll() is None]
+        if failures or not running or time.monotonic() > deadline:
+            return failures, running
+        time.sleep(0.1)
+
+
+def _stop(group):
+    for _, child, _ in group.children:
+        if child.poll() is None:
+            child.kill()
+    for _, child, _ in group.children:
+        try:
+            child.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # unkillable (D state): nothing more to do here
+            pass
+
+
+def _is_timeout(exc):
+    return exc is not None and "timed out" in str(exc).lower()
+
+
+def finish(group, exc):
+    """End the group; the exception the run should end with (None: ``exc`` stands)."""
+    import torch.distributed as dist
+
+    ctx = group.ctx
+    failures, running = [], []
+    try:
+        if group.is_main and group.children:
+            cancelled = ctx.cancelled or isinstance(exc, ctx.Cancelled)
+            seconds = group.timeout if exc is None else (0 if cancelled else FAILED_RANK_WAIT_S)
+            failures, running = _wait(group, seconds)
+            if exc is None and running:
+                ctx.log("rank(s) %s did not exit after training; stopped" % ", ".join(
+                    str(r) for r, c, _ in group.children if c in running), "warning")
+            _stop(group)
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+        group.store = None  # closes the store's sockets
+    if isinstance(exc, ctx.Cancelled):
+        return None
+    if ctx.cancelled:
+        return ctx.Cancelled()
+    if failures:
+        return ctx.RunFailure(failures[0] + "; its traceback is in the run's stderr")
+    if exc is not None and running and _is_timeout(exc):
+        rank = [r for r, c, _ in group.children if c in running][0]
+        return ctx.RunFailure(
+            "rank %d of %d stopped answering: rank 0 waited %g s for it in a collective "
+            "operation and stopped the run (a hung rank, or one much slower than the others; "
+            "%s sets the wait)" % (rank, group.world, group.timeout, "POTATO_DDP_TIMEOUT_S"))
+    return None

@@ -1,0 +1,327 @@
+"""Data-parallel training for the torch trainers: one process per GPU (or ``processes`` on the
+CPU), launched by the worker itself, not torchrun (standard library at import time; torch is
+imported when a group opens).
+
+Rank 0 is the worker process: it alone reports events, saves, and predicts once training is
+over. Ranks 1..N-1 are children (``python -m potato.training.remote.trainers.parallel``) that
+run the same trainer on their shard of each batch; their stdout goes to the worker's stderr, so
+nothing they print can pass for an event. They stay in the worker's process group (a cancel or
+a SIGKILL from the supervisor reaches them all), and each watches its parent: a worker killed on
+its own takes its ranks with it within a second.
+
+A trainer uses it as::
+
+    world, backend = parallel.choose_world(ctx, p["processes"])
+    with parallel.join(ctx, world, backend) as group:   # rank 0 starts the others here
+        model = group.wrap(model)                       # DistributedDataParallel when N > 1
+        for batch in group.batches(lengths, batch_size, seed, epoch): ...
+        group.step(step)                                # the tests' fault hook
+        loss, n = group.all_sum([loss_sum, seen])
+
+Whatever ends the group on rank 0 (success, an error, cancellation) stops every child; a child
+that failed turns into that rank's error message, one that stopped answering into a timeout
+message, so a rank that crashed, hung or was killed never hangs the run.
+"""
+
+import argparse
+import json
+import os
+import random
+import signal
+import sys
+import threading
+import time
+
+from potato.training.remote import protocol
+from potato.training.remote.paths import write_atomic
+
+TIMEOUT_ENV = "POTATO_DDP_TIMEOUT_S"  # how long a rank waits for the others (default 600 s)
+FAULT_ENV = "POTATO_TEST_RANK_FAULT"  # tests only: "RANK:STEP:raise|kill|hang"
+DEFAULT_TIMEOUT_S = 600.0
+MEGA_BATCH = 50  # batches sorted by length together (as transformers' group_by_length)
+
+
+class ParallelError(Exception):
+    pass
+
+
+def plan(processes, device_request, cuda_count):
+    """(ranks, backend) for a ``processes`` param (0: one per visible GPU) -- pure.
+
+    Raises ParallelError with what to change when the request cannot be met."""
+    on_cuda = device_request in ("auto", "cuda") and cuda_count > 0
+    if processes == 0:
+        return (cuda_count, "nccl") if on_cuda and cuda_count > 1 else (1, None)
+    if processes == 1:
+        return 1, None
+    if device_request.startswith("cuda:"):
+        raise ParallelError("processes is %d but device %s pins one GPU: set device to auto (or "
+                            "processes to 1)" % (processes, device_request))
+    if on_cuda:
+        if processes > cuda_count:
+            raise ParallelError(
+                "processes is %d but only %d GPU(s) are visible here (CUDA_VISIBLE_DEVICES=%s): "
+                "pin more GPUs in the backend's gpus, or lower processes"
+                % (processes, cuda_count, os.environ.get("CUDA_VISIBLE_DEVICES", "unset")))
+        return processes, "nccl"
+    if device_request == "mps":
+        raise ParallelError("processes > 1 needs CUDA GPUs or the CPU, not Apple Metal (mps)")
+    return processes, "gloo"
+
+
+def choose_world(ctx, processes):
+    """(ranks, backend) for this run: the child ranks are told theirs by the worker."""
+    if getattr(ctx, "dist", None):
+        return ctx.dist["world"], ctx.dist["backend"]
+    import torch
+
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    try:
+        return plan(processes or 0, ctx.device_request, count)
+    except ParallelError as e:
+        raise ctx.RunFailure(str(e))
+
+
+def length_grouped_batches(lengths, batch_size, seed, epoch, mega=MEGA_BATCH):
+    """Global batches (lists of indices) for one epoch, the same on every rank: a shuffle by
+    (seed, epoch), items sorted by length within mega-batches of ``mega`` batches (little
+    padding), then the batches shuffled."""
+    rng = random.Random("%s/%s" % (seed, epoch))
+    order = list(range(len(lengths)))
+    rng.shuffle(order)
+    span = batch_size * mega
+    batches = []
+    for start in range(0, len(order), span):
+        chunk = sorted(order[start:start + span], key=lambda i: -lengths[i])
+        batches.extend(chunk[k:k + batch_size] for k in range(0, len(chunk), batch_size))
+    rng.shuffle(batches)
+    return batches
+
+
+def shard(batch, rank, world):
+    """This rank's part of a global batch: every ``world``-th item (the batch is sorted by
+    length, so the parts pad alike). A batch with fewer items than ranks repeats items, as
+    DistributedSampler does, so that no rank is left without one."""
+    if world == 1:
+        return batch
+    if len(batch) < world:
+        batch = (batch * world)[:world]
+    return batch[rank::world]
+
+
+def _timeout_s():
+    try:
+        return max(1.0, float(os.environ.get(TIMEOUT_ENV) or DEFAULT_TIMEOUT_S))
+    except ValueError:
+        return DEFAULT_TIMEOUT_S
+
+
+def _fault():
+    """(rank, step, mode) from $POTATO_TEST_RANK_FAULT, or None (tests inject failures)."""
+    text = os.environ.get(FAULT_ENV, "")
+    parts = text.split(":")
+    if len(parts) != 3 or not parts[0].isdigit() or not parts[1].isdigit():
+        return None
+    return int(parts[0]), int(parts[1]), parts[2]
+
+
+class Group:
+    """One rank's view of the run: rank, world, device, and the few collectives trainers use.
+    With one rank it is a plain object and torch.distributed is never touched."""
+
+    def __init__(self, ctx, rank, world, backend):
+        self.ctx = ctx
+        self.rank = rank
+        self.world = world
+        self.backend = backend
+        self.is_main = rank == 0
+        self.timeout = _timeout_s()
+        self.children = []  # rank 0: [(rank, Popen, error file)]
+        self.store = None  # rank 0: the TCPStore it hosts
+        self.fault = _fault()
+        self._threads = None
+
+    # -- what trainers call -----------------------------------------------------------------
+    def device(self, single):
+        """The torch device of this rank; ``single()`` chooses it when there is one rank."""
+        import torch
+
+        if self.world == 1:
+            return single()
+        if self.backend == "nccl":
+            torch.cuda.set_device(self.rank)
+            return torch.device("cuda:%d" % self.rank)
+        return torch.device("cpu")
+
+    def wrap(self, model, device):
+        if self.world == 1:
+            return model
+        from torch.nn.parallel import DistributedDataParallel
+
+        return DistributedDataParallel(model, device_ids=[device.index]
+                                       if device.type == "cuda" else None)
+
+    def batches(self, lengths, batch_size, seed, epoch):
+        """This rank's part of each global batch of ``batch_size`` items (the optimizer step
+        sees the same items however many ranks share it)."""
+        return [shard(b, self.rank, self.world)
+                for b in length_grouped_batches(lengths, batch_size, seed, epoch)]
+
+    def all_sum(self, values, device):
+        """``values`` (numbers or 0-d tensors) summed over the ranks, as floats (one sync)."""
+        import torch
+
+        t = torch.stack([torch.as_tensor(v, dtype=torch.float64, device=device)
+                         for v in values])
+        if self.world > 1:
+            import torch.distributed as dist
+
+            dist.all_reduce(t)
+        return t.tolist()
+
+    def step(self, step):
+        """Called once per training step: the tests' fault injection (POTATO_TEST_RANK_FAULT)."""
+        if self.fault is None or self.fault[:2] != (self.rank, step):
+            return
+        mode = self.fault[2]
+        if mode == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        if mode == "hang":
+            time.sleep(3600)
+        raise RuntimeError("injected fault in rank %d at step %d (%s)" % (self.rank, step,
+                                                                          FAULT_ENV))
+
+    # -- the process group ------------------------------------------------------------------
+    def open(self):
+        if self.world == 1:
+            return self
+        import torch
+
+        self._threads = torch.get_num_threads()
+        if self.backend == "gloo":  # the CPU's cores are shared by the ranks
+            torch.set_num_threads(max(1, self._threads // self.world))
+        from potato.training.remote.trainers import launch
+
+        try:
+            if self.is_main:
+                launch.start_ranks(self)
+            else:
+                launch.join_ranks(self)
+        except BaseException as e:  # __exit__ will not run: stop what started here
+            replacement = self.close(e)
+            if replacement is not None and replacement is not e:
+                raise replacement from e
+            raise
+        return self
+
+    def close(self, exc):
+        """Stop what this group started; the exception that says how the run ended (None:
+        keep the one raised, or none)."""
+        if self.world == 1:
+            return None
+        import gc
+        import traceback
+
+        import torch
+
+        from potato.training.remote.trainers import launch
+
+        if exc is not None and exc.__traceback__ is not None:
+            # The failed frames hold the DDP model, which holds the process group and its
+            # sockets: drop their locals so the group really closes (tracebacks keep lines).
+            traceback.clear_frames(exc.__traceback__)
+        try:
+            return launch.finish(self, exc)
+        finally:
+            torch.set_num_threads(self._threads)
+            gc.collect()
+
+    def __enter__(self):
+        return self.open()
+
+    def __exit__(self, kind, exc, tb):
+        replacement = self.close(exc)
+        if replacement is not None and replacement is not exc:
+            raise replacement from exc
+        return False
+
+
+def join(ctx, world, backend):
+    """The group of this process: rank 0 in the worker, the rank it was started as in a child."""
+    dist = getattr(ctx, "dist", None)
+    if dist:
+        return Group(ctx, dist["rank"], dist["world"], dist["backend"])
+    return Group(ctx, 0, world, backend)
+
+
+# -- a child rank: python -m potato.training.remote.trainers.parallel ------------------------
+
+class _Null:
+    def write(self, text):
+        return len(text)
+
+    def flush(self):
+        pass
+
+
+def _watch_parent(parent):
+    """A child rank dies with the worker: it cannot be left training on, unseen."""
+    def watch():
+        while True:
+            time.sleep(0.5)
+            if os.getppid() != parent:
+                os._exit(protocol.EXIT_CANCELLED)
+
+    threading.Thread(target=watch, daemon=True, name="rank-parent-watch").start()
+
+
+def run_rank(args):
+    """Train one child rank; its exit code. Failures are written to ``args.error_file``."""
+    from potato.training.remote import trainers
+    from potato.training.remote.bundle import read
+    from potato.training.remote.worker import Cancelled, Context
+
+    _watch_parent(args.parent)
+    emitter = protocol.Emitter(_Null())
+    try:
+        with open(args.spec, encoding="utf-8") as f:
+            spec = json.load(f)
+        ctx = Context(spec, os.path.dirname(os.path.abspath(args.spec)), emitter)
+        ctx.dist = {"rank": args.rank, "world": args.world, "backend": args.backend,
+                    "port": args.port, "parent": args.parent}
+
+        def on_term(signum, frame):
+            ctx.cancelled = True
+
+        signal.signal(signal.SIGTERM, on_term)
+        ctx.bundle = read(ctx.bundle_dir)
+        trainer_cls = trainers.load(trainers.get(spec["trainer"]))
+        trainer_cls(ctx).train()
+        return protocol.EXIT_OK
+    except Cancelled:
+        return protocol.EXIT_CANCELLED
+    except Exception as e:  # the rank's choke point: rank 0 reports the message
+        import traceback
+
+        traceback.print_exc()
+        first = str(e).splitlines()[0][:300] if str(e) else ""
+        message = "%s: %s" % (type(e).__name__, first) if first else type(e).__name__
+        write_atomic(args.error_file, json.dumps({"message": message}))
+        return protocol.EXIT_OTHER
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="python -m potato.training.remote.trainers.parallel",
+                                description="One child rank of a data-parallel run (started "
+                                            "by the worker, not by hand).")
+    for name in ("--rank", "--world", "--port", "--parent"):
+        p.add_argument(name, type=int, required=True)
+    for name in ("--spec", "--backend", "--error-file"):
+        p.add_argument(name, required=True)
+    proc_exit = run_rank(p.parse_args(argv))
+    sys.stdout.flush()
+    return proc_exit
+
+
+if __name__ == "__main__":
+    sys.exit(main())

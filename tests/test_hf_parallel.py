@@ -1,0 +1,188 @@
+"""Data-parallel hf-text-classification on the CPU: two processes with gloo (``processes: 2``),
+on the tiny BERT of test_hf_trainer. The run must look like a one-process run; cancelling,
+a crash, a SIGKILL or a hang in one rank must end the run with a message and leave no process
+behind (the autouse leak fixture checks the last)."""
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+if os.environ.get("CI"):  # CI installs the train-text extra: a missing package is a failure
+    import peft  # noqa: F401
+    import torch  # noqa: F401
+    import transformers  # noqa: F401
+else:
+    torch = pytest.importorskip("torch", reason="needs the train-text extra (torch)")
+    transformers = pytest.importorskip("transformers")
+    peft = pytest.importorskip("peft")
+
+from potato.training.remote import protocol as events  # noqa: E402
+from potato.training.remote import worker  # noqa: E402
+from potato.training.remote.trainers import launch, parallel  # noqa: E402
+from tests import leaks  # noqa: E402
+from tests.conftest import ROOT  # noqa: E402
+from tests.test_hf_trainer import _run_dir, _train, tiny_bert  # noqa: E402,F401
+
+SMALL = dict(epochs=6, batch_size=8, max_length=16, learning_rate=2e-2, processes=2)
+
+
+def _run(tmp_path, model, **params):
+    paths, items = _run_dir(tmp_path, model, **dict(SMALL, **params))
+    spec = json.load(open(paths.spec))
+    spec["device"] = "cpu"
+    json.dump(spec, open(paths.spec, "w"))
+    return paths, items
+
+
+def _error(evs):
+    return [e for e in evs if e["type"] == "error"]
+
+
+# -- pure parts ------------------------------------------------------------------------------
+
+def test_plan_ranks():
+    assert parallel.plan(0, "auto", 0) == (1, None)
+    assert parallel.plan(0, "auto", 1) == (1, None)
+    assert parallel.plan(0, "auto", 4) == (4, "nccl")
+    assert parallel.plan(0, "cuda:1", 4) == (1, None)
+    assert parallel.plan(2, "auto", 0) == (2, "gloo")
+    assert parallel.plan(2, "cpu", 4) == (2, "gloo")
+    assert parallel.plan(2, "auto", 2) == (2, "nccl")
+    with pytest.raises(parallel.ParallelError, match="only 2 GPU"):
+        parallel.plan(3, "auto", 2)
+    with pytest.raises(parallel.ParallelError, match="pins one GPU"):
+        parallel.plan(2, "cuda:0", 2)
+
+
+def test_batches_group_by_length_and_shard_deterministically():
+    lengths = [(i * 37) % 50 + 1 for i in range(203)]
+    a = parallel.length_grouped_batches(lengths, 8, seed=3, epoch=1)
+    assert a == parallel.length_grouped_batches(lengths, 8, seed=3, epoch=1)
+    assert a != parallel.length_grouped_batches(lengths, 8, seed=3, epoch=2)
+    assert sorted(i for b in a for i in b) == list(range(203))
+    padded = sum(len(b) * max(lengths[i] for i in b) for b in a)
+    assert padded < 1.15 * sum(lengths)  # sorted within mega-batches: little padding
+    for b in a:
+        parts = [parallel.shard(b, r, 2) for r in range(2)]
+        assert all(parts) and sorted(parts[0] + parts[1]) == sorted(b if len(b) > 1 else b * 2)
+    assert parallel.shard([5], 1, 2) == [5]
+
+
+def test_rank_argv_and_env():
+    argv = launch.rank_argv("py", "/r/spec.json", 1, 2, "gloo", 4242, 99, "/r/e.json")
+    assert argv[:3] == ["py", "-m", "potato.training.remote.trainers.parallel"]
+    env = launch.rank_env({"POTATO_TRAINING_TOKEN": "secret", "PATH": "/bin"}, 1, 2, 4242)
+    assert "POTATO_TRAINING_TOKEN" not in env and env["MASTER_PORT"] == "4242"
+    assert env["PYTHONPATH"].split(os.pathsep)[0] == ROOT and env["RANK"] == "1"
+
+
+# -- two real processes ----------------------------------------------------------------------
+
+def test_two_processes_train_like_one(tmp_path, tiny_bert):
+    one, _ = _run(tmp_path / "one", tiny_bert, processes=1)
+    code, alone = _train(one)
+    assert code == 0, alone[-1]
+    paths, items = _run(tmp_path, tiny_bert)
+    code, evs = _train(paths)
+    assert code == 0 and not _error(evs), _error(evs)
+    assert [e["type"] for e in evs].count("result") == 1 and evs[-1]["type"] == "result"
+    metrics = evs[-1]["metrics"]
+    assert set(metrics) == {"sentiment.train_loss", "sentiment.val_accuracy", "train_seconds",
+                            "predictions"}
+    assert metrics["sentiment.val_accuracy"] >= 0.9, metrics
+    # The same global batches, split in two: the same training as one process (up to the
+    # rounding of two half-batch means and each rank's own dropout).
+    for key, close in (("sentiment.train_loss", 0.1), ("sentiment.val_accuracy", 0.07)):
+        assert abs(metrics[key] - alone[-1]["metrics"][key]) <= close, (metrics, alone[-1])
+    n_train = json.load(open(os.path.join(paths.bundle, "manifest.json")))["counts"]["train"]
+    steps = [e["current"] for e in evs if e["type"] == "progress" and e["unit"] == "step"]
+    assert steps == list(range(1, 6 * -(-n_train // 8) + 1))  # as many steps as one process
+    assert [e["epoch"] for e in evs if e["type"] == "metric" and e["name"] == "loss"] == \
+        list(range(1, 7))
+    assert any("data-parallel: 2 processes (gloo backend)" in e.get("message", "")
+               for e in evs if e["type"] == "log")
+    assert len(open(paths.predictions).readlines()) == metrics["predictions"] > 0
+    assert os.path.exists(os.path.join(paths.artifacts, "model", "labels.json"))
+    assert not [f for f in os.listdir(paths.root) if f.startswith("rank")]
+
+
+def test_cancel_stops_every_rank(tmp_path, tiny_bert):
+    paths, _ = _run(tmp_path, tiny_bert, epochs=50)
+    ranks = []
+
+    class CancelAt(events.Emitter):
+        def emit(self, event_type, **fields):
+            event = super().emit(event_type, **fields)
+            if event_type == "progress" and fields.get("current") == 3:
+                ranks.extend(leaks.processes("trainers.parallel"))
+                os.kill(os.getpid(), signal.SIGTERM)  # as the supervisor's cancel does
+            return event
+
+    out = io.StringIO()
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        code = worker.run(paths.spec, CancelAt(out))
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    evs = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert code == events.EXIT_CANCELLED and evs[-1]["kind"] == "cancelled", evs[-3:]
+    assert len(ranks) == 1 and leaks.processes("trainers.parallel") == []
+    assert max(e["current"] for e in evs if e["type"] == "progress") <= 4
+
+
+@pytest.mark.parametrize("mode,expect", [
+    ("raise", "rank 1 of 2 (pid %d) failed: RuntimeError: injected fault in rank 1 at step 2"),
+    ("kill", "rank 1 of 2 (pid %d) was killed (SIGKILL"),
+    ("hang", "rank 1 of 2 stopped answering: rank 0 waited 3 s for it"),
+], ids=["raise", "kill", "hang"])
+def test_a_failing_rank_fails_the_run(tmp_path, tiny_bert, monkeypatch, mode, expect):
+    monkeypatch.setenv(parallel.FAULT_ENV, "1:2:%s" % mode)
+    monkeypatch.setenv(parallel.TIMEOUT_ENV, "3")
+    paths, _ = _run(tmp_path, tiny_bert, epochs=50)
+    started = time.monotonic()
+    code, evs = _train(paths)
+    assert time.monotonic() - started < 60
+    assert code == events.EXIT_OTHER, evs[-3:]
+    message = _error(evs)[-1]["message"]
+    log = next(e["message"] for e in evs if "data-parallel" in e.get("message", ""))
+    pid = int(log.rsplit(" ", 1)[1])
+    assert (expect % pid if "%d" in expect else expect) in message, message
+    assert not [e for e in evs if e["type"] == "progress" and e["current"] > 3]
+
+
+def test_ranks_die_with_a_killed_worker(tmp_path, tiny_bert):
+    """The worker alone SIGKILLed (no group kill): its ranks notice and exit within seconds."""
+    paths, _ = _run(tmp_path, tiny_bert, epochs=50)
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    with open(os.path.join(str(tmp_path), "worker.err"), "wb") as err:
+        p = subprocess.Popen([sys.executable, "-m", "potato.training.worker", "--spec",
+                              paths.spec], env=env, stdout=subprocess.PIPE, stderr=err)
+    try:
+        for line in p.stdout:
+            if b'"progress"' in line:
+                break
+        ranks = [int(r.split()[0]) for r in leaks.processes("trainers.parallel")]
+        assert len(ranks) == 1
+    finally:
+        p.kill()
+        p.wait()
+        p.stdout.close()
+    deadline = time.monotonic() + 15
+    while _alive(ranks[0]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _alive(ranks[0])
+
+
+def _alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2:].split()[0] != b"Z"
