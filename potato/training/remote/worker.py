@@ -53,6 +53,7 @@ class Context:
         self.bundle = None
         self.cancelled = False
         self.spec_path = None  # set by run(): data-parallel ranks read the same spec
+        self.owns_process = False
 
     def check_cancelled(self):
         if self.cancelled:
@@ -88,8 +89,10 @@ def _is_oom(exc):
     return isinstance(exc, MemoryError) or "out of memory" in text.lower()
 
 
-def run(spec_path, emitter=None):
-    """Run the worker; returns its exit code (the process exits with it)."""
+def run(spec_path, emitter=None, owns_process=False):
+    """Run the worker; returns its exit code (the process exits with it). ``owns_process``:
+    this is the worker's own process (main), which a data-parallel run may end with os._exit
+    when a rank's failure leaves rank 0 stuck (trainers/launch.py)."""
     emitter = emitter or events.Emitter()
     try:
         with open(spec_path, encoding="utf-8") as f:
@@ -97,6 +100,7 @@ def run(spec_path, emitter=None):
         base = os.path.dirname(os.path.abspath(spec_path))
         ctx = Context(spec, base, emitter)
         ctx.spec_path = os.path.abspath(spec_path)
+        ctx.owns_process = owns_process
     except (OSError, ValueError, KeyError, TypeError) as e:
         return _fail(emitter, events.EXIT_BAD_SPEC, "the run spec %s cannot be read: %s"
                      % (spec_path, e), "bad_spec")
@@ -221,7 +225,7 @@ def main(argv=None):
                                 description="Train one run from its spec and report events.")
     p.add_argument("--spec", required=True, help="path to the run's spec.json")
     args = p.parse_args(argv)
-    return run(args.spec)
+    return run(args.spec, owns_process=True)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,8 @@ from potato.training.remote import protocol
 CODE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.dirname(os.path.abspath(__file__))))))
 FAILED_RANK_WAIT_S = 3.0  # after an error on rank 0: how long a failing child has to exit
+HARD_EXIT_AFTER_S = 20.0  # a child failed and rank 0 is stuck in a collective: exit (watch)
+RANK_TRACEBACK = "; its traceback is in the run's stderr"
 
 
 def rank_argv(python, spec_path, rank, world, backend, port, parent, error_file):
@@ -68,6 +70,8 @@ def start_ranks(group):
     ctx.log("data-parallel: %d processes (%s backend); ranks 1-%d are pids %s" % (
         group.world, group.backend, group.world - 1,
         ", ".join(str(c.pid) for _, c, _ in group.children)))
+    if getattr(ctx, "owns_process", False):
+        group.watcher = watch(group)
     _rendezvous(group)
     dist.init_process_group(group.backend, store=group.store, rank=0, world_size=group.world,
                             timeout=_timedelta(group))
@@ -112,10 +116,18 @@ def join_ranks(group):
 
 
 def describe(group, rank, child, error_file):
-    """A sentence for a child that ended badly, or None while it runs or after it succeeded."""
+    """A sentence for a child that ended badly, or None while it runs or after it succeeded
+    (the same sentence every time: the child's error file is read once)."""
     code = child.poll()
     if code is None or code == 0:
         return None
+    with group.lock:
+        if rank not in group.messages:
+            group.messages[rank] = _sentence(group, rank, child, code, error_file)
+        return group.messages[rank]
+
+
+def _sentence(group, rank, child, code, error_file):
     who = "rank %d of %d (pid %d)" % (rank, group.world, child.pid)
     try:
         with open(error_file, encoding="utf-8") as f:
@@ -124,10 +136,34 @@ def describe(group, rank, child, error_file):
     except (OSError, ValueError, AttributeError):
         message = None
     if message:
-        return "%s failed: %s" % (who, message)
-    if code == -signal.SIGKILL:
-        return "%s was killed (SIGKILL; out of memory, or stopped by hand)" % who
-    return "%s ended: %s" % (who, protocol.describe_exit(code))
+        text = "%s failed: %s" % (who, message)
+    elif code == -signal.SIGKILL:
+        text = "%s was killed (SIGKILL; out of memory, or stopped by hand)" % who
+    else:
+        text = "%s ended: %s" % (who, protocol.describe_exit(code))
+    return text
+
+
+def watch(group):
+    """Rank 0's last resort, in a worker that owns its process: a collective that waits on a
+    dead rank may never return (NCCL waits for its timeout), so when a child has failed and
+    rank 0 is still inside the group ``HARD_EXIT_AFTER_S`` later, report that child's error,
+    stop the others and exit. Gloo (the CPU) raises at once and never gets here."""
+    import threading
+
+    ctx = group.ctx
+
+    def run():
+        while not group.closed.wait(0.5):
+            failures = _failures(group)
+            if failures and not group.closed.wait(HARD_EXIT_AFTER_S):
+                ctx.emitter.emit("error", message=failures[0] + RANK_TRACEBACK, kind="other")
+                _stop(group)
+                os._exit(protocol.EXIT_OTHER)
+
+    t = threading.Thread(target=run, daemon=True, name="rank-watch")
+    t.start()
+    return t
 
 
 def _failures(group):
@@ -171,6 +207,9 @@ def finish(group, exc):
 
     ctx = group.ctx
     failures, running = [], []
+    group.closed.set()
+    if group.watcher is not None:
+        group.watcher.join(5)
     try:
         if group.is_main and group.children:
             cancelled = ctx.cancelled or isinstance(exc, ctx.Cancelled)
@@ -189,7 +228,7 @@ def finish(group, exc):
     if ctx.cancelled:
         return ctx.Cancelled()
     if failures:
-        return ctx.RunFailure(failures[0] + "; its traceback is in the run's stderr")
+        return ctx.RunFailure(failures[0] + RANK_TRACEBACK)
     if exc is not None and running and _is_timeout(exc):
         rank = [r for r, c, _ in group.children if c in running][0]
         return ctx.RunFailure(

@@ -13,10 +13,13 @@ A trainer uses it as::
 
     world, backend = parallel.choose_world(ctx, p["processes"])
     with parallel.join(ctx, world, backend) as group:   # rank 0 starts the others here
-        model = group.wrap(model)                       # DistributedDataParallel when N > 1
-        for batch in group.batches(lengths, batch_size, seed, epoch): ...
-        group.step(step)                                # the tests' fault hook
-        loss, n = group.all_sum([loss_sum, seen])
+        device = group.device(lambda: <the device for one process>)
+        ddp = group.wrap(model, device)                 # DistributedDataParallel when N > 1
+        for batch in group.batches(lengths, batch_size, seed, epoch):   # this rank's share
+            ctx.check_cancelled(); group.step(step)     # group.step: the tests' fault hook
+            ...
+        loss, n = group.all_sum([loss_sum, seen], device)   # one sync, every rank
+    if group.is_main: <save>
 
 Whatever ends the group on rank 0 (success, an error, cancellation) stops every child; a child
 that failed turns into that rank's error message, one that stopped answering into a timeout
@@ -138,6 +141,10 @@ class Group:
         self.timeout = _timeout_s()
         self.children = []  # rank 0: [(rank, Popen, error file)]
         self.store = None  # rank 0: the TCPStore it hosts
+        self.messages = {}  # rank 0: {rank: the sentence for its failure}
+        self.closed = threading.Event()  # rank 0: set when the group ends (stops the watch)
+        self.lock = threading.Lock()  # rank 0: the watch and the main thread read failures
+        self.watcher = None
         self.fault = _fault()
         self._threads = None
 
