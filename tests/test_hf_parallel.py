@@ -186,3 +186,34 @@ def _alive(pid):
     except OSError:
         return False
     return stat[stat.rfind(b")") + 2:].split()[0] != b"Z"
+
+
+@pytest.mark.parametrize("how", ["cancel", "wall_clock"])
+def test_supervised_stop_reaches_every_rank(tmp_path, tiny_bert, how):
+    """Through the supervisor, as on every backend: SIGTERM to the worker's process group
+    (which holds the ranks), the run ends as with one process, and nothing is left. Cancel
+    comes mid-training; the 1 s wall clock while the ranks are still starting."""
+    from potato.training.remote import protocol, supervise
+
+    paths, _ = _run(tmp_path, tiny_bert, epochs=50)
+    seen, ranks = [], []
+
+    def on_event(event):
+        seen.append(event)
+        if event["type"] == "progress" and not ranks:
+            ranks.extend(leaks.processes("trainers.parallel"))
+
+    started = time.monotonic()
+    result = supervise.run_worker(
+        [sys.executable, "-m", "potato.training.worker", "--spec", paths.spec],
+        protocol.worker_env(os.environ, ROOT), os.path.join(paths.root, "stderr.log"), on_event,
+        should_cancel=lambda: how == "cancel" and bool(ranks),
+        max_wall_seconds=None if how == "cancel" else 1.0, grace_seconds=20, tick=0.2)
+    status, message = supervise.explain(result, max_wall_seconds=1.0)
+    assert time.monotonic() - started < 60
+    if how == "cancel":
+        assert len(ranks) == 1 and (status, message) == ("cancelled", "cancelled"), seen[-3:]
+    else:
+        assert status == "error" and "max_wall_seconds (1 s)" in message, message
+    assert result.returncode != -9  # stopped by SIGTERM in time, not killed after the grace
+    assert leaks.processes("trainers.parallel") == []
