@@ -217,3 +217,24 @@ def test_supervised_stop_reaches_every_rank(tmp_path, tiny_bert, how):
         assert status == "error" and "max_wall_seconds (1 s)" in message, message
     assert result.returncode != -9  # stopped by SIGTERM in time, not killed after the grace
     assert leaks.processes("trainers.parallel") == []
+
+
+def test_a_stuck_rank_0_is_ended_by_its_watch(tmp_path, tiny_bert, monkeypatch):
+    """What NCCL does to rank 0 when a peer dies (waits in the collective), simulated: rank 1
+    fails and rank 0 sleeps. The worker's watch reports rank 1's error and exits, in about the
+    collective timeout, leaving nothing behind."""
+    from potato.training.remote import protocol, supervise
+
+    monkeypatch.setenv(parallel.FAULT_ENV, "1:2:raise,0:2:hang")
+    monkeypatch.setenv(parallel.TIMEOUT_ENV, "3")
+    paths, _ = _run(tmp_path, tiny_bert, epochs=50)
+    started = time.monotonic()
+    result = supervise.run_worker(
+        [sys.executable, "-m", "potato.training.worker", "--spec", paths.spec],
+        protocol.worker_env(os.environ, ROOT), os.path.join(paths.root, "stderr.log"),
+        lambda event: None, tick=0.2)
+    status, message = supervise.explain(result)
+    assert time.monotonic() - started < 60
+    assert result.returncode == protocol.EXIT_OTHER and status == "error", message
+    assert "rank 1 of 2" in message and "injected fault in rank 1 at step 2" in message
+    assert leaks.processes("trainers.parallel") == []

@@ -20,7 +20,7 @@ from potato.training.remote import protocol
 CODE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.dirname(os.path.abspath(__file__))))))
 FAILED_RANK_WAIT_S = 3.0  # after an error on rank 0: how long a failing child has to exit
-HARD_EXIT_AFTER_S = 20.0  # a child failed and rank 0 is stuck in a collective: exit (watch)
+HARD_EXIT_AFTER_S = 20.0  # a child failed and rank 0 is stuck: exit (watch)
 RANK_TRACEBACK = "; its traceback is in the run's stderr"
 
 
@@ -147,7 +147,8 @@ def _sentence(group, rank, child, code, error_file):
 def watch(group):
     """Rank 0's last resort, in a worker that owns its process: a collective that waits on a
     dead rank may never return (NCCL waits for its timeout), so when a child has failed and
-    rank 0 is still inside the group ``HARD_EXIT_AFTER_S`` later, report that child's error,
+    rank 0 is still inside the group ``HARD_EXIT_AFTER_S`` later (or the collective timeout, if
+    shorter), report that child's error,
     stop the others and exit. Gloo (the CPU) raises at once and never gets here."""
     import threading
 
@@ -156,7 +157,7 @@ def watch(group):
     def run():
         while not group.closed.wait(0.5):
             failures = _failures(group)
-            if failures and not group.closed.wait(HARD_EXIT_AFTER_S):
+            if failures and not group.closed.wait(min(HARD_EXIT_AFTER_S, group.timeout)):
                 ctx.emitter.emit("error", message=failures[0] + RANK_TRACEBACK, kind="other")
                 _stop(group)
                 os._exit(protocol.EXIT_OTHER)

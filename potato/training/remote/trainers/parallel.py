@@ -39,7 +39,7 @@ from potato.training.remote import protocol
 from potato.training.remote.paths import write_atomic
 
 TIMEOUT_ENV = "POTATO_DDP_TIMEOUT_S"  # how long a rank waits for the others (default 600 s)
-FAULT_ENV = "POTATO_TEST_RANK_FAULT"  # tests only: "RANK:STEP:raise|kill|hang"
+FAULT_ENV = "POTATO_TEST_RANK_FAULT"  # tests only: "RANK:STEP:raise|kill|hang[,...]"
 DEFAULT_TIMEOUT_S = 600.0
 MEGA_BATCH = 50  # batches sorted by length together (as transformers' group_by_length)
 
@@ -119,13 +119,15 @@ def _timeout_s():
         return DEFAULT_TIMEOUT_S
 
 
-def _fault():
-    """(rank, step, mode) from $POTATO_TEST_RANK_FAULT, or None (tests inject failures)."""
-    text = os.environ.get(FAULT_ENV, "")
-    parts = text.split(":")
-    if len(parts) != 3 or not parts[0].isdigit() or not parts[1].isdigit():
-        return None
-    return int(parts[0]), int(parts[1]), parts[2]
+def _faults():
+    """{(rank, step): mode} from $POTATO_TEST_RANK_FAULT ("RANK:STEP:MODE", comma-separated):
+    tests inject failures; anything else there is ignored."""
+    out = {}
+    for text in os.environ.get(FAULT_ENV, "").split(","):
+        parts = text.strip().split(":")
+        if len(parts) == 3 and parts[0].isdigit() and parts[1].isdigit():
+            out[int(parts[0]), int(parts[1])] = parts[2]
+    return out
 
 
 class Group:
@@ -145,7 +147,7 @@ class Group:
         self.closed = threading.Event()  # rank 0: set when the group ends (stops the watch)
         self.lock = threading.Lock()  # rank 0: the watch and the main thread read failures
         self.watcher = None
-        self.fault = _fault()
+        self.faults = _faults()
         self._threads = None
 
     # -- what trainers call -----------------------------------------------------------------
@@ -188,9 +190,9 @@ class Group:
 
     def step(self, step):
         """Called once per training step: the tests' fault injection (POTATO_TEST_RANK_FAULT)."""
-        if self.fault is None or self.fault[:2] != (self.rank, step):
+        mode = self.faults.get((self.rank, step))
+        if mode is None:
             return
-        mode = self.fault[2]
         if mode == "kill":
             os.kill(os.getpid(), signal.SIGKILL)
         if mode == "hang":
