@@ -124,7 +124,12 @@ def _error(raw):
             "kind": text(raw.get("kind"), "kind", NAME_MAX)}
 
 
-_EVENTS = {"status": _status, "progress": _progress, "metric": _metric, "log": _log,
+def _where(raw):
+    return dict((k, text(raw.get(k), k, NAME_MAX))
+                for k in ("host", "gpus", "slurm_job", "slurm_node", "device"))
+
+
+_EVENTS = {"where": _where, "status": _status, "progress": _progress, "metric": _metric, "log": _log,
            "artifact": _artifact, "result": _result, "error": _error}
 
 
