@@ -87,6 +87,11 @@ def test_a_run_that_warned_is_not_plain_success(tmp_path, serve):
     assert "<b>reaches" not in rows and "&lt;b&gt;reaches" in rows
     page = c.get(f"/admin/training/runs/{run_id}", headers=H).text
     assert "run-warnings" in page and "&lt;b&gt;reaches&lt;/b&gt;" in page
+    from potato.training.summary import summary_lines
+
+    text = "\n".join(summary_lines(run))
+    assert f"Run {run_id} success (with warnings)" in text
+    assert "1 warning:\n  no threshold <b>reaches</b> the target" in text
 
 
 def test_no_writeback_scheme_is_a_warning(tmp_path, serve):
