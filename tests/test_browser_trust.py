@@ -97,10 +97,11 @@ def test_annotate_keys_accept_highlight_and_warn(tmp_path, serve, browser):
     d = browser
     server, url = serve(make_project(tmp_path, labels=False))
     store = server.app.store
-    first, second = store.item_at(0)["id"], store.item_at(1)["id"]
+    first, second, third = (store.item_at(i)["id"] for i in range(3))
     with store.tx() as db:
-        db.execute("INSERT INTO predictions VALUES (?, 'sentiment', '\"negative\"', 0.91, 'r1')",
-                   (first,))
+        for item in (first, third):
+            db.execute("INSERT INTO predictions VALUES (?, 'sentiment', '\"negative\"', 0.91, "
+                       "'r1')", (item,))
     d.get(url + "login")
     d.find_element("id", "username").send_keys("dana")
     d.find_element("css selector", "form button[type=submit]").click()
@@ -128,8 +129,14 @@ def test_annotate_keys_accept_highlight_and_warn(tmp_path, serve, browser):
     body.send_keys("\n")
     wait_for(d, lambda d: d.find_element("id", "nothing-chosen").is_displayed(), what="warning")
     body.send_keys("\n")
-    wait_for(d, lambda d: second not in text_of(d, ".item-id"), what="the skip")
+    wait_for(d, lambda d: third in text_of(d, ".item-id"), what="the skip")
     assert store.labels_of("dana", second) == {}
+    # A never replaces a choice the annotator made.
+    body = d.find_element("tag name", "body")
+    body.send_keys("1")
+    body.send_keys("a")
+    assert d.find_element("css selector", "input[value=positive]").is_selected()
+    assert not d.find_element("css selector", "input[value=negative]").is_selected()
 
 
 def test_admin_export_downloads(tmp_path, serve, browser):

@@ -215,3 +215,141 @@ def test_a_store_from_before_gains_placement_and_warnings(tmp_path):
         assert runs.get(created["run_id"])["warnings"] == ["w"]
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("history", [
+    [{"name": "loss", "value": 5e-324, "epoch": 1}],  # a subnormal: log10 of ~0 used to raise
+    [{"name": "loss", "value": 0, "epoch": 1}, {"name": "loss", "value": 0, "epoch": 2}],
+    [{"name": "loss", "value": -0.5, "step": 1}, {"name": "loss", "value": 2.3, "step": 2}],
+    [{"name": "perplexity", "value": 35, "epoch": 1}, {"name": "x" * 140, "value": 1, "epoch": 1}],
+])
+def test_odd_values_still_draw(history):
+    svg = str(chart.chart_svg(history))
+    assert svg.startswith("<svg") and "cannot be drawn" not in svg
+
+
+def test_epoch_only_points_sit_at_their_epochs_last_step():
+    axis, data = chart.series([
+        {"name": "loss", "value": 0.5, "step": 10, "epoch": 1},
+        {"name": "loss", "value": 0.4, "step": 20, "epoch": 2},
+        {"name": "accuracy", "value": 0.7, "epoch": 1}, {"name": "accuracy", "value": 0.8,
+                                                          "epoch": 2}])
+    assert axis == "step" and data["accuracy"] == [(10.0, 0.7), (20.0, 0.8)]
+
+
+def test_negative_loss_stays_inside_the_plot():
+    svg = str(chart.chart_svg([{"name": "loss", "value": -0.5, "step": 1},
+                               {"name": "loss", "value": 2.3, "step": 2}]))
+    ys = [float(p.split(",")[1]) for p in
+          svg.split('points="')[1].split('"')[0].split()]
+    assert all(chart.TOP <= y <= chart.BOTTOM for y in ys)
+
+
+def _artifacts(tmp_path, run_id):
+    return os.path.join(tmp_path, "annotation_output", "training", "runs", run_id, "artifacts")
+
+
+def test_the_archive_has_its_exact_length_and_odd_names(tmp_path, serve):
+    _, url = serve(make_project(tmp_path))
+    c = Client(url)
+    run_id = start_run(c, trainer="test-warns", schemas=["sentiment"])
+    wait_run(c, run_id)
+    art = os.fsencode(_artifacts(tmp_path, run_id))
+    with open(os.path.join(art, b"model", b"latin1-\xe9.bin"), "wb") as f:  # not UTF-8
+        f.write(b"y" * 700)
+    with open(os.path.join(art, b"model", 'q"uote <b>.bin'.encode()), "wb") as f:
+        f.write(b"")
+    page = c.get(f"/admin/training/runs/{run_id}", headers=H)
+    assert page.status == 200 and "latin1-\\xe9.bin" in page.text
+    assert "q&quot;uote &lt;b&gt;.bin" in page.text
+    r = c.get(f"/admin/training/runs/{run_id}/model.tar", headers=H)
+    assert int(r.getheader("Content-Length")) == len(r.body) and len(r.body) % 10240 == 0
+    with tarfile.open(fileobj=io.BytesIO(r.body)) as tar:
+        names = tar.getnames()
+        assert tar.extractfile(next(n for n in names if "latin1" in n)).read() == b"y" * 700
+    assert len(names) == 4
+
+
+def test_a_file_that_shrinks_mid_download_gives_an_incomplete_download(tmp_path, serve,
+                                                                       monkeypatch):
+    import http.client
+
+    from potato.training import model_files
+
+    _, url = serve(make_project(tmp_path))
+    c = Client(url)
+    run_id = start_run(c, trainer="test-warns", schemas=["sentiment"])
+    wait_run(c, run_id)
+    weights = os.path.join(_artifacts(tmp_path, run_id), "model", "weights.bin")
+    real_write = model_files.Archive.write
+
+    def shrink_then_write(self, out):
+        with open(weights, "wb") as f:
+            f.write(b"short")
+        return real_write(self, out)
+
+    monkeypatch.setattr(model_files.Archive, "write", shrink_then_write)
+    conn = http.client.HTTPConnection(c.host, c.port, timeout=10)
+    try:
+        conn.request("GET", f"/admin/training/runs/{run_id}/model.tar", headers=H)
+        resp = conn.getresponse()
+        assert resp.status == 200
+        with pytest.raises(http.client.IncompleteRead):
+            resp.read()
+    finally:
+        conn.close()
+
+
+def test_the_servers_warnings_are_never_crowded_out(tmp_path, serve):
+    cfg = make_project(tmp_path)
+    text = open(cfg).read().replace("schemas: [sentiment]", "schemas: []")
+    open(cfg, "w").write(text)
+    _, url = serve(cfg)
+    c = Client(url)
+    run = wait_run(c, start_run(c, trainer="test-many-warnings", schemas=["sentiment"]))
+    w = run["warnings"]
+    assert "writeback.schemas" in w[0]  # the server's own, first
+    assert w[1:21] == ["trainer warning %d" % i for i in range(20)]
+    assert w[21] == "… and 5 more warning(s) in the run log" and len(w) == 22
+
+
+def test_where_fields_lose_control_and_bidi_characters():
+    e = boundary.event({"type": "where", "host": "gpu01\u202egnp.exe\x1b[31m\n\u200fx"})
+    assert e["host"] == "gpu01gnp.exe[31mx"
+
+
+def test_two_processes_migrating_an_old_store_at_once(tmp_path):
+    import threading
+
+    path = str(tmp_path / "old.sqlite")
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE runs (seq INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT UNIQUE "
+               "NOT NULL, trainer TEXT NOT NULL, schemas TEXT NOT NULL, backend TEXT NOT NULL, "
+               "params TEXT NOT NULL, status TEXT NOT NULL, step TEXT NOT NULL DEFAULT '', "
+               "error TEXT, metrics TEXT, holdout TEXT, writeback TEXT, progress TEXT, "
+               "history TEXT NOT NULL DEFAULT '[]', ran_on TEXT, artifact_uri TEXT, auto INTEGER "
+               "NOT NULL DEFAULT 0, cancel_requested INTEGER NOT NULL DEFAULT 0, created_at REAL "
+               "NOT NULL, started_at REAL, finished_at REAL, heartbeat_at REAL)")
+    db.commit()
+    db.close()
+    barrier, errors, stores = threading.Barrier(4), [], []
+
+    def open_store():
+        store = Store(path)
+        stores.append(store)
+        barrier.wait()
+        try:
+            RunStore(store)
+        except Exception as e:  # noqa: BLE001 - collected for the assertion
+            errors.append(e)
+        finally:
+            store.release()
+
+    threads = [threading.Thread(target=open_store) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for s in stores:
+        s.close()
+    assert errors == []

@@ -321,15 +321,14 @@ class Handler(Uploads, BaseHTTPRequestHandler):
                 if on_progress is not None:
                     on_progress()
 
-    def send_stream(self, content_type: str, filename: str, write) -> None:
-        """A body of unknown length, made while it is sent: ``write(out)`` writes to the
-        connection, which closes at its end (that marks the body's end; no Content-Length).
-        A download: ``filename`` is what the browser saves it as."""
+    def send_stream(self, content_type: str, filename: str, write, length: int) -> None:
+        """A download made while it is sent: ``write(out)`` writes exactly ``length`` bytes
+        to the connection (if it raises, the connection closes short of Content-Length, so
+        the client sees an incomplete download). ``filename``: what the browser saves."""
         self._head(200, content_type)
-        self.close_connection = True
+        self.send_header("Content-Length", str(length))
         self.send_header("Content-Disposition", _header_value(
             'attachment; filename="%s"' % filename.replace('"', "")))
-        self.send_header("Connection", "close")
         self.end_headers()
         if self.command != "HEAD":
             write(self.wfile)
@@ -380,7 +379,8 @@ class Handler(Uploads, BaseHTTPRequestHandler):
         self.send(status, safety.dumps(data).encode("utf-8"), "application/json")
 
     def send_html(self, page: str, status: int = 200) -> None:
-        self.send(status, page.encode("utf-8"), "text/html; charset=utf-8")
+        # "replace": a lone surrogate (say, a file name that is not UTF-8) cannot fail a page
+        self.send(status, page.encode("utf-8", "replace"), "text/html; charset=utf-8")
 
     def redirect(self, location: str) -> None:
         self.send(303, b"", "text/plain; charset=utf-8", {"Location": location})

@@ -94,7 +94,7 @@ def _annotate_routes(app) -> None:
     def annotate(h):
         user = h.annotator()
         total = app.store.item_count()
-        if h.query.get("resume"):  # "go to the first item I have not labelled"
+        if h.query.get("resume") == ["1"]:  # "go to the first item I have not labelled"
             app.store.set_position(user, app.store.first_unlabelled(user))
             h.redirect("/annotate")
             return

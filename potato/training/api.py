@@ -196,7 +196,8 @@ def _page_routes(app, manager: Manager, get_run) -> None:
     @app.route("GET", r"/admin/training/runs/(?P<run_id>[A-Za-z0-9_-]+)", "admin")
     def run_page(h, run_id):
         run = run_view(get_run(run_id))
-        here = model_files.files(manager.paths(run_id).artifacts)
+        here = model_files.files(manager.paths(run_id).artifacts) \
+            if run["status"] == "success" else []
         h.send_html(pages.run_page(manager.cfg, run, read_log(manager, run_id),
                                    pages.model_files_cell(run, model_location(run), here,
                                                           model_files.load_code(run))))
@@ -204,12 +205,13 @@ def _page_routes(app, manager: Manager, get_run) -> None:
     @app.route("GET", r"/admin/training/runs/(?P<run_id>[A-Za-z0-9_-]+)/model\.tar", "admin")
     def model_archive(h, run_id):
         run = get_run(run_id)
-        directory = manager.paths(run_id).artifacts
-        if run["status"] != "success" or not model_files.files(directory):
+        archive = model_files.Archive(manager.paths(run_id).artifacts, "%s-model" % run_id) \
+            if run["status"] == "success" else None
+        if archive is None or not archive.members:
             raise HTTPError(404, "Run %s has no model files on this server (%s)." % (
                 run_id, model_location(run)))
-        h.send_stream("application/x-tar", model_files.archive_name(run_id),
-                      lambda out: model_files.write_archive(directory, "%s-model" % run_id, out))
+        h.send_stream("application/x-tar", model_files.archive_name(run_id), archive.write,
+                      archive.size)
 
     @app.route("GET", PREFIX + r"/fragments", "admin")
     def fragments(h):

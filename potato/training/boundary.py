@@ -9,6 +9,7 @@ reason; stores and pages take only what comes out of here.
 
 import json
 import math
+import unicodedata
 from typing import Any, Dict, List, Optional, Tuple
 
 from potato.training.remote.protocol import TYPES
@@ -124,8 +125,16 @@ def _error(raw):
             "kind": text(raw.get("kind"), "kind", NAME_MAX)}
 
 
+def plain(value: Optional[str]) -> Optional[str]:
+    """Text without control or format characters (newlines, escapes, bidi overrides): a
+    name shown in a table must read as what it is."""
+    if value is None:
+        return None
+    return "".join(ch for ch in value if unicodedata.category(ch) not in ("Cc", "Cf", "Cs"))
+
+
 def _where(raw):
-    return dict((k, text(raw.get(k), k, NAME_MAX))
+    return dict((k, plain(text(raw.get(k), k, NAME_MAX)))
                 for k in ("host", "gpus", "slurm_job", "slurm_node", "device"))
 
 

@@ -18,9 +18,12 @@ COLOURS = ("#7a4b1f", "#1e6fb3", "#1e7b34", "#8a2be2", "#b3261e", "#5f6368")
 
 
 def _num(value: Any) -> Optional[float]:
+    """A drawable number: finite, within ±1e9; a magnitude below 1e-9 is drawn as 0."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return float(value) if math.isfinite(value) and abs(value) <= 1e9 else None
+    if not math.isfinite(value) or abs(value) > 1e9:
+        return None
+    return 0.0 if abs(value) < 1e-9 else float(value)
 
 
 def series(history: Any) -> Tuple[str, Dict[str, List[Tuple[float, float]]]]:
@@ -29,9 +32,17 @@ def series(history: Any) -> Tuple[str, Dict[str, List[Tuple[float, float]]]]:
     events = [e for e in (history if isinstance(history, list) else []) if isinstance(e, dict)]
     by_step = any(_num(e.get("step")) is not None for e in events)
     axis = "step" if by_step else "epoch"
+    # On a step axis, a point known only by its epoch goes at that epoch's last step.
+    epoch_end: Dict[float, float] = {}
+    for e in events:
+        step, epoch = _num(e.get("step")), _num(e.get("epoch"))
+        if step is not None and epoch is not None:
+            epoch_end[epoch] = max(step, epoch_end.get(epoch, step))
     out: Dict[str, List[Tuple[float, float]]] = {}
     for e in events:
         x, value = _num(e.get(axis)), _num(e.get("value"))
+        if x is None and by_step:
+            x = epoch_end.get(_num(e.get("epoch")))  # type: ignore[arg-type]
         if x is None or value is None:
             continue
         name = str(e.get("name", ""))[:100]
@@ -50,6 +61,8 @@ def tick_step(lo: float, hi: float, count: int = 5, whole: bool = False) -> floa
     """A round distance between ticks (1, 2, 2.5 or 5 times a power of ten) that splits
     [lo, hi] into about ``count - 1`` parts; at least 1 when ticks must be ``whole``."""
     raw = (hi - lo) / max(count - 1, 1)
+    if not raw > 1e-12 or not math.isfinite(raw):
+        return 1.0
     mag = 10 ** math.floor(math.log10(raw))
     step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
     return max(step, 1.0) if whole else step
@@ -72,8 +85,26 @@ def _label(v: float) -> str:
     return ("%d" % v) if float(v).is_integer() else ("%.3g" % v)
 
 
+def _axis_range(values: List[float], lo: float, hi: float) -> Tuple[float, float]:
+    """An axis from ``lo`` to ``hi`` widened to hold ``values``, its ends on round ticks."""
+    lo, hi = min([lo] + values), max([hi] + values)
+    if hi <= lo:
+        hi = lo + 1.0
+    step = tick_step(lo, hi)
+    return math.floor(lo / step + 1e-9) * step, math.ceil(hi / step - 1e-9) * step
+
+
 def chart_svg(history: Any, pending: bool = True) -> Safe:
-    """The chart, or a note: while points can still come (``pending``), else a statement."""
+    """The chart, or a note: while points can still come (``pending``), else a statement.
+    Whatever a run reported, a chart that cannot be drawn never takes its page down."""
+    try:
+        return _chart(history, pending)
+    except (ArithmeticError, ValueError, StopIteration):
+        return Safe('<p class="hint chart-empty">The chart cannot be drawn from the values '
+                    'this run reported.</p>')
+
+
+def _chart(history: Any, pending: bool) -> Safe:
     axis, data = series(history)
     if not data:
         if pending:
@@ -87,12 +118,8 @@ def chart_svg(history: Any, pending: bool = True) -> Safe:
         lo_x = min(lo_x, 0.0 if lo_x >= 1 else lo_x)
     loss_vals = [v for k, pts in data.items() if is_loss(k) for _, v in pts]
     other_vals = [v for k, pts in data.items() if not is_loss(k) for _, v in pts]
-    loss_hi = 1.0
-    if loss_vals and max(loss_vals) > 0:  # the axis ends on the first tick above the top
-        step = tick_step(0, max(loss_vals))
-        loss_hi = math.ceil(max(loss_vals) / step - 1e-9) * step
-    acc_lo = min([0.0] + other_vals)
-    acc_hi = max([1.0] + other_vals)
+    loss_lo, loss_hi = _axis_range(loss_vals, 0.0, 0.0)  # from 0 (or below) to the top
+    acc_lo, acc_hi = _axis_range(other_vals, 0.0, 1.0)
     x_ticks = ticks(lo_x, hi_x if hi_x > lo_x else lo_x + 1, 6, whole=True)
     hi_x = max(hi_x, x_ticks[-1]) if hi_x > lo_x else lo_x + 1
     plot_w, plot_h = WIDTH - LEFT - RIGHT, PLOT_H
@@ -102,7 +129,7 @@ def chart_svg(history: Any, pending: bool = True) -> Safe:
         return LEFT + (x - lo_x) / (hi_x - lo_x) * plot_w
 
     def py(v, left):
-        lo, hi = (0.0, loss_hi) if left else (acc_lo, acc_hi)
+        lo, hi = (loss_lo, loss_hi) if left else (acc_lo, acc_hi)
         return TOP + plot_h - (v - lo) / ((hi - lo) or 1) * plot_h
 
     parts = [render('<svg class="chart" role="img" viewBox="0 0 {w} {h}" width="100%" '
@@ -110,14 +137,18 @@ def chart_svg(history: Any, pending: bool = True) -> Safe:
                     'accuracy by {axis}"><rect x="{l}" y="{t}" width="{pw}" height="{ph}" '
                     'fill="#fff" stroke="#999"/>', w=WIDTH, axis=axis, l=LEFT,
                     t=TOP, pw=plot_w, ph=plot_h, h=height)]
-    parts.append(_axes(axis, x_ticks, px, py, loss_vals, loss_hi, other_vals, acc_lo, acc_hi))
+    right = [k for k in data if not is_loss(k)]
+    parts.append(_axes(axis, x_ticks, px, py, loss_vals, (loss_lo, loss_hi), other_vals,
+                       (acc_lo, acc_hi), "accuracy" if all("acc" in k.lower() for k in right)
+                       else "value"))
     for k, (name, pts) in enumerate(sorted(data.items())):
         parts.append(_series(name, pts, COLOURS[k % len(COLOURS)], k, px, py, axis))
     parts.append(Safe("</svg>"))
     return join(parts)
 
 
-def _axes(axis, x_ticks, px, py, loss_vals, loss_hi, other_vals, acc_lo, acc_hi) -> Safe:
+def _axes(axis, x_ticks, px, py, loss_vals, loss_range, other_vals, acc_range,
+          right_title="accuracy") -> Safe:
     bottom = BOTTOM
     out = []
     for x in x_ticks:
@@ -129,7 +160,7 @@ def _axes(axis, x_ticks, px, py, loss_vals, loss_hi, other_vals, acc_lo, acc_hi)
                       '</text>', x=LEFT + (WIDTH - LEFT - RIGHT) // 2, y=bottom + 32,
                       axis=axis))
     if loss_vals:
-        for v in ticks(0, loss_hi):
+        for v in ticks(*loss_range):
             y = py(v, True)
             out.append(render('<line x1="{l5}" y1="{y:.1f}" x2="{r}" y2="{y:.1f}" '
                               'stroke="#eee"/><text class="tick-loss" x="{tx}" y="{ty:.1f}" '
@@ -139,7 +170,7 @@ def _axes(axis, x_ticks, px, py, loss_vals, loss_hi, other_vals, acc_lo, acc_hi)
                           'transform="rotate(-90 14 {y})">loss</text>', y=TOP + (bottom - TOP)
                           // 2))
     if other_vals:
-        for v in ticks(acc_lo, acc_hi):
+        for v in ticks(*acc_range):
             y = py(v, False)
             out.append(render('<line x1="{r}" y1="{y:.1f}" x2="{r5}" y2="{y:.1f}" '
                               'stroke="#999"/><text class="tick-acc" x="{tx}" y="{ty:.1f}" '
@@ -148,8 +179,8 @@ def _axes(axis, x_ticks, px, py, loss_vals, loss_hi, other_vals, acc_lo, acc_hi)
                               v=_label(v)))
         x = WIDTH - 12
         out.append(render('<text x="{x}" y="{y}" font-size="12" text-anchor="middle" '
-                          'transform="rotate(90 {x} {y})">accuracy</text>', x=x,
-                          y=TOP + (bottom - TOP) // 2))
+                          'transform="rotate(90 {x} {y})">{title}</text>', x=x,
+                          y=TOP + (bottom - TOP) // 2, title=right_title))
     return join(out)
 
 
@@ -164,10 +195,11 @@ def _series(name, pts, colour, k, px, py, axis) -> Safe:
                           '{axis} {at}: {v:.4f}</title></circle>', x=px(x), y=py(v, left),
                           c=colour, name=name, axis=axis, at=_label(x), v=v) for x, v in pts)
     lx, ly = LEFT + 220 * (k % 3), BOTTOM + 54 + 16 * (k // 3)
-    out.append(render('<g class="legend"><line x1="{x}" y1="{y}" x2="{x2}" y2="{y}" '
-                      'stroke="{c}" stroke-width="3"{dash}/><text x="{tx}" y="{ty}" '
-                      'font-size="12">{name} ({side} axis)</text></g>', x=lx, y=ly - 4,
-                      x2=lx + 22, c=colour, tx=lx + 28, ty=ly, name=name,
+    short = name if len(name) <= 22 else name[:21] + "…"  # a legend cell is 220 px wide
+    out.append(render('<g class="legend"><title>{name}</title><line x1="{x}" y1="{y}" '
+                      'x2="{x2}" y2="{y}" stroke="{c}" stroke-width="3"{dash}/><text x="{tx}" '
+                      'y="{ty}" font-size="12">{short} ({side} axis)</text></g>', x=lx, y=ly - 4,
+                      x2=lx + 22, c=colour, tx=lx + 28, ty=ly, name=name, short=short,
                       side="left" if left else "right",
                       dash=Safe("") if left else Safe(' stroke-dasharray="6 3"')))
     return join(out)

@@ -44,6 +44,8 @@ class RunEvents:
         self.backend_type = getattr(b, "type", "") if b is not None else ""
         self.placement: Dict[str, Any] = {}
         self.warnings: List[str] = []
+        self.server_warnings: List[str] = []
+        self.warnings_dropped = 0
         self.last_progress = 0.0
         self.dropped = 0
         self.written = 0
@@ -83,11 +85,20 @@ class RunEvents:
                 f.write(line)
         self.record(event)
 
-    def warn(self, message: str) -> None:
-        """A warning the run's status shows (the first WARNINGS_MAX, each cut to 300 chars)."""
-        if len(self.warnings) < WARNINGS_MAX:
-            self.warnings.append(message if len(message) <= 300 else message[:299] + "…")
-            self.manager.runs.update(self.run_id, warnings=self.warnings)
+    def warn(self, message: str, server: bool = False) -> None:
+        """A warning the run's status shows, cut to 300 characters. The run's own warnings
+        are kept up to WARNINGS_MAX (then counted); the server's always, and listed first."""
+        message = message if len(message) <= 300 else message[:299] + "…"
+        if server:
+            self.server_warnings.append(message)
+        elif len(self.warnings) < WARNINGS_MAX:
+            self.warnings.append(message)
+        else:
+            self.warnings_dropped += 1
+        shown = self.server_warnings + self.warnings
+        if self.warnings_dropped:
+            shown.append("… and %d more warning(s) in the run log" % self.warnings_dropped)
+        self.manager.runs.update(self.run_id, warnings=shown)
 
     def log(self, message: str) -> None:
         if self._logs is not None:
@@ -111,9 +122,11 @@ class RunEvents:
             self.log("metric %s = %s%s" % (event["name"], event["value"], " (epoch %s)"
                                             % event["epoch"] if "epoch" in event else ""))
         elif kind == "where":
+            before = dict(self.placement)
             self.placement.update((k, v) for k, v in event.items() if k not in ("type", "t"))
-            runs.update(self.run_id, placement=self.placement,
-                        ran_on=ran_on(self.backend, self.backend_type, self.placement))
+            if self.placement != before:
+                runs.update(self.run_id, placement=self.placement,
+                            ran_on=ran_on(self.backend, self.backend_type, self.placement))
         elif kind in ("log", "error"):
             if kind == "log" and event["level"] == "warning":
                 self.warn(event["message"])

@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Optional
 
 from potato.server.pages import Safe, esc, join, json_script, layout, render
 from potato.training.chart import chart_svg
+from potato.training.model_files import shown
 from potato.training.runs import TERMINAL
 
 STATUS_TEXT = {"queued": "queued", "running": "running", "success": "success",
@@ -383,7 +384,7 @@ def model_files_cell(run: Dict[str, Any], where: str, here: List[str], code: str
                   'model.tar" download>Download the model ({size}, one .tar archive)</a>'
                   '<details><summary>files</summary><ul>{files}</ul></details>{load}'
                   '<p class="hint">On the server: <code>{where}</code></p>', id=run["run_id"],
-                  size=size, files=join(render("<li><code>{f}</code></li>", f=f)
+                  size=size, files=join(render("<li><code>{f}</code></li>", f=shown(f))
                                         for f in here[:200]), load=load, where=where)
 
 

@@ -334,7 +334,7 @@ class Manager:
             if outcome.ingest:
                 fields.update(self._ingest(run, paths))
                 for warning in fields.pop("warnings", []):
-                    on_event.warn(warning)
+                    on_event.warn(warning, server=True)
                 if "error" in fields:
                     outcome = Outcome("error", fields.pop("error"))
             if ctx.cancel.is_set() and outcome.status != "success":

@@ -1,6 +1,7 @@
 """Training runs in the project's SQLite store: the persisted queue and every run's record."""
 
 import json
+import sqlite3
 import time
 
 from potato.store import Store
@@ -61,8 +62,12 @@ class RunStore:
         have = {r[1] for r in db.execute("PRAGMA table_info(runs)")}
         for name, kind in ADDED_COLUMNS:
             if name not in have:
-                with store.tx() as tx:
-                    tx.execute("ALTER TABLE runs ADD COLUMN %s %s" % (name, kind))
+                try:
+                    with store.tx() as tx:
+                        tx.execute("ALTER TABLE runs ADD COLUMN %s %s" % (name, kind))
+                except sqlite3.OperationalError as e:
+                    if "duplicate column" not in str(e):  # another process added it first
+                        raise
 
     def create(self, trainer, schemas, backend, params, auto=False):
         with self.store.tx() as db:

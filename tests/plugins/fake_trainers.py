@@ -141,3 +141,15 @@ class Warns(_Base):
 
 
 TRAINERS["test-warns"] = _info("test-warns", Warns)
+
+
+class ManyWarnings(_Base):
+    """Warns 25 times (more than a run's status keeps)."""
+
+    def train(self):
+        for i in range(25):
+            self.ctx.log("trainer warning %d" % i, "warning")
+        return {}
+
+
+TRAINERS["test-many-warnings"] = _info("test-many-warnings", ManyWarnings)

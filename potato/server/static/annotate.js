@@ -17,14 +17,16 @@
   function anything() {
     return !!form.querySelector("input[name^='label:']:checked");
   }
+  // Accept the suggestions, only into schemes where the annotator has chosen nothing:
+  // a stray key never replaces a choice they made.
   function accept() {
     document.querySelectorAll(".suggestion[data-scheme]").forEach(function (s) {
       var labels = JSON.parse(s.getAttribute("data-labels") || "[]");
-      form.querySelectorAll("input[name^='label:']").forEach(function (box) {
-        if (box.name !== "label:" + s.getAttribute("data-scheme")) return;
-        if (box.type === "radio") { if (labels.indexOf(box.value) >= 0) box.checked = true; }
-        else box.checked = labels.indexOf(box.value) >= 0;
-      });
+      var name = "label:" + s.getAttribute("data-scheme");
+      var boxes = Array.prototype.filter.call(
+        form.querySelectorAll("input[name^='label:']"), function (b) { return b.name === name; });
+      if (boxes.some(function (b) { return b.checked; })) return;
+      boxes.forEach(function (b) { if (labels.indexOf(b.value) >= 0) b.checked = true; });
     });
     mark();
   }
@@ -50,7 +52,8 @@
     } else if (e.key === "a" || e.key === "A") {
       if (document.querySelector(".suggestion[data-scheme]")) { accept(); e.preventDefault(); }
     } else if (e.key === "Enter") {
-      if (t && t.tagName === "BUTTON") return; // a focused button handles Enter itself
+      // a focused button, link, menu or disclosure handles Enter itself
+      if (t && /^(BUTTON|A|SUMMARY|SELECT)$/.test(t.tagName)) return;
       next(); e.preventDefault();
     } else if (e.key === "ArrowLeft") {
       var prev = form.querySelector('button[value="prev"]');
