@@ -1,0 +1,268 @@
+"""hf-llm-classification on tiny causal LMs built here (a Llama and a GPT-2 with random weights,
+a word-level tokenizer trained on SST-2 text by the test; no downloads): training through the
+worker, label scoring, reloading the adapter with plain peft, the early failures, and runs
+through a real server on the local and the real-sshd backends."""
+
+import io
+import json
+import os
+import random
+import sys
+
+import pytest
+
+if os.environ.get("CI"):  # CI installs the train-llm extra: a missing package is a failure
+    import peft
+    import tokenizers
+    import torch
+    import transformers
+else:
+    torch = pytest.importorskip("torch", reason="needs the train-llm extra (torch)")
+    transformers = pytest.importorskip("transformers")
+    peft = pytest.importorskip("peft")
+    tokenizers = pytest.importorskip("tokenizers")
+
+from potato.training.remote import bundle  # noqa: E402
+from potato.training.remote import protocol as events  # noqa: E402
+from potato.training.remote import worker  # noqa: E402
+from potato.training.remote.paths import RunPaths, write_json  # noqa: E402
+from potato.training.remote.trainers import REGISTRY, resolve_params  # noqa: E402
+from potato.training.remote.trainers import hf_llm, llm_prompt  # noqa: E402
+from tests.conftest import EXAMPLE, ROOT  # noqa: E402
+
+TRAINER = "hf-llm-classification"
+SST2 = os.path.join(ROOT, "bench", "data", "sst2-2000-labelled.jsonl")
+LABELS = ["positive", "negative"]
+SCHEMAS = {"sentiment": {"type": "radio", "labels": LABELS,
+                         "description": "Is the review positive or negative?"}}
+
+
+def _sst2(n=240):
+    with open(SST2) as f:
+        rows = [json.loads(line) for line in f][:n]
+    return [(r["id"], r["text"], r["sentiment"]) for r in rows]
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory):
+    """A word-level tokenizer over SST-2, the example's reviews, the prompt and the labels,
+    with BOS and EOS but no pad token (like most causal LMs)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
+
+    texts = [t for _, t, _ in _sst2(2000)]
+    with open(os.path.join(EXAMPLE, "data", "reviews.jsonl")) as f:
+        texts += [json.loads(line)["text"] for line in f]
+    texts += [llm_prompt.DEFAULT_TEMPLATE, " ".join(LABELS), SCHEMAS["sentiment"]["description"]]
+    tk = Tokenizer(models.WordLevel(unk_token="<unk>"))
+    tk.pre_tokenizer = pre_tokenizers.Whitespace()
+    tk.train_from_iterator(texts, trainers.WordLevelTrainer(
+        vocab_size=3000, special_tokens=["<unk>", "<s>", "</s>"]))
+    tk.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[
+        ("<s>", tk.token_to_id("<s>"))])
+    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="<unk>",
+                                               bos_token="<s>", eos_token="</s>")
+    assert tok.pad_token is None
+    return tok
+
+
+def _save_model(d, model, tok):
+    model.save_pretrained(str(d))
+    tok.save_pretrained(str(d))
+    return str(d)
+
+
+@pytest.fixture(scope="module")
+def tiny_llama(tmp_path_factory, tokenizer):
+    cfg = transformers.LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=256,
+        initializer_range=0.3,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
+    torch.manual_seed(0)
+    return _save_model(tmp_path_factory.mktemp("tiny-llama"),
+                       transformers.LlamaForCausalLM(cfg), tokenizer)
+
+
+@pytest.fixture(scope="module")
+def tiny_gpt2(tmp_path_factory, tokenizer):
+    cfg = transformers.GPT2Config(vocab_size=len(tokenizer), n_embd=32, n_layer=2, n_head=2,
+                                  n_positions=256, bos_token_id=tokenizer.bos_token_id,
+                                  eos_token_id=tokenizer.eos_token_id)
+    torch.manual_seed(0)
+    return _save_model(tmp_path_factory.mktemp("tiny-gpt2"),
+                       transformers.GPT2LMHeadModel(cfg), tokenizer)
+
+
+def _run_dir(tmp_path, model_dir, n=240, schemas=SCHEMAS, **params):
+    rows = _sst2(n)
+    items = [(i, t) for i, t, _ in rows]
+    labels = {i: {"sentiment": [lab]} for i, _, lab in rows[:n - 40]}  # 40 unlabeled
+    paths = RunPaths(tmp_path / "run").create()
+    bundle.build(paths.bundle, items, labels, schemas, include_unlabeled=True)
+    full = resolve_params(REGISTRY[TRAINER], dict(model=model_dir, **params))
+    write_json(paths.spec, {"run_id": "t", "trainer": TRAINER, "schemas": schemas,
+                            "params": full, "device": "cpu"})
+    return paths, dict(items)
+
+
+def _work(paths):
+    out = io.StringIO()
+    code = worker.run(paths.spec, events.Emitter(out))
+    return code, [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+FAST = {"epochs": 3, "batch_size": 16, "max_length": 80, "lora_r": 8, "learning_rate": 1e-2}
+
+
+def _plain_scores(model, tok, meta, text):
+    """Each label's answer log-likelihood, computed the way docs/training.md shows: one
+    unpadded sequence per label, with plain transformers/peft."""
+    prompt = llm_prompt.render(meta["prompt_template"], meta["scheme"], meta["labels"], text,
+                               meta["description"])
+    prompt_ids = tok(prompt)["input_ids"]
+    out = []
+    for label in meta["labels"]:
+        answer = tok(" " + label, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+        ids = torch.tensor([prompt_ids + answer])
+        with torch.no_grad():
+            logp = torch.log_softmax(model(input_ids=ids).logits[0, :-1].float(), dim=-1)
+        out.append(sum(float(logp[len(prompt_ids) - 1 + j, t]) for j, t in enumerate(answer)))
+    return out
+
+
+def test_llama_trains_predicts_and_reloads_with_peft(tmp_path, tiny_llama):
+    paths, texts = _run_dir(tmp_path, tiny_llama, **FAST)
+    code, evs = _work(paths)
+    errors = [e for e in evs if e["type"] == "error"]
+    assert code == 0 and not errors, errors
+    assert evs[-1]["type"] == "result"
+    progress = [e for e in evs if e["type"] == "progress" and e["unit"] == "step"]
+    n_train = json.load(open(os.path.join(paths.bundle, "manifest.json")))["counts"]["train"]
+    assert progress[-1]["current"] == progress[-1]["total"] == 3 * -(-n_train // 16)
+    losses = [e["value"] for e in evs if e["type"] == "metric" and e["name"] == "loss"]
+    print("losses", losses, "val accuracy", [e["value"] for e in evs if e.get("name") == "accuracy"])
+    assert len(losses) == 3 and losses[-1] < losses[0] * 0.8, losses
+    assert len([e for e in evs if e["type"] == "metric" and e["name"] == "accuracy"]) == 3
+    assert any("q_proj" in e.get("message", "") for e in evs if e["type"] == "log")
+
+    preds = [json.loads(line) for line in open(paths.predictions)]
+    assert preds and {p["label"] for p in preds} <= set(LABELS)
+    assert all(0.5 <= p["confidence"] <= 1 for p in preds)
+    assert {p["split"] for p in preds} == {"val", "test", "unlabeled"}
+
+    model_dir = os.path.join(paths.artifacts, "model")
+    meta = json.load(open(os.path.join(model_dir, "labels.json")))
+    assert meta["labels"] == LABELS and meta["base_model"] == tiny_llama
+    assert meta["prompt_template"] == llm_prompt.DEFAULT_TEMPLATE
+    assert os.path.exists(os.path.join(model_dir, "adapter_config.json"))
+    artifacts = {e["path"] for e in evs if e["type"] == "artifact"}
+    assert "model/labels.json" in artifacts and "model/adapter_config.json" in artifacts
+
+    # Plain peft loads it (the base model from adapter_config.json) and scores the same.
+    tok = transformers.AutoTokenizer.from_pretrained(model_dir)
+    model = peft.AutoPeftModelForCausalLM.from_pretrained(model_dir).eval()
+    for p in preds[:12]:
+        scores = _plain_scores(model, tok, meta, texts[p["id"]])
+        probs = torch.softmax(torch.tensor(scores), dim=0)
+        assert abs(float(probs.sum()) - 1) < 1e-6
+        k = int(probs.argmax())
+        assert meta["labels"][k] == p["label"], (scores, p)
+        assert abs(float(probs[k]) - p["confidence"]) < 1e-3, (scores, p)
+
+
+def _trainer(tmp_path, model_dir, schemas=SCHEMAS, **params):
+    """A trainer run by hand (not through the worker), to look at its scores."""
+    paths, texts = _run_dir(tmp_path, model_dir, n=120, schemas=schemas, **params)
+    spec = json.load(open(paths.spec))
+    ctx = worker.Context(spec, os.path.dirname(paths.spec), events.Emitter(io.StringIO()))
+    ctx.bundle = bundle.read(ctx.bundle_dir)
+    os.makedirs(ctx.artifacts, exist_ok=True)
+    return hf_llm.Trainer(ctx), texts
+
+
+def test_gpt2_scores_are_a_distribution_over_the_scheme(tmp_path, tiny_gpt2):
+    three = {"sentiment": {"type": "radio", "labels": ["positive", "negative", "neutral"]}}
+    trainer, texts = _trainer(tmp_path, tiny_gpt2, schemas=three, epochs=1, batch_size=16,
+                              learning_rate=1e-2, max_length=40)
+    trainer.train()
+    assert trainer.targets == ["c_attn"]
+    sample = list(texts.values())[:24]
+    probs = trainer.label_probabilities(sample)
+    assert len(probs) == len(sample)
+    for row in probs:
+        assert len(row) == 3 and all(0 < x < 1 for x in row)
+        assert abs(sum(row) - 1) < 1e-9
+    assert len(set(tuple(round(x, 6) for x in row) for row in probs)) > 1  # depends on the text
+    for (label, conf), row in zip(trainer.predict("sentiment", sample), probs):
+        assert label == three["sentiment"]["labels"][row.index(max(row))] and conf == max(row)
+    # Left padding with position ids: a batch of mixed lengths scores as each text alone
+    # (GPT-2's absolute positions would shift without them).
+    batched = trainer.label_scores(sample)
+    for text, row in zip(sample[:6], batched):
+        assert trainer.label_scores([text])[0] == pytest.approx(row, abs=1e-4)
+    # Long texts are cut to fit max_length with the longest answer.
+    long_text = " ".join(sample) * 3
+    assert len(trainer.prompt_ids(long_text)) + trainer.longest_answer <= 40
+
+
+def test_load_in_4bit_without_cuda_fails_at_once(tmp_path, tiny_llama):
+    paths, _ = _run_dir(tmp_path, tiny_llama, n=60, load_in_4bit=True)
+    code, evs = _work(paths)
+    assert code == events.EXIT_OTHER
+    assert evs[-1]["type"] == "error"
+    assert evs[-1]["message"] == hf_llm.NO_CUDA_4BIT % "cpu"
+    assert evs[-1]["message"].startswith("load_in_4bit needs a CUDA GPU")
+    assert not any(e["type"] == "status" and e["message"].startswith("loading")
+                   for e in evs)  # failed before loading the model
+
+
+def test_unknown_placeholder_fails_clearly(tmp_path, tiny_llama):
+    paths, _ = _run_dir(tmp_path, tiny_llama, n=60, prompt_template="Review: {txt}\nAnswer:")
+    code, evs = _work(paths)
+    assert code == events.EXIT_OTHER
+    message = evs[-1]["message"]
+    assert message.startswith("the prompt template has an unknown placeholder {txt}; "), message
+    assert "{text}, {labels}, {scheme}, {description}" in message
+
+
+@pytest.mark.parametrize("template, fragment", [
+    ("{text} {label}", "unknown placeholder {label}"),
+    ("{text!r}", "format spec or conversion"),
+    ("{text:>9}", "format spec or conversion"),
+    ("no text here {labels}", "has no {text} placeholder"),
+    ("{text} {", "cannot be read"),
+    ("{text.upper}", "unknown placeholder {text.upper}"),
+])
+def test_template_check(template, fragment):
+    with pytest.raises(llm_prompt.SettingError) as e:
+        llm_prompt.check_template(template)
+    assert fragment in str(e.value)
+
+
+def test_prompt_rendering_and_targets():
+    llm_prompt.check_template(llm_prompt.DEFAULT_TEMPLATE)
+    with_desc = llm_prompt.render(llm_prompt.DEFAULT_TEMPLATE, "sentiment", LABELS, "a film",
+                                  "Is it good?")
+    assert "Is it good?\n" in with_desc and "positive, negative" in with_desc
+    plain = llm_prompt.render(llm_prompt.DEFAULT_TEMPLATE, "sentiment", LABELS, "a film")
+    assert "\n\n" not in plain and plain.endswith("Text: a film\nAnswer:")
+    assert llm_prompt.render("{{x}} {text}", "s", LABELS, "t") == "{x} t"
+    assert llm_prompt.target_modules("auto", "llama") == ["q_proj", "v_proj"]
+    assert llm_prompt.target_modules("auto", "gpt2") == ["c_attn"]
+    assert llm_prompt.target_modules("auto", "unheard-of") is None  # peft's own default
+    assert llm_prompt.target_modules(" q_proj, k_proj ", "llama") == ["q_proj", "k_proj"]
+    assert llm_prompt.target_modules("all-linear", "llama") == "all-linear"
+
+
+def test_params_declared_and_checked():
+    from potato.training.remote.trainers import ParamError
+
+    info = REGISTRY[TRAINER]
+    assert info.packages == ["torch", "transformers", "peft"] and info.schema_types == {"radio"}
+    full = resolve_params(info, {"bf16": True, "load_in_4bit": "yes"})
+    assert full["bf16"] == "true" and full["load_in_4bit"] is True
+    assert full["lora_target_modules"] == "auto" and full["prompt_template"] == ""
+    with pytest.raises(ParamError, match="bf16 must be one of auto, true, false"):
+        resolve_params(info, {"bf16": "maybe"})
+    with pytest.raises(ParamError, match="lora_dropout must be at most 0.9"):
+        resolve_params(info, {"lora_dropout": 1.5})
