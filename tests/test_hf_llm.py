@@ -266,3 +266,60 @@ def test_params_declared_and_checked():
         resolve_params(info, {"bf16": "maybe"})
     with pytest.raises(ParamError, match="lora_dropout must be at most 0.9"):
         resolve_params(info, {"lora_dropout": 1.5})
+
+
+# -- through a real server: the local backend and a real sshd on loopback ------------------------
+
+def _server_run(tmp_path, serve, model_dir, backend_yaml="", backend=None):
+    from tests.conftest import Client
+    from tests.training_helpers import KEY, make_project, start_run, wait_run
+
+    _, url = serve(make_project(tmp_path, backend_yaml))
+    c = Client(url)
+    body = {"schemas": ["sentiment"], "trainer": TRAINER,
+            "params": {"model": model_dir, "epochs": 1, "batch_size": 32, "max_length": 64,
+                       "learning_rate": 1e-2, "lora_r": 4}}
+    if backend:
+        body["backend"] = backend
+    run = wait_run(c, start_run(c, **body), timeout=240)
+    log = c.get("/admin/training/api/runs/%s/log" % run["run_id"],
+                headers={"X-API-Key": KEY}).text
+    assert run["status"] == "success", (run, log[-3000:])
+    assert run["holdout"]["n"] > 50 and run["writeback"]["written"] > 0, run
+    model = (tmp_path / "annotation_output" / "training" / "runs" / run["run_id"] / "artifacts" /
+             "model")
+    assert (model / "adapter_config.json").is_file() and (model / "labels.json").is_file()
+    return run, log
+
+
+def test_local_run_through_a_real_server(tmp_path, serve, tiny_llama):
+    run, _ = _server_run(tmp_path, serve, tiny_llama)
+    assert run["ran_on"] == "local"
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory):
+    from tests import sshd as sshd_mod
+
+    if not os.path.exists(sshd_mod.SSHD):
+        if os.environ.get("CI"):
+            pytest.fail("openssh-server is not installed: .ci/run installs it")
+        pytest.skip("openssh-server not installed")
+    d = tmp_path_factory.mktemp("sshd")
+    sshd_mod.start(d)
+    yield d
+    sshd_mod.stop(d)
+
+
+@pytest.mark.integration
+def test_run_over_real_ssh(tmp_path, serve, sshd, tiny_llama, monkeypatch):
+    monkeypatch.setenv("PATH", str(sshd / "bin") + os.pathsep + os.environ["PATH"])
+    remote = tmp_path / "remote dir"
+    # sshd passes no environment through: the interpreter and the code path go in the config.
+    keys = {"type": "ssh", "host": "potato-real", "remote_dir": str(remote),
+            "python": sys.executable, "heartbeat_timeout_s": 60, "env": {"PYTHONPATH": ROOT}}
+    yaml = "  backends:\n    gpu-server:\n" + "".join(
+        "      %s: %s\n" % (k, json.dumps(v)) for k, v in keys.items())
+    run, log = _server_run(tmp_path, serve, tiny_llama, yaml, backend="gpu-server")
+    assert run["ran_on"] == "gpu-server"
+    assert "copying Potato's code to potato-real" in log
