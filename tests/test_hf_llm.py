@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-if os.environ.get("CI"):  # CI installs the train-llm extra: a missing package is a failure
+if os.environ.get("CI"):  # CI installs train-text (torch, transformers, peft): all this needs
     import peft
     import tokenizers
     import torch
