@@ -114,20 +114,17 @@ def _work(paths):
 FAST = {"epochs": 3, "batch_size": 16, "max_length": 80, "lora_r": 8, "learning_rate": 1e-2}
 
 
-def _plain_scores(model, tok, meta, text):
-    """Each label's answer log-likelihood, computed the way docs/training.md shows: one
-    unpadded sequence per label, with plain transformers/peft."""
-    prompt = llm_prompt.render(meta["prompt_template"], meta["scheme"], meta["labels"], text,
-                               meta["description"])
-    prompt_ids = tok(prompt)["input_ids"]
-    out = []
-    for label in meta["labels"]:
-        answer = tok(" " + label, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
-        ids = torch.tensor([prompt_ids + answer])
-        with torch.no_grad():
-            logp = torch.log_softmax(model(input_ids=ids).logits[0, :-1].float(), dim=-1)
-        out.append(sum(float(logp[len(prompt_ids) - 1 + j, t]) for j, t in enumerate(answer)))
-    return out
+def _docs_snippet(model_dir):
+    """The loading code of docs/training.md, run as written (on ``model_dir``)."""
+    import re
+
+    with open(os.path.join(ROOT, "docs", "training.md")) as f:
+        blocks = re.findall(r"```python\n(.*?)```", f.read(), re.S)
+    [code] = [b for b in blocks if "AutoPeftModelForCausalLM" in b]
+    assert 'd = "artifacts/model"' in code
+    ns = {}
+    exec(code.replace('d = "artifacts/model"', "d = %r" % model_dir), ns)
+    return ns["label_probabilities"]
 
 
 def test_llama_trains_predicts_and_reloads_with_peft(tmp_path, tiny_llama):
@@ -158,16 +155,15 @@ def test_llama_trains_predicts_and_reloads_with_peft(tmp_path, tiny_llama):
     artifacts = {e["path"] for e in evs if e["type"] == "artifact"}
     assert "model/labels.json" in artifacts and "model/adapter_config.json" in artifacts
 
-    # Plain peft loads it (the base model from adapter_config.json) and scores the same.
-    tok = transformers.AutoTokenizer.from_pretrained(model_dir)
-    model = peft.AutoPeftModelForCausalLM.from_pretrained(model_dir).eval()
+    # Plain peft loads it (the base model from adapter_config.json), one unpadded sequence per
+    # label as the docs show, and gives the trainer's predictions.
+    label_probabilities = _docs_snippet(model_dir)
     for p in preds[:12]:
-        scores = _plain_scores(model, tok, meta, texts[p["id"]])
-        probs = torch.softmax(torch.tensor(scores), dim=0)
-        assert abs(float(probs.sum()) - 1) < 1e-6
-        k = int(probs.argmax())
-        assert meta["labels"][k] == p["label"], (scores, p)
-        assert abs(float(probs[k]) - p["confidence"]) < 1e-3, (scores, p)
+        probs = label_probabilities(texts[p["id"]])
+        assert list(probs) == LABELS and abs(sum(probs.values()) - 1) < 1e-6
+        best = max(probs, key=probs.get)
+        assert best == p["label"], (probs, p)
+        assert abs(probs[best] - p["confidence"]) < 1e-4, (probs, p)
 
 
 def _trainer(tmp_path, model_dir, schemas=SCHEMAS, **params):
@@ -203,6 +199,35 @@ def test_gpt2_scores_are_a_distribution_over_the_scheme(tmp_path, tiny_gpt2):
     # Long texts are cut to fit max_length with the longest answer.
     long_text = " ".join(sample) * 3
     assert len(trainer.prompt_ids(long_text)) + trainer.longest_answer <= 40
+
+
+def test_accumulation_checkpointing_and_bf16(tmp_path, tiny_llama):
+    """bf16=true on the CPU (bfloat16 weights and autocast), gradient checkpointing, and two
+    micro-batches per optimizer step."""
+    trainer, texts = _trainer(tmp_path, tiny_llama, epochs=2, batch_size=8,
+                              gradient_accumulation=2, gradient_checkpointing=True, bf16="true",
+                              learning_rate=1e-2, max_length=64)
+    out = io.StringIO()
+    trainer.ctx.emitter = events.Emitter(out)
+    metrics = trainer.train()
+    evs = [json.loads(line) for line in out.getvalue().splitlines()]
+    n_train = len(trainer.ctx.bundle.labelled("train", "sentiment"))
+    steps = [e for e in evs if e["type"] == "progress"]
+    assert steps[-1]["current"] == steps[-1]["total"] == 2 * -(-(-(-n_train // 8)) // 2)
+    assert trainer.bf16 and trainer.model.get_base_model().dtype == torch.bfloat16
+    assert trainer.model.get_base_model().is_gradient_checkpointing
+    assert "bf16" in next(e["message"] for e in evs if e["type"] == "log" and "steps" in
+                          e["message"])
+    assert metrics["sentiment.train_loss"] > 0
+    for row in trainer.label_probabilities(list(texts.values())[:8]):
+        assert abs(sum(row) - 1) < 1e-9
+
+
+def test_labels_the_tokenizer_cannot_tell_apart(tmp_path, tiny_llama):
+    odd = {"sentiment": {"type": "radio", "labels": ["qqqx", "zzzy"]}}  # both <unk>
+    trainer, _ = _trainer(tmp_path, tiny_llama, schemas=odd)
+    with pytest.raises(worker.RunFailure, match="labels 'qqqx' and 'zzzy' are the same tokens"):
+        trainer.train()
 
 
 def test_load_in_4bit_without_cuda_fails_at_once(tmp_path, tiny_llama):
