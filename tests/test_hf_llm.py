@@ -6,7 +6,6 @@ through a real server on the local and the real-sshd backends."""
 import io
 import json
 import os
-import random
 import sys
 
 import pytest
@@ -28,7 +27,7 @@ from potato.training.remote import worker  # noqa: E402
 from potato.training.remote.paths import RunPaths, write_json  # noqa: E402
 from potato.training.remote.trainers import REGISTRY, resolve_params  # noqa: E402
 from potato.training.remote.trainers import hf_llm, llm_prompt  # noqa: E402
-from tests.conftest import EXAMPLE, ROOT  # noqa: E402
+from tests.conftest import ROOT  # noqa: E402
 
 TRAINER = "hf-llm-classification"
 SST2 = os.path.join(ROOT, "bench", "data", "sst2-2000-labelled.jsonl")
@@ -45,13 +44,11 @@ def _sst2(n=240):
 
 @pytest.fixture(scope="module")
 def tokenizer(tmp_path_factory):
-    """A word-level tokenizer over SST-2, the example's reviews, the prompt and the labels,
+    """A word-level tokenizer over SST-2, the prompt and the labels,
     with BOS and EOS but no pad token (like most causal LMs)."""
     from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
 
     texts = [t for _, t, _ in _sst2(2000)]
-    with open(os.path.join(EXAMPLE, "data", "reviews.jsonl")) as f:
-        texts += [json.loads(line)["text"] for line in f]
     texts += [llm_prompt.DEFAULT_TEMPLATE, " ".join(LABELS), SCHEMAS["sentiment"]["description"]]
     tk = Tokenizer(models.WordLevel(unk_token="<unk>"))
     tk.pre_tokenizer = pre_tokenizers.Whitespace()
@@ -128,7 +125,7 @@ def _docs_snippet(model_dir):
 
 
 def test_llama_trains_predicts_and_reloads_with_peft(tmp_path, tiny_llama):
-    paths, texts = _run_dir(tmp_path, tiny_llama, **FAST)
+    paths, texts = _run_dir(tmp_path, tiny_llama, n=180, **FAST)
     code, evs = _work(paths)
     errors = [e for e in evs if e["type"] == "error"]
     assert code == 0 and not errors, errors
@@ -204,7 +201,7 @@ def test_gpt2_scores_are_a_distribution_over_the_scheme(tmp_path, tiny_gpt2):
 def test_accumulation_checkpointing_and_bf16(tmp_path, tiny_llama):
     """bf16=true on the CPU (bfloat16 weights and autocast), gradient checkpointing, and two
     micro-batches per optimizer step."""
-    trainer, texts = _trainer(tmp_path, tiny_llama, epochs=2, batch_size=8,
+    trainer, texts = _trainer(tmp_path, tiny_llama, epochs=1, batch_size=8,
                               gradient_accumulation=2, gradient_checkpointing=True, bf16="true",
                               learning_rate=1e-2, max_length=64)
     out = io.StringIO()
@@ -213,7 +210,7 @@ def test_accumulation_checkpointing_and_bf16(tmp_path, tiny_llama):
     evs = [json.loads(line) for line in out.getvalue().splitlines()]
     n_train = len(trainer.ctx.bundle.labelled("train", "sentiment"))
     steps = [e for e in evs if e["type"] == "progress"]
-    assert steps[-1]["current"] == steps[-1]["total"] == 2 * -(-(-(-n_train // 8)) // 2)
+    assert steps[-1]["current"] == steps[-1]["total"] == -(-(-(-n_train // 8)) // 2)
     assert trainer.bf16 and trainer.model.get_base_model().dtype == torch.bfloat16
     assert trainer.model.get_base_model().is_gradient_checkpointing
     assert "bf16" in next(e["message"] for e in evs if e["type"] == "log" and "steps" in
@@ -295,14 +292,36 @@ def test_params_declared_and_checked():
 
 # -- through a real server: the local backend and a real sshd on loopback ------------------------
 
+def _project(tmp_path, backend_yaml):
+    """A project of 300 SST-2 items, 260 labelled (the example's 2,000 would only cost time)."""
+    from potato.cli import main
+    from tests.training_helpers import KEY
+
+    rows = _sst2(300)
+    (tmp_path / "items.jsonl").write_text("".join(
+        json.dumps({"id": i, "text": t}) + "\n" for i, t, _ in rows))
+    (tmp_path / "labels.jsonl").write_text("".join(
+        json.dumps({"id": i, "sentiment": lab}) + "\n" for i, _, lab in rows[:260]))
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("annotation_task_name: LLM test\ndata_files: [items.jsonl]\n"
+                   "admin_api_key: %s\nannotation_schemes:\n  - annotation_type: radio\n"
+                   "    name: sentiment\n    description: Is the review positive or negative?\n"
+                   "    labels: [positive, negative]\nmodel_training:\n  grace_seconds: 2\n"
+                   "  writeback:\n    schemas: [sentiment]\n    include_unlabeled: true\n%s"
+                   % (KEY, backend_yaml))
+    assert main(["annotations", "import", str(cfg), str(tmp_path / "labels.jsonl"),
+                 "--annotator", "gold"]) == 0
+    return str(cfg)
+
+
 def _server_run(tmp_path, serve, model_dir, backend_yaml="", backend=None):
     from tests.conftest import Client
-    from tests.training_helpers import KEY, make_project, start_run, wait_run
+    from tests.training_helpers import KEY, start_run, wait_run
 
-    _, url = serve(make_project(tmp_path, backend_yaml))
+    _, url = serve(_project(tmp_path, backend_yaml))
     c = Client(url)
     body = {"schemas": ["sentiment"], "trainer": TRAINER,
-            "params": {"model": model_dir, "epochs": 1, "batch_size": 32, "max_length": 64,
+            "params": {"model": model_dir, "epochs": 1, "batch_size": 32, "max_length": 80,
                        "learning_rate": 1e-2, "lora_r": 4}}
     if backend:
         body["backend"] = backend
@@ -310,10 +329,12 @@ def _server_run(tmp_path, serve, model_dir, backend_yaml="", backend=None):
     log = c.get("/admin/training/api/runs/%s/log" % run["run_id"],
                 headers={"X-API-Key": KEY}).text
     assert run["status"] == "success", (run, log[-3000:])
-    assert run["holdout"]["n"] > 50 and run["writeback"]["written"] > 0, run
+    assert run["holdout"]["n"] >= 20 and run["writeback"]["written"] > 0, run
     model = (tmp_path / "annotation_output" / "training" / "runs" / run["run_id"] / "artifacts" /
              "model")
-    assert (model / "adapter_config.json").is_file() and (model / "labels.json").is_file()
+    assert (model / "adapter_config.json").is_file()
+    meta = json.loads((model / "labels.json").read_text())
+    assert meta["description"] == "Is the review positive or negative?"  # from the config
     return run, log
 
 
