@@ -194,8 +194,11 @@ def test_gpt2_scores_are_a_distribution_over_the_scheme(tmp_path, tiny_gpt2):
     for text, row in zip(sample[:6], batched):
         assert trainer.label_scores([text])[0] == pytest.approx(row, abs=1e-4)
     # Long texts are cut to fit max_length with the longest answer.
-    long_text = " ".join(sample) * 3
-    assert len(trainer.prompt_ids(long_text)) + trainer.longest_answer <= 40
+    # The item text is cut, not the instructions around it (BOS first, "Answer:" last).
+    ids = trainer.prompt_ids(" ".join(sample) * 3)
+    assert len(ids) + trainer.longest_answer == 40  # word-level: the cut fills it exactly
+    assert ids[0] == trainer.tokenizer.bos_token_id
+    assert trainer.tokenizer.decode(ids[-2:]) == "Answer :"
 
 
 def test_accumulation_checkpointing_and_bf16(tmp_path, tiny_llama):

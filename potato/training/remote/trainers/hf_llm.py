@@ -190,8 +190,8 @@ class Trainer:
         room = self.text_room
         while len(ids) > limit and room > 0:
             text_ids = self.tokenizer(text, add_special_tokens=False)["input_ids"][:room]
-            room -= len(ids) - limit  # re-tokenising the cut text may merge differently
             ids = self._ids(self._render(self.tokenizer.decode(text_ids)))
+            room -= max(len(ids) - limit, 1)  # the cut text may tokenise differently in place
         return ids if len(ids) <= limit else ids[-limit:]
 
     def _rows(self, pairs, left):
