@@ -282,7 +282,15 @@ def test_check_reports_python_gpus_and_packages(tmp_path, serve, fake_host, monk
     assert status == 200 and report["ok"] is True, report
     text = "\n".join(report["lines"])
     assert "gpu.example.org: Python 3." in text
-    assert "GPU 0: NVIDIA A100, 39960 of 40960 MB free, 5% busy" in text
+    assert "GPU 0: NVIDIA A100, 39960 of 40960 MB free, 5% busy, compute capability 8.0" in text
+    # hf-llm-classification's load_in_4bit: what the host's python can import (the fake host
+    # runs this interpreter)
+    import importlib.util
+
+    missing = [m for m in ("bitsandbytes", "accelerate") if importlib.util.find_spec(m) is None]
+    assert report["missing_4bit"] == missing
+    assert (("%s missing on gpu.example.org: hf-llm-classification's load_in_4bit cannot run"
+             % ", ".join(missing)) if missing else "load_in_4bit can run") in text
     assert "A run would start taking GPU 0" in text
     monkeypatch.setenv("FAKE_SSH_MODE", "denied")
     status, report = Client(url).json("POST", "/admin/training/api/backends/gpu-server/check",

@@ -60,6 +60,10 @@ class TrainerInfo:
 TRAIN_TEXT_HINT = ("install torch, transformers and peft into that Python (pip install torch "
                    "transformers peft), or point the backend's python at one that has them")
 
+TRAIN_LLM_HINT = ("install torch, transformers and peft into that Python (pip install "
+                  "'potato-annotation[train-llm]'; bitsandbytes too for load_in_4bit), or point "
+                  "the backend's python at one that has them")
+
 REGISTRY = {
     "text-naive-bayes": TrainerInfo(
         "text-naive-bayes", "potato.training.remote.trainers.naive_bayes",
@@ -86,6 +90,36 @@ REGISTRY = {
          Param("seed", "int", 0, "random seed")],
         {"radio"}, packages=("torch", "transformers", "peft"), max_schemas=1,
         install_hint=TRAIN_TEXT_HINT),
+    "hf-llm-classification": TrainerInfo(
+        "hf-llm-classification", "potato.training.remote.trainers.hf_llm",
+        "Fine-tune a causal LM (Llama, Qwen, Mistral, Phi, GPT-2 ...) with a LoRA adapter to "
+        "answer the scheme's question; predicts by scoring each label's answer.",
+        [Param("model", "str", "Qwen/Qwen2.5-0.5B-Instruct",
+               "a Hugging Face Hub id or a local directory of a causal LM"),
+         Param("epochs", "int", 2, "passes over the training items", 1, 100),
+         Param("learning_rate", "float", 2e-4, "AdamW learning rate (linear decay to 0)",
+               minimum=1e-8, maximum=1.0),
+         Param("lora_r", "int", 16, "LoRA rank", 1, 512),
+         Param("lora_alpha", "int", 32, "LoRA scaling", 1, 4096),
+         Param("lora_dropout", "float", 0.05, "dropout on the LoRA input", 0.0, 0.9),
+         Param("lora_target_modules", "str", "auto",
+               "modules LoRA adapts: auto (the attention query/value projections of the "
+               "model's family), all-linear, or comma-separated names such as q_proj,v_proj"),
+         Param("max_length", "int", 256, "tokens per prompt and answer (the item text is cut)",
+               16, 32768),
+         Param("batch_size", "int", 8, "items per micro-batch", 1, 4096),
+         Param("gradient_accumulation", "int", 1, "micro-batches per optimizer step", 1, 1024),
+         Param("gradient_checkpointing", "bool", False,
+               "recompute activations in the backward pass: less memory, about 30% slower"),
+         Param("load_in_4bit", "bool", False, "load the base model in 4-bit NF4 (bitsandbytes, "
+               "CUDA GPUs only; the run fails at once elsewhere)"),
+         Param("bf16", "str", "auto", "bfloat16 weights and compute: auto (on GPUs that support "
+               "it), true or false", choices=["auto", "true", "false"]),
+         Param("seed", "int", 0, "random seed"),
+         Param("prompt_template", "str", "", "the prompt before the answer, with placeholders "
+               "{text}, {labels}, {scheme}, {description}; empty: the built-in template")],
+        {"radio"}, packages=("torch", "transformers", "peft"), max_schemas=1,
+        install_hint=TRAIN_LLM_HINT),
     "decision-calibrate": TrainerInfo(
         "decision-calibrate", "potato.training.remote.trainers.calibrate",
         "Platt-scale the latest successful run's confidences against the human labels and find "
@@ -149,8 +183,13 @@ def coerce(param, value):
             raise ParamError("%s is too large a number" % param.name)
         if not math.isfinite(value):
             raise ParamError("%s must be a finite number, not %r" % (param.name, value))
+    if kind is str and param.choices and isinstance(value, bool):
+        value = "true" if value else "false"  # bf16: true from JSON means "true"
     if kind is str and not isinstance(value, str):
         raise ParamError("%s must be a string, not %r" % (param.name, value))
+    if param.choices and value not in param.choices:
+        raise ParamError("%s must be one of %s, not %r" % (param.name, ", ".join(
+            str(c) for c in param.choices), value))
     if param.minimum is not None and value < param.minimum:
         raise ParamError("%s must be at least %s, not %s" % (param.name, param.minimum, value))
     if param.maximum is not None and value > param.maximum:
