@@ -3,6 +3,7 @@ a word-level tokenizer trained on SST-2 text by the test; no downloads): trainin
 worker, label scoring, reloading the adapter with plain peft, the early failures, and runs
 through a real server on the local and the real-sshd backends."""
 
+import socket
 import io
 import json
 import os
@@ -133,7 +134,11 @@ def test_llama_trains_predicts_and_reloads_with_peft(tmp_path, tiny_llama):
     progress = [e for e in evs if e["type"] == "progress" and e["unit"] == "step"]
     n_train = json.load(open(os.path.join(paths.bundle, "manifest.json")))["counts"]["train"]
     assert progress[-1]["current"] == progress[-1]["total"] == 3 * -(-n_train // 16)
-    losses = [e["value"] for e in evs if e["type"] == "metric" and e["name"] == "loss"]
+    losses = [e["value"] for e in evs if e["type"] == "metric" and e["name"] == "loss"
+              and "step" not in e]  # the epochs' means (per-step points have a step)
+    steps = [e for e in evs if e["type"] == "metric" and e["name"] == "loss" and "step" in e]
+    assert steps and steps[-1]["step"] == progress[-1]["total"]
+    assert any(e["type"] == "where" and e.get("device") == "cpu" for e in evs)
     print("losses", losses, "val accuracy", [e["value"] for e in evs if e.get("name") == "accuracy"])
     assert len(losses) == 3 and losses[-1] < losses[0] * 0.8, losses
     assert len([e for e in evs if e["type"] == "metric" and e["name"] == "accuracy"]) == 3
@@ -343,7 +348,7 @@ def _server_run(tmp_path, serve, model_dir, backend_yaml="", backend=None):
 
 def test_local_run_through_a_real_server(tmp_path, serve, tiny_llama):
     run, _ = _server_run(tmp_path, serve, tiny_llama)
-    assert run["ran_on"] == "local"
+    assert run["ran_on"] == "local: device cpu"  # the where event the trainer sent
 
 
 @pytest.fixture(scope="module")
@@ -370,5 +375,5 @@ def test_run_over_real_ssh(tmp_path, serve, sshd, tiny_llama, monkeypatch):
     yaml = "  backends:\n    gpu-server:\n" + "".join(
         "      %s: %s\n" % (k, json.dumps(v)) for k, v in keys.items())
     run, log = _server_run(tmp_path, serve, tiny_llama, yaml, backend="gpu-server")
-    assert run["ran_on"] == "gpu-server"
+    assert run["ran_on"] == "gpu-server (ssh): host %s, device cpu" % socket.gethostname()
     assert "copying Potato's code to potato-real" in log

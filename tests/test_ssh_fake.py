@@ -1,5 +1,6 @@
 """The ssh backend end to end, with the ssh and nvidia-smi stand-ins from tests/fakes on PATH."""
 
+import socket
 import json
 import os
 import subprocess
@@ -57,7 +58,8 @@ def test_naive_bayes_on_ssh_end_to_end(tmp_path, serve, fake_host):
     c = Client(url)
     run = run_on_ssh(c, trainer="text-naive-bayes")
     assert run["status"] == "success", run["error"]
-    assert run["ran_on"] == "gpu-server" and run["holdout"]["n"] > 50
+    assert run["ran_on"] == "gpu-server (ssh): host %s" % socket.gethostname()
+    assert run["holdout"]["n"] > 50
     assert run["writeback"]["written"] > 1000
     log = c.get(f"/admin/training/api/runs/{run['run_id']}/log", headers=H).text
     assert "copying Potato's code to gpu.example.org" in log

@@ -2,7 +2,8 @@
 
 Loss (left axis, from 0) and accuracy-like values (right axis, 0 to 1) have their own y-axes;
 the x-axis is the training step when the trainer reports steps (a loss point every few steps,
-val accuracy at each epoch's last step), else the epoch. Axes have ticks and labels, series a
+val accuracy at each epoch's last step; an epoch's mean of a series drawn by step is left out),
+else the epoch. Axes have ticks and labels, series a
 legend. The page swaps the live fragment every second, so the chart stays live.
 """
 
@@ -38,18 +39,23 @@ def series(history: Any) -> Tuple[str, Dict[str, List[Tuple[float, float]]]]:
         step, epoch = _num(e.get("step")), _num(e.get("epoch"))
         if step is not None and epoch is not None:
             epoch_end[epoch] = max(step, epoch_end.get(epoch, step))
+    stepped = {_name(e) for e in events if _num(e.get("step")) is not None}
     out: Dict[str, List[Tuple[float, float]]] = {}
     for e in events:
-        x, value = _num(e.get(axis)), _num(e.get("value"))
+        x, value, name = _num(e.get(axis)), _num(e.get("value")), _name(e)
         if x is None and by_step:
+            if name in stepped:
+                continue  # an epoch's summary of a series drawn step by step
             x = epoch_end.get(_num(e.get("epoch")))  # type: ignore[arg-type]
         if x is None or value is None:
             continue
-        name = str(e.get("name", ""))[:100]
-        if e.get("split"):
-            name = "%s (%s)" % (name, str(e["split"])[:40])
         out.setdefault(name, []).append((x, value))
     return axis, {k: sorted(v) for k, v in out.items()}
+
+
+def _name(e: Dict[str, Any]) -> str:
+    name = str(e.get("name", ""))[:100]
+    return "%s (%s)" % (name, str(e["split"])[:40]) if e.get("split") else name
 
 
 def is_loss(name: str) -> bool:

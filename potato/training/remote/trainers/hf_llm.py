@@ -23,7 +23,7 @@ import sys
 import time
 
 from potato.training.remote.trainers import llm_prompt
-from potato.training.remote.trainers.hf_text import pick_device
+from potato.training.remote.trainers.hf_text import describe_device, pick_device
 
 torch = None  # imported by load(): importing this module never imports torch
 transformers = AutoModelForCausalLM = AutoTokenizer = None
@@ -229,6 +229,7 @@ class Trainer:
         ctx.log("device: %s; torch %s; transformers %s" % (self.device, torch.__version__,
                                                            transformers.__version__))
         self._load_model()
+        emit.emit("where", device=describe_device(self.device))
         self._prepare_tokens()
         examples = [(self.prompt_ids(t), self.answers[self.labels.index(lab)])
                     for t, lab in train]
@@ -244,7 +245,9 @@ class Trainer:
                    p["gradient_accumulation"], p["lora_r"], self.targets or "peft's default",
                    "4-bit NF4" if p["load_in_4bit"] else ("bf16" if self.bf16 else "float32"),
                    p["learning_rate"], sum(w.numel() for w in weights)))
-        self.progress = {"step": 0, "total": total, "started": time.time()}
+        # a loss point for the chart about every 1% of the run (at most ~100 per run)
+        self.progress = {"step": 0, "total": total, "started": time.time(),
+                         "every": max(1, total // 100)}
         metrics = {}
         for epoch in range(1, p["epochs"] + 1):
             emit.status("epoch %d/%d" % (epoch, p["epochs"]))
@@ -255,7 +258,8 @@ class Trainer:
                 predicted = self.predict(self.scheme, [t for t, _ in val])
                 acc = sum(1 for (lab, _), (_, gold) in zip(predicted, val)
                           if lab == gold) / len(val)
-                emit.metric("accuracy", round(acc, 4), epoch=epoch, split="val")
+                emit.metric("accuracy", round(acc, 4), epoch=epoch, split="val",
+                            step=self.progress["step"])
                 metrics["%s.val_accuracy" % self.scheme] = round(acc, 4)
         self._save()
         return metrics
@@ -268,7 +272,7 @@ class Trainer:
         size, accum = p["batch_size"], p["gradient_accumulation"]
         chunks = [order[i:i + size] for i in range(0, len(order), size)]
         self.model.train()
-        loss_sum = 0.0
+        loss_sum, window = 0.0, []  # window: the losses since the last per-step point
         for b, chunk in enumerate(chunks):
             ctx.check_cancelled()
             group_start = b - b % accum
@@ -278,6 +282,7 @@ class Trainer:
                 loss = self.model(input_ids=ids, attention_mask=mask, labels=labels).loss
             (loss / group).backward()
             loss_sum += loss.item()
+            window.append(loss.item())
             if b - group_start + 1 < group:
                 continue
             torch.nn.utils.clip_grad_norm_(weights, 1.0)
@@ -289,6 +294,10 @@ class Trainer:
             elapsed = time.time() - prog["started"]
             ctx.emitter.progress(prog["step"], prog["total"], unit="step", epoch=epoch,
                                  eta_s=elapsed / prog["step"] * (prog["total"] - prog["step"]))
+            if prog["step"] % prog["every"] == 0 or prog["step"] == prog["total"]:
+                ctx.emitter.metric("loss", round(sum(window) / len(window), 5),
+                                   step=prog["step"], epoch=epoch, split="train")
+                window = []
         return loss_sum / max(len(chunks), 1)
 
     # -- prediction -----------------------------------------------------------------------------
