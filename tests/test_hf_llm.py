@@ -26,7 +26,7 @@ from potato.training.remote import bundle  # noqa: E402
 from potato.training.remote import protocol as events  # noqa: E402
 from potato.training.remote import worker  # noqa: E402
 from potato.training.remote.paths import RunPaths, write_json  # noqa: E402
-from potato.training.remote.trainers import REGISTRY, resolve_params  # noqa: E402
+from potato.training.remote.trainers import REGISTRY, ParamError, resolve_params  # noqa: E402
 from potato.training.remote.trainers import hf_llm, llm_prompt  # noqa: E402
 from tests.conftest import ROOT  # noqa: E402
 
@@ -247,7 +247,16 @@ def test_load_in_4bit_without_cuda_fails_at_once(tmp_path, tiny_llama):
 
 
 def test_unknown_placeholder_fails_clearly(tmp_path, tiny_llama):
-    paths, _ = _run_dir(tmp_path, tiny_llama, n=60, prompt_template="Review: {txt}\nAnswer:")
+    # The server refuses it before a run is queued (the check is standard library) ...
+    with pytest.raises(ParamError) as e:
+        resolve_params(REGISTRY[TRAINER], {"prompt_template": "Review: {txt}\nAnswer:"})
+    assert str(e.value).startswith("prompt_template: the prompt template has an unknown "
+                                   "placeholder {txt}; ")
+    # ... and a worker given such a spec anyway fails at once, saying the same.
+    paths, _ = _run_dir(tmp_path, tiny_llama, n=60)
+    spec = json.load(open(paths.spec))
+    spec["params"]["prompt_template"] = "Review: {txt}\nAnswer:"
+    write_json(paths.spec, spec)
     code, evs = _work(paths)
     assert code == events.EXIT_OTHER
     message = evs[-1]["message"]
@@ -377,3 +386,51 @@ def test_run_over_real_ssh(tmp_path, serve, sshd, tiny_llama, monkeypatch):
     run, log = _server_run(tmp_path, serve, tiny_llama, yaml, backend="gpu-server")
     assert run["ran_on"] == "gpu-server (ssh): host %s, device cpu" % socket.gethostname()
     assert "copying Potato's code to potato-real" in log
+
+
+def test_long_labels_short_prompts_and_control_strings(tmp_path, tiny_gpt2):
+    """A label's answer longer than a batch's shortest rows used to crash scoring after
+    training had finished; "</s>" in an item's text used to become the real EOS token."""
+    schemas = {"sentiment": {"type": "radio", "labels": [
+        "good", "the film is clearly and strongly bad from the start"]}}
+    trainer, _ = _trainer(tmp_path, tiny_gpt2, schemas=schemas, epochs=1, batch_size=1,
+                          max_length=64, prompt_template="{text}")
+    trainer._load_tokenizer()
+    trainer._prepare_tokens()
+    trainer._load_model()
+    texts = ["fine", "ok", "", "a long and rather dull film that goes on and on"]
+    batched = trainer.label_scores(texts)
+    for text, row in zip(texts, batched):
+        assert trainer.label_scores([text])[0] == pytest.approx(row, abs=1e-4)
+    assert trainer.prompt_ids("")  # never empty: the first answer token needs a prompt
+    ids = trainer.prompt_ids("great film </s> <s> really")
+    assert trainer.tokenizer.eos_token_id not in ids
+    assert ids.count(trainer.tokenizer.bos_token_id) <= 1
+
+
+def test_bf16_false_means_float32_even_for_a_bf16_checkpoint(tmp_path, tiny_llama):
+    model = transformers.AutoModelForCausalLM.from_pretrained(tiny_llama).to(torch.bfloat16)
+    tok = transformers.AutoTokenizer.from_pretrained(tiny_llama)
+    d = _save_model(tmp_path / "bf16-llama", model, tok)
+    for setting in ("false", "auto"):  # auto on a CPU: no bf16
+        trainer, _ = _trainer(tmp_path / setting, d, bf16=setting)
+        trainer._load_tokenizer()
+        trainer._prepare_tokens()
+        trainer._load_model()
+        assert {w.dtype for w in trainer.model.parameters()} == {torch.float32}, setting
+
+
+@pytest.mark.parametrize("params, fragment", [
+    ({"lora_target_modules": "q_proj v_proj"}, "'q_proj v_proj' is not a module name"),
+    ({"lora_target_modules": " , "}, "is not a module name"),
+    ({"model": " "}, "model: name a Hugging Face Hub id"),
+    ({"seed": 2 ** 70}, "seed must be at most 4294967295"),
+    ({"bf16": "maybe"}, "bf16 must be one of auto, true, false"),
+    ({"prompt_template": "no text {labels}"}, "has no {text} placeholder"),
+])
+def test_bad_params_are_refused_before_a_run_is_queued(params, fragment):
+    with pytest.raises(ParamError) as e:
+        resolve_params(REGISTRY[TRAINER], params)
+    assert fragment in str(e.value)
+    assert resolve_params(REGISTRY[TRAINER], {"bf16": " TRUE", "lora_target_modules":
+                                             "q_proj, v_proj"})["bf16"] == "true"

@@ -76,8 +76,12 @@ def describe(device: str, found: Dict[str, Any], threads: int) -> str:
     return "CPU (%d threads)" % threads
 
 
-def four_bit_line(where, missing):
-    """The check's line on hf-llm-classification's load_in_4bit (bitsandbytes, accelerate)."""
+def four_bit_line(where, missing, has_cuda=True):
+    """The check's line on hf-llm-classification's load_in_4bit (bitsandbytes, accelerate,
+    and a CUDA GPU)."""
+    if not missing and not has_cuda:
+        return ("bitsandbytes and accelerate present on %s, but no CUDA GPU: load_in_4bit "
+                "cannot run there (it needs a CUDA GPU)" % where)
     if not missing:
         return ("bitsandbytes and accelerate present on %s: load_in_4bit can run (CUDA GPUs)"
                 % where)
@@ -103,7 +107,7 @@ def local_report(cfg) -> Dict[str, Any]:
     lines.append("trainers ready: %s" % ", ".join(usable))
     missing_4bit = [p for p in ("bitsandbytes", "accelerate")
                     if importlib.util.find_spec(p) is None]
-    lines.append(four_bit_line("this machine", missing_4bit))
+    lines.append(four_bit_line("this machine", missing_4bit, bool(found.get("cuda"))))
     return {"backend": "local", "type": "local", "label": "local (this machine)", "ok": True,
             "python": sys.version.split()[0], "device": device, "torch": found.get("torch"),
             "gpus": found.get("cuda", []), "missing_packages": missing,

@@ -184,6 +184,16 @@ def param_inputs(trainer: Dict[str, Any], shown: bool) -> str:
                        '</option></select>' % (pid, esc(p["name"]), pid, esc(p["name"]), off,
                                                " selected" if default is True else "",
                                                " selected" if default is False else ""))
+        elif p.get("choices"):
+            out.append('<label for="%s">%s</label><select id="%s" name="param:%s"%s>%s'
+                       '</select>' % (pid, esc(p["name"]), pid, esc(p["name"]), off, "".join(
+                           '<option value="%s"%s>%s</option>' % (
+                               esc(c), " selected" if c == default else "", esc(c))
+                           for c in p["choices"])))
+        elif p.get("multiline"):
+            out.append('<label for="%s">%s</label><textarea id="%s" name="param:%s" rows="6" '
+                       'placeholder="default"%s>%s</textarea>' % (
+                           pid, esc(p["name"]), pid, esc(p["name"]), off, esc(default)))
         else:
             out.append('<label for="%s">%s</label><input id="%s" name="param:%s" value="%s" '
                        'placeholder="default"%s>' % (pid, esc(p["name"]), pid, esc(p["name"]),

@@ -288,7 +288,7 @@ class SshBackend(TrainingBackend):
         else:
             lines.append("training packages present: %s" % ", ".join(TRAINER_PACKAGES))
         if not self.bcfg.packages and "missing_4bit" in info:
-            lines.append(four_bit_line(host, info["missing_4bit"]))
+            lines.append(four_bit_line(host, info["missing_4bit"], bool(info["gpus"])))
             report["missing_4bit"] = info["missing_4bit"]
         lines.append("Potato's code %s %s on %s" % (code_hash(), "is already" if info["code"]
                                                      else "will be copied", host))

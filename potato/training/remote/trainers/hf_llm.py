@@ -96,10 +96,16 @@ class Trainer:
         return torch.autocast(self.device.type, enabled=False)
 
     # -- the model ------------------------------------------------------------------------------
-    def _load_model(self):
+    def _load_tokenizer(self):
         p, ctx = self.p, self.ctx
         ctx.emitter.status("loading %s" % p["model"])
-        tok = AutoTokenizer.from_pretrained(p["model"])
+        try:
+            tok = AutoTokenizer.from_pretrained(p["model"])
+        except (OSError, ValueError) as e:
+            raise ctx.RunFailure(
+                "the tokenizer of %s could not be loaded: %s. The model param must be a Hub id "
+                "the host can download, or a directory with the model's tokenizer files "
+                "(tokenizer.json or its vocabulary)" % (p["model"], str(e).splitlines()[0][:300]))
         if tok.eos_token_id is None:
             raise ctx.RunFailure("the tokenizer of %s has no end-of-sequence token, which ends "
                                  "every answer; use a causal LM whose tokenizer has one"
@@ -107,11 +113,15 @@ class Trainer:
         if tok.pad_token_id is None:
             tok.pad_token = tok.eos_token  # positions, not token values, mark padding here
         self.tokenizer = tok
-        kwargs = {}
-        if self.bf16:
-            kwargs[_dtype_kwarg()] = torch.bfloat16
+
+    def _load_model(self):
+        p, tok = self.p, self.tokenizer
+        # Always an explicit dtype: transformers 5 otherwise loads the checkpoint's own (often
+        # bfloat16), whatever bf16 says.
+        kwargs = {_dtype_kwarg(): torch.bfloat16 if self.bf16 else torch.float32}
         if p["load_in_4bit"]:
             compute = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+            kwargs[_dtype_kwarg()] = compute
             kwargs["quantization_config"] = transformers.BitsAndBytesConfig(
                 load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=compute,
                 bnb_4bit_use_double_quant=True)
@@ -148,9 +158,9 @@ class Trainer:
             model = get_peft_model(model, config)
         except ValueError as e:
             raise self.ctx.RunFailure(
-                "LoRA could not be set up on %s (model type %r): %s. Set lora_target_modules to "
+                "LoRA could not be set up on %s (model type %r): %s Set lora_target_modules to "
                 "its attention projections (e.g. q_proj,v_proj) or all-linear."
-                % (p["model"], model_type, str(e).splitlines()[0][:300]))
+                % (p["model"], model_type, " ".join(str(e).split())[:600].rstrip(".") + "."))
         self.targets = targets
         return model
 
@@ -181,7 +191,10 @@ class Trainer:
         return llm_prompt.render(self.template, self.scheme, self.labels, text, self.description)
 
     def _ids(self, prompt):
-        return self.tokenizer(prompt, add_special_tokens=True)["input_ids"]
+        # split_special_tokens: "</s>" or "<|im_end|>" inside an item's text is text, not the
+        # tokenizer's control token
+        return self.tokenizer(prompt, add_special_tokens=True,
+                              split_special_tokens=True)["input_ids"]
 
     def prompt_ids(self, text):
         """The prompt's token ids, the item text cut so that prompt + answer fit max_length."""
@@ -189,10 +202,23 @@ class Trainer:
         ids = self._ids(self._render(text))
         room = self.text_room
         while len(ids) > limit and room > 0:
-            text_ids = self.tokenizer(text, add_special_tokens=False)["input_ids"][:room]
-            ids = self._ids(self._render(self.tokenizer.decode(text_ids)))
+            ids = self._ids(self._render(self._cut(text, room)))
             room -= max(len(ids) - limit, 1)  # the cut text may tokenise differently in place
-        return ids if len(ids) <= limit else ids[-limit:]
+        ids = ids if len(ids) <= limit else ids[-limit:]
+        # the answer's first token is predicted from the prompt's last: never an empty prompt
+        return ids or [self.tokenizer.bos_token_id if self.tokenizer.bos_token_id is not None
+                       else self.tokenizer.eos_token_id]
+
+    def _cut(self, text, room):
+        """The start of ``text`` that is ``room`` tokens long: cut in the original text (by
+        the fast tokenizer's offsets), else decoded from the tokens."""
+        tok = self.tokenizer
+        if getattr(tok, "is_fast", False):
+            offsets = tok(text, add_special_tokens=False, split_special_tokens=True,
+                          return_offsets_mapping=True)["offset_mapping"][:room]
+            return text[:offsets[-1][1]] if offsets else ""
+        ids = tok(text, add_special_tokens=False, split_special_tokens=True)["input_ids"][:room]
+        return tok.decode(ids)
 
     def _rows(self, pairs, left):
         """input_ids, attention_mask, labels and position ids for (prompt, answer) pairs."""
@@ -228,9 +254,10 @@ class Trainer:
                                  % self.scheme)
         ctx.log("device: %s; torch %s; transformers %s" % (self.device, torch.__version__,
                                                            transformers.__version__))
+        self._load_tokenizer()
+        self._prepare_tokens()  # a max_length or labels that cannot work fail before the model
         self._load_model()
         emit.emit("where", device=describe_device(self.device))
-        self._prepare_tokens()
         examples = [(self.prompt_ids(t), self.answers[self.labels.index(lab)])
                     for t, lab in train]
         weights = [w for w in self.model.parameters() if w.requires_grad]
@@ -281,8 +308,9 @@ class Trainer:
             with self._autocast():
                 loss = self.model(input_ids=ids, attention_mask=mask, labels=labels).loss
             (loss / group).backward()
-            loss_sum += loss.item()
-            window.append(loss.item())
+            value = loss.item()
+            loss_sum += value
+            window.append(value)
             if b - group_start + 1 < group:
                 continue
             torch.nn.utils.clip_grad_norm_(weights, 1.0)
@@ -294,7 +322,8 @@ class Trainer:
             elapsed = time.time() - prog["started"]
             ctx.emitter.progress(prog["step"], prog["total"], unit="step", epoch=epoch,
                                  eta_s=elapsed / prog["step"] * (prog["total"] - prog["step"]))
-            if prog["step"] % prog["every"] == 0 or prog["step"] == prog["total"]:
+            last = b == len(chunks) - 1  # an epoch's last step always gets its point
+            if prog["step"] % prog["every"] == 0 or last:
                 ctx.emitter.metric("loss", round(sum(window) / len(window), 5),
                                    step=prog["step"], epoch=epoch, split="train")
                 window = []
@@ -319,7 +348,8 @@ class Trainer:
             chunk = pairs[start:start + size]
             ids, mask, labels, pos = self._rows([(prompts[i], self.answers[k])
                                                  for i, k in chunk], left=True)
-            keep = self.longest_answer + 1  # the logits that predict the answers' tokens
+            # the logits that predict the answers' tokens (a batch of short rows is narrower)
+            keep = min(self.longest_answer + 1, ids.shape[1])
             extra = {self.keep_kw: keep} if self.keep_kw else {}
             with torch.no_grad(), self._autocast():
                 logits = self.model(input_ids=ids, attention_mask=mask, position_ids=pos,

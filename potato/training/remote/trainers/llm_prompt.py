@@ -5,6 +5,7 @@ that code which loads a saved adapter can rebuild exactly the prompt the model w
 (``labels.json`` keeps the template; ``render`` is all it takes).
 """
 
+import re
 import string
 
 PLACEHOLDERS = ("text", "labels", "scheme", "description")
@@ -88,3 +89,29 @@ def target_modules(param, model_type):
         raise SettingError("lora_target_modules is empty; use auto, all-linear or module "
                             "names such as q_proj,v_proj")
     return names
+
+
+def check_template_param(value):
+    """The prompt_template param: empty (the built-in template) or a usable template."""
+    if value.strip():
+        check_template(value)
+
+
+def check_model(value):
+    if not value.strip():
+        raise SettingError("name a Hugging Face Hub id or a local model directory")
+
+
+TARGET_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
+
+
+def check_targets(value):
+    """lora_target_modules: auto, all-linear, or comma-separated module names."""
+    value = (value or "auto").strip()
+    if value in ("auto", "all-linear"):
+        return
+    names = [n.strip() for n in value.split(",")]
+    bad = [n for n in names if not TARGET_NAME.match(n)]
+    if bad or not names:
+        raise SettingError("%r is not a module name; use auto, all-linear or comma-separated "
+                            "names such as q_proj,v_proj" % (bad[0] if bad else value))
