@@ -228,6 +228,16 @@ class Store:
                            "updated_at) VALUES (?, ?, ?, ?, ?)",
                            [(i, annotator, s, json.dumps(lab), now) for i, s, lab in rows])
 
+    def first_unlabelled(self, annotator: str) -> int:
+        """The position of the first active item ``annotator`` has not labelled (the item
+        count when every item is labelled)."""
+        row = self.conn().execute(
+            "SELECT COUNT(*) FROM items WHERE active=1 AND position < COALESCE((SELECT MIN("
+            "i.position) FROM items i WHERE i.active=1 AND NOT EXISTS (SELECT 1 FROM "
+            "annotations a WHERE a.item_id=i.id AND a.annotator=?)), 1e18)",
+            (annotator,)).fetchone()
+        return row[0]
+
     def labels_of(self, annotator: str, item_id: str) -> Dict[str, Any]:
         return {r["scheme"]: json.loads(r["label"]) for r in self.conn().execute(
             "SELECT scheme, label FROM annotations WHERE annotator=? AND item_id=?",

@@ -77,7 +77,8 @@ def test_register_claim_run_and_write_back(tmp_path, serve, env, capsys):
     assert code == 0, err
     run = wait_run(c, run_id)
     assert run["status"] == "success", (run, err)
-    assert run["ran_on"] == "lab" and run["holdout"]["n"] > 50
+    assert run["ran_on"] == "lab (agent): host %s" % socket.gethostname()
+    assert run["holdout"]["n"] > 50
     assert run["writeback"]["written"] > 1000
     _, item = c.json("GET", "/admin/api/items/sst-test-0002", headers=H)
     assert item["predictions"]["sentiment"]["run_id"] == run_id

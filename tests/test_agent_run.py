@@ -192,3 +192,59 @@ print("ok")
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
     text = log.read_text()
     assert "first line after the session died" in text and "second line" in text
+
+
+class Refusing(FakeClient):
+    """Refuses (400) any report holding an event marked bad, as the server does with an event
+    batch it cannot parse; fails to connect while ``down``."""
+
+    down = False
+
+    def request(self, method, path, body=None, headers=None, stream_to=None):
+        if path.endswith("/events"):
+            self.calls.append((method, path, len(body["events"])))
+            if self.down:
+                raise OSError("connection refused")
+            if any(e.get("bad") for e in body["events"]):
+                raise ServerError(400, "The request body is not valid JSON")
+            self.events.extend(body["events"])
+            return 200, {"ok": True, "cancel": False}, None
+        return super().request(method, path, body, headers, stream_to)
+
+
+def test_a_refused_event_is_dropped_and_the_rest_arrive(tmp_path, archive):
+    """One bad event used to make the agent resend the same refused batch forever (and the
+    server lose the run's heartbeat): now the batch is split and only the bad event dropped."""
+    run, _ = make_run(tmp_path, archive)
+    client = Refusing(archive, {"gpus": "none"})
+    run.client = client
+    events = [{"type": "log", "n": i} for i in range(100)]
+    events[37]["bad"] = True
+    for e in events:
+        run.on_event(e)
+    run.report_events(force=True)
+    assert [e["n"] for e in client.events] == [i for i in range(100) if i != 37]
+    assert run.pending == [] and not run.cancelled
+    run.report_events(force=True)  # nothing is resent
+    assert len([c for c in client.calls if len(c) == 3 and c[2]]) <= 16
+
+
+def test_events_kept_while_the_server_is_down_are_bounded(tmp_path, archive, monkeypatch):
+    from potato.training.remote import run as run_mod
+
+    monkeypatch.setattr(run_mod, "PENDING_MAX", 50)
+    run, _ = make_run(tmp_path, archive)
+    client = Refusing(archive, {"gpus": "none"})
+    client.down = True
+    run.client = client
+    for i in range(300):
+        run.on_event({"type": "progress", "current": i})
+        if i % 3 == 0:
+            run.on_event({"type": "metric", "name": "loss", "value": i})
+        run.report_events(force=True)
+    assert len(run.pending) <= 50
+    assert run.pending[-1] == {"type": "progress", "current": 299}  # the newest progress stays
+    assert sum(e["type"] == "progress" for e in run.pending) == 1
+    client.down = False
+    run.report_events(force=True)
+    assert client.events[-1]["current"] == 299 and run.pending == []

@@ -701,3 +701,18 @@ def test_per_endpoint_size_caps(hostile):
                   headers={"Authorization": "Bearer " + TOKEN,
                            "Content-Type": "application/json"})
     assert r.status == 413 and "larger than the server accepts here" in json.loads(r.body)["error"]
+
+
+def test_brackets_inside_strings_do_not_count_as_nesting():
+    """An agent's report of 70 log lines with ANSI colours (``\\x1b[32m``) was refused as
+    'nested more than 64 levels deep'; brackets in strings are text, not nesting."""
+    import json as _json
+
+    from potato.server import safety
+
+    body = _json.dumps({"events": [{"type": "log", "message": "\x1b[32mINFO [%d {" % i}
+                                   for i in range(200)]}).encode()
+    assert len(safety.parse_json(body)["events"]) == 200
+    with pytest.raises(safety.BadInput, match="nested more than 64"):
+        safety.parse_json(b"[" * 65 + b"]" * 65)
+    assert safety.parse_json(b'["a\\\\", [1]]') == ["a\\", [1]]  # an escaped backslash ends it

@@ -186,6 +186,43 @@ def test_oversized_body_is_413(write_config, serve):
     assert "larger than the server accepts" in json.loads(r.body)["error"]
 
 
+def test_a_returning_annotator_resumes_at_the_first_item_not_labelled(project, serve):
+    _, url = serve(project)
+    c = Client(url)
+    c.login("bo")
+    # Label item 0, skip item 1 (no label), label item 2: now at item 3.
+    for n, label in ((0, "positive"), (1, None), (2, "negative")):
+        form = {"item_id": f"i{n}", "position": str(n), "action": "next"}
+        if label:
+            form.update({"label:sentiment": label, "present:sentiment": "1"})
+        assert c.post("/annotate", form=form).status == 303
+    page = c.get("/annotate").text
+    assert "item number 3" in page
+    assert 'href="/annotate?resume=1"' in page and "(item 2)" in page  # the link to item 1
+    # Coming back (a new login) resumes at item 1, the first without a label from bo.
+    c2 = Client(url)
+    c2.login("bo")
+    page = c2.get("/annotate").text
+    assert "item number 1" in page and "resume=1" not in page
+    # The link does the same within a session.
+    c.post("/annotate", form={"item_id": "i3", "position": "3", "action": "next"})
+    r = c.get("/annotate?resume=1")
+    assert r.status == 303 and "item number 1" in c.get("/annotate").text
+
+
+def test_all_done_points_at_skipped_items(project, serve):
+    _, url = serve(project)
+    c = Client(url)
+    c.login("cy")
+    for n, item in enumerate(["i0", "i1", "i2", "i3", "i4", "evil"]):
+        form = {"item_id": item, "position": str(n), "action": "next"}
+        if item != "i2":
+            form.update({"label:sentiment": "positive", "present:sentiment": "1"})
+        c.post("/annotate", form=form)
+    page = c.get("/annotate").text
+    assert "All done" in page and "go to the first of them (item 3)" in page
+
+
 def test_prediction_shown_as_suggestion_not_label(project, serve):
     server, url = serve(project)
     with server.app.store.tx() as db:
@@ -193,7 +230,7 @@ def test_prediction_shown_as_suggestion_not_label(project, serve):
     c = Client(url)
     c.login("x")
     page = c.get("/annotate").text
-    assert "Model suggests: positive, 0.87" in page
+    assert "Model suggests: <b>positive</b>, 0.87" in page
     assert ' checked' not in page
     status, item = c.json("GET", "/admin/api/items/i0", headers={"X-API-Key": ADMIN_KEY})
     assert item["labels"] == {}

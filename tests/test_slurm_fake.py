@@ -61,7 +61,8 @@ def test_pending_running_success(tmp_path, serve, cluster, monkeypatch):
     c = Client(url)
     run = run_on(c, "text-naive-bayes")
     assert run["status"] == "success", run
-    assert run["ran_on"] == "cluster" and run["holdout"]["n"] > 50
+    assert run["ran_on"] == "cluster (slurm): SLURM job 4242 on node fake-node01"
+    assert run["placement"]["slurm_job"] == "4242" and run["holdout"]["n"] > 50
     assert run["writeback"]["written"] > 1000
     log = log_of(c, run)
     [job] = re.findall(r"jobs/(r1-[0-9a-f]+)/slurm.out", log)[:1]

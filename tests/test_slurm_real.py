@@ -89,6 +89,7 @@ def test_naive_bayes_on_real_slurm(tmp_path, serve, login):
     log = c.get(f"/admin/training/api/runs/{run['run_id']}/log", headers=H).text
     job = log.split("Submitted SLURM job ")[1].split()[0]
     assert job != blocker
+    assert run["ran_on"].startswith(f"cluster (slurm): SLURM job {job} on node ")
     assert f"SLURM job {job}: PENDING (" in log
     assert log.index(f"SLURM job {job}: PENDING (") < log.index(f"SLURM job {job}: RUNNING on ")
     assert (tmp_path / "annotation_output" / "training" / "runs" / run["run_id"] / "artifacts" /

@@ -1,5 +1,6 @@
 """The ssh backend end to end, with the ssh and nvidia-smi stand-ins from tests/fakes on PATH."""
 
+import socket
 import json
 import os
 import subprocess
@@ -57,7 +58,8 @@ def test_naive_bayes_on_ssh_end_to_end(tmp_path, serve, fake_host):
     c = Client(url)
     run = run_on_ssh(c, trainer="text-naive-bayes")
     assert run["status"] == "success", run["error"]
-    assert run["ran_on"] == "gpu-server" and run["holdout"]["n"] > 50
+    assert run["ran_on"] == "gpu-server (ssh): host %s" % socket.gethostname()
+    assert run["holdout"]["n"] > 50
     assert run["writeback"]["written"] > 1000
     log = c.get(f"/admin/training/api/runs/{run['run_id']}/log", headers=H).text
     assert "copying Potato's code to gpu.example.org" in log
@@ -282,7 +284,15 @@ def test_check_reports_python_gpus_and_packages(tmp_path, serve, fake_host, monk
     assert status == 200 and report["ok"] is True, report
     text = "\n".join(report["lines"])
     assert "gpu.example.org: Python 3." in text
-    assert "GPU 0: NVIDIA A100, 39960 of 40960 MB free, 5% busy" in text
+    assert "GPU 0: NVIDIA A100, 39960 of 40960 MB free, 5% busy, compute capability 8.0" in text
+    # hf-llm-classification's load_in_4bit: what the host's python can import (the fake host
+    # runs this interpreter)
+    import importlib.util
+
+    missing = [m for m in ("bitsandbytes", "accelerate") if importlib.util.find_spec(m) is None]
+    assert report["missing_4bit"] == missing
+    assert (("%s missing on gpu.example.org: hf-llm-classification's load_in_4bit cannot run"
+             % ", ".join(missing)) if missing else "load_in_4bit can run") in text
     assert "A run would start taking GPU 0" in text
     monkeypatch.setenv("FAKE_SSH_MODE", "denied")
     status, report = Client(url).json("POST", "/admin/training/api/backends/gpu-server/check",

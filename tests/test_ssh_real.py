@@ -5,6 +5,7 @@ machine's own ssh setup); an ``ssh`` wrapper first on PATH adds ``-F`` with a cl
 defines the alias ``potato-real`` (so the backend's host is a ~/.ssh/config-style alias).
 """
 
+import socket
 import json
 import os
 import re
@@ -81,7 +82,8 @@ def test_naive_bayes_over_real_ssh(tmp_path, serve, real_host):
     run = wait_run(c, start_run(c, backend="gpu-server", schemas=["sentiment"],
                                 trainer="text-naive-bayes"), timeout=120)
     assert run["status"] == "success", run
-    assert run["ran_on"] == "gpu-server" and run["holdout"]["n"] > 50
+    assert run["ran_on"] == "gpu-server (ssh): host %s" % socket.gethostname()
+    assert run["holdout"]["n"] > 50
     log = c.get(f"/admin/training/api/runs/{run['run_id']}/log", headers=H).text
     assert "copying Potato's code to potato-real" in log
     assert (tmp_path / "annotation_output" / "training" / "runs" / run["run_id"] / "artifacts" /

@@ -316,6 +316,7 @@ def test_backends_list_and_local_check(tmp_path, serve):
     assert status == 200 and report["ok"] is True
     assert re.match(r"local: this machine, (CPU \(\d+ threads\)|CUDA GPU|Apple Metal)",
                     report["lines"][0])
+    assert any("load_in_4bit" in line for line in report["lines"])  # bitsandbytes there or not
     assert c.json("POST", "/admin/training/api/backends/nope/check", headers=H)[0] == 404
 
 

@@ -130,9 +130,14 @@ def test_runs_on_check_start_watch_cancel(page):
                    d.find_element("css selector", "#runs-body tr[data-run]"),
                    what="the run to succeed")
     cells = [c.text for c in row.find_elements("css selector", "td")]
-    assert cells[1] == "text-naive-bayes" and cells[2] == "sentiment"
-    assert cells[3] == "local" and cells[4] == "success"
-    assert cells[5].split()[0].startswith("0.") and cells[6].isdigit() and int(cells[6]) > 0
+    heads = [h.text for h in d.find_elements("css selector", "#runs-table thead th")]
+    assert heads == ["Run", "Started", "Duration", "Trainer", "Params (not default)", "Schemes",
+                     "Ran on", "Status", "Held-out macro-F1", "Predictions written", "In use"]
+    assert re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d$", cells[1]) and cells[4] == "defaults"
+    assert cells[3] == "text-naive-bayes" and cells[5] == "sentiment"
+    assert cells[6] == "local" and cells[7] == "success"
+    assert cells[8].split()[0].startswith("0.") and cells[9].isdigit() and int(cells[9]) > 0
+    assert cells[10] == "in use: sentiment"
     assert "success" == text_of(d, "#live-status")
 
     # Start another (slow) run, see it live with progress, screenshot it, and cancel it.
@@ -166,7 +171,7 @@ def test_runs_on_check_start_watch_cancel(page):
     wait_for(d, lambda d: text_of(d, "#live-status") == "cancelled", what="cancelled")
     # the message about the run started from the page follows it: never a stale "is queued"
     assert "is queued" not in text_of(d, "#message")
-    statuses = [r.find_elements("css selector", "td")[4].text
+    statuses = [r.find_elements("css selector", "td")[7].text
                 for r in d.find_elements("css selector", "#runs-body tr[data-run]")]
     assert statuses == ["cancelled", "success"]
 

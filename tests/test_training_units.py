@@ -149,3 +149,12 @@ def test_platt_and_threshold():
     scored = [(0.9, 1)] * 9 + [(0.9, 0)] + [(0.6, 1)] * 5 + [(0.6, 0)] * 5
     assert threshold_for(scored, 0.9) == (0.9, 0.9, 0.5)
     assert threshold_for(scored, 0.95) is None
+
+
+def test_four_bit_line_needs_the_packages_and_a_cuda_gpu():
+    from potato.training.devices import four_bit_line
+
+    assert "load_in_4bit can run" in four_bit_line("h", [], True)
+    assert "but no CUDA GPU: load_in_4bit cannot run there" in four_bit_line("h", [], False)
+    assert four_bit_line("h", ["bitsandbytes"], True).startswith(
+        "bitsandbytes missing on h: hf-llm-classification's load_in_4bit cannot run")

@@ -19,6 +19,8 @@ from urllib.parse import parse_qs, quote, urlsplit
 
 from potato.server import safety
 from potato.server.connections import IDLE_TIMEOUT_S
+from potato.server.errors import HTTPError
+from potato.server.uploads import Uploads
 
 log = logging.getLogger("potato.server")
 
@@ -42,18 +44,10 @@ def _header_value(value: Any) -> str:
     return quote(text, safe="/?&=%#:;@!$'()*+,-._~ ")
 
 
-class HTTPError(Exception):
-    def __init__(self, status: int, message: str, headers: Optional[Dict[str, str]] = None):
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.headers = headers or {}
-
-
 Route = Tuple[str, "re.Pattern[str]", Callable, str]  # (method, path pattern, handler, access)
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(Uploads, BaseHTTPRequestHandler):
     """One request. ``self.server.app`` holds the routes and the project state."""
 
     protocol_version = "HTTP/1.1"
@@ -302,74 +296,13 @@ class Handler(BaseHTTPRequestHandler):
         except UnicodeDecodeError:
             raise HTTPError(400, "The form is not valid UTF-8.")
 
-    def _upload_length(self, limit: int, what: str) -> int:
-        try:
-            n = int(self.headers.get("Content-Length") or "")
-        except ValueError:
-            self.close_connection = True
-            raise HTTPError(411, "Send the body with a Content-Length header.")
-        if n < 0:
-            self.close_connection = True
-            raise HTTPError(400, "Content-Length is negative.")
-        if n > limit:
-            self.close_connection = True
-            raise HTTPError(413, f"The upload ({n / 2**20:.1f} MB) is larger than {what} allows.")
-        return n
-
-    def _copy_body(self, out, n: int) -> int:
-        """Copy the ``n``-byte body into the open file ``out`` as it arrives (never in memory)."""
-        left = n
-        while left > 0:
-            block = self.rfile.read1(min(left, 4 << 20))
-            if not block:
-                self.close_connection = True
-                raise HTTPError(400, f"The upload ended after {n - left} of {n} bytes.")
-            out.write(block)
-            left -= len(block)
-        self._body_read = True
-        self._body = b""
-        return n
-
-    def stream_body_to(self, path: str, limit: int, what: str) -> int:
-        """Stream the request body into ``path`` (atomically); 413 beyond ``limit`` bytes."""
-        import os
-        import tempfile
-
-        n = self._upload_length(limit, what)
-        fd, tmp = tempfile.mkstemp(prefix=".upload-", dir=os.path.dirname(path))
-        try:
-            with os.fdopen(fd, "wb") as out:
-                self._copy_body(out, n)
-            os.replace(tmp, path)
-        except BaseException:
-            self.close_connection = True
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
-        return n
-
-    def append_body_to(self, path: str, limit: int, what: str) -> int:
-        """Append the request body to ``path`` (streamed); 413 beyond ``limit`` bytes."""
-        n = self._upload_length(limit, what)
-        with open(path, "ab") as out:
-            return self._copy_body(out, n)
-
     def send_file(self, path: str, start: int, size: int, content_type: str,
                   on_progress=None) -> None:
         """Send a file from ``start`` (206 with Content-Range when start > 0), streamed;
         ``on_progress()`` is called after each block (a long download is a sign of life)."""
-        self._drain()
-        status = 206 if start else 200
-        self._started = True
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
+        self._head(206 if start else 200, content_type)
         self.send_header("Content-Length", str(size - start))
         self.send_header("Accept-Ranges", "bytes")
-        self.send_header("Cache-Control", "no-store")
-        for k, v in SECURITY_HEADERS.items():
-            self.send_header(k, v)
         if start:
             self.send_header("Content-Range", f"bytes {start}-{size - 1}/{size}")
         self.end_headers()
@@ -388,6 +321,18 @@ class Handler(BaseHTTPRequestHandler):
                 if on_progress is not None:
                     on_progress()
 
+    def send_stream(self, content_type: str, filename: str, write, length: int) -> None:
+        """A download made while it is sent: ``write(out)`` writes exactly ``length`` bytes
+        to the connection (if it raises, the connection closes short of Content-Length, so
+        the client sees an incomplete download). ``filename``: what the browser saves."""
+        self._head(200, content_type)
+        self.send_header("Content-Length", str(length))
+        self.send_header("Content-Disposition", _header_value(
+            'attachment; filename="%s"' % filename.replace('"', "")))
+        self.end_headers()
+        if self.command != "HEAD":
+            write(self.wfile)
+
     # -- responses -----------------------------------------------------------------------------
     def set_cookie(self, name: str, value: str, max_age: int, same_site: str = "Strict") -> None:
         parts = [f"{name}={value}", "Path=/", "HttpOnly", f"SameSite={same_site}",
@@ -398,14 +343,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def send(self, status: int, body: bytes, content_type: str,
              headers: Optional[Dict[str, str]] = None) -> None:
-        self._drain()
-        self._started = True
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
+        self._head(status, content_type)
         self.send_header("Content-Length", str(len(body)))
-        self.send_header("Cache-Control", "no-store")
-        for k, v in SECURITY_HEADERS.items():
-            self.send_header(k, v)
         for c in self._response_cookies:
             self.send_header("Set-Cookie", c)
         for k, v in (headers or {}).items():
@@ -415,6 +354,16 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
+
+    def _head(self, status: int, content_type: str) -> None:
+        """The status line and the headers every response has."""
+        self._drain()
+        self._started = True
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Cache-Control", "no-store")
+        for k, v in SECURITY_HEADERS.items():
+            self.send_header(k, v)
 
     def _drain(self) -> None:
         """Read what the client sent (any method, GET included) so that the connection stays
@@ -430,7 +379,8 @@ class Handler(BaseHTTPRequestHandler):
         self.send(status, safety.dumps(data).encode("utf-8"), "application/json")
 
     def send_html(self, page: str, status: int = 200) -> None:
-        self.send(status, page.encode("utf-8"), "text/html; charset=utf-8")
+        # "replace": a lone surrogate (say, a file name that is not UTF-8) cannot fail a page
+        self.send(status, page.encode("utf-8", "replace"), "text/html; charset=utf-8")
 
     def redirect(self, location: str) -> None:
         self.send(303, b"", "text/plain; charset=utf-8", {"Location": location})

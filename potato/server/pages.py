@@ -103,7 +103,8 @@ def _scheme_inputs(scheme: Scheme, current: Any, key_offset: int) -> str:
         n = key_offset + i + 1
         shortcut = f'<kbd>{n}</kbd>' if n <= 9 else ""
         checked = " checked" if label in chosen else ""
-        opts.append(f'<label class="option"><input type="{kind}" name="label:{esc(scheme.name)}" '
+        opts.append(f'<label class="option{" chosen" if checked else ""}"><input type="{kind}" '
+                    f'name="label:{esc(scheme.name)}" '
                     f'value="{esc(label)}" data-key="{n if n <= 9 else ""}"{checked}> '
                     f'{shortcut} {esc(label)}</label>')
     desc = f'<p class="hint">{esc(scheme.description)}</p>' if scheme.description else ""
@@ -114,12 +115,15 @@ def _scheme_inputs(scheme: Scheme, current: Any, key_offset: int) -> str:
 
 def annotate_page(cfg: Config, user: str, item, position: int, total: int, done: int,
                   labels: Dict[str, Any], predictions: Dict[str, Dict[str, Any]],
-                  admin: bool) -> str:
+                  admin: bool, first_unlabelled: int = 0) -> str:
     progress = (f'<p class="progress"><progress max="{total}" value="{done}"></progress> '
                 f'{done} of {total} items labelled by you</p>')
     if item is None:
+        skipped = (f'<p>Some items have no label from you yet: <a href="/annotate?resume=1" '
+                   f'id="resume">go to the first of them (item {first_unlabelled + 1})</a>.</p>'
+                   if first_unlabelled < total else "")
         body = (f"<h1>All done</h1>{progress}<p>You have reached the end of the items. "
-                f'Thank you!</p><form method="post" action="/annotate">'
+                f'Thank you!</p>{skipped}<form method="post" action="/annotate">'
                 f'<input type="hidden" name="position" value="{position}">'
                 f'<button name="action" value="prev">Previous item</button></form>')
         return layout("All done", body, cfg, user, admin)
@@ -132,8 +136,16 @@ def annotate_page(cfg: Config, user: str, item, position: int, total: int, done:
         p = predictions.get(scheme.name)
         if p:
             label = ", ".join(p["label"]) if isinstance(p["label"], list) else p["label"]
-            suggestions.append(f'<p class="suggestion">Model suggests: {esc(label)}, '
-                               f'{p["confidence"]:.2f}</p>')
+            labels_json = json.dumps(p["label"] if isinstance(p["label"], list)
+                                     else [p["label"]])
+            suggestions.append(f'<p class="suggestion" data-scheme="{esc(scheme.name)}" '
+                               f'data-labels="{esc(labels_json)}">Model suggests: '
+                               f'<b>{esc(label)}</b>, {p["confidence"]:.2f} '
+                               f'<button type="button" class="link accept-suggestion">accept '
+                               f'(<kbd>A</kbd>)</button></p>')
+    first_open = min(first_unlabelled, total)
+    resume = (f'<a href="/annotate?resume=1" id="resume">Go to the first item you have not '
+              f'labelled (item {first_open + 1})</a>' if first_open < position else "")
     body = f"""{progress}
 <article class="item" aria-label="Item to annotate">
   <p class="item-id">Item {position + 1} of {total} · <code>{esc(item["id"])}</code></p>
@@ -148,8 +160,11 @@ def annotate_page(cfg: Config, user: str, item, position: int, total: int, done:
     <button type="submit" name="action" value="prev" {"disabled" if position == 0 else ""}>&larr; Previous</button>
     <button type="submit" name="action" value="next" class="primary">Save and next &rarr;</button>
   </div>
-  <p class="hint">Keys: <kbd>1</kbd>–<kbd>9</kbd> choose a label, <kbd>Enter</kbd> saves and
-  moves on, <kbd>&larr;</kbd> goes back.</p>
+  <p class="warning" id="nothing-chosen" role="alert" hidden>Nothing is chosen for this item.
+  Choose a label (<kbd>1</kbd>–<kbd>9</kbd>), or press <kbd>Enter</kbd> again to skip it.</p>
+  <p class="hint">Keys: <kbd>1</kbd>–<kbd>9</kbd> choose a label, <kbd>A</kbd> accepts the
+  model's suggestion, <kbd>Enter</kbd> saves and moves on, <kbd>&larr;</kbd> goes back.
+  {resume}</p>
 </form>"""
     return layout("Annotate", body, cfg, user, admin,
                   '<script src="/static/annotate.js"></script>')

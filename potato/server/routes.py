@@ -64,6 +64,8 @@ def _login_routes(app) -> None:
             h.send_html(pages.login_page(cfg, msg), 400)
             return
         app.store.ensure_annotator(username)
+        # A returning annotator resumes at the first item they have not labelled.
+        app.store.set_position(username, app.store.first_unlabelled(username))
         token = secrets.token_urlsafe(32)
         app.store.add_session(token, "annotator", username, SESSION_TTL_S)
         h.set_cookie("potato_session", token, SESSION_TTL_S, same_site="Lax")
@@ -92,13 +94,17 @@ def _annotate_routes(app) -> None:
     def annotate(h):
         user = h.annotator()
         total = app.store.item_count()
+        if h.query.get("resume") == ["1"]:  # "go to the first item I have not labelled"
+            app.store.set_position(user, app.store.first_unlabelled(user))
+            h.redirect("/annotate")
+            return
         position = max(0, min(_position(h, user), total))
         item = app.store.item_at(position) if position < total else None
         labels = app.store.labels_of(user, item["id"]) if item else {}
         preds = app.store.item_predictions(item["id"]) if item else {}
         h.send_html(pages.annotate_page(cfg, user, item, position, total,
                                         app.store.labelled_count(user), labels, preds,
-                                        h.is_admin()))
+                                        h.is_admin(), app.store.first_unlabelled(user)))
 
     @app.route("POST", r"/annotate", "annotator")
     def annotate_post(h):

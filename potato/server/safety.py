@@ -5,6 +5,7 @@ nothing past the handler sees it raw.
 
 import json
 import math
+import re
 import socket
 import threading
 import time
@@ -56,6 +57,24 @@ def _check_tree(value: Any, depth: int = 0) -> None:
             _check_tree(v, depth + 1)
 
 
+_BRACKETS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.S)
+
+
+def _too_deep(text: str) -> bool:
+    """A cheap guard before the recursive decoder sees the text: brackets nest deeper than
+    MAX_JSON_DEPTH (brackets inside strings do not count)."""
+    depth = 0
+    for m in _BRACKETS.finditer(text):
+        ch = m.group()
+        if ch in "[{":
+            depth += 1
+            if depth > MAX_JSON_DEPTH:
+                return True
+        elif ch in "]}":
+            depth -= 1
+    return False
+
+
 def parse_json(raw: bytes) -> Any:
     """JSON from a request body: UTF-8, finite numbers only (no NaN, Infinity or 1e309), no
     lone surrogates, at most MAX_JSON_DEPTH levels. Raises BadInput with the reason."""
@@ -63,14 +82,8 @@ def parse_json(raw: bytes) -> Any:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise BadInput("it is not UTF-8")
-    depth = 0
-    for ch in text:  # cheap guard before the recursive decoder sees it
-        if ch in "[{":
-            depth += 1
-            if depth > MAX_JSON_DEPTH:
-                raise BadInput("it is nested more than %d levels deep" % MAX_JSON_DEPTH)
-        elif ch in "]}":
-            depth -= 1
+    if _too_deep(text):
+        raise BadInput("it is nested more than %d levels deep" % MAX_JSON_DEPTH)
     try:
         value = json.loads(text or "null", parse_constant=_no_constant, parse_float=_finite,
                            parse_int=_int)

@@ -6,7 +6,7 @@ from typing import Any, Dict
 from urllib.parse import unquote
 
 from potato.server.http import HTTPError
-from potato.training import pages, runlog
+from potato.training import model_files, pages, runlog
 from potato.training.remote import trainers
 from potato.training.backends import check_backend
 from potato.training.queue import Manager, RequestError
@@ -15,11 +15,26 @@ from potato.training.runs import TERMINAL
 PREFIX = "/admin/training/api"
 RUN_FIELDS = ("run_id", "trainer", "schemas", "backend", "ran_on", "status", "step", "error",
               "metrics", "holdout", "writeback", "created_at", "started_at", "finished_at",
-              "artifact_uri", "params", "progress", "history", "auto", "in_use")
+              "artifact_uri", "params", "progress", "history", "auto", "in_use", "placement",
+              "warnings")
+
+
+def params_changed(run: Dict[str, Any]) -> Dict[str, Any]:
+    """The run's params whose value is not the trainer's default (all of them for a trainer
+    this server no longer knows)."""
+    params = run.get("params") if isinstance(run.get("params"), dict) else {}
+    info = trainers.get(run["trainer"]) if isinstance(run.get("trainer"), str) else None
+    if info is None:
+        return dict(params)
+    defaults = dict((p.name, p.default) for p in info.params)
+    return dict((k, v) for k, v in params.items() if k not in defaults or defaults[k] != v)
 
 
 def run_view(run: Dict[str, Any]) -> Dict[str, Any]:
     out = {k: run.get(k) for k in RUN_FIELDS}
+    out["placement"] = out["placement"] or {}
+    out["warnings"] = out["warnings"] or []
+    out["params_changed"] = params_changed(run)
     if run.get("started_at"):
         end = run.get("finished_at") or time.time()
         out["duration_s"] = round(end - run["started_at"], 1)
@@ -181,8 +196,22 @@ def _page_routes(app, manager: Manager, get_run) -> None:
     @app.route("GET", r"/admin/training/runs/(?P<run_id>[A-Za-z0-9_-]+)", "admin")
     def run_page(h, run_id):
         run = run_view(get_run(run_id))
+        here = model_files.files(manager.paths(run_id).artifacts) \
+            if run["status"] == "success" else []
         h.send_html(pages.run_page(manager.cfg, run, read_log(manager, run_id),
-                                   model_location(run)))
+                                   pages.model_files_cell(run, model_location(run), here,
+                                                          model_files.load_code(run))))
+
+    @app.route("GET", r"/admin/training/runs/(?P<run_id>[A-Za-z0-9_-]+)/model\.tar", "admin")
+    def model_archive(h, run_id):
+        run = get_run(run_id)
+        archive = model_files.Archive(manager.paths(run_id).artifacts, "%s-model" % run_id) \
+            if run["status"] == "success" else None
+        if archive is None or not archive.members:
+            raise HTTPError(404, "Run %s has no model files on this server (%s)." % (
+                run_id, model_location(run)))
+        h.send_stream("application/x-tar", model_files.archive_name(run_id), archive.write,
+                      archive.size)
 
     @app.route("GET", PREFIX + r"/fragments", "admin")
     def fragments(h):

@@ -9,6 +9,7 @@ reason; stores and pages take only what comes out of here.
 
 import json
 import math
+import unicodedata
 from typing import Any, Dict, List, Optional, Tuple
 
 from potato.training.remote.protocol import TYPES
@@ -124,7 +125,20 @@ def _error(raw):
             "kind": text(raw.get("kind"), "kind", NAME_MAX)}
 
 
-_EVENTS = {"status": _status, "progress": _progress, "metric": _metric, "log": _log,
+def plain(value: Optional[str]) -> Optional[str]:
+    """Text without control or format characters (newlines, escapes, bidi overrides): a
+    name shown in a table must read as what it is."""
+    if value is None:
+        return None
+    return "".join(ch for ch in value if unicodedata.category(ch) not in ("Cc", "Cf", "Cs"))
+
+
+def _where(raw):
+    return dict((k, plain(text(raw.get(k), k, NAME_MAX)))
+                for k in ("host", "gpus", "slurm_job", "slurm_node", "device"))
+
+
+_EVENTS = {"where": _where, "status": _status, "progress": _progress, "metric": _metric, "log": _log,
            "artifact": _artifact, "result": _result, "error": _error}
 
 

@@ -22,7 +22,8 @@ try:
         for i in range(torch.cuda.device_count()):
             p = torch.cuda.get_device_properties(i)
             out["cuda"].append({"index": i, "name": p.name,
-                                "memory_mb": int(p.total_memory / 2**20)})
+                                "memory_mb": int(p.total_memory / 2**20),
+                                "compute_cap": "%d.%d" % (p.major, p.minor)})
     mps = getattr(torch.backends, "mps", None)
     out["mps"] = bool(mps is not None and mps.is_available())
 except Exception as e:
@@ -68,10 +69,24 @@ def describe(device: str, found: Dict[str, Any], threads: int) -> str:
     if device.startswith("cuda"):
         index = int(device.split(":")[1])
         g = next(g for g in found["cuda"] if g["index"] == index)
-        return "CUDA GPU %d, %s, %d MB" % (index, g["name"], g["memory_mb"])
+        return "CUDA GPU %d, %s, %d MB, compute capability %s" % (
+            index, g["name"], g["memory_mb"], g.get("compute_cap") or "unknown")
     if device == "mps":
         return "Apple Metal (mps)"
     return "CPU (%d threads)" % threads
+
+
+def four_bit_line(where, missing, has_cuda=True):
+    """The check's line on hf-llm-classification's load_in_4bit (bitsandbytes, accelerate,
+    and a CUDA GPU)."""
+    if not missing and not has_cuda:
+        return ("bitsandbytes and accelerate present on %s, but no CUDA GPU: load_in_4bit "
+                "cannot run there (it needs a CUDA GPU)" % where)
+    if not missing:
+        return ("bitsandbytes and accelerate present on %s: load_in_4bit can run (CUDA GPUs)"
+                % where)
+    return ("%s missing on %s: hf-llm-classification's load_in_4bit cannot run there (pip install "
+            "%s, or leave load_in_4bit off)" % (", ".join(missing), where, " ".join(missing)))
 
 
 def local_report(cfg) -> Dict[str, Any]:
@@ -90,6 +105,10 @@ def local_report(cfg) -> Dict[str, Any]:
             lines.append("trainer %s needs %s (%s)" % (name, ", ".join(gone), info.install_hint))
     usable = [n for n in trainers.all_trainers() if n not in missing]
     lines.append("trainers ready: %s" % ", ".join(usable))
+    missing_4bit = [p for p in ("bitsandbytes", "accelerate")
+                    if importlib.util.find_spec(p) is None]
+    lines.append(four_bit_line("this machine", missing_4bit, bool(found.get("cuda"))))
     return {"backend": "local", "type": "local", "label": "local (this machine)", "ok": True,
             "python": sys.version.split()[0], "device": device, "torch": found.get("torch"),
-            "gpus": found.get("cuda", []), "missing_packages": missing, "lines": lines}
+            "gpus": found.get("cuda", []), "missing_packages": missing,
+            "missing_4bit": missing_4bit, "lines": lines}

@@ -120,3 +120,17 @@ def use(store: Store, scheme: str, run_id: str) -> int:
         db.execute("INSERT OR REPLACE INTO in_use(scheme, run_id) VALUES (?, ?)",
                    (scheme, run_id))
     return n
+
+
+def warnings(cfg, run: Dict[str, Any], wb: Dict[str, Any]) -> List[str]:
+    """What makes a successful run's write-back worth a second look, in sentences."""
+    out = []
+    schemes = cfg.model_training.writeback.schemas
+    if not any(s in schemes for s in run["schemas"]):
+        out.append("no predictions were written: none of this run's schemes (%s) is listed in "
+                   "model_training.writeback.schemas, so annotators see no suggestions from it"
+                   % ", ".join(run["schemas"]))
+    elif wb.get("schemes") and not wb.get("written") and wb.get("below_min_confidence"):
+        out.append("no predictions were written: all %d were below writeback.min_confidence "
+                   "(%s)" % (wb["below_min_confidence"], wb.get("min_confidence")))
+    return out

@@ -4,21 +4,48 @@ recorded — the step, progress, metrics for the chart, the run log, and events.
 
 import json
 import time
-from typing import Any, Dict
+from typing import Any, Dict, List, Optional
 
 from potato.training import boundary
 from potato.training.remote.paths import RunPaths
 
 EVENTS_MAX_BYTES = 8 << 20
 RESULT_ROOM = 1 << 20  # past the cap, a result event still fits once
+WARNINGS_MAX = 20
+
+
+def ran_on(backend: str, backend_type: str, where: Optional[Dict[str, Any]]) -> str:
+    """Where a run executed, in words: the backend and, as the worker reported them, the host,
+    the GPUs, the SLURM job and node (``gpu-box (ssh): host gpu01, GPUs 0,1``)."""
+    where = where or {}
+    head = backend if not backend_type or backend_type == backend else "%s (%s)" % (
+        backend, backend_type)
+    parts = []
+    if where.get("slurm_job"):
+        parts.append("SLURM job %s%s" % (where["slurm_job"], " on node %s" % where["slurm_node"]
+                                         if where.get("slurm_node") else ""))
+    elif where.get("host") and backend_type != "local":
+        parts.append("host %s" % where["host"])
+    if where.get("gpus"):
+        parts.append("GPU%s %s" % ("s" if "," in where["gpus"] else "", where["gpus"]))
+    if where.get("device"):
+        parts.append("device %s" % where["device"])
+    return head + (": " + ", ".join(parts) if parts else "")
 
 
 class RunEvents:
     """The one door for what a run reports, from any backend: each event is checked
     (boundary.event), then recorded: the step, progress, metrics, the log, events.jsonl."""
 
-    def __init__(self, manager, run_id: str, paths: RunPaths, set_step):
+    def __init__(self, manager, run_id: str, paths: RunPaths, set_step, backend: str = ""):
         self.manager, self.run_id, self.paths, self.set_step = manager, run_id, paths, set_step
+        self.backend = backend
+        b = getattr(manager, "backends", {}).get(backend)
+        self.backend_type = getattr(b, "type", "") if b is not None else ""
+        self.placement: Dict[str, Any] = {}
+        self.warnings: List[str] = []
+        self.server_warnings: List[str] = []
+        self.warnings_dropped = 0
         self.last_progress = 0.0
         self.dropped = 0
         self.written = 0
@@ -58,6 +85,21 @@ class RunEvents:
                 f.write(line)
         self.record(event)
 
+    def warn(self, message: str, server: bool = False) -> None:
+        """A warning the run's status shows, cut to 300 characters. The run's own warnings
+        are kept up to WARNINGS_MAX (then counted); the server's always, and listed first."""
+        message = message if len(message) <= 300 else message[:299] + "…"
+        if server:
+            self.server_warnings.append(message)
+        elif len(self.warnings) < WARNINGS_MAX:
+            self.warnings.append(message)
+        else:
+            self.warnings_dropped += 1
+        shown = self.server_warnings + self.warnings
+        if self.warnings_dropped:
+            shown.append("… and %d more warning(s) in the run log" % self.warnings_dropped)
+        self.manager.runs.update(self.run_id, warnings=shown)
+
     def log(self, message: str) -> None:
         if self._logs is not None:
             self._logs.append(message)
@@ -79,7 +121,15 @@ class RunEvents:
                 runs.append_history(self.run_id, event)
             self.log("metric %s = %s%s" % (event["name"], event["value"], " (epoch %s)"
                                             % event["epoch"] if "epoch" in event else ""))
+        elif kind == "where":
+            before = dict(self.placement)
+            self.placement.update((k, v) for k, v in event.items() if k not in ("type", "t"))
+            if self.placement != before:
+                runs.update(self.run_id, placement=self.placement,
+                            ran_on=ran_on(self.backend, self.backend_type, self.placement))
         elif kind in ("log", "error"):
+            if kind == "log" and event["level"] == "warning":
+                self.warn(event["message"])
             self.log("%s: %s" % (event.get("level", "error" if kind == "error" else "info"),
                                  event["message"]))
         elif kind == "artifact":

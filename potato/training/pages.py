@@ -11,6 +11,8 @@ import time
 from typing import Any, Dict, List, Optional
 
 from potato.server.pages import Safe, esc, join, json_script, layout, render
+from potato.training.chart import chart_svg
+from potato.training.model_files import shown
 from potato.training.runs import TERMINAL
 
 STATUS_TEXT = {"queued": "queued", "running": "running", "success": "success",
@@ -35,10 +37,11 @@ def _num(value: Any, integer: bool = False) -> Optional[float]:
 
 
 def _holdout(run: Dict[str, Any]) -> Safe:
+    """Held-out macro-F1 first (what ``writeback.policy: best`` compares), then accuracy and n."""
     h = run.get("holdout")
     if not isinstance(h, dict) or _num(h.get("accuracy")) is None:
         return Safe("")
-    return render('{acc:.3f} <span class="hint">(F1 {f1:.3f}, n={n})</span>',
+    return render('{f1:.3f} <span class="hint">(accuracy {acc:.3f}, n={n})</span>',
                   acc=_num(h.get("accuracy")), f1=_num(h.get("macro_f1")) or 0.0,
                   n=_num(h.get("n"), True) or 0)
 
@@ -49,86 +52,52 @@ def _written(run: Dict[str, Any]) -> Safe:
     return render("{n}", n=n) if n is not None else Safe("")
 
 
+def _when(t: Any) -> str:
+    t = _num(t)
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(t)) if t else ""
+
+
+def _params(run: Dict[str, Any]) -> Safe:
+    changed = run.get("params_changed") or {}
+    if not changed:
+        return Safe('<span class="hint">defaults</span>')
+    return join(render("<code>{k}={v}</code> ", k=k, v=json.dumps(v, default=str)[:60])
+                for k, v in sorted(changed.items()))
+
+
+def status_badge(run: Dict[str, Any]) -> Safe:
+    """The run's status; a success that reported warnings is shown as such, not as plain
+    success (the warnings are in the tooltip and on the run's page)."""
+    warnings = [str(w) for w in run.get("warnings") or []]
+    if run["status"] == "success" and warnings:
+        return render('<span class="status status-warning" title="{tip}">success, {n} '
+                      'warning{s}</span>', tip="\n".join(warnings), n=len(warnings),
+                      s="" if len(warnings) == 1 else "s")
+    return render('<span class="status status-{status}">{text}</span>', status=run["status"],
+                  text=STATUS_TEXT.get(run["status"], run["status"]))
+
+
+RUNS_HEAD = ("Run", "Started", "Duration", "Trainer", "Params (not default)", "Schemes",
+             "Ran on", "Status", "Held-out macro-F1", "Predictions written", "In use")
+
+
 def runs_rows(runs: List[Dict[str, Any]]) -> Safe:
     if not runs:
-        return Safe('<tr><td colspan="9">No runs yet.</td></tr>')
+        return render('<tr><td colspan="{n}">No runs yet.</td></tr>', n=len(RUNS_HEAD))
     return join(render(
         '<tr data-run="{id}"><td><a href="/admin/training/runs/{id}">{id}</a></td>'
-        '<td>{trainer}</td><td>{schemas}</td><td class="ran-on">{ran_on}</td>'
-        '<td><span class="status status-{status}">{status_text}</span></td>'
-        '<td class="holdout">{holdout}</td><td class="written">{written}</td>'
-        '<td>{duration}</td><td class="in-use">{in_use}</td></tr>',
-        id=r["run_id"], trainer=r["trainer"], schemas=", ".join(map(str, r["schemas"])),
-        ran_on=r.get("ran_on") or r["backend"], status=r["status"],
-        status_text=STATUS_TEXT.get(r["status"], r["status"]), holdout=_holdout(r),
+        '<td class="started">{started}</td><td>{duration}</td><td>{trainer}</td>'
+        '<td class="params">{params}</td><td>{schemas}</td><td class="ran-on">{ran_on}</td>'
+        '<td>{status}</td><td class="holdout">{holdout}</td><td class="written">{written}</td>'
+        '<td class="in-use">{in_use}</td></tr>',
+        id=r["run_id"], started=_when(r.get("started_at")), trainer=r["trainer"],
+        params=_params(r), schemas=", ".join(map(str, r["schemas"])),
+        ran_on=r.get("ran_on") or r["backend"], status=status_badge(r), holdout=_holdout(r),
         written=_written(r), duration=_duration(r),
         in_use=render('<span class="badge in-use-badge" title="its predictions are the '
                       'suggestions annotators see">in use: {s}</span>',
                       s=", ".join(map(str, r["in_use"]))) if r.get("in_use") else "")
         for r in runs)
-
-
-def _series(history) -> Dict[str, List]:
-    """{series name: [(epoch, value)]} from the stored metric events; anything that is not a
-    finite number is left out (the boundary checks events, but old records may predate it)."""
-    series: Dict[str, List] = {}
-    for e in history if isinstance(history, list) else []:
-        if not isinstance(e, dict):
-            continue
-        epoch, value = _num(e.get("epoch")), _num(e.get("value"))
-        if epoch is None or value is None or abs(epoch) > 1e6 or abs(value) > 1e9:
-            continue  # not a point a chart can draw (the boundary refuses these now)
-        name = str(e.get("name", ""))[:100]
-        if e.get("split"):
-            name = "%s (%s)" % (name, str(e["split"])[:40])
-        series.setdefault(name, []).append((epoch, value))
-    return series
-
-
-def chart_svg(history: List[Dict[str, Any]], width: int = 360, height: int = 140,
-              pending: bool = True) -> Safe:
-    """Loss and accuracy per epoch as a small inline SVG (no chart library). Without points:
-    a note while one can still come (``pending``), else a plain statement."""
-    series = _series(history)
-    if not series:
-        if pending:
-            return Safe('<p class="hint chart-empty">The chart appears after the first '
-                        'epoch.</p>')
-        return Safe('<p class="hint chart-empty">No chart: the run reported no epochs.</p>')
-    pad = 28
-    epochs = sorted({x for pts in series.values() for x, _ in pts})
-    lo_x, hi_x = min(epochs), max(epochs)
-    top = max(1.0, max(v for pts in series.values() for _, v in pts))
-    colours = ["#7a4b1f", "#1e6fb3", "#1e7b34", "#8a2be2"]
-
-    def px(x):
-        return pad + (0 if hi_x == lo_x else (x - lo_x) / (hi_x - lo_x) * (width - 2 * pad))
-
-    def py(v):
-        return height - pad - v / top * (height - 2 * pad)
-
-    parts = [render('<svg class="chart" role="img" viewBox="0 0 {w} {h}" width="100%" '
-                    'aria-label="Loss and accuracy per epoch">'
-                    '<line x1="{p}" y1="{hp}" x2="{wp}" y2="{hp}" stroke="#999"/>'
-                    '<line x1="{p}" y1="{p}" x2="{p}" y2="{hp}" stroke="#999"/>'
-                    '<text x="{ex}" y="{ey}" font-size="10">epoch</text>'
-                    '<text x="2" y="{ty}" font-size="10">{top:.1f}</text>'
-                    '<text x="2" y="{hp}" font-size="10">0</text>',
-                    w=width, h=height, p=pad, hp=height - pad, wp=width - pad,
-                    ex=width - pad - 24, ey=height - 8, ty=pad + 4, top=top)]
-    for k, (name, pts) in enumerate(sorted(series.items())):
-        colour = colours[k % len(colours)]
-        pts = sorted(pts)
-        parts.append(render('<polyline fill="none" stroke="{c}" stroke-width="2" '
-                            'points="{pts}"/>', c=colour,
-                            pts=" ".join("%.1f,%.1f" % (px(x), py(v)) for x, v in pts)))
-        parts.extend(render('<circle cx="{x:.1f}" cy="{y:.1f}" r="2.5" fill="{c}"><title>{name} '
-                            'epoch {epoch:g}: {v:.4f}</title></circle>', x=px(x), y=py(v),
-                            c=colour, name=name, epoch=x, v=v) for x, v in pts)
-        parts.append(render('<text x="{x}" y="12" font-size="10" fill="{c}">{name}</text>',
-                            x=pad + 6 + 110 * k, c=colour, name=name))
-    parts.append(Safe("</svg>"))
-    return join(parts)
 
 
 def _progress_bar(run: Dict[str, Any]) -> Safe:
@@ -153,7 +122,7 @@ def live_fragment(run: Optional[Dict[str, Any]], log_tail: str) -> Safe:
     return render("""<div class="live" data-run="{id}" data-status="{status}">
 <p><a href="/admin/training/runs/{id}"><b>{id}</b></a> · {trainer} on {schemas} ·
  runs on <b class="ran-on">{ran_on}</b></p>
-<p>Status: <span class="status status-{status}" id="live-status">{status}</span>
+<p>Status: <span class="status status-{status}" id="live-status">{status}</span>{warned}
  · <span id="live-step">{step}</span></p>
 {bar}{error}
 <div class="chart-box">{chart}</div>
@@ -164,6 +133,10 @@ def live_fragment(run: Optional[Dict[str, Any]], log_tail: str) -> Safe:
                   schemas=", ".join(map(str, run["schemas"])),
                   ran_on=run.get("ran_on") or run["backend"], status=run["status"],
                   step=run.get("step") or "", bar=_progress_bar(run), error=error,
+                  warned=render(' <span class="status status-warning" title="{t}">({n} warning'
+                                '{s})</span>', t="\n".join(map(str, run["warnings"])),
+                                n=len(run["warnings"]), s="" if len(run["warnings"]) == 1
+                                else "s") if run.get("warnings") else "",
                   chart=chart_svg(run.get("history"), pending=run["status"] not in TERMINAL),
                   log=log_tail, cancel=cancel)
 
@@ -211,6 +184,16 @@ def param_inputs(trainer: Dict[str, Any], shown: bool) -> str:
                        '</option></select>' % (pid, esc(p["name"]), pid, esc(p["name"]), off,
                                                " selected" if default is True else "",
                                                " selected" if default is False else ""))
+        elif p.get("choices"):
+            out.append('<label for="%s">%s</label><select id="%s" name="param:%s"%s>%s'
+                       '</select>' % (pid, esc(p["name"]), pid, esc(p["name"]), off, "".join(
+                           '<option value="%s"%s>%s</option>' % (
+                               esc(c), " selected" if c == default else "", esc(c))
+                           for c in p["choices"])))
+        elif p.get("multiline"):
+            out.append('<label for="%s">%s</label><textarea id="%s" name="param:%s" rows="6" '
+                       'placeholder="default"%s>%s</textarea>' % (
+                           pid, esc(p["name"]), pid, esc(p["name"]), off, esc(default)))
         else:
             out.append('<label for="%s">%s</label><input id="%s" name="param:%s" value="%s" '
                        'placeholder="default"%s>' % (pid, esc(p["name"]), pid, esc(p["name"]),
@@ -267,17 +250,14 @@ def training_page(cfg, backends: List[Dict[str, Any]], trainers: List[Dict[str, 
 <section class="card" aria-labelledby="live-h"><h2 id="live-h">Current run</h2>
 <div id="live-run" aria-live="polite">{live}</div></section>
 <section class="card" aria-labelledby="runs-h"><h2 id="runs-h">Runs</h2>
-<div class="table-wrap"><table id="runs-table"><thead><tr><th scope="col">Run</th>
-<th scope="col">Trainer</th><th scope="col">Schemes</th><th scope="col">Ran on</th>
-<th scope="col">Status</th><th scope="col">Held-out score</th>
-<th scope="col">Predictions written</th><th scope="col">Duration</th>
-<th scope="col">In use</th></tr></thead>
+<div class="table-wrap"><table id="runs-table"><thead><tr>{runs_head}</tr></thead>
 <tbody id="runs-body">{rows}</tbody></table></div></section>
 <script type="application/json" id="training-data">{data}</script>""".format(
         msg=msg, backend_opts=backend_opts, disabled=disabled, form_hidden=form_hidden,
         description=esc(default.get("description") or ""),
         trainer_opts=_trainer_options(trainers, default["type"], first), schemes=schemes,
-        params="".join(param_inputs(t, t is first) for t in trainers), live=live, rows=runs_rows(runs), data=json_script(data))
+        params="".join(param_inputs(t, t is first) for t in trainers), live=live, rows=runs_rows(runs), data=json_script(data),
+        runs_head="".join('<th scope="col">%s</th>' % esc(h) for h in RUNS_HEAD))
     return layout("Training", body, cfg, admin=True,
                   scripts='<script src="/static/training.js"></script>')
 
@@ -343,7 +323,82 @@ def _use_button(run: Dict[str, Any]) -> Safe:
                   'annotators see</span>', id=run["run_id"])
 
 
-def run_page(cfg, run: Dict[str, Any], log: str, where: str) -> str:
+def writeback_section(run: Dict[str, Any]) -> Safe:
+    """Write-back as a sentence and a table by label, not raw JSON."""
+    wb = run.get("writeback")
+    if not isinstance(wb, dict):
+        return Safe("")
+    written = _num(wb.get("written"), True) or 0
+    below = _num(wb.get("below_min_confidence"), True) or 0
+    skipped = _num(wb.get("unlabeled_skipped"), True) or 0
+    schemes = ", ".join(map(str, wb.get("schemes") or [])) or "no scheme"
+    sentence = render('<p class="writeback-summary">{w} prediction{s} written for {schemes}; '
+                      '{b} below <code>min_confidence</code> ({mc}) were not written{sk}.</p>',
+                      w=written, s="" if written == 1 else "s", schemes=schemes, b=below,
+                      mc=_num(wb.get("min_confidence")) or 0.0,
+                      sk=render("; {n} unlabelled items skipped (include_unlabeled: false)",
+                                n=skipped) if skipped else "")
+    kept = wb.get("kept_in_use") if isinstance(wb.get("kept_in_use"), dict) else {}
+    notes = join(render('<p class="hint">{scheme}: {why}</p>', scheme=k, why=v)
+                 for k, v in kept.items())
+    by_label = wb.get("by_label") if isinstance(wb.get("by_label"), dict) else {}
+    if not by_label:
+        return join([sentence, notes])
+    rows = join(render('<tr><th scope="row">{label}</th><td>{n}</td></tr>', label=k,
+                       n=_num(v, True) or 0) for k, v in sorted(by_label.items()))
+    return join([sentence, notes, render(
+        '<table class="writeback-labels"><thead><tr><th scope="col">Predicted label</th>'
+        '<th scope="col">Written</th></tr></thead><tbody>{rows}</tbody></table>', rows=rows)])
+
+
+METRIC_NAMES = (("val_accuracy", "validation accuracy (val split, seen while training)"),
+                ("train_loss", "training loss (last epoch)"),
+                ("train_seconds", "training time, seconds"),
+                ("predictions", "predictions made"))
+
+
+def metrics_table(run: Dict[str, Any]) -> Safe:
+    metrics = run.get("metrics") if isinstance(run.get("metrics"), dict) else {}
+    if not metrics:
+        return Safe("")
+
+    def named(key):
+        for suffix, words in METRIC_NAMES:
+            if key == suffix or key.endswith("." + suffix):
+                return "%s%s" % (key[:-len(suffix) - 1] + ": " if key != suffix else "", words)
+        return key
+
+    return render('<table class="metrics">{rows}</table>', rows=join(
+        render('<tr><th scope="row">{k}</th><td>{v}</td></tr>', k=named(str(k)),
+               v="%.4g" % v if _num(v) is not None and not isinstance(v, int) else str(v))
+        for k, v in sorted(metrics.items())))
+
+
+def _warnings(run: Dict[str, Any]) -> Safe:
+    warnings = [str(w) for w in run.get("warnings") or []]
+    if not warnings:
+        return Safe("")
+    return render('<ul class="warning run-warnings">{items}</ul>',
+                  items=join(render("<li>{w}</li>", w=w) for w in warnings))
+
+
+def model_files_cell(run: Dict[str, Any], where: str, here: List[str], code: str) -> Safe:
+    """Where the model files are; when they are on this server and the run succeeded: the
+    download link, the list of files, and the Python that loads them."""
+    if run["status"] != "success" or not here:
+        return render("{w}", w=where)
+    size = "%d file%s" % (len(here), "" if len(here) == 1 else "s")
+    load = render('<p class="hint">Unpack it, then load it in Python:</p><pre class="load-code">'
+                  '<code>{c}</code></pre>', c=code) if code else Safe("")
+    return render('<a class="download" id="model-download" href="/admin/training/runs/{id}/'
+                  'model.tar" download>Download the model ({size}, one .tar archive)</a>'
+                  '<details><summary>files</summary><ul>{files}</ul></details>{load}'
+                  '<p class="hint">On the server: <code>{where}</code></p>', id=run["run_id"],
+                  size=size, files=join(render("<li><code>{f}</code></li>", f=shown(f))
+                                        for f in here[:200]), load=load, where=where)
+
+
+def run_page(cfg, run: Dict[str, Any], log: str, where: Any) -> str:
     def row(k, v):
         return render('<tr><th scope="row">{k}</th><td>{v}</td></tr>', k=k, v=v)
 
@@ -354,17 +409,23 @@ def run_page(cfg, run: Dict[str, Any], log: str, where: str) -> str:
     def code(value):
         return render("<code>{v}</code>", v=json.dumps(value, default=str)) if value else ""
 
-    rows = [row("Status", render('<span class="status status-{s}">{s}</span>', s=run["status"])),
+    rows = [row("Status", status_badge(run)), row("Warnings", _warnings(run))
+            if run.get("warnings") else "",
             row("Step", run.get("step") or ""),
             row("Error", render('<span class="error">{e}</span>', e=run["error"]))
             if run.get("error") and run["status"] == "error" else "",
             row("Trainer", run["trainer"]), row("Schemes", ", ".join(map(str, run["schemas"]))),
-            row("Params", code(run.get("params") or {})), row("Backend", run["backend"]),
-            row("Ran on", run.get("ran_on") or ""), row("Created", when(run.get("created_at"))),
+            row("Params", join([_params(run), render(
+                '<details><summary>all</summary>{all}</details>',
+                all=code(run.get("params") or {}))])),
+            row("Ran on", run.get("ran_on") or run["backend"]),
+            row("Created", when(run.get("created_at"))),
             row("Started", when(run.get("started_at"))),
             row("Finished", when(run.get("finished_at"))), row("Duration", _duration(run)),
-            row("Held-out score", _holdout(run)), row("Write-back", code(run.get("writeback"))),
-            row("Metrics", code(run.get("metrics"))), row("Model files", where),
+            row("Held-out macro-F1", _holdout(run)),
+            row("Write-back", writeback_section(run)) if run.get("writeback") else "",
+            row("Metrics", metrics_table(run)) if run.get("metrics") else "",
+            row("Model files", where),
             row("In use", render('<b class="in-use-badge">in use for {s}</b> (its predictions '
                                  'are the suggestions annotators see)',
                                  s=", ".join(map(str, run["in_use"])))

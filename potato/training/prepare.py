@@ -25,6 +25,8 @@ def prepare(cfg: Config, store: Store, run: Dict[str, Any], paths: RunPaths, loc
         if scheme is None:
             return Outcome("error", "Scheme %s is no longer in the config." % name)
         schemas[name] = {"type": scheme.annotation_type, "labels": scheme.labels}
+        if scheme.description:  # the LLM trainer's prompt quotes it
+            schemas[name]["description"] = scheme.description
     mt = cfg.model_training
     items = [(r["id"], r["text"]) for r in store.conn().execute(
         "SELECT id, text FROM items WHERE active=1 ORDER BY position")]

@@ -22,7 +22,7 @@ from potato.training.remote import bundle as bundle_mod
 from potato.training.remote import trainers
 from potato.training.backends import Outcome, RunContext, make_backends
 from potato.training import autoretrain, ingest, prepare, report, runlog
-from potato.training.intake import RunEvents
+from potato.training.intake import RunEvents, ran_on
 from potato.training.ingest import PredictionsError, read_predictions, write_back
 from potato.training.remote.paths import RunPaths
 from potato.training.tokens import AgentTokens
@@ -317,7 +317,7 @@ class Manager:
             self.runs.update(run_id, step=text, heartbeat_at=time.time())
             self._log(run_id, text)
 
-        on_event = RunEvents(self, run_id, paths, set_step)
+        on_event = RunEvents(self, run_id, paths, set_step, run["backend"])
         ctx = RunContext(run, paths, self.cfg, on_event, set_step, lambda m: self._log(run_id, m))
         with self._lock:
             self._active[run_id] = ctx
@@ -328,10 +328,13 @@ class Manager:
             outcome = self._prepare(run, paths, set_step)
             if outcome is None:
                 outcome = backend.execute(ctx)
-            fields = {"ran_on": outcome.ran_on or run["backend"],
+            fields = {"ran_on": (ran_on(run["backend"], backend.type, on_event.placement)
+                                 if on_event.placement else outcome.ran_on or run["backend"]),
                       "artifact_uri": outcome.artifact_uri}
             if outcome.ingest:
                 fields.update(self._ingest(run, paths))
+                for warning in fields.pop("warnings", []):
+                    on_event.warn(warning, server=True)
                 if "error" in fields:
                     outcome = Outcome("error", fields.pop("error"))
             if ctx.cancel.is_set() and outcome.status != "success":
@@ -375,7 +378,8 @@ class Manager:
                 metrics = line.get("metrics")
         self._log(run["run_id"], "held-out: %s; write-back: %s" % (json.dumps(holdout),
                                                                   json.dumps(wb)))
-        return {"holdout": holdout, "writeback": wb, "metrics": metrics}
+        return {"holdout": holdout, "writeback": wb, "metrics": metrics,
+                "warnings": ingest.warnings(self.cfg, run, wb)}
 
     def _retain(self) -> None:
         keep = self.cfg.model_training.retain_runs

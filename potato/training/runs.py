@@ -1,6 +1,7 @@
 """Training runs in the project's SQLite store: the persisted queue and every run's record."""
 
 import json
+import sqlite3
 import time
 
 from potato.store import Store
@@ -21,7 +22,9 @@ CREATE TABLE IF NOT EXISTS runs (
     writeback TEXT,                -- JSON {written, below_min_confidence, ...}
     progress TEXT,                 -- JSON of the latest progress event
     history TEXT NOT NULL DEFAULT '[]',  -- JSON list of metric events, for the chart
-    ran_on TEXT,
+    ran_on TEXT,                   -- where it executed, in words (intake.ran_on)
+    placement TEXT,                -- JSON: the worker's where event (host, gpus, SLURM job)
+    warnings TEXT,                 -- JSON list: warnings the run reported
     artifact_uri TEXT,
     auto INTEGER NOT NULL DEFAULT 0,
     cancel_requested INTEGER NOT NULL DEFAULT 0,
@@ -34,7 +37,9 @@ CREATE INDEX IF NOT EXISTS runs_status ON runs(status, seq);
 """
 
 TERMINAL = ("success", "error", "cancelled")
-JSON_FIELDS = ("schemas", "params", "metrics", "holdout", "writeback", "progress", "history")
+JSON_FIELDS = ("schemas", "params", "metrics", "holdout", "writeback", "progress", "history",
+               "placement", "warnings")
+ADDED_COLUMNS = (("placement", "TEXT"), ("warnings", "TEXT"))  # stores made before 2.14
 
 
 def _row(r):
@@ -52,7 +57,17 @@ def _row(r):
 class RunStore:
     def __init__(self, store: Store):
         self.store = store
-        store.conn().executescript(SCHEMA)
+        db = store.conn()
+        db.executescript(SCHEMA)
+        have = {r[1] for r in db.execute("PRAGMA table_info(runs)")}
+        for name, kind in ADDED_COLUMNS:
+            if name not in have:
+                try:
+                    with store.tx() as tx:
+                        tx.execute("ALTER TABLE runs ADD COLUMN %s %s" % (name, kind))
+                except sqlite3.OperationalError as e:
+                    if "duplicate column" not in str(e):  # another process added it first
+                        raise
 
     def create(self, trainer, schemas, backend, params, auto=False):
         with self.store.tx() as db:

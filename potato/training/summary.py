@@ -6,7 +6,9 @@ from typing import Any, Dict, List
 def summary_lines(run: Dict[str, Any]) -> List[str]:
     lines = []
     took = " in %.1f s" % run["duration_s"] if run.get("duration_s") is not None else ""
-    head = "Run %s %s%s on %s" % (run["run_id"], run["status"], took,
+    status = run["status"] + (" (with warnings)" if run.get("warnings") and
+                              run["status"] == "success" else "")
+    head = "Run %s %s%s on %s" % (run["run_id"], status, took,
                                   run.get("ran_on") or run.get("backend"))
     if run["status"] == "error" and run.get("error"):
         head += ": " + run["error"]
@@ -43,6 +45,10 @@ def summary_lines(run: Dict[str, Any]) -> List[str]:
         else:
             lines.append("Predictions written: none (no scheme of this run is in "
                          "model_training.writeback.schemas)")
+    warnings = run.get("warnings") or []
+    if warnings:
+        lines.append("%d warning%s:" % (len(warnings), "" if len(warnings) == 1 else "s"))
+        lines.extend("  " + str(w) for w in warnings)
     if run.get("artifact_uri") and run["status"] == "success":
         lines.append("Model files: %s" % run["artifact_uri"])
     return lines

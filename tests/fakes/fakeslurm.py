@@ -76,7 +76,7 @@ def advance(job):
     if job["state"] == "PENDING":
         job["polls"] += 1
         if job["polls"] > int(os.environ.get("FAKE_SLURM_PENDING_POLLS", "1")):
-            env = dict(os.environ, SLURM_JOB_ID=str(job["id"]))
+            env = dict(os.environ, SLURM_JOB_ID=str(job["id"]), SLURMD_NODENAME="fake-node01")
             out = open(job["output"], "a")
             p = subprocess.Popen(["sh", job["script"]], cwd=job["chdir"], env=env, stdout=out,
                                  stderr=out, start_new_session=True)

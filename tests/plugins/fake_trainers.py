@@ -123,3 +123,33 @@ class BadPredictions(_Base):
 
 
 TRAINERS["test-bad-predictions"] = _info("test-bad-predictions", BadPredictions)
+
+
+class Warns(_Base):
+    """Succeeds, saying first that something is off (as decision-calibrate does when no
+    threshold reaches its target); writes a model file with a hostile name too."""
+
+    def train(self):
+        self.ctx.log("no threshold <b>reaches</b> the target", "warning")
+        os.makedirs(os.path.join(self.ctx.artifacts, "model"), exist_ok=True)
+        with open(os.path.join(self.ctx.artifacts, "model", "weights.bin"), "wb") as f:
+            f.write(b"\x00weights" * 1000)
+        with open(os.path.join(self.ctx.artifacts, "model", "labels.json"), "w") as f:
+            f.write('{"labels": ["positive", "negative"]}')
+        os.symlink("/etc/passwd", os.path.join(self.ctx.artifacts, "model", "link"))
+        return {}
+
+
+TRAINERS["test-warns"] = _info("test-warns", Warns)
+
+
+class ManyWarnings(_Base):
+    """Warns 25 times (more than a run's status keeps)."""
+
+    def train(self):
+        for i in range(25):
+            self.ctx.log("trainer warning %d" % i, "warning")
+        return {}
+
+
+TRAINERS["test-many-warnings"] = _info("test-many-warnings", ManyWarnings)

@@ -66,7 +66,7 @@
     Array.prototype.forEach.call(document.querySelectorAll(".param-set"), function (set) {
       var on = set.getAttribute("data-trainer") === trainer.value;
       set.hidden = !on;
-      Array.prototype.forEach.call(set.querySelectorAll("input, select"), function (el) { el.disabled = !on; });
+      Array.prototype.forEach.call(set.querySelectorAll("input, select, textarea"), function (el) { el.disabled = !on; });
     });
   }
 
@@ -110,7 +110,9 @@
       function (el) { return el.value; });
     var params = {};
     Array.prototype.forEach.call(form.querySelectorAll(".param-set:not([hidden]) [name^='param:']"), function (el) {
-      if (el.value.trim() !== "") params[el.name.slice(6)] = el.value.trim();
+      // a text box (a prompt template) keeps its lines and spaces; other fields are trimmed
+      var v = el.tagName === "TEXTAREA" ? el.value : el.value.trim();
+      if (v.trim() !== "") params[el.name.slice(6)] = v;
     });
     var button = $("start-run");
     button.disabled = true;

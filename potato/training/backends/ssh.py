@@ -26,6 +26,7 @@ from potato.training.remote.protocol import RunSettings
 from potato.training.backends import errors
 from potato.training.backends import sshcmd
 from potato.training.backends.wait import outcome_of, wait_for_agent
+from potato.training.devices import four_bit_line
 from potato.training.remote.supervise import tail
 
 DEFAULT_REMOTE_DIR = "~/.cache/potato-training"
@@ -262,9 +263,10 @@ class SshBackend(TrainingBackend):
         for g in info["gpus"]:
             note = "" if gpus_mod.has_kernels(g, torch_info) else \
                 " (torch there has no kernels for it)"
-            lines.append("GPU %d: %s, %d of %d MB free, %s%% busy%s" % (
+            lines.append("GPU %d: %s, %d of %d MB free, %s%% busy, compute capability %s%s" % (
                 g["index"], g["name"], g["memory_free_mb"], g["memory_total_mb"],
-                g["utilization_pct"] if g["utilization_pct"] is not None else "?", note))
+                g["utilization_pct"] if g["utilization_pct"] is not None else "?",
+                g.get("compute_cap") or "unknown", note))
         if info.get("gpu_error"):
             lines.append(info["gpu_error"])
         ok = True
@@ -285,6 +287,9 @@ class SshBackend(TrainingBackend):
                          % (host, ", ".join(info["missing"])))
         else:
             lines.append("training packages present: %s" % ", ".join(TRAINER_PACKAGES))
+        if not self.bcfg.packages and "missing_4bit" in info:
+            lines.append(four_bit_line(host, info["missing_4bit"], bool(info["gpus"])))
+            report["missing_4bit"] = info["missing_4bit"]
         lines.append("Potato's code %s %s on %s" % (code_hash(), "is already" if info["code"]
                                                      else "will be copied", host))
         report["ok"] = ok

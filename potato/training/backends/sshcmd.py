@@ -82,6 +82,8 @@ out = {"python": "%d.%d.%d" % tuple(sys.version_info[:3]), "executable": sys.exe
        "code": os.path.isfile(os.path.join(d, "code", code, "potato", "__init__.py")),
        "missing": [m for m in ("torch", "transformers", "peft")
                    if importlib.util.find_spec(m) is None],
+       "missing_4bit": [m for m in ("bitsandbytes", "accelerate")
+                        if importlib.util.find_spec(m) is None],
        "remote_dir": d, "nvidia_smi": None, "venv": None}
 marker = os.path.join(d, "venv", ".potato-packages")
 if os.path.isfile(marker):

@@ -13,6 +13,8 @@ Every event has ``type`` and ``t`` (Unix time). Types and their fields:
 - ``result``   ``metrics`` (a mapping): the run succeeded; required for success
 - ``error``    ``message``, optional ``kind`` (bad_spec, missing_dependency, cancelled,
                out_of_memory, other)
+- ``where``    where the worker runs: optional ``host``, ``gpus`` (CUDA_VISIBLE_DEVICES),
+               ``slurm_job``, ``slurm_node``, ``device`` (what the trainer trains on)
 
 The same lines travel unchanged from the worker to the server on every backend: read from the
 local child's stdout, relayed by the agent over HTTP, or read by the agent from a SLURM job's
@@ -169,7 +171,20 @@ def worker_env(base: Dict[str, str], code_dir: str, num_threads: Optional[int] =
     out["PYTHONUNBUFFERED"] = "1"
     return out
 
-TYPES = ("status", "progress", "metric", "log", "artifact", "result", "error")
+TYPES = ("status", "progress", "metric", "log", "artifact", "result", "error", "where")
+
+
+def here(environ=None):
+    """The ``where`` event's fields for this process: host name, visible GPUs, SLURM job."""
+    import socket
+
+    env = os.environ if environ is None else environ
+    out = {"host": socket.gethostname()}
+    for key, var in (("gpus", "CUDA_VISIBLE_DEVICES"), ("slurm_job", "SLURM_JOB_ID"),
+                     ("slurm_node", "SLURMD_NODENAME")):
+        if env.get(var):
+            out[key] = env[var]
+    return out
 
 
 def make(event_type, **fields):

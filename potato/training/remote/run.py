@@ -36,6 +36,9 @@ from potato.training.remote.paths import RunPaths, write_json
 from potato.training.remote.protocol import RunSettings
 
 REPORT_S = 2.0
+REPORT_MAX_EVENTS = 2000  # events per report (the server takes 10000 and 8 MB)
+PENDING_MAX = 5000  # events kept while the server cannot be reached
+MAX_SPLIT_REQUESTS = 64  # requests one report may take when the server refuses a batch
 LOST_CONTACT_S = 300  # a run whose server cannot be reached this long is cancelled here
 GPU_LOCK_HOLD_S = 120  # the GPU choice is held until the worker speaks, at most this long
 CODE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
@@ -211,14 +214,11 @@ class AgentRun:
         if not force and now - self.last_report < REPORT_S:
             return
         with self.lock:
-            batch, self.pending = self.pending, []
+            batch, self.pending = self.pending[:REPORT_MAX_EVENTS], \
+                self.pending[REPORT_MAX_EVENTS:]
         try:
-            _, reply, _ = self.client.request("POST", "/agent/v1/runs/%s/events" % self.run_id,
-                                              {"events": batch})
+            self._send(batch, [MAX_SPLIT_REQUESTS])
             self.failing_since = None
-            if reply and reply.get("cancel") and not self.cancelled:
-                log("the server cancelled the run; stopping the worker")
-                self.cancelled = True
         except ServerError as e:
             if e.status in (401, 403, 404, 410):
                 log("the server no longer accepts reports for this run (%s); stopping" % e)
@@ -235,9 +235,41 @@ class AgentRun:
                 self.cancelled = True
         self.last_report = now
 
+    def _send(self, batch, budget):
+        """POST a batch of events. A batch the server refuses as malformed or too large (400,
+        413) is split in halves and each half sent, so one bad event cannot block the rest;
+        events refused on their own (or past ``budget`` requests) are dropped, with a note."""
+        budget[0] -= 1
+        try:
+            _, reply, _ = self.client.request("POST", "/agent/v1/runs/%s/events" % self.run_id,
+                                              {"events": batch})
+        except ServerError as e:
+            if e.status not in (400, 413):
+                raise
+            if len(batch) == 1 or budget[0] <= 1:
+                log("the server refused %d event(s) (%s); dropped them" % (len(batch), e))
+                return
+            half = len(batch) // 2
+            self._send(batch[:half], budget)
+            self._send(batch[half:], budget)
+            return
+        if reply and reply.get("cancel") and not self.cancelled:
+            log("the server cancelled the run; stopping the worker")
+            self.cancelled = True
+
     def _requeue(self, batch):
+        """Put unsent events back, bounded: while the server cannot be reached, only the
+        newest progress event is kept, and past PENDING_MAX the oldest events are dropped."""
         with self.lock:
             self.pending[:0] = batch
+            if len(self.pending) <= PENDING_MAX:
+                return
+            progress = [e for e in self.pending if e.get("type") == "progress"]
+            kept = [e for e in self.pending if e.get("type") != "progress"] + progress[-1:]
+            dropped = max(0, len(kept) - PENDING_MAX)
+            self.pending = kept[dropped:]
+        if dropped:
+            log("the server cannot take the run's events yet: dropped the %d oldest" % dropped)
 
     def should_cancel(self):
         if self.watch is not None and self.watch.closed.is_set() and not self.lost:

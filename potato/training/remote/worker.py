@@ -108,6 +108,7 @@ def run(spec_path, emitter=None, owns_process=False):
     def on_term(signum, frame):
         ctx.cancelled = True
 
+    emitter.emit("where", **events.here())
     previous = signal.signal(signal.SIGTERM, on_term)
     done = threading.Event()
     watcher = _watch_parent(ctx, done)

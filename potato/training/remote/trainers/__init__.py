@@ -14,11 +14,20 @@ import math
 import importlib.util
 import os
 
+from potato.training.remote.trainers import llm_prompt  # standard library only
+
 TYPES = {"int": int, "float": float, "bool": bool, "str": str}
 
 
 class Param:
-    def __init__(self, name, type, default, help, minimum=None, maximum=None, choices=None):
+    """A trainer param. ``check``: a standard-library function that raises ValueError with a
+    sentence when a value cannot work (run by the server before a run is queued, so a bad
+    value never waits in the queue or travels to a host). ``multiline``: a text box."""
+
+    def __init__(self, name, type, default, help, minimum=None, maximum=None, choices=None,
+                 check=None, multiline=False):
+        self.check = check
+        self.multiline = multiline
         self.name = name
         self.type = type
         self.default = default
@@ -29,7 +38,8 @@ class Param:
 
     def as_dict(self):
         return {"name": self.name, "type": self.type, "default": self.default, "help": self.help,
-                "minimum": self.minimum, "maximum": self.maximum, "choices": self.choices}
+                "minimum": self.minimum, "maximum": self.maximum, "choices": self.choices,
+                "multiline": self.multiline}
 
 
 class TrainerInfo:
@@ -60,6 +70,10 @@ class TrainerInfo:
 TRAIN_TEXT_HINT = ("install torch, transformers and peft into that Python (pip install torch "
                    "transformers peft), or point the backend's python at one that has them")
 
+TRAIN_LLM_HINT = ("install torch, transformers and peft into that Python (pip install "
+                  "'potato-annotation[train-llm]'; bitsandbytes too for load_in_4bit), or point "
+                  "the backend's python at one that has them")
+
 REGISTRY = {
     "text-naive-bayes": TrainerInfo(
         "text-naive-bayes", "potato.training.remote.trainers.naive_bayes",
@@ -83,12 +97,45 @@ REGISTRY = {
          Param("lora", "bool", True, "train a LoRA adapter (true) or every weight (false)"),
          Param("lora_r", "int", 8, "LoRA rank", 1, 512),
          Param("lora_alpha", "int", 16, "LoRA scaling", 1, 4096),
-         Param("seed", "int", 0, "random seed"),
+         Param("seed", "int", 0, "random seed", 0, 2 ** 32 - 1),
          Param("processes", "int", 0, "data-parallel processes: 0 for one per visible GPU "
                "(one on a host without GPUs); more than 1 without GPUs runs that many CPU "
                "processes", 0, 64)],
         {"radio"}, packages=("torch", "transformers", "peft"), max_schemas=1,
         install_hint=TRAIN_TEXT_HINT),
+    "hf-llm-classification": TrainerInfo(
+        "hf-llm-classification", "potato.training.remote.trainers.hf_llm",
+        "Fine-tune a causal LM (Llama, Qwen, Mistral, Phi, GPT-2 ...) with a LoRA adapter to "
+        "answer the scheme's question; predicts by scoring each label's answer.",
+        [Param("model", "str", "Qwen/Qwen2.5-0.5B-Instruct",
+               "a Hugging Face Hub id or a local directory of a causal LM",
+               check=llm_prompt.check_model),
+         Param("epochs", "int", 2, "passes over the training items", 1, 100),
+         Param("learning_rate", "float", 2e-4, "AdamW learning rate (linear decay to 0)",
+               minimum=1e-8, maximum=1.0),
+         Param("lora_r", "int", 16, "LoRA rank", 1, 512),
+         Param("lora_alpha", "int", 32, "LoRA scaling", 1, 4096),
+         Param("lora_dropout", "float", 0.05, "dropout on the LoRA input", 0.0, 0.9),
+         Param("lora_target_modules", "str", "auto",
+               "modules LoRA adapts: auto (the attention query/value projections of the "
+               "model's family), all-linear, or comma-separated names such as q_proj,v_proj",
+               check=llm_prompt.check_targets),
+         Param("max_length", "int", 256, "tokens per prompt and answer (the item text is cut)",
+               16, 32768),
+         Param("batch_size", "int", 8, "items per micro-batch", 1, 4096),
+         Param("gradient_accumulation", "int", 1, "micro-batches per optimizer step", 1, 1024),
+         Param("gradient_checkpointing", "bool", False,
+               "recompute activations in the backward pass: less memory, about 30% slower"),
+         Param("load_in_4bit", "bool", False, "load the base model in 4-bit NF4 (bitsandbytes, "
+               "CUDA GPUs only; the run fails at once elsewhere)"),
+         Param("bf16", "str", "auto", "bfloat16 weights and compute: auto (on GPUs that support "
+               "it), true or false", choices=["auto", "true", "false"]),
+         Param("seed", "int", 0, "random seed", 0, 2 ** 32 - 1),
+         Param("prompt_template", "str", "", "the prompt before the answer, with placeholders "
+               "{text}, {labels}, {scheme}, {description}; empty: the built-in template",
+               check=llm_prompt.check_template_param, multiline=True)],
+        {"radio"}, packages=("torch", "transformers", "peft"), max_schemas=1,
+        install_hint=TRAIN_LLM_HINT),
     "decision-calibrate": TrainerInfo(
         "decision-calibrate", "potato.training.remote.trainers.calibrate",
         "Platt-scale the latest successful run's confidences against the human labels and find "
@@ -152,12 +199,24 @@ def coerce(param, value):
             raise ParamError("%s is too large a number" % param.name)
         if not math.isfinite(value):
             raise ParamError("%s must be a finite number, not %r" % (param.name, value))
+    if kind is str and param.choices and isinstance(value, bool):
+        value = "true" if value else "false"  # bf16: true from JSON means "true"
     if kind is str and not isinstance(value, str):
         raise ParamError("%s must be a string, not %r" % (param.name, value))
+    if kind is str and param.choices:
+        value = value.strip().lower()
+    if param.choices and value not in param.choices:
+        raise ParamError("%s must be one of %s, not %r" % (param.name, ", ".join(
+            str(c) for c in param.choices), value))
     if param.minimum is not None and value < param.minimum:
         raise ParamError("%s must be at least %s, not %s" % (param.name, param.minimum, value))
     if param.maximum is not None and value > param.maximum:
         raise ParamError("%s must be at most %s, not %s" % (param.name, param.maximum, value))
+    if param.check is not None:
+        try:
+            param.check(value)
+        except ValueError as e:
+            raise ParamError("%s: %s" % (param.name, e))
     return value
 
 

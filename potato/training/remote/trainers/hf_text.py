@@ -55,6 +55,16 @@ def pick_device(requested, log):
     return torch.device(requested)
 
 
+def describe_device(device):
+    """The device a run trains on, for the run's Ran on: ``cuda:0 (NVIDIA H200)``, ``cpu``."""
+    if device.type == "cuda":
+        try:
+            return "%s (%s)" % (device, torch.cuda.get_device_name(device))
+        except (RuntimeError, AssertionError):
+            return str(device)
+    return str(device)
+
+
 class Trainer:
     def __init__(self, ctx):
         load()

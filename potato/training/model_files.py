@@ -1,0 +1,118 @@
+"""A run's model files for the admin: one tar archive streamed from the run's artifacts, and the
+few lines of Python that load them. Only files on this server are offered (a run whose files
+stayed on its host names where they are instead)."""
+
+import os
+import tarfile
+from typing import Any, Dict, List, Optional, Tuple
+
+# How each built-in trainer's files load, with the archive unpacked in the current directory.
+LOAD_CODE = {
+    ("hf-text-classification", True): (
+        "from peft import AutoPeftModelForSequenceClassification\n"
+        "from transformers import AutoTokenizer\n"
+        "model = AutoPeftModelForSequenceClassification.from_pretrained(\"{d}/model\")\n"
+        "tokenizer = AutoTokenizer.from_pretrained(\"{d}/model\")"),
+    ("hf-text-classification", False): (
+        "from transformers import AutoModelForSequenceClassification, AutoTokenizer\n"
+        "model = AutoModelForSequenceClassification.from_pretrained(\"{d}/model\")\n"
+        "tokenizer = AutoTokenizer.from_pretrained(\"{d}/model\")"),
+    ("hf-llm-classification", True): (
+        "from peft import AutoPeftModelForCausalLM\n"
+        "from transformers import AutoTokenizer\n"
+        "model = AutoPeftModelForCausalLM.from_pretrained(\"{d}/model\")\n"
+        "tokenizer = AutoTokenizer.from_pretrained(\"{d}/model\")"),
+    ("text-naive-bayes", None): (
+        "import json\n"
+        "model = json.load(open(\"{d}/SCHEME.naive-bayes.json\"))  # word counts per label"),
+}
+
+
+FILES_MAX = 10000  # a run's page lists (and an archive holds) at most this many files
+BLOCK, RECORD = 512, 10240  # tar's block and record sizes
+
+
+class ArchiveChanged(Exception):
+    """A model file changed while its archive was being sent (the connection is closed short
+    of its Content-Length, so the client sees an incomplete download, never a tidy one)."""
+
+
+def files(directory: Optional[str]) -> List[str]:
+    """The regular files under ``directory`` (relative paths, sorted; at most FILES_MAX);
+    links are left out."""
+    if not directory or not os.path.isdir(directory):
+        return []
+    out: List[str] = []
+    for root, dirs, names in os.walk(directory):
+        dirs[:] = sorted(d for d in dirs if not os.path.islink(os.path.join(root, d)))
+        for name in names:
+            path = os.path.join(root, name)
+            if os.path.isfile(path) and not os.path.islink(path):
+                out.append(os.path.relpath(path, directory))
+            if len(out) >= FILES_MAX:
+                return sorted(out)
+    return sorted(out)
+
+
+def shown(name: str) -> str:
+    """A file name as a page can show it (a name that is not UTF-8 gets \\x escapes)."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def archive_name(run_id: str) -> str:
+    return "%s-model.tar" % run_id
+
+
+class Archive:
+    """A tar of the files under a directory (as ``top/...``), planned first so that its exact
+    size is known (sent as Content-Length), then written. Uncompressed: model weights do not
+    compress, and the download starts at once."""
+
+    def __init__(self, directory: str, top: str):
+        self.members: List[Tuple[str, bytes, int]] = []
+        for rel in files(directory):
+            path = os.path.join(directory, rel)
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue  # gone since it was listed
+            info = tarfile.TarInfo("%s/%s" % (top, rel))
+            info.size, info.mtime, info.mode = st.st_size, int(st.st_mtime), 0o644
+            header = info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
+            self.members.append((path, header, st.st_size))
+        body = sum(len(h) + _padded(size) for _, h, size in self.members) + 2 * BLOCK
+        self.size = -(-body // RECORD) * RECORD
+
+    def write(self, out) -> None:
+        written = 0
+        for path, header, size in self.members:
+            out.write(header)
+            try:
+                f = open(path, "rb")
+            except OSError as e:
+                raise ArchiveChanged("%s could not be read: %s" % (path, e))
+            with f:
+                left = size
+                while left > 0:
+                    block = f.read(min(left, 1 << 20))
+                    if not block:
+                        raise ArchiveChanged("%s shrank while it was sent" % path)
+                    out.write(block)
+                    left -= len(block)
+            out.write(b"\0" * (_padded(size) - size))
+            written += len(header) + _padded(size)
+        out.write(b"\0" * (self.size - written))
+
+
+def _padded(size: int) -> int:
+    return -(-size // BLOCK) * BLOCK
+
+
+def load_code(run: Dict[str, Any]) -> str:
+    """The Python that loads the run's unpacked archive, or "" for an unknown trainer."""
+    params = run.get("params") if isinstance(run.get("params"), dict) else {}
+    trainer = run.get("trainer")
+    for key in ((trainer, bool(params.get("lora", True))), (trainer, True), (trainer, None)):
+        if key in LOAD_CODE:
+            return LOAD_CODE[key].replace("{d}", "%s-model" % run["run_id"])
+    return ""

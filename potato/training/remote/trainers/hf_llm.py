@@ -1,0 +1,395 @@
+"""``hf-llm-classification``: fine-tune a causal LM with a LoRA adapter to answer a scheme's
+question with one of its labels.
+
+Each item becomes a prompt (``llm_prompt``) followed by the answer `` <label>`` and the
+tokenizer's EOS; the loss covers only the answer tokens. Prediction never generates: it scores
+every label's answer (log-likelihood given the prompt, EOS included) and takes the softmax over
+the labels, so the answer is always one of the scheme's labels and the confidences sum to 1.
+Scoring pads on the left (with explicit position ids) so that every answer ends the row and
+only the last few positions' logits are computed.
+
+A plain PyTorch loop like ``hf_text``: progress per optimizer step with an ETA, cancellation
+between micro-batches. Saved with ``save_pretrained`` (adapter, tokenizer, ``labels.json`` with
+the template) so plain transformers/peft code loads it. Imported only by the worker.
+"""
+
+import importlib.util
+import inspect
+import json
+import math
+import os
+import random
+import sys
+import time
+
+from potato.training.remote.trainers import llm_prompt
+from potato.training.remote.trainers.hf_text import describe_device, pick_device
+
+torch = None  # imported by load(): importing this module never imports torch
+transformers = AutoModelForCausalLM = AutoTokenizer = None
+
+
+def load():
+    """Import torch, transformers and peft (when a run starts, in the worker only)."""
+    global torch, transformers, AutoModelForCausalLM, AutoTokenizer
+    import peft  # noqa: F401  (a missing peft fails here, before the run starts)
+    import torch
+    import transformers
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+
+NO_CUDA_4BIT = ("load_in_4bit needs a CUDA GPU (bitsandbytes NF4 quantisation), but this run's "
+                "device is %s. Set load_in_4bit=false to train without quantisation, or run on "
+                "a backend with an NVIDIA GPU.")
+NO_BNB_4BIT = ("load_in_4bit needs the %s package, which %s cannot import. Install it there "
+               "(pip install 'potato-annotation[train-llm]', or pip install %s), or set "
+               "load_in_4bit=false.")
+NO_BF16 = ("bf16=true but %s does not support bfloat16. Set bf16=auto (or false) to train in "
+           "float32.")
+
+
+def _dtype_kwarg():
+    """from_pretrained's dtype keyword: ``dtype`` since transformers 4.56, ``torch_dtype``
+    before."""
+    major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
+    return "dtype" if (major, minor) >= (4, 56) else "torch_dtype"
+
+
+class Trainer:
+    def __init__(self, ctx):
+        load()
+        self.ctx = ctx
+        self.p = ctx.params
+        self.scheme = next(iter(ctx.schemas))
+        schema = ctx.schemas[self.scheme]
+        self.labels = list(schema["labels"])
+        self.description = schema.get("description") or ""
+        self.template = self.p["prompt_template"] or llm_prompt.DEFAULT_TEMPLATE
+        try:
+            llm_prompt.check_template(self.template)
+        except llm_prompt.SettingError as e:
+            raise ctx.RunFailure(str(e))
+        # Fail before anything loads: a 4-bit run never silently trains in full precision.
+        self.device = pick_device(ctx.device_request, ctx.log)
+        if self.p["load_in_4bit"]:
+            if self.device.type != "cuda":
+                raise ctx.RunFailure(NO_CUDA_4BIT % self.device)
+            for package in ("bitsandbytes", "accelerate"):
+                if importlib.util.find_spec(package) is None:
+                    raise ctx.RunFailure(NO_BNB_4BIT % (package, "Python %s" % sys.executable,
+                                                        package))
+        self.bf16 = self._use_bf16()
+        self.model = None
+        self.tokenizer = None
+
+    def _use_bf16(self):
+        choice = self.p["bf16"]
+        cuda = self.device.type == "cuda"
+        supported = cuda and torch.cuda.is_bf16_supported()
+        if choice == "true" and cuda and not supported:
+            raise self.ctx.RunFailure(NO_BF16 % torch.cuda.get_device_name(self.device))
+        return choice == "true" or (choice == "auto" and supported)
+
+    def _autocast(self):
+        if self.bf16:
+            return torch.autocast(self.device.type, dtype=torch.bfloat16)
+        return torch.autocast(self.device.type, enabled=False)
+
+    # -- the model ------------------------------------------------------------------------------
+    def _load_tokenizer(self):
+        p, ctx = self.p, self.ctx
+        ctx.emitter.status("loading %s" % p["model"])
+        try:
+            tok = AutoTokenizer.from_pretrained(p["model"])
+        except (OSError, ValueError) as e:
+            raise ctx.RunFailure(
+                "the tokenizer of %s could not be loaded: %s. The model param must be a Hub id "
+                "the host can download, or a directory with the model's tokenizer files "
+                "(tokenizer.json or its vocabulary)" % (p["model"], str(e).splitlines()[0][:300]))
+        if tok.eos_token_id is None:
+            raise ctx.RunFailure("the tokenizer of %s has no end-of-sequence token, which ends "
+                                 "every answer; use a causal LM whose tokenizer has one"
+                                 % p["model"])
+        if tok.pad_token_id is None:
+            tok.pad_token = tok.eos_token  # positions, not token values, mark padding here
+        self.tokenizer = tok
+
+    def _load_model(self):
+        p, tok = self.p, self.tokenizer
+        # Always an explicit dtype: transformers 5 otherwise loads the checkpoint's own (often
+        # bfloat16), whatever bf16 says.
+        kwargs = {_dtype_kwarg(): torch.bfloat16 if self.bf16 else torch.float32}
+        if p["load_in_4bit"]:
+            compute = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+            kwargs[_dtype_kwarg()] = compute
+            kwargs["quantization_config"] = transformers.BitsAndBytesConfig(
+                load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=compute,
+                bnb_4bit_use_double_quant=True)
+            kwargs["device_map"] = {"": self.device.index or 0}
+        model = AutoModelForCausalLM.from_pretrained(p["model"], **kwargs)
+        model.config.use_cache = False
+        model.config.pad_token_id = tok.pad_token_id
+        gc_kwargs = {"use_reentrant": False}
+        if p["load_in_4bit"]:
+            from peft import prepare_model_for_kbit_training
+
+            model = prepare_model_for_kbit_training(
+                model, use_gradient_checkpointing=p["gradient_checkpointing"],
+                gradient_checkpointing_kwargs=gc_kwargs)
+        elif p["gradient_checkpointing"]:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=gc_kwargs)
+        self.model = self._add_lora(model)
+        if not p["load_in_4bit"]:
+            self.model.to(self.device)
+        forward = inspect.signature(self.model.get_base_model().forward).parameters
+        self.keep_kw = next((k for k in ("logits_to_keep", "num_logits_to_keep")
+                             if k in forward), None)
+
+    def _add_lora(self, model):
+        from peft import LoraConfig, TaskType, get_peft_model
+
+        p = self.p
+        model_type = getattr(model.config, "model_type", "")
+        try:
+            targets = llm_prompt.target_modules(p["lora_target_modules"], model_type)
+            config = LoraConfig(task_type=TaskType.CAUSAL_LM, r=p["lora_r"],
+                                lora_alpha=p["lora_alpha"], lora_dropout=p["lora_dropout"],
+                                target_modules=targets)
+            model = get_peft_model(model, config)
+        except ValueError as e:
+            raise self.ctx.RunFailure(
+                "LoRA could not be set up on %s (model type %r): %s Set lora_target_modules to "
+                "its attention projections (e.g. q_proj,v_proj) or all-linear."
+                % (p["model"], model_type, " ".join(str(e).split())[:600].rstrip(".") + "."))
+        self.targets = targets
+        return model
+
+    # -- tokens ---------------------------------------------------------------------------------
+    def _prepare_tokens(self):
+        """Answer ids per label, and the room the item text has within max_length."""
+        tok, limit = self.tokenizer, self.p["max_length"]
+        self.answers = [tok(llm_prompt.answer(lab), add_special_tokens=False)["input_ids"]
+                        + [tok.eos_token_id] for lab in self.labels]
+        seen = {}
+        for lab, ids in zip(self.labels, self.answers):
+            if tuple(ids) in seen:
+                raise self.ctx.RunFailure(
+                    "labels %r and %r are the same tokens for the tokenizer of %s, so the model "
+                    "cannot tell them apart; rename one label or use another model"
+                    % (seen[tuple(ids)], lab, self.p["model"]))
+            seen[tuple(ids)] = lab
+        self.longest_answer = max(len(a) for a in self.answers)
+        overhead = len(self._ids(self._render("")))
+        self.text_room = limit - self.longest_answer - overhead
+        if self.text_room < 1:
+            raise self.ctx.RunFailure(
+                "max_length %d leaves no room for the item text: the prompt template takes %d "
+                "tokens and the longest answer %d; raise max_length or shorten prompt_template"
+                % (limit, overhead, self.longest_answer))
+
+    def _render(self, text):
+        return llm_prompt.render(self.template, self.scheme, self.labels, text, self.description)
+
+    def _ids(self, prompt):
+        # split_special_tokens: "</s>" or "<|im_end|>" inside an item's text is text, not the
+        # tokenizer's control token
+        return self.tokenizer(prompt, add_special_tokens=True,
+                              split_special_tokens=True)["input_ids"]
+
+    def prompt_ids(self, text):
+        """The prompt's token ids, the item text cut so that prompt + answer fit max_length."""
+        limit = self.p["max_length"] - self.longest_answer
+        ids = self._ids(self._render(text))
+        room = self.text_room
+        while len(ids) > limit and room > 0:
+            ids = self._ids(self._render(self._cut(text, room)))
+            room -= max(len(ids) - limit, 1)  # the cut text may tokenise differently in place
+        ids = ids if len(ids) <= limit else ids[-limit:]
+        # the answer's first token is predicted from the prompt's last: never an empty prompt
+        return ids or [self.tokenizer.bos_token_id if self.tokenizer.bos_token_id is not None
+                       else self.tokenizer.eos_token_id]
+
+    def _cut(self, text, room):
+        """The start of ``text`` that is ``room`` tokens long: cut in the original text (by
+        the fast tokenizer's offsets), else decoded from the tokens."""
+        tok = self.tokenizer
+        if getattr(tok, "is_fast", False):
+            offsets = tok(text, add_special_tokens=False, split_special_tokens=True,
+                          return_offsets_mapping=True)["offset_mapping"][:room]
+            return text[:offsets[-1][1]] if offsets else ""
+        ids = tok(text, add_special_tokens=False, split_special_tokens=True)["input_ids"][:room]
+        return tok.decode(ids)
+
+    def _rows(self, pairs, left):
+        """input_ids, attention_mask, labels and position ids for (prompt, answer) pairs."""
+        width = max(len(a) + len(b) for a, b in pairs)
+        pad = self.tokenizer.pad_token_id
+        ids, mask, labels, pos = [], [], [], []
+        for prompt, ans in pairs:
+            n = len(prompt) + len(ans)
+            fill = width - n
+            if left:
+                ids.append([pad] * fill + prompt + ans)
+                mask.append([0] * fill + [1] * n)
+                labels.append([-100] * (fill + len(prompt)) + ans)
+                pos.append([0] * fill + list(range(n)))
+            else:
+                ids.append(prompt + ans + [pad] * fill)
+                mask.append([1] * n + [0] * fill)
+                labels.append([-100] * len(prompt) + ans + [-100] * fill)
+                pos.append(list(range(n)) + [0] * fill)
+        as_t = lambda rows: torch.tensor(rows, dtype=torch.long, device=self.device)  # noqa
+        return as_t(ids), as_t(mask), as_t(labels), as_t(pos)
+
+    # -- training -------------------------------------------------------------------------------
+    def train(self):
+        ctx, p = self.ctx, self.p
+        emit = ctx.emitter
+        torch.manual_seed(p["seed"])
+        rng = random.Random(p["seed"])
+        train = ctx.bundle.labelled("train", self.scheme)
+        val = ctx.bundle.labelled("val", self.scheme)
+        if not train:
+            raise ctx.RunFailure("scheme %s has no labelled items in the train split"
+                                 % self.scheme)
+        ctx.log("device: %s; torch %s; transformers %s" % (self.device, torch.__version__,
+                                                           transformers.__version__))
+        self._load_tokenizer()
+        self._prepare_tokens()  # a max_length or labels that cannot work fail before the model
+        self._load_model()
+        emit.emit("where", device=describe_device(self.device))
+        examples = [(self.prompt_ids(t), self.answers[self.labels.index(lab)])
+                    for t, lab in train]
+        weights = [w for w in self.model.parameters() if w.requires_grad]
+        optim = torch.optim.AdamW(weights, lr=p["learning_rate"])
+        batches = math.ceil(len(examples) / p["batch_size"])
+        per_epoch = math.ceil(batches / p["gradient_accumulation"])
+        total = per_epoch * p["epochs"]
+        sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda s: max(0.0, 1 - s / total))
+        ctx.log("training %d items, %d steps (%d epochs, batch %d x %d), LoRA r=%d on %s, %s, "
+                "learning rate %g, %d trainable parameters"
+                % (len(examples), total, p["epochs"], p["batch_size"],
+                   p["gradient_accumulation"], p["lora_r"], self.targets or "peft's default",
+                   "4-bit NF4" if p["load_in_4bit"] else ("bf16" if self.bf16 else "float32"),
+                   p["learning_rate"], sum(w.numel() for w in weights)))
+        # a loss point for the chart about every 1% of the run (at most ~100 per run)
+        self.progress = {"step": 0, "total": total, "started": time.time(),
+                         "every": max(1, total // 100)}
+        metrics = {}
+        for epoch in range(1, p["epochs"] + 1):
+            emit.status("epoch %d/%d" % (epoch, p["epochs"]))
+            train_loss = self._epoch(examples, rng, optim, sched, weights, epoch)
+            emit.metric("loss", round(train_loss, 5), epoch=epoch, split="train")
+            metrics["%s.train_loss" % self.scheme] = round(train_loss, 5)
+            if val:
+                predicted = self.predict(self.scheme, [t for t, _ in val])
+                acc = sum(1 for (lab, _), (_, gold) in zip(predicted, val)
+                          if lab == gold) / len(val)
+                emit.metric("accuracy", round(acc, 4), epoch=epoch, split="val",
+                            step=self.progress["step"])
+                metrics["%s.val_accuracy" % self.scheme] = round(acc, 4)
+        self._save()
+        return metrics
+
+    def _epoch(self, examples, rng, optim, sched, weights, epoch):
+        """One pass; returns the mean answer-token loss over its micro-batches."""
+        p, ctx = self.p, self.ctx
+        order = list(range(len(examples)))
+        rng.shuffle(order)
+        size, accum = p["batch_size"], p["gradient_accumulation"]
+        chunks = [order[i:i + size] for i in range(0, len(order), size)]
+        self.model.train()
+        loss_sum, window = 0.0, []  # window: the losses since the last per-step point
+        for b, chunk in enumerate(chunks):
+            ctx.check_cancelled()
+            group_start = b - b % accum
+            group = min(accum, len(chunks) - group_start)
+            ids, mask, labels, _ = self._rows([examples[i] for i in chunk], left=False)
+            with self._autocast():
+                loss = self.model(input_ids=ids, attention_mask=mask, labels=labels).loss
+            (loss / group).backward()
+            value = loss.item()
+            loss_sum += value
+            window.append(value)
+            if b - group_start + 1 < group:
+                continue
+            torch.nn.utils.clip_grad_norm_(weights, 1.0)
+            optim.step()
+            sched.step()
+            optim.zero_grad(set_to_none=True)
+            prog = self.progress
+            prog["step"] += 1
+            elapsed = time.time() - prog["started"]
+            ctx.emitter.progress(prog["step"], prog["total"], unit="step", epoch=epoch,
+                                 eta_s=elapsed / prog["step"] * (prog["total"] - prog["step"]))
+            last = b == len(chunks) - 1  # an epoch's last step always gets its point
+            if prog["step"] % prog["every"] == 0 or last:
+                ctx.emitter.metric("loss", round(sum(window) / len(window), 5),
+                                   step=prog["step"], epoch=epoch, split="train")
+                window = []
+        return loss_sum / max(len(chunks), 1)
+
+    # -- prediction -----------------------------------------------------------------------------
+    def label_probabilities(self, texts):
+        """For each text, the softmax over the labels of their answers' log-likelihoods (a
+        list in the scheme's label order, summing to 1)."""
+        return [_softmax(row) for row in self.label_scores(texts)]
+
+    def label_scores(self, texts):
+        """For each text, each label's answer log-likelihood (sum over its tokens, EOS too)."""
+        self.model.eval()
+        prompts = [self.prompt_ids(t) for t in texts]
+        pairs = [(i, k) for i in range(len(texts)) for k in range(len(self.labels))]
+        pairs.sort(key=lambda ik: len(prompts[ik[0]]) + len(self.answers[ik[1]]))
+        scores = [[0.0] * len(self.labels) for _ in texts]
+        size = self.p["batch_size"] * 2
+        for start in range(0, len(pairs), size):
+            self.ctx.check_cancelled()
+            chunk = pairs[start:start + size]
+            ids, mask, labels, pos = self._rows([(prompts[i], self.answers[k])
+                                                 for i, k in chunk], left=True)
+            # the logits that predict the answers' tokens (a batch of short rows is narrower)
+            keep = min(self.longest_answer + 1, ids.shape[1])
+            extra = {self.keep_kw: keep} if self.keep_kw else {}
+            with torch.no_grad(), self._autocast():
+                logits = self.model(input_ids=ids, attention_mask=mask, position_ids=pos,
+                                    use_cache=False, **extra).logits
+            logits = logits[:, -keep:-1].float()
+            targets = labels[:, -(keep - 1):]
+            logp = torch.log_softmax(logits, dim=-1)
+            picked = logp.gather(-1, targets.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+            row_scores = (picked * (targets != -100)).sum(dim=-1).tolist()
+            for (i, k), s in zip(chunk, row_scores):
+                scores[i][k] = s
+        return scores
+
+    def predict(self, scheme, texts):
+        out = []
+        for probs in self.label_probabilities(texts):
+            k = max(range(len(probs)), key=probs.__getitem__)
+            out.append((self.labels[k], probs[k]))
+        return out
+
+    def _save(self):
+        self.ctx.emitter.status("saving the model")
+        out = os.path.join(self.ctx.artifacts, "model")
+        self.model.save_pretrained(out)
+        self.tokenizer.save_pretrained(out)
+        with open(os.path.join(out, "labels.json"), "w", encoding="utf-8") as f:
+            json.dump({"scheme": self.scheme, "labels": self.labels,
+                       "description": self.description, "base_model": self.p["model"],
+                       "prompt_template": self.template, "answer_prefix": " ",
+                       "answer_ends_with_eos": True, "lora": True,
+                       "load_in_4bit": bool(self.p["load_in_4bit"])}, f, ensure_ascii=False)
+        for root, _, files in os.walk(out):
+            for name in files:
+                path = os.path.join(root, name)
+                self.ctx.emitter.emit("artifact", path=os.path.relpath(path, self.ctx.artifacts),
+                                      bytes=os.path.getsize(path))
+
+
+def _softmax(row):
+    top = max(row)
+    exps = [math.exp(s - top) for s in row]
+    total = sum(exps)
+    return [e / total for e in exps]
