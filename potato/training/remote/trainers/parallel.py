@@ -178,14 +178,14 @@ class Group:
 
     def all_sum(self, values, device):
         """``values`` (numbers or 0-d tensors) summed over the ranks, as floats (one sync)."""
+        if self.world == 1:  # float() reads a tensor on any device (mps has no float64)
+            return [float(v) for v in values]
         import torch
+        import torch.distributed as dist
 
         t = torch.stack([torch.as_tensor(v, dtype=torch.float64, device=device)
                          for v in values])
-        if self.world > 1:
-            import torch.distributed as dist
-
-            dist.all_reduce(t)
+        dist.all_reduce(t)
         return t.tolist()
 
     def step(self, step):
