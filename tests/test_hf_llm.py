@@ -27,7 +27,8 @@ from potato.training.remote import protocol as events  # noqa: E402
 from potato.training.remote import worker  # noqa: E402
 from potato.training.remote.paths import RunPaths, write_json  # noqa: E402
 from potato.training.remote.trainers import REGISTRY, ParamError, resolve_params  # noqa: E402
-from potato.training.remote.trainers import hf_llm, llm_prompt  # noqa: E402
+from potato.training.remote import llm_prompt  # noqa: E402
+from potato.training.remote.trainers import hf_llm  # noqa: E402
 from tests.conftest import ROOT  # noqa: E402
 
 TRAINER = "hf-llm-classification"

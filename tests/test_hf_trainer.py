@@ -92,7 +92,12 @@ def test_trains_saves_and_loads_back(tmp_path, tiny_bert, lora):
     n_train = json.load(open(os.path.join(paths.bundle, "manifest.json")))["counts"]["train"]
     assert progress[-1]["current"] == progress[-1]["total"] == 8 * -(-n_train // 8)
     assert all("eta_s" in e for e in progress)
-    losses = [e for e in evs if e["type"] == "metric" and e["name"] == "loss"]
+    losses = [e for e in evs if e["type"] == "metric" and e["name"] == "loss" and "step" not in e]
+    # a loss point per step for the chart (about every 1% of the run), each epoch's last step
+    points = [e for e in evs if e["type"] == "metric" and e["name"] == "loss" and "step" in e]
+    steps = [e["current"] for e in evs if e["type"] == "progress" and e["unit"] == "step"]
+    assert [e["step"] for e in points] == steps  # few steps here: every step has its point
+    assert any(e["type"] == "where" and e.get("device") == "cpu" for e in evs)
     accs = [e for e in evs if e["type"] == "metric" and e["name"] == "accuracy"]
     assert [e["epoch"] for e in losses] == list(range(1, 9)) and len(accs) == 8
     assert "epoch 3/8" in [e.get("message") for e in evs if e["type"] == "status"]

@@ -14,7 +14,7 @@ import math
 import importlib.util
 import os
 
-from potato.training.remote.trainers import llm_prompt  # standard library only
+from potato.training.remote import llm_prompt  # standard library only
 
 TYPES = {"int": int, "float": float, "bool": bool, "str": str}
 

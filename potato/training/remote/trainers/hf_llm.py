@@ -22,7 +22,7 @@ import random
 import sys
 import time
 
-from potato.training.remote.trainers import llm_prompt
+from potato.training.remote import llm_prompt
 from potato.training.remote.trainers.hf_text import describe_device, pick_device
 
 torch = None  # imported by load(): importing this module never imports torch

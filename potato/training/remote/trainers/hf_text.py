@@ -99,8 +99,14 @@ class Trainer:
         p = self.p
         self.ctx.emitter.status("loading %s" % p["model"])
         self.tokenizer = AutoTokenizer.from_pretrained(p["model"])
+        import transformers
+
+        # float32 explicitly: transformers 5 otherwise keeps a checkpoint's own (bf16) dtype;
+        # bf16 compute comes from autocast on GPUs that support it
+        dtype_kw = "dtype" if tuple(int(x) for x in transformers.__version__.split(".")[:2]) \
+            >= (4, 56) else "torch_dtype"
         model = AutoModelForSequenceClassification.from_pretrained(
-            p["model"], num_labels=len(self.labels),
+            p["model"], num_labels=len(self.labels), **{dtype_kw: torch.float32},
             id2label=dict(enumerate(self.labels)),
             label2id=dict((lab, i) for i, lab in enumerate(self.labels)))
         if p["lora"]:
@@ -129,6 +135,7 @@ class Trainer:
         torch.manual_seed(p["seed"])
         self.device = group.device(lambda: pick_device(ctx.device_request, ctx.log))
         ctx.log("device: %s; torch %s" % (self.device, torch.__version__))
+        ctx.emitter.emit("where", device=describe_device(self.device))
         model = self._load_model()
         torch.manual_seed(p["seed"] + group.rank)  # dropout differs between ranks
         train = ctx.bundle.labelled("train", self.scheme)
@@ -150,7 +157,9 @@ class Trainer:
                                   ", %d processes" % group.world if group.world > 1 else ""))
         ddp = group.wrap(model, self.device)
         lengths = [len(r) for r in rows]
-        state = {"step": 0, "total": total, "started": time.time()}
+        # a loss point for the chart about every 1% of the run (one host sync each)
+        state = {"step": 0, "total": total, "started": time.time(),
+                 "every": max(1, total // 100)}
         metrics = {}
         for epoch in range(1, p["epochs"] + 1):
             ctx.emitter.status("epoch %d/%d" % (epoch, p["epochs"]))
@@ -162,7 +171,8 @@ class Trainer:
             metrics["%s.train_loss" % self.scheme] = round(train_loss, 5)
             if val:
                 acc = self._accuracy(val, group)
-                ctx.emitter.metric("accuracy", round(acc, 4), epoch=epoch, split="val")
+                ctx.emitter.metric("accuracy", round(acc, 4), epoch=epoch, split="val",
+                                   step=state["step"])
                 metrics["%s.val_accuracy" % self.scheme] = round(acc, 4)
         return metrics
 
@@ -172,8 +182,9 @@ class Trainer:
         ctx = self.ctx
         ddp.train()
         loss_sum = torch.zeros((), device=self.device)
-        seen = 0
-        for batch in batches:
+        window = torch.zeros((), device=self.device)  # this rank's loss since the last point
+        seen = in_window = 0
+        for n, batch in enumerate(batches):
             ctx.check_cancelled()
             group.step(state["step"] + 1)
             enc = self._collate([rows[i] for i in batch])
@@ -185,12 +196,19 @@ class Trainer:
             sched.step()
             optim.zero_grad(set_to_none=True)
             loss_sum += out.loss.detach().float() * len(batch)
+            window += out.loss.detach().float()
             seen += len(batch)
+            in_window += 1
             state["step"] += 1
             step, total = state["step"], state["total"]
             elapsed = time.time() - state["started"]
             ctx.emitter.progress(step, total, unit="step", epoch=epoch,
                                  eta_s=elapsed / step * (total - step))
+            if group.is_main and (step % state["every"] == 0 or n == len(batches) - 1):
+                ctx.emitter.metric("loss", round((window / in_window).item(), 5), step=step,
+                                   epoch=epoch, split="train")
+                window.zero_()
+                in_window = 0
         return group.all_sum([loss_sum, seen], self.device)
 
     def _accuracy(self, pairs, group):
