@@ -229,6 +229,40 @@ def test_accumulation_checkpointing_and_bf16(tmp_path, tiny_llama):
         assert abs(sum(row) - 1) < 1e-9
 
 
+def test_two_processes_train_data_parallel(tmp_path, tiny_llama):
+    """processes: 2 on the CPU (gloo): the steps of one process (batch_size items per
+    micro-batch over both ranks, two micro-batches per step, so no_sync on the first), rank 0's
+    per-step loss only, one result, predictions among the labels (rank 0 alone predicts)."""
+    small = dict(n=120, epochs=2, batch_size=8, gradient_accumulation=2, max_length=48,
+                 lora_r=4, learning_rate=1e-2)
+    code, alone = _work(_run_dir(tmp_path / "one", tiny_llama, processes=1, **small)[0])
+    assert code == 0, alone[-1]
+    paths, _ = _run_dir(tmp_path, tiny_llama, processes=2, **small)
+    code, evs = _work(paths)
+    errors = [e for e in evs if e["type"] == "error"]
+    assert code == 0 and not errors, errors
+    assert [e["type"] for e in evs].count("result") == 1 and evs[-1]["type"] == "result"
+    assert set(evs[-1]["metrics"]) == {"sentiment.train_loss", "sentiment.val_accuracy",
+                                       "train_seconds", "predictions"}
+    assert any("data-parallel: 2 processes (gloo backend)" in e.get("message", "")
+               for e in evs if e["type"] == "log")
+    # the same global micro-batches, each split in two: about the same training
+    key = "sentiment.train_loss"
+    assert abs(evs[-1]["metrics"][key] - alone[-1]["metrics"][key]) < 0.3, (evs[-1], alone[-1])
+    n_train = json.load(open(os.path.join(paths.bundle, "manifest.json")))["counts"]["train"]
+    steps = [e["current"] for e in evs if e["type"] == "progress" and e["unit"] == "step"]
+    assert steps == list(range(1, 2 * -(-(-(-n_train // 8)) // 2) + 1))  # as one process
+    assert [e["step"] for e in evs if e["type"] == "metric" and e["name"] == "loss"
+            and "step" in e] == steps  # one point per step (rank 0's), never one per rank
+    assert len([e for e in evs if e["type"] == "metric" and e["name"] == "accuracy"]) == 2
+    assert [e["device"] for e in evs if e["type"] == "where" and "device" in e] == ["cpu"]
+    preds = [json.loads(line) for line in open(paths.predictions)]
+    assert len(preds) == evs[-1]["metrics"]["predictions"] > 0
+    assert {p["label"] for p in preds} <= set(LABELS)
+    assert os.path.exists(os.path.join(paths.artifacts, "model", "adapter_config.json"))
+    assert not [f for f in os.listdir(paths.root) if f.startswith("rank")]
+
+
 def test_labels_the_tokenizer_cannot_tell_apart(tmp_path, tiny_llama):
     odd = {"sentiment": {"type": "radio", "labels": ["qqqx", "zzzy"]}}  # both <unk>
     trainer, _ = _trainer(tmp_path, tiny_llama, schemas=odd)

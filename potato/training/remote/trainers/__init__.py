@@ -122,7 +122,8 @@ REGISTRY = {
                check=llm_prompt.check_targets),
          Param("max_length", "int", 256, "tokens per prompt and answer (the item text is cut)",
                16, 32768),
-         Param("batch_size", "int", 8, "items per micro-batch", 1, 4096),
+         Param("batch_size", "int", 8, "items per micro-batch (over all the processes)",
+               1, 4096),
          Param("gradient_accumulation", "int", 1, "micro-batches per optimizer step", 1, 1024),
          Param("gradient_checkpointing", "bool", False,
                "recompute activations in the backward pass: less memory, about 30% slower"),
@@ -131,6 +132,9 @@ REGISTRY = {
          Param("bf16", "str", "auto", "bfloat16 weights and compute: auto (on GPUs that support "
                "it), true or false", choices=["auto", "true", "false"]),
          Param("seed", "int", 0, "random seed", 0, 2 ** 32 - 1),
+         Param("processes", "int", 0, "data-parallel processes: 0 for one per visible GPU "
+               "(one on a host without GPUs); more than 1 without GPUs runs that many CPU "
+               "processes", 0, 64),
          Param("prompt_template", "str", "", "the prompt before the answer, with placeholders "
                "{text}, {labels}, {scheme}, {description}; empty: the built-in template",
                check=llm_prompt.check_template_param, multiline=True)],

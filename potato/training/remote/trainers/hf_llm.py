@@ -2,23 +2,26 @@
 question with one of its labels.
 
 Each item becomes a prompt (``llm_prompt``) followed by the answer `` <label>`` and the
-tokenizer's EOS; the loss covers only the answer tokens. Prediction never generates: it scores
-every label's answer (log-likelihood given the prompt, EOS included) and takes the softmax over
-the labels, so the answer is always one of the scheme's labels and the confidences sum to 1.
-Scoring pads on the left (with explicit position ids) so that every answer ends the row and
-only the last few positions' logits are computed.
+tokenizer's EOS; the loss covers only the answer tokens. Prediction scores every label's answer
+and never generates (llm_scoring.py).
 
 A plain PyTorch loop like ``hf_text``: progress per optimizer step with an ETA, cancellation
-between micro-batches. Saved with ``save_pretrained`` (adapter, tokenizer, ``labels.json`` with
-the template) so plain transformers/peft code loads it. Imported only by the worker.
+between micro-batches, micro-batches grouped by length (little padding). With several GPUs (or
+``processes`` on the CPU) it trains data-parallel, one process per GPU (parallel.py), as
+``hf_text`` does: ``batch_size`` is the items of one micro-batch over all the processes (each
+takes its share), an optimizer step is ``gradient_accumulation`` micro-batches, so a step sees
+the same batch_size x gradient_accumulation items and a run has the same steps however many
+processes share it. Rank 0 alone reports, saves and (in the worker) predicts. Saved with
+``save_pretrained`` (adapter, tokenizer, ``labels.json`` with the template) so plain
+transformers/peft code loads it. Imported only by the worker.
 """
 
+import contextlib
 import importlib.util
 import inspect
 import json
 import math
 import os
-import random
 import sys
 import time
 
@@ -72,6 +75,10 @@ class Trainer(Scoring):
             raise ctx.RunFailure(str(e))
         # Fail before anything loads: a 4-bit run never silently trains in full precision.
         self.device = pick_device(ctx.device_request, ctx.log)
+        dist = getattr(ctx, "dist", None)
+        if dist and dist["backend"] == "nccl":  # a child rank: its own GPU (parallel.Group)
+            torch.cuda.set_device(dist["rank"])
+            self.device = torch.device("cuda:%d" % dist["rank"])
         if self.p["load_in_4bit"]:
             if self.device.type != "cuda":
                 raise ctx.RunFailure(NO_CUDA_4BIT % self.device)
@@ -126,6 +133,7 @@ class Trainer(Scoring):
             kwargs["quantization_config"] = transformers.BitsAndBytesConfig(
                 load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=compute,
                 bnb_4bit_use_double_quant=True)
+            # every rank loads its own copy on its own GPU (self.device is cuda:RANK there)
             kwargs["device_map"] = {"": self.device.index or 0}
         model = AutoModelForCausalLM.from_pretrained(p["model"], **kwargs)
         model.config.use_cache = False
@@ -223,10 +231,22 @@ class Trainer(Scoring):
 
     # -- training -------------------------------------------------------------------------------
     def train(self):
+        """Train on one process, or data-parallel on several (parallel.py); rank 0 saves (the
+        worker predicts after this returns, on rank 0 only: child ranks only train)."""
+        from potato.training.remote.trainers import parallel
+
+        world, backend = parallel.choose_world(self.ctx, self.p.get("processes", 0))
+        with parallel.join(self.ctx, world, backend) as group:
+            metrics = self._train(group)
+        if group.is_main:
+            self._save()
+        return metrics
+
+    def _train(self, group):
         ctx, p = self.ctx, self.p
         emit = ctx.emitter
-        torch.manual_seed(p["seed"])
-        rng = random.Random(p["seed"])
+        torch.manual_seed(p["seed"])  # the same LoRA init on every rank
+        self.device = group.device(lambda: self.device)
         train = ctx.bundle.labelled("train", self.scheme)
         val = ctx.bundle.labelled("val", self.scheme)
         if not train:
@@ -237,6 +257,7 @@ class Trainer(Scoring):
         self._load_tokenizer()
         self._prepare_tokens()  # a max_length or labels that cannot work fail before the model
         self._load_model()
+        torch.manual_seed(p["seed"] + group.rank)  # LoRA dropout differs between ranks
         emit.emit("where", device=describe_device(self.device))
         examples = [(self.prompt_ids(t), self.answers[self.labels.index(lab)])
                     for t, lab in train]
@@ -247,51 +268,59 @@ class Trainer(Scoring):
         total = per_epoch * p["epochs"]
         sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda s: max(0.0, 1 - s / total))
         ctx.log("training %d items, %d steps (%d epochs, batch %d x %d), LoRA r=%d on %s, %s, "
-                "learning rate %g, %d trainable parameters"
+                "learning rate %g, %d trainable parameters%s"
                 % (len(examples), total, p["epochs"], p["batch_size"],
                    p["gradient_accumulation"], p["lora_r"], self.targets or "peft's default",
                    "4-bit NF4" if p["load_in_4bit"] else ("bf16" if self.bf16 else "float32"),
-                   p["learning_rate"], sum(w.numel() for w in weights)))
+                   p["learning_rate"], sum(w.numel() for w in weights),
+                   ", %d processes" % group.world if group.world > 1 else ""))
+        ddp = group.wrap(self.model, self.device)
+        lengths = [len(a) + len(b) for a, b in examples]
         # a loss point for the chart about every 1% of the run (at most ~100 per run)
         self.progress = {"step": 0, "total": total, "started": time.time(),
                          "every": max(1, total // 100)}
         metrics = {}
         for epoch in range(1, p["epochs"] + 1):
             emit.status("epoch %d/%d" % (epoch, p["epochs"]))
-            train_loss = self._epoch(examples, rng, optim, sched, weights, epoch)
+            # global micro-batches of batch_size items, this rank's share of each
+            chunks = group.batches(lengths, p["batch_size"], p["seed"], epoch)
+            loss_sum, n = self._epoch(ddp, group, examples, chunks, optim, sched, weights,
+                                      epoch)
+            train_loss = loss_sum / max(n, 1)
             emit.metric("loss", round(train_loss, 5), epoch=epoch, split="train")
             metrics["%s.train_loss" % self.scheme] = round(train_loss, 5)
             if val:
-                predicted = self.predict(self.scheme, [t for t, _ in val])
-                acc = sum(1 for (lab, _), (_, gold) in zip(predicted, val)
-                          if lab == gold) / len(val)
+                acc = self._accuracy(val, group)
                 emit.metric("accuracy", round(acc, 4), epoch=epoch, split="val",
                             step=self.progress["step"])
                 metrics["%s.val_accuracy" % self.scheme] = round(acc, 4)
-        self._save()
         return metrics
 
-    def _epoch(self, examples, rng, optim, sched, weights, epoch):
-        """One pass; returns the mean answer-token loss over its micro-batches."""
-        p, ctx = self.p, self.ctx
-        order = list(range(len(examples)))
-        rng.shuffle(order)
-        size, accum = p["batch_size"], p["gradient_accumulation"]
-        chunks = [order[i:i + size] for i in range(0, len(order), size)]
-        self.model.train()
-        loss_sum, window = 0.0, []  # window: the losses since the last per-step point
+    def _epoch(self, ddp, group, examples, chunks, optim, sched, weights, epoch):
+        """One pass over this rank's micro-batches; (sum of micro-batch mean losses, number of
+        micro-batches) over every rank. Gradients are all-reduced once per optimizer step: the
+        micro-batches before a step's last run under ``ddp.no_sync()``."""
+        ctx, accum = self.ctx, self.p["gradient_accumulation"]
+        ddp.train()
+        loss_sum, window = 0.0, []  # window: rank 0's losses since the last per-step point
         for b, chunk in enumerate(chunks):
             ctx.check_cancelled()
             group_start = b - b % accum
-            group = min(accum, len(chunks) - group_start)
+            size = min(accum, len(chunks) - group_start)
+            if b == group_start:
+                group.step(self.progress["step"] + 1)
+            last_of_step = b - group_start + 1 == size
             ids, mask, labels, _ = self._rows([examples[i] for i in chunk], left=False)
-            with self._autocast():
-                loss = self.model(input_ids=ids, attention_mask=mask, labels=labels).loss
-            (loss / group).backward()
+            sync = ddp.no_sync() if group.world > 1 and not last_of_step \
+                else contextlib.nullcontext()
+            with sync:
+                with self._autocast():
+                    loss = ddp(input_ids=ids, attention_mask=mask, labels=labels).loss
+                (loss / size).backward()
             value = loss.item()
             loss_sum += value
             window.append(value)
-            if b - group_start + 1 < group:
+            if not last_of_step:
                 continue
             torch.nn.utils.clip_grad_norm_(weights, 1.0)
             optim.step()
@@ -303,11 +332,19 @@ class Trainer(Scoring):
             ctx.emitter.progress(prog["step"], prog["total"], unit="step", epoch=epoch,
                                  eta_s=elapsed / prog["step"] * (prog["total"] - prog["step"]))
             last = b == len(chunks) - 1  # an epoch's last step always gets its point
-            if prog["step"] % prog["every"] == 0 or last:
+            if group.is_main and (prog["step"] % prog["every"] == 0 or last):
                 ctx.emitter.metric("loss", round(sum(window) / len(window), 5),
                                    step=prog["step"], epoch=epoch, split="train")
                 window = []
-        return loss_sum / max(len(chunks), 1)
+        return group.all_sum([loss_sum, len(chunks)], self.device)
+
+    def _accuracy(self, pairs, group):
+        """Val accuracy over all of ``pairs``: each rank scores its share, counts are summed."""
+        mine = pairs[group.rank::group.world]
+        predicted = self.predict(self.scheme, [t for t, _ in mine]) if mine else []
+        hits = sum(1 for (lab, _), (_, gold) in zip(predicted, mine) if lab == gold)
+        hits, n = group.all_sum([hits, len(mine)], self.device)
+        return hits / max(n, 1)
 
     def _save(self):
         self.ctx.emitter.status("saving the model")
