@@ -6,8 +6,11 @@
    potato.training.worker, supervised as the product does) with processes 1, then processes 0
    (one rank per visible GPU): wall time, speed-up, held-out accuracy of each, and that the
    run reported "data-parallel: N processes (nccl backend)".
+3. hf-llm-classification against transformers.Trainer on one GPU (bench/llm_speed.py with
+   device cuda, in a child that sees one GPU; its model is a random-initialised small Llama:
+   the accuracies show only that both sides learn alike).
 
-    python3 bench/gpu_check.py                 # on the GPU machine (about 5-10 minutes)
+    python3 bench/gpu_check.py                 # on the GPU machine (about 10 minutes)
     python3 bench/gpu_check.py --dry-run       # here: the same code paths on the CPU, tiny
                                                # (two gloo processes stand in for two GPUs)
 """
@@ -113,12 +116,19 @@ def main():
             "--items", str(args.items), "--epochs", str(args.epochs), "--dev", str(args.dev),
             "--repeat", str(args.repeat)] + (["--model", args.model] if args.model else [])
     subprocess.run(argv, env=env, check=False)
+    ok = True
     if args.dry_run or gpus >= 2:
         print("2. data-parallel")
         ok = data_parallel(args, "cpu" if args.dry_run else "auto", 2 if args.dry_run else gpus)
-        return 0 if ok else 1
-    print("2. data-parallel: skipped (one GPU visible)")
-    return 0
+    else:
+        print("2. data-parallel: skipped (one GPU visible)")
+    print("3. hf-llm-classification vs transformers.Trainer on %s" % device)
+    argv = [sys.executable, os.path.join(ROOT, "bench", "llm_speed.py"), "--device", device,
+            "--repeat", str(args.repeat)]
+    if args.dry_run:
+        argv += ["--items", "120", "--epochs", "1", "--dev", "40"]
+    subprocess.run(argv, env=env, check=False)
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
