@@ -302,7 +302,10 @@ class Trainer(Scoring):
         micro-batches before a step's last run under ``ddp.no_sync()``."""
         ctx, accum = self.ctx, self.p["gradient_accumulation"]
         ddp.train()
-        loss_sum, window = 0.0, []  # window: rank 0's losses since the last per-step point
+        # losses stay on the device (no host sync per micro-batch): the epoch's sum, and the
+        # window since rank 0's last per-step point (read once per point)
+        loss_sum = torch.zeros((), device=self.device)
+        window, in_window = torch.zeros((), device=self.device), 0
         for b, chunk in enumerate(chunks):
             ctx.check_cancelled()
             group_start = b - b % accum
@@ -317,9 +320,10 @@ class Trainer(Scoring):
                 with self._autocast():
                     loss = ddp(input_ids=ids, attention_mask=mask, labels=labels).loss
                 (loss / size).backward()
-            value = loss.item()
+            value = loss.detach().float()
             loss_sum += value
-            window.append(value)
+            window += value
+            in_window += 1
             if not last_of_step:
                 continue
             torch.nn.utils.clip_grad_norm_(weights, 1.0)
@@ -333,9 +337,10 @@ class Trainer(Scoring):
                                  eta_s=elapsed / prog["step"] * (prog["total"] - prog["step"]))
             last = b == len(chunks) - 1  # an epoch's last step always gets its point
             if group.is_main and (prog["step"] % prog["every"] == 0 or last):
-                ctx.emitter.metric("loss", round(sum(window) / len(window), 5),
+                ctx.emitter.metric("loss", round((window / in_window).item(), 5),
                                    step=prog["step"], epoch=epoch, split="train")
-                window = []
+                window.zero_()
+                in_window = 0
         return group.all_sum([loss_sum, len(chunks)], self.device)
 
     def _accuracy(self, pairs, group):
