@@ -353,3 +353,11 @@ def test_two_processes_migrating_an_old_store_at_once(tmp_path):
     for s in stores:
         s.close()
     assert errors == []
+
+
+def test_a_flood_of_warnings_ends_with_the_true_count(tmp_path, serve):
+    _, url = serve(make_project(tmp_path))
+    c = Client(url)
+    run = wait_run(c, start_run(c, trainer="test-many-warnings", schemas=["sentiment"]))
+    assert run["warnings"][:20] == ["trainer warning %d" % i for i in range(20)]
+    assert run["warnings"][20:] == ["… and 5 more warning(s) in the run log"]

@@ -46,6 +46,7 @@ class RunEvents:
         self.warnings: List[str] = []
         self.server_warnings: List[str] = []
         self.warnings_dropped = 0
+        self.last_warning_write = 0.0
         self.last_progress = 0.0
         self.dropped = 0
         self.written = 0
@@ -95,6 +96,16 @@ class RunEvents:
             self.warnings.append(message)
         else:
             self.warnings_dropped += 1
+            now = time.monotonic()
+            if now - self.last_warning_write < 1.0:  # a flood costs one write a second
+                return  # (flush_warnings writes the final count)
+            self.last_warning_write = now
+        self.flush_warnings()
+
+    def flush_warnings(self) -> None:
+        """Store the warnings as they stand (the queue calls it before a run finishes)."""
+        if not (self.server_warnings or self.warnings):
+            return
         shown = self.server_warnings + self.warnings
         if self.warnings_dropped:
             shown.append("… and %d more warning(s) in the run log" % self.warnings_dropped)

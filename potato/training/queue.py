@@ -337,6 +337,7 @@ class Manager:
                     on_event.warn(warning, server=True)
                 if "error" in fields:
                     outcome = Outcome("error", fields.pop("error"))
+            on_event.flush_warnings()
             if ctx.cancel.is_set() and outcome.status != "success":
                 outcome = Outcome("cancelled", "cancelled")
             step = {"success": "finished", "cancelled": "cancelled"}.get(outcome.status, "failed")
