@@ -332,24 +332,23 @@ def test_two_processes_migrating_an_old_store_at_once(tmp_path):
                "NOT NULL, started_at REAL, finished_at REAL, heartbeat_at REAL)")
     db.commit()
     db.close()
-    barrier, errors, stores = threading.Barrier(4), [], []
+    stores = [Store(path) for _ in range(4)]  # each thread migrates through its own
+    barrier, errors = threading.Barrier(4, timeout=60), []
 
-    def open_store():
-        store = Store(path)
-        stores.append(store)
-        barrier.wait()
+    def migrate(store):
         try:
+            barrier.wait()
             RunStore(store)
         except Exception as e:  # noqa: BLE001 - collected for the assertion
             errors.append(e)
         finally:
             store.release()
 
-    threads = [threading.Thread(target=open_store) for _ in range(4)]
+    threads = [threading.Thread(target=migrate, args=(s,)) for s in stores]
     for t in threads:
         t.start()
     for t in threads:
-        t.join()
+        t.join(120)
     for s in stores:
         s.close()
     assert errors == []
