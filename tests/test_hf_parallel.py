@@ -75,10 +75,12 @@ def test_batches_group_by_length_and_shard_deterministically():
 
 
 def test_rank_argv_and_env():
-    argv = launch.rank_argv("py", "/r/spec.json", 1, 2, "gloo", 4242, 99, "/r/e.json")
+    argv = launch.rank_argv("py", "/r/spec.json", 1, 2, "gloo", "/r/ddp.store", 99, "/r/e.json")
     assert argv[:3] == ["py", "-m", "potato.training.remote.trainers.parallel"]
-    env = launch.rank_env({"POTATO_TRAINING_TOKEN": "secret", "PATH": "/bin"}, 1, 2, 4242)
-    assert "POTATO_TRAINING_TOKEN" not in env and env["MASTER_PORT"] == "4242"
+    # the rendezvous is a file in the private run directory: no port anyone could join
+    assert argv[argv.index("--store") + 1] == "/r/ddp.store" and "--port" not in argv
+    env = launch.rank_env({"POTATO_TRAINING_TOKEN": "secret", "PATH": "/bin"}, 1, 2)
+    assert "POTATO_TRAINING_TOKEN" not in env and "MASTER_PORT" not in env
     assert env["PYTHONPATH"].split(os.pathsep)[0] == ROOT and env["RANK"] == "1"
 
 
@@ -91,6 +93,7 @@ def test_two_processes_train_like_one(tmp_path, tiny_bert):
     paths, items = _run(tmp_path, tiny_bert)
     code, evs = _train(paths)
     assert code == 0 and not _error(evs), _error(evs)
+    assert not os.path.exists(os.path.join(paths.root, launch.STORE_FILE))  # removed at the end
     assert [e["type"] for e in evs].count("result") == 1 and evs[-1]["type"] == "result"
     metrics = evs[-1]["metrics"]
     assert set(metrics) == {"sentiment.train_loss", "sentiment.val_accuracy", "train_seconds",
@@ -241,3 +244,32 @@ def test_a_stuck_rank_0_is_ended_by_its_watch(tmp_path, tiny_bert, monkeypatch):
     assert result.returncode == protocol.EXIT_OTHER and status == "error", message
     assert "rank 1 of 2" in message and "injected fault in rank 1 at step 2" in message
     assert leaks.processes("trainers.parallel") == []
+
+
+@pytest.mark.parametrize("value, expected", [("inf", 600.0), ("nan", 600.0), ("-5", 1.0),
+                                             ("1e20", 86400.0), ("30", 30.0), ("x", 600.0)])
+def test_a_bad_timeout_setting_never_crashes_a_run(monkeypatch, value, expected):
+    from potato.training.remote.trainers import parallel
+
+    monkeypatch.setenv("POTATO_DDP_TIMEOUT_S", value)
+    assert parallel._timeout_s() == expected
+
+
+def test_an_empty_train_split_fails_before_any_rank_starts(tmp_path, tiny_bert):
+    """Used to start both ranks, load the model twice, and report rank 1's copy of the error."""
+    paths, _ = _run(tmp_path, tiny_bert)
+    import shutil
+
+    from potato.training.remote import bundle
+
+    rows = [json.loads(line) for line in open(os.path.join(paths.bundle, "items.jsonl"))]
+    shutil.rmtree(paths.bundle)  # the same items, labelled only outside the train split
+    bundle.build(paths.bundle, [(r["id"], r["text"]) for r in rows],
+                 {r["id"]: r["labels"] for r in rows if r["split"] in ("val", "test")},
+                 {"sentiment": {"type": "radio", "labels": ["positive", "negative"]}},
+                 include_unlabeled=True)
+    code, evs = _train(paths)
+    assert code == events.EXIT_OTHER
+    assert _error(evs)[-1]["message"] == ("scheme sentiment has no labelled items in the train "
+                                          "split")
+    assert not any("data-parallel" in e.get("message", "") for e in evs)

@@ -235,6 +235,9 @@ class Trainer(Scoring):
         worker predicts after this returns, on rank 0 only: child ranks only train)."""
         from potato.training.remote.trainers import parallel
 
+        if not self.ctx.bundle.labelled("train", self.scheme):  # before any rank starts
+            raise self.ctx.RunFailure("scheme %s has no labelled items in the train split"
+                                      % self.scheme)
         world, backend = parallel.choose_world(self.ctx, self.p.get("processes", 0))
         with parallel.join(self.ctx, world, backend) as group:
             metrics = self._train(group)

@@ -1,8 +1,10 @@
 """Rank 0's side of a data-parallel group: start the child ranks, meet them, and stop them
 (standard library at import time; torch.distributed is imported by the functions).
 
-The rendezvous is a TCPStore that rank 0 hosts on 127.0.0.1 and a port the kernel picks (no
-race for a "free" port). Each child sets ``ready/<rank>`` once it has imported its trainer;
+The rendezvous is a FileStore in the run's directory (private to the account: 0700), not a
+TCPStore: a TCP store has no authentication, so any local user could read, set or delete its
+keys (gloo's addresses among them). Each child sets ``ready/<rank>`` once it has imported its
+trainer;
 rank 0 polls for those keys, checking between polls for cancellation and for a child that has
 already died, so a rank that cannot even start fails the run at once with its own message.
 """
@@ -22,21 +24,22 @@ CODE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
 FAILED_RANK_WAIT_S = 3.0  # after an error on rank 0: how long a failing child has to exit
 HARD_EXIT_AFTER_S = 20.0  # a child failed and rank 0 is stuck: exit (watch)
 RANK_TRACEBACK = "; its traceback is in the run's stderr"
+SUCCESS_EXIT_WAIT_S = 30.0  # after a successful run: how long the children have to exit
+STORE_FILE = "ddp.store"
 
 
-def rank_argv(python, spec_path, rank, world, backend, port, parent, error_file):
+def rank_argv(python, spec_path, rank, world, backend, store_path, parent, error_file):
     """The command line of child rank ``rank`` (pure)."""
     return [python, "-m", "potato.training.remote.trainers.parallel", "--spec", spec_path,
-            "--rank", str(rank), "--world", str(world), "--backend", backend, "--port",
-            str(port), "--parent", str(parent), "--error-file", error_file]
+            "--rank", str(rank), "--world", str(world), "--backend", backend, "--store",
+            store_path, "--parent", str(parent), "--error-file", error_file]
 
 
-def rank_env(base, rank, world, port):
+def rank_env(base, rank, world):
     """A child rank's environment: the worker's (through the one worker_env) and the variables
-    torch.distributed code expects of a launcher."""
+    torch.distributed code expects of a launcher (the rendezvous itself is the store file)."""
     env = protocol.worker_env(base, CODE_ROOT)
-    env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
-               LOCAL_RANK=str(rank), WORLD_SIZE=str(world))
+    env.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world))
     return env
 
 
@@ -55,16 +58,18 @@ def start_ranks(group):
     if not spec_path:
         raise ctx.RunFailure("a data-parallel run needs the worker's spec file; run it through "
                              "python -m potato.training.worker, or set processes to 1")
-    group.store = _master_store(dist, group)
-    port = group.store.port
     base = os.path.dirname(os.path.abspath(spec_path))
+    group.store_path = os.path.join(base, STORE_FILE)
+    if os.path.exists(group.store_path):  # a crashed run's: its keys must not be read
+        os.remove(group.store_path)
+    group.store = dist.FileStore(group.store_path, group.world)
     for rank in range(1, group.world):
         error_file = os.path.join(base, "rank%d.error.json" % rank)
         if os.path.exists(error_file):
             os.remove(error_file)
         child = proc.spawn(rank_argv(sys.executable, spec_path, rank, group.world,
-                                     group.backend, port, os.getpid(), error_file),
-                           new_session=False, env=rank_env(os.environ, rank, group.world, port),
+                                     group.backend, group.store_path, os.getpid(), error_file),
+                           new_session=False, env=rank_env(os.environ, rank, group.world),
                            stdin=subprocess.DEVNULL, stdout=2)  # stray prints: not events
         group.children.append((rank, child, error_file))
     ctx.log("data-parallel: %d processes (%s backend); this worker is rank 0, ranks 1 on "
@@ -75,17 +80,6 @@ def start_ranks(group):
     _rendezvous(group)
     dist.init_process_group(group.backend, store=group.store, rank=0, world_size=group.world,
                             timeout=_timedelta(group))
-
-
-def _master_store(dist, group):
-    """The TCPStore rank 0 hosts on a port the kernel picks. Not the libuv server: libuv keeps
-    a pipe open for the life of the process, and the worker may be a long-lived process."""
-    args = ("127.0.0.1", 0, group.world, True)
-    try:
-        return dist.TCPStore(*args, timeout=_timedelta(group), wait_for_workers=False,
-                             use_libuv=False)
-    except TypeError:  # a torch older than use_libuv
-        return dist.TCPStore(*args, timeout=_timedelta(group), wait_for_workers=False)
 
 
 def _rendezvous(group):
@@ -108,8 +102,7 @@ def join_ranks(group):
     """A child rank: say it is ready, then join the process group rank 0 hosts."""
     import torch.distributed as dist
 
-    store = dist.TCPStore("127.0.0.1", group.ctx.dist["port"], group.world, False,
-                          timeout=_timedelta(group))
+    store = dist.FileStore(group.ctx.dist["store"], group.world)
     store.set("ready/%d" % group.rank, "1")
     dist.init_process_group(group.backend, store=store, rank=group.rank,
                             world_size=group.world, timeout=_timedelta(group))
@@ -136,7 +129,7 @@ def _sentence(group, rank, child, code, error_file):
     except (OSError, ValueError, AttributeError):
         message = None
     if message:
-        text = "%s failed: %s" % (who, message)
+        text = "%s failed: %s%s" % (who, message, RANK_TRACEBACK)
     elif code == -signal.SIGKILL:
         text = "%s was killed (SIGKILL; out of memory, or stopped by hand)" % who
     else:
@@ -158,7 +151,7 @@ def watch(group):
         while not group.closed.wait(0.5):
             failures = _failures(group)
             if failures and not group.closed.wait(min(HARD_EXIT_AFTER_S, group.timeout)):
-                ctx.emitter.emit("error", message=failures[0] + RANK_TRACEBACK, kind="other")
+                ctx.emitter.emit("error", message=failures[0], kind="other")
                 _stop(group)
                 os._exit(protocol.EXIT_OTHER)
 
@@ -214,7 +207,8 @@ def finish(group, exc):
     try:
         if group.is_main and group.children:
             cancelled = ctx.cancelled or isinstance(exc, ctx.Cancelled)
-            seconds = group.timeout if exc is None else (0 if cancelled else FAILED_RANK_WAIT_S)
+            seconds = min(group.timeout, SUCCESS_EXIT_WAIT_S) if exc is None else (
+                0 if cancelled else FAILED_RANK_WAIT_S)
             failures, running = _wait(group, seconds)
             if exc is None and running:
                 ctx.log("rank(s) %s did not exit after training; stopped" % ", ".join(
@@ -223,13 +217,18 @@ def finish(group, exc):
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
-        group.store = None  # closes the store's sockets
+        group.store = None
+        path = getattr(group, "store_path", None)
+        if group.is_main and path and os.path.exists(path):
+            os.remove(path)
     if isinstance(exc, ctx.Cancelled):
         return None
     if ctx.cancelled:
         return ctx.Cancelled()
+    if isinstance(exc, ctx.RunFailure):
+        return None  # rank 0's own sentence (a child that hit the same check says it too)
     if failures:
-        return ctx.RunFailure(failures[0] + RANK_TRACEBACK)
+        return ctx.RunFailure(failures[0])
     if exc is not None and running and _is_timeout(exc):
         rank = [r for r, c, _ in group.children if c in running][0]
         return ctx.RunFailure(

@@ -113,10 +113,15 @@ def shard(batch, rank, world):
 
 
 def _timeout_s():
+    """POTATO_DDP_TIMEOUT_S, within 1 s .. 1 day; anything else (not a number, inf, nan) is
+    the default."""
     try:
-        return max(1.0, float(os.environ.get(TIMEOUT_ENV) or DEFAULT_TIMEOUT_S))
+        value = float(os.environ.get(TIMEOUT_ENV) or DEFAULT_TIMEOUT_S)
     except ValueError:
         return DEFAULT_TIMEOUT_S
+    if value != value or value in (float("inf"), float("-inf")):
+        return DEFAULT_TIMEOUT_S
+    return min(max(1.0, value), 86400.0)
 
 
 def _faults():
@@ -142,7 +147,8 @@ class Group:
         self.is_main = rank == 0
         self.timeout = _timeout_s()
         self.children = []  # rank 0: [(rank, Popen, error file)]
-        self.store = None  # rank 0: the TCPStore it hosts
+        self.store = None  # rank 0: the FileStore of the rendezvous
+        self.store_path = None
         self.messages = {}  # rank 0: {rank: the sentence for its failure}
         self.closed = threading.Event()  # rank 0: set when the group ends (stops the watch)
         self.lock = threading.Lock()  # rank 0: the watch and the main thread read failures
@@ -297,7 +303,7 @@ def run_rank(args):
             spec = json.load(f)
         ctx = Context(spec, os.path.dirname(os.path.abspath(args.spec)), emitter)
         ctx.dist = {"rank": args.rank, "world": args.world, "backend": args.backend,
-                    "port": args.port, "parent": args.parent}
+                    "store": args.store, "parent": args.parent}
 
         def on_term(signum, frame):
             ctx.cancelled = True
@@ -323,9 +329,9 @@ def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m potato.training.remote.trainers.parallel",
                                 description="One child rank of a data-parallel run (started "
                                             "by the worker, not by hand).")
-    for name in ("--rank", "--world", "--port", "--parent"):
+    for name in ("--rank", "--world", "--parent"):
         p.add_argument(name, type=int, required=True)
-    for name in ("--spec", "--backend", "--error-file"):
+    for name in ("--spec", "--backend", "--store", "--error-file"):
         p.add_argument(name, required=True)
     proc_exit = run_rank(p.parse_args(argv))
     sys.stdout.flush()
