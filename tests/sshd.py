@@ -79,3 +79,17 @@ def stop(d):
         os.kill(int((d / "sshd.pid").read_text()), signal.SIGTERM)
     except (OSError, ValueError):
         pass
+
+
+def for_tests(tmp_path_factory):
+    """A started sshd in a fresh directory for a test module (skipped where openssh-server is
+    missing; a failure under CI, whose .ci/run installs it). Stop it with ``stop(d)``."""
+    import pytest
+
+    if not os.path.exists(SSHD):
+        if os.environ.get("CI"):
+            pytest.fail("openssh-server is not installed: .ci/run installs it")
+        pytest.skip("openssh-server not installed")
+    d = tmp_path_factory.mktemp("sshd")
+    start(d)
+    return d

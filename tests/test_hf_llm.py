@@ -399,12 +399,7 @@ def test_local_run_through_a_real_server(tmp_path, serve, tiny_llama):
 def sshd(tmp_path_factory):
     from tests import sshd as sshd_mod
 
-    if not os.path.exists(sshd_mod.SSHD):
-        if os.environ.get("CI"):
-            pytest.fail("openssh-server is not installed: .ci/run installs it")
-        pytest.skip("openssh-server not installed")
-    d = tmp_path_factory.mktemp("sshd")
-    sshd_mod.start(d)
+    d = sshd_mod.for_tests(tmp_path_factory)
     yield d
     sshd_mod.stop(d)
 

@@ -185,14 +185,14 @@ def test_chart_by_epoch_and_hostile_names():
     svg = str(chart.chart_svg([{"name": "<script>x</script>", "value": 0.5, "epoch": 1},
                                {"name": "loss", "value": float("nan"), "epoch": 1}]))
     assert "by epoch" in svg and "<script>" not in svg and "&lt;script&gt;" in svg
-    assert "pending" not in str(chart.chart_svg([], pending=True))
+    assert "appears when the run reports its first loss" in str(chart.chart_svg([], pending=True))
     assert "reported no loss" in str(chart.chart_svg([], pending=False))
 
 
 # -- an older store gains the new columns ------------------------------------------------------
 
-def test_a_store_from_before_gains_placement_and_warnings(tmp_path):
-    path = str(tmp_path / "old.sqlite")
+def _old_runs_table(path):
+    """A store's runs table as it was before placement and warnings (an open connection)."""
     db = sqlite3.connect(path)
     db.execute("CREATE TABLE runs (seq INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT UNIQUE "
                "NOT NULL, trainer TEXT NOT NULL, schemas TEXT NOT NULL, backend TEXT NOT NULL, "
@@ -201,6 +201,12 @@ def test_a_store_from_before_gains_placement_and_warnings(tmp_path):
                "history TEXT NOT NULL DEFAULT '[]', ran_on TEXT, artifact_uri TEXT, auto INTEGER "
                "NOT NULL DEFAULT 0, cancel_requested INTEGER NOT NULL DEFAULT 0, created_at REAL "
                "NOT NULL, started_at REAL, finished_at REAL, heartbeat_at REAL)")
+    return db
+
+
+def test_a_store_from_before_gains_placement_and_warnings(tmp_path):
+    path = str(tmp_path / "old.sqlite")
+    db = _old_runs_table(path)
     db.execute("INSERT INTO runs(run_id, trainer, schemas, backend, params, status, created_at) "
                "VALUES ('r1', 'text-naive-bayes', '[\"s\"]', 'local', '{}', 'success', 1)")
     db.commit()
@@ -322,14 +328,7 @@ def test_two_processes_migrating_an_old_store_at_once(tmp_path):
     import threading
 
     path = str(tmp_path / "old.sqlite")
-    db = sqlite3.connect(path)
-    db.execute("CREATE TABLE runs (seq INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT UNIQUE "
-               "NOT NULL, trainer TEXT NOT NULL, schemas TEXT NOT NULL, backend TEXT NOT NULL, "
-               "params TEXT NOT NULL, status TEXT NOT NULL, step TEXT NOT NULL DEFAULT '', "
-               "error TEXT, metrics TEXT, holdout TEXT, writeback TEXT, progress TEXT, "
-               "history TEXT NOT NULL DEFAULT '[]', ran_on TEXT, artifact_uri TEXT, auto INTEGER "
-               "NOT NULL DEFAULT 0, cancel_requested INTEGER NOT NULL DEFAULT 0, created_at REAL "
-               "NOT NULL, started_at REAL, finished_at REAL, heartbeat_at REAL)")
+    db = _old_runs_table(path)
     db.commit()
     db.close()
     stores = [Store(path) for _ in range(4)]  # each thread migrates through its own

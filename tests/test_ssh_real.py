@@ -28,12 +28,7 @@ H = {"X-API-Key": KEY}
 
 @pytest.fixture(scope="module")
 def sshd(tmp_path_factory):
-    if not os.path.exists(sshd_mod.SSHD):
-        if os.environ.get("CI"):
-            pytest.fail("openssh-server is not installed: .ci/run installs it")
-        pytest.skip("openssh-server not installed")
-    d = tmp_path_factory.mktemp("sshd")
-    sshd_mod.start(d)
+    d = sshd_mod.for_tests(tmp_path_factory)
     _ROOTS[:] = [os.getpid(), int((d / "sshd.pid").read_text())]
     yield d
     sshd_mod.stop(d)

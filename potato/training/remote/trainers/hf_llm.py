@@ -231,19 +231,10 @@ class Trainer(Scoring):
 
     # -- training -------------------------------------------------------------------------------
     def train(self):
-        """Train on one process, or data-parallel on several (parallel.py); rank 0 saves (the
-        worker predicts after this returns, on rank 0 only: child ranks only train)."""
+        """Train on one process, or data-parallel on several (parallel.train); rank 0 saves."""
         from potato.training.remote.trainers import parallel
 
-        if not self.ctx.bundle.labelled("train", self.scheme):  # before any rank starts
-            raise self.ctx.RunFailure("scheme %s has no labelled items in the train split"
-                                      % self.scheme)
-        world, backend = parallel.choose_world(self.ctx, self.p.get("processes", 0))
-        with parallel.join(self.ctx, world, backend) as group:
-            metrics = self._train(group)
-        if group.is_main:
-            self._save()
-        return metrics
+        return parallel.train(self)
 
     def _train(self, group):
         ctx, p = self.ctx, self.p
@@ -252,9 +243,6 @@ class Trainer(Scoring):
         self.device = group.device(lambda: self.device)
         train = ctx.bundle.labelled("train", self.scheme)
         val = ctx.bundle.labelled("val", self.scheme)
-        if not train:
-            raise ctx.RunFailure("scheme %s has no labelled items in the train split"
-                                 % self.scheme)
         ctx.log("device: %s; torch %s; transformers %s" % (self.device, torch.__version__,
                                                            transformers.__version__))
         self._load_tokenizer()

@@ -120,18 +120,10 @@ class Trainer:
         return model
 
     def train(self):
-        """Train on one process, or data-parallel on several (parallel.py); rank 0 saves."""
+        """Train on one process, or data-parallel on several (parallel.train); rank 0 saves."""
         from potato.training.remote.trainers import parallel
 
-        if not self.ctx.bundle.labelled("train", self.scheme):  # before any rank starts
-            raise self.ctx.RunFailure("scheme %s has no labelled items in the train split"
-                                      % self.scheme)
-        world, backend = parallel.choose_world(self.ctx, self.p.get("processes", 0))
-        with parallel.join(self.ctx, world, backend) as group:
-            metrics = self._train(group)
-        if group.is_main:
-            self._save()
-        return metrics
+        return parallel.train(self)
 
     def _train(self, group):
         ctx, p = self.ctx, self.p
@@ -143,9 +135,6 @@ class Trainer:
         torch.manual_seed(p["seed"] + group.rank)  # dropout differs between ranks
         train = ctx.bundle.labelled("train", self.scheme)
         val = ctx.bundle.labelled("val", self.scheme)
-        if not train:
-            raise ctx.RunFailure("scheme %s has no labelled items in the train split"
-                                 % self.scheme)
         params = [w for w in model.parameters() if w.requires_grad]
         lr = p["learning_rate"] or (2e-3 if p["lora"] else 5e-5)
         optim = torch.optim.AdamW(params, lr=lr, **_fused(self.device))

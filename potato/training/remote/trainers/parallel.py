@@ -261,6 +261,22 @@ class Group:
         return False
 
 
+def train(trainer):
+    """An hf trainer's ``train()``: on one process, or data-parallel on several, with the
+    trainer's ``_train(group)`` on every rank and ``_save()`` on rank 0 (the worker predicts
+    after this returns, on rank 0 only). An empty train split fails before any rank starts."""
+    ctx = trainer.ctx
+    if not ctx.bundle.labelled("train", trainer.scheme):
+        raise ctx.RunFailure("scheme %s has no labelled items in the train split"
+                             % trainer.scheme)
+    world, backend = choose_world(ctx, trainer.p.get("processes", 0))
+    with join(ctx, world, backend) as group:
+        metrics = trainer._train(group)
+    if group.is_main:
+        trainer._save()
+    return metrics
+
+
 def join(ctx, world, backend):
     """The group of this process: rank 0 in the worker, the rank it was started as in a child."""
     dist = getattr(ctx, "dist", None)
