@@ -16,14 +16,13 @@ import pathlib
 import statistics
 import sys
 import tempfile
-import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from potato.config import load  # noqa: E402
-from potato.server.app import make_server, server_url  # noqa: E402
+from potato.service import Service  # noqa: E402
 from tests import slurmd, sshd  # noqa: E402
 from tests.conftest import Client  # noqa: E402
 from tests.training_helpers import KEY, PLUGINS, make_project, start_run, wait_run  # noqa: E402
@@ -48,10 +47,9 @@ def measure(c, cfg_dir, conf, shared, wrap, calls, poll, seconds):
                     "PATH": "%s:/usr/local/bin:/usr/bin:/bin" % wrap}}.items()))
     cfg_path = make_project(cfg_dir, backend)
     cfg, _, _ = load(cfg_path)
-    server = make_server(cfg, "127.0.0.1", 0, access_log=lambda line: None)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    server.app.manager.start()
-    c = Client(server_url(server))
+    service = Service(cfg, "127.0.0.1", 0, access_log=lambda line: None,
+                      owner="bench").open().start()
+    c = Client(service.url)
     try:
         run_id = start_run(c, backend="cluster", schemas=["sentiment"], trainer="test-steps",
                            params={"seconds": seconds})
@@ -78,8 +76,7 @@ def measure(c, cfg_dir, conf, shared, wrap, calls, poll, seconds):
               % (poll, statistics.median(latencies), max(latencies), len(latencies), per_min))
         wait_run(c, run_id, timeout=60)
     finally:
-        server.app.manager.stop()
-        server.shutdown()
+        service.close()
 
 
 def main():

@@ -16,14 +16,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from potato.config import load  # noqa: E402
-from potato.server.app import make_server, server_url  # noqa: E402
+from potato.service import Service  # noqa: E402
 from tests import sshd  # noqa: E402
 from tests.conftest import Client  # noqa: E402
 from tests.training_helpers import make_project, start_run, wait_run  # noqa: E402
@@ -53,10 +52,9 @@ def main():
         (tmp / "project").mkdir()
         cfg_path = make_project(tmp / "project", backend)
         cfg, _, _ = load(cfg_path)
-        server = make_server(cfg, "127.0.0.1", 0, access_log=lambda line: None)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        server.app.manager.start()
-        c = Client(server_url(server))
+        service = Service(cfg, "127.0.0.1", 0, access_log=lambda line: None,
+                          owner="bench").open().start()
+        c = Client(service.url)
         try:
             cold = wait_run(c, start_run(c, trainer="text-naive-bayes", schemas=["sentiment"],
                                          backend="gpu"), timeout=300)
@@ -96,8 +94,7 @@ def main():
             print("model copy %d MB: %.1f MB/s through the agent, %.1f MB/s by `ssh cat`: "
                   "ratio %.2f (target >= 0.9)" % (mb, mb / ours, mb / theirs, theirs / ours))
         finally:
-            server.app.manager.stop()
-            server.shutdown()
+            service.close()
             sshd.stop(tmp / "sshd")
 
 

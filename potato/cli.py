@@ -145,9 +145,9 @@ def cmd_start(args) -> int:
     cfg = load_valid_config(args.config)
     if cfg is None:
         return 1
-    from potato.server.app import serve_forever
+    from potato.service import serve
 
-    return serve_forever(cfg, host=args.host, port=args.port)
+    return serve(cfg, host=args.host, port=args.port)
 
 
 def cmd_annotations_import(args) -> int:

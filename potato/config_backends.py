@@ -69,16 +69,6 @@ class Backend:
     poll_interval_s: float = 10
     sbatch: Dict[str, str] = field(default_factory=dict)  # sbatch option key -> value
 
-    @property
-    def label(self) -> str:
-        """How menus and reports name this backend, e.g. ``gpu-server (ssh to gpu.example.org)``."""
-        if self.type == "local":
-            return f"{self.name} (this machine)"
-        if self.type == "ssh":
-            return f"{self.name} (ssh to {self.host})"
-        if self.type == "slurm":
-            return f"{self.name} (SLURM via {self.host})"
-        return f"{self.name} (agent)"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -132,37 +132,28 @@ class Client:
 
 @pytest.fixture
 def serve():
-    """Start a real server for a config path on 127.0.0.1:0 in a thread; stop it afterwards."""
-    import threading
-
+    """Start a real server for a config path on 127.0.0.1:0 through the composition root
+    (``potato.service.Service``, as ``potato start`` does); returns (service, url) and closes
+    it afterwards. No queue lock: a test may serve one project twice."""
     from potato.config import load
+    from potato.service import Service
 
     started = []
 
     def start(config_path, training=True, **overrides):
-        from potato.server.app import make_server, server_url
-
         cfg, errors, _ = load(config_path)
         assert not errors, errors
         for k, v in overrides.items():
             setattr(cfg, k, v)
         lines = []
-        server = make_server(cfg, "127.0.0.1", 0, access_log=lines.append)
-        t = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                             daemon=True)
-        t.start()
-        if training:
-            server.app.manager.start()
-        server.access_lines = lines
-        started.append((server, t))
-        return server, server_url(server)
+        service = Service(cfg, "127.0.0.1", 0, access_log=lines.append, owner=None).open()
+        started.append(service)
+        service.start(training=training, poll_interval=0.05)
+        service.access_lines = lines
+        return service, service.url
 
     yield start
-    for server, t in started:
-        server.app.manager.stop()
-        server.shutdown()
-        server.server_close()
-        server.app.stop_background()
-        server.app.store.close()
-        t.join(timeout=5)
-        assert not t.is_alive()
+    for service in started:
+        thread = service._serving
+        service.close()
+        assert thread is None or not thread.is_alive()

@@ -26,7 +26,7 @@ def active(tmp_path, serve):
                                                             "  backends:\n    gpu: {type: ssh, "
                                                             "host: gpu.example.org}"),
                         training=False)
-    manager = server.app.manager
+    manager = server.manager
     run = manager.runs.create("text-naive-bayes", ["sentiment"], "gpu", {})
     assert manager.runs.transition(run["run_id"], "queued", "running")
     paths = manager.paths(run["run_id"]).create()
@@ -113,7 +113,7 @@ def test_artifact_paths_and_offsets(active):
 def test_stalled_copy_is_named(active, monkeypatch):
     c, run_id, ctx, server = active
     monkeypatch.setattr(agent_api, "COPY_STALL_S", 1)
-    host, port = server.server_address[:2]
+    host, port = server.http.server_address[:2]
     s = socket.create_connection((host, port))
     s.sendall((f"PUT /agent/v1/runs/{run_id}/artifacts?path=big.bin&offset=0 HTTP/1.1\r\n"
                f"Host: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\nContent-Length: 1000000\r\n\r\n"
@@ -127,7 +127,7 @@ def test_stalled_copy_is_named(active, monkeypatch):
 
 def test_inactive_run_is_410(active):
     c, run_id, ctx, server = active
-    server.app.manager._active.clear()
+    server.manager._active.clear()
     status, err = c.json("GET", f"/agent/v1/runs/{run_id}", headers=auth())
     assert status == 410 and "is not active" in err["error"]
 

@@ -266,7 +266,7 @@ def test_interrupted_bundle_download_resumes(tmp_path, serve, env, capsys, cuts,
     server, url = serve(cfg)
     c = Client(url)
     token = register(cfg, capsys)
-    proxy = CuttingProxy(server.server_address[1], cuts)
+    proxy = CuttingProxy(server.http.server_address[1], cuts)
     run_id = start_run(c, trainer="text-naive-bayes", schemas=["sentiment"], backend="lab")
     try:
         code, out, err = finish(agent(url, token, tmp_path / "w", "--once",

@@ -170,7 +170,7 @@ def test_admin_export_jsonl_csv_and_label_counts(tmp_path, serve):
 
 
 def test_csv_cells_that_would_run_as_formulas_are_defused():
-    from potato.server.export import _cell
+    from potato.export import _cell
 
     assert _cell("=HYPERLINK(\"http://evil\")") == "'=HYPERLINK(\"http://evil\")"
     assert _cell("+1") == "'+1" and _cell("-x") == "'-x" and _cell("@a") == "'@a"

@@ -61,7 +61,7 @@ def injected(page: str):
 
 def active_run(server, trainer="text-naive-bayes"):
     """A run made active by hand, as a remote backend makes one, with the real event door."""
-    manager = server.app.manager
+    manager = server.manager
     run = manager.runs.create(trainer, ["sentiment"], "gpu", {})
     run_id = run["run_id"]
     assert manager.runs.transition(run_id, "queued", "running")
@@ -74,8 +74,10 @@ def active_run(server, trainer="text-naive-bayes"):
     def set_step(text):
         manager.runs.update(run_id, step=text)
 
-    ctx = RunContext(run, paths, manager.cfg, RunEvents(manager, run_id, paths, set_step),
-                     set_step, lambda m: manager._log(run_id, m))
+    log = lambda m: manager._log(run_id, m)  # noqa: E731
+    ctx = RunContext(run, paths, manager.cfg,
+                     RunEvents(manager.runs, log, run_id, paths, set_step,
+                               manager.backends["gpu"].ran_on), set_step, log)
     ctx.bundle_sha256 = bundle_mod.pack(paths.bundle, paths.bundle_archive)
     ctx.remote = RemoteState(TOKEN, RunSettings(host="gpu.example.org"))
     manager._active[run_id] = ctx
@@ -88,7 +90,7 @@ def hostile(tmp_path, serve):
                                                 "gpu.example.org}\n"), training=False)
     run_id, ctx = active_run(server)
     yield server, Client(url), run_id, ctx
-    server.app.manager._active.clear()
+    server.manager._active.clear()
 
 
 def read_all(sock):
@@ -155,7 +157,7 @@ def test_malformed_events_never_take_a_page_down(hostile, events):
 def test_old_records_that_predate_the_boundary_still_render(hostile):
     """Malformed data already in the store (written by an older server) renders too."""
     server, c, run_id, _ = hostile
-    server.app.manager.runs.update(run_id, progress={"type": "progress", "current": "x",
+    server.manager.runs.update(run_id, progress={"type": "progress", "current": "x",
                                                      "total": "lots"},
                                    history=[{"name": "a", "value": "v", "epoch": "<b>"}])
     for page in pages_of(c, run_id).values():
@@ -282,10 +284,11 @@ def test_five_thousand_requests_under_a_low_descriptor_limit(tmp_path):
 import resource, sys, os, threading, http.client
 resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
 from potato.config import load
-from potato.server.app import make_server
+from potato.service import Service
 cfg, errors, _ = load(sys.argv[1])
-server = make_server(cfg, "127.0.0.1", 0, access_log=lambda line: None)
-threading.Thread(target=server.serve_forever, daemon=True).start()
+service = Service(cfg, "127.0.0.1", 0, access_log=lambda line: None, owner=None).open()
+service.start(training=False)
+server = service.http
 port = server.server_address[1]
 counts = []
 for i in range(5000):
@@ -296,7 +299,7 @@ for i in range(5000):
     if i % 1000 == 999:
         counts.append(len(os.listdir("/proc/self/fd")))
 print(counts, server.app.store.open_connections())
-server.shutdown(); server.server_close(); server.app.store.close()
+service.close()
 '''
     r = subprocess.run([sys.executable, "-c", code, cfg, KEY], cwd=ROOT, capture_output=True,
                        text=True, timeout=600)
@@ -309,14 +312,14 @@ server.shutdown(); server.server_close(); server.app.store.close()
 
 def test_idle_sockets_cannot_starve_annotators(tmp_path, serve):
     server, url = serve(make_project(tmp_path, labels=False), training=False)
-    port = server.server_address[1]
+    port = server.http.server_address[1]
     idle = []
     try:
         for _ in range(500):
             s = socket.create_connection(("127.0.0.1", port))
             idle.append(s)
         time.sleep(0.5)
-        assert server.open_connections() <= server.max_connections
+        assert server.http.open_connections() <= server.http.max_connections
         slowest = 0.0
         for n in range(20):
             c = Client(url)
@@ -445,7 +448,7 @@ def test_the_server_writes_private_files(tmp_path):
 
 def test_negative_content_length_on_an_artifact_is_refused(hostile):
     server, c, run_id, _ = hostile
-    port = server.server_address[1]
+    port = server.http.server_address[1]
     s = socket.create_connection(("127.0.0.1", port))
     s.sendall(("PUT /agent/v1/runs/%s/artifacts?path=m.bin&offset=0 HTTP/1.1\r\nHost: 127.0.0.1"
                "\r\nAuthorization: Bearer %s\r\nContent-Length: -5\r\n\r\n" % (run_id, TOKEN)
@@ -456,7 +459,7 @@ def test_negative_content_length_on_an_artifact_is_refused(hostile):
 
 def test_a_get_body_is_drained_not_parsed_as_a_request(hostile):
     server, c, run_id, _ = hostile
-    s = socket.create_connection(("127.0.0.1", server.server_address[1]))
+    s = socket.create_connection(("127.0.0.1", server.http.server_address[1]))
     smuggled = b"GET /admin/api/stats HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
     s.sendall(b"GET /login HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: %d\r\n\r\n"
               % len(smuggled) + smuggled + b"GET /login HTTP/1.1\r\nHost: 127.0.0.1\r\n"
@@ -485,7 +488,7 @@ def test_the_run_log_stays_bounded(hostile, monkeypatch):
     server, c, run_id, _ = hostile
     for i in range(20):
         post_events(c, run_id, [{"type": "log", "level": "info", "message": "x" * 1990}] * 20)
-    size = os.path.getsize(server.app.manager.paths(run_id).log)
+    size = os.path.getsize(server.manager.paths(run_id).log)
     assert size <= 200000 + 20 * 2100, size
     log = c.get(f"/admin/training/api/runs/{run_id}/log", headers=H).text
     assert "bytes of this log were cut" in log
@@ -518,12 +521,12 @@ def test_odd_uploads_get_clear_answers(hostile):
 
 def test_transfer_encoding_and_two_hosts_are_refused(hostile):
     server, c, _, _ = hostile
-    s = socket.create_connection(("127.0.0.1", server.server_address[1]))
+    s = socket.create_connection(("127.0.0.1", server.http.server_address[1]))
     s.sendall(b"POST /logout HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n"
               b"\r\n2d\r\nGET /nothing-smuggled HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n\r\n0\r\n\r\n")
     data = read_all(s)
     assert data.startswith(b"HTTP/1.1 411") and data.count(b"HTTP/1.1") == 1
-    s = socket.create_connection(("127.0.0.1", server.server_address[1]))
+    s = socket.create_connection(("127.0.0.1", server.http.server_address[1]))
     s.sendall(b"GET /login HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: evil.example\r\n"
               b"Connection: close\r\n\r\n")
     assert read_all(s).startswith(b"HTTP/1.1 400")
@@ -681,7 +684,7 @@ model_training:
                                                            "kind": MARKUP}])
     pages = {"annotate": c.get("/annotate").text}
     pages.update(pages_of(c, run_id))
-    server.app.manager.runs.finish(run_id, "error", MARKUP)
+    server.manager.runs.finish(run_id, "error", MARKUP)
     pages["run page, failed"] = c.get(f"/admin/training/runs/{run_id}", headers=H).text
     pages["admin"] = c.get("/admin", headers=H).text
     for name, page in pages.items():

@@ -6,11 +6,13 @@ import json
 import os
 import sqlite3
 import tarfile
+from types import SimpleNamespace
 
 import pytest
 
 from potato.store import Store
-from potato.training import boundary, chart, intake
+from potato.training import boundary, chart
+from potato.training.backends import backend_class
 from potato.training.remote import protocol
 from potato.training.runs import RunStore
 from tests.conftest import ROOT, Client
@@ -45,7 +47,8 @@ def test_the_worker_says_where_it_runs():
     ("lab-pc", "agent", {}, "lab-pc (agent)"),
 ])
 def test_ran_on_in_words(backend, btype, where, expected):
-    assert intake.ran_on(backend, btype, where) == expected
+    bcfg = SimpleNamespace(name=backend, host="h", remote_dir=None)
+    assert backend_class(btype)(bcfg, None).ran_on(where) == expected
 
 
 def test_a_where_event_is_checked_at_the_boundary():

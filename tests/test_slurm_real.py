@@ -164,7 +164,7 @@ def test_dropped_ssh_session_cancels_the_job(tmp_path, serve, login):
     assert job in squeue_ids()
     # The run's session and the connection it shares (ControlMaster): every ssh client of this
     # server's backend. Killing only the session's client would leave the master holding it.
-    control_dir = server.app.manager.backends["cluster"]._control_dir
+    control_dir = server.manager.backends["cluster"]._control_dir
     clients = _processes_with(control_dir)
     assert len(clients) >= 2, "expected the run's ssh client and its connection master"
     for pid in clients:

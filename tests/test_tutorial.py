@@ -86,7 +86,7 @@ def test_training_disabled(tmp_path, serve):
     c.login("ann")
     assert c.get("/annotate").status == 200
     time.sleep(1.5)  # three turns of the queue loop: auto-retrain would have queued a run
-    assert server.app.manager.runs.list() == []
+    assert server.manager.runs.list() == []
     _, auto = c.json("GET", "/admin/training/api/auto_retrain", headers=H)
     assert auto == {"enabled": False, "reason": "training is disabled (model_training.enabled: "
                                                 "false)"}

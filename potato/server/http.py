@@ -20,6 +20,7 @@ from urllib.parse import parse_qs, quote, urlsplit
 from potato.server import safety
 from potato.server.connections import IDLE_TIMEOUT_S
 from potato.server.errors import HTTPError
+from potato.server.pages import error_page
 from potato.server.uploads import Uploads
 
 log = logging.getLogger("potato.server")
@@ -393,7 +394,5 @@ class Handler(Uploads, BaseHTTPRequestHandler):
             self.send(status, safety.dumps({"error": message}).encode("utf-8"), "application/json",
                       headers)
         else:
-            from potato.server.pages import error_page
-
             self.send(status, error_page(self.app.config, status, message).encode("utf-8"),
                       "text/html; charset=utf-8", headers)

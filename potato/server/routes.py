@@ -11,8 +11,9 @@ import secrets
 from urllib.parse import unquote
 
 from potato.annotations import LabelError, check_label, item_record
-from potato.server import export, pages, safety
-from potato.server.http import HTTPError
+from potato import export
+from potato.server import pages, safety
+from potato.server.errors import HTTPError
 
 STATIC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
 STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}

@@ -12,7 +12,7 @@ import re
 import socket
 from urllib.parse import unquote
 
-from potato.server.http import HTTPError
+from potato.server.errors import HTTPError
 from potato.training import boundary, wheel
 from potato.training.remote.paths import read_json
 from potato.training.backends.base import token_hash
@@ -88,7 +88,7 @@ def _claim_routes(app, manager) -> None:
     def claim(h, name):
         name = unquote(name)
         backend = manager.backends.get(name)
-        if backend is None or backend.type != "agent":
+        if backend is None or not backend.polled_by_agents:
             raise HTTPError(404, "No agent backend %s on this server." % name)
         header = h.headers.get("Authorization") or ""
         token = header[len("Bearer "):].strip() if header.startswith("Bearer ") else ""

@@ -5,7 +5,7 @@ import time
 from typing import Any, Dict
 from urllib.parse import unquote
 
-from potato.server.http import HTTPError
+from potato.server.errors import HTTPError
 from potato.training import model_files, pages, runlog
 from potato.training.remote import trainers
 from potato.training.backends import check_backend
@@ -47,7 +47,8 @@ def run_view(run: Dict[str, Any]) -> Dict[str, Any]:
 def backend_list(manager: Manager):
     default = manager.cfg.model_training.backend
     return [{"name": name, "type": b.type, "host": b.host, "label": b.label,
-             "description": b.bcfg.description, "default": name == default}
+             "description": b.bcfg.description, "default": name == default,
+             "on_server": b.on_server}
             for name, b in manager.backends.items()]
 
 

@@ -12,7 +12,15 @@ import urllib.error
 import urllib.request
 from typing import Any, Callable, Dict, List, Optional
 
+from potato.data import DataError
+from potato.paths_server import running_server
+from potato.service import LockHeld, Service
+from potato.store import Store
+from potato.training.api import run_view
+from potato.training.backends import backend_class, check_backend, make_backends
+from potato.training.queue import DISABLED, RequestError
 from potato.training.summary import summary_lines
+from potato.training.tokens import AgentTokens
 
 TERMINAL = ("success", "error", "cancelled")
 
@@ -101,11 +109,7 @@ def _api(url: str, key: Optional[str], method: str, path: str, body=None):
 
 
 def run_command(cfg, args) -> int:
-    from potato.paths_server import running_server
-
     if not cfg.model_training.enabled:
-        from potato.training.queue import DISABLED
-
         print("error: %s. Set it to true in %s to train models." % (DISABLED, cfg.path),
               file=sys.stderr)
         return 1
@@ -119,7 +123,8 @@ def run_command(cfg, args) -> int:
     if url:
         return _run_via_server(cfg, url, args, schemas, params)
     backend = cfg.model_training.backends.get(args.backend or cfg.model_training.backend)
-    if backend is not None and backend.type == "agent":
+    kind = backend_class(backend.type) if backend is not None else None
+    if kind is not None and kind.polled_by_agents:
         print("error: runs on agent backend %s wait for an agent to poll the server, and no "
               "server of this project is running. Start it (potato start %s) where agents can "
               "reach it, then run this command again: it queues through the server."
@@ -162,62 +167,40 @@ def _run_via_server(cfg, url, args, schemas, params) -> int:
 
 
 def _run_in_process(cfg, args, schemas, params) -> int:
-    """No server runs: own the queue, behind a loopback-only server that remote agents reach."""
-    import threading
-
-    from potato.data import DataError
-    from potato.server.app import make_server
-    from potato.training.api import run_view
-    from potato.training.queue import QueueLock, RequestError
-
+    """No server runs: own the queue, with only the agent endpoints on loopback (remote agents
+    report there), through the composition root."""
     os.umask(0o077)  # this process owns the queue: what it writes is private, as the server's
-    lock = QueueLock(cfg.output_dir)
-    if not lock.acquire("potato training run"):
-        print("error: this project's training queue is owned by %s. Wait for it, or start the "
-              "server and queue runs there." % lock.holder(), file=sys.stderr)
-        return 1
+    service = Service(cfg, "127.0.0.1", 0, access_log=lambda line: None, ui=False,
+                      owner="potato training run")
     try:
-        try:
-            server = make_server(cfg, "127.0.0.1", 0, access_log=lambda line: None)
-        except DataError as e:
-            print("error: %s" % e, file=sys.stderr)
-            return 1
-        manager = server.app.manager
+        service.open()
+    except LockHeld as e:
+        print("error: this project's training queue is owned by %s. Wait for it, or start the "
+              "server and queue runs there." % e, file=sys.stderr)
+        return 1
+    except DataError as e:
+        print("error: %s" % e, file=sys.stderr)
+        return 1
+    with service:
+        manager = service.manager
         try:
             run = manager.submit(args.trainer, schemas, args.backend, params)
         except RequestError as e:
             print("error: %s" % e.message, file=sys.stderr)
-            server.server_close()
-            server.app.store.close()
             return 1
-        t = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2},
-                             daemon=True)
-        t.start()
-        manager.start()
-        try:
-            run = _follow(lambda: run_view(manager.runs.get(run["run_id"])),
-                          lambda: manager.cancel(run["run_id"]))
-        finally:
-            manager.stop()
-            server.shutdown()
-            server.server_close()
-            server.app.store.close()
-        return _finish(run)
-    finally:
-        lock.release()
+        service.start(training=True)
+        run = _follow(lambda: run_view(manager.runs.get(run["run_id"])),
+                      lambda: manager.cancel(run["run_id"]))
+    return _finish(run)
 
 
 def check_command(cfg, name: str, as_json: bool) -> int:
-    from potato.store import Store
-    from potato.training.tokens import AgentTokens
-    from potato.training.backends import check_backend, make_backends
-
     bcfg = cfg.model_training.backends.get(name)
     if bcfg is None:
         print("error: no backend %r in %s. Configured: %s." % (
             name, cfg.path, ", ".join(cfg.model_training.backends)), file=sys.stderr)
         return 1
-    store = Store(cfg.db_path) if bcfg.type == "agent" else None
+    store = Store(cfg.db_path) if backend_class(bcfg.type).polled_by_agents else None
     try:
         backend = make_backends(cfg, AgentTokens(store) if store else None)[name]
         try:

@@ -108,7 +108,6 @@ def local_report(cfg) -> Dict[str, Any]:
     missing_4bit = [p for p in ("bitsandbytes", "accelerate")
                     if importlib.util.find_spec(p) is None]
     lines.append(four_bit_line("this machine", missing_4bit, bool(found.get("cuda"))))
-    return {"backend": "local", "type": "local", "label": "local (this machine)", "ok": True,
-            "python": sys.version.split()[0], "device": device, "torch": found.get("torch"),
+    return {"ok": True, "python": sys.version.split()[0], "device": device, "torch": found.get("torch"),
             "gpus": found.get("cuda", []), "missing_packages": missing,
             "missing_4bit": missing_4bit, "lines": lines}

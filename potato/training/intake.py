@@ -4,7 +4,7 @@ recorded — the step, progress, metrics for the chart, the run log, and events.
 
 import json
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from potato.training import boundary
 from potato.training.remote.paths import RunPaths
@@ -14,34 +14,18 @@ RESULT_ROOM = 1 << 20  # past the cap, a result event still fits once
 WARNINGS_MAX = 20
 
 
-def ran_on(backend: str, backend_type: str, where: Optional[Dict[str, Any]]) -> str:
-    """Where a run executed, in words: the backend and, as the worker reported them, the host,
-    the GPUs, the SLURM job and node (``gpu-box (ssh): host gpu01, GPUs 0,1``)."""
-    where = where or {}
-    head = backend if not backend_type or backend_type == backend else "%s (%s)" % (
-        backend, backend_type)
-    parts = []
-    if where.get("slurm_job"):
-        parts.append("SLURM job %s%s" % (where["slurm_job"], " on node %s" % where["slurm_node"]
-                                         if where.get("slurm_node") else ""))
-    elif where.get("host") and backend_type != "local":
-        parts.append("host %s" % where["host"])
-    if where.get("gpus"):
-        parts.append("GPU%s %s" % ("s" if "," in where["gpus"] else "", where["gpus"]))
-    if where.get("device"):
-        parts.append("device %s" % where["device"])
-    return head + (": " + ", ".join(parts) if parts else "")
-
-
 class RunEvents:
     """The one door for what a run reports, from any backend: each event is checked
     (boundary.event), then recorded: the step, progress, metrics, the log, events.jsonl."""
 
-    def __init__(self, manager, run_id: str, paths: RunPaths, set_step, backend: str = ""):
-        self.manager, self.run_id, self.paths, self.set_step = manager, run_id, paths, set_step
-        self.backend = backend
-        b = getattr(manager, "backends", {}).get(backend)
-        self.backend_type = getattr(b, "type", "") if b is not None else ""
+    def __init__(self, runs, log: Callable[[str], None], run_id: str, paths: RunPaths,
+                 set_step: Callable[[str], None],
+                 ran_on: Optional[Callable[[Dict[str, Any]], str]] = None):
+        """``runs``: the RunStore it records into; ``log``: appends to the run's log;
+        ``ran_on``: where the run executed in words, from the worker's ``where`` event."""
+        self.runs, self._log, self.run_id, self.paths = runs, log, run_id, paths
+        self.set_step = set_step
+        self.ran_on = ran_on
         self.placement: Dict[str, Any] = {}
         self.warnings: List[str] = []
         self.server_warnings: List[str] = []
@@ -64,9 +48,9 @@ class RunEvents:
             logs, metrics = self._logs, self._metrics
             self._logs = self._metrics = None
             if metrics:
-                self.manager.runs.append_history(self.run_id, *metrics)
+                self.runs.append_history(self.run_id, *metrics)
             if logs:
-                self.manager._log(self.run_id, "\n".join(logs))
+                self._log("\n".join(logs))
 
     def __call__(self, raw: Dict[str, Any]) -> None:
         try:
@@ -109,16 +93,16 @@ class RunEvents:
         shown = self.server_warnings + self.warnings
         if self.warnings_dropped:
             shown.append("… and %d more warning(s) in the run log" % self.warnings_dropped)
-        self.manager.runs.update(self.run_id, warnings=shown)
+        self.runs.update(self.run_id, warnings=shown)
 
     def log(self, message: str) -> None:
         if self._logs is not None:
             self._logs.append(message)
         else:
-            self.manager._log(self.run_id, message)
+            self._log(message)
 
     def record(self, event: Dict[str, Any]) -> None:
-        kind, now, runs = event["type"], time.time(), self.manager.runs
+        kind, now, runs = event["type"], time.time(), self.runs
         if kind == "status":
             self.set_step(event["message"])
         elif kind == "progress":
@@ -136,8 +120,10 @@ class RunEvents:
             before = dict(self.placement)
             self.placement.update((k, v) for k, v in event.items() if k not in ("type", "t"))
             if self.placement != before:
-                runs.update(self.run_id, placement=self.placement,
-                            ran_on=ran_on(self.backend, self.backend_type, self.placement))
+                fields = {"placement": self.placement}
+                if self.ran_on is not None:
+                    fields["ran_on"] = self.ran_on(self.placement)
+                runs.update(self.run_id, **fields)
         elif kind in ("log", "error"):
             if kind == "log" and event["level"] == "warning":
                 self.warn(event["message"])

@@ -152,20 +152,21 @@ def _cancel_button(run: Dict[str, Any]) -> Safe:
                   id=run["run_id"])
 
 
-def _trainer_options(trainers: List[Dict[str, Any]], backend_type: str, first) -> str:
+def _trainer_options(trainers: List[Dict[str, Any]], on_server: bool, first) -> str:
     out = []
     for t in trainers:
-        reason = unavailable_reason(t, backend_type)
+        reason = unavailable_reason(t, on_server)
         out.append('<option value="%s"%s%s>%s%s</option>' % (
             esc(t["name"]), " disabled" if reason else "", " selected" if t is first else "",
             esc(t["name"]), " (unavailable: %s)" % esc(reason) if reason else ""))
     return "".join(out)
 
 
-def unavailable_reason(trainer: Dict[str, Any], backend_type: str) -> str:
-    if trainer.get("local_only") and backend_type != "local":
+def unavailable_reason(trainer: Dict[str, Any], on_server: bool) -> str:
+    """Why a trainer cannot run on a backend (``on_server``: the backend runs here)."""
+    if trainer.get("local_only") and not on_server:
         return "it reads the server's store, so it runs only on local"
-    if backend_type == "local" and trainer.get("missing_packages"):
+    if on_server and trainer.get("missing_packages"):
         return "needs %s here" % ", ".join(trainer["missing_packages"])
     return ""
 
@@ -215,7 +216,7 @@ def training_page(cfg, backends: List[Dict[str, Any]], trainers: List[Dict[str, 
         '<span class="hint">(%s)</span></label>' % (esc(s.name), " checked" if i == 0 else "",
                                                     esc(s.name), esc(s.annotation_type))
         for i, s in enumerate(cfg.schemes))
-    first = next((t for t in trainers if not unavailable_reason(t, default["type"])),
+    first = next((t for t in trainers if not unavailable_reason(t, default["on_server"])),
                  trainers[0])
     msg = '<p class="error">%s</p>' % esc(message) if message else ""
     disabled = form_hidden = ""
@@ -225,7 +226,7 @@ def training_page(cfg, backends: List[Dict[str, Any]], trainers: List[Dict[str, 
                     '<code>enabled: true</code> under <code>model_training</code> in %s and '
                     'restart the server to train models.</p>' % esc(cfg.path))
         form_hidden = " hidden"
-    data = {"unavailable": {b["name"]: {t["name"]: unavailable_reason(t, b["type"])
+    data = {"unavailable": {b["name"]: {t["name"]: unavailable_reason(t, b["on_server"])
                                         for t in trainers} for b in backends},
             "descriptions": {b["name"]: b.get("description") or "" for b in backends},
             "trainers": {t["name"]: {"schema_types": t["schema_types"],
@@ -255,7 +256,7 @@ def training_page(cfg, backends: List[Dict[str, Any]], trainers: List[Dict[str, 
 <script type="application/json" id="training-data">{data}</script>""".format(
         msg=msg, backend_opts=backend_opts, disabled=disabled, form_hidden=form_hidden,
         description=esc(default.get("description") or ""),
-        trainer_opts=_trainer_options(trainers, default["type"], first), schemes=schemes,
+        trainer_opts=_trainer_options(trainers, default["on_server"], first), schemes=schemes,
         params="".join(param_inputs(t, t is first) for t in trainers), live=live, rows=runs_rows(runs), data=json_script(data),
         runs_head="".join('<th scope="col">%s</th>' % esc(h) for h in RUNS_HEAD))
     return layout("Training", body, cfg, admin=True,

@@ -22,7 +22,7 @@ from potato.training.remote import bundle as bundle_mod
 from potato.training.remote import trainers
 from potato.training.backends import Outcome, RunContext, make_backends
 from potato.training import autoretrain, ingest, prepare, report, runlog
-from potato.training.intake import RunEvents, ran_on
+from potato.training.intake import RunEvents
 from potato.training.ingest import PredictionsError, read_predictions, write_back
 from potato.training.remote.paths import RunPaths
 from potato.training.tokens import AgentTokens
@@ -32,14 +32,6 @@ log = logging.getLogger("potato.training")
 
 RESTARTED = "the server restarted during the run"
 DISABLED = "training is disabled (model_training.enabled: false)"
-SUPPORTED_TYPES = ("local", "ssh", "slurm", "agent")
-
-
-def agent_wait_step(backend: str) -> str:
-    """What a queued run of an agent backend is waiting for, and what to do about it."""
-    return ("waiting for an agent of backend %s to poll the server: start potato training agent "
-            "--backend %s on the training machine (Check on the Training page shows its token)"
-            % (backend, backend))
 
 
 class QueueLock:
@@ -105,10 +97,11 @@ class Manager:
         if not isinstance(backend, str) or backend not in mt.backends:
             raise RequestError(409, "Unknown backend %r. Configured backends: %s." % (
                 backend, ", ".join(mt.backends)))
-        btype = mt.backends[backend].type
-        if btype not in SUPPORTED_TYPES:
+        target = self.backends.get(backend)
+        if target is None:
             raise RequestError(409, "Backend %s is of type %s, which this version of Potato "
-                                    "cannot run yet; use local." % (backend, btype))
+                                    "cannot run yet; use local." % (backend,
+                                                                    mt.backends[backend].type))
         info = trainers.get(trainer) if isinstance(trainer, str) else None
         if info is None:
             raise RequestError(400, "Unknown trainer %r. Trainers: %s." % (
@@ -130,9 +123,9 @@ class Manager:
         if info.max_schemas and len(schemas) > info.max_schemas:
             raise RequestError(400, "Trainer %s trains one scheme per run; start one run per "
                                     "scheme." % info.name)
-        if info.local_only and btype != "local":
+        if info.local_only and not target.on_server:
             raise RequestError(400, "Trainer %s reads the server's store, so it runs only on "
-                                    "local, not on %s (%s)." % (info.name, backend, btype))
+                                    "local, not on %s (%s)." % (info.name, backend, target.type))
         if params is None:
             params = {}
         if not isinstance(params, dict):
@@ -141,10 +134,9 @@ class Manager:
             resolved = trainers.resolve_params(info, params)
         except trainers.ParamError as e:
             raise RequestError(400, "Bad params: %s." % e)
-        if btype == "agent" and self.tokens.record(backend) is None:
-            raise RequestError(409, "Backend %s is an agent backend with no token issued, so no "
-                                    "agent can claim it: run potato training register %s CONFIG "
-                                    "and start the agent first." % (backend, backend))
+        refusal = target.refusal()
+        if refusal:
+            raise RequestError(409, refusal)
         reason = prepare.refusal(self.cfg, self.store, schemas)
         if reason:
             raise RequestError(400, reason)
@@ -155,8 +147,8 @@ class Manager:
         run = self.runs.create(req["trainer"], req["schemas"], req["backend"], req["params"], auto)
         self._log(run["run_id"], "queued: trainer %s, schemas %s, backend %s, params %s" % (
             run["trainer"], ",".join(run["schemas"]), run["backend"], json.dumps(run["params"])))
-        if self.backends[run["backend"]].type == "agent":
-            step = agent_wait_step(run["backend"])
+        step = self.backends[run["backend"]].queued_step()
+        if step:
             self.runs.update(run["run_id"], step=step)
             self._log(run["run_id"], step)
             run = self.runs.get(run["run_id"])
@@ -212,7 +204,8 @@ class Manager:
         while training is disabled (runs queued before stay queued)."""
         if not self.cfg.model_training.enabled:
             return False
-        return self.backends[run["backend"]].type != "agent" or run["run_id"] in self._claims
+        return (not self.backends[run["backend"]].polled_by_agents
+                or run["run_id"] in self._claims)
 
     def claim(self, backend: str, agent: Dict[str, Any], timeout: float = 60):
         """(run_id, run token) of the run an agent of ``backend`` may take now, or None.
@@ -245,12 +238,9 @@ class Manager:
         now = time.time()
         for run in self.runs.with_status("queued"):
             b = self.backends.get(run["backend"])
-            limit = b.bcfg.queue_timeout_s if b is not None and b.type == "agent" else None
+            limit = b.queue_timeout_s if b is not None else None
             if limit and now - run["created_at"] > limit and run["run_id"] not in self._claims:
-                message = ("No agent of backend %s claimed the run within %g s. Start "
-                           "`potato training agent --server URL --backend %s` on the training "
-                           "machine (potato training register %s CONFIG gives its token)."
-                           % (run["backend"], limit, run["backend"], run["backend"]))
+                message = b.queue_timeout_message(limit)
                 if self.runs.finish(run["run_id"], "error", message, step="no agent"):
                     self._log(run["run_id"], "error: " + message)
 
@@ -264,6 +254,15 @@ class Manager:
         self._thread = threading.Thread(target=self._loop, daemon=True, name="potato-training")
         self._thread.start()
 
+    def listening_on(self, port: int) -> None:
+        """The server's port, for backends that forward their agents to it."""
+        for backend in self.backends.values():
+            backend.listening_on(port)
+
+    def close_backends(self) -> None:
+        for backend in self.backends.values():
+            backend.close()
+
     def stop(self, timeout: float = 30) -> None:
         self._stop.set()
         self._wake.set()
@@ -272,8 +271,7 @@ class Manager:
                 ctx.cancel.set()
         if self._thread is not None:
             self._thread.join(timeout)
-        for backend in self.backends.values():
-            backend.close()
+        self.close_backends()
 
     def recover(self) -> None:
         """Runs left ``running`` by a server that died end now, with the reason."""
@@ -317,7 +315,8 @@ class Manager:
             self.runs.update(run_id, step=text, heartbeat_at=time.time())
             self._log(run_id, text)
 
-        on_event = RunEvents(self, run_id, paths, set_step, run["backend"])
+        on_event = RunEvents(self.runs, lambda m: self._log(run_id, m), run_id, paths, set_step,
+                             backend.ran_on)
         ctx = RunContext(run, paths, self.cfg, on_event, set_step, lambda m: self._log(run_id, m))
         with self._lock:
             self._active[run_id] = ctx
@@ -328,7 +327,7 @@ class Manager:
             outcome = self._prepare(run, paths, set_step)
             if outcome is None:
                 outcome = backend.execute(ctx)
-            fields = {"ran_on": (ran_on(run["backend"], backend.type, on_event.placement)
+            fields = {"ran_on": (backend.ran_on(on_event.placement)
                                  if on_event.placement else outcome.ran_on or run["backend"]),
                       "artifact_uri": outcome.artifact_uri}
             if outcome.ingest:
@@ -358,7 +357,7 @@ class Manager:
 
     def _prepare(self, run: Dict[str, Any], paths: RunPaths, set_step) -> Optional[Outcome]:
         """Bundle and spec for a run; an Outcome when it cannot start."""
-        local = self.backends[run["backend"]].type == "local"
+        local = self.backends[run["backend"]].on_server
         return prepare.prepare(self.cfg, self.store, run, paths, local, set_step,
                                lambda m: self._log(run["run_id"], m))
 

@@ -13,8 +13,15 @@ from potato.training.backends.local import LocalBackend
 from potato.training.backends.slurm import SlurmBackend
 from potato.training.backends.ssh import SshBackend
 
-__all__ = ["Outcome", "RunContext", "TrainingBackend", "make_backends", "check_backend"]
+__all__ = ["Outcome", "RunContext", "TrainingBackend", "make_backends", "check_backend",
+           "backend_class"]
+# The registry of kinds: a new kind of backend is a module in this folder and a line here.
 TYPES = {"local": LocalBackend, "ssh": SshBackend, "slurm": SlurmBackend, "agent": AgentBackend}
+
+
+def backend_class(type_name: str):
+    """The class of a backend kind (``model_training.backends.X.type``), or None."""
+    return TYPES.get(type_name)
 
 
 def check_backend(backend: TrainingBackend) -> Dict[str, Any]:
@@ -31,7 +38,5 @@ def make_backends(cfg: Config, tokens=None) -> Dict[str, TrainingBackend]:
     """Every configured backend; agent backends see ``tokens`` (an AgentTokens) for check."""
     out: Dict[str, TrainingBackend] = {}
     for name, b in cfg.model_training.backends.items():
-        out[name] = TYPES[b.type](b, cfg)
-        if b.type == "agent":
-            out[name].tokens = tokens
+        out[name] = TYPES[b.type](b, cfg, tokens=tokens)
     return out

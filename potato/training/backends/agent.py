@@ -17,6 +17,13 @@ from potato.training.remote.protocol import VERSION, RunSettings
 CLAIM_WAIT_S = 60  # how long a claim waits for the server to prepare the run
 
 
+def agent_wait_step(backend: str) -> str:
+    """What a queued run of an agent backend is waiting for, and what to do about it."""
+    return ("waiting for an agent of backend %s to poll the server: start potato training agent "
+            "--backend %s on the training machine (Check on the Training page shows its token)"
+            % (backend, backend))
+
+
 def version_mismatch(agent_version) -> str:
     """A sentence when the agent runs another Potato than the server, else ''."""
     if not agent_version or agent_version == VERSION:
@@ -28,10 +35,26 @@ def version_mismatch(agent_version) -> str:
 
 class AgentBackend(TrainingBackend):
     type = "agent"
+    polled_by_agents = True
 
-    def __init__(self, bcfg, cfg):
-        super().__init__(bcfg, cfg)
-        self.tokens = None  # set by the manager (AgentTokens on the project's store)
+    @property
+    def queue_timeout_s(self):
+        return self.bcfg.queue_timeout_s
+
+    def refusal(self):
+        if self.tokens is not None and self.tokens.record(self.name) is None:
+            return ("Backend %s is an agent backend with no token issued, so no agent can claim "
+                    "it: run potato training register %s CONFIG and start the agent first."
+                    % (self.name, self.name))
+        return None
+
+    def queued_step(self):
+        return agent_wait_step(self.name)
+
+    def queue_timeout_message(self, limit):
+        return ("No agent of backend %s claimed the run within %g s. Start `potato training "
+                "agent --server URL --backend %s` on the training machine (potato training "
+                "register %s CONFIG gives its token)." % (self.name, limit, self.name, self.name))
 
     def settings(self) -> RunSettings:
         # Model files stay on the agent's machine; the run records where.
@@ -62,8 +85,7 @@ class AgentBackend(TrainingBackend):
         return outcome_of(ctx, remote, self.name, uri)
 
     def check(self) -> Dict[str, Any]:
-        report = {"backend": self.name, "type": "agent", "label": self.label, "ok": False,
-                  "lines": []}
+        report = self.report()
         record = self.tokens.record(self.name) if self.tokens is not None else None
         if record is None:
             report["lines"].append("no token issued yet: run potato training register %s "

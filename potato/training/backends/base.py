@@ -54,17 +54,79 @@ class RunContext:
         return self.cfg.model_training.max_wall_seconds
 
 
-class TrainingBackend:
-    type = "base"
+def placement_words(head: str, where: Optional[Dict[str, Any]], show_host: bool) -> str:
+    """``head`` and where a run executed, as the worker reported it: the host (``show_host``),
+    the GPUs, the SLURM job and node, the device (``gpu-box (ssh): host gpu01, GPUs 0,1``)."""
+    where = where or {}
+    parts = []
+    if where.get("slurm_job"):
+        parts.append("SLURM job %s%s" % (where["slurm_job"], " on node %s" % where["slurm_node"]
+                                         if where.get("slurm_node") else ""))
+    elif where.get("host") and show_host:
+        parts.append("host %s" % where["host"])
+    if where.get("gpus"):
+        parts.append("GPU%s %s" % ("s" if "," in where["gpus"] else "", where["gpus"]))
+    if where.get("device"):
+        parts.append("device %s" % where["device"])
+    return head + (": " + ", ".join(parts) if parts else "")
 
-    def __init__(self, bcfg: BackendConfig, cfg: Config):
+
+class TrainingBackend:
+    """One configured backend. What the queue, the claim, registration and the pages need to
+    know about a kind of backend is an attribute or method here, overridden by each kind:
+    no code outside ``backends/`` compares a backend's type string."""
+
+    type = "base"
+    on_server = False  # the worker runs on the annotation server itself
+    polled_by_agents = False  # runs start only when an agent polling the server claims them
+    builds_venv = False  # ``packages`` become a virtual environment on the host
+
+    def __init__(self, bcfg: BackendConfig, cfg: Config, tokens=None):
         self.name = bcfg.name
         self.bcfg = bcfg
         self.cfg = cfg
+        self.tokens = tokens  # AgentTokens on the project's store, for kinds that use tokens
+
+    # -- what the queue and the pages ask ------------------------------------------------------
+    @property
+    def heldout_on_server(self) -> bool:
+        """The test split's labels stay on the server: a machine that runs the trainer never
+        sees the answers it is scored against (the local worker reads them from the store)."""
+        return not self.on_server
+
+    @property
+    def queue_timeout_s(self) -> Optional[float]:
+        """How long a run may wait in the queue for this backend (None: until cancelled)."""
+        return None
+
+    def refusal(self) -> Optional[str]:
+        """Why no run can be queued for this backend now (None: it can)."""
+        return None
+
+    def queued_step(self) -> Optional[str]:
+        """The step line of a run queued for this backend (None: the queue's own)."""
+        return None
+
+    def queue_timeout_message(self, limit: float) -> str:
+        return "The run waited in the queue for backend %s longer than %g s." % (self.name, limit)
+
+    def ran_on(self, where: Optional[Dict[str, Any]]) -> str:
+        """Where a run executed, in words, for the runs table and the run page."""
+        head = self.name if self.name == self.type else "%s (%s)" % (self.name, self.type)
+        return placement_words(head, where, show_host=not self.on_server)
+
+    def report(self, **fields: Any) -> Dict[str, Any]:
+        """The skeleton of a check report: not ok until the kind's check says so."""
+        out = {"backend": self.name, "type": self.type, "label": self.label}
+        out.update(fields)
+        out.setdefault("ok", False)
+        out.setdefault("lines", [])
+        return out
 
     @property
     def label(self) -> str:
-        return self.bcfg.label
+        """How menus and reports name this backend, e.g. ``gpu-server (ssh to gpu.example.org)``."""
+        return "%s (%s)" % (self.name, self.type)
 
     @property
     def host(self) -> Optional[str]:
@@ -75,6 +137,10 @@ class TrainingBackend:
 
     def check(self) -> Dict[str, Any]:
         raise NotImplementedError
+
+    def listening_on(self, port: int) -> None:
+        """The annotation server listens on ``port`` (loopback): remote backends forward their
+        agents to it."""
 
     def close(self) -> None:
         """Release what the backend holds between runs (called when the server stops)."""

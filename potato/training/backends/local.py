@@ -14,6 +14,7 @@ class LocalBackend(TrainingBackend):
     """A child process on the annotation server."""
 
     type = "local"
+    on_server = True
 
     def worker_env(self) -> Dict[str, str]:
         return protocol.worker_env(os.environ, SOURCE_ROOT, self.cfg.model_training.num_threads)
@@ -33,7 +34,11 @@ class LocalBackend(TrainingBackend):
             ctx.log("worker stderr (last lines):\n" + result.stderr_tail)
         return Outcome(status, error, ran_on="local", artifact_uri=ctx.paths.artifacts)
 
+    @property
+    def label(self) -> str:
+        return "%s (this machine)" % self.name
+
     def check(self) -> Dict[str, Any]:
-        return devices.local_report(self.cfg)
+        return self.report(**devices.local_report(self.cfg))
 
 

@@ -24,7 +24,12 @@ v=$("$jp" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' 2>/dev/null)
 
 class SlurmBackend(SshBackend):
     type = "slurm"
+    builds_venv = False  # a venv made on the login node may not run on compute nodes
     lost_after_s = slurm_job.LOST_AFTER_S
+
+    @property
+    def label(self) -> str:
+        return "%s (SLURM via %s)" % (self.name, self.bcfg.host)
 
     def settings(self) -> RunSettings:
         b = self.bcfg
@@ -38,8 +43,7 @@ class SlurmBackend(SshBackend):
 
     def check(self) -> Dict[str, Any]:
         host = self.bcfg.host
-        report = {"backend": self.name, "type": "slurm", "label": self.label, "host": host,
-                  "ok": False, "lines": []}
+        report = self.report(host=host)
         lines = report["lines"]
         if self.remote_dir.startswith(("/tmp", "/var/tmp")):
             lines.append("remote_dir %s is node-local on compute nodes; use shared storage."

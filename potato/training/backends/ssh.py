@@ -35,12 +35,17 @@ TRAINER_PACKAGES = ("torch", "transformers", "peft")
 
 class SshBackend(TrainingBackend):
     type = "ssh"
+    builds_venv = True
 
-    def __init__(self, bcfg, cfg):
-        super().__init__(bcfg, cfg)
+    def __init__(self, bcfg, cfg, tokens=None):
+        super().__init__(bcfg, cfg, tokens)
         self.remote_dir = bcfg.remote_dir or DEFAULT_REMOTE_DIR
         self._control_dir: Optional[str] = None  # made on first use (0700), removed by close
-        self.server_port: Optional[int] = None  # set by the server once it listens
+        self.server_port: Optional[int] = None  # set by listening_on once the server listens
+
+    @property
+    def label(self) -> str:
+        return "%s (ssh to %s)" % (self.name, self.bcfg.host)
 
     @property
     def control_dir(self) -> str:
@@ -147,7 +152,7 @@ class SshBackend(TrainingBackend):
             else:
                 ctx.log("Potato's code %s is already on %s" % (code_hash(), host))
             python = self.bcfg.python
-            if self.bcfg.packages and self.type == "ssh":
+            if self.bcfg.packages and self.builds_venv:
                 if not info.get("venv"):
                     ctx.set_step("installing %s on %s" % (", ".join(self.bcfg.packages), host))
                     self.make_venv()
@@ -227,6 +232,9 @@ class SshBackend(TrainingBackend):
                 p.kill()
                 p.wait()
 
+    def listening_on(self, port: int) -> None:
+        self.server_port = port
+
     def close(self) -> None:
         """Close the shared connection (if one is open) and its private directory."""
         if self._control_dir is None:
@@ -241,8 +249,7 @@ class SshBackend(TrainingBackend):
     # -- check ---------------------------------------------------------------------------------
     def check(self) -> Dict[str, Any]:
         host = self.bcfg.host
-        report = {"backend": self.name, "type": "ssh", "label": self.label, "host": host,
-                  "ok": False, "lines": []}
+        report = self.report(host=host)
         lines = report["lines"]
         try:
             info = self.probe()
