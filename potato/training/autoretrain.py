@@ -1,23 +1,37 @@
-"""Automatic retraining: a run after every ``update_frequency`` new labels (server side)."""
+"""Automatic retraining: a run after every ``update_frequency`` new labels (server side).
+
+``decide`` reads the store and the runs and returns a ``Decision``; the manager carries it out
+(queues the run, records the label count) and keeps its status for the API. Nothing here
+writes into the manager.
+"""
 
 import time
+from typing import Any, Dict, Optional
 
-from potato.training.runs import RequestError
+
+class Decision:
+    """What auto-retraining concluded: ``start`` (queue an automatic run now, remembering
+    ``labels``), and the status the API shows (``reason`` filled in by the manager when it
+    starts a run)."""
+
+    def __init__(self, status: Dict[str, Any], start: bool = False, labels: int = 0):
+        self.status = status
+        self.start = start
+        self.labels = labels
 
 
-def tick(manager) -> None:
-    """Queue an automatic run when enough new labels arrived; ``manager.auto_status`` says why
-    one did or did not start."""
-    ar = manager.cfg.model_training.auto_retrain
-    if not ar.enabled or not manager.cfg.model_training.enabled:
-        return
-    count = manager.store.annotation_count()
+def decide(cfg, store, runs) -> Optional[Decision]:
+    """None when auto-retraining is off; otherwise whether to queue a run now, and why."""
+    ar = cfg.model_training.auto_retrain
+    if not ar.enabled or not cfg.model_training.enabled:
+        return None
+    count = store.annotation_count()
     # labels in the store when the last automatic run was queued (persisted across restarts)
-    new = count - int(manager.store.meta_get("auto_retrain.labels", "0"))
+    new = count - int(store.meta_get("auto_retrain.labels", "0"))
     status = {"enabled": True, "labels": count, "new_labels": new,
               "update_frequency": ar.update_frequency}
-    pending = [r for r in manager.runs.with_status("queued", "running") if r["auto"]]
-    last_auto = next((r for r in manager.runs.list(limit=100000) if r["auto"]), None)
+    pending = [r for r in runs.with_status("queued", "running") if r["auto"]]
+    last_auto = next((r for r in runs.list(limit=100000) if r["auto"]), None)
     since = time.time() - last_auto["created_at"] if last_auto else None
     if pending:
         status["reason"] = "automatic run %s is %s" % (pending[0]["run_id"],
@@ -29,10 +43,5 @@ def tick(manager) -> None:
         status["reason"] = "the last automatic run started %d s ago; min_interval_s is %g" % (
             since, ar.min_interval_s)
     else:
-        try:
-            run = manager.submit(ar.trainer, ar.schemas, ar.backend, ar.params, auto=True)
-            manager.store.meta_set("auto_retrain.labels", str(count))
-            status["reason"] = "started automatic run %s" % run["run_id"]
-        except RequestError as e:
-            status["reason"] = "cannot start an automatic run: %s" % e.message
-    manager.auto_status = status
+        return Decision(status, start=True, labels=count)
+    return Decision(status)

@@ -21,6 +21,7 @@ from potato.store import Store
 from potato.training.remote import bundle as bundle_mod
 from potato.training.remote import trainers
 from potato.training.backends import Outcome, RunContext, make_backends
+from potato.training.backends.base import Claim
 from potato.training import autoretrain, ingest, prepare, report, runlog
 from potato.training.intake import RunEvents
 from potato.training.ingest import PredictionsError, read_predictions, write_back
@@ -80,7 +81,7 @@ class Manager:
         self._lock = threading.Lock()
         self.tokens = AgentTokens(store)
         self.backends = make_backends(cfg, self.tokens)
-        self._claims: Dict[str, Dict[str, Any]] = {}  # run_id -> claim, until it executes
+        self._claims: Dict[str, Claim] = {}  # run_id -> claim, until it executes
         mt = self.cfg.model_training
         self.auto_status = {"enabled": mt.enabled and mt.auto_retrain.enabled,
                             "reason": DISABLED if not mt.enabled
@@ -222,17 +223,16 @@ class Manager:
                         if self._startable(r) or r["backend"] == backend), None)
             if nxt is None or nxt["backend"] != backend:
                 return None
-            claim = {"token": secrets.token_urlsafe(32), "agent": agent,
-                     "ready": threading.Event()}
+            claim = Claim(secrets.token_urlsafe(32), agent)
             self._claims[nxt["run_id"]] = claim
         self._wake.set()
-        claim["ready"].wait(timeout)
+        claim.ready.wait(timeout)
         ctx = self.active_context(nxt["run_id"])
         if ctx is None or ctx.remote is None:
             with self._lock:
                 self._claims.pop(nxt["run_id"], None)
             return None
-        return nxt["run_id"], claim["token"]
+        return nxt["run_id"], claim.token
 
     def _queue_timeouts(self) -> None:
         now = time.time()
@@ -307,7 +307,7 @@ class Manager:
             with self._lock:  # cancelled since it was picked: nothing starts
                 claim = self._claims.pop(run_id, None)
             if claim is not None:
-                claim["ready"].set()
+                claim.ready.set()
             return
         backend = self.backends[run["backend"]]
 
@@ -317,10 +317,10 @@ class Manager:
 
         on_event = RunEvents(self.runs, lambda m: self._log(run_id, m), run_id, paths, set_step,
                              backend.ran_on)
-        ctx = RunContext(run, paths, self.cfg, on_event, set_step, lambda m: self._log(run_id, m))
-        with self._lock:
+        with self._lock:  # the claim leaves the claims as the run becomes active, atomically
+            ctx = RunContext(run, paths, self.cfg, on_event, set_step,
+                             lambda m: self._log(run_id, m), claim=self._claims.pop(run_id, None))
             self._active[run_id] = ctx
-            ctx.claim = self._claims.pop(run_id, None)
         if self.runs.get(run_id)["cancel_requested"]:
             ctx.cancel.set()
         try:
@@ -351,7 +351,7 @@ class Manager:
             with self._lock:
                 self._active.pop(run_id, None)
             if ctx.claim is not None:
-                ctx.claim["ready"].set()  # a claim still waiting hears that the run ended
+                ctx.claim.ready.set()  # a claim still waiting hears that the run ended
             self._retain()
             self._wake.set()
 
@@ -392,7 +392,19 @@ class Manager:
             self.runs.delete(run["run_id"])
 
     def _auto_retrain_tick(self) -> None:
-        autoretrain.tick(self)
+        """Carry out auto-retraining's decision: queue an automatic run, or say why not."""
+        decision = autoretrain.decide(self.cfg, self.store, self.runs)
+        if decision is None:
+            return
+        if decision.start:
+            ar = self.cfg.model_training.auto_retrain
+            try:
+                run = self.submit(ar.trainer, ar.schemas, ar.backend, ar.params, auto=True)
+                self.store.meta_set("auto_retrain.labels", str(decision.labels))
+                decision.status["reason"] = "started automatic run %s" % run["run_id"]
+            except RequestError as e:
+                decision.status["reason"] = "cannot start an automatic run: %s" % e.message
+        self.auto_status = decision.status
 
 
 def _with_heldout(items, path: str):

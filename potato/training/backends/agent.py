@@ -61,12 +61,12 @@ class AgentBackend(TrainingBackend):
         return RunSettings(gpus="auto", fetch_artifacts=False, keep_remote=True)
 
     def execute(self, ctx: RunContext) -> Outcome:
-        claim = ctx.claim  # set by Manager.claim: {token, agent, ready}
+        claim = ctx.claim  # made by Manager.claim
         ctx.bundle_sha256 = bundle_mod.pack(ctx.paths.bundle, ctx.paths.bundle_archive)
-        remote = RemoteState(claim["token"], self.settings())
+        remote = RemoteState(claim.token, self.settings())
         remote.seen()  # the claim itself was the agent's first word
         ctx.remote = remote
-        agent = claim.get("agent") or {}
+        agent = claim.agent or {}
         where = agent.get("host") or "the agent's machine"
         ctx.log("claimed by the agent on %s (potato %s, Python %s)" % (
             where, agent.get("version"), agent.get("python")))
@@ -74,7 +74,7 @@ class AgentBackend(TrainingBackend):
         if mismatch:
             ctx.log("warning: " + mismatch)
         ctx.set_step("waiting for the agent on %s" % where)
-        claim["ready"].set()
+        claim.ready.set()
         outcome = wait_for_agent(ctx, remote, self.name, where, self.bcfg.heartbeat_timeout_s)
         if outcome is not None:
             return outcome

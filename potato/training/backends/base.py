@@ -27,12 +27,24 @@ class Outcome:
         self.ingest = ingest or status == "success"
 
 
+class Claim:
+    """An agent's claim on the next run of its backend (``Manager.claim``), until the run
+    executes: the run token it will be given, what the agent said of itself, and an event set
+    once the server has prepared the run (or the run ended before it could start)."""
+
+    def __init__(self, token: str, agent: Dict[str, Any]):
+        self.token = token
+        self.agent = agent
+        self.ready = threading.Event()
+
+
 class RunContext:
-    """What a backend gets for one run."""
+    """What a backend gets for one run. All of it is given here, once; a remote backend adds
+    the run's ``remote`` state (and the bundle archive's digest) when its agent starts."""
 
     def __init__(self, run: Dict[str, Any], paths: RunPaths, cfg: Config,
                  on_event: Callable[[dict], None], set_step: Callable[[str], None],
-                 log: Callable[[str], None]):
+                 log: Callable[[str], None], claim: Optional[Claim] = None):
         self.run = run
         self.run_id = run["run_id"]
         self.paths = paths
@@ -41,9 +53,9 @@ class RunContext:
         self.set_step = set_step
         self.log = log
         self.cancel = threading.Event()
-        self.remote = None  # agent_api.RemoteState while a remote agent runs this run
-        self.claim = None  # for agent backends: {token, agent, ready} from Manager.claim
-        self.bundle_sha256 = None
+        self.claim = claim  # for backends polled by agents: the claim that started the run
+        self.remote: Optional["RemoteState"] = None  # while a remote agent runs this run
+        self.bundle_sha256: Optional[str] = None
 
     @property
     def grace_seconds(self) -> float:
