@@ -13,7 +13,6 @@ from typing import Dict, List, Optional
 from potato.config_reader import Path, Reader, dotted, suggest
 
 
-BACKEND_TYPES = ("local", "ssh", "slurm", "agent")
 
 SSH_KEYS = ("type", "description", "host", "user", "port", "identity_file", "python", "packages",
             "gpus", "min_free_gpu_mb", "num_threads", "remote_dir", "env", "fetch_artifacts",
@@ -26,6 +25,8 @@ SLURM_KEYS = tuple(k for k in SSH_KEYS if k not in ("gpus", "packages")) + (
     "job_python", "prelude", "poll_interval_s") + tuple(SBATCH_OPTIONS)
 AGENT_KEYS = ("type", "description", "heartbeat_timeout_s", "queue_timeout_s")
 LOCAL_KEYS = ("type", "description")
+# The config side of the registry of backend kinds (the other side is TYPES in
+# potato/training/backends/__init__.py): each kind and the keys it takes.
 BACKEND_KEYS = {"local": LOCAL_KEYS, "ssh": SSH_KEYS, "slurm": SLURM_KEYS, "agent": AGENT_KEYS}
 
 # Variables a POSIX shell (bash as /bin/sh included) keeps read-only or needs to run the remote
@@ -103,18 +104,19 @@ def slurm_time_seconds(text: str) -> Optional[float]:
 
 def parse_backend(r: Reader, name: str, raw, path: Path, resolve) -> Optional[Backend]:
     where = dotted(path)
+    kinds = tuple(BACKEND_KEYS)
     if not isinstance(raw, dict):
-        r.error(path, f"{where} must be a mapping with at least a type ({', '.join(BACKEND_TYPES)}).",
+        r.error(path, f"{where} must be a mapping with at least a type ({', '.join(kinds)}).",
                 name)
         return None
     btype = raw.get("type")
     if btype is None:
-        r.error(path, f"{where} has no type. Set type to one of: {', '.join(BACKEND_TYPES)}.", name)
+        r.error(path, f"{where} has no type. Set type to one of: {', '.join(kinds)}.", name)
         return None
-    if btype not in BACKEND_TYPES:
+    if btype not in kinds:
         r.error(path + ("type",), f"{where}.type is {btype!r}, which is not a backend type."
-                                  f"{suggest(btype, BACKEND_TYPES)} Valid types: "
-                                  f"{', '.join(BACKEND_TYPES)}.", name)
+                                  f"{suggest(btype, kinds)} Valid types: "
+                                  f"{', '.join(kinds)}.", name)
         return None
     if name == "local" and btype != "local":
         r.error(path, f"{where}: the name local is reserved for this machine; give the {btype} "

@@ -69,7 +69,7 @@ def test_parse_sbatch(out, job):
 
 
 def test_parse_sbatch_failure_quotes_input():
-    with pytest.raises(slurm.ParseError, match="Submitted batch job"):
+    with pytest.raises(slurm.SlurmParseError, match="Submitted batch job"):
         slurm.parse_sbatch("Submitted batch job\n")
 
 
@@ -79,7 +79,7 @@ def test_parse_squeue():
     assert slurm.parse_squeue("1|PENDING|(Resources)|\n", "1") == ("PENDING", "Resources", "")
     assert slurm.parse_squeue(SQUEUE_RUNNING, "4242") == ("RUNNING", "None", "node07")
     assert slurm.parse_squeue("", "4242") is None
-    with pytest.raises(slurm.ParseError, match="unexpected squeue line"):
+    with pytest.raises(slurm.SlurmParseError, match="unexpected squeue line"):
         slurm.parse_squeue("garbage output\n", "4242")
 
 
@@ -91,7 +91,7 @@ def test_parse_scontrol_and_reasons():
                           ("OUT_OF_MEMORY", "out of memory"), ("CANCELLED", "cancelled"),
                           ("COMPLETED", None), ("FAILED", None)]:
         assert slurm.reason_from_scontrol({"JobState": state}) == reason
-    with pytest.raises(slurm.ParseError):
+    with pytest.raises(slurm.SlurmParseError):
         slurm.parse_scontrol("slurm_load_jobs error: Invalid job id specified")
 
 

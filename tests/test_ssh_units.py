@@ -113,7 +113,7 @@ def test_parse_real_nvidia_smi_output():
     assert [c["index"] for c in cards] == [0, 1, 2]
     assert cards[1]["memory_free_mb"] == 81475 and cards[2]["utilization_pct"] is None
     assert cards[0]["compute_cap"] == "8.0"
-    with pytest.raises(gpus.ParseError, match="unexpected nvidia-smi line"):
+    with pytest.raises(gpus.NvidiaSmiParseError, match="unexpected nvidia-smi line"):
         gpus.parse_nvidia_smi("No devices were found\n")
 
 

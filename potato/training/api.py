@@ -44,12 +44,18 @@ def run_view(run: Dict[str, Any]) -> Dict[str, Any]:
     return out
 
 
-def backend_list(manager: Manager):
+def backend_list(manager: Manager, for_page: bool = False):
+    """The backends as the API lists them; ``for_page`` adds what the Training page needs to
+    know of each kind (whether it runs on this server)."""
     default = manager.cfg.model_training.backend
-    return [{"name": name, "type": b.type, "host": b.host, "label": b.label,
-             "description": b.bcfg.description, "default": name == default,
-             "on_server": b.on_server}
-            for name, b in manager.backends.items()]
+    out = []
+    for name, b in manager.backends.items():
+        row = {"name": name, "type": b.type, "host": b.host, "label": b.label,
+               "description": b.bcfg.description, "default": name == default}
+        if for_page:
+            row["on_server"] = b.on_server
+        out.append(row)
+    return out
 
 
 def trainer_list_data():
@@ -163,7 +169,7 @@ def _page_routes(app, manager: Manager, get_run) -> None:
         runs = [run_view(r) for r in manager.runs.list()]
         live = live_run(manager)
         h.send_html(pages.training_page(
-            manager.cfg, backend_list(manager), trainer_list_data(), runs,
+            manager.cfg, backend_list(manager, for_page=True), trainer_list_data(), runs,
             pages.live_fragment(run_view(live) if live else None,
                                 read_log(manager, live["run_id"], 15) if live else ""),
             message), status)

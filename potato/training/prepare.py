@@ -47,10 +47,9 @@ def prepare(cfg: Config, store: Store, run: Dict[str, Any], paths: RunPaths, loc
         return Outcome("error", "No labelled items in the train split for %s: label some "
                                 "items (or import labels) before training."
                        % ", ".join(run["schemas"]))
-    spec = {"run_id": run["run_id"], "trainer": run["trainer"], "schemas": schemas,
-            "params": run["params"], "bundle": "bundle", "artifacts": "artifacts",
-            "predictions": "predictions.jsonl", "device": "auto", "num_threads": None,
-            "extra": {}}
+    spec = dict(RunPaths.SPEC_NAMES, run_id=run["run_id"], trainer=run["trainer"],
+                schemas=schemas, params=run["params"], device="auto", num_threads=None,
+                extra={})
     if local:
         # device, num_threads and max_ram_mb describe this machine. A remote run uses its
         # backend's num_threads (set by the agent) and device auto over the GPUs it got;

@@ -24,10 +24,6 @@ class TransferError(RemoteError):
     """Copying files to or from the host failed."""
 
 
-class SchedulerError(RemoteError):
-    """sbatch, squeue or scancel failed (slurm backend)."""
-
-
 
 def ssh_failure(host, user, returncode, stderr, command=""):
     """The sentence for a failed ssh call, from its exit status and the tail of its stderr."""

@@ -1,5 +1,5 @@
 """The slurm backend: the ssh backend's agent, started on a login node, submits the worker
-with sbatch (see potato/training/slurm.py for the job side)."""
+with sbatch (see potato/training/remote/slurm_job.py for the job side)."""
 
 from typing import Any, Dict
 

@@ -99,7 +99,7 @@ class SshBackend(TrainingBackend):
         if smi and smi.get("rc") == 0:
             try:
                 info["gpus"] = gpus_mod.parse_nvidia_smi(smi["stdout"])
-            except gpus_mod.ParseError as e:
+            except gpus_mod.NvidiaSmiParseError as e:
                 info["gpu_error"] = str(e)
         elif smi:
             info["gpu_error"] = "nvidia-smi failed on %s: %s" % (self.bcfg.host,
@@ -173,7 +173,7 @@ class SshBackend(TrainingBackend):
                                               ctx.run_id, "%s-%s" % (ctx.run_id, unique[:6])),
                          forward="%s:127.0.0.1:%d" % (sock, self.server_port))
         ctx.set_step("waiting for the agent on %s" % host)
-        ctx.log("ssh: %s" % " ".join(argv[:-1] + ["<agent command>"]))
+        ctx.log("ssh: %s" % sshcmd.shown(argv))
         try:
             with open(ctx.paths.agent_log, "ab") as agent_log:
                 p = proc.spawn(argv, stdin=subprocess.PIPE, stdout=agent_log,
@@ -240,9 +240,7 @@ class SshBackend(TrainingBackend):
         if self._control_dir is None:
             return
         if os.listdir(self._control_dir):
-            argv = self.argv("true")
-            argv = argv[:argv.index("--")] + ["-O", "exit", "--", self.bcfg.host]
-            proc.run(argv, timeout=15)
+            proc.run(sshcmd.control_exit_argv(self.bcfg, self._control_dir), timeout=15)
         shutil.rmtree(self._control_dir, ignore_errors=True)
         self._control_dir = None
 

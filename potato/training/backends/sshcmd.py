@@ -42,6 +42,17 @@ def ssh_argv(bcfg, remote_command: str, control_dir: Optional[str] = None,
     return argv + ["--", bcfg.host, remote_command]
 
 
+def control_exit_argv(bcfg, control_dir: str) -> List[str]:
+    """``ssh [options] -O exit -- host``: ends the shared connection (ControlMaster)."""
+    argv = ssh_argv(bcfg, "true", control_dir)
+    return argv[:argv.index("--")] + ["-O", "exit", "--", bcfg.host]
+
+
+def shown(argv: List[str], what: str = "<agent command>") -> str:
+    """An ssh argv for the run log, with its (long) remote command replaced by ``what``."""
+    return " ".join(argv[:-1] + [what])
+
+
 # Every remote command runs under this wrapper: it first reads the backend's ``env`` from stdin
 # (NAME=value lines up to an empty line; values stay off the command line, which every account
 # on a shared host can read) and exports it, so the probe, check, venv install, agent and job

@@ -22,7 +22,7 @@ class GpuError(Exception):
     pass
 
 
-class ParseError(GpuError):
+class NvidiaSmiParseError(GpuError):
     pass
 
 
@@ -38,13 +38,15 @@ def parse_nvidia_smi(text):
             continue
         parts = [p.strip() for p in line.split(",")]
         if len(parts) < 6:
-            raise ParseError("unexpected nvidia-smi line (want %s): %r" % (QUERY, line))
+            raise NvidiaSmiParseError("unexpected nvidia-smi line (want %s): %r"
+                                      % (QUERY, line))
         try:
             gpu = {"index": int(parts[0]), "name": parts[1], "memory_total_mb": int(parts[2]),
                    "memory_used_mb": int(parts[3]), "memory_free_mb": int(parts[4]),
                    "utilization_pct": _int_or_none(parts[5])}
         except ValueError:
-            raise ParseError("unexpected nvidia-smi line (want %s): %r" % (QUERY, line))
+            raise NvidiaSmiParseError("unexpected nvidia-smi line (want %s): %r"
+                                      % (QUERY, line))
         cap = parts[6] if len(parts) > 6 else ""
         gpu["compute_cap"] = cap if cap and cap != "[N/A]" else None
         out.append(gpu)

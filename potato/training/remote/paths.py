@@ -49,8 +49,18 @@ def read_json(path):
 
 
 class RunPaths:
+    # The names a spec gives relative to its run directory (the worker joins them to it).
+    SPEC_NAMES = {"bundle": "bundle", "artifacts": "artifacts",
+                  "predictions": "predictions.jsonl"}
+
     def __init__(self, root):
         self.root = os.path.abspath(root)
+
+    @classmethod
+    def in_spec(cls, base, spec, name):
+        """The path a spec gives for ``name`` (bundle, artifacts, predictions), joined to the
+        directory ``base`` the spec lies in (the worker's view of its run directory)."""
+        return os.path.join(base, spec.get(name) or cls.SPEC_NAMES[name])
 
     @property
     def spec(self):
@@ -59,6 +69,10 @@ class RunPaths:
     @property
     def bundle(self):
         return os.path.join(self.root, "bundle")
+
+    @property
+    def bundle_items(self):
+        return os.path.join(self.bundle, "items.jsonl")
 
     @property
     def heldout(self):

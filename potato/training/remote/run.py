@@ -102,7 +102,7 @@ class AgentRun:
         self.settings = RunSettings.from_dict(backend)
         self.grace = float(self.info.get("grace_seconds", 20))
         self.paths = RunPaths(self.workdir).create()
-        set_log_file(os.path.join(self.paths.root, "agent.log"))
+        set_log_file(self.paths.agent_log)
         log("run %s: job directory %s" % (self.run_id, self.paths.root))
         bundle = self.info["bundle"]
         download_bundle(self.client, self.run_id, self.paths.bundle_archive, bundle["sha256"],
@@ -112,7 +112,7 @@ class AgentRun:
         """Unpack the bundle, write the spec, make the worker's environment."""
         bundle_mod.safe_extract(self.paths.bundle_archive, self.paths.bundle)
         spec = dict(self.info["spec"])
-        spec.update(bundle="bundle", artifacts="artifacts", predictions="predictions.jsonl")
+        spec.update(RunPaths.SPEC_NAMES)
         write_json(self.paths.spec, spec)
         self.env = protocol.worker_env(os.environ, self.code_dir, self.settings.num_threads,
                                        self.settings.env)

@@ -32,7 +32,7 @@ class SlurmError(Exception):
     pass
 
 
-class ParseError(SlurmError):
+class SlurmParseError(SlurmError):
     pass
 
 
@@ -101,7 +101,7 @@ def parse_sbatch(stdout):
         first = line.strip().split(";")[0]
         if first.isdigit():
             return first
-    raise ParseError("sbatch printed no job id: %r" % stdout[-300:])
+    raise SlurmParseError("sbatch printed no job id: %r" % stdout[-300:])
 
 
 def parse_squeue(stdout, job_id):
@@ -109,7 +109,7 @@ def parse_squeue(stdout, job_id):
     for line in stdout.strip().splitlines():
         parts = line.strip().split("|")
         if len(parts) != 4:
-            raise ParseError("unexpected squeue line (want %s): %r" % (SQUEUE_FORMAT, line))
+            raise SlurmParseError("unexpected squeue line (want %s): %r" % (SQUEUE_FORMAT, line))
         if parts[0].split("_")[0] == str(job_id):
             # squeue shows a pending job's reason in parentheses: "(Priority)"
             reason = parts[2].strip()
@@ -125,7 +125,7 @@ def parse_scontrol(stdout):
     for token in re.findall(r"(\w[\w:/]*)=(\S*)", stdout):
         fields.setdefault(token[0], token[1])
     if "JobState" not in fields:
-        raise ParseError("no JobState in scontrol output: %r" % stdout[-300:])
+        raise SlurmParseError("no JobState in scontrol output: %r" % stdout[-300:])
     return fields
 
 
@@ -385,7 +385,7 @@ class JobFollower:
             if rc == 0:
                 try:
                     reason = reason_from_scontrol(parse_scontrol(sc_out))
-                except ParseError as e:
+                except SlurmParseError as e:
                     self.log(str(e))
         if reason is None:
             reason = reason_from_slurm_out(tail(self.paths.slurm_out, 50))

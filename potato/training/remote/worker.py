@@ -2,9 +2,9 @@
 every backend (standard library only at module level; trainers import their own packages).
 
 It reads ``spec.json``, loads the bundle, runs the trainer, writes ``predictions.jsonl``
-(val, test and unlabeled items) and emits JSON-lines events on stdout (see events.py). Success
+(val, test and unlabeled items) and emits JSON-lines events on stdout (see protocol.py). Success
 is a ``result`` event and exit 0; every failure emits an ``error`` event and exits with one of
-the reserved codes in events.py. SIGTERM asks the trainer to stop at its next check.
+the reserved codes in protocol.py. SIGTERM asks the trainer to stop at its next check.
 
 Spec fields (paths relative to the spec's directory, so a run directory can be moved)::
 
@@ -23,7 +23,7 @@ import traceback
 
 from potato.training.remote import protocol as events
 from potato.training.remote.bundle import BundleError, read
-from potato.training.remote.paths import write_atomic
+from potato.training.remote.paths import RunPaths, write_atomic
 
 
 class Cancelled(Exception):
@@ -47,8 +47,8 @@ class Context:
         self.schemas = spec["schemas"]
         self.device_request = spec.get("device") or "auto"
         self.extra = spec.get("extra") or {}
-        self.artifacts = os.path.join(base, spec.get("artifacts", "artifacts"))
-        self.bundle_dir = os.path.join(base, spec.get("bundle", "bundle"))
+        self.artifacts = RunPaths.in_spec(base, spec, "artifacts")
+        self.bundle_dir = RunPaths.in_spec(base, spec, "bundle")
         self.emitter = emitter
         self.bundle = None
         self.cancelled = False
@@ -150,8 +150,7 @@ def _train(ctx, spec, base, emitter):
         metrics = trainer.train() or {}
         ctx.check_cancelled()
         emitter.status("predicting")
-        n = _predict(ctx, trainer, os.path.join(base, spec.get("predictions",
-                                                               "predictions.jsonl")))
+        n = _predict(ctx, trainer, RunPaths.in_spec(base, spec, "predictions"))
         metrics["train_seconds"] = round(time.time() - started, 2)
         metrics["predictions"] = n
         emitter.emit("result", metrics=metrics)

@@ -12,6 +12,8 @@ import math
 import os
 import sqlite3
 
+from potato.training.remote.paths import RunPaths
+
 
 def _logit(p):
     p = min(max(p, 1e-6), 1 - 1e-6)
@@ -96,16 +98,16 @@ class Trainer:
         ctx = self.ctx
         target = ctx.params["target_precision"]
         base = self._base_run()
-        base_dir = os.path.join(ctx.extra["runs_dir"], base)
+        base_paths = RunPaths(os.path.join(ctx.extra["runs_dir"], base))
         ctx.emitter.status("calibrating run %s" % base)
         human = {}
-        with open(os.path.join(base_dir, "bundle", "items.jsonl"), encoding="utf-8") as f:
+        with open(base_paths.bundle_items, encoding="utf-8") as f:
             for line in f:
                 it = json.loads(line)
                 if it["split"] in ("val", "test") and self.scheme in it["labels"]:
                     human[it["id"]] = it["labels"][self.scheme]
         preds = []
-        with open(os.path.join(base_dir, "predictions.jsonl"), encoding="utf-8") as f:
+        with open(base_paths.predictions, encoding="utf-8") as f:
             for line in f:
                 p = json.loads(line)
                 if p["scheme"] == self.scheme:
