@@ -65,8 +65,8 @@ def _form(run_id: str, state: Dict[str, Any], busy: bool) -> Safe:
         '</label><label class="option"><input type="radio" name="private" value="true"{priv}>'
         ' private</label><p class="hint">Applies when the repo is created; an existing repo '
         'keeps its visibility.</p></fieldset>'
-        '<label for="publish-message">Commit message</label>'
-        '<input id="publish-message" name="commit_message" maxlength="200" '
+        '<label for="publish-commit">Commit message</label>'
+        '<input id="publish-commit" name="commit_message" maxlength="200" '
         'placeholder="Publish Potato run {id}">'
         '<button type="submit" class="primary" id="publish-button"{off}>Publish to Hugging Face '
         'Hub</button></form>', id=run_id, repo=repo,
