@@ -447,7 +447,9 @@ def test_cli_publishes_without_a_server(tmp_path, serve, hub, monkeypatch, capsy
     capsys.readouterr()
     args = ["training", "publish", run_id, cfg, "--repo", "alice/cli", "--private"]
     assert main(args) == 1
-    assert "the server's environment has no HF_TOKEN" in capsys.readouterr().err
+    assert ("No Hugging Face token: this command's environment has no HF_TOKEN. Create a token "
+            "with write access on the Hub (Settings, Access Tokens), set HF_TOKEN in this "
+            "command's environment, and run it again.") in capsys.readouterr().err
     monkeypatch.setenv("HF_TOKEN", TOKEN)
     assert main(args + ["--message", "from the shell"]) == 0
     out = capsys.readouterr().out
@@ -459,3 +461,29 @@ def test_cli_publishes_without_a_server(tmp_path, serve, hub, monkeypatch, capsy
     assert main(["training", "publish", "../x", cfg, "--repo", "alice/cli"]) == 1
     # the run page of the server shows what the command published
     assert f"{hub.url}/alice/cli" in c.get(f"/admin/training/runs/{run_id}", headers=H).text
+
+
+def test_cli_goes_through_the_running_server(tmp_path, serve, hub, monkeypatch, capsys):
+    from potato.config import load
+    from potato.paths_server import remove_server_file, write_server_file
+
+    cfg = make_project(tmp_path)
+    _, url = serve(cfg)
+    c = Client(url)
+    run_id = start_run(c, trainer="text-naive-bayes", schemas=["sentiment"])
+    wait_run(c, run_id)
+    config = load(cfg)[0]
+    write_server_file(config, url)  # as potato start does: the command finds the server
+    try:
+        args = ["training", "publish", run_id, cfg, "--repo", "alice/via-server"]
+        assert main(args) == 1  # the server's environment (this process's here) has no token
+        err = capsys.readouterr().err
+        assert "the server's environment has no HF_TOKEN" in err
+        monkeypatch.setenv("HF_TOKEN", TOKEN)
+        assert main(args) == 0
+        out = capsys.readouterr().out
+        assert f"Publishing through the running server at {url}" in out
+        assert f"Published to {hub.url}/alice/via-server, commit " in out
+    finally:
+        remove_server_file(config)
+    assert len(hub.repos["alice/via-server"]["commits"]) == 1

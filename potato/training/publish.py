@@ -137,8 +137,11 @@ def _alive(pid: Any) -> bool:
 class Publisher:
     """Starts publishes (one at a time) and reports their state from each run's publish.json."""
 
-    def __init__(self, cfg, paths_of: Callable[[str], RunPaths], environ=None):
+    def __init__(self, cfg, paths_of: Callable[[str], RunPaths], environ=None,
+                 whose: str = "the server's environment",
+                 then: str = "restart the server, and publish again"):
         self.cfg = cfg
+        self.whose, self.then = whose, then  # where the token comes from, in words
         self.paths_of = paths_of
         self.environ = os.environ if environ is None else environ
         self._lock = threading.RLock()  # the state file and _active change together
@@ -176,10 +179,9 @@ class Publisher:
             return hub.NO_LIBRARY
         env = self.cfg.model_training.publish.token_env
         if not (self.environ.get(env) or "").strip():
-            return ("No Hugging Face token: the server's environment has no %s. Create a token "
-                    "with write access on the Hub (Settings, Access Tokens), set %s in the "
-                    "environment where the server starts, restart the server, and publish again."
-                    % (env, env))
+            return ("No Hugging Face token: %s has no %s. Create a token with write access on "
+                    "the Hub (Settings, Access Tokens), set %s in %s, %s."
+                    % (self.whose, env, env, self.whose, self.then))
         return ""
 
     def busy(self) -> bool:

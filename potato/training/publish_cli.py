@@ -97,7 +97,8 @@ def _in_process(cfg, run_id: str, body: Dict[str, Any]) -> int:
     if run is None:
         print("error: no run %s in %s." % (run_id, cfg.path), file=sys.stderr)
         return 1
-    publisher = Publisher(cfg, lambda rid: RunPaths(os.path.join(cfg.runs_dir, rid)))
+    publisher = Publisher(cfg, lambda rid: RunPaths(os.path.join(cfg.runs_dir, rid)),
+                          whose="this command's environment", then="and run it again")
     try:
         publisher.start(run_view(run), body)
     except Refused as e:
