@@ -398,7 +398,7 @@ def model_files_cell(run: Dict[str, Any], where: str, here: List[str], code: str
                                         for f in here[:200]), load=load, where=where)
 
 
-def run_page(cfg, run: Dict[str, Any], log: str, where: Any, publish: Any = "") -> str:
+def run_page(cfg, run: Dict[str, Any], log: str, where: Any, publish: Safe = Safe("")) -> str:
     def row(k, v):
         return render('<tr><th scope="row">{k}</th><td>{v}</td></tr>', k=k, v=v)
 
@@ -439,6 +439,6 @@ def run_page(cfg, run: Dict[str, Any], log: str, where: Any, publish: Any = "") 
 <section class="card"><h2>Run log</h2><pre class="log">{log}</pre></section>""",
                   id=run["run_id"], rows=join(r for r in rows if r), cancel=cancel or Safe(""),
                   chart=chart_svg(run.get("history"), pending=run["status"] not in TERMINAL),
-                  log=log, report=holdout_section(run), publish=Safe(publish))
+                  log=log, report=holdout_section(run), publish=publish)
     return layout("Run %s" % run["run_id"], body, cfg, admin=True,
                   scripts='<script src="/static/training.js"></script>')

@@ -268,7 +268,10 @@ class Publisher:
                                                                      result["commit"]))
         finally:
             with self._lock:
-                self._write(run_id, state)
+                try:
+                    self._write(run_id, state)
+                except OSError as e:  # the outcome is in the run log; the server goes on
+                    log.error("run %s: the publish state cannot be written: %s", run_id, e)
                 self._active = None
 
     def card(self, run, paths: RunPaths, repo_id: str, files, number: int = 1) -> str:
