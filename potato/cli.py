@@ -69,6 +69,7 @@ def _parser() -> argparse.ArgumentParser:
     tg.add_argument("name", metavar="NAME")
     tg.add_argument("config", metavar="CONFIG")
     tg.set_defaults(func=cmd_training_register)
+    _publish_parser(tsub)
     ta = tsub.add_parser("agent", help="run a training agent that polls the server for work")
     ta.add_argument("--server", required=True, metavar="URL", help="the server's URL")
     ta.add_argument("--backend", required=True, metavar="NAME", help="the agent backend")
@@ -85,6 +86,23 @@ def _parser() -> argparse.ArgumentParser:
                     help="seconds between two polls when there is no work (default 5)")
     ta.set_defaults(func=cmd_training_agent)
     return p
+
+
+def _publish_parser(tsub) -> None:
+    tp = tsub.add_parser("publish", help="publish a run's model to the Hugging Face Hub",
+                         description="Publish a successful run's model files and a model card "
+                                     "to a Hugging Face Hub repo (needs the publish extra and a "
+                                     "write token in HF_TOKEN, or in the variable named by "
+                                     "model_training.publish.token_env; through a running "
+                                     "server, in the server's environment).")
+    tp.add_argument("run_id", metavar="RUN_ID")
+    tp.add_argument("config", metavar="CONFIG")
+    tp.add_argument("--repo", required=True, metavar="ID", help="OWNER/NAME, or NAME under the "
+                                                                "token's account")
+    tp.add_argument("--private", action="store_true", help="create the repo private (an "
+                                                           "existing repo keeps its visibility)")
+    tp.add_argument("--message", metavar="M", help="the commit message")
+    tp.set_defaults(func=cmd_training_publish)
 
 
 def _check_or_exit(path: str):
@@ -193,6 +211,15 @@ def cmd_training_register(args) -> int:
     from potato.training.register import register
 
     return register(cfg, args.name)
+
+
+def cmd_training_publish(args) -> int:
+    cfg = load_valid_config(args.config)
+    if cfg is None:
+        return 1
+    from potato.training.publish_cli import publish_command
+
+    return publish_command(cfg, args)
 
 
 def cmd_training_agent(args) -> int:

@@ -79,6 +79,14 @@ class AutoRetrain:
 
 
 @dataclass
+class Publish:
+    """Publishing a run's model to the Hugging Face Hub (potato/training/publish.py)."""
+    token_env: str = "HF_TOKEN"  # the server's environment variable that holds the token
+    license: Optional[str] = None  # the model card's license, e.g. apache-2.0
+    timeout_s: float = 60  # each request to the Hub
+
+
+@dataclass
 class ModelTraining:
     enabled: bool = True
     backend: str = "local"
@@ -95,6 +103,7 @@ class ModelTraining:
     min_labels_per_class: int = 2
     writeback: Writeback = field(default_factory=Writeback)
     auto_retrain: AutoRetrain = field(default_factory=AutoRetrain)
+    publish: Publish = field(default_factory=Publish)
 
 
 @dataclass
@@ -181,6 +190,9 @@ def load(path: str) -> Tuple[Config, List[Problem], List[Problem]]:
     cfg.debug = r.boolean(top, "debug", (), False)
     cfg.server = _server(r, top.get("server"), resolve)
     cfg.model_training = _model_training(r, top.get("model_training"), resolve)
+    if isinstance(top.get("model_training"), dict):
+        cfg.model_training.publish = _publish(r, top["model_training"].get("publish"),
+                                              ("model_training", "publish"))
     val = r.mapping(top.get("validation"), ("validation",), ("acknowledge",), "validation")
     cfg.acknowledge = r.text_list(val, "acknowledge", ("validation",))
     return cfg, r.errors, r.warnings
@@ -278,7 +290,7 @@ def _server_url(r: Reader, url: Optional[str]) -> Optional[str]:
 MODEL_TRAINING_KEYS = ("enabled", "backend", "backends", "splits", "split_seed", "retain_runs",
                        "max_wall_seconds", "max_ram_mb", "num_threads", "device", "grace_seconds",
                        "max_predictions_mb", "min_labels_per_class", "writeback",
-                       "auto_retrain")
+                       "auto_retrain", "publish")
 
 
 def _model_training(r: Reader, raw, resolve) -> ModelTraining:
@@ -363,3 +375,28 @@ def _model_training(r: Reader, raw, resolve) -> ModelTraining:
     return mt
 
 
+def _publish(r: Reader, raw, path: Path) -> Publish:
+    m = r.mapping(raw, path, ("token_env", "license", "timeout_s"), "model_training.publish")
+    out = Publish()
+    out.token_env = r.text(m, "token_env", path, out.token_env, numbers_ok=False)
+    if out.token_env.startswith("hf_"):  # a token pasted here: never echo it
+        r.error(path + ("token_env",), "model_training.publish.token_env holds what looks like a "
+                                       "Hugging Face token. Put the token in the server's "
+                                       "environment (export HF_TOKEN=...) and name that variable "
+                                       "here, or leave token_env out; then revoke the token, "
+                                       "since the config file may have been shared.")
+        out.token_env = "HF_TOKEN"
+    elif not re.match(r"^[A-Za-z_][A-Za-z0-9_]{0,99}$", out.token_env):
+        r.error(path + ("token_env",), f"model_training.publish.token_env is "
+                                       f"{out.token_env!r}; it names an environment variable "
+                                       f"(letters, digits and _), such as HF_TOKEN. The token "
+                                       f"itself never goes in the config.")
+        out.token_env = "HF_TOKEN"
+    out.license = r.text(m, "license", path, None, numbers_ok=False)
+    if out.license is not None and not re.match(r"^[a-z0-9][a-z0-9.+-]{0,63}$", out.license):
+        r.error(path + ("license",), f"model_training.publish.license is {out.license!r}; use a "
+                                     f"license id of the Hub in lower case, such as apache-2.0, "
+                                     f"mit or cc-by-4.0.")
+        out.license = None
+    out.timeout_s = r.number(m, "timeout_s", path, 60, minimum=1, maximum=3600)
+    return out

@@ -3,6 +3,7 @@
 server, it is all that is hashed and copied, and the package stays small and acyclic."""
 
 import ast
+import re
 import os
 import shutil
 import subprocess
@@ -253,3 +254,112 @@ def test_shell_scripts_use_the_table():
     assert "exit %d" % protocol.REMOTE_NO_CODE in sshcmd.AGENT_SH
     assert "exit %d" % protocol.REMOTE_NO_PYTHON in sshcmd.PROBE_SH
     assert "exit %d" % protocol.REMOTE_ENV_FAILED in sshcmd.ENV_SH
+
+
+# -- 7. one composition root; the server knows nothing of training (issue 19) -----------------
+
+def server_imports_of_training(files):
+    """(file, line, module) for every import of potato.training in ``files`` (function-local
+    imports included)."""
+    out = []
+    for rel, path in files:
+        for name, line, _ in imports(path):
+            if name == "potato.training" or name.startswith("potato.training."):
+                out.append((rel, line, name))
+    return sorted(set(out))
+
+
+def test_server_imports_nothing_of_training():
+    files = [(rel, path) for rel, path in py_files() if rel.startswith("potato/server/")]
+    assert files and server_imports_of_training(files) == []
+
+
+def test_server_import_check_can_fail(tmp_path):
+    planted = tmp_path / "potato" / "server" / "bad.py"
+    planted.parent.mkdir(parents=True)
+    planted.write_text("def f():\n    from potato.training.queue import Manager\n")
+    found = server_imports_of_training([("potato/server/bad.py", str(planted))])
+    assert [m for _, _, m in found] == ["potato.training.queue", "potato.training.queue.Manager"]
+
+
+# -- 8. backends own their behaviour -------------------------------------------------------------
+
+BACKEND_TYPES = {"local", "ssh", "slurm", "agent"}
+# The config parser reads (and validates) the type key; backends/ are the kinds themselves.
+MAY_NAME_TYPES = ("potato/training/backends/", "potato/config.py", "potato/config_backends.py",
+                  "potato/config_reader.py", "potato/validation.py")
+
+
+def type_comparisons(path):
+    """Lines that compare something's ``type`` with a backend type string, or test membership
+    of a ``type`` in literals that name one (``b.type == "agent"``, ``btype in ("ssh", ...)``)."""
+    found = []
+    for node in ast.walk(ast.parse(open(path).read())):
+        if not isinstance(node, ast.Compare):
+            continue
+        sides = [node.left] + list(node.comparators)
+        literals = set()
+        for side in sides:
+            for sub in ast.walk(side):
+                if isinstance(sub, ast.Constant) and sub.value in BACKEND_TYPES:
+                    literals.add(sub.value)
+        if not literals:
+            continue
+        text = ast.unparse(node)
+        if re.search(r"(\btype\b|type\"\]|type'\]|btype|backend_type)", text):
+            found.append((node.lineno, text))
+    return found
+
+
+def test_no_backend_type_comparisons_outside_backends():
+    bad = []
+    for rel, path in py_files():
+        if rel.startswith(MAY_NAME_TYPES) or rel.startswith("potato/training/remote/"):
+            continue
+        bad += ["%s:%d %s" % (rel, line, text) for line, text in type_comparisons(path)]
+    assert bad == []
+
+
+def test_type_comparison_check_can_fail(tmp_path):
+    planted = tmp_path / "bad.py"
+    planted.write_text('def f(b, run):\n    if b.type == "agent":\n        pass\n'
+                       '    return run["type"] != "local" or btype in ("ssh", "slurm")\n')
+    assert [line for line, _ in type_comparisons(str(planted))] == [2, 4, 4]
+
+
+# -- 9. imports at the top, except where they defer torch ----------------------------------------
+
+DEFER_MARK = "# deferred:"  # the one-line reason a function-local import may give
+
+
+def local_potato_imports(rel, path):
+    lines = open(path).read().splitlines()
+    out = []
+    for name, line, top in imports(path):
+        if top or name.split(".")[0] != "potato":
+            continue
+        if DEFER_MARK in lines[line - 1]:
+            continue
+        out.append("%s:%d %s" % (rel, line, name))
+    return sorted(set(out))
+
+
+def test_potato_imports_are_at_module_level():
+    """Function-local imports hide cycles and slow first requests: only the CLI (which imports
+    each command when it runs) and imports that defer torch/transformers (marked with
+    ``# deferred: <reason>``) may import potato modules inside a function."""
+    bad = []
+    for rel, path in py_files():
+        if rel == "potato/cli.py":
+            continue
+        bad += local_potato_imports(rel, path)
+    assert bad == []
+
+
+def test_local_import_check_can_fail(tmp_path):
+    planted = tmp_path / "potato" / "bad.py"
+    planted.parent.mkdir(parents=True)
+    planted.write_text("def f():\n    from potato import store\n"
+                       "    from potato import config  # deferred: a reason\n")
+    assert local_potato_imports("potato/bad.py", str(planted)) == [
+        "potato/bad.py:2 potato", "potato/bad.py:2 potato.store"]

@@ -6,7 +6,7 @@ from typing import Any, Dict
 from urllib.parse import unquote
 
 from potato.server.errors import HTTPError
-from potato.training import model_files, pages, runlog
+from potato.training import model_files, pages, publish_api, runlog
 from potato.training.remote import trainers
 from potato.training.backends import check_backend
 from potato.training.queue import Manager, RequestError
@@ -97,7 +97,8 @@ def add_routes(app, manager: Manager) -> None:
         return run
 
     _api_routes(app, manager, get_run)
-    _page_routes(app, manager, get_run)
+    publisher = publish_api.add_routes(app, manager, PREFIX, get_run, run_view)
+    _page_routes(app, manager, get_run, publisher)
 
 
 def _api_routes(app, manager: Manager, get_run) -> None:
@@ -164,7 +165,7 @@ def _api_routes(app, manager: Manager, get_run) -> None:
 
 
 
-def _page_routes(app, manager: Manager, get_run) -> None:
+def _page_routes(app, manager: Manager, get_run, publisher) -> None:
     def page(h, message="", status=200):
         runs = [run_view(r) for r in manager.runs.list()]
         live = live_run(manager)
@@ -207,7 +208,8 @@ def _page_routes(app, manager: Manager, get_run) -> None:
             if run["status"] == "success" else []
         h.send_html(pages.run_page(manager.cfg, run, read_log(manager, run_id),
                                    pages.model_files_cell(run, model_location(run), here,
-                                                          model_files.load_code(run))))
+                                                          model_files.load_code(run)),
+                                   publish_api.page_card(publisher, run)))
 
     @app.route("GET", r"/admin/training/runs/(?P<run_id>[A-Za-z0-9_-]+)/model\.tar", "admin")
     def model_archive(h, run_id):

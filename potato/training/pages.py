@@ -399,7 +399,7 @@ def model_files_cell(run: Dict[str, Any], where: str, here: List[str], code: str
                                         for f in here[:200]), load=load, where=where)
 
 
-def run_page(cfg, run: Dict[str, Any], log: str, where: Any) -> str:
+def run_page(cfg, run: Dict[str, Any], log: str, where: Any, publish: Safe = Safe("")) -> str:
     def row(k, v):
         return render('<tr><th scope="row">{k}</th><td>{v}</td></tr>', k=k, v=v)
 
@@ -435,11 +435,11 @@ def run_page(cfg, run: Dict[str, Any], log: str, where: Any) -> str:
     body = render("""<p><a href="/admin/training">&larr; Training</a></p>
 <h1>Run {id}</h1><div id="message" role="alert"></div>
 <div class="table-wrap"><table class="details">{rows}</table></div>{cancel}
-{report}
+{report}{publish}
 <section class="card"><h2>Loss and accuracy</h2>{chart}</section>
 <section class="card"><h2>Run log</h2><pre class="log">{log}</pre></section>""",
                   id=run["run_id"], rows=join(r for r in rows if r), cancel=cancel or Safe(""),
                   chart=chart_svg(run.get("history"), pending=run["status"] not in TERMINAL),
-                  log=log, report=holdout_section(run))
+                  log=log, report=holdout_section(run), publish=publish)
     return layout("Run %s" % run["run_id"], body, cfg, admin=True,
                   scripts='<script src="/static/training.js"></script>')

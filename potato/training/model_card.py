@@ -1,0 +1,184 @@
+"""The model card (``README.md``) published with a run's model to the Hugging Face Hub.
+
+Pure: built from the run's record, its bundle's manifest and the config, so a test can read
+every line. The YAML header is written by hand (each value a JSON string, which YAML reads as
+the same string), so the server needs no YAML writer; the Hub checks it before the commit.
+"""
+
+import json
+import re
+import time
+from typing import Any, Dict, List, Optional
+
+from potato import __version__
+
+# Hub metadata by trainer: (pipeline tag, library) -- library None where no Hub library loads it.
+HUB_META = {
+    "hf-text-classification": ("text-classification", "transformers"),
+    "hf-llm-classification": ("text-generation", "peft"),
+    "text-naive-bayes": ("text-classification", None),
+}
+
+# How the published files load, with REPO the repo id (files of the run's model/ sit at the root).
+LOAD_CODE = {
+    ("hf-text-classification", True): (
+        "import json\n"
+        "from huggingface_hub import hf_hub_download\n"
+        "from peft import AutoPeftModelForSequenceClassification\n"
+        "from transformers import AutoTokenizer\n\n"
+        "model = AutoPeftModelForSequenceClassification.from_pretrained(\"REPO\")\n"
+        "tokenizer = AutoTokenizer.from_pretrained(\"REPO\")\n"
+        "labels = json.load(open(hf_hub_download(\"REPO\", \"labels.json\")))[\"labels\"]\n"
+        "logits = model(**tokenizer([\"a text to label\"], return_tensors=\"pt\")).logits\n"
+        "print(labels[int(logits.argmax(-1)[0])])"),
+    ("hf-text-classification", False): (
+        "import json\n"
+        "from huggingface_hub import hf_hub_download\n"
+        "from transformers import AutoModelForSequenceClassification, AutoTokenizer\n\n"
+        "model = AutoModelForSequenceClassification.from_pretrained(\"REPO\")\n"
+        "tokenizer = AutoTokenizer.from_pretrained(\"REPO\")\n"
+        "labels = json.load(open(hf_hub_download(\"REPO\", \"labels.json\")))[\"labels\"]\n"
+        "logits = model(**tokenizer([\"a text to label\"], return_tensors=\"pt\")).logits\n"
+        "print(labels[int(logits.argmax(-1)[0])])"),
+    ("hf-llm-classification", None): (
+        "import json\n"
+        "from huggingface_hub import hf_hub_download\n"
+        "from peft import AutoPeftModelForCausalLM\n"
+        "from transformers import AutoTokenizer\n\n"
+        "model = AutoPeftModelForCausalLM.from_pretrained(\"REPO\")\n"
+        "tokenizer = AutoTokenizer.from_pretrained(\"REPO\")\n"
+        "# the labels, the prompt template and how an answer is scored\n"
+        "info = json.load(open(hf_hub_download(\"REPO\", \"labels.json\")))"),
+    ("text-naive-bayes", None): (
+        "import json\n"
+        "from huggingface_hub import hf_hub_download\n\n"
+        "# word counts per label, one file per scheme\n"
+        "model = json.load(open(hf_hub_download(\"REPO\", \"FILE\")))"),
+}
+
+HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def _md(value: Any) -> str:
+    """A value from the config or a record as one line of Markdown text (no markup, no table
+    break)."""
+    text = " ".join(str(value).split())
+    for ch in "\\|<>*_`[]":
+        text = text.replace(ch, "\\" + ch)
+    return text
+
+
+def _num(value: Any) -> Optional[float]:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        return None
+    return float(value)
+
+
+def load_code(trainer: str, lora: bool, repo_id: str, files: List[str]) -> str:
+    """The Python that loads the published files, or "" for a trainer this card cannot say."""
+    code = LOAD_CODE.get((trainer, lora)) or LOAD_CODE.get((trainer, None)) or ""
+    nb = next((f for f in files if f.endswith(".naive-bayes.json")), "SCHEME.naive-bayes.json")
+    return code.replace("REPO", repo_id).replace("FILE", nb)
+
+
+def metadata(run: Dict[str, Any], license: Optional[str]) -> List[str]:
+    """The YAML header's lines (between the --- lines)."""
+    params = run.get("params") if isinstance(run.get("params"), dict) else {}
+    tag, library = HUB_META.get(run["trainer"], (None, None))
+    if run["trainer"] == "hf-text-classification" and params.get("lora", True):
+        library = "peft"
+    lines = []
+    base = params.get("model")
+    if library and isinstance(base, str) and HUB_ID.match(base):  # not a local directory
+        lines.append("base_model: %s" % json.dumps(base))
+    if library:
+        lines.append("library_name: %s" % json.dumps(library))
+    if tag:
+        lines.append("pipeline_tag: %s" % json.dumps(tag))
+    if license:
+        lines.append("license: %s" % json.dumps(license))
+    lines.append("tags:")
+    lines.extend("- %s" % json.dumps(t) for t in ("potato-annotation", run["trainer"]))
+    return lines
+
+
+def _scheme_lines(name: str, r: Dict[str, Any]) -> List[str]:
+    acc = _num(r.get("accuracy"))
+    if acc is None:
+        return []
+    ci = r.get("accuracy_ci95") if isinstance(r.get("accuracy_ci95"), list) else [0, 1]
+    base = r.get("baseline") if isinstance(r.get("baseline"), dict) else {}
+    out = ["### %s" % _md(name), "",
+           "Accuracy **%.3f** (95%% interval %.2f to %.2f), macro-F1 **%.3f**, on %d held-out "
+           "(test split) items. Always answering \"%s\" (the most common label in the train "
+           "split) would score %.3f: the model is %+.3f above that." % (
+               acc, _num(ci[0]) or 0.0, _num(ci[1]) or 0.0, _num(r.get("macro_f1")) or 0.0,
+               int(_num(r.get("n")) or 0), _md(base.get("label")),
+               _num(base.get("accuracy")) or 0.0, _num(r.get("above_baseline")) or 0.0), ""]
+    if r.get("note"):
+        out += ["> %s" % _md(r["note"]), ""]
+    per = r.get("per_label") if isinstance(r.get("per_label"), dict) else {}
+    if per:
+        out += ["| Label | Precision | Recall | F1 | Support |", "|---|---|---|---|---|"]
+        for label, v in per.items():
+            v = v if isinstance(v, dict) else {}
+            out.append("| %s | %.3f | %.3f | %.3f | %d |" % (
+                _md(label), _num(v.get("precision")) or 0.0, _num(v.get("recall")) or 0.0,
+                _num(v.get("f1")) or 0.0, int(_num(v.get("support")) or 0)))
+        out.append("")
+    return out
+
+
+def holdout_lines(run: Dict[str, Any]) -> List[str]:
+    h = run.get("holdout")
+    if not isinstance(h, dict):
+        return ["No held-out report: the run had no labelled test item to score.", ""]
+    per = h.get("per_scheme") if isinstance(h.get("per_scheme"), dict) else {
+        ", ".join(map(str, run["schemas"])): h}
+    out: List[str] = []
+    for name, r in per.items():
+        if isinstance(r, dict):
+            out += _scheme_lines(str(name), r)
+    return out
+
+
+def card(run: Dict[str, Any], repo_id: str, files: List[str], schemes: Dict[str, Any],
+         counts: Optional[Dict[str, int]], params_changed: Dict[str, Any],
+         license: Optional[str] = None, number: int = 1, now: Optional[float] = None) -> str:
+    """README.md for ``repo_id``: metadata, what the model labels, how well (the held-out
+    report), how it was trained, and the Python that loads it. The last line names the publish
+    (``number`` of this run, ``now``), so publishing the same run again changes the card and
+    makes a new commit."""
+    params = run.get("params") if isinstance(run.get("params"), dict) else {}
+    name = repo_id.split("/")[-1]
+    finished = _num(run.get("finished_at"))
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(finished)) if finished else "?"
+    out = ["---"] + metadata(run, license) + ["---", "", "# %s" % _md(name), "",
+           "A model trained with Potato (potato-annotation %s) from human annotations: trainer `%s`, run %s, finished %s."
+           % (__version__, _md(run["trainer"]), _md(run["run_id"]), when), ""]
+    out += ["## What it labels", ""]
+    for scheme in run["schemas"]:
+        info = schemes.get(scheme) if isinstance(schemes.get(scheme), dict) else {}
+        labels = ", ".join("`%s`" % _md(x) for x in info.get("labels") or []) or "?"
+        out.append("- scheme **%s** (%s): %s" % (_md(scheme), _md(info.get("type") or "?"),
+                                                labels))
+    out += ["", "## Held-out report", ""] + holdout_lines(run)
+    out += ["## Training", "", "- trainer: `%s`" % _md(run["trainer"])]
+    if isinstance(params.get("model"), str):
+        out.append("- base model: `%s`" % _md(params["model"]))
+    changed = ", ".join("`%s=%s`" % (_md(k), _md(json.dumps(v, default=str)))
+                        for k, v in sorted(params_changed.items()))
+    out.append("- params that differ from the trainer's defaults: %s" % (changed or "none"))
+    if counts:
+        out.append("- items: %d train, %d val, %d test" % tuple(
+            int(counts.get(k) or 0) for k in ("train", "val", "test")))
+    out += ["- Potato version: %s" % __version__, "", "## Files", ""]
+    out += ["- `%s`" % _md(f) for f in files] + [""]
+    code = load_code(run["trainer"], bool(params.get("lora", True)), repo_id, files)
+    if code:
+        out += ["## Use it", "", "```python", code, "```", "",
+                "A private repo needs a token with read access (`HF_TOKEN`) to download.", ""]
+    out += ["---", "", "Published by Potato on %s (publish %d of run %s)." % (
+        time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(time.time() if now is None else now)),
+        number, _md(run["run_id"])), ""]
+    return "\n".join(out)

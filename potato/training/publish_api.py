@@ -1,0 +1,70 @@
+"""Routes for publishing a run's model to the Hugging Face Hub (added by ``api.add_routes``):
+
+- ``POST /admin/training/api/runs/<id>/publish`` body ``{repo_id, private?, commit_message?}``:
+  202 with the publish state; 400 for a bad field; 409 when this run or this server cannot
+  publish now (the sentence says why)
+- ``GET /admin/training/api/runs/<id>/publish``: the state, and ``html``, the run page's part
+- ``POST /admin/training/runs/<id>/publish``: the run page's form (then back to the run page)
+"""
+
+from typing import Any, Callable, Dict
+
+from potato.server.errors import HTTPError
+from potato.server.pages import Safe
+from potato.training import publish_page
+from potato.training.publish import Publisher, Refused, cannot_publish
+
+RUN = r"/runs/(?P<run_id>[A-Za-z0-9_-]+)/publish"
+
+
+def view(publisher: Publisher, run: Dict[str, Any]) -> Dict[str, Any]:
+    state = publisher.state(run["run_id"])
+    blocked = cannot_publish(publisher.cfg, run, publisher.paths_of(run["run_id"]).artifacts) \
+        if run["status"] == "success" else ""
+    out = dict(state, run_id=run["run_id"], can_publish=not blocked, reason=blocked or None,
+               ready=publisher.readiness() or None)
+    out["html"] = publish_page.section(run, state, blocked or "", publisher.readiness()) \
+        if run["status"] == "success" else ""
+    return out
+
+
+def page_card(publisher: Publisher, run: Dict[str, Any]) -> Safe:
+    """The publish card for the run page."""
+    if run["status"] != "success":
+        return Safe("")
+    blocked = cannot_publish(publisher.cfg, run, publisher.paths_of(run["run_id"]).artifacts)
+    return publish_page.card(run, publisher.state(run["run_id"]), blocked or "",
+                             publisher.readiness())
+
+
+def add_routes(app, manager, prefix: str, get_run: Callable, run_view: Callable) -> Publisher:
+    publisher = Publisher(manager.cfg, manager.paths)
+
+    def start(run_id: str, body: Dict[str, Any]) -> Dict[str, Any]:
+        run = run_view(get_run(run_id))
+        try:
+            publisher.start(run, body)
+        except Refused as e:
+            raise HTTPError(e.status, e.message)
+        return view(publisher, run)
+
+    @app.route("POST", prefix + RUN, "admin")
+    def publish_api(h, run_id):
+        h.send_json(start(run_id, h.json_object()), 202)
+
+    @app.route("GET", prefix + RUN, "admin")
+    def publish_state(h, run_id):
+        h.send_json(view(publisher, run_view(get_run(run_id))))
+
+    @app.route("POST", r"/admin/training" + RUN, "admin")
+    def publish_form(h, run_id):
+        form = h.form()
+
+        def first(key):
+            return (form.get(key) or [None])[0]
+
+        start(run_id, {"repo_id": first("repo_id"), "private": first("private") == "true",
+                       "commit_message": first("commit_message")})
+        h.redirect("/admin/training/runs/%s" % run_id)
+
+    return publisher

@@ -1,0 +1,489 @@
+"""Publishing a run's model to the Hugging Face Hub (issue 20, part 1), without the internet: the
+real huggingface_hub client talks to a fake of the Hub's HTTP API on loopback
+(tests/fakes/hub.py), and any other address is refused while these tests run."""
+
+import html
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from potato.cli import main
+from potato.store import Store
+from potato.training import model_card, publish
+from potato.training.runs import RunStore
+from tests.conftest import ROOT, Client
+from tests.fakes.hub import FakeHub
+from tests.training_helpers import KEY, PLUGINS, make_project, start_run, wait_run
+
+H = {"X-API-Key": KEY}
+TOKEN = "hf_write_alice"
+
+pytest.importorskip("huggingface_hub")
+
+
+@pytest.fixture(autouse=True)
+def loopback_only(monkeypatch):
+    """Name lookups for anything but loopback fail: nothing here may reach huggingface.co."""
+    real = socket.getaddrinfo
+
+    def only_loopback(host, *args, **kwargs):
+        if host not in ("127.0.0.1", "localhost", "::1", None):
+            raise OSError("test refused a lookup of %r: tests talk only to loopback" % host)
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", only_loopback)
+    monkeypatch.setenv("POTATO_TRAINER_PLUGINS", PLUGINS)
+    monkeypatch.setenv("PYTHONPATH", ROOT)
+    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+
+
+@pytest.fixture
+def hub(monkeypatch):
+    fake = FakeHub()
+    monkeypatch.setenv("HF_ENDPOINT", fake.url)
+    yield fake
+    fake.close()
+
+
+def wait_published(c, run_id, timeout=60):
+    deadline = time.time() + timeout
+    while True:
+        status, state = c.json("GET", f"/admin/training/api/runs/{run_id}/publish", headers=H)
+        assert status == 200, state
+        if state.get("state") != "publishing":
+            return state
+        assert time.time() < deadline, state
+        time.sleep(0.1)
+
+
+def publish_run(c, run_id, **body):
+    return c.json("POST", f"/admin/training/api/runs/{run_id}/publish", json_body=body,
+                  headers=H)
+
+
+# -- the request's fields ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("repo_id", ["alice/review-sentiment", "review_sentiment",
+                                     "Org.Name/model.v2", "a/b", "x" * 96])
+def test_good_repo_ids(repo_id):
+    assert publish.check_repo_id(" %s " % repo_id) == repo_id
+
+
+@pytest.mark.parametrize("repo_id", ["", "   ", None, 7, ["a/b"], "a/b/c", "/a", "a/", "-a/b",
+                                     "a/b-", "a--b/c", "a/b..c", "a/b.git", "a b/c", "<b>x</b>",
+                                     "ü/model", "a/\nb", "x" * 97, "a/" + "b" * 300])
+def test_bad_repo_ids_are_refused_with_the_shape(repo_id):
+    with pytest.raises(publish.Refused) as e:
+        publish.check_repo_id(repo_id)
+    assert e.value.status == 400 and "repo" in e.value.message
+
+
+def test_commit_message_and_private():
+    assert publish.check_message(None, "r3") == "Publish Potato run r3"
+    assert publish.check_message("  two\nlines\t ", "r3") == "two lines"
+    for bad in (5, "x" * 201):
+        with pytest.raises(publish.Refused):
+            publish.check_message(bad, "r3")
+    assert publish.check_private(None) is False and publish.check_private(True) is True
+    with pytest.raises(publish.Refused):
+        publish.check_private("yes")
+
+
+def test_config_keys(write_config):
+    from potato.config import load
+
+    cfg, errors, _ = load(write_config("""\
+        annotation_task_name: T
+        data_files: [items.jsonl]
+        annotation_schemes:
+          - {annotation_type: radio, name: s, labels: [a, b]}
+        model_training:
+          publish: {token_env: MY_HUB_TOKEN, license: apache-2.0, timeout_s: 5}
+        """))
+    assert not errors
+    assert (cfg.model_training.publish.token_env, cfg.model_training.publish.license,
+            cfg.model_training.publish.timeout_s) == ("MY_HUB_TOKEN", "apache-2.0", 5)
+    secret = "hf_" + "Zq8" * 10
+    _, errors, _ = load(write_config("""\
+        annotation_task_name: T
+        data_files: [items.jsonl]
+        annotation_schemes:
+          - {annotation_type: radio, name: s, labels: [a, b]}
+        model_training:
+          publish: {token_env: %s, license: Apache 2.0, timeout_s: 0}
+        """ % secret, name="bad.yaml"))
+    text = "\n".join(p.format() for p in errors)
+    assert "looks like a Hugging Face token" in text and secret not in text
+    assert "license id of the Hub" in text and "timeout_s must be between 1 and 3600" in text
+
+
+# -- the model card --------------------------------------------------------------------------
+
+def _holdout():
+    return {"n": 90, "accuracy": 0.8, "accuracy_ci95": [0.7061, 0.8688], "macro_f1": 0.79,
+            "per_label": {"positive": {"precision": 0.8, "recall": 0.85, "f1": 0.82,
+                                       "support": 47},
+                          "neg|<b>": {"precision": 0.81, "recall": 0.74, "f1": 0.77,
+                                      "support": 43}},
+            "baseline": {"label": "positive", "accuracy": 0.5222}, "above_baseline": 0.2778,
+            "note": None}
+
+
+def test_card_of_a_lora_text_classifier():
+    run = {"run_id": "r7", "trainer": "hf-text-classification", "schemas": ["sentiment"],
+           "params": {"model": "distilbert/distilbert-base-uncased", "lora": True,
+                      "epochs": 5}, "holdout": _holdout(), "finished_at": 1.7e9}
+    text = model_card.card(run, "alice/reviews", ["adapter_config.json", "labels.json",
+                                                  "README.md"],
+                           {"sentiment": {"type": "radio", "labels": ["positive", "neg|<b>"]}},
+                           {"train": 420, "val": 90, "test": 90, "unlabeled": 1400},
+                           {"epochs": 5}, license="apache-2.0", number=2, now=1.8e9)
+    head = text.split("\n---\n")[0]
+    assert head.splitlines() == [
+        "---", 'base_model: "distilbert/distilbert-base-uncased"', 'library_name: "peft"',
+        'pipeline_tag: "text-classification"', 'license: "apache-2.0"', "tags:",
+        '- "potato-annotation"', '- "hf-text-classification"']
+    assert "scheme **sentiment** (radio): `positive`, `neg\\|\\<b\\>`" in text
+    assert ("Accuracy **0.800** (95% interval 0.71 to 0.87), macro-F1 **0.790**, on 90 "
+            "held-out (test split) items. Always answering \"positive\"") in text
+    assert "would score 0.522: the model is +0.278 above that." in text
+    assert "| Label | Precision | Recall | F1 | Support |" in text
+    assert "| neg\\|\\<b\\> | 0.810 | 0.740 | 0.770 | 43 |" in text  # no broken table, no tag
+    assert "- params that differ from the trainer's defaults: `epochs=5`" in text
+    assert "- items: 420 train, 90 val, 90 test" in text
+    from potato import __version__
+
+    assert "- Potato version: %s" % __version__ in text
+    assert 'AutoPeftModelForSequenceClassification.from_pretrained("alice/reviews")' in text
+    assert "(publish 2 of run r7)" in text
+
+
+def test_card_without_a_hub_base_model_or_report():
+    run = {"run_id": "r1", "trainer": "hf-llm-classification", "schemas": ["s"],
+           "params": {"model": "/models/local-llama"}, "holdout": None}
+    text = model_card.card(run, "bob/x", ["labels.json"], {}, None, {})
+    assert "base_model" not in text.split("\n---\n")[0]  # a local directory is no Hub id
+    assert 'pipeline_tag: "text-generation"' in text and "license" not in text
+    assert "No held-out report" in text and "AutoPeftModelForCausalLM" in text
+
+
+# -- publishing through the server -----------------------------------------------------------
+
+def _files(hub, repo):
+    return sorted(hub.repos[repo]["files"])
+
+
+def test_publish_a_run_then_again_then_another_run(tmp_path, serve, hub, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    cfg = make_project(tmp_path, model_training="  publish: {license: mit}")
+    server, url = serve(cfg)
+    c = Client(url)
+    run_id = start_run(c, trainer="text-naive-bayes", schemas=["sentiment"],
+                       params={"ngrams": 1})
+    run = wait_run(c, run_id)
+    page = c.get(f"/admin/training/runs/{run_id}", headers=H).text
+    assert 'id="publish-form"' in page and 'name="repo_id"' in page
+
+    status, state = publish_run(c, run_id, repo_id="alice/sentiment", private=True,
+                                commit_message="First <b>model</b>")
+    assert status == 202 and state["state"] in ("publishing", "published"), state
+    state = wait_published(c, run_id)
+    assert state["state"] == "published", state
+    repo = hub.repos["alice/sentiment"]
+    assert repo["private"] is True and len(repo["commits"]) == 1
+    assert _files(hub, "alice/sentiment") == ["README.md", "sentiment.naive-bayes.json"]
+    artifacts = os.path.join(tmp_path, "annotation_output", "training", "runs", run_id,
+                             "artifacts")
+    with open(os.path.join(artifacts, "sentiment.naive-bayes.json"), "rb") as f:
+        assert repo["files"]["sentiment.naive-bayes.json"] == f.read()  # exactly as saved
+    card = repo["files"]["README.md"].decode()
+    h = run["holdout"]
+    assert 'license: "mit"' in card and 'pipeline_tag: "text-classification"' in card
+    assert "on %d held-out (test split) items" % h["n"] in card
+    assert "(95%% interval %.2f to %.2f)" % tuple(h["accuracy_ci95"]) in card
+    assert "Always answering \"%s\"" % h["baseline"]["label"] in card
+    assert "| positive |" in card and "| negative |" in card
+    assert "`ngrams=1`" in card and "scheme **sentiment** (radio): `positive`, `negative`" in card
+    manifest = json.load(open(os.path.join(artifacts, "..", "bundle", "manifest.json")))
+    assert "- items: %(train)d train, %(val)d val, %(test)d test" % manifest["counts"] in card
+    assert 'hf_hub_download("alice/sentiment", "sentiment.naive-bayes.json")' in card
+    first = repo["commits"][0]
+    assert first["summary"] == "First <b>model</b>" and run_id in first["description"]
+    assert state["commit"] == first["oid"]
+    assert state["url"] == f"{hub.url}/alice/sentiment"
+    assert state["commit_url"] == f"{hub.url}/alice/sentiment/commit/{first['oid']}"
+    page = c.get(f"/admin/training/runs/{run_id}", headers=H).text
+    assert f'href="{hub.url}/alice/sentiment"' in page and first["oid"][:12] in page
+    assert "(private)" in page
+
+    # Again, the same run: a new commit (the card names the publish; the model is unchanged).
+    assert publish_run(c, run_id, repo_id="alice/sentiment")[0] == 202
+    state = wait_published(c, run_id)
+    assert state["state"] == "published", state
+    assert len(repo["commits"]) == 2 and repo["commits"][1]["files"] == ["README.md"]
+    assert repo["commits"][1]["summary"] == f"Publish Potato run {run_id}"
+    assert "(publish 2 of run %s)" % run_id in repo["files"]["README.md"].decode()
+    # Another run to the same repo: a third commit, and the run page shows it.
+    other = start_run(c, trainer="text-naive-bayes", schemas=["sentiment"])
+    wait_run(c, other)
+    assert publish_run(c, other, repo_id="sentiment")[0] == 202  # under the token's account
+    state = wait_published(c, other)
+    assert state["repo_id"] == "alice/sentiment" and len(repo["commits"]) == 3
+    assert state["commit"] == repo["commits"][2]["oid"]
+    assert "(publish 1 of run %s)" % other in repo["files"]["README.md"].decode()
+    # Every request carried the token, and nothing kept it: store, run files, log, pages.
+    assert {r["auth"] for r in hub.requests} == {"Bearer " + TOKEN}
+    for rid in (run_id, other):
+        root = os.path.join(tmp_path, "annotation_output", "training", "runs", rid)
+        for dirpath, _, names in os.walk(root):
+            for name in names:
+                with open(os.path.join(dirpath, name), "rb") as f:
+                    assert TOKEN.encode() not in f.read(), name
+        assert TOKEN not in c.get(f"/admin/training/runs/{rid}", headers=H).text
+        log = c.get(f"/admin/training/api/runs/{rid}/log", headers=H).text
+        assert "published to %s/alice/sentiment" % hub.url in log
+    server.app.store.conn().execute("PRAGMA wal_checkpoint(FULL)")
+    for dirpath, _, names in os.walk(os.path.join(tmp_path, "annotation_output")):
+        for name in names:
+            if not name.endswith((".jsonl", ".tar.gz")):
+                with open(os.path.join(dirpath, name), "rb") as f:
+                    assert TOKEN.encode() not in f.read(), name
+    assert wait_run(c, run_id)["status"] == "success"  # the run itself is untouched
+
+
+def test_the_model_folder_goes_to_the_repo_root(tmp_path, serve, hub, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    _, url = serve(make_project(tmp_path))
+    c = Client(url)
+    run_id = start_run(c, trainer="test-warns", schemas=["sentiment"])
+    wait_run(c, run_id)
+    assert publish_run(c, run_id, repo_id="alice/warns")[0] == 202
+    assert wait_published(c, run_id)["state"] == "published"
+    # model/weights.bin and model/labels.json at the root; the symlink is left out
+    assert _files(hub, "alice/warns") == ["README.md", "labels.json", "weights.bin"]
+    assert hub.repos["alice/warns"]["files"]["weights.bin"] == b"\x00weights" * 1000
+
+
+def test_every_failure_ends_in_one_sentence(tmp_path, serve, hub, monkeypatch):
+    cfg = make_project(tmp_path, model_training="  publish: {token_env: LAB_HF_TOKEN, "
+                                                "timeout_s: 1}")
+    _, url = serve(cfg)
+    c = Client(url)
+    run_id = start_run(c, trainer="text-naive-bayes", schemas=["sentiment"])
+    wait_run(c, run_id)
+
+    # No token: refused at once, and the page says what to do instead of showing the form.
+    status, out = publish_run(c, run_id, repo_id="alice/x")
+    assert status == 409 and "the server's environment has no LAB_HF_TOKEN" in out["error"]
+    page = c.get(f"/admin/training/runs/{run_id}", headers=H).text
+    assert 'id="publish-unready"' in page and 'id="publish-form"' not in page
+
+    hub.add_repo("bob/taken", "bob")
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    dead = "http://127.0.0.1:%d" % closed.getsockname()[1]
+    closed.close()
+    cases = [
+        ("hf_read_alice", "alice/x", {}, None,
+         "The token in LAB_HF_TOKEN (account alice) can only read, so it cannot publish."),
+        ("hf_not_a_token", "alice/x", {}, None,
+         "refused the token in LAB_HF_TOKEN (HTTP 401"),
+        (TOKEN, "bob/taken", {}, None, "did not let alice write to bob/taken (HTTP 403"),
+        (TOKEN, "bob/new", {}, None, "did not let alice write to bob/new (HTTP 403"),
+        (TOKEN, "alice/x", {}, dead, "could not be reached from this server while checking "
+                                     "the token"),
+        (TOKEN, "alice/x", {"hang": "/api/whoami-v2"}, None,
+         "did not answer within 1 s while checking the token"),
+        (TOKEN, "alice/y", {"fail": "/api/models/alice/y/commit"}, None,
+         "failed (HTTP 500 (the fake Hub fails here <b>on purpose</b>)) while committing to "
+         "alice/y; it may be down for a while. Try again later."),
+    ]
+    for token, repo, switch, endpoint, sentence in cases:
+        monkeypatch.setenv("LAB_HF_TOKEN", token)
+        monkeypatch.setenv("HF_ENDPOINT", endpoint or hub.url)
+        hub.hang = {switch["hang"]} if "hang" in switch else set()
+        hub.fail = {switch["fail"]: 500} if "fail" in switch else {}
+        status, out = publish_run(c, run_id, repo_id=repo)
+        assert status == 202, out
+        state = wait_published(c, run_id)
+        assert state["state"] == "failed" and sentence in state["error"], (sentence, state)
+        assert token not in state["error"]
+        page = c.get(f"/admin/training/runs/{run_id}", headers=H).text
+        assert 'id="publish-error"' in page and "<b>on purpose" not in page
+        assert wait_run(c, run_id)["status"] == "success"  # the run never changes
+    hub.release.set()
+    assert "bob/taken" in hub.repos and not hub.repos["bob/taken"]["commits"]
+    assert "alice/x" not in hub.repos
+
+
+def test_one_publish_at_a_time(tmp_path, serve, hub, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    _, url = serve(make_project(tmp_path))
+    c = Client(url)
+    run_id = start_run(c, trainer="text-naive-bayes", schemas=["sentiment"])
+    wait_run(c, run_id)
+    hub.hang = {"/api/repos/create"}
+    assert publish_run(c, run_id, repo_id="alice/one")[0] == 202
+    deadline = time.time() + 30
+    while not any(r["path"] == "/api/repos/create" for r in hub.requests):
+        assert time.time() < deadline
+        time.sleep(0.05)
+    status, out = publish_run(c, run_id, repo_id="alice/two")
+    assert status == 409 and "one publish runs at a time" in out["error"]
+    page = c.get(f"/admin/training/runs/{run_id}", headers=H).text
+    assert 'id="publish-progress"' in page and "creating the repo alice/one" in page
+    assert 'id="publish-button" disabled' in page
+    hub.release.set()  # the create answers nothing: the client's timeout (60 s) is not waited
+    state = wait_published(c, run_id, timeout=120)
+    assert state["state"] == "failed"
+
+
+@pytest.mark.parametrize("uri, backend, expected", [
+    ("ssh://gpu.example.org/home/u/.cache/potato-training/jobs/r1-x/artifacts", "gpu",
+     "fetch_artifacts: false kept the model files on the GPU host, at ssh://gpu.example.org"),
+    ("ssh://big.example.org/w/jobs/r1-x/artifacts", "big",
+     "larger than max_artifact_mb (100 MB), so they stayed on the GPU host"),
+    ("agent://lab-pc/home/u/.cache/potato-training/jobs/r1/artifacts", "lab",
+     "an agent run's model files stay on the agent's machine, at agent://lab-pc/"),
+])
+def test_a_model_left_on_its_host_cannot_be_published(tmp_path, serve, hub, monkeypatch, uri,
+                                                      backend, expected):
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    cfg = make_project(tmp_path, labels=False, model_training="""\
+  backends:
+    gpu: {type: ssh, host: gpu.example.org, fetch_artifacts: false}
+    big: {type: ssh, host: big.example.org, max_artifact_mb: 100}
+    lab: {type: agent}""")
+    from potato.config import load
+
+    store = Store(load(cfg)[0].db_path)
+    try:
+        runs = RunStore(store)
+        run_id = runs.create("text-naive-bayes", ["sentiment"], backend, {})["run_id"]
+        assert runs.finish(run_id, "success", artifact_uri=uri)
+    finally:
+        store.close()
+    _, url = serve(cfg, training=False)
+    c = Client(url)
+    page = c.get(f"/admin/training/runs/{run_id}", headers=H).text
+    assert 'id="publish-blocked"' in page and html.escape(expected) in page
+    assert 'id="publish-form"' not in page
+    status, out = publish_run(c, run_id, repo_id="alice/x")
+    assert status == 409 and expected in out["error"] and uri in out["error"]
+    assert not hub.requests
+
+
+def test_hostile_requests(tmp_path, serve, hub, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    _, url = serve(make_project(tmp_path))
+    c = Client(url)
+    run_id = start_run(c, trainer="test-sigkill", schemas=["sentiment"])
+    wait_run(c, run_id)
+    assert "Only a successful run" in publish_run(c, run_id, repo_id="alice/x")[1]["error"]
+    assert c.json("POST", "/admin/training/api/runs/r999/publish", json_body={"repo_id": "a/b"},
+                  headers=H)[0] == 404
+    ok = start_run(c, trainer="text-naive-bayes", schemas=["sentiment"])
+    wait_run(c, ok)
+    for body in ({"repo_id": "<script>alert(1)</script>"}, {"repo_id": "a/b", "private": "no"},
+                 {"repo_id": "a/b", "token": "x"}, {"repo_id": "a/b", "commit_message": ["x"]}):
+        status, out = publish_run(c, ok, **body)
+        assert status == 400, (body, out)
+    r = c.post(f"/admin/training/runs/{ok}/publish", headers=H,
+               form={"repo_id": "<img src=x onerror=alert(1)>", "private": "true"})
+    assert r.status == 400 and "<img" not in r.text
+    assert c.post(f"/admin/training/runs/{ok}/publish", form={"repo_id": "a/b"}).status in (
+        303, 401, 403)
+    assert publish_run(c, ok, repo_id="alice/form")[0] == 202  # still works afterwards
+    assert wait_published(c, ok)["state"] == "published"
+    r = c.post(f"/admin/training/runs/{ok}/publish", headers=H,
+               form={"repo_id": "alice/form", "private": "false", "commit_message": ""})
+    assert r.status == 303 and r.getheader("Location") == f"/admin/training/runs/{ok}"
+    assert wait_published(c, ok)["state"] == "published"
+    assert len(hub.repos["alice/form"]["commits"]) == 2
+
+
+def test_without_the_library(tmp_path, serve, hub, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # as if not installed
+    _, url = serve(make_project(tmp_path))
+    c = Client(url)
+    run_id = start_run(c, trainer="text-naive-bayes", schemas=["sentiment"])
+    wait_run(c, run_id)
+    page = c.get(f"/admin/training/runs/{run_id}", headers=H).text
+    assert "pip install &#x27;potato-annotation[publish]&#x27;" in page
+    status, out = publish_run(c, run_id, repo_id="alice/x")
+    assert status == 409 and "pip install 'potato-annotation[publish]'" in out["error"]
+
+
+def test_the_server_starts_without_the_library():
+    code = ("import sys; sys.modules['huggingface_hub'] = None\n"
+            "import potato.server.app, potato.training.api, potato.training.publish_cli\n"
+            "from potato.training import hub; assert not hub.available()\n"
+            "print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60, env=dict(os.environ, PYTHONPATH=ROOT))
+    assert out.stdout.strip() == "ok", out.stderr
+    code = ("import sys, potato.server.app, potato.training.api\n"
+            "print('huggingface_hub' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60, env=dict(os.environ, PYTHONPATH=ROOT))
+    assert out.stdout.strip() == "False", out.stderr
+
+
+# -- the command line --------------------------------------------------------------------------
+
+def test_cli_publishes_without_a_server(tmp_path, serve, hub, monkeypatch, capsys):
+    cfg = make_project(tmp_path)
+    server, url = serve(cfg)
+    c = Client(url)
+    run_id = start_run(c, trainer="text-naive-bayes", schemas=["sentiment"])
+    wait_run(c, run_id)
+    capsys.readouterr()
+    args = ["training", "publish", run_id, cfg, "--repo", "alice/cli", "--private"]
+    assert main(args) == 1
+    assert ("No Hugging Face token: this command's environment has no HF_TOKEN. Create a token "
+            "with write access on the Hub (Settings, Access Tokens), set HF_TOKEN in this "
+            "command's environment, and run it again.") in capsys.readouterr().err
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    assert main(args + ["--message", "from the shell"]) == 0
+    out = capsys.readouterr().out
+    assert f"Published to {hub.url}/alice/cli, commit " in out and "publishing: " in out
+    assert hub.repos["alice/cli"]["private"] is True
+    assert hub.repos["alice/cli"]["commits"][0]["summary"] == "from the shell"
+    assert main(["training", "publish", "r999", cfg, "--repo", "alice/cli"]) == 1
+    assert "no run r999" in capsys.readouterr().err
+    assert main(["training", "publish", "../x", cfg, "--repo", "alice/cli"]) == 1
+    # the run page of the server shows what the command published
+    assert f"{hub.url}/alice/cli" in c.get(f"/admin/training/runs/{run_id}", headers=H).text
+
+
+def test_cli_goes_through_the_running_server(tmp_path, serve, hub, monkeypatch, capsys):
+    from potato.config import load
+    from potato.paths_server import remove_server_file, write_server_file
+
+    cfg = make_project(tmp_path)
+    _, url = serve(cfg)
+    c = Client(url)
+    run_id = start_run(c, trainer="text-naive-bayes", schemas=["sentiment"])
+    wait_run(c, run_id)
+    config = load(cfg)[0]
+    write_server_file(config, url)  # as potato start does: the command finds the server
+    try:
+        args = ["training", "publish", run_id, cfg, "--repo", "alice/via-server"]
+        assert main(args) == 1  # the server's environment (this process's here) has no token
+        err = capsys.readouterr().err
+        assert "the server's environment has no HF_TOKEN" in err
+        monkeypatch.setenv("HF_TOKEN", TOKEN)
+        assert main(args) == 0
+        out = capsys.readouterr().out
+        assert f"Publishing through the running server at {url}" in out
+        assert f"Published to {hub.url}/alice/via-server, commit " in out
+    finally:
+        remove_server_file(config)
+    assert len(hub.repos["alice/via-server"]["commits"]) == 1
