@@ -101,6 +101,7 @@ class ModelTraining:
     grace_seconds: float = 20
     max_predictions_mb: float = 512
     min_labels_per_class: int = 2
+    aggregation: str = "majority"  # or consensus (Dawid-Skene): potato/aggregate.py
     writeback: Writeback = field(default_factory=Writeback)
     auto_retrain: AutoRetrain = field(default_factory=AutoRetrain)
     publish: Publish = field(default_factory=Publish)
@@ -289,8 +290,38 @@ def _server_url(r: Reader, url: Optional[str]) -> Optional[str]:
 
 MODEL_TRAINING_KEYS = ("enabled", "backend", "backends", "splits", "split_seed", "retain_runs",
                        "max_wall_seconds", "max_ram_mb", "num_threads", "device", "grace_seconds",
-                       "max_predictions_mb", "min_labels_per_class", "writeback",
+                       "max_predictions_mb", "min_labels_per_class", "aggregation", "writeback",
                        "auto_retrain", "publish")
+
+
+def _splits(r: Reader, m, path: Path) -> Splits:
+    sp = r.mapping(m.get("splits"), path + ("splits",), ("train", "val", "test"),
+                   "model_training.splits")
+    if sp:
+        parts = [r.number(sp, k, path + ("splits",), None, 0, 1) for k in ("train", "val", "test")]
+        if None not in parts and all(k in sp for k in ("train", "val", "test")):
+            if abs(sum(parts) - 1) > 1e-6:
+                r.error(path + ("splits",), f"model_training.splits add up to {sum(parts):g}; "
+                                            f"train, val and test must add up to 1.")
+            elif parts[2] == 0:
+                r.error(path + ("splits",), "model_training.splits.test is 0, so no held-out "
+                                            "score can be computed. Keep some items for test.")
+            else:
+                return Splits(*parts)
+        elif None not in parts:
+            r.error(path + ("splits",), "model_training.splits needs all of train, val and test.")
+    return Splits()
+
+
+def _aggregation(r: Reader, m, path: Path) -> str:
+    method = r.text(m, "aggregation", path, "majority", numbers_ok=False) or "majority"
+    if method not in ("majority", "consensus"):
+        r.error(path + ("aggregation",), f"model_training.aggregation is {method!r}; use "
+                                         f"majority (the most frequent label) or consensus "
+                                         f"(Dawid-Skene: weighs each annotator by how reliable "
+                                         f"they are).")
+        return "majority"
+    return method
 
 
 def _model_training(r: Reader, raw, resolve) -> ModelTraining:
@@ -313,22 +344,9 @@ def _model_training(r: Reader, raw, resolve) -> ModelTraining:
     mt.max_predictions_mb = r.number(m, "max_predictions_mb", path, 512, positive=True)
     mt.min_labels_per_class = r.number(m, "min_labels_per_class", path, 2, minimum=1,
                                        integer=True)
+    mt.aggregation = _aggregation(r, m, path)
 
-    sp = r.mapping(m.get("splits"), path + ("splits",), ("train", "val", "test"),
-                   "model_training.splits")
-    if sp:
-        parts = [r.number(sp, k, path + ("splits",), None, 0, 1) for k in ("train", "val", "test")]
-        if None not in parts and all(k in sp for k in ("train", "val", "test")):
-            if abs(sum(parts) - 1) > 1e-6:
-                r.error(path + ("splits",), f"model_training.splits add up to {sum(parts):g}; "
-                                            f"train, val and test must add up to 1.")
-            elif parts[2] == 0:
-                r.error(path + ("splits",), "model_training.splits.test is 0, so no held-out "
-                                            "score can be computed. Keep some items for test.")
-            else:
-                mt.splits = Splits(*parts)
-        elif None not in parts:
-            r.error(path + ("splits",), "model_training.splits needs all of train, val and test.")
+    mt.splits = _splits(r, m, path)
 
     wb_path = path + ("writeback",)
     wb = r.mapping(m.get("writeback"), wb_path, ("schemas", "min_confidence", "include_unlabeled",

@@ -11,11 +11,11 @@ import io
 import json
 import time
 from collections import Counter
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, Iterator, Optional
 
 from potato.config import Config
 from potato.store import Store
-from potato.training.remote.bundle import majority
+from potato.aggregate import aggregate
 
 COLUMNS = ("item_id", "scheme", "annotator", "label", "labelled_at", "aggregated_label", "text")
 FORMULA = ("=", "+", "-", "@", "\t", "\r")
@@ -25,23 +25,39 @@ def _label_text(label: Any) -> str:
     return ";".join(label) if isinstance(label, list) else ("" if label is None else str(label))
 
 
-def rows(store: Store) -> Iterator[Dict[str, Any]]:
+def aggregated(cfg: Optional[Config], records) -> Dict[str, Dict[str, Any]]:
+    """``{scheme: {item_id: aggregated label}}`` of annotation rows, by the config's
+    ``model_training.aggregation`` (the majority vote without a config, or for a scheme no
+    longer in it)."""
+    votes: Dict[str, Dict[str, Dict[str, Any]]] = {}
+    for r in records:
+        votes.setdefault(r["scheme"], {}).setdefault(r["item_id"], {})[r["annotator"]] = \
+            json.loads(r["label"])
+    method = cfg.model_training.aggregation if cfg is not None else "majority"
+    out = {}
+    for scheme, by_item in votes.items():
+        s = cfg.scheme(scheme) if cfg is not None else None
+        out[scheme] = aggregate(s.annotation_type if s else "radio", by_item,
+                                method if s else "majority").labels
+    return out
+
+
+def rows(store: Store, cfg: Optional[Config] = None) -> Iterator[Dict[str, Any]]:
     texts = {r["id"]: r["text"] for r in store.conn().execute("SELECT id, text FROM items")}
-    votes: Dict[tuple, List[Any]] = {}
     records = store.conn().execute("SELECT item_id, scheme, annotator, label, updated_at FROM "
                                    "annotations ORDER BY item_id, scheme, annotator").fetchall()
-    for r in records:
-        votes.setdefault((r["item_id"], r["scheme"]), []).append(json.loads(r["label"]))
+    decided = aggregated(cfg, records)
     for r in records:
         yield {"item_id": r["item_id"], "scheme": r["scheme"], "annotator": r["annotator"],
                "label": json.loads(r["label"]),
                "labelled_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(r["updated_at"])),
-               "aggregated_label": majority(votes[(r["item_id"], r["scheme"])]),
+               "aggregated_label": decided[r["scheme"]].get(r["item_id"]),
                "text": texts.get(r["item_id"], "")}
 
 
-def jsonl(store: Store) -> bytes:
-    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows(store)).encode("utf-8")
+def jsonl(store: Store, cfg: Optional[Config] = None) -> bytes:
+    return "".join(json.dumps(r, ensure_ascii=False) + "\n"
+                   for r in rows(store, cfg)).encode("utf-8")
 
 
 def _cell(value: Any) -> str:
@@ -49,25 +65,24 @@ def _cell(value: Any) -> str:
     return "'" + text if text.startswith(FORMULA) else text
 
 
-def csv_bytes(store: Store) -> bytes:
+def csv_bytes(store: Store, cfg: Optional[Config] = None) -> bytes:
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(COLUMNS)
-    for r in rows(store):
+    for r in rows(store, cfg):
         w.writerow([_cell(r[c]) for c in COLUMNS])
     return buf.getvalue().encode("utf-8")
 
 
 def label_counts(cfg: Config, store: Store) -> Dict[str, Dict[str, int]]:
     """Per scheme: how many items have each aggregated label (ties and unlabelled left out)."""
-    votes: Dict[tuple, List[Any]] = {}
-    for item_id, scheme, label in store.conn().execute(
-            "SELECT item_id, scheme, label FROM annotations"):
-        votes.setdefault((item_id, scheme), []).append(json.loads(label))
+    records = store.conn().execute(
+        "SELECT item_id, scheme, annotator, label FROM annotations").fetchall()
     out = {s.name: Counter({label: 0 for label in s.labels}) for s in cfg.schemes}
-    for (_, scheme), labels in votes.items():
-        top = majority(labels)
-        if scheme in out and top is not None:
-            for one in (top if isinstance(top, list) else [top]):
-                out[scheme][one] += 1
+    for scheme, by_item in aggregated(cfg, records).items():
+        for top in by_item.values():
+            if scheme in out and top is not None:
+                for one in (top if isinstance(top, list) else [top]):
+                    if isinstance(one, (str, int)):
+                        out[scheme][one] += 1
     return {k: dict(v) for k, v in out.items()}

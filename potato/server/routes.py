@@ -235,7 +235,8 @@ def _admin_routes(app) -> None:
 
     @app.route("GET", r"/admin/export\.(?P<kind>jsonl|csv)", "admin")
     def admin_export(h, kind):
-        body = export.jsonl(app.store) if kind == "jsonl" else export.csv_bytes(app.store)
+        body = (export.jsonl(app.store, cfg) if kind == "jsonl"
+                else export.csv_bytes(app.store, cfg))
         ctype = "application/x-ndjson" if kind == "jsonl" else "text/csv; charset=utf-8"
         h.send(200, body, ctype, {"Content-Disposition":
                                   'attachment; filename="annotations.%s"' % kind})

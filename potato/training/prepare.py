@@ -6,6 +6,7 @@ import os
 import shutil
 from typing import Any, Callable, Dict, List, Optional
 
+from potato import aggregate
 from potato.config import Config
 from potato.store import Store
 from potato.training.backends import Outcome
@@ -31,15 +32,20 @@ def prepare(cfg: Config, store: Store, run: Dict[str, Any], paths: RunPaths, loc
     items = [(r["id"], r["text"]) for r in store.conn().execute(
         "SELECT id, text FROM items WHERE active=1 ORDER BY position")]
     labels: Dict[str, Dict[str, List[Any]]] = {}
-    marks = ",".join("?" * len(schemas))
-    for r in store.conn().execute(
-            "SELECT item_id, scheme, label FROM annotations WHERE scheme IN (%s)" % marks,
-            list(schemas)):
-        labels.setdefault(r[0], {}).setdefault(r[1], []).append(json.loads(r[2]))
+    decided: Dict[str, Dict[str, Any]] = {}
+    for name in schemas:
+        votes = scheme_votes(store, name)
+        result = aggregate.aggregate(schemas[name]["type"], votes, mt.aggregation)
+        decided[name] = result.labels
+        log("%s: labels aggregated by %s%s" % (name, result.method, "; " + result.note
+                                                 if result.note else ""))
+        for item_id, by_annotator in votes.items():
+            labels.setdefault(item_id, {})[name] = list(by_annotator.values())
     manifest = bundle_mod.build(paths.bundle, items, labels, schemas,
                                 (mt.splits.train, mt.splits.val, mt.splits.test),
                                 mt.split_seed, mt.writeback.include_unlabeled,
-                                heldout=None if local else paths.heldout)
+                                heldout=None if local else paths.heldout,
+                                agree=lambda item_id, name, _: decided[name].get(item_id))
     c = manifest["counts"]
     log("bundle: %d train, %d val, %d test, %d unlabeled items; ties skipped: %s" % (
         c["train"], c["val"], c["test"], c["unlabeled"], manifest["ties_skipped"]))
@@ -61,6 +67,17 @@ def prepare(cfg: Config, store: Store, run: Dict[str, Any], paths: RunPaths, loc
     return None
 
 
+def scheme_votes(store: Store, scheme: str, active=None) -> Dict[str, Dict[str, Any]]:
+    """One scheme's labels as ``{item_id: {annotator: label}}`` (only ``active`` items when
+    given: those still in the data files)."""
+    votes: Dict[str, Dict[str, Any]] = {}
+    for item_id, annotator, label in store.conn().execute(
+            "SELECT item_id, annotator, label FROM annotations WHERE scheme=?", (scheme,)):
+        if active is None or item_id in active:
+            votes.setdefault(item_id, {})[annotator] = json.loads(label)
+    return votes
+
+
 def refusal(cfg: Config, store: Store, schemes: List[str]) -> Optional[str]:
     """Why a run on ``schemes`` could say nothing (too few labels per label in the train split,
     or no labelled test item to score it on), or None. The same splits as the bundle's."""
@@ -71,15 +88,11 @@ def refusal(cfg: Config, store: Store, schemes: List[str]) -> Optional[str]:
         scheme = cfg.scheme(name)
         if scheme is None:
             continue
-        votes: Dict[str, List[Any]] = {}
-        for item_id, label in store.conn().execute(
-                "SELECT item_id, label FROM annotations WHERE scheme=?", (name,)):
-            if item_id in active:
-                votes.setdefault(item_id, []).append(json.loads(label))
+        decided = aggregate.aggregate(scheme.annotation_type, scheme_votes(store, name, active),
+                                      mt.aggregation).labels
         train: Dict[str, int] = {label: 0 for label in scheme.labels}
         test = 0
-        for item_id, labels in votes.items():
-            label = bundle_mod.majority(labels)
+        for item_id, label in decided.items():
             if label is None:
                 continue
             split = bundle_mod.split_of(item_id, mt.split_seed, fractions)

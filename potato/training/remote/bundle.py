@@ -10,8 +10,9 @@ Layout of ``bundle/``::
     items.jsonl     {"id", "text", "split", "labels": {scheme: label}} per line; split is one
                     of train, val, test, unlabeled
 
-Labels are aggregated per scheme by majority vote over annotators; an item whose top labels
-tie is left out of that scheme and counted in ``ties_skipped``. Splits come from a seeded hash
+Labels are aggregated per scheme (by majority vote over annotators, or as the server's
+``agree`` says: potato/aggregate.py); an item whose labels do not settle is left out of that
+scheme and counted in ``ties_skipped``. Splits come from a seeded hash
 of the item id, so an item stays in the same split from run to run.
 """
 
@@ -52,14 +53,16 @@ def majority(labels):
 
 
 def build(dest, items, labels, schemas, fractions=(0.7, 0.15, 0.15), seed=0,
-          include_unlabeled=False, heldout=None):
+          include_unlabeled=False, heldout=None, agree=None):
     """Write a bundle into ``dest``; returns its manifest.
 
     ``items``: iterable of (id, text); ``labels``: {item_id: {scheme: [label, ...]}} (one entry
     per annotator); ``schemas``: {name: {"type": ..., "labels": [...]}}. With ``heldout`` (a
     path), the test split's labels go there instead of into the bundle: a machine that runs the
-    trainer never sees the answers it is scored against.
+    trainer never sees the answers it is scored against. ``agree(item_id, scheme, votes)``
+    gives an item's aggregated label (None on a tie); by default the majority vote.
     """
+    agree = agree or (lambda item_id, scheme, votes: majority(votes))
     held = open(heldout, "w", encoding="utf-8") if heldout else None
     os.makedirs(dest, exist_ok=True)
     names = list(schemas)
@@ -79,7 +82,7 @@ def build(dest, items, labels, schemas, fractions=(0.7, 0.15, 0.15), seed=0,
                     if not v:
                         continue
                     had_votes = True
-                    top = majority(v)
+                    top = agree(item_id, s, v)
                     if top is None:
                         ties[s] += 1
                     else:
