@@ -220,6 +220,53 @@ def test_cycle_finder_can_fail():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
 
 
+def imported_by_name(path):
+    """The potato modules a module imports by name at run time: in a module that calls
+    ``importlib.import_module``, every string constant that names a potato module (the trainer
+    registry's modules)."""
+    tree = ast.parse(open(path).read())
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and (
+        getattr(n.func, "attr", None) == "import_module"
+        or getattr(n.func, "id", None) == "import_module")]
+    if not calls:
+        return set()
+    return {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)
+            and isinstance(n.value, str) and n.value.startswith("potato.")
+            and is_module(n.value)}
+
+
+def runtime_graph():
+    """The import graph with the edges of ``importlib.import_module`` added, parent-package
+    edges pruned (as in test_no_import_cycles)."""
+    graph = import_graph()
+    for rel, path in py_files():
+        graph[module_name(rel)] |= imported_by_name(path) - {module_name(rel)}
+    return {m: {d for d in deps if not m.startswith(d + ".")} for m, deps in graph.items()}
+
+
+def test_no_import_cycles_at_run_time():
+    """A module imported by name (a trainer, through the registry) counts as imported: the
+    worker loads the trainers, so no trainer module may import the worker."""
+    assert find_cycle(runtime_graph()) is None
+
+
+def test_runtime_cycle_check_can_fail(tmp_path):
+    registry = tmp_path / "registry.py"
+    registry.write_text("import importlib\nMODULES = ['potato.training.remote.worker', "
+                        "'potato.nothing.here']\n"
+                        "def load(name):\n    return importlib.import_module(name)\n")
+    assert imported_by_name(str(registry)) == {"potato.training.remote.worker"}
+    # the cycle this check was written for: a trainer module importing the worker (which
+    # imports the trainer registry, which imports the trainer modules by name)
+    graph = runtime_graph()
+    graph["potato.training.remote.trainers.hf_text"].add("potato.training.remote.worker")
+    assert find_cycle(graph) is not None
+    static = import_graph()
+    static["potato.training.remote.trainers.hf_text"].add("potato.training.remote.worker")
+    assert find_cycle({m: {d for d in deps if not m.startswith(d + ".")}
+                       for m, deps in static.items()}) is None  # invisible without the names
+
+
 def test_modules_and_functions_stay_small():
     big = []
     for rel, path in py_files():

@@ -63,18 +63,19 @@ class Context:
         self.emitter.log(message, level)
 
 
-def _watch_parent(ctx, done):
-    """Stop (as if cancelled) when the process that started us dies: a SIGKILLed supervisor
-    or agent must not leave a worker training on, unseen. Ends when ``done`` is set."""
-    parent = os.getppid()
+def watch_parent(on_gone, done, parent=None, interval=1.0, name="parent-watch"):
+    """Call ``on_gone()`` once when the process that started us (``parent``: by default our
+    parent now) dies: a SIGKILLed supervisor or agent must not leave a worker training on,
+    unseen, nor a worker its data-parallel ranks (rank.py). Ends when ``done`` is set."""
+    parent = os.getppid() if parent is None else parent
 
     def watch():
-        while not done.wait(1):
+        while not done.wait(interval):
             if os.getppid() != parent:
-                ctx.cancelled = True
+                on_gone()
                 return
 
-    t = threading.Thread(target=watch, daemon=True, name="parent-watch")
+    t = threading.Thread(target=watch, daemon=True, name=name)
     t.start()
     return t
 
@@ -111,7 +112,7 @@ def run(spec_path, emitter=None, owns_process=False):
     emitter.emit("where", **events.here())
     previous = signal.signal(signal.SIGTERM, on_term)
     done = threading.Event()
-    watcher = _watch_parent(ctx, done)
+    watcher = watch_parent(lambda: setattr(ctx, "cancelled", True), done)
     try:
         return _train(ctx, spec, base, emitter)
     finally:
