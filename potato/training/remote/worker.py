@@ -85,6 +85,14 @@ def _fail(emitter, code, message, kind):
     return code
 
 
+def _import_failed(emitter, info, exc):
+    """A trainer whose module (or a package it loads) cannot be imported: the exit code."""
+    hint = (" (%s)" % info.install_hint) if info.install_hint else ""
+    return _fail(emitter, events.EXIT_MISSING_DEPENDENCY,
+                 "Trainer '%s' could not be imported. %s (Python %s)%s"
+                 % (info.name, exc, sys.executable, hint), "missing_dependency")
+
+
 def _is_oom(exc):
     text = "%s: %s" % (type(exc).__name__, exc)
     return isinstance(exc, MemoryError) or "out of memory" in text.lower()
@@ -136,10 +144,7 @@ def _train(ctx, spec, base, emitter):
     try:
         trainer_cls = trainers.load(info)
     except ImportError as e:
-        hint = (" (%s)" % info.install_hint) if info.install_hint else ""
-        return _fail(emitter, events.EXIT_MISSING_DEPENDENCY,
-                     "Trainer '%s' could not be imported. %s (Python %s)%s"
-                     % (info.name, e, sys.executable, hint), "missing_dependency")
+        return _import_failed(emitter, info, e)
     try:
         emitter.status("reading the bundle")
         ctx.bundle = read(ctx.bundle_dir)
@@ -164,11 +169,7 @@ def _train(ctx, spec, base, emitter):
     except RunFailure as e:
         return _fail(emitter, events.EXIT_OTHER, str(e), "other")
     except ImportError as e:
-        hint = (" (%s)" % info.install_hint) if info.install_hint else ""
-        return _fail(emitter, events.EXIT_MISSING_DEPENDENCY,
-                     "Trainer '%s' could not be imported. %s (Python %s)%s"
-                     % (info.name, e, sys.executable, hint),
-                     "missing_dependency")
+        return _import_failed(emitter, info, e)
     except Exception as e:  # the worker's choke point: the detail goes to stderr
         traceback.print_exc()
         if _is_oom(e):

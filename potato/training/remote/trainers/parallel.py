@@ -106,6 +106,19 @@ def shard(batch, rank, world):
     return batch[rank::world]
 
 
+def accuracy(predict, pairs, group=None, device=None):
+    """The share of (text, gold) ``pairs`` whose predicted label (``predict(texts)`` gives
+    (label, confidence) per text) is the gold one. With a group, each rank predicts its share
+    and the counts are summed over the ranks."""
+    mine = pairs if group is None else pairs[group.rank::group.world]
+    predicted = predict([t for t, _ in mine]) if mine else []
+    hits = sum(1 for (label, _), (_, gold) in zip(predicted, mine) if label == gold)
+    n = len(mine)
+    if group is not None:
+        hits, n = group.all_sum([hits, n], device)
+    return hits / max(n, 1)
+
+
 def _timeout_s():
     """POTATO_DDP_TIMEOUT_S, within 1 s .. 1 day; anything else (not a number, inf, nan) is
     the default."""
