@@ -22,6 +22,7 @@ import time
 import traceback
 
 from potato.training.remote import protocol as events
+from potato.training.remote import trainers
 from potato.training.remote.bundle import BundleError, read
 from potato.training.remote.paths import write_atomic
 
@@ -134,8 +135,6 @@ def _train(ctx, spec, base, emitter):
     if spec.get("num_threads"):
         for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
             os.environ[var] = str(spec["num_threads"])
-
-    from potato.training.remote import trainers
 
     info = trainers.get(spec.get("trainer"))
     if info is None:

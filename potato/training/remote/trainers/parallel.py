@@ -32,6 +32,8 @@ import signal
 import threading
 import time
 
+from potato.training.remote.trainers import launch
+
 TIMEOUT_ENV = "POTATO_DDP_TIMEOUT_S"  # how long a rank waits for the others (default 600 s)
 FAULT_ENV = "POTATO_TEST_RANK_FAULT"  # tests only: "RANK:STEP:raise|kill|hang[,...]"
 DEFAULT_TIMEOUT_S = 600.0
@@ -222,8 +224,6 @@ class Group:
         self._threads = torch.get_num_threads()
         if self.backend == "gloo":  # the CPU's cores are shared by the ranks
             torch.set_num_threads(max(1, self._threads // self.world))
-        from potato.training.remote.trainers import launch
-
         try:
             if self.is_main:
                 launch.start_ranks(self)
@@ -245,8 +245,6 @@ class Group:
         import traceback
 
         import torch
-
-        from potato.training.remote.trainers import launch
 
         if exc is not None and exc.__traceback__ is not None:
             # The failed frames hold the DDP model, which holds the process group and its
