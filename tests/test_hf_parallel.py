@@ -76,7 +76,7 @@ def test_batches_group_by_length_and_shard_deterministically():
 
 def test_rank_argv_and_env():
     argv = launch.rank_argv("py", "/r/spec.json", 1, 2, "gloo", "/r/ddp.store", 99, "/r/e.json")
-    assert argv[:3] == ["py", "-m", "potato.training.remote.trainers.parallel"]
+    assert argv[:3] == ["py", "-m", "potato.training.remote.rank"]
     # the rendezvous is a file in the private run directory: no port anyone could join
     assert argv[argv.index("--store") + 1] == "/r/ddp.store" and "--port" not in argv
     env = launch.rank_env({"POTATO_TRAINING_TOKEN": "secret", "PATH": "/bin"}, 1, 2)
@@ -126,7 +126,7 @@ def test_cancel_stops_every_rank(tmp_path, tiny_bert):
         def emit(self, event_type, **fields):
             event = super().emit(event_type, **fields)
             if event_type == "progress" and fields.get("current") == 3:
-                ranks.extend(leaks.processes("trainers.parallel"))
+                ranks.extend(leaks.processes("remote.rank"))
                 os.kill(os.getpid(), signal.SIGTERM)  # as the supervisor's cancel does
             return event
 
@@ -138,7 +138,7 @@ def test_cancel_stops_every_rank(tmp_path, tiny_bert):
         signal.signal(signal.SIGTERM, previous)
     evs = [json.loads(line) for line in out.getvalue().splitlines()]
     assert code == events.EXIT_CANCELLED and evs[-1]["kind"] == "cancelled", evs[-3:]
-    assert len(ranks) == 1 and leaks.processes("trainers.parallel") == []
+    assert len(ranks) == 1 and leaks.processes("remote.rank") == []
     assert max(e["current"] for e in evs if e["type"] == "progress") <= 4
 
 
@@ -173,7 +173,7 @@ def test_ranks_die_with_a_killed_worker(tmp_path, tiny_bert):
         for line in p.stdout:
             if b'"progress"' in line:
                 break
-        ranks = [int(r.split()[0]) for r in leaks.processes("trainers.parallel")]
+        ranks = [int(r.split()[0]) for r in leaks.processes("remote.rank")]
         assert len(ranks) == 1
     finally:
         p.kill()
@@ -207,7 +207,7 @@ def test_supervised_stop_reaches_every_rank(tmp_path, tiny_bert, how):
     def on_event(event):
         seen.append(event)
         if event["type"] == "progress" and not ranks:
-            ranks.extend(leaks.processes("trainers.parallel"))
+            ranks.extend(leaks.processes("remote.rank"))
 
     started = time.monotonic()
     result = supervise.run_worker(
@@ -222,7 +222,7 @@ def test_supervised_stop_reaches_every_rank(tmp_path, tiny_bert, how):
     else:
         assert status == "error" and "max_wall_seconds (1 s)" in message, message
     assert result.returncode != -9  # stopped by SIGTERM in time, not killed after the grace
-    assert leaks.processes("trainers.parallel") == []
+    assert leaks.processes("remote.rank") == []
 
 
 def test_a_stuck_rank_0_is_ended_by_its_watch(tmp_path, tiny_bert, monkeypatch):
@@ -243,7 +243,7 @@ def test_a_stuck_rank_0_is_ended_by_its_watch(tmp_path, tiny_bert, monkeypatch):
     assert time.monotonic() - started < 60
     assert result.returncode == protocol.EXIT_OTHER and status == "error", message
     assert "rank 1 of 2" in message and "injected fault in rank 1 at step 2" in message
-    assert leaks.processes("trainers.parallel") == []
+    assert leaks.processes("remote.rank") == []
 
 
 @pytest.mark.parametrize("value, expected", [("inf", 600.0), ("nan", 600.0), ("-5", 1.0),

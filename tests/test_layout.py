@@ -3,8 +3,8 @@
 server, it is all that is hashed and copied, and the package stays small and acyclic."""
 
 import ast
-import re
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -221,6 +221,53 @@ def test_cycle_finder_can_fail():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
 
 
+def imported_by_name(path):
+    """The potato modules a module imports by name at run time: in a module that calls
+    ``importlib.import_module``, every string constant that names a potato module (the trainer
+    registry's modules)."""
+    tree = ast.parse(open(path).read())
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and (
+        getattr(n.func, "attr", None) == "import_module"
+        or getattr(n.func, "id", None) == "import_module")]
+    if not calls:
+        return set()
+    return {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)
+            and isinstance(n.value, str) and n.value.startswith("potato.")
+            and is_module(n.value)}
+
+
+def runtime_graph():
+    """The import graph with the edges of ``importlib.import_module`` added, parent-package
+    edges pruned (as in test_no_import_cycles)."""
+    graph = import_graph()
+    for rel, path in py_files():
+        graph[module_name(rel)] |= imported_by_name(path) - {module_name(rel)}
+    return {m: {d for d in deps if not m.startswith(d + ".")} for m, deps in graph.items()}
+
+
+def test_no_import_cycles_at_run_time():
+    """A module imported by name (a trainer, through the registry) counts as imported: the
+    worker loads the trainers, so no trainer module may import the worker."""
+    assert find_cycle(runtime_graph()) is None
+
+
+def test_runtime_cycle_check_can_fail(tmp_path):
+    registry = tmp_path / "registry.py"
+    registry.write_text("import importlib\nMODULES = ['potato.training.remote.worker', "
+                        "'potato.nothing.here']\n"
+                        "def load(name):\n    return importlib.import_module(name)\n")
+    assert imported_by_name(str(registry)) == {"potato.training.remote.worker"}
+    # the cycle this check was written for: a trainer module importing the worker (which
+    # imports the trainer registry, which imports the trainer modules by name)
+    graph = runtime_graph()
+    graph["potato.training.remote.trainers.hf_text"].add("potato.training.remote.worker")
+    assert find_cycle(graph) is not None
+    static = import_graph()
+    static["potato.training.remote.trainers.hf_text"].add("potato.training.remote.worker")
+    assert find_cycle({m: {d for d in deps if not m.startswith(d + ".")}
+                       for m, deps in static.items()}) is None  # invisible without the names
+
+
 def test_modules_and_functions_stay_small():
     big = []
     for rel, path in py_files():
@@ -250,13 +297,95 @@ def test_every_reserved_exit_code_has_a_sentence():
 
 def test_shell_scripts_use_the_table():
     from potato.training.backends import sshcmd
+    from potato.training.remote import slurm_job
 
     assert "exit %d" % protocol.REMOTE_NO_CODE in sshcmd.AGENT_SH
     assert "exit %d" % protocol.REMOTE_NO_PYTHON in sshcmd.PROBE_SH
     assert "exit %d" % protocol.REMOTE_ENV_FAILED in sshcmd.ENV_SH
+    job_sh = slurm_job.job_script(protocol.RunSettings(scheduler="slurm"), "/jobs/r1", "/code")
+    assert "|| exit %d\n" % protocol.REMOTE_NO_CODE in job_sh
+    for name, text in (("AGENT_SH", sshcmd.AGENT_SH), ("PROBE_SH", sshcmd.PROBE_SH),
+                       ("ENV_SH", sshcmd.ENV_SH), ("job.sh", job_sh)):
+        assert unreserved_exits(text) == [], name
 
 
-# -- 7. one composition root; the server knows nothing of training (issue 19) -----------------
+SHELL_EXIT = re.compile(r"\bexit (\d+)\b")
+
+
+def reserved_codes():
+    return {v for k, v in vars(protocol).items()
+            if k.startswith(("EXIT_", "AGENT_", "REMOTE_")) and isinstance(v, int)}
+
+
+def unreserved_exits(script):
+    """``exit N`` in a generated script with N not in protocol's table."""
+    return [m for m in SHELL_EXIT.findall(script) if int(m) not in reserved_codes()]
+
+
+def code_strings(path):
+    """(line, text) of every string constant of a module but its docstrings."""
+    tree = ast.parse(open(path).read())
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
+                                       ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr)
+                  and isinstance(node.body[0].value, ast.Constant)}
+    return [(n.lineno, n.value) for n in ast.walk(tree) if isinstance(n, ast.Constant)
+            and isinstance(n.value, str) and id(n) not in docstrings]
+
+
+def literal_exits(path):
+    """``exit N`` written with a literal N in a module's strings (a script or a line of one,
+    job.sh's among them): every code a script exits with comes from protocol's table."""
+    rel = os.path.relpath(path, ROOT)
+    return ["%s:%d: exit %s" % (rel, line, code) for line, text in code_strings(path)
+            for code in SHELL_EXIT.findall(text)]
+
+
+def test_no_literal_exit_codes_in_scripts():
+    bad = []
+    for _, path in py_files():
+        bad.extend(literal_exits(path))
+    assert bad == []
+
+
+def test_exit_code_checks_can_fail(tmp_path):
+    planted = tmp_path / "job.py"
+    planted.write_text('"""Writes job.sh: exit 0 when done (a docstring may say so)."""\n'
+                       'import shlex\n'
+                       'def job(d):\n'
+                       '    return "cd %s || exit 96" % shlex.quote(d)\n')
+    assert [b.split(": ", 1)[1] for b in literal_exits(str(planted))] == ["exit 96"]
+    assert unreserved_exits("cd /x || exit 42\nexit \"$code\"\n") == ["42"]
+    assert unreserved_exits("cd /x || exit %d\n" % protocol.REMOTE_NO_CODE) == []
+
+
+# -- 7. one builder for the worker's command line ------------------------------------------------
+
+def worker_command_lines(path):
+    """Strings of a module that name the worker as a command (``-m`` and the module, or the
+    module alone as an argv item), docstrings and messages that quote it aside."""
+    return ["%s:%d" % (os.path.relpath(path, ROOT), line) for line, text in code_strings(path)
+            if text == protocol.WORKER_MODULE or re.search(
+                r"-m %s --spec %%s" % re.escape(protocol.WORKER_MODULE), text)]
+
+
+def test_one_builder_for_the_worker_command_line():
+    owners = [w for _, path in py_files() for w in worker_command_lines(path)]
+    assert [o.split(":")[0] for o in owners] == ["potato/training/remote/protocol.py"], owners
+    assert protocol.worker_argv("/py", "/r/spec.json") == [
+        "/py", "-m", "potato.training.worker", "--spec", "/r/spec.json"]
+
+
+def test_worker_command_line_check_can_fail(tmp_path):
+    planted = tmp_path / "backend.py"
+    planted.write_text('argv = [py, "-m", "potato.training.worker", "--spec", spec]\n'
+                       'line = "%s -m potato.training.worker --spec %s > %s" % (py, spec, out)\n'
+                       'hint = "run it through python -m potato.training.worker"\n')
+    assert [w.split(":")[1] for w in worker_command_lines(str(planted))] == ["1", "2"]
+
+
+# -- 8. one composition root; the server knows nothing of training (issue 19) -----------------
 
 def server_imports_of_training(files):
     """(file, line, module) for every import of potato.training in ``files`` (function-local
@@ -282,7 +411,7 @@ def test_server_import_check_can_fail(tmp_path):
     assert [m for _, _, m in found] == ["potato.training.queue", "potato.training.queue.Manager"]
 
 
-# -- 8. backends own their behaviour -------------------------------------------------------------
+# -- 9. backends own their behaviour -------------------------------------------------------------
 
 BACKEND_TYPES = {"local", "ssh", "slurm", "agent"}
 # The config parser reads (and validates) the type key; backends/ are the kinds themselves.
@@ -327,7 +456,7 @@ def test_type_comparison_check_can_fail(tmp_path):
     assert [line for line, _ in type_comparisons(str(planted))] == [2, 4, 4]
 
 
-# -- 9. imports at the top, except where they defer torch ----------------------------------------
+# -- 10. imports at the top, except where they defer torch ----------------------------------------
 
 DEFER_MARK = "# deferred:"  # the one-line reason a function-local import may give
 

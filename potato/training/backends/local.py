@@ -22,7 +22,7 @@ class LocalBackend(TrainingBackend):
     def execute(self, ctx: RunContext) -> Outcome:
         mt = self.cfg.model_training
         ctx.set_step("starting the worker")
-        argv = [sys.executable, "-m", "potato.training.worker", "--spec", ctx.paths.spec]
+        argv = protocol.worker_argv(sys.executable, ctx.paths.spec)
         ctx.log("local: %s" % " ".join(argv))
         result = supervise.run_worker(
             argv, self.worker_env(), ctx.paths.stderr, ctx.on_event,

@@ -171,6 +171,15 @@ def worker_env(base: Dict[str, str], code_dir: str, num_threads: Optional[int] =
     out["PYTHONUNBUFFERED"] = "1"
     return out
 
+
+WORKER_MODULE = "potato.training.worker"
+
+
+def worker_argv(python: str, spec_path: str) -> List[str]:
+    """The one place the worker's command line is made (pure), the same on every backend:
+    ``python -m potato.training.worker --spec SPEC`` (job.sh writes it shell-quoted)."""
+    return [python, "-m", WORKER_MODULE, "--spec", spec_path]
+
 TYPES = ("status", "progress", "metric", "log", "artifact", "result", "error", "where")
 
 

@@ -145,7 +145,7 @@ class AgentRun:
                 gpu_lock.release()
             self.report_events()
 
-        argv = [self.python, "-m", "potato.training.worker", "--spec", self.paths.spec]
+        argv = protocol.worker_argv(self.python, self.paths.spec)
         try:
             return supervise.run_worker(argv, self.env, self.paths.stderr, self.on_event,
                                         should_cancel=self.should_cancel,

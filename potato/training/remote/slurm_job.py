@@ -57,9 +57,9 @@ def job_script(settings, jobdir, code_dir):
             value = q(str(value))
         lines.append("export %s=%s" % (key, value))
     lines += [
-        "cd %s || exit 96" % q(jobdir),
-        "%s -m potato.training.worker --spec %s > %s 2> %s" % (
-            q(python), q(paths.spec), q(paths.events), q(paths.stderr)),
+        "cd %s || exit %d" % (q(jobdir), protocol.REMOTE_NO_CODE),
+        "%s > %s 2> %s" % (proc.quoted(protocol.worker_argv(python, paths.spec)),
+                           q(paths.events), q(paths.stderr)),
         "code=$?",
         "echo \"$code\" > %s && mv %s %s" % (q(paths.exit_code + ".tmp"),
                                              q(paths.exit_code + ".tmp"), q(paths.exit_code)),

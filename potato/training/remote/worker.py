@@ -22,6 +22,7 @@ import time
 import traceback
 
 from potato.training.remote import protocol as events
+from potato.training.remote import trainers
 from potato.training.remote.bundle import BundleError, read
 from potato.training.remote.paths import RunPaths, write_atomic
 
@@ -63,18 +64,19 @@ class Context:
         self.emitter.log(message, level)
 
 
-def _watch_parent(ctx, done):
-    """Stop (as if cancelled) when the process that started us dies: a SIGKILLed supervisor
-    or agent must not leave a worker training on, unseen. Ends when ``done`` is set."""
-    parent = os.getppid()
+def watch_parent(on_gone, done, parent=None, interval=1.0, name="parent-watch"):
+    """Call ``on_gone()`` once when the process that started us (``parent``: by default our
+    parent now) dies: a SIGKILLed supervisor or agent must not leave a worker training on,
+    unseen, nor a worker its data-parallel ranks (rank.py). Ends when ``done`` is set."""
+    parent = os.getppid() if parent is None else parent
 
     def watch():
-        while not done.wait(1):
+        while not done.wait(interval):
             if os.getppid() != parent:
-                ctx.cancelled = True
+                on_gone()
                 return
 
-    t = threading.Thread(target=watch, daemon=True, name="parent-watch")
+    t = threading.Thread(target=watch, daemon=True, name=name)
     t.start()
     return t
 
@@ -82,6 +84,14 @@ def _watch_parent(ctx, done):
 def _fail(emitter, code, message, kind):
     emitter.emit("error", message=message, kind=kind)
     return code
+
+
+def _import_failed(emitter, info, exc):
+    """A trainer whose module (or a package it loads) cannot be imported: the exit code."""
+    hint = (" (%s)" % info.install_hint) if info.install_hint else ""
+    return _fail(emitter, events.EXIT_MISSING_DEPENDENCY,
+                 "Trainer '%s' could not be imported. %s (Python %s)%s"
+                 % (info.name, exc, sys.executable, hint), "missing_dependency")
 
 
 def _is_oom(exc):
@@ -111,7 +121,7 @@ def run(spec_path, emitter=None, owns_process=False):
     emitter.emit("where", **events.here())
     previous = signal.signal(signal.SIGTERM, on_term)
     done = threading.Event()
-    watcher = _watch_parent(ctx, done)
+    watcher = watch_parent(lambda: setattr(ctx, "cancelled", True), done)
     try:
         return _train(ctx, spec, base, emitter)
     finally:
@@ -126,8 +136,6 @@ def _train(ctx, spec, base, emitter):
         for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
             os.environ[var] = str(spec["num_threads"])
 
-    from potato.training.remote import trainers
-
     info = trainers.get(spec.get("trainer"))
     if info is None:
         return _fail(emitter, events.EXIT_BAD_SPEC, "unknown trainer %r" % spec.get("trainer"),
@@ -135,10 +143,7 @@ def _train(ctx, spec, base, emitter):
     try:
         trainer_cls = trainers.load(info)
     except ImportError as e:
-        hint = (" (%s)" % info.install_hint) if info.install_hint else ""
-        return _fail(emitter, events.EXIT_MISSING_DEPENDENCY,
-                     "Trainer '%s' could not be imported. %s (Python %s)%s"
-                     % (info.name, e, sys.executable, hint), "missing_dependency")
+        return _import_failed(emitter, info, e)
     try:
         emitter.status("reading the bundle")
         ctx.bundle = read(ctx.bundle_dir)
@@ -162,11 +167,7 @@ def _train(ctx, spec, base, emitter):
     except RunFailure as e:
         return _fail(emitter, events.EXIT_OTHER, str(e), "other")
     except ImportError as e:
-        hint = (" (%s)" % info.install_hint) if info.install_hint else ""
-        return _fail(emitter, events.EXIT_MISSING_DEPENDENCY,
-                     "Trainer '%s' could not be imported. %s (Python %s)%s"
-                     % (info.name, e, sys.executable, hint),
-                     "missing_dependency")
+        return _import_failed(emitter, info, e)
     except Exception as e:  # the worker's choke point: the detail goes to stderr
         traceback.print_exc()
         if _is_oom(e):

@@ -74,6 +74,14 @@ TRAIN_LLM_HINT = ("install torch, transformers and peft into that Python (pip in
                   "'potato-annotation[train-llm]'; bitsandbytes too for load_in_4bit), or point "
                   "the backend's python at one that has them")
 
+HF_PACKAGES = ("torch", "transformers", "peft")
+
+# The params both hf trainers end their own with (parallel.py reads processes).
+HF_SHARED_PARAMS = [
+    Param("seed", "int", 0, "random seed", 0, 2 ** 32 - 1),
+    Param("processes", "int", 0, "data-parallel processes: 0 for one per visible GPU (one on a "
+          "host without GPUs); more than 1 without GPUs runs that many CPU processes", 0, 64)]
+
 REGISTRY = {
     "text-naive-bayes": TrainerInfo(
         "text-naive-bayes", "potato.training.remote.trainers.naive_bayes",
@@ -96,13 +104,8 @@ REGISTRY = {
          Param("max_length", "int", 128, "tokens per item (longer texts are cut)", 8, 8192),
          Param("lora", "bool", True, "train a LoRA adapter (true) or every weight (false)"),
          Param("lora_r", "int", 8, "LoRA rank", 1, 512),
-         Param("lora_alpha", "int", 16, "LoRA scaling", 1, 4096),
-         Param("seed", "int", 0, "random seed", 0, 2 ** 32 - 1),
-         Param("processes", "int", 0, "data-parallel processes: 0 for one per visible GPU "
-               "(one on a host without GPUs); more than 1 without GPUs runs that many CPU "
-               "processes", 0, 64)],
-        {"radio"}, packages=("torch", "transformers", "peft"), max_schemas=1,
-        install_hint=TRAIN_TEXT_HINT),
+         Param("lora_alpha", "int", 16, "LoRA scaling", 1, 4096)] + HF_SHARED_PARAMS,
+        {"radio"}, packages=HF_PACKAGES, max_schemas=1, install_hint=TRAIN_TEXT_HINT),
     "hf-llm-classification": TrainerInfo(
         "hf-llm-classification", "potato.training.remote.trainers.hf_llm",
         "Fine-tune a causal LM (Llama, Qwen, Mistral, Phi, GPT-2 ...) with a LoRA adapter to "
@@ -130,16 +133,11 @@ REGISTRY = {
          Param("load_in_4bit", "bool", False, "load the base model in 4-bit NF4 (bitsandbytes, "
                "CUDA GPUs only; the run fails at once elsewhere)"),
          Param("bf16", "str", "auto", "bfloat16 weights and compute: auto (on GPUs that support "
-               "it), true or false", choices=["auto", "true", "false"]),
-         Param("seed", "int", 0, "random seed", 0, 2 ** 32 - 1),
-         Param("processes", "int", 0, "data-parallel processes: 0 for one per visible GPU "
-               "(one on a host without GPUs); more than 1 without GPUs runs that many CPU "
-               "processes", 0, 64),
+               "it), true or false", choices=["auto", "true", "false"])] + HF_SHARED_PARAMS + [
          Param("prompt_template", "str", "", "the prompt before the answer, with placeholders "
                "{text}, {labels}, {scheme}, {description}; empty: the built-in template",
                check=llm_prompt.check_template_param, multiline=True)],
-        {"radio"}, packages=("torch", "transformers", "peft"), max_schemas=1,
-        install_hint=TRAIN_LLM_HINT),
+        {"radio"}, packages=HF_PACKAGES, max_schemas=1, install_hint=TRAIN_LLM_HINT),
     "decision-calibrate": TrainerInfo(
         "decision-calibrate", "potato.training.remote.trainers.calibrate",
         "Platt-scale the latest successful run's confidences against the human labels and find "

@@ -26,6 +26,7 @@ import sys
 import time
 
 from potato.training.remote import llm_prompt
+from potato.training.remote.trainers import parallel
 from potato.training.remote.trainers.hf_text import describe_device, pick_device
 from potato.training.remote.trainers.llm_scoring import Scoring
 
@@ -232,8 +233,6 @@ class Trainer(Scoring):
     # -- training -------------------------------------------------------------------------------
     def train(self):
         """Train on one process, or data-parallel on several (parallel.train); rank 0 saves."""
-        from potato.training.remote.trainers import parallel
-
         return parallel.train(self)
 
     def _train(self, group):
@@ -281,7 +280,8 @@ class Trainer(Scoring):
             emit.metric("loss", round(train_loss, 5), epoch=epoch, split="train")
             metrics["%s.train_loss" % self.scheme] = round(train_loss, 5)
             if val:
-                acc = self._accuracy(val, group)
+                acc = parallel.accuracy(lambda texts: self.predict(self.scheme, texts), val,
+                                        group, self.device)
                 emit.metric("accuracy", round(acc, 4), epoch=epoch, split="val",
                             step=self.progress["step"])
                 metrics["%s.val_accuracy" % self.scheme] = round(acc, 4)
@@ -333,14 +333,6 @@ class Trainer(Scoring):
                 window.zero_()
                 in_window = 0
         return group.all_sum([loss_sum, len(chunks)], self.device)
-
-    def _accuracy(self, pairs, group):
-        """Val accuracy over all of ``pairs``: each rank scores its share, counts are summed."""
-        mine = pairs[group.rank::group.world]
-        predicted = self.predict(self.scheme, [t for t, _ in mine]) if mine else []
-        hits = sum(1 for (lab, _), (_, gold) in zip(predicted, mine) if lab == gold)
-        hits, n = group.all_sum([hits, len(mine)], self.device)
-        return hits / max(n, 1)
 
     def _save(self):
         self.ctx.emitter.status("saving the model")

@@ -16,6 +16,8 @@ import math
 import os
 import time
 
+from potato.training.remote.trainers import parallel
+
 torch = None  # imported by load(): importing this module never imports torch
 AutoModelForSequenceClassification = AutoTokenizer = None
 
@@ -121,8 +123,6 @@ class Trainer:
 
     def train(self):
         """Train on one process, or data-parallel on several (parallel.train); rank 0 saves."""
-        from potato.training.remote.trainers import parallel
-
         return parallel.train(self)
 
     def _train(self, group):
@@ -162,7 +162,8 @@ class Trainer:
             ctx.emitter.metric("loss", round(train_loss, 5), epoch=epoch, split="train")
             metrics["%s.train_loss" % self.scheme] = round(train_loss, 5)
             if val:
-                acc = self._accuracy(val, group)
+                acc = parallel.accuracy(lambda texts: self.predict(self.scheme, texts), val,
+                                        group, self.device)
                 ctx.emitter.metric("accuracy", round(acc, 4), epoch=epoch, split="val",
                                    step=state["step"])
                 metrics["%s.val_accuracy" % self.scheme] = round(acc, 4)
@@ -202,14 +203,6 @@ class Trainer:
                 window.zero_()
                 in_window = 0
         return group.all_sum([loss_sum, seen], self.device)
-
-    def _accuracy(self, pairs, group):
-        """Val accuracy over all of ``pairs``: each rank predicts its share, counts are summed."""
-        mine = pairs[group.rank::group.world]
-        predicted = self.predict(self.scheme, [t for t, _ in mine]) if mine else []
-        hits = sum(1 for (lab, _), (_, gold) in zip(predicted, mine) if lab == gold)
-        hits, n = group.all_sum([hits, len(mine)], self.device)
-        return hits / max(n, 1)
 
     def predict(self, scheme, texts, batch_size=64):
         """(label, confidence) per text, in order; batched by length (little padding)."""

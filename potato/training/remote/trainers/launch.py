@@ -30,7 +30,7 @@ STORE_FILE = "ddp.store"
 
 def rank_argv(python, spec_path, rank, world, backend, store_path, parent, error_file):
     """The command line of child rank ``rank`` (pure)."""
-    return [python, "-m", "potato.training.remote.trainers.parallel", "--spec", spec_path,
+    return [python, "-m", "potato.training.remote.rank", "--spec", spec_path,
             "--rank", str(rank), "--world", str(world), "--backend", backend, "--store",
             store_path, "--parent", str(parent), "--error-file", error_file]
 

@@ -13,6 +13,8 @@ import re
 import time
 from collections import Counter
 
+from potato.training.remote.trainers import parallel
+
 TOKEN = re.compile(r"\w+(?:'\w+)?|[^\w\s]")
 TEMPERATURES = [1.0 * (1.25 ** k) for k in range(0, 36)]  # 1 .. ~2500
 
@@ -137,8 +139,7 @@ class Trainer:
             ctx.emitter.progress(done, len(schemes), unit="scheme",
                                  eta_s=elapsed / done * (len(schemes) - done))
             if val:
-                predicted = self.predict(name, [t for t, _ in val])
-                acc = sum(1 for (p, _), (_, gold) in zip(predicted, val) if p == gold) / len(val)
+                acc = parallel.accuracy(lambda texts: self.predict(name, texts), val)
                 metrics["%s.val_accuracy" % name] = round(acc, 4)
                 ctx.emitter.metric("val_accuracy", round(acc, 4), scheme=name, epoch=1)
             metrics["%s.train_items" % name] = len(train)

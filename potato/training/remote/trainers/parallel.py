@@ -3,7 +3,7 @@ CPU), launched by the worker itself, not torchrun (standard library at import ti
 imported when a group opens).
 
 Rank 0 is the worker process: it alone reports events, saves, and predicts once training is
-over. Ranks 1..N-1 are children (``python -m potato.training.remote.trainers.parallel``) that
+over. Ranks 1..N-1 are children (``python -m potato.training.remote.rank``, rank.py) that
 run the same trainer on their shard of each batch; their stdout goes to the worker's stderr, so
 nothing they print can pass for an event. They stay in the worker's process group (a cancel or
 a SIGKILL from the supervisor reaches them all), and each watches its parent: a worker killed on
@@ -26,17 +26,13 @@ that failed turns into that rank's error message, one that stopped answering int
 message, so a rank that crashed, hung or was killed never hangs the run.
 """
 
-import argparse
-import json
 import os
 import random
 import signal
-import sys
 import threading
 import time
 
-from potato.training.remote import protocol
-from potato.training.remote.paths import write_atomic
+from potato.training.remote.trainers import launch
 
 TIMEOUT_ENV = "POTATO_DDP_TIMEOUT_S"  # how long a rank waits for the others (default 600 s)
 FAULT_ENV = "POTATO_TEST_RANK_FAULT"  # tests only: "RANK:STEP:raise|kill|hang[,...]"
@@ -110,6 +106,19 @@ def shard(batch, rank, world):
     if len(batch) < world:
         batch = (batch * world)[:world]
     return batch[rank::world]
+
+
+def accuracy(predict, pairs, group=None, device=None):
+    """The share of (text, gold) ``pairs`` whose predicted label (``predict(texts)`` gives
+    (label, confidence) per text) is the gold one. With a group, each rank predicts its share
+    and the counts are summed over the ranks."""
+    mine = pairs if group is None else pairs[group.rank::group.world]
+    predicted = predict([t for t, _ in mine]) if mine else []
+    hits = sum(1 for (label, _), (_, gold) in zip(predicted, mine) if label == gold)
+    n = len(mine)
+    if group is not None:
+        hits, n = group.all_sum([hits, n], device)
+    return hits / max(n, 1)
 
 
 def _timeout_s():
@@ -215,8 +224,6 @@ class Group:
         self._threads = torch.get_num_threads()
         if self.backend == "gloo":  # the CPU's cores are shared by the ranks
             torch.set_num_threads(max(1, self._threads // self.world))
-        from potato.training.remote.trainers import launch
-
         try:
             if self.is_main:
                 launch.start_ranks(self)
@@ -238,8 +245,6 @@ class Group:
         import traceback
 
         import torch
-
-        from potato.training.remote.trainers import launch
 
         if exc is not None and exc.__traceback__ is not None:
             # The failed frames hold the DDP model, which holds the process group and its
@@ -283,76 +288,3 @@ def join(ctx, world, backend):
     if dist:
         return Group(ctx, dist["rank"], dist["world"], dist["backend"])
     return Group(ctx, 0, world, backend)
-
-
-# -- a child rank: python -m potato.training.remote.trainers.parallel ------------------------
-
-class _Null:
-    def write(self, text):
-        return len(text)
-
-    def flush(self):
-        pass
-
-
-def _watch_parent(parent):
-    """A child rank dies with the worker: it cannot be left training on, unseen."""
-    def watch():
-        while True:
-            time.sleep(0.5)
-            if os.getppid() != parent:
-                os._exit(protocol.EXIT_CANCELLED)
-
-    threading.Thread(target=watch, daemon=True, name="rank-parent-watch").start()
-
-
-def run_rank(args):
-    """Train one child rank; its exit code. Failures are written to ``args.error_file``."""
-    from potato.training.remote import trainers
-    from potato.training.remote.bundle import read
-    from potato.training.remote.worker import Cancelled, Context
-
-    _watch_parent(args.parent)
-    emitter = protocol.Emitter(_Null())
-    try:
-        with open(args.spec, encoding="utf-8") as f:
-            spec = json.load(f)
-        ctx = Context(spec, os.path.dirname(os.path.abspath(args.spec)), emitter)
-        ctx.dist = {"rank": args.rank, "world": args.world, "backend": args.backend,
-                    "store": args.store, "parent": args.parent}
-
-        def on_term(signum, frame):
-            ctx.cancelled = True
-
-        signal.signal(signal.SIGTERM, on_term)
-        ctx.bundle = read(ctx.bundle_dir)
-        trainer_cls = trainers.load(trainers.get(spec["trainer"]))
-        trainer_cls(ctx).train()
-        return protocol.EXIT_OK
-    except Cancelled:
-        return protocol.EXIT_CANCELLED
-    except Exception as e:  # the rank's choke point: rank 0 reports the message
-        import traceback
-
-        traceback.print_exc()
-        first = str(e).splitlines()[0][:300] if str(e) else ""
-        message = "%s: %s" % (type(e).__name__, first) if first else type(e).__name__
-        write_atomic(args.error_file, json.dumps({"message": message}))
-        return protocol.EXIT_OTHER
-
-
-def main(argv=None):
-    p = argparse.ArgumentParser(prog="python -m potato.training.remote.trainers.parallel",
-                                description="One child rank of a data-parallel run (started "
-                                            "by the worker, not by hand).")
-    for name in ("--rank", "--world", "--parent"):
-        p.add_argument(name, type=int, required=True)
-    for name in ("--spec", "--backend", "--store", "--error-file"):
-        p.add_argument(name, required=True)
-    proc_exit = run_rank(p.parse_args(argv))
-    sys.stdout.flush()
-    return proc_exit
-
-
-if __name__ == "__main__":
-    sys.exit(main())
