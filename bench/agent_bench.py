@@ -26,7 +26,7 @@ sys.path.insert(0, ROOT)
 
 from potato.training.remote import run as agent_mod  # noqa: E402
 from potato.training.remote.run import Client  # noqa: E402
-from tests.training_helpers import make_project  # noqa: E402
+from tests.helpers import make_project  # noqa: E402
 
 
 def status_kb(pid, field):

@@ -24,8 +24,8 @@ sys.path.insert(0, ROOT)
 from potato.config import load  # noqa: E402
 from potato.service import Service  # noqa: E402
 from tests import slurmd, sshd  # noqa: E402
-from tests.conftest import Client  # noqa: E402
-from tests.training_helpers import KEY, PLUGINS, make_project, start_run, wait_run  # noqa: E402
+from tests.helpers import Client  # noqa: E402
+from tests.helpers import KEY, PLUGINS, make_project, start_run, wait_run  # noqa: E402
 
 H = {"X-API-Key": KEY}
 

@@ -1,12 +1,17 @@
+"""Fixtures only (what the tests share otherwise is in tests/helpers.py): the leak check every
+test runs under, a project writer, a real server through the composition root, a headless
+Chromium, the fake ssh host and SLURM cluster on PATH, a tiny BERT."""
+
 import os
 import sys
 import textwrap
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-EXAMPLE = os.path.join(ROOT, "examples", "review-sentiment")
-sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from tests.helpers import (  # noqa: E402
+    CHROMEDRIVER, CHROMIUM, FAKES, FILLER, NEG, PLUGINS, POS, ROOT, require)
 
 
 @pytest.fixture(autouse=True)
@@ -59,77 +64,6 @@ def write_config(tmp_path):
     return write
 
 
-BASE = """\
-annotation_task_name: Test
-data_files: [items.jsonl]
-admin_api_key: test-admin-key-0123456789
-annotation_schemes:
-  - annotation_type: radio
-    name: sentiment
-    labels: [positive, negative]
-"""
-
-
-class Client:
-    """A tiny HTTP client for tests: keeps cookies, never follows redirects."""
-
-    def __init__(self, base_url: str):
-        from urllib.parse import urlsplit
-
-        u = urlsplit(base_url)
-        self.host, self.port = u.hostname, u.port
-        self.cookies = {}
-
-    def request(self, method, path, body=None, headers=None, json_body=None, form=None):
-        import http.client
-        import json as _json
-        from urllib.parse import urlencode
-
-        h = dict(headers or {})
-        if json_body is not None:
-            body = _json.dumps(json_body).encode()
-            h.setdefault("Content-Type", "application/json")
-        if form is not None:
-            body = urlencode(form, doseq=True).encode()
-            h.setdefault("Content-Type", "application/x-www-form-urlencoded")
-        if self.cookies:
-            h["Cookie"] = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
-        conn = http.client.HTTPConnection(self.host, self.port, timeout=30)
-        try:
-            conn.request(method, path, body=body, headers=h)
-            resp = conn.getresponse()
-            data = resp.read()
-        finally:
-            conn.close()
-        for raw in resp.headers.get_all("Set-Cookie") or []:
-            name, _, rest = raw.partition("=")
-            value = rest.split(";", 1)[0]
-            if "Max-Age=0" in raw:
-                self.cookies.pop(name, None)
-            else:
-                self.cookies[name] = value
-        resp.body = data
-        resp.text = data.decode("utf-8", "replace")
-        return resp
-
-    def get(self, path, **kw):
-        return self.request("GET", path, **kw)
-
-    def post(self, path, **kw):
-        return self.request("POST", path, **kw)
-
-    def json(self, method, path, **kw):
-        import json as _json
-
-        r = self.request(method, path, **kw)
-        return r.status, _json.loads(r.body or b"null")
-
-    def login(self, name):
-        r = self.post("/login", form={"username": name})
-        assert r.status == 303, r.text
-        return r
-
-
 @pytest.fixture
 def serve():
     """Start a real server for a config path on 127.0.0.1:0 through the composition root
@@ -157,3 +91,78 @@ def serve():
         thread = service._serving
         service.close()
         assert thread is None or not thread.is_alive()
+
+
+@pytest.fixture
+def browser(tmp_path):
+    require(CHROMIUM, "chromium")
+    require(CHROMEDRIVER, "chromedriver")
+    webdriver = pytest.importorskip("selenium.webdriver") if not os.environ.get("CI") else \
+        __import__("selenium.webdriver", fromlist=["webdriver"])
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--disable-quic", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--window-size=1280,1000",
+                 f"--user-data-dir={tmp_path / 'chrome-profile'}"):
+        opts.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=opts)
+    driver.set_page_load_timeout(30)
+    yield driver
+    driver.quit()
+
+
+@pytest.fixture
+def fake_host(tmp_path, monkeypatch):
+    home = tmp_path / "remote-home"
+    home.mkdir()
+    monkeypatch.setenv("PATH", FAKES + os.pathsep + os.environ["PATH"])
+    monkeypatch.setenv("FAKE_SSH_HOME", str(home))
+    monkeypatch.setenv("FAKE_SSH_LOG", str(tmp_path / "ssh-calls.jsonl"))
+    monkeypatch.setenv("POTATO_TRAINER_PLUGINS", PLUGINS)
+    monkeypatch.setenv("PYTHONPATH", ROOT)  # the plugin trainers, for the remote worker too
+    return home
+
+
+@pytest.fixture
+def cluster(tmp_path, monkeypatch):
+    home = tmp_path / "login-home"
+    home.mkdir()
+    state = tmp_path / "slurm-state"
+    path = [os.path.join(FAKES, "slurm"), os.path.join(FAKES, "scontrol"), FAKES]
+    monkeypatch.setenv("PATH", os.pathsep.join(path + [os.environ["PATH"]]))
+    monkeypatch.setenv("FAKE_SSH_HOME", str(home))
+    monkeypatch.setenv("FAKE_SLURM_DIR", str(state))
+    monkeypatch.setenv("POTATO_TRAINER_PLUGINS", PLUGINS)
+    monkeypatch.setenv("PYTHONPATH", ROOT)
+    return home, state
+
+
+@pytest.fixture(scope="module")
+def tiny_bert(tmp_path_factory):
+    """A BERT with random weights and a vocabulary of the test sentences' words (no download)."""
+    if os.environ.get("CI"):  # CI installs the train-text extra: a missing package is a failure
+        import torch
+        import transformers
+    else:
+        torch = pytest.importorskip("torch", reason="needs the train-text extra (torch)")
+        transformers = pytest.importorskip("transformers")
+    d = tmp_path_factory.mktemp("tiny-bert")
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + POS + NEG + FILLER
+    (d / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    import inspect
+
+    if "vocab" in inspect.signature(transformers.BertTokenizer.__init__).parameters:  # v5
+        tok = transformers.BertTokenizer(vocab={w: i for i, w in enumerate(vocab)})
+    else:  # transformers 4.x
+        tok = transformers.BertTokenizerFast(vocab_file=str(d / "vocab.txt"))
+    assert tok("good film")["input_ids"][1:-1] == [vocab.index("good"), vocab.index("film")]
+    tok.save_pretrained(str(d))
+    cfg = transformers.BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2,
+                                  num_attention_heads=2, intermediate_size=64,
+                                  max_position_embeddings=64)
+    torch.manual_seed(0)
+    transformers.BertModel(cfg).save_pretrained(str(d))
+    return str(d)

@@ -13,8 +13,8 @@ from potato.training.backends.base import RemoteState
 from potato.training.backends.base import RunContext
 from potato.training.remote.paths import write_json
 from potato.training.remote.protocol import RunSettings
-from tests.conftest import Client
-from tests.training_helpers import make_project
+from tests.helpers import Client
+from tests.helpers import make_project
 
 TOKEN = "t" * 40
 

@@ -13,8 +13,8 @@ import time
 import pytest
 
 from potato.cli import main
-from tests.conftest import ROOT, Client
-from tests.training_helpers import KEY, PLUGINS, make_project, start_run, wait_progress, wait_run
+from tests.helpers import ROOT, Client
+from tests.helpers import KEY, PLUGINS, make_project, start_run, wait_progress, wait_run
 
 H = {"X-API-Key": KEY}
 

@@ -12,7 +12,7 @@ from potato.training.remote import bundle as bundle_mod
 from potato.training.remote import protocol, trainers
 from potato.training.remote.client import ServerError
 from potato.training.remote.run import AgentRun
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 SCHEMAS = {"sentiment": {"type": "radio", "labels": ["positive", "negative"]}}
 

@@ -120,7 +120,7 @@ def test_numbers_take_the_median():
 
 def test_aggregation_key_is_checked(write_config):
     from potato.config import load
-    from tests.conftest import BASE
+    from tests.helpers import BASE
 
     cfg, errors, _ = load(write_config(BASE + "model_training:\n  aggregation: consensus\n"))
     assert not errors and cfg.model_training.aggregation == "consensus"
@@ -139,7 +139,7 @@ def test_bundle_and_export_follow_the_configured_aggregation(write_config, tmp_p
     from potato.training.prepare import prepare, scheme_votes
     from potato.training.remote import bundle
     from potato.training.remote.paths import RunPaths
-    from tests.conftest import BASE
+    from tests.helpers import BASE
 
     _, votes = simulated(11, items=120, classes=("positive", "negative"),
                          skills=(0.95, 0.6, 0.6), cover=1.0)

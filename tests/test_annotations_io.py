@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from potato.cli import main
-from tests.conftest import BASE, ROOT
+from tests.helpers import BASE, ROOT
 
 
 def run_cli(capsys, *argv):
@@ -131,8 +131,8 @@ def test_admin_export_jsonl_csv_and_label_counts(tmp_path, serve):
     import io
     import json
 
-    from tests.conftest import Client
-    from tests.training_helpers import KEY, make_project
+    from tests.helpers import Client
+    from tests.helpers import KEY, make_project
 
     (tmp_path / "reviews.jsonl")
     cfg = make_project(tmp_path, labels=False)

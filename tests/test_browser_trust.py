@@ -9,9 +9,10 @@ import time
 
 import pytest
 
-from tests.conftest import ROOT, Client
-from tests.test_training_page import SHOTS, browser, select, text_of, wait_for  # noqa: F401
-from tests.training_helpers import KEY, PLUGINS, make_project, start_run, wait_run
+from tests.helpers import ROOT, Client
+from tests.helpers import admin_login
+from tests.helpers import SHOTS, select, text_of, wait_for
+from tests.helpers import KEY, PLUGINS, make_project, start_run, wait_run
 
 pytestmark = pytest.mark.integration
 H = {"X-API-Key": KEY}
@@ -21,13 +22,6 @@ H = {"X-API-Key": KEY}
 def plugins(monkeypatch):
     monkeypatch.setenv("POTATO_TRAINER_PLUGINS", PLUGINS)
     monkeypatch.setenv("PYTHONPATH", ROOT)
-
-
-def admin_login(d, url, then):
-    d.get(url + then.lstrip("/"))
-    d.find_element("id", "key").send_keys(KEY)
-    d.find_element("css selector", "form.card button[type=submit]").click()
-    wait_for(d, lambda d: d.current_url.endswith(then), what="the admin login")
 
 
 def row_of(d, run_id):

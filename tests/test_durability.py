@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from potato.store import Store
-from tests.conftest import BASE, ROOT, Client
+from tests.helpers import BASE, ROOT, Client
 
 N_ITEMS = 40
 

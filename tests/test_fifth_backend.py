@@ -13,8 +13,8 @@ from potato.training import backends
 from potato.training.backends import Outcome, RunContext, TrainingBackend
 from potato.training.backends.ship import SOURCE_ROOT
 from potato.training.remote import protocol, supervise
-from tests.conftest import Client
-from tests.training_helpers import KEY, make_project, start_run, wait_run
+from tests.helpers import Client
+from tests.helpers import KEY, make_project, start_run, wait_run
 
 
 class ToyBackend(TrainingBackend):

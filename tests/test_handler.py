@@ -11,7 +11,7 @@ from potato.config import load
 from potato.server.app import App
 from potato.server.http import Handler, HTTPError
 from potato.store import Store
-from tests.conftest import BASE
+from tests.helpers import BASE
 
 KEY = "test-admin-key-0123456789"
 

@@ -29,7 +29,7 @@ from potato.training.remote.paths import RunPaths, write_json  # noqa: E402
 from potato.training.remote.trainers import REGISTRY, ParamError, resolve_params  # noqa: E402
 from potato.training.remote import llm_prompt  # noqa: E402
 from potato.training.remote.trainers import hf_llm  # noqa: E402
-from tests.conftest import ROOT  # noqa: E402
+from tests.helpers import ROOT  # noqa: E402
 
 TRAINER = "hf-llm-classification"
 SST2 = os.path.join(ROOT, "bench", "data", "sst2-2000-labelled.jsonl")
@@ -347,7 +347,7 @@ def test_params_declared_and_checked():
 def _project(tmp_path, backend_yaml):
     """A project of 300 SST-2 items, 260 labelled (the example's 2,000 would only cost time)."""
     from potato.cli import main
-    from tests.training_helpers import KEY
+    from tests.helpers import KEY
 
     rows = _sst2(300)
     (tmp_path / "items.jsonl").write_text("".join(
@@ -367,8 +367,8 @@ def _project(tmp_path, backend_yaml):
 
 
 def _server_run(tmp_path, serve, model_dir, backend_yaml="", backend=None):
-    from tests.conftest import Client
-    from tests.training_helpers import KEY, start_run, wait_run
+    from tests.helpers import Client
+    from tests.helpers import KEY, start_run, wait_run
 
     _, url = serve(_project(tmp_path, backend_yaml))
     c = Client(url)

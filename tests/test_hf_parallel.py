@@ -26,8 +26,8 @@ from potato.training.remote import protocol as events  # noqa: E402
 from potato.training.remote import worker  # noqa: E402
 from potato.training.remote.trainers import launch, parallel  # noqa: E402
 from tests import leaks  # noqa: E402
-from tests.conftest import ROOT  # noqa: E402
-from tests.test_hf_trainer import _run_dir, _train, tiny_bert  # noqa: E402,F401
+from tests.helpers import ROOT  # noqa: E402
+from tests.helpers import hf_run_dir as _run_dir, hf_train as _train  # noqa: E402
 
 SMALL = dict(epochs=6, batch_size=8, max_length=16, learning_rate=2e-2, processes=2)
 

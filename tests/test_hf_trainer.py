@@ -4,7 +4,6 @@ test; no downloads), with LoRA and without, and its artifacts loaded back."""
 import io
 import json
 import os
-import random
 
 import pytest
 
@@ -17,66 +16,9 @@ else:
     transformers = pytest.importorskip("transformers")
     peft = pytest.importorskip("peft")
 
-from potato.training.remote import bundle
 from potato.training.remote import protocol as events
 from potato.training.remote import worker  # noqa: E402
-from potato.training.remote.paths import RunPaths, write_json  # noqa: E402
-from potato.training.remote.trainers import REGISTRY, resolve_params  # noqa: E402
-
-POS = ["good", "great", "fine", "lovely", "superb"]
-NEG = ["bad", "awful", "poor", "dull", "terrible"]
-FILLER = ["the", "film", "was", "a", "story", "plot", "and", "very", "quite", "really"]
-
-
-@pytest.fixture(scope="module")
-def tiny_bert(tmp_path_factory):
-    d = tmp_path_factory.mktemp("tiny-bert")
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + POS + NEG + FILLER
-    (d / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    import inspect
-
-    if "vocab" in inspect.signature(transformers.BertTokenizer.__init__).parameters:  # v5
-        tok = transformers.BertTokenizer(vocab={w: i for i, w in enumerate(vocab)})
-    else:  # transformers 4.x
-        tok = transformers.BertTokenizerFast(vocab_file=str(d / "vocab.txt"))
-    assert tok("good film")["input_ids"][1:-1] == [vocab.index("good"), vocab.index("film")]
-    tok.save_pretrained(str(d))
-    cfg = transformers.BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2,
-                                  num_attention_heads=2, intermediate_size=64,
-                                  max_position_embeddings=64)
-    torch.manual_seed(0)
-    transformers.BertModel(cfg).save_pretrained(str(d))
-    return str(d)
-
-
-def _sentence(rng, words):
-    return " ".join(rng.sample(FILLER, 3) + [rng.choice(words)] + rng.sample(FILLER, 2))
-
-
-def _run_dir(tmp_path, model_dir, **params):
-    rng = random.Random(1)
-    items, labels = [], {}
-    for n in range(240):
-        positive = n % 2 == 0
-        item_id = "i%d" % n
-        items.append((item_id, _sentence(rng, POS if positive else NEG)))
-        if n < 200:
-            labels[item_id] = {"sentiment": ["positive" if positive else "negative"]}
-    paths = RunPaths(tmp_path / "run").create()
-    schemas = {"sentiment": {"type": "radio", "labels": ["positive", "negative"]}}
-    bundle.build(paths.bundle, items, labels, schemas, include_unlabeled=True)
-    full = resolve_params(REGISTRY["hf-text-classification"], dict(model=model_dir, **params))
-    write_json(paths.spec, {"run_id": "t", "trainer": "hf-text-classification",
-                            "schemas": schemas, "params": full, "device": "cuda:1"})
-    return paths, items
-
-
-def _train(paths):
-    out = io.StringIO()
-    code = worker.run(paths.spec, events.Emitter(out))
-    evs = [json.loads(line) for line in out.getvalue().splitlines()]
-    return code, evs
-
+from tests.helpers import hf_run_dir as _run_dir, hf_train as _train
 
 @pytest.mark.parametrize("lora", [True, False])
 def test_trains_saves_and_loads_back(tmp_path, tiny_bert, lora):

@@ -2,7 +2,6 @@
 uptime can send must never put markup in a page, a label outside its scheme in the store, an
 empty reply on the wire, or an unbounded pile of anything on the server."""
 
-import html.parser
 import json
 import os
 import socket
@@ -20,43 +19,15 @@ from potato.training.queue import RunEvents
 from potato.training.remote import bundle as bundle_mod
 from potato.training.remote.paths import write_json
 from potato.training.remote.protocol import RunSettings
-from tests.conftest import ROOT, Client
-from tests.training_helpers import KEY, make_project, start_run, wait_run
+from tests.helpers import ROOT, Client
+from tests.helpers import injected
+from tests.helpers import KEY, make_project, start_run, wait_run
 
 H = {"X-API-Key": KEY}
 TOKEN = "h" * 40
 SCHEMA = {"sentiment": {"type": "radio", "labels": ["positive", "negative"]}}
 MARKUP = '</title></circle></svg><meta http-equiv="refresh" content="0;url=http://evil.example/">' \
          '<script>alert(1)</script><img src=x onerror=alert(2)>'
-
-
-class Elements(html.parser.HTMLParser):
-    """Every start tag of a page, with its attributes."""
-
-    def __init__(self):
-        super().__init__()
-        self.tags = []
-
-    def handle_starttag(self, tag, attrs):
-        self.tags.append((tag, dict(attrs)))
-
-
-def injected(page: str):
-    """Elements a hostile value could have made: any meta refresh, img, iframe, object, or a
-    script that is not one of Potato's own (src under /static/, or a JSON data block)."""
-    p = Elements()
-    p.feed(page)
-    bad = []
-    for tag, attrs in p.tags:
-        if tag in ("meta", "img", "iframe", "object", "embed") and tag != "meta" or (
-                tag == "meta" and "http-equiv" in attrs):
-            bad.append((tag, attrs))
-        if tag == "script" and not (attrs.get("src", "").startswith("/static/")
-                                    or attrs.get("type") == "application/json"):
-            bad.append((tag, attrs))
-        if any(k.startswith("on") for k in attrs):
-            bad.append((tag, attrs))
-    return bad
 
 
 def active_run(server, trainer="text-naive-bayes"):
@@ -200,7 +171,7 @@ def test_invalid_predictions_write_back_nothing(tmp_path, bad, reason):
 
 
 def test_a_run_with_invalid_predictions_fails_and_writes_nothing(tmp_path, serve, monkeypatch):
-    from tests.training_helpers import PLUGINS
+    from tests.helpers import PLUGINS
 
     monkeypatch.setenv("POTATO_TRAINER_PLUGINS", PLUGINS)  # test-bad-predictions lives there
     server, url = serve(make_project(tmp_path))

@@ -15,7 +15,7 @@ import pytest
 
 from potato.training.backends import ship
 from potato.training.remote import protocol
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 PACKAGE = os.path.join(ROOT, "potato")
 STDLIB = set(sys.stdlib_module_names)
@@ -492,3 +492,34 @@ def test_local_import_check_can_fail(tmp_path):
                        "    from potato import config  # deferred: a reason\n")
     assert local_potato_imports("potato/bad.py", str(planted)) == [
         "potato/bad.py:2 potato", "potato/bad.py:2 potato.store"]
+
+
+# -- 11. tests share through one helpers module and conftest.py -----------------------------------
+
+def test_no_test_module_imports_another():
+    """No test module imports another test module or conftest (pytest hands out conftest's
+    fixtures itself; everything else shared lives in tests/helpers.py)."""
+    tests_dir = os.path.join(ROOT, "tests")
+    files = sorted(os.path.join(tests_dir, f) for f in os.listdir(tests_dir) if f.endswith(".py"))
+    assert _cross_test_imports(files) == []
+
+
+def _cross_test_imports(files):
+    bad = []
+    for path in files:
+        for name, line, _ in imports(path):
+            mod = name.split(".")
+            if mod[0] == "tests" and len(mod) > 1 and (mod[1].startswith("test_")
+                                                       or mod[1] == "conftest"):
+                bad.append("%s:%d imports %s" % (os.path.basename(path), line, name))
+    return sorted(set(bad))
+
+
+def test_cross_test_import_check_can_fail(tmp_path):
+    planted = tmp_path / "test_bad.py"
+    planted.write_text("from tests.conftest import ROOT\n"
+                       "def f():\n    from tests.test_hostile import injected\n")
+    assert _cross_test_imports([str(planted)]) == [
+        "test_bad.py:1 imports tests.conftest", "test_bad.py:1 imports tests.conftest.ROOT",
+        "test_bad.py:3 imports tests.test_hostile",
+        "test_bad.py:3 imports tests.test_hostile.injected"]

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 # Everything in the package must run on Python 3.8 (requires-python in pyproject.toml); the
 # modules that travel to remote hosts must, above all. vermin checks the whole tree.

@@ -16,9 +16,9 @@ from potato.cli import main
 from potato.store import Store
 from potato.training import model_card, publish
 from potato.training.runs import RunStore
-from tests.conftest import ROOT, Client
+from tests.helpers import ROOT, Client
 from tests.fakes.hub import FakeHub
-from tests.training_helpers import KEY, PLUGINS, make_project, start_run, wait_run
+from tests.helpers import KEY, PLUGINS, make_project, start_run, wait_run
 
 H = {"X-API-Key": KEY}
 TOKEN = "hf_write_alice"

@@ -7,11 +7,11 @@ import os
 
 import pytest
 
-from tests.conftest import ROOT, Client
+from tests.helpers import ROOT, Client
 from tests.fakes.hub import FakeHub
-from tests.test_browser_trust import admin_login
-from tests.test_training_page import SHOTS, browser, text_of, wait_for  # noqa: F401
-from tests.training_helpers import PLUGINS, make_project, start_run, wait_run
+from tests.helpers import admin_login
+from tests.helpers import SHOTS, text_of, wait_for
+from tests.helpers import PLUGINS, make_project, start_run, wait_run
 
 pytestmark = pytest.mark.integration
 pytest.importorskip("huggingface_hub")

@@ -75,9 +75,9 @@ def test_multiselect_per_label():
 
 
 def test_the_run_page_and_the_api_show_the_report(tmp_path, serve):
-    from tests.conftest import Client
-    from tests.test_hostile import injected
-    from tests.training_helpers import KEY, make_project, start_run, wait_run
+    from tests.helpers import Client
+    from tests.helpers import injected
+    from tests.helpers import KEY, make_project, start_run, wait_run
 
     _, url = serve(make_project(tmp_path))
     c = Client(url)
@@ -98,7 +98,7 @@ def test_the_run_page_and_the_api_show_the_report(tmp_path, serve):
 
 
 def _item_run(c, item="sst-test-0001"):
-    from tests.training_helpers import KEY
+    from tests.helpers import KEY
 
     _, rec = c.json("GET", "/admin/api/items/%s" % item, headers={"X-API-Key": KEY})
     return rec["predictions"]["sentiment"]["run_id"]
@@ -106,8 +106,8 @@ def _item_run(c, item="sst-test-0001"):
 
 @pytest.mark.parametrize("policy", ["best", "newest"])
 def test_the_model_in_use_under_each_policy_and_by_hand(tmp_path, serve, monkeypatch, policy):
-    from tests.conftest import Client
-    from tests.training_helpers import KEY, PLUGINS, make_project, start_run, wait_run
+    from tests.helpers import Client
+    from tests.helpers import KEY, PLUGINS, make_project, start_run, wait_run
 
     monkeypatch.setenv("POTATO_TRAINER_PLUGINS", PLUGINS)
     cfg = make_project(tmp_path)

@@ -15,8 +15,8 @@ from potato.training import boundary, chart
 from potato.training.backends import backend_class
 from potato.training.remote import protocol
 from potato.training.runs import RunStore
-from tests.conftest import ROOT, Client
-from tests.training_helpers import KEY, PLUGINS, make_project, start_run, wait_run
+from tests.helpers import ROOT, Client
+from tests.helpers import KEY, PLUGINS, make_project, start_run, wait_run
 
 H = {"X-API-Key": KEY}
 

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from tests.conftest import BASE, Client
+from tests.helpers import BASE, Client
 
 ADMIN_KEY = "test-admin-key-0123456789"
 HOSTILE = '<script>alert(1)</script><img src=x onerror="alert(2)"> & "quotes"'

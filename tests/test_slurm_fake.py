@@ -7,37 +7,13 @@ import re
 
 import pytest
 
-from tests.conftest import ROOT, Client
-from tests.training_helpers import (
-    KEY, PLUGINS, fake_ssh_for_agent_session, job_dirs, make_project, start_run, wait_progress,
+from tests.helpers import (
+    FAKES, KEY, Client, fake_ssh_for_agent_session, job_dirs, make_project, start_run,
+    wait_progress,
     wait_run)
+from tests.helpers import slurm_backend as backend
 
 H = {"X-API-Key": KEY}
-FAKES = os.path.join(ROOT, "tests", "fakes")
-
-
-@pytest.fixture
-def cluster(tmp_path, monkeypatch):
-    home = tmp_path / "login-home"
-    home.mkdir()
-    state = tmp_path / "slurm-state"
-    path = [os.path.join(FAKES, "slurm"), os.path.join(FAKES, "scontrol"), FAKES]
-    monkeypatch.setenv("PATH", os.pathsep.join(path + [os.environ["PATH"]]))
-    monkeypatch.setenv("FAKE_SSH_HOME", str(home))
-    monkeypatch.setenv("FAKE_SLURM_DIR", str(state))
-    monkeypatch.setenv("POTATO_TRAINER_PLUGINS", PLUGINS)
-    monkeypatch.setenv("PYTHONPATH", ROOT)
-    return home, state
-
-
-def backend(**extra):
-    keys = {"type": "slurm", "host": "login.cluster.example.org", "remote_dir": "~/potato jobs",
-            "partition": "gpu", "gres": "gpu:1", "time": "00:10:00", "poll_interval_s": 0.3,
-            "job_python": "python3", "prelude": ["export FROM_PRELUDE=yes"],
-            "heartbeat_timeout_s": 30}
-    keys.update(extra)
-    return "  backends:\n    cluster:\n" + "".join(
-        f"      {k}: {json.dumps(v)}\n" for k, v in keys.items())
 
 
 def calls(state):

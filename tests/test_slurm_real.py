@@ -12,8 +12,8 @@ import pytest
 
 from tests import slurmd as slurm_mod
 from tests import sshd as sshd_mod
-from tests.conftest import ROOT, Client
-from tests.training_helpers import (
+from tests.helpers import ROOT, Client
+from tests.helpers import (
     KEY, PLUGINS, job_dirs, make_project, start_run, wait_progress, wait_run)
 
 pytestmark = pytest.mark.integration

@@ -9,34 +9,12 @@ import time
 import pytest
 
 from tests import leaks
-from tests.conftest import ROOT, Client
-from tests.training_helpers import (
-    KEY, PLUGINS, fake_ssh_for_agent_session, job_dirs, make_project, start_run, wait_progress,
+from tests.helpers import (
+    KEY, Client, fake_ssh_for_agent_session, job_dirs, make_project, start_run, wait_progress,
     wait_run)
+from tests.helpers import ssh_backend as backend
 
 H = {"X-API-Key": KEY}
-FAKES = os.path.join(ROOT, "tests", "fakes")
-REMOTE_DIR = "~/pt dir/it's; $(touch HACKED)"
-
-
-@pytest.fixture
-def fake_host(tmp_path, monkeypatch):
-    home = tmp_path / "remote-home"
-    home.mkdir()
-    monkeypatch.setenv("PATH", FAKES + os.pathsep + os.environ["PATH"])
-    monkeypatch.setenv("FAKE_SSH_HOME", str(home))
-    monkeypatch.setenv("FAKE_SSH_LOG", str(tmp_path / "ssh-calls.jsonl"))
-    monkeypatch.setenv("POTATO_TRAINER_PLUGINS", PLUGINS)
-    monkeypatch.setenv("PYTHONPATH", ROOT)  # the plugin trainers, for the remote worker too
-    return home
-
-
-def backend(**extra):
-    keys = {"type": "ssh", "host": "gpu.example.org", "remote_dir": REMOTE_DIR,
-            "heartbeat_timeout_s": 20}
-    keys.update(extra)
-    lines = ["    gpu-server:"] + [f"      {k}: {json.dumps(v)}" for k, v in keys.items()]
-    return "  backends:\n" + "\n".join(lines) + "\n"
 
 
 def ssh_calls(tmp_path):

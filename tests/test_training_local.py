@@ -14,8 +14,8 @@ from potato.store import Store
 from potato.training.remote.paths import RunPaths
 from potato.training.runs import RunStore
 from tests import leaks
-from tests.conftest import ROOT, Client
-from tests.training_helpers import (
+from tests.helpers import ROOT, Client
+from tests.helpers import (
     KEY, PLUGINS, gold_labels, make_project, start_run, wait_progress, wait_run)
 
 H = {"X-API-Key": KEY}

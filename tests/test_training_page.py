@@ -2,19 +2,15 @@
 
 import os
 import re
-import shutil
 import time
 
 import pytest
 
-from tests.conftest import ROOT
-from tests.training_helpers import KEY, PLUGINS, make_project
+from tests.helpers import ROOT
+from tests.helpers import KEY, PLUGINS, make_project
+from tests.helpers import SHOTS, select, text_of, wait_for
 
 pytestmark = pytest.mark.integration
-
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
-SHOTS = os.path.join(ROOT, "test-output")
 
 BACKENDS = """\
   backend: local
@@ -23,34 +19,6 @@ BACKENDS = """\
     cluster: {type: slurm, host: login.cluster.example.org, remote_dir: ~/potato}
     lab-workstation: {type: agent}
 """
-
-
-def _require(path, what):
-    if not os.path.exists(path):
-        if os.environ.get("CI"):
-            pytest.fail(f"{what} is missing at {path}: .ci/run installs it")
-        pytest.skip(f"{what} not installed (apt-get install chromium chromium-driver)")
-
-
-@pytest.fixture
-def browser(tmp_path):
-    _require(CHROMIUM, "chromium")
-    _require(CHROMEDRIVER, "chromedriver")
-    webdriver = pytest.importorskip("selenium.webdriver") if not os.environ.get("CI") else \
-        __import__("selenium.webdriver", fromlist=["webdriver"])
-    from selenium.webdriver.chrome.service import Service
-
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--disable-quic", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--window-size=1280,1000",
-                 f"--user-data-dir={tmp_path / 'chrome-profile'}"):
-        opts.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=opts)
-    driver.set_page_load_timeout(30)
-    yield driver
-    driver.quit()
 
 
 @pytest.fixture
@@ -65,30 +33,6 @@ def page(tmp_path, serve, browser, monkeypatch):
     browser.find_element("css selector", "form.card button[type=submit]").click()
     wait_for(browser, lambda d: d.current_url.endswith("/admin/training"))
     return browser
-
-
-def wait_for(driver, cond, timeout=60, what="condition"):
-    deadline = time.time() + timeout
-    last = None
-    while time.time() < deadline:
-        try:
-            last = cond(driver)
-            if last:
-                return last
-        except Exception as e:  # the DOM is being swapped: try again
-            last = e
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
-
-
-def select(driver, element_id, value):
-    from selenium.webdriver.support.ui import Select
-
-    Select(driver.find_element("id", element_id)).select_by_value(value)
-
-
-def text_of(driver, css):
-    return driver.find_element("css selector", css).text
 
 
 def test_runs_on_check_start_watch_cancel(page):
@@ -211,8 +155,8 @@ def test_api_errors_appear_on_the_page(page):
 
 
 def test_runs_table_reads_without_javascript(tmp_path, serve, monkeypatch):
-    from tests.conftest import Client
-    from tests.training_helpers import start_run, wait_run
+    from tests.helpers import Client
+    from tests.helpers import start_run, wait_run
 
     monkeypatch.setenv("PYTHONPATH", ROOT)
     _, url = serve(make_project(tmp_path, BACKENDS))

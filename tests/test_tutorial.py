@@ -12,12 +12,10 @@ import pytest
 
 import potato
 from potato.cli import main
-from tests.conftest import ROOT, Client
-from tests.test_slurm_fake import backend as slurm_backend
-from tests.test_slurm_fake import cluster  # noqa: F401  (a fixture)
-from tests.test_ssh_fake import backend as ssh_backend
-from tests.test_ssh_fake import fake_host  # noqa: F401  (a fixture)
-from tests.training_helpers import (
+from tests.helpers import ROOT, Client
+from tests.helpers import slurm_backend
+from tests.helpers import ssh_backend
+from tests.helpers import (
     KEY, PLUGINS, fake_ssh_for_agent_session, make_project, start_run, wait_run)
 
 H = {"X-API-Key": KEY}

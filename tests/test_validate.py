@@ -7,7 +7,7 @@ import pytest
 from potato.cli import main
 from potato.config import ConfigError, slurm_time_seconds
 from potato.validation import check
-from tests.conftest import BASE, EXAMPLE
+from tests.helpers import BASE, EXAMPLE
 
 
 def messages(problems):

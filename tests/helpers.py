@@ -1,0 +1,320 @@
+"""What the tests share (one module; fixtures live in conftest.py): paths and constants, a tiny
+HTTP client, projects made from the bundled example, waiting for runs, config snippets for the
+fake ssh host and SLURM cluster, the headless browser's helpers, a tiny-BERT run directory."""
+
+import html.parser
+import io
+import json
+import os
+import random
+import shutil
+import time
+
+import pytest
+
+from potato.cli import main
+from potato.training.remote import bundle
+from potato.training.remote import protocol as events
+from potato.training.remote import worker
+from potato.training.remote.paths import RunPaths, write_json
+from potato.training.remote.trainers import REGISTRY, resolve_params
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+EXAMPLE = os.path.join(ROOT, "examples", "review-sentiment")
+
+FAKES = os.path.join(ROOT, "tests", "fakes")
+
+BASE = """\
+annotation_task_name: Test
+data_files: [items.jsonl]
+admin_api_key: test-admin-key-0123456789
+annotation_schemes:
+  - annotation_type: radio
+    name: sentiment
+    labels: [positive, negative]
+"""
+
+
+class Client:
+    """A tiny HTTP client for tests: keeps cookies, never follows redirects."""
+
+    def __init__(self, base_url: str):
+        from urllib.parse import urlsplit
+
+        u = urlsplit(base_url)
+        self.host, self.port = u.hostname, u.port
+        self.cookies = {}
+
+    def request(self, method, path, body=None, headers=None, json_body=None, form=None):
+        import http.client
+        import json as _json
+        from urllib.parse import urlencode
+
+        h = dict(headers or {})
+        if json_body is not None:
+            body = _json.dumps(json_body).encode()
+            h.setdefault("Content-Type", "application/json")
+        if form is not None:
+            body = urlencode(form, doseq=True).encode()
+            h.setdefault("Content-Type", "application/x-www-form-urlencoded")
+        if self.cookies:
+            h["Cookie"] = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=30)
+        try:
+            conn.request(method, path, body=body, headers=h)
+            resp = conn.getresponse()
+            data = resp.read()
+        finally:
+            conn.close()
+        for raw in resp.headers.get_all("Set-Cookie") or []:
+            name, _, rest = raw.partition("=")
+            value = rest.split(";", 1)[0]
+            if "Max-Age=0" in raw:
+                self.cookies.pop(name, None)
+            else:
+                self.cookies[name] = value
+        resp.body = data
+        resp.text = data.decode("utf-8", "replace")
+        return resp
+
+    def get(self, path, **kw):
+        return self.request("GET", path, **kw)
+
+    def post(self, path, **kw):
+        return self.request("POST", path, **kw)
+
+    def json(self, method, path, **kw):
+        import json as _json
+
+        r = self.request(method, path, **kw)
+        return r.status, _json.loads(r.body or b"null")
+
+    def login(self, name):
+        r = self.post("/login", form={"username": name})
+        assert r.status == 303, r.text
+        return r
+
+
+# -- projects and runs ----------------------------------------------------------------------------
+
+KEY = "test-admin-key-0123456789"
+PLUGINS = "tests.plugins.fake_trainers"
+
+
+def make_project(tmp_path, model_training="", top="", labels=True):
+    """The example's 2,000 items (and, with labels, its 600 labels) in a fresh project."""
+    shutil.copy(os.path.join(EXAMPLE, "data", "reviews.jsonl"), tmp_path / "reviews.jsonl")
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(f"""\
+annotation_task_name: Training test
+data_files: [reviews.jsonl]
+admin_api_key: {KEY}
+annotation_schemes:
+  - annotation_type: radio
+    name: sentiment
+    labels: [positive, negative]
+{top}
+model_training:
+  grace_seconds: 2
+  writeback:
+    schemas: [sentiment]
+    include_unlabeled: true
+{model_training}
+""")
+    if labels:
+        assert main(["annotations", "import", str(cfg), os.path.join(EXAMPLE, "labels.jsonl"),
+                     "--annotator", "gold"]) == 0
+    return str(cfg)
+
+
+def wait_run(client, run_id, timeout=60, until=("success", "error", "cancelled")):
+    deadline = time.time() + timeout
+    while True:
+        status, run = client.json("GET", f"/admin/training/api/runs/{run_id}",
+                                  headers={"X-API-Key": KEY})
+        assert status == 200, run
+        if run["status"] in until:
+            return run
+        assert time.time() < deadline, f"run {run_id} still {run['status']}: {run}"
+        time.sleep(0.1)
+
+
+def start_run(client, **body):
+    status, out = client.json("POST", "/admin/training/api/runs", json_body=body,
+                              headers={"X-API-Key": KEY})
+    assert status == 202, out
+    return out["run_id"]
+
+
+def gold_labels():
+    with open(os.path.join(EXAMPLE, "data", "gold.jsonl")) as f:
+        return {d["id"]: d["sentiment"] for d in map(json.loads, f)}
+
+
+def job_dirs(root, run_id):
+    """The run's job directories under ``root/jobs`` (named <run_id>-<unique>)."""
+    import glob
+
+    return glob.glob(os.path.join(str(root), "jobs", glob.escape(run_id) + "-*"))
+
+
+def wait_progress(client, run_id, timeout=60):
+    """Wait until the run is running and its worker has reported progress; fail fast if not."""
+    deadline = time.time() + timeout
+    while True:
+        run = wait_run(client, run_id, until=("running", "success", "error", "cancelled"))
+        assert run["status"] == "running", run
+        if (run.get("progress") or {}).get("current"):
+            return run
+        assert time.time() < deadline, f"run {run_id} never reported progress"
+        time.sleep(0.2)
+
+
+def fake_ssh_for_agent_session(monkeypatch, **env):
+    """Let the probe and code copy run normally, then give the agent's ssh session the fake
+    ssh settings ``env`` (e.g. FAKE_SSH_MODE="drop"): the session misbehaves, not the set-up."""
+    from potato.training.backends import ssh as ssh_mod
+
+    real = ssh_mod.SshBackend._run_agent
+
+    def run_agent(self, ctx, python):
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        return real(self, ctx, python)
+
+    monkeypatch.setattr(ssh_mod.SshBackend, "_run_agent", run_agent)
+
+
+# -- config snippets for the fake ssh host and SLURM cluster -------------------------------------
+
+REMOTE_DIR = "~/pt dir/it's; $(touch HACKED)"
+
+
+def ssh_backend(**extra):
+    keys = {"type": "ssh", "host": "gpu.example.org", "remote_dir": REMOTE_DIR,
+            "heartbeat_timeout_s": 20}
+    keys.update(extra)
+    lines = ["    gpu-server:"] + [f"      {k}: {json.dumps(v)}" for k, v in keys.items()]
+    return "  backends:\n" + "\n".join(lines) + "\n"
+
+
+def slurm_backend(**extra):
+    keys = {"type": "slurm", "host": "login.cluster.example.org", "remote_dir": "~/potato jobs",
+            "partition": "gpu", "gres": "gpu:1", "time": "00:10:00", "poll_interval_s": 0.3,
+            "job_python": "python3", "prelude": ["export FROM_PRELUDE=yes"],
+            "heartbeat_timeout_s": 30}
+    keys.update(extra)
+    return "  backends:\n    cluster:\n" + "".join(
+        f"      {k}: {json.dumps(v)}\n" for k, v in keys.items())
+
+
+# -- the headless browser ------------------------------------------------------------------------
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+SHOTS = os.path.join(ROOT, "test-output")
+
+
+def require(path, what):
+    if not os.path.exists(path):
+        if os.environ.get("CI"):
+            pytest.fail(f"{what} is missing at {path}: .ci/run installs it")
+        pytest.skip(f"{what} not installed (apt-get install chromium chromium-driver)")
+
+
+def wait_for(driver, cond, timeout=60, what="condition"):
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        try:
+            last = cond(driver)
+            if last:
+                return last
+        except Exception as e:  # the DOM is being swapped: try again
+            last = e
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+
+
+def select(driver, element_id, value):
+    from selenium.webdriver.support.ui import Select
+
+    Select(driver.find_element("id", element_id)).select_by_value(value)
+
+
+def text_of(driver, css):
+    return driver.find_element("css selector", css).text
+
+
+def admin_login(d, url, then):
+    d.get(url + then.lstrip("/"))
+    d.find_element("id", "key").send_keys(KEY)
+    d.find_element("css selector", "form.card button[type=submit]").click()
+    wait_for(d, lambda d: d.current_url.endswith(then), what="the admin login")
+
+
+class Elements(html.parser.HTMLParser):
+    """Every start tag of a page, with its attributes."""
+
+    def __init__(self):
+        super().__init__()
+        self.tags = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+
+def injected(page: str):
+    """Elements a hostile value could have made: any meta refresh, img, iframe, object, or a
+    script that is not one of Potato's own (src under /static/, or a JSON data block)."""
+    p = Elements()
+    p.feed(page)
+    bad = []
+    for tag, attrs in p.tags:
+        if tag in ("meta", "img", "iframe", "object", "embed") and tag != "meta" or (
+                tag == "meta" and "http-equiv" in attrs):
+            bad.append((tag, attrs))
+        if tag == "script" and not (attrs.get("src", "").startswith("/static/")
+                                    or attrs.get("type") == "application/json"):
+            bad.append((tag, attrs))
+        if any(k.startswith("on") for k in attrs):
+            bad.append((tag, attrs))
+    return bad
+
+
+# -- a tiny BERT and its run directory -----------------------------------------------------------
+
+POS = ["good", "great", "fine", "lovely", "superb"]
+NEG = ["bad", "awful", "poor", "dull", "terrible"]
+FILLER = ["the", "film", "was", "a", "story", "plot", "and", "very", "quite", "really"]
+
+
+def sentence(rng, words):
+    return " ".join(rng.sample(FILLER, 3) + [rng.choice(words)] + rng.sample(FILLER, 2))
+
+
+def hf_run_dir(tmp_path, model_dir, **params):
+    rng = random.Random(1)
+    items, labels = [], {}
+    for n in range(240):
+        positive = n % 2 == 0
+        item_id = "i%d" % n
+        items.append((item_id, sentence(rng, POS if positive else NEG)))
+        if n < 200:
+            labels[item_id] = {"sentiment": ["positive" if positive else "negative"]}
+    paths = RunPaths(tmp_path / "run").create()
+    schemas = {"sentiment": {"type": "radio", "labels": ["positive", "negative"]}}
+    bundle.build(paths.bundle, items, labels, schemas, include_unlabeled=True)
+    full = resolve_params(REGISTRY["hf-text-classification"], dict(model=model_dir, **params))
+    write_json(paths.spec, {"run_id": "t", "trainer": "hf-text-classification",
+                            "schemas": schemas, "params": full, "device": "cuda:1"})
+    return paths, items
+
+
+def hf_train(paths):
+    out = io.StringIO()
+    code = worker.run(paths.spec, events.Emitter(out))
+    evs = [json.loads(line) for line in out.getvalue().splitlines()]
+    return code, evs
+
