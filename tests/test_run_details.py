@@ -10,7 +10,7 @@ import tarfile
 import pytest
 
 from potato.store import Store
-from potato.training import boundary, chart, intake
+from potato.training import boundary, chart, intake, report
 from potato.training.remote import protocol
 from potato.training.runs import RunStore
 from tests.conftest import ROOT, Client
@@ -81,9 +81,11 @@ def test_a_run_that_warned_is_not_plain_success(tmp_path, serve):
     run_id = start_run(c, trainer="test-warns", schemas=["sentiment"])
     run = wait_run(c, run_id)
     assert run["status"] == "success"
-    assert run["warnings"] == ["no threshold <b>reaches</b> the target"]
+    # test-warns answers one label for everything: the server says so first
+    nothing = report.learned_nothing("", run["holdout"])
+    assert run["warnings"] == [nothing, "no threshold <b>reaches</b> the target"]
     rows = c.json("GET", "/admin/training/api/fragments", headers=H)[1]["runs"]
-    assert "success, 1 warning" in rows and "status-warning" in rows
+    assert "success, 2 warnings" in rows and "status-warning" in rows
     assert "<b>reaches" not in rows and "&lt;b&gt;reaches" in rows
     page = c.get(f"/admin/training/runs/{run_id}", headers=H).text
     assert "run-warnings" in page and "&lt;b&gt;reaches&lt;/b&gt;" in page
@@ -91,7 +93,7 @@ def test_a_run_that_warned_is_not_plain_success(tmp_path, serve):
 
     text = "\n".join(summary_lines(run))
     assert f"Run {run_id} success (with warnings)" in text
-    assert "1 warning:\n  no threshold <b>reaches</b> the target" in text
+    assert "2 warnings:\n  %s\n  no threshold <b>reaches</b> the target" % nothing in text
 
 
 def test_no_writeback_scheme_is_a_warning(tmp_path, serve):
@@ -315,8 +317,9 @@ def test_the_servers_warnings_are_never_crowded_out(tmp_path, serve):
     run = wait_run(c, start_run(c, trainer="test-many-warnings", schemas=["sentiment"]))
     w = run["warnings"]
     assert "writeback.schemas" in w[0]  # the server's own, first
-    assert w[1:21] == ["trainer warning %d" % i for i in range(20)]
-    assert w[21] == "… and 5 more warning(s) in the run log" and len(w) == 22
+    assert "not above the majority-class baseline" in w[1]
+    assert w[2:22] == ["trainer warning %d" % i for i in range(20)]
+    assert w[22] == "… and 5 more warning(s) in the run log" and len(w) == 23
 
 
 def test_where_fields_lose_control_and_bidi_characters():
@@ -357,5 +360,6 @@ def test_a_flood_of_warnings_ends_with_the_true_count(tmp_path, serve):
     _, url = serve(make_project(tmp_path))
     c = Client(url)
     run = wait_run(c, start_run(c, trainer="test-many-warnings", schemas=["sentiment"]))
-    assert run["warnings"][:20] == ["trainer warning %d" % i for i in range(20)]
-    assert run["warnings"][20:] == ["… and 5 more warning(s) in the run log"]
+    assert run["warnings"][0] == report.learned_nothing("", run["holdout"])  # the server's
+    assert run["warnings"][1:21] == ["trainer warning %d" % i for i in range(20)]
+    assert run["warnings"][21:] == ["… and 5 more warning(s) in the run log"]

@@ -6,7 +6,7 @@ from typing import Any, Dict
 from urllib.parse import unquote
 
 from potato.server.http import HTTPError
-from potato.training import model_files, pages, runlog
+from potato.training import choice, model_files, pages, runlog
 from potato.training.remote import trainers
 from potato.training.backends import check_backend
 from potato.training.queue import Manager, RequestError
@@ -16,7 +16,7 @@ PREFIX = "/admin/training/api"
 RUN_FIELDS = ("run_id", "trainer", "schemas", "backend", "ran_on", "status", "step", "error",
               "metrics", "holdout", "writeback", "created_at", "started_at", "finished_at",
               "artifact_uri", "params", "progress", "history", "auto", "in_use", "placement",
-              "warnings")
+              "warnings", "pinned", "pruned_at", "pruned_reason")
 
 
 def params_changed(run: Dict[str, Any]) -> Dict[str, Any]:
@@ -79,6 +79,9 @@ def live_run(manager: Manager):
 def model_location(run: Dict[str, Any]) -> str:
     if run["status"] != "success":
         return "none yet" if run["status"] in ("queued", "running") else "none (the run failed)"
+    if run.get("pruned_at"):
+        return "deleted on %s: %s" % (time.strftime("%Y-%m-%d %H:%M", time.localtime(
+            run["pruned_at"])), run.get("pruned_reason") or "")
     return run.get("artifact_uri") or "not kept"
 
 
@@ -91,6 +94,7 @@ def add_routes(app, manager: Manager) -> None:
 
     _api_routes(app, manager, get_run)
     _page_routes(app, manager, get_run)
+    _run_page_routes(app, manager, get_run)
 
 
 def _api_routes(app, manager: Manager, get_run) -> None:
@@ -138,6 +142,16 @@ def _api_routes(app, manager: Manager, get_run) -> None:
             raise HTTPError(e.status, e.message)
         h.send_json(dict(run_view(get_run(run_id)), switched=switched))
 
+    @app.route("POST", PREFIX + r"/runs/(?P<run_id>[A-Za-z0-9_-]+)/(?P<action>pin|unpin)",
+               "admin")
+    def pin(h, run_id, action):
+        get_run(run_id)
+        try:
+            run = (choice.pin if action == "pin" else choice.unpin)(manager, run_id)
+        except RequestError as e:
+            raise HTTPError(e.status, e.message)
+        h.send_json(run_view(run))
+
     @app.route("GET", PREFIX + r"/backends", "admin")
     def backends(h):
         h.send_json({"backends": backend_list(manager)})
@@ -184,23 +198,6 @@ def _page_routes(app, manager: Manager, get_run) -> None:
             return
         h.redirect("/admin/training/runs/%s" % run["run_id"])
 
-    @app.route("POST", r"/admin/training/runs/(?P<run_id>[A-Za-z0-9_-]+)/use", "admin")
-    def use_form(h, run_id):
-        get_run(run_id)
-        try:
-            manager.use(run_id)
-        except RequestError as e:
-            raise HTTPError(e.status, e.message)
-        h.redirect("/admin/training/runs/%s" % run_id)
-
-    @app.route("GET", r"/admin/training/runs/(?P<run_id>[A-Za-z0-9_-]+)", "admin")
-    def run_page(h, run_id):
-        run = run_view(get_run(run_id))
-        here = model_files.files(manager.paths(run_id).artifacts) \
-            if run["status"] == "success" else []
-        h.send_html(pages.run_page(manager.cfg, run, read_log(manager, run_id),
-                                   pages.model_files_cell(run, model_location(run), here,
-                                                          model_files.load_code(run))))
 
     @app.route("GET", r"/admin/training/runs/(?P<run_id>[A-Za-z0-9_-]+)/model\.tar", "admin")
     def model_archive(h, run_id):
@@ -225,3 +222,39 @@ def _page_routes(app, manager: Manager, get_run) -> None:
     @app.route("GET", PREFIX + r"/auto_retrain", "admin")
     def auto(h):
         h.send_json(manager.auto_status)
+
+
+def _run_page_routes(app, manager: Manager, get_run) -> None:
+    """A run's page, and its Use, Pin and Unpin buttons (form posts)."""
+
+    def show_run(h, run_id, message="", ok=True, status=200):
+        run = get_run(run_id)
+        view = dict(run_view(run), use_refusal=choice.use_refusal(manager, run))
+        here = model_files.files(manager.paths(run_id).artifacts) \
+            if run["status"] == "success" else []
+        h.send_html(pages.run_page(manager.cfg, view, read_log(manager, run_id),
+                                   pages.model_files_cell(view, model_location(view), here,
+                                                          model_files.load_code(view)),
+                                   message, ok), status)
+
+    @app.route("GET", r"/admin/training/runs/(?P<run_id>[A-Za-z0-9_-]+)", "admin")
+    def run_page(h, run_id):
+        done = (h.query.get("done") or [""])[0]
+        message = choice.switched_message(get_run(run_id), done) \
+            if done in ("use", "pin", "unpin") else ""
+        show_run(h, run_id, message)
+
+    @app.route("POST", r"/admin/training/runs/(?P<run_id>[A-Za-z0-9_-]+)/(?P<action>use|pin|"
+                       r"unpin)", "admin")
+    def choice_form(h, run_id, action):
+        """Back to the run's page, which says what changed, or (still inside the admin
+        pages) why nothing could."""
+        get_run(run_id)
+        act = {"use": manager.use, "pin": lambda r: choice.pin(manager, r),
+               "unpin": lambda r: choice.unpin(manager, r)}[action]
+        try:
+            act(run_id)
+        except RequestError as e:
+            show_run(h, run_id, e.message, ok=False, status=e.status)
+            return
+        h.redirect("/admin/training/runs/%s?done=%s" % (run_id, action))
