@@ -20,6 +20,7 @@ from potato.store import Store
 from potato.training.remote import bundle as bundle_mod
 from potato.training.remote import trainers
 from potato.training.backends import Outcome, RunContext, make_backends
+from potato.training.backends.agent import agent_wait_step
 from potato.training import autoretrain, choice, ingest, prepare, report, retention, runlog
 from potato.training.intake import RunEvents, ran_on
 from potato.training.ingest import PredictionsError, read_predictions, write_back
@@ -32,13 +33,6 @@ log = logging.getLogger("potato.training")
 RESTARTED = "the server restarted during the run"
 DISABLED = "training is disabled (model_training.enabled: false)"
 SUPPORTED_TYPES = ("local", "ssh", "slurm", "agent")
-
-
-def agent_wait_step(backend: str) -> str:
-    """What a queued run of an agent backend is waiting for, and what to do about it."""
-    return ("waiting for an agent of backend %s to poll the server: start potato training agent "
-            "--backend %s on the training machine (Check on the Training page shows its token)"
-            % (backend, backend))
 
 
 class QueueLock:
@@ -222,10 +216,18 @@ class Manager:
         return nxt["run_id"], claim["token"]
 
     def _queue_timeouts(self) -> None:
+        """Queued runs' steps kept current (an agent backend says how long no agent has
+        polled), and runs that waited past queue_timeout_s ended."""
         now = time.time()
+        busy = bool(self._active or self.runs.with_status("running"))
         for run in self.runs.with_status("queued"):
             b = self.backends.get(run["backend"])
             limit = b.bcfg.queue_timeout_s if b is not None and b.type == "agent" else None
+            if b is not None and run["run_id"] not in self._claims:
+                step = b.queued_step(busy)
+                if step and step != run["step"] and self.runs.update(run["run_id"], step=step) \
+                        and ("(no agent" in step) != ("(no agent" in run["step"]):
+                    self._log(run["run_id"], step)  # when the silence begins or ends
             if limit and now - run["created_at"] > limit and run["run_id"] not in self._claims:
                 message = ("No agent of backend %s claimed the run within %g s. Start "
                            "`potato training agent --server URL --backend %s` on the training "

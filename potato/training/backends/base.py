@@ -76,6 +76,11 @@ class TrainingBackend:
     def check(self) -> Dict[str, Any]:
         raise NotImplementedError
 
+    def queued_step(self, busy: bool) -> Optional[str]:
+        """The step a queued run of this backend shows while it waits (None: the queue's
+        own); ``busy``: another run is active. Agent backends say what they wait for."""
+        return None
+
     def close(self) -> None:
         """Release what the backend holds between runs (called when the server stops)."""
 
