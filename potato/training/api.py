@@ -163,7 +163,15 @@ def _api_routes(app, manager: Manager, get_run) -> None:
         if backend is None:
             raise HTTPError(404, "No backend %s. Configured: %s." % (
                 name, ", ".join(manager.backends)))
-        h.send_json(check_backend(backend))
+        body = h.json_object() if h.headers.get("Content-Length", "0") != "0" else {}
+        unknown = sorted(set(body) - {"trainer", "params"})
+        trainer, params = body.get("trainer"), body.get("params")
+        if unknown or not isinstance(trainer, (str, type(None))) or not isinstance(
+                params, (dict, type(None))):
+            raise HTTPError(400, "A check takes an optional JSON object {trainer, params} (a "
+                                 "trainer name and its params), to resolve the trainer's model "
+                                 "where runs execute.")
+        h.send_json(check_backend(backend, trainer, params))
 
     @app.route("GET", PREFIX + r"/trainers", "admin")
     def trainer_list(h):

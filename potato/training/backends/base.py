@@ -9,7 +9,7 @@ the same two methods, ``execute`` and ``check``.
 import hashlib
 import threading
 import time
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from potato.config import Backend as BackendConfig, Config
 from potato.training.remote.paths import RunPaths
@@ -75,6 +75,11 @@ class TrainingBackend:
 
     def check(self) -> Dict[str, Any]:
         raise NotImplementedError
+
+    def check_model(self, model: str) -> Optional[Tuple[bool, str]]:
+        """(found, sentence) for a trainer's ``model`` param where this backend's runs execute
+        (model_source.resolve there); None when the server cannot look there before a run."""
+        return None
 
     def queued_step(self, busy: bool) -> Optional[str]:
         """The step a queued run of this backend shows while it waits (None: the queue's

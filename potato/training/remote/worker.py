@@ -126,7 +126,7 @@ def _train(ctx, spec, base, emitter):
         for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
             os.environ[var] = str(spec["num_threads"])
 
-    from potato.training.remote import trainers
+    from potato.training.remote import model_source, trainers
 
     info = trainers.get(spec.get("trainer"))
     if info is None:
@@ -145,6 +145,12 @@ def _train(ctx, spec, base, emitter):
         os.makedirs(ctx.artifacts, exist_ok=True)
         counts = ctx.bundle.manifest.get("counts", {})
         emitter.log("bundle: %s" % ", ".join("%s %s" % (n, k) for k, n in counts.items()))
+        for model in trainers.model_sources(info, ctx.params):
+            emitter.status("finding model %s" % model)
+            ok, sentence = model_source.resolve(model)
+            if not ok:
+                raise RunFailure(sentence)
+            emitter.log(sentence)
         started = time.time()
         trainer = trainer_cls(ctx)
         metrics = trainer.train() or {}
