@@ -232,3 +232,16 @@ def test_a_run_that_predicts_one_class_is_a_warning_not_a_plain_success(tmp_path
     good = wait_run(c, start_run(c, trainer="text-naive-bayes", schemas=["sentiment"]))
     assert good["holdout"]["macro_f1"] > good["holdout"]["baseline"]["macro_f1"]
     assert good["warnings"] == []
+
+
+def test_the_newest_automatic_run_is_found_without_reading_every_run(tmp_path):
+    store = Store(str(tmp_path / "p.db"))
+    try:
+        runs = RunStore(store)
+        assert runs.last_auto_created() is None
+        runs.create("text-naive-bayes", ["s"], "local", {})
+        auto = runs.create("text-naive-bayes", ["s"], "local", {}, auto=True)
+        runs.create("text-naive-bayes", ["s"], "local", {})
+        assert runs.last_auto_created() == auto["created_at"]
+    finally:
+        store.close()

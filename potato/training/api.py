@@ -77,11 +77,11 @@ def live_run(manager: Manager):
 
 
 def model_location(run: Dict[str, Any]) -> str:
-    if run["status"] != "success":
-        return "none yet" if run["status"] in ("queued", "running") else "none (the run failed)"
-    if run.get("pruned_at"):
+    if run.get("pruned_at"):  # said for a failed run's partial files too
         return "deleted on %s: %s" % (time.strftime("%Y-%m-%d %H:%M", time.localtime(
             run["pruned_at"])), run.get("pruned_reason") or "")
+    if run["status"] != "success":
+        return "none yet" if run["status"] in ("queued", "running") else "none (the run failed)"
     return run.get("artifact_uri") or "not kept"
 
 

@@ -17,8 +17,8 @@ def tick(manager) -> None:
     status = {"enabled": True, "labels": count, "new_labels": new,
               "update_frequency": ar.update_frequency}
     pending = [r for r in manager.runs.with_status("queued", "running") if r["auto"]]
-    last_auto = next((r for r in manager.runs.list(limit=100000) if r["auto"]), None)
-    since = time.time() - last_auto["created_at"] if last_auto else None
+    last_auto = manager.runs.last_auto_created()  # every run's record is kept: no full scan
+    since = time.time() - last_auto if last_auto is not None else None
     if pending:
         status["reason"] = "automatic run %s is %s" % (pending[0]["run_id"],
                                                        pending[0]["status"])

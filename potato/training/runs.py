@@ -161,6 +161,12 @@ class RunStore:
             "SELECT run_id, status, pinned, pruned_at FROM runs WHERE status IN "
             "('success','error','cancelled') ORDER BY seq DESC")]
 
+    def last_auto_created(self):
+        """When the newest automatic run was queued (None: never)."""
+        row = self.store.conn().execute("SELECT created_at FROM runs WHERE auto=1 ORDER BY seq "
+                                        "DESC LIMIT 1").fetchone()
+        return row[0] if row else None
+
     def mark_pruned(self, run_id, reason):
         """Record that a finished run's model files were deleted, and why (once)."""
         with self.store.tx() as db:
