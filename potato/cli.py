@@ -64,6 +64,9 @@ def _parser() -> argparse.ArgumentParser:
     tc.add_argument("name", metavar="NAME")
     tc.add_argument("config", metavar="CONFIG")
     tc.add_argument("--json", action="store_true")
+    tc.add_argument("--trainer", help="also find this trainer's model where runs execute")
+    tc.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                    help="the trainer's params (model=... is the one Check resolves)")
     tc.set_defaults(func=cmd_training_check)
     tg = tsub.add_parser("register", help="issue a token for an agent backend")
     tg.add_argument("name", metavar="NAME")
@@ -201,7 +204,7 @@ def cmd_training_check(args) -> int:
         return 1
     from potato.training.commands import check_command
 
-    return check_command(cfg, args.name, args.json)
+    return check_command(cfg, args.name, args.json, args.trainer, args.param)
 
 
 def cmd_training_register(args) -> int:

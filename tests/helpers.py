@@ -8,6 +8,7 @@ import json
 import os
 import random
 import shutil
+import sqlite3
 import time
 
 import pytest
@@ -318,3 +319,15 @@ def hf_train(paths):
     evs = [json.loads(line) for line in out.getvalue().splitlines()]
     return code, evs
 
+
+def old_runs_table(path):
+    """A store's runs table as it was before placement and warnings (an open connection)."""
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE runs (seq INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT UNIQUE "
+               "NOT NULL, trainer TEXT NOT NULL, schemas TEXT NOT NULL, backend TEXT NOT NULL, "
+               "params TEXT NOT NULL, status TEXT NOT NULL, step TEXT NOT NULL DEFAULT '', "
+               "error TEXT, metrics TEXT, holdout TEXT, writeback TEXT, progress TEXT, "
+               "history TEXT NOT NULL DEFAULT '[]', ran_on TEXT, artifact_uri TEXT, auto INTEGER "
+               "NOT NULL DEFAULT 0, cancel_requested INTEGER NOT NULL DEFAULT 0, created_at REAL "
+               "NOT NULL, started_at REAL, finished_at REAL, heartbeat_at REAL)")
+    return db

@@ -68,7 +68,7 @@ def test_register_claim_run_and_write_back(tmp_path, serve, env, capsys):
     c = Client(url)
     token = register(cfg, capsys)
     status, report = c.json("POST", "/admin/training/api/backends/lab/check", headers=H)
-    assert report["ok"] and "no agent has connected with this token yet" in report["lines"]
+    assert not report["ok"] and "no agent has connected with this token yet" in report["lines"]
     run_id = start_run(c, trainer="text-naive-bayes", schemas=["sentiment"], backend="lab")
     time.sleep(1.0)
     assert c.json("GET", f"/admin/training/api/runs/{run_id}", headers=H)[1]["status"] == "queued"
@@ -348,3 +348,91 @@ def test_cli_run_on_an_agent_backend_needs_the_server(tmp_path, env):
     assert r.stderr.startswith("error: runs on agent backend lab wait for an agent to poll the "
                                "server, and no server of this project is running.")
 
+
+
+# -- a silent agent (issue 24, item 3) -----------------------------------------------------------
+
+def _claim(c, token, **body):
+    return c.json("POST", "/agent/v1/backends/lab/claim", json_body=body,
+                  headers={"Authorization": "Bearer " + token})
+
+
+def _silent_for(cfg, seconds):
+    """Make the lab agent's last poll ``seconds`` ago, as if it had stopped then."""
+    from potato.config import load
+    from potato.store import Store
+
+    store = Store(load(cfg)[0].db_path)
+    try:
+        with store.tx() as db:
+            db.execute("UPDATE agent_tokens SET last_seen=? WHERE backend='lab'",
+                       (time.time() - seconds,))
+    finally:
+        store.close()
+
+
+def test_silence_in_words():
+    from potato.training.backends.agent import silence_words
+
+    assert [silence_words(s) for s in (15, 95.5, 119, 125, 7199, 7300)] == [
+        "10 s", "90 s", "110 s", "2 min", "119 min", "2 h"]
+
+
+def test_check_says_a_run_would_wait_for_a_silent_agent(tmp_path, serve, env, capsys):
+    cfg = make_project(tmp_path, backends(), labels=False)
+    _, url = serve(cfg)
+    c = Client(url)
+    token = register(cfg, capsys)
+    assert _claim(c, token, host="ws", poll_interval_s=2)[0] == 200
+    status, report = c.json("POST", "/admin/training/api/backends/lab/check", headers=H)
+    assert report["ok"] and not any("no agent has polled" in x for x in report["lines"])
+    _silent_for(cfg, 95)  # longer than its 2 s interval (and the grace)
+    status, report = c.json("POST", "/admin/training/api/backends/lab/check", headers=H)
+    assert not report["ok"]
+    assert ("no agent has polled for 90 s: a run will wait until one does. Start potato "
+            "training agent --server URL --backend lab on the training machine") in report["lines"]
+    capsys.readouterr()
+    assert main(["training", "check", "lab", cfg]) == 1
+    out = capsys.readouterr().out
+    assert "no agent has polled for 90 s: a run will wait until one does" in out
+    assert out.rstrip().endswith("cannot start a run")
+    # An agent that polls every 10 minutes is not silent after 95 s.
+    assert _claim(c, token, host="ws", poll_interval_s=600)[0] == 200
+    _silent_for(cfg, 95)
+    assert main(["training", "check", "lab", cfg]) == 0
+    # The claim's interval is checked at the boundary.
+    for bad in ("5", -1, 1e9, True):
+        status, body = _claim(c, token, poll_interval_s=bad)
+        assert status == 400 and "poll_interval_s" in body["error"]
+
+
+def test_a_queued_run_says_how_long_no_agent_has_polled(tmp_path, serve, env, capsys):
+    cfg = make_project(tmp_path, backends())
+    _, url = serve(cfg)
+    c = Client(url)
+    token = register(cfg, capsys)
+    assert _claim(c, token, host="ws", poll_interval_s=1)[0] == 200
+    run_id = start_run(c, trainer="text-naive-bayes", schemas=["sentiment"], backend="lab")
+    _silent_for(cfg, 310)
+    deadline = time.time() + 30
+    while True:
+        run = c.json("GET", f"/admin/training/api/runs/{run_id}", headers=H)[1]
+        if "(no agent has polled for 5 min: a run will wait until one does)" in run["step"]:
+            break
+        assert time.time() < deadline, run["step"]
+        time.sleep(0.1)
+    assert run["status"] == "queued" and run["step"].startswith(
+        "waiting for an agent of backend lab to poll the server")
+    live = c.json("GET", "/admin/training/api/fragments", headers=H)[1]["live"]
+    assert "no agent has polled for 5 min: a run will wait until one does" in live
+    log = c.get(f"/admin/training/api/runs/{run_id}/log", headers=H).text
+    assert log.count("no agent has polled for") == 1
+    # An agent polls again (a claim would take the run): the step says only what it waits for.
+    _silent_for(cfg, 0)
+    deadline = time.time() + 30
+    while "no agent has polled" in c.json("GET", f"/admin/training/api/runs/{run_id}",
+                                          headers=H)[1]["step"]:
+        assert time.time() < deadline
+        time.sleep(0.1)
+    assert c.json("POST", f"/admin/training/api/runs/{run_id}/cancel",
+                  headers=H)[1]["status"] == "cancelled"

@@ -63,7 +63,7 @@ def test_report_in_use_and_use_this_model(tmp_path, serve, browser):
     d.get(url + "admin/training")
     wait_for(d, lambda d: "in use: sentiment" in row_of(d, good).text, what="the marker")
     assert "in use" not in row_of(d, worse).text
-    assert "success, 1 warning" in row_of(d, worse).text  # the warning state
+    assert "success, 2 warnings" in row_of(d, worse).text  # the warning state
     d.execute_script("document.getElementById('runs-table').scrollIntoView()")
     d.save_screenshot(os.path.join(SHOTS, "training-page-in-use.png"))
     # The admin puts the worse run in use anyway: the marker moves at once.
@@ -73,6 +73,36 @@ def test_report_in_use_and_use_this_model(tmp_path, serve, browser):
     d.get(url + "admin/training")
     wait_for(d, lambda d: "in use: sentiment" in row_of(d, worse).text, what="the moved marker")
     assert "in use" not in row_of(d, good).text
+
+
+def test_pin_and_use_on_the_run_page(tmp_path, serve, browser):
+    d = browser
+    _, url = serve(make_project(tmp_path))
+    c = Client(url)
+    good = wait_run(c, start_run(c, trainer="text-naive-bayes", schemas=["sentiment"]))["run_id"]
+    worse = wait_run(c, start_run(c, trainer="test-warns", schemas=["sentiment"]))["run_id"]
+    admin_login(d, url, f"/admin/training/runs/{worse}")
+    assert "Use this model" in text_of(d, "#use-run")
+    pin = d.find_element("id", "pin-run")
+    assert pin.text == "Use and pin"
+    pin.click()
+    msg = wait_for(d, lambda d: text_of(d, "#message"), what="the pin's message")
+    assert msg.startswith(f"Run {worse} is pinned and in use for sentiment")
+    assert d.find_element("id", "unpin-run").is_displayed()
+    assert "in use for sentiment" in d.page_source and not d.find_elements("id", "use-run")
+    d.save_screenshot(os.path.join(SHOTS, "run-page-pinned.png"))
+    # A better run does not take over from the pinned one; its page offers Use.
+    better = wait_run(c, start_run(c, trainer="text-naive-bayes", schemas=["sentiment"]))
+    assert better["in_use"] == [] and better["run_id"] != good
+    d.get(url + f"admin/training/runs/{better['run_id']}")
+    assert f"run {worse} is pinned" in d.page_source
+    d.find_element("id", "use-run").click()
+    msg = wait_for(d, lambda d: text_of(d, "#message"), what="the switch's message")
+    assert msg.startswith(f"Run {better['run_id']} is now in use for sentiment")
+    d.get(url + "admin/training")
+    wait_for(d, lambda d: "in use: sentiment" in row_of(d, better["run_id"]).text,
+             what="the moved marker")
+    assert "pinned" in row_of(d, worse).text and "in use" not in row_of(d, worse).text
 
 
 def test_a_too_small_project_is_refused_on_the_page(tmp_path, serve, browser):

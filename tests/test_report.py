@@ -37,8 +37,9 @@ def test_every_field_against_hand_computed_values():
     assert r["macro_f1"] == 0.697
     assert r["confusion"] == {"labels": ["pos", "neg"], "rows": "gold", "columns": "predicted",
                               "matrix": [[4, 2], [1, 3]]}
-    # the train split's majority label (pos, 5 of 8) answers 6 of the 10 test items right
-    assert r["baseline"] == {"label": "pos", "accuracy": 0.6}
+    # the train split's majority label (pos, 5 of 8) answers 6 of the 10 test items right;
+    # its macro-F1: pos has F1 2*6/(2*6+4) = 0.75, neg 0, so 0.375
+    assert r["baseline"] == {"label": "pos", "accuracy": 0.6, "macro_f1": 0.375}
     assert r["above_baseline"] == 0.1
     assert r["note"] == ("Only 10 test items: too few to say much (the 95% interval of the "
                          "accuracy is 0.40 to 0.89). Label more items, or raise splits.test.")

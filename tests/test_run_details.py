@@ -4,18 +4,17 @@ params that differ from the defaults, a visible warning state, the model downloa
 import io
 import json
 import os
-import sqlite3
 import tarfile
 from types import SimpleNamespace
 
 import pytest
 
 from potato.store import Store
-from potato.training import boundary, chart
+from potato.training import boundary, chart, report
 from potato.training.backends import backend_class
 from potato.training.remote import protocol
 from potato.training.runs import RunStore
-from tests.helpers import ROOT, Client
+from tests.helpers import ROOT, Client, old_runs_table
 from tests.helpers import KEY, PLUGINS, make_project, start_run, wait_run
 
 H = {"X-API-Key": KEY}
@@ -84,9 +83,11 @@ def test_a_run_that_warned_is_not_plain_success(tmp_path, serve):
     run_id = start_run(c, trainer="test-warns", schemas=["sentiment"])
     run = wait_run(c, run_id)
     assert run["status"] == "success"
-    assert run["warnings"] == ["no threshold <b>reaches</b> the target"]
+    # test-warns answers one label for everything: the server says so first
+    nothing = report.learned_nothing("", run["holdout"])
+    assert run["warnings"] == [nothing, "no threshold <b>reaches</b> the target"]
     rows = c.json("GET", "/admin/training/api/fragments", headers=H)[1]["runs"]
-    assert "success, 1 warning" in rows and "status-warning" in rows
+    assert "success, 2 warnings" in rows and "status-warning" in rows
     assert "<b>reaches" not in rows and "&lt;b&gt;reaches" in rows
     page = c.get(f"/admin/training/runs/{run_id}", headers=H).text
     assert "run-warnings" in page and "&lt;b&gt;reaches&lt;/b&gt;" in page
@@ -94,7 +95,7 @@ def test_a_run_that_warned_is_not_plain_success(tmp_path, serve):
 
     text = "\n".join(summary_lines(run))
     assert f"Run {run_id} success (with warnings)" in text
-    assert "1 warning:\n  no threshold <b>reaches</b> the target" in text
+    assert "2 warnings:\n  %s\n  no threshold <b>reaches</b> the target" % nothing in text
 
 
 def test_no_writeback_scheme_is_a_warning(tmp_path, serve):
@@ -194,22 +195,9 @@ def test_chart_by_epoch_and_hostile_names():
 
 # -- an older store gains the new columns ------------------------------------------------------
 
-def _old_runs_table(path):
-    """A store's runs table as it was before placement and warnings (an open connection)."""
-    db = sqlite3.connect(path)
-    db.execute("CREATE TABLE runs (seq INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT UNIQUE "
-               "NOT NULL, trainer TEXT NOT NULL, schemas TEXT NOT NULL, backend TEXT NOT NULL, "
-               "params TEXT NOT NULL, status TEXT NOT NULL, step TEXT NOT NULL DEFAULT '', "
-               "error TEXT, metrics TEXT, holdout TEXT, writeback TEXT, progress TEXT, "
-               "history TEXT NOT NULL DEFAULT '[]', ran_on TEXT, artifact_uri TEXT, auto INTEGER "
-               "NOT NULL DEFAULT 0, cancel_requested INTEGER NOT NULL DEFAULT 0, created_at REAL "
-               "NOT NULL, started_at REAL, finished_at REAL, heartbeat_at REAL)")
-    return db
-
-
 def test_a_store_from_before_gains_placement_and_warnings(tmp_path):
     path = str(tmp_path / "old.sqlite")
-    db = _old_runs_table(path)
+    db = old_runs_table(path)
     db.execute("INSERT INTO runs(run_id, trainer, schemas, backend, params, status, created_at) "
                "VALUES ('r1', 'text-naive-bayes', '[\"s\"]', 'local', '{}', 'success', 1)")
     db.commit()
@@ -318,8 +306,9 @@ def test_the_servers_warnings_are_never_crowded_out(tmp_path, serve):
     run = wait_run(c, start_run(c, trainer="test-many-warnings", schemas=["sentiment"]))
     w = run["warnings"]
     assert "writeback.schemas" in w[0]  # the server's own, first
-    assert w[1:21] == ["trainer warning %d" % i for i in range(20)]
-    assert w[21] == "… and 5 more warning(s) in the run log" and len(w) == 22
+    assert "not above the majority-class baseline" in w[1]
+    assert w[2:22] == ["trainer warning %d" % i for i in range(20)]
+    assert w[22] == "… and 5 more warning(s) in the run log" and len(w) == 23
 
 
 def test_where_fields_lose_control_and_bidi_characters():
@@ -331,7 +320,7 @@ def test_two_processes_migrating_an_old_store_at_once(tmp_path):
     import threading
 
     path = str(tmp_path / "old.sqlite")
-    db = _old_runs_table(path)
+    db = old_runs_table(path)
     db.commit()
     db.close()
     stores = [Store(path) for _ in range(4)]  # each thread migrates through its own
@@ -360,5 +349,6 @@ def test_a_flood_of_warnings_ends_with_the_true_count(tmp_path, serve):
     _, url = serve(make_project(tmp_path))
     c = Client(url)
     run = wait_run(c, start_run(c, trainer="test-many-warnings", schemas=["sentiment"]))
-    assert run["warnings"][:20] == ["trainer warning %d" % i for i in range(20)]
-    assert run["warnings"][20:] == ["… and 5 more warning(s) in the run log"]
+    assert run["warnings"][0] == report.learned_nothing("", run["holdout"])  # the server's
+    assert run["warnings"][1:21] == ["trainer warning %d" % i for i in range(20)]
+    assert run["warnings"][21:] == ["… and 5 more warning(s) in the run log"]

@@ -255,7 +255,7 @@ def test_restart_recovery(tmp_path, serve):
     assert wait_run(c, waiting)["status"] == "success"
 
 
-def test_retain_runs_deletes_old_directories_but_not_the_one_in_use(tmp_path, serve):
+def test_retain_runs_keeps_every_record_and_counts_only_successful_runs(tmp_path, serve):
     cfg_path = make_project(tmp_path, "  retain_runs: 1")
     _, url = serve(cfg_path)
     c = Client(url)
@@ -264,11 +264,13 @@ def test_retain_runs_deletes_old_directories_but_not_the_one_in_use(tmp_path, se
     r2 = wait_run(c, start_run(c, trainer="test-sigkill", schemas=["sentiment"]))["run_id"]
     r3 = wait_run(c, start_run(c, trainer="test-sigkill", schemas=["sentiment"]))["run_id"]
     time.sleep(0.3)
-    assert (runs_dir / r1).is_dir(), "the run whose predictions are in use was deleted"
-    assert not (runs_dir / r2).exists()
-    assert (runs_dir / r3).is_dir()
+    # failed runs do not count toward retain_runs, and no run's record or log is deleted
+    assert list((runs_dir / r1 / "artifacts").iterdir()), "r1's model files were deleted"
+    for run_id in (r1, r2, r3):
+        assert (runs_dir / run_id / "run.log").exists()
     _, listing = c.json("GET", "/admin/training/api/runs", headers=H)
-    assert [r["run_id"] for r in listing["runs"]] == [r3, r1]
+    assert [r["run_id"] for r in listing["runs"]] == [r3, r2, r1]
+    assert [r["pruned_at"] for r in listing["runs"]] == [None, None, None]
 
 
 def test_auto_retrain_starts_and_explains(tmp_path, serve):

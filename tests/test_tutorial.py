@@ -144,7 +144,10 @@ def test_check_agent_backend_shows_the_token_record(tmp_path, serve, capsys):
     assert main(["training", "register", "lab-workstation", cfg]) == 0
     token = re.search(r"POTATO_TRAINING_TOKEN=(\S+)", capsys.readouterr().out).group(1)
     code, out = check_cli(cfg, capsys)
-    assert code == 0 and "token issued " in out and "no agent has connected" in out
+    # a token, but no agent yet: a run would wait, so Check says it cannot start one
+    assert code == 1 and "token issued " in out and "no agent has connected" in out
+    assert "no agent has polled yet: a run will wait until one does" in out
+    assert out.rstrip().endswith("cannot start a run")
     _, url = serve(cfg)
     c = Client(url)
     status, reply = c.json("POST", "/agent/v1/backends/lab-workstation/claim",

@@ -115,6 +115,7 @@ class Handler(Uploads, BaseHTTPRequestHandler):
         self._body_read = False
         self._started = False  # a response's status line has gone out
         self._response_cookies: List[str] = []
+        self._admin_page = False  # an admin route the client may see: errors keep its layout
         try:
             self._check_host()
             self._route(method)
@@ -231,6 +232,7 @@ class Handler(Uploads, BaseHTTPRequestHandler):
                                      "admin_api_key, or log in at /admin/login.")
             raise HTTPError(303, "Log in as admin first.",
                             {"Location": "/admin/login?next=" + self.path_only})
+        self._admin_page = access == "admin"
         if access == "annotator" and not self.annotator():
             if self.wants_json():
                 raise HTTPError(401, "Log in first (POST /login with a username).")
@@ -394,5 +396,6 @@ class Handler(Uploads, BaseHTTPRequestHandler):
             self.send(status, safety.dumps({"error": message}).encode("utf-8"), "application/json",
                       headers)
         else:
-            self.send(status, error_page(self.app.config, status, message).encode("utf-8"),
-                      "text/html; charset=utf-8", headers)
+            page = error_page(self.app.config, status, message,
+                              admin=getattr(self, "_admin_page", False), path=self.path_only)
+            self.send(status, page.encode("utf-8"), "text/html; charset=utf-8", headers)

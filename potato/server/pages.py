@@ -65,9 +65,16 @@ def layout(title: str, body: str, cfg: Config, user: Optional[str] = None,
 """
 
 
-def error_page(cfg: Config, status: int, message: str) -> str:
+def error_page(cfg: Config, status: int, message: str, admin: bool = False,
+               path: str = "") -> str:
+    """An error as a page; an admin's stays inside the admin layout, with a way back."""
+    if admin:
+        back = ('<a href="/admin/training">Back to Training</a>'
+                if path.startswith("/admin/training") else '<a href="/admin">Back to Admin</a>')
+    else:
+        back = '<a href="/">Back to the start page</a>'
     return layout(f"Error {status}", f'<h1>Error {status}</h1><p class="error">{esc(message)}</p>'
-                  f'<p><a href="/">Back to the start page</a></p>', cfg)
+                  f'<p>{back}</p>', cfg, admin=admin)
 
 
 def login_page(cfg: Config, error: str = "", next_url: str = "/annotate") -> str:

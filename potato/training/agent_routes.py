@@ -101,9 +101,10 @@ def _claim_routes(app, manager) -> None:
         try:
             agent = {k: boundary.text(body.get(k), k, 200) for k in ("host", "version", "python")
                      if body.get(k) is not None}
+            interval = boundary.number(body.get("poll_interval_s"), "poll_interval_s", 0, 86400)
         except boundary.Invalid as e:
             raise HTTPError(400, "The claim does not fit the protocol: %s." % e)
-        manager.tokens.seen(name, agent.get("host"), agent.get("version"))
+        manager.tokens.seen(name, agent.get("host"), agent.get("version"), interval)
         got = manager.claim(name, agent)
         if got is None:
             h.send_json({"run_id": None})

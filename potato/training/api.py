@@ -6,7 +6,7 @@ from typing import Any, Dict
 from urllib.parse import unquote
 
 from potato.server.errors import HTTPError
-from potato.training import model_files, pages, publish_api, runlog
+from potato.training import choice, model_files, pages, publish_api, runlog
 from potato.training.remote import trainers
 from potato.training.backends import check_backend
 from potato.training.queue import Manager, RequestError
@@ -16,7 +16,7 @@ PREFIX = "/admin/training/api"
 RUN_FIELDS = ("run_id", "trainer", "schemas", "backend", "ran_on", "status", "step", "error",
               "metrics", "holdout", "writeback", "created_at", "started_at", "finished_at",
               "artifact_uri", "params", "progress", "history", "auto", "in_use", "placement",
-              "warnings")
+              "warnings", "pinned", "pruned_at", "pruned_reason")
 
 
 def params_changed(run: Dict[str, Any]) -> Dict[str, Any]:
@@ -84,6 +84,9 @@ def live_run(manager: Manager):
 
 
 def model_location(run: Dict[str, Any]) -> str:
+    if run.get("pruned_at"):  # said for a failed run's partial files too
+        return "deleted on %s: %s" % (time.strftime("%Y-%m-%d %H:%M", time.localtime(
+            run["pruned_at"])), run.get("pruned_reason") or "")
     if run["status"] != "success":
         return "none yet" if run["status"] in ("queued", "running") else "none (the run failed)"
     return run.get("artifact_uri") or "not kept"
@@ -98,7 +101,8 @@ def add_routes(app, manager: Manager) -> None:
 
     _api_routes(app, manager, get_run)
     publisher = publish_api.add_routes(app, manager, PREFIX, get_run, run_view)
-    _page_routes(app, manager, get_run, publisher)
+    _page_routes(app, manager, get_run)
+    _run_page_routes(app, manager, get_run, publisher)
 
 
 def _api_routes(app, manager: Manager, get_run) -> None:
@@ -146,6 +150,16 @@ def _api_routes(app, manager: Manager, get_run) -> None:
             raise HTTPError(e.status, e.message)
         h.send_json(dict(run_view(get_run(run_id)), switched=switched))
 
+    @app.route("POST", PREFIX + r"/runs/(?P<run_id>[A-Za-z0-9_-]+)/(?P<action>pin|unpin)",
+               "admin")
+    def pin(h, run_id, action):
+        get_run(run_id)
+        try:
+            run = (choice.pin if action == "pin" else choice.unpin)(manager, run_id)
+        except RequestError as e:
+            raise HTTPError(e.status, e.message)
+        h.send_json(run_view(run))
+
     @app.route("GET", PREFIX + r"/backends", "admin")
     def backends(h):
         h.send_json({"backends": backend_list(manager)})
@@ -157,7 +171,15 @@ def _api_routes(app, manager: Manager, get_run) -> None:
         if backend is None:
             raise HTTPError(404, "No backend %s. Configured: %s." % (
                 name, ", ".join(manager.backends)))
-        h.send_json(check_backend(backend))
+        body = h.json_object() if h.headers.get("Content-Length", "0") != "0" else {}
+        unknown = sorted(set(body) - {"trainer", "params"})
+        trainer, params = body.get("trainer"), body.get("params")
+        if unknown or not isinstance(trainer, (str, type(None))) or not isinstance(
+                params, (dict, type(None))):
+            raise HTTPError(400, "A check takes an optional JSON object {trainer, params} (a "
+                                 "trainer name and its params), to resolve the trainer's model "
+                                 "where runs execute.")
+        h.send_json(check_backend(backend, trainer, params))
 
     @app.route("GET", PREFIX + r"/trainers", "admin")
     def trainer_list(h):
@@ -165,7 +187,7 @@ def _api_routes(app, manager: Manager, get_run) -> None:
 
 
 
-def _page_routes(app, manager: Manager, get_run, publisher) -> None:
+def _page_routes(app, manager: Manager, get_run) -> None:
     def page(h, message="", status=200):
         runs = [run_view(r) for r in manager.runs.list()]
         live = live_run(manager)
@@ -192,24 +214,6 @@ def _page_routes(app, manager: Manager, get_run, publisher) -> None:
             return
         h.redirect("/admin/training/runs/%s" % run["run_id"])
 
-    @app.route("POST", r"/admin/training/runs/(?P<run_id>[A-Za-z0-9_-]+)/use", "admin")
-    def use_form(h, run_id):
-        get_run(run_id)
-        try:
-            manager.use(run_id)
-        except RequestError as e:
-            raise HTTPError(e.status, e.message)
-        h.redirect("/admin/training/runs/%s" % run_id)
-
-    @app.route("GET", r"/admin/training/runs/(?P<run_id>[A-Za-z0-9_-]+)", "admin")
-    def run_page(h, run_id):
-        run = run_view(get_run(run_id))
-        here = model_files.files(manager.paths(run_id).artifacts) \
-            if run["status"] == "success" else []
-        h.send_html(pages.run_page(manager.cfg, run, read_log(manager, run_id),
-                                   pages.model_files_cell(run, model_location(run), here,
-                                                          model_files.load_code(run)),
-                                   publish_api.page_card(publisher, run)))
 
     @app.route("GET", r"/admin/training/runs/(?P<run_id>[A-Za-z0-9_-]+)/model\.tar", "admin")
     def model_archive(h, run_id):
@@ -234,3 +238,39 @@ def _page_routes(app, manager: Manager, get_run, publisher) -> None:
     @app.route("GET", PREFIX + r"/auto_retrain", "admin")
     def auto(h):
         h.send_json(manager.auto_status)
+
+
+def _run_page_routes(app, manager: Manager, get_run, publisher) -> None:
+    """A run's page, and its Use, Pin and Unpin buttons (form posts)."""
+
+    def show_run(h, run_id, message="", ok=True, status=200):
+        run = get_run(run_id)
+        view = dict(run_view(run), use_refusal=choice.use_refusal(manager, run))
+        here = model_files.files(manager.paths(run_id).artifacts) \
+            if run["status"] == "success" else []
+        h.send_html(pages.run_page(manager.cfg, view, read_log(manager, run_id),
+                                   pages.model_files_cell(view, model_location(view), here,
+                                                          model_files.load_code(view)),
+                                   message, ok, publish_api.page_card(publisher, view)), status)
+
+    @app.route("GET", r"/admin/training/runs/(?P<run_id>[A-Za-z0-9_-]+)", "admin")
+    def run_page(h, run_id):
+        done = (h.query.get("done") or [""])[0]
+        message = choice.switched_message(get_run(run_id), done) \
+            if done in ("use", "pin", "unpin") else ""
+        show_run(h, run_id, message)
+
+    @app.route("POST", r"/admin/training/runs/(?P<run_id>[A-Za-z0-9_-]+)/(?P<action>use|pin|"
+                       r"unpin)", "admin")
+    def choice_form(h, run_id, action):
+        """Back to the run's page, which says what changed, or (still inside the admin
+        pages) why nothing could."""
+        get_run(run_id)
+        act = {"use": manager.use, "pin": lambda r: choice.pin(manager, r),
+               "unpin": lambda r: choice.unpin(manager, r)}[action]
+        try:
+            act(run_id)
+        except RequestError as e:
+            show_run(h, run_id, e.message, ok=False, status=e.status)
+            return
+        h.redirect("/admin/training/runs/%s?done=%s" % (run_id, action))

@@ -31,8 +31,8 @@ def decide(cfg, store, runs) -> Optional[Decision]:
     status = {"enabled": True, "labels": count, "new_labels": new,
               "update_frequency": ar.update_frequency}
     pending = [r for r in runs.with_status("queued", "running") if r["auto"]]
-    last_auto = next((r for r in runs.list(limit=100000) if r["auto"]), None)
-    since = time.time() - last_auto["created_at"] if last_auto else None
+    last_auto = runs.last_auto_created()  # every run's record is kept: no full scan
+    since = time.time() - last_auto if last_auto is not None else None
     if pending:
         status["reason"] = "automatic run %s is %s" % (pending[0]["run_id"],
                                                        pending[0]["status"])

@@ -194,17 +194,23 @@ def _run_in_process(cfg, args, schemas, params) -> int:
     return _finish(run)
 
 
-def check_command(cfg, name: str, as_json: bool) -> int:
+def check_command(cfg, name: str, as_json: bool, trainer: Optional[str] = None,
+                  param_pairs: Optional[List[str]] = None) -> int:
     bcfg = cfg.model_training.backends.get(name)
     if bcfg is None:
         print("error: no backend %r in %s. Configured: %s." % (
             name, cfg.path, ", ".join(cfg.model_training.backends)), file=sys.stderr)
         return 1
+    try:
+        params = parse_params(param_pairs or [])
+    except ValueError as e:
+        print("error: %s" % e, file=sys.stderr)
+        return 1
     store = Store(cfg.db_path) if backend_class(bcfg.type).polled_by_agents else None
     try:
         backend = make_backends(cfg, AgentTokens(store) if store else None)[name]
         try:
-            report = check_backend(backend)
+            report = check_backend(backend, trainer, params)
         finally:
             backend.close()
     finally:

@@ -8,7 +8,7 @@ from typing import Any, Dict, List, Optional
 
 from potato.config import Config
 from potato.store import Store
-from potato.training import boundary
+from potato.training import boundary, report
 
 
 class PredictionsError(Exception):
@@ -38,7 +38,7 @@ def write_back(store: Store, cfg: Config, run_id: str, predictions,
     wb = cfg.model_training.writeback
     counts: Dict[str, Any] = {"written": 0, "below_min_confidence": 0, "unlabeled_skipped": 0,
                               "schemes": [], "min_confidence": wb.min_confidence,
-                              "by_label": {}, "in_use": [], "kept_in_use": {}}
+                              "by_label": {}, "in_use": [], "kept_in_use": {}, "took_over": {}}
     schemes = [s for s in wb.schemas if any(p["scheme"] == s for p in predictions)]
     if not schemes:
         return counts
@@ -63,9 +63,14 @@ def write_back(store: Store, cfg: Config, run_id: str, predictions,
     counts["schemes"] = schemes
     for scheme in schemes:
         take, reason = takes_over(store, cfg, run_id, scheme, holdout)
+        if not any(r[2] == scheme for r in rows):  # nothing kept: nothing to show annotators
+            take, reason = False, ("run %s kept no predictions for %s, so it is not put in use"
+                                   % (run_id, scheme))
         if take:
             use(store, scheme, run_id)
             counts["in_use"].append(scheme)
+            if reason:
+                counts["took_over"][scheme] = reason
         else:
             counts["kept_in_use"][scheme] = reason
     return counts
@@ -90,21 +95,39 @@ def in_use(store: Store, scheme: str) -> Optional[str]:
 
 
 def takes_over(store: Store, cfg: Config, run_id: str, scheme: str, holdout) -> tuple:
-    """(whether ``run_id`` should become the run in use for ``scheme``, why not)."""
+    """(whether ``run_id`` should become the run in use for ``scheme``, why or why not; the
+    sentence is "" when no other run was in use). A pinned run in use is never replaced."""
     wb = cfg.model_training.writeback
     current = in_use(store, scheme)
-    if wb.policy == "newest" or current is None or current == run_id:
+    if current is None or current == run_id:
         return True, ""
-    row = store.conn().execute("SELECT holdout FROM runs WHERE run_id=?", (current,)).fetchone()
+    row = store.conn().execute("SELECT holdout, pinned FROM runs WHERE run_id=?",
+                               (current,)).fetchone()
+    if row is not None and row[1]:
+        return False, ("run %s is pinned: it stays in use for %s until the admin changes it "
+                       "(Use this model on another run, or Unpin on %s's page)"
+                       % (current, scheme, current))
+    if wb.policy == "newest":
+        return True, "run %s replaces %s in use (writeback.policy: newest)" % (run_id, current)
     old = _f1(json.loads(row[0]) if row and row[0] else None, scheme)
     new = _f1(holdout, scheme)
     if new is None:
         if old is None:
-            return True, ""
+            return True, "run %s replaces %s in use (neither has a held-out score)" % (
+                run_id, current)
         return False, ("run %s has no held-out score; %s (macro-F1 %.3f) stays in use"
                        % (run_id, current, old))
-    if old is None or new >= old - wb.tolerance:
-        return True, ""
+    if old is None:
+        return True, "run %s replaces %s in use (%s has no held-out score)" % (
+            run_id, current, current)
+    if new >= old:
+        return True, ("run %s's held-out macro-F1 %.3f is not below %s's %.3f: it replaces "
+                      "%s in use (writeback.policy: best)" % (run_id, new, current, old, current))
+    if new >= old - wb.tolerance:
+        return True, ("run %s's held-out macro-F1 %.3f is below %s's %.3f but within "
+                      "writeback.tolerance (%g): it replaces %s in use (writeback.policy: best; "
+                      "pin a run to keep it in use)" % (run_id, new, current, old, wb.tolerance,
+                                                        current))
     return False, ("run %s's held-out macro-F1 %.3f is below %s's %.3f by more than "
                    "writeback.tolerance (%g): %s stays in use (writeback.policy: best)"
                    % (run_id, new, current, old, wb.tolerance, current))
@@ -122,8 +145,10 @@ def use(store: Store, scheme: str, run_id: str) -> int:
     return n
 
 
-def warnings(cfg, run: Dict[str, Any], wb: Dict[str, Any]) -> List[str]:
-    """What makes a successful run's write-back worth a second look, in sentences."""
+def warnings(cfg, run: Dict[str, Any], wb: Dict[str, Any],
+             holdout: Optional[Dict[str, Any]] = None) -> List[str]:
+    """What makes a successful run's held-out score or write-back worth a second look, in
+    sentences."""
     out = []
     schemes = cfg.model_training.writeback.schemas
     if not any(s in schemes for s in run["schemas"]):
@@ -133,4 +158,8 @@ def warnings(cfg, run: Dict[str, Any], wb: Dict[str, Any]) -> List[str]:
     elif wb.get("schemes") and not wb.get("written") and wb.get("below_min_confidence"):
         out.append("no predictions were written: all %d were below writeback.min_confidence "
                    "(%s)" % (wb["below_min_confidence"], wb.get("min_confidence")))
+    if isinstance(holdout, dict):
+        per = holdout.get("per_scheme") if isinstance(holdout.get("per_scheme"), dict) \
+            else {"": holdout}
+        out.extend(w for w in (report.learned_nothing(k, v) for k, v in per.items()) if w)
     return out

@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Optional
 from potato.server.pages import Safe, esc, join, json_script, layout, render
 from potato.training.chart import chart_svg
 from potato.training.model_files import shown
+from potato.training.run_cells import in_use_cell, message_box, pin_cell, runs_table_marks
 from potato.training.runs import TERMINAL
 
 STATUS_TEXT = {"queued": "queued", "running": "running", "success": "success",
@@ -93,10 +94,7 @@ def runs_rows(runs: List[Dict[str, Any]]) -> Safe:
         id=r["run_id"], started=_when(r.get("started_at")), trainer=r["trainer"],
         params=_params(r), schemas=", ".join(map(str, r["schemas"])),
         ran_on=r.get("ran_on") or r["backend"], status=status_badge(r), holdout=_holdout(r),
-        written=_written(r), duration=_duration(r),
-        in_use=render('<span class="badge in-use-badge" title="its predictions are the '
-                      'suggestions annotators see">in use: {s}</span>',
-                      s=", ".join(map(str, r["in_use"]))) if r.get("in_use") else "")
+        written=_written(r), duration=_duration(r), in_use=runs_table_marks(r))
         for r in runs)
 
 
@@ -315,15 +313,6 @@ def holdout_section(run: Dict[str, Any]) -> Safe:
                                                  for k, v in per.items() if isinstance(v, dict)))
 
 
-def _use_button(run: Dict[str, Any]) -> Safe:
-    if run["status"] != "success":
-        return Safe("no")
-    return render('<form method="post" action="/admin/training/runs/{id}/use" class="inline">'
-                  '<button type="submit" class="secondary" id="use-run">Use this model'
-                  '</button></form> <span class="hint">its predictions become the suggestions '
-                  'annotators see</span>', id=run["run_id"])
-
-
 def writeback_section(run: Dict[str, Any]) -> Safe:
     """Write-back as a sentence and a table by label, not raw JSON."""
     wb = run.get("writeback")
@@ -339,7 +328,9 @@ def writeback_section(run: Dict[str, Any]) -> Safe:
                       mc=_num(wb.get("min_confidence")) or 0.0,
                       sk=render("; {n} unlabelled items skipped (include_unlabeled: false)",
                                 n=skipped) if skipped else "")
-    kept = wb.get("kept_in_use") if isinstance(wb.get("kept_in_use"), dict) else {}
+    kept = {}
+    for key in ("took_over", "kept_in_use"):
+        kept.update(wb.get(key) if isinstance(wb.get(key), dict) else {})
     notes = join(render('<p class="hint">{scheme}: {why}</p>', scheme=k, why=v)
                  for k, v in kept.items())
     by_label = wb.get("by_label") if isinstance(wb.get("by_label"), dict) else {}
@@ -399,7 +390,8 @@ def model_files_cell(run: Dict[str, Any], where: str, here: List[str], code: str
                                         for f in here[:200]), load=load, where=where)
 
 
-def run_page(cfg, run: Dict[str, Any], log: str, where: Any, publish: Safe = Safe("")) -> str:
+def run_page(cfg, run: Dict[str, Any], log: str, where: Any, message: str = "",
+             ok: bool = True, publish: Safe = Safe("")) -> str:
     def row(k, v):
         return render('<tr><th scope="row">{k}</th><td>{v}</td></tr>', k=k, v=v)
 
@@ -426,20 +418,18 @@ def run_page(cfg, run: Dict[str, Any], log: str, where: Any, publish: Safe = Saf
             row("Held-out macro-F1", _holdout(run)),
             row("Write-back", writeback_section(run)) if run.get("writeback") else "",
             row("Metrics", metrics_table(run)) if run.get("metrics") else "",
-            row("Model files", where),
-            row("In use", render('<b class="in-use-badge">in use for {s}</b> (its predictions '
-                                 'are the suggestions annotators see)',
-                                 s=", ".join(map(str, run["in_use"])))
-                if run.get("in_use") else _use_button(run))]
+            row("Model files", where), row("In use", in_use_cell(run)),
+            row("Pinned", pin_cell(run)) if run["status"] == "success" else ""]
     cancel = _cancel_button(run)
     body = render("""<p><a href="/admin/training">&larr; Training</a></p>
-<h1>Run {id}</h1><div id="message" role="alert"></div>
+<h1>Run {id}</h1>{message}
 <div class="table-wrap"><table class="details">{rows}</table></div>{cancel}
 {report}{publish}
 <section class="card"><h2>Loss and accuracy</h2>{chart}</section>
 <section class="card"><h2>Run log</h2><pre class="log">{log}</pre></section>""",
                   id=run["run_id"], rows=join(r for r in rows if r), cancel=cancel or Safe(""),
                   chart=chart_svg(run.get("history"), pending=run["status"] not in TERMINAL),
-                  log=log, report=holdout_section(run), publish=publish)
+                  log=log, report=holdout_section(run), message=message_box(message, ok),
+                  publish=publish)
     return layout("Run %s" % run["run_id"], body, cfg, admin=True,
                   scripts='<script src="/static/training.js"></script>')

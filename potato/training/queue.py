@@ -11,7 +11,6 @@ import json
 import logging
 import os
 import secrets
-import shutil
 import threading
 import time
 from typing import Any, Dict, List, Optional
@@ -22,12 +21,12 @@ from potato.training.remote import bundle as bundle_mod
 from potato.training.remote import trainers
 from potato.training.backends import Outcome, RunContext, make_backends
 from potato.training.backends.base import Claim
-from potato.training import autoretrain, ingest, prepare, report, runlog
+from potato.training import autoretrain, choice, ingest, prepare, report, retention, runlog
 from potato.training.intake import RunEvents
 from potato.training.ingest import PredictionsError, read_predictions, write_back
 from potato.training.remote.paths import RunPaths
 from potato.training.tokens import AgentTokens
-from potato.training.runs import TERMINAL, RequestError, RunStore
+from potato.training.runs import RequestError, RunStore
 
 log = logging.getLogger("potato.training")
 
@@ -148,7 +147,7 @@ class Manager:
         run = self.runs.create(req["trainer"], req["schemas"], req["backend"], req["params"], auto)
         self._log(run["run_id"], "queued: trainer %s, schemas %s, backend %s, params %s" % (
             run["trainer"], ",".join(run["schemas"]), run["backend"], json.dumps(run["params"])))
-        step = self.backends[run["backend"]].queued_step()
+        step = self.backends[run["backend"]].queued_step(busy=True)
         if step:
             self.runs.update(run["run_id"], step=step)
             self._log(run["run_id"], step)
@@ -157,27 +156,8 @@ class Manager:
         return run
 
     def use(self, run_id: str) -> List[str]:
-        """Put a successful run's predictions in use for its write-back schemes (the admin's
-        choice, whatever writeback.policy says); the schemes switched. RequestError when the
-        run has nothing to put in use."""
-        run = self.runs.get(run_id)
-        if run is None or run["status"] != "success":
-            raise RequestError(409, "Run %s did not succeed, so it has no model to use."
-                               % run_id)
-        switched = []
-        for scheme in run["schemas"]:
-            if scheme in self.cfg.model_training.writeback.schemas and \
-                    self.runs.kept_predictions(run_id, scheme):
-                ingest.use(self.store, scheme, run_id)
-                switched.append(scheme)
-        if not switched:
-            raise RequestError(409, "Run %s kept no predictions for a scheme in "
-                                    "model_training.writeback.schemas (%s), so there is "
-                                    "nothing to put in use." % (
-                                        run_id, ", ".join(self.cfg.model_training.writeback.
-                                                          schemas) or "none"))
-        self._log(run_id, "put in use for %s by the admin" % ", ".join(switched))
-        return switched
+        """Put a successful run in use for its write-back schemes (``choice.use``)."""
+        return choice.use(self, run_id)
 
     def cancel(self, run_id: str) -> Optional[Dict[str, Any]]:
         run = self.runs.get(run_id)
@@ -235,10 +215,18 @@ class Manager:
         return nxt["run_id"], claim.token
 
     def _queue_timeouts(self) -> None:
+        """Queued runs' steps kept current (an agent backend says how long no agent has
+        polled), and runs that waited past queue_timeout_s ended."""
         now = time.time()
+        busy = bool(self._active or self.runs.with_status("running"))
         for run in self.runs.with_status("queued"):
             b = self.backends.get(run["backend"])
             limit = b.queue_timeout_s if b is not None else None
+            if b is not None and run["run_id"] not in self._claims:
+                step = b.queued_step(busy)
+                if step and step != run["step"] and self.runs.update(run["run_id"], step=step) \
+                        and ("(no agent" in step) != ("(no agent" in run["step"]):
+                    self._log(run["run_id"], step)  # when the silence begins or ends
             if limit and now - run["created_at"] > limit and run["run_id"] not in self._claims:
                 message = b.queue_timeout_message(limit)
                 if self.runs.finish(run["run_id"], "error", message, step="no agent"):
@@ -298,6 +286,8 @@ class Manager:
 
     def _log(self, run_id: str, message: str) -> None:
         runlog.append(self.paths(run_id).log, message)
+
+    run_log = _log  # a line in the run's log, for the modules that act on runs
 
     def _execute(self, run: Dict[str, Any]) -> None:
         run_id = run["run_id"]
@@ -370,7 +360,7 @@ class Manager:
         holdout = report.holdout_report(predictions, _with_heldout(b.items, paths.heldout),
                                         b.schemas)
         wb = write_back(self.store, self.cfg, run["run_id"], predictions, holdout)
-        for scheme, why in wb["kept_in_use"].items():
+        for scheme, why in list(wb["kept_in_use"].items()) + list(wb["took_over"].items()):
             self._log(run["run_id"], "%s: %s" % (scheme, why))
         metrics = None
         for line in _read_lines(paths.events):
@@ -379,17 +369,10 @@ class Manager:
         self._log(run["run_id"], "held-out: %s; write-back: %s" % (json.dumps(holdout),
                                                                   json.dumps(wb)))
         return {"holdout": holdout, "writeback": wb, "metrics": metrics,
-                "warnings": ingest.warnings(self.cfg, run, wb)}
+                "warnings": ingest.warnings(self.cfg, run, wb, holdout)}
 
     def _retain(self) -> None:
-        keep = self.cfg.model_training.retain_runs
-        finished = [r for r in self.runs.list(limit=100000) if r["status"] in TERMINAL]
-        in_use = self.runs.runs_in_use()
-        for run in finished[keep:]:
-            if run["run_id"] in in_use:
-                continue
-            shutil.rmtree(self.paths(run["run_id"]).root, ignore_errors=True)
-            self.runs.delete(run["run_id"])
+        retention.prune(self.runs, self.paths, self.cfg.model_training.retain_runs, self._log)
 
     def _auto_retrain_tick(self) -> None:
         """Carry out auto-retraining's decision: queue an automatic run, or say why not."""

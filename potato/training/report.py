@@ -37,12 +37,8 @@ def _prf(tp: int, fp: int, fn: int) -> Dict[str, float]:
             "support": tp + fn}
 
 
-def scheme_report(pairs: Sequence[Tuple[Any, Any]], labels: List[str], kind: str,
-                  train_labels: Sequence[Any] = ()) -> Dict[str, Any]:
-    """The report of one scheme from (predicted, gold) pairs on the test split."""
-    n = len(pairs)
-    correct = sum(1 for pred, gold in pairs if _key(pred) == _key(gold))
-    lo, hi = wilson(correct, n)
+def _per_label(pairs, labels: List[str], kind: str):
+    """(precision, recall, F1 and support per label, macro-F1) of (predicted, gold) pairs."""
     per_label, scored = {}, []
     for label in labels:
         if kind == "multiselect":
@@ -56,10 +52,19 @@ def scheme_report(pairs: Sequence[Tuple[Any, Any]], labels: List[str], kind: str
         per_label[label] = _prf(tp, fp, fn)
         if tp + fp + fn:  # a label neither predicted nor present says nothing
             scored.append(per_label[label]["f1"])
+    return per_label, round(sum(scored) / len(scored), 4) if scored else 0.0
+
+
+def scheme_report(pairs: Sequence[Tuple[Any, Any]], labels: List[str], kind: str,
+                  train_labels: Sequence[Any] = ()) -> Dict[str, Any]:
+    """The report of one scheme from (predicted, gold) pairs on the test split."""
+    n = len(pairs)
+    correct = sum(1 for pred, gold in pairs if _key(pred) == _key(gold))
+    lo, hi = wilson(correct, n)
+    per_label, macro_f1 = _per_label(pairs, labels, kind)
     out = {"n": n, "accuracy": round(correct / n, 4) if n else 0.0,
            "accuracy_ci95": [round(lo, 4), round(hi, 4)],
-           "macro_f1": round(sum(scored) / len(scored), 4) if scored else 0.0,
-           "per_label": per_label}
+           "macro_f1": macro_f1, "per_label": per_label}
     if kind == "radio":
         index = {label: i for i, label in enumerate(labels)}
         matrix = [[0] * len(labels) for _ in labels]
@@ -68,21 +73,37 @@ def scheme_report(pairs: Sequence[Tuple[Any, Any]], labels: List[str], kind: str
                 matrix[index[gold]][index[pred]] += 1
         out["confusion"] = {"labels": list(labels), "rows": "gold", "columns": "predicted",
                             "matrix": matrix}
-    out["baseline"] = _baseline(pairs, train_labels)
+    out["baseline"] = _baseline(pairs, train_labels, labels, kind)
     out["above_baseline"] = round(out["accuracy"] - out["baseline"]["accuracy"], 4)
     out["note"] = _note(out)
     return out
 
 
-def _baseline(pairs, train_labels) -> Dict[str, Any]:
-    """Always answering the most common train label (the test split's, without train labels)."""
+def _baseline(pairs, train_labels, labels: List[str], kind: str) -> Dict[str, Any]:
+    """Always answering the most common train label (the test split's, without train labels):
+    its accuracy and its macro-F1 on the same items."""
     source = [_key(g) for g in train_labels] or [_key(g) for _, g in pairs]
     if not source:
-        return {"label": None, "accuracy": 0.0}
+        return {"label": None, "accuracy": 0.0, "macro_f1": 0.0}
     label, _ = Counter(source).most_common(1)[0]
-    hits = sum(1 for _, g in pairs if _key(g) == label)
-    return {"label": list(label) if isinstance(label, tuple) else label,
-            "accuracy": round(hits / len(pairs), 4) if pairs else 0.0}
+    label = list(label) if isinstance(label, tuple) else label
+    hits = sum(1 for _, g in pairs if _key(g) == _key(label))
+    return {"label": label, "accuracy": round(hits / len(pairs), 4) if pairs else 0.0,
+            "macro_f1": _per_label([(label, g) for _, g in pairs], labels, kind)[1]}
+
+
+def learned_nothing(name: str, r: Dict[str, Any]) -> Optional[str]:
+    """A run warning when a scheme's held-out macro-F1 is not above the majority-class
+    baseline's: the model did no better than always answering the most common label."""
+    base = r.get("baseline") if isinstance(r.get("baseline"), dict) else {}
+    f1, base_f1 = r.get("macro_f1"), base.get("macro_f1")
+    if not isinstance(f1, (int, float)) or not isinstance(base_f1, (int, float)) or \
+            not r.get("n") or f1 > base_f1:
+        return None
+    return ("%sthe held-out macro-F1 (%.3f) is not above the majority-class baseline's (%.3f, "
+            "always answering %s): the model learned nothing the label counts do not tell. "
+            "Check the training loss, label more items, or change the params"
+            % (name + ": " if name else "", f1, base_f1, base.get("label")))
 
 
 def _note(r: Dict[str, Any]) -> Optional[str]:

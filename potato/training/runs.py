@@ -26,6 +26,9 @@ CREATE TABLE IF NOT EXISTS runs (
     placement TEXT,                -- JSON: the worker's where event (host, gpus, SLURM job)
     warnings TEXT,                 -- JSON list: warnings the run reported
     artifact_uri TEXT,
+    pinned INTEGER NOT NULL DEFAULT 0,  -- stays in use whatever the policy; files kept
+    pruned_at REAL,                -- when retain_runs deleted its model files
+    pruned_reason TEXT,            -- why, in a sentence
     auto INTEGER NOT NULL DEFAULT 0,
     cancel_requested INTEGER NOT NULL DEFAULT 0,
     created_at REAL NOT NULL,
@@ -39,7 +42,9 @@ CREATE INDEX IF NOT EXISTS runs_status ON runs(status, seq);
 TERMINAL = ("success", "error", "cancelled")
 JSON_FIELDS = ("schemas", "params", "metrics", "holdout", "writeback", "progress", "history",
                "placement", "warnings")
-ADDED_COLUMNS = (("placement", "TEXT"), ("warnings", "TEXT"))  # stores made before 2.14
+ADDED_COLUMNS = (("placement", "TEXT"), ("warnings", "TEXT"),  # stores made before 2.14
+                 ("pinned", "INTEGER NOT NULL DEFAULT 0"), ("pruned_at", "REAL"),
+                 ("pruned_reason", "TEXT"))  # stores made before pinning and pruning
 
 
 def _row(r):
@@ -51,6 +56,7 @@ def _row(r):
             d[k] = json.loads(d[k])
     d["cancel_requested"] = bool(d["cancel_requested"])
     d["auto"] = bool(d["auto"])
+    d["pinned"] = bool(d.get("pinned"))
     return d
 
 
@@ -148,10 +154,35 @@ class RunStore:
             db.execute("UPDATE runs SET history=? WHERE run_id=?", (json.dumps(history[-500:]),
                                                                     run_id))
 
-    def delete(self, run_id):
+    def finished_newest_first(self):
+        """(run_id, status, pinned, pruned_at) of every finished run, newest first: what
+        retention needs, without the runs' JSON."""
+        return [tuple(r) for r in self.store.conn().execute(
+            "SELECT run_id, status, pinned, pruned_at FROM runs WHERE status IN "
+            "('success','error','cancelled') ORDER BY seq DESC")]
+
+    def last_auto_created(self):
+        """When the newest automatic run was queued (None: never)."""
+        row = self.store.conn().execute("SELECT created_at FROM runs WHERE auto=1 ORDER BY seq "
+                                        "DESC LIMIT 1").fetchone()
+        return row[0] if row else None
+
+    def mark_pruned(self, run_id, reason):
+        """Record that a finished run's model files were deleted, and why (once)."""
         with self.store.tx() as db:
-            db.execute("DELETE FROM runs WHERE run_id=?", (run_id,))
-            db.execute("DELETE FROM run_predictions WHERE run_id=?", (run_id,))
+            db.execute("UPDATE runs SET pruned_at=?, pruned_reason=? WHERE run_id=? AND "
+                       "pruned_at IS NULL", (time.time(), reason, run_id))
+
+    def set_pinned(self, run_id, pinned):
+        """Pin or unpin a successful run; returns whether the run exists and succeeded."""
+        with self.store.tx() as db:
+            return db.execute("UPDATE runs SET pinned=? WHERE run_id=? AND status='success'",
+                              (int(pinned), run_id)).rowcount == 1
+
+    def pinned(self, run_id):
+        row = self.store.conn().execute("SELECT pinned FROM runs WHERE run_id=?",
+                                        (run_id,)).fetchone()
+        return bool(row and row[0])
 
     def runs_in_use(self):
         """Runs whose predictions are the items' current model predictions."""

@@ -45,10 +45,25 @@ def summary_lines(run: Dict[str, Any]) -> List[str]:
         else:
             lines.append("Predictions written: none (no scheme of this run is in "
                          "model_training.writeback.schemas)")
+    if run["status"] == "success":
+        lines.extend(_in_use_lines(run))
     warnings = run.get("warnings") or []
     if warnings:
         lines.append("%d warning%s:" % (len(warnings), "" if len(warnings) == 1 else "s"))
         lines.extend("  " + str(w) for w in warnings)
     if run.get("artifact_uri") and run["status"] == "success":
         lines.append("Model files: %s" % run["artifact_uri"])
+    return lines
+
+
+def _in_use_lines(run: Dict[str, Any]) -> List[str]:
+    """Whether the run is now the model in use (its predictions are what annotators see)."""
+    wb = run.get("writeback") if isinstance(run.get("writeback"), dict) else {}
+    why = dict(wb.get("took_over") or {}, **(wb.get("kept_in_use") or {}))
+    if run.get("in_use"):
+        lines = ["In use: yes, for %s (annotators see its predictions as suggestions)"
+                 % ", ".join(run["in_use"])]
+    else:
+        lines = ["In use: no (annotators see another run's predictions, or none)"]
+    lines.extend("  %s: %s" % (scheme, text) for scheme, text in sorted(why.items()))
     return lines

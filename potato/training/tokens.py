@@ -3,6 +3,7 @@
 import hashlib
 import hmac
 import secrets
+import sqlite3
 import time
 from typing import Any, Dict, Optional
 
@@ -15,7 +16,8 @@ CREATE TABLE IF NOT EXISTS agent_tokens (
     issued_at REAL NOT NULL,
     last_seen REAL,
     agent_host TEXT,
-    agent_version TEXT
+    agent_version TEXT,
+    poll_interval_s REAL           -- how often the agent said it polls (agents from 2.15)
 );
 """
 
@@ -27,7 +29,15 @@ def _hash(token: str) -> str:
 class AgentTokens:
     def __init__(self, store: Store):
         self.store = store
-        store.conn().executescript(SCHEMA)
+        db = store.conn()
+        db.executescript(SCHEMA)
+        if "poll_interval_s" not in {r[1] for r in db.execute("PRAGMA table_info(agent_tokens)")}:
+            try:  # a store from before agents said their poll interval
+                with store.tx() as tx:
+                    tx.execute("ALTER TABLE agent_tokens ADD COLUMN poll_interval_s REAL")
+            except sqlite3.OperationalError as e:
+                if "duplicate column" not in str(e):  # another process added it first
+                    raise
 
     def issue(self, backend: str) -> str:
         """A new token for ``backend``; the previous one stops working at once."""
@@ -42,10 +52,12 @@ class AgentTokens:
                                         (backend,)).fetchone()
         return bool(row) and hmac.compare_digest(row[0], _hash(token))
 
-    def seen(self, backend: str, host: Optional[str], version: Optional[str]) -> None:
+    def seen(self, backend: str, host: Optional[str], version: Optional[str],
+             poll_interval_s: Optional[float] = None) -> None:
         with self.store.tx() as db:
-            db.execute("UPDATE agent_tokens SET last_seen=?, agent_host=?, agent_version=? "
-                       "WHERE backend=?", (time.time(), host, version, backend))
+            db.execute("UPDATE agent_tokens SET last_seen=?, agent_host=?, agent_version=?, "
+                       "poll_interval_s=? WHERE backend=?",
+                       (time.time(), host, version, poll_interval_s, backend))
 
     def record(self, backend: str) -> Optional[Dict[str, Any]]:
         row = self.store.conn().execute("SELECT * FROM agent_tokens WHERE backend=?",

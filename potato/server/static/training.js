@@ -75,6 +75,16 @@
     if (d) d.textContent = (data.descriptions || {})[backend.value] || "";
   }
 
+  function formParams() {
+    var params = {};
+    Array.prototype.forEach.call(form.querySelectorAll(".param-set:not([hidden]) [name^='param:']"), function (el) {
+      // a text box (a prompt template) keeps its lines and spaces; other fields are trimmed
+      var v = el.tagName === "TEXTAREA" ? el.value : el.value.trim();
+      if (v.trim() !== "") params[el.name.slice(6)] = v;
+    });
+    return params;
+  }
+
   backend.addEventListener("change", function () { report.innerHTML = ""; syncDescription(); syncTrainers(); });
   trainer.addEventListener("change", syncParams);
 
@@ -85,7 +95,9 @@
     var p = document.createElement("p");
     p.textContent = "Checking " + name + " ...";
     report.appendChild(p);
-    api("POST", "/admin/training/api/backends/" + encodeURIComponent(name) + "/check")
+    // with the trainer and params the form holds: Check resolves the model where runs execute
+    api("POST", "/admin/training/api/backends/" + encodeURIComponent(name) + "/check",
+        { trainer: trainer.value, params: formParams() })
       .then(function (r) {
         report.innerHTML = "";
         var verdict = document.createElement("p");
@@ -108,12 +120,7 @@
     e.preventDefault();
     var schemas = Array.prototype.map.call(form.querySelectorAll('input[name="schemas"]:checked'),
       function (el) { return el.value; });
-    var params = {};
-    Array.prototype.forEach.call(form.querySelectorAll(".param-set:not([hidden]) [name^='param:']"), function (el) {
-      // a text box (a prompt template) keeps its lines and spaces; other fields are trimmed
-      var v = el.tagName === "TEXTAREA" ? el.value : el.value.trim();
-      if (v.trim() !== "") params[el.name.slice(6)] = v;
-    });
+    var params = formParams();
     var button = $("start-run");
     button.disabled = true;
     show("", "");

@@ -4,7 +4,7 @@
 ``potato training check`` and the Training page's Check button.
 """
 
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 from potato.config import Config
 from potato.training.backends.agent import AgentBackend
@@ -12,6 +12,7 @@ from potato.training.backends.base import Outcome, RunContext, TrainingBackend
 from potato.training.backends.local import LocalBackend
 from potato.training.backends.slurm import SlurmBackend
 from potato.training.backends.ssh import SshBackend
+from potato.training.remote import trainers
 
 __all__ = ["Outcome", "RunContext", "TrainingBackend", "make_backends", "check_backend",
            "backend_class"]
@@ -24,14 +25,44 @@ def backend_class(type_name: str):
     return TYPES.get(type_name)
 
 
-def check_backend(backend: TrainingBackend) -> Dict[str, Any]:
-    """The report of ``potato training check`` and of the Check button (one code path)."""
+def check_backend(backend: TrainingBackend, trainer: Optional[str] = None,
+                  params: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """The report of ``potato training check`` and of the Check button (one code path); with
+    a trainer (and the params the form holds), its model is resolved where runs execute."""
     report = backend.check()
+    if trainer and report.get("ok"):
+        _check_models(backend, trainer, params, report)
     description = backend.bcfg.description
     report["description"] = description
     if description:
         report["lines"] = [description] + list(report.get("lines") or [])
     return report
+
+
+def _check_models(backend, trainer, params, report) -> None:
+    lines = report.setdefault("lines", [])
+    info = trainers.get(trainer)
+    if info is None:
+        lines.append("Unknown trainer %r. Trainers: %s." % (trainer, ", ".join(
+            trainers.all_trainers())))
+        report["ok"] = False
+        return
+    try:
+        resolved = trainers.resolve_params(info, params or {})
+    except trainers.ParamError as e:
+        lines.append("Bad params: %s." % e)
+        report["ok"] = False
+        return
+    for model in trainers.model_sources(info, resolved):
+        found = backend.check_model(model)
+        if found is None:
+            lines.append("model %s is looked up on the training machine when a run starts"
+                         % model)
+            continue
+        ok, sentence = found
+        lines.append(sentence)
+        report["model_ok"] = ok
+        report["ok"] = report["ok"] and ok
 
 
 def make_backends(cfg: Config, tokens=None) -> Dict[str, TrainingBackend]:

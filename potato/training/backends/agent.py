@@ -6,8 +6,9 @@ fresh run token; from there the run follows the same agent protocol as the ssh b
 the agent's reports are the lease that keeps the run alive.
 """
 
+import sqlite3
 import time
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 from potato.training.backends.base import Outcome, RemoteState, RunContext, TrainingBackend
 from potato.training.backends.wait import outcome_of, wait_for_agent
@@ -15,6 +16,8 @@ from potato.training.remote import bundle as bundle_mod
 from potato.training.remote.protocol import VERSION, RunSettings
 
 CLAIM_WAIT_S = 60  # how long a claim waits for the server to prepare the run
+AGENT_POLL_S = 5.0  # the agent's default --poll-interval (agents before 2.15 do not say theirs)
+POLL_GRACE_S = 10.0  # a claim's own round trip: silence shorter than interval + this is normal
 
 
 def agent_wait_step(backend: str) -> str:
@@ -22,6 +25,15 @@ def agent_wait_step(backend: str) -> str:
     return ("waiting for an agent of backend %s to poll the server: start potato training agent "
             "--backend %s on the training machine (Check on the Training page shows its token)"
             % (backend, backend))
+
+
+def silence_words(seconds: float) -> str:
+    """How long no agent has polled, in words that change at most every 10 s."""
+    if seconds < 120:
+        return "%d s" % (int(seconds) // 10 * 10)
+    if seconds < 7200:
+        return "%d min" % (seconds // 60)
+    return "%d h" % (seconds // 3600)
 
 
 def version_mismatch(agent_version) -> str:
@@ -47,9 +59,6 @@ class AgentBackend(TrainingBackend):
                     "it: run potato training register %s CONFIG and start the agent first."
                     % (self.name, self.name))
         return None
-
-    def queued_step(self):
-        return agent_wait_step(self.name)
 
     def queue_timeout_message(self, limit):
         return ("No agent of backend %s claimed the run within %g s. Start `potato training "
@@ -84,6 +93,37 @@ class AgentBackend(TrainingBackend):
             uri = "agent://%s%s/artifacts" % (result.get("host") or where, result["workdir"])
         return outcome_of(ctx, remote, self.name, uri)
 
+    def silence(self, now: Optional[float] = None) -> str:
+        """"no agent has polled for N s: a run will wait until one does" when no agent of this
+        backend has polled for longer than its poll interval (or never has); "" otherwise."""
+        record = self.tokens.record(self.name) if self.tokens is not None else None
+        if record is None:
+            return ""
+        if not record.get("last_seen"):
+            return "no agent has polled yet: a run will wait until one does"
+        age = (now or time.time()) - record["last_seen"]
+        interval = record.get("poll_interval_s")
+        interval = AGENT_POLL_S if interval is None else interval
+        if age <= interval + POLL_GRACE_S:
+            return ""
+        return "no agent has polled for %s: a run will wait until one does" % silence_words(age)
+
+    def queued_step(self, busy: bool) -> Optional[str]:
+        """The step of this backend's queued run: what it waits for and, when no run is active
+        (``busy`` false) and the agent is silent, for how long no agent has polled."""
+        silent = "" if busy else self.silence()
+        step = agent_wait_step(self.name)
+        return step if not silent else "%s (%s)" % (step, silent)
+
+    def _running_run(self) -> Optional[str]:
+        try:
+            row = self.tokens.store.conn().execute(
+                "SELECT run_id FROM runs WHERE backend=? AND status='running' LIMIT 1",
+                (self.name,)).fetchone()
+        except sqlite3.OperationalError:  # a store without a runs table yet
+            return None
+        return row[0] if row else None
+
     def check(self) -> Dict[str, Any]:
         report = self.report()
         record = self.tokens.record(self.name) if self.tokens is not None else None
@@ -107,5 +147,14 @@ class AgentBackend(TrainingBackend):
                 report["version_mismatch"] = True
         else:
             report["lines"].append("no agent has connected with this token yet")
+        running = self._running_run()
+        silent = self.silence()
+        if running:
+            report["lines"].append("the agent is running run %s; it polls again when the run "
+                                   "ends" % running)
+        elif silent:
+            report["lines"].append("%s. Start potato training agent --server URL --backend %s "
+                                   "on the training machine" % (silent, self.name))
+            return report
         report["ok"] = True
         return report

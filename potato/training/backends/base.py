@@ -9,7 +9,7 @@ the same two methods, ``execute`` and ``check``.
 import hashlib
 import threading
 import time
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from potato.config import Backend as BackendConfig, Config
 from potato.training.remote.paths import RunPaths
@@ -115,10 +115,6 @@ class TrainingBackend:
         """Why no run can be queued for this backend now (None: it can)."""
         return None
 
-    def queued_step(self) -> Optional[str]:
-        """The step line of a run queued for this backend (None: the queue's own)."""
-        return None
-
     def queue_timeout_message(self, limit: float) -> str:
         return "The run waited in the queue for backend %s longer than %g s." % (self.name, limit)
 
@@ -153,6 +149,16 @@ class TrainingBackend:
     def listening_on(self, port: int) -> None:
         """The annotation server listens on ``port`` (loopback): remote backends forward their
         agents to it."""
+
+    def check_model(self, model: str) -> Optional[Tuple[bool, str]]:
+        """(found, sentence) for a trainer's ``model`` param where this backend's runs execute
+        (model_source.resolve there); None when the server cannot look there before a run."""
+        return None
+
+    def queued_step(self, busy: bool) -> Optional[str]:
+        """The step a queued run of this backend shows while it waits (None: the queue's
+        own); ``busy``: another run is active. Agent backends say what they wait for."""
+        return None
 
     def close(self) -> None:
         """Release what the backend holds between runs (called when the server stops)."""

@@ -2,12 +2,12 @@
 
 import os
 import sys
-from typing import Any, Dict
+from typing import Any, Dict, Optional, Tuple
 
 from potato.training import devices
 from potato.training.backends.base import Outcome, RunContext, TrainingBackend
 from potato.training.backends.ship import SOURCE_ROOT
-from potato.training.remote import protocol, supervise
+from potato.training.remote import model_source, protocol, supervise
 
 
 class LocalBackend(TrainingBackend):
@@ -40,5 +40,8 @@ class LocalBackend(TrainingBackend):
 
     def check(self) -> Dict[str, Any]:
         return self.report(**devices.local_report(self.cfg))
+
+    def check_model(self, model: str) -> Optional[Tuple[bool, str]]:
+        return model_source.resolve(model)  # the worker runs here, with the server's env
 
 

@@ -15,7 +15,7 @@ import secrets
 import shutil
 import subprocess
 import tempfile
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 from potato.training.remote import bundle as bundle_mod
 from potato.training.remote import gpus as gpus_mod
@@ -245,6 +245,16 @@ class SshBackend(TrainingBackend):
         self._control_dir = None
 
     # -- check ---------------------------------------------------------------------------------
+    def check_model(self, model: str) -> Optional[Tuple[bool, str]]:
+        try:
+            r = self._ssh(sshcmd.model_check_command(self.bcfg.python, model), timeout=60)
+            return sshcmd.parse_model_check(r.stdout)
+        except errors.RemoteError as e:
+            return False, str(e)
+        except ValueError:  # the python -c failed: its stderr says why (the command is long)
+            return False, "finding model %s on %s failed (exit %s): %s" % (
+                model, self.bcfg.host, r.returncode, r.stderr_tail() or "no output")
+
     def check(self) -> Dict[str, Any]:
         host = self.bcfg.host
         report = self.report(host=host)

@@ -8,6 +8,7 @@ import json
 import shlex
 from typing import List, Optional
 
+from potato.training.remote import model_source
 from potato.training.remote.protocol import (
     REMOTE_ENV_FAILED, REMOTE_NO_CODE, REMOTE_NO_PYTHON, REMOTE_OLD_PYTHON)
 
@@ -211,3 +212,20 @@ def agent_command(python: str, remote_dir: str, code_hash: str, socket_path: str
 def venv_python(remote_dir: str) -> str:
     """The venv's interpreter, as a path the remote shell expands (``~`` kept unquoted)."""
     return remote_dir.rstrip("/") + "/venv/bin/python"
+
+
+def model_check_command(python: str, model: str) -> str:
+    """``python -c <model_source.py> MODEL``: resolves a trainer's model on the host, before
+    any of Potato's code is there."""
+    with open(model_source.__file__, encoding="utf-8") as f:
+        source = f.read()
+    return " ".join([shlex.quote(python), "-c", shlex.quote(source), shlex.quote(model)])
+
+
+def parse_model_check(stdout: str):
+    """(found, sentence) from the host's POTATO-MODEL line; ValueError without one."""
+    for line in stdout.splitlines():
+        if line.startswith(model_source.MARK):
+            d = json.loads(line[len(model_source.MARK):])
+            return bool(d["ok"]), str(d["sentence"])[:500]
+    raise ValueError("no model line in the host's output: %r" % stdout[-500:])

@@ -84,7 +84,7 @@ def serve(args):
     python = args.python or sys.executable
     backend_client = Client(token, server=args.server)
     me = {"host": platform.node(), "version": protocol.VERSION,
-          "python": platform.python_version()}
+          "python": platform.python_version(), "poll_interval_s": args.poll_interval}
     log("polling %s for runs of backend %s (work directory %s)" % (args.server, args.backend,
                                                                    workdir))
     failing_since = None

@@ -22,7 +22,7 @@ import time
 import traceback
 
 from potato.training.remote import protocol as events
-from potato.training.remote import trainers
+from potato.training.remote import model_source, trainers
 from potato.training.remote.bundle import BundleError, read
 from potato.training.remote.paths import RunPaths, write_atomic
 
@@ -150,6 +150,12 @@ def _train(ctx, spec, base, emitter):
         os.makedirs(ctx.artifacts, exist_ok=True)
         counts = ctx.bundle.manifest.get("counts", {})
         emitter.log("bundle: %s" % ", ".join("%s %s" % (n, k) for k, n in counts.items()))
+        for model in trainers.model_sources(info, ctx.params):
+            emitter.status("finding model %s" % model)
+            ok, sentence = model_source.resolve(model)
+            if not ok:
+                raise RunFailure(sentence)
+            emitter.log(sentence)
         started = time.time()
         trainer = trainer_cls(ctx)
         metrics = trainer.train() or {}

@@ -22,11 +22,14 @@ TYPES = {"int": int, "float": float, "bool": bool, "str": str}
 class Param:
     """A trainer param. ``check``: a standard-library function that raises ValueError with a
     sentence when a value cannot work (run by the server before a run is queued, so a bad
-    value never waits in the queue or travels to a host). ``multiline``: a text box."""
+    value never waits in the queue or travels to a host). ``multiline``: a text box.
+    ``model_source``: a Hugging Face Hub id or a model directory, which Check and the worker's
+    start resolve where the run executes (``model_source.resolve``)."""
 
     def __init__(self, name, type, default, help, minimum=None, maximum=None, choices=None,
-                 check=None, multiline=False):
+                 check=None, multiline=False, model_source=False):
         self.check = check
+        self.model_source = model_source
         self.multiline = multiline
         self.name = name
         self.type = type
@@ -96,7 +99,7 @@ REGISTRY = {
         "hf-text-classification", "potato.training.remote.trainers.hf_text",
         "Fine-tune a transformers encoder (full or with a PEFT LoRA adapter).",
         [Param("model", "str", "sentence-transformers/all-MiniLM-L6-v2",
-               "a Hugging Face Hub id or a local model directory"),
+               "a Hugging Face Hub id or a local model directory", model_source=True),
          Param("epochs", "int", 3, "passes over the training items", 1, 100),
          Param("learning_rate", "float", None, "AdamW learning rate (default: 2e-3 with LoRA, "
                "5e-5 for full fine-tuning)", minimum=1e-8, maximum=1.0),
@@ -112,7 +115,7 @@ REGISTRY = {
         "answer the scheme's question; predicts by scoring each label's answer.",
         [Param("model", "str", "Qwen/Qwen2.5-0.5B-Instruct",
                "a Hugging Face Hub id or a local directory of a causal LM",
-               check=llm_prompt.check_model),
+               check=llm_prompt.check_model, model_source=True),
          Param("epochs", "int", 2, "passes over the training items", 1, 100),
          Param("learning_rate", "float", 2e-4, "AdamW learning rate (linear decay to 0)",
                minimum=1e-8, maximum=1.0),
@@ -235,6 +238,13 @@ def resolve_params(info, given):
     for name, p in declared.items():
         out[name] = coerce(p, given[name]) if name in given else p.default
     return out
+
+
+def model_sources(info, params):
+    """The values of a trainer's model-source params (given, else their defaults)."""
+    params = params or {}
+    return [str(params.get(p.name, p.default)) for p in info.params
+            if p.model_source and params.get(p.name, p.default)]
 
 
 def load(info):
