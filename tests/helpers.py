@@ -331,3 +331,15 @@ def old_runs_table(path):
                "NOT NULL DEFAULT 0, cancel_requested INTEGER NOT NULL DEFAULT 0, created_at REAL "
                "NOT NULL, started_at REAL, finished_at REAL, heartbeat_at REAL)")
     return db
+
+
+def use_endpoint(monkeypatch, url):
+    """Point the huggingface_hub client at ``url`` as a process started with HF_ENDPOINT=url
+    would be: the library reads the variable once, when it is first imported (by transformers
+    too), so a test that comes after such an import sets the library's constant as well."""
+    monkeypatch.setenv("HF_ENDPOINT", url)
+    try:
+        from huggingface_hub import constants
+    except ImportError:
+        return
+    monkeypatch.setattr(constants, "ENDPOINT", url.rstrip("/"))

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from tests.helpers import ROOT, Client
+from tests.helpers import ROOT, Client, use_endpoint
 from tests.fakes.hub import FakeHub
 from tests.helpers import admin_login
 from tests.helpers import SHOTS, text_of, wait_for
@@ -20,7 +20,7 @@ pytest.importorskip("huggingface_hub")
 @pytest.fixture
 def hub(monkeypatch):
     fake = FakeHub()
-    monkeypatch.setenv("HF_ENDPOINT", fake.url)
+    use_endpoint(monkeypatch, fake.url)
     monkeypatch.setenv("HF_TOKEN", "hf_write_alice")
     monkeypatch.setenv("POTATO_TRAINER_PLUGINS", PLUGINS)
     monkeypatch.setenv("PYTHONPATH", ROOT)
