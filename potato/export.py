@@ -11,11 +11,11 @@ import io
 import json
 import time
 from collections import Counter
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, Iterator, List, Optional
 
-from potato.config import Config
+from potato.config import Config, Scheme
 from potato.store import Store
-from potato.training.remote.bundle import majority
+from potato.training.remote.bundle import label_names, majority
 
 COLUMNS = ("item_id", "scheme", "annotator", "label", "labelled_at", "aggregated_label", "text")
 FORMULA = ("=", "+", "-", "@", "\t", "\r")
@@ -44,30 +44,40 @@ def jsonl(store: Store) -> bytes:
     return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows(store)).encode("utf-8")
 
 
-def _cell(value: Any) -> str:
-    text = _label_text(value) if not isinstance(value, str) else value
+def _cell(value: Any, scheme: Optional[Scheme] = None) -> str:
+    if isinstance(value, str):
+        text = value
+    elif scheme is not None and scheme.kind is not None:
+        text = scheme.kind.cell(value)  # each kind writes its own value (spans as JSON)
+    else:
+        text = _label_text(value)
     return "'" + text if text.startswith(FORMULA) else text
 
 
-def csv_bytes(store: Store) -> bytes:
+def csv_bytes(store: Store, cfg: Config) -> bytes:
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(COLUMNS)
     for r in rows(store):
-        w.writerow([_cell(r[c]) for c in COLUMNS])
+        scheme = cfg.scheme(r["scheme"])
+        w.writerow([_cell(r[c], scheme if c in ("label", "aggregated_label") else None)
+                    for c in COLUMNS])
     return buf.getvalue().encode("utf-8")
 
 
 def label_counts(cfg: Config, store: Store) -> Dict[str, Dict[str, int]]:
-    """Per scheme: how many items have each aggregated label (ties and unlabelled left out)."""
+    """Per scheme whose values are labels (choices, spans): how many items have each label in
+    their aggregated value (ties and unlabelled left out)."""
     votes: Dict[tuple, List[Any]] = {}
     for item_id, scheme, label in store.conn().execute(
             "SELECT item_id, scheme, label FROM annotations"):
         votes.setdefault((item_id, scheme), []).append(json.loads(label))
-    out = {s.name: Counter({label: 0 for label in s.labels}) for s in cfg.schemes}
+    out = {s.name: Counter({label: 0 for label in s.labels}) for s in cfg.schemes
+           if s.kind is not None and s.kind.label_values}
     for (_, scheme), labels in votes.items():
         top = majority(labels)
         if scheme in out and top is not None:
-            for one in (top if isinstance(top, list) else [top]):
-                out[scheme][one] += 1
+            for one in dict.fromkeys(label_names(top)):  # an item counts once per label
+                if one in out[scheme]:
+                    out[scheme][one] += 1
     return {k: dict(v) for k, v in out.items()}
