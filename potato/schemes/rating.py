@@ -20,6 +20,13 @@ def _as_int(value: Any) -> Any:
     return value
 
 
+def _end_label(r, m, key: str, p) -> str:
+    """A scale end's text as written: YAML 1.1 reads a bare No or Yes as false or true."""
+    if isinstance(m.get(key), bool) and p + (key,) in r.scalars:
+        return r.scalars[p + (key,)]
+    return r.text(m, key, p, "") or ""
+
+
 class Likert(Kind):
     type_name = "likert"
     keys = ("min_label", "max_label", "size")
@@ -35,8 +42,8 @@ class Likert(Kind):
             r.error(p, f"{dotted(p)} ({self.name}) is a likert scale without size: give the "
                        f"number of points (2 to {MAX_LIKERT}), for example size: 5.")
         self.size = size or 5
-        self.min_label = r.text(m, "min_label", p, "") or ""
-        self.max_label = r.text(m, "max_label", p, "") or ""
+        self.min_label, self.max_label = (_end_label(r, m, key, p)
+                                          for key in ("min_label", "max_label"))
 
     def check(self, value: Any, text: Optional[str] = None) -> Any:
         if value is None or value == "":

@@ -28,7 +28,10 @@ class Text(Kind):
         self.max_length, self.placeholder = DEFAULT_MAX_LENGTH, ""
 
     def parse(self, r, m, p) -> None:
-        ta = r.mapping(m.get("textarea"), p + ("textarea",), ("on", "rows", "cols"),
+        raw = m.get("textarea")
+        if isinstance(raw, dict) and True in raw:  # YAML 1.1 reads the key `on` as true
+            raw = {("on" if k is True else k): v for k, v in raw.items()}
+        ta = r.mapping(raw, p + ("textarea",), ("on", "rows", "cols"),
                        f"{dotted(p + ('textarea',))}")
         self.multiline = r.boolean(m, "multiline", p, False) or r.boolean(
             ta, "on", p + ("textarea",), False)
