@@ -6,6 +6,7 @@ import csv
 import html
 import io
 import json
+import os
 
 import pytest
 
@@ -246,3 +247,47 @@ def test_an_import_with_one_bad_row_imports_nothing_and_names_the_line(project, 
     assert "nothing imported: 3 problem(s)" in err
     _, out, _ = run_cli(capsys, "annotations", "export", project)
     assert all(json.loads(line)["labels"] == {} for line in out.splitlines())
+
+
+def test_trainers_refuse_kinds_they_cannot_train_and_the_pages_show_every_kind(project, serve):
+    _, url = serve(project)
+    admin = Client(url)
+    h = {"X-API-Key": KEY}
+    for scheme, kind in (("ner", "span"), ("agree", "likert"), ("temp", "slider"),
+                         ("why", "text"), ("count", "number")):
+        status, body = admin.json("POST", "/admin/training/api/runs", headers=h, json_body={
+            "trainer": "text-naive-bayes", "schemas": [scheme]})
+        assert status == 400, body
+        assert f"cannot train {kind} scheme {scheme}" in body["error"]
+    assert admin.get("/admin/training", headers=h).status == 200
+    assert admin.get("/admin", headers=h).status == 200
+
+
+def test_bundle_and_refusal_read_every_value_shape(project, serve):
+    """A run on a choice scheme of a project whose other schemes hold spans and numbers, with
+    several annotators (the majority vote compares span lists whole): the bundle is built."""
+    from potato.training import prepare
+    from potato.training.remote.paths import RunPaths
+
+    server, url = serve(project, training=False)
+    store, cfg = server.app.store, server.app.config
+    for who in ("ann", "bob", "cy"):
+        store.save_labels(who, "t1", dict(GOOD, sentiment="positive" if who != "cy"
+                                          else "negative"))
+    assert prepare.refusal(cfg, store, ["ner", "agree", "temp", "why"]) is not None
+    paths = RunPaths(str(tmp_run_dir(cfg)))
+    log = []
+    outcome = prepare.prepare(cfg, store, {"run_id": "r1", "schemas": ["sentiment", "ner"],
+                                           "trainer": "t", "params": {}}, paths, True,
+                              log.append, log.append)
+    assert outcome is None or "train split" in outcome.error
+    assert any("bundle:" in line for line in log)
+    with open(os.path.join(paths.bundle, "manifest.json")) as f:
+        manifest = json.load(f)
+    assert manifest["label_counts"] == {"sentiment": {"positive": 1}, "ner": {"LOC+PER": 1}}
+
+
+def tmp_run_dir(cfg):
+    path = os.path.join(cfg.output_dir, "runs-test", "r1")
+    os.makedirs(path, exist_ok=True)
+    return path

@@ -8,7 +8,7 @@ import json
 from typing import Any, Dict, Optional
 
 from potato.config import Config
-from potato.markup import Safe, esc, join, render  # noqa: F401 (pages.join, ...)
+from potato.markup import Safe, esc, join, render  # noqa: F401 (training pages import them here)
 
 
 def layout(title: str, body: str, cfg: Config, user: Optional[str] = None,
