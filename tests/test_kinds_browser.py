@@ -54,6 +54,23 @@ return [a.left - b.left - b.width / 2, a.right - b.left - b.width / 2,
         a.top + a.height / 2 - b.top - b.height / 2];
 """
 
+# Select UTF-16 units a..b of the item text (text nodes may be split by marks) as a mouse
+# would, then the mouse button comes up.
+SELECT_JS = """
+const box = document.getElementById('item-text');
+function at(u) {
+  const walker = document.createTreeWalker(box, NodeFilter.SHOW_TEXT);
+  let pos = 0, node;
+  while ((node = walker.nextNode())) {
+    if (u <= pos + node.data.length) return [node, u - pos];
+    pos += node.data.length;
+  }
+}
+const [n1, o1] = at(arguments[0]), [n2, o2] = at(arguments[1]);
+window.getSelection().setBaseAndExtent(n1, o1, n2, o2);
+box.dispatchEvent(new MouseEvent('mouseup', {bubbles: true}));
+"""
+
 
 def spans(d):
     return json.loads(d.find_element("css selector", "input[name='label:ner']")
@@ -129,6 +146,14 @@ def test_spans_with_mouse_and_keyboard_edit_delete_and_overlap(tmp_path, serve, 
     assert "overlaps the span \u201cBob\u201d (PER); spans of ner may not overlap" in message(d)
     assert len(spans(d)) == 2
     keys(d, Keys.ESCAPE)
+    # A selection that ends or starts inside the emoji's surrogate pair (UTF-16 units 3..5 of
+    # "Ana 😀 ": the space and the high half; 5..6: the low half and the space) grows to the
+    # whole character, never half of it (the spaces are left out). The second has the same
+    # range as the first's span: its key relabels that span.
+    for (a, b), key, label in (((3, 5), "2", "LOC"), ((5, 6), "1", "PER")):
+        d.execute_script(SELECT_JS, a, b)
+        keys(d, key)
+        assert spans(d)[0] == {"start": 4, "end": 5, "label": label, "text": "😀"}
 
     # The keyboard: Tab to the text, Home, Shift+Right three times: "Ana".
     d.find_element("tag name", "body").click()
@@ -141,7 +166,8 @@ def test_spans_with_mouse_and_keyboard_edit_delete_and_overlap(tmp_path, serve, 
     keys(d, Keys.HOME, right, right, right, "1")
     assert spans(d)[0] == {"start": 0, "end": 3, "label": "PER", "text": "Ana"}
     assert message(d) == ""
-    # The emoji alone: one arrow step is one character, never half a surrogate pair.
+    # The emoji alone: one arrow step is one character, never half a surrogate pair (the
+    # same range as its span: the key relabels it rather than overlapping it).
     keys(d, Keys.HOME, *[Keys.ARROW_RIGHT] * 4, right, "2")
     assert {"start": 4, "end": 5, "label": "LOC", "text": "😀"} in spans(d)
     # Ctrl+Shift+Left twice from the end selects "in Paris", over the Paris span: overlap.
