@@ -55,6 +55,7 @@ class Kind:
     label_rule = "required"      # "required": a non-empty list; "none"; "optional-one"
     script: Optional[str] = None  # a static script the annotate page needs for this type
     label_values = False         # values are made of the scheme's labels (counted per label)
+    marks_text = False           # the page gives its script the item's exact text (data-text)
 
     def __init__(self, scheme: Scheme):
         self.scheme = scheme

@@ -24,6 +24,7 @@ class Span(Kind):
     type_name = "span"
     label_values = True
     script = "spans.js"
+    marks_text = True
 
     def check(self, value: Any, text: Optional[str] = None) -> Any:
         if value is None or value == [] or value == "":

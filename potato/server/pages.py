@@ -88,7 +88,7 @@ def annotate_page(cfg: Config, user: str, item, position: int, total: int, done:
         for name in dict.fromkeys(s.kind.script for s in cfg.schemes if s.kind.script)]
     # The exact text as JSON: HTML turns CR LF into LF, and span offsets count every character.
     text_attr = (f' data-text="{esc(json.dumps(item["text"]))}"'
-                 if len(scripts) > 1 else "")
+                 if any(s.kind.marks_text for s in cfg.schemes) else "")
     suggestions = []
     for scheme in cfg.schemes:
         p = predictions.get(scheme.name)
