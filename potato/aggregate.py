@@ -20,6 +20,7 @@ an item whose annotators do not settle on a label.
 import math
 from typing import Any, Dict, Hashable, List, Optional, Tuple
 
+from potato.schemes import KINDS
 from potato.training.remote.bundle import majority
 
 METHODS = ("majority", "consensus")
@@ -28,10 +29,6 @@ DS_MAX_ITER = 100
 DS_TOL = 1e-5
 _EPS = 1e-10
 
-# How each annotation type's values are aggregated (by the shape of its value).
-SHAPES = {"radio": "choice", "select": "choice", "likert": "choice",
-          "multiselect": "multi", "span": "spans", "slider": "number", "number": "number",
-          "text": "text"}
 
 Votes = Dict[str, Dict[str, Any]]
 
@@ -48,7 +45,8 @@ class Result:
 
 def aggregate(annotation_type: str, votes: Votes, method: str = "majority") -> Result:
     """Aggregate one scheme's votes with ``method`` (see the module docstring)."""
-    shape = SHAPES.get(annotation_type, "choice")
+    kind = KINDS.get(annotation_type)
+    shape = kind.aggregate_as if kind is not None else "choice"  # each kind says how
     if shape == "spans":
         return Result({i: agreed_spans(list(v.values())) for i, v in votes.items()}, "spans")
     if shape == "number":
@@ -80,14 +78,25 @@ def _span_key(span: Dict[str, Any]) -> Tuple[int, int, str]:
 
 
 def agreed_spans(annotations: List[Any]) -> List[Dict[str, Any]]:
-    """The spans at least half of the annotators marked identically, in text order."""
+    """The spans at least half of the annotators marked identically, in text order (with the
+    covered text where the annotations carry it)."""
     n = len(annotations)
     counts: Dict[Tuple[int, int, str], int] = {}
+    covered: Dict[Tuple[int, int, str], str] = {}  # the covered text, where the spans carry it
     for spans in annotations:
-        for key in {_span_key(s) for s in (spans or []) if isinstance(s, dict)}:
+        mine = [s for s in (spans or []) if isinstance(s, dict)]
+        for s in mine:
+            if isinstance(s.get("text"), str):
+                covered.setdefault(_span_key(s), s["text"])
+        for key in {_span_key(s) for s in mine}:
             counts[key] = counts.get(key, 0) + 1
-    kept = sorted(k for k, c in counts.items() if 2 * c >= n)
-    return [{"start": s, "end": e, "label": lab} for s, e, lab in kept]
+    out = []
+    for s, e, lab in sorted(k for k, c in counts.items() if 2 * c >= n):
+        span = {"start": s, "end": e, "label": lab}
+        if (s, e, lab) in covered:
+            span["text"] = covered[(s, e, lab)]
+        out.append(span)
+    return out
 
 
 def median(values: List[Any]) -> Optional[float]:

@@ -1,7 +1,8 @@
-"""Labels in and out: checking a label against its scheme, import and export.
+"""Labels in and out: checking a value against its scheme, import and export.
 
-``check_label`` is the one place that decides whether a value is a valid label for a scheme;
-the annotate page, the JSON API and ``potato annotations import`` all go through it.
+``check_label`` is the one place that decides whether a value is valid for a scheme (each
+kind's ``check`` in ``potato.schemes``); the annotate page, the JSON API and ``potato
+annotations import`` all go through it.
 """
 
 from __future__ import annotations
@@ -12,33 +13,21 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from potato.config import Config, Scheme
 from potato.data import DataError, load_items
+from potato.schemes import LabelError
 from potato.store import Store
 
+__all__ = ["LabelError", "check_label", "open_store", "item_record", "parse_import",
+           "import_file", "export_rows", "export_file"]
 
-class LabelError(ValueError):
-    """A value that is not a label of its scheme."""
 
+def check_label(scheme: Scheme, value: Any, text: Optional[str] = None) -> Any:
+    """The normalised value (str for radio, sorted list for multiselect, ... see
+    ``potato.schemes``) or LabelError naming the scheme and the problem. ``text`` is the item's
+    text, which span offsets are checked against.
 
-def check_label(scheme: Scheme, value: Any) -> Any:
-    """The normalised label (str for radio, sorted list for multiselect) or LabelError.
-
-    ``None`` (or an empty list) means "no label" and is returned as None.
+    ``None`` (or an empty list or string) means "no value" and is returned as None.
     """
-    if value is None or value == [] or value == "":
-        return None
-    if scheme.annotation_type == "radio":
-        if not isinstance(value, str):
-            raise LabelError(f"scheme {scheme.name!r} takes one label (a string), not {value!r}.")
-        if value not in scheme.labels:
-            raise LabelError(f"{value!r} is not a label of scheme {scheme.name!r} "
-                             f"(labels: {', '.join(scheme.labels)}).")
-        return value
-    values = value if isinstance(value, list) else [value]
-    for v in values:
-        if not isinstance(v, str) or v not in scheme.labels:
-            raise LabelError(f"{v!r} is not a label of scheme {scheme.name!r} "
-                             f"(labels: {', '.join(scheme.labels)}).")
-    return sorted(set(values), key=scheme.labels.index)
+    return scheme.kind.check(value, text)
 
 
 def open_store(cfg: Config) -> Store:
@@ -58,9 +47,10 @@ def item_record(store: Store, item_id: str) -> Optional[Dict[str, Any]]:
             "predictions": store.item_predictions(item_id)}
 
 
-def parse_import(cfg: Config, lines: List[str], known_ids) -> Tuple[List[Tuple[str, str, Any]],
-                                                                  List[str]]:
-    """(rows, problems) for an import file's lines; rows are (item_id, scheme, label)."""
+def parse_import(cfg: Config, lines: List[str], texts: Dict[str, str]
+                 ) -> Tuple[List[Tuple[str, str, Any]], List[str]]:
+    """(rows, problems) for an import file's lines; rows are (item_id, scheme, label).
+    ``texts``: each known item's text, by id (span offsets are checked against it)."""
     schemes = {s.name: s for s in cfg.schemes}
     rows, problems = [], []
     for n, line in enumerate(lines, start=1):
@@ -80,7 +70,7 @@ def parse_import(cfg: Config, lines: List[str], known_ids) -> Tuple[List[Tuple[s
             problems.append(f"line {n}: has no \"id\".")
             continue
         item_id = str(item_id)
-        if item_id not in known_ids:
+        if item_id not in texts:
             problems.append(f"line {n}: unknown item id {item_id!r} (not in the data files).")
             continue
         given = [k for k in obj if k != "id"]
@@ -93,7 +83,7 @@ def parse_import(cfg: Config, lines: List[str], known_ids) -> Tuple[List[Tuple[s
                                 f"{', '.join(schemes)}).")
                 continue
             try:
-                label = check_label(scheme, obj[key])
+                label = check_label(scheme, obj[key], texts[item_id])
             except LabelError as e:
                 problems.append(f"line {n}: {e}")
                 continue
@@ -119,7 +109,9 @@ def import_file(cfg: Config, path: str, annotator: str) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     try:
-        rows, problems = parse_import(cfg, lines, set(store.item_ids()))
+        texts = {r["id"]: r["text"] for r in store.conn().execute(
+            "SELECT id, text FROM items WHERE active=1")}
+        rows, problems = parse_import(cfg, lines, texts)
         if problems:
             for p in problems[:50]:
                 print(f"error: {path}: {p}", file=sys.stderr)

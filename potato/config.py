@@ -20,8 +20,9 @@ from urllib.parse import urlsplit
 
 from potato.config_backends import Backend, parse_backend, slurm_time_seconds
 from potato.config_reader import ConfigError, Path, Problem, Reader, dotted, read_yaml, suggest
+from potato.schemes import KINDS, Scheme, parse_schemes
 
-__all__ = ["ConfigError", "Problem", "Config", "Backend", "load", "dotted", "suggest",
+__all__ = ["ConfigError", "Problem", "Config", "Backend", "Scheme", "load", "dotted", "suggest",
            "slurm_time_seconds"]
 
 
@@ -32,14 +33,6 @@ __all__ = ["ConfigError", "Problem", "Config", "Backend", "load", "dotted", "sug
 class ItemProperties:
     id_key: str = "id"
     text_key: str = "text"
-
-
-@dataclass
-class Scheme:
-    name: str
-    annotation_type: str
-    labels: List[str]
-    description: str = ""
 
 
 @dataclass
@@ -149,7 +142,7 @@ TOP_KEYS = ("annotation_task_name", "task_dir", "data_files", "item_properties",
             "annotation_schemes", "output_annotation_dir", "admin_api_key", "server_url",
             "allowed_hosts", "debug", "server",
             "model_training", "validation")
-SCHEME_TYPES = ("radio", "multiselect")
+SCHEME_TYPES = tuple(KINDS)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -182,7 +175,7 @@ def load(path: str) -> Tuple[Config, List[Problem], List[Problem]]:
     cfg.item_properties = ItemProperties(
         r.text(ip, "id_key", ("item_properties",), "id"),
         r.text(ip, "text_key", ("item_properties",), "text"))
-    cfg.schemes = _schemes(r, top.get("annotation_schemes"))
+    cfg.schemes = parse_schemes(r, top.get("annotation_schemes"))
     cfg.output_dir = resolve(r.text(top, "output_annotation_dir", (), "annotation_output"))
     cfg.admin_api_key = r.text(top, "admin_api_key", (), None, numbers_ok=False)
     cfg.server_url = _server_url(r, r.text(top, "server_url", (), None, numbers_ok=False))
@@ -197,53 +190,6 @@ def load(path: str) -> Tuple[Config, List[Problem], List[Problem]]:
     val = r.mapping(top.get("validation"), ("validation",), ("acknowledge",), "validation")
     cfg.acknowledge = r.text_list(val, "acknowledge", ("validation",))
     return cfg, r.errors, r.warnings
-
-
-def _schemes(r: Reader, raw) -> List[Scheme]:
-    path: Path = ("annotation_schemes",)
-    if raw is None:
-        return []
-    if not isinstance(raw, list):
-        r.error(path, "annotation_schemes must be a list of schemes (each with annotation_type, "
-                      "name and labels).")
-        return []
-    out, seen = [], set()
-    for i, item in enumerate(raw):
-        p = path + (i,)
-        m = r.mapping(item, p, ("annotation_type", "name", "description", "labels"),
-                      "an annotation scheme")
-        if not m:
-            continue
-        name = r.text(m, "name", p)
-        kind = r.text(m, "annotation_type", p)
-        if not name:
-            r.error(p, f"{dotted(p)} has no name. Give each scheme a name.")
-            continue
-        if name in seen:
-            r.error(p + ("name",), f"{dotted(p)}: the scheme name {name!r} is used twice.")
-        seen.add(name)
-        if kind not in SCHEME_TYPES:
-            r.error(p + ("annotation_type",),
-                    f"{dotted(p + ('annotation_type',))} is {kind!r}; Potato's training "
-                    f"supports {' and '.join(SCHEME_TYPES)}.{suggest(kind or '', SCHEME_TYPES)}")
-        labels = []
-        raw_labels = m.get("labels")
-        if not isinstance(raw_labels, list) or not raw_labels:
-            r.error(p + ("labels",), f"{dotted(p)} ({name}) needs a non-empty list of labels.")
-        else:
-            for j, lab in enumerate(raw_labels):
-                if isinstance(lab, dict) and isinstance(lab.get("name"), str):
-                    lab = lab["name"]
-                if not isinstance(lab, (str, int, float)) or isinstance(lab, bool):
-                    r.error(p + ("labels", j), f"{dotted(p + ('labels', j))} must be a label "
-                                               f"name (a string, or a mapping with name).")
-                    continue
-                if str(lab) in labels:
-                    r.error(p + ("labels", j), f"{dotted(p)} ({name}) lists the label "
-                                               f"{str(lab)!r} twice.")
-                labels.append(str(lab))
-        out.append(Scheme(name, kind or "", labels, r.text(m, "description", p, "") or ""))
-    return out
 
 
 def _server(r: Reader, raw, resolve) -> ServerConfig:

@@ -13,9 +13,10 @@ import time
 from collections import Counter
 from typing import Any, Dict, Iterator, Optional
 
-from potato.config import Config
+from potato.config import Config, Scheme
 from potato.store import Store
 from potato.aggregate import aggregate
+from potato.training.remote.bundle import label_names
 
 COLUMNS = ("item_id", "scheme", "annotator", "label", "labelled_at", "aggregated_label", "text")
 FORMULA = ("=", "+", "-", "@", "\t", "\r")
@@ -60,8 +61,13 @@ def jsonl(store: Store, cfg: Optional[Config] = None) -> bytes:
                    for r in rows(store, cfg)).encode("utf-8")
 
 
-def _cell(value: Any) -> str:
-    text = _label_text(value) if not isinstance(value, str) else value
+def _cell(value: Any, scheme: Optional[Scheme] = None) -> str:
+    if isinstance(value, str):
+        text = value
+    elif scheme is not None and scheme.kind is not None:
+        text = scheme.kind.cell(value)  # each kind writes its own value (spans as JSON)
+    else:
+        text = _label_text(value)
     return "'" + text if text.startswith(FORMULA) else text
 
 
@@ -70,19 +76,23 @@ def csv_bytes(store: Store, cfg: Optional[Config] = None) -> bytes:
     w = csv.writer(buf)
     w.writerow(COLUMNS)
     for r in rows(store, cfg):
-        w.writerow([_cell(r[c]) for c in COLUMNS])
+        scheme = cfg.scheme(r["scheme"]) if cfg is not None else None
+        w.writerow([_cell(r[c], scheme if c in ("label", "aggregated_label") else None)
+                    for c in COLUMNS])
     return buf.getvalue().encode("utf-8")
 
 
 def label_counts(cfg: Config, store: Store) -> Dict[str, Dict[str, int]]:
-    """Per scheme: how many items have each aggregated label (ties and unlabelled left out)."""
+    """Per scheme whose values are labels (choices, spans): how many items have each label in
+    their aggregated value (ties and unlabelled left out)."""
     records = store.conn().execute(
         "SELECT item_id, scheme, annotator, label FROM annotations").fetchall()
-    out = {s.name: Counter({label: 0 for label in s.labels}) for s in cfg.schemes}
+    out = {s.name: Counter({label: 0 for label in s.labels}) for s in cfg.schemes
+           if s.kind is not None and s.kind.label_values}
     for scheme, by_item in aggregated(cfg, records).items():
         for top in by_item.values():
             if scheme in out and top is not None:
-                for one in (top if isinstance(top, list) else [top]):
-                    if isinstance(one, (str, int)):
+                for one in dict.fromkeys(label_names(top)):  # an item counts once per label
+                    if one in out[scheme]:
                         out[scheme][one] += 1
     return {k: dict(v) for k, v in out.items()}

@@ -5,7 +5,9 @@ is on disk when its transaction commits, so a label acknowledged to the browser 
 or ``kill -9`` of the server. Each thread gets its own connection; SQLite serialises writers and
 ``busy_timeout`` makes them wait their turn instead of failing.
 
-Labels are stored as JSON: a string for ``radio`` schemes, a list of strings for ``multiselect``.
+Labels are stored as JSON, each the value its scheme's kind checked (``potato.schemes``): a
+string for ``radio``, a list of strings for ``multiselect``, a list of span objects for ``span``,
+a number for ``likert``, ``slider`` and ``number``, a string for ``text``.
 """
 
 from __future__ import annotations

@@ -65,7 +65,8 @@ def _rules(cfg: Config, report: Report) -> None:
                                    f"(it is relative to task_dir, {cfg.task_dir}).")
     if not cfg.schemes:
         err(("annotation_schemes",), "annotation_schemes is empty: add at least one scheme "
-                                     "(annotation_type radio or multiselect, name, labels).")
+                                     "(annotation_type such as radio, multiselect, span or "
+                                     "likert, a name, and labels for choices and spans).")
     if not cfg.admin_api_key and not cfg.debug:
         warn(("admin_api_key",), "admin_api_key is not set, so no one can open the admin pages "
                                  "or call the admin API (training included). Set a long random "

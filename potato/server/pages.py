@@ -4,41 +4,11 @@ set by the handler, so inline event handlers and injected scripts do not run."""
 
 from __future__ import annotations
 
-import html
-import math
 import json
 from typing import Any, Dict, Optional
 
-from potato.config import Config, Scheme
-
-
-def esc(value: Any) -> str:
-    return html.escape(str(value), quote=True)
-
-
-class Safe(str):
-    """HTML built by ``render`` (or a constant reviewed as markup): inserted as it is."""
-
-
-def _field(value: Any) -> Any:
-    if isinstance(value, Safe):
-        return value
-    if isinstance(value, bool) or value is None:
-        return esc("" if value is None else value)
-    if isinstance(value, (int, float)):
-        return value if math.isfinite(value) else 0  # numbers keep their format specs
-    return esc(value)
-
-
-def render(template: str, **values: Any) -> Safe:
-    """The one way pages are built: ``template.format(**values)`` where every value is escaped
-    unless it is ``Safe`` (made by ``render`` itself); numbers must be finite."""
-    return Safe(template.format(**{k: _field(v) for k, v in values.items()}))
-
-
-def join(parts) -> Safe:
-    """Several Safe fragments as one."""
-    return Safe("".join(p if isinstance(p, Safe) else esc(p) for p in parts))
+from potato.config import Config
+from potato.markup import Safe, esc, render
 
 
 def layout(title: str, body: str, cfg: Config, user: Optional[str] = None,
@@ -102,24 +72,6 @@ def admin_login_page(cfg: Config, error: str = "", next_url: str = "/admin") -> 
 </form>""", cfg)
 
 
-def _scheme_inputs(scheme: Scheme, current: Any, key_offset: int) -> str:
-    kind = "radio" if scheme.annotation_type == "radio" else "checkbox"
-    chosen = current if isinstance(current, list) else ([current] if current else [])
-    opts = []
-    for i, label in enumerate(scheme.labels):
-        n = key_offset + i + 1
-        shortcut = f'<kbd>{n}</kbd>' if n <= 9 else ""
-        checked = " checked" if label in chosen else ""
-        opts.append(f'<label class="option{" chosen" if checked else ""}"><input type="{kind}" '
-                    f'name="label:{esc(scheme.name)}" '
-                    f'value="{esc(label)}" data-key="{n if n <= 9 else ""}"{checked}> '
-                    f'{shortcut} {esc(label)}</label>')
-    desc = f'<p class="hint">{esc(scheme.description)}</p>' if scheme.description else ""
-    return (f'<fieldset class="scheme"><legend>{esc(scheme.name)}</legend>{desc}'
-            f'<input type="hidden" name="present:{esc(scheme.name)}" value="1">'
-            f'{"".join(opts)}</fieldset>')
-
-
 def annotate_page(cfg: Config, user: str, item, position: int, total: int, done: int,
                   labels: Dict[str, Any], predictions: Dict[str, Dict[str, Any]],
                   admin: bool, first_unlabelled: int = 0) -> str:
@@ -134,14 +86,20 @@ def annotate_page(cfg: Config, user: str, item, position: int, total: int, done:
                 f'<input type="hidden" name="position" value="{position}">'
                 f'<button name="action" value="prev">Previous item</button></form>')
         return layout("All done", body, cfg, user, admin)
-    fields, offset = [], 0
+    fields, key = [], 1
     for scheme in cfg.schemes:
-        fields.append(_scheme_inputs(scheme, labels.get(scheme.name), offset))
-        offset += len(scheme.labels)
+        fields.append(scheme.kind.fieldset(labels.get(scheme.name), key))
+        key += scheme.kind.key_count()
+    scripts = ['<script src="/static/annotate.js"></script>'] + [
+        f'<script src="/static/{esc(name)}"></script>'
+        for name in dict.fromkeys(s.kind.script for s in cfg.schemes if s.kind.script)]
+    # The exact text as JSON: HTML turns CR LF into LF, and span offsets count every character.
+    text_attr = (f' data-text="{esc(json.dumps(item["text"]))}"'
+                 if any(s.kind.marks_text for s in cfg.schemes) else "")
     suggestions = []
     for scheme in cfg.schemes:
         p = predictions.get(scheme.name)
-        if p:
+        if p and _choice_label(p["label"]):  # suggestions of other kinds: issue 21 part 4
             label = ", ".join(p["label"]) if isinstance(p["label"], list) else p["label"]
             labels_json = json.dumps(p["label"] if isinstance(p["label"], list)
                                      else [p["label"]])
@@ -156,7 +114,7 @@ def annotate_page(cfg: Config, user: str, item, position: int, total: int, done:
     body = f"""{progress}
 <article class="item" aria-label="Item to annotate">
   <p class="item-id">Item {position + 1} of {total} · <code>{esc(item["id"])}</code></p>
-  <div class="item-text" id="item-text">{esc(item["text"])}</div>
+  <div class="item-text" id="item-text"{text_attr}>{esc(item["text"])}</div>
   {''.join(suggestions)}
 </article>
 <form method="post" action="/annotate" id="annotate-form">
@@ -167,14 +125,19 @@ def annotate_page(cfg: Config, user: str, item, position: int, total: int, done:
     <button type="submit" name="action" value="prev" {"disabled" if position == 0 else ""}>&larr; Previous</button>
     <button type="submit" name="action" value="next" class="primary">Save and next &rarr;</button>
   </div>
+  <p class="error" id="required-missing" role="alert" hidden></p>
   <p class="warning" id="nothing-chosen" role="alert" hidden>Nothing is chosen for this item.
   Choose a label (<kbd>1</kbd>–<kbd>9</kbd>), or press <kbd>Enter</kbd> again to skip it.</p>
   <p class="hint">Keys: <kbd>1</kbd>–<kbd>9</kbd> choose a label, <kbd>A</kbd> accepts the
   model's suggestion, <kbd>Enter</kbd> saves and moves on, <kbd>&larr;</kbd> goes back.
   {resume}</p>
 </form>"""
-    return layout("Annotate", body, cfg, user, admin,
-                  '<script src="/static/annotate.js"></script>')
+    return layout("Annotate", body, cfg, user, admin, "".join(scripts))
+
+
+def _choice_label(label: Any) -> bool:
+    return isinstance(label, str) or isinstance(label, list) and all(
+        isinstance(x, str) for x in label)
 
 
 def admin_page(cfg: Config, stats: Dict[str, Any], debug_note: str = "",
@@ -182,7 +145,7 @@ def admin_page(cfg: Config, stats: Dict[str, Any], debug_note: str = "",
     rows = "".join(f"<tr><td>{esc(a['name'])}</td><td>{a['items']}</td></tr>"
                    for a in stats["annotators"]) or '<tr><td colspan="2">No annotators yet</td></tr>'
     schemes = "".join(f"<li><b>{esc(s.name)}</b> ({esc(s.annotation_type)}): "
-                      f"{esc(', '.join(s.labels))}</li>" for s in cfg.schemes)
+                      f"{esc(s.kind.summary())}</li>" for s in cfg.schemes)
     note = f'<p class="warning">{esc(debug_note)}</p>' if debug_note else ""
     counts_html = _label_counts(counts or {})
     return layout("Admin", f"""<h1>Admin</h1>{note}

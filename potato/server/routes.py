@@ -11,6 +11,7 @@ import secrets
 from urllib.parse import unquote
 
 from potato.annotations import LabelError, check_label, item_record
+from potato.schemes import KEEP
 from potato import export
 from potato.server import pages, safety
 from potato.server.errors import HTTPError
@@ -120,22 +121,12 @@ def _annotate_routes(app) -> None:
         item_id = (form.get("item_id") or [""])[0]
         labels = {}
         if item_id:
-            if app.store.item(item_id) is None:
+            item = app.store.item(item_id)
+            if item is None:
                 raise HTTPError(400, f"Unknown item {item_id!r}.")
-            for scheme in cfg.schemes:
-                values = form.get(f"label:{scheme.name}") or []
-                if not values and not form.get(f"present:{scheme.name}"):
-                    continue
-                if scheme.annotation_type == "radio":
-                    if not values:
-                        continue  # a radio group cannot be cleared from the page
-                    value = values[-1]
-                else:
-                    value = values
-                try:
-                    labels[scheme.name] = check_label(scheme, value)
-                except LabelError as e:
-                    raise HTTPError(400, str(e))
+            labels = _form_labels(cfg, form, item["text"])
+            if action != "prev":
+                _require(cfg, {**app.store.labels_of(user, item_id), **labels})
         new_position = position - 1 if action == "prev" else position + 1
         new_position = max(0, min(new_position, total))
         if item_id:
@@ -143,6 +134,32 @@ def _annotate_routes(app) -> None:
         else:
             app.store.set_position(user, new_position)
         h.redirect("/annotate")
+
+
+def _form_labels(cfg, form, text: str) -> dict:
+    """The annotate form's values, checked: {scheme: value or None}; schemes the form says
+    nothing about are left out (each kind reads its own fields: ``Kind.from_form``)."""
+    labels = {}
+    for scheme in cfg.schemes:
+        values = form.get(f"label:{scheme.name}") or []
+        if not values and not form.get(f"present:{scheme.name}"):
+            continue
+        value = scheme.kind.from_form(values)
+        if value is KEEP:
+            continue
+        try:
+            labels[scheme.name] = check_label(scheme, value, text)
+        except LabelError as e:
+            raise HTTPError(400, str(e))
+    return labels
+
+
+def _require(cfg, labels: dict) -> None:
+    """400 when a required scheme (label_requirement: {required: true}) has no value."""
+    for scheme in cfg.schemes:
+        if scheme.required and labels.get(scheme.name) is None:
+            raise HTTPError(400, f"scheme {scheme.name!r} needs an answer before you move on "
+                                 f"(label_requirement: required). Go back and give one.")
 
 
 def _annotation_api_routes(app) -> None:
@@ -154,7 +171,8 @@ def _annotation_api_routes(app) -> None:
         data = h.json_object()
         item_id = data.get("item_id")
         labels = data.get("labels")
-        if not isinstance(item_id, str) or app.store.item(item_id) is None:
+        item = app.store.item(item_id) if isinstance(item_id, str) else None
+        if item is None:
             raise HTTPError(400, f"item_id {item_id!r} is not an item of this project.")
         if not isinstance(labels, dict) or not labels:
             raise HTTPError(400, 'labels must be an object like {"<scheme>": "<label>"}.')
@@ -165,7 +183,7 @@ def _annotation_api_routes(app) -> None:
                 raise HTTPError(400, f"{name!r} is not an annotation scheme (schemes: "
                                      f"{', '.join(s.name for s in cfg.schemes)}).")
             try:
-                clean[name] = check_label(scheme, value)
+                clean[name] = check_label(scheme, value, item["text"])
             except LabelError as e:
                 raise HTTPError(400, str(e))
         app.store.save_labels(user, item_id, clean)

@@ -10,7 +10,7 @@ legend. The page swaps the live fragment every second, so the chart stays live.
 import math
 from typing import Any, Dict, List, Optional, Tuple
 
-from potato.server.pages import Safe, join, render
+from potato.markup import Safe, join, render
 
 WIDTH, PLOT_H = 760, 220
 LEFT, RIGHT, TOP = 58, 58, 14  # room for the axes' ticks and labels

@@ -10,7 +10,8 @@ import math
 import time
 from typing import Any, Dict, List, Optional
 
-from potato.server.pages import Safe, esc, join, json_script, layout, render
+from potato.markup import Safe, esc, join, render
+from potato.server.pages import json_script, layout
 from potato.training.chart import chart_svg
 from potato.training.model_files import shown
 from potato.training.run_cells import in_use_cell, message_box, pin_cell, runs_table_marks

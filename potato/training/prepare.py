@@ -99,7 +99,7 @@ def refusal(cfg: Config, store: Store, schemes: List[str]) -> Optional[str]:
             if split == "test":
                 test += 1
             elif split == "train":
-                for one in (label if isinstance(label, list) else [label]):
+                for one in dict.fromkeys(bundle_mod.label_names(label)):  # none: numbers, texts
                     if one in train:
                         train[one] += 1
         short = [(label, n) for label, n in train.items() if n < mt.min_labels_per_class]

@@ -10,7 +10,7 @@
 from typing import Any, Callable, Dict
 
 from potato.server.errors import HTTPError
-from potato.server.pages import Safe
+from potato.markup import Safe
 from potato.training import publish_page
 from potato.training.publish import Publisher, Refused, cannot_publish
 

@@ -7,7 +7,7 @@ runs. Everything shown went through ``render`` (escaped), the Hub's answers incl
 import time
 from typing import Any, Dict
 
-from potato.server.pages import Safe, join, render
+from potato.markup import Safe, join, render
 
 
 def _when(t: Any) -> str:

@@ -4,7 +4,7 @@ said in place."""
 
 from typing import Any, Dict
 
-from potato.server.pages import Safe, join, render
+from potato.markup import Safe, join, render
 
 PIN_HINT = ("a pinned run stays in use until you change it, whatever writeback.policy says, "
             "and retain_runs never deletes its model files")

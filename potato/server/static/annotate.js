@@ -1,21 +1,38 @@
-// The annotate page: 1-9 pick a label, A accepts the model's suggestion, Enter saves (with
-// nothing chosen it warns first; a second Enter skips), ArrowLeft goes back. The chosen label
-// is highlighted (class "chosen" on its <label>).
+// The annotate page: 1-9 pick a label (or a Likert point), A accepts the model's suggestion,
+// Enter saves (with nothing chosen it warns first; a second Enter skips; a required scheme
+// without an answer stops it), ArrowLeft goes back. The chosen label is highlighted (class
+// "chosen" on its <label>). Keys typed into a text box, a number, a slider or a dropdown stay
+// there. Span schemes have their own script (spans.js).
 (function () {
   var form = document.getElementById("annotate-form");
   if (!form) return;
   var warning = document.getElementById("nothing-chosen");
+  var missingNote = document.getElementById("required-missing");
   var warned = false;
 
+  function hasValue(el) {
+    if (el.type === "radio" || el.type === "checkbox") return el.checked;
+    var v = (el.value || "").trim();
+    return v !== "" && v !== "[]";
+  }
+  function fields(root) {
+    return Array.prototype.slice.call(root.querySelectorAll("[name^='label:']"));
+  }
   function mark() {
     form.querySelectorAll("label.option").forEach(function (l) {
       var box = l.querySelector("input");
       l.classList.toggle("chosen", !!(box && box.checked));
     });
     if (anything()) { warned = false; if (warning) warning.hidden = true; }
+    if (missingNote && !missing().length) missingNote.hidden = true;
   }
   function anything() {
-    return !!form.querySelector("input[name^='label:']:checked");
+    return fields(form).some(hasValue);
+  }
+  function missing() {  // the names of required schemes without an answer
+    return Array.prototype.filter.call(form.querySelectorAll("fieldset[data-required]"),
+      function (fs) { return !fields(fs).some(hasValue); })
+      .map(function (fs) { return fs.getAttribute("data-scheme"); });
   }
   // Accept the suggestions, only into schemes where the annotator has chosen nothing:
   // a stray key never replaces a choice they made.
@@ -30,22 +47,51 @@
     });
     mark();
   }
-  function next() {
-    if (!anything() && !warned && warning) {
-      warned = true; warning.hidden = false; return;
+  // False (and says why) when the form may not be sent as "next".
+  function mayGo() {
+    var names = missing();
+    if (names.length && missingNote) {
+      missingNote.textContent = "An answer is required for: " + names.join(", ") + ".";
+      missingNote.hidden = false;
+      return false;
     }
-    form.querySelector('button[value="next"]').click();
+    if (!anything() && !warned && warning) {
+      warned = true; warning.hidden = false; return false;
+    }
+    return true;
   }
+  function next() {
+    if (mayGo()) form.querySelector('button[value="next"]').click();
+  }
+  // A slider holds no answer until it is moved: its hidden field gets the value then.
+  form.querySelectorAll("input[type=range][data-slider]").forEach(function (r) {
+    var wrap = r.closest("fieldset");
+    r.addEventListener("input", function () {
+      wrap.querySelector("input[type=hidden][name^='label:']").value = r.value;
+      wrap.querySelector("output.slider-value").textContent = r.value;
+      var unset = wrap.querySelector(".slider-unset");
+      if (unset) unset.hidden = true;
+      mark();
+    });
+  });
   form.addEventListener("change", mark);
+  form.addEventListener("input", mark);
   document.querySelectorAll(".accept-suggestion").forEach(function (b) {
     b.addEventListener("click", accept);
   });
   form.querySelector('button[value="next"]').addEventListener("click", function (e) {
-    if (!anything() && !warned && warning) { e.preventDefault(); warned = true; warning.hidden = false; }
+    if (!mayGo()) e.preventDefault();
   });
   document.addEventListener("keydown", function (e) {
     var t = e.target;
-    if (e.altKey || e.ctrlKey || e.metaKey || (t && (t.tagName === "TEXTAREA" || (t.tagName === "INPUT" && t.type === "text")))) return;
+    if (e.altKey || e.ctrlKey || e.metaKey) return;
+    var typing = t && (t.tagName === "TEXTAREA" || t.tagName === "SELECT" ||
+                       (t.tagName === "INPUT" && !/^(radio|checkbox)$/.test(t.type)));
+    if (typing) {
+      // Enter in a one-line field would submit the form with its first button (Previous).
+      if (e.key === "Enter" && t.tagName === "INPUT") { next(); e.preventDefault(); }
+      return;
+    }
     if (e.key >= "1" && e.key <= "9") {
       var box = form.querySelector('input[data-key="' + e.key + '"]');
       if (box) { box.type === "checkbox" ? (box.checked = !box.checked) : (box.checked = true); mark(); e.preventDefault(); }

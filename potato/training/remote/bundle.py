@@ -41,15 +41,41 @@ def split_of(item_id, seed, fractions):
 
 
 def majority(labels):
-    """The majority label of a list of labels (lists for multiselect), or None on a tie."""
+    """The value most annotators gave (a label, a list of labels, a number, a list of spans),
+    or None on a tie. Values are compared whole, by their JSON form, so unhashable ones (span
+    lists) count like the rest."""
     if not labels:
         return None
-    keyed = [tuple(v) if isinstance(v, list) else v for v in labels]
+    first = {}
+    keyed = []
+    for v in labels:
+        key = json.dumps(v, sort_keys=True)
+        first.setdefault(key, v)
+        keyed.append(key)
     counts = Counter(keyed).most_common()
     if len(counts) > 1 and counts[0][1] == counts[1][1]:
         return None
-    top = counts[0][0]
-    return list(top) if isinstance(top, tuple) else top
+    return first[counts[0][0]]
+
+
+def label_names(value):
+    """The label names in a value: a label, a list of labels, or a list of spans' labels;
+    none for a number or a text."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        return [v if isinstance(v, str) else v.get("label") for v in value
+                if isinstance(v, str) or isinstance(v, dict) and isinstance(v.get("label"), str)]
+    return []
+
+
+def _count_key(value):
+    """How an aggregated value is counted in the manifest's label_counts."""
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return "+".join(value)
+    if isinstance(value, list):  # spans: by their labels
+        return "+".join(sorted(set(label_names(value))))
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 def build(dest, items, labels, schemas, fractions=(0.7, 0.15, 0.15), seed=0,
@@ -87,7 +113,7 @@ def build(dest, items, labels, schemas, fractions=(0.7, 0.15, 0.15), seed=0,
                         ties[s] += 1
                     else:
                         agreed[s] = top
-                        per_label[s]["+".join(top) if isinstance(top, list) else top] += 1
+                        per_label[s][_count_key(top)] += 1
             if agreed:
                 split = split_of(item_id, seed, fractions)
             elif had_votes:

@@ -1,0 +1,140 @@
+"""Annotation kinds: one class per ``annotation_type``, found by the registry ``KINDS``.
+
+Each kind (``potato/schemes/<module>.py``) owns its config keys, its value check, its inputs on
+the annotate page, how a posted form holds its value and its export cell. Adding a kind means a
+class and a line in ``KINDS``; nothing else compares annotation types. The keys are upstream
+Potato's, so an upstream scheme block works unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List
+
+from potato.config_reader import Path, Reader, dotted, suggest
+from potato.schemes.base import KEEP, Kind, LabelError, Scheme
+from potato.schemes.choice import Multiselect, Radio, Select
+from potato.schemes.rating import Likert, Number, Slider
+from potato.schemes.span import Span
+from potato.schemes.text import Text
+
+__all__ = ["KEEP", "KINDS", "Kind", "LabelError", "Scheme", "make_scheme", "parse_schemes"]
+
+KINDS: Dict[str, type] = {k.type_name: k for k in (
+    Radio, Multiselect, Select, Likert, Slider, Number, Text, Span)}
+
+COMMON_KEYS = ("annotation_type", "name", "description", "labels", "label_requirement",
+               "sequential_key_binding")
+# Upstream keys about looks only: accepted so that an upstream block loads, with no effect.
+LOOKS_KEYS = ("annotation_id", "tooltip", "horizontal", "displaying_score", "label_colors")
+
+
+def make_scheme(name: str, annotation_type: str, labels: List[str], description: str = "",
+                required: bool = False, **options: Any) -> Scheme:
+    """A scheme built in code (tests, tools): options are the kind's attributes."""
+    scheme = Scheme(name, annotation_type, list(labels), description, required,
+                    [str(i + 1) if i < 9 else "" for i in range(len(labels))])
+    scheme.kind = KINDS[annotation_type](scheme)
+    for key, value in options.items():
+        setattr(scheme.kind, key, value)
+    return scheme
+
+
+def parse_schemes(r: Reader, raw: Any) -> List[Scheme]:
+    path: Path = ("annotation_schemes",)
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        r.error(path, "annotation_schemes must be a list of schemes (each with annotation_type, "
+                      "name and, for choices and spans, labels).")
+        return []
+    out, seen = [], set()
+    for i, item in enumerate(raw):
+        p = path + (i,)
+        kind_name = item.get("annotation_type") if isinstance(item, dict) else None
+        cls = KINDS.get(kind_name) if isinstance(kind_name, str) else None
+        valid = COMMON_KEYS + LOOKS_KEYS + (cls.keys if cls else tuple(
+            k for c in KINDS.values() for k in c.keys))
+        m = r.mapping(item, p, tuple(dict.fromkeys(valid)),
+                      f"a {kind_name} scheme" if cls else "an annotation scheme")
+        if not m:
+            continue
+        name = r.text(m, "name", p)
+        kind = r.text(m, "annotation_type", p)
+        if not name:
+            r.error(p, f"{dotted(p)} has no name. Give each scheme a name.")
+            continue
+        if name in seen:
+            r.error(p + ("name",), f"{dotted(p)}: the scheme name {name!r} is used twice.")
+        seen.add(name)
+        if cls is None:
+            r.error(p + ("annotation_type",),
+                    f"{dotted(p + ('annotation_type',))} is {kind!r}; Potato supports "
+                    f"{', '.join(KINDS)}.{suggest(kind or '', KINDS)}")
+        scheme = Scheme(name, kind or "", [], r.text(m, "description", p, "") or "")
+        scheme.labels, scheme.label_keys = _labels(r, m, p, name, cls)
+        scheme.required = _required(r, m, p)
+        r.boolean(m, "sequential_key_binding", p, True)
+        if cls is not None:
+            scheme.kind = cls(scheme)
+            scheme.kind.parse(r, m, p)
+        out.append(scheme)
+    return out
+
+
+def _required(r: Reader, m: Dict[str, Any], p: Path) -> bool:
+    req = r.mapping(m.get("label_requirement"), p + ("label_requirement",), ("required",),
+                    "label_requirement")
+    return r.boolean(req, "required", p + ("label_requirement",), False)
+
+
+def _labels(r: Reader, m: Dict[str, Any], p: Path, name: str, cls):
+    """(labels, keys): the scheme's label names and each one's key ("" for none)."""
+    rule = cls.label_rule if cls else "required"
+    raw = m.get("labels")
+    if rule == "none":
+        if raw is not None:
+            r.error(p + ("labels",), f"{dotted(p)} ({name}) is a {cls.type_name} scheme, which "
+                                     f"takes no labels; remove labels.")
+        return [], []
+    if raw is None and rule == "optional-one":
+        return [], []
+    if not isinstance(raw, list) or not raw:
+        r.error(p + ("labels",), f"{dotted(p)} ({name}) needs a non-empty list of labels.")
+        return [], []
+    if rule == "optional-one" and len(raw) > 1:
+        r.error(p + ("labels",), f"{dotted(p)} ({name}) is a {cls.type_name} scheme with "
+                                 f"{len(raw)} labels; it holds one text box. Make one text "
+                                 f"scheme per box.")
+    labels, keys = [], []
+    for j, lab in enumerate(raw):
+        key = str(len(labels) + 1) if len(labels) < 9 else ""
+        if isinstance(lab, dict) and isinstance(lab.get("name"), str):
+            key = _key_value(r, lab, p + ("labels", j), key)
+            lab = lab["name"]
+        if not isinstance(lab, (str, int, float)) or isinstance(lab, bool):
+            r.error(p + ("labels", j), f"{dotted(p + ('labels', j))} must be a label "
+                                       f"name (a string, or a mapping with name).")
+            continue
+        if str(lab) in labels:
+            r.error(p + ("labels", j), f"{dotted(p)} ({name}) lists the label "
+                                       f"{str(lab)!r} twice.")
+        labels.append(str(lab))
+        keys.append(key)
+    for j, key in enumerate(keys):
+        if key and keys.index(key) != j:
+            r.error(p + ("labels", j), f"{dotted(p)} ({name}): the key {key!r} is given to "
+                                       f"{labels[keys.index(key)]!r} and {labels[j]!r}.")
+    return labels, keys
+
+
+def _key_value(r: Reader, lab: Dict[str, Any], p: Path, default: str) -> str:
+    """A label's own key (upstream's ``key_value``); other keys of a label mapping (tooltip
+    ...) are about looks and are ignored, as they always were."""
+    if lab.get("key_value") is None:
+        return default
+    value = r.text(lab, "key_value", p, default) or ""
+    if len(value) != 1 or not value.isprintable() or value.isspace():
+        r.error(p + ("key_value",), f"{dotted(p + ('key_value',))} must be one printable "
+                                    f"character (the key that gives this label), not {value!r}.")
+        return default
+    return value

@@ -1,0 +1,161 @@
+"""What every annotation kind is: a ``Scheme`` record from the config, and the ``Kind`` whose
+subclasses (one per ``annotation_type``) own that type's config keys, value check, form field,
+form reading and export cell.
+
+Values are checked against the scheme (and, for spans, the item's text) by ``Kind.check``, the
+one place that decides whether a value may be stored; the annotate page, the JSON API and
+``potato annotations import`` all go through it (``potato.annotations.check_label``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+from potato.config_reader import Path, Reader, dotted
+from potato.markup import Safe, render
+
+# The largest magnitude a number scheme without bounds stores: beyond it a float has no
+# integer precision left, and a "number" that size is a typo or an attack.
+MAX_MAGNITUDE = 1e15
+
+
+class LabelError(ValueError):
+    """A value that its scheme does not accept (the message names the scheme and the problem)."""
+
+
+class _Keep:
+    """``Kind.from_form``'s answer when the form says nothing about a scheme: leave it as is."""
+
+    def __repr__(self) -> str:
+        return "KEEP"
+
+
+KEEP = _Keep()
+
+
+@dataclass
+class Scheme:
+    name: str
+    annotation_type: str
+    labels: List[str]
+    description: str = ""
+    required: bool = False  # label_requirement: {required: true}
+    # Per-label keys (span: key_value, or 1..9 in order); empty: no keys.
+    label_keys: List[str] = field(default_factory=list)
+    kind: Optional["Kind"] = field(default=None, repr=False, compare=False)
+
+
+class Kind:
+    """One annotation type. An instance belongs to one scheme and holds its options."""
+
+    type_name = ""
+    keys: Tuple[str, ...] = ()   # scheme keys of this type, beyond potato.schemes.COMMON_KEYS
+    label_rule = "required"      # "required": a non-empty list; "none"; "optional-one"
+    script: Optional[str] = None  # a static script the annotate page needs for this type
+    label_values = False         # values are made of the scheme's labels (counted per label)
+    aggregate_as = "choice"      # how annotators' values become one (potato/aggregate.py):
+    #                              choice, multi (label lists), spans, number (median), text
+    marks_text = False           # the page gives its script the item's exact text (data-text)
+
+    def __init__(self, scheme: Scheme):
+        self.scheme = scheme
+
+    @property
+    def name(self) -> str:
+        return self.scheme.name
+
+    # -- config --------------------------------------------------------------------------------
+    def parse(self, r: Reader, m: Dict[str, Any], p: Path) -> None:
+        """Read this type's keys from the scheme mapping ``m`` (at key path ``p``)."""
+
+    # -- values --------------------------------------------------------------------------------
+    def check(self, value: Any, text: Optional[str] = None) -> Any:
+        """The normalised value, None for "no value", or LabelError. ``text`` is the item's."""
+        raise NotImplementedError
+
+    def from_form(self, values: List[str]) -> Any:
+        """The raw value a posted annotate form holds (``label:<scheme>`` fields), or KEEP."""
+        return values[-1] if values else None
+
+    def cell(self, value: Any) -> str:
+        """The value as one CSV cell."""
+        return "" if value is None else str(value)
+
+    def summary(self) -> str:
+        """One line for the admin page: what this scheme asks."""
+        return ", ".join(self.scheme.labels)
+
+    # -- the annotate page ---------------------------------------------------------------------
+    def key_count(self) -> int:
+        """How many of the page's shared number keys (1..9, in scheme order) this type uses."""
+        return 0
+
+    def inputs(self, current: Any, first_key: int) -> Safe:
+        """The scheme's inputs inside its fieldset; ``first_key`` is its first number key."""
+        raise NotImplementedError
+
+    def fieldset(self, current: Any, first_key: int) -> Safe:
+        s = self.scheme
+        desc = render('<p class="hint">{d}</p>', d=s.description) if s.description else ""
+        req = render('<span class="required"> (required)</span>') if s.required else ""
+        return render('<fieldset class="scheme scheme-{t}" data-scheme="{n}" data-type="{t}"'
+                      '{r}><legend>{n}{req}</legend>{desc}'
+                      '<input type="hidden" name="present:{n}" value="1">{inputs}</fieldset>',
+                      t=self.type_name, n=s.name, r=Safe(' data-required="1"' if s.required
+                                                         else ""),
+                      req=req, desc=Safe(desc), inputs=self.inputs(current, first_key))
+
+    # -- helpers for subclasses ----------------------------------------------------------------
+    def fail(self, problem: str) -> LabelError:
+        return LabelError(f"scheme {self.name!r} ({self.type_name}): {problem}")
+
+    def number(self, value: Any, what: str = "a number") -> float:
+        """A finite int or float (never a bool or a string), or LabelError."""
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.fail(f"takes {what}, not {short(value)}.")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise self.fail(f"takes a finite number, not {value!r}.")
+        if abs(value) > MAX_MAGNITUDE:
+            raise self.fail(f"{short(value)} is too large (at most {MAX_MAGNITUDE:g} either "
+                            f"way).")
+        return value
+
+
+def parse_number_text(text: str) -> Any:
+    """A form field's number (int when it has no fraction), the text itself when it is not a
+    number (the check then names it), or None when empty."""
+    text = text.strip()
+    if not text:
+        return None
+    if len(text) > 40:
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def short(value: Any) -> str:
+    """A value for a message: its repr, cut to 80 characters."""
+    try:
+        text = repr(value)
+    except (RecursionError, ValueError):
+        text = f"a {type(value).__name__}"
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def number_key(r: Reader, m: Dict[str, Any], key: str, p: Path, default=None):
+    """A finite number key of a scheme (YAML), within MAX_MAGNITUDE."""
+    value = r.number(m, key, p, default)
+    if isinstance(value, float) and not math.isfinite(value) or (
+            value is not None and abs(value) > MAX_MAGNITUDE):
+        r.error(p + (key,), f"{dotted(p + (key,))} must be a finite number of at most "
+                            f"{MAX_MAGNITUDE:g} either way, not {value}.")
+        return default
+    return value

@@ -1,0 +1,92 @@
+"""Choices among a scheme's labels: ``radio`` (one), ``multiselect`` (any number) and
+``select`` (one, from a dropdown). Stored as the label (a string) or a list of labels in the
+scheme's order."""
+
+from __future__ import annotations
+
+from typing import Any, List, Optional
+
+from potato.schemes.base import KEEP, Kind, LabelError, short
+from potato.markup import Safe, join, render
+
+
+def _not_a_label(kind: Kind, value: Any) -> LabelError:
+    return LabelError(f"{short(value)} is not a label of scheme {kind.name!r} "
+                      f"(labels: {', '.join(kind.scheme.labels)}).")
+
+
+class Radio(Kind):
+    type_name = "radio"
+    label_values = True
+    input_type = "radio"
+
+    def check(self, value: Any, text: Optional[str] = None) -> Any:
+        if value is None or value == [] or value == "":
+            return None
+        if not isinstance(value, str):
+            raise LabelError(f"scheme {self.name!r} takes one label (a string), not "
+                             f"{short(value)}.")
+        if value not in self.scheme.labels:
+            raise _not_a_label(self, value)
+        return value
+
+    def from_form(self, values: List[str]) -> Any:
+        return values[-1] if values else KEEP  # a radio group cannot be cleared from the page
+
+    def key_count(self) -> int:
+        return len(self.scheme.labels)
+
+    def inputs(self, current: Any, first_key: int) -> Safe:
+        chosen = current if isinstance(current, list) else ([current] if current else [])
+        opts = []
+        for i, label in enumerate(self.scheme.labels):
+            n = first_key + i
+            checked = label in chosen
+            opts.append(render(
+                '<label class="option{c}"><input type="{t}" name="label:{s}" value="{v}" '
+                'data-key="{k}"{checked}> {kbd} {v}</label>',
+                c=" chosen" if checked else "", t=self.input_type, s=self.name, v=label,
+                k=str(n) if n <= 9 else "", checked=Safe(" checked" if checked else ""),
+                kbd=render("<kbd>{n}</kbd>", n=n) if n <= 9 else ""))
+        return join(opts)
+
+
+class Multiselect(Radio):
+    type_name = "multiselect"
+    aggregate_as = "multi"
+    input_type = "checkbox"
+
+    def check(self, value: Any, text: Optional[str] = None) -> Any:
+        if value is None or value == [] or value == "":
+            return None
+        values = value if isinstance(value, list) else [value]
+        for v in values:
+            if not isinstance(v, str) or v not in self.scheme.labels:
+                raise _not_a_label(self, v)
+        return sorted(set(values), key=self.scheme.labels.index)
+
+    def from_form(self, values: List[str]) -> Any:
+        return values
+
+    def cell(self, value: Any) -> str:
+        return ";".join(value) if isinstance(value, list) else super().cell(value)
+
+
+class Select(Radio):
+    """A dropdown of the labels; the empty choice clears it."""
+
+    type_name = "select"
+
+    def from_form(self, values: List[str]) -> Any:
+        return values[-1] if values else None
+
+    def key_count(self) -> int:
+        return 0
+
+    def inputs(self, current: Any, first_key: int) -> Safe:
+        opts = [render('<option value="">(none)</option>')]
+        for label in self.scheme.labels:
+            opts.append(render('<option value="{v}"{sel}>{v}</option>', v=label,
+                               sel=Safe(" selected" if label == current else "")))
+        return render('<select name="label:{s}" aria-label="{s}">{opts}</select>',
+                      s=self.name, opts=join(opts))

@@ -1,0 +1,194 @@
+"""Numbers: ``likert`` (a point 1..size between two named ends), ``slider`` (a number on a
+grid from min_value to max_value) and ``number`` (a typed number, optionally bounded).
+Stored as the number itself: an int for likert, an int or a float for slider and number."""
+
+from __future__ import annotations
+
+from typing import Any, List, Optional
+
+from potato.config_reader import dotted
+from potato.schemes.base import KEEP, MAX_MAGNITUDE, Kind, number_key, parse_number_text, short
+from potato.markup import Safe, join, render
+
+MAX_LIKERT = 20
+
+
+def _as_int(value: Any) -> Any:
+    """3.0 -> 3 (JSON and forms do not say int or float); anything else as it is."""
+    if isinstance(value, float) and value.is_integer() and abs(value) <= 2 ** 53:
+        return int(value)
+    return value
+
+
+def _end_label(r, m, key: str, p) -> str:
+    """A scale end's text as written: YAML 1.1 reads a bare No or Yes as false or true."""
+    if isinstance(m.get(key), bool) and p + (key,) in r.scalars:
+        return r.scalars[p + (key,)]
+    return r.text(m, key, p, "") or ""
+
+
+class Likert(Kind):
+    type_name = "likert"
+    keys = ("min_label", "max_label", "size")
+    label_rule = "none"
+
+    def __init__(self, scheme):
+        super().__init__(scheme)
+        self.size, self.min_label, self.max_label = 5, "", ""
+
+    def parse(self, r, m, p) -> None:
+        size = r.number(m, "size", p, None, 2, MAX_LIKERT, integer=True)
+        if size is None and "size" not in m:
+            r.error(p, f"{dotted(p)} ({self.name}) is a likert scale without size: give the "
+                       f"number of points (2 to {MAX_LIKERT}), for example size: 5.")
+        self.size = size or 5
+        self.min_label, self.max_label = (_end_label(r, m, key, p)
+                                          for key in ("min_label", "max_label"))
+
+    def check(self, value: Any, text: Optional[str] = None) -> Any:
+        if value is None or value == "":
+            return None
+        value = _as_int(self.number(value, f"a point from 1 to {self.size}"))
+        if not isinstance(value, int) or not 1 <= value <= self.size:
+            raise self.fail(f"takes a whole point from 1 to {self.size}, not {short(value)}.")
+        return value
+
+    def from_form(self, values: List[str]) -> Any:
+        return parse_number_text(values[-1]) if values else KEEP
+
+    def key_count(self) -> int:
+        return self.size
+
+    def summary(self) -> str:
+        ends = " to ".join(x for x in (self.min_label, self.max_label) if x)
+        return f"points 1 to {self.size}" + (f" ({ends})" if ends else "")
+
+    def inputs(self, current: Any, first_key: int) -> Safe:
+        points = []
+        for point in range(1, self.size + 1):
+            n = first_key + point - 1
+            checked = current == point
+            points.append(render(
+                '<label class="option point{c}"><input type="radio" name="label:{s}" '
+                'value="{v}" data-key="{k}"{checked}> {kbd}</label>', c=" chosen" if checked
+                else "", s=self.name, v=str(point), k=str(n) if n <= 9 else "",
+                checked=Safe(" checked" if checked else ""),
+                kbd=render("<kbd>{n}</kbd>", n=n) if n <= 9 else render("{v}", v=str(point))))
+        return render('<div class="likert"><span class="likert-end">{lo}</span>{points}'
+                      '<span class="likert-end">{hi}</span></div>', lo=self.min_label,
+                      hi=self.max_label, points=join(points))
+
+
+class Number(Kind):
+    type_name = "number"
+    aggregate_as = "number"
+    keys = ("min_value", "max_value")
+    label_rule = "none"
+
+    def __init__(self, scheme):
+        super().__init__(scheme)
+        self.min_value: Optional[float] = None
+        self.max_value: Optional[float] = None
+
+    def parse(self, r, m, p) -> None:
+        self.min_value = number_key(r, m, "min_value", p)
+        self.max_value = number_key(r, m, "max_value", p)
+        if None not in (self.min_value, self.max_value) and self.min_value >= self.max_value:
+            r.error(p + ("max_value",), f"{dotted(p)} ({self.name}): max_value "
+                                        f"({self.max_value}) must be more than min_value "
+                                        f"({self.min_value}).")
+
+    def check(self, value: Any, text: Optional[str] = None) -> Any:
+        if value is None or value == "":
+            return None
+        value = _as_int(self.number(value))
+        lo, hi = self.min_value, self.max_value
+        if lo is not None and value < lo or hi is not None and value > hi:
+            raise self.fail(f"{short(value)} is outside {self._range()}.")
+        return value
+
+    def _range(self) -> str:
+        lo = -MAX_MAGNITUDE if self.min_value is None else self.min_value
+        hi = MAX_MAGNITUDE if self.max_value is None else self.max_value
+        return f"{lo:g} to {hi:g}"
+
+    def from_form(self, values: List[str]) -> Any:
+        return parse_number_text(values[-1]) if values else None
+
+    def summary(self) -> str:
+        return f"a number from {self._range()}"
+
+    def inputs(self, current: Any, first_key: int) -> Safe:
+        bounds = "".join(f' {k}="{v}"' for k, v in (("min", self.min_value),
+                                                       ("max", self.max_value)) if v is not None)
+        return render('<input type="number" name="label:{s}" aria-label="{s}" step="any"{b} '
+                      'value="{v}">', s=self.name, b=Safe(bounds),
+                      v="" if current is None else str(current))
+
+
+class Slider(Number):
+    type_name = "slider"
+    keys = ("min_value", "max_value", "step", "starting_value", "show_labels")
+
+    def __init__(self, scheme):
+        super().__init__(scheme)
+        self.min_value, self.max_value, self.step, self.starting_value = 0, 100, 1, 0
+
+    def parse(self, r, m, p) -> None:
+        for key in ("min_value", "max_value"):
+            if m.get(key) is None:
+                r.error(p, f"{dotted(p)} ({self.name}) is a slider without {key}: give "
+                           f"min_value and max_value (for example 0 and 100).")
+        self.min_value = number_key(r, m, "min_value", p, 0)
+        self.max_value = number_key(r, m, "max_value", p, 100)
+        if self.min_value >= self.max_value:
+            r.error(p + ("max_value",), f"{dotted(p)} ({self.name}): max_value "
+                                        f"({self.max_value}) must be more than min_value "
+                                        f"({self.min_value}).")
+            self.max_value = self.min_value + 1
+        self.step = number_key(r, m, "step", p, 1)
+        if self.step <= 0:
+            r.error(p + ("step",), f"{dotted(p + ('step',))} must be more than 0, not "
+                                   f"{self.step}.")
+            self.step = 1
+        self.starting_value = number_key(r, m, "starting_value", p, self.min_value)
+        if not self.min_value <= self.starting_value <= self.max_value:
+            r.error(p + ("starting_value",), f"{dotted(p + ('starting_value',))} "
+                                             f"({self.starting_value}) must be between "
+                                             f"min_value and max_value.")
+            self.starting_value = self.min_value
+        r.boolean(m, "show_labels", p, True)
+
+    def check(self, value: Any, text: Optional[str] = None) -> Any:
+        value = super().check(value, text)
+        if value is None:
+            return None
+        steps = (value - self.min_value) / self.step
+        if abs(steps - round(steps)) > 1e-6:
+            raise self.fail(f"{short(value)} is not on the slider's steps of {self.step:g} "
+                            f"from {self.min_value:g}.")
+        if not isinstance(value, int):  # 0.30000000000000004 -> 0.3
+            value = _as_int(round(self.min_value + round(steps) * self.step, 10))
+        return value
+
+    def from_form(self, values: List[str]) -> Any:
+        # The hidden field: empty until the annotator moves the slider (a slider always shows
+        # a value, so its position alone does not mean the annotator chose it).
+        return parse_number_text(values[-1]) if values else None
+
+    def summary(self) -> str:
+        return f"a value from {self.min_value:g} to {self.max_value:g} in steps of {self.step:g}"
+
+    def inputs(self, current: Any, first_key: int) -> Safe:
+        shown = self.starting_value if current is None else current
+        return render(
+            '<div class="slider"><span class="slider-end">{lo}</span><input type="range" '
+            'data-slider="{s}" aria-label="{s}" min="{lo}" max="{hi}" step="{st}" value="{v}">'
+            '<span class="slider-end">{hi}</span> <output class="slider-value">{shown}</output>'
+            '<input type="hidden" name="label:{s}" value="{cur}"></div>'
+            '<p class="hint slider-unset"{hide}>Not set yet: move the slider (arrow keys when '
+            'it has the focus) to choose a value.</p>',
+            s=self.name, lo=str(self.min_value), hi=str(self.max_value), st=str(self.step),
+            v=str(shown), shown="–" if current is None else str(current),
+            cur="" if current is None else str(current),
+            hide=Safe(" hidden" if current is not None else ""))

@@ -1,0 +1,82 @@
+"""Free text: ``text``, one text box (a one-line input, or a text area with ``textarea: {on:
+true, rows: N}`` or ``multiline: true`` and ``rows``), stored as the string, at most
+``max_length`` characters (Unicode code points)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, List, Optional
+
+from potato.config_reader import dotted
+from potato.schemes.base import Kind, short
+from potato.markup import Safe, render
+
+DEFAULT_MAX_LENGTH = 5000
+MAX_MAX_LENGTH = 100000
+# Control characters other than tab and newline have no place in an answer typed by a person.
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+class Text(Kind):
+    type_name = "text"
+    aggregate_as = "text"
+    keys = ("textarea", "multiline", "rows", "cols", "max_length", "placeholder")
+    label_rule = "optional-one"
+
+    def __init__(self, scheme):
+        super().__init__(scheme)
+        self.multiline, self.rows = False, 3
+        self.max_length, self.placeholder = DEFAULT_MAX_LENGTH, ""
+
+    def parse(self, r, m, p) -> None:
+        raw = m.get("textarea")
+        if isinstance(raw, dict) and True in raw:  # YAML 1.1 reads the key `on` as true
+            raw = {("on" if k is True else k): v for k, v in raw.items()}
+        ta = r.mapping(raw, p + ("textarea",), ("on", "rows", "cols"),
+                       f"{dotted(p + ('textarea',))}")
+        self.multiline = r.boolean(m, "multiline", p, False) or r.boolean(
+            ta, "on", p + ("textarea",), False)
+        self.rows = r.number(m, "rows", p, None, 1, 50, integer=True) or r.number(
+            ta, "rows", p + ("textarea",), 3, 1, 50, integer=True)
+        r.number(m, "cols", p, None, 1, 500, integer=True)
+        r.number(ta, "cols", p + ("textarea",), None, 1, 500, integer=True)
+        self.max_length = r.number(m, "max_length", p, DEFAULT_MAX_LENGTH, 1, MAX_MAX_LENGTH,
+                                   integer=True)
+        self.placeholder = r.text(m, "placeholder", p, "") or ""
+
+    def check(self, value: Any, text: Optional[str] = None) -> Any:
+        if value is None:
+            return None
+        if not isinstance(value, str):
+            raise self.fail(f"takes text (a string), not {short(value)}.")
+        value = value.replace("\r\n", "\n").replace("\r", "\n")  # browsers post CR LF
+        if not value.strip():
+            return None
+        if len(value) > self.max_length:
+            raise self.fail(f"the text has {len(value)} characters; at most {self.max_length} "
+                            f"are allowed (max_length).")
+        bad = CONTROL.search(value)
+        if bad:
+            raise self.fail(f"the text holds the control character U+{ord(bad.group()):04X} at "
+                            f"character {bad.start()}; remove it.")
+        return value
+
+    def from_form(self, values: List[str]) -> Any:
+        return values[-1] if values else None
+
+    def summary(self) -> str:
+        return f"free text, at most {self.max_length} characters"
+
+    def inputs(self, current: Any, first_key: int) -> Safe:
+        label = self.scheme.labels[0] if self.scheme.labels else ""
+        caption = render('<span class="text-label">{l}</span>', l=label) if label else ""
+        if self.multiline:
+            box = render('<textarea name="label:{s}" aria-label="{s}" rows="{r}" '
+                         'maxlength="{n}" placeholder="{ph}">{v}</textarea>', s=self.name,
+                         r=self.rows, n=self.max_length, ph=self.placeholder,
+                         v="\n" + (current or ""))  # the parser drops one leading newline
+        else:
+            box = render('<input type="text" name="label:{s}" aria-label="{s}" maxlength="{n}" '
+                         'placeholder="{ph}" value="{v}">', s=self.name, n=self.max_length,
+                         ph=self.placeholder, v=current or "")
+        return render('<label class="text-box">{c}{box}</label>', c=caption, box=box)
