@@ -239,6 +239,9 @@ def test_bad_json_is_a_400_with_a_reason(tmp_path, serve, body):
     for path, headers in (("/login", {}), ("/admin/training/api/runs", H)):
         r = c.post(path, body=body, headers=dict(headers, **{"Content-Type": "application/json",
                                                               "Accept": "application/json"}))
+        if path == "/login" and len(body) > 4096:  # unauthenticated bodies are capped (#25)
+            assert r.status == 413, (path, r.status, r.text[:200])
+            continue
         assert r.status == 400, (path, r.status, r.text[:200])
         assert json.loads(r.body)["error"].startswith("The request body is not valid JSON: ")
 
@@ -532,7 +535,11 @@ def test_transfer_encoding_and_two_hosts_are_refused(hostile):
 def test_huge_numbers_are_400s_not_500s(tmp_path, serve):
     _, url = serve(make_project(tmp_path), training=False)
     c = Client(url)
-    r = c.post("/login", body=b'{"username": ' + b"9" * 5000 + b"}",
+    r = c.post("/login", body=b'{"username": ' + b"9" * 4000 + b"}",  # within the 4 KB cap
+               headers={"Content-Type": "application/json"})
+    assert r.status == 400
+    c.login("ann")  # past Python's 4300-digit limit: a logged-in body may be that long
+    r = c.post("/api/annotations", body=b'{"item_id": ' + b"9" * 5000 + b"}",
                headers={"Content-Type": "application/json"})
     assert r.status == 400
     status, body = c.json("POST", "/admin/training/api/runs", headers=H, json_body={
