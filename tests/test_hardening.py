@@ -15,6 +15,7 @@ import pytest
 from potato.server import connections
 from potato.server import http as http_mod
 from tests.conftest import BASE, Client
+from tests.test_agent_run import archive  # noqa: F401 (a fixture)
 from tests.test_hostile import TOKEN, active_run, hostile, post_events, read_all  # noqa: F401
 from tests.training_helpers import KEY, make_project
 
@@ -362,3 +363,35 @@ def test_trusted_proxies_are_checked(write_config, value, ok):
         assert ": not an IP address or network. List the addresses" in report.errors[0].message
     else:
         assert cfg.server.trusted_proxies == ["127.0.0.1/32", "10.0.0.0/8", "::1/128"]
+
+
+# -- 4: the agent's side of the job directory (the real-sshd tests are in test_ssh_real.py) -----
+
+def test_a_cancelled_or_lost_run_leaves_no_job_directory_unless_kept(tmp_path, archive,
+                                                                    monkeypatch):
+    from potato.training.remote import protocol
+    from potato.training.remote import run as run_mod
+    from tests.test_agent_run import make_run
+
+    monkeypatch.setattr(run_mod, "REPORT_S", 0.0)
+    (tmp_path / "run1").mkdir()
+    run, client = make_run(tmp_path / "run1", archive, cancel_after=1)
+    assert run.run() == protocol.EXIT_OK and run.cancelled
+    assert not os.path.exists(run.paths.root)  # before: bundle, spec and labels stayed
+
+    class Closed:
+        class closed:
+            @staticmethod
+            def is_set():
+                return True
+
+    (tmp_path / "run2").mkdir()
+    run, client = make_run(tmp_path / "run2", archive)
+    run.watch = Closed()
+    assert run.run() == protocol.AGENT_LOST
+    assert not os.path.exists(run.paths.root)
+    (tmp_path / "run3").mkdir()
+    run, client = make_run(tmp_path / "run3", archive, cancel_after=1, keep_remote=True)
+    assert run.run() == protocol.EXIT_OK
+    assert os.path.isdir(run.paths.bundle) and not os.path.exists(
+        os.path.join(run.paths.root, run_mod.ALIVE))  # kept on purpose: never swept
