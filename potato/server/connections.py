@@ -14,8 +14,9 @@ A request as a whole is bounded too, not only each read: its request line and he
 arrive within ``HEADER_DEADLINE_S`` of its first byte, and its body within ``body_deadline_s``
 (a floor plus a minimum rate), so a client trickling one byte every few seconds cannot hold a
 connection for long. The accept loop closes connections past their deadline
-(``service_actions``). One client address may hold at most ``MAX_PER_ADDRESS`` connections
-(addresses in ``server.trusted_proxies`` excepted: a proxy speaks for many clients).
+(``service_actions``). Once half the connections are open, one client address may hold at
+most ``MAX_PER_ADDRESS`` of them (addresses in ``server.trusted_proxies`` excepted: a proxy
+speaks for many clients).
 """
 
 import select
@@ -32,7 +33,7 @@ MAX_CONNECTIONS = 128
 IDLE_TIMEOUT_S = 60.0
 HANDSHAKE_TIMEOUT_S = 10.0
 MIN_IDLE_TO_EVICT_S = 0.2
-MAX_PER_ADDRESS = 32  # open connections of one client address
+MAX_PER_ADDRESS = 32  # open connections of one client address, once half of all are open
 HEADER_DEADLINE_S = 10.0  # request line and headers, from their first byte
 BODY_FLOOR_S = 10.0  # a body may take this long, plus one second per BODY_MIN_RATE bytes
 BODY_MIN_RATE = 16 << 10  # bytes per second
@@ -51,8 +52,9 @@ def _busy_reply(text: bytes) -> bytes:
 
 BUSY_BODY = b"The server is busy; try again soon.\r\n"
 BUSY = _busy_reply(BUSY_BODY)
-TOO_MANY = _busy_reply(b"This address has %d connections open to the server, the most it "
-                       b"allows; close some and try again.\r\n" % MAX_PER_ADDRESS)
+TOO_MANY = _busy_reply(b"This address has %d or more connections open to the server, the most "
+                       b"it allows one address while the server is busy; close some and try "
+                       b"again.\r\n" % MAX_PER_ADDRESS)
 
 
 class _Conn:
@@ -132,9 +134,9 @@ class BoundedServer(ThreadingHTTPServer):
         limited = not self.unlimited_address(addr)
         with self._conn_lock:
             refusal = None
-            if limited and self._count(addr) >= self.max_per_address:
+            if limited and self._over_share(addr):
                 self._evict_one(addr)
-                if self._count(addr) >= self.max_per_address:
+                if self._over_share(addr):
                     refusal = TOO_MANY
             if refusal is None and len(self._conns) >= self.max_connections:
                 self._evict_one()
@@ -153,8 +155,12 @@ class BoundedServer(ThreadingHTTPServer):
         app = getattr(self, "app", None)
         return app is not None and in_networks(addr, app.config.server.trusted_proxies)
 
-    def _count(self, addr: str) -> int:
-        return sum(1 for c in self._conns.values() if c.addr == addr)
+    def _over_share(self, addr: str) -> bool:
+        """Whether ``addr`` has its share: MAX_PER_ADDRESS connections once the server is half
+        full. Below that an address may open more (a lab behind one NAT address, a test)."""
+        if len(self._conns) < self.max_connections // 2:
+            return False
+        return sum(1 for c in self._conns.values() if c.addr == addr) >= self.max_per_address
 
     def _evict_one(self, addr: Optional[str] = None) -> None:
         """Close the connection (of ``addr``, if given) that has waited longest without a
