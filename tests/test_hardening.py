@@ -291,6 +291,9 @@ def test_origin_is_checked_by_scheme_and_forwarded_hosts_only_from_trusted_proxi
     assert c.post("/logout", headers=dict(forwarded, Origin="http://lab.example.org")
                   ).status == 403
     assert c.post("/logout", headers={"Origin": "https://annotate.example.org"}).status == 303
+    host = url.rstrip("/").split("//", 1)[1]  # the proxy passed Host through, and said https
+    assert c.post("/logout", headers={"X-Forwarded-Proto": "https",
+                                      "Origin": "https://" + host}).status == 303
 
 
 def test_json_endpoints_want_application_json(tmp_path, serve):

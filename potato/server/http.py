@@ -286,8 +286,7 @@ class Handler(Bodies, Uploads, BaseHTTPRequestHandler):
         if self.from_trusted_proxy():
             forwarded = (self.headers.get("X-Forwarded-Host") or "").split(",")[0].strip()
             proto = (self.headers.get("X-Forwarded-Proto") or scheme).split(",")[0].strip()
-            if forwarded:
-                own.add(safety.origin(proto, forwarded))
+            own.add(safety.origin(proto, forwarded or self.headers.get("Host")))
         given = urlsplit(origin)
         if safety.origin(given.scheme, given.netloc) not in own - {None}:
             raise HTTPError(403, f"Cross-origin request from {origin[:200]} refused: Potato "
