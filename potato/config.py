@@ -12,6 +12,7 @@ standard-library only (the SLURM time parser is used on remote hosts too).
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from dataclasses import dataclass, field
@@ -42,6 +43,9 @@ class ServerConfig:
     tls_cert: Optional[str] = None
     tls_key: Optional[str] = None
     max_body_mb: float = 16.0
+    # Addresses (or networks) of reverse proxies whose X-Forwarded-Host/-Proto are believed,
+    # and which the per-address connection limit leaves out (one proxy speaks for many).
+    trusted_proxies: List[str] = field(default_factory=list)
 
 
 @dataclass
@@ -194,7 +198,8 @@ def load(path: str) -> Tuple[Config, List[Problem], List[Problem]]:
 
 def _server(r: Reader, raw, resolve) -> ServerConfig:
     path: Path = ("server",)
-    m = r.mapping(raw, path, ("host", "port", "tls_cert", "tls_key", "max_body_mb"), "server")
+    m = r.mapping(raw, path, ("host", "port", "tls_cert", "tls_key", "max_body_mb",
+                              "trusted_proxies"), "server")
     s = ServerConfig()
     s.host = r.text(m, "host", path, s.host)
     s.port = r.number(m, "port", path, s.port, 0, 65535, integer=True)
@@ -203,6 +208,14 @@ def _server(r: Reader, raw, resolve) -> ServerConfig:
     s.max_body_mb = r.number(m, "max_body_mb", path, s.max_body_mb, positive=True)
     if bool(s.tls_cert) != bool(s.tls_key):
         r.error(path, "server.tls_cert and server.tls_key go together: give both or neither.")
+    for i, value in enumerate(r.text_list(m, "trusted_proxies", path)):
+        try:
+            s.trusted_proxies.append(str(ipaddress.ip_network(value.strip(), strict=False)))
+        except ValueError:
+            r.error(path + ("trusted_proxies", i),
+                    f"server.trusted_proxies[{i}] is {value!r}: not an IP address or network. "
+                    f"List the addresses your reverse proxy connects from, such as 127.0.0.1 "
+                    f"or 10.0.0.0/24.")
     return s
 
 

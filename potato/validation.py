@@ -103,6 +103,13 @@ def _backend_rules(cfg: Config, report: Report, err, warn) -> None:
                 err(bpath, f"{where} is an {b.type} backend without host. Set host to the machine "
                            f"to log into (a name ssh accepts, ~/.ssh/config aliases included).",
                     name)
+            for key in ("host", "user"):
+                value = (getattr(b, key) or "").strip()
+                if value.startswith("-"):
+                    err(bpath + (key,), f"{where}.{key} is {value!r}, which starts with '-': ssh "
+                                        f"would read it as an option, not a {key} name. Give the "
+                                        f"{key} name itself (put ssh options in ~/.ssh/config).",
+                        name)
         if b.type == "slurm":
             if not b.remote_dir:
                 err(bpath, f"{where} has no remote_dir. A slurm backend needs a directory on "

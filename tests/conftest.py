@@ -2,6 +2,7 @@
 test runs under, a project writer, a real server through the composition root, a headless
 Chromium, the fake ssh host and SLURM cluster on PATH, a tiny BERT."""
 
+import json
 import os
 import sys
 import textwrap
@@ -10,8 +11,10 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from potato.training.remote import bundle as bundle_mod  # noqa: E402
 from tests.helpers import (  # noqa: E402
-    CHROMEDRIVER, CHROMIUM, FAKES, FILLER, NEG, PLUGINS, POS, ROOT, require)
+    CHROMEDRIVER, CHROMIUM, FAKES, FILLER, NEG, PLUGINS, POS, ROOT, SCHEMA, Client, active_run,
+    make_project, require)
 
 
 @pytest.fixture(autouse=True)
@@ -166,3 +169,25 @@ def tiny_bert(tmp_path_factory):
     torch.manual_seed(0)
     transformers.BertModel(cfg).save_pretrained(str(d))
     return str(d)
+
+
+@pytest.fixture
+def hostile(tmp_path, serve):
+    server, url = serve(make_project(tmp_path, "  backends:\n    gpu: {type: ssh, host: "
+                                                "gpu.example.org}\n"), training=False)
+    run_id, ctx = active_run(server)
+    yield server, Client(url), run_id, ctx
+    server.manager._active.clear()
+
+
+@pytest.fixture
+def archive(tmp_path):
+    with open(os.path.join(ROOT, "examples", "review-sentiment", "data", "reviews.jsonl")) as f:
+        rows = [json.loads(line) for line in f][:300]
+    items = [(r["id"], r["text"]) for r in rows]
+    labels = {r["id"]: {"sentiment": ["positive" if i % 2 else "negative"]}
+              for i, r in enumerate(rows[:200])}
+    bundle_mod.build(str(tmp_path / "b"), items, labels, SCHEMA)
+    path = str(tmp_path / "bundle.tar.gz")
+    bundle_mod.pack(str(tmp_path / "b"), path)
+    return path

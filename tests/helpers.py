@@ -8,15 +8,22 @@ import json
 import os
 import random
 import shutil
+import sys
 import sqlite3
 import time
 
 import pytest
 
 from potato.cli import main
+from potato.training.backends.base import RemoteState, RunContext
+from potato.training.intake import RunEvents
+from potato.training.remote import bundle as bundle_mod
+from potato.training.remote.protocol import RunSettings
 from potato.training.remote import bundle
 from potato.training.remote import protocol as events
-from potato.training.remote import worker
+from potato.training.remote import trainers, worker
+from potato.training.remote.client import ServerError
+from potato.training.remote.run import AgentRun
 from potato.training.remote.paths import RunPaths, write_json
 from potato.training.remote.trainers import REGISTRY, resolve_params
 
@@ -343,3 +350,109 @@ def use_endpoint(monkeypatch, url):
     except ImportError:
         return
     monkeypatch.setattr(constants, "ENDPOINT", url.rstrip("/"))
+
+
+# -- a run made active by hand, and the agent endpoints' raw side ---------------------------------
+
+TOKEN = "h" * 40
+SCHEMA = {"sentiment": {"type": "radio", "labels": ["positive", "negative"]}}
+
+
+def active_run(server, trainer="text-naive-bayes"):
+    """A run made active by hand, as a remote backend makes one, with the real event door."""
+    manager = server.manager
+    run = manager.runs.create(trainer, ["sentiment"], "gpu", {})
+    run_id = run["run_id"]
+    assert manager.runs.transition(run_id, "queued", "running")
+    paths = manager.paths(run_id).create()
+    items = [("a%d" % i, "text %d" % i) for i in range(40)]
+    labels = {"a%d" % i: {"sentiment": ["positive" if i % 2 else "negative"]} for i in range(30)}
+    bundle_mod.build(paths.bundle, items, labels, SCHEMA, include_unlabeled=True)
+    write_json(paths.spec, {"run_id": run_id})
+
+    def set_step(text):
+        manager.runs.update(run_id, step=text)
+
+    log = lambda m: manager._log(run_id, m)  # noqa: E731
+    ctx = RunContext(run, paths, manager.cfg,
+                     RunEvents(manager.runs, log, run_id, paths, set_step,
+                               manager.backends["gpu"].ran_on), set_step, log)
+    ctx.bundle_sha256 = bundle_mod.pack(paths.bundle, paths.bundle_archive)
+    ctx.remote = RemoteState(TOKEN, RunSettings(host="gpu.example.org"))
+    manager._active[run_id] = ctx
+    return run_id, ctx
+
+
+def read_all(sock):
+    """Everything the server sends on ``sock`` until it closes; then close it."""
+    data = b""
+    while True:
+        block = sock.recv(65536)
+        if not block:
+            break
+        data += block
+    sock.close()
+    return data
+
+
+def post_events(c, run_id, events):
+    return c.json("POST", f"/agent/v1/runs/{run_id}/events", json_body={"events": events},
+                  headers={"Authorization": "Bearer " + TOKEN})
+
+
+# -- an agent's run against the protocol answered from memory -----------------------------------
+
+class FakeResponse:
+    def __init__(self, data):
+        self.buf = io.BytesIO(data)
+
+    def read1(self, n):
+        return self.buf.read(n)
+
+
+class FakeConn:
+    def close(self):
+        pass
+
+
+class FakeClient:
+    """Answers the agent protocol from memory and records what the agent sent."""
+
+    def __init__(self, archive, settings, cancel_after=None):
+        with open(archive, "rb") as f:
+            self.archive = f.read()
+        self.sha = bundle_mod.file_sha256(archive)
+        self.settings = settings
+        self.cancel_after = cancel_after
+        self.events, self.uploads, self.results, self.calls = [], {}, [], []
+
+    def request(self, method, path, body=None, headers=None, stream_to=None):
+        self.calls.append((method, path.split("?")[0]))
+        if method == "GET" and path.endswith("/bundle"):
+            return 200, FakeResponse(self.archive), FakeConn()
+        if method == "GET":
+            params = trainers.resolve_params(trainers.get("text-naive-bayes"), {})
+            spec = {"run_id": "r1", "trainer": "text-naive-bayes", "schemas": SCHEMA,
+                    "params": params, "device": "auto", "num_threads": None, "extra": {}}
+            return 200, {"run_id": "r1", "spec": spec, "grace_seconds": 2,
+                         "bundle": {"sha256": self.sha, "bytes": len(self.archive)},
+                         "backend": self.settings}, None
+        if path.endswith("/events"):
+            self.events.extend(body["events"])
+            cancel = self.cancel_after is not None and len(self.events) >= self.cancel_after
+            return 200, {"ok": True, "cancel": cancel}, None
+        if method == "PUT":
+            data = body.read() if hasattr(body, "read") else body
+            self.uploads[path] = self.uploads.get(path, b"") + data
+            return 200, {"ok": True}, None
+        if path.endswith("/result"):
+            self.results.append(body)
+            return 200, {"ok": True}, None
+        raise ServerError(404, "no route %s %s" % (method, path))
+
+
+def make_run(tmp_path, archive, cancel_after=None, **settings):
+    base = {"gpus": "none", "host": "fake-host"}
+    base.update(settings)
+    client = FakeClient(archive, base, cancel_after)
+    return AgentRun(client, "r1", str(tmp_path / "job"), sys.executable), client

@@ -1,89 +1,14 @@
 """The agent's run, step by step, in-process against a fake client (no server, no ssh): download
 -> prepare -> execute -> upload -> clean up -> report (potato/training/remote/run.py)."""
 
-import io
 import json
 import os
 import sys
 
-import pytest
-
 from potato.training.remote import bundle as bundle_mod
-from potato.training.remote import protocol, trainers
+from potato.training.remote import protocol
 from potato.training.remote.client import ServerError
-from potato.training.remote.run import AgentRun
-from tests.helpers import ROOT
-
-SCHEMAS = {"sentiment": {"type": "radio", "labels": ["positive", "negative"]}}
-
-
-class FakeResponse:
-    def __init__(self, data):
-        self.buf = io.BytesIO(data)
-
-    def read1(self, n):
-        return self.buf.read(n)
-
-
-class FakeConn:
-    def close(self):
-        pass
-
-
-class FakeClient:
-    """Answers the agent protocol from memory and records what the agent sent."""
-
-    def __init__(self, archive, settings, cancel_after=None):
-        with open(archive, "rb") as f:
-            self.archive = f.read()
-        self.sha = bundle_mod.file_sha256(archive)
-        self.settings = settings
-        self.cancel_after = cancel_after
-        self.events, self.uploads, self.results, self.calls = [], {}, [], []
-
-    def request(self, method, path, body=None, headers=None, stream_to=None):
-        self.calls.append((method, path.split("?")[0]))
-        if method == "GET" and path.endswith("/bundle"):
-            return 200, FakeResponse(self.archive), FakeConn()
-        if method == "GET":
-            params = trainers.resolve_params(trainers.get("text-naive-bayes"), {})
-            spec = {"run_id": "r1", "trainer": "text-naive-bayes", "schemas": SCHEMAS,
-                    "params": params, "device": "auto", "num_threads": None, "extra": {}}
-            return 200, {"run_id": "r1", "spec": spec, "grace_seconds": 2,
-                         "bundle": {"sha256": self.sha, "bytes": len(self.archive)},
-                         "backend": self.settings}, None
-        if path.endswith("/events"):
-            self.events.extend(body["events"])
-            cancel = self.cancel_after is not None and len(self.events) >= self.cancel_after
-            return 200, {"ok": True, "cancel": cancel}, None
-        if method == "PUT":
-            data = body.read() if hasattr(body, "read") else body
-            self.uploads[path] = self.uploads.get(path, b"") + data
-            return 200, {"ok": True}, None
-        if path.endswith("/result"):
-            self.results.append(body)
-            return 200, {"ok": True}, None
-        raise ServerError(404, "no route %s %s" % (method, path))
-
-
-@pytest.fixture
-def archive(tmp_path):
-    with open(os.path.join(ROOT, "examples", "review-sentiment", "data", "reviews.jsonl")) as f:
-        rows = [json.loads(line) for line in f][:300]
-    items = [(r["id"], r["text"]) for r in rows]
-    labels = {r["id"]: {"sentiment": ["positive" if i % 2 else "negative"]}
-              for i, r in enumerate(rows[:200])}
-    bundle_mod.build(str(tmp_path / "b"), items, labels, SCHEMAS)
-    path = str(tmp_path / "bundle.tar.gz")
-    bundle_mod.pack(str(tmp_path / "b"), path)
-    return path
-
-
-def make_run(tmp_path, archive, cancel_after=None, **settings):
-    base = {"gpus": "none", "host": "fake-host"}
-    base.update(settings)
-    client = FakeClient(archive, base, cancel_after)
-    return AgentRun(client, "r1", str(tmp_path / "job"), sys.executable), client
+from tests.helpers import ROOT, FakeClient, make_run
 
 
 def test_download_reads_settings_and_fetches_the_bundle(tmp_path, archive):

@@ -202,3 +202,63 @@ def test_cancel_ends_within_grace(tmp_path, serve, real_host):
     finally:
         os.kill(agent, signal.SIGCONT)  # it finds its session gone and stops the worker
     assert wait_gone(f"--run {run_id}") == [] and wait_gone(f"jobs/{run_id}") == []
+
+
+# -- issue 25.4: training data left readable on the host ---------------------------------------
+
+def open_to_others(root):
+    """Paths under ``root`` (itself included) that group or others may read or enter."""
+    bad = []
+    for folder, _, files in os.walk(root):
+        for p in [folder] + [os.path.join(folder, f) for f in files]:
+            if stat.S_IMODE(os.lstat(p).st_mode) & 0o077:
+                bad.append("%s %o" % (os.path.relpath(p, root), stat.S_IMODE(os.lstat(p).st_mode)))
+    return bad
+
+
+def wait_no_job_dir(root, run_id, timeout=30):
+    deadline = time.time() + timeout
+    while job_dirs(root, run_id) and time.time() < deadline:
+        time.sleep(0.2)
+    return job_dirs(root, run_id)
+
+
+def test_remote_files_are_private_and_cancelled_or_failed_runs_leave_none(tmp_path, serve,
+                                                                          real_host):
+    _, url = serve(make_project(tmp_path, backend(real_host)))
+    c = Client(url)
+    run_id = start_run(c, backend="gpu-server", schemas=["sentiment"], trainer="test-steps",
+                       params={"seconds": 120})
+    running(c, run_id)
+    [job] = job_dirs(real_host, run_id)
+    assert os.path.isfile(os.path.join(job, "bundle.tar.gz"))
+    assert os.path.isdir(os.path.join(job, "bundle"))
+    assert open_to_others(real_host) == []  # before: bundle.tar.gz 0644, bundle/ jobs/ 0755
+    c.json("POST", f"/admin/training/api/runs/{run_id}/cancel", headers=H)
+    assert wait_run(c, run_id, timeout=60)["status"] == "cancelled"
+    assert wait_no_job_dir(real_host, run_id) == []
+    failed = wait_run(c, start_run(c, backend="gpu-server", schemas=["sentiment"],
+                                   trainer="test-sigkill"), timeout=120)
+    assert failed["status"] == "error", failed
+    assert wait_no_job_dir(real_host, failed["run_id"]) == []
+
+
+def test_a_killed_agents_job_directory_is_swept_by_the_next_connection(tmp_path, serve,
+                                                                       real_host):
+    jobs = real_host / "jobs"
+    for name, age in (("r-dead-1", 3600), ("r-live-1", 0)):
+        (jobs / name / "bundle").mkdir(parents=True)
+        (jobs / name / "bundle.tar.gz").write_bytes(b"labels")
+        (jobs / name / ".alive").write_text("")
+        then = time.time() - age
+        os.utime(jobs / name / ".alive", (then, then))
+    (jobs / "r-kept-1").mkdir()  # kept on purpose (keep_remote, or its model files stay)
+    for p in (real_host, jobs):
+        os.chmod(p, 0o755)  # as older versions left them
+    _, url = serve(make_project(tmp_path, backend(real_host)))  # heartbeat_timeout_s: 30
+    c = Client(url)
+    status, report = c.json("POST", "/admin/training/api/backends/gpu-server/check", headers=H)
+    assert status == 200, report
+    assert sorted(os.listdir(jobs)) == ["r-kept-1", "r-live-1"]
+    assert stat.S_IMODE(os.stat(jobs).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(real_host).st_mode) == 0o700

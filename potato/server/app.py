@@ -15,7 +15,7 @@ from typing import Callable, Optional
 
 from potato.config import Config
 from potato.data import DataError, data_files_signature, load_items
-from potato.server import routes, safety
+from potato.server import diskfull, routes, safety
 from potato.server.connections import BoundedServer
 from potato.server.http import Handler
 from potato.store import Store
@@ -44,6 +44,7 @@ class App:
         key = (cfg.admin_api_key or "").encode("utf-8")
         self.admin_session_name = "admin:" + hashlib.sha256(b"potato-admin\0" + key).hexdigest()[:32]
         self.login_limiter = safety.LoginLimiter()
+        self.disk = diskfull.DiskWatch(cfg.output_dir)  # 507s, their log line, the banner
         if core_routes:  # the annotation pages and admin UI (not for potato training run)
             routes.add_core_routes(self)
 

@@ -8,6 +8,7 @@ never a traceback. API paths answer errors as JSON ``{"error": ...}``, pages as 
 from __future__ import annotations
 
 import hmac
+import html
 import ipaddress
 import logging
 import re
@@ -17,9 +18,11 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any, Callable, Dict, List, Optional, Tuple
 from urllib.parse import parse_qs, quote, urlsplit
 
-from potato.server import safety
-from potato.server.connections import IDLE_TIMEOUT_S
+from potato.netaddr import in_networks
+from potato.server import diskfull, safety
+from potato.server.connections import HEADER_DEADLINE_S, IDLE_TIMEOUT_S
 from potato.server.errors import HTTPError
+from potato.server.bodies import Bodies
 from potato.server.pages import error_page
 from potato.server.uploads import Uploads
 
@@ -48,7 +51,7 @@ def _header_value(value: Any) -> str:
 Route = Tuple[str, "re.Pattern[str]", Callable, str]  # (method, path pattern, handler, access)
 
 
-class Handler(Uploads, BaseHTTPRequestHandler):
+class Handler(Bodies, Uploads, BaseHTTPRequestHandler):
     """One request. ``self.server.app`` holds the routes and the project state."""
 
     protocol_version = "HTTP/1.1"
@@ -67,12 +70,26 @@ class Handler(Uploads, BaseHTTPRequestHandler):
 
     def handle_one_request(self):
         """Between requests the connection is idle (the server may close it for a newcomer);
-        from the request line on it is busy."""
+        from its first byte the request line and headers have HEADER_DEADLINE_S to arrive;
+        from the end of the headers it is busy."""
         self.connection.settimeout(self.timeout)
         idle = getattr(self.server, "connection_idle", None)
         if idle is not None:
             idle(self.connection)
+            try:
+                first = self.rfile.peek(1)
+            except OSError:  # silent for IDLE_TIMEOUT_S, or closed to make room
+                first = b""
+            if not first:
+                self.close_connection = True
+                return
+            self._set_deadline(HEADER_DEADLINE_S, "headers")
         super().handle_one_request()
+
+    def _set_deadline(self, seconds: Optional[float], phase: str = "") -> None:
+        set_deadline = getattr(self.server, "connection_deadline", None)
+        if set_deadline is not None:
+            set_deadline(self.connection, seconds, phase)
 
     def parse_request(self) -> bool:
         """The request line and headers; from here on the connection is busy (until then a
@@ -112,10 +129,14 @@ class Handler(Uploads, BaseHTTPRequestHandler):
             self.headers.get("Accept") or "")
 
     def _dispatch(self, method: str) -> None:
-        self._body_read = False
+        self._body_read = False  # reading the body has begun (it is never read twice)
         self._started = False  # a response's status line has gone out
         self._response_cookies: List[str] = []
         self._admin_page = False  # an admin route the client may see: errors keep its layout
+        self._access = ""
+        self._refusing = False  # an error is being sent
+        self._body_deadline = 0.0
+        self.authenticated = False  # a key, session or run token was shown (bodies may be big)
         try:
             self._check_host()
             self._route(method)
@@ -126,7 +147,10 @@ class Handler(Uploads, BaseHTTPRequestHandler):
         except TimeoutError as e:  # a client that stopped sending its body (socket.timeout)
             self.close_connection = True
             log.info("%s %s: %s", method, self.path, e)
-        except Exception:  # the one choke point: log the detail here, tell the client little
+        except Exception as e:  # the one choke point: log the detail here, tell the client little
+            if diskfull.is_full(e) and not self._started:
+                self._disk_full(e)
+                return
             log.error("error in %s %s:\n%s", method, self.path, traceback.format_exc())
             if self._started:  # half a response is out: the only honest end is to close
                 self.close_connection = True
@@ -137,6 +161,13 @@ class Handler(Uploads, BaseHTTPRequestHandler):
             except Exception:
                 log.error("the error page failed too:\n%s", traceback.format_exc())
                 self._send_plain_500()
+
+    def _disk_full(self, e: BaseException) -> None:
+        """507 at once (logged once a minute, not once a request: the log is on a full disk)."""
+        disk = getattr(self.app, "disk", None)
+        message = disk.full(self.path_only, e) if disk is not None else str(e)
+        self.close_connection = self.close_connection or not self._body_read
+        self._send_error(507, message[:1].upper() + message[1:])
 
     def _send_plain_500(self) -> None:
         """The last resort: a fixed, tiny answer that cannot fail to render."""
@@ -161,6 +192,7 @@ class Handler(Uploads, BaseHTTPRequestHandler):
                 continue
             if method in ("POST", "PUT", "DELETE"):
                 self._check_same_origin()
+            self._access = access
             self._check_access(access)
             func(self, **match.groupdict())
             return
@@ -237,67 +269,38 @@ class Handler(Uploads, BaseHTTPRequestHandler):
             if self.wants_json():
                 raise HTTPError(401, "Log in first (POST /login with a username).")
             raise HTTPError(303, "Log in first.", {"Location": "/login"})
+        self.authenticated = access in ("admin", "annotator")
 
     def _check_same_origin(self) -> None:
-        """Refuse state-changing requests that a page on another site made the browser send."""
+        """Refuse state-changing requests that a page on another site made the browser send.
+        ``Origin`` must be this server's own scheme and host: as the request reached it, as
+        ``server_url`` says, or as a proxy in ``server.trusted_proxies`` forwarded it."""
         if (self.headers.get("Sec-Fetch-Site") or "").lower() == "cross-site":
             raise HTTPError(403, "Cross-origin request refused: Potato accepts changes only "
                                  "from its own pages.")
         origin = self.headers.get("Origin")
         if origin is None:  # not sent by a browser page (curl, the CLI, an agent)
             return
-        hosts = {h.strip().lower() for h in (self.headers.get("Host") or "",
-                                             self.headers.get("X-Forwarded-Host") or "") if h}
-        if urlsplit(origin).netloc.lower() not in hosts:
-            raise HTTPError(403, f"Cross-origin request from {origin} refused: Potato accepts "
-                                 f"changes only from its own pages.")
+        scheme = "https" if self.app.tls else "http"
+        own = {safety.origin(scheme, self.headers.get("Host"))}
+        if self.app.config.server_url:
+            u = urlsplit(self.app.config.server_url)
+            own.add(safety.origin(u.scheme, u.netloc))
+        if self.from_trusted_proxy():
+            forwarded = (self.headers.get("X-Forwarded-Host") or "").split(",")[0].strip()
+            proto = (self.headers.get("X-Forwarded-Proto") or scheme).split(",")[0].strip()
+            own.add(safety.origin(proto, forwarded or self.headers.get("Host")))
+        given = urlsplit(origin)
+        if safety.origin(given.scheme, given.netloc) not in own - {None}:
+            raise HTTPError(403, f"Cross-origin request from {origin[:200]} refused: Potato "
+                                 f"accepts changes only from its own pages. Behind a reverse "
+                                 f"proxy, set server_url to the public URL, or list the proxy "
+                                 f"in server.trusted_proxies.")
 
-    # -- bodies --------------------------------------------------------------------------------
-    def body(self, limit: Optional[int] = None) -> bytes:
-        """The request body (read once); 413 beyond ``limit`` bytes (default: max_body_mb)."""
-        if self._body_read:
-            return self._body
-        limit = self.app.max_body_bytes if limit is None else min(limit,
-                                                                   self.app.max_body_bytes)
-        length = self.headers.get("Content-Length")
-        if self.headers.get("Transfer-Encoding"):
-            self.close_connection = True
-            raise HTTPError(411, "Send the body with a Content-Length header.")
-        try:
-            n = int(length or 0)
-        except ValueError:
-            raise HTTPError(400, "Content-Length is not a number.")
-        if n < 0:
-            raise HTTPError(400, "Content-Length is negative.")
-        if n > limit:
-            self.close_connection = True
-            raise HTTPError(413, f"The request body ({n} bytes) is larger than the server accepts "
-                                 f"here ({limit} bytes; server.max_body_mb caps every "
-                                 f"request).")
-        self._body = self.rfile.read(n) if n else b""
-        self._body_read = True
-        return self._body
-
-    def json_body(self, limit: Optional[int] = None) -> Any:
-        try:
-            return safety.parse_json(self.body(limit))
-        except safety.BadInput as e:
-            raise HTTPError(400, f"The request body is not valid JSON: {e}.")
-
-    def json_object(self, limit: Optional[int] = None) -> Dict[str, Any]:
-        data = self.json_body(limit)
-        if not isinstance(data, dict):
-            raise HTTPError(400, "The request body must be a JSON object.")
-        return data
-
-    def form(self) -> Dict[str, List[str]]:
-        ctype = self.headers.get("Content-Type") or ""
-        if "application/x-www-form-urlencoded" not in ctype and self.body():
-            raise HTTPError(400, "Send the form as application/x-www-form-urlencoded.")
-        try:
-            return parse_qs(self.body().decode("utf-8"), keep_blank_values=True)
-        except UnicodeDecodeError:
-            raise HTTPError(400, "The form is not valid UTF-8.")
+    def from_trusted_proxy(self) -> bool:
+        """Whether this connection comes from an address in ``server.trusted_proxies``."""
+        client = self.client_address[0] if self.client_address else ""
+        return in_networks(str(client), self.app.config.server.trusted_proxies)
 
     def send_file(self, path: str, start: int, size: int, content_type: str,
                   on_progress=None) -> None:
@@ -340,8 +343,8 @@ class Handler(Uploads, BaseHTTPRequestHandler):
     def set_cookie(self, name: str, value: str, max_age: int, same_site: str = "Strict") -> None:
         parts = [f"{name}={value}", "Path=/", "HttpOnly", f"SameSite={same_site}",
                  f"Max-Age={max_age}"]
-        if self.app.tls:
-            parts.append("Secure")
+        if self.app.tls or (self.app.config.server_url or "").lower().startswith("https://"):
+            parts.append("Secure")  # served over TLS, here or by a proxy in front
         self._response_cookies.append("; ".join(parts))
 
     def send(self, status: int, body: bytes, content_type: str,
@@ -368,20 +371,15 @@ class Handler(Uploads, BaseHTTPRequestHandler):
         for k, v in SECURITY_HEADERS.items():
             self.send_header(k, v)
 
-    def _drain(self) -> None:
-        """Read what the client sent (any method, GET included) so that the connection stays
-        usable: an unread body would be parsed as the next request."""
-        if getattr(self, "_body_read", True) or not self.headers.get("Content-Length"):
-            return
-        try:
-            self.body()
-        except HTTPError:
-            self.close_connection = True
-
     def send_json(self, data: Any, status: int = 200) -> None:
         self.send(status, safety.dumps(data).encode("utf-8"), "application/json")
 
     def send_html(self, page: str, status: int = 200) -> None:
+        disk = getattr(self.app, "disk", None)
+        note = disk.banner() if disk is not None and self._access == "admin" else None
+        if note:  # a full disk is news on every admin page
+            page = page.replace("<main>", '<main>\n<p class="error banner" role="alert">%s</p>'
+                                % html.escape(note), 1)
         # "replace": a lone surrogate (say, a file name that is not UTF-8) cannot fail a page
         self.send(status, page.encode("utf-8", "replace"), "text/html; charset=utf-8")
 
@@ -390,6 +388,7 @@ class Handler(Uploads, BaseHTTPRequestHandler):
 
     def _send_error(self, status: int, message: str,
                     headers: Optional[Dict[str, str]] = None) -> None:
+        self._refusing = status >= 400
         if status == 303:
             self.send(303, b"", "text/plain; charset=utf-8", headers)
         elif self.wants_json():

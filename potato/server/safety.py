@@ -168,6 +168,20 @@ def host_allowed(header: Optional[str], allowed: Iterable[str]) -> bool:
     return host_of(header) in allowed
 
 
+def origin(scheme: Optional[str], netloc: Optional[str]) -> Optional[str]:
+    """``scheme://host:port``, lower-case, with the scheme's default port written out, so that
+    an Origin header and a Host header can be compared; None when either part is missing."""
+    scheme, netloc = (scheme or "").strip().lower(), (netloc or "").strip().lower()
+    if scheme not in ("http", "https") or not netloc or "@" in netloc:
+        return None
+    try:
+        port = urlsplit("//" + netloc).port
+    except ValueError:
+        return None
+    host = host_of(netloc)
+    return "%s://%s:%d" % (scheme, host, port or (443 if scheme == "https" else 80))
+
+
 def host_is_loopback(header: Optional[str]) -> bool:
     return is_loopback(host_of(header))
 

@@ -1,9 +1,17 @@
 """Request bodies too large to hold in memory (agents' uploads), streamed to files; mixed into
-the request handler (``http.Handler``)."""
+the request handler (``http.Handler``).
 
+A body has a deadline by its size (``connections.body_deadline_s``). On a full disk the rest
+of the body is still read (and dropped) within that deadline, so the sender gets the 507 rather
+than a broken pipe, and the connection stays usable."""
+
+import errno
 import os
 import tempfile
+import time
 
+from potato.server import diskfull
+from potato.server.connections import body_deadline_s
 from potato.server.errors import HTTPError
 
 
@@ -22,30 +30,51 @@ class Uploads:
             raise HTTPError(413, f"The upload ({n / 2**20:.1f} MB) is larger than {what} allows.")
         return n
 
-    def _copy_body(self, out, n: int) -> int:
-        """Copy the ``n``-byte body into the open file ``out`` as it arrives (never in memory)."""
+    def _copy_body(self, out, n: int, on_progress=None) -> int:
+        """Copy the ``n``-byte body into the open file ``out`` as it arrives (never in memory);
+        ``on_progress()`` after each block. A full disk (found before or while writing) is
+        raised once the whole body has been read."""
+        self._body_read, self._body = True, b""
+        disk = getattr(self.app, "disk", None)
+        full = None
+        if disk is not None and not disk.has_room(n):
+            full = OSError(errno.ENOSPC, "less free space than the upload needs")
+        self._body_deadline = time.monotonic() + body_deadline_s(n)
+        self._set_deadline(body_deadline_s(n), "body")
         left = n
-        while left > 0:
-            block = self.rfile.read1(min(left, 4 << 20))
-            if not block:
-                self.close_connection = True
-                raise HTTPError(400, f"The upload ended after {n - left} of {n} bytes.")
-            out.write(block)
-            left -= len(block)
-        self._body_read = True
-        self._body = b""
+        try:
+            while left > 0:
+                block = self.rfile.read1(min(left, 4 << 20))
+                if not block:
+                    raise self.body_ended(n - left, n)
+                left -= len(block)
+                if full is None:
+                    try:
+                        out.write(block)
+                    except OSError as e:
+                        if not diskfull.is_full(e):
+                            raise
+                        full = e  # read the rest, so that the sender gets the answer
+                if on_progress is not None:
+                    on_progress()
+        except BaseException:
+            self.close_connection = True
+            raise
+        finally:
+            self._set_deadline(None)
+        if full is not None:
+            raise full
         return n
 
-    def stream_body_to(self, path: str, limit: int, what: str) -> int:
+    def stream_body_to(self, path: str, limit: int, what: str, on_progress=None) -> int:
         """Stream the request body into ``path`` (atomically); 413 beyond ``limit`` bytes."""
         n = self._upload_length(limit, what)
         fd, tmp = tempfile.mkstemp(prefix=".upload-", dir=os.path.dirname(path))
         try:
             with os.fdopen(fd, "wb") as out:
-                self._copy_body(out, n)
+                self._copy_body(out, n, on_progress)
             os.replace(tmp, path)
         except BaseException:
-            self.close_connection = True
             try:
                 os.unlink(tmp)
             except OSError:

@@ -10,8 +10,10 @@ import json
 import os
 import re
 import socket
+import threading
 from urllib.parse import unquote
 
+from potato.server import diskfull
 from potato.server.errors import HTTPError
 from potato.training import boundary, wheel
 from potato.training.remote.paths import read_json
@@ -24,21 +26,24 @@ CLAIM_MAX_BYTES = 64 << 10  # request size caps, per endpoint
 EVENTS_MAX_BYTES = 8 << 20
 RESULT_MAX_BYTES = 1 << 20
 EVENTS_PER_REPORT = 10000
+_RESULT_LOCK = threading.Lock()
 
 
 ARTIFACTS_TOTAL_FILES_FACTOR = 4  # a run's model files together: 4 x max_artifact_mb
 
 
 def _artifact_path(root: str, rel: str) -> str:
-    """A model file's place under artifacts/, or a 400: relative, no .., no NUL, no control
-    characters, parts of at most 200 characters, at most 20 levels."""
+    """A model file's place under artifacts/, or a 400: relative, no .., no NUL, no control or
+    format characters (bidi overrides, zero widths), parts of at most 200 characters, at most
+    20 levels."""
     parts = [p for p in rel.replace("\\", "/").split("/") if p not in ("", ".")]
     bad = (not parts or ".." in parts or rel.startswith("/") or len(parts) > 20
            or any(len(p.encode("utf-8", "replace")) > 200 for p in parts)
-           or any(ord(c) < 0x20 or c == "\x7f" for c in rel))
+           or boundary.has_hidden(rel))
     if bad:
-        raise HTTPError(400, "path %r is not a relative path inside artifacts/ (parts of at most "
-                             "200 characters, no control characters)." % rel[:200])
+        raise HTTPError(400, "path %s is not a relative path inside artifacts/ (parts of at "
+                             "most 200 characters, no control or format characters)."
+                        % ascii(rel[:200]))
     return os.path.join(root, *parts)
 
 
@@ -76,6 +81,7 @@ def _authorizer(manager):
         if not hmac.compare_digest(given, remote.token_hash):  # the same answer as inactive:
             raise HTTPError(410, "Run %s is not active on a remote backend: no agent may "  # no
                                  "report for it now." % run_id)  # oracle for other tokens
+        h.authenticated = True  # from here on, the body may be read
         return ctx, remote
 
     return authorize
@@ -97,6 +103,7 @@ def _claim_routes(app, manager) -> None:
                                  "never issued, or registering again replaced it. Run potato "
                                  "training register %s CONFIG on the server and use the new "
                                  "token." % (name, name))
+        h.authenticated = True
         body = h.json_object(limit=CLAIM_MAX_BYTES)
         try:
             agent = {k: boundary.text(body.get(k), k, 200) for k in ("host", "version", "python")
@@ -186,7 +193,8 @@ def _upload_routes(app, manager, authorize) -> None:
         remote.seen()
         written = h.stream_body_to(ctx.paths.predictions, limit,
                                    "max_predictions_mb (%g MB)"
-                                   % cfg.model_training.max_predictions_mb)
+                                   % cfg.model_training.max_predictions_mb,
+                                   on_progress=remote.seen)  # a long upload is a sign of life
         h.send_json({"ok": True, "bytes": written})
 
     @app.route("PUT", PREFIX + r"/artifacts")
@@ -221,6 +229,8 @@ def _upload_routes(app, manager, authorize) -> None:
             raise HTTPError(409, "%s clashes with another model file (a file where a folder "
                                  "is, or the other way round)." % rel)
         except OSError as e:  # a full disk, a name the file system refuses
+            if diskfull.is_full(e):
+                raise  # the handler's one answer for a full disk
             raise HTTPError(507, "The server could not store %s: %s." % (rel, e.strerror or e))
         remote.seen()
         h.send_json({"ok": True, "bytes": offset + n})
@@ -233,8 +243,19 @@ def _upload_routes(app, manager, authorize) -> None:
         except boundary.Invalid as e:
             raise HTTPError(400, "The result does not fit the protocol: %s." % e)
         remote.seen()
-        remote.result = body
+        with _RESULT_LOCK:  # the first result counts; a second is refused, not dropped unseen
+            first = remote.result
+            if first is None:
+                remote.result = body
+        if first is not None:
+            raise HTTPError(409, "Run %s already has its result (%s); a second one is refused."
+                            % (run_id, first.get("status")))
         remote.result_ready.set()
-        ctx.log("agent result: %s" % json.dumps({k: body.get(k) for k in (
-            "status", "error", "exit_code", "host", "python", "workdir")}))
+        try:
+            ctx.log("agent result: %s" % json.dumps({k: body.get(k) for k in (
+                "status", "error", "exit_code", "host", "python", "workdir")}))
+        except OSError as e:  # the result is taken: only its line in run.log is lost
+            if not diskfull.is_full(e):
+                raise
+            h.app.disk.full(h.path_only, e)
         h.send_json({"ok": True})

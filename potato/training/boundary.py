@@ -112,7 +112,7 @@ def _log(raw):
 
 
 def _artifact(raw):
-    return {"path": text(raw.get("path"), "path", PATH_MAX, required=True),
+    return {"path": plain(text(raw.get("path"), "path", PATH_MAX, required=True)),
             "bytes": number(raw.get("bytes"), "bytes", 0, BIG, integer=True)}
 
 
@@ -131,6 +131,12 @@ def plain(value: Optional[str]) -> Optional[str]:
     if value is None:
         return None
     return "".join(ch for ch in value if unicodedata.category(ch) not in ("Cc", "Cf", "Cs"))
+
+
+def has_hidden(value: str) -> bool:
+    """Whether ``value`` holds a control or format character (escapes, bidi overrides, zero
+    widths) or a line/paragraph separator: a name that would not read as what it is."""
+    return any(unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp") for ch in value)
 
 
 def _where(raw):
@@ -177,7 +183,10 @@ def result(raw: Any) -> Dict[str, Any]:
     for i, a in enumerate(artifacts):
         if not isinstance(a, dict):
             raise Invalid("artifacts[%d] must be an object" % i)
-        clean.append({"path": text(a.get("path"), "artifacts[%d].path" % i, PATH_MAX, True),
+        path = text(a.get("path"), "artifacts[%d].path" % i, PATH_MAX, True)
+        if has_hidden(path):
+            raise Invalid("artifacts[%d].path holds control or format characters" % i)
+        clean.append({"path": path,
                       "bytes": number(a.get("bytes"), "artifacts[%d].bytes" % i, 0, BIG, True),
                       "fetched": bool(a.get("fetched"))})
     out = {"status": raw["status"], "error": text(raw.get("error"), "error"),

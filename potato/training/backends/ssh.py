@@ -81,8 +81,9 @@ class SshBackend(TrainingBackend):
         return r
 
     def probe(self) -> Dict[str, Any]:
+        stale = 0 if self.bcfg.keep_remote else self.bcfg.heartbeat_timeout_s
         r = self._ssh(sshcmd.probe_command(self.bcfg.python, self.remote_dir, code_hash(),
-                                           self.venv_key), timeout=90)
+                                           self.venv_key, stale), timeout=90)
         if r.returncode == protocol.REMOTE_NO_PYTHON:
             raise errors.SetupError(errors.no_python(self.bcfg.python, self.bcfg.host, self.name))
         if r.returncode == protocol.REMOTE_OLD_PYTHON:
@@ -141,6 +142,12 @@ class SshBackend(TrainingBackend):
             ctx.set_step("connecting to %s" % host)
             info = self.probe()
             ctx.log("%s: Python %s (%s)" % (host, info["python"], info["executable"]))
+            if info.get("swept"):
+                ctx.log("%s: removed %d job director%s left by runs whose agent stopped "
+                        "(silent over %g s): %s" % (host, len(info["swept"]),
+                                                   "y" if len(info["swept"]) == 1 else "ies",
+                                                   self.bcfg.heartbeat_timeout_s,
+                                                   ", ".join(info["swept"][:20])))
             gpus = ", ".join("GPU %d %s %d/%d MB free" % (g["index"], g["name"],
                                                         g["memory_free_mb"], g["memory_total_mb"])
                              for g in info["gpus"]) or "no GPU"

@@ -88,8 +88,10 @@ def sh(script: str, *args: str) -> str:
 
 # Run by the remote python in the probe (Python 3.8, standard library): one JSON line.
 PROBE_PY = r"""
-import importlib.util, json, os, shutil, subprocess, sys
+import importlib.util, json, os, shutil, subprocess, sys, time
+os.umask(0o077)
 d = os.path.expanduser(sys.argv[1]); code = sys.argv[2]; venv_key = sys.argv[3]
+stale = float(sys.argv[4]) if len(sys.argv) > 4 else 0.0
 out = {"python": "%d.%d.%d" % tuple(sys.version_info[:3]), "executable": sys.executable,
        "code": os.path.isfile(os.path.join(d, "code", code, "potato", "__init__.py")),
        "missing": [m for m in ("torch", "transformers", "peft")
@@ -110,6 +112,25 @@ if shutil.which("nvidia-smi"):
         out["nvidia_smi"] = {"rc": r.returncode, "stdout": r.stdout, "stderr": r.stderr[-500:]}
     except Exception as e:
         out["nvidia_smi"] = {"rc": -1, "stdout": "", "stderr": str(e)}
+# Everything under remote_dir is this account's only; older versions made some of it 0755.
+for sub in ("", "code", "jobs", "media", "venv"):
+    p = os.path.join(d, sub)
+    try:
+        if os.path.isdir(p) and not os.path.islink(p) and os.stat(p).st_uid == os.getuid():
+            os.chmod(p, 0o700)
+    except OSError:
+        pass
+# Job directories whose agent stopped touching .alive (killed with its server) go.
+out["swept"] = []
+jobs = os.path.join(d, "jobs")
+for name in (sorted(os.listdir(jobs)) if stale > 0 and os.path.isdir(jobs) else []):
+    alive = os.path.join(jobs, name, ".alive")
+    try:
+        if time.time() - os.stat(alive).st_mtime > stale:
+            shutil.rmtree(os.path.join(jobs, name))
+            out["swept"].append(name)
+    except OSError:
+        pass
 print("POTATO-PROBE " + json.dumps(out))
 """
 
@@ -124,9 +145,12 @@ exec "$py" -c "$@"
 """ % (REMOTE_NO_PYTHON, REMOTE_OLD_PYTHON)
 
 
-def probe_command(python: str, remote_dir: str, code_hash: str, venv_key: str) -> str:
-    """One round trip: the interpreter (97: not found, 98: too old), GPUs, code, venv state."""
-    return sh(PROBE_SH, python, PROBE_PY, remote_dir, code_hash, venv_key)
+def probe_command(python: str, remote_dir: str, code_hash: str, venv_key: str,
+                  stale_s: float = 0) -> str:
+    """One round trip: the interpreter (97: not found, 98: too old), GPUs, code, venv state;
+    on the way, remote_dir made private (0700) and job directories whose agent has been silent
+    for ``stale_s`` seconds removed (``swept``; 0: none)."""
+    return sh(PROBE_SH, python, PROBE_PY, remote_dir, code_hash, venv_key, "%g" % stale_s)
 
 
 def parse_probe(stdout: str) -> dict:
@@ -147,6 +171,7 @@ def old_python_version(stdout: str) -> str:
 # extracted under a temporary name, then renamed (rename fails if another copy won the race).
 INSTALL_PY = r"""
 import io, os, shutil, sys, tarfile, tempfile
+os.umask(0o077)
 d = os.path.join(os.path.expanduser(sys.argv[1]), "code"); final = os.path.join(d, sys.argv[2])
 os.makedirs(d, exist_ok=True)
 tmp = tempfile.mkdtemp(prefix=".tmp-", dir=d)
@@ -155,6 +180,7 @@ with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
     for m in tar.getmembers():
         if m.name.startswith(("/", "..")) or ".." in m.name.split("/") or not (m.isfile() or m.isdir()):
             sys.exit("refusing member %r" % m.name)
+        m.mode = 0o700 if m.isdir() else 0o600
     tar.extractall(tmp)
 try:
     os.rename(tmp, final)
@@ -174,6 +200,7 @@ def install_code_command(python: str, remote_dir: str, code_hash: str) -> str:
 # Creates remote_dir/venv with --system-site-packages and installs the packages once.
 VENV_PY = r"""
 import json, os, shutil, subprocess, sys
+os.umask(0o077)
 d = os.path.expanduser(sys.argv[1]); key = sys.argv[2]; packages = json.loads(sys.argv[3])
 venv = os.path.join(d, "venv"); marker = os.path.join(venv, ".potato-packages")
 if os.path.isdir(venv):
@@ -193,6 +220,7 @@ def venv_command(python: str, remote_dir: str, key: str, packages: List[str]) ->
 
 
 AGENT_SH = r"""
+umask 077
 d=$1; code=$2; py=$3; sock=$4; run=$5; job=$6
 case "$d" in "~"|"~/"*) d="$HOME${d#\~}";; esac
 case "$py" in "~/"*) py="$HOME${py#\~}";; esac

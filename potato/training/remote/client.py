@@ -243,6 +243,9 @@ def send_result(client, run_id, body):
             log("cannot report the result (%s); retrying" % e)
             time.sleep(1 + attempt)
         except ServerError as e:
+            if e.status == 409 and attempt:  # an earlier try arrived; its answer did not
+                log("the server already has the result")
+                return
             log("the server refused the result: %s" % e)
             return
 

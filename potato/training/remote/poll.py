@@ -79,6 +79,7 @@ def serve(args):
     if warning:
         print(warning, file=sys.stderr)
     token = read_token(args.token_file)
+    os.umask(0o077)  # job directories hold training data: this account's only
     overrides = slurm_overrides(args.slurm_config) if args.slurm_config else None
     workdir = os.path.abspath(os.path.expanduser(args.workdir or "~/.cache/potato-training"))
     python = args.python or sys.executable

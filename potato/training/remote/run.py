@@ -40,6 +40,8 @@ REPORT_MAX_EVENTS = 2000  # events per report (the server takes 10000 and 8 MB)
 PENDING_MAX = 5000  # events kept while the server cannot be reached
 MAX_SPLIT_REQUESTS = 64  # requests one report may take when the server refuses a batch
 LOST_CONTACT_S = 300  # a run whose server cannot be reached this long is cancelled here
+ALIVE = ".alive"  # in the job directory, touched while its agent runs (see ``_Alive``)
+ALIVE_S = 2.0
 GPU_LOCK_HOLD_S = 120  # the GPU choice is held until the worker speaks, at most this long
 CODE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))  # the folder that holds potato/
@@ -75,19 +77,30 @@ class AgentRun:
 
     # -- the steps ---------------------------------------------------------------------------
     def run(self):
-        """Every step in order; returns the agent's exit code."""
+        """Every step in order; returns the agent's exit code. While it runs, the job
+        directory's ``.alive`` is touched every ALIVE_S: a directory whose ``.alive`` went
+        stale (its agent was killed) is removed by the next probe of the host."""
+        alive = _Alive(os.path.join(self.workdir, ALIVE))
+        try:
+            return self._steps()
+        finally:
+            alive.stop()
+
+    def _steps(self):
         self.download()
         self.prepare()
         try:
             self.result = self.execute()
         except (slurm_job.SlurmError, gpus_mod.GpuError) as e:
             self.report_events(force=True)
+            self.clean_up("error")
             send_result(self.client, self.run_id, {"status": "error", "error": str(e),
                                                    "exit_code": None,
                                                    "workdir": self.paths.root})
             return protocol.EXIT_OK
         self.report_events(force=True)
-        if self.lost:
+        if self.lost:  # the server is gone or closed the session: nothing will fetch the files
+            self.clean_up("cancelled")
             return protocol.AGENT_LOST
         status, error = self.upload()
         self.clean_up(status)
@@ -183,16 +196,23 @@ class AgentRun:
         return status, error
 
     def clean_up(self, status):
-        """Remove the bundle unless kept; the whole job directory after a full success."""
+        """Remove the bundle unless kept; the whole job directory unless ``keep_remote`` or
+        model files stay here (a success whose files were not all copied back): a failed or
+        cancelled run leaves none of its training data on the host."""
         if not self.keep_bundle:
             shutil.rmtree(self.paths.bundle, ignore_errors=True)
             if os.path.exists(self.paths.bundle_archive):
                 os.unlink(self.paths.bundle_archive)
         s = self.settings
         fetched_all = all(a.get("fetched") for a in self.artifacts)
-        if status == "success" and fetched_all and s.fetch_artifacts and not s.keep_remote:
-            shutil.rmtree(self.paths.root, ignore_errors=True)
-            log("removed the job directory %s" % self.paths.root)
+        if s.keep_remote or (status == "success" and not (fetched_all and s.fetch_artifacts)):
+            try:  # kept on purpose: never swept as a killed run's leftovers
+                os.unlink(os.path.join(self.paths.root, ALIVE))
+            except OSError:
+                pass
+            return
+        shutil.rmtree(self.paths.root, ignore_errors=True)
+        log("removed the job directory %s" % self.paths.root)
 
     def report(self, status, error):
         """The run's result, with where its files are."""
@@ -327,6 +347,30 @@ class AgentRun:
             a["fetched"] = True
 
 
+class _Alive:
+    """Touches ``path`` every ALIVE_S until stopped (made here, 0600, in a 0700 directory)."""
+
+    def __init__(self, path):
+        self.path = path
+        self.done = threading.Event()
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        with open(path, "a"):
+            pass
+        self.thread = threading.Thread(target=self._touch, daemon=True, name="agent-alive")
+        self.thread.start()
+
+    def _touch(self):
+        while not self.done.wait(ALIVE_S):
+            try:
+                os.utime(self.path)
+            except OSError:  # removed with its directory, or kept on purpose
+                return
+
+    def stop(self):
+        self.done.set()
+        self.thread.join(timeout=5)
+
+
 def run(client, run_id, workdir, python, watch=None, code_dir=None, overrides=None,
         keep_bundle=True):
     """Run one run to its end; returns the agent's exit code."""
@@ -346,6 +390,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     if not (args.socket or args.server):
         p.error("give --socket or --server")
+    os.umask(0o077)  # the job directory holds training data: this account's only
     token = sys.stdin.readline().strip()
     if not token:
         log("no run token on standard input")
