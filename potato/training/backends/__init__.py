@@ -27,6 +27,14 @@ def backend_class(type_name: str):
 def check_backend(backend: TrainingBackend) -> Dict[str, Any]:
     """The report of ``potato training check`` and of the Check button (one code path)."""
     report = backend.check()
+    if not backend.cfg.model_training.enabled:
+        # The API refuses every run while training is off: the check says so, whatever the
+        # backend itself would allow.
+        report["ok"] = False
+        report["disabled"] = True
+        report["lines"] = list(report.get("lines") or []) + [
+            "Training is off (model_training.enabled: false in %s), so no run can start; set "
+            "it to true to train." % (backend.cfg.path or "the config")]
     description = backend.bcfg.description
     report["description"] = description
     if description:

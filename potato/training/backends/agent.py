@@ -6,6 +6,7 @@ fresh run token; from there the run follows the same agent protocol as the ssh b
 the agent's reports are the lease that keeps the run alive.
 """
 
+import shlex
 import time
 from typing import Any, Dict
 
@@ -88,8 +89,9 @@ class AgentBackend(TrainingBackend):
         report = self.report()
         record = self.tokens.record(self.name) if self.tokens is not None else None
         if record is None:
-            report["lines"].append("no token issued yet: run potato training register %s "
-                                   "CONFIG on the server" % self.name)
+            report["lines"].append("no token issued yet: run potato training register %s %s "
+                                   "on the server" % (shlex.quote(self.name),
+                                                      shlex.quote(self.cfg.path or "CONFIG")))
             return report
 
         def when(t):

@@ -278,7 +278,12 @@ class SshBackend(TrainingBackend):
         try:
             chosen, sentence = gpus_mod.choose(self.bcfg.gpus, info["gpus"],
                                                self.bcfg.min_free_gpu_mb, torch_info)
-            lines.append("A run would start %s" % sentence)
+            if chosen is None:  # the CPU: a sentence of its own, not "would start <reason>"
+                lines.append("A run would train on the CPU: %s" % (
+                    "gpus is none" if (self.bcfg.gpus or "").strip() == "none"
+                    else "this host has no GPU"))
+            else:
+                lines.append("A run would start %s" % sentence)
             report["gpu"] = chosen
         except gpus_mod.GpuError as e:
             lines.append(str(e))
