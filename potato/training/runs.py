@@ -31,7 +31,9 @@ CREATE TABLE IF NOT EXISTS runs (
     created_at REAL NOT NULL,
     started_at REAL,
     finished_at REAL,
-    heartbeat_at REAL
+    heartbeat_at REAL,
+    remote_token TEXT,             -- sha256 of an agent-backend run's token (re-attach on restart)
+    remote_host TEXT               -- where that agent said it runs
 );
 CREATE INDEX IF NOT EXISTS runs_status ON runs(status, seq);
 """
@@ -39,7 +41,8 @@ CREATE INDEX IF NOT EXISTS runs_status ON runs(status, seq);
 TERMINAL = ("success", "error", "cancelled")
 JSON_FIELDS = ("schemas", "params", "metrics", "holdout", "writeback", "progress", "history",
                "placement", "warnings")
-ADDED_COLUMNS = (("placement", "TEXT"), ("warnings", "TEXT"))  # stores made before 2.14
+ADDED_COLUMNS = (("placement", "TEXT"), ("warnings", "TEXT"),  # stores made before 2.14
+                 ("remote_token", "TEXT"), ("remote_host", "TEXT"))
 
 
 def _row(r):
