@@ -184,3 +184,35 @@ def test_shutdown_during_an_ssh_run_ends_it_with_the_restart_sentence(tmp_path, 
         "The run was ended by a server restart: the server's ssh session to gpu.example.org "
         "closed with it, and the agent there stopped the worker. Start the run again.")
     assert "cancel" not in json.dumps({k: run[k] for k in ("status", "step", "error")})
+
+
+def test_a_reattached_run_answers_its_own_token_only(tmp_path, serve):
+    """After the restart the run's token (kept as its sha256) is the only one its endpoints
+    take; a cancel asked for before the restart reaches the agent in the reply."""
+    import hashlib
+
+    cfg = make_project(tmp_path, backends(heartbeat_timeout_s=30), labels=False)
+    config, _, _ = load(cfg)
+    store = Store(config.db_path)
+    runs = RunStore(store)
+    token = "run-token-" + "x" * 30
+    run_id = _running(runs, "lab", remote_token=hashlib.sha256(token.encode()).hexdigest(),
+                      remote_host="ws-under-desk", cancel_requested=1)
+    os.makedirs(os.path.join(config.runs_dir, run_id))
+    with open(os.path.join(config.runs_dir, run_id, "bundle.tar.gz"), "wb") as f:
+        f.write(b"x")
+    store.close()
+    _, url = serve(cfg)
+    c = Client(url)
+    path = f"/agent/v1/runs/{run_id}/events"
+    status, _ = c.json("POST", path, json_body={"events": []},
+                       headers={"Authorization": "Bearer someone-else"})
+    assert status == 410
+    status, reply = c.json("POST", path, json_body={"events": []},
+                           headers={"Authorization": "Bearer " + token})
+    assert (status, reply["cancel"]) == (200, True)
+    status, _ = c.json("POST", f"/agent/v1/runs/{run_id}/result",
+                       json_body={"status": "cancelled", "error": "cancelled"},
+                       headers={"Authorization": "Bearer " + token})
+    assert status == 200
+    assert wait_run(c, run_id)["status"] == "cancelled"

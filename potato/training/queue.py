@@ -31,7 +31,6 @@ from potato.training.runs import TERMINAL, RequestError, RunStore
 
 log = logging.getLogger("potato.training")
 
-RESTARTED = restarts.RESTARTED
 DISABLED = "training is disabled (model_training.enabled: false)"
 
 
