@@ -106,7 +106,7 @@ def run_worker(argv, env, stderr_path, on_event, should_cancel=lambda: False,
                max_wall_seconds=None, grace_seconds=20.0, max_rss_mb=None, tick=0.5,
                on_tick=None, cwd=None, hurry=lambda: False):
     """Run ``argv`` to the end; returns a WorkerExit. ``on_event(event)`` sees every event.
-    While ``hurry()`` is true (the server is stopping) the grace period is at most a second."""
+    While ``hurry()`` is true (the server is stopping) the grace period is half a second."""
     out = WorkerExit()
     with open(stderr_path, "ab") as err:
         proc = procs.spawn(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
@@ -162,7 +162,7 @@ def run_worker(argv, env, stderr_path, on_event, should_cancel=lambda: False,
                     out.stopped = out.stopped or "memory"
                     _signal_group(proc, signal.SIGKILL)
             if term_sent is not None and now - term_sent > (
-                    min(grace_seconds, 1.0) if hurry() else grace_seconds):
+                    min(grace_seconds, 0.5) if hurry() else grace_seconds):
                 _signal_group(proc, signal.SIGKILL)
             if on_tick is not None:
                 on_tick()
