@@ -6,6 +6,7 @@ the restart, never as ``cancelled``; the server stops within seconds whatever is
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -13,18 +14,45 @@ import time
 
 import pytest
 
+from potato.cli import main
 from potato.config import load
 from potato.store import Store
 from potato.training.backends.errors import silent_agent
 from potato.training.runs import RunStore
-from tests.conftest import ROOT, Client
+from tests.helpers import (
+    KEY, PLUGINS, ROOT, Client, make_project, ssh_backend, start_run, wait_progress, wait_run)
 from tests.sshd import free_port
-from tests.test_agent_backend import agent, backends, env, register  # noqa: F401 (env: fixture)
-from tests.test_ssh_fake import backend as ssh_backend
-from tests.test_ssh_fake import fake_host  # noqa: F401  (a fixture)
-from tests.training_helpers import KEY, make_project, start_run, wait_progress, wait_run
 
 H = {"X-API-Key": KEY}
+
+
+def backends(**lab):
+    keys = {"type": "agent", "heartbeat_timeout_s": 5}
+    keys.update(lab)
+    inner = ", ".join(f"{k}: {v}" for k, v in keys.items())
+    return f"  backends:\n    lab: {{{inner}}}\n    lab2: {{type: agent}}\n"
+
+
+@pytest.fixture
+def env(monkeypatch):
+    monkeypatch.setenv("POTATO_TRAINER_PLUGINS", PLUGINS)
+    monkeypatch.setenv("PYTHONPATH", ROOT)
+
+
+def register(cfg, capsys):
+    capsys.readouterr()
+    assert main(["training", "register", "lab", cfg]) == 0
+    return re.search(r"export POTATO_TRAINING_TOKEN=(\S+)", capsys.readouterr().out).group(1)
+
+
+def agent(url, token, workdir):
+    """``potato training agent`` for backend lab, polling on (no --once)."""
+    return subprocess.Popen([sys.executable, "-m", "potato", "training", "agent", "--server",
+                             url.rstrip("/"), "--backend", "lab", "--workdir", str(workdir),
+                             "--poll-interval", "0.2"], cwd=ROOT,
+                            env=dict(os.environ, POTATO_TRAINING_TOKEN=token),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
 
 
 def potato_start(cfg, port, log):
@@ -59,7 +87,7 @@ def stored_run(cfg, run_id):
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
-def test_agent_run_survives_a_server_restart(tmp_path, env, capsys, sig):  # noqa: F811
+def test_agent_run_survives_a_server_restart(tmp_path, env, capsys, sig):
     cfg = make_project(tmp_path, backends(heartbeat_timeout_s=60))
     token = register(cfg, capsys)
     port = free_port()
@@ -71,7 +99,7 @@ def test_agent_run_survives_a_server_restart(tmp_path, env, capsys, sig):  # noq
         c = Client(url)
         run_id = start_run(c, trainer="test-steps", schemas=["sentiment"], backend="lab",
                            params={"seconds": 15})
-        worker = agent(url, token, tmp_path / "agent work")  # no --once: it polls on after
+        worker = agent(url, token, tmp_path / "agent work")
         wait_progress(c, run_id, timeout=60)
         asked = time.time()
         stop(server, sig)
@@ -152,7 +180,7 @@ def test_what_a_restart_does_to_each_backend(tmp_path, serve):
         assert wait_run(c, run_id)["status"] == "error"  # never "cancelled"
 
 
-def test_shutdown_during_a_local_run_is_quick_and_not_a_cancel(tmp_path, serve, env):  # noqa: F811
+def test_shutdown_during_a_local_run_is_quick_and_not_a_cancel(tmp_path, serve, env):
     service, url = serve(make_project(tmp_path))
     c = Client(url)
     run_id = start_run(c, trainer="test-ignore-term", schemas=["sentiment"],
@@ -169,7 +197,7 @@ def test_shutdown_during_a_local_run_is_quick_and_not_a_cancel(tmp_path, serve, 
 
 
 def test_shutdown_during_an_ssh_run_ends_it_with_the_restart_sentence(tmp_path, serve,
-                                                                      fake_host):  # noqa: F811
+                                                                      fake_host):
     service, url = serve(make_project(tmp_path, ssh_backend()))
     c = Client(url)
     run_id = start_run(c, backend="gpu-server", trainer="test-steps", schemas=["sentiment"],

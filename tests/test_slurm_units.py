@@ -80,7 +80,7 @@ def test_job_script_never_exits_before_its_worker(tmp_path, whom):
     import sys
     import time
 
-    from tests.conftest import ROOT
+    from tests.helpers import ROOT
 
     jobdir = tmp_path / "job"
     jobdir.mkdir()
