@@ -108,13 +108,15 @@ class Service:
     def start(self, training: bool = True, data_sync: bool = False,
               poll_interval: float = 0.2) -> "Service":
         """Serve in a thread; start the training queue (``training``) and the data-file
-        watcher (``data_sync``)."""
+        watcher (``data_sync``). The queue starts first: runs that survive a restart are
+        re-attached before an agent's report can arrive (the socket already listens, and
+        connections wait in its backlog)."""
+        if training:
+            self.start_training()
         self._serving = threading.Thread(target=self.http.serve_forever,
                                          kwargs={"poll_interval": poll_interval},
                                          daemon=True, name="potato-http")
         self._serving.start()
-        if training:
-            self.start_training()
         if data_sync:
             self.app.start_background()
         return self

@@ -251,7 +251,9 @@ def test_restart_recovery(tmp_path, serve):
     store.close()
     _, url = serve(cfg_path)
     c = Client(url)
-    assert wait_run(c, stale)["error"] == "the server restarted during the run"
+    assert wait_run(c, stale)["error"] == (
+        "The run was interrupted by a server restart: its training process on the server "
+        "stopped with the server. Start the run again.")
     assert wait_run(c, waiting)["status"] == "success"
 
 

@@ -73,6 +73,9 @@ def _authorizer(manager):
         if not header.startswith("Bearer "):
             raise HTTPError(401, "The agent must send its run token (Authorization: Bearer ...).")
         given = token_hash(header[len("Bearer "):].strip())
+        if manager.stopping:  # not 410: a run that survives the restart must not be given up
+            raise HTTPError(503, "The server is stopping or restarting; report again shortly.",
+                            {"Retry-After": "5"})
         ctx = manager.active_context(run_id)
         remote = getattr(ctx, "remote", None) if ctx is not None else None
         if remote is None:  # one answer whether or not the run exists: a token learns nothing

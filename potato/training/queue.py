@@ -21,7 +21,8 @@ from potato.training.remote import bundle as bundle_mod
 from potato.training.remote import trainers
 from potato.training.backends import Outcome, RunContext, make_backends
 from potato.training.backends.base import Claim
-from potato.training import autoretrain, choice, ingest, prepare, report, retention, runlog
+from potato.training import (autoretrain, choice, ingest, prepare, report, restarts,
+                             retention, runlog)
 from potato.training.intake import RunEvents
 from potato.training.ingest import PredictionsError, read_predictions, write_back
 from potato.training.remote.paths import RunPaths
@@ -30,7 +31,6 @@ from potato.training.runs import RequestError, RunStore
 
 log = logging.getLogger("potato.training")
 
-RESTARTED = "the server restarted during the run"
 DISABLED = "training is disabled (model_training.enabled: false)"
 
 
@@ -81,6 +81,7 @@ class Manager:
         self.tokens = AgentTokens(store)
         self.backends = make_backends(cfg, self.tokens)
         self._claims: Dict[str, Claim] = {}  # run_id -> claim, until it executes
+        self._resumed: List[RunContext] = []  # re-attached at start, followed first
         mt = self.cfg.model_training
         self.auto_status = {"enabled": mt.enabled and mt.auto_retrain.enabled,
                             "reason": DISABLED if not mt.enabled
@@ -195,7 +196,7 @@ class Manager:
         waits (up to ``timeout``) until the server has prepared it.
         """
         with self._lock:
-            if not self.cfg.model_training.enabled:
+            if not self.cfg.model_training.enabled or self.stopping:
                 return None
             if self._claims or self._active or self.runs.with_status("running"):
                 return None
@@ -237,6 +238,11 @@ class Manager:
             return self._active.get(run_id)
 
     # -- the loop ------------------------------------------------------------------------------
+    @property
+    def stopping(self) -> bool:
+        """Nothing starts or is claimed; agents hear 503 (report again), not 410 (run gone)."""
+        return self._stop.is_set()
+
     def start(self) -> None:
         self.recover()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="potato-training")
@@ -251,25 +257,35 @@ class Manager:
         for backend in self.backends.values():
             backend.close()
 
-    def stop(self, timeout: float = 30) -> None:
+    def stop(self, timeout: float = 5) -> None:
+        """Stop within about a second. A shutdown is not a cancel: each active run ends as its
+        backend says (restarts.py); a waiting claim hears at once."""
         self._stop.set()
         self._wake.set()
         with self._lock:
             for ctx in self._active.values():
-                ctx.cancel.set()
+                ctx.shutdown.set()
+            for claim in self._claims.values():
+                claim.ready.set()
         if self._thread is not None:
             self._thread.join(timeout)
         self.close_backends()
 
     def recover(self) -> None:
-        """Runs left ``running`` by a server that died end now, with the reason."""
-        for run in self.runs.with_status("running"):
-            if self.runs.finish(run["run_id"], "error", RESTARTED, step="ended by a restart"):
-                self._log(run["run_id"], "error: " + RESTARTED)
+        """Runs the previous server left ``running``: re-attached (active from here on, so an
+        agent's next report finds its run) or ended with the reason (restarts.recover)."""
+        for ctx in restarts.recover(self):
+            with self._lock:
+                self._active[ctx.run_id] = ctx
+            self._resumed.append(ctx)
 
     def _loop(self) -> None:
         while not self._stop.is_set():
             try:
+                if self._resumed:
+                    ctx = self._resumed.pop(0)
+                    self._follow(ctx, self.backends[ctx.run["backend"]].resume)
+                    continue
                 self._auto_retrain_tick()
                 self._queue_timeouts()
                 startable = [r for r in self.runs.with_status("queued") if self._startable(r)]
@@ -289,34 +305,50 @@ class Manager:
 
     run_log = _log  # a line in the run's log, for the modules that act on runs
 
-    def _execute(self, run: Dict[str, Any]) -> None:
-        run_id = run["run_id"]
-        paths = self.paths(run_id)
-        if not self.runs.transition(run_id, "queued", "running", started_at=time.time(),
-                                    step="building the bundle", ran_on=run["backend"]):
-            with self._lock:  # cancelled since it was picked: nothing starts
-                claim = self._claims.pop(run_id, None)
-            if claim is not None:
-                claim.ready.set()
-            return
-        backend = self.backends[run["backend"]]
+    def context(self, run: Dict[str, Any], claim: Optional[Claim] = None) -> RunContext:
+        """A run's context: its events, step, log and record; shut down if we are stopping."""
+        run_id, paths = run["run_id"], self.paths(run["run_id"])
 
         def set_step(text: str) -> None:
             self.runs.update(run_id, step=text, heartbeat_at=time.time())
             self._log(run_id, text)
 
         on_event = RunEvents(self.runs, lambda m: self._log(run_id, m), run_id, paths, set_step,
-                             backend.ran_on)
+                             self.backends[run["backend"]].ran_on)
+        ctx = RunContext(run, paths, self.cfg, on_event, set_step,
+                         lambda m: self._log(run_id, m), claim=claim)
+        ctx.save = lambda **fields: self.runs.update(run_id, **fields)
+        if self._stop.is_set():
+            ctx.shutdown.set()
+        return ctx
+
+    def _execute(self, run: Dict[str, Any]) -> None:
+        run_id = run["run_id"]
+        if self._stop.is_set() or not self.runs.transition(
+                run_id, "queued", "running", started_at=time.time(),
+                step="building the bundle", ran_on=run["backend"]):
+            with self._lock:  # cancelled since it was picked, or stopping: nothing starts
+                claim = self._claims.pop(run_id, None)
+            if claim is not None:
+                claim.ready.set()
+            return
+        backend = self.backends[run["backend"]]
         with self._lock:  # the claim leaves the claims as the run becomes active, atomically
-            ctx = RunContext(run, paths, self.cfg, on_event, set_step,
-                             lambda m: self._log(run_id, m), claim=self._claims.pop(run_id, None))
+            ctx = self.context(run, claim=self._claims.pop(run_id, None))
             self._active[run_id] = ctx
         if self.runs.get(run_id)["cancel_requested"]:
             ctx.cancel.set()
+        self._follow(ctx, lambda c: self._prepare(run, c.paths, c.set_step) or backend.execute(c))
+
+    def _follow(self, ctx: RunContext, start) -> None:
+        """``start(ctx)`` (a backend's execute or resume), then the run's ending, recorded."""
+        run, run_id, paths, on_event = ctx.run, ctx.run_id, ctx.paths, ctx.on_event
+        backend = self.backends[run["backend"]]
         try:
-            outcome = self._prepare(run, paths, set_step)
-            if outcome is None:
-                outcome = backend.execute(ctx)
+            outcome = start(ctx)
+            if outcome.status == "detached":  # it carries on without us (survives_restart)
+                self.runs.update(run_id, step="waiting for the server to start again")
+                return
             fields = {"ran_on": (backend.ran_on(on_event.placement)
                                  if on_event.placement else outcome.ran_on or run["backend"]),
                       "artifact_uri": outcome.artifact_uri}
@@ -329,6 +361,8 @@ class Manager:
             on_event.flush_warnings()
             if ctx.cancel.is_set() and outcome.status != "success":
                 outcome = Outcome("cancelled", "cancelled")
+            elif ctx.shutdown.is_set() and outcome.status != "success":
+                outcome = Outcome("error", backend.restart_error())  # never "cancelled"
             step = {"success": "finished", "cancelled": "cancelled"}.get(outcome.status, "failed")
             self.runs.finish(run_id, outcome.status, outcome.error, step=step, **fields)
             self._log(run_id, "%s%s" % (outcome.status, ": " + outcome.error
@@ -357,13 +391,13 @@ class Manager:
             predictions = read_predictions(paths.predictions, b)
         except PredictionsError as e:
             return {"error": "The run finished but its predictions cannot be used: %s." % e}
-        holdout = report.holdout_report(predictions, _with_heldout(b.items, paths.heldout),
+        holdout = report.holdout_report(predictions, ingest.with_heldout(b.items, paths.heldout),
                                         b.schemas)
         wb = write_back(self.store, self.cfg, run["run_id"], predictions, holdout)
         for scheme, why in list(wb["kept_in_use"].items()) + list(wb["took_over"].items()):
             self._log(run["run_id"], "%s: %s" % (scheme, why))
         metrics = None
-        for line in _read_lines(paths.events):
+        for line in ingest.read_lines(paths.events):
             if line.get("type") == "result":
                 metrics = line.get("metrics")
         self._log(run["run_id"], "held-out: %s; write-back: %s" % (json.dumps(holdout),
@@ -389,23 +423,3 @@ class Manager:
                 decision.status["reason"] = "cannot start an automatic run: %s" % e.message
         self.auto_status = decision.status
 
-
-def _with_heldout(items, path: str):
-    """The bundle's items with the test labels a remote run was not given, back in place."""
-    held = {row.get("id"): row.get("labels") or {} for row in _read_lines(path)}
-    if not held:
-        return items
-    return [dict(it, labels=held.get(it["id"], it["labels"])) if it["split"] == "test" else it
-            for it in items]
-
-
-def _read_lines(path: str):
-    try:
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                try:
-                    yield json.loads(line)
-                except ValueError:
-                    continue
-    except OSError:
-        return

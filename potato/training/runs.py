@@ -34,7 +34,9 @@ CREATE TABLE IF NOT EXISTS runs (
     created_at REAL NOT NULL,
     started_at REAL,
     finished_at REAL,
-    heartbeat_at REAL
+    heartbeat_at REAL,
+    remote_token TEXT,             -- sha256 of an agent-backend run's token (re-attach on restart)
+    remote_host TEXT               -- where that agent said it runs
 );
 CREATE INDEX IF NOT EXISTS runs_status ON runs(status, seq);
 """
@@ -44,7 +46,8 @@ JSON_FIELDS = ("schemas", "params", "metrics", "holdout", "writeback", "progress
                "placement", "warnings")
 ADDED_COLUMNS = (("placement", "TEXT"), ("warnings", "TEXT"),  # stores made before 2.14
                  ("pinned", "INTEGER NOT NULL DEFAULT 0"), ("pruned_at", "REAL"),
-                 ("pruned_reason", "TEXT"))  # stores made before pinning and pruning
+                 ("pruned_reason", "TEXT"),  # stores made before pinning and pruning
+                 ("remote_token", "TEXT"), ("remote_host", "TEXT"))  # and re-attaching
 
 
 def _row(r):

@@ -32,6 +32,14 @@ def check_backend(backend: TrainingBackend, trainer: Optional[str] = None,
     report = backend.check()
     if trainer and report.get("ok"):
         _check_models(backend, trainer, params, report)
+    if not backend.cfg.model_training.enabled:
+        # The API refuses every run while training is off: the check says so, whatever the
+        # backend itself would allow.
+        report["ok"] = False
+        report["disabled"] = True
+        report["lines"] = list(report.get("lines") or []) + [
+            "Training is off (model_training.enabled: false in %s), so no run can start; set "
+            "it to true to train." % (backend.cfg.path or "the config")]
     description = backend.bcfg.description
     report["description"] = description
     if description:

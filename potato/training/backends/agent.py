@@ -6,6 +6,8 @@ fresh run token; from there the run follows the same agent protocol as the ssh b
 the agent's reports are the lease that keeps the run alive.
 """
 
+import os
+import shlex
 import sqlite3
 import time
 from typing import Any, Dict, Optional
@@ -13,7 +15,7 @@ from typing import Any, Dict, Optional
 from potato.training.backends.base import Outcome, RemoteState, RunContext, TrainingBackend
 from potato.training.backends.wait import outcome_of, wait_for_agent
 from potato.training.remote import bundle as bundle_mod
-from potato.training.remote.protocol import VERSION, RunSettings
+from potato.training.remote.protocol import LOST_CONTACT_S, VERSION, RunSettings
 
 CLAIM_WAIT_S = 60  # how long a claim waits for the server to prepare the run
 AGENT_POLL_S = 5.0  # the agent's default --poll-interval (agents before 2.15 do not say theirs)
@@ -48,6 +50,10 @@ def version_mismatch(agent_version) -> str:
 class AgentBackend(TrainingBackend):
     type = "agent"
     polled_by_agents = True
+    # The agent polls the server and waits out an outage shorter than LOST_CONTACT_S, so its
+    # run carries on through a server restart: left running when the server stops, and
+    # re-attached at the next start.
+    survives_restart = True
 
     @property
     def queue_timeout_s(self):
@@ -77,6 +83,9 @@ class AgentBackend(TrainingBackend):
         ctx.remote = remote
         agent = claim.agent or {}
         where = agent.get("host") or "the agent's machine"
+        # Kept on the run's record (a hash, as for the backend's token): a restarted server
+        # re-attaches the run, and the agent's next report with its token finds it again.
+        ctx.save(remote_token=remote.token_hash, remote_host=where)
         ctx.log("claimed by the agent on %s (potato %s, Python %s)" % (
             where, agent.get("version"), agent.get("python")))
         mismatch = version_mismatch(agent.get("version"))
@@ -84,7 +93,32 @@ class AgentBackend(TrainingBackend):
             ctx.log("warning: " + mismatch)
         ctx.set_step("waiting for the agent on %s" % where)
         claim.ready.set()
-        outcome = wait_for_agent(ctx, remote, self.name, where, self.bcfg.heartbeat_timeout_s)
+        return self._follow(ctx, remote, where)
+
+    def reattach(self, ctx: RunContext, run: Dict[str, Any]) -> bool:
+        if not run.get("remote_token") or not os.path.exists(ctx.paths.bundle_archive):
+            return False
+        remote = RemoteState(run["remote_token"], self.settings(), hashed=True)
+        remote.last_seen = time.monotonic()  # the agent has heartbeat_timeout_s from now
+        ctx.remote = remote
+        ctx.bundle_sha256 = bundle_mod.file_sha256(ctx.paths.bundle_archive)
+        return True
+
+    def resume(self, ctx: RunContext) -> Outcome:
+        where = ctx.run.get("remote_host") or "the agent's machine"
+        ran_for = max(0.0, time.time() - (ctx.run.get("started_at") or time.time()))
+        return self._follow(ctx, ctx.remote, where, started=time.monotonic() - ran_for)
+
+    def _follow(self, ctx: RunContext, remote: RemoteState, where: str,
+                started: Optional[float] = None) -> Outcome:
+        outcome = wait_for_agent(ctx, remote, self.name, where, self.bcfg.heartbeat_timeout_s,
+                                 started=started)
+        if ctx.shutdown.is_set() and remote.result is None:
+            ctx.log("the server is stopping: the run stays with the agent on %s, which keeps "
+                    "training; the server picks it up again when it starts (the agent waits up "
+                    "to %d s for it, then cancels the run; the restarted server waits %g s for "
+                    "the agent)" % (where, LOST_CONTACT_S, self.bcfg.heartbeat_timeout_s))
+            return Outcome("detached")
         if outcome is not None:
             return outcome
         result = remote.result or {}
@@ -128,8 +162,9 @@ class AgentBackend(TrainingBackend):
         report = self.report()
         record = self.tokens.record(self.name) if self.tokens is not None else None
         if record is None:
-            report["lines"].append("no token issued yet: run potato training register %s "
-                                   "CONFIG on the server" % self.name)
+            report["lines"].append("no token issued yet: run potato training register %s %s "
+                                   "on the server" % (shlex.quote(self.name),
+                                                      shlex.quote(self.cfg.path or "CONFIG")))
             return report
 
         def when(t):

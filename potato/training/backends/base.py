@@ -56,6 +56,10 @@ class RunContext:
         self.claim = claim  # for backends polled by agents: the claim that started the run
         self.remote: Optional["RemoteState"] = None  # while a remote agent runs this run
         self.bundle_sha256: Optional[str] = None
+        # The server is stopping: end what waits now. A shutdown is not a cancel: what it does
+        # to the run is the backend's business (survives_restart, restart_error).
+        self.shutdown = threading.Event()
+        self.save: Callable[..., Any] = lambda **fields: None  # fields onto the run's record
 
     @property
     def grace_seconds(self) -> float:
@@ -140,6 +144,25 @@ class TrainingBackend:
     def host(self) -> Optional[str]:
         return self.bcfg.host
 
+    # What a server restart does to a run of this backend. A backend whose runs survive one
+    # leaves them running when the server stops (``execute`` returns Outcome("detached")) and
+    # picks them up at the next start with ``reattach`` and ``resume``; any other run ends,
+    # when the server stops or (after a kill) when it starts again, with ``restart_error()``.
+    survives_restart = False
+
+    def restart_error(self) -> str:
+        return ("The run was ended by a server restart (the annotation server stopped during "
+                "the run). Start the run again.")
+
+    def reattach(self, ctx: RunContext, run: Dict[str, Any]) -> bool:
+        """Prepare ``ctx`` for a run left running by the previous server; False when it cannot
+        be picked up (it then ends with ``restart_error``). Called before the server serves."""
+        return False
+
+    def resume(self, ctx: RunContext) -> Outcome:
+        """Follow a re-attached run to its end, as ``execute`` would have."""
+        raise NotImplementedError
+
     def execute(self, ctx: RunContext) -> Outcome:
         raise NotImplementedError
 
@@ -171,8 +194,8 @@ def token_hash(token: str) -> str:
 class RemoteState:
     """What the server knows of a run's agent while the run is active."""
 
-    def __init__(self, token: str, settings: RunSettings):
-        self.token_hash = token_hash(token)
+    def __init__(self, token: str, settings: RunSettings, hashed: bool = False):
+        self.token_hash = token if hashed else token_hash(token)
         self.settings = settings  # backend settings the agent needs (gpus, env, ...)
         self.last_seen: Optional[float] = None  # monotonic
         self.reports = 0

@@ -31,7 +31,7 @@ from potato.training.remote import slurm_job
 from potato.training.remote import supervise
 from potato.training.remote.client import (
     CHUNK, Client, ServerError, StdinWatch, _Slice, download_bundle, log, on_hangup,
-    send_result, set_log_file)
+    patiently, send_result, set_log_file)
 from potato.training.remote.paths import RunPaths, write_json
 from potato.training.remote.protocol import RunSettings
 
@@ -39,7 +39,7 @@ REPORT_S = 2.0
 REPORT_MAX_EVENTS = 2000  # events per report (the server takes 10000 and 8 MB)
 PENDING_MAX = 5000  # events kept while the server cannot be reached
 MAX_SPLIT_REQUESTS = 64  # requests one report may take when the server refuses a batch
-LOST_CONTACT_S = 300  # a run whose server cannot be reached this long is cancelled here
+LOST_CONTACT_S = protocol.LOST_CONTACT_S  # no server this long: the run is cancelled here
 ALIVE = ".alive"  # in the job directory, touched while its agent runs (see ``_Alive``)
 ALIVE_S = 2.0
 GPU_LOCK_HOLD_S = 120  # the GPU choice is held until the worker speaks, at most this long
@@ -180,9 +180,14 @@ class AgentRun:
         try:
             with open(self.paths.predictions, "rb") as f:
                 size = os.fstat(f.fileno()).st_size
-                self.client.request("PUT", "/agent/v1/runs/%s/predictions" % self.run_id, body=f,
-                                    headers={"Content-Length": str(size),
-                                             "Content-Type": "application/x-ndjson"})
+
+                def put():
+                    f.seek(0)
+                    self.client.request("PUT", "/agent/v1/runs/%s/predictions" % self.run_id,
+                                        body=f, headers={"Content-Length": str(size),
+                                                         "Content-Type": "application/x-ndjson"})
+
+                patiently(self.client, "upload the predictions", put)
         except ServerError as e:
             return "error", "the server refused the predictions: %s" % e
         except OSError as e:
@@ -215,7 +220,9 @@ class AgentRun:
         log("removed the job directory %s" % self.paths.root)
 
     def report(self, status, error):
-        """The run's result, with where its files are."""
+        """The run's result, with where its files are (events still unsent go first)."""
+        if self.pending:
+            self.report_events(force=True)
         send_result(self.client, self.run_id, {
             "status": status, "error": error, "exit_code": self.result.returncode,
             "stderr_tail": self.result.stderr_tail[-4000:], "artifacts": self.artifacts,

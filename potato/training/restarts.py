@@ -1,0 +1,55 @@
+"""What a server restart does to the runs in flight.
+
+A shutdown is never a cancel. Queued runs stay queued. A run that was running is its backend's
+business (``TrainingBackend.survives_restart``): an agent-backend run is left running with its
+agent when the server stops (the agent waits out the outage) and is re-attached when the server
+starts again, before it serves, so the agent's next report finds it; it then ends as any run
+does, or with "No word from the agent" if no report comes within ``heartbeat_timeout_s``. Any
+other run ends with its backend's ``restart_error()``: when the server stops (SIGTERM), or, after
+a kill, when it starts again (a local run: interrupted; ssh and slurm: the session closed, and
+the agent there stopped the worker or cancelled the job).
+"""
+
+import os
+from typing import List
+
+from potato.training.backends.base import RunContext
+
+RESTARTED = ("The run was ended by a server restart, and its backend is no longer in the config. "
+             "Start the run again.")
+STEP_ENDED = "ended by a server restart"
+
+
+def recover(manager) -> List[RunContext]:
+    """End or re-attach every run the previous server left ``running``; the re-attached runs'
+    contexts (their agents' reports are accepted from now on), for the manager to follow."""
+    resumed = []
+    for run in manager.runs.with_status("running"):
+        run_id = run["run_id"]
+        backend = manager.backends.get(run["backend"])
+        if backend is not None and backend.survives_restart:
+            ctx = manager.context(run)
+            if backend.reattach(ctx, run):
+                _continue_events(ctx, run)
+                if run["cancel_requested"]:
+                    ctx.cancel.set()  # the agent hears it in the reply to its next report
+                ctx.set_step("the server restarted: waiting for the agent on %s to report "
+                             "again (up to %g s)" % (run.get("remote_host") or "its machine",
+                                                     backend.bcfg.heartbeat_timeout_s))
+                resumed.append(ctx)
+                continue
+        message = backend.restart_error() if backend is not None else RESTARTED
+        if manager.runs.finish(run_id, "error", message, step=STEP_ENDED):
+            manager._log(run_id, "error: " + message)
+    return resumed
+
+
+def _continue_events(ctx: RunContext, run) -> None:
+    """The run's events go on where the previous server left them: the placement it recorded
+    and the size of events.jsonl (which stays bounded across restarts)."""
+    events = ctx.on_event
+    events.placement.update(run.get("placement") or {})
+    try:
+        events.written = os.path.getsize(ctx.paths.events)
+    except OSError:
+        pass
