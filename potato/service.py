@@ -1,7 +1,8 @@
 """The composition root: the one place that builds and tears down a running Potato.
 
-A ``Service`` owns, in this order, the project's queue lock, the store, the HTTP app and
-server, the training manager and the background threads, and stops them in the reverse order.
+A ``Service`` owns, in this order, the project's queue lock, the store, the HTTP app, the
+training manager (and its backends), the HTTP server and the background threads, and stops them
+in the reverse order.
 ``potato start`` (``serve``), ``potato training run`` (``Service(..., ui=False)``: the store,
 the manager and the agent endpoints on loopback, no annotation pages or admin UI) and the
 tests' server fixture all go through it, so start-up and shutdown are written once.
@@ -34,6 +35,10 @@ log = logging.getLogger("potato.server")
 
 class LockHeld(Exception):
     """Another process owns this project's training queue (its holder is the message)."""
+
+
+class CannotListen(OSError):
+    """The server's address could not be bound (in use, not ours, not an address here)."""
 
 
 class Service:
@@ -86,7 +91,10 @@ class Service:
             if self.ui:
                 api.add_routes(self.app, self.manager)
             agent_routes.add_routes(self.app, self.manager)
-            self.http = Server((self.host, self.port), self.app)
+            try:
+                self.http = Server((self.host, self.port), self.app)
+            except OSError as e:
+                raise CannotListen(e.errno, e.strerror) from e
             self.manager.listening_on(self.http.server_address[1])
             if tls:
                 ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -131,21 +139,32 @@ class Service:
         if self._closed:
             return
         self._closed = True
+        steps = [self._stop_training, self._stop_http,
+                 lambda: self.app is not None and self.app.stop_background(),
+                 lambda: self.store is not None and self.store.close(),
+                 lambda: self.lock is not None and self.lock.release()]
+        failed = None
+        for step in steps:  # every step runs, whatever an earlier one raised
+            try:
+                step()
+            except Exception as e:  # noqa: BLE001 - logged, and the first one re-raised
+                log.exception("stopping the server: %s", e)
+                failed = failed or e
+        if failed is not None:
+            raise failed
+
+    def _stop_training(self) -> None:
         if self.manager is not None and self._training:
             self.manager.stop()
         elif self.manager is not None:
             self.manager.close_backends()
+
+    def _stop_http(self) -> None:
         if self.http is not None:
             if self._serving is not None:
                 self.http.shutdown()
                 self._serving.join(timeout=5)
             self.http.server_close()
-        if self.app is not None:
-            self.app.stop_background()
-        if self.store is not None:
-            self.store.close()
-        if self.lock is not None:
-            self.lock.release()
 
     def __enter__(self) -> "Service":
         return self
@@ -168,9 +187,13 @@ def serve(cfg: Config, host: Optional[str] = None, port: Optional[int] = None) -
     except DataError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    except OSError as e:
+    except CannotListen as e:
         print(f"error: cannot listen on {service.host}:{service.port}: {e.strerror}. Pick "
               f"another --port, or stop what is using it.", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"error: cannot open the project's files ({e.filename or cfg.output_dir}): "
+              f"{e.strerror}. Check output_annotation_dir in {cfg.path}.", file=sys.stderr)
         return 1
     except ssl.SSLError as e:
         print(f"error: server.tls_cert/tls_key cannot be used: {e}", file=sys.stderr)

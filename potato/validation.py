@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from typing import List, Tuple
 from urllib.parse import urlsplit
 
-from potato.config import Config, Problem, dotted, load, slurm_time_seconds, suggest
+from potato.config import Config, Problem, dotted, load, suggest
+from potato.config_backends import arrives_as_loopback, kind_rules, polled_by_agents
 from potato.netaddr import is_loopback
 
-SIX_HOURS = 6 * 3600
 MIN_ACK_LENGTH = 12
 
 
@@ -93,45 +93,17 @@ def _rules(cfg: Config, report: Report) -> None:
 
 def _backend_rules(cfg: Config, report: Report, err, warn) -> None:
     mt = cfg.model_training
-    remote = []
     for name, b in mt.backends.items():
         bpath = ("model_training", "backends", name)
-        where = dotted(bpath)
-        if b.type in ("ssh", "slurm"):
-            remote.append(name)
-            if not b.host:
-                err(bpath, f"{where} is an {b.type} backend without host. Set host to the machine "
-                           f"to log into (a name ssh accepts, ~/.ssh/config aliases included).",
-                    name)
-            for key in ("host", "user"):
-                value = (getattr(b, key) or "").strip()
-                if value.startswith("-"):
-                    err(bpath + (key,), f"{where}.{key} is {value!r}, which starts with '-': ssh "
-                                        f"would read it as an option, not a {key} name. Give the "
-                                        f"{key} name itself (put ssh options in ~/.ssh/config).",
-                        name)
-        if b.type == "slurm":
-            if not b.remote_dir:
-                err(bpath, f"{where} has no remote_dir. A slurm backend needs a directory on "
-                           f"storage that the login and compute nodes share (for example "
-                           f"~/potato-training or /scratch/$USER/potato).", name)
-            elif re.match(r"^/(var/)?tmp(/|$)", b.remote_dir.strip()):
-                err(bpath + ("remote_dir",),
-                    f"{where}.remote_dir is {b.remote_dir}, which is node-local on compute nodes: "
-                    f"the job would not see the files the login node wrote. Use a directory on "
-                    f"shared storage (for example ~/potato-training).", name)
-            time_text = b.sbatch.get("time")
-            if time_text is not None and slurm_time_seconds(time_text) > SIX_HOURS:
-                warn(bpath + ("time",),
-                     f"{where}.time is {time_text}. A job that holds a GPU for more than 6 hours "
-                     f"is long on a shared cluster; check its policy", name)
+        for rule in kind_rules(b):  # each kind's own checks live with its config keys
+            rule(b, bpath, dotted(bpath), err, warn)
     if mt.enabled and not mt.writeback.schemas and cfg.schemes:
         report.notes.append(Problem(
             "model_training.writeback.schemas is empty, so runs train models whose predictions "
             "annotators never see. List the schemes whose model suggestions annotators should "
             "get (for example writeback: {schemas: [%s]})." % cfg.schemes[0].name,
             "model_training.writeback.schemas", cfg.line_of(("model_training",)), cfg.path))
-    agents = [name for name, b in mt.backends.items() if b.type == "agent"]
+    agents = [name for name, b in mt.backends.items() if polled_by_agents(b)]
     if agents and mt.enabled:
         if cfg.server_url is None and not any(p.key == "server_url" for p in report.errors):
             report.notes.append(Problem(
@@ -145,7 +117,7 @@ def _backend_rules(cfg: Config, report: Report, err, warn) -> None:
                  f"machine (backend {agents[0]}) would talk to itself. Set server_url to the URL "
                  f"the training machine uses to reach this server.")
     if cfg.debug:
-        for name in remote:
+        for name in [n for n, b in mt.backends.items() if arrives_as_loopback(b)]:
             warn(("debug",),
                  f"debug: true gives admin rights to every request from loopback, and runs on "
                  f"backend {name} reach the server through a reverse-forwarded socket that "

@@ -416,7 +416,7 @@ def test_server_import_check_can_fail(tmp_path):
 BACKEND_TYPES = {"local", "ssh", "slurm", "agent"}
 # The config parser reads (and validates) the type key; backends/ are the kinds themselves.
 MAY_NAME_TYPES = ("potato/training/backends/", "potato/config.py", "potato/config_backends.py",
-                  "potato/config_reader.py", "potato/validation.py")
+                  "potato/config_reader.py")
 
 
 def type_comparisons(path):
@@ -447,6 +447,37 @@ def test_no_backend_type_comparisons_outside_backends():
             continue
         bad += ["%s:%d %s" % (rel, line, text) for line, text in type_comparisons(path)]
     assert bad == []
+
+
+# Where a backend kind's name may appear as a string at all (beyond the files above): the CLI's
+# `training agent` subcommand, and the shipped agent's RunSettings.scheduler value "slurm".
+KIND_NAME_ALLOWED = {("potato/cli.py", "agent"), ("potato/training/remote/poll.py", "slurm"),
+                     ("potato/training/remote/run.py", "slurm")}
+
+
+def kind_name_strings(rel, path):
+    """(value, line) of every string constant that is a remote backend kind's name."""
+    return [(n.value, n.lineno) for n in ast.walk(ast.parse(open(path).read()))
+            if isinstance(n, ast.Constant) and n.value in BACKEND_TYPES - {"local"}
+            and (rel, n.value) not in KIND_NAME_ALLOWED]
+
+
+def test_no_backend_kind_names_outside_backends():
+    """Stronger than the comparison check: a kind's name as a string (a dispatch table, a
+    ``match``, a tuple named elsewhere) appears only in backends/ and the config parser."""
+    bad = []
+    for rel, path in py_files():
+        if rel.startswith(MAY_NAME_TYPES):
+            continue
+        bad += ["%s:%d %r" % (rel, line, value) for value, line in kind_name_strings(rel, path)]
+    assert bad == []
+
+
+def test_kind_name_check_can_fail(tmp_path):
+    planted = tmp_path / "bad.py"
+    planted.write_text('REMOTE = ("ssh", "slurm")\nHANDLERS = {"agent": print}\n')
+    assert kind_name_strings("potato/training/bad.py", str(planted)) == [
+        ("ssh", 1), ("slurm", 1), ("agent", 2)]
 
 
 def test_type_comparison_check_can_fail(tmp_path):

@@ -15,8 +15,13 @@ from potato.training.remote.paths import RunPaths, write_json
 
 
 def prepare(cfg: Config, store: Store, run: Dict[str, Any], paths: RunPaths, local: bool,
-            set_step: Callable[[str], None], log: Callable[[str], None]) -> Optional[Outcome]:
-    """Build the run's bundle and spec in ``paths``; an Outcome when the run cannot start."""
+            set_step: Callable[[str], None], log: Callable[[str], None],
+            heldout_on_server: Optional[bool] = None) -> Optional[Outcome]:
+    """Build the run's bundle and spec in ``paths``; an Outcome when the run cannot start.
+    ``local``: the worker runs on this server (the spec gets its device, threads, store);
+    ``heldout_on_server`` (default: not ``local``): the test split's labels stay here."""
+    if heldout_on_server is None:
+        heldout_on_server = not local
     if os.path.isdir(paths.bundle):
         shutil.rmtree(paths.bundle)
     paths.create()
@@ -44,7 +49,7 @@ def prepare(cfg: Config, store: Store, run: Dict[str, Any], paths: RunPaths, loc
     manifest = bundle_mod.build(paths.bundle, items, labels, schemas,
                                 (mt.splits.train, mt.splits.val, mt.splits.test),
                                 mt.split_seed, mt.writeback.include_unlabeled,
-                                heldout=None if local else paths.heldout,
+                                heldout=paths.heldout if heldout_on_server else None,
                                 agree=lambda item_id, name, _: decided[name].get(item_id))
     c = manifest["counts"]
     log("bundle: %d train, %d val, %d test, %d unlabeled items; ties skipped: %s" % (

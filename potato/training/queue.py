@@ -145,10 +145,10 @@ class Manager:
 
     def submit(self, trainer, schemas, backend=None, params=None, auto=False) -> Dict[str, Any]:
         req = self.resolve_request(trainer, schemas, backend, params)
+        step = self.backends[req["backend"]].queued_step(busy=True)  # before the record exists
         run = self.runs.create(req["trainer"], req["schemas"], req["backend"], req["params"], auto)
         self._log(run["run_id"], "queued: trainer %s, schemas %s, backend %s, params %s" % (
             run["trainer"], ",".join(run["schemas"]), run["backend"], json.dumps(run["params"])))
-        step = self.backends[run["backend"]].queued_step(busy=True)
         if step:
             self.runs.update(run["run_id"], step=step)
             self._log(run["run_id"], step)
@@ -226,11 +226,12 @@ class Manager:
             if b is not None and run["run_id"] not in self._claims:
                 step = b.queued_step(busy)
                 if step and step != run["step"] and self.runs.update(run["run_id"], step=step) \
-                        and ("(no agent" in step) != ("(no agent" in run["step"]):
-                    self._log(run["run_id"], step)  # when the silence begins or ends
+                        and b.step_worth_logging(run["step"], step):
+                    self._log(run["run_id"], step)
             if limit and now - run["created_at"] > limit and run["run_id"] not in self._claims:
                 message = b.queue_timeout_message(limit)
-                if self.runs.finish(run["run_id"], "error", message, step="no agent"):
+                if self.runs.finish(run["run_id"], "error", message,
+                                    step=b.queue_timeout_step):
                     self._log(run["run_id"], "error: " + message)
 
     def active_context(self, run_id: str) -> Optional[RunContext]:
@@ -381,9 +382,10 @@ class Manager:
 
     def _prepare(self, run: Dict[str, Any], paths: RunPaths, set_step) -> Optional[Outcome]:
         """Bundle and spec for a run; an Outcome when it cannot start."""
-        local = self.backends[run["backend"]].on_server
-        return prepare.prepare(self.cfg, self.store, run, paths, local, set_step,
-                               lambda m: self._log(run["run_id"], m))
+        backend = self.backends[run["backend"]]
+        return prepare.prepare(self.cfg, self.store, run, paths, backend.on_server, set_step,
+                               lambda m: self._log(run["run_id"], m),
+                               heldout_on_server=backend.heldout_on_server)
 
     def _ingest(self, run: Dict[str, Any], paths: RunPaths) -> Dict[str, Any]:
         b = bundle_mod.read(paths.bundle, verify=False)

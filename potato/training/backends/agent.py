@@ -66,6 +66,11 @@ class AgentBackend(TrainingBackend):
                     % (self.name, self.name))
         return None
 
+    queue_timeout_step = "no agent"
+
+    def step_worth_logging(self, old, new):
+        return ("(no agent" in old) != ("(no agent" in new)  # when the silence begins or ends
+
     def queue_timeout_message(self, limit):
         return ("No agent of backend %s claimed the run within %g s. Start `potato training "
                 "agent --server URL --backend %s` on the training machine (potato training "

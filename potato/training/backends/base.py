@@ -119,6 +119,13 @@ class TrainingBackend:
         """Why no run can be queued for this backend now (None: it can)."""
         return None
 
+    queue_timeout_step = "waited too long in the queue"  # the step of a run that timed out
+
+    def step_worth_logging(self, old: str, new: str) -> bool:
+        """Whether a queued run's new step goes into its log (steps that tick, like a silence
+        counter, log only when their meaning changes)."""
+        return old != new
+
     def queue_timeout_message(self, limit: float) -> str:
         return "The run waited in the queue for backend %s longer than %g s." % (self.name, limit)
 
