@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, Optional
 
+from potato import display
 from potato.config import Config
 from potato.markup import Safe, esc, render
 
@@ -108,13 +109,14 @@ def annotate_page(cfg: Config, user: str, item, position: int, total: int, done:
                                f'<b>{esc(label)}</b>, {p["confidence"]:.2f} '
                                f'<button type="button" class="link accept-suggestion">accept '
                                f'(<kbd>A</kbd>)</button></p>')
+    item_text = f'<div class="item-text" id="item-text"{text_attr}>{esc(item["text"])}</div>'
     first_open = min(first_unlabelled, total)
     resume = (f'<a href="/annotate?resume=1" id="resume">Go to the first item you have not '
               f'labelled (item {first_open + 1})</a>' if first_open < position else "")
-    body = f"""{progress}
+    body = f"""{progress}{display.instructions(cfg)}
 <article class="item" aria-label="Item to annotate">
   <p class="item-id">Item {position + 1} of {total} · <code>{esc(item["id"])}</code></p>
-  <div class="item-text" id="item-text"{text_attr}>{esc(item["text"])}</div>
+  {display.fields(cfg, item, Safe(item_text))}
   {''.join(suggestions)}
 </article>
 <form method="post" action="/annotate" id="annotate-form">
