@@ -109,8 +109,10 @@ POLICY: Dict[str, Policy] = {
     "crowdsourcing": _ref(_CROWD), "prolific": _ref(_CROWD), "mturk": _ref(_CROWD),
     "completion_code": _ref(_CROWD),
     "data_sources": _ref("remote data sources (URLs, S3, Hugging Face, sheets, databases) are "
-                         "not read here. Download the items and list the files in data_files."),
-    "data_directory": _ref("a data directory is not read here. List its files in data_files."),
+                         "not read here. Remove data_sources, download the items and list the "
+                         "files in data_files."),
+    "data_directory": _ref("a data directory is not read here. Remove data_directory and "
+                           "list its files in data_files."),
     "database": _ref("upstream's database storage is not used: the store here is SQLite in "
                      "output_annotation_dir. Remove database."),
     "attention_checks": _ref("attention checks add items from another file and block "
@@ -272,13 +274,14 @@ def _display(r: Reader, raw: Any) -> List[DisplayField]:
             r.error(p, f"{dotted(p)} has no key: name the item field it shows.")
             continue
         if kind in MEDIA_TYPES:
-            r.error(p + ("type",), f"{dotted(p)} shows {key!r} as {kind}: media fields are not "
-                                  f"yet shown here (they come with media support). Remove "
-                                  f"the field for now.")
+            r.error(p + ("type",), f"{dotted(p + ('type',))} is {kind} (field {key!r}): media "
+                                  f"fields are not yet shown here (they come with media "
+                                  f"support). Remove the field for now.")
         elif kind not in DISPLAY_TYPES:
-            r.error(p + ("type",), f"{dotted(p)} shows {key!r} as {kind!r}, which is not "
-                                  f"implemented here (traces, code, pairwise and the like). "
-                                  f"Use one of {', '.join(DISPLAY_TYPES)}, or remove it.")
+            r.error(p + ("type",), f"{dotted(p + ('type',))} is {kind!r} (field {key!r}), which "
+                                  f"is not implemented here (traces, code, pairwise and the "
+                                  f"like). Use one of {', '.join(DISPLAY_TYPES)}, or remove "
+                                  f"the field.")
         else:
             out.append(DisplayField(key, kind, r.text(fm, "label", p, "") or ""))
     return out

@@ -157,7 +157,9 @@ def admin_page(cfg: Config, stats: Dict[str, Any], debug_note: str = "",
 <p><a href="/admin/training">Training</a> · export the labels (one row per label, with the
 annotator, the time and the item's majority label):
 <a href="/admin/export.jsonl" id="export-jsonl" download>JSON Lines</a> ·
-<a href="/admin/export.csv" id="export-csv" download>CSV</a></p>{counts_html}</section>
+<a href="/admin/export.csv" id="export-csv" download>CSV</a> ·
+<a href="/admin/export-upstream.zip" id="export-upstream" download>upstream Potato's layout
+(a folder per annotator, zipped)</a></p>{counts_html}</section>
 <section class="card"><h2>Annotators</h2>
 <table><thead><tr><th scope="col">Annotator</th><th scope="col">Items labelled</th></tr></thead>
 <tbody>{rows}</tbody></table></section>

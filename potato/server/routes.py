@@ -270,6 +270,13 @@ def _admin_routes(app) -> None:
         h.send(200, body, ctype, {"Content-Disposition":
                                   'attachment; filename="annotations.%s"' % kind})
 
+    @app.route("GET", r"/admin/export-upstream\.zip", "admin")
+    def admin_export_upstream(h):
+        from potato.upstream_output import zip_bytes
+
+        h.send(200, zip_bytes(cfg, app.store), "application/zip", {
+            "Content-Disposition": 'attachment; filename="annotation_output.zip"'})
+
     @app.route("GET", r"/admin/api/stats", "admin")
     def admin_stats(h):
         h.send_json(_stats())
