@@ -36,30 +36,7 @@ def _parser() -> argparse.ArgumentParser:
                    "for a config that has any)")
     v.set_defaults(func=cmd_validate)
 
-    a = sub.add_parser("annotations", help="import or export annotations")
-    asub = a.add_subparsers(dest="action", metavar="ACTION")
-    asub.required = True
-    ai = asub.add_parser("import", help="import labels from a JSON Lines file",
-                         description='Import labels. Each line: {"id": ..., "<scheme>": label}. '
-                                     "Nothing is imported when any line has a problem.")
-    ai.add_argument("config", metavar="CONFIG")
-    ai.add_argument("file", metavar="FILE.jsonl")
-    ai.add_argument("--annotator", help="whose labels these are (not with --format upstream: "
-                    "its files name their annotators)")
-    ai.add_argument("--format", choices=("jsonl", "upstream"), default="jsonl",
-                    help="upstream: FILE is upstream Potato's output folder (or one "
-                         "annotated_instances.jsonl)")
-    ai.set_defaults(func=cmd_annotations_import)
-    ae = asub.add_parser("export", help="export items with every label and model prediction",
-                         description="Export items with every annotator's labels and the current "
-                                     "model predictions, as JSON Lines.")
-    ae.add_argument("config", metavar="CONFIG")
-    ae.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout (a "
-                    "directory for --format upstream)")
-    ae.add_argument("--format", choices=("jsonl", "upstream"), default="jsonl",
-                    help="upstream: upstream Potato's layout, one folder per annotator with "
-                         "annotated_instances.jsonl (needs -o DIR)")
-    ae.set_defaults(func=cmd_annotations_export)
+    _annotations_parser(sub)
 
     t = sub.add_parser("training", help="train models and manage training backends")
     tsub = t.add_subparsers(dest="action", metavar="ACTION")
@@ -100,6 +77,33 @@ def _parser() -> argparse.ArgumentParser:
                     help="seconds between two polls when there is no work (default 5)")
     ta.set_defaults(func=cmd_training_agent)
     return p
+
+
+def _annotations_parser(sub) -> None:
+    a = sub.add_parser("annotations", help="import or export annotations")
+    asub = a.add_subparsers(dest="action", metavar="ACTION")
+    asub.required = True
+    ai = asub.add_parser("import", help="import labels from a JSON Lines file",
+                         description='Import labels. Each line: {"id": ..., "<scheme>": label}. '
+                                     "Nothing is imported when any line has a problem.")
+    ai.add_argument("config", metavar="CONFIG")
+    ai.add_argument("file", metavar="FILE.jsonl")
+    ai.add_argument("--annotator", help="whose labels these are (not with --format upstream: "
+                    "its files name their annotators)")
+    ai.add_argument("--format", choices=("jsonl", "upstream"), default="jsonl",
+                    help="upstream: FILE is upstream Potato's output folder (or one "
+                         "annotated_instances.jsonl)")
+    ai.set_defaults(func=cmd_annotations_import)
+    ae = asub.add_parser("export", help="export items with every label and model prediction",
+                         description="Export items with every annotator's labels and the current "
+                                     "model predictions, as JSON Lines.")
+    ae.add_argument("config", metavar="CONFIG")
+    ae.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout (a "
+                    "directory for --format upstream)")
+    ae.add_argument("--format", choices=("jsonl", "upstream"), default="jsonl",
+                    help="upstream: upstream Potato's layout, one folder per annotator with "
+                         "annotated_instances.jsonl (needs -o DIR)")
+    ae.set_defaults(func=cmd_annotations_export)
 
 
 def _publish_parser(tsub) -> None:

@@ -12,7 +12,7 @@ from urllib.parse import unquote
 
 from potato.annotations import LabelError, check_label, item_record
 from potato.schemes import KEEP
-from potato import export
+from potato import export, upstream_output
 from potato.server import pages, safety
 from potato.server.errors import HTTPError
 
@@ -272,9 +272,7 @@ def _admin_routes(app) -> None:
 
     @app.route("GET", r"/admin/export-upstream\.zip", "admin")
     def admin_export_upstream(h):
-        from potato.upstream_output import zip_bytes
-
-        h.send(200, zip_bytes(cfg, app.store), "application/zip", {
+        h.send(200, upstream_output.zip_bytes(cfg, app.store), "application/zip", {
             "Content-Disposition": 'attachment; filename="annotation_output.zip"'})
 
     @app.route("GET", r"/admin/api/stats", "admin")
