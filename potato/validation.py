@@ -57,8 +57,8 @@ def _rules(cfg: Config, report: Report) -> None:
         report.warnings.append(Problem(message, dotted(path), cfg.line_of(path), cfg.path, backend))
 
     if not cfg.data_files:
-        err(("data_files",), "data_files is empty: list the JSON or JSON Lines files that hold "
-                             "the items to annotate (paths relative to task_dir).")
+        err(("data_files",), "data_files is empty: list the JSON, JSON Lines, CSV or TSV files "
+                             "that hold the items to annotate (paths relative to task_dir).")
     for i, f in enumerate(cfg.data_files):
         if not os.path.isfile(f):
             err(("data_files", i), f"data_files[{i}] is {f}, which does not exist. Fix the path "
@@ -89,6 +89,23 @@ def _rules(cfg: Config, report: Report) -> None:
                 f"scheme.{suggest(name, scheme_names)} Schemes: {', '.join(scheme_names) or 'none'}.")
 
     _backend_rules(cfg, report, err, warn)
+    _upstream_rules(cfg, report, warn)
+
+
+def _upstream_rules(cfg: Config, report: Report, warn) -> None:
+    """Upstream Potato's keys that are read and ignored: one note naming them all (never a
+    --strict failure); and debug, which means more here than upstream."""
+    accepted = cfg.upstream.accepted
+    if accepted:
+        report.notes.append(Problem(
+            f"accepted, not used here (upstream Potato keys for looks and features this Potato "
+            f"does not have; they change nothing): {', '.join(accepted)}.", accepted[0],
+            cfg.line_of((accepted[0],)), cfg.path))
+    remote = [b for b in cfg.model_training.backends.values() if b.type in ("ssh", "slurm")]
+    if cfg.debug and not remote:  # with a remote backend its own, sharper warning is given
+        warn(("debug",), "debug: true gives admin rights to every request from loopback (upstream "
+                         "Potato's debug does not): any program or person on this machine can "
+                         "act as admin. Set debug: false and log in with admin_api_key.")
 
 
 def _backend_rules(cfg: Config, report: Report, err, warn) -> None:

@@ -13,6 +13,7 @@ import sys
 import threading
 from typing import Callable, Optional
 
+from potato import assignment
 from potato.config import Config
 from potato.data import DataError, data_files_signature, load_items
 from potato.server import diskfull, routes, safety
@@ -45,6 +46,7 @@ class App:
         self.admin_session_name = "admin:" + hashlib.sha256(b"potato-admin\0" + key).hexdigest()[:32]
         self.login_limiter = safety.LoginLimiter()
         self.disk = diskfull.DiskWatch(cfg.output_dir)  # 507s, their log line, the banner
+        self.assignment = assignment.for_config(cfg, store)  # who gets which items
         if core_routes:  # the annotation pages and admin UI (not for potato training run)
             routes.add_core_routes(self)
 

@@ -12,7 +12,7 @@ from urllib.parse import unquote
 
 from potato.annotations import LabelError, check_label, item_record
 from potato.schemes import KEEP
-from potato import export
+from potato import export, upstream_output
 from potato.server import pages, safety
 from potato.server.errors import HTTPError
 
@@ -95,24 +95,25 @@ def _annotate_routes(app) -> None:
     @app.route("GET", r"/annotate", "annotator")
     def annotate(h):
         user = h.annotator()
-        total = app.store.item_count()
+        queue = app.assignment  # every item, or upstream's per-item / per-user limits
         if h.query.get("resume") == ["1"]:  # "go to the first item I have not labelled"
-            app.store.set_position(user, app.store.first_unlabelled(user))
+            app.store.set_position(user, queue.first_unlabelled(user))
             h.redirect("/annotate")
             return
-        position = max(0, min(_position(h, user), total))
-        item = app.store.item_at(position) if position < total else None
+        position = max(0, min(_position(h, user), queue.total(user)))
+        item = queue.item_at(user, position)
+        total = queue.total(user)
         labels = app.store.labels_of(user, item["id"]) if item else {}
         preds = app.store.item_predictions(item["id"]) if item else {}
         h.send_html(pages.annotate_page(cfg, user, item, position, total,
                                         app.store.labelled_count(user), labels, preds,
-                                        h.is_admin(), app.store.first_unlabelled(user)))
+                                        h.is_admin(), queue.first_unlabelled(user)))
 
     @app.route("POST", r"/annotate", "annotator")
     def annotate_post(h):
         user = h.annotator()
         form = h.form()
-        total = app.store.item_count()
+        total = app.assignment.total(user)
         try:
             position = int((form.get("position") or ["0"])[0])
         except ValueError:
@@ -124,6 +125,7 @@ def _annotate_routes(app) -> None:
             item = app.store.item(item_id)
             if item is None:
                 raise HTTPError(400, f"Unknown item {item_id!r}.")
+            _assigned(app, user, item_id)
             labels = _form_labels(cfg, form, item["text"])
             if action != "prev":
                 _require(cfg, {**app.store.labels_of(user, item_id), **labels})
@@ -154,6 +156,14 @@ def _form_labels(cfg, form, text: str) -> dict:
     return labels
 
 
+def _assigned(app, user: str, item_id: str) -> None:
+    """403 for an item this annotator was not given (per-item or per-user limits)."""
+    if not app.assignment.may_label(user, item_id):
+        raise HTTPError(403, f"item {item_id!r} is not one of yours: this project gives each "
+                             f"item to a limited number of annotators (num_annotators_per_item, "
+                             f"max_annotations_per_user). Label the items /annotate shows you.")
+
+
 def _require(cfg, labels: dict) -> None:
     """400 when a required scheme (label_requirement: {required: true}) has no value."""
     for scheme in cfg.schemes:
@@ -176,6 +186,7 @@ def _annotation_api_routes(app) -> None:
             raise HTTPError(400, f"item_id {item_id!r} is not an item of this project.")
         if not isinstance(labels, dict) or not labels:
             raise HTTPError(400, 'labels must be an object like {"<scheme>": "<label>"}.')
+        _assigned(app, user, item_id)
         clean = {}
         for name, value in labels.items():
             scheme = cfg.scheme(name)
@@ -258,6 +269,11 @@ def _admin_routes(app) -> None:
         ctype = "application/x-ndjson" if kind == "jsonl" else "text/csv; charset=utf-8"
         h.send(200, body, ctype, {"Content-Disposition":
                                   'attachment; filename="annotations.%s"' % kind})
+
+    @app.route("GET", r"/admin/export-upstream\.zip", "admin")
+    def admin_export_upstream(h):
+        h.send(200, upstream_output.zip_bytes(cfg, app.store), "application/zip", {
+            "Content-Disposition": 'attachment; filename="annotation_output.zip"'})
 
     @app.route("GET", r"/admin/api/stats", "admin")
     def admin_stats(h):
