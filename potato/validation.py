@@ -101,7 +101,7 @@ def _upstream_rules(cfg: Config, report: Report, warn) -> None:
             f"accepted, not used here (upstream Potato keys for looks and features this Potato "
             f"does not have; they change nothing): {', '.join(accepted)}.", accepted[0],
             cfg.line_of((accepted[0],)), cfg.path))
-    remote = [b for b in cfg.model_training.backends.values() if b.type in ("ssh", "slurm")]
+    remote = [b for b in cfg.model_training.backends.values() if arrives_as_loopback(b)]
     if cfg.debug and not remote:  # with a remote backend its own, sharper warning is given
         warn(("debug",), "debug: true gives admin rights to every request from loopback (upstream "
                          "Potato's debug does not): any program or person on this machine can "
