@@ -132,7 +132,7 @@ def test_agent_run_survives_a_server_restart(tmp_path, env, capsys, sig):
 
 
 def _running(runs, backend, **fields):
-    run_id = runs.create("text-naive-bayes", ["sentiment"], backend, {})["run_id"]
+    run_id = runs.create("text-naive-bayes", ["sentiment"], backend, {}).run_id
     assert runs.transition(run_id, "queued", "running", started_at=time.time(), **fields)
     return run_id
 
@@ -157,7 +157,7 @@ def test_what_a_restart_does_to_each_backend(tmp_path, serve):
     ssh = _running(runs, "gpu")
     slurm = _running(runs, "cluster")
     local = _running(runs, "local")
-    queued = runs.create("text-naive-bayes", ["sentiment"], "lab2", {})["run_id"]
+    queued = runs.create("text-naive-bayes", ["sentiment"], "lab2", {}).run_id
     store.close()
     _, url = serve(cfg)
     c = Client(url)
