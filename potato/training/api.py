@@ -95,7 +95,7 @@ def model_location(run: Run) -> str:
 
 
 def add_routes(app, manager: Manager) -> None:
-    def get_run(run_id):
+    def get_run(run_id: str) -> Run:
         run = manager.runs.get(run_id)
         if run is None:
             raise HTTPError(404, "No run %s." % run_id)

@@ -89,10 +89,6 @@ class Run:
     remote_host: Optional[str] = None
     in_use: List[str] = field(default_factory=list)
 
-    @property
-    def terminal(self) -> bool:
-        return self.status in TERMINAL
-
 
 COLUMNS = tuple(f.name for f in fields(Run) if f.name != "in_use")
 
