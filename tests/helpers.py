@@ -362,7 +362,7 @@ def active_run(server, trainer="text-naive-bayes"):
     """A run made active by hand, as a remote backend makes one, with the real event door."""
     manager = server.manager
     run = manager.runs.create(trainer, ["sentiment"], "gpu", {})
-    run_id = run["run_id"]
+    run_id = run.run_id
     assert manager.runs.transition(run_id, "queued", "running")
     paths = manager.paths(run_id).create()
     items = [("a%d" % i, "text %d" % i) for i in range(40)]

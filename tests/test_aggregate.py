@@ -139,6 +139,7 @@ def test_bundle_and_export_follow_the_configured_aggregation(write_config, tmp_p
     from potato.training.prepare import prepare, scheme_votes
     from potato.training.remote import bundle
     from potato.training.remote.paths import RunPaths
+    from potato.training.runs import Run
     from tests.helpers import BASE
 
     _, votes = simulated(11, items=120, classes=("positive", "negative"),
@@ -163,8 +164,8 @@ def test_bundle_and_export_follow_the_configured_aggregation(write_config, tmp_p
             expected = aggregate.aggregate("radio", scheme_votes(store, "sentiment"),
                                            method).labels
             paths = RunPaths(str(tmp_path / ("run-" + method)))
-            run = {"run_id": "r1", "trainer": "text-naive-bayes", "schemas": ["sentiment"],
-                   "params": {}}
+            run = Run(seq=1, run_id="r1", trainer="text-naive-bayes", schemas=["sentiment"],
+                      backend="local", params={}, status="running")
             prepare(cfg, store, run, paths, True, lambda s: None, lambda m: None)
             got = {it["id"]: it["labels"].get("sentiment")
                    for it in bundle.read(paths.bundle).items if it["labels"]}

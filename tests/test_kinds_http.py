@@ -268,6 +268,7 @@ def test_bundle_and_refusal_read_every_value_shape(project, serve):
     several annotators (the majority vote compares span lists whole): the bundle is built."""
     from potato.training import prepare
     from potato.training.remote.paths import RunPaths
+    from potato.training.runs import Run
 
     server, url = serve(project, training=False)
     store, cfg = server.app.store, server.app.config
@@ -277,9 +278,9 @@ def test_bundle_and_refusal_read_every_value_shape(project, serve):
     assert prepare.refusal(cfg, store, ["ner", "agree", "temp", "why"]) is not None
     paths = RunPaths(str(tmp_run_dir(cfg)))
     log = []
-    outcome = prepare.prepare(cfg, store, {"run_id": "r1", "schemas": ["sentiment", "ner"],
-                                           "trainer": "t", "params": {}}, paths, True,
-                              log.append, log.append)
+    run = Run(seq=1, run_id="r1", trainer="t", schemas=["sentiment", "ner"], backend="local",
+              params={}, status="running")
+    outcome = prepare.prepare(cfg, store, run, paths, True, log.append, log.append)
     assert outcome is None or "train split" in outcome.error
     assert any("bundle:" in line for line in log)
     with open(os.path.join(paths.bundle, "manifest.json")) as f:

@@ -370,7 +370,7 @@ def test_a_model_left_on_its_host_cannot_be_published(tmp_path, serve, hub, monk
     store = Store(load(cfg)[0].db_path)
     try:
         runs = RunStore(store)
-        run_id = runs.create("text-naive-bayes", ["sentiment"], backend, {})["run_id"]
+        run_id = runs.create("text-naive-bayes", ["sentiment"], backend, {}).run_id
         assert runs.finish(run_id, "success", artifact_uri=uri)
     finally:
         store.close()

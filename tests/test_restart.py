@@ -108,7 +108,7 @@ def test_agent_run_survives_a_server_restart(tmp_path, env, capsys, sig):
             assert server.returncode == 0
             assert took < 10, "potato start took %.1f s to stop during an agent run" % took
         run = stored_run(cfg, run_id)
-        assert run["status"] == "running", run  # not cancelled, not an error: left to the agent
+        assert run.status == "running", run  # not cancelled, not an error: left to the agent
         time.sleep(1.0)  # the agent keeps training and finds the server gone
         server = potato_start(cfg, port, log)
         run = wait_run(c, run_id, timeout=120)
@@ -132,7 +132,7 @@ def test_agent_run_survives_a_server_restart(tmp_path, env, capsys, sig):
 
 
 def _running(runs, backend, **fields):
-    run_id = runs.create("text-naive-bayes", ["sentiment"], backend, {})["run_id"]
+    run_id = runs.create("text-naive-bayes", ["sentiment"], backend, {}).run_id
     assert runs.transition(run_id, "queued", "running", started_at=time.time(), **fields)
     return run_id
 
@@ -157,7 +157,7 @@ def test_what_a_restart_does_to_each_backend(tmp_path, serve):
     ssh = _running(runs, "gpu")
     slurm = _running(runs, "cluster")
     local = _running(runs, "local")
-    queued = runs.create("text-naive-bayes", ["sentiment"], "lab2", {})["run_id"]
+    queued = runs.create("text-naive-bayes", ["sentiment"], "lab2", {}).run_id
     store.close()
     _, url = serve(cfg)
     c = Client(url)
@@ -191,8 +191,8 @@ def test_shutdown_during_a_local_run_is_quick_and_not_a_cancel(tmp_path, serve, 
     service.close()
     assert time.time() - asked < 10
     run = stored_run(service.cfg.path, run_id)
-    assert run["status"] == "error", run
-    assert run["error"] == ("The run was interrupted by a server restart: its training process "
+    assert run.status == "error", run
+    assert run.error == ("The run was interrupted by a server restart: its training process "
                             "on the server stopped with the server. Start the run again.")
 
 
@@ -207,11 +207,11 @@ def test_shutdown_during_an_ssh_run_ends_it_with_the_restart_sentence(tmp_path, 
     service.close()
     assert time.time() - asked < 10
     run = stored_run(service.cfg.path, run_id)
-    assert run["status"] == "error", run
-    assert run["error"] == (
+    assert run.status == "error", run
+    assert run.error == (
         "The run was ended by a server restart: the server's ssh session to gpu.example.org "
         "closed with it, and the agent there stopped the worker. Start the run again.")
-    assert "cancel" not in json.dumps({k: run[k] for k in ("status", "step", "error")})
+    assert "cancel" not in json.dumps({k: getattr(run, k) for k in ("status", "step", "error")})
 
 
 def test_a_reattached_run_answers_its_own_token_only(tmp_path, serve):

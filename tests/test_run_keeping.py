@@ -29,7 +29,7 @@ def _finished_runs(tmp_path, statuses):
     store = Store(str(tmp_path / "p.db"))
     runs = RunStore(store)
     for status in statuses:
-        run_id = runs.create("text-naive-bayes", ["s"], "local", {})["run_id"]
+        run_id = runs.create("text-naive-bayes", ["s"], "local", {}).run_id
         assert runs.finish(run_id, status)
         paths = RunPaths(str(tmp_path / "runs" / run_id))
         os.makedirs(paths.artifacts)
@@ -60,17 +60,17 @@ def test_retention_counts_successes_only_and_spares_the_run_in_use_and_pinned_ru
         assert prune() == ["r3"]
         assert [r for r in ("r1", "r2", "r4", "r5", "r6", "r7", "r8") if not has_files(r)] == []
         run = runs.get("r3")
-        assert run["pruned_at"] and run["pruned_reason"] == retention.reason(2, ["r8", "r4"])
+        assert run.pruned_at and run.pruned_reason == retention.reason(2, ["r8", "r4"])
         assert "retain_runs: 2 keeps the model files of the 2 newest successful runs (r8, r4)" \
-            in run["pruned_reason"]
-        assert logs == [("r3", "model files deleted: " + run["pruned_reason"])]
-        r9 = runs.create("text-naive-bayes", ["s"], "local", {})["run_id"]
+            in run.pruned_reason
+        assert logs == [("r3", "model files deleted: " + run.pruned_reason)]
+        r9 = runs.create("text-naive-bayes", ["s"], "local", {}).run_id
         assert runs.finish(r9, "success")
         assert prune() == ["r7", "r6", "r5", "r4"]  # two newer successes each
         assert prune() == []
         assert has_files("r1") and has_files("r2") and has_files("r8")
         # every record and log stays
-        assert len(runs.list()) == 9 and runs.get("r5")["status"] == "error"
+        assert len(runs.list()) == 9 and runs.get("r5").status == "error"
         assert all(os.path.exists(tmp_path / "runs" / r / "run.log") for r in
                    ("r1", "r3", "r4", "r5", "r6", "r7"))
     finally:
@@ -89,10 +89,10 @@ def test_a_store_from_before_gains_the_pin_and_pruning_columns(tmp_path):
     try:
         runs = RunStore(store)
         run = runs.get("r1")
-        assert run["pinned"] is False and run["pruned_at"] is None
-        assert runs.set_pinned("r1", True) and runs.get("r1")["pinned"] is True
+        assert run.pinned is False and run.pruned_at is None
+        assert runs.set_pinned("r1", True) and runs.get("r1").pinned is True
         runs.mark_pruned("r1", "why")
-        assert runs.get("r1")["pruned_reason"] == "why"
+        assert runs.get("r1").pruned_reason == "why"
     finally:
         store.close()
 
@@ -240,6 +240,6 @@ def test_the_newest_automatic_run_is_found_without_reading_every_run(tmp_path):
         runs.create("text-naive-bayes", ["s"], "local", {})
         auto = runs.create("text-naive-bayes", ["s"], "local", {}, auto=True)
         runs.create("text-naive-bayes", ["s"], "local", {})
-        assert runs.last_auto_created() == auto["created_at"]
+        assert runs.last_auto_created() == auto.created_at
     finally:
         store.close()

@@ -244,10 +244,10 @@ def test_restart_recovery(tmp_path, serve):
     cfg, _, _ = load(cfg_path)
     store = Store(cfg.db_path)
     runs = RunStore(store)
-    stale = runs.create("text-naive-bayes", ["sentiment"], "local", {})["run_id"]
+    stale = runs.create("text-naive-bayes", ["sentiment"], "local", {}).run_id
     assert runs.transition(stale, "queued", "running", started_at=time.time())
     waiting = runs.create("text-naive-bayes", ["sentiment"], "local",
-                          {"alpha": 1.0, "ngrams": 2, "min_count": 1, "calibrate": True})["run_id"]
+                          {"alpha": 1.0, "ngrams": 2, "min_count": 1, "calibrate": True}).run_id
     store.close()
     _, url = serve(cfg_path)
     c = Client(url)

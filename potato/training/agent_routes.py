@@ -213,7 +213,7 @@ def _upload_routes(app, manager, authorize) -> None:
         if offset != have:
             raise HTTPError(409, "%s has %d bytes here, not %d: resume from %d."
                             % (rel, have, offset, have))
-        per_file = int(manager.cfg.model_training.backends[ctx.run["backend"]].max_artifact_mb
+        per_file = int(manager.cfg.model_training.backends[ctx.run.backend].max_artifact_mb
                        * 1024 * 1024)
         left = per_file * ARTIFACTS_TOTAL_FILES_FACTOR - _tree_size(ctx.paths.artifacts)
         remote.seen()

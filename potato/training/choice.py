@@ -7,31 +7,31 @@ until the admin changes it, whatever the policy, and its model files are never p
 ``retain_runs`` (``retention``).
 """
 
-from typing import Any, Dict, List
+from typing import List, Optional
 
 from potato.training import ingest
-from potato.training.runs import RequestError
+from potato.training.runs import RequestError, Run
 
 
-def usable_schemes(manager, run: Dict[str, Any]) -> List[str]:
+def usable_schemes(manager, run: Run) -> List[str]:
     """The run's write-back schemes for which it kept predictions (what "use" would switch)."""
     schemes = manager.cfg.model_training.writeback.schemas
-    return [s for s in run["schemas"] if s in schemes and manager.runs.kept_predictions(
-        run["run_id"], s)]
+    return [s for s in run.schemas if s in schemes and manager.runs.kept_predictions(
+        run.run_id, s)]
 
 
-def use_refusal(manager, run: Dict[str, Any]) -> str:
+def use_refusal(manager, run: Run) -> str:
     """Why the run cannot be put in use, in one sentence; "" when it can."""
-    run_id = run["run_id"]
-    if run["status"] != "success":
+    run_id = run.run_id
+    if run.status != "success":
         return "Run %s did not succeed, so it has no model to use." % run_id
     if usable_schemes(manager, run):
         return ""
     wb_schemes = manager.cfg.model_training.writeback.schemas
-    wb = run.get("writeback") if isinstance(run.get("writeback"), dict) else {}
-    if not any(s in wb_schemes for s in run["schemas"]):
+    wb = run.writeback if isinstance(run.writeback, dict) else {}
+    if not any(s in wb_schemes for s in run.schemas):
         why = ("none of its schemes (%s) is in model_training.writeback.schemas (%s)"
-               % (", ".join(run["schemas"]), ", ".join(wb_schemes) or "none"))
+               % (", ".join(run.schemas), ", ".join(wb_schemes) or "none"))
     elif wb.get("below_min_confidence") and not wb.get("written"):
         why = ("all %d of its predictions were below writeback.min_confidence (%s)"
                % (wb["below_min_confidence"], wb.get("min_confidence")))
@@ -59,41 +59,41 @@ def use(manager, run_id: str) -> List[str]:
     return switched
 
 
-def pin(manager, run_id: str) -> Dict[str, Any]:
+def pin(manager, run_id: str) -> Run:
     """Pin a successful run: it is put in use where it can be and is not yet, stays in use
     until the admin changes it, and keeps its model files. Returns the run."""
     run = manager.runs.get(run_id)
     if run is None:
         raise RequestError(404, "No run %s." % run_id)
-    if run["status"] != "success":
+    if run.status != "success":
         raise RequestError(409, "Run %s did not succeed: only a successful run can be pinned."
                            % run_id)
-    if not run["in_use"] and not use_refusal(manager, run):
+    if not run.in_use and not use_refusal(manager, run):
         use(manager, run_id)
     manager.runs.set_pinned(run_id, True)
     run = manager.runs.get(run_id)
     manager.run_log(run_id, "pinned by the admin: %s; its model files are never pruned" % (
         "it stays in use for %s until the admin changes it, whatever writeback.policy says"
-        % ", ".join(run["in_use"]) if run["in_use"] else "it is in use for no scheme"))
+        % ", ".join(run.in_use) if run.in_use else "it is in use for no scheme"))
     return run
 
 
-def unpin(manager, run_id: str) -> Dict[str, Any]:
+def unpin(manager, run_id: str) -> Optional[Run]:
     """Unpin a run: writeback.policy decides again from the next successful run."""
     run = manager.runs.get(run_id)
     if run is None:
         raise RequestError(404, "No run %s." % run_id)
-    if run["pinned"]:
+    if run.pinned:
         manager.runs.set_pinned(run_id, False)
         manager.run_log(run_id, "unpinned by the admin: writeback.policy decides again "
                                  "from the next successful run")
     return manager.runs.get(run_id)
 
 
-def switched_message(run: Dict[str, Any], action: str) -> str:
+def switched_message(run: Run, action: str) -> str:
     """What the run page says after the admin's action (``use``, ``pin`` or ``unpin``)."""
-    schemes = ", ".join(map(str, run.get("in_use") or []))
-    run_id = run["run_id"]
+    schemes = ", ".join(map(str, run.in_use or []))
+    run_id = run.run_id
     if action == "use":
         return ("Run %s is now in use for %s: annotators see its predictions as suggestions."
                 % (run_id, schemes) if schemes else "Run %s is in use for no scheme." % run_id)

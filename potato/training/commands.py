@@ -193,13 +193,13 @@ def _run_in_process(cfg, args, schemas, params) -> int:
     with service:
         manager = service.manager
         try:
-            run = manager.submit(args.trainer, schemas, args.backend, params)
+            run_id = manager.submit(args.trainer, schemas, args.backend, params).run_id
         except RequestError as e:
             print("error: %s" % e.message, file=sys.stderr)
             return 1
         service.start(training=True)
-        run = _follow(lambda: run_view(manager.runs.get(run["run_id"])),
-                      lambda: manager.cancel(run["run_id"]))
+        run = _follow(lambda: run_view(manager.runs.get(run_id)),
+                      lambda: manager.cancel(run_id))
     return _finish(run)
 
 

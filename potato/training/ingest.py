@@ -9,6 +9,7 @@ from typing import Any, Dict, List, Optional
 from potato.config import Config
 from potato.store import Store
 from potato.training import boundary, report
+from potato.training.runs import Run
 
 
 class PredictionsError(Exception):
@@ -145,16 +146,16 @@ def use(store: Store, scheme: str, run_id: str) -> int:
     return n
 
 
-def warnings(cfg, run: Dict[str, Any], wb: Dict[str, Any],
+def warnings(cfg, run: Run, wb: Dict[str, Any],
              holdout: Optional[Dict[str, Any]] = None) -> List[str]:
     """What makes a successful run's held-out score or write-back worth a second look, in
     sentences."""
     out = []
     schemes = cfg.model_training.writeback.schemas
-    if not any(s in schemes for s in run["schemas"]):
+    if not any(s in schemes for s in run.schemas):
         out.append("no predictions were written: none of this run's schemes (%s) is listed in "
                    "model_training.writeback.schemas, so annotators see no suggestions from it"
-                   % ", ".join(run["schemas"]))
+                   % ", ".join(run.schemas))
     elif wb.get("schemes") and not wb.get("written") and wb.get("below_min_confidence"):
         out.append("no predictions were written: all %d were below writeback.min_confidence "
                    "(%s)" % (wb["below_min_confidence"], wb.get("min_confidence")))

@@ -4,7 +4,9 @@ stayed on its host names where they are instead)."""
 
 import os
 import tarfile
-from typing import Any, Dict, List, Optional, Tuple
+from typing import List, Optional, Tuple
+
+from potato.training.runs import Run
 
 # How each built-in trainer's files load, with the archive unpacked in the current directory.
 LOAD_CODE = {
@@ -108,11 +110,11 @@ def _padded(size: int) -> int:
     return -(-size // BLOCK) * BLOCK
 
 
-def load_code(run: Dict[str, Any]) -> str:
+def load_code(run: Run) -> str:
     """The Python that loads the run's unpacked archive, or "" for an unknown trainer."""
-    params = run.get("params") if isinstance(run.get("params"), dict) else {}
-    trainer = run.get("trainer")
+    params = run.params if isinstance(run.params, dict) else {}
+    trainer = run.trainer
     for key in ((trainer, bool(params.get("lora", True))), (trainer, True), (trainer, None)):
         if key in LOAD_CODE:
-            return LOAD_CODE[key].replace("{d}", "%s-model" % run["run_id"])
+            return LOAD_CODE[key].replace("{d}", "%s-model" % run.run_id)
     return ""

@@ -12,9 +12,10 @@ from potato.store import Store
 from potato.training.backends import Outcome
 from potato.training.remote import bundle as bundle_mod
 from potato.training.remote.paths import RunPaths, write_json
+from potato.training.runs import Run
 
 
-def prepare(cfg: Config, store: Store, run: Dict[str, Any], paths: RunPaths, local: bool,
+def prepare(cfg: Config, store: Store, run: Run, paths: RunPaths, local: bool,
             set_step: Callable[[str], None], log: Callable[[str], None],
             heldout_on_server: Optional[bool] = None) -> Optional[Outcome]:
     """Build the run's bundle and spec in ``paths``; an Outcome when the run cannot start.
@@ -26,7 +27,7 @@ def prepare(cfg: Config, store: Store, run: Dict[str, Any], paths: RunPaths, loc
         shutil.rmtree(paths.bundle)
     paths.create()
     schemas = {}
-    for name in run["schemas"]:
+    for name in run.schemas:
         scheme = cfg.scheme(name)
         if scheme is None:
             return Outcome("error", "Scheme %s is no longer in the config." % name)
@@ -57,9 +58,9 @@ def prepare(cfg: Config, store: Store, run: Dict[str, Any], paths: RunPaths, loc
     if c["train"] == 0:
         return Outcome("error", "No labelled items in the train split for %s: label some "
                                 "items (or import labels) before training."
-                       % ", ".join(run["schemas"]))
-    spec = dict(RunPaths.SPEC_NAMES, run_id=run["run_id"], trainer=run["trainer"],
-                schemas=schemas, params=run["params"], device="auto", num_threads=None,
+                       % ", ".join(run.schemas))
+    spec = dict(RunPaths.SPEC_NAMES, run_id=run.run_id, trainer=run.trainer,
+                schemas=schemas, params=run.params, device="auto", num_threads=None,
                 extra={})
     if local:
         # device, num_threads and max_ram_mb describe this machine. A remote run uses its

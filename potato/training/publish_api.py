@@ -17,23 +17,24 @@ from potato.training.publish import Publisher, Refused, cannot_publish
 RUN = r"/runs/(?P<run_id>[A-Za-z0-9_-]+)/publish"
 
 
-def view(publisher: Publisher, run: Dict[str, Any]) -> Dict[str, Any]:
-    state = publisher.state(run["run_id"])
-    blocked = cannot_publish(publisher.cfg, run, publisher.paths_of(run["run_id"]).artifacts) \
-        if run["status"] == "success" else ""
-    out = dict(state, run_id=run["run_id"], can_publish=not blocked, reason=blocked or None,
+def state_view(publisher: Publisher, view: Dict[str, Any]) -> Dict[str, Any]:
+    """The publish state the API returns for a run (``view``: its ``run_view``)."""
+    state = publisher.state(view["run_id"])
+    blocked = cannot_publish(publisher.cfg, view, publisher.paths_of(view["run_id"]).artifacts) \
+        if view["status"] == "success" else ""
+    out = dict(state, run_id=view["run_id"], can_publish=not blocked, reason=blocked or None,
                ready=publisher.readiness() or None)
-    out["html"] = publish_page.section(run, state, blocked or "", publisher.readiness()) \
-        if run["status"] == "success" else ""
+    out["html"] = publish_page.section(view, state, blocked or "", publisher.readiness()) \
+        if view["status"] == "success" else ""
     return out
 
 
-def page_card(publisher: Publisher, run: Dict[str, Any]) -> Safe:
-    """The publish card for the run page."""
-    if run["status"] != "success":
+def page_card(publisher: Publisher, view: Dict[str, Any]) -> Safe:
+    """The publish card for the run page (``view``: the run's ``run_view``)."""
+    if view["status"] != "success":
         return Safe("")
-    blocked = cannot_publish(publisher.cfg, run, publisher.paths_of(run["run_id"]).artifacts)
-    return publish_page.card(run, publisher.state(run["run_id"]), blocked or "",
+    blocked = cannot_publish(publisher.cfg, view, publisher.paths_of(view["run_id"]).artifacts)
+    return publish_page.card(view, publisher.state(view["run_id"]), blocked or "",
                              publisher.readiness())
 
 
@@ -41,12 +42,12 @@ def add_routes(app, manager, prefix: str, get_run: Callable, run_view: Callable)
     publisher = Publisher(manager.cfg, manager.paths)
 
     def start(run_id: str, body: Dict[str, Any]) -> Dict[str, Any]:
-        run = run_view(get_run(run_id))
+        view = run_view(get_run(run_id))
         try:
-            publisher.start(run, body)
+            publisher.start(view, body)
         except Refused as e:
             raise HTTPError(e.status, e.message)
-        return view(publisher, run)
+        return state_view(publisher, view)
 
     @app.route("POST", prefix + RUN, "admin")
     def publish_api(h, run_id):
@@ -54,7 +55,7 @@ def add_routes(app, manager, prefix: str, get_run: Callable, run_view: Callable)
 
     @app.route("GET", prefix + RUN, "admin")
     def publish_state(h, run_id):
-        h.send_json(view(publisher, run_view(get_run(run_id))))
+        h.send_json(state_view(publisher, run_view(get_run(run_id))))
 
     @app.route("POST", r"/admin/training" + RUN, "admin")
     def publish_form(h, run_id):

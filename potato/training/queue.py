@@ -27,7 +27,7 @@ from potato.training.intake import RunEvents
 from potato.training.ingest import PredictionsError, read_predictions, write_back
 from potato.training.remote.paths import RunPaths
 from potato.training.tokens import AgentTokens
-from potato.training.runs import RequestError, RunStore
+from potato.training.runs import RequestError, Run, RunStore
 
 log = logging.getLogger("potato.training")
 
@@ -143,16 +143,16 @@ class Manager:
             raise RequestError(400, reason)
         return {"trainer": info.name, "schemas": schemas, "backend": backend, "params": resolved}
 
-    def submit(self, trainer, schemas, backend=None, params=None, auto=False) -> Dict[str, Any]:
+    def submit(self, trainer, schemas, backend=None, params=None, auto=False) -> Run:
         req = self.resolve_request(trainer, schemas, backend, params)
         step = self.backends[req["backend"]].queued_step(busy=True)  # before the record exists
         run = self.runs.create(req["trainer"], req["schemas"], req["backend"], req["params"], auto)
-        self._log(run["run_id"], "queued: trainer %s, schemas %s, backend %s, params %s" % (
-            run["trainer"], ",".join(run["schemas"]), run["backend"], json.dumps(run["params"])))
+        self._log(run.run_id, "queued: trainer %s, schemas %s, backend %s, params %s" % (
+            run.trainer, ",".join(run.schemas), run.backend, json.dumps(run.params)))
         if step:
-            self.runs.update(run["run_id"], step=step)
-            self._log(run["run_id"], step)
-            run = self.runs.get(run["run_id"])
+            self.runs.update(run.run_id, step=step)
+            self._log(run.run_id, step)
+            run = self.runs.get(run.run_id)
         self._wake.set()
         return run
 
@@ -160,18 +160,18 @@ class Manager:
         """Put a successful run in use for its write-back schemes (``choice.use``)."""
         return choice.use(self, run_id)
 
-    def cancel(self, run_id: str) -> Optional[Dict[str, Any]]:
+    def cancel(self, run_id: str) -> Optional[Run]:
         run = self.runs.get(run_id)
         if run is None:
             return None
-        if run["status"] == "queued":
+        if run.status == "queued":
             if self.runs.transition(run_id, "queued", "cancelled",
                                     error="cancelled before it started", step="cancelled",
                                     finished_at=time.time()):
                 self._log(run_id, "cancelled while queued")
                 return self.runs.get(run_id)
             run = self.runs.get(run_id)  # it started meanwhile: cancel it as a running run
-        if run["status"] == "running":
+        if run.status == "running":
             self.runs.update(run_id, cancel_requested=1, step="cancelling")
             self._log(run_id, "cancel requested")
             with self._lock:
@@ -181,13 +181,13 @@ class Manager:
         return self.runs.get(run_id)
 
     # -- agent backends ----------------------------------------------------------------------
-    def _startable(self, run: Dict[str, Any]) -> bool:
+    def _startable(self, run: Run) -> bool:
         """Runs of agent backends start only once an agent has claimed them; nothing starts
         while training is disabled (runs queued before stay queued)."""
         if not self.cfg.model_training.enabled:
             return False
-        return (not self.backends[run["backend"]].polled_by_agents
-                or run["run_id"] in self._claims)
+        return (not self.backends[run.backend].polled_by_agents
+                or run.run_id in self._claims)
 
     def claim(self, backend: str, agent: Dict[str, Any], timeout: float = 60):
         """(run_id, run token) of the run an agent of ``backend`` may take now, or None.
@@ -201,19 +201,19 @@ class Manager:
             if self._claims or self._active or self.runs.with_status("running"):
                 return None
             nxt = next((r for r in self.runs.with_status("queued")
-                        if self._startable(r) or r["backend"] == backend), None)
-            if nxt is None or nxt["backend"] != backend:
+                        if self._startable(r) or r.backend == backend), None)
+            if nxt is None or nxt.backend != backend:
                 return None
             claim = Claim(secrets.token_urlsafe(32), agent)
-            self._claims[nxt["run_id"]] = claim
+            self._claims[nxt.run_id] = claim
         self._wake.set()
         claim.ready.wait(timeout)
-        ctx = self.active_context(nxt["run_id"])
+        ctx = self.active_context(nxt.run_id)
         if ctx is None or ctx.remote is None:
             with self._lock:
-                self._claims.pop(nxt["run_id"], None)
+                self._claims.pop(nxt.run_id, None)
             return None
-        return nxt["run_id"], claim.token
+        return nxt.run_id, claim.token
 
     def _queue_timeouts(self) -> None:
         """Queued runs' steps kept current (an agent backend says how long no agent has
@@ -221,18 +221,18 @@ class Manager:
         now = time.time()
         busy = bool(self._active or self.runs.with_status("running"))
         for run in self.runs.with_status("queued"):
-            b = self.backends.get(run["backend"])
+            b = self.backends.get(run.backend)
             limit = b.queue_timeout_s if b is not None else None
-            if b is not None and run["run_id"] not in self._claims:
+            if b is not None and run.run_id not in self._claims:
                 step = b.queued_step(busy)
-                if step and step != run["step"] and self.runs.update(run["run_id"], step=step) \
-                        and b.step_worth_logging(run["step"], step):
-                    self._log(run["run_id"], step)
-            if limit and now - run["created_at"] > limit and run["run_id"] not in self._claims:
+                if step and step != run.step and self.runs.update(run.run_id, step=step) \
+                        and b.step_worth_logging(run.step, step):
+                    self._log(run.run_id, step)
+            if limit and now - run.created_at > limit and run.run_id not in self._claims:
                 message = b.queue_timeout_message(limit)
-                if self.runs.finish(run["run_id"], "error", message,
+                if self.runs.finish(run.run_id, "error", message,
                                     step=b.queue_timeout_step):
-                    self._log(run["run_id"], "error: " + message)
+                    self._log(run.run_id, "error: " + message)
 
     def active_context(self, run_id: str) -> Optional[RunContext]:
         with self._lock:
@@ -285,7 +285,7 @@ class Manager:
             try:
                 if self._resumed:
                     ctx = self._resumed.pop(0)
-                    self._follow(ctx, self.backends[ctx.run["backend"]].resume)
+                    self._follow(ctx, self.backends[ctx.run.backend].resume)
                     continue
                 self._auto_retrain_tick()
                 self._queue_timeouts()
@@ -306,16 +306,16 @@ class Manager:
 
     run_log = _log  # a line in the run's log, for the modules that act on runs
 
-    def context(self, run: Dict[str, Any], claim: Optional[Claim] = None) -> RunContext:
+    def context(self, run: Run, claim: Optional[Claim] = None) -> RunContext:
         """A run's context: its events, step, log and record; shut down if we are stopping."""
-        run_id, paths = run["run_id"], self.paths(run["run_id"])
+        run_id, paths = run.run_id, self.paths(run.run_id)
 
         def set_step(text: str) -> None:
             self.runs.update(run_id, step=text, heartbeat_at=time.time())
             self._log(run_id, text)
 
         on_event = RunEvents(self.runs, lambda m: self._log(run_id, m), run_id, paths, set_step,
-                             self.backends[run["backend"]].ran_on)
+                             self.backends[run.backend].ran_on)
         ctx = RunContext(run, paths, self.cfg, on_event, set_step,
                          lambda m: self._log(run_id, m), claim=claim)
         ctx.save = lambda **fields: self.runs.update(run_id, **fields)
@@ -323,35 +323,35 @@ class Manager:
             ctx.shutdown.set()
         return ctx
 
-    def _execute(self, run: Dict[str, Any]) -> None:
-        run_id = run["run_id"]
+    def _execute(self, run: Run) -> None:
+        run_id = run.run_id
         if self._stop.is_set() or not self.runs.transition(
                 run_id, "queued", "running", started_at=time.time(),
-                step="building the bundle", ran_on=run["backend"]):
+                step="building the bundle", ran_on=run.backend):
             with self._lock:  # cancelled since it was picked, or stopping: nothing starts
                 claim = self._claims.pop(run_id, None)
             if claim is not None:
                 claim.ready.set()
             return
-        backend = self.backends[run["backend"]]
+        backend = self.backends[run.backend]
         with self._lock:  # the claim leaves the claims as the run becomes active, atomically
             ctx = self.context(run, claim=self._claims.pop(run_id, None))
             self._active[run_id] = ctx
-        if self.runs.get(run_id)["cancel_requested"]:
+        if self.runs.get(run_id).cancel_requested:
             ctx.cancel.set()
         self._follow(ctx, lambda c: self._prepare(run, c.paths, c.set_step) or backend.execute(c))
 
     def _follow(self, ctx: RunContext, start) -> None:
         """``start(ctx)`` (a backend's execute or resume), then the run's ending, recorded."""
         run, run_id, paths, on_event = ctx.run, ctx.run_id, ctx.paths, ctx.on_event
-        backend = self.backends[run["backend"]]
+        backend = self.backends[run.backend]
         try:
             outcome = start(ctx)
             if outcome.status == "detached":  # it carries on without us (survives_restart)
                 self.runs.update(run_id, step="waiting for the server to start again")
                 return
             fields = {"ran_on": (backend.ran_on(on_event.placement)
-                                 if on_event.placement else outcome.ran_on or run["backend"]),
+                                 if on_event.placement else outcome.ran_on or run.backend),
                       "artifact_uri": outcome.artifact_uri}
             if outcome.ingest:
                 fields.update(self._ingest(run, paths))
@@ -380,14 +380,14 @@ class Manager:
             self._retain()
             self._wake.set()
 
-    def _prepare(self, run: Dict[str, Any], paths: RunPaths, set_step) -> Optional[Outcome]:
+    def _prepare(self, run: Run, paths: RunPaths, set_step) -> Optional[Outcome]:
         """Bundle and spec for a run; an Outcome when it cannot start."""
-        backend = self.backends[run["backend"]]
+        backend = self.backends[run.backend]
         return prepare.prepare(self.cfg, self.store, run, paths, backend.on_server, set_step,
-                               lambda m: self._log(run["run_id"], m),
+                               lambda m: self._log(run.run_id, m),
                                heldout_on_server=backend.heldout_on_server)
 
-    def _ingest(self, run: Dict[str, Any], paths: RunPaths) -> Dict[str, Any]:
+    def _ingest(self, run: Run, paths: RunPaths) -> Dict[str, Any]:
         b = bundle_mod.read(paths.bundle, verify=False)
         try:
             predictions = read_predictions(paths.predictions, b)
@@ -395,14 +395,14 @@ class Manager:
             return {"error": "The run finished but its predictions cannot be used: %s." % e}
         holdout = report.holdout_report(predictions, ingest.with_heldout(b.items, paths.heldout),
                                         b.schemas)
-        wb = write_back(self.store, self.cfg, run["run_id"], predictions, holdout)
+        wb = write_back(self.store, self.cfg, run.run_id, predictions, holdout)
         for scheme, why in list(wb["kept_in_use"].items()) + list(wb["took_over"].items()):
-            self._log(run["run_id"], "%s: %s" % (scheme, why))
+            self._log(run.run_id, "%s: %s" % (scheme, why))
         metrics = None
         for line in ingest.read_lines(paths.events):
             if line.get("type") == "result":
                 metrics = line.get("metrics")
-        self._log(run["run_id"], "held-out: %s; write-back: %s" % (json.dumps(holdout),
+        self._log(run.run_id, "held-out: %s; write-back: %s" % (json.dumps(holdout),
                                                                   json.dumps(wb)))
         return {"holdout": holdout, "writeback": wb, "metrics": metrics,
                 "warnings": ingest.warnings(self.cfg, run, wb, holdout)}
@@ -420,7 +420,7 @@ class Manager:
             try:
                 run = self.submit(ar.trainer, ar.schemas, ar.backend, ar.params, auto=True)
                 self.store.meta_set("auto_retrain.labels", str(decision.labels))
-                decision.status["reason"] = "started automatic run %s" % run["run_id"]
+                decision.status["reason"] = "started automatic run %s" % run.run_id
             except RequestError as e:
                 decision.status["reason"] = "cannot start an automatic run: %s" % e.message
         self.auto_status = decision.status

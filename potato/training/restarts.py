@@ -14,6 +14,7 @@ import os
 from typing import List
 
 from potato.training.backends.base import RunContext
+from potato.training.runs import Run
 
 RESTARTED = ("The run was ended by a server restart, and its backend is no longer in the config. "
              "Start the run again.")
@@ -25,16 +26,16 @@ def recover(manager) -> List[RunContext]:
     contexts (their agents' reports are accepted from now on), for the manager to follow."""
     resumed = []
     for run in manager.runs.with_status("running"):
-        run_id = run["run_id"]
-        backend = manager.backends.get(run["backend"])
+        run_id = run.run_id
+        backend = manager.backends.get(run.backend)
         if backend is not None and backend.survives_restart:
             ctx = manager.context(run)
             if backend.reattach(ctx, run):
                 _continue_events(ctx, run)
-                if run["cancel_requested"]:
+                if run.cancel_requested:
                     ctx.cancel.set()  # the agent hears it in the reply to its next report
                 ctx.set_step("the server restarted: waiting for the agent on %s to report "
-                             "again (up to %g s)" % (run.get("remote_host") or "its machine",
+                             "again (up to %g s)" % (run.remote_host or "its machine",
                                                      backend.bcfg.heartbeat_timeout_s))
                 resumed.append(ctx)
                 continue
@@ -44,11 +45,11 @@ def recover(manager) -> List[RunContext]:
     return resumed
 
 
-def _continue_events(ctx: RunContext, run) -> None:
+def _continue_events(ctx: RunContext, run: Run) -> None:
     """The run's events go on where the previous server left them: the placement it recorded
     and the size of events.jsonl (which stays bounded across restarts)."""
     events = ctx.on_event
-    events.placement.update(run.get("placement") or {})
+    events.placement.update(run.placement or {})
     try:
         events.written = os.path.getsize(ctx.paths.events)
     except OSError:

@@ -16,6 +16,7 @@ from potato.training.backends.base import Outcome, RemoteState, RunContext, Trai
 from potato.training.backends.wait import outcome_of, wait_for_agent
 from potato.training.remote import bundle as bundle_mod
 from potato.training.remote.protocol import LOST_CONTACT_S, VERSION, RunSettings
+from potato.training.runs import Run
 
 CLAIM_WAIT_S = 60  # how long a claim waits for the server to prepare the run
 AGENT_POLL_S = 5.0  # the agent's default --poll-interval (agents before 2.15 do not say theirs)
@@ -100,18 +101,18 @@ class AgentBackend(TrainingBackend):
         claim.ready.set()
         return self._follow(ctx, remote, where)
 
-    def reattach(self, ctx: RunContext, run: Dict[str, Any]) -> bool:
-        if not run.get("remote_token") or not os.path.exists(ctx.paths.bundle_archive):
+    def reattach(self, ctx: RunContext, run: Run) -> bool:
+        if not run.remote_token or not os.path.exists(ctx.paths.bundle_archive):
             return False
-        remote = RemoteState(run["remote_token"], self.settings(), hashed=True)
+        remote = RemoteState(run.remote_token, self.settings(), hashed=True)
         remote.last_seen = time.monotonic()  # the agent has heartbeat_timeout_s from now
         ctx.remote = remote
         ctx.bundle_sha256 = bundle_mod.file_sha256(ctx.paths.bundle_archive)
         return True
 
     def resume(self, ctx: RunContext) -> Outcome:
-        where = ctx.run.get("remote_host") or "the agent's machine"
-        ran_for = max(0.0, time.time() - (ctx.run.get("started_at") or time.time()))
+        where = ctx.run.remote_host or "the agent's machine"
+        ran_for = max(0.0, time.time() - (ctx.run.started_at or time.time()))
         return self._follow(ctx, ctx.remote, where, started=time.monotonic() - ran_for)
 
     def _follow(self, ctx: RunContext, remote: RemoteState, where: str,

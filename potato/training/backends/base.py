@@ -14,6 +14,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 from potato.config import Backend as BackendConfig, Config
 from potato.training.remote.paths import RunPaths
 from potato.training.remote.protocol import RunSettings
+from potato.training.runs import Run
 
 
 class Outcome:
@@ -42,11 +43,11 @@ class RunContext:
     """What a backend gets for one run. All of it is given here, once; a remote backend adds
     the run's ``remote`` state (and the bundle archive's digest) when its agent starts."""
 
-    def __init__(self, run: Dict[str, Any], paths: RunPaths, cfg: Config,
+    def __init__(self, run: Run, paths: RunPaths, cfg: Config,
                  on_event: Callable[[dict], None], set_step: Callable[[str], None],
                  log: Callable[[str], None], claim: Optional[Claim] = None):
         self.run = run
-        self.run_id = run["run_id"]
+        self.run_id = run.run_id
         self.paths = paths
         self.cfg = cfg
         self.on_event = on_event
@@ -161,7 +162,7 @@ class TrainingBackend:
         return ("The run was ended by a server restart (the annotation server stopped during "
                 "the run). Start the run again.")
 
-    def reattach(self, ctx: RunContext, run: Dict[str, Any]) -> bool:
+    def reattach(self, ctx: RunContext, run: Run) -> bool:
         """Prepare ``ctx`` for a run left running by the previous server; False when it cannot
         be picked up (it then ends with ``restart_error``). Called before the server serves."""
         return False
