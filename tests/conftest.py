@@ -191,3 +191,10 @@ def archive(tmp_path):
     path = str(tmp_path / "bundle.tar.gz")
     bundle_mod.pack(str(tmp_path / "b"), path)
     return path
+
+
+@pytest.fixture
+def env(monkeypatch):
+    """The test trainers (tests/plugins) for the server and for its workers."""
+    monkeypatch.setenv("POTATO_TRAINER_PLUGINS", PLUGINS)
+    monkeypatch.setenv("PYTHONPATH", ROOT)

@@ -456,3 +456,11 @@ def make_run(tmp_path, archive, cancel_after=None, **settings):
     base.update(settings)
     client = FakeClient(archive, base, cancel_after)
     return AgentRun(client, "r1", str(tmp_path / "job"), sys.executable), client
+
+
+def agent_backends(**lab):
+    """Two agent backends, lab (with ``lab``'s keys) and lab2, as model_training lines."""
+    keys = {"type": "agent", "heartbeat_timeout_s": 5}
+    keys.update(lab)
+    inner = ", ".join(f"{k}: {v}" for k, v in keys.items())
+    return f"  backends:\n    lab: {{{inner}}}\n    lab2: {{type: agent}}\n"

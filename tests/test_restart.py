@@ -19,24 +19,12 @@ from potato.config import load
 from potato.store import Store
 from potato.training.backends.errors import silent_agent
 from potato.training.runs import RunStore
+from tests.helpers import agent_backends as backends
 from tests.helpers import (
-    KEY, PLUGINS, ROOT, Client, make_project, ssh_backend, start_run, wait_progress, wait_run)
+    KEY, ROOT, Client, make_project, ssh_backend, start_run, wait_progress, wait_run)
 from tests.sshd import free_port
 
 H = {"X-API-Key": KEY}
-
-
-def backends(**lab):
-    keys = {"type": "agent", "heartbeat_timeout_s": 5}
-    keys.update(lab)
-    inner = ", ".join(f"{k}: {v}" for k, v in keys.items())
-    return f"  backends:\n    lab: {{{inner}}}\n    lab2: {{type: agent}}\n"
-
-
-@pytest.fixture
-def env(monkeypatch):
-    monkeypatch.setenv("POTATO_TRAINER_PLUGINS", PLUGINS)
-    monkeypatch.setenv("PYTHONPATH", ROOT)
 
 
 def register(cfg, capsys):
