@@ -80,6 +80,57 @@ def test_resolve_a_directory_the_cache_and_the_hub(tmp_path, hub):
     assert model_source.resolve("org/gated", "gpu01", dict(env, HF_TOKEN="hf_secret"))[0]
 
 
+def _serve(handler):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    t = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    t.start()
+    return server, t
+
+
+def test_the_token_goes_only_to_the_hub_it_was_meant_for(tmp_path):
+    """A redirect to another host gets no Authorization header (urllib would copy it); a
+    redirect on the same host keeps it; the token ``huggingface-cli login`` stored is used."""
+    seen = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            seen.append((self.server.name, self.path, self.headers.get("Authorization")))
+            if self.path.startswith("/api/models/"):
+                self.send_response(302)
+                where = {"org/away": other_url, "org/near": hub_url}[self.path[12:]]
+                self.send_header("Location", where + "/landing")
+            else:
+                self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    hub, t1 = _serve(Handler)
+    other, t2 = _serve(Handler)
+    hub.name, other.name = "hub", "other"
+    hub_url = "http://127.0.0.1:%d" % hub.server_address[1]
+    other_url = "http://localhost:%d" % other.server_address[1]
+    try:
+        env = {"HF_HOME": str(tmp_path / "hf"), "HF_ENDPOINT": hub_url, "HF_TOKEN": "hf_s"}
+        assert model_source.resolve("org/away", "gpu01", env)[0]
+        assert seen == [("hub", "/api/models/org/away", "Bearer hf_s"),
+                        ("other", "/landing", None)]
+        del seen[:]
+        (tmp_path / "hf").mkdir()
+        (tmp_path / "hf" / "token").write_text("hf_login\n")
+        del env["HF_TOKEN"]
+        assert model_source.resolve("org/near", "gpu01", env)[0]
+        assert seen == [("hub", "/api/models/org/near", "Bearer hf_login"),
+                        ("hub", "/landing", "Bearer hf_login")]
+    finally:
+        for server, t in ((hub, t1), (other, t2)):
+            server.shutdown()
+            server.server_close()
+            t.join(5)
+
+
 def test_an_offline_host_says_so_at_once(tmp_path):
     env = {"HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1"}
     assert model_source.resolve("org/model", "gpu01", env) == (False, (
