@@ -349,6 +349,42 @@ def test_one_publish_at_a_time(tmp_path, serve, hub, monkeypatch):
     assert state["state"] == "failed"
 
 
+def test_retention_leaves_a_run_being_published(tmp_path, serve, hub, monkeypatch):
+    """retain_runs does not delete the files of a run while it is published (they would
+    vanish halfway, leaving an empty repo); a file gone anyway is said in a sentence."""
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    _, url = serve(make_project(tmp_path, "    policy: newest\n  retain_runs: 1"))
+    c = Client(url)
+    r1 = wait_run(c, start_run(c, trainer="test-warns", schemas=["sentiment"]))["run_id"]
+    hub.pause = {"/api/repos/create"}
+    assert publish_run(c, r1, repo_id="alice/kept")[0] == 202
+    deadline = time.time() + 30
+    while not any(r["path"] == "/api/repos/create" for r in hub.requests):
+        assert time.time() < deadline
+        time.sleep(0.05)
+    r2 = wait_run(c, start_run(c, trainer="test-warns", schemas=["sentiment"]))
+    assert r2["in_use"] == ["sentiment"]
+    assert c.json("GET", f"/admin/training/api/runs/{r1}", headers=H)[1]["pruned_at"] is None
+    hub.resume.set()
+    state = wait_published(c, r1)
+    assert state["state"] == "published", state
+    assert "weights.bin" in " ".join(_files(hub, "alice/kept"))
+
+
+def test_a_model_file_gone_while_publishing_is_said(tmp_path):
+    from potato.training import hub as hub_mod
+    session = hub_mod.Session("http://127.0.0.1:9", TOKEN, 5, "HF_TOKEN")
+    try:
+        with pytest.raises(hub_mod.HubFailure) as e:
+            session.push("alice/x", False, "m", "d", [("w.bin", str(tmp_path / "w.bin"))],
+                         b"card", lambda s: None)
+    finally:
+        session.close()
+    assert str(e.value).startswith("The run's model files changed on this server while "
+                                   "preparing the upload: %s is gone" % (tmp_path / "w.bin"))
+    assert "nothing was committed" in str(e.value)
+
+
 @pytest.mark.parametrize("uri, backend, expected", [
     ("ssh://gpu.example.org/home/u/.cache/potato-training/jobs/r1-x/artifacts", "gpu",
      "fetch_artifacts: false kept the model files on the GPU host, at ssh://gpu.example.org"),

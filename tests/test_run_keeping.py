@@ -3,6 +3,7 @@ retain_runs deletes only model files (never the run in use's or a pinned run's, 
 successful runs) and says so; "Use this model" only where it can work; pin and unpin; the CLI
 says whether a run is in use; a run that learned nothing is a warning."""
 
+import io
 import os
 
 import pytest
@@ -75,6 +76,44 @@ def test_retention_counts_successes_only_and_spares_the_run_in_use_and_pinned_ru
                    ("r1", "r3", "r4", "r5", "r6", "r7"))
     finally:
         store.close()
+
+
+def test_retention_leaves_a_run_whose_files_are_being_read(tmp_path):
+    """A publish or a model.tar download holds the run: its files stay until it lets go."""
+    store, runs = _finished_runs(tmp_path, ["success"] * 3)
+    try:
+        holds = retention.Holds()
+
+        def prune():
+            return retention.prune(runs, lambda r: RunPaths(str(tmp_path / "runs" / r)), 1,
+                                   lambda r, m: None, holds)
+
+        with holds.hold("r1"):
+            holds.acquire("r2")
+            assert prune() == []
+            assert runs.get("r1")["pruned_at"] is None
+            holds.release("r2")
+            assert prune() == ["r2"]
+        assert prune() == ["r1"]
+    finally:
+        store.close()
+
+
+def test_a_download_cut_short_logs_one_line(tmp_path, caplog):
+    from potato.training import model_files
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "w.bin").write_bytes(b"x" * 5000)
+    archive = model_files.Archive(str(tmp_path / "a"), "r1-model")
+    os.remove(tmp_path / "a" / "w.bin")
+
+    class H:
+        close_connection = False
+    h, out = H(), io.BytesIO()
+    model_files.writer(archive, "r1", h)(out)
+    assert h.close_connection and len(out.getvalue()) < archive.size
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1 and lines[0].startswith("run r1: model.tar cut short: ")
+    assert not any(r.exc_info for r in caplog.records)
 
 
 def test_a_store_from_before_gains_the_pin_and_pruning_columns(tmp_path):

@@ -218,13 +218,14 @@ def _page_routes(app, manager: Manager, get_run) -> None:
     @app.route("GET", r"/admin/training/runs/(?P<run_id>[A-Za-z0-9_-]+)/model\.tar", "admin")
     def model_archive(h, run_id):
         run = get_run(run_id)
-        archive = model_files.Archive(manager.paths(run_id).artifacts, "%s-model" % run_id) \
-            if run["status"] == "success" else None
-        if archive is None or not archive.members:
-            raise HTTPError(404, "Run %s has no model files on this server (%s)." % (
-                run_id, model_location(run)))
-        h.send_stream("application/x-tar", model_files.archive_name(run_id), archive.write,
-                      archive.size)
+        with manager.holds.hold(run_id):  # retention leaves the files until it is sent
+            archive = model_files.Archive(manager.paths(run_id).artifacts, "%s-model" % run_id) \
+                if run["status"] == "success" else None
+            if archive is None or not archive.members:
+                raise HTTPError(404, "Run %s has no model files on this server (%s)." % (
+                    run_id, model_location(run)))
+            h.send_stream("application/x-tar", model_files.archive_name(run_id),
+                          model_files.writer(archive, run_id, h), archive.size)
 
     @app.route("GET", PREFIX + r"/fragments", "admin")
     def fragments(h):

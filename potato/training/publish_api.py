@@ -38,7 +38,7 @@ def page_card(publisher: Publisher, run: Dict[str, Any]) -> Safe:
 
 
 def add_routes(app, manager, prefix: str, get_run: Callable, run_view: Callable) -> Publisher:
-    publisher = Publisher(manager.cfg, manager.paths)
+    publisher = Publisher(manager.cfg, manager.paths, holds=manager.holds)
 
     def start(run_id: str, body: Dict[str, Any]) -> Dict[str, Any]:
         run = run_view(get_run(run_id))

@@ -79,6 +79,7 @@ class Manager:
         self._active: Dict[str, RunContext] = {}
         self._lock = threading.Lock()
         self.tokens = AgentTokens(store)
+        self.holds = retention.Holds()  # runs whose model files are being read
         self.backends = make_backends(cfg, self.tokens)
         self._hidden: Optional[str] = cfg.model_training.publish.token_env
         proc.hide(self._hidden)  # the publish token: for the server only, never for a child
@@ -413,7 +414,8 @@ class Manager:
                 "warnings": ingest.warnings(self.cfg, run, wb, holdout)}
 
     def _retain(self) -> None:
-        retention.prune(self.runs, self.paths, self.cfg.model_training.retain_runs, self._log)
+        retention.prune(self.runs, self.paths, self.cfg.model_training.retain_runs, self._log,
+                        self.holds)
 
     def _auto_retrain_tick(self) -> None:
         """Carry out auto-retraining's decision: queue an automatic run, or say why not."""
