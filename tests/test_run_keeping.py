@@ -238,6 +238,64 @@ def test_a_newer_run_within_tolerance_says_that_it_took_over(tmp_path, serve):
     assert "sentiment: " + why in log
 
 
+def test_pinning_does_not_lose_to_a_run_finishing_at_the_same_moment(tmp_path, serve,
+                                                                    monkeypatch):
+    """Write-back's take-over (decision and switch) and pin share one lock: a pin made while
+    a newer run decides is applied after it, so the pinned run ends in use."""
+    import threading
+    from potato.training import ingest
+    _, url = serve(make_project(tmp_path, "    policy: newest"))
+    c = Client(url)
+    r1 = wait_run(c, start_run(c, trainer="text-naive-bayes", schemas=["sentiment"]))["run_id"]
+    deciding = threading.Event()
+    real = ingest.takes_over
+
+    def slow(*args, **kwargs):
+        out = real(*args, **kwargs)
+        deciding.set()
+        threading.Event().wait(1.0)  # the window a pin used to fall into
+        return out
+    monkeypatch.setattr(ingest, "takes_over", slow)
+    r2 = start_run(c, trainer="text-naive-bayes", schemas=["sentiment"])
+    assert deciding.wait(120)
+    status, pinned = c.json("POST", f"/admin/training/api/runs/{r1}/pin", headers=H)
+    assert status == 200 and pinned["pinned"] is True and pinned["in_use"] == ["sentiment"]
+    assert wait_run(c, r2)["in_use"] == []
+    run = c.json("GET", f"/admin/training/api/runs/{r1}", headers=H)[1]
+    assert run["pinned"] is True and run["in_use"] == ["sentiment"]
+
+
+def test_use_on_another_run_moves_the_pin(tmp_path, serve):
+    _, url = serve(make_project(tmp_path))
+    c = Client(url)
+    r1 = wait_run(c, start_run(c, trainer="text-naive-bayes", schemas=["sentiment"]))["run_id"]
+    r2 = wait_run(c, start_run(c, trainer="test-warns", schemas=["sentiment"]))["run_id"]
+    assert c.json("POST", f"/admin/training/api/runs/{r1}/pin", headers=H)[1]["pinned"]
+    assert c.json("POST", f"/admin/training/api/runs/{r2}/use", headers=H)[0] == 200
+    old = c.json("GET", f"/admin/training/api/runs/{r1}", headers=H)[1]
+    new = c.json("GET", f"/admin/training/api/runs/{r2}", headers=H)[1]
+    assert (old["pinned"], old["in_use"]) == (False, [])
+    assert (new["pinned"], new["in_use"]) == (True, ["sentiment"])
+    log = c.get(f"/admin/training/api/runs/{r1}/log", headers=H).text
+    assert f"unpinned by the admin: run {r2} was put in use for sentiment instead" in log
+    # a better run does not replace the admin's choice
+    r3 = wait_run(c, start_run(c, trainer="text-naive-bayes", schemas=["sentiment"]))
+    assert r3["in_use"] == [] and r3["writeback"]["kept_in_use"]["sentiment"].startswith(
+        f"run {r2} is pinned")
+
+
+def test_a_queued_or_running_run_says_so_when_used_or_pinned(tmp_path, serve):
+    _, url = serve(make_project(tmp_path))
+    c = Client(url)
+    run_id = start_run(c, trainer="test-steps", schemas=["sentiment"], params={"seconds": 3})
+    for action in ("use", "pin"):
+        status, body = c.json("POST", f"/admin/training/api/runs/{run_id}/{action}", headers=H)
+        assert status == 409 and body["error"].startswith(f"Run {run_id} is ")
+        assert body["error"].split(" ")[3].rstrip(":") in ("queued", "running"), body
+        assert "only a successful run can be used or pinned" in body["error"]
+    wait_run(c, run_id)
+
+
 # -- a run that learned nothing ----------------------------------------------------------------
 
 def test_the_baseline_has_a_macro_f1_and_a_model_at_it_warns():
