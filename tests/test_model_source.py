@@ -230,3 +230,35 @@ def test_a_run_with_a_missing_model_fails_at_its_start(tmp_path, serve):
     log = c.get("/admin/training/api/runs/%s/log" % run["run_id"], headers=H).text
     assert "Traceback" not in log and "Repo id must be" not in log
     assert "Repo id" not in json.dumps(run)
+
+
+def test_a_model_with_control_characters_or_a_huge_value_is_refused(tmp_path):
+    """A null byte no longer crashes Check over ssh, and no 200 KB value is echoed."""
+    from potato.config import load
+    from potato.training.backends import check_backend, make_backends
+    from potato.training.remote import trainers
+    info = trainers.get("hf-text-classification")
+    for bad, said in (("a\x00b", "model must not contain control characters"),
+                      ("org/m\n", "model must not contain control characters"),
+                      ("x" * 200000, "model is 200000 characters long; at most 1000")):
+        with pytest.raises(trainers.ParamError) as e:
+            trainers.resolve_params(info, {"model": bad})
+        assert str(e.value).startswith(said) and len(str(e.value)) < 200
+    llm = trainers.get("hf-llm-classification")
+    template = "Text:\n\t{text}\nLabels: {labels}\nAnswer:"
+    assert trainers.resolve_params(llm, {"prompt_template": template})["prompt_template"] \
+        == template
+    cfg, errors, _ = load(make_project(tmp_path, backend(host="127.0.0.1", port=1),
+                                       labels=False))
+    assert not errors, errors
+    backends = make_backends(cfg)
+    try:
+        gpu = backends["gpu-server"]
+        ok, sentence = gpu.check_model("a\x00b")  # no UnboundLocalError
+        assert ok is False and "null byte" in sentence
+        gpu.check = lambda: {"ok": True, "lines": []}  # the host itself is not the point here
+        report = check_backend(gpu, "hf-text-classification", {"model": "x" * 200000})
+        assert report["ok"] is False and len(" ".join(report["lines"])) < 300
+    finally:
+        for b in backends.values():
+            b.close()

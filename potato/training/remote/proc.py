@@ -107,6 +107,8 @@ def run(argv: List[str], input_bytes: Optional[bytes] = None, timeout: float = 1
         return Completed(argv, NOT_EXECUTABLE, "", "%s: permission denied" % argv[0])
     except OSError as e:
         return Completed(argv, NOT_EXECUTABLE, "", "%s: %s" % (argv[0], e.strerror or e))
+    except ValueError as e:  # a null byte in an argument or the environment
+        return Completed(argv, NOT_EXECUTABLE, "", "%s: cannot run: %s" % (argv[0], e))
     try:
         out, err = p.communicate(input_bytes, timeout=timeout)
         timed_out = False
