@@ -316,6 +316,18 @@ def test_the_baseline_has_a_macro_f1_and_a_model_at_it_warns():
     assert report.learned_nothing("tags", multi).startswith("tags: the held-out macro-F1")
 
 
+def test_a_test_split_of_one_gold_class_is_not_called_learned_nothing():
+    r = report.scheme_report([("positive", "positive")] * 12, ["positive", "negative"],
+                             "radio", ["positive"] * 7)
+    assert r["macro_f1"] == r["baseline"]["macro_f1"] == 1.0
+    said = report.learned_nothing("sentiment", r)
+    assert "learned nothing" not in said
+    assert said == ("sentiment: the test split cannot tell the model from the majority-class "
+                    "baseline: its 12 items all have the gold label positive, which always "
+                    "answering positive gets right. Label items of the other classes, or raise "
+                    "splits.test")
+
+
 def test_a_run_that_predicts_one_class_is_a_warning_not_a_plain_success(tmp_path, serve):
     _, url = serve(make_project(tmp_path))
     c = Client(url)
