@@ -385,6 +385,29 @@ def test_a_model_file_gone_while_publishing_is_said(tmp_path):
     assert "nothing was committed" in str(e.value)
 
 
+def test_a_refused_form_shows_the_run_page_again_with_the_input(tmp_path, serve, hub,
+                                                                monkeypatch):
+    """Without JavaScript: the reason on the run page (inside the admin pages), the form
+    still holding what was typed, escaped; nothing reaches the Hub."""
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    _, url = serve(make_project(tmp_path))
+    c = Client(url)
+    run_id = wait_run(c, start_run(c, trainer="text-naive-bayes", schemas=["sentiment"]))[
+        "run_id"]
+    form = {"repo_id": "<img src=x>", "private": "true", "commit_message": "first <b>try</b>"}
+    resp = c.post(f"/admin/training/runs/{run_id}/publish", headers=H, form=form)
+    assert resp.status == 400 and 'class="error"' in resp.text
+    assert 'href="/admin/training"' in resp.text and 'id="publish-form"' in resp.text
+    assert 'value="&lt;img src=x&gt;"' in resp.text and "<img src=x>" not in resp.text
+    assert 'value="first &lt;b&gt;try&lt;/b&gt;"' in resp.text
+    assert 'value="true" checked' in resp.text
+    monkeypatch.delenv("HF_TOKEN")
+    resp = c.post(f"/admin/training/runs/{run_id}/publish", headers=H,
+                  form={"repo_id": "alice/kept"})
+    assert resp.status == 409 and "No Hugging Face token" in resp.text
+    assert not hub.requests
+
+
 @pytest.mark.parametrize("uri, backend, expected", [
     ("ssh://gpu.example.org/home/u/.cache/potato-training/jobs/r1-x/artifacts", "gpu",
      "fetch_artifacts: false kept the model files on the GPU host, at ssh://gpu.example.org"),
