@@ -102,9 +102,11 @@ def add_routes(app, manager: Manager) -> None:
         return run
 
     _api_routes(app, manager, get_run)
-    publisher = publish_api.add_routes(app, manager, PREFIX, get_run, run_view)
+    pages_of = {}  # the run page, for the publish form's refusals
+    publisher = publish_api.add_routes(app, manager, PREFIX, get_run, run_view,
+                                       lambda *a, **k: pages_of["run"](*a, **k))
     _page_routes(app, manager, get_run)
-    _run_page_routes(app, manager, get_run, publisher)
+    pages_of["run"] = _run_page_routes(app, manager, get_run, publisher)
 
 
 def _api_routes(app, manager: Manager, get_run) -> None:
@@ -220,13 +222,14 @@ def _page_routes(app, manager: Manager, get_run) -> None:
     @app.route("GET", r"/admin/training/runs/(?P<run_id>[A-Za-z0-9_-]+)/model\.tar", "admin")
     def model_archive(h, run_id):
         run = get_run(run_id)
-        archive = model_files.Archive(manager.paths(run_id).artifacts, "%s-model" % run_id) \
-            if run.status == "success" else None
-        if archive is None or not archive.members:
-            raise HTTPError(404, "Run %s has no model files on this server (%s)." % (
-                run_id, model_location(run)))
-        h.send_stream("application/x-tar", model_files.archive_name(run_id), archive.write,
-                      archive.size)
+        with manager.holds.hold(run_id):  # retention leaves the files until it is sent
+            archive = model_files.Archive(manager.paths(run_id).artifacts, "%s-model" % run_id) \
+                if run.status == "success" else None
+            if archive is None or not archive.members:
+                raise HTTPError(404, "Run %s has no model files on this server (%s)." % (
+                    run_id, model_location(run)))
+            h.send_stream("application/x-tar", model_files.archive_name(run_id),
+                          model_files.writer(archive, run_id, h), archive.size)
 
     @app.route("GET", PREFIX + r"/fragments", "admin")
     def fragments(h):
@@ -242,10 +245,10 @@ def _page_routes(app, manager: Manager, get_run) -> None:
         h.send_json(manager.auto_status)
 
 
-def _run_page_routes(app, manager: Manager, get_run, publisher) -> None:
+def _run_page_routes(app, manager: Manager, get_run, publisher):
     """A run's page, and its Use, Pin and Unpin buttons (form posts)."""
 
-    def show_run(h, run_id, message="", ok=True, status=200):
+    def show_run(h, run_id, message="", ok=True, status=200, typed=None):
         run = get_run(run_id)
         view = dict(run_view(run), use_refusal=choice.use_refusal(manager, run))
         here = model_files.files(manager.paths(run_id).artifacts) \
@@ -253,7 +256,8 @@ def _run_page_routes(app, manager: Manager, get_run, publisher) -> None:
         h.send_html(pages.run_page(manager.cfg, view, read_log(manager, run_id),
                                    pages.model_files_cell(view, model_location(run), here,
                                                           model_files.load_code(run)),
-                                   message, ok, publish_api.page_card(publisher, view)), status)
+                                   message, ok, publish_api.page_card(publisher, view, typed)),
+                    status)
 
     @app.route("GET", r"/admin/training/runs/(?P<run_id>[A-Za-z0-9_-]+)", "admin")
     def run_page(h, run_id):
@@ -276,3 +280,5 @@ def _run_page_routes(app, manager: Manager, get_run, publisher) -> None:
             show_run(h, run_id, e.message, ok=False, status=e.status)
             return
         h.redirect("/admin/training/runs/%s?done=%s" % (run_id, action))
+
+    return show_run

@@ -4,6 +4,7 @@ become the items' model suggestions). The held-out report is ``report.holdout_re
 
 import json
 import os
+import threading
 from typing import Any, Dict, List, Optional
 
 from potato.config import Config
@@ -27,6 +28,11 @@ def read_predictions(path: str, bundle) -> List[Dict[str, Any]]:
     if problem:
         raise PredictionsError(problem)
     return rows
+
+
+# Held while the run in use changes: write-back's take-over (decision and switch) and the
+# admin's use, pin and unpin (choice.py), so that neither acts on what the other is changing.
+CHOICE = threading.RLock()
 
 
 def write_back(store: Store, cfg: Config, run_id: str, predictions,
@@ -62,18 +68,19 @@ def write_back(store: Store, cfg: Config, run_id: str, predictions,
                        "confidence) VALUES (?,?,?,?,?)", rows)
     counts["written"] = len(rows)
     counts["schemes"] = schemes
-    for scheme in schemes:
-        take, reason = takes_over(store, cfg, run_id, scheme, holdout)
-        if not any(r[2] == scheme for r in rows):  # nothing kept: nothing to show annotators
-            take, reason = False, ("run %s kept no predictions for %s, so it is not put in use"
-                                   % (run_id, scheme))
-        if take:
-            use(store, scheme, run_id)
-            counts["in_use"].append(scheme)
-            if reason:
-                counts["took_over"][scheme] = reason
-        else:
-            counts["kept_in_use"][scheme] = reason
+    with CHOICE:  # the decision and the switch, with no use/pin/unpin in between
+        for scheme in schemes:
+            take, reason = takes_over(store, cfg, run_id, scheme, holdout)
+            if not any(r[2] == scheme for r in rows):  # nothing kept: nothing to show
+                take, reason = False, ("run %s kept no predictions for %s, so it is not put "
+                                       "in use" % (run_id, scheme))
+            if take:
+                use(store, scheme, run_id)
+                counts["in_use"].append(scheme)
+                if reason:
+                    counts["took_over"][scheme] = reason
+            else:
+                counts["kept_in_use"][scheme] = reason
     return counts
 
 

@@ -2,11 +2,14 @@
 few lines of Python that load them. Only files on this server are offered (a run whose files
 stayed on its host names where they are instead)."""
 
+import logging
 import os
 import tarfile
-from typing import List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 from potato.training.runs import Run
+
+log = logging.getLogger(__name__)
 
 # How each built-in trainer's files load, with the archive unpacked in the current directory.
 LOAD_CODE = {
@@ -104,6 +107,19 @@ class Archive:
             out.write(b"\0" * (_padded(size) - size))
             written += len(header) + _padded(size)
         out.write(b"\0" * (self.size - written))
+
+
+def writer(archive: "Archive", run_id: str, h) -> Callable:
+    """``archive.write`` for ``send_stream``: a file changed while it was sent ends the
+    connection short of Content-Length (the client sees an incomplete download) with one log
+    line, not a traceback."""
+    def write(out) -> None:
+        try:
+            archive.write(out)
+        except ArchiveChanged as e:
+            log.warning("run %s: model.tar cut short: %s", run_id, e)
+            h.close_connection = True
+    return write
 
 
 def _padded(size: int) -> int:

@@ -20,7 +20,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from potato import __version__
-from potato.training import hub, model_card, model_files, runlog
+from potato.training import hub, model_card, model_files, retention, runlog
 from potato.training.remote.paths import RunPaths, read_json, write_json
 
 log = logging.getLogger("potato.training")
@@ -139,8 +139,9 @@ class Publisher:
 
     def __init__(self, cfg, paths_of: Callable[[str], RunPaths], environ=None,
                  whose: str = "the server's environment",
-                 then: str = "restart the server, and publish again"):
+                 then: str = "restart the server, and publish again", holds=None):
         self.cfg = cfg
+        self.holds = holds or retention.Holds()  # retention leaves a run being published
         self.whose, self.then = whose, then  # where the token comes from, in words
         self.paths_of = paths_of
         self.environ = os.environ if environ is None else environ
@@ -206,6 +207,17 @@ class Publisher:
         req = {"repo_id": check_repo_id(body.get("repo_id")),
                "private": check_private(body.get("private")),
                "message": check_message(body.get("commit_message"), run_id)}
+        self.holds.acquire(run_id)  # before the files are looked at; released by _work
+        started: List[bool] = []
+        try:
+            return self._start(view, req, started)
+        except BaseException:
+            if not started:
+                self.holds.release(run_id)
+            raise
+
+    def _start(self, view: Dict[str, Any], req: Dict[str, Any], started: List[bool]):
+        run_id = view["run_id"]
         paths = self.paths_of(run_id)
         why = cannot_publish(self.cfg, view, paths.artifacts) or self.readiness()
         if why:
@@ -230,6 +242,7 @@ class Publisher:
                 target=self._work, args=(view, paths, req, files, token, endpoint, state),
                 daemon=True, name="potato-publish")
             self._thread.start()
+            started.append(True)
         runlog.append(paths.log, "publishing to the Hugging Face Hub: %s (%s)" % (
             req["repo_id"], "private" if req["private"] else "public"))
         return self.state(run_id)
@@ -273,6 +286,7 @@ class Publisher:
                 except OSError as e:  # the outcome is in the run log; the server goes on
                     log.error("run %s: the publish state cannot be written: %s", run_id, e)
                 self._active = None
+            self.holds.release(run_id)
 
     def card(self, view, paths: RunPaths, repo_id: str, files, number: int = 1) -> str:
         manifest: Dict[str, Any] = {}

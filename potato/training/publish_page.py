@@ -66,10 +66,10 @@ def _form(run_id: str, state: Dict[str, Any], busy: bool) -> Safe:
         ' private</label><p class="hint">Applies when the repo is created; an existing repo '
         'keeps its visibility.</p></fieldset>'
         '<label for="publish-commit">Commit message</label>'
-        '<input id="publish-commit" name="commit_message" maxlength="200" '
+        '<input id="publish-commit" name="commit_message" maxlength="200" value="{msg}" '
         'placeholder="Publish Potato run {id}">'
         '<button type="submit" class="primary" id="publish-button"{off}>Publish to Hugging Face '
-        'Hub</button></form>', id=run_id, repo=repo,
+        'Hub</button></form>', id=run_id, repo=repo, msg=state.get("form_message") or "",
         pub=Safe("") if private else Safe(" checked"), priv=Safe(" checked") if private
         else Safe(""), off=Safe(" disabled") if busy else Safe(""))
 

@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional
 from potato.config import Config
 from potato.store import Store
 from potato.training.remote import bundle as bundle_mod
-from potato.training.remote import trainers
+from potato.training.remote import proc, trainers
 from potato.training.backends import Outcome, RunContext, make_backends
 from potato.training.backends.base import Claim
 from potato.training import (autoretrain, choice, ingest, prepare, report, restarts,
@@ -79,7 +79,10 @@ class Manager:
         self._active: Dict[str, RunContext] = {}
         self._lock = threading.Lock()
         self.tokens = AgentTokens(store)
+        self.holds = retention.Holds()  # runs whose model files are being read
         self.backends = make_backends(cfg, self.tokens)
+        self._hidden: Optional[str] = cfg.model_training.publish.token_env
+        proc.hide(self._hidden)  # the publish token: for the server only, never for a child
         self._claims: Dict[str, Claim] = {}  # run_id -> claim, until it executes
         self._resumed: List[RunContext] = []  # re-attached at start, followed first
         mt = self.cfg.model_training
@@ -255,6 +258,9 @@ class Manager:
             backend.listening_on(port)
 
     def close_backends(self) -> None:
+        if self._hidden is not None:
+            proc.unhide(self._hidden)
+            self._hidden = None
         for backend in self.backends.values():
             backend.close()
 
@@ -408,7 +414,8 @@ class Manager:
                 "warnings": ingest.warnings(self.cfg, run, wb, holdout)}
 
     def _retain(self) -> None:
-        retention.prune(self.runs, self.paths, self.cfg.model_training.retain_runs, self._log)
+        retention.prune(self.runs, self.paths, self.cfg.model_training.retain_runs, self._log,
+                        self.holds)
 
     def _auto_retrain_tick(self) -> None:
         """Carry out auto-retraining's decision: queue an automatic run, or say why not."""

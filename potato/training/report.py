@@ -94,12 +94,18 @@ def _baseline(pairs, train_labels, labels: List[str], kind: str) -> Dict[str, An
 
 def learned_nothing(name: str, r: Dict[str, Any]) -> Optional[str]:
     """A run warning when a scheme's held-out macro-F1 is not above the majority-class
-    baseline's: the model did no better than always answering the most common label."""
+    baseline's: the model did no better than always answering the most common label (or,
+    when the baseline is perfect, that the test split cannot tell them apart)."""
     base = r.get("baseline") if isinstance(r.get("baseline"), dict) else {}
     f1, base_f1 = r.get("macro_f1"), base.get("macro_f1")
     if not isinstance(f1, (int, float)) or not isinstance(base_f1, (int, float)) or \
             not r.get("n") or f1 > base_f1:
         return None
+    if base_f1 >= 1.0:  # one gold class, the baseline's: no model can score above it
+        return ("%sthe test split cannot tell the model from the majority-class baseline: its "
+                "%d items all have the gold label %s, which always answering %s gets right. "
+                "Label items of the other classes, or raise splits.test"
+                % (name + ": " if name else "", r["n"], base.get("label"), base.get("label")))
     return ("%sthe held-out macro-F1 (%.3f) is not above the majority-class baseline's (%.3f, "
             "always answering %s): the model learned nothing the label counts do not tell. "
             "Check the training loss, label more items, or change the params"

@@ -7,7 +7,7 @@ from typing import Any, Dict, Optional, Tuple
 from potato.training import devices
 from potato.training.backends.base import Outcome, RunContext, TrainingBackend
 from potato.training.backends.ship import SOURCE_ROOT
-from potato.training.remote import model_source, protocol, supervise
+from potato.training.remote import model_source, proc, protocol, supervise
 
 
 class LocalBackend(TrainingBackend):
@@ -47,6 +47,6 @@ class LocalBackend(TrainingBackend):
         return self.report(**devices.local_report(self.cfg))
 
     def check_model(self, model: str) -> Optional[Tuple[bool, str]]:
-        return model_source.resolve(model)  # the worker runs here, with the server's env
+        return model_source.resolve(model, env=proc.child_env(None))  # the worker's env
 
 

@@ -260,9 +260,10 @@ class SshBackend(TrainingBackend):
     def check_model(self, model: str) -> Optional[Tuple[bool, str]]:
         try:
             r = self._ssh(sshcmd.model_check_command(self.bcfg.python, model), timeout=60)
-            return sshcmd.parse_model_check(r.stdout)
         except errors.RemoteError as e:
             return False, str(e)
+        try:
+            return sshcmd.parse_model_check(r.stdout)
         except ValueError:  # the python -c failed: its stderr says why (the command is long)
             return False, "finding model %s on %s failed (exit %s): %s" % (
                 model, self.bcfg.host, r.returncode, r.stderr_tail() or "no output")

@@ -172,6 +172,23 @@ def get(name):
     return all_trainers().get(name)
 
 
+STR_MAX = 1000  # a one-line string param (a model id or path) is never longer
+TEXT_MAX = 20000  # a multiline one (a prompt template)
+
+
+def _check_text(param, value):
+    """No control characters (a multiline param may hold newlines and tabs), and a cap."""
+    cap = TEXT_MAX if param.multiline else STR_MAX
+    if len(value) > cap:
+        raise ParamError("%s is %d characters long; at most %d are allowed"
+                         % (param.name, len(value), cap))
+    allowed = "\n\r\t" if param.multiline else ""
+    if any((ord(ch) < 32 or ord(ch) == 127) and ch not in allowed for ch in value):
+        raise ParamError("%s must not contain control characters (%s)" % (
+            param.name, "only newlines and tabs" if param.multiline
+            else "such as a newline or a null byte"))
+
+
 def coerce(param, value):
     """``value`` as the param's type (strings from the CLI are parsed), or ParamError."""
     kind = TYPES[param.type]
@@ -208,6 +225,8 @@ def coerce(param, value):
         value = "true" if value else "false"  # bf16: true from JSON means "true"
     if kind is str and not isinstance(value, str):
         raise ParamError("%s must be a string, not %r" % (param.name, value))
+    if kind is str:
+        _check_text(param, value)
     if kind is str and param.choices:
         value = value.strip().lower()
     if param.choices and value not in param.choices:
