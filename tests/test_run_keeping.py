@@ -91,7 +91,7 @@ def test_retention_leaves_a_run_whose_files_are_being_read(tmp_path):
         with holds.hold("r1"):
             holds.acquire("r2")
             assert prune() == []
-            assert runs.get("r1")["pruned_at"] is None
+            assert runs.get("r1").pruned_at is None
             holds.release("r2")
             assert prune() == ["r2"]
         assert prune() == ["r1"]
