@@ -10,6 +10,7 @@ is about to be read. A pipelined request waits until the previous response has l
 import fcntl
 import re
 import socket
+import ssl
 import struct
 import termios
 import time
@@ -17,7 +18,8 @@ from typing import Any, Dict, List, Optional
 from urllib.parse import parse_qs
 
 from potato.server import safety
-from potato.server.connections import BODY_FLOOR_S, BODY_MIN_RATE, body_too_slow
+from potato.server.connections import (
+    BODY_FLOOR_S, BODY_MIN_RATE, IDLE_TIMEOUT_S, body_cut_at, body_too_slow)
 from potato.server.errors import HTTPError
 
 UNAUTHENTICATED_BODY_MAX = 4096  # a login form, a logout
@@ -77,7 +79,13 @@ class Bodies:
 
     def read_body_block(self, left: int, got: int) -> bytes:
         """Up to ``left`` bytes of the body as they arrive; the server is told the progress."""
-        block = self.rfile.read1(min(left, 4 << 20))
+        began = getattr(self, "_body_began", time.monotonic())
+        cut = body_cut_at(began, got)  # behind the floor from then on
+        self.connection.settimeout(min(IDLE_TIMEOUT_S, max(0.05, cut - time.monotonic())))
+        try:  # the read itself ends at the floor: over TLS too the 408 can still be sent
+            block = self.rfile.read1(min(left, 4 << 20))
+        except (TimeoutError, ssl.SSLError, ConnectionResetError):  # behind, cut off, reset
+            block = b""
         progress = getattr(self.server, "body_progress", None)
         if progress is not None:
             progress(self.connection, got + len(block))
@@ -165,8 +173,8 @@ class Bodies:
         left this machine, within its write deadline (the server closes a connection whose
         client does not take its response). False: the connection is to be closed."""
         sock = getattr(self.connection, "fileno", None)
-        wait, deadline = 0.005, getattr(self, "_write_deadline", 0.0)
-        while sock is not None:
+        wait, deadline = 0.005, getattr(self, "_write_deadline", None)
+        while sock is not None and deadline is not None:  # after a response only
             try:
                 unsent = struct.unpack("i", fcntl.ioctl(sock(), termios.TIOCOUTQ,
                                                         struct.pack("i", 0)))[0]

@@ -44,6 +44,7 @@ MAX_PER_ADDRESS = 32  # open connections of one client address, once half of all
 HEADER_DEADLINE_S = 10.0  # request line and headers, from their first byte
 BODY_FLOOR_S = 10.0  # a body may take this long, plus one second per BODY_MIN_RATE bytes
 BODY_MIN_RATE = 16 << 10  # bytes per second
+BODY_GRACE_S = 2.0  # past the floor, the server cuts a body whose thread has not
 
 
 WRITE_FLOOR_S = 10.0  # a response may take this long to be taken, plus one second per 16 KB
@@ -53,6 +54,11 @@ WRITE_MIN_RATE = 16 << 10
 def body_too_slow(got: int, elapsed: float) -> bool:
     """Whether a body that has sent ``got`` bytes in ``elapsed`` seconds is behind the floor."""
     return got < BODY_MIN_RATE * (elapsed - BODY_FLOOR_S)
+
+
+def body_cut_at(began: float, got: int) -> float:
+    """When a body that began at ``began`` and has sent ``got`` bytes falls behind the floor."""
+    return began + BODY_FLOOR_S + got / BODY_MIN_RATE
 
 
 def write_deadline_s(n: int) -> float:
@@ -195,8 +201,8 @@ class BoundedServer(ThreadingHTTPServer):
             for conn in self._conns.values():
                 if conn.closed or conn.deadline is None:
                     continue
-                if conn.phase == "body":
-                    if body_too_slow(conn.got, now - conn.started):
+                if conn.phase == "body":  # its thread answers 408 at the floor; this is
+                    if body_too_slow(conn.got, now - conn.started - BODY_GRACE_S):  # a backstop
                         conn.deadline = None
                         conn.shut(socket.SHUT_RD)
                 elif conn.deadline < now:
