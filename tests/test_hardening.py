@@ -44,13 +44,18 @@ def test_150_trickled_bodies_cannot_lock_everyone_out(request, tls):
     assert server.http.open_connections() <= server.http.max_connections
 
 
-def test_a_late_body_gets_408_and_late_headers_are_closed(tmp_path, serve, monkeypatch):
+@pytest.mark.parametrize("tls", [False, True], ids=["http", "tls"])
+def test_a_late_body_gets_408_and_late_headers_are_closed(tmp_path, serve, monkeypatch, request,
+                                                          tls):
+    """Over TLS too (before: the server kept a TLS connection's detached socket, so late
+    headers were never closed)."""
     monkeypatch.setattr(connections, "BODY_FLOOR_S", 1.0)
     monkeypatch.setattr(http_mod, "HEADER_DEADLINE_S", 1.0)
-    server, _ = serve(make_project(tmp_path, labels=False), training=False)
+    top = "server: {%s}" % request.getfixturevalue("tls_cert") if tls else ""
+    server, _ = serve(make_project(tmp_path, top=top, labels=False), training=False)
     port = server.http.server_address[1]
-    body = raw(port, login_head(100))
-    head = raw(port, b"GET /login HTTP/1.1\r\nHo")
+    body = raw(port, login_head(100), tls=tls)
+    head = raw(port, b"GET /login HTTP/1.1\r\nHo", tls=tls)
     t0 = time.time()
     for _ in range(20):  # a byte every 0.3 s: each read alone is quick, the whole is not
         for s in (body, head):
