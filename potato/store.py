@@ -198,6 +198,10 @@ class Store:
                        "VALUES (?, 0, ?)", (name, time.time()))
         return self.conn().execute("SELECT * FROM annotators WHERE name=?", (name,)).fetchone()
 
+    def has_annotator(self, name: str) -> bool:
+        return self.conn().execute("SELECT 1 FROM annotators WHERE name=?",
+                                   (name,)).fetchone() is not None
+
     def set_position(self, name: str, position: int) -> None:
         with self.tx() as db:
             db.execute("UPDATE annotators SET position=? WHERE name=?", (position, name))

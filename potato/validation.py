@@ -88,6 +88,12 @@ def _rules(cfg: Config, report: Report) -> None:
                 f"model_training.writeback.schemas names {name!r}, which is not an annotation "
                 f"scheme.{suggest(name, scheme_names)} Schemes: {', '.join(scheme_names) or 'none'}.")
 
+    if cfg.debug and (cfg.server.trusted_proxies
+                      or (cfg.server_url or "").lower().startswith("https://")):
+        err(("debug",), "debug: true gives admin rights to requests from loopback, and behind a "
+                        "proxy (server.trusted_proxies, or an https server_url) every remote "
+                        "client arrives from the proxy's address. Set debug: false and log in "
+                        "with admin_api_key.")
     _backend_rules(cfg, report, err, warn)
     _upstream_rules(cfg, report, warn)
 

@@ -65,6 +65,7 @@ def _login_routes(app) -> None:
                 raise HTTPError(400, msg)
             h.send_html(pages.login_page(cfg, msg), 400)
             return
+        _count_new_name(h, app, username)
         app.store.ensure_annotator(username)
         # A returning annotator resumes at the first item they have not labelled.
         app.store.set_position(username, app.store.first_unlabelled(username))
@@ -83,6 +84,20 @@ def _login_routes(app) -> None:
             app.store.drop_session(token)
         h.set_cookie("potato_session", "", 0, same_site="Lax")
         h.redirect("/login")
+
+
+def _count_new_name(h, app, username: str) -> None:
+    """A name never seen before counts against this address's hourly allowance (429)."""
+    if app.store.has_annotator(username):
+        return
+    client = h.client_address[0] if h.client_address else ""
+    wait = app.new_name_limiter.retry_after(client)
+    if wait:
+        raise HTTPError(429, "Too many new annotator names from this address in the last hour "
+                             "(%d); log in with a name already used here, or try again in %d "
+                             "min." % (app.new_name_limiter.limit, (wait + 59) // 60),
+                        {"Retry-After": str(wait)})
+    app.new_name_limiter.failed(client)
 
 
 def _annotate_routes(app) -> None:
