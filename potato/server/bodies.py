@@ -64,21 +64,43 @@ class Bodies:
         if len(given) > 1 or (given and not _DIGITS.fullmatch(given[0])):
             self.close_connection = True
             self._body_read = True  # nothing to drain: the connection closes
-            raise HTTPError(400, "The request needs one Content-Length header of 1 to 15 digits "
-                                 "(it has %s)." % (", ".join(ascii(v[:20]) for v in given)))
+            negative = len(given) == 1 and given[0].strip().startswith("-")
+            raise HTTPError(400, "%sThe request needs one Content-Length header of 1 to 15 "
+                                 "digits (it has %s)." % (
+                                     "Content-Length is negative. " if negative else "",
+                                     ", ".join(ascii(v[:20]) for v in given)))
         return int(given[0]) if given else None
+
+    def allow_stall(self, seconds: float) -> None:
+        """For this request's body only, from a sender already authenticated (an agent's model
+        files): no rate floor, but a pause of ``seconds`` with nothing sent raises
+        ``socket.timeout`` (the route turns it into the tutorial's "sent nothing for N s")."""
+        if not self.authenticated:
+            raise HTTPError(401, "Only an authenticated sender may stream this body.")
+        self._stall_s = seconds
 
     def begin_body(self) -> None:
         """The body is about to be read: the ``100 Continue`` a client asked for (deferred
         until now, so that a refused body is never invited), and the rate floor starts."""
         self._body_began = time.monotonic()
-        self._set_deadline(float("inf"), "body")  # no end: a rate (connections.body_too_slow)
+        if getattr(self, "_stall_s", None):
+            self._set_deadline(None)  # a stall rule instead of a rate (allow_stall)
+        else:
+            self._set_deadline(float("inf"), "body")  # a rate (connections.body_too_slow)
         if getattr(self, "_continue_wanted", False):
             self._continue_wanted = False
             self.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")
 
     def read_body_block(self, left: int, got: int) -> bytes:
         """Up to ``left`` bytes of the body as they arrive; the server is told the progress."""
+        stall = getattr(self, "_stall_s", None)
+        if stall:  # an authenticated stream: nothing for ``stall`` s raises socket.timeout
+            self.connection.settimeout(stall)
+            block = self.rfile.read1(min(left, 4 << 20))
+            progress = getattr(self.server, "body_progress", None)
+            if progress is not None:
+                progress(self.connection, got + len(block))
+            return block
         began = getattr(self, "_body_began", time.monotonic())
         cut = body_cut_at(began, got)  # behind the floor from then on
         self.connection.settimeout(min(IDLE_TIMEOUT_S, max(0.05, cut - time.monotonic())))
@@ -194,7 +216,10 @@ class Bodies:
                                                                                        "0"):
             return
         try:  # a body left unread: shut our side, drop what still comes for a moment, close
-            socket.socket.shutdown(self.connection, socket.SHUT_WR)
+            if isinstance(self.connection, socket.socket):  # the base method: TLS too
+                socket.socket.shutdown(self.connection, socket.SHUT_WR)
+            else:
+                self.connection.shutdown(socket.SHUT_WR)
             end, dropped = time.monotonic() + LINGER_S, 0
             while dropped < LINGER_BYTES and time.monotonic() < end:
                 self.connection.settimeout(max(0.01, end - time.monotonic()))

@@ -102,6 +102,7 @@ class Handler(Bodies, Uploads, BaseHTTPRequestHandler):
         """The request line and headers; from here on the connection is busy (until then a
         slow or silent client may be closed to make room)."""
         self._continue_wanted = False  # set by handle_expect_100, for this request only
+        self._stall_s = None  # set by allow_stall, for this request only
         ok = super().parse_request()
         busy = getattr(self.server, "connection_busy", None)
         if ok and busy is not None:

@@ -217,7 +217,7 @@ def _upload_routes(app, manager, authorize) -> None:
                        * 1024 * 1024)
         left = per_file * ARTIFACTS_TOTAL_FILES_FACTOR - _tree_size(ctx.paths.artifacts)
         remote.seen()
-        h.connection.settimeout(COPY_STALL_S)
+        h.allow_stall(COPY_STALL_S)
         try:
             os.makedirs(os.path.dirname(dest), mode=0o700, exist_ok=True)
             n = h.append_body_to(dest, min(per_file - offset, left),
