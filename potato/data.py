@@ -23,6 +23,13 @@ class DataError(Exception):
     """A data file cannot be used as it is."""
 
 
+def jsonl_lines(text: str) -> List[str]:
+    """The lines of a JSON Lines text: split at "\\n" alone (a trailing "\\r" dropped), never
+    at the other characters ``str.splitlines`` breaks on (U+2028, U+0085, \\x0b, \\x0c,
+    \\x1c-\\x1e), which JSON writes raw inside strings."""
+    return [line[:-1] if line.endswith("\r") else line for line in text.split("\n")]
+
+
 def _records(path: str, encoding: str = "utf-8", keys: Tuple[str, ...] = ()):
     """(where, record) pairs: where is ``file:line`` for JSON Lines, CSV and TSV, ``file: item
     N`` for a JSON list. ``keys``: the columns a CSV or TSV file must have."""
@@ -50,7 +57,7 @@ def _records(path: str, encoding: str = "utf-8", keys: Tuple[str, ...] = ()):
         for n, row in enumerate(rows):
             yield f"{path}: item {n + 1} of the list", row
         return
-    for n, line in enumerate(text.splitlines(), start=1):
+    for n, line in enumerate(jsonl_lines(text), start=1):
         if not line.strip():
             continue
         try:

@@ -26,7 +26,7 @@ from urllib.parse import quote, unquote
 
 from potato.annotations import LabelError, check_label, open_store
 from potato.config import Config, Scheme
-from potato.data import DataError
+from potato.data import DataError, jsonl_lines
 
 FILE = "annotated_instances.jsonl"
 SAFE_NAME = re.compile(r"^[A-Za-z0-9_@+-][A-Za-z0-9_.@+-]{0,63}$")
@@ -155,7 +155,7 @@ def parse_file(cfg: Config, path: str, texts: Dict[str, str]
     """(rows, problems) of one annotated_instances.jsonl; rows are (item, scheme, value)."""
     rows, problems = [], []
     with open(path, encoding="utf-8") as f:
-        lines = f.read().splitlines()
+        lines = jsonl_lines(f.read())
     for n, line in enumerate(lines, start=1):
         if not line.strip():
             continue

@@ -275,6 +275,41 @@ def test_upstream_output_round_trip(up, tmp_path, capsys):
         store.close()
 
 
+ODD = "one\u2028two\x85three\x0cfour\x1efive"
+
+
+def test_unicode_line_breaks_in_items_and_answers_round_trip(tmp_path, capsys):
+    # Review 23.1: str.splitlines() broke lines at U+2028, U+0085, \x0c, \x1e... which
+    # json.dumps(ensure_ascii=False) writes raw inside strings.
+    (tmp_path / "d.jsonl").write_text(
+        json.dumps({"id": "a", "text": "good " + ODD}, ensure_ascii=False) + "\n"
+        + json.dumps({"id": "b", "text": "plain"}) + "\n", encoding="utf-8")
+    conf = ("data_files: [d.jsonl]\nannotation_schemes:\n"
+            "  - {annotation_type: text, name: note}\n"
+            "  - {annotation_type: span, name: ent, labels: [x]}\n")
+    (tmp_path / "c.yaml").write_text(conf)
+    (tmp_path / "fresh.yaml").write_text(conf + "output_annotation_dir: fresh_output/\n")
+    cfg = load(str(tmp_path / "c.yaml"))[0]
+    assert [t for _, t, _ in load_items(cfg)] == ["good " + ODD, "plain"]
+    answer = {"id": "a", "note": "see\u2028this", "ent": [
+        {"start": 5, "end": 8, "label": "x", "text": "one"}]}
+    (tmp_path / "l.jsonl").write_text(json.dumps(answer, ensure_ascii=False) + "\n",
+                                      encoding="utf-8")
+    assert main(["annotations", "import", str(tmp_path / "c.yaml"), str(tmp_path / "l.jsonl"),
+                 "--annotator", "ana"]) == 0
+    out_dir = tmp_path / "out"
+    assert main(["annotations", "export", str(tmp_path / "c.yaml"), "--format", "upstream",
+                 "-o", str(out_dir)]) == 0
+    capsys.readouterr()
+    assert main(["annotations", "import", str(tmp_path / "fresh.yaml"), str(out_dir),
+                 "--format", "upstream"]) == 0, capsys.readouterr().err
+    store = Store(load(str(tmp_path / "fresh.yaml"))[0].db_path)
+    try:
+        assert store.labels_of("ana", "a") == {k: v for k, v in answer.items() if k != "id"}
+    finally:
+        store.close()
+
+
 def test_upstream_import_is_all_or_nothing(up, tmp_path, capsys):
     path = str(up / "01-sentiment-radio.yaml")
     folder = tmp_path / "annotation_output" / "bob"
