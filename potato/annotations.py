@@ -25,7 +25,8 @@ def check_label(scheme: Scheme, value: Any, text: Optional[str] = None) -> Any:
     ``potato.schemes``) or LabelError naming the scheme and the problem. ``text`` is the item's
     text, which span offsets are checked against.
 
-    ``None`` (or an empty list or string) means "no value" and is returned as None.
+    ``None`` (or an empty list or string) means "no value" and is returned as None, except that
+    a span scheme keeps an empty list: the annotator marked nothing.
     """
     return scheme.kind.check(value, text)
 

@@ -91,7 +91,9 @@ def user_files(cfg: Config, store) -> Iterator[Tuple[str, bytes]]:
                 s = cfg.scheme(name)
                 if s is None:
                     continue  # a scheme no longer in the config
-                if s.annotation_type == "span":
+                if s.annotation_type == "span" and not value:
+                    rec["label_annotations"][name] = {}  # submitted, nothing marked
+                elif s.annotation_type == "span":
                     rec["span_annotations"] += [
                         {"schema": name, "annotation": sp["label"], "start": sp["start"],
                          "end": sp["end"], "span": sp.get("text", "")} for sp in value]
@@ -150,6 +152,52 @@ def _files(path: str) -> List[Tuple[str, str]]:
             if os.path.isfile(os.path.join(path, name, FILE))]
 
 
+def _record_values(cfg: Config, rec: Dict[str, Any], where: str
+                   ) -> Tuple[Dict[str, Any], List[str]]:
+    """({scheme: value to check}, problems) of one record's label_annotations and
+    span_annotations, their shapes checked. A span scheme's empty ``label_annotations`` entry
+    (``{}``, as the export writes it) says the annotator marked nothing."""
+    values: Dict[str, Any] = {}
+    problems: List[str] = []
+    cells = rec.get("label_annotations") or {}
+    spans = rec.get("span_annotations") or []
+    if not isinstance(cells, dict):
+        problems.append(f"{where}: label_annotations must be a mapping of scheme names, not "
+                        f"{type(cells).__name__}.")
+        cells = {}
+    if not isinstance(spans, list):
+        problems.append(f"{where}: span_annotations must be a list, not "
+                        f"{type(spans).__name__}.")
+        spans = []
+    span_schemes = [s.name for s in cfg.schemes if s.annotation_type == "span"]
+    for name, cell in cells.items():
+        s = cfg.scheme(name)
+        if s is None or not isinstance(cell, dict):
+            problems.append(f"{where}: {name!r} is not a scheme of this config (or its "
+                            f"value is not a mapping).")
+        elif s.annotation_type == "span" and cell:
+            problems.append(f"{where}: {name!r} is a span scheme: its spans belong in "
+                            f"span_annotations.")
+        elif s.annotation_type == "span":
+            values[name] = []  # submitted, nothing marked
+        else:
+            values[name] = _read_cell(s, cell)
+    for sp in spans:
+        name = sp.get("schema", span_schemes[0] if len(span_schemes) == 1 else None) \
+            if isinstance(sp, dict) else None
+        if not isinstance(sp, dict):
+            problems.append(f"{where}: a span annotation must be a mapping.")
+        elif name not in span_schemes:
+            problems.append(f"{where}: a span annotation's schema {name!r} is not a span "
+                            f"scheme of this config (span schemes: "
+                            f"{', '.join(span_schemes) or 'none'}).")
+        else:
+            values.setdefault(name, []).append(
+                {"start": sp.get("start"), "end": sp.get("end"),
+                 "label": sp.get("annotation"), "text": sp.get("span")})
+    return values, problems
+
+
 def parse_file(cfg: Config, path: str, texts: Dict[str, str]
                ) -> Tuple[List[Tuple[str, str, Any]], List[str]]:
     """(rows, problems) of one annotated_instances.jsonl; rows are (item, scheme, value)."""
@@ -169,23 +217,10 @@ def parse_file(cfg: Config, path: str, texts: Dict[str, str]
             problems.append(f"{path}:{n}: no id of an item in the data files "
                             f"({item_id!r}).")
             continue
-        values: Dict[str, Any] = {}
-        for name, cell in (rec.get("label_annotations") or {}).items():
-            s = cfg.scheme(name)
-            if s is None or not isinstance(cell, dict):
-                problems.append(f"{path}:{n}: {name!r} is not a scheme of this config (or its "
-                                f"value is not a mapping).")
-                continue
-            values[name] = _read_cell(s, cell)
-        for sp in rec.get("span_annotations") or []:
-            if not isinstance(sp, dict):
-                problems.append(f"{path}:{n}: a span annotation must be a mapping.")
-                continue
-            name = sp.get("schema") or next(
-                (s.name for s in cfg.schemes if s.annotation_type == "span"), None)
-            values.setdefault(str(name), []).append(
-                {"start": sp.get("start"), "end": sp.get("end"),
-                 "label": sp.get("annotation"), "text": sp.get("span")})
+        values, bad = _record_values(cfg, rec, f"{path}:{n}")
+        if bad:
+            problems += bad
+            continue
         for name, value in values.items():
             s = cfg.scheme(name)
             if s is None:

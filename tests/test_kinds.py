@@ -38,7 +38,8 @@ def test_span_values_are_checked_against_the_text_in_code_points():
     # the emoji itself, and the CR LF, are characters like any other
     assert check_label(s, [{"start": 4, "end": 5, "label": "PER"}], TEXT)[0]["text"] == "😀"
     assert check_label(s, [{"start": 22, "end": 24, "label": "LOC"}], TEXT)[0]["text"] == "\r\n"
-    assert check_label(s, [], TEXT) is None and check_label(s, None, TEXT) is None
+    assert check_label(s, None, TEXT) is None and check_label(s, "", TEXT) is None
+    assert check_label(s, [], TEXT) == []  # marked nothing: an answer (review 23.2)
 
 
 HOSTILE_SPANS = [
@@ -93,7 +94,7 @@ def test_span_form_value_is_json_and_garbage_is_named():
     k = span_scheme().kind
     assert k.from_form(['[{"start": 0, "end": 3, "label": "PER"}]']) == [
         {"start": 0, "end": 3, "label": "PER"}]
-    assert k.from_form([""]) is None
+    assert k.from_form([""]) == [] and k.from_form([]) == []  # on the form, nothing marked
     with pytest.raises(LabelError, match="takes a list of spans"):
         k.check(k.from_form(["[" * 100000]), TEXT)
     with pytest.raises(LabelError, match="takes a list of spans"):

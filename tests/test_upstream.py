@@ -293,7 +293,8 @@ def test_unicode_line_breaks_in_items_and_answers_round_trip(tmp_path, capsys):
     assert [t for _, t, _ in load_items(cfg)] == ["good " + ODD, "plain"]
     answer = {"id": "a", "note": "see\u2028this", "ent": [
         {"start": 5, "end": 8, "label": "x", "text": "one"}]}
-    (tmp_path / "l.jsonl").write_text(json.dumps(answer, ensure_ascii=False) + "\n",
+    (tmp_path / "l.jsonl").write_text(json.dumps(answer, ensure_ascii=False) + "\n"
+                                      + json.dumps({"id": "b", "ent": []}) + "\n",
                                       encoding="utf-8")
     assert main(["annotations", "import", str(tmp_path / "c.yaml"), str(tmp_path / "l.jsonl"),
                  "--annotator", "ana"]) == 0
@@ -306,6 +307,7 @@ def test_unicode_line_breaks_in_items_and_answers_round_trip(tmp_path, capsys):
     store = Store(load(str(tmp_path / "fresh.yaml"))[0].db_path)
     try:
         assert store.labels_of("ana", "a") == {k: v for k, v in answer.items() if k != "id"}
+        assert store.labels_of("ana", "b") == {"ent": []}  # review 23.2: marked nothing
     finally:
         store.close()
 
@@ -321,6 +323,43 @@ def test_upstream_import_is_all_or_nothing(up, tmp_path, capsys):
                  "--format", "upstream"]) == 1
     err = capsys.readouterr().err
     assert "annotated_instances.jsonl:2" in err and "nothing imported" in err
+    store = Store(load(path)[0].db_path)
+    try:
+        assert store.annotation_count() == 0
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("record,says", [
+    ({"id": "r0", "label_annotations": ["x"]}, "label_annotations must be a mapping"),
+    ({"id": "r0", "span_annotations": 5}, "span_annotations must be a list"),
+    ({"id": "r0", "span_annotations": [{"schema": "sentiment", "annotation": "positive",
+                                         "start": 0, "end": 1}]},
+     "schema 'sentiment' is not a span scheme"),
+    ({"id": "r0", "label_annotations": {"sentiment": {"positive": "true"}},
+      "span_annotations": [{"schema": "sentiment", "start": 0, "end": 1}]},
+     "schema 'sentiment' is not a span scheme"),
+    ({"id": "r0", "span_annotations": [{"schema": ["opinion"], "start": 0, "end": 1}]},
+     "is not a span scheme"),
+    ({"id": "r0", "span_annotations": ["x"]}, "a span annotation must be a mapping"),
+    ({"id": "r0", "label_annotations": {"opinion": {"praise": "true"}}},
+     "its spans belong in span_annotations"),
+    ({"id": "r0", "label_annotations": {"helpfulness": {"scale_1": [1]}}}, "helpfulness"),
+    ({"id": "r0", "label_annotations": {"stars": {"number": {"a": 1}}}}, "stars"),
+    ([1, 2], "no id of an item"),
+])
+def test_a_malformed_upstream_file_is_a_problem_per_line(up, tmp_path, capsys, record, says):
+    # Review 23.4: these crashed with tracebacks (list.items, int not iterable, str.append).
+    path = str(up / "09-all-kinds.yaml")
+    folder = tmp_path / "annotation_output" / "bob"
+    folder.mkdir(parents=True)
+    (folder / "annotated_instances.jsonl").write_text(
+        json.dumps({"id": "r1", "label_annotations": {"sentiment": {"positive": "true"}}})
+        + "\n" + json.dumps(record) + "\n")
+    assert main(["annotations", "import", path, str(tmp_path / "annotation_output"),
+                 "--format", "upstream"]) == 1
+    err = capsys.readouterr().err
+    assert "annotated_instances.jsonl:2: " in err and says in err and "nothing imported" in err
     store = Store(load(path)[0].db_path)
     try:
         assert store.annotation_count() == 0

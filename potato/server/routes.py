@@ -127,8 +127,11 @@ def _annotate_routes(app) -> None:
                 raise HTTPError(400, f"Unknown item {item_id!r}.")
             _assigned(app, user, item_id)
             labels = _form_labels(cfg, form, item["text"])
+            stored = app.store.labels_of(user, item_id)
             if action != "prev":
-                _require(cfg, {**app.store.labels_of(user, item_id), **labels})
+                _require(cfg, {**stored, **labels})
+            else:  # paging back past an item is not an answer of "nothing marked"
+                labels = {k: v for k, v in labels.items() if v != [] or k in stored}
         new_position = position - 1 if action == "prev" else position + 1
         new_position = max(0, min(new_position, total))
         if item_id:
@@ -167,7 +170,7 @@ def _assigned(app, user: str, item_id: str) -> None:
 def _require(cfg, labels: dict) -> None:
     """400 when a required scheme (label_requirement: {required: true}) has no value."""
     for scheme in cfg.schemes:
-        if scheme.required and labels.get(scheme.name) is None:
+        if scheme.required and labels.get(scheme.name) in (None, []):
             raise HTTPError(400, f"scheme {scheme.name!r} needs an answer before you move on "
                                  f"(label_requirement: required). Go back and give one.")
 
