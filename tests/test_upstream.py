@@ -144,6 +144,22 @@ def test_data_files_entry_with_unknown_encoding_is_an_error(tmp_path):
     assert any("klingon" in e.message and e.key == "data_files[0].encoding" for e in errors)
 
 
+SHAPES = [None, 0, -1.5, True, "", "a <b>", [], [None], [[]], [[1, [2, {"x": None}]]],
+          [{"a": 1}, {"b": [2]}], [{"a": 1}, "x", [3]], {}, {"headers": 5, "rows": 7},
+          {"headers": "h<i>", "rows": "r"}, {"headers": None, "rows": {"a": [1]}},
+          {"headers": [[1], {"k": 2}], "rows": [5, None, [1, [2]], {"c": 3}]}, {"rows": 0},
+          [{"speaker": {"x": 1}, "text": [1]}, {"role": None}, "ana: hi", 7], {"a": {"b": {}}}]
+
+
+@pytest.mark.parametrize("kind", ["text", "dialogue", "spreadsheet"])
+def test_every_display_type_renders_any_json_value(kind):
+    # Review 23.3: a spreadsheet whose rows or headers was not a list made the page a 500.
+    from potato import display
+    for value in SHAPES:
+        out = str(display.RENDERERS[kind](value))
+        assert "<b>" not in out and "<i>" not in out, (kind, value)
+
+
 # -- the annotate page, training --------------------------------------------------------------
 
 @pytest.mark.parametrize("case", OPEN, ids=[c["config"] for c in OPEN])
