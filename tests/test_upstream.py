@@ -252,6 +252,25 @@ def test_items_go_to_at_most_n_annotators_and_n_items_per_annotator(up, serve):
     assert status == 403 and "num_annotators_per_item" in out["error"]
 
 
+def test_one_users_concurrent_requests_cannot_beat_the_per_user_cap(up, monkeypatch):
+    # Review 23.5: item_at read the user's assignments outside its transaction, so a second
+    # request that read them before the first one committed handed out one item too many.
+    cfg, _, _ = load(str(up / "18-overlap-limits.yaml"))
+    store = Store(cfg.db_path)
+    try:
+        store.sync_items(load_items(cfg))
+        q = Limited(store, None, 1)
+        assert q.item_at("a", 0)["id"] == "r0"
+        real = Limited.assigned
+        stale = [[]]  # what the racing request read before "r0" was committed
+        monkeypatch.setattr(Limited, "assigned",
+                            lambda self, user: stale.pop() if stale else real(self, user))
+        assert q.item_at("a", 0)["id"] == "r0"
+        assert real(q, "a") == ["r0"]
+    finally:
+        store.close()
+
+
 # -- upstream's output layout ---------------------------------------------------------------------
 
 def test_upstream_output_round_trip(up, tmp_path, capsys):
