@@ -11,7 +11,8 @@ bundle a run trains on, the admin's export and the label counts.
   the note says so. Multi-label (multiselect) schemes always use the majority vote.
 
 Whatever the method, spans keep a span when at least half of the item's annotators marked the
-same span (same start, end and label); numbers (slider, number) take the median.
+same span (same start, end and label), and of agreed spans that overlap keep the one more
+annotators marked (ties: the longer, then the earlier); numbers (slider, number) take the median.
 
 Votes are ``{item_id: {annotator: label}}``; results are ``{item_id: label}``, with ``TIE`` for
 an item whose annotators do not settle on a label.
@@ -79,7 +80,8 @@ def _span_key(span: Dict[str, Any]) -> Tuple[int, int, str]:
 
 def agreed_spans(annotations: List[Any]) -> List[Dict[str, Any]]:
     """The spans at least half of the annotators marked identically, in text order (with the
-    covered text where the annotations carry it)."""
+    covered text where the annotations carry it); of agreed spans that overlap, the one more
+    annotators marked wins (ties: the longer, then the earlier)."""
     n = len(annotations)
     counts: Dict[Tuple[int, int, str], int] = {}
     covered: Dict[Tuple[int, int, str], str] = {}  # the covered text, where the spans carry it
@@ -90,8 +92,15 @@ def agreed_spans(annotations: List[Any]) -> List[Dict[str, Any]]:
                 covered.setdefault(_span_key(s), s["text"])
         for key in {_span_key(s) for s in mine}:
             counts[key] = counts.get(key, 0) + 1
+    kept: List[Tuple[int, int, str]] = []
+    # agreed spans may overlap (two annotators: each span has half); keep the higher count,
+    # then the longer span, then the earlier one, so the result is a valid span list
+    for key in sorted((k for k, c in counts.items() if 2 * c >= n),
+                      key=lambda k: (-counts[k], k[0] - k[1], k[0], k[1], k[2])):
+        if all(key[1] <= o[0] or o[1] <= key[0] for o in kept):
+            kept.append(key)
     out = []
-    for s, e, lab in sorted(k for k, c in counts.items() if 2 * c >= n):
+    for s, e, lab in sorted(kept):
         span = {"start": s, "end": e, "label": lab}
         if (s, e, lab) in covered:
             span["text"] = covered[(s, e, lab)]
