@@ -150,11 +150,12 @@ def test_aggregation_key_is_checked(write_config):
                for e in errors), errors
 
 
-def test_bundle_and_export_follow_the_configured_aggregation(write_config, tmp_path):
+def test_bundle_and_export_follow_the_configured_aggregation(write_config, tmp_path,
+                                                             monkeypatch):
     """Three annotators: two careless ones agree on a wrong label for item x, but they disagree
     with the careful one everywhere else; consensus trusts the careful one."""
     from potato.config import load
-    from potato.export import jsonl
+    from potato.export import jsonl, label_counts
     from potato.store import Store
     from potato.training.prepare import prepare, scheme_votes
     from potato.training.remote import bundle
@@ -192,6 +193,14 @@ def test_bundle_and_export_follow_the_configured_aggregation(write_config, tmp_p
             assert got == {i: lab for i, lab in expected.items() if lab is not None}
             exported = [json.loads(line) for line in jsonl(store, cfg).splitlines()]
             assert all(row["aggregated_label"] == expected[row["item_id"]] for row in exported)
+            # the admin page's counts are the majority vote's, whatever the method: Dawid-Skene
+            # on every page load took seconds (review 23.6)
+            plain = aggregate.aggregate("radio", scheme_votes(store, "sentiment")).labels
+            with monkeypatch.context() as m:
+                m.setattr(aggregate, "dawid_skene", None)
+                counts = label_counts(cfg, store)["sentiment"]
+            assert counts == {lab: list(plain.values()).count(lab)
+                              for lab in ("positive", "negative")}
         finally:
             store.close()
     assert aggregate.aggregate("radio", votes, "consensus").labels != \
