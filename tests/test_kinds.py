@@ -155,8 +155,11 @@ def test_text_length_cap_control_characters_and_newlines():
     assert check_label(s, "a\r\nb") == "a\nb"  # browsers post CR LF
     assert check_label(s, "   ") is None and check_label(s, "") is None
     assert check_label(s, "😀" * 10) == "😀" * 10  # code points, not UTF-16 units or bytes
+    assert check_label(s, "👩\u200d💻 a\tb") == "👩\u200d💻 a\tb"  # a joiner is no control
     for bad, msg in (("x" * 11, "has 11 characters; at most 10"), ("a\x00b", "U+0000"),
-                     ("\x1b[31m", "U+001B"), (5, "takes text"), (["a"], "takes text")):
+                     ("\x1b[31m", "U+001B"), (5, "takes text"), (["a"], "takes text"),
+                     ("a\x85b", "U+0085"), ("\x9b31m", "U+009B"), ("\u202egnp", "U+202E"),
+                     ("a\u202ab", "U+202A"), ("\u2066x", "U+2066"), ("\u2069", "U+2069")):
         with pytest.raises(LabelError) as e:
             check_label(s, bad)
         assert str(e.value).startswith("scheme 'why' (text): ") and msg in str(e.value)
