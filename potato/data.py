@@ -41,6 +41,9 @@ def _records(path: str, encoding: str = "utf-8", keys: Tuple[str, ...] = ()):
     except UnicodeDecodeError as e:
         raise DataError(f"{path}: not {encoding} text (byte {e.start}: {e.reason}). Give the "
                         f"file's encoding: data_files: [{{path: ..., encoding: latin-1}}].")
+    except (LookupError, UnicodeError) as e:  # "undefined", or a codec that is not for text
+        raise DataError(f"{path}: the encoding {encoding!r} cannot read text ({e}). Give a text "
+                        f"encoding such as utf-8 or latin-1 in data_files.")
     except OSError as e:
         raise DataError(f"{path}: cannot be read ({e.strerror or e}).")
     text = text.lstrip("\ufeff")  # a byte order mark, as spreadsheet programs write
@@ -75,7 +78,12 @@ def _table(path: str, text: str, delimiter: str, keys: Tuple[str, ...]):
     try:
         header = next(reader, None)
         if header is None:
-            return
+            raise DataError(f"{path}: the file is empty: it has no header row and no items. "
+                            f"Add a header row naming the columns, then one row per item.")
+        twice = [c for n, c in enumerate(header) if c in header[:n]]
+        if twice:
+            raise DataError(f"{path}:1: the header row names the column {twice[0]!r} twice; "
+                            f"each column needs its own name.")
         missing = [k for k in keys if k not in header]
         if missing:
             raise DataError(f"{path}:1: the header row has no column {missing[0]!r} (columns: "

@@ -130,6 +130,10 @@ def _cfg(tmp_path, data_name, body, encoding=None):
     ("x.csv", b'id,text\n1,"open quote\n', None, "not valid CSV"),
     ("x.csv", b"id,text\n1,caf\xe9\n", None, "not utf-8 text"),
     ("x.json", b'{"id": 1, "text": "a"}\n{"id": 2, \n', None, "x.json:2: not a JSON object"),
+    # review 23.9: a traceback, a silent last-column-wins, a silent empty project
+    ("x.csv", b"id,text,text\n1,a,b\n", None, "x.csv:1: the header row names the column "
+                                              "'text' twice"),
+    ("x.csv", b"", None, "x.csv: the file is empty: it has no header row and no items"),
 ])
 def test_data_file_errors_name_file_and_line(tmp_path, name, body, encoding, says):
     cfg = _cfg(tmp_path, name, body, encoding)
@@ -138,10 +142,12 @@ def test_data_file_errors_name_file_and_line(tmp_path, name, body, encoding, say
     assert says in str(e.value)
 
 
-def test_data_files_entry_with_unknown_encoding_is_an_error(tmp_path):
-    (tmp_path / "c.yaml").write_text("data_files: [{path: x.csv, encoding: klingon}]\n")
+@pytest.mark.parametrize("encoding", ["klingon", "undefined", "rot13", "base64"])
+def test_data_files_entry_with_unknown_encoding_is_an_error(tmp_path, encoding):
+    # review 23.9: "undefined" (and codecs not for text) passed and gave a traceback later
+    (tmp_path / "c.yaml").write_text(f"data_files: [{{path: x.csv, encoding: {encoding}}}]\n")
     _, errors, _ = load(str(tmp_path / "c.yaml"))
-    assert any("klingon" in e.message and e.key == "data_files[0].encoding" for e in errors)
+    assert any(encoding in e.message and e.key == "data_files[0].encoding" for e in errors)
 
 
 SHAPES = [None, 0, -1.5, True, "", "a <b>", [], [None], [[]], [[1, [2, {"x": None}]]],
