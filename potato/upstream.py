@@ -315,7 +315,8 @@ def data_files(r: Reader, raw: Any) -> List[Tuple[str, str]]:
                 r.error(p, f"{dotted(p)} has no path: give the data file's path.")
                 continue
             try:  # a codec Python knows, for text (not rot13, base64), that can encode
-                text_codec = codecs.lookup(encoding)._is_text_encoding and "".encode(encoding) == b""
+                text_codec = (codecs.lookup(encoding)._is_text_encoding
+                              and "".encode(encoding) == b"")
             except (LookupError, UnicodeError):
                 text_codec = False
             if not text_codec:
