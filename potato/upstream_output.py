@@ -15,6 +15,7 @@ is the table ``WRITERS`` (by ``annotation_type``); reading inverts it.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -29,6 +30,7 @@ from potato.config import Config, Scheme
 from potato.data import DataError, jsonl_lines
 
 FILE = "annotated_instances.jsonl"
+MAX_FOLDER = 200  # characters of an annotator's folder name
 SAFE_NAME = re.compile(r"^[A-Za-z0-9_@+-][A-Za-z0-9_.@+-]{0,63}$")
 
 
@@ -67,14 +69,38 @@ def _read_cell(s: Scheme, cell: Dict[str, Any]) -> Any:
 
 
 def folder_name(annotator: str) -> str:
-    """A folder name for an annotator that can never leave the export folder."""
+    """A folder name for an annotator that can never leave the export folder; a long name is
+    cut and ends with a hash of the whole name, so two long names never share a folder."""
     if SAFE_NAME.match(annotator) and annotator not in (".", ".."):
         return annotator
-    return quote(annotator, safe="").replace(".", "%2E")[:200] or "%00"
+    name = quote(annotator, safe="").replace(".", "%2E")
+    if len(name) > MAX_FOLDER:
+        name = name[:MAX_FOLDER - 17] + "~" + hashlib.sha256(annotator.encode()).hexdigest()[:16]
+    return name or "%00"
+
+
+class FolderClash(Exception):
+    """Two annotators whose export folders would be the same."""
+
+
+def _folders(annotators: List[str]) -> Dict[str, str]:
+    """{annotator: folder}; FolderClash when two would share one."""
+    out: Dict[str, str] = {}
+    taken: Dict[str, str] = {}  # folder -> annotator
+    for name in annotators:
+        folder = folder_name(name)
+        other = taken.setdefault(folder, name)
+        if other != name:
+            raise FolderClash(f"the annotators {other!r} and {name!r} would both be exported to "
+                              f"the folder {folder!r}; rename one (potato annotations import "
+                              f"--annotator) before exporting upstream's layout.")
+        out[name] = folder
+    return out
 
 
 def user_files(cfg: Config, store) -> Iterator[Tuple[str, bytes]]:
-    """(annotator, the contents of their annotated_instances.jsonl), per annotator."""
+    """(annotator's folder, the contents of their annotated_instances.jsonl), per annotator;
+    FolderClash (before any) when two annotators would share a folder."""
     texts = {r["id"]: r["text"] for r in store.conn().execute("SELECT id, text FROM items")}
     rows = store.conn().execute("SELECT annotator, item_id, scheme, label FROM annotations "
                                 "ORDER BY annotator, item_id, scheme").fetchall()
@@ -82,6 +108,7 @@ def user_files(cfg: Config, store) -> Iterator[Tuple[str, bytes]]:
     for r in rows:
         by_user.setdefault(r["annotator"], {}).setdefault(r["item_id"], {})[r["scheme"]] = \
             json.loads(r["label"])
+    folders = _folders(list(by_user))
     for annotator, items in by_user.items():
         lines = []
         for item_id, labels in items.items():
@@ -100,15 +127,15 @@ def user_files(cfg: Config, store) -> Iterator[Tuple[str, bytes]]:
                 elif s.annotation_type in WRITERS:
                     rec["label_annotations"][name] = WRITERS[s.annotation_type](s, value)
             lines.append(json.dumps(rec, ensure_ascii=False) + "\n")
-        yield annotator, "".join(lines).encode("utf-8")
+        yield folders[annotator], "".join(lines).encode("utf-8")
 
 
 def zip_bytes(cfg: Config, store) -> bytes:
     """The whole layout as a zip (the admin page's download)."""
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
-        for annotator, body in user_files(cfg, store):
-            z.writestr(f"annotation_output/{folder_name(annotator)}/{FILE}", body)
+        for folder, body in user_files(cfg, store):
+            z.writestr(f"annotation_output/{folder}/{FILE}", body)
     return buf.getvalue()
 
 
@@ -124,8 +151,8 @@ def export_upstream(cfg: Config, output: Optional[str]) -> int:
         return 1
     try:
         n = 0
-        for annotator, body in user_files(cfg, store):
-            folder = os.path.join(output, folder_name(annotator))
+        for name, body in user_files(cfg, store):
+            folder = os.path.join(output, name)
             os.makedirs(folder, exist_ok=True)
             tmp = os.path.join(folder, FILE + ".tmp")
             with open(tmp, "wb") as f:
@@ -135,6 +162,9 @@ def export_upstream(cfg: Config, output: Optional[str]) -> int:
         print(f"Exported {n} annotator folder(s) to {output} (upstream Potato's layout).",
               file=sys.stderr)
         return 0
+    except FolderClash as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     except OSError as e:
         print(f"error: {output}: cannot be written ({e.strerror or e}).", file=sys.stderr)
         return 1

@@ -408,6 +408,29 @@ def test_a_malformed_upstream_file_is_a_problem_per_line(up, tmp_path, capsys, r
         store.close()
 
 
+def test_long_annotator_names_get_their_own_folders(up, tmp_path, capsys, monkeypatch):
+    # Review 23.8: names were cut at 200 characters, so two long names shared one folder.
+    from potato import upstream_output
+
+    path = str(up / "01-sentiment-radio.yaml")
+    labels = tmp_path / "l.jsonl"
+    labels.write_text(json.dumps({"id": "r0", "sentiment": "positive"}) + "\n")
+    names = ["é" * 100 + "one", "é" * 100 + "two"]
+    for name in names:
+        assert main(["annotations", "import", path, str(labels), "--annotator", name]) == 0
+    out = tmp_path / "out"
+    assert main(["annotations", "export", path, "--format", "upstream", "-o", str(out)]) == 0
+    folders = sorted(os.listdir(out))
+    assert len(folders) == 2 and all(len(f) <= 200 for f in folders)
+    monkeypatch.setattr(upstream_output, "folder_name", lambda name: "same")
+    capsys.readouterr()
+    assert main(["annotations", "export", path, "--format", "upstream", "-o",
+                 str(tmp_path / "out2")]) == 1
+    err = capsys.readouterr().err
+    assert "would both be exported to the folder 'same'" in err and "Traceback" not in err
+    assert not (tmp_path / "out2").exists()
+
+
 def test_admin_downloads_the_upstream_layout_as_a_zip(up, serve):
     path = str(up / "01-sentiment-radio.yaml")
     _, url = serve(path, admin_api_key=KEY, training=False)

@@ -275,7 +275,11 @@ def _admin_routes(app) -> None:
 
     @app.route("GET", r"/admin/export-upstream\.zip", "admin")
     def admin_export_upstream(h):
-        h.send(200, upstream_output.zip_bytes(cfg, app.store), "application/zip", {
+        try:
+            body = upstream_output.zip_bytes(cfg, app.store)
+        except upstream_output.FolderClash as e:
+            raise HTTPError(409, str(e))
+        h.send(200, body, "application/zip", {
             "Content-Disposition": 'attachment; filename="annotation_output.zip"'})
 
     @app.route("GET", r"/admin/api/stats", "admin")
