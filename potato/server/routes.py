@@ -211,6 +211,14 @@ def _annotation_api_routes(app) -> None:
         h.send_json({"item_id": item_id, "labels": app.store.labels_of(h.annotator(), item_id)})
 
 
+def _upstream_zip(cfg, store) -> bytes:
+    """The upstream layout as a zip; 409 when two annotators would share a folder."""
+    try:
+        return upstream_output.zip_bytes(cfg, store)
+    except upstream_output.FolderClash as e:
+        raise HTTPError(409, str(e))
+
+
 def _admin_routes(app) -> None:
     cfg = app.config
 
@@ -275,11 +283,7 @@ def _admin_routes(app) -> None:
 
     @app.route("GET", r"/admin/export-upstream\.zip", "admin")
     def admin_export_upstream(h):
-        try:
-            body = upstream_output.zip_bytes(cfg, app.store)
-        except upstream_output.FolderClash as e:
-            raise HTTPError(409, str(e))
-        h.send(200, body, "application/zip", {
+        h.send(200, _upstream_zip(cfg, app.store), "application/zip", {
             "Content-Disposition": 'attachment; filename="annotation_output.zip"'})
 
     @app.route("GET", r"/admin/api/stats", "admin")
