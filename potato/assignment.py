@@ -82,6 +82,15 @@ class Limited(AllItems):
         if position != len(ids) or self.per_user is not None and len(ids) >= self.per_user:
             return None
         with self.store.tx() as db:
+            # again inside the write lock: the same user's concurrent request may have taken
+            # an item since ``ids`` was read (the per-user cap would be beaten otherwise)
+            ids = [r[0] for r in db.execute(
+                "SELECT a.item_id FROM assignments a JOIN items i ON i.id=a.item_id WHERE "
+                "a.annotator=? AND i.active=1 ORDER BY a.seq", (user,))]
+            if position < len(ids):
+                return self.store.item(ids[position])
+            if position != len(ids) or self.per_user is not None and len(ids) >= self.per_user:
+                return None
             row = db.execute("SELECT i.id " + self._open_sql() + " ORDER BY i.position LIMIT 1",
                              (user,)).fetchone()
             if row is None:

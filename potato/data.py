@@ -23,6 +23,13 @@ class DataError(Exception):
     """A data file cannot be used as it is."""
 
 
+def jsonl_lines(text: str) -> List[str]:
+    """The lines of a JSON Lines text: split at "\\n" alone (a trailing "\\r" dropped), never
+    at the other characters ``str.splitlines`` breaks on (U+2028, U+0085, \\x0b, \\x0c,
+    \\x1c-\\x1e), which JSON writes raw inside strings."""
+    return [line[:-1] if line.endswith("\r") else line for line in text.split("\n")]
+
+
 def _records(path: str, encoding: str = "utf-8", keys: Tuple[str, ...] = ()):
     """(where, record) pairs: where is ``file:line`` for JSON Lines, CSV and TSV, ``file: item
     N`` for a JSON list. ``keys``: the columns a CSV or TSV file must have."""
@@ -34,6 +41,9 @@ def _records(path: str, encoding: str = "utf-8", keys: Tuple[str, ...] = ()):
     except UnicodeDecodeError as e:
         raise DataError(f"{path}: not {encoding} text (byte {e.start}: {e.reason}). Give the "
                         f"file's encoding: data_files: [{{path: ..., encoding: latin-1}}].")
+    except (LookupError, UnicodeError) as e:  # "undefined", or a codec that is not for text
+        raise DataError(f"{path}: the encoding {encoding!r} cannot read text ({e}). Give a text "
+                        f"encoding such as utf-8 or latin-1 in data_files.")
     except OSError as e:
         raise DataError(f"{path}: cannot be read ({e.strerror or e}).")
     text = text.lstrip("\ufeff")  # a byte order mark, as spreadsheet programs write
@@ -50,7 +60,7 @@ def _records(path: str, encoding: str = "utf-8", keys: Tuple[str, ...] = ()):
         for n, row in enumerate(rows):
             yield f"{path}: item {n + 1} of the list", row
         return
-    for n, line in enumerate(text.splitlines(), start=1):
+    for n, line in enumerate(jsonl_lines(text), start=1):
         if not line.strip():
             continue
         try:
@@ -68,7 +78,12 @@ def _table(path: str, text: str, delimiter: str, keys: Tuple[str, ...]):
     try:
         header = next(reader, None)
         if header is None:
-            return
+            raise DataError(f"{path}: the file is empty: it has no header row and no items. "
+                            f"Add a header row naming the columns, then one row per item.")
+        twice = [c for n, c in enumerate(header) if c in header[:n]]
+        if twice:
+            raise DataError(f"{path}:1: the header row names the column {twice[0]!r} twice; "
+                            f"each column needs its own name.")
         missing = [k for k in keys if k not in header]
         if missing:
             raise DataError(f"{path}:1: the header row has no column {missing[0]!r} (columns: "

@@ -58,11 +58,16 @@ def _dialogue(value: Any) -> Safe:
                   m=_more(len(turns), MAX_ROWS, "turns"))
 
 
+def _as_list(value: Any) -> list:
+    """A list as it is; nothing for None; anything else as one cell."""
+    return value if isinstance(value, list) else [] if value is None else [value]
+
+
 def _table_rows(value: Any):
     """(header, rows) of a list of mappings, a list of lists (first row: header) or
-    ``{headers, rows}``."""
+    ``{headers, rows}``; a headers or rows that is not a list is one cell."""
     if isinstance(value, dict):
-        return [_cell(h) for h in value.get("headers") or []], list(value.get("rows") or [])
+        return [_cell(h) for h in _as_list(value.get("headers"))], _as_list(value.get("rows"))
     rows = value if isinstance(value, list) else [[value]]
     if rows and all(isinstance(r, dict) for r in rows):
         header = list(dict.fromkeys(k for r in rows for k in r))

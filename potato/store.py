@@ -214,7 +214,7 @@ class Store:
             db.execute("INSERT OR IGNORE INTO annotators(name, position, created_at) "
                        "VALUES (?, 0, ?)", (annotator, now))
             for scheme, label in labels.items():
-                if label is None or label == []:
+                if label is None:  # [] is kept: a span scheme where nothing was marked
                     db.execute("DELETE FROM annotations WHERE item_id=? AND annotator=? AND "
                                "scheme=?", (item_id, annotator, scheme))
                 else:

@@ -18,6 +18,7 @@ docs/configuration.md carries the same table.
 
 from __future__ import annotations
 
+import codecs
 import difflib
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
@@ -313,11 +314,15 @@ def data_files(r: Reader, raw: Any) -> List[Tuple[str, str]]:
             if not where:
                 r.error(p, f"{dotted(p)} has no path: give the data file's path.")
                 continue
-            try:
-                "".encode(encoding)
-            except LookupError:
-                r.error(p + ("encoding",), f"{dotted(p)}.encoding is {encoding!r}, which Python "
-                                           f"does not know; use utf-8, latin-1, cp1252 ...")
+            try:  # a codec Python knows, for text (not rot13, base64), that can encode
+                text_codec = (codecs.lookup(encoding)._is_text_encoding
+                              and "".encode(encoding) == b"")
+            except (LookupError, UnicodeError):
+                text_codec = False
+            if not text_codec:
+                r.error(p + ("encoding",), f"{dotted(p)}.encoding is {encoding!r}, which is not "
+                                           f"a text encoding Python knows; use utf-8, latin-1, "
+                                           f"cp1252 ...")
                 encoding = "utf-8"
             out.append((where, encoding))
         elif isinstance(entry, (str, int, float)) and not isinstance(entry, bool):

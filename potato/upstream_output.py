@@ -15,6 +15,7 @@ is the table ``WRITERS`` (by ``annotation_type``); reading inverts it.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -26,9 +27,10 @@ from urllib.parse import quote, unquote
 
 from potato.annotations import LabelError, check_label, open_store
 from potato.config import Config, Scheme
-from potato.data import DataError
+from potato.data import DataError, jsonl_lines
 
 FILE = "annotated_instances.jsonl"
+MAX_FOLDER = 200  # characters of an annotator's folder name
 SAFE_NAME = re.compile(r"^[A-Za-z0-9_@+-][A-Za-z0-9_.@+-]{0,63}$")
 
 
@@ -67,14 +69,38 @@ def _read_cell(s: Scheme, cell: Dict[str, Any]) -> Any:
 
 
 def folder_name(annotator: str) -> str:
-    """A folder name for an annotator that can never leave the export folder."""
+    """A folder name for an annotator that can never leave the export folder; a long name is
+    cut and ends with a hash of the whole name, so two long names never share a folder."""
     if SAFE_NAME.match(annotator) and annotator not in (".", ".."):
         return annotator
-    return quote(annotator, safe="").replace(".", "%2E")[:200] or "%00"
+    name = quote(annotator, safe="").replace(".", "%2E")
+    if len(name) > MAX_FOLDER:
+        name = name[:MAX_FOLDER - 17] + "~" + hashlib.sha256(annotator.encode()).hexdigest()[:16]
+    return name or "%00"
+
+
+class FolderClash(Exception):
+    """Two annotators whose export folders would be the same."""
+
+
+def _folders(annotators: List[str]) -> Dict[str, str]:
+    """{annotator: folder}; FolderClash when two would share one."""
+    out: Dict[str, str] = {}
+    taken: Dict[str, str] = {}  # folder -> annotator
+    for name in annotators:
+        folder = folder_name(name)
+        other = taken.setdefault(folder, name)
+        if other != name:
+            raise FolderClash(f"the annotators {other!r} and {name!r} would both be exported to "
+                              f"the folder {folder!r}; rename one (potato annotations import "
+                              f"--annotator) before exporting upstream's layout.")
+        out[name] = folder
+    return out
 
 
 def user_files(cfg: Config, store) -> Iterator[Tuple[str, bytes]]:
-    """(annotator, the contents of their annotated_instances.jsonl), per annotator."""
+    """(annotator's folder, the contents of their annotated_instances.jsonl), per annotator;
+    FolderClash (before any) when two annotators would share a folder."""
     texts = {r["id"]: r["text"] for r in store.conn().execute("SELECT id, text FROM items")}
     rows = store.conn().execute("SELECT annotator, item_id, scheme, label FROM annotations "
                                 "ORDER BY annotator, item_id, scheme").fetchall()
@@ -82,6 +108,7 @@ def user_files(cfg: Config, store) -> Iterator[Tuple[str, bytes]]:
     for r in rows:
         by_user.setdefault(r["annotator"], {}).setdefault(r["item_id"], {})[r["scheme"]] = \
             json.loads(r["label"])
+    folders = _folders(list(by_user))
     for annotator, items in by_user.items():
         lines = []
         for item_id, labels in items.items():
@@ -91,22 +118,24 @@ def user_files(cfg: Config, store) -> Iterator[Tuple[str, bytes]]:
                 s = cfg.scheme(name)
                 if s is None:
                     continue  # a scheme no longer in the config
-                if s.annotation_type == "span":
+                if s.annotation_type == "span" and not value:
+                    rec["label_annotations"][name] = {}  # submitted, nothing marked
+                elif s.annotation_type == "span":
                     rec["span_annotations"] += [
                         {"schema": name, "annotation": sp["label"], "start": sp["start"],
                          "end": sp["end"], "span": sp.get("text", "")} for sp in value]
                 elif s.annotation_type in WRITERS:
                     rec["label_annotations"][name] = WRITERS[s.annotation_type](s, value)
             lines.append(json.dumps(rec, ensure_ascii=False) + "\n")
-        yield annotator, "".join(lines).encode("utf-8")
+        yield folders[annotator], "".join(lines).encode("utf-8")
 
 
 def zip_bytes(cfg: Config, store) -> bytes:
     """The whole layout as a zip (the admin page's download)."""
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
-        for annotator, body in user_files(cfg, store):
-            z.writestr(f"annotation_output/{folder_name(annotator)}/{FILE}", body)
+        for folder, body in user_files(cfg, store):
+            z.writestr(f"annotation_output/{folder}/{FILE}", body)
     return buf.getvalue()
 
 
@@ -122,8 +151,8 @@ def export_upstream(cfg: Config, output: Optional[str]) -> int:
         return 1
     try:
         n = 0
-        for annotator, body in user_files(cfg, store):
-            folder = os.path.join(output, folder_name(annotator))
+        for name, body in user_files(cfg, store):
+            folder = os.path.join(output, name)
             os.makedirs(folder, exist_ok=True)
             tmp = os.path.join(folder, FILE + ".tmp")
             with open(tmp, "wb") as f:
@@ -133,6 +162,9 @@ def export_upstream(cfg: Config, output: Optional[str]) -> int:
         print(f"Exported {n} annotator folder(s) to {output} (upstream Potato's layout).",
               file=sys.stderr)
         return 0
+    except FolderClash as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     except OSError as e:
         print(f"error: {output}: cannot be written ({e.strerror or e}).", file=sys.stderr)
         return 1
@@ -150,12 +182,58 @@ def _files(path: str) -> List[Tuple[str, str]]:
             if os.path.isfile(os.path.join(path, name, FILE))]
 
 
+def _record_values(cfg: Config, rec: Dict[str, Any], where: str
+                   ) -> Tuple[Dict[str, Any], List[str]]:
+    """({scheme: value to check}, problems) of one record's label_annotations and
+    span_annotations, their shapes checked. A span scheme's empty ``label_annotations`` entry
+    (``{}``, as the export writes it) says the annotator marked nothing."""
+    values: Dict[str, Any] = {}
+    problems: List[str] = []
+    cells = rec.get("label_annotations") or {}
+    spans = rec.get("span_annotations") or []
+    if not isinstance(cells, dict):
+        problems.append(f"{where}: label_annotations must be a mapping of scheme names, not "
+                        f"{type(cells).__name__}.")
+        cells = {}
+    if not isinstance(spans, list):
+        problems.append(f"{where}: span_annotations must be a list, not "
+                        f"{type(spans).__name__}.")
+        spans = []
+    span_schemes = [s.name for s in cfg.schemes if s.annotation_type == "span"]
+    for name, cell in cells.items():
+        s = cfg.scheme(name)
+        if s is None or not isinstance(cell, dict):
+            problems.append(f"{where}: {name!r} is not a scheme of this config (or its "
+                            f"value is not a mapping).")
+        elif s.annotation_type == "span" and cell:
+            problems.append(f"{where}: {name!r} is a span scheme: its spans belong in "
+                            f"span_annotations.")
+        elif s.annotation_type == "span":
+            values[name] = []  # submitted, nothing marked
+        else:
+            values[name] = _read_cell(s, cell)
+    for sp in spans:
+        name = sp.get("schema", span_schemes[0] if len(span_schemes) == 1 else None) \
+            if isinstance(sp, dict) else None
+        if not isinstance(sp, dict):
+            problems.append(f"{where}: a span annotation must be a mapping.")
+        elif name not in span_schemes:
+            problems.append(f"{where}: a span annotation's schema {name!r} is not a span "
+                            f"scheme of this config (span schemes: "
+                            f"{', '.join(span_schemes) or 'none'}).")
+        else:
+            values.setdefault(name, []).append(
+                {"start": sp.get("start"), "end": sp.get("end"),
+                 "label": sp.get("annotation"), "text": sp.get("span")})
+    return values, problems
+
+
 def parse_file(cfg: Config, path: str, texts: Dict[str, str]
                ) -> Tuple[List[Tuple[str, str, Any]], List[str]]:
     """(rows, problems) of one annotated_instances.jsonl; rows are (item, scheme, value)."""
     rows, problems = [], []
     with open(path, encoding="utf-8") as f:
-        lines = f.read().splitlines()
+        lines = jsonl_lines(f.read())
     for n, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -169,23 +247,10 @@ def parse_file(cfg: Config, path: str, texts: Dict[str, str]
             problems.append(f"{path}:{n}: no id of an item in the data files "
                             f"({item_id!r}).")
             continue
-        values: Dict[str, Any] = {}
-        for name, cell in (rec.get("label_annotations") or {}).items():
-            s = cfg.scheme(name)
-            if s is None or not isinstance(cell, dict):
-                problems.append(f"{path}:{n}: {name!r} is not a scheme of this config (or its "
-                                f"value is not a mapping).")
-                continue
-            values[name] = _read_cell(s, cell)
-        for sp in rec.get("span_annotations") or []:
-            if not isinstance(sp, dict):
-                problems.append(f"{path}:{n}: a span annotation must be a mapping.")
-                continue
-            name = sp.get("schema") or next(
-                (s.name for s in cfg.schemes if s.annotation_type == "span"), None)
-            values.setdefault(str(name), []).append(
-                {"start": sp.get("start"), "end": sp.get("end"),
-                 "label": sp.get("annotation"), "text": sp.get("span")})
+        values, bad = _record_values(cfg, rec, f"{path}:{n}")
+        if bad:
+            problems += bad
+            continue
         for name, value in values.items():
             s = cfg.scheme(name)
             if s is None:

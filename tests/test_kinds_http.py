@@ -162,11 +162,12 @@ def test_annotate_form_saves_every_kind(project, serve):
     page = c.get("/annotate").text
     assert 'value="4" data-key="6" checked' in page  # points 1..5 take keys 3..7
     assert '<option value="=blue" selected>' in page
-    # empty fields clear their schemes (a radio or Likert group cannot be cleared)
+    # empty fields clear their schemes (a radio or Likert group cannot be cleared); a span
+    # scheme with nothing marked is kept as the answer "nothing" (review 23.2)
     r = c.post("/annotate", form=form_for({"ner": "[]", "temp": "", "count": "", "why": "",
                                             "colour": "=blue"}))
     assert r.status == 303
-    assert mine(c) == {"sentiment": "positive", "agree": 4, "colour": "=blue"}
+    assert mine(c) == {"sentiment": "positive", "ner": [], "agree": 4, "colour": "=blue"}
 
 
 @pytest.mark.parametrize("field,value,message", [
@@ -286,6 +287,35 @@ def test_bundle_and_refusal_read_every_value_shape(project, serve):
     with open(os.path.join(paths.bundle, "manifest.json")) as f:
         manifest = json.load(f)
     assert manifest["label_counts"] == {"sentiment": {"positive": 1}, "ner": {"LOC+PER": 1}}
+
+
+def test_annotators_who_marked_nothing_count_in_the_span_vote(project, serve):
+    """Review 23.2: an empty span list was dropped, so an item most annotators left unmarked
+    trained on the one annotator who marked something, and an item nobody marked had no label."""
+    from potato.training import prepare
+    from potato.training.remote import bundle
+    from potato.training.remote.paths import RunPaths
+    from potato.training.runs import Run
+
+    server, url = serve(project, training=False)
+    store, cfg = server.app.store, server.app.config
+    for who, ner in (("ann", "[]"), ("bob", ""), ("cy", json.dumps(SPANS))):
+        c = Client(url)
+        c.login(who)
+        if who == "ann":  # paging back past an item is no answer
+            assert c.post("/annotate", form=form_for({"ner": "[]"}, "prev")).status == 303
+            assert "ner" not in mine(c)
+        assert c.post("/annotate", form=form_for({"ner": ner, "colour": "red"})).status == 303
+        assert mine(c)["ner"] == ([] if who != "cy" else SPANS)
+        status, body = c.json("POST", "/api/annotations",
+                              json_body={"item_id": "t2", "labels": {"ner": []}})
+        assert status == 200 and body["labels"] == {"ner": []}
+    paths = RunPaths(str(tmp_run_dir(cfg)))
+    run = Run(seq=1, run_id="r1", trainer="t", schemas=["ner"], backend="local",
+              params={}, status="running")
+    prepare.prepare(cfg, store, run, paths, True, lambda _: None, lambda _: None)
+    got = {it["id"]: it["labels"] for it in bundle.read(paths.bundle).items}
+    assert got == {"t1": {"ner": []}, "t2": {"ner": []}}
 
 
 def tmp_run_dir(cfg):

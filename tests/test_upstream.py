@@ -130,6 +130,10 @@ def _cfg(tmp_path, data_name, body, encoding=None):
     ("x.csv", b'id,text\n1,"open quote\n', None, "not valid CSV"),
     ("x.csv", b"id,text\n1,caf\xe9\n", None, "not utf-8 text"),
     ("x.json", b'{"id": 1, "text": "a"}\n{"id": 2, \n', None, "x.json:2: not a JSON object"),
+    # review 23.9: a traceback, a silent last-column-wins, a silent empty project
+    ("x.csv", b"id,text,text\n1,a,b\n", None, "x.csv:1: the header row names the column "
+                                              "'text' twice"),
+    ("x.csv", b"", None, "x.csv: the file is empty: it has no header row and no items"),
 ])
 def test_data_file_errors_name_file_and_line(tmp_path, name, body, encoding, says):
     cfg = _cfg(tmp_path, name, body, encoding)
@@ -138,10 +142,28 @@ def test_data_file_errors_name_file_and_line(tmp_path, name, body, encoding, say
     assert says in str(e.value)
 
 
-def test_data_files_entry_with_unknown_encoding_is_an_error(tmp_path):
-    (tmp_path / "c.yaml").write_text("data_files: [{path: x.csv, encoding: klingon}]\n")
+@pytest.mark.parametrize("encoding", ["klingon", "undefined", "rot13", "base64"])
+def test_data_files_entry_with_unknown_encoding_is_an_error(tmp_path, encoding):
+    # review 23.9: "undefined" (and codecs not for text) passed and gave a traceback later
+    (tmp_path / "c.yaml").write_text(f"data_files: [{{path: x.csv, encoding: {encoding}}}]\n")
     _, errors, _ = load(str(tmp_path / "c.yaml"))
-    assert any("klingon" in e.message and e.key == "data_files[0].encoding" for e in errors)
+    assert any(encoding in e.message and e.key == "data_files[0].encoding" for e in errors)
+
+
+SHAPES = [None, 0, -1.5, True, "", "a <b>", [], [None], [[]], [[1, [2, {"x": None}]]],
+          [{"a": 1}, {"b": [2]}], [{"a": 1}, "x", [3]], {}, {"headers": 5, "rows": 7},
+          {"headers": "h<i>", "rows": "r"}, {"headers": None, "rows": {"a": [1]}},
+          {"headers": [[1], {"k": 2}], "rows": [5, None, [1, [2]], {"c": 3}]}, {"rows": 0},
+          [{"speaker": {"x": 1}, "text": [1]}, {"role": None}, "ana: hi", 7], {"a": {"b": {}}}]
+
+
+@pytest.mark.parametrize("kind", ["text", "dialogue", "spreadsheet"])
+def test_every_display_type_renders_any_json_value(kind):
+    # Review 23.3: a spreadsheet whose rows or headers was not a list made the page a 500.
+    from potato import display
+    for value in SHAPES:
+        out = str(display.RENDERERS[kind](value))
+        assert "<b>" not in out and "<i>" not in out, (kind, value)
 
 
 # -- the annotate page, training --------------------------------------------------------------
@@ -236,6 +258,25 @@ def test_items_go_to_at_most_n_annotators_and_n_items_per_annotator(up, serve):
     assert status == 403 and "num_annotators_per_item" in out["error"]
 
 
+def test_one_users_concurrent_requests_cannot_beat_the_per_user_cap(up, monkeypatch):
+    # Review 23.5: item_at read the user's assignments outside its transaction, so a second
+    # request that read them before the first one committed handed out one item too many.
+    cfg, _, _ = load(str(up / "18-overlap-limits.yaml"))
+    store = Store(cfg.db_path)
+    try:
+        store.sync_items(load_items(cfg))
+        q = Limited(store, None, 1)
+        assert q.item_at("a", 0)["id"] == "r0"
+        real = Limited.assigned
+        stale = [[]]  # what the racing request read before "r0" was committed
+        monkeypatch.setattr(Limited, "assigned",
+                            lambda self, user: stale.pop() if stale else real(self, user))
+        assert q.item_at("a", 0)["id"] == "r0"
+        assert real(q, "a") == ["r0"]
+    finally:
+        store.close()
+
+
 # -- upstream's output layout ---------------------------------------------------------------------
 
 def test_upstream_output_round_trip(up, tmp_path, capsys):
@@ -275,6 +316,43 @@ def test_upstream_output_round_trip(up, tmp_path, capsys):
         store.close()
 
 
+ODD = "one\u2028two\x85three\x0cfour\x1efive"
+
+
+def test_unicode_line_breaks_in_items_and_answers_round_trip(tmp_path, capsys):
+    # Review 23.1: str.splitlines() broke lines at U+2028, U+0085, \x0c, \x1e... which
+    # json.dumps(ensure_ascii=False) writes raw inside strings.
+    (tmp_path / "d.jsonl").write_text(
+        json.dumps({"id": "a", "text": "good " + ODD}, ensure_ascii=False) + "\n"
+        + json.dumps({"id": "b", "text": "plain"}) + "\n", encoding="utf-8")
+    conf = ("data_files: [d.jsonl]\nannotation_schemes:\n"
+            "  - {annotation_type: text, name: note}\n"
+            "  - {annotation_type: span, name: ent, labels: [x]}\n")
+    (tmp_path / "c.yaml").write_text(conf)
+    (tmp_path / "fresh.yaml").write_text(conf + "output_annotation_dir: fresh_output/\n")
+    cfg = load(str(tmp_path / "c.yaml"))[0]
+    assert [t for _, t, _ in load_items(cfg)] == ["good " + ODD, "plain"]
+    answer = {"id": "a", "note": "see\u2028this", "ent": [
+        {"start": 5, "end": 8, "label": "x", "text": "one"}]}
+    (tmp_path / "l.jsonl").write_text(json.dumps(answer, ensure_ascii=False) + "\n"
+                                      + json.dumps({"id": "b", "ent": []}) + "\n",
+                                      encoding="utf-8")
+    assert main(["annotations", "import", str(tmp_path / "c.yaml"), str(tmp_path / "l.jsonl"),
+                 "--annotator", "ana"]) == 0
+    out_dir = tmp_path / "out"
+    assert main(["annotations", "export", str(tmp_path / "c.yaml"), "--format", "upstream",
+                 "-o", str(out_dir)]) == 0
+    capsys.readouterr()
+    assert main(["annotations", "import", str(tmp_path / "fresh.yaml"), str(out_dir),
+                 "--format", "upstream"]) == 0, capsys.readouterr().err
+    store = Store(load(str(tmp_path / "fresh.yaml"))[0].db_path)
+    try:
+        assert store.labels_of("ana", "a") == {k: v for k, v in answer.items() if k != "id"}
+        assert store.labels_of("ana", "b") == {"ent": []}  # review 23.2: marked nothing
+    finally:
+        store.close()
+
+
 def test_upstream_import_is_all_or_nothing(up, tmp_path, capsys):
     path = str(up / "01-sentiment-radio.yaml")
     folder = tmp_path / "annotation_output" / "bob"
@@ -291,6 +369,66 @@ def test_upstream_import_is_all_or_nothing(up, tmp_path, capsys):
         assert store.annotation_count() == 0
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("record,says", [
+    ({"id": "r0", "label_annotations": ["x"]}, "label_annotations must be a mapping"),
+    ({"id": "r0", "span_annotations": 5}, "span_annotations must be a list"),
+    ({"id": "r0", "span_annotations": [{"schema": "sentiment", "annotation": "positive",
+                                         "start": 0, "end": 1}]},
+     "schema 'sentiment' is not a span scheme"),
+    ({"id": "r0", "label_annotations": {"sentiment": {"positive": "true"}},
+      "span_annotations": [{"schema": "sentiment", "start": 0, "end": 1}]},
+     "schema 'sentiment' is not a span scheme"),
+    ({"id": "r0", "span_annotations": [{"schema": ["opinion"], "start": 0, "end": 1}]},
+     "is not a span scheme"),
+    ({"id": "r0", "span_annotations": ["x"]}, "a span annotation must be a mapping"),
+    ({"id": "r0", "label_annotations": {"opinion": {"praise": "true"}}},
+     "its spans belong in span_annotations"),
+    ({"id": "r0", "label_annotations": {"helpfulness": {"scale_1": [1]}}}, "helpfulness"),
+    ({"id": "r0", "label_annotations": {"stars": {"number": {"a": 1}}}}, "stars"),
+    ([1, 2], "no id of an item"),
+])
+def test_a_malformed_upstream_file_is_a_problem_per_line(up, tmp_path, capsys, record, says):
+    # Review 23.4: these crashed with tracebacks (list.items, int not iterable, str.append).
+    path = str(up / "09-all-kinds.yaml")
+    folder = tmp_path / "annotation_output" / "bob"
+    folder.mkdir(parents=True)
+    (folder / "annotated_instances.jsonl").write_text(
+        json.dumps({"id": "r1", "label_annotations": {"sentiment": {"positive": "true"}}})
+        + "\n" + json.dumps(record) + "\n")
+    assert main(["annotations", "import", path, str(tmp_path / "annotation_output"),
+                 "--format", "upstream"]) == 1
+    err = capsys.readouterr().err
+    assert "annotated_instances.jsonl:2: " in err and says in err and "nothing imported" in err
+    store = Store(load(path)[0].db_path)
+    try:
+        assert store.annotation_count() == 0
+    finally:
+        store.close()
+
+
+def test_long_annotator_names_get_their_own_folders(up, tmp_path, capsys, monkeypatch):
+    # Review 23.8: names were cut at 200 characters, so two long names shared one folder.
+    from potato import upstream_output
+
+    path = str(up / "01-sentiment-radio.yaml")
+    labels = tmp_path / "l.jsonl"
+    labels.write_text(json.dumps({"id": "r0", "sentiment": "positive"}) + "\n")
+    names = ["é" * 100 + "one", "é" * 100 + "two"]
+    for name in names:
+        assert main(["annotations", "import", path, str(labels), "--annotator", name]) == 0
+    out = tmp_path / "out"
+    assert main(["annotations", "export", path, "--format", "upstream", "-o", str(out)]) == 0
+    folders = sorted(os.listdir(out))
+    assert len(folders) == 2 and all(len(f) <= 200 for f in folders)
+    monkeypatch.setattr(upstream_output, "folder_name", lambda name: "same")
+    capsys.readouterr()
+    assert main(["annotations", "export", path, "--format", "upstream", "-o",
+                 str(tmp_path / "out2")]) == 1
+    err = capsys.readouterr().err
+    assert "would both be exported to the folder 'same'" in err and "Traceback" not in err
+    assert not (tmp_path / "out2").exists()
 
 
 def test_admin_downloads_the_upstream_layout_as_a_zip(up, serve):

@@ -142,8 +142,11 @@ def _annotate_routes(app) -> None:
                 raise HTTPError(400, f"Unknown item {item_id!r}.")
             _assigned(app, user, item_id)
             labels = _form_labels(cfg, form, item["text"])
+            stored = app.store.labels_of(user, item_id)
             if action != "prev":
-                _require(cfg, {**app.store.labels_of(user, item_id), **labels})
+                _require(cfg, {**stored, **labels})
+            else:  # paging back past an item is not an answer of "nothing marked"
+                labels = {k: v for k, v in labels.items() if v != [] or k in stored}
         new_position = position - 1 if action == "prev" else position + 1
         new_position = max(0, min(new_position, total))
         if item_id:
@@ -182,7 +185,7 @@ def _assigned(app, user: str, item_id: str) -> None:
 def _require(cfg, labels: dict) -> None:
     """400 when a required scheme (label_requirement: {required: true}) has no value."""
     for scheme in cfg.schemes:
-        if scheme.required and labels.get(scheme.name) is None:
+        if scheme.required and labels.get(scheme.name) in (None, []):
             raise HTTPError(400, f"scheme {scheme.name!r} needs an answer before you move on "
                                  f"(label_requirement: required). Go back and give one.")
 
@@ -221,6 +224,14 @@ def _annotation_api_routes(app) -> None:
         if app.store.item(item_id) is None:
             raise HTTPError(404, f"No item {item_id!r}.")
         h.send_json({"item_id": item_id, "labels": app.store.labels_of(h.annotator(), item_id)})
+
+
+def _upstream_zip(cfg, store) -> bytes:
+    """The upstream layout as a zip; 409 when two annotators would share a folder."""
+    try:
+        return upstream_output.zip_bytes(cfg, store)
+    except upstream_output.FolderClash as e:
+        raise HTTPError(409, str(e))
 
 
 def _admin_routes(app) -> None:
@@ -287,7 +298,7 @@ def _admin_routes(app) -> None:
 
     @app.route("GET", r"/admin/export-upstream\.zip", "admin")
     def admin_export_upstream(h):
-        h.send(200, upstream_output.zip_bytes(cfg, app.store), "application/zip", {
+        h.send(200, _upstream_zip(cfg, app.store), "application/zip", {
             "Content-Disposition": 'attachment; filename="annotation_output.zip"'})
 
     @app.route("GET", r"/admin/api/stats", "admin")
