@@ -19,7 +19,7 @@ an item whose annotators do not settle on a label.
 """
 
 import math
-from typing import Any, Dict, Hashable, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from potato.schemes import KINDS
 from potato.training.remote.bundle import majority

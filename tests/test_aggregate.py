@@ -123,7 +123,6 @@ def test_agreed_spans_never_overlap():
     votes[2] = [sp(0, 3), sp(0, 9)]
     assert agreed_spans(votes) == [sp(0, 3), sp(6, 9)]  # ...but 0..3 has more annotators
     for n in range(2, 6):  # any vote gives a valid span list
-        import random
         rng = random.Random(n)
         ann = [[sp(s, s + rng.randint(1, 4)) for s in sorted(rng.sample(range(20), 3))]
                for _ in range(n)]
