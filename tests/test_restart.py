@@ -232,3 +232,21 @@ def test_a_reattached_run_answers_its_own_token_only(tmp_path, serve):
                        headers={"Authorization": "Bearer " + token})
     assert status == 200
     assert wait_run(c, run_id)["status"] == "cancelled"
+
+
+def test_a_queued_run_whose_backend_was_removed_ends_and_the_queue_goes_on(tmp_path, serve):
+    """A run queued on a backend the config no longer has ends at the next start with a
+    sentence naming the backend and the config; the queue does not stop on it."""
+    cfg = make_project(tmp_path, backends())
+    config, _, _ = load(cfg)
+    store = Store(config.db_path)
+    orphan = RunStore(store).create("text-naive-bayes", ["sentiment"], "removed", {}).run_id
+    store.close()
+    _, url = serve(cfg)
+    c = Client(url)
+    run = wait_run(c, orphan, timeout=20)
+    assert (run["status"], run["error"]) == ("error", (
+        "Backend removed is no longer in %s; the run was not started. Start it again on a "
+        "configured backend." % config.path))
+    local = start_run(c, trainer="text-naive-bayes", schemas=["sentiment"], backend="local")
+    assert wait_run(c, local, timeout=60)["status"] == "success"

@@ -187,10 +187,10 @@ class Manager:
     def _startable(self, run: Run) -> bool:
         """Runs of agent backends start only once an agent has claimed them; nothing starts
         while training is disabled (runs queued before stay queued)."""
-        if not self.cfg.model_training.enabled:
-            return False
-        return (not self.backends[run.backend].polled_by_agents
-                or run.run_id in self._claims)
+        backend = self.backends.get(run.backend)
+        if not self.cfg.model_training.enabled or backend is None:
+            return False  # a backend gone from the config: recover() ended its runs
+        return not backend.polled_by_agents or run.run_id in self._claims
 
     def claim(self, backend: str, agent: Dict[str, Any], timeout: float = 60):
         """(run_id, run token) of the run an agent of ``backend`` may take now, or None.

@@ -16,6 +16,8 @@ from typing import List
 from potato.training.backends.base import RunContext
 from potato.training.runs import Run
 
+GONE = ("Backend %s is no longer in %s; the run was not started. Start it again on a "
+        "configured backend.")
 RESTARTED = ("The run was ended by a server restart, and its backend is no longer in the config. "
              "Start the run again.")
 STEP_ENDED = "ended by a server restart"
@@ -42,7 +44,19 @@ def recover(manager) -> List[RunContext]:
         message = backend.restart_error() if backend is not None else RESTARTED
         if manager.runs.finish(run_id, "error", message, step=STEP_ENDED):
             manager._log(run_id, "error: " + message)
+    _end_orphans(manager)
     return resumed
+
+
+def _end_orphans(manager) -> None:
+    """Queued runs whose backend the config no longer has (or this Potato cannot run) end
+    with a sentence that names it: nothing could ever start them, and they would hold up the
+    queue."""
+    for run in manager.runs.with_status("queued"):
+        if manager.backends.get(run.backend) is None:
+            message = GONE % (run.backend, manager.cfg.path or "the config")
+            if manager.runs.finish(run.run_id, "error", message, step="not started"):
+                manager._log(run.run_id, "error: " + message)
 
 
 def _continue_events(ctx: RunContext, run: Run) -> None:
