@@ -43,11 +43,15 @@ def agent(url, token, workdir):
                             start_new_session=True)
 
 
-def potato_start(cfg, port, log):
-    """``potato start`` as its own process; returns it once it serves."""
-    p = subprocess.Popen([sys.executable, "-m", "potato", "start", cfg, "--host", "127.0.0.1",
-                          "--port", str(port)], cwd=ROOT, stdout=subprocess.PIPE,
-                         stderr=open(log, "ab"), text=True, start_new_session=True)
+def potato_start(cfg, port, log, env=None):
+    """``potato start`` as its own process; returns it once it serves. With ``env``
+    SLOW_INGEST, it is tests/fakes/slow_ingest.py's potato (a slow ingest)."""
+    how = ["-m", "potato"] if not env else [os.path.join(ROOT, "tests", "fakes",
+                                                         "slow_ingest.py")]
+    p = subprocess.Popen([sys.executable] + how + ["start", cfg, "--host", "127.0.0.1",
+                                                   "--port", str(port)], cwd=ROOT,
+                         stdout=subprocess.PIPE, stderr=open(log, "ab"), text=True,
+                         start_new_session=True, env=dict(os.environ, **(env or {})))
     line = p.stdout.readline()
     assert line.startswith("Potato is serving"), (line, open(log).read()[-2000:])
     return p
@@ -250,3 +254,46 @@ def test_a_queued_run_whose_backend_was_removed_ends_and_the_queue_goes_on(tmp_p
         "configured backend." % config.path))
     local = start_run(c, trainer="text-naive-bayes", schemas=["sentiment"], backend="local")
     assert wait_run(c, local, timeout=60)["status"] == "success"
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_kill_while_the_result_is_ingested_loses_nothing(tmp_path, env, capsys, when):
+    """The server answered the agent's result, then was killed while it wrote the predictions
+    back (before or after the write-back): the next start finishes the run from the saved
+    result, writes back once, and the run succeeds in use (not "No word from the agent")."""
+    cfg = make_project(tmp_path, backends(heartbeat_timeout_s=8))
+    token = register(cfg, capsys)
+    port = free_port()
+    url = "http://127.0.0.1:%d/" % port
+    log = tmp_path / "server.log"
+    marker = tmp_path / "ingesting"
+    server = potato_start(cfg, port, log, env={"SLOW_INGEST": when,
+                                                "SLOW_INGEST_MARKER": str(marker)})
+    worker = None
+    try:
+        c = Client(url)
+        run_id = start_run(c, trainer="test-steps", schemas=["sentiment"], backend="lab",
+                           params={"seconds": 2})
+        worker = agent(url, token, tmp_path / "agent work")
+        deadline = time.time() + 90
+        while not marker.exists() and time.time() < deadline:
+            time.sleep(0.1)
+        assert marker.exists(), open(log).read()[-3000:]
+        stop(server, signal.SIGKILL)
+        assert stored_run(cfg, run_id).status == "running"
+        server = potato_start(cfg, port, log)
+        run = wait_run(c, run_id, timeout=60)
+        assert (run["status"], run["error"]) == ("success", None), open(log).read()[-3000:]
+        assert run["writeback"]["written"] > 1000 and run["in_use"] == ["sentiment"]
+        _, item = c.json("GET", "/admin/api/items/sst-test-0002", headers=H)
+        assert item["predictions"]["sentiment"]["run_id"] == run_id
+        text = c.get(f"/admin/training/api/runs/{run_id}/log", headers=H).text
+        assert "the server restarted after the agent's result (success)" in text
+        again = text.count("the predictions were written back before the restart")
+        assert again == (1 if when == "after" else 0), text
+        assert stored_run(cfg, run_id).remote_token is None
+    finally:
+        if worker is not None:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.communicate()
+        stop(server)

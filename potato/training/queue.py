@@ -276,6 +276,12 @@ class Manager:
                 claim.ready.set()
         if self._thread is not None:
             self._thread.join(timeout)
+            with self._lock:
+                busy = list(self._active)
+            if self._thread.is_alive() and busy:  # an ingest takes longer than the stop may
+                log.warning("stopping while run(s) %s are being finished (predictions written "
+                            "back); an agent run is finished again at the next start, from "
+                            "its saved result", ", ".join(busy))
         self.close_backends()
 
     def recover(self) -> None:
@@ -376,6 +382,8 @@ class Manager:
                                         if outcome.error and outcome.status == "error" else ""))
         except Exception as e:
             log.exception("run %s failed in the server", run_id)
+            if ctx.shutdown.is_set() and backend.survives_restart:
+                return  # stopping (the store may be closing): the next start finishes it
             self.runs.finish(run_id, "error", "The server failed while handling the run: %s. "
                                               "The server log has the details." % e, step="failed")
         finally:
@@ -401,9 +409,15 @@ class Manager:
             return {"error": "The run finished but its predictions cannot be used: %s." % e}
         holdout = report.holdout_report(predictions, ingest.with_heldout(b.items, paths.heldout),
                                         b.schemas)
-        wb = write_back(self.store, self.cfg, run.run_id, predictions, holdout)
-        for scheme, why in list(wb["kept_in_use"].items()) + list(wb["took_over"].items()):
-            self._log(run.run_id, "%s: %s" % (scheme, why))
+        done = self.runs.get(run.run_id)
+        if done is not None and done.writeback is not None:  # a restart cut the ingest short
+            wb = done.writeback  # after the write-back: it is not done twice
+            self._log(run.run_id, "the predictions were written back before the restart")
+        else:
+            wb = write_back(self.store, self.cfg, run.run_id, predictions, holdout)
+            self.runs.update(run.run_id, holdout=holdout, writeback=wb)  # the mark of it
+            for scheme, why in list(wb["kept_in_use"].items()) + list(wb["took_over"].items()):
+                self._log(run.run_id, "%s: %s" % (scheme, why))
         metrics = None
         for line in ingest.read_lines(paths.events):
             if line.get("type") == "result":

@@ -36,9 +36,13 @@ def recover(manager) -> List[RunContext]:
                 _continue_events(ctx, run)
                 if run.cancel_requested:
                     ctx.cancel.set()  # the agent hears it in the reply to its next report
-                ctx.set_step("the server restarted: waiting for the agent on %s to report "
-                             "again (up to %g s)" % (run.remote_host or "its machine",
-                                                     backend.bcfg.heartbeat_timeout_s))
+                if ctx.remote.result is not None:
+                    ctx.set_step("the server restarted after the agent's result: finishing "
+                                 "the run")
+                else:
+                    ctx.set_step("the server restarted: waiting for the agent on %s to report "
+                                 "again (up to %g s)" % (run.remote_host or "its machine",
+                                                         backend.bcfg.heartbeat_timeout_s))
                 resumed.append(ctx)
                 continue
         message = backend.restart_error() if backend is not None else RESTARTED

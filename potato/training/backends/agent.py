@@ -15,6 +15,7 @@ from typing import Any, Dict, Optional
 from potato.training.backends.base import Outcome, RemoteState, RunContext, TrainingBackend
 from potato.training.backends.wait import outcome_of, wait_for_agent
 from potato.training.remote import bundle as bundle_mod
+from potato.training.remote.paths import read_json
 from potato.training.remote.protocol import LOST_CONTACT_S, VERSION, RunSettings
 from potato.training.runs import Run
 
@@ -46,6 +47,15 @@ def version_mismatch(agent_version) -> str:
     return ("the agent runs potato %s and this server %s; install the server's version on the "
             "training machine (potato training register prints the pip install line)"
             % (agent_version, VERSION))
+
+
+def _kept_result(ctx: RunContext) -> Optional[Dict[str, Any]]:
+    """The agent's result as the previous server saved it (agent_routes), or None."""
+    try:
+        kept = read_json(ctx.paths.result)
+    except (OSError, ValueError):
+        return None
+    return kept if isinstance(kept, dict) else None
 
 
 class AgentBackend(TrainingBackend):
@@ -108,6 +118,12 @@ class AgentBackend(TrainingBackend):
         remote.last_seen = time.monotonic()  # the agent has heartbeat_timeout_s from now
         ctx.remote = remote
         ctx.bundle_sha256 = bundle_mod.file_sha256(ctx.paths.bundle_archive)
+        kept = _kept_result(ctx)
+        if kept is not None:  # the agent's result came before the restart: ingest it now
+            remote.result = kept
+            remote.result_ready.set()
+            ctx.log("the server restarted after the agent's result (%s): finishing the run "
+                    "from it" % kept.get("status"))
         return True
 
     def resume(self, ctx: RunContext) -> Outcome:
