@@ -212,10 +212,11 @@ class Manager:
         self._wake.set()
         claim.ready.wait(timeout)
         ctx = self.active_context(nxt.run_id)
-        if ctx is None or ctx.remote is None:
-            with self._lock:
+        if ctx is None or ctx.remote is None or self.stopping:  # stopping: never handed out,
+            with self._lock:  # so the next start queues the run again (no token recorded)
                 self._claims.pop(nxt.run_id, None)
             return None
+        self.runs.update(nxt.run_id, remote_token=ctx.remote.token_hash)  # handed out
         return nxt.run_id, claim.token
 
     def _queue_timeouts(self) -> None:

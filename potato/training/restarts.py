@@ -30,6 +30,9 @@ def recover(manager) -> List[RunContext]:
     for run in manager.runs.with_status("running"):
         run_id = run.run_id
         backend = manager.backends.get(run.backend)
+        if backend is not None and backend.polled_by_agents and not run.remote_token:
+            _queue_again(manager, run)  # its agent never got the run: nothing ran
+            continue
         if backend is not None and backend.survives_restart:
             ctx = manager.context(run)
             if backend.reattach(ctx, run):
@@ -50,6 +53,14 @@ def recover(manager) -> List[RunContext]:
             manager._log(run_id, "error: " + message)
     _end_orphans(manager)
     return resumed
+
+
+def _queue_again(manager, run: Run) -> None:
+    if manager.runs.transition(run.run_id, "running", "queued", started_at=None, ran_on=None,
+                               remote_host=None, step="waiting for its turn"):
+        manager._log(run.run_id, "the server stopped before the agent%s received the run: "
+                                 "it is queued again" % (" on " + run.remote_host
+                                                         if run.remote_host else ""))
 
 
 def _end_orphans(manager) -> None:

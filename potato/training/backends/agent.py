@@ -99,9 +99,11 @@ class AgentBackend(TrainingBackend):
         ctx.remote = remote
         agent = claim.agent or {}
         where = agent.get("host") or "the agent's machine"
-        # Kept on the run's record (a hash, as for the backend's token): a restarted server
-        # re-attaches the run, and the agent's next report with its token finds it again.
-        ctx.save(remote_token=remote.token_hash, remote_host=where)
+        # The token's hash goes on the run's record once the claim is handed out
+        # (Manager.claim): a restarted server re-attaches the run, and the agent's next report
+        # with its token finds it again. A run whose claim never reached its agent is queued
+        # again at the next start (restarts.recover).
+        ctx.save(remote_host=where)
         ctx.log("claimed by the agent on %s (potato %s, Python %s)" % (
             where, agent.get("version"), agent.get("python")))
         mismatch = version_mismatch(agent.get("version"))
@@ -138,7 +140,7 @@ class AgentBackend(TrainingBackend):
         if ctx.shutdown.is_set() and remote.result is None:
             ctx.log("the server is stopping: the run stays with the agent on %s, which keeps "
                     "training; the server picks it up again when it starts (the agent waits up "
-                    "to %d s for it, then cancels the run; the restarted server waits %g s for "
+                    "to %d s for it, then stops the worker; the restarted server waits %g s for "
                     "the agent)" % (where, LOST_CONTACT_S, self.bcfg.heartbeat_timeout_s))
             return Outcome("detached")
         if outcome is not None:
