@@ -298,3 +298,30 @@ def test_a_kill_while_the_result_is_ingested_loses_nothing(tmp_path, env, capsys
             os.killpg(worker.pid, signal.SIGKILL)
             worker.communicate()
         stop(server)
+
+
+def test_only_potato_start_reattaches_agent_runs(tmp_path):
+    """potato training run owns the queue on a loopback port its agents do not know: an agent
+    run a killed potato start left stays running, untouched, for potato start to pick up."""
+    from potato.service import Service
+
+    cfg = make_project(tmp_path, backends(heartbeat_timeout_s=2), labels=False)
+    config, _, _ = load(cfg)
+    store = Store(config.db_path)
+    run_id = _running(RunStore(store), "lab", remote_token="0" * 64, remote_host="ws")
+    os.makedirs(os.path.join(config.runs_dir, run_id))
+    with open(os.path.join(config.runs_dir, run_id, "bundle.tar.gz"), "wb") as f:
+        f.write(b"x")
+    store.close()
+    service = Service(config, "127.0.0.1", 0, access_log=lambda line: None, ui=False,
+                      owner="potato training run", reattach=False).open()
+    try:
+        service.start(training=True)
+        time.sleep(4)  # past heartbeat_timeout_s: a re-attached run would have failed
+        assert service.manager.active_context(run_id) is None
+    finally:
+        service.close()
+    run = stored_run(cfg, run_id)
+    assert (run.status, run.remote_token) == ("running", "0" * 64), run
+    with open(os.path.join(config.runs_dir, run_id, "run.log")) as f:
+        assert "left running with its agent" in f.read()

@@ -68,8 +68,9 @@ class QueueLock:
 
 
 class Manager:
-    def __init__(self, cfg: Config, store: Store, poll_s: float = 0.5):
+    def __init__(self, cfg: Config, store: Store, poll_s: float = 0.5, reattach: bool = True):
         self.cfg = cfg
+        self.reattach = reattach  # restarts.recover: only potato start re-attaches agent runs
         self.store = store
         self.runs = RunStore(store)
         self.poll_s = poll_s

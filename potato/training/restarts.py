@@ -33,6 +33,11 @@ def recover(manager) -> List[RunContext]:
         if backend is not None and backend.polled_by_agents and not run.remote_token:
             _queue_again(manager, run)  # its agent never got the run: nothing ran
             continue
+        if backend is not None and backend.survives_restart and not manager.reattach:
+            manager._log(run_id, "left running with its agent: this queue owner is not potato "
+                                 "start, whose URL the agent reports to; potato start picks "
+                                 "the run up again")
+            continue
         if backend is not None and backend.survives_restart:
             ctx = manager.context(run)
             if backend.reattach(ctx, run):
