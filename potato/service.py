@@ -47,17 +47,20 @@ class Service:
 
     ``owner``: take the project's queue lock under that name (None: no lock, for tests that
     run two servers of one project side by side). ``ui``: the annotation pages and admin UI
-    (False for ``potato training run``, which needs only the agent endpoints)."""
+    (False for ``potato training run``, which needs only the agent endpoints). ``reattach``:
+    re-attach the agent runs a stopped server left running (False for ``potato training run``:
+    its agents know only the server's URL, not its loopback port)."""
 
     def __init__(self, cfg: Config, host: Optional[str] = None, port: Optional[int] = None,
                  access_log: Optional[Callable[[str], None]] = None, ui: bool = True,
-                 owner: Optional[str] = "potato start"):
+                 owner: Optional[str] = "potato start", reattach: bool = True):
         self.cfg = cfg
         self.host = host or cfg.server.host
         self.port = cfg.server.port if port is None else port
         self.access_log = access_log
         self.ui = ui
         self.owner = owner
+        self.reattach = reattach  # pick up agent runs a killed server left (potato start)
         self.lock: Optional[QueueLock] = None
         self.store: Optional[Store] = None
         self.app: Optional[App] = None
@@ -87,7 +90,7 @@ class Service:
                            core_routes=self.ui)
             if self.host and not cfg.allowed_hosts:  # --host: answer to that name too
                 self.app.allowed_hosts = safety.default_allowed_hosts(self.host, cfg.server_url)
-            self.manager = Manager(cfg, self.store)
+            self.manager = Manager(cfg, self.store, reattach=self.reattach)
             if self.ui:
                 api.add_routes(self.app, self.manager)
             agent_routes.add_routes(self.app, self.manager)

@@ -43,11 +43,15 @@ def agent(url, token, workdir):
                             start_new_session=True)
 
 
-def potato_start(cfg, port, log):
-    """``potato start`` as its own process; returns it once it serves."""
-    p = subprocess.Popen([sys.executable, "-m", "potato", "start", cfg, "--host", "127.0.0.1",
-                          "--port", str(port)], cwd=ROOT, stdout=subprocess.PIPE,
-                         stderr=open(log, "ab"), text=True, start_new_session=True)
+def potato_start(cfg, port, log, env=None):
+    """``potato start`` as its own process; returns it once it serves. With ``env``
+    SLOW_INGEST, it is tests/fakes/slow_ingest.py's potato (a slow ingest)."""
+    how = ["-m", "potato"] if not env else [os.path.join(ROOT, "tests", "fakes",
+                                                         "slow_ingest.py")]
+    p = subprocess.Popen([sys.executable] + how + ["start", cfg, "--host", "127.0.0.1",
+                                                   "--port", str(port)], cwd=ROOT,
+                         stdout=subprocess.PIPE, stderr=open(log, "ab"), text=True,
+                         start_new_session=True, env=dict(os.environ, **(env or {})))
     line = p.stdout.readline()
     assert line.startswith("Potato is serving"), (line, open(log).read()[-2000:])
     return p
@@ -156,7 +160,8 @@ def test_what_a_restart_does_to_each_backend(tmp_path, serve):
         "The run was ended by a server restart: the server's ssh session to login.example.org "
         "closed with it, and the agent there cancelled its SLURM job. Start the run again.")
     assert wait_run(c, local)["error"].startswith("The run was interrupted by a server restart")
-    assert wait_run(c, no_token)["error"].startswith("The run was ended by a server restart")
+    # claimed, but the claim never reached its agent (no token recorded): queued again
+    assert wait_run(c, no_token, until=("queued",))["status"] == "queued"
     run = wait_run(c, waiting, until=("running",))
     assert run["step"] == ("the server restarted: waiting for the agent on ws-under-desk to "
                            "report again (up to 2 s)")
@@ -164,7 +169,7 @@ def test_what_a_restart_does_to_each_backend(tmp_path, serve):
     assert (run["status"], run["error"]) == ("error", silent_agent("lab", 2))
     assert run["error"].startswith("No word from the agent on lab for 2 seconds.")
     assert wait_run(c, queued, until=("queued",))["status"] == "queued"
-    for run_id in (ssh, slurm, local, no_token, waiting):
+    for run_id in (ssh, slurm, local, waiting):
         assert wait_run(c, run_id)["status"] == "error"  # never "cancelled"
 
 
@@ -232,3 +237,91 @@ def test_a_reattached_run_answers_its_own_token_only(tmp_path, serve):
                        headers={"Authorization": "Bearer " + token})
     assert status == 200
     assert wait_run(c, run_id)["status"] == "cancelled"
+
+
+def test_a_queued_run_whose_backend_was_removed_ends_and_the_queue_goes_on(tmp_path, serve):
+    """A run queued on a backend the config no longer has ends at the next start with a
+    sentence naming the backend and the config; the queue does not stop on it."""
+    cfg = make_project(tmp_path, backends())
+    config, _, _ = load(cfg)
+    store = Store(config.db_path)
+    orphan = RunStore(store).create("text-naive-bayes", ["sentiment"], "removed", {}).run_id
+    store.close()
+    _, url = serve(cfg)
+    c = Client(url)
+    run = wait_run(c, orphan, timeout=20)
+    assert (run["status"], run["error"]) == ("error", (
+        "Backend removed is no longer in %s; the run was not started. Start it again on a "
+        "configured backend." % config.path))
+    local = start_run(c, trainer="text-naive-bayes", schemas=["sentiment"], backend="local")
+    assert wait_run(c, local, timeout=60)["status"] == "success"
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_kill_while_the_result_is_ingested_loses_nothing(tmp_path, env, capsys, when):
+    """The server answered the agent's result, then was killed while it wrote the predictions
+    back (before or after the write-back): the next start finishes the run from the saved
+    result, writes back once, and the run succeeds in use (not "No word from the agent")."""
+    cfg = make_project(tmp_path, backends(heartbeat_timeout_s=8))
+    token = register(cfg, capsys)
+    port = free_port()
+    url = "http://127.0.0.1:%d/" % port
+    log = tmp_path / "server.log"
+    marker = tmp_path / "ingesting"
+    server = potato_start(cfg, port, log, env={"SLOW_INGEST": when,
+                                                "SLOW_INGEST_MARKER": str(marker)})
+    worker = None
+    try:
+        c = Client(url)
+        run_id = start_run(c, trainer="test-steps", schemas=["sentiment"], backend="lab",
+                           params={"seconds": 2})
+        worker = agent(url, token, tmp_path / "agent work")
+        deadline = time.time() + 90
+        while not marker.exists() and time.time() < deadline:
+            time.sleep(0.1)
+        assert marker.exists(), open(log).read()[-3000:]
+        stop(server, signal.SIGKILL)
+        assert stored_run(cfg, run_id).status == "running"
+        server = potato_start(cfg, port, log)
+        run = wait_run(c, run_id, timeout=60)
+        assert (run["status"], run["error"]) == ("success", None), open(log).read()[-3000:]
+        assert run["writeback"]["written"] > 1000 and run["in_use"] == ["sentiment"]
+        _, item = c.json("GET", "/admin/api/items/sst-test-0002", headers=H)
+        assert item["predictions"]["sentiment"]["run_id"] == run_id
+        text = c.get(f"/admin/training/api/runs/{run_id}/log", headers=H).text
+        assert "the server restarted after the agent's result (success)" in text
+        again = text.count("the predictions were written back before the restart")
+        assert again == (1 if when == "after" else 0), text
+        assert stored_run(cfg, run_id).remote_token is None
+    finally:
+        if worker is not None:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.communicate()
+        stop(server)
+
+
+def test_only_potato_start_reattaches_agent_runs(tmp_path):
+    """potato training run owns the queue on a loopback port its agents do not know: an agent
+    run a killed potato start left stays running, untouched, for potato start to pick up."""
+    from potato.service import Service
+
+    cfg = make_project(tmp_path, backends(heartbeat_timeout_s=2), labels=False)
+    config, _, _ = load(cfg)
+    store = Store(config.db_path)
+    run_id = _running(RunStore(store), "lab", remote_token="0" * 64, remote_host="ws")
+    os.makedirs(os.path.join(config.runs_dir, run_id))
+    with open(os.path.join(config.runs_dir, run_id, "bundle.tar.gz"), "wb") as f:
+        f.write(b"x")
+    store.close()
+    service = Service(config, "127.0.0.1", 0, access_log=lambda line: None, ui=False,
+                      owner="potato training run", reattach=False).open()
+    try:
+        service.start(training=True)
+        time.sleep(4)  # past heartbeat_timeout_s: a re-attached run would have failed
+        assert service.manager.active_context(run_id) is None
+    finally:
+        service.close()
+    run = stored_run(cfg, run_id)
+    assert (run.status, run.remote_token) == ("running", "0" * 64), run
+    with open(os.path.join(config.runs_dir, run_id, "run.log")) as f:
+        assert "left running with its agent" in f.read()

@@ -7,6 +7,7 @@ endpoints of that one run.
 
 import hmac
 import json
+import logging
 import os
 import re
 import socket
@@ -16,7 +17,7 @@ from urllib.parse import unquote
 from potato.server import diskfull
 from potato.server.errors import HTTPError
 from potato.training import boundary, wheel
-from potato.training.remote.paths import read_json
+from potato.training.remote.paths import read_json, write_json
 from potato.training.backends.base import token_hash
 from potato.training.backends.errors import copy_stalled
 
@@ -27,6 +28,7 @@ EVENTS_MAX_BYTES = 8 << 20
 RESULT_MAX_BYTES = 1 << 20
 EVENTS_PER_REPORT = 10000
 _RESULT_LOCK = threading.Lock()
+log = logging.getLogger("potato.training")
 
 
 ARTIFACTS_TOTAL_FILES_FACTOR = 4  # a run's model files together: 4 x max_artifact_mb
@@ -56,6 +58,18 @@ def _tree_size(root: str) -> int:
             except OSError:
                 pass
     return total
+
+
+def _keep_result(ctx, body) -> None:
+    """The agent's result, saved (atomically) in the run directory: a server restarted before
+    the run ends finds it there and ingests the predictions (AgentBackend.reattach). If it
+    cannot be saved, the run still ends from memory; only a restart before then would lose it."""
+    try:
+        write_json(ctx.paths.result, body)
+    except OSError as e:
+        log.error("run %s: could not save the agent's result in %s (%s); it is kept in memory "
+                  "only, so a restart before the run ends loses it", ctx.run_id,
+                  ctx.paths.result, e)
 
 
 def add_routes(app, manager) -> None:
@@ -250,6 +264,7 @@ def _upload_routes(app, manager, authorize) -> None:
             first = remote.result
             if first is None:
                 remote.result = body
+                _keep_result(ctx, body)  # on disk before the 200: a restart cannot lose it
         if first is not None:
             raise HTTPError(409, "Run %s already has its result (%s); a second one is refused."
                             % (run_id, first.get("status")))

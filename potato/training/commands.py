@@ -172,7 +172,7 @@ def _run_in_process(cfg, args, schemas, params) -> int:
     report there), through the composition root."""
     os.umask(0o077)  # this process owns the queue: what it writes is private, as the server's
     service = Service(cfg, "127.0.0.1", 0, access_log=lambda line: None, ui=False,
-                      owner="potato training run")
+                      owner="potato training run", reattach=False)
     try:
         service.open()
     except LockHeld as e:

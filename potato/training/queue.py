@@ -68,8 +68,9 @@ class QueueLock:
 
 
 class Manager:
-    def __init__(self, cfg: Config, store: Store, poll_s: float = 0.5):
+    def __init__(self, cfg: Config, store: Store, poll_s: float = 0.5, reattach: bool = True):
         self.cfg = cfg
+        self.reattach = reattach  # restarts.recover: only potato start re-attaches agent runs
         self.store = store
         self.runs = RunStore(store)
         self.poll_s = poll_s
@@ -187,10 +188,10 @@ class Manager:
     def _startable(self, run: Run) -> bool:
         """Runs of agent backends start only once an agent has claimed them; nothing starts
         while training is disabled (runs queued before stay queued)."""
-        if not self.cfg.model_training.enabled:
-            return False
-        return (not self.backends[run.backend].polled_by_agents
-                or run.run_id in self._claims)
+        backend = self.backends.get(run.backend)
+        if not self.cfg.model_training.enabled or backend is None:
+            return False  # a backend gone from the config: recover() ended its runs
+        return not backend.polled_by_agents or run.run_id in self._claims
 
     def claim(self, backend: str, agent: Dict[str, Any], timeout: float = 60):
         """(run_id, run token) of the run an agent of ``backend`` may take now, or None.
@@ -212,10 +213,11 @@ class Manager:
         self._wake.set()
         claim.ready.wait(timeout)
         ctx = self.active_context(nxt.run_id)
-        if ctx is None or ctx.remote is None:
-            with self._lock:
+        if ctx is None or ctx.remote is None or self.stopping:  # stopping: never handed out,
+            with self._lock:  # so the next start queues the run again (no token recorded)
                 self._claims.pop(nxt.run_id, None)
             return None
+        self.runs.update(nxt.run_id, remote_token=ctx.remote.token_hash)  # handed out
         return nxt.run_id, claim.token
 
     def _queue_timeouts(self) -> None:
@@ -276,6 +278,12 @@ class Manager:
                 claim.ready.set()
         if self._thread is not None:
             self._thread.join(timeout)
+            with self._lock:
+                busy = list(self._active)
+            if self._thread.is_alive() and busy:  # an ingest takes longer than the stop may
+                log.warning("stopping while run(s) %s are being finished (predictions written "
+                            "back); an agent run is finished again at the next start, from "
+                            "its saved result", ", ".join(busy))
         self.close_backends()
 
     def recover(self) -> None:
@@ -376,6 +384,8 @@ class Manager:
                                         if outcome.error and outcome.status == "error" else ""))
         except Exception as e:
             log.exception("run %s failed in the server", run_id)
+            if ctx.shutdown.is_set() and backend.survives_restart:
+                return  # stopping (the store may be closing): the next start finishes it
             self.runs.finish(run_id, "error", "The server failed while handling the run: %s. "
                                               "The server log has the details." % e, step="failed")
         finally:
@@ -401,9 +411,15 @@ class Manager:
             return {"error": "The run finished but its predictions cannot be used: %s." % e}
         holdout = report.holdout_report(predictions, ingest.with_heldout(b.items, paths.heldout),
                                         b.schemas)
-        wb = write_back(self.store, self.cfg, run.run_id, predictions, holdout)
-        for scheme, why in list(wb["kept_in_use"].items()) + list(wb["took_over"].items()):
-            self._log(run.run_id, "%s: %s" % (scheme, why))
+        done = self.runs.get(run.run_id)
+        if done is not None and done.writeback is not None:  # a restart cut the ingest short
+            wb = done.writeback  # after the write-back: it is not done twice
+            self._log(run.run_id, "the predictions were written back before the restart")
+        else:
+            wb = write_back(self.store, self.cfg, run.run_id, predictions, holdout)
+            self.runs.update(run.run_id, holdout=holdout, writeback=wb)  # the mark of it
+            for scheme, why in list(wb["kept_in_use"].items()) + list(wb["took_over"].items()):
+                self._log(run.run_id, "%s: %s" % (scheme, why))
         metrics = None
         for line in ingest.read_lines(paths.events):
             if line.get("type") == "result":

@@ -177,8 +177,9 @@ class RunStore:
             return cur.rowcount == 1
 
     def finish(self, run_id, status, error=None, **fields):
-        """Move a run to a terminal state once; returns False when it already was terminal."""
-        fields.update(status=status, error=error, finished_at=time.time())
+        """Move a run to a terminal state once; returns False when it already was terminal.
+        An agent's run token (its hash) is forgotten: nothing may report for the run now."""
+        fields.update(status=status, error=error, finished_at=time.time(), remote_token=None)
         sets = ", ".join("%s=?" % k for k in fields)
         values = [json.dumps(v) if k in JSON_FIELDS and v is not None else v
                   for k, v in fields.items()]

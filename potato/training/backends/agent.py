@@ -15,6 +15,7 @@ from typing import Any, Dict, Optional
 from potato.training.backends.base import Outcome, RemoteState, RunContext, TrainingBackend
 from potato.training.backends.wait import outcome_of, wait_for_agent
 from potato.training.remote import bundle as bundle_mod
+from potato.training.remote.paths import read_json
 from potato.training.remote.protocol import LOST_CONTACT_S, VERSION, RunSettings
 from potato.training.runs import Run
 
@@ -46,6 +47,15 @@ def version_mismatch(agent_version) -> str:
     return ("the agent runs potato %s and this server %s; install the server's version on the "
             "training machine (potato training register prints the pip install line)"
             % (agent_version, VERSION))
+
+
+def _kept_result(ctx: RunContext) -> Optional[Dict[str, Any]]:
+    """The agent's result as the previous server saved it (agent_routes), or None."""
+    try:
+        kept = read_json(ctx.paths.result)
+    except (OSError, ValueError):
+        return None
+    return kept if isinstance(kept, dict) else None
 
 
 class AgentBackend(TrainingBackend):
@@ -89,9 +99,11 @@ class AgentBackend(TrainingBackend):
         ctx.remote = remote
         agent = claim.agent or {}
         where = agent.get("host") or "the agent's machine"
-        # Kept on the run's record (a hash, as for the backend's token): a restarted server
-        # re-attaches the run, and the agent's next report with its token finds it again.
-        ctx.save(remote_token=remote.token_hash, remote_host=where)
+        # The token's hash goes on the run's record once the claim is handed out
+        # (Manager.claim): a restarted server re-attaches the run, and the agent's next report
+        # with its token finds it again. A run whose claim never reached its agent is queued
+        # again at the next start (restarts.recover).
+        ctx.save(remote_host=where)
         ctx.log("claimed by the agent on %s (potato %s, Python %s)" % (
             where, agent.get("version"), agent.get("python")))
         mismatch = version_mismatch(agent.get("version"))
@@ -108,6 +120,12 @@ class AgentBackend(TrainingBackend):
         remote.last_seen = time.monotonic()  # the agent has heartbeat_timeout_s from now
         ctx.remote = remote
         ctx.bundle_sha256 = bundle_mod.file_sha256(ctx.paths.bundle_archive)
+        kept = _kept_result(ctx)
+        if kept is not None:  # the agent's result came before the restart: ingest it now
+            remote.result = kept
+            remote.result_ready.set()
+            ctx.log("the server restarted after the agent's result (%s): finishing the run "
+                    "from it" % kept.get("status"))
         return True
 
     def resume(self, ctx: RunContext) -> Outcome:
@@ -122,7 +140,7 @@ class AgentBackend(TrainingBackend):
         if ctx.shutdown.is_set() and remote.result is None:
             ctx.log("the server is stopping: the run stays with the agent on %s, which keeps "
                     "training; the server picks it up again when it starts (the agent waits up "
-                    "to %d s for it, then cancels the run; the restarted server waits %g s for "
+                    "to %d s for it, then stops the worker; the restarted server waits %g s for "
                     "the agent)" % (where, LOST_CONTACT_S, self.bcfg.heartbeat_timeout_s))
             return Outcome("detached")
         if outcome is not None:

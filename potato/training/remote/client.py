@@ -179,8 +179,9 @@ def download_bundle(client, run_id, dest, expected_sha, expected_bytes):
         headers = {"Range": "bytes=%d-" % have} if have else {}
         last_error = None
         try:
-            status, resp, conn = client.request("GET", "/agent/v1/runs/%s/bundle" % run_id,
-                                                headers=headers, stream_to=True)
+            status, resp, conn = patiently(client, "download the bundle", lambda: (
+                client.request("GET", "/agent/v1/runs/%s/bundle" % run_id, headers=headers,
+                               stream_to=True)))  # each try waits out a restarting server
             if status != 206:
                 hasher.restart()  # the whole file comes again
             try:
