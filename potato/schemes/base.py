@@ -87,6 +87,13 @@ class Kind:
         """One line for the admin page: what this scheme asks."""
         return ", ".join(self.scheme.labels)
 
+    # -- training --------------------------------------------------------------------------------
+    def training_schema(self) -> Dict[str, Any]:
+        """The scheme's entry in a run's bundle beyond its type: what a trainer predicts
+        (``labels``: the classes, as the values the store holds) and what bounds a prediction
+        (checked by potato/training/boundary.py)."""
+        return {"labels": list(self.scheme.labels)}
+
     # -- the annotate page ---------------------------------------------------------------------
     def key_count(self) -> int:
         """How many of the page's shared number keys (1..9, in scheme order) this type uses."""

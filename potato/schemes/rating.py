@@ -59,6 +59,12 @@ class Likert(Kind):
     def key_count(self) -> int:
         return self.size
 
+    def training_schema(self):
+        # The points as integers, the values the store holds: a model's classes, and its
+        # predictions, are the points themselves (never the strings "1".."size").
+        return {"labels": list(range(1, self.size + 1)), "min_label": self.min_label,
+                "max_label": self.max_label}
+
     def summary(self) -> str:
         ends = " to ".join(x for x in (self.min_label, self.max_label) if x)
         return f"points 1 to {self.size}" + (f" ({ends})" if ends else "")
@@ -114,6 +120,10 @@ class Number(Kind):
 
     def from_form(self, values: List[str]) -> Any:
         return parse_number_text(values[-1]) if values else None
+
+    def training_schema(self):
+        # No classes: a model predicts a number, within the bounds the scheme has.
+        return {"labels": [], "min_value": self.min_value, "max_value": self.max_value}
 
     def summary(self) -> str:
         return f"a number from {self._range()}"
