@@ -87,6 +87,12 @@ class Kind:
         """One line for the admin page: what this scheme asks."""
         return ", ".join(self.scheme.labels)
 
+    def preselect(self, predicted: Any) -> Optional[str]:
+        """The form value a model's prediction pre-selects on the annotate page (as a
+        suggestion, where the annotator has chosen nothing), or None: choices are accepted
+        with a key instead (pages.annotate_page), and other kinds suggest nothing here."""
+        return None
+
     # -- training --------------------------------------------------------------------------------
     def training_schema(self) -> Dict[str, Any]:
         """The scheme's entry in a run's bundle beyond its type: what a trainer predicts
