@@ -201,3 +201,26 @@ def test_slider_with_hf_text_regression_on_local(tmp_path, serve, tiny_bert):
     page = annotate_page_of(server, c, unlabelled)
     assert ('class="suggestion suggestion-value" data-scheme="score" data-value="%s"'
             % round(value)) in page
+
+
+def test_likert_on_the_fake_ssh_host(tmp_path, serve, fake_host):
+    """The same Likert run on the ssh backend: the test split's points stay on the server
+    (heldout.jsonl), the host's predictions cross the boundary as points."""
+    server, url = serve(write_project(tmp_path, ssh_backend()))
+    c = Client(url)
+    run = wait_run(c, start_run(c, trainer="text-naive-bayes", schemas=["rating"],
+                                backend="gpu-server"), timeout=120)
+    assert run["status"] == "success", run["error"]
+    assert run["ran_on"].startswith("gpu-server (ssh)")
+    paths, items, preds = run_files(tmp_path, run["run_id"])
+    assert all(it["labels"] == {} for it in items if it["split"] == "test")  # never sent
+    held = {json.loads(line)["id"]: json.loads(line)["labels"]["rating"]
+            for line in open(paths.heldout)}
+    test = [(p["label"], held[p["id"]]) for p in preds if p["split"] == "test"]
+    assert run["holdout"]["n"] == len(test) > 30
+    assert run["holdout"]["mae"] == round(sum(abs(p - g) for p, g in test) / len(test), 4)
+    assert run["holdout"]["qwk"] > 0.8
+    unlabelled = next(it["id"] for it in items if it["split"] == "unlabeled")
+    _, item = c.json("GET", "/admin/api/items/%s" % unlabelled, headers=H)
+    assert item["predictions"]["rating"]["run_id"] == run["run_id"]
+    assert type(item["predictions"]["rating"]["label"]) is int
