@@ -166,7 +166,7 @@ def test_slider_with_hf_text_regression_on_local(tmp_path, serve, tiny_bert):
     server, url = serve(write_project(tmp_path))
     c = Client(url)
     run = wait_run(c, start_run(c, trainer="hf-text-regression", schemas=["score"], params={
-        "model": tiny_bert, "epochs": 8, "batch_size": 8, "max_length": 16, "lora": False,
+        "model": tiny_bert, "epochs": 2, "batch_size": 8, "max_length": 16, "lora": False,
         "learning_rate": 1e-3}), timeout=300)
     assert run["status"] == "success", (run["error"], c.get(
         "/admin/training/api/runs/%s/log" % run["run_id"], headers=H).text[-3000:])
@@ -224,3 +224,39 @@ def test_likert_on_the_fake_ssh_host(tmp_path, serve, fake_host):
     _, item = c.json("GET", "/admin/api/items/%s" % unlabelled, headers=H)
     assert item["predictions"]["rating"]["run_id"] == run["run_id"]
     assert type(item["predictions"]["rating"]["label"]) is int
+
+
+def test_likert_with_hf_text_classification_in_the_worker(tmp_path, tiny_bert):
+    """hf-text-classification takes a Likert scheme as classes over its points: the model's
+    config names them as text, its predictions are the points (integers)."""
+    import io
+
+    from potato.training.remote import bundle, worker
+    from potato.training.remote import protocol as events
+    from potato.training.remote.paths import write_json
+    from potato.training.remote.trainers import REGISTRY, resolve_params
+
+    rng = random.Random(2)
+    word = {5: "superb", 4: "good", 3: "fine", 2: "poor", 1: "awful"}  # a word per point
+    items, labels = [], {}
+    for k in range(100):
+        point = k % 5 + 1
+        items.append(("h%d" % k, " ".join(rng.sample(FILLER, 3) + [word[point]])))
+        if k < 80:
+            labels["h%d" % k] = {"rating": [point]}
+    schemas = {"rating": {"type": "likert", "labels": [1, 2, 3, 4, 5]}}
+    paths = RunPaths(str(tmp_path / "run")).create()
+    bundle.build(paths.bundle, items, labels, schemas, include_unlabeled=True)
+    params = resolve_params(REGISTRY["hf-text-classification"], {
+        "model": tiny_bert, "epochs": 2, "batch_size": 8, "max_length": 16, "lora": False,
+        "learning_rate": 1e-3})
+    write_json(paths.spec, {"run_id": "t", "trainer": "hf-text-classification",
+                            "schemas": schemas, "params": params, "device": "cpu"})
+    out = io.StringIO()
+    assert worker.run(paths.spec, events.Emitter(out)) == 0, out.getvalue()[-2000:]
+    preds = [json.loads(line) for line in open(paths.predictions)]
+    assert preds and all(type(p["label"]) is int and 1 <= p["label"] <= 5 for p in preds)
+    config = json.load(open(os.path.join(paths.artifacts, "model", "config.json")))
+    assert config["id2label"] == {str(i): str(i + 1) for i in range(5)}
+    meta = json.load(open(os.path.join(paths.artifacts, "model", "labels.json")))
+    assert meta["labels"] == [1, 2, 3, 4, 5]
