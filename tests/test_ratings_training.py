@@ -190,6 +190,7 @@ def test_slider_with_hf_text_regression_on_local(tmp_path, serve, tiny_bert):
     assert h["mae"] < 0.6 * h["baseline"]["mae"] and h["spearman"] > 0.8, h
     assert run["metrics"]["score.val_mae"] < h["baseline"]["mae"]
     assert run["warnings"] == []
+    assert run["writeback"]["written"] > 0 and run["writeback"]["by_label"] == {}  # numbers
     model = os.path.join(paths.artifacts, "model")
     meta = json.load(open(os.path.join(model, "regression.json")))
     assert meta["scheme"] == "score" and meta["min_value"] == 0 and meta["scale"] > 0

@@ -42,6 +42,8 @@ def write_back(store: Store, cfg: Config, run_id: str, predictions,
     schemes = [s for s in wb.schemas if any(p["scheme"] == s for p in predictions)]
     if not schemes:
         return counts
+    numbers = {s for s in schemes if cfg.scheme(s) is not None and cfg.scheme(s).kind is not None
+               and cfg.scheme(s).kind.aggregate_as == "number"}
     rows = []
     for p in predictions:
         if p["scheme"] not in schemes or p["split"] == "train":
@@ -54,7 +56,7 @@ def write_back(store: Store, cfg: Config, run_id: str, predictions,
             continue
         label = json.dumps(p["label"])
         rows.append((run_id, p["id"], p["scheme"], label, p["confidence"]))
-        if isinstance(p["label"], float):  # a number scheme's value: not counted per label
+        if p["scheme"] in numbers:  # a slider's or number scheme's value: not counted by label
             continue
         key = ", ".join(p["label"]) if isinstance(p["label"], list) else str(p["label"])
         counts["by_label"][key] = counts["by_label"].get(key, 0) + 1
