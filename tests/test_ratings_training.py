@@ -166,8 +166,8 @@ def test_slider_with_hf_text_regression_on_local(tmp_path, serve, tiny_bert):
     server, url = serve(write_project(tmp_path))
     c = Client(url)
     run = wait_run(c, start_run(c, trainer="hf-text-regression", schemas=["score"], params={
-        "model": tiny_bert, "epochs": 2, "batch_size": 8, "max_length": 16, "lora": False,
-        "learning_rate": 1e-3}), timeout=300)
+        "model": tiny_bert, "epochs": 8, "batch_size": 8, "max_length": 16, "lora": False,
+        "learning_rate": 1e-3}), timeout=600)
     assert run["status"] == "success", (run["error"], c.get(
         "/admin/training/api/runs/%s/log" % run["run_id"], headers=H).text[-3000:])
     paths, items, preds = run_files(tmp_path, run["run_id"])
