@@ -140,6 +140,16 @@ def test_likert_points_short_of_labels_are_refused(tmp_path, serve):
         "training.")
 
 
+def test_a_number_scheme_short_of_train_items_is_refused(tmp_path, serve):
+    _, url = serve(write_project(tmp_path, labelled=1))
+    status, body = Client(url).json("POST", "/admin/training/api/runs", headers=H, json_body={
+        "trainer": "hf-text-regression", "schemas": ["score"]})
+    assert status == 400 and body["error"].startswith("Scheme score has ")
+    assert body["error"].endswith("labelled item(s) in the train split; a model needs at least "
+                                  "2 (model_training.min_labels_per_class). Label more items "
+                                  "before training.")
+
+
 def test_free_text_is_annotate_only(tmp_path, serve):
     _, url = serve(write_project(tmp_path, labelled=0))
     c = Client(url)
