@@ -254,12 +254,20 @@ def test_trainers_refuse_kinds_they_cannot_train_and_the_pages_show_every_kind(p
     _, url = serve(project)
     admin = Client(url)
     h = {"X-API-Key": KEY}
-    for scheme, kind in (("ner", "span"), ("agree", "likert"), ("temp", "slider"),
-                         ("why", "text"), ("count", "number")):
+    for trainer, scheme, kind in (("text-naive-bayes", "ner", "span"),
+                                  ("hf-text-regression", "agree", "likert"),
+                                  ("text-naive-bayes", "temp", "slider"),
+                                  ("text-naive-bayes", "why", "text"),
+                                  ("text-naive-bayes", "count", "number")):
         status, body = admin.json("POST", "/admin/training/api/runs", headers=h, json_body={
-            "trainer": "text-naive-bayes", "schemas": [scheme]})
+            "trainer": trainer, "schemas": [scheme]})
         assert status == 400, body
         assert f"cannot train {kind} scheme {scheme}" in body["error"]
+    # naive Bayes takes a Likert scheme (classes over its points): here it has no labels yet
+    status, body = admin.json("POST", "/admin/training/api/runs", headers=h, json_body={
+        "trainer": "text-naive-bayes", "schemas": ["agree"]})
+    assert status == 400 and "Scheme agree has 0 labelled item(s) with 1 in the train" in \
+        body["error"]
     assert admin.get("/admin/training", headers=h).status == 200
     assert admin.get("/admin", headers=h).status == 200
 

@@ -109,6 +109,12 @@ def annotate_page(cfg: Config, user: str, item, position: int, total: int, done:
                                f'<b>{esc(label)}</b>, {p["confidence"]:.2f} '
                                f'<button type="button" class="link accept-suggestion">accept '
                                f'(<kbd>A</kbd>)</button></p>')
+        elif p and scheme.kind.preselect(p["label"]) is not None:  # likert, slider, number
+            value = scheme.kind.preselect(p["label"])
+            suggestions.append(f'<p class="suggestion suggestion-value" data-scheme='
+                               f'"{esc(scheme.name)}" data-value="{esc(value)}">Model suggests '
+                               f'for {esc(scheme.name)}: <b>{esc(value)}</b> (pre-selected '
+                               f'where you have not answered; change it if you disagree)</p>')
     item_text = f'<div class="item-text" id="item-text"{text_attr}>{esc(item["text"])}</div>'
     first_open = min(first_unlabelled, total)
     resume = (f'<a href="/annotate?resume=1" id="resume">Go to the first item you have not '

@@ -70,6 +70,13 @@ def trainer_list_data():
     return out
 
 
+def annotate_only_schemes(cfg):
+    """The config's schemes no trainer takes (free text), each with the sentence why."""
+    return [{"scheme": s.name, "type": s.annotation_type,
+             "reason": trainers.annotate_only(s.annotation_type)}
+            for s in cfg.schemes if trainers.annotate_only(s.annotation_type)]
+
+
 def read_log(manager: Manager, run_id: str, last: int = 0) -> str:
     """The run log's tail for a page (``last`` lines, or its last 256 KB)."""
     return runlog.read(manager.paths(run_id).log, last)
@@ -187,7 +194,8 @@ def _api_routes(app, manager: Manager, get_run) -> None:
 
     @app.route("GET", PREFIX + r"/trainers", "admin")
     def trainer_list(h):
-        h.send_json({"trainers": trainer_list_data()})
+        h.send_json({"trainers": trainer_list_data(),
+                     "annotate_only": annotate_only_schemes(manager.cfg)})
 
 
 

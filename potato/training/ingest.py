@@ -49,6 +49,8 @@ def write_back(store: Store, cfg: Config, run_id: str, predictions,
     schemes = [s for s in wb.schemas if any(p["scheme"] == s for p in predictions)]
     if not schemes:
         return counts
+    numbers = {s for s in schemes if cfg.scheme(s) is not None and cfg.scheme(s).kind is not None
+               and cfg.scheme(s).kind.aggregate_as == "number"}
     rows = []
     for p in predictions:
         if p["scheme"] not in schemes or p["split"] == "train":
@@ -61,7 +63,9 @@ def write_back(store: Store, cfg: Config, run_id: str, predictions,
             continue
         label = json.dumps(p["label"])
         rows.append((run_id, p["id"], p["scheme"], label, p["confidence"]))
-        key = ", ".join(p["label"]) if isinstance(p["label"], list) else p["label"]
+        if p["scheme"] in numbers:  # a slider's or number scheme's value: not counted by label
+            continue
+        key = ", ".join(p["label"]) if isinstance(p["label"], list) else str(p["label"])
         counts["by_label"][key] = counts["by_label"].get(key, 0) + 1
     with store.tx() as db:
         db.executemany("INSERT OR REPLACE INTO run_predictions(run_id, item_id, scheme, label, "
@@ -84,13 +88,29 @@ def write_back(store: Store, cfg: Config, run_id: str, predictions,
     return counts
 
 
-def _f1(holdout: Optional[Dict[str, Any]], scheme: str) -> Optional[float]:
+# The held-out figure ``writeback.policy: best`` compares, per scheme: the first of these its
+# report has (key, name, higher is better). Likert: the quadratic-weighted kappa (a near miss
+# counts, unlike in macro-F1); slider and number: the mean absolute error, in the scheme's own
+# units (so is writeback.tolerance for them); choices: macro-F1.
+SCORES = (("qwk", "quadratic-weighted kappa", True), ("mae", "MAE", False),
+          ("macro_f1", "macro-F1", True))
+
+
+def _f1(holdout: Optional[Dict[str, Any]], scheme: str, key: str = "macro_f1"):
     if not isinstance(holdout, dict):
         return None
     per = holdout.get("per_scheme")
     h = per.get(scheme) if isinstance(per, dict) else holdout
-    value = h.get("macro_f1") if isinstance(h, dict) else None
+    value = h.get(key) if isinstance(h, dict) else None
     return float(value) if isinstance(value, (int, float)) else None
+
+
+def _score_kind(holdout: Optional[Dict[str, Any]], scheme: str):
+    """(key, name, higher is better) of the figure this scheme's runs are compared by."""
+    for score in SCORES:
+        if _f1(holdout, scheme, score[0]) is not None:
+            return score
+    return SCORES[-1]
 
 
 def in_use(store: Store, scheme: str) -> Optional[str]:
@@ -117,28 +137,35 @@ def takes_over(store: Store, cfg: Config, run_id: str, scheme: str, holdout) -> 
                        % (current, scheme, current))
     if wb.policy == "newest":
         return True, "run %s replaces %s in use (writeback.policy: newest)" % (run_id, current)
-    old = _f1(json.loads(row[0]) if row and row[0] else None, scheme)
-    new = _f1(holdout, scheme)
+    old_holdout = json.loads(row[0]) if row and row[0] else None
+    key, name, higher = _score_kind(holdout, scheme)
+    if _f1(holdout, scheme, key) is None:  # no score: name the old run's
+        key, name, higher = _score_kind(old_holdout, scheme)
+    old = _f1(old_holdout, scheme, key)
+    new = _f1(holdout, scheme, key)
     if new is None:
         if old is None:
             return True, "run %s replaces %s in use (neither has a held-out score)" % (
                 run_id, current)
-        return False, ("run %s has no held-out score; %s (macro-F1 %.3f) stays in use"
-                       % (run_id, current, old))
+        return False, ("run %s has no held-out score; %s (%s %.3f) stays in use"
+                       % (run_id, current, name, old))
     if old is None:
         return True, "run %s replaces %s in use (%s has no held-out score)" % (
             run_id, current, current)
-    if new >= old:
-        return True, ("run %s's held-out macro-F1 %.3f is not below %s's %.3f: it replaces "
-                      "%s in use (writeback.policy: best)" % (run_id, new, current, old, current))
-    if new >= old - wb.tolerance:
-        return True, ("run %s's held-out macro-F1 %.3f is below %s's %.3f but within "
+    sign = 1 if higher else -1  # compare as "higher is better"
+    worse = "below" if higher else "above"
+    if sign * new >= sign * old:
+        return True, ("run %s's held-out %s %.3f is not %s %s's %.3f: it replaces "
+                      "%s in use (writeback.policy: best)" % (run_id, name, new, worse, current,
+                                                              old, current))
+    if sign * new >= sign * old - wb.tolerance:
+        return True, ("run %s's held-out %s %.3f is %s %s's %.3f but within "
                       "writeback.tolerance (%g): it replaces %s in use (writeback.policy: best; "
-                      "pin a run to keep it in use)" % (run_id, new, current, old, wb.tolerance,
-                                                        current))
-    return False, ("run %s's held-out macro-F1 %.3f is below %s's %.3f by more than "
+                      "pin a run to keep it in use)" % (run_id, name, new, worse, current, old,
+                                                        wb.tolerance, current))
+    return False, ("run %s's held-out %s %.3f is %s %s's %.3f by more than "
                    "writeback.tolerance (%g): %s stays in use (writeback.policy: best)"
-                   % (run_id, new, current, old, wb.tolerance, current))
+                   % (run_id, name, new, worse, current, old, wb.tolerance, current))
 
 
 def use(store: Store, scheme: str, run_id: str) -> int:

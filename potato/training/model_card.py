@@ -11,10 +11,12 @@ import time
 from typing import Any, Dict, List, Optional
 
 from potato import __version__
+from potato.training import report_ratings
 
 # Hub metadata by trainer: (pipeline tag, library) -- library None where no Hub library loads it.
 HUB_META = {
     "hf-text-classification": ("text-classification", "transformers"),
+    "hf-text-regression": ("text-classification", "transformers"),
     "hf-llm-classification": ("text-generation", "peft"),
     "text-naive-bayes": ("text-classification", None),
 }
@@ -104,8 +106,9 @@ def metadata(view: Dict[str, Any], license: Optional[str]) -> List[str]:
 
 def _scheme_lines(name: str, r: Dict[str, Any]) -> List[str]:
     acc = _num(r.get("accuracy"))
+    rating = report_ratings.summary_line("", r)  # Likert: MAE and kappa; numbers: their report
     if acc is None:
-        return []
+        return ["### %s" % _md(name), "", _md(rating.strip()), ""] if rating else []
     ci = r.get("accuracy_ci95") if isinstance(r.get("accuracy_ci95"), list) else [0, 1]
     base = r.get("baseline") if isinstance(r.get("baseline"), dict) else {}
     out = ["### %s" % _md(name), "",
@@ -115,6 +118,8 @@ def _scheme_lines(name: str, r: Dict[str, Any]) -> List[str]:
                acc, _num(ci[0]) or 0.0, _num(ci[1]) or 0.0, _num(r.get("macro_f1")) or 0.0,
                int(_num(r.get("n")) or 0), _md(base.get("label")),
                _num(base.get("accuracy")) or 0.0, _num(r.get("above_baseline")) or 0.0), ""]
+    if rating:
+        out += [_md(rating.strip()), ""]
     if r.get("note"):
         out += ["> %s" % _md(r["note"]), ""]
     per = r.get("per_label") if isinstance(r.get("per_label"), dict) else {}

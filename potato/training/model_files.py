@@ -27,6 +27,19 @@ LOAD_CODE = {
         "from transformers import AutoTokenizer\n"
         "model = AutoPeftModelForCausalLM.from_pretrained(\"{d}/model\")\n"
         "tokenizer = AutoTokenizer.from_pretrained(\"{d}/model\")"),
+    ("hf-text-regression", True): (
+        "import json\n"
+        "from peft import AutoPeftModelForSequenceClassification\n"
+        "from transformers import AutoTokenizer\n"
+        "model = AutoPeftModelForSequenceClassification.from_pretrained(\"{d}/model\")\n"
+        "tokenizer = AutoTokenizer.from_pretrained(\"{d}/model\")\n"
+        "scale = json.load(open(\"{d}/model/regression.json\"))  # value = out * scale + mean"),
+    ("hf-text-regression", False): (
+        "import json\n"
+        "from transformers import AutoModelForSequenceClassification, AutoTokenizer\n"
+        "model = AutoModelForSequenceClassification.from_pretrained(\"{d}/model\")\n"
+        "tokenizer = AutoTokenizer.from_pretrained(\"{d}/model\")\n"
+        "scale = json.load(open(\"{d}/model/regression.json\"))  # value = out * scale + mean"),
     ("text-naive-bayes", None): (
         "import json\n"
         "model = json.load(open(\"{d}/SCHEME.naive-bayes.json\"))  # word counts per label"),

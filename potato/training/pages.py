@@ -12,9 +12,11 @@ from typing import Any, Dict, List, Optional
 
 from potato.markup import Safe, esc, join, render
 from potato.server.pages import json_script, layout
+from potato.training import rating_cells
 from potato.training.chart import chart_svg
 from potato.training.model_files import shown
 from potato.training.run_cells import in_use_cell, message_box, pin_cell, runs_table_marks
+from potato.training.remote import trainers as trainers_mod
 from potato.training.runs import TERMINAL
 
 STATUS_TEXT = {"queued": "queued", "running": "running", "success": "success",
@@ -41,7 +43,9 @@ def _num(value: Any, integer: bool = False) -> Optional[float]:
 def _holdout(view: Dict[str, Any]) -> Safe:
     """Held-out macro-F1 first (what ``writeback.policy: best`` compares), then accuracy and n."""
     h = view.get("holdout")
-    if not isinstance(h, dict) or _num(h.get("accuracy")) is None:
+    if isinstance(h, dict) and _num(h.get("accuracy")) is None:
+        return rating_cells.holdout_cell(h)  # a run scored as numbers (slider, number)
+    if not isinstance(h, dict):
         return Safe("")
     return render('{f1:.3f} <span class="hint">(accuracy {acc:.3f}, n={n})</span>',
                   acc=_num(h.get("accuracy")), f1=_num(h.get("macro_f1")) or 0.0,
@@ -210,11 +214,14 @@ def training_page(cfg, backends: List[Dict[str, Any]], trainers: List[Dict[str, 
     backend_opts = "".join('<option value="%s" data-type="%s" title="%s"%s>%s</option>' % (
         esc(b["name"]), esc(b["type"]), esc(b.get("description") or ""),
         " selected" if b is default else "", esc(b["label"])) for b in backends)
-    schemes = "".join(
+    only = {s.name: trainers_mod.annotate_only(s.annotation_type) for s in cfg.schemes}
+    first_scheme = next((s.name for s in cfg.schemes if not only[s.name]), None)
+    schemes = "".join(  # an annotate-only scheme (free text) is shown, disabled, with why
         '<label class="option"><input type="checkbox" name="schemas" value="%s"%s> %s '
-        '<span class="hint">(%s)</span></label>' % (esc(s.name), " checked" if i == 0 else "",
-                                                    esc(s.name), esc(s.annotation_type))
-        for i, s in enumerate(cfg.schemes))
+        '<span class="hint">(%s%s)</span></label>' % (
+            esc(s.name), " checked" if s.name == first_scheme else " disabled" if only[s.name]
+            else "", esc(s.name), esc(s.annotation_type), ": " + esc(only[s.name]) if
+            only[s.name] else "") for s in cfg.schemes)
     first = next((t for t in trainers if not unavailable_reason(t, default["on_server"])),
                  trainers[0])
     msg = '<p class="error">%s</p>' % esc(message) if message else ""
@@ -265,7 +272,7 @@ def training_page(cfg, backends: List[Dict[str, Any]], trainers: List[Dict[str, 
 def _scheme_report(name: str, r: Dict[str, Any]) -> Safe:
     """One scheme's held-out report: a sentence, the per-label table, the confusion matrix."""
     if _num(r.get("accuracy")) is None:
-        return Safe("")
+        return rating_cells.number_report(name, r)
     ci = r.get("accuracy_ci95") or [0, 1]
     base = r.get("baseline") or {}
     head = render('<h3>{name}</h3><p class="report-summary">Accuracy <b>{acc:.3f}</b> (95% '
@@ -287,7 +294,7 @@ def _scheme_report(name: str, r: Dict[str, Any]) -> Safe:
                    '<th scope="col">Precision</th><th scope="col">Recall</th>'
                    '<th scope="col">F1</th><th scope="col">Support</th></tr></thead>'
                    '<tbody>{rows}</tbody></table>', rows=rows)
-    return join([head, note, table, _confusion(r.get("confusion"))])
+    return join([head, rating_cells.ordinal_line(r), note, table, _confusion(r.get("confusion"))])
 
 
 def _confusion(c: Optional[Dict[str, Any]]) -> Safe:

@@ -31,7 +31,7 @@ def prepare(cfg: Config, store: Store, run: Run, paths: RunPaths, local: bool,
         scheme = cfg.scheme(name)
         if scheme is None:
             return Outcome("error", "Scheme %s is no longer in the config." % name)
-        schemas[name] = {"type": scheme.annotation_type, "labels": scheme.labels}
+        schemas[name] = dict({"type": scheme.annotation_type}, **scheme.kind.training_schema())
         if scheme.description:  # the LLM trainer's prompt quotes it
             schemas[name]["description"] = scheme.description
     mt = cfg.model_training
@@ -96,8 +96,11 @@ def refusal(cfg: Config, store: Store, schemes: List[str]) -> Optional[str]:
             continue
         decided = aggregate.aggregate(scheme.annotation_type, scheme_votes(store, name, active),
                                       mt.aggregation).labels
-        train: Dict[str, int] = {label: 0 for label in scheme.labels}
-        test = 0
+        # The classes a model learns: the labels, or a Likert scale's points (integers);
+        # none for a number scheme, which needs as many train items in all instead.
+        classes = scheme.kind.training_schema()["labels"]
+        train: Dict[Any, int] = {label: 0 for label in classes}
+        test = in_train = 0
         for item_id, label in decided.items():
             if label is None:
                 continue
@@ -105,7 +108,9 @@ def refusal(cfg: Config, store: Store, schemes: List[str]) -> Optional[str]:
             if split == "test":
                 test += 1
             elif split == "train":
-                for one in dict.fromkeys(bundle_mod.label_names(label)):  # none: numbers, texts
+                in_train += 1
+                points = [label] if isinstance(label, int) else []  # a Likert point
+                for one in dict.fromkeys(bundle_mod.label_names(label) or points):
                     if one in train:
                         train[one] += 1
         short = [(label, n) for label, n in train.items() if n < mt.min_labels_per_class]
@@ -114,6 +119,11 @@ def refusal(cfg: Config, store: Store, schemes: List[str]) -> Optional[str]:
             return ("Scheme %s has %d labelled item(s) with %r in the train split; a model needs "
                     "at least %d per label (model_training.min_labels_per_class). Label more "
                     "items before training." % (name, n, label, mt.min_labels_per_class))
+        if not classes and scheme.kind.aggregate_as == "number" and \
+                in_train < mt.min_labels_per_class:
+            return ("Scheme %s has %d labelled item(s) in the train split; a model needs at "
+                    "least %d (model_training.min_labels_per_class). Label more items before "
+                    "training." % (name, in_train, mt.min_labels_per_class))
         if test == 0:
             return ("Scheme %s has no labelled item in the test split, so the run could not be "
                     "scored. Label more items (or raise model_training.splits.test)." % name)

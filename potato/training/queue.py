@@ -123,8 +123,7 @@ class Manager:
                 raise RequestError(400, "Unknown scheme %r. Schemes: %s." % (
                     s, ", ".join(x.name for x in self.cfg.schemes)))
             if scheme.annotation_type not in info.schema_types:
-                raise RequestError(400, "Trainer %s cannot train %s scheme %s (it takes %s)." % (
-                    info.name, scheme.annotation_type, s, ", ".join(sorted(info.schema_types))))
+                raise RequestError(400, trainers.cannot_train(info, scheme.annotation_type, s))
         if info.max_schemas and len(schemas) > info.max_schemas:
             raise RequestError(400, "Trainer %s trains one scheme per run; start one run per "
                                     "scheme." % info.name)
