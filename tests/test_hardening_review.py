@@ -38,3 +38,56 @@ def test_new_annotator_names_are_limited_per_address(tmp_path, serve):
     statuses = [c.post("/login", form={"username": "u%d" % i}).status for i in range(101)]
     assert statuses[:100] == [303] * 100 and statuses[100] == 429
     assert c.post("/login", form={"username": "u3"}).status == 303  # a known name
+
+
+def test_closed_non_readers_do_not_pile_up_past_twice_the_cap(tmp_path, serve):
+    """Before: a connection closed for a newcomer while its client read nothing waited in
+    ``_await_sent`` until its write deadline (shutting it does not empty the send queue), and
+    the 2x bound was checked only when every slot was taken: they grew past 1,000."""
+    import socket
+    import threading
+    import time
+
+    server, url = serve(make_project(tmp_path, labels=False), training=False)
+    port, cap = server.http.server_address[1], 2 * server.http.max_connections
+    req = b"GET /static/spans.js HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" * 3
+    held, stop, worst = [], threading.Event(), [0]
+
+    def opener(k):
+        i = 0
+        while not stop.is_set() and len(held) < 900:
+            try:
+                s = socket.socket()
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1)
+                s.settimeout(2)
+                held.append(s)
+                s.bind(("127.0.0.%d" % (10 + (k * 7 + i) % 6), 0))
+                s.connect(("127.0.0.1", port))
+                s.sendall(req)
+            except OSError:
+                pass
+            i += 1
+            time.sleep(0.01)
+
+    threads = [threading.Thread(target=opener, args=(k,)) for k in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        end, probes = time.time() + 8, []
+        while time.time() < end:
+            worst[0] = max(worst[0], server.http.open_connections())
+            if len(probes) < 8:
+                probes.append(Client(url).get("/login").status)
+            time.sleep(0.2)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+        for s in held:
+            s.close()
+    assert len(held) >= 300, len(held)
+    assert worst[0] <= cap, (worst[0], cap)
+    assert probes.count(200) >= 6, probes
+    end = time.time() + 20
+    while server.http.open_connections() and time.time() < end:
+        time.sleep(0.1)

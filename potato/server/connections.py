@@ -209,6 +209,10 @@ class BoundedServer(ThreadingHTTPServer):
                     conn.deadline = None
                     conn.shut()
 
+    def connection_closed(self, sock) -> bool:
+        conn = self._find(sock)
+        return conn is not None and conn.closed
+
     def open_connections(self) -> int:
         with self._conn_lock:
             return len(self._conns)
@@ -226,9 +230,10 @@ class BoundedServer(ThreadingHTTPServer):
                     refusal = TOO_MANY
             if refusal is None and self._open() >= self.max_connections:
                 self._evict(self._from_the_biggest())
-                if self._open() >= self.max_connections or len(self._conns) >= \
-                        2 * self.max_connections:  # closed ones whose threads linger
+                if self._open() >= self.max_connections:
                     refusal = BUSY
+            if refusal is None and len(self._conns) >= 2 * self.max_connections:
+                refusal = BUSY  # closed ones whose threads linger: every newcomer waits
             if refusal is None:
                 self._conns[id(request)] = _Conn(request, addr, limited)
         if refusal is not None:  # every connection is at work: say so, briefly, and close
