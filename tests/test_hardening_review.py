@@ -91,3 +91,34 @@ def test_closed_non_readers_do_not_pile_up_past_twice_the_cap(tmp_path, serve):
     end = time.time() + 20
     while server.http.open_connections() and time.time() < end:
         time.sleep(0.1)
+
+
+def test_the_public_wheel_route_hashes_rarely_and_never_waits_on_a_build(tmp_path, serve,
+                                                                          monkeypatch):
+    """Before: every GET of the wheel (public, no token) hashed the whole source tree under
+    one global lock, and the connections queued on it could not be closed for a newcomer."""
+    import os
+
+    from potato.training import wheel
+
+    hashed = []
+    real = wheel._source_digest
+    monkeypatch.setattr(wheel, "_source_digest", lambda: hashed.append(1) or real())
+    monkeypatch.setattr(wheel, "_digests", {})
+    monkeypatch.setattr(wheel, "_build", lambda folder, timeout: open(
+        os.path.join(folder, wheel.NAME), "wb").write(b"PK fake wheel"))
+    server, url = serve(make_project(tmp_path, labels=False), training=False)
+    c = Client(url)
+    for _ in range(20):
+        r = c.get(wheel.URL_PATH)
+        assert r.status == 200 and r.body == b"PK fake wheel"
+    assert len(hashed) <= 2, len(hashed)
+    with wheel._lock:  # a build under way elsewhere
+        assert c.get(wheel.URL_PATH).status == 200  # a built wheel needs no lock
+        stamp = os.path.join(server.cfg.output_dir, "training", "wheel", wheel.NAME + ".source")
+        with open(stamp, "w") as f:
+            f.write("an older source")
+        s = raw(server.http.server_address[1], b"GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                b"Connection: close\r\n\r\n" % wheel.URL_PATH.encode(), timeout=5)
+        reply = read_all(s)
+    assert reply.startswith(b"HTTP/1.1 503") and b"building its wheel" in reply, reply[:300]
