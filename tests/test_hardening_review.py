@@ -122,3 +122,38 @@ def test_the_public_wheel_route_hashes_rarely_and_never_waits_on_a_build(tmp_pat
                 b"Connection: close\r\n\r\n" % wheel.URL_PATH.encode(), timeout=5)
         reply = read_all(s)
     assert reply.startswith(b"HTTP/1.1 503") and b"building its wheel" in reply, reply[:300]
+
+
+def test_new_name_limit_is_per_client_behind_a_proxy_and_per_ipv6_64(tmp_path, serve):
+    """Before: keyed by the socket's address, so behind a trusted proxy one client used up
+    every client's allowance, and each IPv6 address of one /64 had its own."""
+    top = "server: {trusted_proxies: [127.0.0.1], new_names_per_hour: 3}"
+    _, url = serve(make_project(tmp_path, top=top, labels=False), training=False)
+    c = Client(url)
+    names = iter("n%d" % i for i in range(100))
+
+    def login(forwarded):
+        return c.post("/login", form={"username": next(names)},
+                      headers={"X-Forwarded-For": forwarded}).status
+
+    assert [login("203.0.113.5") for _ in range(3)] == [303] * 3
+    assert login("203.0.113.5") == 429
+    assert login("203.0.113.5, 198.51.100.7") == 303  # right-most: the one the proxy added
+    assert login("198.51.100.7, 203.0.113.5") == 429  # a client's own entry changes nothing
+    assert [login("2001:db8::%d" % i) for i in range(1, 4)] == [303] * 3
+    assert login("2001:db8::ffff") == 429  # the same /64
+    assert login("2001:db8:0:1::1") == 303
+
+
+def test_new_name_limit_is_configurable_and_zero_turns_it_off(tmp_path, serve, write_config):
+    from potato.config import load
+
+    _, url = serve(make_project(tmp_path, top="server: {new_names_per_hour: 0}", labels=False),
+                   training=False)
+    c = Client(url)
+    assert [c.post("/login", form={"username": "z%d" % i}).status for i in range(105)] == \
+        [303] * 105
+    for bad in ("-1", "'many'", "1.5"):
+        _, errors, _ = load(write_config("server: {new_names_per_hour: %s}\n" % bad,
+                                         name="bad.yaml"))
+        assert any("new_names_per_hour" in str(e) for e in errors), (bad, errors)
