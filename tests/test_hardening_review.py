@@ -157,3 +157,25 @@ def test_new_name_limit_is_configurable_and_zero_turns_it_off(tmp_path, serve, w
         _, errors, _ = load(write_config("server: {new_names_per_hour: %s}\n" % bad,
                                          name="bad.yaml"))
         assert any("new_names_per_hour" in str(e) for e in errors), (bad, errors)
+
+
+def test_a_connection_above_descriptor_1023_is_still_looked_at():
+    """Before: ``select`` raised for a descriptor of 1024 or more, so such an idle connection
+    whose next request was already arriving looked silent and could be closed for a newcomer."""
+    import os
+    import socket
+
+    from potato.server import connections
+
+    a, b = socket.socketpair()
+    high = None
+    try:
+        high = socket.socket(fileno=os.dup2(a.fileno(), 1500))
+        b.sendall(b"GET / HTTP/1.1\r\n")
+        conn = connections._Conn(high, "127.0.0.1")
+        conn.since -= 10  # idle a while: the first to close, were its request not arriving
+        assert connections.BoundedServer._oldest([conn]) is None
+    finally:
+        for s in (a, b, high):
+            if s is not None:
+                s.close()

@@ -287,11 +287,7 @@ class BoundedServer(ThreadingHTTPServer):
                    + [c for c in waiting if now - c.since < MIN_IDLE_TO_EVICT_S])
         for conn in waiting:
             if not conn.busy and conn.phase == "":
-                try:
-                    readable, _, _ = select.select([conn.live], [], [], 0)
-                except (OSError, ValueError):
-                    readable = []
-                if readable:
+                if _readable(conn.live):
                     continue
             return conn
         return None
@@ -348,6 +344,17 @@ class BoundedServer(ThreadingHTTPServer):
             app = getattr(self, "app", None)
             if app is not None:
                 app.store.release()
+
+
+def _readable(sock) -> bool:
+    """Whether ``sock`` has bytes (or an end) to read now: poll, not select, which fails for
+    a descriptor of 1024 or more."""
+    try:
+        poller = select.poll()
+        poller.register(sock, select.POLLIN)
+        return bool(poller.poll(0))
+    except (OSError, ValueError):
+        return False
 
 
 def _fd(sock) -> int:
