@@ -179,3 +179,22 @@ def test_a_connection_above_descriptor_1023_is_still_looked_at():
         for s in (a, b, high):
             if s is not None:
                 s.close()
+
+
+def test_debug_on_loopback_warns_about_a_proxy_without_forwarded_headers(tmp_path, caplog):
+    """Before: only the general debug warning; a local proxy that adds no X-Forwarded-For
+    makes every client it passes on an admin, and nothing said so."""
+    import logging
+
+    from types import SimpleNamespace
+
+    from potato.service import warn_debug
+
+    cfg = SimpleNamespace(debug=True, path=str(tmp_path / "config.yaml"))
+    with caplog.at_level(logging.WARNING, logger="potato"):
+        warn_debug(cfg, "127.0.0.1")
+    assert "X-Forwarded-For" in caplog.text and "every client is admin" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="potato"):
+        warn_debug(cfg, "192.0.2.10")
+    assert "loopback has admin" in caplog.text and "X-Forwarded-For" not in caplog.text
