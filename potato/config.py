@@ -47,6 +47,7 @@ class ServerConfig:
     # Addresses (or networks) of reverse proxies whose X-Forwarded-Host/-Proto are believed,
     # and which the per-address connection limit leaves out (one proxy speaks for many).
     trusted_proxies: List[str] = field(default_factory=list)
+    new_names_per_hour: int = 100  # new annotator names one client may log in with (0: no limit)
 
 
 @dataclass
@@ -212,13 +213,15 @@ def load(path: str) -> Tuple[Config, List[Problem], List[Problem]]:
 def _server(r: Reader, raw, resolve) -> ServerConfig:
     path: Path = ("server",)
     m = r.mapping(raw, path, ("host", "port", "tls_cert", "tls_key", "max_body_mb",
-                              "trusted_proxies"), "server")
+                              "trusted_proxies", "new_names_per_hour"), "server")
     s = ServerConfig()
     s.host = r.text(m, "host", path, s.host)
     s.port = r.number(m, "port", path, s.port, 0, 65535, integer=True)
     s.tls_cert = resolve(r.text(m, "tls_cert", path))
     s.tls_key = resolve(r.text(m, "tls_key", path))
     s.max_body_mb = r.number(m, "max_body_mb", path, s.max_body_mb, positive=True)
+    s.new_names_per_hour = r.number(m, "new_names_per_hour", path, s.new_names_per_hour, 0,
+                                    1000000, integer=True)
     if bool(s.tls_cert) != bool(s.tls_key):
         r.error(path, "server.tls_cert and server.tls_key go together: give both or neither.")
     for i, value in enumerate(r.text_list(m, "trusted_proxies", path)):

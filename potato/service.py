@@ -23,6 +23,7 @@ from typing import Callable, Optional
 
 from potato.config import Config
 from potato.data import DataError, load_items
+from potato.netaddr import is_loopback
 from potato.paths_server import remove_server_file, write_server_file
 from potato.server import safety
 from potato.server.app import App, Server
@@ -176,6 +177,20 @@ class Service:
         self.close()
 
 
+def warn_debug(cfg: Config, host: str) -> None:
+    """At startup with ``debug: true``: who gets admin rights, and the proxy that would give
+    them to everyone."""
+    if not cfg.debug:
+        return
+    log.warning("debug: true: every request from loopback has admin rights. Do not use "
+                "debug on a shared machine.")
+    if is_loopback(host):
+        log.warning("debug: true and the server listens on %s: a reverse proxy on this machine "
+                    "that adds no X-Forwarded-For header passes every client on as loopback, "
+                    "so every client is admin. Behind a proxy turn debug off in %s.",
+                    host, cfg.path)
+
+
 def serve(cfg: Config, host: Optional[str] = None, port: Optional[int] = None) -> int:
     """``potato start``: serve until SIGINT/SIGTERM. Exit code 0, or 1 when it cannot start."""
     os.umask(0o077)  # everything the server writes (store, runs, logs) is this account's only
@@ -210,9 +225,7 @@ def serve(cfg: Config, host: Optional[str] = None, port: Optional[int] = None) -
     signal.signal(signal.SIGINT, stop)
     try:
         service.start(training=True, data_sync=True)
-        if cfg.debug:
-            log.warning("debug: true: every request from loopback has admin rights. Do not use "
-                        "debug on a shared machine.")
+        warn_debug(cfg, service.http.server_address[0])
         url = service.url
         write_server_file(cfg, url)
         print(f"Potato is serving {cfg.annotation_task_name!r} at {url} "

@@ -24,7 +24,6 @@ from potato.store import Store
 log = logging.getLogger("potato.server")
 
 SYNC_INTERVAL_S = 5.0
-NEW_NAMES_PER_HOUR = 100  # new annotator names one address may log in with in an hour
 
 
 class App:
@@ -46,9 +45,10 @@ class App:
         key = (cfg.admin_api_key or "").encode("utf-8")
         self.admin_session_name = "admin:" + hashlib.sha256(b"potato-admin\0" + key).hexdigest()[:32]
         self.login_limiter = safety.LoginLimiter()
-        # New annotator names per address (each makes a row and a session): a class behind one
-        # NAT address fits, a script making thousands does not.
-        self.new_name_limiter = safety.LoginLimiter(limit=NEW_NAMES_PER_HOUR, window_s=3600.0)
+        # New annotator names per client (each makes a row and a session): a class behind one
+        # NAT address fits, a script making thousands does not (server.new_names_per_hour).
+        self.new_name_limiter = safety.LoginLimiter(limit=cfg.server.new_names_per_hour,
+                                                    window_s=3600.0)
         self.disk = diskfull.DiskWatch(cfg.output_dir)  # 507s, their log line, the banner
         self.assignment = assignment.for_config(cfg, store)  # who gets which items
         if core_routes:  # the annotation pages and admin UI (not for potato training run)

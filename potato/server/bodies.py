@@ -196,6 +196,7 @@ class Bodies:
         client does not take its response). False: the connection is to be closed."""
         sock = getattr(self.connection, "fileno", None)
         wait, deadline = 0.005, getattr(self, "_write_deadline", None)
+        closed = getattr(self.server, "connection_closed", None)
         while sock is not None and deadline is not None:  # after a response only
             try:
                 unsent = struct.unpack("i", fcntl.ioctl(sock(), termios.TIOCOUTQ,
@@ -204,6 +205,8 @@ class Bodies:
                 return False if sock() < 0 else True
             if unsent <= 0:
                 return True
+            if closed is not None and closed(self.connection):
+                return False  # closed for a newcomer: its queue may never empty
             if time.monotonic() > deadline:
                 return False
             time.sleep(wait)

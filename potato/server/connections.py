@@ -209,6 +209,10 @@ class BoundedServer(ThreadingHTTPServer):
                     conn.deadline = None
                     conn.shut()
 
+    def connection_closed(self, sock) -> bool:
+        conn = self._find(sock)
+        return conn is not None and conn.closed
+
     def open_connections(self) -> int:
         with self._conn_lock:
             return len(self._conns)
@@ -226,9 +230,10 @@ class BoundedServer(ThreadingHTTPServer):
                     refusal = TOO_MANY
             if refusal is None and self._open() >= self.max_connections:
                 self._evict(self._from_the_biggest())
-                if self._open() >= self.max_connections or len(self._conns) >= \
-                        2 * self.max_connections:  # closed ones whose threads linger
+                if self._open() >= self.max_connections:
                     refusal = BUSY
+            if refusal is None and len(self._conns) >= 2 * self.max_connections:
+                refusal = BUSY  # closed ones whose threads linger: every newcomer waits
             if refusal is None:
                 self._conns[id(request)] = _Conn(request, addr, limited)
         if refusal is not None:  # every connection is at work: say so, briefly, and close
@@ -282,11 +287,7 @@ class BoundedServer(ThreadingHTTPServer):
                    + [c for c in waiting if now - c.since < MIN_IDLE_TO_EVICT_S])
         for conn in waiting:
             if not conn.busy and conn.phase == "":
-                try:
-                    readable, _, _ = select.select([conn.live], [], [], 0)
-                except (OSError, ValueError):
-                    readable = []
-                if readable:
+                if _readable(conn.live):
                     continue
             return conn
         return None
@@ -343,6 +344,17 @@ class BoundedServer(ThreadingHTTPServer):
             app = getattr(self, "app", None)
             if app is not None:
                 app.store.release()
+
+
+def _readable(sock) -> bool:
+    """Whether ``sock`` has bytes (or an end) to read now: poll, not select, which fails for
+    a descriptor of 1024 or more."""
+    try:
+        poller = select.poll()
+        poller.register(sock, select.POLLIN)
+        return bool(poller.poll(0))
+    except (OSError, ValueError):
+        return False
 
 
 def _fd(sock) -> int:

@@ -321,6 +321,18 @@ class Handler(Bodies, Uploads, BaseHTTPRequestHandler):
         client = self.client_address[0] if self.client_address else ""
         return in_networks(str(client), self.app.config.server.trusted_proxies)
 
+    def forwarded_client(self) -> Optional[str]:
+        """Behind a trusted proxy, the client it names: the right-most X-Forwarded-For entry
+        (the one the proxy added; those left of it are the client's own word). None when the
+        peer is no trusted proxy or names no valid address."""
+        if not self.from_trusted_proxy():
+            return None
+        entries = ",".join(self.headers.get_all("X-Forwarded-For") or []).split(",")
+        try:
+            return str(ipaddress.ip_address(entries[-1].strip()))
+        except ValueError:
+            return None
+
     def send_file(self, path: str, start: int, size: int, content_type: str,
                   on_progress=None) -> None:
         """Send a file from ``start`` (206 with Content-Range when start > 0), streamed;

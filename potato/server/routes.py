@@ -14,6 +14,7 @@ from potato.annotations import LabelError, check_label, item_record
 from potato.schemes import KEEP
 from potato import export, upstream_output
 from potato.server import pages, safety
+from potato.server.connections import address_key
 from potato.server.errors import HTTPError
 
 STATIC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
@@ -87,10 +88,13 @@ def _login_routes(app) -> None:
 
 
 def _count_new_name(h, app, username: str) -> None:
-    """A name never seen before counts against this address's hourly allowance (429)."""
-    if app.store.has_annotator(username):
+    """A name never seen before counts against its client's hourly allowance (429): the
+    client is the right-most X-Forwarded-For entry behind a trusted proxy, else the socket's
+    address (an IPv6 /64 as one)."""
+    if not app.new_name_limiter.limit or app.store.has_annotator(username):
         return
-    client = h.client_address[0] if h.client_address else ""
+    client = address_key(h.forwarded_client() or (str(h.client_address[0])
+                                                  if h.client_address else ""))
     wait = app.new_name_limiter.retry_after(client)
     if wait:
         raise HTTPError(429, "Too many new annotator names from this address in the last hour "

@@ -139,7 +139,7 @@ def _claim_routes(app, manager) -> None:
     def wheel_file(h):
         """The server's own wheel (public: it is Potato's source, no secret)."""
         try:
-            path = wheel.wheel_path(cfg.output_dir)
+            path = wheel.wheel_path(cfg.output_dir, wait=False)  # never waits on a build
         except wheel.WheelError as e:
             raise HTTPError(503, "%s %s" % (e, wheel.checkout_hint(for_admin=False)))
         h.send_file(path, 0, os.path.getsize(path), "application/octet-stream")

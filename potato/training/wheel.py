@@ -27,6 +27,9 @@ PROJECT_FILES = ("pyproject.toml", "setup.cfg", "README.md")
 _lock = threading.Lock()
 _failures = {}  # folder -> (when, why) of the last failed build
 RETRY_AFTER_FAILURE_S = 60
+DIGEST_EVERY_S = 10.0  # the source is hashed at most this often (~12 ms: not per request)
+_digests = {}  # SOURCE_ROOT -> (when, digest): the last hash of that source
+_digest_lock = threading.Lock()
 
 
 class WheelError(Exception):
@@ -69,8 +72,28 @@ def _source_digest() -> str:
     return h.hexdigest()[:16]
 
 
-def wheel_path(output_dir: str, timeout: float = 300) -> str:
-    """The wheel's path, building it when this version and source has none yet.
+def _current_digest() -> str:
+    """The source's digest, hashed again at most every DIGEST_EVERY_S; while one thread
+    hashes, the others take the last digest rather than wait."""
+    last = _digests.get(SOURCE_ROOT)
+    if last is not None and time.monotonic() - last[0] < DIGEST_EVERY_S:
+        return last[1]
+    hashing = _digest_lock.acquire(blocking=False)
+    if not hashing and last is not None:
+        return last[1]
+    try:
+        digest = _source_digest()
+        _digests[SOURCE_ROOT] = (time.monotonic(), digest)
+        return digest
+    finally:
+        if hashing:
+            _digest_lock.release()
+
+
+def wheel_path(output_dir: str, timeout: float = 300, wait: bool = True) -> str:
+    """The wheel's path, building it when this version and source has none yet. A wheel
+    already built is found without any lock; with ``wait`` False (the public route), a build
+    under way elsewhere is a WheelError at once rather than a wait.
 
     Raises WheelError when this install is not a checkout or setuptools is missing."""
     if not is_checkout():
@@ -79,11 +102,18 @@ def wheel_path(output_dir: str, timeout: float = 300) -> str:
     folder = os.path.join(output_dir, "training", "wheel")
     path = os.path.join(folder, NAME)
     stamp = path + ".source"
-    with _lock:
+    failed = _failures.get(folder)
+    if failed and time.monotonic() - failed[0] < RETRY_AFTER_FAILURE_S:
+        raise WheelError(failed[1])  # a public route must not rebuild on every request
+    if os.path.isfile(path) and _read(stamp) == _current_digest():
+        return path
+    if not _lock.acquire(blocking=wait):
+        raise WheelError("The server is building its wheel right now; try again in a minute.")
+    try:
         failed = _failures.get(folder)
         if failed and time.monotonic() - failed[0] < RETRY_AFTER_FAILURE_S:
-            raise WheelError(failed[1])  # a public route must not rebuild on every request
-        digest = _source_digest()
+            raise WheelError(failed[1])
+        digest = _current_digest()
         if os.path.isfile(path) and _read(stamp) == digest:
             return path
         os.makedirs(folder, mode=0o700, exist_ok=True)
@@ -97,6 +127,8 @@ def wheel_path(output_dir: str, timeout: float = 300) -> str:
         with open(stamp, "w") as f:
             f.write(digest)
         return path
+    finally:
+        _lock.release()
 
 
 def _read(path: str) -> Optional[str]:
