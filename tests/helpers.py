@@ -488,13 +488,23 @@ def busy_sockets(port, n, source, tls=False):
             continue
         s.setblocking(False)
         socks.append(s)
-    time.sleep(1.0)
-    for s in socks:
-        try:
-            data = s.recv(1000)
-        except (BlockingIOError, ssl.SSLWantReadError):
-            continue
-        refused += data.startswith(b"HTTP/1.1 503") and b"connections open" in data
+    # The server answers refusals at once, but a loaded machine may take seconds: read until
+    # nothing new has come for 3 s (at most 20 s), so no late 503 is missed.
+    answered, quiet_since, end = set(), time.time(), time.time() + 20
+    while time.time() < end and time.time() - quiet_since < 3:
+        time.sleep(0.1)
+        for s in socks:
+            if id(s) in answered:
+                continue
+            try:
+                data = s.recv(1000)
+            except (BlockingIOError, ssl.SSLWantReadError):
+                continue
+            except OSError:  # reset: refused and closed
+                data = b""
+            answered.add(id(s))
+            quiet_since = time.time()
+            refused += data.startswith(b"HTTP/1.1 503") and b"connections open" in data
     return socks, refused
 
 
