@@ -21,6 +21,7 @@ TAIL_MAX = 4000
 BIG = 10 ** 12  # counts and sizes beyond this are not believable
 LEVELS = ("info", "warning", "error")
 STATUSES = ("success", "error", "cancelled")
+MAX_SPANS = 1000  # span predictions per item and scheme (as many as an annotator may store)
 
 
 class Invalid(ValueError):
@@ -200,8 +201,10 @@ def result(raw: Any) -> Dict[str, Any]:
 
 # -- predictions -------------------------------------------------------------------------------
 
-def prediction(raw: Any, splits: Dict[str, str], schemas: Dict[str, Dict[str, Any]]):
-    """One predictions.jsonl row checked against the run's bundle and schemes, or Invalid."""
+def prediction(raw: Any, splits: Dict[str, str], schemas: Dict[str, Dict[str, Any]],
+               texts: Optional[Dict[str, str]] = None):
+    """One predictions.jsonl row checked against the run's bundle and schemes, or Invalid.
+    ``texts`` (item id to text) is what span predictions are checked against."""
     if not isinstance(raw, dict):
         raise Invalid("a prediction must be an object")
     item = raw.get("id")
@@ -216,7 +219,9 @@ def prediction(raw: Any, splits: Dict[str, str], schemas: Dict[str, Dict[str, An
         raise Invalid("scheme %s is not a scheme of the run" % json.dumps(scheme)[:80])
     info = schemas[scheme]
     label = raw.get("label")
-    if info["type"] == "multiselect":
+    if info["type"] == "span":
+        label = span_label(label, (texts or {}).get(item), scheme, info["labels"])
+    elif info["type"] == "multiselect":
         if (not isinstance(label, list) or not all(isinstance(x, str) for x in label)
                 or len(set(label)) != len(label) or not set(label) <= set(info["labels"])):
             raise Invalid("label %s is not a set of %s's labels (%s)" % (
@@ -229,8 +234,42 @@ def prediction(raw: Any, splits: Dict[str, str], schemas: Dict[str, Dict[str, An
             "confidence": confidence}
 
 
-def predictions(lines, splits: Dict[str, str],
-                schemas: Dict[str, Dict[str, Any]]) -> Tuple[List[Dict[str, Any]], Optional[str]]:
+def span_label(raw: Any, text: Optional[str], scheme: str, labels: List[str]):
+    """A span prediction: at most MAX_SPANS ``{start, end, label, confidence}`` inside the item's
+    text, on labels of the scheme, not overlapping; returned sorted, each with the ``text`` it
+    covers (taken from the item, never from the row)."""
+    if text is None:
+        raise Invalid("span predictions for %s need the item's text" % scheme)
+    if not isinstance(raw, list):
+        raise Invalid("label %s is not a list of spans of %s" % (json.dumps(raw)[:80], scheme))
+    if len(raw) > MAX_SPANS:
+        raise Invalid("%d spans for one item of %s; at most %d" % (len(raw), scheme, MAX_SPANS))
+    out = []
+    for i, s in enumerate(raw):
+        where = "span %d" % (i + 1)
+        if not isinstance(s, dict) or set(s) - {"start", "end", "label", "confidence", "text"}:
+            raise Invalid("%s must be an object of start, end, label and confidence" % where)
+        start = number(s.get("start"), where + " start", 0, len(text), True, True)
+        end = number(s.get("end"), where + " end", 0, len(text), True, True)
+        if start >= end:
+            raise Invalid("%s: start %d is not before end %d" % (where, start, end))
+        if s.get("label") not in labels:
+            raise Invalid("%s: label %s is not one of %s's labels (%s)" % (
+                where, json.dumps(s.get("label"))[:80], scheme, ", ".join(labels)))
+        out.append({"start": start, "end": end, "label": s["label"], "text": text[start:end],
+                    "confidence": number(s.get("confidence"), where + " confidence", 0, 1,
+                                         required=True)})
+    out.sort(key=lambda s: (s["start"], s["end"]))
+    for a, b in zip(out, out[1:]):
+        if b["start"] < a["end"]:
+            raise Invalid("spans %d..%d and %d..%d overlap" % (a["start"], a["end"], b["start"],
+                                                               b["end"]))
+    return out
+
+
+def predictions(lines, splits: Dict[str, str], schemas: Dict[str, Dict[str, Any]],
+                texts: Optional[Dict[str, str]] = None
+                ) -> Tuple[List[Dict[str, Any]], Optional[str]]:
     """(valid rows, None) or ([], the reason): the first bad line and how many are bad. One bad
     row rejects the file: a run whose output is partly wrong writes back nothing."""
     rows, bad, first, seen = [], 0, None, set()
@@ -238,7 +277,7 @@ def predictions(lines, splits: Dict[str, str],
         if not line.strip():
             continue
         try:
-            row = prediction(_json_line(line), splits, schemas)
+            row = prediction(_json_line(line), splits, schemas, texts)
             if (row["id"], row["scheme"]) in seen:
                 raise Invalid("item %s has a second prediction for %s" % (row["id"],
                                                                           row["scheme"]))

@@ -21,8 +21,9 @@ def read_predictions(path: str, bundle) -> List[Dict[str, Any]]:
     if not os.path.exists(path):
         raise PredictionsError("the worker wrote no predictions.jsonl")
     splits = {it["id"]: it["split"] for it in bundle.items}
+    texts = {it["id"]: it["text"] for it in bundle.items}
     with open(path, encoding="utf-8", errors="replace") as f:
-        rows, problem = boundary.predictions(f, splits, bundle.schemas)
+        rows, problem = boundary.predictions(f, splits, bundle.schemas, texts)
     if problem:
         raise PredictionsError(problem)
     return rows
@@ -49,13 +50,14 @@ def write_back(store: Store, cfg: Config, run_id: str, predictions,
         if p["split"] == "unlabeled" and not wb.include_unlabeled:
             counts["unlabeled_skipped"] += 1
             continue
-        if p["confidence"] < wb.min_confidence:
-            counts["below_min_confidence"] += 1
+        value, below = _confident(p, wb.min_confidence)
+        counts["below_min_confidence"] += below
+        if value is None:
             continue
-        label = json.dumps(p["label"])
+        label = json.dumps(value)
         rows.append((run_id, p["id"], p["scheme"], label, p["confidence"]))
-        key = ", ".join(p["label"]) if isinstance(p["label"], list) else p["label"]
-        counts["by_label"][key] = counts["by_label"].get(key, 0) + 1
+        for key in _count_keys(p["label"]):
+            counts["by_label"][key] = counts["by_label"].get(key, 0) + 1
     with store.tx() as db:
         db.executemany("INSERT OR REPLACE INTO run_predictions(run_id, item_id, scheme, label, "
                        "confidence) VALUES (?,?,?,?,?)", rows)
@@ -76,13 +78,48 @@ def write_back(store: Store, cfg: Config, run_id: str, predictions,
     return counts
 
 
-def _f1(holdout: Optional[Dict[str, Any]], scheme: str) -> Optional[float]:
+def _is_spans(label: Any) -> bool:
+    return isinstance(label, list) and bool(label) and isinstance(label[0], dict)
+
+
+def _confident(p: Dict[str, Any], min_confidence: float):
+    """(the value to write or None, how many predictions fell below min_confidence): a label
+    is below or not as a whole; spans one by one (an item keeps its confident spans)."""
+    if _is_spans(p["label"]):
+        kept = [s for s in p["label"] if s["confidence"] >= min_confidence]
+        return kept, len(p["label"]) - len(kept)
+    if p["confidence"] < min_confidence:
+        return None, 1
+    return p["label"], 0
+
+
+def _count_keys(label: Any) -> List[str]:
+    """How a written prediction is counted by label: a label, labels joined, or (spans) one
+    count per span's label."""
+    if _is_spans(label):
+        return [str(s.get("label")) for s in label]
+    return [", ".join(label) if isinstance(label, list) else label]
+
+
+def _scheme_holdout(holdout: Optional[Dict[str, Any]], scheme: str) -> Dict[str, Any]:
     if not isinstance(holdout, dict):
-        return None
+        return {}
     per = holdout.get("per_scheme")
     h = per.get(scheme) if isinstance(per, dict) else holdout
-    value = h.get("macro_f1") if isinstance(h, dict) else None
+    return h if isinstance(h, dict) else {}
+
+
+def _f1(holdout: Optional[Dict[str, Any]], scheme: str) -> Optional[float]:
+    """The comparable held-out score: the report's ``score`` (spans: entity micro-F1), else
+    its macro-F1."""
+    h = _scheme_holdout(holdout, scheme)
+    value = h.get("score", h.get("macro_f1"))
     return float(value) if isinstance(value, (int, float)) else None
+
+
+def _score_name(holdout: Optional[Dict[str, Any]], scheme: str) -> str:
+    name = _scheme_holdout(holdout, scheme).get("score_name")
+    return name if isinstance(name, str) else "macro-F1"
 
 
 def in_use(store: Store, scheme: str) -> Optional[str]:
@@ -109,28 +146,30 @@ def takes_over(store: Store, cfg: Config, run_id: str, scheme: str, holdout) -> 
                        % (current, scheme, current))
     if wb.policy == "newest":
         return True, "run %s replaces %s in use (writeback.policy: newest)" % (run_id, current)
-    old = _f1(json.loads(row[0]) if row and row[0] else None, scheme)
-    new = _f1(holdout, scheme)
+    old_holdout = json.loads(row[0]) if row and row[0] else None
+    old, new = _f1(old_holdout, scheme), _f1(holdout, scheme)
+    score = _score_name(holdout if new is not None else old_holdout, scheme)
     if new is None:
         if old is None:
             return True, "run %s replaces %s in use (neither has a held-out score)" % (
                 run_id, current)
-        return False, ("run %s has no held-out score; %s (macro-F1 %.3f) stays in use"
-                       % (run_id, current, old))
+        return False, ("run %s has no held-out score; %s (%s %.3f) stays in use"
+                       % (run_id, current, score, old))
     if old is None:
         return True, "run %s replaces %s in use (%s has no held-out score)" % (
             run_id, current, current)
     if new >= old:
-        return True, ("run %s's held-out macro-F1 %.3f is not below %s's %.3f: it replaces "
-                      "%s in use (writeback.policy: best)" % (run_id, new, current, old, current))
+        return True, ("run %s's held-out %s %.3f is not below %s's %.3f: it replaces "
+                      "%s in use (writeback.policy: best)" % (run_id, score, new, current, old,
+                                                              current))
     if new >= old - wb.tolerance:
-        return True, ("run %s's held-out macro-F1 %.3f is below %s's %.3f but within "
+        return True, ("run %s's held-out %s %.3f is below %s's %.3f but within "
                       "writeback.tolerance (%g): it replaces %s in use (writeback.policy: best; "
-                      "pin a run to keep it in use)" % (run_id, new, current, old, wb.tolerance,
-                                                        current))
-    return False, ("run %s's held-out macro-F1 %.3f is below %s's %.3f by more than "
+                      "pin a run to keep it in use)" % (run_id, score, new, current, old,
+                                                        wb.tolerance, current))
+    return False, ("run %s's held-out %s %.3f is below %s's %.3f by more than "
                    "writeback.tolerance (%g): %s stays in use (writeback.policy: best)"
-                   % (run_id, new, current, old, wb.tolerance, current))
+                   % (run_id, score, new, current, old, wb.tolerance, current))
 
 
 def use(store: Store, scheme: str, run_id: str) -> int:

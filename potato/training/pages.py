@@ -14,7 +14,8 @@ from potato.markup import Safe, esc, join, render
 from potato.server.pages import json_script, layout
 from potato.training.chart import chart_svg
 from potato.training.model_files import shown
-from potato.training.run_cells import in_use_cell, message_box, pin_cell, runs_table_marks
+from potato.training.run_cells import (in_use_cell, message_box, pin_cell, runs_table_marks,
+                                       span_holdout_cell, span_report)
 from potato.training.runs import TERMINAL
 
 STATUS_TEXT = {"queued": "queued", "running": "running", "success": "success",
@@ -41,6 +42,8 @@ def _num(value: Any, integer: bool = False) -> Optional[float]:
 def _holdout(run: Dict[str, Any]) -> Safe:
     """Held-out macro-F1 first (what ``writeback.policy: best`` compares), then accuracy and n."""
     h = run.get("holdout")
+    if isinstance(h, dict) and h.get("kind") == "span":
+        return span_holdout_cell(h)
     if not isinstance(h, dict) or _num(h.get("accuracy")) is None:
         return Safe("")
     return render('{f1:.3f} <span class="hint">(accuracy {acc:.3f}, n={n})</span>',
@@ -264,6 +267,8 @@ def training_page(cfg, backends: List[Dict[str, Any]], trainers: List[Dict[str, 
 
 def _scheme_report(name: str, r: Dict[str, Any]) -> Safe:
     """One scheme's held-out report: a sentence, the per-label table, the confusion matrix."""
+    if r.get("kind") == "span":
+        return span_report(name, r)
     if _num(r.get("accuracy")) is None:
         return Safe("")
     ci = r.get("accuracy_ci95") or [0, 1]

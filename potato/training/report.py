@@ -3,12 +3,15 @@
 For each scheme: n; accuracy with its 95 % Wilson interval; macro-F1; precision, recall, F1 and
 support per label; the confusion matrix (radio schemes); the majority-class baseline (always
 answering the train split's most common label) and how far above it the model is; and a
-sentence when the test split is too small to tell the model from the baseline.
+sentence when the test split is too small to tell the model from the baseline. Span schemes get
+entity-level figures instead (span_report.py).
 """
 
 import math
 from collections import Counter
 from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from potato.training import span_report
 
 Z95 = 1.959964
 MIN_N = 30
@@ -136,6 +139,9 @@ def holdout_report(predictions, items, schemas: Dict[str, Dict[str, Any]]):
             continue
         train = [it["labels"][scheme] for it in items
                  if it["split"] == "train" and scheme in it["labels"]]
+        if info["type"] == "span":  # entity-level figures (span_report.py)
+            per[scheme] = span_report.scheme_report(pairs, info["labels"])
+            continue
         per[scheme] = scheme_report(pairs, info["labels"], info["type"], train)
     if not per:
         return None
