@@ -108,6 +108,7 @@ def annotate_page(cfg: Config, user: str, item, position: int, total: int, done:
                                f'<b>{esc(label)}</b>, {p["confidence"]:.2f} '
                                f'<button type="button" class="link accept-suggestion">accept '
                                f'(<kbd>A</kbd>)</button></p>')
+    suggestions += [str(s.kind.suggestion(predictions.get(s.name))) for s in cfg.schemes]
     first_open = min(first_unlabelled, total)
     resume = (f'<a href="/annotate?resume=1" id="resume">Go to the first item you have not '
               f'labelled (item {first_open + 1})</a>' if first_open < position else "")
