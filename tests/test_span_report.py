@@ -178,3 +178,47 @@ def test_bad_span_predictions_reject_the_file(label, fragment):
 def test_a_span_row_for_an_unknown_item_has_no_text():
     rows, problem = boundary.predictions([row([])], {"a": "test"}, SCHEMAS, {})
     assert rows == [] and "need the item's text" in problem
+
+
+# -- write-back ----------------------------------------------------------------------------------
+
+def test_span_write_back_keeps_confident_spans_and_compares_entity_f1(tmp_path):
+    from potato.config import load
+    from potato.store import Store
+    from potato.training import ingest
+    from potato.training.runs import RunStore
+    from tests.helpers import make_span_project
+
+    cfg_path, rows = make_span_project(tmp_path, "    min_confidence: 0.5\n", n=4, labelled=0)
+    cfg = load(cfg_path)[0]
+    store = Store(cfg.db_path)
+    try:
+        def pred(run_conf):
+            return [{"id": rows[0]["id"], "split": "unlabeled", "scheme": "who",
+                     "confidence": 0.3, "label": [
+                         {"start": 0, "end": 2, "label": "person", "text": "..",
+                          "confidence": run_conf},
+                         {"start": 3, "end": 4, "label": "place", "text": ".",
+                          "confidence": 0.2}]}]
+
+        def holdout(f1):
+            return {"kind": "span", "n": 60, "micro_f1": f1, "macro_f1": 0.1, "score": f1,
+                    "score_name": span_report.SCORE_NAME}
+
+        runs = RunStore(store)
+        for f1 in (0.8, 0.5):
+            run = runs.create("hf-token-classification", ["who"], "local", {})
+            runs.update(run["run_id"], holdout=holdout(f1))
+        wb = ingest.write_back(store, cfg, "r1", pred(0.9), holdout(0.8))
+        # the item is kept (its confidence 0.3 is the least sure token's) with its one span
+        # at or above min_confidence; the other span is counted below it
+        assert wb["written"] == 1 and wb["below_min_confidence"] == 1
+        assert wb["by_label"] == {"person": 1} and wb["in_use"] == ["who"]
+        shown = store.item_predictions(rows[0]["id"])["who"]["label"]
+        assert [s["label"] for s in shown] == ["person"]
+        # policy best compares the entity micro-F1 (not the macro-F1, equal here), in words
+        wb2 = ingest.write_back(store, cfg, "r2", pred(0.95), holdout(0.5))
+        assert wb2["in_use"] == [] and "held-out entity micro-F1 0.500 is below r1's 0.800" \
+            in wb2["kept_in_use"]["who"]
+    finally:
+        store.close()

@@ -56,7 +56,7 @@ def write_back(store: Store, cfg: Config, run_id: str, predictions,
             continue
         label = json.dumps(value)
         rows.append((run_id, p["id"], p["scheme"], label, p["confidence"]))
-        for key in _count_keys(p["label"]):
+        for key in _count_keys(p["label"], value):
             counts["by_label"][key] = counts["by_label"].get(key, 0) + 1
     with store.tx() as db:
         db.executemany("INSERT OR REPLACE INTO run_predictions(run_id, item_id, scheme, label, "
@@ -93,10 +93,10 @@ def _confident(p: Dict[str, Any], min_confidence: float):
     return p["label"], 0
 
 
-def _count_keys(label: Any) -> List[str]:
-    """How a written prediction is counted by label: a label, labels joined, or (spans) one
-    count per span's label."""
-    if _is_spans(label):
+def _count_keys(predicted: Any, label: Any) -> List[str]:
+    """How a written prediction (``label``, what was kept of ``predicted``) is counted by
+    label: a label, labels joined, or (spans) one count per kept span's label."""
+    if _is_spans(predicted):
         return [str(s.get("label")) for s in label]
     return [", ".join(label) if isinstance(label, list) else label]
 
