@@ -11,14 +11,15 @@ bundle a run trains on, the admin's export and the label counts.
   the note says so. Multi-label (multiselect) schemes always use the majority vote.
 
 Whatever the method, spans keep a span when at least half of the item's annotators marked the
-same span (same start, end and label); numbers (slider, number) take the median.
+same span (same start, end and label), and of agreed spans that overlap keep the one more
+annotators marked (ties: the longer, then the earlier); numbers (slider, number) take the median.
 
 Votes are ``{item_id: {annotator: label}}``; results are ``{item_id: label}``, with ``TIE`` for
 an item whose annotators do not settle on a label.
 """
 
 import math
-from typing import Any, Dict, Hashable, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from potato.schemes import KINDS
 from potato.training.remote.bundle import majority
@@ -79,7 +80,8 @@ def _span_key(span: Dict[str, Any]) -> Tuple[int, int, str]:
 
 def agreed_spans(annotations: List[Any]) -> List[Dict[str, Any]]:
     """The spans at least half of the annotators marked identically, in text order (with the
-    covered text where the annotations carry it)."""
+    covered text where the annotations carry it); of agreed spans that overlap, the one more
+    annotators marked wins (ties: the longer, then the earlier)."""
     n = len(annotations)
     counts: Dict[Tuple[int, int, str], int] = {}
     covered: Dict[Tuple[int, int, str], str] = {}  # the covered text, where the spans carry it
@@ -90,8 +92,15 @@ def agreed_spans(annotations: List[Any]) -> List[Dict[str, Any]]:
                 covered.setdefault(_span_key(s), s["text"])
         for key in {_span_key(s) for s in mine}:
             counts[key] = counts.get(key, 0) + 1
+    kept: List[Tuple[int, int, str]] = []
+    # agreed spans may overlap (two annotators: each span has half); keep the higher count,
+    # then the longer span, then the earlier one, so the result is a valid span list
+    for key in sorted((k for k, c in counts.items() if 2 * c >= n),
+                      key=lambda k: (-counts[k], k[0] - k[1], k[0], k[1], k[2])):
+        if all(key[1] <= o[0] or o[1] <= key[0] for o in kept):
+            kept.append(key)
     out = []
-    for s, e, lab in sorted(k for k, c in counts.items() if 2 * c >= n):
+    for s, e, lab in sorted(kept):
         span = {"start": s, "end": e, "label": lab}
         if (s, e, lab) in covered:
             span["text"] = covered[(s, e, lab)]
@@ -121,89 +130,101 @@ class DawidSkeneFit:
         self.iterations = iterations
 
 
-def _majority_shares(votes: Votes, classes: List[Hashable]) -> Dict[str, Dict[Hashable, float]]:
-    out = {}
-    for item, v in votes.items():
-        counts = dict((c, 0.0) for c in classes)
-        for label in v.values():
-            counts[label] += 1
-        total = sum(counts.values()) or 1.0
-        out[item] = dict((c, n / total) for c, n in counts.items())
+def _m_step(obs, post, seen, n_ann: int, k: int):
+    """Each annotator's confusion, as logs: log P(says ``observed`` | the truth is ``true``)
+    in ``[annotator][observed][true]``, over the labels that annotator gave (floored at a tiny
+    epsilon; None for a label the annotator never gave)."""
+    sums = [[[0.0] * k if seen[a][o] else None for o in range(k)] for a in range(n_ann)]
+    for i, pairs in enumerate(obs):
+        p = post[i]
+        for a, o in pairs:
+            row = sums[a][o]
+            for t in range(k):
+                row[t] += p[t]
+    for rows in sums:
+        rows[:] = [None if r is None else [max(x, _EPS) for x in r] for r in rows]
+        totals = [sum(r[t] for r in rows if r is not None) for t in range(k)]
+        rows[:] = [None if r is None else [math.log(r[t] / totals[t]) for t in range(k)]
+                   for r in rows]
+    return sums
+
+
+def _joint(pairs, log_priors, log_err, k: int) -> List[float]:
+    """log P(truth = t) + sum of log P(vote | t), per class t, for one item's votes."""
+    out = list(log_priors)
+    for a, o in pairs:
+        row = log_err[a][o]
+        for t in range(k):
+            out[t] += row[t]
     return out
 
 
-def _m_step(votes: Votes, post, classes):
-    """Each annotator's confusion: P(says ``observed`` | the truth is ``true``), over the
-    labels that annotator gave (floored at a tiny epsilon)."""
-    sums: Dict[str, Dict[Tuple[Hashable, Hashable], float]] = {}
-    for item, v in votes.items():
-        for annotator, observed in v.items():
-            row = sums.setdefault(annotator, {})
-            for true in classes:
-                row[(observed, true)] = row.get((observed, true), 0.0) + post[item][true]
-    errors = {}
-    for annotator, row in sums.items():
-        row = dict((k, max(p, _EPS)) for k, p in row.items())
-        totals: Dict[Hashable, float] = {}
-        for (observed, true), p in row.items():
-            totals[true] = totals.get(true, 0.0) + p
-        errors[annotator] = dict((k, p / totals[k[1]]) for k, p in row.items())
-    return errors
-
-
-def _e_step(votes: Votes, priors, errors, classes):
-    post = {}
-    for item, v in votes.items():
-        logs = {}
-        for true in classes:
-            total = math.log(max(priors[true], _EPS))
-            for annotator, observed in v.items():
-                total += math.log(errors[annotator][(observed, true)])
-            logs[true] = total
-        top = max(logs.values())
-        scaled = dict((c, math.exp(x - top)) for c, x in logs.items())
-        norm = sum(scaled.values())
-        post[item] = dict((c, x / norm) for c, x in scaled.items())
+def _e_step(obs, priors, log_err, k: int):
+    log_priors = [math.log(max(p, _EPS)) for p in priors]
+    post = []
+    for pairs in obs:
+        logs = _joint(pairs, log_priors, log_err, k)
+        top = max(logs)
+        scaled = [math.exp(x - top) for x in logs]
+        norm = sum(scaled)
+        post.append([x / norm for x in scaled])
     return post
 
 
-def _lower_bound(votes: Votes, post, priors, errors, classes) -> float:
+def _lower_bound(obs, post, priors, log_err, k: int) -> float:
     """The evidence lower bound per vote, the quantity whose gain decides convergence."""
+    log_priors = [math.log(max(p, _EPS)) for p in priors]
     total, n = 0.0, 0
-    for item, v in votes.items():
-        for true in classes:
-            q = post[item][true]
-            joint = math.log(max(priors[true], _EPS))
-            joint += sum(math.log(errors[a][(obs, true)]) for a, obs in v.items())
-            total += q * joint - q * math.log(max(q, _EPS))
-        n += len(v)
+    for pairs, q in zip(obs, post):
+        joint = _joint(pairs, log_priors, log_err, k)
+        total += sum(q[t] * joint[t] - q[t] * math.log(max(q[t], _EPS)) for t in range(k))
+        n += len(pairs)
     return total / max(n, 1)
 
 
 def dawid_skene(votes: Votes, max_iter: int = DS_MAX_ITER, tol: float = DS_TOL) -> DawidSkeneFit:
-    """Dawid-Skene by EM over ``votes`` ({item: {annotator: hashable label}})."""
+    """Dawid-Skene by EM over ``votes`` ({item: {annotator: hashable label}}). Items,
+    annotators and classes are indexed once; the loops run over lists of numbers."""
     votes = dict((i, v) for i, v in votes.items() if v)
     classes = sorted({label for v in votes.values() for label in v.values()}, key=repr)
-    post = _majority_shares(votes, classes)
+    annotators = sorted({a for v in votes.values() for a in v})
+    k, c_at, a_at = len(classes), {c: n for n, c in enumerate(classes)}, \
+        {a: n for n, a in enumerate(annotators)}
+    obs = [[(a_at[a], c_at[label]) for a, label in v.items()] for v in votes.values()]
+    seen = [[False] * k for _ in annotators]
+    for pairs in obs:
+        for a, o in pairs:
+            seen[a][o] = True
+    post = []  # started from the majority vote's label shares
+    for pairs in obs:
+        counts = [0.0] * k
+        for _, o in pairs:
+            counts[o] += 1
+        post.append([x / len(pairs) for x in counts])
 
     def priors_of(p):
-        return dict((c, sum(p[i][c] for i in p) / max(len(p), 1)) for c in classes)
+        return [sum(row[t] for row in p) / max(len(p), 1) for t in range(k)]
 
     priors = priors_of(post)
-    errors = _m_step(votes, post, classes)
+    log_err = _m_step(obs, post, seen, len(annotators), k)
     bound, converged, iterations = -math.inf, False, 0
     for iterations in range(1, max_iter + 1):
-        post = _e_step(votes, priors, errors, classes)
+        post = _e_step(obs, priors, log_err, k)
         priors = priors_of(post)
-        errors = _m_step(votes, post, classes)
-        new = _lower_bound(votes, post, priors, errors, classes)
+        log_err = _m_step(obs, post, seen, len(annotators), k)
+        new = _lower_bound(obs, post, priors, log_err, k)
         if new - bound < tol:
             converged = True
             break
         bound = new
-    labels = {}
-    for item, p in post.items():
-        best = max(p.values())
-        top = [c for c in classes if p[c] == best]
+    labels, posteriors = {}, {}
+    for item, p in zip(votes, post):
+        posteriors[item] = dict(zip(classes, p))
+        best = max(p)
+        top = [c for c, x in zip(classes, p) if x == best]
         labels[item] = top[0] if len(top) == 1 else TIE
-    return DawidSkeneFit(labels, post, priors, errors, converged, iterations)
+    errors = {a: {(classes[o], classes[t]): math.exp(row[t]) for o, row in
+                  enumerate(log_err[n]) if row is not None for t in range(k)}
+              for n, a in enumerate(annotators)}
+    return DawidSkeneFit(labels, posteriors, dict(zip(classes, priors)), errors, converged,
+                         iterations)

@@ -12,7 +12,7 @@ import sys
 from typing import Any, Dict, List, Optional, Tuple
 
 from potato.config import Config, Scheme
-from potato.data import DataError, load_items
+from potato.data import DataError, jsonl_lines, load_items
 from potato.schemes import LabelError
 from potato.store import Store
 
@@ -25,7 +25,8 @@ def check_label(scheme: Scheme, value: Any, text: Optional[str] = None) -> Any:
     ``potato.schemes``) or LabelError naming the scheme and the problem. ``text`` is the item's
     text, which span offsets are checked against.
 
-    ``None`` (or an empty list or string) means "no value" and is returned as None.
+    ``None`` (or an empty list or string) means "no value" and is returned as None, except that
+    a span scheme keeps an empty list: the annotator marked nothing.
     """
     return scheme.kind.check(value, text)
 
@@ -96,7 +97,7 @@ def import_file(cfg: Config, path: str, annotator: str) -> int:
     """``potato annotations import``: all lines or nothing. Exit code 0 or 1."""
     try:
         with open(path, encoding="utf-8") as f:
-            lines = f.read().splitlines()
+            lines = jsonl_lines(f.read())
     except OSError as e:
         print(f"error: {path}: cannot be read ({e.strerror}).", file=sys.stderr)
         return 1

@@ -31,24 +31,12 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--strict", action="store_true", help="warnings fail too (unless acknowledged "
                                                         "under validation.acknowledge)")
     v.add_argument("--json", action="store_true", help="print the report as JSON")
+    v.add_argument("--upstream", action="store_true", help="also list the config's upstream "
+                   "Potato keys: implemented, accepted but unused, blocking (printed anyway "
+                   "for a config that has any)")
     v.set_defaults(func=cmd_validate)
 
-    a = sub.add_parser("annotations", help="import or export annotations")
-    asub = a.add_subparsers(dest="action", metavar="ACTION")
-    asub.required = True
-    ai = asub.add_parser("import", help="import labels from a JSON Lines file",
-                         description='Import labels. Each line: {"id": ..., "<scheme>": label}. '
-                                     "Nothing is imported when any line has a problem.")
-    ai.add_argument("config", metavar="CONFIG")
-    ai.add_argument("file", metavar="FILE.jsonl")
-    ai.add_argument("--annotator", required=True, help="whose labels these are")
-    ai.set_defaults(func=cmd_annotations_import)
-    ae = asub.add_parser("export", help="export items with every label and model prediction",
-                         description="Export items with every annotator's labels and the current "
-                                     "model predictions, as JSON Lines.")
-    ae.add_argument("config", metavar="CONFIG")
-    ae.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
-    ae.set_defaults(func=cmd_annotations_export)
+    _annotations_parser(sub)
 
     t = sub.add_parser("training", help="train models and manage training backends")
     tsub = t.add_subparsers(dest="action", metavar="ACTION")
@@ -89,6 +77,33 @@ def _parser() -> argparse.ArgumentParser:
                     help="seconds between two polls when there is no work (default 5)")
     ta.set_defaults(func=cmd_training_agent)
     return p
+
+
+def _annotations_parser(sub) -> None:
+    a = sub.add_parser("annotations", help="import or export annotations")
+    asub = a.add_subparsers(dest="action", metavar="ACTION")
+    asub.required = True
+    ai = asub.add_parser("import", help="import labels from a JSON Lines file",
+                         description='Import labels. Each line: {"id": ..., "<scheme>": label}. '
+                                     "Nothing is imported when any line has a problem.")
+    ai.add_argument("config", metavar="CONFIG")
+    ai.add_argument("file", metavar="FILE.jsonl")
+    ai.add_argument("--annotator", help="whose labels these are (not with --format upstream: "
+                    "its files name their annotators)")
+    ai.add_argument("--format", choices=("jsonl", "upstream"), default="jsonl",
+                    help="upstream: FILE is upstream Potato's output folder (or one "
+                         "annotated_instances.jsonl)")
+    ai.set_defaults(func=cmd_annotations_import)
+    ae = asub.add_parser("export", help="export items with every label and model prediction",
+                         description="Export items with every annotator's labels and the current "
+                                     "model predictions, as JSON Lines.")
+    ae.add_argument("config", metavar="CONFIG")
+    ae.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout (a "
+                    "directory for --format upstream)")
+    ae.add_argument("--format", choices=("jsonl", "upstream"), default="jsonl",
+                    help="upstream: upstream Potato's layout, one folder per annotator with "
+                         "annotated_instances.jsonl (needs -o DIR)")
+    ae.set_defaults(func=cmd_annotations_export)
 
 
 def _publish_parser(tsub) -> None:
@@ -135,10 +150,18 @@ def cmd_validate(args) -> int:
             print(json.dumps({"ok": False, "errors": [{"message": "cannot read config"}]}))
         return 1
     cfg, report = checked
+    from potato.upstream import migration_report, report_lists
+
+    show_upstream = args.upstream or cfg.upstream.seen
     if args.json:
-        print(json.dumps(report.as_dict(args.strict), indent=2))
+        out = report.as_dict(args.strict)
+        if show_upstream:
+            out["upstream"] = report_lists(cfg.upstream)
+        print(json.dumps(out, indent=2))
     else:
         print_report(report)
+        if show_upstream:
+            print("\n".join(migration_report(cfg.upstream, len(report.errors))))
         counts = (f"{len(report.errors)} error(s), {len(report.warnings)} warning(s), "
                   f"{len(report.acknowledged)} acknowledged")
         verdict = "OK" if report.ok(args.strict) else "FAILED"
@@ -175,6 +198,13 @@ def cmd_annotations_import(args) -> int:
     cfg = load_valid_config(args.config)
     if cfg is None:
         return 1
+    if args.format == "upstream":
+        from potato.upstream_output import import_upstream
+
+        return import_upstream(cfg, args.file)
+    if not args.annotator:
+        print("error: --annotator is required: name whose labels these are.", file=sys.stderr)
+        return 1
     from potato.annotations import import_file
 
     return import_file(cfg, args.file, args.annotator)
@@ -184,6 +214,10 @@ def cmd_annotations_export(args) -> int:
     cfg = load_valid_config(args.config)
     if cfg is None:
         return 1
+    if args.format == "upstream":
+        from potato.upstream_output import export_upstream
+
+        return export_upstream(cfg, args.output)
     from potato.annotations import export_file
 
     return export_file(cfg, args.output)

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 from potato.config_backends import Backend, parse_backend, slurm_time_seconds
 from potato.config_reader import ConfigError, Path, Problem, Reader, dotted, read_yaml, suggest
 from potato.schemes import KINDS, Scheme, parse_schemes
+from potato.upstream import Upstream, data_files, split
 
 __all__ = ["ConfigError", "Problem", "Config", "Backend", "Scheme", "load", "dotted", "suggest",
            "slurm_time_seconds"]
@@ -120,6 +121,9 @@ class Config:
     server: ServerConfig = field(default_factory=ServerConfig)
     model_training: ModelTraining = field(default_factory=ModelTraining)
     acknowledge: List[str] = field(default_factory=list)
+    # upstream Potato's keys found, by policy, and the implemented ones' values (upstream.py)
+    upstream: Upstream = field(default_factory=Upstream)
+    data_encodings: Dict[str, str] = field(default_factory=dict)  # path -> encoding
     # The YAML line of every key path, so later rules can point at the right line.
     key_lines: Dict[Path, int] = field(default_factory=dict, repr=False)
 
@@ -163,17 +167,19 @@ def load(path: str) -> Tuple[Config, List[Problem], List[Problem]]:
                                 f"silently win. Keep one.", dotted(dup_path), line, path))
     if data is None:
         data = {}
-    top = r.mapping(data, (), TOP_KEYS, "a Potato config")
+    top, upstream = split(r, data, TOP_KEYS)
     config_dir = os.path.dirname(os.path.abspath(path))
     task_dir = os.path.normpath(os.path.join(config_dir, r.text(top, "task_dir", (), ".")))
-    cfg = Config(path=path, task_dir=task_dir, key_lines=lines)
+    cfg = Config(path=path, task_dir=task_dir, key_lines=lines, upstream=upstream)
 
     def resolve(p: Optional[str]) -> Optional[str]:
         return None if p is None else os.path.normpath(
             os.path.join(task_dir, os.path.expanduser(p)))
 
     cfg.annotation_task_name = r.text(top, "annotation_task_name", (), cfg.annotation_task_name)
-    cfg.data_files = [resolve(p) for p in r.text_list(top, "data_files", ())]
+    for name, encoding in data_files(r, top.get("data_files")):
+        cfg.data_files.append(resolve(name))
+        cfg.data_encodings[cfg.data_files[-1]] = encoding
     ip = r.mapping(top.get("item_properties"), ("item_properties",), ("id_key", "text_key"),
                    "item_properties")
     cfg.item_properties = ItemProperties(
@@ -187,6 +193,13 @@ def load(path: str) -> Tuple[Config, List[Problem], List[Problem]]:
                          if h.strip()]
     cfg.debug = r.boolean(top, "debug", (), False)
     cfg.server = _server(r, top.get("server"), resolve)
+    if upstream.port is not None:  # upstream's top-level port
+        if isinstance(top.get("server"), dict) and "port" in top["server"]:
+            r.error(("port",), "port and server.port are both given; keep one (server.port).")
+        else:
+            cfg.server.port = upstream.port
+    for scheme in cfg.schemes if upstream.all_required else ():
+        scheme.required = True  # upstream's require_fully_annotated: true
     cfg.model_training = _model_training(r, top.get("model_training"), resolve)
     if isinstance(top.get("model_training"), dict):
         cfg.model_training.publish = _publish(r, top["model_training"].get("publish"),

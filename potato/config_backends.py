@@ -205,3 +205,59 @@ def _parse_env(r: Reader, env, path: Path, where: str, name: str) -> Dict[str, s
     else:
         return {k: "" if v is None else str(v) for k, v in env.items()}
     return {}
+
+
+# -- each kind's own checks (potato validate and the server's start-up) -------------------------
+
+SIX_HOURS = 6 * 3600
+
+
+def _login_rules(b: Backend, bpath: Path, where: str, err, warn) -> None:
+    """Kinds that log into a host with ssh: a host, and no host or user ssh would read as an
+    option."""
+    if not b.host:
+        err(bpath, f"{where} is an {b.type} backend without host. Set host to the machine "
+                   f"to log into (a name ssh accepts, ~/.ssh/config aliases included).", b.name)
+    for key in ("host", "user"):
+        value = (getattr(b, key) or "").strip()
+        if value.startswith("-"):
+            err(bpath + (key,), f"{where}.{key} is {value!r}, which starts with '-': ssh "
+                                f"would read it as an option, not a {key} name. Give the "
+                                f"{key} name itself (put ssh options in ~/.ssh/config).", b.name)
+
+
+def _slurm_rules(b: Backend, bpath: Path, where: str, err, warn) -> None:
+    if not b.remote_dir:
+        err(bpath, f"{where} has no remote_dir. A slurm backend needs a directory on "
+                   f"storage that the login and compute nodes share (for example "
+                   f"~/potato-training or /scratch/$USER/potato).", b.name)
+    elif re.match(r"^/(var/)?tmp(/|$)", b.remote_dir.strip()):
+        err(bpath + ("remote_dir",),
+            f"{where}.remote_dir is {b.remote_dir}, which is node-local on compute nodes: "
+            f"the job would not see the files the login node wrote. Use a directory on "
+            f"shared storage (for example ~/potato-training).", b.name)
+    time_text = b.sbatch.get("time")
+    if time_text is not None and slurm_time_seconds(time_text) > SIX_HOURS:
+        warn(bpath + ("time",),
+             f"{where}.time is {time_text}. A job that holds a GPU for more than 6 hours "
+             f"is long on a shared cluster; check its policy", b.name)
+
+
+# The config side of each kind's traits, beside BACKEND_KEYS: its checks, whether its agent
+# reaches the server through an ssh reverse-forwarded socket (so arrives as loopback), whether
+# its runs wait for an agent that polls the server.
+KIND_RULES = {"ssh": (_login_rules,), "slurm": (_login_rules, _slurm_rules)}
+ARRIVES_AS_LOOPBACK = ("ssh", "slurm")
+POLLED_BY_AGENTS = ("agent",)
+
+
+def kind_rules(b: Backend):
+    return KIND_RULES.get(b.type, ())
+
+
+def arrives_as_loopback(b: Backend) -> bool:
+    return b.type in ARRIVES_AS_LOOPBACK
+
+
+def polled_by_agents(b: Backend) -> bool:
+    return b.type in POLLED_BY_AGENTS

@@ -1,12 +1,16 @@
-"""Read the project's items from its data files (JSON or JSON Lines).
+"""Read the project's items from its data files: JSON (a list of objects), JSON Lines (also
+inside a ``.json`` file, as upstream Potato allows), CSV and TSV (a header row naming the
+columns, ``id_key`` and ``text_key`` among them), each in its ``data_files`` encoding.
 
-Every problem is a ``DataError`` that names the file and the line (for JSON Lines) or the
-position in the list (for a JSON array), so ``potato start`` can say exactly what to fix.
+Every problem is a ``DataError`` that names the file and the line (JSON Lines, CSV, TSV) or the
+position in the list (a JSON array), so ``potato start`` can say exactly what to fix.
 """
 
 from __future__ import annotations
 
+import csv
 import json
+import io
 import os
 from typing import Any, Dict, List, Tuple
 
@@ -19,15 +23,34 @@ class DataError(Exception):
     """A data file cannot be used as it is."""
 
 
-def _records(path: str):
-    """(where, record) pairs: where is ``file:line`` for JSON Lines, ``file: item N`` for JSON."""
+def jsonl_lines(text: str) -> List[str]:
+    """The lines of a JSON Lines text: split at "\\n" alone (a trailing "\\r" dropped), never
+    at the other characters ``str.splitlines`` breaks on (U+2028, U+0085, \\x0b, \\x0c,
+    \\x1c-\\x1e), which JSON writes raw inside strings."""
+    return [line[:-1] if line.endswith("\r") else line for line in text.split("\n")]
+
+
+def _records(path: str, encoding: str = "utf-8", keys: Tuple[str, ...] = ()):
+    """(where, record) pairs: where is ``file:line`` for JSON Lines, CSV and TSV, ``file: item
+    N`` for a JSON list. ``keys``: the columns a CSV or TSV file must have."""
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding=encoding, newline="") as f:
             text = f.read()
     except FileNotFoundError:
         raise DataError(f"{path}: data file not found. Fix data_files in the config.")
-    except (OSError, UnicodeDecodeError) as e:
-        raise DataError(f"{path}: cannot be read ({getattr(e, 'strerror', None) or e}).")
+    except UnicodeDecodeError as e:
+        raise DataError(f"{path}: not {encoding} text (byte {e.start}: {e.reason}). Give the "
+                        f"file's encoding: data_files: [{{path: ..., encoding: latin-1}}].")
+    except (LookupError, UnicodeError) as e:  # "undefined", or a codec that is not for text
+        raise DataError(f"{path}: the encoding {encoding!r} cannot read text ({e}). Give a text "
+                        f"encoding such as utf-8 or latin-1 in data_files.")
+    except OSError as e:
+        raise DataError(f"{path}: cannot be read ({e.strerror or e}).")
+    text = text.lstrip("\ufeff")  # a byte order mark, as spreadsheet programs write
+    ext = os.path.splitext(path)[1].lower()
+    if ext in (".csv", ".tsv"):
+        yield from _table(path, text, "\t" if ext == ".tsv" else ",", keys)
+        return
     stripped = text.lstrip()
     if stripped.startswith("["):
         try:
@@ -37,7 +60,7 @@ def _records(path: str):
         for n, row in enumerate(rows):
             yield f"{path}: item {n + 1} of the list", row
         return
-    for n, line in enumerate(text.splitlines(), start=1):
+    for n, line in enumerate(jsonl_lines(text), start=1):
         if not line.strip():
             continue
         try:
@@ -48,6 +71,37 @@ def _records(path: str):
         yield f"{path}:{n}", row
 
 
+def _table(path: str, text: str, delimiter: str, keys: Tuple[str, ...]):
+    """Rows of a CSV or TSV file with a header row, as {column: text}."""
+    what = "TSV" if delimiter == "\t" else "CSV"
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+    try:
+        header = next(reader, None)
+        if header is None:
+            raise DataError(f"{path}: the file is empty: it has no header row and no items. "
+                            f"Add a header row naming the columns, then one row per item.")
+        twice = [c for n, c in enumerate(header) if c in header[:n]]
+        if twice:
+            raise DataError(f"{path}:1: the header row names the column {twice[0]!r} twice; "
+                            f"each column needs its own name.")
+        missing = [k for k in keys if k not in header]
+        if missing:
+            raise DataError(f"{path}:1: the header row has no column {missing[0]!r} (columns: "
+                            f"{', '.join(header)}). Name the column in item_properties "
+                            f"(id_key, text_key) or add it to the file.")
+        for row in reader:
+            line = reader.line_num
+            if not any(cell.strip() for cell in row):
+                continue
+            if len(row) != len(header):
+                raise DataError(f"{path}:{line}: this row has {len(row)} cells and the header "
+                                f"{len(header)}. Quote cells that hold the {what} separator "
+                                f"or a line break.")
+            yield f"{path}:{line}", dict(zip(header, row))
+    except csv.Error as e:
+        raise DataError(f"{path}:{reader.line_num}: not valid {what} ({e}).")
+
+
 def load_items(cfg: Config) -> List[Item]:
     """All items of the project's data files, in order. Raises DataError."""
     id_key, text_key = cfg.item_properties.id_key, cfg.item_properties.text_key
@@ -56,7 +110,8 @@ def load_items(cfg: Config) -> List[Item]:
     for path in cfg.data_files:
         if not os.path.exists(path):
             raise DataError(f"{path}: data file not found. Fix data_files in the config.")
-        for where, row in _records(path):
+        encoding = cfg.data_encodings.get(path, "utf-8")
+        for where, row in _records(path, encoding, (id_key, text_key)):
             if not isinstance(row, dict):
                 raise DataError(f"{where}: an item must be a JSON object, not {type(row).__name__}.")
             item_id = row.get(id_key)

@@ -26,15 +26,16 @@ def _label_text(label: Any) -> str:
     return ";".join(label) if isinstance(label, list) else ("" if label is None else str(label))
 
 
-def aggregated(cfg: Optional[Config], records) -> Dict[str, Dict[str, Any]]:
-    """``{scheme: {item_id: aggregated label}}`` of annotation rows, by the config's
-    ``model_training.aggregation`` (the majority vote without a config, or for a scheme no
-    longer in it)."""
+def aggregated(cfg: Optional[Config], records, method: Optional[str] = None
+               ) -> Dict[str, Dict[str, Any]]:
+    """``{scheme: {item_id: aggregated label}}`` of annotation rows, by ``method`` or else the
+    config's ``model_training.aggregation`` (the majority vote without a config, or for a
+    scheme no longer in it)."""
     votes: Dict[str, Dict[str, Dict[str, Any]]] = {}
     for r in records:
         votes.setdefault(r["scheme"], {}).setdefault(r["item_id"], {})[r["annotator"]] = \
             json.loads(r["label"])
-    method = cfg.model_training.aggregation if cfg is not None else "majority"
+    method = method or (cfg.model_training.aggregation if cfg is not None else "majority")
     out = {}
     for scheme, by_item in votes.items():
         s = cfg.scheme(scheme) if cfg is not None else None
@@ -84,12 +85,13 @@ def csv_bytes(store: Store, cfg: Optional[Config] = None) -> bytes:
 
 def label_counts(cfg: Config, store: Store) -> Dict[str, Dict[str, int]]:
     """Per scheme whose values are labels (choices, spans): how many items have each label in
-    their aggregated value (ties and unlabelled left out)."""
+    their majority value (ties and unlabelled left out). Always the majority vote: the admin
+    page counts on every load, and Dawid-Skene over many items takes seconds."""
     records = store.conn().execute(
         "SELECT item_id, scheme, annotator, label FROM annotations").fetchall()
     out = {s.name: Counter({label: 0 for label in s.labels}) for s in cfg.schemes
            if s.kind is not None and s.kind.label_values}
-    for scheme, by_item in aggregated(cfg, records).items():
+    for scheme, by_item in aggregated(cfg, records, "majority").items():
         for top in by_item.values():
             if scheme in out and top is not None:
                 for one in dict.fromkeys(label_names(top)):  # an item counts once per label

@@ -1,7 +1,8 @@
 """The composition root: the one place that builds and tears down a running Potato.
 
-A ``Service`` owns, in this order, the project's queue lock, the store, the HTTP app and
-server, the training manager and the background threads, and stops them in the reverse order.
+A ``Service`` owns, in this order, the project's queue lock, the store, the HTTP app, the
+training manager (and its backends), the HTTP server and the background threads, and stops them
+in the reverse order.
 ``potato start`` (``serve``), ``potato training run`` (``Service(..., ui=False)``: the store,
 the manager and the agent endpoints on loopback, no annotation pages or admin UI) and the
 tests' server fixture all go through it, so start-up and shutdown are written once.
@@ -36,23 +37,30 @@ class LockHeld(Exception):
     """Another process owns this project's training queue (its holder is the message)."""
 
 
+class CannotListen(OSError):
+    """The server's address could not be bound (in use, not ours, not an address here)."""
+
+
 class Service:
     """A project's running parts. ``open()`` builds them (nothing is served yet), ``start()``
     serves and starts the queue, ``close()`` stops everything, in reverse order, once.
 
     ``owner``: take the project's queue lock under that name (None: no lock, for tests that
     run two servers of one project side by side). ``ui``: the annotation pages and admin UI
-    (False for ``potato training run``, which needs only the agent endpoints)."""
+    (False for ``potato training run``, which needs only the agent endpoints). ``reattach``:
+    re-attach the agent runs a stopped server left running (False for ``potato training run``:
+    its agents know only the server's URL, not its loopback port)."""
 
     def __init__(self, cfg: Config, host: Optional[str] = None, port: Optional[int] = None,
                  access_log: Optional[Callable[[str], None]] = None, ui: bool = True,
-                 owner: Optional[str] = "potato start"):
+                 owner: Optional[str] = "potato start", reattach: bool = True):
         self.cfg = cfg
         self.host = host or cfg.server.host
         self.port = cfg.server.port if port is None else port
         self.access_log = access_log
         self.ui = ui
         self.owner = owner
+        self.reattach = reattach  # pick up agent runs a killed server left (potato start)
         self.lock: Optional[QueueLock] = None
         self.store: Optional[Store] = None
         self.app: Optional[App] = None
@@ -82,11 +90,14 @@ class Service:
                            core_routes=self.ui)
             if self.host and not cfg.allowed_hosts:  # --host: answer to that name too
                 self.app.allowed_hosts = safety.default_allowed_hosts(self.host, cfg.server_url)
-            self.manager = Manager(cfg, self.store)
+            self.manager = Manager(cfg, self.store, reattach=self.reattach)
             if self.ui:
                 api.add_routes(self.app, self.manager)
             agent_routes.add_routes(self.app, self.manager)
-            self.http = Server((self.host, self.port), self.app)
+            try:
+                self.http = Server((self.host, self.port), self.app)
+            except OSError as e:
+                raise CannotListen(e.errno, e.strerror) from e
             self.manager.listening_on(self.http.server_address[1])
             if tls:
                 ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -108,13 +119,15 @@ class Service:
     def start(self, training: bool = True, data_sync: bool = False,
               poll_interval: float = 0.2) -> "Service":
         """Serve in a thread; start the training queue (``training``) and the data-file
-        watcher (``data_sync``)."""
+        watcher (``data_sync``). The queue starts first: runs that survive a restart are
+        re-attached before an agent's report can arrive (the socket already listens, and
+        connections wait in its backlog)."""
+        if training:
+            self.start_training()
         self._serving = threading.Thread(target=self.http.serve_forever,
                                          kwargs={"poll_interval": poll_interval},
                                          daemon=True, name="potato-http")
         self._serving.start()
-        if training:
-            self.start_training()
         if data_sync:
             self.app.start_background()
         return self
@@ -129,21 +142,32 @@ class Service:
         if self._closed:
             return
         self._closed = True
+        steps = [self._stop_training, self._stop_http,
+                 lambda: self.app is not None and self.app.stop_background(),
+                 lambda: self.store is not None and self.store.close(),
+                 lambda: self.lock is not None and self.lock.release()]
+        failed = None
+        for step in steps:  # every step runs, whatever an earlier one raised
+            try:
+                step()
+            except Exception as e:  # noqa: BLE001 - logged, and the first one re-raised
+                log.exception("stopping the server: %s", e)
+                failed = failed or e
+        if failed is not None:
+            raise failed
+
+    def _stop_training(self) -> None:
         if self.manager is not None and self._training:
             self.manager.stop()
         elif self.manager is not None:
             self.manager.close_backends()
+
+    def _stop_http(self) -> None:
         if self.http is not None:
             if self._serving is not None:
                 self.http.shutdown()
                 self._serving.join(timeout=5)
             self.http.server_close()
-        if self.app is not None:
-            self.app.stop_background()
-        if self.store is not None:
-            self.store.close()
-        if self.lock is not None:
-            self.lock.release()
 
     def __enter__(self) -> "Service":
         return self
@@ -166,9 +190,13 @@ def serve(cfg: Config, host: Optional[str] = None, port: Optional[int] = None) -
     except DataError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    except OSError as e:
+    except CannotListen as e:
         print(f"error: cannot listen on {service.host}:{service.port}: {e.strerror}. Pick "
               f"another --port, or stop what is using it.", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"error: cannot open the project's files ({e.filename or cfg.output_dir}): "
+              f"{e.strerror}. Check output_annotation_dir in {cfg.path}.", file=sys.stderr)
         return 1
     except ssl.SSLError as e:
         print(f"error: server.tls_cert/tls_key cannot be used: {e}", file=sys.stderr)

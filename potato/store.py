@@ -198,6 +198,10 @@ class Store:
                        "VALUES (?, 0, ?)", (name, time.time()))
         return self.conn().execute("SELECT * FROM annotators WHERE name=?", (name,)).fetchone()
 
+    def has_annotator(self, name: str) -> bool:
+        return self.conn().execute("SELECT 1 FROM annotators WHERE name=?",
+                                   (name,)).fetchone() is not None
+
     def set_position(self, name: str, position: int) -> None:
         with self.tx() as db:
             db.execute("UPDATE annotators SET position=? WHERE name=?", (position, name))
@@ -210,7 +214,7 @@ class Store:
             db.execute("INSERT OR IGNORE INTO annotators(name, position, created_at) "
                        "VALUES (?, 0, ?)", (annotator, now))
             for scheme, label in labels.items():
-                if label is None or label == []:
+                if label is None:  # [] is kept: a span scheme where nothing was marked
                     db.execute("DELETE FROM annotations WHERE item_id=? AND annotator=? AND "
                                "scheme=?", (item_id, annotator, scheme))
                 else:

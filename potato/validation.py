@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from typing import List, Tuple
 from urllib.parse import urlsplit
 
-from potato.config import Config, Problem, dotted, load, slurm_time_seconds, suggest
+from potato.config import Config, Problem, dotted, load, suggest
+from potato.config_backends import arrives_as_loopback, kind_rules, polled_by_agents
 from potato.netaddr import is_loopback
 
-SIX_HOURS = 6 * 3600
 MIN_ACK_LENGTH = 12
 
 
@@ -57,8 +57,8 @@ def _rules(cfg: Config, report: Report) -> None:
         report.warnings.append(Problem(message, dotted(path), cfg.line_of(path), cfg.path, backend))
 
     if not cfg.data_files:
-        err(("data_files",), "data_files is empty: list the JSON or JSON Lines files that hold "
-                             "the items to annotate (paths relative to task_dir).")
+        err(("data_files",), "data_files is empty: list the JSON, JSON Lines, CSV or TSV files "
+                             "that hold the items to annotate (paths relative to task_dir).")
     for i, f in enumerate(cfg.data_files):
         if not os.path.isfile(f):
             err(("data_files", i), f"data_files[{i}] is {f}, which does not exist. Fix the path "
@@ -88,50 +88,45 @@ def _rules(cfg: Config, report: Report) -> None:
                 f"model_training.writeback.schemas names {name!r}, which is not an annotation "
                 f"scheme.{suggest(name, scheme_names)} Schemes: {', '.join(scheme_names) or 'none'}.")
 
+    if cfg.debug and (cfg.server.trusted_proxies
+                      or (cfg.server_url or "").lower().startswith("https://")):
+        err(("debug",), "debug: true gives admin rights to requests from loopback, and behind a "
+                        "proxy (server.trusted_proxies, or an https server_url) every remote "
+                        "client arrives from the proxy's address. Set debug: false and log in "
+                        "with admin_api_key.")
     _backend_rules(cfg, report, err, warn)
+    _upstream_rules(cfg, report, warn)
+
+
+def _upstream_rules(cfg: Config, report: Report, warn) -> None:
+    """Upstream Potato's keys that are read and ignored: one note naming them all (never a
+    --strict failure); and debug, which means more here than upstream."""
+    accepted = cfg.upstream.accepted
+    if accepted:
+        report.notes.append(Problem(
+            f"accepted, not used here (upstream Potato keys for looks and features this Potato "
+            f"does not have; they change nothing): {', '.join(accepted)}.", accepted[0],
+            cfg.line_of((accepted[0],)), cfg.path))
+    remote = [b for b in cfg.model_training.backends.values() if arrives_as_loopback(b)]
+    if cfg.debug and not remote:  # with a remote backend its own, sharper warning is given
+        warn(("debug",), "debug: true gives admin rights to every request from loopback (upstream "
+                         "Potato's debug does not): any program or person on this machine can "
+                         "act as admin. Set debug: false and log in with admin_api_key.")
 
 
 def _backend_rules(cfg: Config, report: Report, err, warn) -> None:
     mt = cfg.model_training
-    remote = []
     for name, b in mt.backends.items():
         bpath = ("model_training", "backends", name)
-        where = dotted(bpath)
-        if b.type in ("ssh", "slurm"):
-            remote.append(name)
-            if not b.host:
-                err(bpath, f"{where} is an {b.type} backend without host. Set host to the machine "
-                           f"to log into (a name ssh accepts, ~/.ssh/config aliases included).",
-                    name)
-            for key in ("host", "user"):
-                value = (getattr(b, key) or "").strip()
-                if value.startswith("-"):
-                    err(bpath + (key,), f"{where}.{key} is {value!r}, which starts with '-': ssh "
-                                        f"would read it as an option, not a {key} name. Give the "
-                                        f"{key} name itself (put ssh options in ~/.ssh/config).",
-                        name)
-        if b.type == "slurm":
-            if not b.remote_dir:
-                err(bpath, f"{where} has no remote_dir. A slurm backend needs a directory on "
-                           f"storage that the login and compute nodes share (for example "
-                           f"~/potato-training or /scratch/$USER/potato).", name)
-            elif re.match(r"^/(var/)?tmp(/|$)", b.remote_dir.strip()):
-                err(bpath + ("remote_dir",),
-                    f"{where}.remote_dir is {b.remote_dir}, which is node-local on compute nodes: "
-                    f"the job would not see the files the login node wrote. Use a directory on "
-                    f"shared storage (for example ~/potato-training).", name)
-            time_text = b.sbatch.get("time")
-            if time_text is not None and slurm_time_seconds(time_text) > SIX_HOURS:
-                warn(bpath + ("time",),
-                     f"{where}.time is {time_text}. A job that holds a GPU for more than 6 hours "
-                     f"is long on a shared cluster; check its policy", name)
+        for rule in kind_rules(b):  # each kind's own checks live with its config keys
+            rule(b, bpath, dotted(bpath), err, warn)
     if mt.enabled and not mt.writeback.schemas and cfg.schemes:
         report.notes.append(Problem(
             "model_training.writeback.schemas is empty, so runs train models whose predictions "
             "annotators never see. List the schemes whose model suggestions annotators should "
             "get (for example writeback: {schemas: [%s]})." % cfg.schemes[0].name,
             "model_training.writeback.schemas", cfg.line_of(("model_training",)), cfg.path))
-    agents = [name for name, b in mt.backends.items() if b.type == "agent"]
+    agents = [name for name, b in mt.backends.items() if polled_by_agents(b)]
     if agents and mt.enabled:
         if cfg.server_url is None and not any(p.key == "server_url" for p in report.errors):
             report.notes.append(Problem(
@@ -145,7 +140,7 @@ def _backend_rules(cfg: Config, report: Report, err, warn) -> None:
                  f"machine (backend {agents[0]}) would talk to itself. Set server_url to the URL "
                  f"the training machine uses to reach this server.")
     if cfg.debug:
-        for name in remote:
+        for name in [n for n, b in mt.backends.items() if arrives_as_loopback(b)]:
             warn(("debug",),
                  f"debug: true gives admin rights to every request from loopback, and runs on "
                  f"backend {name} reach the server through a reverse-forwarded socket that "

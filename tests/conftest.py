@@ -182,9 +182,40 @@ def tiny_token_bert(tmp_path_factory):
 
 
 @pytest.fixture
+def tls_cert(tmp_path):
+    """A fresh self-signed certificate (made with openssl): the keys of the config's
+    ``server`` mapping that serve TLS with it."""
+    import shutil
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed: the TLS variant needs it to make a certificate")
+    d = tmp_path / "tls"
+    d.mkdir()
+    cert, key = str(d / "cert.pem"), str(d / "key.pem")
+    r = subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                        "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key, "-out", cert,
+                        "-days", "2", "-subj", "/CN=localhost"], capture_output=True, text=True,
+                       timeout=60)
+    if r.returncode != 0:
+        pytest.skip("openssl req -x509 failed: %s" % r.stderr.strip()[-200:])
+    return "tls_cert: %s, tls_key: %s" % (cert, key)
+
+
+@pytest.fixture
 def hostile(tmp_path, serve):
+    yield from _hostile(tmp_path, serve, "")
+
+
+@pytest.fixture
+def hostile_tls(tmp_path, serve, tls_cert):
+    """``hostile``, served over TLS."""
+    yield from _hostile(tmp_path, serve, "server: {%s}" % tls_cert)
+
+
+def _hostile(tmp_path, serve, top):
     server, url = serve(make_project(tmp_path, "  backends:\n    gpu: {type: ssh, host: "
-                                                "gpu.example.org}\n"), training=False)
+                                                "gpu.example.org}\n", top=top), training=False)
     run_id, ctx = active_run(server)
     yield server, Client(url), run_id, ctx
     server.manager._active.clear()
@@ -201,3 +232,10 @@ def archive(tmp_path):
     path = str(tmp_path / "bundle.tar.gz")
     bundle_mod.pack(str(tmp_path / "b"), path)
     return path
+
+
+@pytest.fixture
+def env(monkeypatch):
+    """The test trainers (tests/plugins) for the server and for its workers."""
+    monkeypatch.setenv("POTATO_TRAINER_PLUGINS", PLUGINS)
+    monkeypatch.setenv("PYTHONPATH", ROOT)

@@ -52,6 +52,7 @@ class Client:
 
         u = urlsplit(base_url)
         self.host, self.port = u.hostname, u.port
+        self.https = u.scheme == "https"
         self.cookies = {}
 
     def request(self, method, path, body=None, headers=None, json_body=None, form=None):
@@ -68,7 +69,11 @@ class Client:
             h.setdefault("Content-Type", "application/x-www-form-urlencoded")
         if self.cookies:
             h["Cookie"] = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
-        conn = http.client.HTTPConnection(self.host, self.port, timeout=30)
+        if self.https:
+            conn = http.client.HTTPSConnection(self.host, self.port, timeout=30,
+                                               context=client_tls())
+        else:
+            conn = http.client.HTTPConnection(self.host, self.port, timeout=30)
         try:
             conn.request(method, path, body=body, headers=h)
             resp = conn.getresponse()
@@ -362,7 +367,7 @@ def active_run(server, trainer="text-naive-bayes"):
     """A run made active by hand, as a remote backend makes one, with the real event door."""
     manager = server.manager
     run = manager.runs.create(trainer, ["sentiment"], "gpu", {})
-    run_id = run["run_id"]
+    run_id = run.run_id
     assert manager.runs.transition(run_id, "queued", "running")
     paths = manager.paths(run_id).create()
     items = [("a%d" % i, "text %d" % i) for i in range(40)]
@@ -381,6 +386,116 @@ def active_run(server, trainer="text-naive-bayes"):
     ctx.remote = RemoteState(TOKEN, RunSettings(host="gpu.example.org"))
     manager._active[run_id] = ctx
     return run_id, ctx
+
+
+# -- raw sockets against a live server (issue 25) --------------------------------------------
+
+def client_tls():
+    """A client TLS context that takes the tests' self-signed certificate."""
+    import ssl
+
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # no CA store to load: it trusts nothing
+    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+    return ctx
+
+
+def raw(port, data: bytes, source="127.0.0.1", timeout=10.0, tls=False):
+    """A socket from ``source`` (over TLS with ``tls``) that has sent ``data``."""
+    import socket
+
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout,
+                                 source_address=(source, 0))
+    if tls:
+        s = client_tls().wrap_socket(s, server_hostname="localhost")
+    if data:
+        s.sendall(data)
+    return s
+
+
+def login_head(length: int) -> bytes:
+    return (b"POST /login HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+            b"application/x-www-form-urlencoded\r\nContent-Length: %d\r\n\r\n" % length)
+
+
+def agent_head(run_id: str, length: int) -> bytes:
+    return (b"PUT /agent/v1/runs/%s/predictions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: "
+            b"Bearer wrong-token\r\nContent-Length: %d\r\n\r\n" % (run_id.encode(), length))
+
+
+class Tricklers:
+    """``n`` sockets from ``source`` that send their request headers, then one byte of body
+    every ``every`` seconds; any the server closes is opened again, so the pressure stays."""
+
+    def __init__(self, port, heads, n=150, source="127.0.0.2", every=2.0, tls=False):
+        import threading
+
+        self.port, self.heads, self.n, self.source, self.every = port, heads, n, source, every
+        self.tls = tls
+        self.socks = []
+        self.opened = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="tricklers")
+
+    def _open(self):
+        try:
+            s = raw(self.port, self.heads[self.opened % len(self.heads)], self.source, 5,
+                    self.tls)
+        except OSError:
+            return
+        s.setblocking(False)
+        self.opened += 1
+        self.socks.append(s)
+
+    def _run(self):
+        import select
+
+        while not self.stop.is_set():
+            while len(self.socks) < self.n and not self.stop.is_set():
+                self._open()
+            readable, _, _ = select.select(self.socks, [], [], 0)
+            for s in readable:  # an answer or a close: the server let go of it
+                self.socks.remove(s)
+                s.close()
+            for s in list(self.socks):
+                try:
+                    s.send(b"x")
+                except OSError:
+                    self.socks.remove(s)
+                    s.close()
+            self.stop.wait(self.every)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join(timeout=30)
+        for s in self.socks:
+            s.close()
+
+
+def busy_sockets(port, n, source, tls=False):
+    """``n`` sockets from ``source`` with a request under way; (sockets, how many got 503)."""
+    import ssl
+
+    socks, refused = [], 0
+    for _ in range(n):
+        try:
+            s = raw(port, login_head(1000), source, 5, tls)
+        except (OSError, ssl.SSLError):  # over TLS a 503 may come before the handshake ends
+            refused += 1
+            continue
+        s.setblocking(False)
+        socks.append(s)
+    time.sleep(1.0)
+    for s in socks:
+        try:
+            data = s.recv(1000)
+        except (BlockingIOError, ssl.SSLWantReadError):
+            continue
+        refused += data.startswith(b"HTTP/1.1 503") and b"connections open" in data
+    return socks, refused
 
 
 def read_all(sock):
@@ -543,3 +658,11 @@ model_training:
     assert main(["annotations", "import", str(cfg), str(tmp_path / "labels.jsonl"),
                  "--annotator", "gold"]) == 0
     return str(cfg), rows
+
+
+def agent_backends(**lab):
+    """Two agent backends, lab (with ``lab``'s keys) and lab2, as model_training lines."""
+    keys = {"type": "agent", "heartbeat_timeout_s": 5}
+    keys.update(lab)
+    inner = ", ".join(f"{k}: {v}" for k, v in keys.items())
+    return f"  backends:\n    lab: {{{inner}}}\n    lab2: {{type: agent}}\n"

@@ -28,16 +28,16 @@ def active(tmp_path, serve):
                         training=False)
     manager = server.manager
     run = manager.runs.create("text-naive-bayes", ["sentiment"], "gpu", {})
-    assert manager.runs.transition(run["run_id"], "queued", "running")
-    paths = manager.paths(run["run_id"]).create()
+    assert manager.runs.transition(run.run_id, "queued", "running")
+    paths = manager.paths(run.run_id).create()
     bundle_mod.build(paths.bundle, [("a", "x" * 5000)], {"a": {"sentiment": ["positive"]}},
                      {"sentiment": {"type": "radio", "labels": ["positive", "negative"]}})
-    write_json(paths.spec, {"run_id": run["run_id"]})
+    write_json(paths.spec, {"run_id": run.run_id})
     ctx = RunContext(run, paths, manager.cfg, lambda e: None, lambda s: None, lambda m: None)
     ctx.bundle_sha256 = bundle_mod.pack(paths.bundle, paths.bundle_archive)
     ctx.remote = RemoteState(TOKEN, RunSettings(host="gpu.example.org"))
-    manager._active[run["run_id"]] = ctx
-    yield Client(url), run["run_id"], ctx, server
+    manager._active[run.run_id] = ctx
+    yield Client(url), run.run_id, ctx, server
     manager._active.clear()
 
 

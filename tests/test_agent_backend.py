@@ -13,23 +13,11 @@ import time
 import pytest
 
 from potato.cli import main
+from tests.helpers import agent_backends as backends
 from tests.helpers import ROOT, Client
-from tests.helpers import KEY, PLUGINS, make_project, start_run, wait_progress, wait_run
+from tests.helpers import KEY, make_project, start_run, wait_progress, wait_run
 
 H = {"X-API-Key": KEY}
-
-
-def backends(**lab):
-    keys = {"type": "agent", "heartbeat_timeout_s": 5}
-    keys.update(lab)
-    inner = ", ".join(f"{k}: {v}" for k, v in keys.items())
-    return f"  backends:\n    lab: {{{inner}}}\n    lab2: {{type: agent}}\n"
-
-
-@pytest.fixture
-def env(monkeypatch):
-    monkeypatch.setenv("POTATO_TRAINER_PLUGINS", PLUGINS)
-    monkeypatch.setenv("PYTHONPATH", ROOT)
 
 
 def register(cfg, capsys, name="lab"):

@@ -173,3 +173,54 @@ def test_events_kept_while_the_server_is_down_are_bounded(tmp_path, archive, mon
     client.down = False
     run.report_events(force=True)
     assert client.events[-1]["current"] == 299 and run.pending == []
+
+
+class Restarting(FakeClient):
+    """The server is restarting: the first ``down`` requests of each kind find nobody, then
+    two answer 503, then it serves."""
+
+    def __init__(self, archive, settings, down=6):
+        FakeClient.__init__(self, archive, settings)
+        self.patience = 300
+        self.left = {}
+        self.down = down
+
+    def request(self, method, path, body=None, headers=None, stream_to=None):
+        kind = (method, path.rsplit("/", 1)[-1])
+        left = self.left.setdefault(kind, self.down + 2)
+        if left > 0:
+            self.left[kind] = left - 1
+            if left > 2:
+                raise ConnectionRefusedError(111, "Connection refused")
+            raise ServerError(503, "The server is stopping or restarting; report again shortly.")
+        return FakeClient.request(self, method, path, body, headers, stream_to)
+
+
+def test_a_restart_during_the_download_is_waited_out(tmp_path, archive, monkeypatch):
+    """The run's spec and its bundle are fetched patiently (the run client's patience): a
+    server restarting as the agent begins the run does not fail it."""
+    from potato.training.remote import client as client_mod
+
+    monkeypatch.setattr(client_mod.time, "sleep", lambda s: None)
+    run, _ = make_run(tmp_path, archive)
+    client = run.client = Restarting(archive, {"gpus": "none"}, down=8)
+    run.download()
+    assert bundle_mod.file_sha256(run.paths.bundle_archive) == client.sha
+    assert client.left == {("GET", "r1"): 0, ("GET", "bundle"): 0}
+
+
+def test_an_unreachable_server_is_an_error_not_a_cancel(tmp_path, archive):
+    """An outage longer than the agent's patience stops the worker, and the run is reported
+    as an error that says so: only the server asks for a cancel."""
+    run, _ = make_run(tmp_path, archive)
+    run.download()
+    run.prepare()
+    client = run.client = Refusing(archive, {"gpus": "none"})
+    client.down = True
+    run.report_events(force=True)
+    run.failing_since -= protocol.LOST_CONTACT_S + 1  # the outage has lasted that long
+    run.report_events(force=True)
+    assert run.should_cancel() and not run.cancelled
+    run.result = run.execute()
+    assert run.upload() == ("error", "the agent could not reach the server for %d s and "
+                                     "stopped the worker" % protocol.LOST_CONTACT_S)

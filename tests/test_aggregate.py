@@ -102,13 +102,32 @@ def test_spans_kept_by_at_least_half():
     b = [{"start": 0, "end": 5, "label": "PER"}, {"start": 10, "end": 14, "label": "ORG"}]
     c = [{"start": 0, "end": 4, "label": "PER"}]
     assert agreed_spans([a, b, c]) == [{"start": 0, "end": 5, "label": "PER"}]
+    # the same stretch with two labels overlaps itself: one is kept (review 23.7)
     assert agreed_spans([a, b]) == [{"start": 0, "end": 5, "label": "PER"},
-                                    {"start": 10, "end": 14, "label": "LOC"},
-                                    {"start": 10, "end": 14, "label": "ORG"}]
+                                    {"start": 10, "end": 14, "label": "LOC"}]
     assert agreed_spans([a, [], []]) == []  # two of three saw no entity
     assert agreed_spans([a + a]) == a  # one annotator's duplicate counts once
     r = aggregate.aggregate("span", {"i": {"x": a, "y": a, "z": []}}, "consensus")
     assert r.labels == {"i": a} and r.method == "spans"
+
+
+def test_agreed_spans_never_overlap():
+    # Review 23.7: with two annotators, 0..5 PER and 0..3 PER were both kept.
+    def sp(s, e, lab="PER"):
+        return {"start": s, "end": e, "label": lab}
+
+    assert agreed_spans([[sp(0, 5)], [sp(0, 3)]]) == [sp(0, 5)]  # a tie: the longer
+    assert agreed_spans([[sp(0, 3)], [sp(2, 5)]]) == [sp(0, 3)]  # same length: the earlier
+    votes = [[sp(0, 3), sp(6, 9)], [sp(0, 3), sp(6, 9)], [sp(0, 9)], [sp(0, 9)]]
+    assert agreed_spans(votes) == [sp(0, 9)]  # equal counts: 0..9 is longer...
+    votes[2] = [sp(0, 3), sp(0, 9)]
+    assert agreed_spans(votes) == [sp(0, 3), sp(6, 9)]  # ...but 0..3 has more annotators
+    for n in range(2, 6):  # any vote gives a valid span list
+        rng = random.Random(n)
+        ann = [[sp(s, s + rng.randint(1, 4)) for s in sorted(rng.sample(range(20), 3))]
+               for _ in range(n)]
+        got = agreed_spans(ann)
+        assert all(x["end"] <= y["start"] for x, y in zip(got, got[1:])), got
 
 
 def test_numbers_take_the_median():
@@ -130,15 +149,17 @@ def test_aggregation_key_is_checked(write_config):
                for e in errors), errors
 
 
-def test_bundle_and_export_follow_the_configured_aggregation(write_config, tmp_path):
+def test_bundle_and_export_follow_the_configured_aggregation(write_config, tmp_path,
+                                                             monkeypatch):
     """Three annotators: two careless ones agree on a wrong label for item x, but they disagree
     with the careful one everywhere else; consensus trusts the careful one."""
     from potato.config import load
-    from potato.export import jsonl
+    from potato.export import jsonl, label_counts
     from potato.store import Store
     from potato.training.prepare import prepare, scheme_votes
     from potato.training.remote import bundle
     from potato.training.remote.paths import RunPaths
+    from potato.training.runs import Run
     from tests.helpers import BASE
 
     _, votes = simulated(11, items=120, classes=("positive", "negative"),
@@ -163,14 +184,22 @@ def test_bundle_and_export_follow_the_configured_aggregation(write_config, tmp_p
             expected = aggregate.aggregate("radio", scheme_votes(store, "sentiment"),
                                            method).labels
             paths = RunPaths(str(tmp_path / ("run-" + method)))
-            run = {"run_id": "r1", "trainer": "text-naive-bayes", "schemas": ["sentiment"],
-                   "params": {}}
+            run = Run(seq=1, run_id="r1", trainer="text-naive-bayes", schemas=["sentiment"],
+                      backend="local", params={}, status="running")
             prepare(cfg, store, run, paths, True, lambda s: None, lambda m: None)
             got = {it["id"]: it["labels"].get("sentiment")
                    for it in bundle.read(paths.bundle).items if it["labels"]}
             assert got == {i: lab for i, lab in expected.items() if lab is not None}
             exported = [json.loads(line) for line in jsonl(store, cfg).splitlines()]
             assert all(row["aggregated_label"] == expected[row["item_id"]] for row in exported)
+            # the admin page's counts are the majority vote's, whatever the method: Dawid-Skene
+            # on every page load took seconds (review 23.6)
+            plain = aggregate.aggregate("radio", scheme_votes(store, "sentiment")).labels
+            with monkeypatch.context() as m:
+                m.setattr(aggregate, "dawid_skene", None)
+                counts = label_counts(cfg, store)["sentiment"]
+            assert counts == {lab: list(plain.values()).count(lab)
+                              for lab in ("positive", "negative")}
         finally:
             store.close()
     assert aggregate.aggregate("radio", votes, "consensus").labels != \

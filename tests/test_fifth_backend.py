@@ -28,7 +28,7 @@ class ToyBackend(TrainingBackend):
             return "the toy backend %s is asleep; wake it first" % self.name
         return None
 
-    def queued_step(self):
+    def queued_step(self, busy):
         return "waiting for the toy %s to wake up" % self.name
 
     @property

@@ -332,7 +332,8 @@ def test_params_declared_and_checked():
     from potato.training.remote.trainers import ParamError
 
     info = REGISTRY[TRAINER]
-    assert info.packages == ["torch", "transformers", "peft"] and info.schema_types == {"radio"}
+    assert info.packages == ["torch", "transformers", "peft"]
+    assert info.schema_types == {"radio", "likert"}
     full = resolve_params(info, {"bf16": True, "load_in_4bit": "yes"})
     assert full["bf16"] == "true" and full["load_in_4bit"] is True
     assert full["lora_target_modules"] == "auto" and full["prompt_template"] == ""
@@ -464,3 +465,29 @@ def test_bad_params_are_refused_before_a_run_is_queued(params, fragment):
     assert fragment in str(e.value)
     assert resolve_params(REGISTRY[TRAINER], {"bf16": " TRUE", "lora_target_modules":
                                              "q_proj, v_proj"})["bf16"] == "true"
+
+
+def test_a_likert_scale_trains_as_its_points(tmp_path, tiny_gpt2):
+    """A Likert scheme's points are the labels (integers): the prompt lists them with the
+    scale's ends, the answers are their digits, the predictions the points themselves."""
+    likert = {"agree": {"type": "likert", "labels": [1, 2], "min_label": "bad",
+                        "max_label": "good"}}
+    rows = _sst2(120)
+    paths = RunPaths(tmp_path / "run").create()
+    bundle.build(paths.bundle, [(i, t) for i, t, _ in rows],
+                 {i: {"agree": [2 if lab == "positive" else 1]} for i, _, lab in rows[:100]},
+                 likert, include_unlabeled=True)
+    full = resolve_params(REGISTRY[TRAINER], dict(model=tiny_gpt2, epochs=1, batch_size=16,
+                                                  learning_rate=1e-2, max_length=60))
+    write_json(paths.spec, {"run_id": "t", "trainer": TRAINER, "schemas": likert,
+                            "params": full, "device": "cpu"})
+    code, evs = _work(paths)
+    assert code == 0, [e for e in evs if e["type"] in ("error", "log")][-3:]
+    preds = [json.loads(line) for line in open(paths.predictions)]
+    assert preds and all(type(p["label"]) is int and p["label"] in (1, 2) for p in preds)
+    meta = json.load(open(os.path.join(paths.artifacts, "model", "labels.json")))
+    assert meta["labels"] == [1, 2]
+    assert meta["description"] == "1 means bad; 2 means good."  # the prompt's, kept
+    prompt = llm_prompt.render(meta["prompt_template"], "agree", meta["labels"], "a film",
+                               meta["description"])
+    assert "Answer with one of: 1, 2.\n" in prompt and "1 means bad; 2 means good." in prompt

@@ -264,7 +264,7 @@ def test_cancel_racing_the_start(tmp_path):
     manager = Manager(cfg, store)
     try:
         for _ in range(40):
-            run_id = manager.submit("text-naive-bayes", ["sentiment"])["run_id"]
+            run_id = manager.submit("text-naive-bayes", ["sentiment"]).run_id
             barrier = threading.Barrier(2)
             started = []
 
@@ -284,14 +284,14 @@ def test_cancel_racing_the_start(tmp_path):
                 t.join()
             run = manager.runs.get(run_id)
             if started[0]:  # it started first: the cancel must reach it as a running run
-                assert run["status"] == "running" and run["cancel_requested"] == 1
+                assert run.status == "running" and run.cancel_requested == 1
                 assert manager.runs.finish(run_id, "cancelled", "cancelled")
             else:
-                assert run["status"] == "cancelled" and not run["started_at"]
+                assert run.status == "cancelled" and not run.started_at
             # a finished run never moves again
             assert not manager.runs.transition(run_id, "queued", "running")
             assert not manager.runs.update(run_id, step="late")
-            assert manager.runs.get(run_id)["status"] == "cancelled"
+            assert manager.runs.get(run_id).status == "cancelled"
     finally:
         manager.stop()
         store.close()

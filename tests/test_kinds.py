@@ -38,7 +38,8 @@ def test_span_values_are_checked_against_the_text_in_code_points():
     # the emoji itself, and the CR LF, are characters like any other
     assert check_label(s, [{"start": 4, "end": 5, "label": "PER"}], TEXT)[0]["text"] == "😀"
     assert check_label(s, [{"start": 22, "end": 24, "label": "LOC"}], TEXT)[0]["text"] == "\r\n"
-    assert check_label(s, [], TEXT) is None and check_label(s, None, TEXT) is None
+    assert check_label(s, None, TEXT) is None and check_label(s, "", TEXT) is None
+    assert check_label(s, [], TEXT) == []  # marked nothing: an answer (review 23.2)
 
 
 HOSTILE_SPANS = [
@@ -93,7 +94,7 @@ def test_span_form_value_is_json_and_garbage_is_named():
     k = span_scheme().kind
     assert k.from_form(['[{"start": 0, "end": 3, "label": "PER"}]']) == [
         {"start": 0, "end": 3, "label": "PER"}]
-    assert k.from_form([""]) is None
+    assert k.from_form([""]) == [] and k.from_form([]) == []  # on the form, nothing marked
     with pytest.raises(LabelError, match="takes a list of spans"):
         k.check(k.from_form(["[" * 100000]), TEXT)
     with pytest.raises(LabelError, match="takes a list of spans"):
@@ -154,8 +155,11 @@ def test_text_length_cap_control_characters_and_newlines():
     assert check_label(s, "a\r\nb") == "a\nb"  # browsers post CR LF
     assert check_label(s, "   ") is None and check_label(s, "") is None
     assert check_label(s, "😀" * 10) == "😀" * 10  # code points, not UTF-16 units or bytes
+    assert check_label(s, "👩\u200d💻 a\tb") == "👩\u200d💻 a\tb"  # a joiner is no control
     for bad, msg in (("x" * 11, "has 11 characters; at most 10"), ("a\x00b", "U+0000"),
-                     ("\x1b[31m", "U+001B"), (5, "takes text"), (["a"], "takes text")):
+                     ("\x1b[31m", "U+001B"), (5, "takes text"), (["a"], "takes text"),
+                     ("a\x85b", "U+0085"), ("\x9b31m", "U+009B"), ("\u202egnp", "U+202E"),
+                     ("a\u202ab", "U+202A"), ("\u2066x", "U+2066"), ("\u2069", "U+2069")):
         with pytest.raises(LabelError) as e:
             check_label(s, bad)
         assert str(e.value).startswith("scheme 'why' (text): ") and msg in str(e.value)

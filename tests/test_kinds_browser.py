@@ -248,4 +248,6 @@ def test_likert_keys_slider_and_text_box(tmp_path, serve, browser):
     d.find_element("css selector", "button[value=next]").click()
     wait_for(d, lambda d: "t2" in d.find_element("css selector", ".item-id").text,
              what="the next item")
-    assert store.labels_of("dana", "t1") == {"agree": 2, "temp": 1, "why": "5 stars\nthanks ☺"}
+    # the span scheme was on the page and nothing was marked: kept as [] (review 23.2)
+    assert store.labels_of("dana", "t1") == {"agree": 2, "temp": 1, "why": "5 stars\nthanks ☺",
+                                             "ner": []}

@@ -416,7 +416,7 @@ def test_server_import_check_can_fail(tmp_path):
 BACKEND_TYPES = {"local", "ssh", "slurm", "agent"}
 # The config parser reads (and validates) the type key; backends/ are the kinds themselves.
 MAY_NAME_TYPES = ("potato/training/backends/", "potato/config.py", "potato/config_backends.py",
-                  "potato/config_reader.py", "potato/validation.py")
+                  "potato/config_reader.py")
 
 
 def type_comparisons(path):
@@ -447,6 +447,37 @@ def test_no_backend_type_comparisons_outside_backends():
             continue
         bad += ["%s:%d %s" % (rel, line, text) for line, text in type_comparisons(path)]
     assert bad == []
+
+
+# Where a backend kind's name may appear as a string at all (beyond the files above): the CLI's
+# `training agent` subcommand, and the shipped agent's RunSettings.scheduler value "slurm".
+KIND_NAME_ALLOWED = {("potato/cli.py", "agent"), ("potato/training/remote/poll.py", "slurm"),
+                     ("potato/training/remote/run.py", "slurm")}
+
+
+def kind_name_strings(rel, path):
+    """(value, line) of every string constant that is a remote backend kind's name."""
+    return [(n.value, n.lineno) for n in ast.walk(ast.parse(open(path).read()))
+            if isinstance(n, ast.Constant) and n.value in BACKEND_TYPES - {"local"}
+            and (rel, n.value) not in KIND_NAME_ALLOWED]
+
+
+def test_no_backend_kind_names_outside_backends():
+    """Stronger than the comparison check: a kind's name as a string (a dispatch table, a
+    ``match``, a tuple named elsewhere) appears only in backends/ and the config parser."""
+    bad = []
+    for rel, path in py_files():
+        if rel.startswith(MAY_NAME_TYPES):
+            continue
+        bad += ["%s:%d %r" % (rel, line, value) for value, line in kind_name_strings(rel, path)]
+    assert bad == []
+
+
+def test_kind_name_check_can_fail(tmp_path):
+    planted = tmp_path / "bad.py"
+    planted.write_text('REMOTE = ("ssh", "slurm")\nHANDLERS = {"agent": print}\n')
+    assert kind_name_strings("potato/training/bad.py", str(planted)) == [
+        ("ssh", 1), ("slurm", 1), ("agent", 2)]
 
 
 def test_type_comparison_check_can_fail(tmp_path):
@@ -523,3 +554,67 @@ def test_cross_test_import_check_can_fail(tmp_path):
         "test_bad.py:1 imports tests.conftest", "test_bad.py:1 imports tests.conftest.ROOT",
         "test_bad.py:3 imports tests.test_hostile",
         "test_bad.py:3 imports tests.test_hostile.injected"]
+
+
+# -- 12. a run is a typed record below the store (issue 19) ---------------------------------------
+
+# A run read from the store is a ``runs.Run``: code reads its attributes. These alone may read a
+# run by string key: api.run_view turns a Run into the API's JSON, and the CLI modules read that
+# JSON back over HTTP (commands.py, summary.py, publish_cli.py). The pages and the publish card
+# take run_view's dict under the name ``view``, never ``run``.
+RUN_DICT_MODULES = ("potato/training/commands.py", "potato/training/summary.py",
+                    "potato/training/publish_cli.py")
+RUN_DICT_FUNCTIONS = {("potato/training/api.py", "run_view")}
+
+
+def _names_a_run(node):
+    """``run`` or ``<something>.run`` (``ctx.run``)."""
+    return (isinstance(node, ast.Name) and node.id == "run") or (
+        isinstance(node, ast.Attribute) and node.attr == "run")
+
+
+def run_key_reads(rel, path):
+    """``file:line code`` for every ``run["key"]`` and ``run.get("key")`` (``ctx.run`` too)
+    outside the functions allowed to read the API's dict."""
+    found = []
+
+    def visit(node, function):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            function = node.name
+        hit = False
+        if isinstance(node, ast.Subscript) and _names_a_run(node.value):
+            hit = isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str)
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr == "get" and _names_a_run(node.func.value) and node.args):
+            hit = isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
+        if hit and (rel, function) not in RUN_DICT_FUNCTIONS:
+            found.append("%s:%d %s" % (rel, node.lineno, ast.unparse(node)))
+        for child in ast.iter_child_nodes(node):
+            visit(child, function)
+
+    visit(ast.parse(open(path).read()), None)
+    return found
+
+
+def test_runs_are_read_by_attribute():
+    bad = []
+    for rel, path in py_files():
+        if rel.startswith("potato/training/") and rel not in RUN_DICT_MODULES:
+            bad += run_key_reads(rel, path)
+    assert bad == []
+
+
+def test_run_key_check_can_fail(tmp_path):
+    planted = tmp_path / "bad.py"
+    planted.write_text('def f(run, ctx, view, runs):\n'
+                       '    a = run["status"], run.get("step"), ctx.run["backend"]\n'
+                       '    b = view["status"], runs["r1"], run.status, run[0], run.get(k)\n'
+                       '    return ctx.run.get("remote_host")\n'
+                       'def run_view(run):\n    return run["status"]\n')
+    assert [b.split(" ", 1)[1] for b in run_key_reads("potato/training/bad.py",
+                                                        str(planted))] == [
+        "run['status']", "run.get('step')", "ctx.run['backend']", "ctx.run.get('remote_host')",
+        "run['status']"]
+    in_api = run_key_reads("potato/training/api.py", str(planted))
+    assert [b.split(" ")[0] for b in in_api] == ["potato/training/api.py:%d" % n
+                                                for n in (2, 2, 2, 4)]  # not run_view's line 6

@@ -80,6 +80,57 @@ def test_resolve_a_directory_the_cache_and_the_hub(tmp_path, hub):
     assert model_source.resolve("org/gated", "gpu01", dict(env, HF_TOKEN="hf_secret"))[0]
 
 
+def _serve(handler):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    t = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    t.start()
+    return server, t
+
+
+def test_the_token_goes_only_to_the_hub_it_was_meant_for(tmp_path):
+    """A redirect to another host gets no Authorization header (urllib would copy it); a
+    redirect on the same host keeps it; the token ``huggingface-cli login`` stored is used."""
+    seen = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            seen.append((self.server.name, self.path, self.headers.get("Authorization")))
+            if self.path.startswith("/api/models/"):
+                self.send_response(302)
+                where = {"org/away": other_url, "org/near": hub_url}[self.path[12:]]
+                self.send_header("Location", where + "/landing")
+            else:
+                self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    hub, t1 = _serve(Handler)
+    other, t2 = _serve(Handler)
+    hub.name, other.name = "hub", "other"
+    hub_url = "http://127.0.0.1:%d" % hub.server_address[1]
+    other_url = "http://localhost:%d" % other.server_address[1]
+    try:
+        env = {"HF_HOME": str(tmp_path / "hf"), "HF_ENDPOINT": hub_url, "HF_TOKEN": "hf_s"}
+        assert model_source.resolve("org/away", "gpu01", env)[0]
+        assert seen == [("hub", "/api/models/org/away", "Bearer hf_s"),
+                        ("other", "/landing", None)]
+        del seen[:]
+        (tmp_path / "hf").mkdir()
+        (tmp_path / "hf" / "token").write_text("hf_login\n")
+        del env["HF_TOKEN"]
+        assert model_source.resolve("org/near", "gpu01", env)[0]
+        assert seen == [("hub", "/api/models/org/near", "Bearer hf_login"),
+                        ("hub", "/landing", "Bearer hf_login")]
+    finally:
+        for server, t in ((hub, t1), (other, t2)):
+            server.shutdown()
+            server.server_close()
+            t.join(5)
+
+
 def test_an_offline_host_says_so_at_once(tmp_path):
     env = {"HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1"}
     assert model_source.resolve("org/model", "gpu01", env) == (False, (
@@ -179,3 +230,35 @@ def test_a_run_with_a_missing_model_fails_at_its_start(tmp_path, serve):
     log = c.get("/admin/training/api/runs/%s/log" % run["run_id"], headers=H).text
     assert "Traceback" not in log and "Repo id must be" not in log
     assert "Repo id" not in json.dumps(run)
+
+
+def test_a_model_with_control_characters_or_a_huge_value_is_refused(tmp_path):
+    """A null byte no longer crashes Check over ssh, and no 200 KB value is echoed."""
+    from potato.config import load
+    from potato.training.backends import check_backend, make_backends
+    from potato.training.remote import trainers
+    info = trainers.get("hf-text-classification")
+    for bad, said in (("a\x00b", "model must not contain control characters"),
+                      ("org/m\n", "model must not contain control characters"),
+                      ("x" * 200000, "model is 200000 characters long; at most 1000")):
+        with pytest.raises(trainers.ParamError) as e:
+            trainers.resolve_params(info, {"model": bad})
+        assert str(e.value).startswith(said) and len(str(e.value)) < 200
+    llm = trainers.get("hf-llm-classification")
+    template = "Text:\n\t{text}\nLabels: {labels}\nAnswer:"
+    assert trainers.resolve_params(llm, {"prompt_template": template})["prompt_template"] \
+        == template
+    cfg, errors, _ = load(make_project(tmp_path, backend(host="127.0.0.1", port=1),
+                                       labels=False))
+    assert not errors, errors
+    backends = make_backends(cfg)
+    try:
+        gpu = backends["gpu-server"]
+        ok, sentence = gpu.check_model("a\x00b")  # no UnboundLocalError
+        assert ok is False and "null byte" in sentence
+        gpu.check = lambda: {"ok": True, "lines": []}  # the host itself is not the point here
+        report = check_backend(gpu, "hf-text-classification", {"model": "x" * 200000})
+        assert report["ok"] is False and len(" ".join(report["lines"])) < 300
+    finally:
+        for b in backends.values():
+            b.close()

@@ -349,6 +349,65 @@ def test_one_publish_at_a_time(tmp_path, serve, hub, monkeypatch):
     assert state["state"] == "failed"
 
 
+def test_retention_leaves_a_run_being_published(tmp_path, serve, hub, monkeypatch):
+    """retain_runs does not delete the files of a run while it is published (they would
+    vanish halfway, leaving an empty repo); a file gone anyway is said in a sentence."""
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    _, url = serve(make_project(tmp_path, "    policy: newest\n  retain_runs: 1"))
+    c = Client(url)
+    r1 = wait_run(c, start_run(c, trainer="test-warns", schemas=["sentiment"]))["run_id"]
+    hub.pause = {"/api/repos/create"}
+    assert publish_run(c, r1, repo_id="alice/kept")[0] == 202
+    deadline = time.time() + 30
+    while not any(r["path"] == "/api/repos/create" for r in hub.requests):
+        assert time.time() < deadline
+        time.sleep(0.05)
+    r2 = wait_run(c, start_run(c, trainer="test-warns", schemas=["sentiment"]))
+    assert r2["in_use"] == ["sentiment"]
+    assert c.json("GET", f"/admin/training/api/runs/{r1}", headers=H)[1]["pruned_at"] is None
+    hub.resume.set()
+    state = wait_published(c, r1)
+    assert state["state"] == "published", state
+    assert "weights.bin" in " ".join(_files(hub, "alice/kept"))
+
+
+def test_a_model_file_gone_while_publishing_is_said(tmp_path):
+    from potato.training import hub as hub_mod
+    session = hub_mod.Session("http://127.0.0.1:9", TOKEN, 5, "HF_TOKEN")
+    try:
+        with pytest.raises(hub_mod.HubFailure) as e:
+            session.push("alice/x", False, "m", "d", [("w.bin", str(tmp_path / "w.bin"))],
+                         b"card", lambda s: None)
+    finally:
+        session.close()
+    assert str(e.value).startswith("The run's model files changed on this server while "
+                                   "preparing the upload: %s is gone" % (tmp_path / "w.bin"))
+    assert "nothing was committed" in str(e.value)
+
+
+def test_a_refused_form_shows_the_run_page_again_with_the_input(tmp_path, serve, hub,
+                                                                monkeypatch):
+    """Without JavaScript: the reason on the run page (inside the admin pages), the form
+    still holding what was typed, escaped; nothing reaches the Hub."""
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    _, url = serve(make_project(tmp_path))
+    c = Client(url)
+    run_id = wait_run(c, start_run(c, trainer="text-naive-bayes", schemas=["sentiment"]))[
+        "run_id"]
+    form = {"repo_id": "<img src=x>", "private": "true", "commit_message": "first <b>try</b>"}
+    resp = c.post(f"/admin/training/runs/{run_id}/publish", headers=H, form=form)
+    assert resp.status == 400 and 'class="error"' in resp.text
+    assert 'href="/admin/training"' in resp.text and 'id="publish-form"' in resp.text
+    assert 'value="&lt;img src=x&gt;"' in resp.text and "<img src=x>" not in resp.text
+    assert 'value="first &lt;b&gt;try&lt;/b&gt;"' in resp.text
+    assert 'value="true" checked' in resp.text
+    monkeypatch.delenv("HF_TOKEN")
+    resp = c.post(f"/admin/training/runs/{run_id}/publish", headers=H,
+                  form={"repo_id": "alice/kept"})
+    assert resp.status == 409 and "No Hugging Face token" in resp.text
+    assert not hub.requests
+
+
 @pytest.mark.parametrize("uri, backend, expected", [
     ("ssh://gpu.example.org/home/u/.cache/potato-training/jobs/r1-x/artifacts", "gpu",
      "fetch_artifacts: false kept the model files on the GPU host, at ssh://gpu.example.org"),
@@ -370,7 +429,7 @@ def test_a_model_left_on_its_host_cannot_be_published(tmp_path, serve, hub, monk
     store = Store(load(cfg)[0].db_path)
     try:
         runs = RunStore(store)
-        run_id = runs.create("text-naive-bayes", ["sentiment"], backend, {})["run_id"]
+        run_id = runs.create("text-naive-bayes", ["sentiment"], backend, {}).run_id
         assert runs.finish(run_id, "success", artifact_uri=uri)
     finally:
         store.close()

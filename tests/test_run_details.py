@@ -206,10 +206,10 @@ def test_a_store_from_before_gains_placement_and_warnings(tmp_path):
     try:
         runs = RunStore(store)
         run = runs.get("r1")
-        assert run["placement"] is None and run["warnings"] is None
+        assert run.placement is None and run.warnings is None
         created = runs.create("text-naive-bayes", ["s"], "local", {})
-        assert runs.update(created["run_id"], warnings=["w"], placement={"host": "h"})
-        assert runs.get(created["run_id"])["warnings"] == ["w"]
+        assert runs.update(created.run_id, warnings=["w"], placement={"host": "h"})
+        assert runs.get(created.run_id).warnings == ["w"]
     finally:
         store.close()
 

@@ -3,6 +3,7 @@ retain_runs deletes only model files (never the run in use's or a pinned run's, 
 successful runs) and says so; "Use this model" only where it can work; pin and unpin; the CLI
 says whether a run is in use; a run that learned nothing is a warning."""
 
+import io
 import os
 
 import pytest
@@ -29,7 +30,7 @@ def _finished_runs(tmp_path, statuses):
     store = Store(str(tmp_path / "p.db"))
     runs = RunStore(store)
     for status in statuses:
-        run_id = runs.create("text-naive-bayes", ["s"], "local", {})["run_id"]
+        run_id = runs.create("text-naive-bayes", ["s"], "local", {}).run_id
         assert runs.finish(run_id, status)
         paths = RunPaths(str(tmp_path / "runs" / run_id))
         os.makedirs(paths.artifacts)
@@ -60,21 +61,59 @@ def test_retention_counts_successes_only_and_spares_the_run_in_use_and_pinned_ru
         assert prune() == ["r3"]
         assert [r for r in ("r1", "r2", "r4", "r5", "r6", "r7", "r8") if not has_files(r)] == []
         run = runs.get("r3")
-        assert run["pruned_at"] and run["pruned_reason"] == retention.reason(2, ["r8", "r4"])
+        assert run.pruned_at and run.pruned_reason == retention.reason(2, ["r8", "r4"])
         assert "retain_runs: 2 keeps the model files of the 2 newest successful runs (r8, r4)" \
-            in run["pruned_reason"]
-        assert logs == [("r3", "model files deleted: " + run["pruned_reason"])]
-        r9 = runs.create("text-naive-bayes", ["s"], "local", {})["run_id"]
+            in run.pruned_reason
+        assert logs == [("r3", "model files deleted: " + run.pruned_reason)]
+        r9 = runs.create("text-naive-bayes", ["s"], "local", {}).run_id
         assert runs.finish(r9, "success")
         assert prune() == ["r7", "r6", "r5", "r4"]  # two newer successes each
         assert prune() == []
         assert has_files("r1") and has_files("r2") and has_files("r8")
         # every record and log stays
-        assert len(runs.list()) == 9 and runs.get("r5")["status"] == "error"
+        assert len(runs.list()) == 9 and runs.get("r5").status == "error"
         assert all(os.path.exists(tmp_path / "runs" / r / "run.log") for r in
                    ("r1", "r3", "r4", "r5", "r6", "r7"))
     finally:
         store.close()
+
+
+def test_retention_leaves_a_run_whose_files_are_being_read(tmp_path):
+    """A publish or a model.tar download holds the run: its files stay until it lets go."""
+    store, runs = _finished_runs(tmp_path, ["success"] * 3)
+    try:
+        holds = retention.Holds()
+
+        def prune():
+            return retention.prune(runs, lambda r: RunPaths(str(tmp_path / "runs" / r)), 1,
+                                   lambda r, m: None, holds)
+
+        with holds.hold("r1"):
+            holds.acquire("r2")
+            assert prune() == []
+            assert runs.get("r1").pruned_at is None
+            holds.release("r2")
+            assert prune() == ["r2"]
+        assert prune() == ["r1"]
+    finally:
+        store.close()
+
+
+def test_a_download_cut_short_logs_one_line(tmp_path, caplog):
+    from potato.training import model_files
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "w.bin").write_bytes(b"x" * 5000)
+    archive = model_files.Archive(str(tmp_path / "a"), "r1-model")
+    os.remove(tmp_path / "a" / "w.bin")
+
+    class H:
+        close_connection = False
+    h, out = H(), io.BytesIO()
+    model_files.writer(archive, "r1", h)(out)
+    assert h.close_connection and len(out.getvalue()) < archive.size
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1 and lines[0].startswith("run r1: model.tar cut short: ")
+    assert not any(r.exc_info for r in caplog.records)
 
 
 def test_a_store_from_before_gains_the_pin_and_pruning_columns(tmp_path):
@@ -89,10 +128,10 @@ def test_a_store_from_before_gains_the_pin_and_pruning_columns(tmp_path):
     try:
         runs = RunStore(store)
         run = runs.get("r1")
-        assert run["pinned"] is False and run["pruned_at"] is None
-        assert runs.set_pinned("r1", True) and runs.get("r1")["pinned"] is True
+        assert run.pinned is False and run.pruned_at is None
+        assert runs.set_pinned("r1", True) and runs.get("r1").pinned is True
         runs.mark_pruned("r1", "why")
-        assert runs.get("r1")["pruned_reason"] == "why"
+        assert runs.get("r1").pruned_reason == "why"
     finally:
         store.close()
 
@@ -199,6 +238,64 @@ def test_a_newer_run_within_tolerance_says_that_it_took_over(tmp_path, serve):
     assert "sentiment: " + why in log
 
 
+def test_pinning_does_not_lose_to_a_run_finishing_at_the_same_moment(tmp_path, serve,
+                                                                    monkeypatch):
+    """Write-back's take-over (decision and switch) and pin share one lock: a pin made while
+    a newer run decides is applied after it, so the pinned run ends in use."""
+    import threading
+    from potato.training import ingest
+    _, url = serve(make_project(tmp_path, "    policy: newest"))
+    c = Client(url)
+    r1 = wait_run(c, start_run(c, trainer="text-naive-bayes", schemas=["sentiment"]))["run_id"]
+    deciding = threading.Event()
+    real = ingest.takes_over
+
+    def slow(*args, **kwargs):
+        out = real(*args, **kwargs)
+        deciding.set()
+        threading.Event().wait(1.0)  # the window a pin used to fall into
+        return out
+    monkeypatch.setattr(ingest, "takes_over", slow)
+    r2 = start_run(c, trainer="text-naive-bayes", schemas=["sentiment"])
+    assert deciding.wait(120)
+    status, pinned = c.json("POST", f"/admin/training/api/runs/{r1}/pin", headers=H)
+    assert status == 200 and pinned["pinned"] is True and pinned["in_use"] == ["sentiment"]
+    assert wait_run(c, r2)["in_use"] == []
+    run = c.json("GET", f"/admin/training/api/runs/{r1}", headers=H)[1]
+    assert run["pinned"] is True and run["in_use"] == ["sentiment"]
+
+
+def test_use_on_another_run_moves_the_pin(tmp_path, serve):
+    _, url = serve(make_project(tmp_path))
+    c = Client(url)
+    r1 = wait_run(c, start_run(c, trainer="text-naive-bayes", schemas=["sentiment"]))["run_id"]
+    r2 = wait_run(c, start_run(c, trainer="test-warns", schemas=["sentiment"]))["run_id"]
+    assert c.json("POST", f"/admin/training/api/runs/{r1}/pin", headers=H)[1]["pinned"]
+    assert c.json("POST", f"/admin/training/api/runs/{r2}/use", headers=H)[0] == 200
+    old = c.json("GET", f"/admin/training/api/runs/{r1}", headers=H)[1]
+    new = c.json("GET", f"/admin/training/api/runs/{r2}", headers=H)[1]
+    assert (old["pinned"], old["in_use"]) == (False, [])
+    assert (new["pinned"], new["in_use"]) == (True, ["sentiment"])
+    log = c.get(f"/admin/training/api/runs/{r1}/log", headers=H).text
+    assert f"unpinned by the admin: run {r2} was put in use for sentiment instead" in log
+    # a better run does not replace the admin's choice
+    r3 = wait_run(c, start_run(c, trainer="text-naive-bayes", schemas=["sentiment"]))
+    assert r3["in_use"] == [] and r3["writeback"]["kept_in_use"]["sentiment"].startswith(
+        f"run {r2} is pinned")
+
+
+def test_a_queued_or_running_run_says_so_when_used_or_pinned(tmp_path, serve):
+    _, url = serve(make_project(tmp_path))
+    c = Client(url)
+    run_id = start_run(c, trainer="test-steps", schemas=["sentiment"], params={"seconds": 3})
+    for action in ("use", "pin"):
+        status, body = c.json("POST", f"/admin/training/api/runs/{run_id}/{action}", headers=H)
+        assert status == 409 and body["error"].startswith(f"Run {run_id} is ")
+        assert body["error"].split(" ")[3].rstrip(":") in ("queued", "running"), body
+        assert "only a successful run can be used or pinned" in body["error"]
+    wait_run(c, run_id)
+
+
 # -- a run that learned nothing ----------------------------------------------------------------
 
 def test_the_baseline_has_a_macro_f1_and_a_model_at_it_warns():
@@ -217,6 +314,18 @@ def test_the_baseline_has_a_macro_f1_and_a_model_at_it_warns():
                                  ["a", "b"], "multiselect", [["a"], ["a"]])
     assert multi["baseline"]["label"] == ["a"]
     assert report.learned_nothing("tags", multi).startswith("tags: the held-out macro-F1")
+
+
+def test_a_test_split_of_one_gold_class_is_not_called_learned_nothing():
+    r = report.scheme_report([("positive", "positive")] * 12, ["positive", "negative"],
+                             "radio", ["positive"] * 7)
+    assert r["macro_f1"] == r["baseline"]["macro_f1"] == 1.0
+    said = report.learned_nothing("sentiment", r)
+    assert "learned nothing" not in said
+    assert said == ("sentiment: the test split cannot tell the model from the majority-class "
+                    "baseline: its 12 items all have the gold label positive, which always "
+                    "answering positive gets right. Label items of the other classes, or raise "
+                    "splits.test")
 
 
 def test_a_run_that_predicts_one_class_is_a_warning_not_a_plain_success(tmp_path, serve):
@@ -240,6 +349,6 @@ def test_the_newest_automatic_run_is_found_without_reading_every_run(tmp_path):
         runs.create("text-naive-bayes", ["s"], "local", {})
         auto = runs.create("text-naive-bayes", ["s"], "local", {}, auto=True)
         runs.create("text-naive-bayes", ["s"], "local", {})
-        assert runs.last_auto_created() == auto["created_at"]
+        assert runs.last_auto_created() == auto.created_at
     finally:
         store.close()

@@ -56,10 +56,74 @@ def test_job_script_quotes_every_value(tmp_path):
     r = subprocess.run(["sh", "-c", text], env=env, cwd=tmp_path, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     out = open(os.path.join(jobdir, "events.jsonl")).read().strip()
-    assert out == ("it's $(touch HACKED)|2|%s|yes|-m potato.training.worker --spec %s/spec.json"
-                   % (HOSTILE, jobdir))
+    assert out == ("it's $(touch HACKED)|2|%s|yes|-m potato.training.remote.supervise --grace 20 "
+                   "-- python3 -m potato.training.worker --spec %s/spec.json" % (HOSTILE, jobdir))
     assert open(os.path.join(jobdir, "exit_code")).read().strip() == "0"
     assert not list(tmp_path.rglob("HACKED"))
+
+
+def _alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("whom", ["shell", "job"])
+def test_job_script_never_exits_before_its_worker(tmp_path, whom):
+    """Issue 20.2: a TERM (scancel --signal=TERM to the batch shell, or --full to the whole job)
+    reaches a worker that ignores it; the script waits, kills the worker's group after
+    grace_seconds, writes exit_code and only then exits. Before, the shell died at once and the
+    worker lived on under PID 1."""
+    import signal
+    import sys
+    import time
+
+    from tests.helpers import ROOT
+
+    jobdir = tmp_path / "job"
+    jobdir.mkdir()
+    # job_python: the real interpreter, except that the worker is one that ignores SIGTERM
+    # (and starts a child of its own, which must go too).
+    fake = tmp_path / "python3"
+    fake.write_text("""#!/bin/sh
+if [ "$2" = potato.training.worker ]; then
+  exec %s -c 'import os, signal, subprocess, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+child = subprocess.Popen(["sleep", "300"])
+open("pids", "w").write("%%d %%d" %% (os.getpid(), child.pid))
+time.sleep(300)'
+fi
+exec %s "$@"
+""" % (sys.executable, sys.executable))
+    fake.chmod(0o755)
+    text = slurm.job_script(RunSettings(job_python=str(fake)), str(jobdir), ROOT,
+                            grace_seconds=2)
+    (jobdir / "job.sh").write_text(text)
+    shell = subprocess.Popen(["sh", str(jobdir / "job.sh")], start_new_session=True)
+    try:
+        deadline = time.time() + 30
+        while not (jobdir / "pids").exists() or not (jobdir / "pids").read_text():
+            assert time.time() < deadline and shell.poll() is None, "the worker never started"
+            time.sleep(0.1)
+        worker, child = map(int, (jobdir / "pids").read_text().split())
+        if whom == "shell":
+            os.kill(shell.pid, signal.SIGTERM)
+        else:
+            os.killpg(shell.pid, signal.SIGTERM)
+            os.kill(worker, signal.SIGTERM)
+        time.sleep(1.0)
+        assert shell.poll() is None, "job.sh exited while its worker was still running"
+        assert _alive(worker)
+        shell.wait(timeout=15)  # grace_seconds is 2
+    finally:
+        if shell.poll() is None:
+            os.killpg(shell.pid, signal.SIGKILL)
+            shell.wait()
+    assert not _alive(worker) and not _alive(child)
+    assert shell.returncode == 137
+    assert (jobdir / "exit_code").read_text().strip() == "137"
 
 
 @pytest.mark.parametrize("out,job", [("4242\n", "4242"), ("4242;cluster-a\n", "4242"),

@@ -208,7 +208,7 @@ def test_span_write_back_keeps_confident_spans_and_compares_entity_f1(tmp_path):
         runs = RunStore(store)
         for f1 in (0.8, 0.5):
             run = runs.create("hf-token-classification", ["who"], "local", {})
-            runs.update(run["run_id"], holdout=holdout(f1))
+            runs.update(run.run_id, holdout=holdout(f1))
         wb = ingest.write_back(store, cfg, "r1", pred(0.9), holdout(0.8))
         # the item is kept (its confidence 0.3 is the least sure token's) with its one span
         # at or above min_confidence; the other span is counted below it

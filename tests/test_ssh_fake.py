@@ -279,6 +279,18 @@ def test_check_reports_python_gpus_and_packages(tmp_path, serve, fake_host, monk
     assert report["lines"][0].startswith("ssh to gpu.example.org failed: Permission denied.")
 
 
+def test_check_on_a_host_without_gpus_reads_as_a_sentence(tmp_path, serve, fake_host,
+                                                         monkeypatch):
+    """Issue 20.4: no GPU is a sentence, not 'A run would start this host has no GPU: ...'."""
+    monkeypatch.setenv("FAKE_GPUS", "")
+    _, url = serve(make_project(tmp_path, backend(), labels=False))
+    status, report = Client(url).json("POST", "/admin/training/api/backends/gpu-server/check",
+                                      headers=H)
+    assert status == 200 and report["ok"] is True, report
+    assert "A run would train on the CPU: this host has no GPU" in report["lines"]
+    assert not any(line.startswith("A run would start") for line in report["lines"])
+
+
 def _wheel(tmp_path):
     import zipfile
 

@@ -262,3 +262,23 @@ def test_a_killed_agents_job_directory_is_swept_by_the_next_connection(tmp_path,
     assert sorted(os.listdir(jobs)) == ["r-kept-1", "r-live-1"]
     assert stat.S_IMODE(os.stat(jobs).st_mode) == 0o700
     assert stat.S_IMODE(os.stat(real_host).st_mode) == 0o700
+
+
+def test_cancel_ends_a_worker_that_ignores_sigterm(tmp_path, serve, real_host):
+    """Issue 20.2, on ssh: the agent answers, the worker ignores SIGTERM; after Cancel, within
+    grace_seconds (2) and a few seconds, nothing of the run is left on the host."""
+    _, url = serve(make_project(tmp_path, backend(real_host)))
+    c = Client(url)
+    run_id = start_run(c, backend="gpu-server", schemas=["sentiment"],
+                       trainer="test-ignore-term", params={"seconds": 120})
+    mine = str(real_host)
+    deadline = time.time() + 60
+    while not [p for p in processes(mine) if "potato.training.worker" in p]:
+        assert time.time() < deadline, "the worker never started"
+        time.sleep(0.2)
+    time.sleep(1.5)  # the trainer installs its SIG_IGN
+    asked = time.time()
+    c.json("POST", f"/admin/training/api/runs/{run_id}/cancel", headers=H)
+    run = wait_run(c, run_id, timeout=60)
+    assert run["status"] == "cancelled"
+    assert wait_gone(mine, timeout=max(1, asked + 2 + 10 - time.time())) == []

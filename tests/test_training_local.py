@@ -166,6 +166,29 @@ def test_num_threads_reach_the_worker(tmp_path, serve):
     assert run["metrics"]["omp"] == "3" and run["metrics"]["openblas"] == "3"
 
 
+@pytest.mark.parametrize("token_env", ["LAB_HF_TOKEN", None])
+def test_the_publish_token_reaches_no_child(tmp_path, serve, monkeypatch, token_env):
+    """The server's Hub write token (publish.token_env, HF_TOKEN by default) is for publishing:
+    no training run, ssh, sbatch or other child sees it; other variables still pass."""
+    from potato.training.remote import proc
+    monkeypatch.setenv("HF_TOKEN", "hf_read_or_write")
+    monkeypatch.setenv("LAB_HF_TOKEN", "hf_write_lab")
+    extra = "  publish: {token_env: %s}" % token_env if token_env else ""
+    server, url = serve(make_project(tmp_path, extra))
+    c = Client(url)
+    run = wait_run(c, start_run(c, trainer="test-env", schemas=["sentiment"]))
+    hidden = token_env or "HF_TOKEN"
+    other = "HF_TOKEN" if token_env else "LAB_HF_TOKEN"
+    assert run["status"] == "success", run
+    assert run["metrics"]["hf_token" if hidden == "HF_TOKEN" else "lab_token"] is None
+    assert run["metrics"]["lab_token" if other == "LAB_HF_TOKEN" else "hf_token"]
+    def names():  # what ssh, scp, sbatch ... get
+        return {line.split("=")[0] for line in proc.run(["env"]).stdout.splitlines()}
+    assert hidden not in names() and other in names()
+    server.close()
+    assert hidden in names()  # the server's own, until it stops
+
+
 @pytest.mark.parametrize("body,status,fragment", [
     ({"trainer": "nope", "schemas": ["sentiment"]}, 400, "Unknown trainer 'nope'"),
     ({"trainer": "text-naive-bayes", "schemas": ["mood"]}, 400, "Unknown scheme 'mood'"),
@@ -244,14 +267,16 @@ def test_restart_recovery(tmp_path, serve):
     cfg, _, _ = load(cfg_path)
     store = Store(cfg.db_path)
     runs = RunStore(store)
-    stale = runs.create("text-naive-bayes", ["sentiment"], "local", {})["run_id"]
+    stale = runs.create("text-naive-bayes", ["sentiment"], "local", {}).run_id
     assert runs.transition(stale, "queued", "running", started_at=time.time())
     waiting = runs.create("text-naive-bayes", ["sentiment"], "local",
-                          {"alpha": 1.0, "ngrams": 2, "min_count": 1, "calibrate": True})["run_id"]
+                          {"alpha": 1.0, "ngrams": 2, "min_count": 1, "calibrate": True}).run_id
     store.close()
     _, url = serve(cfg_path)
     c = Client(url)
-    assert wait_run(c, stale)["error"] == "the server restarted during the run"
+    assert wait_run(c, stale)["error"] == (
+        "The run was interrupted by a server restart: its training process on the server "
+        "stopped with the server. Start the run again.")
     assert wait_run(c, waiting)["status"] == "success"
 
 

@@ -158,3 +158,21 @@ def test_four_bit_line_needs_the_packages_and_a_cuda_gpu():
     assert "but no CUDA GPU: load_in_4bit cannot run there" in four_bit_line("h", [], False)
     assert four_bit_line("h", ["bitsandbytes"], True).startswith(
         "bitsandbytes missing on h: hf-llm-classification's load_in_4bit cannot run")
+
+
+ODD_BREAKS = "a\u2028b\u2029c\x85d\x0be\x0cf\x1cg\x1dh\x1ei"
+
+
+def test_bundle_items_with_unicode_line_breaks_read_back(tmp_path):
+    # Review 23.1: splitlines() broke an item holding U+2028 or U+0085 into two lines.
+    items = [("a", ODD_BREAKS), ("b", "plain")]
+    labels = {"a": {"s": ["x"]}, "b": {"s": ["y"]}}
+    schemas = {"s": {"type": "radio", "labels": ["x", "y"]}}
+    bundle.build(str(tmp_path / "b"), items, labels, schemas, fractions=(1.0, 0.0, 0.0))
+    assert [it["text"] for it in bundle.read(str(tmp_path / "b")).items] == [ODD_BREAKS, "plain"]
+    # A bundle written by an older server (raw, not escaped) reads too.
+    raw = "".join(json.dumps({"id": i, "text": t, "split": "train", "labels": {"s": "x"}},
+                             ensure_ascii=False) + "\n" for i, t in items).encode("utf-8")
+    (tmp_path / "b" / "items.jsonl").write_bytes(raw)
+    assert [it["text"] for it in bundle.read(str(tmp_path / "b"), verify=False).items] == [
+        ODD_BREAKS, "plain"]

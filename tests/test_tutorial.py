@@ -4,6 +4,7 @@ commands, and its eleven common failures as the run log says them (issue 11)."""
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -163,6 +164,32 @@ def test_check_agent_backend_shows_the_token_record(tmp_path, serve, capsys):
     assert cli["token"]["agent_version"] == potato.__version__
     assert any(line.startswith("last seen ") and "from ws-under-desk (potato 2.14.0)" in line
                for line in cli["lines"])
+
+
+def test_check_before_registering_names_the_config(tmp_path, capsys):
+    """Issue 20.4: the register command to run, with this project's config path, not CONFIG."""
+    cfg = agent_project(tmp_path, labels=False)
+    code, out = check_cli(cfg, capsys)
+    assert code == 1
+    assert "no token issued yet: run potato training register lab-workstation %s on the " \
+           "server" % shlex.quote(cfg) in out
+    assert "CONFIG" not in out
+
+
+def test_check_says_training_is_off(tmp_path, serve, capsys):
+    """Issue 20.4: with model_training.enabled: false no run can start, and check says so (the
+    CLI exits 1, the Check button's report is not ok) instead of "can start a run"."""
+    cfg = disabled_project(tmp_path)
+    capsys.readouterr()
+    code = main(["training", "check", "local", cfg])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    assert ("Training is off (model_training.enabled: false in %s), so no run can start; set it "
+            "to true to train." % cfg) in out
+    assert "can start a run" not in out.replace("cannot start a run", "")
+    _, url = serve(cfg)
+    _, report = Client(url).json("POST", "/admin/training/api/backends/local/check", headers=H)
+    assert report["ok"] is False and report["disabled"] is True
 
 
 def test_agent_version_mismatch_is_a_warning(tmp_path, serve, capsys):

@@ -231,9 +231,11 @@ model_training:
     assert "reverse-forwarded socket" in w.message
 
 
-def test_debug_without_remote_backend_is_quiet(write_config):
+def test_debug_without_remote_backend_still_warns(write_config):
+    # issue 23: debug here gives loopback admin rights, which upstream's debug does not
     path = write_config(BASE + "debug: true\n")
-    assert check(path)[1].warnings == []
+    [w] = check(path)[1].warnings
+    assert w.key == "debug" and "upstream Potato's debug does not" in w.message
 
 
 ACK_BASE = BASE + """\

@@ -16,6 +16,7 @@ from potato.schemes.choice import Multiselect, Radio, Select
 from potato.schemes.rating import Likert, Number, Slider
 from potato.schemes.span import Span
 from potato.schemes.text import Text
+from potato.upstream import SCHEME_HINTS
 
 __all__ = ["KEEP", "KINDS", "Kind", "LabelError", "Scheme", "make_scheme", "parse_schemes"]
 
@@ -55,7 +56,8 @@ def parse_schemes(r: Reader, raw: Any) -> List[Scheme]:
         valid = COMMON_KEYS + LOOKS_KEYS + (cls.keys if cls else tuple(
             k for c in KINDS.values() for k in c.keys))
         m = r.mapping(item, p, tuple(dict.fromkeys(valid)),
-                      f"a {kind_name} scheme" if cls else "an annotation scheme")
+                      f"a {kind_name} scheme" if cls else "an annotation scheme",
+                      hints=SCHEME_HINTS)
         if not m:
             continue
         name = r.text(m, "name", p)

@@ -87,6 +87,19 @@ class Kind:
         """One line for the admin page: what this scheme asks."""
         return ", ".join(self.scheme.labels)
 
+    def preselect(self, predicted: Any) -> Optional[str]:
+        """The form value a model's prediction pre-selects on the annotate page (as a
+        suggestion, where the annotator has chosen nothing), or None: choices are accepted
+        with a key instead (pages.annotate_page), and other kinds suggest nothing here."""
+        return None
+
+    # -- training --------------------------------------------------------------------------------
+    def training_schema(self) -> Dict[str, Any]:
+        """The scheme's entry in a run's bundle beyond its type: what a trainer predicts
+        (``labels``: the classes, as the values the store holds) and what bounds a prediction
+        (checked by potato/training/boundary.py)."""
+        return {"labels": list(self.scheme.labels)}
+
     # -- the annotate page ---------------------------------------------------------------------
     def key_count(self) -> int:
         """How many of the page's shared number keys (1..9, in scheme order) this type uses."""

@@ -4,10 +4,12 @@ Stored as the number itself: an int for likert, an int or a float for slider and
 
 from __future__ import annotations
 
+import math
 from typing import Any, List, Optional
 
 from potato.config_reader import dotted
-from potato.schemes.base import KEEP, MAX_MAGNITUDE, Kind, number_key, parse_number_text, short
+from potato.schemes.base import (KEEP, MAX_MAGNITUDE, Kind, LabelError, number_key,
+                                 parse_number_text, short)
 from potato.markup import Safe, join, render
 
 MAX_LIKERT = 20
@@ -58,6 +60,19 @@ class Likert(Kind):
 
     def key_count(self) -> int:
         return self.size
+
+    def preselect(self, predicted: Any) -> Optional[str]:
+        try:
+            point = self.check(predicted)
+        except LabelError:
+            return None
+        return None if point is None else str(point)
+
+    def training_schema(self):
+        # The points as integers, the values the store holds: a model's classes, and its
+        # predictions, are the points themselves (never the strings "1".."size").
+        return {"labels": list(range(1, self.size + 1)), "min_label": self.min_label,
+                "max_label": self.max_label}
 
     def summary(self) -> str:
         ends = " to ".join(x for x in (self.min_label, self.max_label) if x)
@@ -115,6 +130,21 @@ class Number(Kind):
     def from_form(self, values: List[str]) -> Any:
         return parse_number_text(values[-1]) if values else None
 
+    def preselect(self, predicted: Any) -> Optional[str]:
+        try:
+            value = self.check(self.snap(predicted))
+        except LabelError:
+            return None
+        return None if value is None else str(value)
+
+    def snap(self, value: Any) -> Any:
+        """A predicted value as the annotator could give it (a number scheme: as it is)."""
+        return value
+
+    def training_schema(self):
+        # No classes: a model predicts a number, within the bounds the scheme has.
+        return {"labels": [], "min_value": self.min_value, "max_value": self.max_value}
+
     def summary(self) -> str:
         return f"a number from {self._range()}"
 
@@ -170,6 +200,14 @@ class Slider(Number):
         if not isinstance(value, int):  # 0.30000000000000004 -> 0.3
             value = _as_int(round(self.min_value + round(steps) * self.step, 10))
         return value
+
+    def snap(self, value: Any) -> Any:
+        """A model's value on the slider's nearest step (a regression predicts any number)."""
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                not math.isfinite(value):
+            return value
+        steps = round((value - self.min_value) / self.step)
+        return _as_int(round(self.min_value + steps * self.step, 10))
 
     def from_form(self, values: List[str]) -> Any:
         # The hidden field: empty until the annotator moves the slider (a slider always shows

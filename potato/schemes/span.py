@@ -1,7 +1,8 @@
 """``span``: stretches of the item's text, each with one of the scheme's labels. Stored as a
 list of ``{"start", "end", "label", "text"}`` sorted by start: ``start`` and ``end`` are
 character offsets into the item's text (Python ``str`` indices, i.e. Unicode code points; end
-exclusive), ``text`` the characters they cover. Spans of one scheme never overlap.
+exclusive), ``text`` the characters they cover. Spans of one scheme never overlap. An empty
+list is an answer too: the annotator submitted the scheme and marked nothing.
 
 The browser works in UTF-16 code units; ``static/spans.js`` converts its selections to code
 points before it posts them, and this check is the one that decides.
@@ -28,8 +29,10 @@ class Span(Kind):
     marks_text = True
 
     def check(self, value: Any, text: Optional[str] = None) -> Any:
-        if value is None or value == [] or value == "":
+        if value is None or value == "":
             return None
+        if value == []:
+            return []  # the annotator marked nothing: an answer ("no entities"), kept
         if text is None:
             raise self.fail("spans can only be checked against the item's text.")
         if not isinstance(value, list):
@@ -77,7 +80,7 @@ class Span(Kind):
 
     def from_form(self, values: List[str]) -> Any:
         if not values or not values[-1].strip():
-            return None
+            return []  # the scheme was on the form (present:) and nothing was marked
         raw = values[-1]
         if len(raw) > MAX_FORM_CHARS:
             return raw[:80]  # the check names it as "not a list of spans"

@@ -13,8 +13,9 @@ from potato.markup import Safe, render
 
 DEFAULT_MAX_LENGTH = 5000
 MAX_MAX_LENGTH = 100000
-# Control characters other than tab and newline have no place in an answer typed by a person.
-CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+# Control characters other than tab and newline (C0, DEL, C1) have no place in an answer typed
+# by a person, nor have bidi overrides and isolates, which make a text read as what it is not.
+CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 class Text(Kind):

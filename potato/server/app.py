@@ -13,6 +13,7 @@ import sys
 import threading
 from typing import Callable, Optional
 
+from potato import assignment
 from potato.config import Config
 from potato.data import DataError, data_files_signature, load_items
 from potato.server import diskfull, routes, safety
@@ -23,6 +24,7 @@ from potato.store import Store
 log = logging.getLogger("potato.server")
 
 SYNC_INTERVAL_S = 5.0
+NEW_NAMES_PER_HOUR = 100  # new annotator names one address may log in with in an hour
 
 
 class App:
@@ -44,7 +46,11 @@ class App:
         key = (cfg.admin_api_key or "").encode("utf-8")
         self.admin_session_name = "admin:" + hashlib.sha256(b"potato-admin\0" + key).hexdigest()[:32]
         self.login_limiter = safety.LoginLimiter()
+        # New annotator names per address (each makes a row and a session): a class behind one
+        # NAT address fits, a script making thousands does not.
+        self.new_name_limiter = safety.LoginLimiter(limit=NEW_NAMES_PER_HOUR, window_s=3600.0)
         self.disk = diskfull.DiskWatch(cfg.output_dir)  # 507s, their log line, the banner
+        self.assignment = assignment.for_config(cfg, store)  # who gets which items
         if core_routes:  # the annotation pages and admin UI (not for potato training run)
             routes.add_core_routes(self)
 

@@ -11,14 +11,21 @@ the accept loop. The project database connection of a request thread is released
 connection ends.
 
 A request as a whole is bounded too, not only each read: its request line and headers must
-arrive within ``HEADER_DEADLINE_S`` of its first byte, and its body within ``body_deadline_s``
-(a floor plus a minimum rate), so a client trickling one byte every few seconds cannot hold a
-connection for long. The accept loop closes connections past their deadline
-(``service_actions``). Once half the connections are open, one client address may hold at
-most ``MAX_PER_ADDRESS`` of them (addresses in ``server.trusted_proxies`` excepted: a proxy
-speaks for many clients).
+arrive within ``HEADER_DEADLINE_S`` of its first byte, so a client trickling one byte every few
+seconds cannot hold a connection for long. A body must keep up ``BODY_MIN_RATE`` after a
+``BODY_FLOOR_S`` grace (progress, not a total: a client that sends six bytes of a 16 MB body
+is cut off after seconds, not minutes), and a response must be taken by the client within
+``write_deadline_s`` of its start. The accept loop closes connections past their deadline
+(``service_actions``). Once half the connections are open, one client address (an IPv6 /64)
+may hold at most ``MAX_PER_ADDRESS`` of them (addresses in ``server.trusted_proxies``
+excepted: a proxy speaks for many clients); with every slot taken, a newcomer is let in by
+closing the oldest connection of the address that holds the most and has one that is not yet
+authenticated (idle, in its headers, in a body or a response sent before an admin key or a
+run token was shown). Over TLS the wrapped socket is the one closed; a connection's slot is
+given back only when its thread ends.
 """
 
+import ipaddress
 import select
 import socket
 import ssl
@@ -37,11 +44,39 @@ MAX_PER_ADDRESS = 32  # open connections of one client address, once half of all
 HEADER_DEADLINE_S = 10.0  # request line and headers, from their first byte
 BODY_FLOOR_S = 10.0  # a body may take this long, plus one second per BODY_MIN_RATE bytes
 BODY_MIN_RATE = 16 << 10  # bytes per second
+BODY_GRACE_S = 2.0  # past the floor, the server cuts a body whose thread has not
 
 
-def body_deadline_s(n: int) -> float:
-    """Seconds a body of ``n`` bytes may take to arrive."""
-    return BODY_FLOOR_S + n / BODY_MIN_RATE
+WRITE_FLOOR_S = 10.0  # a response may take this long to be taken, plus one second per 16 KB
+WRITE_MIN_RATE = 16 << 10
+
+
+def body_too_slow(got: int, elapsed: float) -> bool:
+    """Whether a body that has sent ``got`` bytes in ``elapsed`` seconds is behind the floor."""
+    return got < BODY_MIN_RATE * (elapsed - BODY_FLOOR_S)
+
+
+def body_cut_at(began: float, got: int) -> float:
+    """When a body that began at ``began`` and has sent ``got`` bytes falls behind the floor."""
+    return began + BODY_FLOOR_S + got / BODY_MIN_RATE
+
+
+def write_deadline_s(n: int) -> float:
+    """Seconds a client may take to receive a response of ``n`` bytes."""
+    return WRITE_FLOOR_S + n / WRITE_MIN_RATE
+
+
+def address_key(addr: str) -> str:
+    """The unit a share is counted in: an IPv4 address, or an IPv6 /64 (one host's)."""
+    try:
+        ip = ipaddress.ip_address(addr.split("%")[0])
+    except ValueError:
+        return addr
+    if ip.version == 6:
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.ip_network("%s/64" % ip, strict=False))
+    return str(ip)
 
 
 def _busy_reply(text: bytes) -> bytes:
@@ -58,15 +93,42 @@ TOO_MANY = _busy_reply(b"This address has %d or more connections open to the ser
 
 
 class _Conn:
-    __slots__ = ("sock", "since", "busy", "addr", "deadline", "phase")
+    __slots__ = ("sock", "live", "since", "busy", "addr", "deadline", "phase", "trusted", "got",
+                 "started", "closed", "limited")
 
-    def __init__(self, sock, addr: str = ""):
-        self.sock = sock
+    def __init__(self, sock, addr: str = "", limited: bool = True):
+        self.sock = sock  # the accepted socket: the key in BoundedServer._conns
+        self.live = sock  # the socket in use: over TLS the wrapped one (``sock`` is detached)
         self.since = time.monotonic()
         self.busy = False
-        self.addr = addr
+        self.addr = addr  # address_key() of the client
+        self.limited = limited  # not a trusted proxy
         self.deadline: Optional[float] = None  # monotonic; past it the connection is closed
-        self.phase = ""  # "headers" or "body" while a deadline runs
+        self.phase = ""  # "headers", "body" or "write" while a deadline runs
+        self.trusted = False  # this request showed an admin key or session, or a run token
+        self.got = 0  # body bytes received so far (phase "body")
+        self.started = 0.0  # when the body began
+        self.closed = False  # shut down by the server; the slot is free once its thread ends
+
+    def evictable(self, at_work: bool = True) -> bool:
+        """Idle or in its headers; with ``at_work``, also in a body or a response of a request
+        that showed no admin key or run token (an annotator's own session is no credential:
+        anyone may make one)."""
+        if self.closed:
+            return False
+        if not self.busy or self.phase == "headers":
+            return True
+        return at_work and self.phase in ("body", "write") and not self.trusted
+
+    def shut(self, how: int = socket.SHUT_RDWR) -> None:
+        """Shut the connection from another thread: the base socket's method, so that a TLS
+        socket's state is not touched under its own thread."""
+        try:
+            socket.socket.shutdown(self.live, how)
+        except (OSError, ValueError):
+            pass
+        if how == socket.SHUT_RDWR:
+            self.closed = True
 
 
 class BoundedServer(ThreadingHTTPServer):
@@ -80,7 +142,7 @@ class BoundedServer(ThreadingHTTPServer):
     def __init__(self, *args, **kwargs):
         self._conn_lock = threading.Lock()
         self._aliases: Dict[int, _Conn] = {}  # id() of a TLS-wrapped socket -> its connection
-        self._conns: Dict[int, _Conn] = {}  # by id() of the accepted socket
+        self._conns: Dict[int, _Conn] = {}  # by id() of the accepted socket, until its thread ends
         super().__init__(*args, **kwargs)
 
     # -- the handler says when a connection works and when it waits ---------------------------
@@ -90,39 +152,62 @@ class BoundedServer(ThreadingHTTPServer):
     def connection_busy(self, sock) -> None:
         self._mark(sock, True)
 
+    def _find(self, sock) -> Optional[_Conn]:
+        return self._conns.get(id(sock)) or self._aliases.get(id(sock))
+
     def _mark(self, sock, busy: bool) -> None:
         with self._conn_lock:
-            conn = self._conns.get(id(sock)) or self._aliases.get(id(sock))
+            conn = self._find(sock)
             if conn is not None and conn.busy != busy:  # waiting counts from accept or the
                 conn.busy = busy                          # last response, not from our look
                 conn.since = time.monotonic()
             if conn is not None:
                 conn.deadline, conn.phase = None, ""
+                if not busy:
+                    conn.trusted = False  # each request shows its own credentials
+
+    def connection_trusted(self, sock) -> None:
+        """This request showed an admin key or session, or a run token: it is not closed to
+        make room while its body or response is under way."""
+        with self._conn_lock:
+            conn = self._find(sock)
+            if conn is not None:
+                conn.trusted = True
 
     def connection_deadline(self, sock, seconds: Optional[float], phase: str = "") -> None:
-        """From now, ``sock`` has ``seconds`` to finish its ``phase`` ("headers", "body") or
-        it is closed (None: no deadline)."""
+        """From now, ``sock`` has ``seconds`` to finish its ``phase`` ("headers", "write") or
+        it is closed (None: no deadline). Phase "body" has no fixed end: it must keep up the
+        rate that ``body_progress`` reports against (``body_too_slow``)."""
         with self._conn_lock:
-            conn = self._conns.get(id(sock)) or self._aliases.get(id(sock))
+            conn = self._find(sock)
             if conn is not None:
-                conn.deadline = None if seconds is None else time.monotonic() + seconds
+                now = time.monotonic()
+                conn.deadline = None if seconds is None else now + seconds
                 conn.phase = phase
+                conn.got, conn.started = 0, now
+
+    def body_progress(self, sock, got: int) -> None:
+        conn = self._find(sock)
+        if conn is not None:
+            conn.got = got  # one attribute: read by service_actions without the lock
 
     def service_actions(self) -> None:
         """Called by the accept loop between requests: close connections past their deadline.
-        A late body is only cut off from reading (its thread answers 408); a late request line
-        or header is closed outright."""
+        A body that falls behind is only cut off from reading (its thread answers 408); late
+        headers or a response the client does not take are closed outright."""
         super().service_actions()
         now = time.monotonic()
         with self._conn_lock:
-            late = [c for c in self._conns.values() if c.deadline is not None and c.deadline < now]
-            for conn in late:
-                conn.deadline = None
-                try:
-                    conn.sock.shutdown(socket.SHUT_RD if conn.phase == "body"
-                                       else socket.SHUT_RDWR)
-                except OSError:
-                    pass
+            for conn in self._conns.values():
+                if conn.closed or conn.deadline is None:
+                    continue
+                if conn.phase == "body":  # its thread answers 408 at the floor; this is
+                    if body_too_slow(conn.got, now - conn.started - BODY_GRACE_S):  # a backstop
+                        conn.deadline = None
+                        conn.shut(socket.SHUT_RD)
+                elif conn.deadline < now:
+                    conn.deadline = None
+                    conn.shut()
 
     def open_connections(self) -> int:
         with self._conn_lock:
@@ -130,20 +215,22 @@ class BoundedServer(ThreadingHTTPServer):
 
     # -- socketserver hooks ---------------------------------------------------------------------
     def process_request(self, request, client_address):
-        addr = str(client_address[0]) if client_address else ""
-        limited = not self.unlimited_address(addr)
+        addr = address_key(str(client_address[0]) if client_address else "")
+        limited = not self.unlimited_address(str(client_address[0]) if client_address else "")
         with self._conn_lock:
             refusal = None
             if limited and self._over_share(addr):
-                self._evict_one(addr)
+                self._evict(self._oldest([c for c in self._conns.values() if c.addr == addr],
+                                         at_work=False))  # its own, not at work
                 if self._over_share(addr):
                     refusal = TOO_MANY
-            if refusal is None and len(self._conns) >= self.max_connections:
-                self._evict_one()
-                if len(self._conns) >= self.max_connections:
+            if refusal is None and self._open() >= self.max_connections:
+                self._evict(self._from_the_biggest())
+                if self._open() >= self.max_connections or len(self._conns) >= \
+                        2 * self.max_connections:  # closed ones whose threads linger
                     refusal = BUSY
             if refusal is None:
-                self._conns[id(request)] = _Conn(request, addr)
+                self._conns[id(request)] = _Conn(request, addr, limited)
         if refusal is not None:  # every connection is at work: say so, briefly, and close
             _refuse(request, refusal)
             self.shutdown_request(request)
@@ -155,54 +242,95 @@ class BoundedServer(ThreadingHTTPServer):
         app = getattr(self, "app", None)
         return app is not None and in_networks(addr, app.config.server.trusted_proxies)
 
+    def _open(self) -> int:
+        """Connections that hold a slot: not yet closed by the server."""
+        return sum(1 for c in self._conns.values() if not c.closed)
+
     def _over_share(self, addr: str) -> bool:
         """Whether ``addr`` has its share: MAX_PER_ADDRESS connections once the server is half
         full. Below that an address may open more (a lab behind one NAT address, a test)."""
-        if len(self._conns) < self.max_connections // 2:
+        if self._open() < self.max_connections // 2:
             return False
-        return sum(1 for c in self._conns.values() if c.addr == addr) >= self.max_per_address
+        return sum(1 for c in self._conns.values()
+                   if c.addr == addr and not c.closed) >= self.max_per_address
 
-    def _evict_one(self, addr: Optional[str] = None) -> None:
-        """Close the connection (of ``addr``, if given) that has waited longest without a
-        request under way; never one whose next request is already arriving (it has bytes to
-        read)."""
+    def _from_the_biggest(self) -> Optional[_Conn]:
+        """The connection to close for a newcomer when all slots are taken: the oldest that
+        may be closed, of the address that holds the most (trusted proxies last)."""
+        counts: Dict[str, int] = {}
+        for c in self._conns.values():
+            if not c.closed:
+                counts[c.addr] = counts.get(c.addr, 0) + 1
+        by_addr: Dict[str, List[_Conn]] = {}
+        for c in self._conns.values():
+            by_addr.setdefault(c.addr, []).append(c)
+        for addr in sorted(by_addr, key=lambda a: (by_addr[a][0].limited, counts.get(a, 0)),
+                           reverse=True):
+            conn = self._oldest(by_addr[addr])
+            if conn is not None:
+                return conn
+        return None
+
+    @staticmethod
+    def _oldest(conns: List[_Conn], at_work: bool = True) -> Optional[_Conn]:
+        """Of ``conns``, the one that has waited longest and may be closed (``_Conn.evictable``);
+        never an idle one whose next request is already arriving (it has bytes to read)."""
         now = time.monotonic()
-        waiting: List[_Conn] = sorted((c for c in self._conns.values() if not c.busy
-                                       and (addr is None or c.addr == addr)),
-                                      key=lambda c: c.since)
+        waiting = sorted((c for c in conns if c.evictable(at_work)), key=lambda c: c.since)
         # Those that waited a while first; under a flood, any that is not mid-request.
         waiting = ([c for c in waiting if now - c.since >= MIN_IDLE_TO_EVICT_S]
                    + [c for c in waiting if now - c.since < MIN_IDLE_TO_EVICT_S])
         for conn in waiting:
-            if _fd(conn.sock) < 0:  # closed already: its slot is free
-                self._conns.pop(id(conn.sock), None)
-                return
-            try:
-                readable, _, _ = select.select([conn.sock], [], [], 0)
-            except (OSError, ValueError):
-                readable = []
-            if readable:
-                continue
-            try:
-                conn.sock.shutdown(socket.SHUT_RDWR)  # its thread's read returns; it ends
-            except OSError:
-                pass
-            self._conns.pop(id(conn.sock), None)
-            return
+            if not conn.busy and conn.phase == "":
+                try:
+                    readable, _, _ = select.select([conn.live], [], [], 0)
+                except (OSError, ValueError):
+                    readable = []
+                if readable:
+                    continue
+            return conn
+        return None
+
+    @staticmethod
+    def _evict(conn: Optional[_Conn]) -> None:
+        """Close ``conn``: its thread's read or write returns and it ends (and then gives back
+        its slot; until then it holds no share)."""
+        if conn is not None:
+            conn.shut()
+            conn.closed = True
 
     def finish_request(self, request, client_address):
         if self.ssl_context is not None:  # the handshake here, in this connection's thread
             request.settimeout(HANDSHAKE_TIMEOUT_S)
-            try:
-                wrapped = self.ssl_context.wrap_socket(request, server_side=True)
-            except (OSError, ssl.SSLError):
-                return  # not TLS, or too slow to start: nothing to answer
             with self._conn_lock:
                 conn = self._conns.get(id(request))
-                if conn is not None:
-                    self._aliases[id(wrapped)] = conn
+                if conn is not None:  # a handshake is closed like late headers
+                    conn.deadline = time.monotonic() + HANDSHAKE_TIMEOUT_S
+                    conn.phase = "headers"
+            try:
+                wrapped = self.ssl_context.wrap_socket(request, server_side=True,
+                                                       do_handshake_on_connect=False)
+                with self._conn_lock:  # from here ``request`` is detached: shut ``wrapped``
+                    if conn is not None:
+                        conn.live = wrapped
+                        self._aliases[id(wrapped)] = conn
+                        if conn.closed:
+                            conn.shut()
+                wrapped.do_handshake()
+            except (OSError, ssl.SSLError):
+                return  # not TLS, or too slow to start: nothing to answer
             request = wrapped
         super().finish_request(request, client_address)
+
+    def shutdown_request(self, request):
+        with self._conn_lock:
+            conn = self._conns.get(id(request))
+        if conn is not None and conn.live is not request:  # TLS: close the wrapped socket
+            try:
+                conn.live.close()
+            except OSError:
+                pass
+        super().shutdown_request(request)
 
     def process_request_thread(self, request, client_address):
         try:

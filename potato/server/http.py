@@ -12,6 +12,7 @@ import html
 import ipaddress
 import logging
 import re
+import time
 import traceback
 from http import cookies
 from http.server import BaseHTTPRequestHandler
@@ -20,7 +21,7 @@ from urllib.parse import parse_qs, quote, urlsplit
 
 from potato.netaddr import in_networks
 from potato.server import diskfull, safety
-from potato.server.connections import HEADER_DEADLINE_S, IDLE_TIMEOUT_S
+from potato.server.connections import HEADER_DEADLINE_S, IDLE_TIMEOUT_S, write_deadline_s
 from potato.server.errors import HTTPError
 from potato.server.bodies import Bodies
 from potato.server.pages import error_page
@@ -71,10 +72,14 @@ class Handler(Bodies, Uploads, BaseHTTPRequestHandler):
     def handle_one_request(self):
         """Between requests the connection is idle (the server may close it for a newcomer);
         from its first byte the request line and headers have HEADER_DEADLINE_S to arrive;
-        from the end of the headers it is busy."""
+        from the end of the headers it is busy. A pipelined request is not read while the
+        previous response is still unsent (``_await_sent``)."""
         self.connection.settimeout(self.timeout)
         idle = getattr(self.server, "connection_idle", None)
         if idle is not None:
+            if not self._await_sent():
+                self.close_connection = True
+                return
             idle(self.connection)
             try:
                 first = self.rfile.peek(1)
@@ -90,10 +95,14 @@ class Handler(Bodies, Uploads, BaseHTTPRequestHandler):
         set_deadline = getattr(self.server, "connection_deadline", None)
         if set_deadline is not None:
             set_deadline(self.connection, seconds, phase)
+            if phase and getattr(self, "authenticated", False):  # not closed to make room
+                self.server.connection_trusted(self.connection)
 
     def parse_request(self) -> bool:
         """The request line and headers; from here on the connection is busy (until then a
         slow or silent client may be closed to make room)."""
+        self._continue_wanted = False  # set by handle_expect_100, for this request only
+        self._stall_s = None  # set by allow_stall, for this request only
         ok = super().parse_request()
         busy = getattr(self.server, "connection_busy", None)
         if ok and busy is not None:
@@ -135,8 +144,8 @@ class Handler(Bodies, Uploads, BaseHTTPRequestHandler):
         self._admin_page = False  # an admin route the client may see: errors keep its layout
         self._access = ""
         self._refusing = False  # an error is being sent
-        self._body_deadline = 0.0
-        self.authenticated = False  # a key, session or run token was shown (bodies may be big)
+        self.authenticated = False  # an admin key or session or a run token was shown
+        self.annotator_session = False  # an annotator's session (bodies up to 64 KB)
         try:
             self._check_host()
             self._route(method)
@@ -213,6 +222,7 @@ class Handler(Bodies, Uploads, BaseHTTPRequestHandler):
         if len(self.headers.get_all("Host") or []) > 1:
             self.close_connection = True
             raise HTTPError(400, "The request has more than one Host header.")
+        self.content_length()  # one, and only digits: else 400 and the connection is closed
         if not safety.host_allowed(self.headers.get("Host"), self.app.allowed_hosts):
             host = safety.host_of(self.headers.get("Host"))[:100]
             raise HTTPError(421 if self.app.tls else 400,
@@ -251,7 +261,14 @@ class Handler(Bodies, Uploads, BaseHTTPRequestHandler):
         if token and self.app.store.session(token, "admin") == self.app.admin_session_name:
             return True  # a session made under the current admin_api_key, not an older one
         return bool(self.app.config.debug and self.client_is_loopback()
-                    and safety.host_is_loopback(self.headers.get("Host")))
+                    and safety.host_is_loopback(self.headers.get("Host"))
+                    and not self.from_trusted_proxy() and not self._forwarded())
+
+    def _forwarded(self) -> bool:
+        """Whether a proxy passed this request on (it came from elsewhere, whatever the
+        socket's address says): any X-Forwarded-* or Forwarded header."""
+        return any(k.lower().startswith("x-forwarded-") or k.lower() == "forwarded"
+                   for k in self.headers.keys())
 
     def annotator(self) -> Optional[str]:
         token = self.cookie("potato_session")
@@ -269,7 +286,9 @@ class Handler(Bodies, Uploads, BaseHTTPRequestHandler):
             if self.wants_json():
                 raise HTTPError(401, "Log in first (POST /login with a username).")
             raise HTTPError(303, "Log in first.", {"Location": "/login"})
-        self.authenticated = access in ("admin", "annotator")
+        # An annotator session is no credential (anyone may make one): its bodies stay small.
+        self.authenticated = access == "admin"
+        self.annotator_session = access == "annotator"
 
     def _check_same_origin(self) -> None:
         """Refuse state-changing requests that a page on another site made the browser send.
@@ -306,7 +325,7 @@ class Handler(Bodies, Uploads, BaseHTTPRequestHandler):
                   on_progress=None) -> None:
         """Send a file from ``start`` (206 with Content-Range when start > 0), streamed;
         ``on_progress()`` is called after each block (a long download is a sign of life)."""
-        self._head(206 if start else 200, content_type)
+        self._head(206 if start else 200, content_type, size - start)
         self.send_header("Content-Length", str(size - start))
         self.send_header("Accept-Ranges", "bytes")
         if start:
@@ -331,7 +350,7 @@ class Handler(Bodies, Uploads, BaseHTTPRequestHandler):
         """A download made while it is sent: ``write(out)`` writes exactly ``length`` bytes
         to the connection (if it raises, the connection closes short of Content-Length, so
         the client sees an incomplete download). ``filename``: what the browser saves."""
-        self._head(200, content_type)
+        self._head(200, content_type, length)
         self.send_header("Content-Length", str(length))
         self.send_header("Content-Disposition", _header_value(
             'attachment; filename="%s"' % filename.replace('"', "")))
@@ -349,7 +368,7 @@ class Handler(Bodies, Uploads, BaseHTTPRequestHandler):
 
     def send(self, status: int, body: bytes, content_type: str,
              headers: Optional[Dict[str, str]] = None) -> None:
-        self._head(status, content_type)
+        self._head(status, content_type, len(body))
         self.send_header("Content-Length", str(len(body)))
         for c in self._response_cookies:
             self.send_header("Set-Cookie", c)
@@ -361,10 +380,13 @@ class Handler(Bodies, Uploads, BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(body)
 
-    def _head(self, status: int, content_type: str) -> None:
-        """The status line and the headers every response has."""
+    def _head(self, status: int, content_type: str, length: int = 0) -> None:
+        """The status line and the headers every response has; from here the client has
+        ``write_deadline_s(length)`` to take the response (``_await_sent``)."""
         self._drain()
         self._started = True
+        self._write_deadline = time.monotonic() + write_deadline_s(length)
+        self._set_deadline(write_deadline_s(length), "write")
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Cache-Control", "no-store")

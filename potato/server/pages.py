@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, Optional
 
+from potato import display
 from potato.config import Config
 from potato.markup import Safe, esc, render
 
@@ -108,14 +109,21 @@ def annotate_page(cfg: Config, user: str, item, position: int, total: int, done:
                                f'<b>{esc(label)}</b>, {p["confidence"]:.2f} '
                                f'<button type="button" class="link accept-suggestion">accept '
                                f'(<kbd>A</kbd>)</button></p>')
+        elif p and scheme.kind.preselect(p["label"]) is not None:  # likert, slider, number
+            value = scheme.kind.preselect(p["label"])
+            suggestions.append(f'<p class="suggestion suggestion-value" data-scheme='
+                               f'"{esc(scheme.name)}" data-value="{esc(value)}">Model suggests '
+                               f'for {esc(scheme.name)}: <b>{esc(value)}</b> (pre-selected '
+                               f'where you have not answered; change it if you disagree)</p>')
     suggestions += [str(s.kind.suggestion(predictions.get(s.name))) for s in cfg.schemes]
+    item_text = f'<div class="item-text" id="item-text"{text_attr}>{esc(item["text"])}</div>'
     first_open = min(first_unlabelled, total)
     resume = (f'<a href="/annotate?resume=1" id="resume">Go to the first item you have not '
               f'labelled (item {first_open + 1})</a>' if first_open < position else "")
-    body = f"""{progress}
+    body = f"""{progress}{display.instructions(cfg)}
 <article class="item" aria-label="Item to annotate">
   <p class="item-id">Item {position + 1} of {total} · <code>{esc(item["id"])}</code></p>
-  <div class="item-text" id="item-text"{text_attr}>{esc(item["text"])}</div>
+  {display.fields(cfg, item, Safe(item_text))}
   {''.join(suggestions)}
 </article>
 <form method="post" action="/annotate" id="annotate-form">
@@ -156,7 +164,9 @@ def admin_page(cfg: Config, stats: Dict[str, Any], debug_note: str = "",
 <p><a href="/admin/training">Training</a> · export the labels (one row per label, with the
 annotator, the time and the item's majority label):
 <a href="/admin/export.jsonl" id="export-jsonl" download>JSON Lines</a> ·
-<a href="/admin/export.csv" id="export-csv" download>CSV</a></p>{counts_html}</section>
+<a href="/admin/export.csv" id="export-csv" download>CSV</a> ·
+<a href="/admin/export-upstream.zip" id="export-upstream" download>upstream Potato's layout
+(a folder per annotator, zipped)</a></p>{counts_html}</section>
 <section class="card"><h2>Annotators</h2>
 <table><thead><tr><th scope="col">Annotator</th><th scope="col">Items labelled</th></tr></thead>
 <tbody>{rows}</tbody></table></section>

@@ -12,7 +12,7 @@ from urllib.parse import unquote
 
 from potato.annotations import LabelError, check_label, item_record
 from potato.schemes import KEEP
-from potato import export
+from potato import export, upstream_output
 from potato.server import pages, safety
 from potato.server.errors import HTTPError
 
@@ -65,6 +65,7 @@ def _login_routes(app) -> None:
                 raise HTTPError(400, msg)
             h.send_html(pages.login_page(cfg, msg), 400)
             return
+        _count_new_name(h, app, username)
         app.store.ensure_annotator(username)
         # A returning annotator resumes at the first item they have not labelled.
         app.store.set_position(username, app.store.first_unlabelled(username))
@@ -85,6 +86,20 @@ def _login_routes(app) -> None:
         h.redirect("/login")
 
 
+def _count_new_name(h, app, username: str) -> None:
+    """A name never seen before counts against this address's hourly allowance (429)."""
+    if app.store.has_annotator(username):
+        return
+    client = h.client_address[0] if h.client_address else ""
+    wait = app.new_name_limiter.retry_after(client)
+    if wait:
+        raise HTTPError(429, "Too many new annotator names from this address in the last hour "
+                             "(%d); log in with a name already used here, or try again in %d "
+                             "min." % (app.new_name_limiter.limit, (wait + 59) // 60),
+                        {"Retry-After": str(wait)})
+    app.new_name_limiter.failed(client)
+
+
 def _annotate_routes(app) -> None:
     cfg = app.config
 
@@ -95,24 +110,25 @@ def _annotate_routes(app) -> None:
     @app.route("GET", r"/annotate", "annotator")
     def annotate(h):
         user = h.annotator()
-        total = app.store.item_count()
+        queue = app.assignment  # every item, or upstream's per-item / per-user limits
         if h.query.get("resume") == ["1"]:  # "go to the first item I have not labelled"
-            app.store.set_position(user, app.store.first_unlabelled(user))
+            app.store.set_position(user, queue.first_unlabelled(user))
             h.redirect("/annotate")
             return
-        position = max(0, min(_position(h, user), total))
-        item = app.store.item_at(position) if position < total else None
+        position = max(0, min(_position(h, user), queue.total(user)))
+        item = queue.item_at(user, position)
+        total = queue.total(user)
         labels = app.store.labels_of(user, item["id"]) if item else {}
         preds = app.store.item_predictions(item["id"]) if item else {}
         h.send_html(pages.annotate_page(cfg, user, item, position, total,
                                         app.store.labelled_count(user), labels, preds,
-                                        h.is_admin(), app.store.first_unlabelled(user)))
+                                        h.is_admin(), queue.first_unlabelled(user)))
 
     @app.route("POST", r"/annotate", "annotator")
     def annotate_post(h):
         user = h.annotator()
         form = h.form()
-        total = app.store.item_count()
+        total = app.assignment.total(user)
         try:
             position = int((form.get("position") or ["0"])[0])
         except ValueError:
@@ -124,9 +140,13 @@ def _annotate_routes(app) -> None:
             item = app.store.item(item_id)
             if item is None:
                 raise HTTPError(400, f"Unknown item {item_id!r}.")
+            _assigned(app, user, item_id)
             labels = _form_labels(cfg, form, item["text"])
+            stored = app.store.labels_of(user, item_id)
             if action != "prev":
-                _require(cfg, {**app.store.labels_of(user, item_id), **labels})
+                _require(cfg, {**stored, **labels})
+            else:  # paging back past an item is not an answer of "nothing marked"
+                labels = {k: v for k, v in labels.items() if v != [] or k in stored}
         new_position = position - 1 if action == "prev" else position + 1
         new_position = max(0, min(new_position, total))
         if item_id:
@@ -154,10 +174,18 @@ def _form_labels(cfg, form, text: str) -> dict:
     return labels
 
 
+def _assigned(app, user: str, item_id: str) -> None:
+    """403 for an item this annotator was not given (per-item or per-user limits)."""
+    if not app.assignment.may_label(user, item_id):
+        raise HTTPError(403, f"item {item_id!r} is not one of yours: this project gives each "
+                             f"item to a limited number of annotators (num_annotators_per_item, "
+                             f"max_annotations_per_user). Label the items /annotate shows you.")
+
+
 def _require(cfg, labels: dict) -> None:
     """400 when a required scheme (label_requirement: {required: true}) has no value."""
     for scheme in cfg.schemes:
-        if scheme.required and labels.get(scheme.name) is None:
+        if scheme.required and labels.get(scheme.name) in (None, []):
             raise HTTPError(400, f"scheme {scheme.name!r} needs an answer before you move on "
                                  f"(label_requirement: required). Go back and give one.")
 
@@ -176,6 +204,7 @@ def _annotation_api_routes(app) -> None:
             raise HTTPError(400, f"item_id {item_id!r} is not an item of this project.")
         if not isinstance(labels, dict) or not labels:
             raise HTTPError(400, 'labels must be an object like {"<scheme>": "<label>"}.')
+        _assigned(app, user, item_id)
         clean = {}
         for name, value in labels.items():
             scheme = cfg.scheme(name)
@@ -195,6 +224,14 @@ def _annotation_api_routes(app) -> None:
         if app.store.item(item_id) is None:
             raise HTTPError(404, f"No item {item_id!r}.")
         h.send_json({"item_id": item_id, "labels": app.store.labels_of(h.annotator(), item_id)})
+
+
+def _upstream_zip(cfg, store) -> bytes:
+    """The upstream layout as a zip; 409 when two annotators would share a folder."""
+    try:
+        return upstream_output.zip_bytes(cfg, store)
+    except upstream_output.FolderClash as e:
+        raise HTTPError(409, str(e))
 
 
 def _admin_routes(app) -> None:
@@ -258,6 +295,11 @@ def _admin_routes(app) -> None:
         ctype = "application/x-ndjson" if kind == "jsonl" else "text/csv; charset=utf-8"
         h.send(200, body, ctype, {"Content-Disposition":
                                   'attachment; filename="annotations.%s"' % kind})
+
+    @app.route("GET", r"/admin/export-upstream\.zip", "admin")
+    def admin_export_upstream(h):
+        h.send(200, _upstream_zip(cfg, app.store), "application/zip", {
+            "Content-Disposition": 'attachment; filename="annotation_output.zip"'})
 
     @app.route("GET", r"/admin/api/stats", "admin")
     def admin_stats(h):

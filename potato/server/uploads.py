@@ -1,30 +1,24 @@
 """Request bodies too large to hold in memory (agents' uploads), streamed to files; mixed into
 the request handler (``http.Handler``).
 
-A body has a deadline by its size (``connections.body_deadline_s``). On a full disk the rest
+A body must keep up a minimum rate (``connections.body_too_slow``). On a full disk the rest
 of the body is still read (and dropped) within that deadline, so the sender gets the 507 rather
 than a broken pipe, and the connection stays usable."""
 
 import errno
 import os
 import tempfile
-import time
 
 from potato.server import diskfull
-from potato.server.connections import body_deadline_s
 from potato.server.errors import HTTPError
 
 
 class Uploads:
     def _upload_length(self, limit: int, what: str) -> int:
-        try:
-            n = int(self.headers.get("Content-Length") or "")
-        except ValueError:
+        n = self.content_length()
+        if n is None:
             self.close_connection = True
             raise HTTPError(411, "Send the body with a Content-Length header.")
-        if n < 0:
-            self.close_connection = True
-            raise HTTPError(400, "Content-Length is negative.")
         if n > limit:
             self.close_connection = True
             raise HTTPError(413, f"The upload ({n / 2**20:.1f} MB) is larger than {what} allows.")
@@ -39,12 +33,11 @@ class Uploads:
         full = None
         if disk is not None and not disk.has_room(n):
             full = OSError(errno.ENOSPC, "less free space than the upload needs")
-        self._body_deadline = time.monotonic() + body_deadline_s(n)
-        self._set_deadline(body_deadline_s(n), "body")
+        self.begin_body()
         left = n
         try:
             while left > 0:
-                block = self.rfile.read1(min(left, 4 << 20))
+                block = self.read_body_block(left, n - left)
                 if not block:
                     raise self.body_ended(n - left, n)
                 left -= len(block)

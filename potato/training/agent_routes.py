@@ -7,6 +7,7 @@ endpoints of that one run.
 
 import hmac
 import json
+import logging
 import os
 import re
 import socket
@@ -16,7 +17,7 @@ from urllib.parse import unquote
 from potato.server import diskfull
 from potato.server.errors import HTTPError
 from potato.training import boundary, wheel
-from potato.training.remote.paths import read_json
+from potato.training.remote.paths import read_json, write_json
 from potato.training.backends.base import token_hash
 from potato.training.backends.errors import copy_stalled
 
@@ -27,6 +28,7 @@ EVENTS_MAX_BYTES = 8 << 20
 RESULT_MAX_BYTES = 1 << 20
 EVENTS_PER_REPORT = 10000
 _RESULT_LOCK = threading.Lock()
+log = logging.getLogger("potato.training")
 
 
 ARTIFACTS_TOTAL_FILES_FACTOR = 4  # a run's model files together: 4 x max_artifact_mb
@@ -58,6 +60,18 @@ def _tree_size(root: str) -> int:
     return total
 
 
+def _keep_result(ctx, body) -> None:
+    """The agent's result, saved (atomically) in the run directory: a server restarted before
+    the run ends finds it there and ingests the predictions (AgentBackend.reattach). If it
+    cannot be saved, the run still ends from memory; only a restart before then would lose it."""
+    try:
+        write_json(ctx.paths.result, body)
+    except OSError as e:
+        log.error("run %s: could not save the agent's result in %s (%s); it is kept in memory "
+                  "only, so a restart before the run ends loses it", ctx.run_id,
+                  ctx.paths.result, e)
+
+
 def add_routes(app, manager) -> None:
     authorize = _authorizer(manager)
     _claim_routes(app, manager)
@@ -73,6 +87,9 @@ def _authorizer(manager):
         if not header.startswith("Bearer "):
             raise HTTPError(401, "The agent must send its run token (Authorization: Bearer ...).")
         given = token_hash(header[len("Bearer "):].strip())
+        if manager.stopping:  # not 410: a run that survives the restart must not be given up
+            raise HTTPError(503, "The server is stopping or restarting; report again shortly.",
+                            {"Retry-After": "5"})
         ctx = manager.active_context(run_id)
         remote = getattr(ctx, "remote", None) if ctx is not None else None
         if remote is None:  # one answer whether or not the run exists: a token learns nothing
@@ -210,11 +227,11 @@ def _upload_routes(app, manager, authorize) -> None:
         if offset != have:
             raise HTTPError(409, "%s has %d bytes here, not %d: resume from %d."
                             % (rel, have, offset, have))
-        per_file = int(manager.cfg.model_training.backends[ctx.run["backend"]].max_artifact_mb
+        per_file = int(manager.cfg.model_training.backends[ctx.run.backend].max_artifact_mb
                        * 1024 * 1024)
         left = per_file * ARTIFACTS_TOTAL_FILES_FACTOR - _tree_size(ctx.paths.artifacts)
         remote.seen()
-        h.connection.settimeout(COPY_STALL_S)
+        h.allow_stall(COPY_STALL_S)
         try:
             os.makedirs(os.path.dirname(dest), mode=0o700, exist_ok=True)
             n = h.append_body_to(dest, min(per_file - offset, left),
@@ -247,6 +264,7 @@ def _upload_routes(app, manager, authorize) -> None:
             first = remote.result
             if first is None:
                 remote.result = body
+                _keep_result(ctx, body)  # on disk before the 200: a restart cannot lose it
         if first is not None:
             raise HTTPError(409, "Run %s already has its result (%s); a second one is refused."
                             % (run_id, first.get("status")))

@@ -10,7 +10,7 @@ from potato.training import choice, model_files, pages, publish_api, runlog
 from potato.training.remote import trainers
 from potato.training.backends import check_backend
 from potato.training.queue import Manager, RequestError
-from potato.training.runs import TERMINAL
+from potato.training.runs import TERMINAL, Run
 
 PREFIX = "/admin/training/api"
 RUN_FIELDS = ("run_id", "trainer", "schemas", "backend", "ran_on", "status", "step", "error",
@@ -19,28 +19,30 @@ RUN_FIELDS = ("run_id", "trainer", "schemas", "backend", "ran_on", "status", "st
               "warnings", "pinned", "pruned_at", "pruned_reason")
 
 
-def params_changed(run: Dict[str, Any]) -> Dict[str, Any]:
+def params_changed(run: Run) -> Dict[str, Any]:
     """The run's params whose value is not the trainer's default (all of them for a trainer
     this server no longer knows)."""
-    params = run.get("params") if isinstance(run.get("params"), dict) else {}
-    info = trainers.get(run["trainer"]) if isinstance(run.get("trainer"), str) else None
+    params = run.params if isinstance(run.params, dict) else {}
+    info = trainers.get(run.trainer) if isinstance(run.trainer, str) else None
     if info is None:
         return dict(params)
     defaults = dict((p.name, p.default) for p in info.params)
     return dict((k, v) for k, v in params.items() if k not in defaults or defaults[k] != v)
 
 
-def run_view(run: Dict[str, Any]) -> Dict[str, Any]:
-    out = {k: run.get(k) for k in RUN_FIELDS}
+def run_view(run: Run) -> Dict[str, Any]:
+    """The one place a Run becomes the JSON the API returns (and the pages are given): the
+    record's fields, and what is computed from them (params_changed, duration_s, terminal)."""
+    out = {k: getattr(run, k) for k in RUN_FIELDS}
     out["placement"] = out["placement"] or {}
     out["warnings"] = out["warnings"] or []
     out["params_changed"] = params_changed(run)
-    if run.get("started_at"):
-        end = run.get("finished_at") or time.time()
-        out["duration_s"] = round(end - run["started_at"], 1)
+    if run.started_at:
+        end = run.finished_at or time.time()
+        out["duration_s"] = round(end - run.started_at, 1)
     else:
         out["duration_s"] = None
-    out["terminal"] = run["status"] in TERMINAL
+    out["terminal"] = run.status in TERMINAL
     return out
 
 
@@ -68,6 +70,13 @@ def trainer_list_data():
     return out
 
 
+def annotate_only_schemes(cfg):
+    """The config's schemes no trainer takes (free text), each with the sentence why."""
+    return [{"scheme": s.name, "type": s.annotation_type,
+             "reason": trainers.annotate_only(s.annotation_type)}
+            for s in cfg.schemes if trainers.annotate_only(s.annotation_type)]
+
+
 def read_log(manager: Manager, run_id: str, last: int = 0) -> str:
     """The run log's tail for a page (``last`` lines, or its last 256 KB)."""
     return runlog.read(manager.paths(run_id).log, last)
@@ -83,26 +92,28 @@ def live_run(manager: Manager):
     return latest[0] if latest else None
 
 
-def model_location(run: Dict[str, Any]) -> str:
-    if run.get("pruned_at"):  # said for a failed run's partial files too
+def model_location(run: Run) -> str:
+    if run.pruned_at:  # said for a failed run's partial files too
         return "deleted on %s: %s" % (time.strftime("%Y-%m-%d %H:%M", time.localtime(
-            run["pruned_at"])), run.get("pruned_reason") or "")
-    if run["status"] != "success":
-        return "none yet" if run["status"] in ("queued", "running") else "none (the run failed)"
-    return run.get("artifact_uri") or "not kept"
+            run.pruned_at)), run.pruned_reason or "")
+    if run.status != "success":
+        return "none yet" if run.status in ("queued", "running") else "none (the run failed)"
+    return run.artifact_uri or "not kept"
 
 
 def add_routes(app, manager: Manager) -> None:
-    def get_run(run_id):
+    def get_run(run_id: str) -> Run:
         run = manager.runs.get(run_id)
         if run is None:
             raise HTTPError(404, "No run %s." % run_id)
         return run
 
     _api_routes(app, manager, get_run)
-    publisher = publish_api.add_routes(app, manager, PREFIX, get_run, run_view)
+    pages_of = {}  # the run page, for the publish form's refusals
+    publisher = publish_api.add_routes(app, manager, PREFIX, get_run, run_view,
+                                       lambda *a, **k: pages_of["run"](*a, **k))
     _page_routes(app, manager, get_run)
-    _run_page_routes(app, manager, get_run, publisher)
+    pages_of["run"] = _run_page_routes(app, manager, get_run, publisher)
 
 
 def _api_routes(app, manager: Manager, get_run) -> None:
@@ -118,7 +129,7 @@ def _api_routes(app, manager: Manager, get_run) -> None:
                                  body.get("params"))
         except RequestError as e:
             raise HTTPError(e.status, e.message)
-        h.send_json({"run_id": run["run_id"], "status": run["status"]}, 202)
+        h.send_json({"run_id": run.run_id, "status": run.status}, 202)
 
     @app.route("GET", PREFIX + r"/runs", "admin")
     def list_runs(h):
@@ -183,7 +194,8 @@ def _api_routes(app, manager: Manager, get_run) -> None:
 
     @app.route("GET", PREFIX + r"/trainers", "admin")
     def trainer_list(h):
-        h.send_json({"trainers": trainer_list_data()})
+        h.send_json({"trainers": trainer_list_data(),
+                     "annotate_only": annotate_only_schemes(manager.cfg)})
 
 
 
@@ -194,7 +206,7 @@ def _page_routes(app, manager: Manager, get_run) -> None:
         h.send_html(pages.training_page(
             manager.cfg, backend_list(manager, for_page=True), trainer_list_data(), runs,
             pages.live_fragment(run_view(live) if live else None,
-                                read_log(manager, live["run_id"], 15) if live else ""),
+                                read_log(manager, live.run_id, 15) if live else ""),
             message), status)
 
     @app.route("GET", r"/admin/training", "admin")
@@ -212,46 +224,48 @@ def _page_routes(app, manager: Manager, get_run) -> None:
         except RequestError as e:
             page(h, e.message, e.status)
             return
-        h.redirect("/admin/training/runs/%s" % run["run_id"])
+        h.redirect("/admin/training/runs/%s" % run.run_id)
 
 
     @app.route("GET", r"/admin/training/runs/(?P<run_id>[A-Za-z0-9_-]+)/model\.tar", "admin")
     def model_archive(h, run_id):
         run = get_run(run_id)
-        archive = model_files.Archive(manager.paths(run_id).artifacts, "%s-model" % run_id) \
-            if run["status"] == "success" else None
-        if archive is None or not archive.members:
-            raise HTTPError(404, "Run %s has no model files on this server (%s)." % (
-                run_id, model_location(run)))
-        h.send_stream("application/x-tar", model_files.archive_name(run_id), archive.write,
-                      archive.size)
+        with manager.holds.hold(run_id):  # retention leaves the files until it is sent
+            archive = model_files.Archive(manager.paths(run_id).artifacts, "%s-model" % run_id) \
+                if run.status == "success" else None
+            if archive is None or not archive.members:
+                raise HTTPError(404, "Run %s has no model files on this server (%s)." % (
+                    run_id, model_location(run)))
+            h.send_stream("application/x-tar", model_files.archive_name(run_id),
+                          model_files.writer(archive, run_id, h), archive.size)
 
     @app.route("GET", PREFIX + r"/fragments", "admin")
     def fragments(h):
         live = live_run(manager)
         h.send_json({
             "live": pages.live_fragment(run_view(live) if live else None,
-                                        read_log(manager, live["run_id"], 15) if live else ""),
+                                        read_log(manager, live.run_id, 15) if live else ""),
             "runs": pages.runs_rows([run_view(r) for r in manager.runs.list()]),
-            "active": bool(live and live["status"] not in TERMINAL)})
+            "active": bool(live and live.status not in TERMINAL)})
 
     @app.route("GET", PREFIX + r"/auto_retrain", "admin")
     def auto(h):
         h.send_json(manager.auto_status)
 
 
-def _run_page_routes(app, manager: Manager, get_run, publisher) -> None:
+def _run_page_routes(app, manager: Manager, get_run, publisher):
     """A run's page, and its Use, Pin and Unpin buttons (form posts)."""
 
-    def show_run(h, run_id, message="", ok=True, status=200):
+    def show_run(h, run_id, message="", ok=True, status=200, typed=None):
         run = get_run(run_id)
         view = dict(run_view(run), use_refusal=choice.use_refusal(manager, run))
         here = model_files.files(manager.paths(run_id).artifacts) \
-            if run["status"] == "success" else []
+            if run.status == "success" else []
         h.send_html(pages.run_page(manager.cfg, view, read_log(manager, run_id),
-                                   pages.model_files_cell(view, model_location(view), here,
-                                                          model_files.load_code(view)),
-                                   message, ok, publish_api.page_card(publisher, view)), status)
+                                   pages.model_files_cell(view, model_location(run), here,
+                                                          model_files.load_code(run)),
+                                   message, ok, publish_api.page_card(publisher, view, typed)),
+                    status)
 
     @app.route("GET", r"/admin/training/runs/(?P<run_id>[A-Za-z0-9_-]+)", "admin")
     def run_page(h, run_id):
@@ -274,3 +288,5 @@ def _run_page_routes(app, manager: Manager, get_run, publisher) -> None:
             show_run(h, run_id, e.message, ok=False, status=e.status)
             return
         h.redirect("/admin/training/runs/%s?done=%s" % (run_id, action))
+
+    return show_run

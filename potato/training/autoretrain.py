@@ -30,12 +30,12 @@ def decide(cfg, store, runs) -> Optional[Decision]:
     new = count - int(store.meta_get("auto_retrain.labels", "0"))
     status = {"enabled": True, "labels": count, "new_labels": new,
               "update_frequency": ar.update_frequency}
-    pending = [r for r in runs.with_status("queued", "running") if r["auto"]]
+    pending = [r for r in runs.with_status("queued", "running") if r.auto]
     last_auto = runs.last_auto_created()  # every run's record is kept: no full scan
     since = time.time() - last_auto if last_auto is not None else None
     if pending:
-        status["reason"] = "automatic run %s is %s" % (pending[0]["run_id"],
-                                                       pending[0]["status"])
+        status["reason"] = "automatic run %s is %s" % (pending[0].run_id,
+                                                       pending[0].status)
     elif new < ar.update_frequency:
         status["reason"] = "%d new label(s) since the last automatic run; waiting for %d" % (
             new, ar.update_frequency)

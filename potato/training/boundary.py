@@ -218,17 +218,8 @@ def prediction(raw: Any, splits: Dict[str, str], schemas: Dict[str, Dict[str, An
     if scheme not in schemas:
         raise Invalid("scheme %s is not a scheme of the run" % json.dumps(scheme)[:80])
     info = schemas[scheme]
-    label = raw.get("label")
-    if info["type"] == "span":
-        label = span_label(label, (texts or {}).get(item), scheme, info["labels"])
-    elif info["type"] == "multiselect":
-        if (not isinstance(label, list) or not all(isinstance(x, str) for x in label)
-                or len(set(label)) != len(label) or not set(label) <= set(info["labels"])):
-            raise Invalid("label %s is not a set of %s's labels (%s)" % (
-                json.dumps(label)[:80], scheme, ", ".join(info["labels"])))
-    elif not isinstance(label, str) or label not in info["labels"]:
-        raise Invalid("label %s is not one of %s's labels (%s)" % (
-            json.dumps(label)[:80], scheme, ", ".join(info["labels"])))
+    label = _LABELS.get(info["type"], _one_label)(raw.get("label"), scheme, info,
+                                                  (texts or {}).get(item))
     confidence = number(raw.get("confidence"), "confidence", 0, 1, required=True)
     return {"id": item, "split": split, "scheme": scheme, "label": label,
             "confidence": confidence}
@@ -265,6 +256,50 @@ def span_label(raw: Any, text: Optional[str], scheme: str, labels: List[str]):
             raise Invalid("spans %d..%d and %d..%d overlap" % (a["start"], a["end"], b["start"],
                                                                b["end"]))
     return out
+
+
+def _one_label(label, scheme, info, item_text=None):
+    if not isinstance(label, str) or label not in info["labels"]:
+        raise Invalid("label %s is not one of %s's labels (%s)" % (
+            json.dumps(label)[:80], scheme, ", ".join(info["labels"])))
+    return label
+
+
+def _label_set(label, scheme, info, item_text=None):
+    if (not isinstance(label, list) or not all(isinstance(x, str) for x in label)
+            or len(set(label)) != len(label) or not set(label) <= set(info["labels"])):
+        raise Invalid("label %s is not a set of %s's labels (%s)" % (
+            json.dumps(label)[:80], scheme, ", ".join(info["labels"])))
+    return label
+
+
+def _point(label, scheme, info, item_text=None):
+    """A Likert point: one of the scale's integers (the store's values), never "3" or 3.5."""
+    points = info["labels"]
+    if isinstance(label, float) and label.is_integer():
+        label = int(label)
+    if isinstance(label, bool) or not isinstance(label, int) or label not in points:
+        raise Invalid("label %s is not a point of %s's scale (%s to %s)" % (
+            json.dumps(label)[:80], scheme, points[0], points[-1]))
+    return label
+
+
+def _value(label, scheme, info, item_text=None):
+    """A slider's or number scheme's value: finite, within the scheme's bounds."""
+    lo, hi = info.get("min_value"), info.get("max_value")
+    value = number(label, "label", -1e15 if lo is None else lo, 1e15 if hi is None else hi,
+                   required=True)
+    return int(value) if value.is_integer() and abs(value) < 2 ** 53 else value
+
+
+def _spans(label, scheme, info, item_text=None):
+    return span_label(label, item_text, scheme, info["labels"])
+
+
+# How each scheme type's predicted value is checked (the others: one of the labels); each
+# takes the value, the scheme's name and info, and the item's text (which only spans need).
+_LABELS = {"multiselect": _label_set, "likert": _point, "slider": _value, "number": _value,
+           "span": _spans}
 
 
 def predictions(lines, splits: Dict[str, str], schemas: Dict[str, Dict[str, Any]],

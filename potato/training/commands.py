@@ -6,6 +6,7 @@ two queue owners); otherwise it owns the queue itself for the length of the run.
 
 import json
 import os
+import ssl
 import sys
 import time
 import urllib.error
@@ -17,7 +18,8 @@ from potato.paths_server import running_server
 from potato.service import LockHeld, Service
 from potato.store import Store
 from potato.training.api import run_view
-from potato.training.backends import backend_class, check_backend, make_backends
+from potato.training.backends import (
+    backend_class, check_backend, make_backends, polled_by_agents)
 from potato.training.queue import DISABLED, RequestError
 from potato.training.summary import summary_lines
 from potato.training.tokens import AgentTokens
@@ -123,8 +125,7 @@ def run_command(cfg, args) -> int:
     if url:
         return _run_via_server(cfg, url, args, schemas, params)
     backend = cfg.model_training.backends.get(args.backend or cfg.model_training.backend)
-    kind = backend_class(backend.type) if backend is not None else None
-    if kind is not None and kind.polled_by_agents:
+    if backend is not None and polled_by_agents(backend.type):
         print("error: runs on agent backend %s wait for an agent to poll the server, and no "
               "server of this project is running. Start it (potato start %s) where agents can "
               "reach it, then run this command again: it queues through the server."
@@ -171,7 +172,7 @@ def _run_in_process(cfg, args, schemas, params) -> int:
     report there), through the composition root."""
     os.umask(0o077)  # this process owns the queue: what it writes is private, as the server's
     service = Service(cfg, "127.0.0.1", 0, access_log=lambda line: None, ui=False,
-                      owner="potato training run")
+                      owner="potato training run", reattach=False)
     try:
         service.open()
     except LockHeld as e:
@@ -181,16 +182,24 @@ def _run_in_process(cfg, args, schemas, params) -> int:
     except DataError as e:
         print("error: %s" % e, file=sys.stderr)
         return 1
+    except ssl.SSLError as e:
+        print("error: server.tls_cert/tls_key cannot be used: %s" % e, file=sys.stderr)
+        return 1
+    except OSError as e:
+        print("error: cannot open the project's files or a loopback port (%s): %s. Check "
+              "output_annotation_dir in %s." % (e.filename or cfg.output_dir, e.strerror,
+                                                cfg.path), file=sys.stderr)
+        return 1
     with service:
         manager = service.manager
         try:
-            run = manager.submit(args.trainer, schemas, args.backend, params)
+            run_id = manager.submit(args.trainer, schemas, args.backend, params).run_id
         except RequestError as e:
             print("error: %s" % e.message, file=sys.stderr)
             return 1
         service.start(training=True)
-        run = _follow(lambda: run_view(manager.runs.get(run["run_id"])),
-                      lambda: manager.cancel(run["run_id"]))
+        run = _follow(lambda: run_view(manager.runs.get(run_id)),
+                      lambda: manager.cancel(run_id))
     return _finish(run)
 
 
@@ -206,7 +215,11 @@ def check_command(cfg, name: str, as_json: bool, trainer: Optional[str] = None,
     except ValueError as e:
         print("error: %s" % e, file=sys.stderr)
         return 1
-    store = Store(cfg.db_path) if backend_class(bcfg.type).polled_by_agents else None
+    if backend_class(bcfg.type) is None:
+        print("error: backend %s is of type %s, which this version of Potato cannot run yet; "
+              "use another backend." % (name, bcfg.type), file=sys.stderr)
+        return 1
+    store = Store(cfg.db_path) if polled_by_agents(bcfg.type) else None
     try:
         backend = make_backends(cfg, AgentTokens(store) if store else None)[name]
         try:

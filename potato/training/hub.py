@@ -7,6 +7,7 @@ to the client in this process only (never on a command line, in a file or in a m
 the client talks only to ``endpoint`` (``HF_ENDPOINT``, default https://huggingface.co).
 """
 
+import os
 import re
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -106,6 +107,10 @@ class Session:
         card as README.md; returns the commit id."""
         from huggingface_hub import CommitOperationAdd
 
+        self.doing = "preparing the upload"
+        gone = [local for _, local in files if not os.path.isfile(local)]
+        if gone:
+            raise HubFailure(self.vanished(gone[0]))
         self.doing = "creating the repo %s" % repo_id
         step("creating the repo %s (or finding it)" % repo_id)
         self.api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
@@ -143,11 +148,19 @@ class Session:
                     "server's network access to it (behind a proxy, set HTTPS_PROXY where the "
                     "server starts), then publish again." % (
                         where, self.doing, _clean(exc, self.token) or type(exc).__name__))
+        if isinstance(exc, FileNotFoundError) or (
+                isinstance(exc, ValueError) and "not a file" in str(exc)):
+            return self.vanished(getattr(exc, "filename", None) or "a model file")
         if isinstance(exc, ValueError) and "README.md" in str(exc):
             return ("%s rejected the model card's metadata: %s. This is a Potato bug; please "
                     "report it." % (where, _clean(exc, self.token)))
         return ("Publishing failed while %s: %s: %s. The server log has the details." % (
             self.doing, type(exc).__name__, _clean(exc, self.token)))
+
+    def vanished(self, path: str) -> str:
+        return ("The run's model files changed on this server while %s: %s is gone (deleted "
+                "by hand, or the run's files were removed), so nothing was committed. Publish "
+                "a run whose model files are all on this server." % (self.doing, path))
 
     def _status_sentence(self, status: int, said: str, repo_id: str) -> str:
         where = "The Hugging Face Hub at %s" % self.endpoint
@@ -206,8 +219,6 @@ def publish(endpoint: str, token: str, timeout_s: float, token_env: str, repo_id
 
 
 def _size(path: str) -> int:
-    import os
-
     try:
         return os.path.getsize(path)
     except OSError:

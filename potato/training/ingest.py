@@ -4,11 +4,13 @@ become the items' model suggestions). The held-out report is ``report.holdout_re
 
 import json
 import os
+import threading
 from typing import Any, Dict, List, Optional
 
 from potato.config import Config
 from potato.store import Store
-from potato.training import boundary, report
+from potato.training import boundary, report, span_report
+from potato.training.runs import Run
 
 
 class PredictionsError(Exception):
@@ -29,6 +31,11 @@ def read_predictions(path: str, bundle) -> List[Dict[str, Any]]:
     return rows
 
 
+# Held while the run in use changes: write-back's take-over (decision and switch) and the
+# admin's use, pin and unpin (choice.py), so that neither acts on what the other is changing.
+CHOICE = threading.RLock()
+
+
 def write_back(store: Store, cfg: Config, run_id: str, predictions,
                holdout: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """Keep this run's predictions for the write-back schemes, and put them in use where the
@@ -43,6 +50,8 @@ def write_back(store: Store, cfg: Config, run_id: str, predictions,
     schemes = [s for s in wb.schemas if any(p["scheme"] == s for p in predictions)]
     if not schemes:
         return counts
+    numbers = {s for s in schemes if cfg.scheme(s) is not None and cfg.scheme(s).kind is not None
+               and cfg.scheme(s).kind.aggregate_as == "number"}
     rows = []
     for p in predictions:
         if p["scheme"] not in schemes or p["split"] == "train":
@@ -56,6 +65,8 @@ def write_back(store: Store, cfg: Config, run_id: str, predictions,
             continue
         label = json.dumps(value)
         rows.append((run_id, p["id"], p["scheme"], label, p["confidence"]))
+        if p["scheme"] in numbers:  # a slider's or number scheme's value: not counted by label
+            continue
         for key in _count_keys(p["label"], value):
             counts["by_label"][key] = counts["by_label"].get(key, 0) + 1
     with store.tx() as db:
@@ -63,18 +74,19 @@ def write_back(store: Store, cfg: Config, run_id: str, predictions,
                        "confidence) VALUES (?,?,?,?,?)", rows)
     counts["written"] = len(rows)
     counts["schemes"] = schemes
-    for scheme in schemes:
-        take, reason = takes_over(store, cfg, run_id, scheme, holdout)
-        if not any(r[2] == scheme for r in rows):  # nothing kept: nothing to show annotators
-            take, reason = False, ("run %s kept no predictions for %s, so it is not put in use"
-                                   % (run_id, scheme))
-        if take:
-            use(store, scheme, run_id)
-            counts["in_use"].append(scheme)
-            if reason:
-                counts["took_over"][scheme] = reason
-        else:
-            counts["kept_in_use"][scheme] = reason
+    with CHOICE:  # the decision and the switch, with no use/pin/unpin in between
+        for scheme in schemes:
+            take, reason = takes_over(store, cfg, run_id, scheme, holdout)
+            if not any(r[2] == scheme for r in rows):  # nothing kept: nothing to show
+                take, reason = False, ("run %s kept no predictions for %s, so it is not put "
+                                       "in use" % (run_id, scheme))
+            if take:
+                use(store, scheme, run_id)
+                counts["in_use"].append(scheme)
+                if reason:
+                    counts["took_over"][scheme] = reason
+            else:
+                counts["kept_in_use"][scheme] = reason
     return counts
 
 
@@ -98,28 +110,33 @@ def _count_keys(predicted: Any, label: Any) -> List[str]:
     label: a label, labels joined, or (spans) one count per kept span's label."""
     if _is_spans(predicted):
         return [str(s.get("label")) for s in label]
-    return [", ".join(label) if isinstance(label, list) else label]
+    return [", ".join(label) if isinstance(label, list) else str(label)]
 
 
-def _scheme_holdout(holdout: Optional[Dict[str, Any]], scheme: str) -> Dict[str, Any]:
+# The held-out figure ``writeback.policy: best`` compares, per scheme: the first of these its
+# report has (key, name, higher is better). Spans: the entity micro-F1 (span_report.py); Likert:
+# the quadratic-weighted kappa (a near miss counts, unlike in macro-F1); slider and number: the
+# mean absolute error, in the scheme's own units (so is writeback.tolerance for them); choices:
+# macro-F1.
+SCORES = (("micro_f1", span_report.SCORE_NAME, True), ("qwk", "quadratic-weighted kappa", True),
+          ("mae", "MAE", False), ("macro_f1", "macro-F1", True))
+
+
+def _f1(holdout: Optional[Dict[str, Any]], scheme: str, key: str = "macro_f1"):
     if not isinstance(holdout, dict):
-        return {}
+        return None
     per = holdout.get("per_scheme")
     h = per.get(scheme) if isinstance(per, dict) else holdout
-    return h if isinstance(h, dict) else {}
-
-
-def _f1(holdout: Optional[Dict[str, Any]], scheme: str) -> Optional[float]:
-    """The comparable held-out score: the report's ``score`` (spans: entity micro-F1), else
-    its macro-F1."""
-    h = _scheme_holdout(holdout, scheme)
-    value = h.get("score", h.get("macro_f1"))
+    value = h.get(key) if isinstance(h, dict) else None
     return float(value) if isinstance(value, (int, float)) else None
 
 
-def _score_name(holdout: Optional[Dict[str, Any]], scheme: str) -> str:
-    name = _scheme_holdout(holdout, scheme).get("score_name")
-    return name if isinstance(name, str) else "macro-F1"
+def _score_kind(holdout: Optional[Dict[str, Any]], scheme: str):
+    """(key, name, higher is better) of the figure this scheme's runs are compared by."""
+    for score in SCORES:
+        if _f1(holdout, scheme, score[0]) is not None:
+            return score
+    return SCORES[-1]
 
 
 def in_use(store: Store, scheme: str) -> Optional[str]:
@@ -147,29 +164,34 @@ def takes_over(store: Store, cfg: Config, run_id: str, scheme: str, holdout) -> 
     if wb.policy == "newest":
         return True, "run %s replaces %s in use (writeback.policy: newest)" % (run_id, current)
     old_holdout = json.loads(row[0]) if row and row[0] else None
-    old, new = _f1(old_holdout, scheme), _f1(holdout, scheme)
-    score = _score_name(holdout if new is not None else old_holdout, scheme)
+    key, name, higher = _score_kind(holdout, scheme)
+    if _f1(holdout, scheme, key) is None:  # no score: name the old run's
+        key, name, higher = _score_kind(old_holdout, scheme)
+    old = _f1(old_holdout, scheme, key)
+    new = _f1(holdout, scheme, key)
     if new is None:
         if old is None:
             return True, "run %s replaces %s in use (neither has a held-out score)" % (
                 run_id, current)
         return False, ("run %s has no held-out score; %s (%s %.3f) stays in use"
-                       % (run_id, current, score, old))
+                       % (run_id, current, name, old))
     if old is None:
         return True, "run %s replaces %s in use (%s has no held-out score)" % (
             run_id, current, current)
-    if new >= old:
-        return True, ("run %s's held-out %s %.3f is not below %s's %.3f: it replaces "
-                      "%s in use (writeback.policy: best)" % (run_id, score, new, current, old,
-                                                              current))
-    if new >= old - wb.tolerance:
-        return True, ("run %s's held-out %s %.3f is below %s's %.3f but within "
+    sign = 1 if higher else -1  # compare as "higher is better"
+    worse = "below" if higher else "above"
+    if sign * new >= sign * old:
+        return True, ("run %s's held-out %s %.3f is not %s %s's %.3f: it replaces "
+                      "%s in use (writeback.policy: best)" % (run_id, name, new, worse, current,
+                                                              old, current))
+    if sign * new >= sign * old - wb.tolerance:
+        return True, ("run %s's held-out %s %.3f is %s %s's %.3f but within "
                       "writeback.tolerance (%g): it replaces %s in use (writeback.policy: best; "
-                      "pin a run to keep it in use)" % (run_id, score, new, current, old,
+                      "pin a run to keep it in use)" % (run_id, name, new, worse, current, old,
                                                         wb.tolerance, current))
-    return False, ("run %s's held-out %s %.3f is below %s's %.3f by more than "
+    return False, ("run %s's held-out %s %.3f is %s %s's %.3f by more than "
                    "writeback.tolerance (%g): %s stays in use (writeback.policy: best)"
-                   % (run_id, score, new, current, old, wb.tolerance, current))
+                   % (run_id, name, new, worse, current, old, wb.tolerance, current))
 
 
 def use(store: Store, scheme: str, run_id: str) -> int:
@@ -184,16 +206,16 @@ def use(store: Store, scheme: str, run_id: str) -> int:
     return n
 
 
-def warnings(cfg, run: Dict[str, Any], wb: Dict[str, Any],
+def warnings(cfg, run: Run, wb: Dict[str, Any],
              holdout: Optional[Dict[str, Any]] = None) -> List[str]:
     """What makes a successful run's held-out score or write-back worth a second look, in
     sentences."""
     out = []
     schemes = cfg.model_training.writeback.schemas
-    if not any(s in schemes for s in run["schemas"]):
+    if not any(s in schemes for s in run.schemas):
         out.append("no predictions were written: none of this run's schemes (%s) is listed in "
                    "model_training.writeback.schemas, so annotators see no suggestions from it"
-                   % ", ".join(run["schemas"]))
+                   % ", ".join(run.schemas))
     elif wb.get("schemes") and not wb.get("written") and wb.get("below_min_confidence"):
         out.append("no predictions were written: all %d were below writeback.min_confidence "
                    "(%s)" % (wb["below_min_confidence"], wb.get("min_confidence")))
@@ -202,3 +224,24 @@ def warnings(cfg, run: Dict[str, Any], wb: Dict[str, Any],
             else {"": holdout}
         out.extend(w for w in (report.learned_nothing(k, v) for k, v in per.items()) if w)
     return out
+
+
+def with_heldout(items, path: str):
+    """The bundle's items with the test labels a remote run was not given, back in place."""
+    held = {row.get("id"): row.get("labels") or {} for row in read_lines(path)}
+    if not held:
+        return items
+    return [dict(it, labels=held.get(it["id"], it["labels"])) if it["split"] == "test" else it
+            for it in items]
+
+
+def read_lines(path: str):
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                try:
+                    yield json.loads(line)
+                except ValueError:
+                    continue
+    except OSError:
+        return

@@ -11,10 +11,12 @@ import time
 from typing import Any, Dict, List, Optional
 
 from potato import __version__
+from potato.training import report_ratings
 
 # Hub metadata by trainer: (pipeline tag, library) -- library None where no Hub library loads it.
 HUB_META = {
     "hf-text-classification": ("text-classification", "transformers"),
+    "hf-text-regression": ("text-classification", "transformers"),
     "hf-llm-classification": ("text-generation", "peft"),
     "text-naive-bayes": ("text-classification", None),
 }
@@ -81,11 +83,11 @@ def load_code(trainer: str, lora: bool, repo_id: str, files: List[str]) -> str:
     return code.replace("REPO", repo_id).replace("FILE", nb)
 
 
-def metadata(run: Dict[str, Any], license: Optional[str]) -> List[str]:
+def metadata(view: Dict[str, Any], license: Optional[str]) -> List[str]:
     """The YAML header's lines (between the --- lines)."""
-    params = run.get("params") if isinstance(run.get("params"), dict) else {}
-    tag, library = HUB_META.get(run["trainer"], (None, None))
-    if run["trainer"] == "hf-text-classification" and params.get("lora", True):
+    params = view.get("params") if isinstance(view.get("params"), dict) else {}
+    tag, library = HUB_META.get(view["trainer"], (None, None))
+    if view["trainer"] == "hf-text-classification" and params.get("lora", True):
         library = "peft"
     lines = []
     base = params.get("model")
@@ -98,14 +100,15 @@ def metadata(run: Dict[str, Any], license: Optional[str]) -> List[str]:
     if license:
         lines.append("license: %s" % json.dumps(license))
     lines.append("tags:")
-    lines.extend("- %s" % json.dumps(t) for t in ("potato-annotation", run["trainer"]))
+    lines.extend("- %s" % json.dumps(t) for t in ("potato-annotation", view["trainer"]))
     return lines
 
 
 def _scheme_lines(name: str, r: Dict[str, Any]) -> List[str]:
     acc = _num(r.get("accuracy"))
+    rating = report_ratings.summary_line("", r)  # Likert: MAE and kappa; numbers: their report
     if acc is None:
-        return []
+        return ["### %s" % _md(name), "", _md(rating.strip()), ""] if rating else []
     ci = r.get("accuracy_ci95") if isinstance(r.get("accuracy_ci95"), list) else [0, 1]
     base = r.get("baseline") if isinstance(r.get("baseline"), dict) else {}
     out = ["### %s" % _md(name), "",
@@ -115,6 +118,8 @@ def _scheme_lines(name: str, r: Dict[str, Any]) -> List[str]:
                acc, _num(ci[0]) or 0.0, _num(ci[1]) or 0.0, _num(r.get("macro_f1")) or 0.0,
                int(_num(r.get("n")) or 0), _md(base.get("label")),
                _num(base.get("accuracy")) or 0.0, _num(r.get("above_baseline")) or 0.0), ""]
+    if rating:
+        out += [_md(rating.strip()), ""]
     if r.get("note"):
         out += ["> %s" % _md(r["note"]), ""]
     per = r.get("per_label") if isinstance(r.get("per_label"), dict) else {}
@@ -129,12 +134,12 @@ def _scheme_lines(name: str, r: Dict[str, Any]) -> List[str]:
     return out
 
 
-def holdout_lines(run: Dict[str, Any]) -> List[str]:
-    h = run.get("holdout")
+def holdout_lines(view: Dict[str, Any]) -> List[str]:
+    h = view.get("holdout")
     if not isinstance(h, dict):
         return ["No held-out report: the run had no labelled test item to score.", ""]
     per = h.get("per_scheme") if isinstance(h.get("per_scheme"), dict) else {
-        ", ".join(map(str, run["schemas"])): h}
+        ", ".join(map(str, view["schemas"])): h}
     out: List[str] = []
     for name, r in per.items():
         if isinstance(r, dict):
@@ -142,28 +147,28 @@ def holdout_lines(run: Dict[str, Any]) -> List[str]:
     return out
 
 
-def card(run: Dict[str, Any], repo_id: str, files: List[str], schemes: Dict[str, Any],
+def card(view: Dict[str, Any], repo_id: str, files: List[str], schemes: Dict[str, Any],
          counts: Optional[Dict[str, int]], params_changed: Dict[str, Any],
          license: Optional[str] = None, number: int = 1, now: Optional[float] = None) -> str:
     """README.md for ``repo_id``: metadata, what the model labels, how well (the held-out
     report), how it was trained, and the Python that loads it. The last line names the publish
     (``number`` of this run, ``now``), so publishing the same run again changes the card and
     makes a new commit."""
-    params = run.get("params") if isinstance(run.get("params"), dict) else {}
+    params = view.get("params") if isinstance(view.get("params"), dict) else {}
     name = repo_id.split("/")[-1]
-    finished = _num(run.get("finished_at"))
+    finished = _num(view.get("finished_at"))
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(finished)) if finished else "?"
-    out = ["---"] + metadata(run, license) + ["---", "", "# %s" % _md(name), "",
+    out = ["---"] + metadata(view, license) + ["---", "", "# %s" % _md(name), "",
            "A model trained with Potato (potato-annotation %s) from human annotations: trainer `%s`, run %s, finished %s."
-           % (__version__, _md(run["trainer"]), _md(run["run_id"]), when), ""]
+           % (__version__, _md(view["trainer"]), _md(view["run_id"]), when), ""]
     out += ["## What it labels", ""]
-    for scheme in run["schemas"]:
+    for scheme in view["schemas"]:
         info = schemes.get(scheme) if isinstance(schemes.get(scheme), dict) else {}
         labels = ", ".join("`%s`" % _md(x) for x in info.get("labels") or []) or "?"
         out.append("- scheme **%s** (%s): %s" % (_md(scheme), _md(info.get("type") or "?"),
                                                 labels))
-    out += ["", "## Held-out report", ""] + holdout_lines(run)
-    out += ["## Training", "", "- trainer: `%s`" % _md(run["trainer"])]
+    out += ["", "## Held-out report", ""] + holdout_lines(view)
+    out += ["## Training", "", "- trainer: `%s`" % _md(view["trainer"])]
     if isinstance(params.get("model"), str):
         out.append("- base model: `%s`" % _md(params["model"]))
     changed = ", ".join("`%s=%s`" % (_md(k), _md(json.dumps(v, default=str)))
@@ -174,11 +179,11 @@ def card(run: Dict[str, Any], repo_id: str, files: List[str], schemes: Dict[str,
             int(counts.get(k) or 0) for k in ("train", "val", "test")))
     out += ["- Potato version: %s" % __version__, "", "## Files", ""]
     out += ["- `%s`" % _md(f) for f in files] + [""]
-    code = load_code(run["trainer"], bool(params.get("lora", True)), repo_id, files)
+    code = load_code(view["trainer"], bool(params.get("lora", True)), repo_id, files)
     if code:
         out += ["## Use it", "", "```python", code, "```", "",
                 "A private repo needs a token with read access (`HF_TOKEN`) to download.", ""]
     out += ["---", "", "Published by Potato on %s (publish %d of run %s)." % (
         time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(time.time() if now is None else now)),
-        number, _md(run["run_id"])), ""]
+        number, _md(view["run_id"])), ""]
     return "\n".join(out)

@@ -2,9 +2,14 @@
 few lines of Python that load them. Only files on this server are offered (a run whose files
 stayed on its host names where they are instead)."""
 
+import logging
 import os
 import tarfile
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
+
+from potato.training.runs import Run
+
+log = logging.getLogger(__name__)
 
 # How each built-in trainer's files load, with the archive unpacked in the current directory.
 LOAD_CODE = {
@@ -31,6 +36,19 @@ LOAD_CODE = {
         "from transformers import AutoModelForTokenClassification, AutoTokenizer\n"
         "model = AutoModelForTokenClassification.from_pretrained(\"{d}/model\")\n"
         "tokenizer = AutoTokenizer.from_pretrained(\"{d}/model\")  # tags: model/labels.json"),
+    ("hf-text-regression", True): (
+        "import json\n"
+        "from peft import AutoPeftModelForSequenceClassification\n"
+        "from transformers import AutoTokenizer\n"
+        "model = AutoPeftModelForSequenceClassification.from_pretrained(\"{d}/model\")\n"
+        "tokenizer = AutoTokenizer.from_pretrained(\"{d}/model\")\n"
+        "scale = json.load(open(\"{d}/model/regression.json\"))  # value = out * scale + mean"),
+    ("hf-text-regression", False): (
+        "import json\n"
+        "from transformers import AutoModelForSequenceClassification, AutoTokenizer\n"
+        "model = AutoModelForSequenceClassification.from_pretrained(\"{d}/model\")\n"
+        "tokenizer = AutoTokenizer.from_pretrained(\"{d}/model\")\n"
+        "scale = json.load(open(\"{d}/model/regression.json\"))  # value = out * scale + mean"),
     ("text-naive-bayes", None): (
         "import json\n"
         "model = json.load(open(\"{d}/SCHEME.naive-bayes.json\"))  # word counts per label"),
@@ -113,15 +131,28 @@ class Archive:
         out.write(b"\0" * (self.size - written))
 
 
+def writer(archive: "Archive", run_id: str, h) -> Callable:
+    """``archive.write`` for ``send_stream``: a file changed while it was sent ends the
+    connection short of Content-Length (the client sees an incomplete download) with one log
+    line, not a traceback."""
+    def write(out) -> None:
+        try:
+            archive.write(out)
+        except ArchiveChanged as e:
+            log.warning("run %s: model.tar cut short: %s", run_id, e)
+            h.close_connection = True
+    return write
+
+
 def _padded(size: int) -> int:
     return -(-size // BLOCK) * BLOCK
 
 
-def load_code(run: Dict[str, Any]) -> str:
+def load_code(run: Run) -> str:
     """The Python that loads the run's unpacked archive, or "" for an unknown trainer."""
-    params = run.get("params") if isinstance(run.get("params"), dict) else {}
-    trainer = run.get("trainer")
+    params = run.params if isinstance(run.params, dict) else {}
+    trainer = run.trainer
     for key in ((trainer, bool(params.get("lora", True))), (trainer, True), (trainer, None)):
         if key in LOAD_CODE:
-            return LOAD_CODE[key].replace("{d}", "%s-model" % run["run_id"])
+            return LOAD_CODE[key].replace("{d}", "%s-model" % run.run_id)
     return ""

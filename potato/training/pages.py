@@ -12,18 +12,20 @@ from typing import Any, Dict, List, Optional
 
 from potato.markup import Safe, esc, join, render
 from potato.server.pages import json_script, layout
+from potato.training import rating_cells
 from potato.training.chart import chart_svg
 from potato.training.model_files import shown
 from potato.training.run_cells import (in_use_cell, message_box, pin_cell, runs_table_marks,
                                        span_holdout_cell, span_report)
+from potato.training.remote import trainers as trainers_mod
 from potato.training.runs import TERMINAL
 
 STATUS_TEXT = {"queued": "queued", "running": "running", "success": "success",
                "error": "error", "cancelled": "cancelled"}
 
 
-def _duration(run: Dict[str, Any]) -> str:
-    d = run.get("duration_s")
+def _duration(view: Dict[str, Any]) -> str:
+    d = view.get("duration_s")
     if d is None:
         return ""
     d = int(round(d))
@@ -39,20 +41,22 @@ def _num(value: Any, integer: bool = False) -> Optional[float]:
     return int(value) if integer else float(value)
 
 
-def _holdout(run: Dict[str, Any]) -> Safe:
+def _holdout(view: Dict[str, Any]) -> Safe:
     """Held-out macro-F1 first (what ``writeback.policy: best`` compares), then accuracy and n."""
-    h = run.get("holdout")
+    h = view.get("holdout")
     if isinstance(h, dict) and h.get("kind") == "span":
         return span_holdout_cell(h)
-    if not isinstance(h, dict) or _num(h.get("accuracy")) is None:
+    if isinstance(h, dict) and _num(h.get("accuracy")) is None:
+        return rating_cells.holdout_cell(h)  # a run scored as numbers (slider, number)
+    if not isinstance(h, dict):
         return Safe("")
     return render('{f1:.3f} <span class="hint">(accuracy {acc:.3f}, n={n})</span>',
                   acc=_num(h.get("accuracy")), f1=_num(h.get("macro_f1")) or 0.0,
                   n=_num(h.get("n"), True) or 0)
 
 
-def _written(run: Dict[str, Any]) -> Safe:
-    wb = run.get("writeback")
+def _written(view: Dict[str, Any]) -> Safe:
+    wb = view.get("writeback")
     n = _num(wb.get("written"), True) if isinstance(wb, dict) else None
     return render("{n}", n=n) if n is not None else Safe("")
 
@@ -62,24 +66,24 @@ def _when(t: Any) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(t)) if t else ""
 
 
-def _params(run: Dict[str, Any]) -> Safe:
-    changed = run.get("params_changed") or {}
+def _params(view: Dict[str, Any]) -> Safe:
+    changed = view.get("params_changed") or {}
     if not changed:
         return Safe('<span class="hint">defaults</span>')
     return join(render("<code>{k}={v}</code> ", k=k, v=json.dumps(v, default=str)[:60])
                 for k, v in sorted(changed.items()))
 
 
-def status_badge(run: Dict[str, Any]) -> Safe:
+def status_badge(view: Dict[str, Any]) -> Safe:
     """The run's status; a success that reported warnings is shown as such, not as plain
     success (the warnings are in the tooltip and on the run's page)."""
-    warnings = [str(w) for w in run.get("warnings") or []]
-    if run["status"] == "success" and warnings:
+    warnings = [str(w) for w in view.get("warnings") or []]
+    if view["status"] == "success" and warnings:
         return render('<span class="status status-warning" title="{tip}">success, {n} '
                       'warning{s}</span>', tip="\n".join(warnings), n=len(warnings),
                       s="" if len(warnings) == 1 else "s")
-    return render('<span class="status status-{status}">{text}</span>', status=run["status"],
-                  text=STATUS_TEXT.get(run["status"], run["status"]))
+    return render('<span class="status status-{status}">{text}</span>', status=view["status"],
+                  text=STATUS_TEXT.get(view["status"], view["status"]))
 
 
 RUNS_HEAD = ("Run", "Started", "Duration", "Trainer", "Params (not default)", "Schemes",
@@ -102,11 +106,11 @@ def runs_rows(runs: List[Dict[str, Any]]) -> Safe:
         for r in runs)
 
 
-def _progress_bar(run: Dict[str, Any]) -> Safe:
-    progress = run.get("progress") if isinstance(run.get("progress"), dict) else {}
+def _progress_bar(view: Dict[str, Any]) -> Safe:
+    progress = view.get("progress") if isinstance(view.get("progress"), dict) else {}
     total = _num(progress.get("total"), True)
     current = _num(progress.get("current"), True) or 0
-    if not total or run["status"] != "running":
+    if not total or view["status"] != "running":
         return Safe("")
     eta = _num(progress.get("eta_s"))
     return render('<p><progress max="{total}" value="{cur}" aria-label="Run progress"></progress>'
@@ -115,12 +119,12 @@ def _progress_bar(run: Dict[str, Any]) -> Safe:
                   eta=" · ETA %ds" % eta if eta is not None else "")
 
 
-def live_fragment(run: Optional[Dict[str, Any]], log_tail: str) -> Safe:
-    if run is None:
+def live_fragment(view: Optional[Dict[str, Any]], log_tail: str) -> Safe:
+    if view is None:
         return Safe('<p class="hint">No run yet. Start one above.</p>')
-    error = (render('<p class="error" role="alert">{e}</p>', e=run["error"])
-             if run["status"] == "error" and run.get("error") else Safe(""))
-    cancel = _cancel_button(run)
+    error = (render('<p class="error" role="alert">{e}</p>', e=view["error"])
+             if view["status"] == "error" and view.get("error") else Safe(""))
+    cancel = _cancel_button(view)
     return render("""<div class="live" data-run="{id}" data-status="{status}">
 <p><a href="/admin/training/runs/{id}"><b>{id}</b></a> · {trainer} on {schemas} ·
  runs on <b class="ran-on">{ran_on}</b></p>
@@ -131,27 +135,27 @@ def live_fragment(run: Optional[Dict[str, Any]], log_tail: str) -> Safe:
 <details open><summary>Run log (last lines)</summary><pre class="log" id="live-log">{log}</pre>
 </details>
 {cancel}
-</div>""", id=run["run_id"], trainer=run["trainer"],
-                  schemas=", ".join(map(str, run["schemas"])),
-                  ran_on=run.get("ran_on") or run["backend"], status=run["status"],
-                  step=run.get("step") or "", bar=_progress_bar(run), error=error,
+</div>""", id=view["run_id"], trainer=view["trainer"],
+                  schemas=", ".join(map(str, view["schemas"])),
+                  ran_on=view.get("ran_on") or view["backend"], status=view["status"],
+                  step=view.get("step") or "", bar=_progress_bar(view), error=error,
                   warned=render(' <span class="status status-warning" title="{t}">({n} warning'
-                                '{s})</span>', t="\n".join(map(str, run["warnings"])),
-                                n=len(run["warnings"]), s="" if len(run["warnings"]) == 1
-                                else "s") if run.get("warnings") else "",
-                  chart=chart_svg(run.get("history"), pending=run["status"] not in TERMINAL),
+                                '{s})</span>', t="\n".join(map(str, view["warnings"])),
+                                n=len(view["warnings"]), s="" if len(view["warnings"]) == 1
+                                else "s") if view.get("warnings") else "",
+                  chart=chart_svg(view.get("history"), pending=view["status"] not in TERMINAL),
                   log=log_tail, cancel=cancel)
 
 
-def _cancel_button(run: Dict[str, Any]) -> Safe:
+def _cancel_button(view: Dict[str, Any]) -> Safe:
     """Cancel run (the page asks first); disabled once a cancel is on its way."""
-    if run["status"] in TERMINAL:
+    if view["status"] in TERMINAL:
         return Safe("")
-    if run.get("step") == "cancelling":
+    if view.get("step") == "cancelling":
         return render('<button type="button" class="danger" data-cancel="{id}" disabled>'
-                      'Cancelling…</button>', id=run["run_id"])
+                      'Cancelling…</button>', id=view["run_id"])
     return render('<button type="button" class="danger" data-cancel="{id}">Cancel run</button>',
-                  id=run["run_id"])
+                  id=view["run_id"])
 
 
 def _trainer_options(trainers: List[Dict[str, Any]], on_server: bool, first) -> str:
@@ -213,11 +217,14 @@ def training_page(cfg, backends: List[Dict[str, Any]], trainers: List[Dict[str, 
     backend_opts = "".join('<option value="%s" data-type="%s" title="%s"%s>%s</option>' % (
         esc(b["name"]), esc(b["type"]), esc(b.get("description") or ""),
         " selected" if b is default else "", esc(b["label"])) for b in backends)
-    schemes = "".join(
+    only = {s.name: trainers_mod.annotate_only(s.annotation_type) for s in cfg.schemes}
+    first_scheme = next((s.name for s in cfg.schemes if not only[s.name]), None)
+    schemes = "".join(  # an annotate-only scheme (free text) is shown, disabled, with why
         '<label class="option"><input type="checkbox" name="schemas" value="%s"%s> %s '
-        '<span class="hint">(%s)</span></label>' % (esc(s.name), " checked" if i == 0 else "",
-                                                    esc(s.name), esc(s.annotation_type))
-        for i, s in enumerate(cfg.schemes))
+        '<span class="hint">(%s%s)</span></label>' % (
+            esc(s.name), " checked" if s.name == first_scheme else " disabled" if only[s.name]
+            else "", esc(s.name), esc(s.annotation_type), ": " + esc(only[s.name]) if
+            only[s.name] else "") for s in cfg.schemes)
     first = next((t for t in trainers if not unavailable_reason(t, default["on_server"])),
                  trainers[0])
     msg = '<p class="error">%s</p>' % esc(message) if message else ""
@@ -270,7 +277,7 @@ def _scheme_report(name: str, r: Dict[str, Any]) -> Safe:
     if r.get("kind") == "span":
         return span_report(name, r)
     if _num(r.get("accuracy")) is None:
-        return Safe("")
+        return rating_cells.number_report(name, r)
     ci = r.get("accuracy_ci95") or [0, 1]
     base = r.get("baseline") or {}
     head = render('<h3>{name}</h3><p class="report-summary">Accuracy <b>{acc:.3f}</b> (95% '
@@ -292,7 +299,7 @@ def _scheme_report(name: str, r: Dict[str, Any]) -> Safe:
                    '<th scope="col">Precision</th><th scope="col">Recall</th>'
                    '<th scope="col">F1</th><th scope="col">Support</th></tr></thead>'
                    '<tbody>{rows}</tbody></table>', rows=rows)
-    return join([head, note, table, _confusion(r.get("confusion"))])
+    return join([head, rating_cells.ordinal_line(r), note, table, _confusion(r.get("confusion"))])
 
 
 def _confusion(c: Optional[Dict[str, Any]]) -> Safe:
@@ -308,20 +315,20 @@ def _confusion(c: Optional[Dict[str, Any]]) -> Safe:
                   '<tbody>{body}</tbody></table>', head=head, body=body)
 
 
-def holdout_section(run: Dict[str, Any]) -> Safe:
-    h = run.get("holdout")
+def holdout_section(view: Dict[str, Any]) -> Safe:
+    h = view.get("holdout")
     if not isinstance(h, dict):
         return Safe("")
     per = h.get("per_scheme") if isinstance(h.get("per_scheme"), dict) else {
-        ", ".join(map(str, run["schemas"])): h}
+        ", ".join(map(str, view["schemas"])): h}
     return render('<section class="card" id="holdout-report"><h2>Held-out report</h2>'
                   '{parts}</section>', parts=join(_scheme_report(str(k), v)
                                                  for k, v in per.items() if isinstance(v, dict)))
 
 
-def writeback_section(run: Dict[str, Any]) -> Safe:
+def writeback_section(view: Dict[str, Any]) -> Safe:
     """Write-back as a sentence and a table by label, not raw JSON."""
-    wb = run.get("writeback")
+    wb = view.get("writeback")
     if not isinstance(wb, dict):
         return Safe("")
     written = _num(wb.get("written"), True) or 0
@@ -355,8 +362,8 @@ METRIC_NAMES = (("val_accuracy", "validation accuracy (val split, seen while tra
                 ("predictions", "predictions made"))
 
 
-def metrics_table(run: Dict[str, Any]) -> Safe:
-    metrics = run.get("metrics") if isinstance(run.get("metrics"), dict) else {}
+def metrics_table(view: Dict[str, Any]) -> Safe:
+    metrics = view.get("metrics") if isinstance(view.get("metrics"), dict) else {}
     if not metrics:
         return Safe("")
 
@@ -372,18 +379,18 @@ def metrics_table(run: Dict[str, Any]) -> Safe:
         for k, v in sorted(metrics.items())))
 
 
-def _warnings(run: Dict[str, Any]) -> Safe:
-    warnings = [str(w) for w in run.get("warnings") or []]
+def _warnings(view: Dict[str, Any]) -> Safe:
+    warnings = [str(w) for w in view.get("warnings") or []]
     if not warnings:
         return Safe("")
     return render('<ul class="warning run-warnings">{items}</ul>',
                   items=join(render("<li>{w}</li>", w=w) for w in warnings))
 
 
-def model_files_cell(run: Dict[str, Any], where: str, here: List[str], code: str) -> Safe:
+def model_files_cell(view: Dict[str, Any], where: str, here: List[str], code: str) -> Safe:
     """Where the model files are; when they are on this server and the run succeeded: the
     download link, the list of files, and the Python that loads them."""
-    if run["status"] != "success" or not here:
+    if view["status"] != "success" or not here:
         return render("{w}", w=where)
     size = "%d file%s" % (len(here), "" if len(here) == 1 else "s")
     load = render('<p class="hint">Unpack it, then load it in Python:</p><pre class="load-code">'
@@ -391,12 +398,12 @@ def model_files_cell(run: Dict[str, Any], where: str, here: List[str], code: str
     return render('<a class="download" id="model-download" href="/admin/training/runs/{id}/'
                   'model.tar" download>Download the model ({size}, one .tar archive)</a>'
                   '<details><summary>files</summary><ul>{files}</ul></details>{load}'
-                  '<p class="hint">On the server: <code>{where}</code></p>', id=run["run_id"],
+                  '<p class="hint">On the server: <code>{where}</code></p>', id=view["run_id"],
                   size=size, files=join(render("<li><code>{f}</code></li>", f=shown(f))
                                         for f in here[:200]), load=load, where=where)
 
 
-def run_page(cfg, run: Dict[str, Any], log: str, where: Any, message: str = "",
+def run_page(cfg, view: Dict[str, Any], log: str, where: Any, message: str = "",
              ok: bool = True, publish: Safe = Safe("")) -> str:
     def row(k, v):
         return render('<tr><th scope="row">{k}</th><td>{v}</td></tr>', k=k, v=v)
@@ -408,34 +415,34 @@ def run_page(cfg, run: Dict[str, Any], log: str, where: Any, message: str = "",
     def code(value):
         return render("<code>{v}</code>", v=json.dumps(value, default=str)) if value else ""
 
-    rows = [row("Status", status_badge(run)), row("Warnings", _warnings(run))
-            if run.get("warnings") else "",
-            row("Step", run.get("step") or ""),
-            row("Error", render('<span class="error">{e}</span>', e=run["error"]))
-            if run.get("error") and run["status"] == "error" else "",
-            row("Trainer", run["trainer"]), row("Schemes", ", ".join(map(str, run["schemas"]))),
-            row("Params", join([_params(run), render(
+    rows = [row("Status", status_badge(view)), row("Warnings", _warnings(view))
+            if view.get("warnings") else "",
+            row("Step", view.get("step") or ""),
+            row("Error", render('<span class="error">{e}</span>', e=view["error"]))
+            if view.get("error") and view["status"] == "error" else "",
+            row("Trainer", view["trainer"]), row("Schemes", ", ".join(map(str, view["schemas"]))),
+            row("Params", join([_params(view), render(
                 '<details><summary>all</summary>{all}</details>',
-                all=code(run.get("params") or {}))])),
-            row("Ran on", run.get("ran_on") or run["backend"]),
-            row("Created", when(run.get("created_at"))),
-            row("Started", when(run.get("started_at"))),
-            row("Finished", when(run.get("finished_at"))), row("Duration", _duration(run)),
-            row("Held-out macro-F1", _holdout(run)),
-            row("Write-back", writeback_section(run)) if run.get("writeback") else "",
-            row("Metrics", metrics_table(run)) if run.get("metrics") else "",
-            row("Model files", where), row("In use", in_use_cell(run)),
-            row("Pinned", pin_cell(run)) if run["status"] == "success" else ""]
-    cancel = _cancel_button(run)
+                all=code(view.get("params") or {}))])),
+            row("Ran on", view.get("ran_on") or view["backend"]),
+            row("Created", when(view.get("created_at"))),
+            row("Started", when(view.get("started_at"))),
+            row("Finished", when(view.get("finished_at"))), row("Duration", _duration(view)),
+            row("Held-out macro-F1", _holdout(view)),
+            row("Write-back", writeback_section(view)) if view.get("writeback") else "",
+            row("Metrics", metrics_table(view)) if view.get("metrics") else "",
+            row("Model files", where), row("In use", in_use_cell(view)),
+            row("Pinned", pin_cell(view)) if view["status"] == "success" else ""]
+    cancel = _cancel_button(view)
     body = render("""<p><a href="/admin/training">&larr; Training</a></p>
 <h1>Run {id}</h1>{message}
 <div class="table-wrap"><table class="details">{rows}</table></div>{cancel}
 {report}{publish}
 <section class="card"><h2>Loss and accuracy</h2>{chart}</section>
 <section class="card"><h2>Run log</h2><pre class="log">{log}</pre></section>""",
-                  id=run["run_id"], rows=join(r for r in rows if r), cancel=cancel or Safe(""),
-                  chart=chart_svg(run.get("history"), pending=run["status"] not in TERMINAL),
-                  log=log, report=holdout_section(run), message=message_box(message, ok),
+                  id=view["run_id"], rows=join(r for r in rows if r), cancel=cancel or Safe(""),
+                  chart=chart_svg(view.get("history"), pending=view["status"] not in TERMINAL),
+                  log=log, report=holdout_section(view), message=message_box(message, ok),
                   publish=publish)
-    return layout("Run %s" % run["run_id"], body, cfg, admin=True,
+    return layout("Run %s" % view["run_id"], body, cfg, admin=True,
                   scripts='<script src="/static/training.js"></script>')

@@ -12,20 +12,26 @@ from potato.store import Store
 from potato.training.backends import Outcome
 from potato.training.remote import bundle as bundle_mod
 from potato.training.remote.paths import RunPaths, write_json
+from potato.training.runs import Run
 
 
-def prepare(cfg: Config, store: Store, run: Dict[str, Any], paths: RunPaths, local: bool,
-            set_step: Callable[[str], None], log: Callable[[str], None]) -> Optional[Outcome]:
-    """Build the run's bundle and spec in ``paths``; an Outcome when the run cannot start."""
+def prepare(cfg: Config, store: Store, run: Run, paths: RunPaths, local: bool,
+            set_step: Callable[[str], None], log: Callable[[str], None],
+            heldout_on_server: Optional[bool] = None) -> Optional[Outcome]:
+    """Build the run's bundle and spec in ``paths``; an Outcome when the run cannot start.
+    ``local``: the worker runs on this server (the spec gets its device, threads, store);
+    ``heldout_on_server`` (default: not ``local``): the test split's labels stay here."""
+    if heldout_on_server is None:
+        heldout_on_server = not local
     if os.path.isdir(paths.bundle):
         shutil.rmtree(paths.bundle)
     paths.create()
     schemas = {}
-    for name in run["schemas"]:
+    for name in run.schemas:
         scheme = cfg.scheme(name)
         if scheme is None:
             return Outcome("error", "Scheme %s is no longer in the config." % name)
-        schemas[name] = {"type": scheme.annotation_type, "labels": scheme.labels}
+        schemas[name] = dict({"type": scheme.annotation_type}, **scheme.kind.training_schema())
         if scheme.description:  # the LLM trainer's prompt quotes it
             schemas[name]["description"] = scheme.description
     mt = cfg.model_training
@@ -44,7 +50,7 @@ def prepare(cfg: Config, store: Store, run: Dict[str, Any], paths: RunPaths, loc
     manifest = bundle_mod.build(paths.bundle, items, labels, schemas,
                                 (mt.splits.train, mt.splits.val, mt.splits.test),
                                 mt.split_seed, mt.writeback.include_unlabeled,
-                                heldout=None if local else paths.heldout,
+                                heldout=paths.heldout if heldout_on_server else None,
                                 agree=lambda item_id, name, _: decided[name].get(item_id))
     c = manifest["counts"]
     log("bundle: %d train, %d val, %d test, %d unlabeled items; ties skipped: %s" % (
@@ -52,9 +58,9 @@ def prepare(cfg: Config, store: Store, run: Dict[str, Any], paths: RunPaths, loc
     if c["train"] == 0:
         return Outcome("error", "No labelled items in the train split for %s: label some "
                                 "items (or import labels) before training."
-                       % ", ".join(run["schemas"]))
-    spec = dict(RunPaths.SPEC_NAMES, run_id=run["run_id"], trainer=run["trainer"],
-                schemas=schemas, params=run["params"], device="auto", num_threads=None,
+                       % ", ".join(run.schemas))
+    spec = dict(RunPaths.SPEC_NAMES, run_id=run.run_id, trainer=run.trainer,
+                schemas=schemas, params=run.params, device="auto", num_threads=None,
                 extra={})
     if local:
         # device, num_threads and max_ram_mb describe this machine. A remote run uses its
@@ -90,8 +96,11 @@ def refusal(cfg: Config, store: Store, schemes: List[str]) -> Optional[str]:
             continue
         decided = aggregate.aggregate(scheme.annotation_type, scheme_votes(store, name, active),
                                       mt.aggregation).labels
-        train: Dict[str, int] = {label: 0 for label in scheme.labels}
-        test = 0
+        # The classes a model learns: the labels, or a Likert scale's points (integers);
+        # none for a number scheme, which needs as many train items in all instead.
+        classes = scheme.kind.training_schema()["labels"]
+        train: Dict[Any, int] = {label: 0 for label in classes}
+        test = in_train = 0
         for item_id, label in decided.items():
             if label is None:
                 continue
@@ -99,7 +108,9 @@ def refusal(cfg: Config, store: Store, schemes: List[str]) -> Optional[str]:
             if split == "test":
                 test += 1
             elif split == "train":
-                for one in dict.fromkeys(bundle_mod.label_names(label)):  # none: numbers, texts
+                in_train += 1
+                points = [label] if isinstance(label, int) else []  # a Likert point
+                for one in dict.fromkeys(bundle_mod.label_names(label) or points):
                     if one in train:
                         train[one] += 1
         short = [(label, n) for label, n in train.items() if n < mt.min_labels_per_class]
@@ -108,6 +119,11 @@ def refusal(cfg: Config, store: Store, schemes: List[str]) -> Optional[str]:
             return ("Scheme %s has %d labelled item(s) with %r in the train split; a model needs "
                     "at least %d per label (model_training.min_labels_per_class). Label more "
                     "items before training." % (name, n, label, mt.min_labels_per_class))
+        if not classes and scheme.kind.aggregate_as == "number" and \
+                in_train < mt.min_labels_per_class:
+            return ("Scheme %s has %d labelled item(s) in the train split; a model needs at "
+                    "least %d (model_training.min_labels_per_class). Label more items before "
+                    "training." % (name, in_train, mt.min_labels_per_class))
         if test == 0:
             return ("Scheme %s has no labelled item in the test split, so the run could not be "
                     "scored. Label more items (or raise model_training.splits.test)." % name)

@@ -20,7 +20,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from potato import __version__
-from potato.training import hub, model_card, model_files, runlog
+from potato.training import hub, model_card, model_files, retention, runlog
 from potato.training.remote.paths import RunPaths, read_json, write_json
 
 log = logging.getLogger("potato.training")
@@ -75,15 +75,15 @@ def check_message(value: Any, run_id: str) -> str:
     return text
 
 
-def cannot_publish(cfg, run: Dict[str, Any], artifacts: str) -> Optional[str]:
+def cannot_publish(cfg, view: Dict[str, Any], artifacts: str) -> Optional[str]:
     """Why this run's model cannot be published from this server (and where its files are),
     or None."""
-    if run["status"] != "success":
+    if view["status"] != "success":
         return ("Only a successful run's model can be published; run %s is %s."
-                % (run["run_id"], run["status"]))
-    uri = run.get("artifact_uri") or ""
+                % (view["run_id"], view["status"]))
+    uri = view.get("artifact_uri") or ""
     if "://" in uri:
-        backend = cfg.model_training.backends.get(run["backend"])
+        backend = cfg.model_training.backends.get(view["backend"])
         if uri.startswith("agent://"):
             why = "an agent run's model files stay on the agent's machine"
         elif backend is not None and not backend.fetch_artifacts:
@@ -97,7 +97,7 @@ def cannot_publish(cfg, run: Dict[str, Any], artifacts: str) -> Optional[str]:
                 "hf upload), or train again with the files fetched." % (why, uri))
     if not model_files.files(artifacts):
         return ("Run %s left no model files on this server, so there is nothing to publish."
-                % run["run_id"])
+                % view["run_id"])
     return None
 
 
@@ -139,8 +139,9 @@ class Publisher:
 
     def __init__(self, cfg, paths_of: Callable[[str], RunPaths], environ=None,
                  whose: str = "the server's environment",
-                 then: str = "restart the server, and publish again"):
+                 then: str = "restart the server, and publish again", holds=None):
         self.cfg = cfg
+        self.holds = holds or retention.Holds()  # retention leaves a run being published
         self.whose, self.then = whose, then  # where the token comes from, in words
         self.paths_of = paths_of
         self.environ = os.environ if environ is None else environ
@@ -195,19 +196,30 @@ class Publisher:
         return not self.busy()
 
     # -- starting ------------------------------------------------------------------------------
-    def start(self, run: Dict[str, Any], body: Dict[str, Any]) -> Dict[str, Any]:
+    def start(self, view: Dict[str, Any], body: Dict[str, Any]) -> Dict[str, Any]:
         """Check a request ({repo_id, private, commit_message}) and start publishing ``run``
         (a run view, with params_changed); returns the new state. Raises Refused."""
         unknown = sorted(set(body) - set(FIELDS))
         if unknown:
             raise Refused(400, "Unknown field(s) %s; a publish request has %s."
                           % (", ".join(map(str, unknown))[:200], ", ".join(FIELDS)))
-        run_id = run["run_id"]
+        run_id = view["run_id"]
         req = {"repo_id": check_repo_id(body.get("repo_id")),
                "private": check_private(body.get("private")),
                "message": check_message(body.get("commit_message"), run_id)}
+        self.holds.acquire(run_id)  # before the files are looked at; released by _work
+        started: List[bool] = []
+        try:
+            return self._start(view, req, started)
+        except BaseException:
+            if not started:
+                self.holds.release(run_id)
+            raise
+
+    def _start(self, view: Dict[str, Any], req: Dict[str, Any], started: List[bool]):
+        run_id = view["run_id"]
         paths = self.paths_of(run_id)
-        why = cannot_publish(self.cfg, run, paths.artifacts) or self.readiness()
+        why = cannot_publish(self.cfg, view, paths.artifacts) or self.readiness()
         if why:
             raise Refused(409, why)
         try:
@@ -227,17 +239,18 @@ class Publisher:
             self._write(run_id, state)
             self._active = run_id
             self._thread = threading.Thread(
-                target=self._work, args=(run, paths, req, files, token, endpoint, state),
+                target=self._work, args=(view, paths, req, files, token, endpoint, state),
                 daemon=True, name="potato-publish")
             self._thread.start()
+            started.append(True)
         runlog.append(paths.log, "publishing to the Hugging Face Hub: %s (%s)" % (
             req["repo_id"], "private" if req["private"] else "public"))
         return self.state(run_id)
 
     # -- the background part -------------------------------------------------------------------
-    def _work(self, run, paths: RunPaths, req, files, token: str, endpoint: str,
+    def _work(self, view, paths: RunPaths, req, files, token: str, endpoint: str,
               state: Dict[str, Any]) -> None:
-        run_id = run["run_id"]
+        run_id = view["run_id"]
 
         def step(text: str) -> None:
             state["step"] = text
@@ -248,8 +261,8 @@ class Publisher:
             result = hub.publish(
                 endpoint, token, pub.timeout_s, pub.token_env, req["repo_id"], req["private"],
                 req["message"], "Run %s (trainer %s), published by Potato %s." % (
-                    run_id, run["trainer"], __version__), files,
-                lambda repo_id: self.card(run, paths, repo_id, files,
+                    run_id, view["trainer"], __version__), files,
+                lambda repo_id: self.card(view, paths, repo_id, files,
                                           len(state["history"]) + 1).encode("utf-8"), step)
         except hub.HubFailure as e:
             state.update(state="failed", step="failed", error=str(e), finished_at=time.time())
@@ -273,8 +286,9 @@ class Publisher:
                 except OSError as e:  # the outcome is in the run log; the server goes on
                     log.error("run %s: the publish state cannot be written: %s", run_id, e)
                 self._active = None
+            self.holds.release(run_id)
 
-    def card(self, run, paths: RunPaths, repo_id: str, files, number: int = 1) -> str:
+    def card(self, view, paths: RunPaths, repo_id: str, files, number: int = 1) -> str:
         manifest: Dict[str, Any] = {}
         try:
             manifest = read_json(os.path.join(paths.bundle, "manifest.json"))
@@ -284,6 +298,6 @@ class Publisher:
             s.name: {"type": s.annotation_type, "labels": list(s.labels or [])}
             for s in self.cfg.schemes}
         counts = manifest.get("counts") if isinstance(manifest.get("counts"), dict) else None
-        return model_card.card(run, repo_id, [p for p, _ in files] + ["README.md"], schemes,
-                               counts, run.get("params_changed") or {},
+        return model_card.card(view, repo_id, [p for p, _ in files] + ["README.md"], schemes,
+                               counts, view.get("params_changed") or {},
                                self.cfg.model_training.publish.license, number)

@@ -66,15 +66,15 @@ def _form(run_id: str, state: Dict[str, Any], busy: bool) -> Safe:
         ' private</label><p class="hint">Applies when the repo is created; an existing repo '
         'keeps its visibility.</p></fieldset>'
         '<label for="publish-commit">Commit message</label>'
-        '<input id="publish-commit" name="commit_message" maxlength="200" '
+        '<input id="publish-commit" name="commit_message" maxlength="200" value="{msg}" '
         'placeholder="Publish Potato run {id}">'
         '<button type="submit" class="primary" id="publish-button"{off}>Publish to Hugging Face '
-        'Hub</button></form>', id=run_id, repo=repo,
+        'Hub</button></form>', id=run_id, repo=repo, msg=state.get("form_message") or "",
         pub=Safe("") if private else Safe(" checked"), priv=Safe(" checked") if private
         else Safe(""), off=Safe(" disabled") if busy else Safe(""))
 
 
-def section(run: Dict[str, Any], state: Dict[str, Any], blocked: str, unready: str) -> Safe:
+def section(view: Dict[str, Any], state: Dict[str, Any], blocked: str, unready: str) -> Safe:
     """The inside of the run page's publish card (``blocked``: why this run cannot be
     published; ``unready``: why this server cannot publish now)."""
     if blocked:
@@ -84,16 +84,16 @@ def section(run: Dict[str, Any], state: Dict[str, Any], blocked: str, unready: s
     if unready:
         parts.append(render('<p class="notice" id="publish-unready">{w}</p>', w=unready))
     else:
-        parts.append(_form(run["run_id"], state, busy))
+        parts.append(_form(view["run_id"], state, busy))
     return join(parts)
 
 
-def card(run: Dict[str, Any], state: Dict[str, Any], blocked: str, unready: str) -> Safe:
+def card(view: Dict[str, Any], state: Dict[str, Any], blocked: str, unready: str) -> Safe:
     """The publish card on a successful run's page (nothing for other runs)."""
-    if run["status"] != "success":
+    if view["status"] != "success":
         return Safe("")
     return render('<section class="card" aria-labelledby="publish-h"><h2 id="publish-h">'
                   'Publish to Hugging Face Hub</h2><div id="publish-message" role="alert"></div>'
                   '<div id="publish" data-run="{id}" data-state="{s}">{inner}</div></section>'
-                  '<script src="/static/publish.js"></script>', id=run["run_id"],
-                  s=state.get("state") or "", inner=section(run, state, blocked, unready))
+                  '<script src="/static/publish.js"></script>', id=view["run_id"],
+                  s=state.get("state") or "", inner=section(view, state, blocked, unready))

@@ -8,7 +8,7 @@ from typing import Tuple
 from potato.netaddr import is_loopback
 from potato.store import Store
 from potato.training import wheel
-from potato.training.backends import backend_class
+from potato.training.backends import polled_by_agents
 from potato.training.tokens import AgentTokens
 
 
@@ -36,9 +36,8 @@ def server_url(cfg) -> Tuple[str, bool]:
 
 def register(cfg, name: str) -> int:
     backend = cfg.model_training.backends.get(name)
-    if backend is None or not backend_class(backend.type).polled_by_agents:
-        agents = [n for n, b in cfg.model_training.backends.items()
-                  if backend_class(b.type).polled_by_agents]
+    if backend is None or not polled_by_agents(backend.type):
+        agents = [n for n, b in cfg.model_training.backends.items() if polled_by_agents(b.type)]
         print("error: %s has no agent backend %r. Agent backends: %s. Add one under "
               "model_training.backends with type: agent." % (cfg.path, name,
                                                             ", ".join(agents) or "none"),

@@ -3,15 +3,17 @@
 For each scheme: n; accuracy with its 95 % Wilson interval; macro-F1; precision, recall, F1 and
 support per label; the confusion matrix (radio schemes); the majority-class baseline (always
 answering the train split's most common label) and how far above it the model is; and a
-sentence when the test split is too small to tell the model from the baseline. Span schemes get
-entity-level figures instead (span_report.py).
+sentence when the test split is too small to tell the model from the baseline. Likert schemes
+add the mean absolute error and the quadratic-weighted kappa; slider and number schemes have a
+report of their own (report_ratings.py: MAE, RMSE, Spearman, the median baseline); span schemes
+get entity-level figures instead (span_report.py).
 """
 
 import math
 from collections import Counter
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from potato.training import span_report
+from potato.training import report_ratings, span_report
 
 Z95 = 1.959964
 MIN_N = 30
@@ -68,7 +70,9 @@ def scheme_report(pairs: Sequence[Tuple[Any, Any]], labels: List[str], kind: str
     out = {"n": n, "accuracy": round(correct / n, 4) if n else 0.0,
            "accuracy_ci95": [round(lo, 4), round(hi, 4)],
            "macro_f1": macro_f1, "per_label": per_label}
-    if kind == "radio":
+    if kind == "likert":
+        out.update(report_ratings.ordinal(pairs, labels))
+    if kind in ("radio", "likert"):
         index = {label: i for i, label in enumerate(labels)}
         matrix = [[0] * len(labels) for _ in labels]
         for pred, gold in pairs:
@@ -97,12 +101,20 @@ def _baseline(pairs, train_labels, labels: List[str], kind: str) -> Dict[str, An
 
 def learned_nothing(name: str, r: Dict[str, Any]) -> Optional[str]:
     """A run warning when a scheme's held-out macro-F1 is not above the majority-class
-    baseline's: the model did no better than always answering the most common label."""
+    baseline's: the model did no better than always answering the most common label (or,
+    when the baseline is perfect, that the test split cannot tell them apart)."""
+    if "accuracy" not in r and "mae" in r:  # a number scheme's report
+        return report_ratings.learned_nothing(name, r)
     base = r.get("baseline") if isinstance(r.get("baseline"), dict) else {}
     f1, base_f1 = r.get("macro_f1"), base.get("macro_f1")
     if not isinstance(f1, (int, float)) or not isinstance(base_f1, (int, float)) or \
             not r.get("n") or f1 > base_f1:
         return None
+    if base_f1 >= 1.0:  # one gold class, the baseline's: no model can score above it
+        return ("%sthe test split cannot tell the model from the majority-class baseline: its "
+                "%d items all have the gold label %s, which always answering %s gets right. "
+                "Label items of the other classes, or raise splits.test"
+                % (name + ": " if name else "", r["n"], base.get("label"), base.get("label")))
     return ("%sthe held-out macro-F1 (%.3f) is not above the majority-class baseline's (%.3f, "
             "always answering %s): the model learned nothing the label counts do not tell. "
             "Check the training loss, label more items, or change the params"
@@ -141,13 +153,22 @@ def holdout_report(predictions, items, schemas: Dict[str, Dict[str, Any]]):
                  if it["split"] == "train" and scheme in it["labels"]]
         if info["type"] == "span":  # entity-level figures (span_report.py)
             per[scheme] = span_report.scheme_report(pairs, info["labels"])
-            continue
-        per[scheme] = scheme_report(pairs, info["labels"], info["type"], train)
+        elif info["type"] in NUMBER_TYPES:
+            per[scheme] = report_ratings.number_report(pairs, train)
+        else:
+            per[scheme] = scheme_report(pairs, info["labels"], info["type"], train)
     if not per:
         return None
     if len(per) == 1:
         return dict(next(iter(per.values())))
-    return {"n": sum(v["n"] for v in per.values()),
-            "accuracy": round(sum(v["accuracy"] for v in per.values()) / len(per), 4),
-            "macro_f1": round(sum(v["macro_f1"] for v in per.values()) / len(per), 4),
-            "per_scheme": per}
+    out = {"n": sum(v["n"] for v in per.values())}
+    for key in ("accuracy", "macro_f1"):  # over the schemes that have it (numbers do not)
+        values = [v[key] for v in per.values() if key in v]
+        if values:
+            out[key] = round(sum(values) / len(values), 4)
+    out["per_scheme"] = per
+    return out
+
+
+# Scheme types scored as numbers (report_ratings.number_report), not as classes.
+NUMBER_TYPES = ("slider", "number")

@@ -3,14 +3,49 @@
 Every run's record, held-out report, params, kept predictions and log stay for good: they are
 small, and a lab compares runs for months. Only model files (the run directory's
 ``artifacts/``) are deleted, and only those of a finished run that ``retain_runs`` newer
-successful runs have superseded; never those of a run in use or of a pinned run. Failed and
+successful runs have superseded; never those of a run in use, of a pinned run, or of a run
+whose files are being read (a publish to the Hub, a model.tar download: ``Holds``). Failed and
 cancelled runs never count toward ``retain_runs``. The run log and the run's page say when
 model files were deleted and why.
 """
 
+import collections
+import contextlib
 import os
 import shutil
-from typing import Callable, List
+import threading
+from typing import Callable, List, Optional
+
+
+class Holds:
+    """Runs whose model files are being read (a publish, a model.tar download). Retention
+    deletes a run's files only under ``lock`` and only when no one holds the run, so a reader
+    that takes its hold before looking at the files finds them whole until it lets go."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self._count = collections.Counter()  # type: collections.Counter
+
+    def acquire(self, run_id: str) -> None:
+        with self.lock:
+            self._count[run_id] += 1
+
+    def release(self, run_id: str) -> None:
+        with self.lock:
+            self._count[run_id] -= 1
+            if self._count[run_id] <= 0:
+                del self._count[run_id]
+
+    def held(self, run_id: str) -> bool:
+        return self._count[run_id] > 0 if run_id in self._count else False
+
+    @contextlib.contextmanager
+    def hold(self, run_id: str):
+        self.acquire(run_id)
+        try:
+            yield
+        finally:
+            self.release(run_id)
 
 
 def reason(keep: int, newer: List[str]) -> str:
@@ -28,28 +63,35 @@ def _has_files(directory: str) -> bool:
         return False
 
 
-def prune(runs, paths_of: Callable, keep: int, log: Callable[[str, str], None]) -> List[str]:
+def prune(runs, paths_of: Callable, keep: int, log: Callable[[str, str], None],
+          holds: Optional[Holds] = None) -> List[str]:
     """Delete the model files that ``retain_runs`` no longer keeps; the runs pruned.
 
     ``runs`` is the RunStore, ``paths_of(run_id)`` a run's RunPaths, ``log(run_id, line)``
-    writes to that run's log."""
+    writes to that run's log; a run in ``holds`` is left for the next time."""
+    holds = holds or Holds()
     in_use = runs.runs_in_use()
     newer: List[str] = []  # successful runs newer than the one looked at, newest first
     pruned = []
     for run_id, status, pinned, pruned_at in runs.finished_newest_first():
         if len(newer) >= keep and not pinned and pruned_at is None and run_id not in in_use:
-            artifacts = paths_of(run_id).artifacts
-            if _has_files(artifacts):
-                why = reason(keep, newer)
-                try:
-                    shutil.rmtree(artifacts)
-                except OSError as e:
-                    log(run_id, "could not delete the model files in %s (%s): %s"
-                        % (artifacts, why, e))
-                else:
-                    runs.mark_pruned(run_id, why)
-                    log(run_id, "model files deleted: " + why)
-                    pruned.append(run_id)
+            if _delete(runs, run_id, paths_of(run_id).artifacts, reason(keep, newer), log,
+                       holds):
+                pruned.append(run_id)
         if status == "success":
             newer.append(run_id)
     return pruned
+
+
+def _delete(runs, run_id: str, artifacts: str, why: str, log, holds: Holds) -> bool:
+    with holds.lock:
+        if holds.held(run_id) or not _has_files(artifacts):
+            return False
+        try:
+            shutil.rmtree(artifacts)
+        except OSError as e:
+            log(run_id, "could not delete the model files in %s (%s): %s" % (artifacts, why, e))
+            return False
+    runs.mark_pruned(run_id, why)
+    log(run_id, "model files deleted: " + why)
+    return True

@@ -3,6 +3,8 @@
 import json
 import sqlite3
 import time
+from dataclasses import dataclass, field, fields
+from typing import Any, Dict, List, Optional
 
 from potato.store import Store
 
@@ -34,7 +36,9 @@ CREATE TABLE IF NOT EXISTS runs (
     created_at REAL NOT NULL,
     started_at REAL,
     finished_at REAL,
-    heartbeat_at REAL
+    heartbeat_at REAL,
+    remote_token TEXT,             -- sha256 of an agent-backend run's token (re-attach on restart)
+    remote_host TEXT               -- where that agent said it runs
 );
 CREATE INDEX IF NOT EXISTS runs_status ON runs(status, seq);
 """
@@ -44,20 +48,62 @@ JSON_FIELDS = ("schemas", "params", "metrics", "holdout", "writeback", "progress
                "placement", "warnings")
 ADDED_COLUMNS = (("placement", "TEXT"), ("warnings", "TEXT"),  # stores made before 2.14
                  ("pinned", "INTEGER NOT NULL DEFAULT 0"), ("pruned_at", "REAL"),
-                 ("pruned_reason", "TEXT"))  # stores made before pinning and pruning
+                 ("pruned_reason", "TEXT"),  # stores made before pinning and pruning
+                 ("remote_token", "TEXT"), ("remote_host", "TEXT"))  # and re-attaching
 
 
-def _row(r):
+@dataclass
+class Run:
+    """One run's record, as read from the store: a field per column of ``runs`` (JSON columns
+    decoded, flags as booleans) and ``in_use``, the schemes it is in use for. Code below the
+    store reads these attributes; ``api.run_view`` alone turns a Run into the API's JSON."""
+
+    seq: int
+    run_id: str
+    trainer: str
+    schemas: List[str]
+    backend: str
+    params: Dict[str, Any]
+    status: str
+    step: str = ""
+    error: Optional[str] = None
+    metrics: Optional[Dict[str, Any]] = None
+    holdout: Optional[Dict[str, Any]] = None
+    writeback: Optional[Dict[str, Any]] = None
+    progress: Optional[Dict[str, Any]] = None
+    history: List[Dict[str, Any]] = field(default_factory=list)
+    ran_on: Optional[str] = None
+    placement: Optional[Dict[str, Any]] = None
+    warnings: Optional[List[str]] = None
+    artifact_uri: Optional[str] = None
+    pinned: bool = False
+    pruned_at: Optional[float] = None
+    pruned_reason: Optional[str] = None
+    auto: bool = False
+    cancel_requested: bool = False
+    created_at: float = 0.0
+    started_at: Optional[float] = None
+    finished_at: Optional[float] = None
+    heartbeat_at: Optional[float] = None
+    remote_token: Optional[str] = None
+    remote_host: Optional[str] = None
+    in_use: List[str] = field(default_factory=list)
+
+
+COLUMNS = tuple(f.name for f in fields(Run) if f.name != "in_use")
+
+
+def _row(r, in_use: Dict[str, List[str]]) -> Optional[Run]:
+    """A row of ``runs`` as a Run (None for no row); ``in_use``: in_use_schemes()."""
     if r is None:
         return None
-    d = dict(r)
+    d = {k: r[k] for k in COLUMNS}
     for k in JSON_FIELDS:
-        if d.get(k) is not None:
+        if d[k] is not None:
             d[k] = json.loads(d[k])
-    d["cancel_requested"] = bool(d["cancel_requested"])
-    d["auto"] = bool(d["auto"])
-    d["pinned"] = bool(d.get("pinned"))
-    return d
+    for k in ("cancel_requested", "auto", "pinned"):
+        d[k] = bool(d[k])
+    return Run(in_use=list(in_use.get(d["run_id"], [])), **d)
 
 
 class RunStore:
@@ -75,7 +121,7 @@ class RunStore:
                     if "duplicate column" not in str(e):  # another process added it first
                         raise
 
-    def create(self, trainer, schemas, backend, params, auto=False):
+    def create(self, trainer, schemas, backend, params, auto=False) -> Run:
         with self.store.tx() as db:
             seq = db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM runs").fetchone()[0]
             run_id = "r%d" % seq
@@ -85,25 +131,21 @@ class RunStore:
                         "queued", "waiting for its turn", time.time(), int(auto)))
         return self.get(run_id)
 
-    def get(self, run_id):
-        run = _row(self.store.conn().execute("SELECT * FROM runs WHERE run_id=?",
-                                             (run_id,)).fetchone())
-        if run is not None:
-            run["in_use"] = self.in_use_schemes().get(run_id, [])
-        return run
+    def get(self, run_id) -> Optional[Run]:
+        return _row(self.store.conn().execute("SELECT * FROM runs WHERE run_id=?",
+                                              (run_id,)).fetchone(), self.in_use_schemes())
 
-    def list(self, limit=200):
+    def list(self, limit=200) -> List[Run]:
         in_use = self.in_use_schemes()
-        out = [_row(r) for r in self.store.conn().execute(
+        return [_row(r, in_use) for r in self.store.conn().execute(
             "SELECT * FROM runs ORDER BY seq DESC LIMIT ?", (limit,))]
-        for run in out:
-            run["in_use"] = in_use.get(run["run_id"], [])
-        return out
 
-    def with_status(self, *statuses):
+    def with_status(self, *statuses) -> List[Run]:
         marks = ",".join("?" * len(statuses))
-        return [_row(r) for r in self.store.conn().execute(
-            "SELECT * FROM runs WHERE status IN (%s) ORDER BY seq" % marks, statuses)]
+        rows = self.store.conn().execute(
+            "SELECT * FROM runs WHERE status IN (%s) ORDER BY seq" % marks, statuses).fetchall()
+        in_use = self.in_use_schemes() if rows else {}
+        return [_row(r, in_use) for r in rows]
 
     def update(self, run_id, **fields):
         """Change a live (queued or running) run's fields; never its status (``transition``
@@ -135,8 +177,9 @@ class RunStore:
             return cur.rowcount == 1
 
     def finish(self, run_id, status, error=None, **fields):
-        """Move a run to a terminal state once; returns False when it already was terminal."""
-        fields.update(status=status, error=error, finished_at=time.time())
+        """Move a run to a terminal state once; returns False when it already was terminal.
+        An agent's run token (its hash) is forgotten: nothing may report for the run now."""
+        fields.update(status=status, error=error, finished_at=time.time(), remote_token=None)
         sets = ", ".join("%s=?" % k for k in fields)
         values = [json.dumps(v) if k in JSON_FIELDS and v is not None else v
                   for k, v in fields.items()]
@@ -201,11 +244,12 @@ class RunStore:
         return self.store.conn().execute("SELECT COUNT(*) FROM run_predictions WHERE run_id=? "
                                          "AND scheme=?", (run_id, scheme)).fetchone()[0]
 
-    def latest_success(self, scheme, exclude_trainers=()):
+    def latest_success(self, scheme, exclude_trainers=()) -> Optional[Run]:
+        in_use = self.in_use_schemes()
         for r in self.store.conn().execute("SELECT * FROM runs WHERE status='success' "
                                            "ORDER BY seq DESC"):
-            run = _row(r)
-            if scheme in run["schemas"] and run["trainer"] not in exclude_trainers:
+            run = _row(r, in_use)
+            if scheme in run.schemas and run.trainer not in exclude_trainers:
                 return run
         return None
 

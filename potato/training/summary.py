@@ -2,6 +2,8 @@
 
 from typing import Any, Dict, List
 
+from potato.training import report_ratings
+
 
 def summary_lines(run: Dict[str, Any]) -> List[str]:
     lines = []
@@ -15,10 +17,16 @@ def summary_lines(run: Dict[str, Any]) -> List[str]:
     lines.append(head)
     h = run.get("holdout")
     if h:
-        lines.append("Held-out score (test split, n=%d): accuracy %.3f, macro-F1 %.3f"
-                     % (h["n"], h["accuracy"], h["macro_f1"]))
+        lines.append("Held-out score (test split, n=%d)%s" % (h["n"], (
+            ": accuracy %.3f, macro-F1 %.3f" % (h["accuracy"], h["macro_f1"]))
+            if "accuracy" in h else ""))
         for name, r in (h.get("per_scheme") or {"": h}).items():
+            rating = report_ratings.summary_line(name, r)
+            if rating:
+                lines.append(rating)
             if "accuracy_ci95" not in r:
+                if r.get("note") and rating:
+                    lines.append("  " + r["note"])
                 continue
             lines.append("  %s95%% interval %.2f to %.2f; majority-class baseline (%s) %.3f, "
                          "the model %+.3f" % (name + ": " if name else "",

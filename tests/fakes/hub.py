@@ -36,6 +36,8 @@ class FakeHub:
         self.hang: set = set()
         self.fail: Dict[str, int] = {}
         self.release = threading.Event()
+        self.pause: set = set()  # paths that wait for ``resume``, then answer as usual
+        self.resume = threading.Event()
         self.lock = threading.Lock()
         hub = self
 
@@ -51,6 +53,7 @@ class FakeHub:
 
     def close(self) -> None:
         self.release.set()
+        self.resume.set()
         self.server.shutdown()
         self.server.server_close()
         self.thread.join(5)
@@ -101,6 +104,8 @@ class _Handler(BaseHTTPRequestHandler):
         if any(path.startswith(p) for p in self.fake.hang):
             self.fake.release.wait(30)
             return
+        if any(path.startswith(p) for p in self.fake.pause):
+            self.fake.resume.wait(30)
         for prefix, status in self.fake.fail.items():
             if path.startswith(prefix):
                 return self._error(status, "the fake Hub fails here <b>on purpose</b>")

@@ -81,7 +81,9 @@ class Env(_Base):
                 "openblas": os.environ.get("OPENBLAS_NUM_THREADS"),
                 "python": sys.executable,
                 "testpkg": importlib.util.find_spec("potato_testpkg") is not None,
-                "cuda_visible": os.environ.get("CUDA_VISIBLE_DEVICES")}
+                "cuda_visible": os.environ.get("CUDA_VISIBLE_DEVICES"),
+                "hf_token": os.environ.get("HF_TOKEN"),
+                "lab_token": os.environ.get("LAB_HF_TOKEN")}
 
 
 TRAINERS["test-env"] = _info("test-env", Env)

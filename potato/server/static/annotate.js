@@ -1,4 +1,5 @@
-// The annotate page: 1-9 pick a label (or a Likert point), A accepts the model's suggestion,
+// The annotate page: 1-9 pick a label (or a Likert point), A accepts the model's suggestion
+// (a Likert, slider or number suggestion is pre-selected instead, see preselect()),
 // Enter saves (with nothing chosen it warns first; a second Enter skips; a required scheme
 // without an answer stops it), ArrowLeft goes back. The chosen label is highlighted (class
 // "chosen" on its <label>). Keys typed into a text box, a number, a slider or a dropdown stay
@@ -74,8 +75,49 @@
       mark();
     });
   });
+  // A Likert, slider or number suggestion pre-selects its value, only in a scheme where the
+  // annotator has no answer yet (never over their own); the scheme is marked "suggested"
+  // until they change it. Saving keeps the pre-selected value as their answer.
+  function preselect() {
+    document.querySelectorAll(".suggestion[data-value]").forEach(function (s) {
+      var fs = Array.prototype.filter.call(form.querySelectorAll("fieldset[data-scheme]"),
+        function (f) { return f.getAttribute("data-scheme") === s.getAttribute("data-scheme"); })[0];
+      if (!fs || fields(fs).some(hasValue)) return;
+      var v = s.getAttribute("data-value");
+      var point = Array.prototype.filter.call(fs.querySelectorAll("input[type=radio]"),
+        function (b) { return b.value === v; })[0];
+      var range = fs.querySelector("input[type=range][data-slider]");
+      var box = fs.querySelector("input[type=number]");
+      if (point) {
+        point.checked = true;
+        point.closest("label").classList.add("suggested");
+      } else if (range) {
+        range.value = v;
+        fs.querySelector("input[type=hidden][name^='label:']").value = range.value;
+        fs.querySelector("output.slider-value").textContent = range.value;
+        var unset = fs.querySelector(".slider-unset");
+        if (unset) unset.hidden = true;
+      } else if (box) {
+        box.value = v;
+      } else {
+        return;
+      }
+      fs.classList.add("suggested");
+      s.classList.add("preselected");
+      function own() {
+        fs.classList.remove("suggested");
+        fs.querySelectorAll("label.suggested").forEach(function (l) { l.classList.remove("suggested"); });
+        fs.removeEventListener("change", own);
+        fs.removeEventListener("input", own);
+      }
+      fs.addEventListener("change", own);
+      fs.addEventListener("input", own);
+    });
+  }
+  preselect();
   form.addEventListener("change", mark);
   form.addEventListener("input", mark);
+  mark();
   document.querySelectorAll(".accept-suggestion").forEach(function (b) {
     b.addEventListener("click", accept);
   });
@@ -94,7 +136,11 @@
     }
     if (e.key >= "1" && e.key <= "9") {
       var box = form.querySelector('input[data-key="' + e.key + '"]');
-      if (box) { box.type === "checkbox" ? (box.checked = !box.checked) : (box.checked = true); mark(); e.preventDefault(); }
+      if (box) {
+        box.type === "checkbox" ? (box.checked = !box.checked) : (box.checked = true);
+        box.dispatchEvent(new Event("change", { bubbles: true }));  // marks, ends a suggestion
+        e.preventDefault();
+      }
     } else if (e.key === "a" || e.key === "A") {
       if (document.querySelector(".suggestion[data-scheme]")) { accept(); e.preventDefault(); }
     } else if (e.key === "Enter") {

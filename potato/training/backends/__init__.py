@@ -25,6 +25,12 @@ def backend_class(type_name: str):
     return TYPES.get(type_name)
 
 
+def polled_by_agents(type_name: str) -> bool:
+    """Whether runs of this kind wait for an agent that polls the server (tokens, register)."""
+    kind = TYPES.get(type_name)
+    return bool(kind is not None and kind.polled_by_agents)
+
+
 def check_backend(backend: TrainingBackend, trainer: Optional[str] = None,
                   params: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """The report of ``potato training check`` and of the Check button (one code path); with
@@ -32,6 +38,14 @@ def check_backend(backend: TrainingBackend, trainer: Optional[str] = None,
     report = backend.check()
     if trainer and report.get("ok"):
         _check_models(backend, trainer, params, report)
+    if not backend.cfg.model_training.enabled:
+        # The API refuses every run while training is off: the check says so, whatever the
+        # backend itself would allow.
+        report["ok"] = False
+        report["disabled"] = True
+        report["lines"] = list(report.get("lines") or []) + [
+            "Training is off (model_training.enabled: false in %s), so no run can start; set "
+            "it to true to train." % (backend.cfg.path or "the config")]
     description = backend.bcfg.description
     report["description"] = description
     if description:
@@ -69,5 +83,7 @@ def make_backends(cfg: Config, tokens=None) -> Dict[str, TrainingBackend]:
     """Every configured backend; agent backends see ``tokens`` (an AgentTokens) for check."""
     out: Dict[str, TrainingBackend] = {}
     for name, b in cfg.model_training.backends.items():
-        out[name] = TYPES[b.type](b, cfg, tokens=tokens)
+        kind = TYPES.get(b.type)
+        if kind is not None:  # a kind the config knows but this server cannot run: not offered
+            out[name] = kind(b, cfg, tokens=tokens)
     return out

@@ -6,6 +6,8 @@ fresh run token; from there the run follows the same agent protocol as the ssh b
 the agent's reports are the lease that keeps the run alive.
 """
 
+import os
+import shlex
 import sqlite3
 import time
 from typing import Any, Dict, Optional
@@ -13,7 +15,9 @@ from typing import Any, Dict, Optional
 from potato.training.backends.base import Outcome, RemoteState, RunContext, TrainingBackend
 from potato.training.backends.wait import outcome_of, wait_for_agent
 from potato.training.remote import bundle as bundle_mod
-from potato.training.remote.protocol import VERSION, RunSettings
+from potato.training.remote.paths import read_json
+from potato.training.remote.protocol import LOST_CONTACT_S, VERSION, RunSettings
+from potato.training.runs import Run
 
 CLAIM_WAIT_S = 60  # how long a claim waits for the server to prepare the run
 AGENT_POLL_S = 5.0  # the agent's default --poll-interval (agents before 2.15 do not say theirs)
@@ -45,9 +49,22 @@ def version_mismatch(agent_version) -> str:
             % (agent_version, VERSION))
 
 
+def _kept_result(ctx: RunContext) -> Optional[Dict[str, Any]]:
+    """The agent's result as the previous server saved it (agent_routes), or None."""
+    try:
+        kept = read_json(ctx.paths.result)
+    except (OSError, ValueError):
+        return None
+    return kept if isinstance(kept, dict) else None
+
+
 class AgentBackend(TrainingBackend):
     type = "agent"
     polled_by_agents = True
+    # The agent polls the server and waits out an outage shorter than LOST_CONTACT_S, so its
+    # run carries on through a server restart: left running when the server stops, and
+    # re-attached at the next start.
+    survives_restart = True
 
     @property
     def queue_timeout_s(self):
@@ -59,6 +76,11 @@ class AgentBackend(TrainingBackend):
                     "it: run potato training register %s CONFIG and start the agent first."
                     % (self.name, self.name))
         return None
+
+    queue_timeout_step = "no agent"
+
+    def step_worth_logging(self, old, new):
+        return ("(no agent" in old) != ("(no agent" in new)  # when the silence begins or ends
 
     def queue_timeout_message(self, limit):
         return ("No agent of backend %s claimed the run within %g s. Start `potato training "
@@ -77,6 +99,11 @@ class AgentBackend(TrainingBackend):
         ctx.remote = remote
         agent = claim.agent or {}
         where = agent.get("host") or "the agent's machine"
+        # The token's hash goes on the run's record once the claim is handed out
+        # (Manager.claim): a restarted server re-attaches the run, and the agent's next report
+        # with its token finds it again. A run whose claim never reached its agent is queued
+        # again at the next start (restarts.recover).
+        ctx.save(remote_host=where)
         ctx.log("claimed by the agent on %s (potato %s, Python %s)" % (
             where, agent.get("version"), agent.get("python")))
         mismatch = version_mismatch(agent.get("version"))
@@ -84,7 +111,38 @@ class AgentBackend(TrainingBackend):
             ctx.log("warning: " + mismatch)
         ctx.set_step("waiting for the agent on %s" % where)
         claim.ready.set()
-        outcome = wait_for_agent(ctx, remote, self.name, where, self.bcfg.heartbeat_timeout_s)
+        return self._follow(ctx, remote, where)
+
+    def reattach(self, ctx: RunContext, run: Run) -> bool:
+        if not run.remote_token or not os.path.exists(ctx.paths.bundle_archive):
+            return False
+        remote = RemoteState(run.remote_token, self.settings(), hashed=True)
+        remote.last_seen = time.monotonic()  # the agent has heartbeat_timeout_s from now
+        ctx.remote = remote
+        ctx.bundle_sha256 = bundle_mod.file_sha256(ctx.paths.bundle_archive)
+        kept = _kept_result(ctx)
+        if kept is not None:  # the agent's result came before the restart: ingest it now
+            remote.result = kept
+            remote.result_ready.set()
+            ctx.log("the server restarted after the agent's result (%s): finishing the run "
+                    "from it" % kept.get("status"))
+        return True
+
+    def resume(self, ctx: RunContext) -> Outcome:
+        where = ctx.run.remote_host or "the agent's machine"
+        ran_for = max(0.0, time.time() - (ctx.run.started_at or time.time()))
+        return self._follow(ctx, ctx.remote, where, started=time.monotonic() - ran_for)
+
+    def _follow(self, ctx: RunContext, remote: RemoteState, where: str,
+                started: Optional[float] = None) -> Outcome:
+        outcome = wait_for_agent(ctx, remote, self.name, where, self.bcfg.heartbeat_timeout_s,
+                                 started=started)
+        if ctx.shutdown.is_set() and remote.result is None:
+            ctx.log("the server is stopping: the run stays with the agent on %s, which keeps "
+                    "training; the server picks it up again when it starts (the agent waits up "
+                    "to %d s for it, then stops the worker; the restarted server waits %g s for "
+                    "the agent)" % (where, LOST_CONTACT_S, self.bcfg.heartbeat_timeout_s))
+            return Outcome("detached")
         if outcome is not None:
             return outcome
         result = remote.result or {}
@@ -128,8 +186,9 @@ class AgentBackend(TrainingBackend):
         report = self.report()
         record = self.tokens.record(self.name) if self.tokens is not None else None
         if record is None:
-            report["lines"].append("no token issued yet: run potato training register %s "
-                                   "CONFIG on the server" % self.name)
+            report["lines"].append("no token issued yet: run potato training register %s %s "
+                                   "on the server" % (shlex.quote(self.name),
+                                                      shlex.quote(self.cfg.path or "CONFIG")))
             return report
 
         def when(t):

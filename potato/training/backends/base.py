@@ -14,6 +14,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 from potato.config import Backend as BackendConfig, Config
 from potato.training.remote.paths import RunPaths
 from potato.training.remote.protocol import RunSettings
+from potato.training.runs import Run
 
 
 class Outcome:
@@ -42,11 +43,11 @@ class RunContext:
     """What a backend gets for one run. All of it is given here, once; a remote backend adds
     the run's ``remote`` state (and the bundle archive's digest) when its agent starts."""
 
-    def __init__(self, run: Dict[str, Any], paths: RunPaths, cfg: Config,
+    def __init__(self, run: Run, paths: RunPaths, cfg: Config,
                  on_event: Callable[[dict], None], set_step: Callable[[str], None],
                  log: Callable[[str], None], claim: Optional[Claim] = None):
         self.run = run
-        self.run_id = run["run_id"]
+        self.run_id = run.run_id
         self.paths = paths
         self.cfg = cfg
         self.on_event = on_event
@@ -56,6 +57,10 @@ class RunContext:
         self.claim = claim  # for backends polled by agents: the claim that started the run
         self.remote: Optional["RemoteState"] = None  # while a remote agent runs this run
         self.bundle_sha256: Optional[str] = None
+        # The server is stopping: end what waits now. A shutdown is not a cancel: what it does
+        # to the run is the backend's business (survives_restart, restart_error).
+        self.shutdown = threading.Event()
+        self.save: Callable[..., Any] = lambda **fields: None  # fields onto the run's record
 
     @property
     def grace_seconds(self) -> float:
@@ -115,6 +120,13 @@ class TrainingBackend:
         """Why no run can be queued for this backend now (None: it can)."""
         return None
 
+    queue_timeout_step = "waited too long in the queue"  # the step of a run that timed out
+
+    def step_worth_logging(self, old: str, new: str) -> bool:
+        """Whether a queued run's new step goes into its log (steps that tick, like a silence
+        counter, log only when their meaning changes)."""
+        return old != new
+
     def queue_timeout_message(self, limit: float) -> str:
         return "The run waited in the queue for backend %s longer than %g s." % (self.name, limit)
 
@@ -139,6 +151,25 @@ class TrainingBackend:
     @property
     def host(self) -> Optional[str]:
         return self.bcfg.host
+
+    # What a server restart does to a run of this backend. A backend whose runs survive one
+    # leaves them running when the server stops (``execute`` returns Outcome("detached")) and
+    # picks them up at the next start with ``reattach`` and ``resume``; any other run ends,
+    # when the server stops or (after a kill) when it starts again, with ``restart_error()``.
+    survives_restart = False
+
+    def restart_error(self) -> str:
+        return ("The run was ended by a server restart (the annotation server stopped during "
+                "the run). Start the run again.")
+
+    def reattach(self, ctx: RunContext, run: Run) -> bool:
+        """Prepare ``ctx`` for a run left running by the previous server; False when it cannot
+        be picked up (it then ends with ``restart_error``). Called before the server serves."""
+        return False
+
+    def resume(self, ctx: RunContext) -> Outcome:
+        """Follow a re-attached run to its end, as ``execute`` would have."""
+        raise NotImplementedError
 
     def execute(self, ctx: RunContext) -> Outcome:
         raise NotImplementedError
@@ -171,8 +202,8 @@ def token_hash(token: str) -> str:
 class RemoteState:
     """What the server knows of a run's agent while the run is active."""
 
-    def __init__(self, token: str, settings: RunSettings):
-        self.token_hash = token_hash(token)
+    def __init__(self, token: str, settings: RunSettings, hashed: bool = False):
+        self.token_hash = token if hashed else token_hash(token)
         self.settings = settings  # backend settings the agent needs (gpus, env, ...)
         self.last_seen: Optional[float] = None  # monotonic
         self.reports = 0

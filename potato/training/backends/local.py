@@ -7,7 +7,7 @@ from typing import Any, Dict, Optional, Tuple
 from potato.training import devices
 from potato.training.backends.base import Outcome, RunContext, TrainingBackend
 from potato.training.backends.ship import SOURCE_ROOT
-from potato.training.remote import model_source, protocol, supervise
+from potato.training.remote import model_source, proc, protocol, supervise
 
 
 class LocalBackend(TrainingBackend):
@@ -15,6 +15,10 @@ class LocalBackend(TrainingBackend):
 
     type = "local"
     on_server = True
+
+    def restart_error(self) -> str:
+        return ("The run was interrupted by a server restart: its training process on the "
+                "server stopped with the server. Start the run again.")
 
     def worker_env(self) -> Dict[str, str]:
         return protocol.worker_env(os.environ, SOURCE_ROOT, self.cfg.model_training.num_threads)
@@ -26,8 +30,9 @@ class LocalBackend(TrainingBackend):
         ctx.log("local: %s" % " ".join(argv))
         result = supervise.run_worker(
             argv, self.worker_env(), ctx.paths.stderr, ctx.on_event,
-            should_cancel=ctx.cancel.is_set, max_wall_seconds=mt.max_wall_seconds,
-            grace_seconds=mt.grace_seconds, max_rss_mb=mt.max_ram_mb, cwd=ctx.paths.root)
+            should_cancel=lambda: ctx.cancel.is_set() or ctx.shutdown.is_set(),
+            max_wall_seconds=mt.max_wall_seconds, grace_seconds=mt.grace_seconds,
+            max_rss_mb=mt.max_ram_mb, cwd=ctx.paths.root, hurry=ctx.shutdown.is_set)
         status, error = supervise.explain(result, mt.max_wall_seconds, mt.grace_seconds,
                                           mt.max_ram_mb)
         if result.stderr_tail and status == "error":
@@ -42,6 +47,6 @@ class LocalBackend(TrainingBackend):
         return self.report(**devices.local_report(self.cfg))
 
     def check_model(self, model: str) -> Optional[Tuple[bool, str]]:
-        return model_source.resolve(model)  # the worker runs here, with the server's env
+        return model_source.resolve(model, env=proc.child_env(None))  # the worker's env
 
 

@@ -27,6 +27,11 @@ class SlurmBackend(SshBackend):
     builds_venv = False  # a venv made on the login node may not run on compute nodes
     lost_after_s = slurm_job.LOST_AFTER_S
 
+    def restart_error(self) -> str:
+        return ("The run was ended by a server restart: the server's ssh session to %s closed "
+                "with it, and the agent there cancelled its SLURM job. Start the run again."
+                % self.bcfg.host)
+
     @property
     def label(self) -> str:
         return "%s (SLURM via %s)" % (self.name, self.bcfg.host)

@@ -57,6 +57,11 @@ class SshBackend(TrainingBackend):
             self._control_dir = tempfile.mkdtemp(prefix="potato-ssh-", dir=base)
         return self._control_dir
 
+    def restart_error(self) -> str:
+        return ("The run was ended by a server restart: the server's ssh session to %s closed "
+                "with it, and the agent there stopped the worker. Start the run again."
+                % self.bcfg.host)
+
     # -- building blocks -----------------------------------------------------------------------
     def argv(self, command: str, forward: Optional[str] = None):
         """ssh argv for ``command``, which runs with the backend's env (see ``stdin``)."""
@@ -207,7 +212,7 @@ class SshBackend(TrainingBackend):
             outcome = wait_for_agent(ctx, remote, self.name, host, self.bcfg.heartbeat_timeout_s,
                                      gone)
         finally:
-            self._close(p, quick=ctx.cancel.is_set())
+            self._close(p, quick=ctx.cancel.is_set() or ctx.shutdown.is_set())
             ctx.log("agent output:\n" + tail(ctx.paths.agent_log, 30))
         if outcome is not None:
             return outcome
@@ -255,9 +260,10 @@ class SshBackend(TrainingBackend):
     def check_model(self, model: str) -> Optional[Tuple[bool, str]]:
         try:
             r = self._ssh(sshcmd.model_check_command(self.bcfg.python, model), timeout=60)
-            return sshcmd.parse_model_check(r.stdout)
         except errors.RemoteError as e:
             return False, str(e)
+        try:
+            return sshcmd.parse_model_check(r.stdout)
         except ValueError:  # the python -c failed: its stderr says why (the command is long)
             return False, "finding model %s on %s failed (exit %s): %s" % (
                 model, self.bcfg.host, r.returncode, r.stderr_tail() or "no output")
@@ -295,7 +301,12 @@ class SshBackend(TrainingBackend):
         try:
             chosen, sentence = gpus_mod.choose(self.bcfg.gpus, info["gpus"],
                                                self.bcfg.min_free_gpu_mb, torch_info)
-            lines.append("A run would start %s" % sentence)
+            if chosen is None:  # the CPU: a sentence of its own, not "would start <reason>"
+                lines.append("A run would train on the CPU: %s" % (
+                    "gpus is none" if (self.bcfg.gpus or "").strip() == "none"
+                    else "this host has no GPU"))
+            else:
+                lines.append("A run would start %s" % sentence)
             report["gpu"] = chosen
         except gpus_mod.GpuError as e:
             lines.append(str(e))

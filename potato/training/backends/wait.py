@@ -2,7 +2,8 @@
 
 It returns when the agent reports a result, or with an Outcome when the agent goes silent for
 ``heartbeat_timeout_s``, a cancel is not confirmed within the grace period, the wall clock runs
-out, or ``gone()`` says the agent's transport has ended (an ssh session that exited).
+out, ``gone()`` says the agent's transport has ended (an ssh session that exited), or the server
+is stopping (``SHUTDOWN``: the caller decides what that means for its run).
 """
 
 import os
@@ -13,16 +14,22 @@ from potato.training.backends.base import Outcome, RemoteState, RunContext
 from potato.training.backends import errors
 
 
+SHUTDOWN = "the server is stopping"
+
+
 def wait_for_agent(ctx: RunContext, remote: RemoteState, backend: str, where: str,
                    heartbeat_s: float, gone: Optional[Callable[[], Optional[Outcome]]] = None,
-                   tick: float = 0.5) -> Optional[Outcome]:
-    """None once ``remote.result`` is there; otherwise the Outcome that ended the wait."""
-    started = time.monotonic()
+                   tick: float = 0.5, started: Optional[float] = None) -> Optional[Outcome]:
+    """None once ``remote.result`` is there; otherwise the Outcome that ended the wait.
+    ``started`` (monotonic) is when the run started, for max_wall_seconds; default now."""
+    started = time.monotonic() if started is None else started
     cancel_at = None
     wall = ctx.max_wall_seconds
     while True:
         if remote.result_ready.wait(tick):
             return None
+        if ctx.shutdown.is_set():
+            return Outcome("error", SHUTDOWN, ran_on=backend)
         now = time.monotonic()
         if gone is not None:
             outcome = gone()

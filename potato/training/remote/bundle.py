@@ -126,8 +126,8 @@ def build(dest, items, labels, schemas, fractions=(0.7, 0.15, 0.15), seed=0,
             if held is not None and split == "test":
                 held.write(json.dumps({"id": item_id, "labels": agreed}) + "\n")
                 agreed = {}
-            line = json.dumps({"id": item_id, "text": text, "split": split, "labels": agreed},
-                              ensure_ascii=False) + "\n"
+            line = json.dumps({"id": item_id, "text": text, "split": split,
+                               "labels": agreed}) + "\n"  # ASCII: no line breaks but "\n"
             data = line.encode("utf-8")
             sha.update(data)
             out.write(line)
@@ -181,7 +181,9 @@ def read(directory, verify=True):
     if verify and "sha256:" + hashlib.sha256(raw).hexdigest() != manifest.get("digest"):
         raise BundleError("the bundle in %s does not match its manifest's digest (a damaged or "
                           "partial copy)" % directory)
-    items = [json.loads(line) for line in raw.decode("utf-8").splitlines() if line.strip()]
+    # "\n" alone ends a line: str.splitlines() would also break inside a text at U+2028,
+    # U+0085 and the like, which bundles written with ensure_ascii=False hold raw
+    items = [json.loads(line) for line in raw.decode("utf-8").split("\n") if line.strip()]
     return Bundle(manifest, items)
 
 

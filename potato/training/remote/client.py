@@ -79,13 +79,19 @@ class ServerError(Exception):
 
 
 class Client:
-    """The agent protocol over a unix socket (``socket``) or a URL (``server``)."""
+    """The agent protocol over a unix socket (``socket``) or a URL (``server``).
 
-    def __init__(self, token, socket_path=None, server=None, timeout=60):
+    ``patience``: how long the predictions and the result are tried again while the server
+    cannot be reached or answers 503 (it is restarting). An agent that polls the server waits
+    out a restart (protocol.LOST_CONTACT_S); over an ssh socket the session is the lifeline,
+    and a short wait is enough."""
+
+    def __init__(self, token, socket_path=None, server=None, timeout=60, patience=15):
         self.token = token
         self.socket_path = socket_path
         self.server = server
         self.timeout = timeout
+        self.patience = patience
 
     def _conn(self):
         if self.socket_path:
@@ -173,8 +179,9 @@ def download_bundle(client, run_id, dest, expected_sha, expected_bytes):
         headers = {"Range": "bytes=%d-" % have} if have else {}
         last_error = None
         try:
-            status, resp, conn = client.request("GET", "/agent/v1/runs/%s/bundle" % run_id,
-                                                headers=headers, stream_to=True)
+            status, resp, conn = patiently(client, "download the bundle", lambda: (
+                client.request("GET", "/agent/v1/runs/%s/bundle" % run_id, headers=headers,
+                               stream_to=True)))  # each try waits out a restarting server
             if status != 206:
                 hasher.restart()  # the whole file comes again
             try:
@@ -234,19 +241,40 @@ class _Slice:
         return data
 
 
-def send_result(client, run_id, body):
-    for attempt in range(5):
+def patiently(client, what, call):
+    """``call()``, tried again while the server cannot be reached or answers 503 (restarting),
+    for up to ``client.patience`` seconds; the last failure is raised."""
+    deadline = time.monotonic() + getattr(client, "patience", 15)
+    attempt = 0
+    while True:
         try:
-            client.request("POST", "/agent/v1/runs/%s/result" % run_id, body)
+            return call()
+        except (OSError, http.client.HTTPException, ServerError) as e:
+            if isinstance(e, ServerError) and e.status != 503:
+                raise
+            if time.monotonic() >= deadline:
+                raise
+            attempt += 1
+            if attempt == 1 or attempt % 10 == 0:
+                log("cannot %s (%s); trying again" % (what, e))
+            time.sleep(min(attempt, 10))
+
+
+def send_result(client, run_id, body):
+    tries = []
+
+    def post():
+        tries.append(1)
+        return client.request("POST", "/agent/v1/runs/%s/result" % run_id, body)
+
+    try:
+        patiently(client, "report the result", post)
+    except ServerError as e:
+        if e.status == 409 and len(tries) > 1:  # an earlier try arrived; its answer did not
+            log("the server already has the result")
             return
-        except (OSError, http.client.HTTPException) as e:
-            log("cannot report the result (%s); retrying" % e)
-            time.sleep(1 + attempt)
-        except ServerError as e:
-            if e.status == 409 and attempt:  # an earlier try arrived; its answer did not
-                log("the server already has the result")
-                return
-            log("the server refused the result: %s" % e)
-            return
+        log("the server refused the result: %s" % e)
+    except (OSError, http.client.HTTPException) as e:
+        log("could not report the result: %s" % e)
 
 

@@ -52,13 +52,25 @@ def render(template, scheme, labels, text, description=""):
     if not description:
         template = "\n".join(line for line in template.split("\n")
                              if line.strip() != "{description}")
-    return template.format(text=text, labels=", ".join(labels), scheme=scheme,
+    return template.format(text=text, labels=", ".join(str(x) for x in labels), scheme=scheme,
                            description=description or "")
 
 
 def answer(label):
     """The text the model learns to write after the prompt (the tokenizer's EOS follows)."""
-    return " " + label
+    return " " + str(label)  # a Likert point (an integer) is answered as its digits
+
+
+def scale_note(schema):
+    """A Likert scheme's ends for the prompt's description ("1 means ..., 5 means ..."), or
+    "" for other schemes and for scales without named ends."""
+    points = schema.get("labels") or []
+    if schema.get("type") != "likert" or not points:
+        return ""
+    ends = [("%s means %s" % (point, schema.get(key)))
+            for point, key in ((points[0], "min_label"), (points[-1], "max_label"))
+            if schema.get(key)]
+    return ("; ".join(ends) + ".") if ends else ""
 
 
 # LoRA targets per ``config.model_type`` when lora_target_modules is "auto": the attention

@@ -14,6 +14,7 @@ import re
 import socket
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 
 MARK = "POTATO-MODEL "
@@ -24,13 +25,16 @@ REPO_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]{0,95}/)?[A-Za-z0-9][\w.-]{0,95}$")
 TRUE = ("1", "true", "yes", "on")
 
 
+def _hf_home(env):
+    return env.get("HF_HOME") or os.path.join(
+        env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+        "huggingface")
+
+
 def _cache_dir(env):
     if env.get("HF_HUB_CACHE") or env.get("HUGGINGFACE_HUB_CACHE"):
         return env.get("HF_HUB_CACHE") or env.get("HUGGINGFACE_HUB_CACHE")
-    home = env.get("HF_HOME") or os.path.join(
-        env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
-        "huggingface")
-    return os.path.join(home, "hub")
+    return os.path.join(_hf_home(env), "hub")
 
 
 def in_cache(model, env):
@@ -44,15 +48,43 @@ def in_cache(model, env):
         return False
 
 
+class _SameOriginAuth(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect, but sends the token only to the origin it was meant for."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        new = urllib.request.HTTPRedirectHandler.redirect_request(
+            self, req, fp, code, msg, headers, newurl)
+        if new is not None:
+            old, to = urllib.parse.urlsplit(req.full_url), urllib.parse.urlsplit(new.full_url)
+            if (old.scheme, old.netloc) != (to.scheme, to.netloc):
+                for name in [k for k in new.headers if k.lower() == "authorization"]:
+                    del new.headers[name]
+                new.unredirected_hdrs.pop("Authorization", None)
+        return new
+
+
+def _token(env):
+    """HF_TOKEN, else the token ``huggingface-cli login`` stored, as huggingface_hub finds it."""
+    token = env.get("HF_TOKEN") or env.get("HUGGING_FACE_HUB_TOKEN")
+    if token:
+        return token.strip()
+    path = env.get("HF_TOKEN_PATH") or os.path.join(_hf_home(env), "token")
+    try:
+        with open(os.path.expanduser(path)) as f:
+            return f.read(4096).strip()
+    except (OSError, ValueError):
+        return ""
+
+
 def _hub_answer(model, env, timeout):
     """(HTTP status or None, the reason when the Hub could not be reached)."""
     endpoint = (env.get("HF_ENDPOINT") or HUB).rstrip("/")
     req = urllib.request.Request("%s/api/models/%s" % (endpoint, model), method="GET")
-    token = env.get("HF_TOKEN") or env.get("HUGGING_FACE_HUB_TOKEN")
+    token = _token(env)
     if token:
         req.add_header("Authorization", "Bearer " + token)
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
+        with urllib.request.build_opener(_SameOriginAuth).open(req, timeout=timeout) as resp:
             return resp.status, ""
     except urllib.error.HTTPError as e:
         return e.code, ""

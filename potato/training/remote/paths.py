@@ -10,6 +10,8 @@ A run directory holds::
     run.log            a human-readable log of the run
     stderr.log         the worker's standard error
     agent.log          the remote agent's own output (remote backends)
+    result.json        the agent's result, kept by the server once it has answered it (so a
+                       restart between the result and the run's end does not lose it)
     job.sh, slurm.out, exit_code   a SLURM job's script, SLURM's output, the worker's status
 
 Standard library only: the worker and the agent use it on remote hosts too.
@@ -106,6 +108,10 @@ class RunPaths:
     @property
     def agent_log(self):
         return os.path.join(self.root, "agent.log")
+
+    @property
+    def result(self):
+        return os.path.join(self.root, "result.json")
 
     @property
     def exit_code(self):

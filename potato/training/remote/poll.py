@@ -111,7 +111,9 @@ def serve(args):
             run_id = reply["run_id"]
             log("claimed run %s" % run_id)
             job = os.path.join(workdir, "jobs", "%s-%s" % (run_id, secrets.token_hex(3)))
-            run_client = Client(reply["token"], server=args.server)
+            # patient: the run carries on through a server restart (LOST_CONTACT_S at most)
+            run_client = Client(reply["token"], server=args.server,
+                                patience=protocol.LOST_CONTACT_S)
             try:
                 agent_mod.run(run_client, run_id, job, python, overrides=overrides,
                               keep_bundle=args.keep)

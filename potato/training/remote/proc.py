@@ -7,11 +7,38 @@ fail to start (no such program, not executable, a timeout) into a ``Completed`` 
 with the command shell-quoted so it can be pasted into a terminal.
 """
 
+import collections
 import os
 import shlex
 import signal
 import subprocess
 from typing import Dict, List, Optional
+
+# Variables no child sees (the server's Hugging Face write token): counted, since each server in
+# the process hides its config's token_env while it runs (hide/unhide).
+_hidden = collections.Counter()  # type: collections.Counter
+
+
+def hide(name: str) -> None:
+    """From now on, no process started by ``run`` or ``spawn`` sees variable ``name``."""
+    _hidden[name] += 1
+
+
+def unhide(name: str) -> None:
+    _hidden[name] -= 1
+    if _hidden[name] <= 0:
+        del _hidden[name]
+
+
+def child_env(env: Optional[Dict[str, str]]) -> Optional[Dict[str, str]]:
+    """``env`` (None: this process's environment) without the hidden variables."""
+    names = [n for n in _hidden if n in (os.environ if env is None else env)]
+    if not names:
+        return env
+    out = dict(os.environ if env is None else env)
+    for name in names:
+        del out[name]
+    return out
 
 NOT_FOUND = 127
 NOT_EXECUTABLE = 126
@@ -57,6 +84,7 @@ def spawn(argv: List[str], new_session: bool = True, **popen_args) -> subprocess
     group stops it too).
 
     Raises SpawnError, whose message names the quoted command, when it cannot start."""
+    popen_args["env"] = child_env(popen_args.get("env"))
     try:
         return subprocess.Popen(argv, start_new_session=new_session, **popen_args)
     except OSError as e:
@@ -71,7 +99,7 @@ def run(argv: List[str], input_bytes: Optional[bytes] = None, timeout: float = 1
     try:
         p = subprocess.Popen(argv, stdin=subprocess.PIPE if input_bytes is not None
                              else subprocess.DEVNULL, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, env=env, cwd=cwd,
+                             stderr=subprocess.PIPE, env=child_env(env), cwd=cwd,
                              start_new_session=True)
     except FileNotFoundError:
         return Completed(argv, NOT_FOUND, "", "%s: command not found" % argv[0])
@@ -79,6 +107,8 @@ def run(argv: List[str], input_bytes: Optional[bytes] = None, timeout: float = 1
         return Completed(argv, NOT_EXECUTABLE, "", "%s: permission denied" % argv[0])
     except OSError as e:
         return Completed(argv, NOT_EXECUTABLE, "", "%s: %s" % (argv[0], e.strerror or e))
+    except ValueError as e:  # a null byte in an argument or the environment
+        return Completed(argv, NOT_EXECUTABLE, "", "%s: cannot run: %s" % (argv[0], e))
     try:
         out, err = p.communicate(input_bytes, timeout=timeout)
         timed_out = False

@@ -33,6 +33,10 @@ VERSION = "2.14.0"  # potato.__version__ and the package's version are this one
 
 # -- exit codes: every layer's, with the sentence each means -----------------------------------
 # The worker (python -m potato.training.worker)
+# An agent that cannot reach the server this long cancels its run; a shorter outage (a server
+# restart) it waits out, and the restarted server picks the run up again (agent backends).
+LOST_CONTACT_S = 300
+
 EXIT_OK = 0
 EXIT_OTHER = 1
 EXIT_BAD_SPEC = 64

@@ -31,7 +31,7 @@ from potato.training.remote import slurm_job
 from potato.training.remote import supervise
 from potato.training.remote.client import (
     CHUNK, Client, ServerError, StdinWatch, _Slice, download_bundle, log, on_hangup,
-    send_result, set_log_file)
+    patiently, send_result, set_log_file)
 from potato.training.remote.paths import RunPaths, write_json
 from potato.training.remote.protocol import RunSettings
 
@@ -39,7 +39,8 @@ REPORT_S = 2.0
 REPORT_MAX_EVENTS = 2000  # events per report (the server takes 10000 and 8 MB)
 PENDING_MAX = 5000  # events kept while the server cannot be reached
 MAX_SPLIT_REQUESTS = 64  # requests one report may take when the server refuses a batch
-LOST_CONTACT_S = 300  # a run whose server cannot be reached this long is cancelled here
+LOST_CONTACT_S = protocol.LOST_CONTACT_S  # no server this long: the worker is stopped here
+UNREACHABLE = "the agent could not reach the server for %d s and stopped the worker"
 ALIVE = ".alive"  # in the job directory, touched while its agent runs (see ``_Alive``)
 ALIVE_S = 2.0
 GPU_LOCK_HOLD_S = 120  # the GPU choice is held until the worker speaks, at most this long
@@ -70,6 +71,7 @@ class AgentRun:
         self.events = 0
         self.cancelled = False
         self.lost = False
+        self.unreachable = False  # no server for LOST_CONTACT_S: not a cancel, an error
         self.last_report = 0.0
         self.failing_since = None
         self.result = None
@@ -109,7 +111,9 @@ class AgentRun:
 
     def download(self):
         """The run's spec and settings, then its bundle (resumed, checksum-verified)."""
-        _, self.info, _ = self.client.request("GET", "/agent/v1/runs/%s" % self.run_id)
+        # patient, as every step after: the server may be restarting as the run begins
+        _, self.info, _ = patiently(self.client, "fetch the run's spec", lambda: (
+            self.client.request("GET", "/agent/v1/runs/%s" % self.run_id)))
         backend = dict(self.info.get("backend") or {})
         backend.update(self.overrides or {})
         self.settings = RunSettings.from_dict(backend)
@@ -174,15 +178,22 @@ class AgentRun:
         reason = getattr(self.result, "reason_message", None)
         if reason and self.result.stopped != "cancelled":
             status, error = "error", reason  # the scheduler ended the job
+        if self.unreachable and status != "success":  # we stopped it: the server never asked
+            status, error = "error", UNREACHABLE % LOST_CONTACT_S
         self.artifacts = self._list_artifacts()
         if status != "success":
             return status, error
         try:
             with open(self.paths.predictions, "rb") as f:
                 size = os.fstat(f.fileno()).st_size
-                self.client.request("PUT", "/agent/v1/runs/%s/predictions" % self.run_id, body=f,
-                                    headers={"Content-Length": str(size),
-                                             "Content-Type": "application/x-ndjson"})
+
+                def put():
+                    f.seek(0)
+                    self.client.request("PUT", "/agent/v1/runs/%s/predictions" % self.run_id,
+                                        body=f, headers={"Content-Length": str(size),
+                                                         "Content-Type": "application/x-ndjson"})
+
+                patiently(self.client, "upload the predictions", put)
         except ServerError as e:
             return "error", "the server refused the predictions: %s" % e
         except OSError as e:
@@ -215,7 +226,9 @@ class AgentRun:
         log("removed the job directory %s" % self.paths.root)
 
     def report(self, status, error):
-        """The run's result, with where its files are."""
+        """The run's result, with where its files are (events still unsent go first)."""
+        if self.pending:
+            self.report_events(force=True)
         send_result(self.client, self.run_id, {
             "status": status, "error": error, "exit_code": self.result.returncode,
             "stderr_tail": self.result.stderr_tail[-4000:], "artifacts": self.artifacts,
@@ -249,10 +262,10 @@ class AgentRun:
             if self.failing_since is None:
                 self.failing_since = now
                 log("cannot reach the server (%s); will retry" % e)
-            elif now - self.failing_since > LOST_CONTACT_S and not self.cancelled:
-                log("the server has been unreachable for %d s: cancelling the run here"
-                    % LOST_CONTACT_S)
-                self.cancelled = True
+            elif now - self.failing_since > LOST_CONTACT_S and not self.unreachable:
+                log("the server has been unreachable for %d s: stopping the worker (the run "
+                    "ends as an error, not a cancel)" % LOST_CONTACT_S)
+                self.unreachable = True
         self.last_report = now
 
     def _send(self, batch, budget):
@@ -296,7 +309,7 @@ class AgentRun:
             self.lost = True
             log("the session that started the agent is gone (standard input closed, or a "
                 "hangup): stopping the worker")
-        return self.cancelled or self.lost
+        return self.cancelled or self.lost or self.unreachable
 
     # -- files -------------------------------------------------------------------------------------
     def _list_artifacts(self):

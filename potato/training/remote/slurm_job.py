@@ -38,9 +38,13 @@ class SlurmParseError(SlurmError):
 
 # -- builders ---------------------------------------------------------------------------------
 
-def job_script(settings, jobdir, code_dir):
+def job_script(settings, jobdir, code_dir, grace_seconds=20.0):
     """The text of job.sh. Every value is shell-quoted; ``prelude`` lines are shell code the
-    user wrote for this purpose (module loads, environment activation) and go in as written."""
+    user wrote for this purpose (module loads, environment activation) and go in as written.
+
+    The script never exits before its worker: the worker runs under ``supervise.guard`` (its
+    own process group; a TERM is passed on, and the group is killed ``grace_seconds`` later),
+    and the shell itself survives a TERM (it passes it on to the guard) and waits."""
     q = shlex.quote
     paths = RunPaths(jobdir)
     python = settings.job_python or "python"
@@ -58,9 +62,16 @@ def job_script(settings, jobdir, code_dir):
         lines.append("export %s=%s" % (key, value))
     lines += [
         "cd %s || exit %d" % (q(jobdir), protocol.REMOTE_NO_CODE),
-        "%s > %s 2> %s" % (proc.quoted(protocol.worker_argv(python, paths.spec)),
-                           q(paths.events), q(paths.stderr)),
-        "code=$?",
+        "pid=",
+        "trap '[ -n \"$pid\" ] && kill -TERM \"$pid\" 2>/dev/null' TERM INT HUP",
+        "%s -m potato.training.remote.supervise --grace %s -- %s > %s 2> %s &" % (
+            q(python), q("%g" % grace_seconds),
+            proc.quoted(protocol.worker_argv(python, paths.spec)), q(paths.events),
+            q(paths.stderr)),
+        "pid=$!",
+        # wait returns early when a trapped signal arrives: wait again until the guard is gone
+        "wait \"$pid\"; code=$?",
+        "while kill -0 \"$pid\" 2>/dev/null; do wait \"$pid\"; code=$?; done",
         "echo \"$code\" > %s && mv %s %s" % (q(paths.exit_code + ".tmp"),
                                              q(paths.exit_code + ".tmp"), q(paths.exit_code)),
         "exit \"$code\"", ""]
@@ -260,7 +271,7 @@ class JobFollower:
             raise SlurmError(no_command_message(self.settings.host or platform.node(),
                                                 missing[0]))
         with open(self.paths.job_script, "w") as f:
-            f.write(job_script(self.settings, self.jobdir, self.code_dir))
+            f.write(job_script(self.settings, self.jobdir, self.code_dir, self.grace))
         os.chmod(self.paths.job_script, 0o755)
         argv = sbatch_argv(self.settings, self.jobdir, self.run_id)
         rc, stdout, stderr = _call(argv, self.env, timeout=120)

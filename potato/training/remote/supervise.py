@@ -10,6 +10,7 @@ import os
 import queue
 import signal
 import subprocess
+import sys
 import threading
 import time
 
@@ -103,8 +104,9 @@ def _end(proc, lines, reader):
 
 def run_worker(argv, env, stderr_path, on_event, should_cancel=lambda: False,
                max_wall_seconds=None, grace_seconds=20.0, max_rss_mb=None, tick=0.5,
-               on_tick=None, cwd=None):
-    """Run ``argv`` to the end; returns a WorkerExit. ``on_event(event)`` sees every event."""
+               on_tick=None, cwd=None, hurry=lambda: False):
+    """Run ``argv`` to the end; returns a WorkerExit. ``on_event(event)`` sees every event.
+    While ``hurry()`` is true (the server is stopping) the grace period is half a second."""
     out = WorkerExit()
     with open(stderr_path, "ab") as err:
         proc = procs.spawn(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
@@ -159,7 +161,8 @@ def run_worker(argv, env, stderr_path, on_event, should_cancel=lambda: False,
                 if used > max_rss_mb:
                     out.stopped = out.stopped or "memory"
                     _signal_group(proc, signal.SIGKILL)
-            if term_sent is not None and now - term_sent > grace_seconds:
+            if term_sent is not None and now - term_sent > (
+                    min(grace_seconds, 0.5) if hurry() else grace_seconds):
                 _signal_group(proc, signal.SIGKILL)
             if on_tick is not None:
                 on_tick()
@@ -171,6 +174,61 @@ def run_worker(argv, env, stderr_path, on_event, should_cancel=lambda: False,
     out.returncode = proc.returncode
     out.stderr_tail = tail(stderr_path)
     return out
+
+
+GUARD_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def guard(argv, grace_seconds, tick=0.2):
+    """Run ``argv`` in its own process group and return its exit status (128+N for signal N)
+    only once nothing of that group is left.
+
+    A SLURM job runs the worker under this guard: a SIGTERM, SIGINT or SIGHUP (``scancel
+    --signal=TERM``, a time limit) is passed on to the worker's whole group, and a worker that
+    is still running ``grace_seconds`` later is killed with its group. Whatever the worker
+    started and left behind is killed when it exits. So a job never ends before its worker,
+    and a worker that ignores SIGTERM cannot outlive its job (linuxproc loses track of a
+    process once its parent has exited).
+    """
+    term_at = []
+    running = []
+
+    def on_signal(signum, frame):
+        if not term_at:
+            term_at.append(time.monotonic())
+            for p in running:
+                _signal_group(p, signal.SIGTERM)
+
+    for sig in GUARD_SIGNALS:  # before the worker starts: no signal is lost in between
+        signal.signal(sig, on_signal)
+    try:
+        proc = procs.spawn(argv)
+    except procs.SpawnError as e:
+        sys.stderr.write("%s\n" % e)
+        return 127
+    running.append(proc)
+    if term_at:
+        _signal_group(proc, signal.SIGTERM)
+    while True:
+        try:
+            proc.wait(timeout=tick)
+            break
+        except subprocess.TimeoutExpired:
+            pass
+        if term_at and time.monotonic() - term_at[0] > grace_seconds:
+            _signal_group(proc, signal.SIGKILL)
+    _signal_group(proc, signal.SIGKILL)
+    return 128 - proc.returncode if proc.returncode < 0 else proc.returncode
+
+
+def main(argv=None):
+    """``python -m potato.training.remote.supervise --grace S -- ARGV...`` (job.sh uses it)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if len(argv) < 4 or argv[0] != "--grace" or argv[2] != "--":
+        sys.stderr.write("usage: python -m potato.training.remote.supervise --grace SECONDS -- "
+                         "COMMAND...\n")
+        return 2
+    return guard(argv[3:], float(argv[1]))
 
 
 def explain(result, max_wall_seconds=None, grace_seconds=None, max_rss_mb=None):
@@ -205,3 +263,7 @@ def explain(result, max_wall_seconds=None, grace_seconds=None, max_rss_mb=None):
     if last:
         message += ": " + last[0][:300]
     return "error", message
+
+
+if __name__ == "__main__":
+    sys.exit(main())

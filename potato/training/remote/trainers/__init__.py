@@ -96,7 +96,7 @@ REGISTRY = {
          Param("ngrams", "int", 2, "use word n-grams up to this length", 1, 3),
          Param("min_count", "int", 1, "ignore n-grams seen fewer times in training", 1),
          Param("calibrate", "bool", True, "temperature-scale probabilities on the val split")],
-        {"radio", "multiselect"}),
+        {"radio", "multiselect", "likert"}),
     "hf-text-classification": TrainerInfo(
         "hf-text-classification", "potato.training.remote.trainers.hf_text",
         "Fine-tune a transformers encoder (full or with a PEFT LoRA adapter).",
@@ -110,7 +110,7 @@ REGISTRY = {
          Param("lora", "bool", True, "train a LoRA adapter (true) or every weight (false)"),
          Param("lora_r", "int", 8, "LoRA rank", 1, 512),
          Param("lora_alpha", "int", 16, "LoRA scaling", 1, 4096)] + HF_SHARED_PARAMS,
-        {"radio"}, packages=HF_PACKAGES, max_schemas=1, install_hint=TRAIN_TEXT_HINT),
+        {"radio", "likert"}, packages=HF_PACKAGES, max_schemas=1, install_hint=TRAIN_TEXT_HINT),
     "hf-llm-classification": TrainerInfo(
         "hf-llm-classification", "potato.training.remote.trainers.hf_llm",
         "Fine-tune a causal LM (Llama, Qwen, Mistral, Phi, GPT-2 ...) with a LoRA adapter to "
@@ -142,7 +142,7 @@ REGISTRY = {
          Param("prompt_template", "str", "", "the prompt before the answer, with placeholders "
                "{text}, {labels}, {scheme}, {description}; empty: the built-in template",
                check=llm_prompt.check_template_param, multiline=True)],
-        {"radio"}, packages=HF_PACKAGES, max_schemas=1, install_hint=TRAIN_LLM_HINT),
+        {"radio", "likert"}, packages=HF_PACKAGES, max_schemas=1, install_hint=TRAIN_LLM_HINT),
     "hf-token-classification": TrainerInfo(
         "hf-token-classification", "potato.training.remote.trainers.hf_tokens",
         "Tag spans: fine-tune a transformers token-classification model (BIO tags over "
@@ -164,6 +164,22 @@ REGISTRY = {
          Param("lora_r", "int", 8, "LoRA rank", 1, 512),
          Param("lora_alpha", "int", 16, "LoRA scaling", 1, 4096)] + HF_SHARED_PARAMS,
         {"span"}, packages=HF_PACKAGES, max_schemas=1, install_hint=TRAIN_TEXT_HINT),
+    "hf-text-regression": TrainerInfo(
+        "hf-text-regression", "potato.training.remote.trainers.hf_regression",
+        "Fine-tune a transformers encoder with a regression head (full or with a PEFT LoRA "
+        "adapter) to predict a slider's or number scheme's value.",
+        [Param("model", "str", "sentence-transformers/all-MiniLM-L6-v2",
+               "a Hugging Face Hub id or a local model directory", model_source=True),
+         Param("epochs", "int", 5, "passes over the training items", 1, 100),
+         Param("learning_rate", "float", None, "AdamW learning rate (default: 2e-3 with LoRA, "
+               "5e-5 for full fine-tuning)", minimum=1e-8, maximum=1.0),
+         Param("batch_size", "int", 16, "items per step", 1, 4096),
+         Param("max_length", "int", 128, "tokens per item (longer texts are cut)", 8, 8192),
+         Param("lora", "bool", True, "train a LoRA adapter (true) or every weight (false)"),
+         Param("lora_r", "int", 8, "LoRA rank", 1, 512),
+         Param("lora_alpha", "int", 16, "LoRA scaling", 1, 4096)] + HF_SHARED_PARAMS,
+        {"slider", "number"}, packages=HF_PACKAGES, max_schemas=1,
+        install_hint=TRAIN_TEXT_HINT),
     "decision-calibrate": TrainerInfo(
         "decision-calibrate", "potato.training.remote.trainers.calibrate",
         "Platt-scale the latest successful run's confidences against the human labels and find "
@@ -193,6 +209,42 @@ def all_trainers():
 
 def get(name):
     return all_trainers().get(name)
+
+
+STR_MAX = 1000  # a one-line string param (a model id or path) is never longer
+TEXT_MAX = 20000  # a multiline one (a prompt template)
+
+
+def _check_text(param, value):
+    """No control characters (a multiline param may hold newlines and tabs), and a cap."""
+    cap = TEXT_MAX if param.multiline else STR_MAX
+    if len(value) > cap:
+        raise ParamError("%s is %d characters long; at most %d are allowed"
+                         % (param.name, len(value), cap))
+    allowed = "\n\r\t" if param.multiline else ""
+    if any((ord(ch) < 32 or ord(ch) == 127) and ch not in allowed for ch in value):
+        raise ParamError("%s must not contain control characters (%s)" % (
+            param.name, "only newlines and tabs" if param.multiline
+            else "such as a newline or a null byte"))
+
+
+ANNOTATE_ONLY = ("no trainer trains %s schemes: they are annotate-only (their answers are "
+                 "stored and exported, not learned)")
+
+
+def cannot_train(info, annotation_type, scheme):
+    """The sentence for a scheme this trainer does not take (and why none does, if so)."""
+    why = annotate_only(annotation_type)
+    return "Trainer %s cannot train %s scheme %s (it takes %s)%s." % (
+        info.name, annotation_type, scheme, ", ".join(sorted(info.schema_types)),
+        "; " + why if why else "")
+
+
+def annotate_only(annotation_type):
+    """Why no run can train a scheme of this type (free text), or "" when a trainer takes it."""
+    if any(annotation_type in info.schema_types for info in all_trainers().values()):
+        return ""
+    return ANNOTATE_ONLY % annotation_type
 
 
 def coerce(param, value):
@@ -231,6 +283,8 @@ def coerce(param, value):
         value = "true" if value else "false"  # bf16: true from JSON means "true"
     if kind is str and not isinstance(value, str):
         raise ParamError("%s must be a string, not %r" % (param.name, value))
+    if kind is str:
+        _check_text(param, value)
     if kind is str and param.choices:
         value = value.strip().lower()
     if param.choices and value not in param.choices:

@@ -68,7 +68,8 @@ class Trainer(Scoring):
         self.scheme = next(iter(ctx.schemas))
         schema = ctx.schemas[self.scheme]
         self.labels = list(schema["labels"])
-        self.description = schema.get("description") or ""
+        self.description = " ".join(x for x in (schema.get("description") or "",
+                                                llm_prompt.scale_note(schema)) if x)
         self.template = self.p["prompt_template"] or llm_prompt.DEFAULT_TEMPLATE
         try:
             llm_prompt.check_template(self.template)

@@ -108,9 +108,7 @@ class Trainer:
         dtype_kw = "dtype" if tuple(int(x) for x in transformers.__version__.split(".")[:2]) \
             >= (4, 56) else "torch_dtype"
         model = AutoModelForSequenceClassification.from_pretrained(
-            p["model"], num_labels=len(self.labels), **{dtype_kw: torch.float32},
-            id2label=dict(enumerate(self.labels)),
-            label2id=dict((lab, i) for i, lab in enumerate(self.labels)))
+            p["model"], **{dtype_kw: torch.float32}, **self._head())
         if p["lora"]:
             from peft import LoraConfig, TaskType, get_peft_model
 
@@ -139,7 +137,7 @@ class Trainer:
         lr = p["learning_rate"] or (2e-3 if p["lora"] else 5e-5)
         optim = torch.optim.AdamW(params, lr=lr, **_fused(self.device))
         rows = self._encode(t for t, _ in train)
-        ys = [self.labels.index(lab) for _, lab in train]
+        ys = self._targets(train)
         total = math.ceil(len(train) / p["batch_size"]) * p["epochs"]
         sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda s: max(0.0, 1 - s / total))
         ctx.log("training %d items, %d steps (%d epochs), %s, learning rate %g, %d trainable "
@@ -162,12 +160,31 @@ class Trainer:
             ctx.emitter.metric("loss", round(train_loss, 5), epoch=epoch, split="train")
             metrics["%s.train_loss" % self.scheme] = round(train_loss, 5)
             if val:
-                acc = parallel.accuracy(lambda texts: self.predict(self.scheme, texts), val,
-                                        group, self.device)
-                ctx.emitter.metric("accuracy", round(acc, 4), epoch=epoch, split="val",
-                                   step=state["step"])
-                metrics["%s.val_accuracy" % self.scheme] = round(acc, 4)
+                self._validate(val, group, epoch, state["step"], metrics)
         return metrics
+
+    # -- what a subclass with another head changes (hf_regression.py) ---------------------------
+    def _head(self):
+        """from_pretrained's keywords for the classification head: a class per label (a
+        Likert scheme's labels are its points, integers; the config names them as text)."""
+        return {"num_labels": len(self.labels),
+                "id2label": dict((i, str(lab)) for i, lab in enumerate(self.labels)),
+                "label2id": dict((str(lab), i) for i, lab in enumerate(self.labels))}
+
+    def _targets(self, train):
+        """The training targets of (text, label) pairs: each label's class index."""
+        return [self.labels.index(lab) for _, lab in train]
+
+    info_file = "labels.json"  # saved with the model: what code that loads it back needs
+
+    def _info(self):
+        return {"labels": self.labels}
+
+    def _validate(self, val, group, epoch, step, metrics):
+        acc = parallel.accuracy(lambda texts: self.predict(self.scheme, texts), val,
+                                group, self.device)
+        self.ctx.emitter.metric("accuracy", round(acc, 4), epoch=epoch, split="val", step=step)
+        metrics["%s.val_accuracy" % self.scheme] = round(acc, 4)
 
     def _epoch(self, ddp, group, batches, rows, ys, optim, sched, state, epoch):
         """One pass; (loss sum, items) over every rank. The loss stays on the device until the
@@ -230,9 +247,9 @@ class Trainer:
         out = os.path.join(self.ctx.artifacts, "model")
         self.model.save_pretrained(out)
         self.tokenizer.save_pretrained(out)
-        with open(os.path.join(out, "labels.json"), "w") as f:
-            json.dump({"scheme": self.scheme, "labels": self.labels,
-                       "lora": bool(self.p["lora"]), "base_model": self.p["model"]}, f)
+        with open(os.path.join(out, self.info_file), "w") as f:
+            json.dump(dict({"scheme": self.scheme, "lora": bool(self.p["lora"]),
+                            "base_model": self.p["model"]}, **self._info()), f)
         for root, _, files in os.walk(out):
             for name in files:
                 path = os.path.join(root, name)

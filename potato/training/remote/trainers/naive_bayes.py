@@ -3,7 +3,8 @@
 Raw naive-Bayes posteriors are far too sure of themselves (they multiply many word
 likelihoods as if independent), so with ``calibrate`` the log-scores are divided by a
 temperature chosen to minimise the negative log-likelihood on the val split. Multiselect
-schemes get one binary model per label.
+schemes get one binary model per label; a Likert scheme's points are its classes (integers,
+as the store holds them).
 """
 
 import json
@@ -126,7 +127,7 @@ class Trainer:
             if not train:
                 raise ctx.RunFailure("scheme %s has no labelled items in the train split; label "
                                      "more items before training" % name)
-            if schema["type"] == "radio":
+            if schema["type"] != "multiselect":  # one class per label (radio) or point (likert)
                 self.models[name] = self._fit(schema["labels"], train, val)
             else:
                 per = {}

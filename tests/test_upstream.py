@@ -1,0 +1,446 @@
+"""Upstream Potato's configs (issue 23): a fixture set of upstream-style configs written for these
+tests (tests/data/upstream, with expected.json saying what the policy gives each one): each
+validates as the policy says; each that opens shows every scheme on the annotate page (a real
+server); a few train naive Bayes on the local backend; data files as upstream writes them;
+instance_display; the per-item and per-user limits; the migration report; upstream's output
+layout, out and back in."""
+
+import io
+import json
+import os
+import shutil
+import zipfile
+
+import pytest
+
+from potato.assignment import Limited
+from potato.cli import main
+from potato.config import load
+from potato.data import DataError, load_items
+from potato.store import Store
+from potato.upstream import ACCEPTED, IMPLEMENTED, POLICY, REFUSED
+from potato.validation import check
+from tests.helpers import KEY, ROOT, Client, start_run, wait_run
+
+UP = os.path.join(ROOT, "tests", "data", "upstream")
+CASES = json.load(open(os.path.join(UP, "expected.json")))
+OPEN = [c for c in CASES if c["expect"] != "error"]
+GOLD = json.load(open(os.path.join(UP, "data", "gold.json")))
+
+
+@pytest.fixture
+def up(tmp_path):
+    """A copy of the fixture folder (the servers write their stores inside it)."""
+    dest = tmp_path / "upstream"
+    shutil.copytree(UP, dest)
+    return dest
+
+
+def test_fixture_set_covers_the_policy():
+    assert len(CASES) >= 30
+    assert {c["expect"] for c in CASES} == {"ok", "error", "warning"}
+    assert len([c for c in CASES if c["expect"] == "error"]) >= 15
+    assert all(p.status in (IMPLEMENTED, ACCEPTED, REFUSED) and p.why for p in POLICY.values())
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["config"] for c in CASES])
+def test_each_config_validates_as_the_policy_says(case):
+    _, report = check(os.path.join(UP, case["config"]))
+    keys = [p.key for p in report.errors]
+    if case["expect"] == "error":
+        assert case["key"] in keys, report.errors
+        [err] = [p for p in report.errors if p.key == case["key"]]
+        assert case["key"].split(".")[-1].split("[")[0] in err.message  # names the key
+        assert any(w in err.message for w in ("Remove", "Use", "Give", "List", "Did you mean"))
+    else:
+        assert report.errors == [], report.errors
+    if case["expect"] == "warning":
+        assert case["key"] in [p.key for p in report.warnings]
+
+
+def test_accepted_keys_are_one_note_that_never_fails_strict(tmp_path):
+    path = os.path.join(UP, "19-accepted-features.yaml")
+    _, report = check(path)
+    [note] = [n for n in report.notes if n.message.startswith("accepted, not used here")]
+    for key in ("ai_support", "active_learning", "assignment_strategy", "html_layout",
+                "output_annotation_format", "alert_time_each_instance"):
+        assert key in note.message
+    assert not any("ai_support" in w.message for w in report.warnings)
+    # With an admin key the same config passes --strict.
+    text = open(path).read() + "admin_api_key: %s\n" % KEY
+    strict = tmp_path / "19.yaml"
+    strict.write_text(text.replace("data/", os.path.join(UP, "data") + "/"))
+    assert main(["validate", str(strict), "--strict"]) == 0
+
+
+def test_port_and_implemented_values():
+    cfg, errors, _ = load(os.path.join(UP, "01-sentiment-radio.yaml"))
+    assert not errors and cfg.server.port == 8123
+    assert cfg.upstream.codebook_url == "https://example.org/codebook.pdf"
+    cfg, _, _ = load(os.path.join(UP, "21-fully-annotated.yaml"))
+    assert all(s.required for s in cfg.schemes)
+    cfg, _, _ = load(os.path.join(UP, "18-overlap-limits.yaml"))
+    assert (cfg.upstream.per_item, cfg.upstream.per_user) == (2, 5)
+    cfg, _, _ = load(os.path.join(UP, "22-max-per-item.yaml"))
+    assert (cfg.upstream.per_item, cfg.upstream.per_user) == (3, None)
+
+
+def test_migration_report_lists(capsys):
+    assert main(["validate", "--upstream", os.path.join(UP, "28-prolific-crowdsourcing.yaml")]) == 1
+    out = capsys.readouterr().out
+    lines = {l.split("(")[0].strip(): l for l in out.splitlines() if l.startswith("  ")}
+    assert "user_config" in lines["implemented"] and "annotation_codebook_url" in \
+        lines["implemented"]
+    assert "output_annotation_format" in lines["accepted but unused"]
+    assert "crowdsourcing" in lines["blocking"] and "completion_code" in lines["blocking"]
+    assert main(["validate", "--json", os.path.join(UP, "01-sentiment-radio.yaml")]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert "port" in data["upstream"]["implemented"] and data["upstream"]["blocking"] == []
+
+
+# -- data files ----------------------------------------------------------------------------------
+
+def test_every_data_format_reads_the_same_items():
+    texts = None
+    for name in ("11-data-jsonl", "12-data-json-lines-in-json", "13-data-csv", "14-data-tsv",
+                 "01-sentiment-radio"):
+        cfg, errors, _ = load(os.path.join(UP, name + ".yaml"))
+        assert not errors
+        got = [(i, t) for i, t, _ in load_items(cfg)]
+        assert len(got) == 30
+        assert texts is None or got == texts, name
+        texts = got
+    cfg, _, _ = load(os.path.join(UP, "15-data-path-mapping.yaml"))
+    assert load_items(cfg)[0][1] == "Café crème number 0"
+
+
+def _cfg(tmp_path, data_name, body, encoding=None):
+    (tmp_path / data_name).write_bytes(body)
+    entry = (f"{{path: {data_name}, encoding: {encoding}}}" if encoding else data_name)
+    (tmp_path / "c.yaml").write_text(f"data_files: [{entry}]\nannotation_schemes:\n"
+                                     f"  - {{annotation_type: radio, name: s, labels: [a, b]}}\n")
+    cfg, errors, _ = load(str(tmp_path / "c.yaml"))
+    assert not errors, errors
+    return cfg
+
+
+@pytest.mark.parametrize("name,body,encoding,says", [
+    ("x.csv", b"ident,text\n1,a\n", None, "x.csv:1: the header row has no column 'id'"),
+    ("x.tsv", b"id\ttext\n1\ta\n2\tb\textra\n", None, "x.tsv:3: this row has 3 cells"),
+    ("x.csv", b'id,text\n1,"open quote\n', None, "not valid CSV"),
+    ("x.csv", b"id,text\n1,caf\xe9\n", None, "not utf-8 text"),
+    ("x.json", b'{"id": 1, "text": "a"}\n{"id": 2, \n', None, "x.json:2: not a JSON object"),
+    # review 23.9: a traceback, a silent last-column-wins, a silent empty project
+    ("x.csv", b"id,text,text\n1,a,b\n", None, "x.csv:1: the header row names the column "
+                                              "'text' twice"),
+    ("x.csv", b"", None, "x.csv: the file is empty: it has no header row and no items"),
+])
+def test_data_file_errors_name_file_and_line(tmp_path, name, body, encoding, says):
+    cfg = _cfg(tmp_path, name, body, encoding)
+    with pytest.raises(DataError) as e:
+        load_items(cfg)
+    assert says in str(e.value)
+
+
+@pytest.mark.parametrize("encoding", ["klingon", "undefined", "rot13", "base64"])
+def test_data_files_entry_with_unknown_encoding_is_an_error(tmp_path, encoding):
+    # review 23.9: "undefined" (and codecs not for text) passed and gave a traceback later
+    (tmp_path / "c.yaml").write_text(f"data_files: [{{path: x.csv, encoding: {encoding}}}]\n")
+    _, errors, _ = load(str(tmp_path / "c.yaml"))
+    assert any(encoding in e.message and e.key == "data_files[0].encoding" for e in errors)
+
+
+SHAPES = [None, 0, -1.5, True, "", "a <b>", [], [None], [[]], [[1, [2, {"x": None}]]],
+          [{"a": 1}, {"b": [2]}], [{"a": 1}, "x", [3]], {}, {"headers": 5, "rows": 7},
+          {"headers": "h<i>", "rows": "r"}, {"headers": None, "rows": {"a": [1]}},
+          {"headers": [[1], {"k": 2}], "rows": [5, None, [1, [2]], {"c": 3}]}, {"rows": 0},
+          [{"speaker": {"x": 1}, "text": [1]}, {"role": None}, "ana: hi", 7], {"a": {"b": {}}}]
+
+
+@pytest.mark.parametrize("kind", ["text", "dialogue", "spreadsheet"])
+def test_every_display_type_renders_any_json_value(kind):
+    # Review 23.3: a spreadsheet whose rows or headers was not a list made the page a 500.
+    from potato import display
+    for value in SHAPES:
+        out = str(display.RENDERERS[kind](value))
+        assert "<b>" not in out and "<i>" not in out, (kind, value)
+
+
+# -- the annotate page, training --------------------------------------------------------------
+
+@pytest.mark.parametrize("case", OPEN, ids=[c["config"] for c in OPEN])
+def test_schemes_render_on_the_annotate_page(up, serve, case):
+    cfg, _, _ = load(str(up / case["config"]))
+    _, url = serve(str(up / case["config"]), training=False)
+    c = Client(url)
+    c.login("ana")
+    page = c.get("/annotate")
+    assert page.status == 200, page.text
+    for scheme in cfg.schemes:
+        assert f'data-scheme="{scheme.name}" data-type="{scheme.annotation_type}"' in page.text
+    assert 'href="https://example.org/codebook.pdf"' in page.text
+    assert "<script>" not in page.text and "style=" not in page.text
+
+
+def test_instructions_dialogue_and_spreadsheet_are_shown_escaped(up, serve):
+    _, url = serve(str(up / "16-dialogue-display.yaml"), training=False)
+    c = Client(url)
+    c.login("ana")
+    page = c.get("/annotate").text
+    assert '<section class="display-field display-dialogue" data-key="conversation">' in page
+    assert '<span class="speaker">Customer</span>' in page
+    assert "My order 0 is &lt;late&gt;." in page and "<late>" not in page
+    assert '<span class="speaker">Agent</span> <span class="turn-text">Sorry' in page
+    assert 'id="item-text"' in page  # the text_key field is the item's text
+    _, url = serve(str(up / "17-spreadsheet-display.yaml"), training=False)
+    c = Client(url)
+    c.login("ana")
+    page = c.get("/annotate").text
+    assert '<th scope="col">item</th><th scope="col">price</th>' in page
+    assert "<td>apples</td><td>3</td>" in page
+    _, url = serve(str(up / "06-free-text.yaml"), training=False)
+    c = Client(url)
+    c.login("ana")
+    assert '<div class="instructions">Write one sentence.</div>' in c.get("/annotate").text
+
+
+def _label_all(c, cfg):
+    for item_id, gold in GOLD.items():
+        labels = {}
+        for s in cfg.schemes:
+            if s.annotation_type == "radio":
+                labels[s.name] = gold
+            elif s.annotation_type == "multiselect":
+                labels[s.name] = ["quality"] if gold == "positive" else ["price", "delivery"]
+        status, out = c.json("POST", "/api/annotations", json_body={"item_id": item_id,
+                                                                    "labels": labels})
+        assert status == 200, out
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c["train"]],
+                         ids=[c["config"] for c in CASES if c["train"]])
+def test_a_trainable_scheme_trains(up, serve, case):
+    path = str(up / case["config"])
+    cfg, _, _ = load(path)
+    _, url = serve(path, admin_api_key=KEY)
+    c = Client(url)
+    c.login("ana")
+    _label_all(c, cfg)
+    run = wait_run(c, start_run(c, trainer="text-naive-bayes", schemas=[case["train"]]))
+    assert run["status"] == "success", run
+
+
+# -- assignment -------------------------------------------------------------------------------
+
+def test_items_go_to_at_most_n_annotators_and_n_items_per_annotator(up, serve):
+    path = str(up / "18-overlap-limits.yaml")  # 2 annotators per item, 5 items per annotator
+    cfg, _, _ = load(path)
+    store = Store(cfg.db_path)
+    try:
+        from potato.data import load_items as items_of
+
+        store.sync_items(items_of(cfg))
+        q = Limited(store, 2, 5)
+        assert [q.item_at("a", n)["id"] for n in range(5)] == ["r0", "r1", "r2", "r3", "r4"]
+        assert q.item_at("a", 5) is None and q.total("a") == 5
+        assert [q.item_at("b", n)["id"] for n in range(2)] == ["r0", "r1"]
+        assert q.item_at("c", 0)["id"] == "r2"  # r0 and r1 have their two annotators
+        assert q.may_label("a", "r0") and not q.may_label("c", "r0")
+    finally:
+        store.close()
+    _, url = serve(path, training=False)
+    c = Client(url)
+    c.login("d")
+    page = c.get("/annotate").text
+    assert "<code>r3</code>" in page  # r0, r1 (a, b) and r2 (a, c) are taken: d gets r3
+    status, out = c.json("POST", "/api/annotations", json_body={"item_id": "r0", "labels": {
+        "sentiment": "positive"}})
+    assert status == 403 and "num_annotators_per_item" in out["error"]
+
+
+def test_one_users_concurrent_requests_cannot_beat_the_per_user_cap(up, monkeypatch):
+    # Review 23.5: item_at read the user's assignments outside its transaction, so a second
+    # request that read them before the first one committed handed out one item too many.
+    cfg, _, _ = load(str(up / "18-overlap-limits.yaml"))
+    store = Store(cfg.db_path)
+    try:
+        store.sync_items(load_items(cfg))
+        q = Limited(store, None, 1)
+        assert q.item_at("a", 0)["id"] == "r0"
+        real = Limited.assigned
+        stale = [[]]  # what the racing request read before "r0" was committed
+        monkeypatch.setattr(Limited, "assigned",
+                            lambda self, user: stale.pop() if stale else real(self, user))
+        assert q.item_at("a", 0)["id"] == "r0"
+        assert real(q, "a") == ["r0"]
+    finally:
+        store.close()
+
+
+# -- upstream's output layout ---------------------------------------------------------------------
+
+def test_upstream_output_round_trip(up, tmp_path, capsys):
+    path = str(up / "09-all-kinds.yaml")
+    labels = tmp_path / "labels.jsonl"
+    spans = [{"start": 23, "end": 28, "label": "praise", "text": "great"}]
+    text0 = dict((i, t) for i, t, _ in load_items(load(path)[0]))["r0"]
+    spans[0]["start"] = text0.index(text0.split("was ")[1].split(",")[0])
+    spans[0]["end"] = spans[0]["start"] + len(text0.split("was ")[1].split(",")[0])
+    spans[0]["text"] = text0[spans[0]["start"]:spans[0]["end"]]
+    row = {"id": "r0", "sentiment": "positive", "aspects": ["price", "quality"],
+           "helpfulness": 4, "confidence": 70, "stars": 5, "comment": "fine, \"really\"",
+           "country": "UK", "opinion": spans}
+    labels.write_text(json.dumps(row) + "\n" + json.dumps({"id": "r1", "sentiment":
+                                                           "negative"}) + "\n")
+    assert main(["annotations", "import", path, str(labels), "--annotator", "ana"]) == 0
+    out_dir = tmp_path / "out"
+    assert main(["annotations", "export", path, "--format", "upstream", "-o", str(out_dir)]) == 0
+    lines = [json.loads(l) for l in open(out_dir / "ana" / "annotated_instances.jsonl")]
+    first = lines[0]
+    assert first["id"] == "r0" and first["displayed_text"] == text0
+    assert first["label_annotations"]["sentiment"] == {"positive": "true"}
+    assert first["label_annotations"]["helpfulness"] == {"scale_4": "4"}
+    assert first["span_annotations"][0]["annotation"] == "praise"
+    # Into a fresh project (another store): the same labels come back.
+    fresh = open(path).read().replace("annotation_output/09-all-kinds/", "fresh_output/")
+    (up / "fresh.yaml").write_text(fresh)
+    capsys.readouterr()
+    assert main(["annotations", "import", str(up / "fresh.yaml"), str(out_dir),
+                 "--format", "upstream"]) == 0
+    store = Store(load(str(up / "fresh.yaml"))[0].db_path)
+    try:
+        back = store.labels_of("ana", "r0")
+        assert back == {k: v for k, v in row.items() if k != "id"}
+        assert store.labels_of("ana", "r1") == {"sentiment": "negative"}
+    finally:
+        store.close()
+
+
+ODD = "one\u2028two\x85three\x0cfour\x1efive"
+
+
+def test_unicode_line_breaks_in_items_and_answers_round_trip(tmp_path, capsys):
+    # Review 23.1: str.splitlines() broke lines at U+2028, U+0085, \x0c, \x1e... which
+    # json.dumps(ensure_ascii=False) writes raw inside strings.
+    (tmp_path / "d.jsonl").write_text(
+        json.dumps({"id": "a", "text": "good " + ODD}, ensure_ascii=False) + "\n"
+        + json.dumps({"id": "b", "text": "plain"}) + "\n", encoding="utf-8")
+    conf = ("data_files: [d.jsonl]\nannotation_schemes:\n"
+            "  - {annotation_type: text, name: note}\n"
+            "  - {annotation_type: span, name: ent, labels: [x]}\n")
+    (tmp_path / "c.yaml").write_text(conf)
+    (tmp_path / "fresh.yaml").write_text(conf + "output_annotation_dir: fresh_output/\n")
+    cfg = load(str(tmp_path / "c.yaml"))[0]
+    assert [t for _, t, _ in load_items(cfg)] == ["good " + ODD, "plain"]
+    answer = {"id": "a", "note": "see\u2028this", "ent": [
+        {"start": 5, "end": 8, "label": "x", "text": "one"}]}
+    (tmp_path / "l.jsonl").write_text(json.dumps(answer, ensure_ascii=False) + "\n"
+                                      + json.dumps({"id": "b", "ent": []}) + "\n",
+                                      encoding="utf-8")
+    assert main(["annotations", "import", str(tmp_path / "c.yaml"), str(tmp_path / "l.jsonl"),
+                 "--annotator", "ana"]) == 0
+    out_dir = tmp_path / "out"
+    assert main(["annotations", "export", str(tmp_path / "c.yaml"), "--format", "upstream",
+                 "-o", str(out_dir)]) == 0
+    capsys.readouterr()
+    assert main(["annotations", "import", str(tmp_path / "fresh.yaml"), str(out_dir),
+                 "--format", "upstream"]) == 0, capsys.readouterr().err
+    store = Store(load(str(tmp_path / "fresh.yaml"))[0].db_path)
+    try:
+        assert store.labels_of("ana", "a") == {k: v for k, v in answer.items() if k != "id"}
+        assert store.labels_of("ana", "b") == {"ent": []}  # review 23.2: marked nothing
+    finally:
+        store.close()
+
+
+def test_upstream_import_is_all_or_nothing(up, tmp_path, capsys):
+    path = str(up / "01-sentiment-radio.yaml")
+    folder = tmp_path / "annotation_output" / "bob"
+    folder.mkdir(parents=True)
+    (folder / "annotated_instances.jsonl").write_text(
+        json.dumps({"id": "r0", "label_annotations": {"sentiment": {"positive": "true"}}}) + "\n"
+        + json.dumps({"id": "r1", "label_annotations": {"sentiment": {"meh": "true"}}}) + "\n")
+    assert main(["annotations", "import", path, str(tmp_path / "annotation_output"),
+                 "--format", "upstream"]) == 1
+    err = capsys.readouterr().err
+    assert "annotated_instances.jsonl:2" in err and "nothing imported" in err
+    store = Store(load(path)[0].db_path)
+    try:
+        assert store.annotation_count() == 0
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("record,says", [
+    ({"id": "r0", "label_annotations": ["x"]}, "label_annotations must be a mapping"),
+    ({"id": "r0", "span_annotations": 5}, "span_annotations must be a list"),
+    ({"id": "r0", "span_annotations": [{"schema": "sentiment", "annotation": "positive",
+                                         "start": 0, "end": 1}]},
+     "schema 'sentiment' is not a span scheme"),
+    ({"id": "r0", "label_annotations": {"sentiment": {"positive": "true"}},
+      "span_annotations": [{"schema": "sentiment", "start": 0, "end": 1}]},
+     "schema 'sentiment' is not a span scheme"),
+    ({"id": "r0", "span_annotations": [{"schema": ["opinion"], "start": 0, "end": 1}]},
+     "is not a span scheme"),
+    ({"id": "r0", "span_annotations": ["x"]}, "a span annotation must be a mapping"),
+    ({"id": "r0", "label_annotations": {"opinion": {"praise": "true"}}},
+     "its spans belong in span_annotations"),
+    ({"id": "r0", "label_annotations": {"helpfulness": {"scale_1": [1]}}}, "helpfulness"),
+    ({"id": "r0", "label_annotations": {"stars": {"number": {"a": 1}}}}, "stars"),
+    ([1, 2], "no id of an item"),
+])
+def test_a_malformed_upstream_file_is_a_problem_per_line(up, tmp_path, capsys, record, says):
+    # Review 23.4: these crashed with tracebacks (list.items, int not iterable, str.append).
+    path = str(up / "09-all-kinds.yaml")
+    folder = tmp_path / "annotation_output" / "bob"
+    folder.mkdir(parents=True)
+    (folder / "annotated_instances.jsonl").write_text(
+        json.dumps({"id": "r1", "label_annotations": {"sentiment": {"positive": "true"}}})
+        + "\n" + json.dumps(record) + "\n")
+    assert main(["annotations", "import", path, str(tmp_path / "annotation_output"),
+                 "--format", "upstream"]) == 1
+    err = capsys.readouterr().err
+    assert "annotated_instances.jsonl:2: " in err and says in err and "nothing imported" in err
+    store = Store(load(path)[0].db_path)
+    try:
+        assert store.annotation_count() == 0
+    finally:
+        store.close()
+
+
+def test_long_annotator_names_get_their_own_folders(up, tmp_path, capsys, monkeypatch):
+    # Review 23.8: names were cut at 200 characters, so two long names shared one folder.
+    from potato import upstream_output
+
+    path = str(up / "01-sentiment-radio.yaml")
+    labels = tmp_path / "l.jsonl"
+    labels.write_text(json.dumps({"id": "r0", "sentiment": "positive"}) + "\n")
+    names = ["é" * 100 + "one", "é" * 100 + "two"]
+    for name in names:
+        assert main(["annotations", "import", path, str(labels), "--annotator", name]) == 0
+    out = tmp_path / "out"
+    assert main(["annotations", "export", path, "--format", "upstream", "-o", str(out)]) == 0
+    folders = sorted(os.listdir(out))
+    assert len(folders) == 2 and all(len(f) <= 200 for f in folders)
+    monkeypatch.setattr(upstream_output, "folder_name", lambda name: "same")
+    capsys.readouterr()
+    assert main(["annotations", "export", path, "--format", "upstream", "-o",
+                 str(tmp_path / "out2")]) == 1
+    err = capsys.readouterr().err
+    assert "would both be exported to the folder 'same'" in err and "Traceback" not in err
+    assert not (tmp_path / "out2").exists()
+
+
+def test_admin_downloads_the_upstream_layout_as_a_zip(up, serve):
+    path = str(up / "01-sentiment-radio.yaml")
+    _, url = serve(path, admin_api_key=KEY, training=False)
+    c = Client(url)
+    c.login("ana")
+    assert c.json("POST", "/api/annotations", json_body={"item_id": "r3", "labels": {
+        "sentiment": "negative"}})[0] == 200
+    r = c.get("/admin/export-upstream.zip", headers={"X-API-Key": KEY})
+    assert r.status == 200
+    z = zipfile.ZipFile(io.BytesIO(r.body))
+    assert z.namelist() == ["annotation_output/ana/annotated_instances.jsonl"]
+    rec = json.loads(z.read(z.namelist()[0]))
+    assert rec["id"] == "r3" and rec["label_annotations"] == {"sentiment": {"negative": "true"}}
