@@ -14,7 +14,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from potato.training.remote import bundle as bundle_mod  # noqa: E402
 from tests.helpers import (  # noqa: E402
     CHROMEDRIVER, CHROMIUM, FAKES, FILLER, NEG, PLUGINS, POS, ROOT, SCHEMA, Client, active_run,
-    make_project, require)
+    build_tiny_token_bert, make_project, require)
 
 
 @pytest.fixture(autouse=True)
@@ -169,6 +169,16 @@ def tiny_bert(tmp_path_factory):
     torch.manual_seed(0)
     transformers.BertModel(cfg).save_pretrained(str(d))
     return str(d)
+
+
+@pytest.fixture(scope="session")
+def tiny_token_bert(tmp_path_factory):
+    """tiny_bert's like for spans: random weights, a fast tokenizer (BertTokenizerFast) over the
+    span test words (helpers.SPAN_VOCAB), no download."""
+    if not os.environ.get("CI"):
+        pytest.importorskip("torch", reason="needs the train-text extra (torch)")
+        pytest.importorskip("transformers")
+    return build_tiny_token_bert(str(tmp_path_factory.mktemp("tiny-token-bert")))
 
 
 @pytest.fixture

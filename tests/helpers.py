@@ -583,6 +583,93 @@ def make_run(tmp_path, archive, cancel_after=None, **settings):
     return AgentRun(client, "r1", str(tmp_path / "job"), sys.executable), client
 
 
+# -- span data for hf-token-classification ------------------------------------------------------
+
+PEOPLE = ["alice", "bob", "carol", "dave", "erin"]
+PLACES = ["paris", "rome", "oslo", "lima", "york"]
+SPAN_FILLER = ["the", "met", "in", "went", "to", "and", "saw", "we", "then", "home", "new"]
+SPAN_VOCAB = PEOPLE + PLACES + SPAN_FILLER
+
+
+def span_item(rng, words=None):
+    """(text, spans): filler words with one to three people and places among them ("new york" is
+    one two-word place), spans as the span scheme stores them."""
+    parts = []
+    for _ in range(words or rng.randint(5, 9)):
+        parts.append((rng.choice(SPAN_FILLER), None))
+    for _ in range(rng.randint(1, 3)):
+        kind = rng.choice(["person", "place"])
+        word = rng.choice(PEOPLE if kind == "person" else PLACES)
+        entity = "new york" if word == "york" else word
+        parts.insert(rng.randint(0, len(parts)), (entity, kind))
+    text, spans = "", []
+    for word, kind in parts:
+        if text:
+            text += " "
+        if kind:
+            spans.append({"start": len(text), "end": len(text) + len(word), "label": kind,
+                          "text": word})
+        text += word
+    return text, spans
+
+
+def build_tiny_token_bert(d):
+    """A BERT with random weights, a fast tokenizer over SPAN_VOCAB, saved in ``d``."""
+    import inspect
+
+    import torch
+    import transformers
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + SPAN_VOCAB
+    with open(os.path.join(d, "vocab.txt"), "w") as f:
+        f.write("\n".join(vocab) + "\n")
+    if "vocab" in inspect.signature(transformers.BertTokenizer.__init__).parameters:  # v5
+        tok = transformers.BertTokenizer(vocab={w: i for i, w in enumerate(vocab)})
+    else:  # transformers 4.x: the fast class from the vocab file
+        tok = transformers.BertTokenizerFast(vocab_file=os.path.join(d, "vocab.txt"))
+    assert tok.is_fast and tok("alice")["input_ids"][1] == vocab.index("alice")
+    tok.save_pretrained(d)
+    cfg = transformers.BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2,
+                                  num_attention_heads=2, intermediate_size=64,
+                                  max_position_embeddings=64)
+    torch.manual_seed(0)
+    transformers.BertModel(cfg).save_pretrained(d)
+    return d
+
+
+def make_span_project(tmp_path, model_training="", n=260, labelled=200, seed=3):
+    """A project of ``n`` span_item texts with a span scheme ``who`` (person, place), the first
+    ``labelled`` marked by annotator ``gold`` (imported as a lab would)."""
+    rng = random.Random(seed)
+    rows, labels = [], []
+    for k in range(n):
+        text, spans = span_item(rng, 25 if k % 10 == 0 else None)  # some longer than a window
+        rows.append({"id": "s%03d" % k, "text": text})
+        if k < labelled:
+            labels.append({"id": "s%03d" % k, "who": spans})
+    (tmp_path / "items.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "labels.jsonl").write_text("".join(json.dumps(r) + "\n" for r in labels))
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(f"""\
+annotation_task_name: Span test
+data_files: [items.jsonl]
+admin_api_key: {KEY}
+annotation_schemes:
+  - annotation_type: span
+    name: who
+    labels: [person, place]
+model_training:
+  grace_seconds: 2
+  writeback:
+    schemas: [who]
+    include_unlabeled: true
+{model_training}
+""")
+    assert main(["annotations", "import", str(cfg), str(tmp_path / "labels.jsonl"),
+                 "--annotator", "gold"]) == 0
+    return str(cfg), rows
+
+
 def agent_backends(**lab):
     """Two agent backends, lab (with ``lab``'s keys) and lab2, as model_training lines."""
     keys = {"type": "agent", "heartbeat_timeout_s": 5}

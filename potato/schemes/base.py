@@ -109,6 +109,11 @@ class Kind:
         """The scheme's inputs inside its fieldset; ``first_key`` is its first number key."""
         raise NotImplementedError
 
+    def suggestion(self, prediction: Optional[Dict[str, Any]]) -> Safe:
+        """A model's suggestion that this kind's own script shows (spans); choices are shown
+        by the annotate page itself, so by default nothing."""
+        return Safe("")
+
     def fieldset(self, current: Any, first_key: int) -> Safe:
         s = self.scheme
         desc = render('<p class="hint">{d}</p>', d=s.description) if s.description else ""

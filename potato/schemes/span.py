@@ -116,5 +116,25 @@ class Span(Kind):
             buttons=join(buttons), listed=join(listed))
 
 
+    def suggestion(self, prediction: Optional[Dict[str, Any]]) -> Safe:
+        """The model's spans, for spans.js to draw (dashed, apart from the annotator's own) and
+        to accept one by one or all at once; nothing is stored until the annotator accepts."""
+        spans = prediction.get("label") if isinstance(prediction, dict) else None
+        if not isinstance(spans, list) or not spans:
+            return Safe("")
+        keep = [{"start": s.get("start"), "end": s.get("end"), "label": s.get("label"),
+                 "text": s.get("text"), "confidence": s.get("confidence")}
+                for s in spans[:MAX_SPANS] if isinstance(s, dict)]
+        return render(
+            '<div class="span-suggestions" data-scheme="{s}" data-spans="{v}">'
+            '<p class="suggestion">Model suggests {n} span{pl} for {s} (dashed in the text): '
+            'click one to accept it, or press <kbd>A</kbd> to accept them all; they are not '
+            'saved unless you accept them. <button type="button" class="link '
+            'accept-all-spans">accept all (<kbd>A</kbd>)</button></p>'
+            '<ul class="suggested-list" data-scheme="{s}"></ul></div>',
+            s=self.name, v=json.dumps(keep, ensure_ascii=False), n=len(keep),
+            pl="" if len(keep) == 1 else "s")
+
+
 def _show(span: Dict[str, Any]) -> str:
     return f"{span['start']}..{span['end']} ({span['label']})"

@@ -115,6 +115,7 @@ def annotate_page(cfg: Config, user: str, item, position: int, total: int, done:
                                f'"{esc(scheme.name)}" data-value="{esc(value)}">Model suggests '
                                f'for {esc(scheme.name)}: <b>{esc(value)}</b> (pre-selected '
                                f'where you have not answered; change it if you disagree)</p>')
+    suggestions += [str(s.kind.suggestion(predictions.get(s.name))) for s in cfg.schemes]
     item_text = f'<div class="item-text" id="item-text"{text_attr}>{esc(item["text"])}</div>'
     first_open = min(first_unlabelled, total)
     resume = (f'<a href="/annotate?resume=1" id="resume">Go to the first item you have not '

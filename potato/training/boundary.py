@@ -21,6 +21,7 @@ TAIL_MAX = 4000
 BIG = 10 ** 12  # counts and sizes beyond this are not believable
 LEVELS = ("info", "warning", "error")
 STATUSES = ("success", "error", "cancelled")
+MAX_SPANS = 1000  # span predictions per item and scheme (as many as an annotator may store)
 
 
 class Invalid(ValueError):
@@ -200,8 +201,10 @@ def result(raw: Any) -> Dict[str, Any]:
 
 # -- predictions -------------------------------------------------------------------------------
 
-def prediction(raw: Any, splits: Dict[str, str], schemas: Dict[str, Dict[str, Any]]):
-    """One predictions.jsonl row checked against the run's bundle and schemes, or Invalid."""
+def prediction(raw: Any, splits: Dict[str, str], schemas: Dict[str, Dict[str, Any]],
+               texts: Optional[Dict[str, str]] = None):
+    """One predictions.jsonl row checked against the run's bundle and schemes, or Invalid.
+    ``texts`` (item id to text) is what span predictions are checked against."""
     if not isinstance(raw, dict):
         raise Invalid("a prediction must be an object")
     item = raw.get("id")
@@ -215,20 +218,54 @@ def prediction(raw: Any, splits: Dict[str, str], schemas: Dict[str, Dict[str, An
     if scheme not in schemas:
         raise Invalid("scheme %s is not a scheme of the run" % json.dumps(scheme)[:80])
     info = schemas[scheme]
-    label = _LABELS.get(info["type"], _one_label)(raw.get("label"), scheme, info)
+    label = _LABELS.get(info["type"], _one_label)(raw.get("label"), scheme, info,
+                                                  (texts or {}).get(item))
     confidence = number(raw.get("confidence"), "confidence", 0, 1, required=True)
     return {"id": item, "split": split, "scheme": scheme, "label": label,
             "confidence": confidence}
 
 
-def _one_label(label, scheme, info):
+def span_label(raw: Any, text: Optional[str], scheme: str, labels: List[str]):
+    """A span prediction: at most MAX_SPANS ``{start, end, label, confidence}`` inside the item's
+    text, on labels of the scheme, not overlapping; returned sorted, each with the ``text`` it
+    covers (taken from the item, never from the row)."""
+    if text is None:
+        raise Invalid("span predictions for %s need the item's text" % scheme)
+    if not isinstance(raw, list):
+        raise Invalid("label %s is not a list of spans of %s" % (json.dumps(raw)[:80], scheme))
+    if len(raw) > MAX_SPANS:
+        raise Invalid("%d spans for one item of %s; at most %d" % (len(raw), scheme, MAX_SPANS))
+    out = []
+    for i, s in enumerate(raw):
+        where = "span %d" % (i + 1)
+        if not isinstance(s, dict) or set(s) - {"start", "end", "label", "confidence", "text"}:
+            raise Invalid("%s must be an object of start, end, label and confidence" % where)
+        start = number(s.get("start"), where + " start", 0, len(text), True, True)
+        end = number(s.get("end"), where + " end", 0, len(text), True, True)
+        if start >= end:
+            raise Invalid("%s: start %d is not before end %d" % (where, start, end))
+        if s.get("label") not in labels:
+            raise Invalid("%s: label %s is not one of %s's labels (%s)" % (
+                where, json.dumps(s.get("label"))[:80], scheme, ", ".join(labels)))
+        out.append({"start": start, "end": end, "label": s["label"], "text": text[start:end],
+                    "confidence": number(s.get("confidence"), where + " confidence", 0, 1,
+                                         required=True)})
+    out.sort(key=lambda s: (s["start"], s["end"]))
+    for a, b in zip(out, out[1:]):
+        if b["start"] < a["end"]:
+            raise Invalid("spans %d..%d and %d..%d overlap" % (a["start"], a["end"], b["start"],
+                                                               b["end"]))
+    return out
+
+
+def _one_label(label, scheme, info, item_text=None):
     if not isinstance(label, str) or label not in info["labels"]:
         raise Invalid("label %s is not one of %s's labels (%s)" % (
             json.dumps(label)[:80], scheme, ", ".join(info["labels"])))
     return label
 
 
-def _label_set(label, scheme, info):
+def _label_set(label, scheme, info, item_text=None):
     if (not isinstance(label, list) or not all(isinstance(x, str) for x in label)
             or len(set(label)) != len(label) or not set(label) <= set(info["labels"])):
         raise Invalid("label %s is not a set of %s's labels (%s)" % (
@@ -236,7 +273,7 @@ def _label_set(label, scheme, info):
     return label
 
 
-def _point(label, scheme, info):
+def _point(label, scheme, info, item_text=None):
     """A Likert point: one of the scale's integers (the store's values), never "3" or 3.5."""
     points = info["labels"]
     if isinstance(label, float) and label.is_integer():
@@ -247,7 +284,7 @@ def _point(label, scheme, info):
     return label
 
 
-def _value(label, scheme, info):
+def _value(label, scheme, info, item_text=None):
     """A slider's or number scheme's value: finite, within the scheme's bounds."""
     lo, hi = info.get("min_value"), info.get("max_value")
     value = number(label, "label", -1e15 if lo is None else lo, 1e15 if hi is None else hi,
@@ -255,12 +292,19 @@ def _value(label, scheme, info):
     return int(value) if value.is_integer() and abs(value) < 2 ** 53 else value
 
 
-# How each scheme type's predicted value is checked (the others: one of the labels).
-_LABELS = {"multiselect": _label_set, "likert": _point, "slider": _value, "number": _value}
+def _spans(label, scheme, info, item_text=None):
+    return span_label(label, item_text, scheme, info["labels"])
 
 
-def predictions(lines, splits: Dict[str, str],
-                schemas: Dict[str, Dict[str, Any]]) -> Tuple[List[Dict[str, Any]], Optional[str]]:
+# How each scheme type's predicted value is checked (the others: one of the labels); each
+# takes the value, the scheme's name and info, and the item's text (which only spans need).
+_LABELS = {"multiselect": _label_set, "likert": _point, "slider": _value, "number": _value,
+           "span": _spans}
+
+
+def predictions(lines, splits: Dict[str, str], schemas: Dict[str, Dict[str, Any]],
+                texts: Optional[Dict[str, str]] = None
+                ) -> Tuple[List[Dict[str, Any]], Optional[str]]:
     """(valid rows, None) or ([], the reason): the first bad line and how many are bad. One bad
     row rejects the file: a run whose output is partly wrong writes back nothing."""
     rows, bad, first, seen = [], 0, None, set()
@@ -268,7 +312,7 @@ def predictions(lines, splits: Dict[str, str],
         if not line.strip():
             continue
         try:
-            row = prediction(_json_line(line), splits, schemas)
+            row = prediction(_json_line(line), splits, schemas, texts)
             if (row["id"], row["scheme"]) in seen:
                 raise Invalid("item %s has a second prediction for %s" % (row["id"],
                                                                           row["scheme"]))

@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional
 
 from potato.config import Config
 from potato.store import Store
-from potato.training import boundary, report
+from potato.training import boundary, report, span_report
 from potato.training.runs import Run
 
 
@@ -23,8 +23,9 @@ def read_predictions(path: str, bundle) -> List[Dict[str, Any]]:
     if not os.path.exists(path):
         raise PredictionsError("the worker wrote no predictions.jsonl")
     splits = {it["id"]: it["split"] for it in bundle.items}
+    texts = {it["id"]: it["text"] for it in bundle.items}
     with open(path, encoding="utf-8", errors="replace") as f:
-        rows, problem = boundary.predictions(f, splits, bundle.schemas)
+        rows, problem = boundary.predictions(f, splits, bundle.schemas, texts)
     if problem:
         raise PredictionsError(problem)
     return rows
@@ -58,15 +59,16 @@ def write_back(store: Store, cfg: Config, run_id: str, predictions,
         if p["split"] == "unlabeled" and not wb.include_unlabeled:
             counts["unlabeled_skipped"] += 1
             continue
-        if p["confidence"] < wb.min_confidence:
-            counts["below_min_confidence"] += 1
+        value, below = _confident(p, wb.min_confidence)
+        counts["below_min_confidence"] += below
+        if value is None:
             continue
-        label = json.dumps(p["label"])
+        label = json.dumps(value)
         rows.append((run_id, p["id"], p["scheme"], label, p["confidence"]))
         if p["scheme"] in numbers:  # a slider's or number scheme's value: not counted by label
             continue
-        key = ", ".join(p["label"]) if isinstance(p["label"], list) else str(p["label"])
-        counts["by_label"][key] = counts["by_label"].get(key, 0) + 1
+        for key in _count_keys(p["label"], value):
+            counts["by_label"][key] = counts["by_label"].get(key, 0) + 1
     with store.tx() as db:
         db.executemany("INSERT OR REPLACE INTO run_predictions(run_id, item_id, scheme, label, "
                        "confidence) VALUES (?,?,?,?,?)", rows)
@@ -88,12 +90,36 @@ def write_back(store: Store, cfg: Config, run_id: str, predictions,
     return counts
 
 
+def _is_spans(label: Any) -> bool:
+    return isinstance(label, list) and bool(label) and isinstance(label[0], dict)
+
+
+def _confident(p: Dict[str, Any], min_confidence: float):
+    """(the value to write or None, how many predictions fell below min_confidence): a label
+    is below or not as a whole; spans one by one (an item keeps its confident spans)."""
+    if _is_spans(p["label"]):
+        kept = [s for s in p["label"] if s["confidence"] >= min_confidence]
+        return kept, len(p["label"]) - len(kept)
+    if p["confidence"] < min_confidence:
+        return None, 1
+    return p["label"], 0
+
+
+def _count_keys(predicted: Any, label: Any) -> List[str]:
+    """How a written prediction (``label``, what was kept of ``predicted``) is counted by
+    label: a label, labels joined, or (spans) one count per kept span's label."""
+    if _is_spans(predicted):
+        return [str(s.get("label")) for s in label]
+    return [", ".join(label) if isinstance(label, list) else str(label)]
+
+
 # The held-out figure ``writeback.policy: best`` compares, per scheme: the first of these its
-# report has (key, name, higher is better). Likert: the quadratic-weighted kappa (a near miss
-# counts, unlike in macro-F1); slider and number: the mean absolute error, in the scheme's own
-# units (so is writeback.tolerance for them); choices: macro-F1.
-SCORES = (("qwk", "quadratic-weighted kappa", True), ("mae", "MAE", False),
-          ("macro_f1", "macro-F1", True))
+# report has (key, name, higher is better). Spans: the entity micro-F1 (span_report.py); Likert:
+# the quadratic-weighted kappa (a near miss counts, unlike in macro-F1); slider and number: the
+# mean absolute error, in the scheme's own units (so is writeback.tolerance for them); choices:
+# macro-F1.
+SCORES = (("micro_f1", span_report.SCORE_NAME, True), ("qwk", "quadratic-weighted kappa", True),
+          ("mae", "MAE", False), ("macro_f1", "macro-F1", True))
 
 
 def _f1(holdout: Optional[Dict[str, Any]], scheme: str, key: str = "macro_f1"):

@@ -27,6 +27,15 @@ LOAD_CODE = {
         "from transformers import AutoTokenizer\n"
         "model = AutoPeftModelForCausalLM.from_pretrained(\"{d}/model\")\n"
         "tokenizer = AutoTokenizer.from_pretrained(\"{d}/model\")"),
+    ("hf-token-classification", True): (
+        "from peft import AutoPeftModelForTokenClassification\n"
+        "from transformers import AutoTokenizer\n"
+        "model = AutoPeftModelForTokenClassification.from_pretrained(\"{d}/model\")\n"
+        "tokenizer = AutoTokenizer.from_pretrained(\"{d}/model\")  # tags: model/labels.json"),
+    ("hf-token-classification", False): (
+        "from transformers import AutoModelForTokenClassification, AutoTokenizer\n"
+        "model = AutoModelForTokenClassification.from_pretrained(\"{d}/model\")\n"
+        "tokenizer = AutoTokenizer.from_pretrained(\"{d}/model\")  # tags: model/labels.json"),
     ("hf-text-regression", True): (
         "import json\n"
         "from peft import AutoPeftModelForSequenceClassification\n"

@@ -15,7 +15,8 @@ from potato.server.pages import json_script, layout
 from potato.training import rating_cells
 from potato.training.chart import chart_svg
 from potato.training.model_files import shown
-from potato.training.run_cells import in_use_cell, message_box, pin_cell, runs_table_marks
+from potato.training.run_cells import (in_use_cell, message_box, pin_cell, runs_table_marks,
+                                       span_holdout_cell, span_report)
 from potato.training.remote import trainers as trainers_mod
 from potato.training.runs import TERMINAL
 
@@ -43,6 +44,8 @@ def _num(value: Any, integer: bool = False) -> Optional[float]:
 def _holdout(view: Dict[str, Any]) -> Safe:
     """Held-out macro-F1 first (what ``writeback.policy: best`` compares), then accuracy and n."""
     h = view.get("holdout")
+    if isinstance(h, dict) and h.get("kind") == "span":
+        return span_holdout_cell(h)
     if isinstance(h, dict) and _num(h.get("accuracy")) is None:
         return rating_cells.holdout_cell(h)  # a run scored as numbers (slider, number)
     if not isinstance(h, dict):
@@ -271,6 +274,8 @@ def training_page(cfg, backends: List[Dict[str, Any]], trainers: List[Dict[str, 
 
 def _scheme_report(name: str, r: Dict[str, Any]) -> Safe:
     """One scheme's held-out report: a sentence, the per-label table, the confusion matrix."""
+    if r.get("kind") == "span":
+        return span_report(name, r)
     if _num(r.get("accuracy")) is None:
         return rating_cells.number_report(name, r)
     ci = r.get("accuracy_ci95") or [0, 1]

@@ -5,14 +5,15 @@ support per label; the confusion matrix (radio schemes); the majority-class base
 answering the train split's most common label) and how far above it the model is; and a
 sentence when the test split is too small to tell the model from the baseline. Likert schemes
 add the mean absolute error and the quadratic-weighted kappa; slider and number schemes have a
-report of their own (report_ratings.py: MAE, RMSE, Spearman, the median baseline).
+report of their own (report_ratings.py: MAE, RMSE, Spearman, the median baseline); span schemes
+get entity-level figures instead (span_report.py).
 """
 
 import math
 from collections import Counter
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from potato.training import report_ratings
+from potato.training import report_ratings, span_report
 
 Z95 = 1.959964
 MIN_N = 30
@@ -150,7 +151,9 @@ def holdout_report(predictions, items, schemas: Dict[str, Dict[str, Any]]):
             continue
         train = [it["labels"][scheme] for it in items
                  if it["split"] == "train" and scheme in it["labels"]]
-        if info["type"] in NUMBER_TYPES:
+        if info["type"] == "span":  # entity-level figures (span_report.py)
+            per[scheme] = span_report.scheme_report(pairs, info["labels"])
+        elif info["type"] in NUMBER_TYPES:
             per[scheme] = report_ratings.number_report(pairs, train)
         else:
             per[scheme] = scheme_report(pairs, info["labels"], info["type"], train)

@@ -60,3 +60,38 @@ def runs_table_marks(view: Dict[str, Any]) -> Safe:
         parts.append(render(' <span class="badge pinned-badge" title="{t}">pinned</span>',
                             t=PIN_HINT))
     return join(parts)
+
+
+def span_report(name: str, r: Dict[str, Any]) -> Safe:
+    """A span scheme's held-out report (span_report.py): entity-level precision, recall and
+    F1, micro and per label with support, and the note when there are too few entities."""
+    def num(v: Any) -> float:
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0.0
+
+    head = render('<h3>{name}</h3><p class="report-summary">Entity-level (exact span and label) '
+                  'micro precision <b>{p:.3f}</b>, recall <b>{rc:.3f}</b>, F1 <b>{f:.3f}</b> '
+                  '(macro-F1 over labels {mf:.3f}), on {e} human spans in {n} held-out (test '
+                  'split) items; the model marked {pr}.</p>', name=name,
+                  p=num(r.get("precision")), rc=num(r.get("recall")), f=num(r.get("micro_f1")),
+                  mf=num(r.get("macro_f1")), e=int(num(r.get("entities"))),
+                  n=int(num(r.get("n"))), pr=int(num(r.get("predicted"))))
+    note = (render('<p class="warning report-note" role="note">{n}</p>', n=r["note"])
+            if r.get("note") else Safe(""))
+    per = r.get("per_label") if isinstance(r.get("per_label"), dict) else {}
+    rows = join(render('<tr><th scope="row">{label}</th><td>{p:.3f}</td><td>{r:.3f}</td>'
+                       '<td>{f:.3f}</td><td>{s}</td><td>{pr}</td></tr>', label=label,
+                       p=num(v.get("precision")), r=num(v.get("recall")), f=num(v.get("f1")),
+                       s=int(num(v.get("support"))), pr=int(num(v.get("predicted"))))
+                for label, v in per.items() if isinstance(v, dict))
+    table = render('<table class="report-labels report-spans"><thead><tr><th scope="col">Label'
+                   '</th><th scope="col">Precision</th><th scope="col">Recall</th>'
+                   '<th scope="col">F1</th><th scope="col">Support</th><th scope="col">'
+                   'Predicted</th></tr></thead><tbody>{rows}</tbody></table>', rows=rows)
+    return join([head, note, table])
+
+
+def span_holdout_cell(h: Dict[str, Any]) -> Safe:
+    """The runs table's held-out cell for a span scheme: its entity micro-F1 first."""
+    f1 = h.get("micro_f1") if isinstance(h.get("micro_f1"), (int, float)) else 0.0
+    n = h.get("n") if isinstance(h.get("n"), int) else 0
+    return render('{f1:.3f} <span class="hint">(entity F1, n={n})</span>', f1=float(f1), n=n)

@@ -3,7 +3,8 @@
 // and End); then press a label's key or click its button. A span's label is changed or the
 // span deleted in the list under its scheme (clicking a span focuses its entry), or with the
 // cursor inside it: a label key relabels it, Delete or Backspace deletes it. Spans of one
-// scheme may not overlap; a selection that would says so and marks nothing.
+// scheme may not overlap; a selection that would says so and marks nothing. A model's suggested
+// spans are drawn dashed: a click accepts one, A accepts them all, saving ignores the rest.
 //
 // Offsets: the server counts Unicode code points (Python str indices), the DOM counts UTF-16
 // code units. `cps` holds the text's code points and `u16[i]` the UTF-16 offset of code point
@@ -35,8 +36,52 @@
     b.addEventListener("mousedown", function (e) { e.preventDefault(); });  // keep the selection
     b.addEventListener("click", function () { apply(target.scheme, target.label); });
   });
+  // The model's suggested spans (the run in use; .span-suggestions): drawn dashed, apart from
+  // the annotator's own, and never saved until accepted: a click on one (or its Accept button,
+  // Tab and Enter) accepts it, A accepts them all. One that overlaps the annotator's own span
+  // is not offered.
+  document.querySelectorAll(".span-suggestions[data-scheme]").forEach(function (el) {
+    var s = byName[el.getAttribute("data-scheme")];
+    if (!s) return;
+    var raw = [];
+    try { raw = JSON.parse(el.getAttribute("data-spans") || "[]"); } catch (e) { raw = []; }
+    s.suggested = raw.filter(function (g) {
+      return g && Number.isInteger(g.start) && Number.isInteger(g.end) && g.start >= 0 &&
+        g.start < g.end && g.end <= cps.length && s.labels.indexOf(g.label) >= 0 &&
+        (g.text == null || g.text === cps.slice(g.start, g.end).join(""));
+    }).map(function (g) {
+      return {start: g.start, end: g.end, label: g.label, confidence: g.confidence,
+              text: cps.slice(g.start, g.end).join("")};
+    });
+    s.suggestBox = el;
+    s.suggestList = el.querySelector("ul.suggested-list");
+    var all = el.querySelector(".accept-all-spans");
+    if (all) all.addEventListener("click", function () { acceptAll(); box.focus(); });
+  });
   box.tabIndex = 0;
   box.setAttribute("aria-label", "Item text: select text to mark a span");
+
+  function pending(s) {  // suggestions not accepted and not overlapping the annotator's spans
+    return (s.suggested || []).filter(function (g) {
+      return !s.spans.some(function (sp) { return sp.start < g.end && g.start < sp.end; });
+    });
+  }
+  function acceptOne(s, g) {
+    if (pending(s).indexOf(g) < 0) return;
+    s.spans.push({start: g.start, end: g.end, label: g.label, text: g.text});
+    say(null);
+    sync();
+  }
+  function acceptAll() {
+    var n = 0;
+    order.forEach(function (s) {
+      pending(s).forEach(function (g) {
+        s.spans.push({start: g.start, end: g.end, label: g.label, text: g.text}); n++;
+      });
+    });
+    if (n) { say(null); sync(); }
+    return n;
+  }
 
   function toCp(u, up) {  // code point index of a UTF-16 offset, rounded down or up
     var i = 0;
@@ -124,7 +169,26 @@
     form.dispatchEvent(new Event("change"));  // annotate.js: something is chosen now
   }
 
+  function listSuggested(s) {
+    if (!s.suggestList) return;
+    var open = pending(s);
+    s.suggestBox.hidden = open.length === 0;
+    s.suggestList.textContent = "";
+    open.forEach(function (g) {
+      var li = document.createElement("li");
+      var q = document.createElement("q");
+      q.textContent = g.text;
+      var conf = typeof g.confidence === "number" ? " (" + g.confidence.toFixed(2) + ")" : "";
+      var ok = document.createElement("button");
+      ok.type = "button"; ok.className = "link accept-span"; ok.textContent = "Accept";
+      ok.setAttribute("aria-label", "Accept the suggested span \u201c" + g.text + "\u201d (" + g.label + ")");
+      ok.addEventListener("click", function () { acceptOne(s, g); box.focus(); });
+      li.append(q, " " + g.label + conf + " ", ok);
+      s.suggestList.appendChild(li);
+    });
+  }
   function list(s) {
+    listSuggested(s);
     s.list.textContent = "";
     s.spans.forEach(function (sp, i) {
       var li = document.createElement("li");
@@ -151,7 +215,9 @@
   function render() {
     var bounds = {0: 1};
     bounds[cps.length] = 1;
-    order.forEach(function (s) { s.spans.forEach(function (sp) { bounds[sp.start] = bounds[sp.end] = 1; }); });
+    order.forEach(function (s) {
+      s.spans.concat(pending(s)).forEach(function (sp) { bounds[sp.start] = bounds[sp.end] = 1; });
+    });
     var r = range();
     if (r) { bounds[r.start] = bounds[r.end] = 1; }
     var points = Object.keys(bounds).map(Number).sort(function (a, b) { return a - b; });
@@ -170,6 +236,19 @@
           if (sp.start === a) { el.classList.add("mark-start"); el.setAttribute("data-label", sp.label); }
         });
       });
+      if (!el) {
+        order.forEach(function (s) {
+          pending(s).forEach(function (g) {
+            if (el || g.start > a || b > g.end) return;
+            el = document.createElement("span");
+            el.className = "suggested label-" + s.labels.indexOf(g.label) % 8;
+            el.setAttribute("data-suggested", s.name);
+            el.setAttribute("data-index", String(s.suggested.indexOf(g)));
+            el.title = "Suggested: " + g.label + " (click to accept)";
+            if (g.start === a) { el.classList.add("suggested-start"); el.setAttribute("data-label", g.label); }
+          });
+        });
+      }
       if (r && r.start <= a && b <= r.end && r.start < r.end) {
         el = el || document.createElement("span");
         el.classList.add("kbd-selection");
@@ -205,13 +284,28 @@
     render();
   }
 
-  box.addEventListener("focus", function () { if (!sel) { sel = {anchor: 0, caret: 0}; render(); } });
+  // The mouse's press: a focus it brings does not redraw the text under a starting drag (that
+  // would drop the selection), and a press that did not move is a click.
+  var down = null;
+  box.addEventListener("mousedown", function (e) { down = {x: e.clientX, y: e.clientY}; });
+  window.addEventListener("mouseup", function () { setTimeout(function () { down = null; }, 0); });
+  box.addEventListener("focus", function () {
+    if (!sel) { sel = {anchor: 0, caret: 0}; if (!down) render(); }
+  });
   box.addEventListener("mouseup", function (e) {
+    var still = !down || Math.abs(e.clientX - down.x) + Math.abs(e.clientY - down.y) < 4;
+    down = null;
     var mark = e.target.closest ? e.target.closest(".mark") : null;
+    var hint = e.target.closest ? e.target.closest(".suggested") : null;
     var ds = window.getSelection();
     if (fromDom()) {
       ds.removeAllRanges();
-      mark = null;
+      mark = hint = null;
+    } else if (hint && still) {  // a click on a suggested span accepts it
+      var hs = byName[hint.getAttribute("data-suggested")];
+      acceptOne(hs, hs.suggested[Number(hint.getAttribute("data-index"))]);
+      box.focus();
+      return;
     } else if (ds && ds.rangeCount) {
       var c = pointToCp(ds.focusNode, ds.focusOffset, false);
       sel = {anchor: c, caret: c};
@@ -242,13 +336,17 @@
     }
     if (e.key === "Escape" && sel) { sel = {anchor: sel.caret, caret: sel.caret}; render(); return; }
     var target = keys[e.key];
-    if (!target) return;
-    var selecting = (r && r.start < r.end) || fromDom();
-    var hitHere = inBox && r && covering(r.start);
-    if (selecting || (hitHere && hitHere.scheme === target.scheme)) {
-      apply(target.scheme, target.label);
-      e.preventDefault(); e.stopPropagation();
+    if (target) {
+      var selecting = (r && r.start < r.end) || fromDom();
+      var hitHere = inBox && r && covering(r.start);
+      if (selecting || (hitHere && hitHere.scheme === target.scheme)) {
+        apply(target.scheme, target.label);
+        e.preventDefault(); e.stopPropagation();
+        return;
+      }
     }
+    // A: accept every suggested span (annotate.js accepts choice suggestions on the same key)
+    if ((e.key === "a" || e.key === "A") && acceptAll()) e.preventDefault();
   }, true);
   order.forEach(list);
   render();

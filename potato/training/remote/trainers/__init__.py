@@ -7,6 +7,8 @@ A trainer module defines a class with this interface, used only by the worker::
         def __init__(self, ctx): ...          # ctx: worker.Context (bundle, params, emitter ...)
         def train(self) -> dict: ...          # metrics; call ctx.check_cancelled() between steps
         def predict(self, scheme, texts) -> [(label, confidence), ...]
+                                              # span schemes: label is a list of
+                                              # {start, end, label, confidence}
 """
 
 import importlib
@@ -141,6 +143,27 @@ REGISTRY = {
                "{text}, {labels}, {scheme}, {description}; empty: the built-in template",
                check=llm_prompt.check_template_param, multiline=True)],
         {"radio", "likert"}, packages=HF_PACKAGES, max_schemas=1, install_hint=TRAIN_LLM_HINT),
+    "hf-token-classification": TrainerInfo(
+        "hf-token-classification", "potato.training.remote.trainers.hf_tokens",
+        "Tag spans: fine-tune a transformers token-classification model (BIO tags over "
+        "sub-word tokens, full or with a LoRA adapter); predicts character spans with a "
+        "confidence each.",
+        [Param("model", "str", "sentence-transformers/all-MiniLM-L6-v2",
+               "a Hugging Face Hub id or a local model directory (any model "
+               "AutoModelForTokenClassification loads, with a fast tokenizer)",
+               model_source=True),
+         Param("epochs", "int", 3, "passes over the training items", 1, 100),
+         Param("learning_rate", "float", None, "AdamW learning rate (default: 2e-3 with LoRA, "
+               "5e-5 for full fine-tuning)", minimum=1e-8, maximum=1.0),
+         Param("batch_size", "int", 16, "windows per step", 1, 4096),
+         Param("max_length", "int", 128, "tokens per window (longer texts are cut into "
+               "overlapping windows)", 8, 8192),
+         Param("stride", "int", 32, "tokens two windows of a long text share (at most half "
+               "of max_length)", 0, 4096),
+         Param("lora", "bool", False, "train a LoRA adapter (true) or every weight (false)"),
+         Param("lora_r", "int", 8, "LoRA rank", 1, 512),
+         Param("lora_alpha", "int", 16, "LoRA scaling", 1, 4096)] + HF_SHARED_PARAMS,
+        {"span"}, packages=HF_PACKAGES, max_schemas=1, install_hint=TRAIN_TEXT_HINT),
     "hf-text-regression": TrainerInfo(
         "hf-text-regression", "potato.training.remote.trainers.hf_regression",
         "Fine-tune a transformers encoder with a regression head (full or with a PEFT LoRA "

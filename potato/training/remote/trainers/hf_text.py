@@ -197,16 +197,13 @@ class Trainer:
         for n, batch in enumerate(batches):
             ctx.check_cancelled()
             group.step(state["step"] + 1)
-            enc = self._collate([rows[i] for i in batch])
-            y = torch.tensor([ys[i] for i in batch]).to(self.device, non_blocking=True)
-            with self._autocast():
-                out = ddp(**enc, labels=y)
-            out.loss.backward()
+            loss = self._forward(ddp, rows, batch, ys)
+            loss.backward()
             optim.step()
             sched.step()
             optim.zero_grad(set_to_none=True)
-            loss_sum += out.loss.detach().float() * len(batch)
-            window += out.loss.detach().float()
+            loss_sum += loss.detach().float() * len(batch)
+            window += loss.detach().float()
             seen += len(batch)
             in_window += 1
             state["step"] += 1
@@ -220,6 +217,13 @@ class Trainer:
                 window.zero_()
                 in_window = 0
         return group.all_sum([loss_sum, seen], self.device)
+
+    def _forward(self, ddp, rows, batch, ys):
+        """One batch's loss (hf_token's trainer gives tags instead of labels)."""
+        enc = self._collate([rows[i] for i in batch])
+        y = torch.tensor([ys[i] for i in batch]).to(self.device, non_blocking=True)
+        with self._autocast():
+            return ddp(**enc, labels=y).loss
 
     def predict(self, scheme, texts, batch_size=64):
         """(label, confidence) per text, in order; batched by length (little padding)."""

@@ -1,0 +1,137 @@
+"""hf-token-classification on a tiny BERT built here (random weights, a fast tokenizer over the
+test's words; no downloads): the worker alone, then end to end through the real server and
+its API on the local backend and through the fake ssh host, with write-back and suggestions."""
+
+import json
+import os
+import random
+
+import pytest
+
+if os.environ.get("CI"):  # CI installs the train-text extra: a missing package is a failure
+    import torch
+    import transformers
+else:
+    torch = pytest.importorskip("torch", reason="needs the train-text extra (torch)")
+    transformers = pytest.importorskip("transformers")
+
+from potato.training import boundary
+from potato.training.remote import bundle
+from potato.training.remote.paths import RunPaths, write_json
+from potato.training.remote.trainers import REGISTRY, resolve_params
+from tests.helpers import (
+    KEY, Client, hf_train, make_span_project, span_item, ssh_backend, start_run, wait_run)
+
+H = {"X-API-Key": KEY}
+SCHEMAS = {"who": {"type": "span", "labels": ["person", "place"]}}
+FAST = {"epochs": 6, "batch_size": 8, "max_length": 16, "stride": 4, "learning_rate": 5e-3}
+
+
+def run_dir(tmp_path, model, **params):
+    rng = random.Random(1)
+    items, labels = [], {}
+    for n in range(200):
+        text, spans = span_item(rng, 25 if n % 10 == 0 else None)
+        items.append(("i%d" % n, text))
+        if n < 170:
+            labels["i%d" % n] = {"who": [spans]}
+    paths = RunPaths(tmp_path / "run").create()
+    bundle.build(paths.bundle, items, labels, SCHEMAS, include_unlabeled=True)
+    full = resolve_params(REGISTRY["hf-token-classification"], dict(model=model, **params))
+    write_json(paths.spec, {"run_id": "t", "trainer": "hf-token-classification",
+                            "schemas": SCHEMAS, "params": full, "device": "cpu"})
+    return paths, dict(items)
+
+
+def test_trains_predicts_spans_and_loads_back(tmp_path, tiny_token_bert):
+    paths, texts = run_dir(tmp_path, tiny_token_bert, **FAST)
+    code, evs = hf_train(paths)
+    errors = [e for e in evs if e["type"] == "error"]
+    assert code == 0 and not errors, errors
+    f1s = [e["value"] for e in evs if e["type"] == "metric" and e["name"] == "entity_f1"]
+    assert len(f1s) == 6 and f1s[-1] >= 0.9, f1s  # an easy task
+    log = " ".join(e.get("message", "") for e in evs if e["type"] == "log")
+    assert "windows of at most 16 tokens" in log
+    lines = open(paths.predictions).read().splitlines()
+    splits = {it["id"]: it["split"] for it in bundle.read(paths.bundle).items}
+    rows, problem = boundary.predictions(lines, splits, SCHEMAS, texts)
+    assert problem is None and len(rows) == len(lines) > 20
+    # A text of 25 words and more is longer than one window: spans found past the first.
+    long_ids = ["i%d" % n for n in range(170, 200) if n % 10 == 0]
+    late = [s for r in rows if r["id"] in long_ids for s in r["label"] if s["end"] > 60]
+    assert late, [r for r in rows if r["id"] in long_ids]
+    # The model files load with plain transformers and tag like the predictions.
+    model_dir = os.path.join(paths.artifacts, "model")
+    meta = json.load(open(os.path.join(model_dir, "labels.json")))
+    assert meta["tags"] == ["O", "B-person", "I-person", "B-place", "I-place"]
+    model = transformers.AutoModelForTokenClassification.from_pretrained(model_dir).eval()
+    tok = transformers.AutoTokenizer.from_pretrained(model_dir)
+    row = next(r for r in rows if r["label"] and r["id"] not in long_ids)
+    with torch.no_grad():
+        enc = tok(texts[row["id"]], return_tensors="pt", return_offsets_mapping=True)
+        offsets = enc.pop("offset_mapping")[0].tolist()
+        tags = model(**enc).logits[0].argmax(-1).tolist()
+    starts = [a for (a, b), t in zip(offsets, tags) if a != b and  # not [CLS] or [SEP]
+              meta["tags"][t].startswith("B-")]
+    assert [s["start"] for s in row["label"]] == starts
+
+
+def test_lora_saves_an_adapter(tmp_path, tiny_token_bert):
+    paths, _ = run_dir(tmp_path, tiny_token_bert, **dict(FAST, epochs=2, lora=True))
+    code, evs = hf_train(paths)
+    assert code == 0, [e for e in evs if e["type"] == "error"]
+    assert os.path.exists(os.path.join(paths.artifacts, "model", "adapter_config.json"))
+
+
+def test_a_slow_tokenizer_is_refused_with_the_way_out(tmp_path, tiny_token_bert, monkeypatch):
+    real = transformers.AutoTokenizer.from_pretrained
+
+    def slow(*a, **kw):
+        tok = real(*a, **kw)
+        monkeypatch.setattr(type(tok), "is_fast", property(lambda self: False))
+        return tok
+
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", slow)
+    paths, _ = run_dir(tmp_path, tiny_token_bert, **dict(FAST, epochs=1))
+    code, evs = hf_train(paths)
+    error = next(e for e in evs if e["type"] == "error")
+    assert code != 0 and "needs a fast one" in error["message"]
+    assert "tokenizer.json" in error["message"]
+
+
+def check_span_run(c, run, rows):
+    """What every backend's span run must show: the entity report, written spans, the page."""
+    assert run["status"] == "success", run["error"]
+    h = run["holdout"]
+    assert h["kind"] == "span" and h["n"] > 10 and h["micro_f1"] >= 0.8, h
+    assert set(h["per_label"]) == {"person", "place"} and h["entities"] > 10
+    assert run["writeback"]["written"] > 40 and run["writeback"]["in_use"] == ["who"]
+    unlabeled = rows[-1]  # past the labelled items: a suggestion from the model
+    _, item = c.json("GET", "/admin/api/items/%s" % unlabeled["id"], headers=H)
+    spans = item["predictions"]["who"]["label"]
+    assert spans and all(unlabeled["text"][s["start"]:s["end"]] == s["text"] for s in spans)
+    page = c.get("/admin/training/runs/%s" % run["run_id"], headers=H).text
+    assert "Entity-level (exact span and label)" in page and "report-spans" in page
+
+
+def test_span_run_on_the_local_backend(tmp_path, serve, tiny_token_bert):
+    cfg, rows = make_span_project(tmp_path, "  backend: local\n")
+    _, url = serve(cfg)
+    c = Client(url)
+    run = wait_run(c, start_run(c, trainer="hf-token-classification", schemas=["who"],
+                                params=dict(FAST, model=tiny_token_bert)), timeout=300)
+    check_span_run(c, run, rows)
+    assert run["metrics"]["who.val_entity_f1"] >= 0.8
+    table = c.get("/admin/training", headers=H).text
+    assert "entity F1, n=" in table
+
+
+def test_span_run_through_the_fake_ssh_host(tmp_path, serve, fake_host, tiny_token_bert):
+    cfg, rows = make_span_project(tmp_path, ssh_backend())
+    _, url = serve(cfg)
+    c = Client(url)
+    run = wait_run(c, start_run(c, trainer="hf-token-classification", schemas=["who"],
+                                backend="gpu-server",
+                                params=dict(FAST, model=tiny_token_bert)), timeout=300)
+    check_span_run(c, run, rows)
+    assert run["ran_on"].startswith("gpu-server (ssh)")

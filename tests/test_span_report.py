@@ -1,0 +1,224 @@
+"""Spans as BIO tags and back (remote/spans.py), the span held-out report against seqeval's
+figures on the same predictions (span_report.py), and the trust boundary for span predictions."""
+
+import json
+import random
+
+import pytest
+
+from potato.training import boundary, span_report
+from potato.training.remote import spans as bio
+from potato.training.report import holdout_report
+from tests.helpers import span_item
+
+LABELS = ["person", "place"]
+
+
+def sub_word_offsets(text):
+    """Token offsets as a WordPiece tokenizer would give them: [CLS], each word cut into pieces
+    of at most three characters, [SEP]."""
+    out, pos = [(0, 0)], 0
+    for word in text.split(" "):
+        for k in range(0, len(word), 3):
+            out.append((pos + k, pos + min(len(word), k + 3)))
+        pos += len(word) + 1
+    return out + [(0, 0)]
+
+
+def test_tags_read_back_into_the_same_spans():
+    rng = random.Random(0)
+    for _ in range(200):
+        text, spans = span_item(rng)
+        offsets = sub_word_offsets(text)
+        tags = bio.token_tags(offsets, spans, LABELS)
+        assert tags[0] == tags[-1] == bio.IGNORE
+        names = bio.tag_names(LABELS)
+        for (a, b), t in zip(offsets, tags):  # a span's first piece is B, the rest I
+            starts = [s for s in spans if s["start"] == a and a != b]
+            if starts:
+                assert names[t] == "B-" + starts[0]["label"]
+        tokens = [(a, b, t, 0.9) for (a, b), t in zip(offsets, tags) if a != b]
+        back = bio.decode(text, tokens, LABELS)
+        assert [(s["start"], s["end"], s["label"]) for s in back] == \
+            [(s["start"], s["end"], s["label"]) for s in spans]
+        assert all(s["confidence"] == pytest.approx(0.9) for s in back)
+
+
+def test_decode_reads_a_stray_i_as_a_start_and_trims_spaces():
+    text = "we saw  alice"
+    tokens = [(0, 2, 0, 0.99), (2, 6, 4, 0.5), (6, 13, 2, 0.7)]  # I-place, then I-person
+    assert bio.decode(text, tokens, LABELS) == [
+        {"start": 3, "end": 6, "label": "place", "confidence": 0.5},
+        {"start": 8, "end": 13, "label": "person", "confidence": 0.7}]
+
+
+def words_bio(text, spans):
+    """Word-level BIO tags of word-aligned spans (the input seqeval scores)."""
+    tags, pos = [], 0
+    for word in text.split(" "):
+        tag = "O"
+        for s in spans:
+            if s["start"] <= pos < s["end"]:
+                tag = ("B-" if s["start"] == pos else "I-") + s["label"]
+        tags.append(tag)
+        pos += len(word) + 1
+    return tags
+
+
+def noisy(rng, text, spans):
+    """A model's answer: some spans kept, some relabelled or cut short, some invented."""
+    out = []
+    for s in spans:
+        r = rng.random()
+        if r < 0.6:
+            out.append(dict(s))
+        elif r < 0.75:
+            out.append(dict(s, label=rng.choice(LABELS)))
+        elif r < 0.85 and " " in s["text"]:
+            out.append(dict(s, end=s["start"] + s["text"].index(" ")))
+    words = text.split(" ")
+    if rng.random() < 0.3:
+        k = rng.randrange(len(words))
+        start = len(" ".join(words[:k])) + (1 if k else 0)
+        new = {"start": start, "end": start + len(words[k]), "label": rng.choice(LABELS)}
+        if all(new["end"] <= s["start"] or s["end"] <= new["start"] for s in out):
+            out.append(new)
+    return sorted(out, key=lambda s: s["start"])
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_report_matches_seqeval(seed):
+    seqeval = pytest.importorskip("seqeval.metrics")
+    rng = random.Random(seed)
+    items, predictions, y_true, y_pred = [], [], [], []
+    for k in range(150):
+        text, spans = span_item(rng)
+        pred = noisy(rng, text, spans)
+        items.append({"id": "t%d" % k, "split": "test", "text": text, "labels": {"who": spans}})
+        predictions.append({"id": "t%d" % k, "split": "test", "scheme": "who", "label": pred,
+                            "confidence": 0.5})
+        y_true.append(words_bio(text, spans))
+        y_pred.append(words_bio(text, pred))
+    r = holdout_report(predictions, items, {"who": {"type": "span", "labels": LABELS}})
+    assert r["kind"] == "span" and r["n"] == 150
+    assert r["precision"] == pytest.approx(seqeval.precision_score(y_true, y_pred), abs=1e-4)
+    assert r["recall"] == pytest.approx(seqeval.recall_score(y_true, y_pred), abs=1e-4)
+    assert r["micro_f1"] == pytest.approx(seqeval.f1_score(y_true, y_pred), abs=1e-4)
+    assert r["score"] == r["micro_f1"] and r["score_name"] == "entity micro-F1"
+    theirs = seqeval.classification_report(y_true, y_pred, output_dict=True)
+    for label in LABELS:
+        mine = r["per_label"][label]
+        assert mine["precision"] == pytest.approx(theirs[label]["precision"], abs=1e-4)
+        assert mine["recall"] == pytest.approx(theirs[label]["recall"], abs=1e-4)
+        assert mine["f1"] == pytest.approx(theirs[label]["f1-score"], abs=1e-4)
+        assert mine["support"] == theirs[label]["support"]
+    assert r["macro_f1"] == pytest.approx(theirs["macro avg"]["f1-score"], abs=1e-4)
+    assert r["entities"] == theirs["micro avg"]["support"] > span_report.MIN_ENTITIES
+    assert r["note"] is None
+    assert 0.3 < r["micro_f1"] < 0.95  # the noise really did something
+
+
+def test_a_few_entities_get_a_note():
+    pairs = [([{"start": 0, "end": 5, "label": "person"}],
+              [{"start": 0, "end": 5, "label": "person"}])] * 4
+    r = span_report.scheme_report(pairs, LABELS)
+    assert r["micro_f1"] == 1.0 and r["entities"] == 4
+    assert "Only 4 human spans in 4 test items: too few to say much" in r["note"]
+    empty = span_report.scheme_report([([], [])] * 3, LABELS)
+    assert empty["micro_f1"] == 0.0 and "hold no human span" in empty["note"]
+
+
+# -- the boundary --------------------------------------------------------------------------------
+
+SCHEMAS = {"who": {"type": "span", "labels": LABELS}}
+TEXT = "we saw alice in new york"
+
+
+def row(label, **kw):
+    return json.dumps(dict({"id": "a", "split": "test", "scheme": "who", "label": label,
+                            "confidence": 0.8}, **kw))
+
+
+def check(label, **kw):
+    return boundary.predictions([row(label, **kw)], {"a": "test"}, SCHEMAS, {"a": TEXT})
+
+
+def test_good_span_predictions_pass_with_their_text():
+    rows, problem = check([{"start": 16, "end": 24, "label": "place", "confidence": 0.7},
+                           {"start": 7, "end": 12, "label": "person", "confidence": 0.9}])
+    assert problem is None
+    assert rows[0]["label"] == [
+        {"start": 7, "end": 12, "label": "person", "text": "alice", "confidence": 0.9},
+        {"start": 16, "end": 24, "label": "place", "text": "new york", "confidence": 0.7}]
+    assert check([])[1] is None
+
+
+@pytest.mark.parametrize("label, fragment", [
+    ("alice", "not a list of spans"),
+    ([{"start": 7, "end": 99, "label": "person", "confidence": 0.5}], "outside 0..24"),
+    ([{"start": -1, "end": 3, "label": "person", "confidence": 0.5}], "outside 0..24"),
+    ([{"start": 5, "end": 5, "label": "person", "confidence": 0.5}], "is not before end"),
+    ([{"start": 7, "end": 12, "label": "<b>boss</b>", "confidence": 0.5}], "not one of who's"),
+    ([{"start": 7, "end": 12, "label": "person", "confidence": 1.5}], "confidence"),
+    ([{"start": 7, "end": 12, "label": "person"}], "confidence is missing"),
+    ([{"start": 7.5, "end": 12, "label": "person", "confidence": 0.5}], "whole number"),
+    ([{"start": True, "end": 12, "label": "person", "confidence": 0.5}], "must be a number"),
+    ([{"start": 7, "end": 12, "label": "person", "confidence": 0.5, "x": 1}], "an object of"),
+    (["person"], "an object of"),
+    ([{"start": 7, "end": 12, "label": "person", "confidence": 0.5},
+      {"start": 9, "end": 15, "label": "place", "confidence": 0.5}], "overlap"),
+    ([{"start": k, "end": k + 1, "label": "person", "confidence": 0.5}
+      for k in range(1001)], "at most 1000"),
+])
+def test_bad_span_predictions_reject_the_file(label, fragment):
+    rows, problem = check(label)
+    assert rows == [] and fragment in problem and "nothing was written back" in problem
+
+
+def test_a_span_row_for_an_unknown_item_has_no_text():
+    rows, problem = boundary.predictions([row([])], {"a": "test"}, SCHEMAS, {})
+    assert rows == [] and "need the item's text" in problem
+
+
+# -- write-back ----------------------------------------------------------------------------------
+
+def test_span_write_back_keeps_confident_spans_and_compares_entity_f1(tmp_path):
+    from potato.config import load
+    from potato.store import Store
+    from potato.training import ingest
+    from potato.training.runs import RunStore
+    from tests.helpers import make_span_project
+
+    cfg_path, rows = make_span_project(tmp_path, "    min_confidence: 0.5\n", n=4, labelled=0)
+    cfg = load(cfg_path)[0]
+    store = Store(cfg.db_path)
+    try:
+        def pred(run_conf):
+            return [{"id": rows[0]["id"], "split": "unlabeled", "scheme": "who",
+                     "confidence": 0.3, "label": [
+                         {"start": 0, "end": 2, "label": "person", "text": "..",
+                          "confidence": run_conf},
+                         {"start": 3, "end": 4, "label": "place", "text": ".",
+                          "confidence": 0.2}]}]
+
+        def holdout(f1):
+            return {"kind": "span", "n": 60, "micro_f1": f1, "macro_f1": 0.1, "score": f1,
+                    "score_name": span_report.SCORE_NAME}
+
+        runs = RunStore(store)
+        for f1 in (0.8, 0.5):
+            run = runs.create("hf-token-classification", ["who"], "local", {})
+            runs.update(run.run_id, holdout=holdout(f1))
+        wb = ingest.write_back(store, cfg, "r1", pred(0.9), holdout(0.8))
+        # the item is kept (its confidence 0.3 is the least sure token's) with its one span
+        # at or above min_confidence; the other span is counted below it
+        assert wb["written"] == 1 and wb["below_min_confidence"] == 1
+        assert wb["by_label"] == {"person": 1} and wb["in_use"] == ["who"]
+        shown = store.item_predictions(rows[0]["id"])["who"]["label"]
+        assert [s["label"] for s in shown] == ["person"]
+        # policy best compares the entity micro-F1 (not the macro-F1, equal here), in words
+        wb2 = ingest.write_back(store, cfg, "r2", pred(0.95), holdout(0.5))
+        assert wb2["in_use"] == [] and "held-out entity micro-F1 0.500 is below r1's 0.800" \
+            in wb2["kept_in_use"]["who"]
+    finally:
+        store.close()
