@@ -135,3 +135,38 @@ def test_span_run_through_the_fake_ssh_host(tmp_path, serve, fake_host, tiny_tok
                                 params=dict(FAST, model=tiny_token_bert)), timeout=300)
     check_span_run(c, run, rows)
     assert run["ran_on"].startswith("gpu-server (ssh)")
+
+
+def test_span_run_on_an_agent(tmp_path, serve, capsys, tiny_token_bert):
+    import re
+    import subprocess
+    import sys
+
+    from potato.cli import main
+    from tests.helpers import ROOT
+
+    cfg, rows = make_span_project(tmp_path, "  backends:\n    lab: {type: agent, "
+                                            "heartbeat_timeout_s: 20}\n")
+    _, url = serve(cfg)
+    c = Client(url)
+    capsys.readouterr()
+    assert main(["training", "register", "lab", cfg]) == 0
+    token = re.search(r"export POTATO_TRAINING_TOKEN=(\S+)", capsys.readouterr().out).group(1)
+    run_id = start_run(c, trainer="hf-token-classification", schemas=["who"], backend="lab",
+                       params=dict(FAST, model=tiny_token_bert))
+    p = subprocess.Popen([sys.executable, "-m", "potato", "training", "agent", "--server",
+                          url.rstrip("/"), "--backend", "lab", "--workdir",
+                          str(tmp_path / "agent work"), "--poll-interval", "0.2", "--once"],
+                         cwd=ROOT, env=dict(os.environ, POTATO_TRAINING_TOKEN=token,
+                                            PYTHONPATH=ROOT),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _, err = p.communicate(timeout=400)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        raise
+    assert p.returncode == 0, err[-3000:]
+    run = wait_run(c, run_id)
+    check_span_run(c, run, rows)
+    assert run["ran_on"].startswith("lab (agent)")
