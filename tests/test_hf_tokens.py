@@ -76,6 +76,26 @@ def test_trains_predicts_spans_and_loads_back(tmp_path, tiny_token_bert):
     assert [s["start"] for s in row["label"]] == starts
 
 
+def test_two_processes_train_like_one(tmp_path, tiny_token_bert):
+    """Data-parallel on the CPU (gloo), as on pinned GPUs: the same steps, val F1 summed over
+    the ranks, one set of predictions from rank 0."""
+    one, _ = run_dir(tmp_path / "one", tiny_token_bert, **dict(FAST, processes=1))
+    code, alone = hf_train(one)
+    assert code == 0, alone[-1]
+    paths, _ = run_dir(tmp_path / "two", tiny_token_bert, **dict(FAST, processes=2))
+    code, evs = hf_train(paths)
+    assert code == 0, [e for e in evs if e["type"] == "error"]
+    assert any("data-parallel: 2 processes (gloo backend)" in e.get("message", "")
+               for e in evs if e["type"] == "log")
+    steps = [e["current"] for e in evs if e["type"] == "progress" and e["unit"] == "step"]
+    assert steps[-1] == [e["current"] for e in alone
+                         if e["type"] == "progress" and e["unit"] == "step"][-1]
+    metrics = evs[-1]["metrics"]
+    assert metrics["who.val_entity_f1"] >= 0.85, metrics
+    assert abs(metrics["who.val_entity_f1"] - alone[-1]["metrics"]["who.val_entity_f1"]) <= 0.1
+    assert len(open(paths.predictions).readlines()) == metrics["predictions"] > 0
+
+
 def test_lora_saves_an_adapter(tmp_path, tiny_token_bert):
     paths, _ = run_dir(tmp_path, tiny_token_bert, **dict(FAST, epochs=2, lora=True))
     code, evs = hf_train(paths)
