@@ -17,7 +17,7 @@ import os
 import time
 
 from potato.training.remote import spans as bio
-from potato.training.remote.trainers import hf_text, parallel
+from potato.training.remote.trainers import hf_text
 
 torch = None  # imported by load(): importing this module never imports torch
 AutoModelForTokenClassification = AutoTokenizer = None
