@@ -76,6 +76,26 @@ def test_trains_predicts_spans_and_loads_back(tmp_path, tiny_token_bert):
     assert [s["start"] for s in row["label"]] == starts
 
 
+def test_two_processes_train_like_one(tmp_path, tiny_token_bert):
+    """Data-parallel on the CPU (gloo), as on pinned GPUs: the same steps, val F1 summed over
+    the ranks, one set of predictions from rank 0."""
+    one, _ = run_dir(tmp_path / "one", tiny_token_bert, **dict(FAST, processes=1))
+    code, alone = hf_train(one)
+    assert code == 0, alone[-1]
+    paths, _ = run_dir(tmp_path / "two", tiny_token_bert, **dict(FAST, processes=2))
+    code, evs = hf_train(paths)
+    assert code == 0, [e for e in evs if e["type"] == "error"]
+    assert any("data-parallel: 2 processes (gloo backend)" in e.get("message", "")
+               for e in evs if e["type"] == "log")
+    steps = [e["current"] for e in evs if e["type"] == "progress" and e["unit"] == "step"]
+    assert steps[-1] == [e["current"] for e in alone
+                         if e["type"] == "progress" and e["unit"] == "step"][-1]
+    metrics = evs[-1]["metrics"]
+    assert metrics["who.val_entity_f1"] >= 0.85, metrics
+    assert abs(metrics["who.val_entity_f1"] - alone[-1]["metrics"]["who.val_entity_f1"]) <= 0.1
+    assert len(open(paths.predictions).readlines()) == metrics["predictions"] > 0
+
+
 def test_lora_saves_an_adapter(tmp_path, tiny_token_bert):
     paths, _ = run_dir(tmp_path, tiny_token_bert, **dict(FAST, epochs=2, lora=True))
     code, evs = hf_train(paths)
@@ -135,3 +155,38 @@ def test_span_run_through_the_fake_ssh_host(tmp_path, serve, fake_host, tiny_tok
                                 params=dict(FAST, model=tiny_token_bert)), timeout=300)
     check_span_run(c, run, rows)
     assert run["ran_on"].startswith("gpu-server (ssh)")
+
+
+def test_span_run_on_an_agent(tmp_path, serve, capsys, tiny_token_bert):
+    import re
+    import subprocess
+    import sys
+
+    from potato.cli import main
+    from tests.helpers import ROOT
+
+    cfg, rows = make_span_project(tmp_path, "  backends:\n    lab: {type: agent, "
+                                            "heartbeat_timeout_s: 20}\n")
+    _, url = serve(cfg)
+    c = Client(url)
+    capsys.readouterr()
+    assert main(["training", "register", "lab", cfg]) == 0
+    token = re.search(r"export POTATO_TRAINING_TOKEN=(\S+)", capsys.readouterr().out).group(1)
+    run_id = start_run(c, trainer="hf-token-classification", schemas=["who"], backend="lab",
+                       params=dict(FAST, model=tiny_token_bert))
+    p = subprocess.Popen([sys.executable, "-m", "potato", "training", "agent", "--server",
+                          url.rstrip("/"), "--backend", "lab", "--workdir",
+                          str(tmp_path / "agent work"), "--poll-interval", "0.2", "--once"],
+                         cwd=ROOT, env=dict(os.environ, POTATO_TRAINING_TOKEN=token,
+                                            PYTHONPATH=ROOT),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _, err = p.communicate(timeout=400)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        raise
+    assert p.returncode == 0, err[-3000:]
+    run = wait_run(c, run_id)
+    check_span_run(c, run, rows)
+    assert run["ran_on"].startswith("lab (agent)")
