@@ -145,11 +145,13 @@ def test_cancel_stops_every_rank(tmp_path, tiny_bert):
 @pytest.mark.parametrize("mode,expect", [
     ("raise", "rank 1 of 2 (pid %d) failed: RuntimeError: injected fault in rank 1 at step 2"),
     ("kill", "rank 1 of 2 (pid %d) was killed (SIGKILL"),
-    ("hang", "rank 1 of 2 stopped answering: rank 0 waited 3 s for it"),
+    ("hang", "rank 1 of 2 stopped answering: rank 0 waited 10 s for it"),
 ], ids=["raise", "kill", "hang"])
 def test_a_failing_rank_fails_the_run(tmp_path, tiny_bert, monkeypatch, mode, expect):
     monkeypatch.setenv(parallel.FAULT_ENV, "1:2:%s" % mode)
-    monkeypatch.setenv(parallel.TIMEOUT_ENV, "3")
+    # 10 s: long enough for the other rank to import torch on a loaded 2-core machine (its
+    # start counts against the same wait), short enough that a hang ends the run quickly
+    monkeypatch.setenv(parallel.TIMEOUT_ENV, "10")
     paths, _ = _run(tmp_path, tiny_bert, epochs=50)
     started = time.monotonic()
     code, evs = _train(paths)
@@ -232,7 +234,9 @@ def test_a_stuck_rank_0_is_ended_by_its_watch(tmp_path, tiny_bert, monkeypatch):
     from potato.training.remote import protocol, supervise
 
     monkeypatch.setenv(parallel.FAULT_ENV, "1:2:raise,0:2:hang")
-    monkeypatch.setenv(parallel.TIMEOUT_ENV, "3")
+    # 10 s: long enough for the other rank to import torch on a loaded 2-core machine (its
+    # start counts against the same wait), short enough that a hang ends the run quickly
+    monkeypatch.setenv(parallel.TIMEOUT_ENV, "10")
     paths, _ = _run(tmp_path, tiny_bert, epochs=50)
     started = time.monotonic()
     result = supervise.run_worker(
