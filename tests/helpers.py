@@ -500,8 +500,11 @@ def busy_sockets(port, n, source, tls=False):
                 data = s.recv(1000)
             except (BlockingIOError, ssl.SSLWantReadError):
                 continue
-            except OSError:  # reset: refused and closed
-                data = b""
+            except ConnectionResetError:  # refused and closed before its 503 could be read
+                answered.add(id(s))
+                quiet_since = time.time()
+                refused += 1
+                continue
             answered.add(id(s))
             quiet_since = time.time()
             refused += data.startswith(b"HTTP/1.1 503") and b"connections open" in data
