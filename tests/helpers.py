@@ -476,7 +476,8 @@ class Tricklers:
 
 
 def busy_sockets(port, n, source, tls=False):
-    """``n`` sockets from ``source`` with a request under way; (sockets, how many got 503)."""
+    """``n`` sockets from ``source`` with a request under way; (sockets, how many the server
+    did not hold: answered 503, reset or closed)."""
     import ssl
 
     socks, refused = [], 0
@@ -507,7 +508,10 @@ def busy_sockets(port, n, source, tls=False):
                 continue
             answered.add(id(s))
             quiet_since = time.time()
-            refused += data.startswith(b"HTTP/1.1 503") and b"connections open" in data
+            # a 503, or closed unanswered (a connection still in its headers may be closed to
+            # make room for a newer one of the same address): either way not held
+            refused += not data or (data.startswith(b"HTTP/1.1 503")
+                                    and b"connections open" in data)
     return socks, refused
 
 
