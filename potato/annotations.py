@@ -16,7 +16,7 @@ from potato.data import DataError, jsonl_lines, load_items
 from potato.schemes import LabelError
 from potato.store import Store
 
-__all__ = ["LabelError", "check_label", "open_store", "item_record", "parse_import",
+__all__ = ["LabelError", "check_label", "open_store", "open_store_or_say", "item_record", "parse_import",
            "import_file", "export_rows", "export_file"]
 
 
@@ -37,6 +37,15 @@ def open_store(cfg: Config) -> Store:
     store = Store(cfg.db_path)
     store.sync_items(items)
     return store
+
+
+def open_store_or_say(cfg: Config) -> Optional[Store]:
+    """For CLI commands: the store (``open_store``), or None once the reason is printed."""
+    try:
+        return open_store(cfg)
+    except DataError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return None
 
 
 def item_record(store: Store, item_id: str) -> Optional[Dict[str, Any]]:
@@ -104,10 +113,8 @@ def import_file(cfg: Config, path: str, annotator: str) -> int:
     if not annotator.strip():
         print("error: --annotator must name who made these labels.", file=sys.stderr)
         return 1
-    try:
-        store = open_store(cfg)
-    except DataError as e:
-        print(f"error: {e}", file=sys.stderr)
+    store = open_store_or_say(cfg)
+    if store is None:
         return 1
     try:
         texts = {r["id"]: r["text"] for r in store.conn().execute(
@@ -141,10 +148,8 @@ def export_rows(store: Store):
 
 def export_file(cfg: Config, output: Optional[str]) -> int:
     """``potato annotations export``: every item with labels and predictions, JSON Lines."""
-    try:
-        store = open_store(cfg)
-    except DataError as e:
-        print(f"error: {e}", file=sys.stderr)
+    store = open_store_or_say(cfg)
+    if store is None:
         return 1
     try:
         out = open(output, "w", encoding="utf-8") if output else sys.stdout

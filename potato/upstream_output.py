@@ -25,9 +25,9 @@ import zipfile
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 from urllib.parse import quote, unquote
 
-from potato.annotations import LabelError, check_label, open_store
+from potato.annotations import LabelError, check_label, open_store_or_say
 from potato.config import Config, Scheme
-from potato.data import DataError, jsonl_lines
+from potato.data import jsonl_lines
 
 FILE = "annotated_instances.jsonl"
 MAX_FOLDER = 200  # characters of an annotator's folder name
@@ -144,10 +144,8 @@ def export_upstream(cfg: Config, output: Optional[str]) -> int:
         print("error: --format upstream writes one folder per annotator: give the folder with "
               "-o DIR.", file=sys.stderr)
         return 1
-    try:
-        store = open_store(cfg)
-    except DataError as e:
-        print(f"error: {e}", file=sys.stderr)
+    store = open_store_or_say(cfg)
+    if store is None:
         return 1
     try:
         n = 0
@@ -277,10 +275,8 @@ def import_upstream(cfg: Config, path: str) -> int:
         print(f"error: {path}: no {FILE} in it or in its folders. Give upstream Potato's "
               f"output folder (annotation_output).", file=sys.stderr)
         return 1
-    try:
-        store = open_store(cfg)
-    except DataError as e:
-        print(f"error: {e}", file=sys.stderr)
+    store = open_store_or_say(cfg)
+    if store is None:
         return 1
     try:
         texts = {r["id"]: r["text"] for r in store.conn().execute(

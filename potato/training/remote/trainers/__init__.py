@@ -87,6 +87,21 @@ HF_SHARED_PARAMS = [
     Param("processes", "int", 0, "data-parallel processes: 0 for one per visible GPU (one on a "
           "host without GPUs); more than 1 without GPUs runs that many CPU processes", 0, 64)]
 
+def _encoder_params(epochs):
+    """The params of the trainers that fine-tune a transformers encoder on whole items
+    (classification and regression heads alike); ``epochs``: its default."""
+    return [Param("model", "str", "sentence-transformers/all-MiniLM-L6-v2",
+                  "a Hugging Face Hub id or a local model directory", model_source=True),
+            Param("epochs", "int", epochs, "passes over the training items", 1, 100),
+            Param("learning_rate", "float", None, "AdamW learning rate (default: 2e-3 with "
+                  "LoRA, 5e-5 for full fine-tuning)", minimum=1e-8, maximum=1.0),
+            Param("batch_size", "int", 16, "items per step", 1, 4096),
+            Param("max_length", "int", 128, "tokens per item (longer texts are cut)", 8, 8192),
+            Param("lora", "bool", True, "train a LoRA adapter (true) or every weight (false)"),
+            Param("lora_r", "int", 8, "LoRA rank", 1, 512),
+            Param("lora_alpha", "int", 16, "LoRA scaling", 1, 4096)] + HF_SHARED_PARAMS
+
+
 REGISTRY = {
     "text-naive-bayes": TrainerInfo(
         "text-naive-bayes", "potato.training.remote.trainers.naive_bayes",
@@ -100,16 +115,7 @@ REGISTRY = {
     "hf-text-classification": TrainerInfo(
         "hf-text-classification", "potato.training.remote.trainers.hf_text",
         "Fine-tune a transformers encoder (full or with a PEFT LoRA adapter).",
-        [Param("model", "str", "sentence-transformers/all-MiniLM-L6-v2",
-               "a Hugging Face Hub id or a local model directory", model_source=True),
-         Param("epochs", "int", 3, "passes over the training items", 1, 100),
-         Param("learning_rate", "float", None, "AdamW learning rate (default: 2e-3 with LoRA, "
-               "5e-5 for full fine-tuning)", minimum=1e-8, maximum=1.0),
-         Param("batch_size", "int", 16, "items per step", 1, 4096),
-         Param("max_length", "int", 128, "tokens per item (longer texts are cut)", 8, 8192),
-         Param("lora", "bool", True, "train a LoRA adapter (true) or every weight (false)"),
-         Param("lora_r", "int", 8, "LoRA rank", 1, 512),
-         Param("lora_alpha", "int", 16, "LoRA scaling", 1, 4096)] + HF_SHARED_PARAMS,
+        _encoder_params(epochs=3),
         {"radio", "likert"}, packages=HF_PACKAGES, max_schemas=1, install_hint=TRAIN_TEXT_HINT),
     "hf-llm-classification": TrainerInfo(
         "hf-llm-classification", "potato.training.remote.trainers.hf_llm",
@@ -168,16 +174,7 @@ REGISTRY = {
         "hf-text-regression", "potato.training.remote.trainers.hf_regression",
         "Fine-tune a transformers encoder with a regression head (full or with a PEFT LoRA "
         "adapter) to predict a slider's or number scheme's value.",
-        [Param("model", "str", "sentence-transformers/all-MiniLM-L6-v2",
-               "a Hugging Face Hub id or a local model directory", model_source=True),
-         Param("epochs", "int", 5, "passes over the training items", 1, 100),
-         Param("learning_rate", "float", None, "AdamW learning rate (default: 2e-3 with LoRA, "
-               "5e-5 for full fine-tuning)", minimum=1e-8, maximum=1.0),
-         Param("batch_size", "int", 16, "items per step", 1, 4096),
-         Param("max_length", "int", 128, "tokens per item (longer texts are cut)", 8, 8192),
-         Param("lora", "bool", True, "train a LoRA adapter (true) or every weight (false)"),
-         Param("lora_r", "int", 8, "LoRA rank", 1, 512),
-         Param("lora_alpha", "int", 16, "LoRA scaling", 1, 4096)] + HF_SHARED_PARAMS,
+        _encoder_params(epochs=5),
         {"slider", "number"}, packages=HF_PACKAGES, max_schemas=1,
         install_hint=TRAIN_TEXT_HINT),
     "decision-calibrate": TrainerInfo(
