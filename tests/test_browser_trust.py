@@ -9,19 +9,13 @@ import time
 
 import pytest
 
-from tests.helpers import ROOT, Client
-from tests.helpers import admin_login
-from tests.helpers import SHOTS, select, text_of, wait_for
-from tests.helpers import KEY, PLUGINS, make_project, start_run, wait_run
+from tests.helpers import (
+    KEY, SHOTS, Client, admin_login, make_project, select, start_run, text_of, wait_for, wait_run)
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("env")]
 H = {"X-API-Key": KEY}
 
 
-@pytest.fixture(autouse=True)
-def plugins(monkeypatch):
-    monkeypatch.setenv("POTATO_TRAINER_PLUGINS", PLUGINS)
-    monkeypatch.setenv("PYTHONPATH", ROOT)
 
 
 def row_of(d, run_id):

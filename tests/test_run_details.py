@@ -14,16 +14,12 @@ from potato.training import boundary, chart, report
 from potato.training.backends import backend_class
 from potato.training.remote import protocol
 from potato.training.runs import RunStore
-from tests.helpers import ROOT, Client, old_runs_table
-from tests.helpers import KEY, PLUGINS, make_project, start_run, wait_run
+from tests.helpers import KEY, Client, make_project, old_runs_table, start_run, wait_run
 
 H = {"X-API-Key": KEY}
 
 
-@pytest.fixture(autouse=True)
-def plugins(monkeypatch):
-    monkeypatch.setenv("POTATO_TRAINER_PLUGINS", PLUGINS)
-    monkeypatch.setenv("PYTHONPATH", ROOT)
+pytestmark = pytest.mark.usefixtures("env")  # the test trainers, for server and workers
 
 
 # -- where exactly ---------------------------------------------------------------------------

@@ -13,15 +13,12 @@ from potato.training import report, retention
 from potato.training.remote.paths import RunPaths
 from potato.training.runs import RunStore
 from potato.training.summary import summary_lines
-from tests.helpers import KEY, PLUGINS, ROOT, Client, make_project, old_runs_table, start_run, wait_run
+from tests.helpers import KEY, Client, make_project, old_runs_table, start_run, wait_run
 
 H = {"X-API-Key": KEY}
 
 
-@pytest.fixture(autouse=True)
-def plugins(monkeypatch):
-    monkeypatch.setenv("POTATO_TRAINER_PLUGINS", PLUGINS)
-    monkeypatch.setenv("PYTHONPATH", ROOT)
+pytestmark = pytest.mark.usefixtures("env")  # the test trainers, for server and workers
 
 
 # -- retention ---------------------------------------------------------------------------------

@@ -21,10 +21,7 @@ from tests.helpers import (
 H = {"X-API-Key": KEY}
 
 
-@pytest.fixture(autouse=True)
-def plugins(monkeypatch):
-    monkeypatch.setenv("POTATO_TRAINER_PLUGINS", PLUGINS)
-    monkeypatch.setenv("PYTHONPATH", ROOT)
+pytestmark = pytest.mark.usefixtures("env")  # the test trainers, for server and workers
 
 
 def test_naive_bayes_run_end_to_end(tmp_path, serve):
