@@ -5,6 +5,7 @@ Screenshots go to test-output/."""
 
 import csv
 import os
+import re
 import time
 
 import pytest
@@ -169,9 +170,11 @@ def test_admin_export_downloads(tmp_path, serve, browser):
                                                       "downloadPath": str(downloads)})
     admin_login(d, url, "/admin")
     d.find_element("id", "export-csv").click()
-    path = downloads / "annotations.csv"
-    wait_for(d, lambda d: path.exists() and path.stat().st_size > 0, what="the download")
+    wait_for(d, lambda d: any(p.suffix == ".csv" and p.stat().st_size > 0
+                              for p in downloads.iterdir()), what="the download")
     time.sleep(0.3)
+    path, = downloads.iterdir()  # the project and the time in its name
+    assert re.fullmatch(r"training-test-labels-\d{8}-\d{6}\.csv", path.name), path.name
     rows = list(csv.DictReader(open(path, encoding="utf-8")))
     assert len(rows) == 600 and {"item_id", "annotator", "label"} <= set(rows[0])
     assert all(r["annotator"] == "gold" for r in rows)
