@@ -298,7 +298,8 @@ def _artifact_routes(app, manager, authorize) -> None:
                                  "max_artifact_mb (each file; a run's files together: %d times "
                                  "that)" % ARTIFACTS_TOTAL_FILES_FACTOR)
         except socket.timeout as e:
-            remote.copy_error = copy_stalled(remote.host, COPY_STALL_S)
+            remote.copy_error, remote.copy_error_path = copy_stalled(remote.host,
+                                                                     COPY_STALL_S), rel
             ctx.log("%s (%s: %s)" % (remote.copy_error, rel, e))
             h.close_connection = True
             return
@@ -312,6 +313,9 @@ def _artifact_routes(app, manager, authorize) -> None:
         remote.seen()
         if size is not None and sha and offset + n >= size:
             _verify(dest, rel, size, sha)
+        if remote.copy_error_path == rel and size is not None and offset + n >= size:
+            ctx.log("the copy of %s resumed and completed" % rel)  # the stall is behind us
+            remote.copy_error = remote.copy_error_path = None
         h.send_json({"ok": True, "bytes": offset + n})
 
 
