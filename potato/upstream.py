@@ -87,7 +87,7 @@ POLICY: Dict[str, Policy] = {
         "assignment_strategy", "automatic_assignment", "random_seed", "chat_support",
         "icl_labeling", "llm_labeling", "pre_annotation", "agreement_metrics", "adjudication",
         "quality_control", "min_annotators_per_instance", "persist_sessions",
-        "session_lifetime_days", "secret_key", "media_directory", "partial_loading",
+        "session_lifetime_days", "secret_key", "partial_loading",
         "data_cache", "watch_data_directory", "watch_poll_interval", "batch_assignment",
         "host", "base_css", "allow_skip", "annotation_codebook")},
     # refused --------------------------------------------------------------------------------
