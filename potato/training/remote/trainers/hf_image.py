@@ -15,7 +15,7 @@ Imported only by the worker.
 import random
 
 from potato.training.remote import media as media_mod
-from potato.training.remote.trainers import hf_text
+from potato.training.remote.trainers import hf_text, parallel
 
 torch = Image = ImageEnhance = None
 AutoImageProcessor = AutoModelForImageClassification = None
@@ -142,8 +142,6 @@ class Trainer(hf_text.Trainer):
                                                                                  items)]
         else:
             predict = lambda items: self.predict(self.scheme, items)
-        from potato.training.remote.trainers import parallel
-
         acc = parallel.accuracy(predict, val, group, self.device)
         self.ctx.emitter.metric("accuracy", round(acc, 4), epoch=epoch, split="val", step=step)
         metrics["%s.val_accuracy" % self.scheme] = round(acc, 4)
