@@ -1,6 +1,6 @@
 """hf-image-classification (issue 22 part 3): a tiny ViT with random weights and its image
-processor, built here (no download), trained on real handwritten digits (../shared/data's
-slice, shipped in tests/data/digits/) through the worker and through the real server's local
+processor, built here (no download), trained on real handwritten digits (the first 30 of each
+digit in bench/data/digits/) through the worker and through the real server's local
 backend; multiselect over images; items without an image refused with one sentence."""
 
 import io
@@ -17,12 +17,13 @@ from potato.training.remote.paths import RunPaths, write_json
 from potato.training.remote.trainers import REGISTRY, resolve_params
 from tests.helpers import KEY, ROOT, Client, start_run, wait_run
 
-DIGITS = os.path.join(ROOT, "tests", "data", "digits")
+DIGITS = os.path.join(ROOT, "bench", "data", "digits")
 H = {"X-API-Key": KEY}
 
 
-def digits(n_per_class=None):
-    """(id, image path relative to DIGITS, digit name) of the shipped slice."""
+def digits(n_per_class=30):
+    """(id, image path relative to DIGITS, digit name) of the first ``n_per_class`` images of
+    each digit."""
     with open(os.path.join(DIGITS, "items.jsonl")) as f:
         items = [json.loads(line) for line in f]
     with open(os.path.join(DIGITS, "gold.jsonl")) as f:
@@ -151,8 +152,10 @@ def test_items_without_an_image_fail_the_run_with_one_sentence(tmp_path, tiny_re
 
 
 def write_project(tmp_path):
-    shutil.copytree(os.path.join(DIGITS, "images"), tmp_path / "images")
     items = digits()
+    os.makedirs(tmp_path / "images")
+    for _, rel, _ in items:
+        shutil.copy(os.path.join(DIGITS, rel), tmp_path / rel)
     (tmp_path / "items.jsonl").write_text("".join(
         json.dumps({"id": i, "text": i, "image": rel}) + "\n" for i, rel, _ in items))
     (tmp_path / "labels.jsonl").write_text("".join(
