@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 from potato.config import Config
 
 KINDS = ("image", "audio")
+_OTHER_URL = re.compile(r"^([a-z][a-z0-9+.-]*://|(data|javascript|file|blob|vbscript):)")
 
 
 class MediaError(Exception):
@@ -71,6 +72,9 @@ def item_media(cfg: Config, record: Dict[str, Any],
         low = value.strip().lower()
         if low.startswith(("http://", "https://")):
             return MediaRef(kind, value, url=value.strip())
+        if _OTHER_URL.match(low):
+            raise MediaError(f"the item's {key!r} field is {value[:200]!r}: only http(s) "
+                             f"addresses and paths in the media folder are shown")
         return MediaRef(kind, value)
     return None
 
