@@ -119,14 +119,16 @@ def _placeholder(kind: str, why: str) -> Safe:
                   'such items).</p></div>', k=kind, w=why)
 
 
-def media_block(cfg, item_id: str, rec: Dict[str, Any], kind: str) -> Safe:
-    """The item's image or audio player (``kind``), or a placeholder saying why not."""
+def media_block(cfg, item_id: str, rec: Dict[str, Any], kind: str, field: bool = False) -> Safe:
+    """The item's image or audio player (``kind``), or a placeholder saying why not; an item
+    without that kind of media shows nothing (a display ``field`` says it has none)."""
     try:
         ref = media.item_media(cfg, rec, (kind,))
     except media.MediaError as e:
         return _placeholder(kind, str(e))
     if ref is None:
-        return render('<p class="hint media-none">(this item has no {k})</p>', k=kind)
+        return render('<p class="hint media-none">(this item has no {k})</p>', k=kind) \
+            if field else Safe("")
     if ref.is_url:
         if media.url_origin(ref.url) is None:
             return _placeholder(kind, f"{ref.source!r} is not an http(s) address the page loads")
@@ -173,7 +175,7 @@ def fields(cfg, item, item_text: Safe) -> Safe:
         if f.key == text_key and f.type == "text":
             inner = item_text
         elif f.type in media.KINDS:
-            inner = media_block(cfg, item["id"], rec, f.type)
+            inner = media_block(cfg, item["id"], rec, f.type, field=True)
         elif f.key not in rec:
             inner = render('<p class="hint">(this item has no {k})</p>', k=f.key)
         else:

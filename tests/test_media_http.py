@@ -174,6 +174,7 @@ def test_the_annotate_page_shows_image_audio_and_url_media(tmp_path, serve):
     assert ('<audio class="media-audio-player" controls preload="metadata" '
             'src="/media/audio/tone0">') in page
     assert "Which &lt;b&gt;sound&lt;/b&gt;?" in page
+    assert "has no image" not in page  # an audio item; its (absent) image is no news
     c.post("/annotate", form={"item_id": "tone0", "position": "1", "action": "next"})
     r = c.get("/annotate")
     assert 'src="https://img.example.org/a.png?x=1&amp;y=2"' in r.text
@@ -190,3 +191,34 @@ def test_the_annotate_page_shows_image_audio_and_url_media(tmp_path, serve):
     assert "is not an http(s) address the page loads" in r.text and "<img" not in r.text
     assert "onerror=&quot;alert(1)" in r.text and 'onerror="' not in r.text
     assert "https://ex.org" not in r.headers["Content-Security-Policy"]
+
+
+UPSTREAM_DISPLAY = """\
+annotation_task_name: up
+data_files: [items.jsonl]
+admin_api_key: test-admin-key-0123456789
+media_directory: media
+instance_display:
+  fields:
+    - {key: caption, type: text, label: Caption}
+    - {key: picture, type: image, label: The <picture>}
+annotation_schemes:
+  - {annotation_type: radio, name: kind, labels: [a, b]}
+"""
+
+
+def test_upstream_image_fields_show_in_their_place(tmp_path, serve):
+    rows = [{"id": "p", "picture": "digit-1.png", "caption": "A one", "text": "the text"},
+            {"id": "q", "caption": "no picture", "text": "t"}]
+    url = served(tmp_path, serve, items=rows, config=UPSTREAM_DISPLAY)
+    c = annotator(url)
+    page = c.get("/annotate").text
+    section = page[page.index('<section class="display-field display-image" data-key="picture">'):]
+    assert section.startswith('<section class="display-field display-image" data-key="picture">'
+                              '<h2 class="field-label">The &lt;picture&gt;</h2><figure class='
+                              '"media media-image" data-kind="image">')
+    assert page.index("A one") < page.index('<figure class="media media-image"')
+    assert page.count("<figure") == 1 and 'id="item-text"' in page
+    assert c.get("/media/image/p").status == 200
+    c.post("/annotate", form={"item_id": "p", "position": "0", "action": "next"})
+    assert '<p class="hint media-none">(this item has no image)</p>' in c.get("/annotate").text
