@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 from potato.config_backends import Backend, parse_backend, slurm_time_seconds
 from potato.config_reader import ConfigError, Path, Problem, Reader, dotted, read_yaml, suggest
 from potato.schemes import KINDS, Scheme, parse_schemes
-from potato.upstream import Upstream, data_files, split
+from potato.upstream import MEDIA_FIELDS, Upstream, data_files, split
 
 __all__ = ["ConfigError", "Problem", "Config", "Backend", "Scheme", "load", "dotted", "suggest",
            "slurm_time_seconds"]
@@ -192,6 +192,7 @@ def load(path: str) -> Tuple[Config, List[Problem], List[Problem]]:
         r.text(ip, "text_key", ("item_properties",), "text"),
         r.text(ip, "image_key", ("item_properties",), None, numbers_ok=False),
         r.text(ip, "audio_key", ("item_properties",), None, numbers_ok=False))
+    _display_media_keys(r, cfg)
     cfg.schemes = parse_schemes(r, top.get("annotation_schemes"))
     cfg.output_dir = resolve(r.text(top, "output_annotation_dir", (), "annotation_output"))
     cfg.admin_api_key = r.text(top, "admin_api_key", (), None, numbers_ok=False)
@@ -214,6 +215,24 @@ def load(path: str) -> Tuple[Config, List[Problem], List[Problem]]:
     val = r.mapping(top.get("validation"), ("validation",), ("acknowledge",), "validation")
     cfg.acknowledge = r.text_list(val, "acknowledge", ("validation",))
     return cfg, r.errors, r.warnings
+
+
+def _display_media_keys(r: Reader, cfg: Config) -> None:
+    """upstream's instance_display image and audio fields name the item's media field when
+    item_properties names none (an item has one image and one audio file here)."""
+    ip = cfg.item_properties
+    for f in cfg.upstream.display:
+        if f.type not in MEDIA_FIELDS:
+            continue
+        attr = f.type + "_key"
+        if getattr(ip, attr) is None:
+            setattr(ip, attr, f.key)
+        elif getattr(ip, attr) != f.key:
+            r.error(("instance_display", "fields"),
+                    f"instance_display shows the {f.type} field {f.key!r}, and "
+                    f"item_properties.{attr} is {getattr(ip, attr)!r}: an item has one "
+                    f"{f.type} here. Show {getattr(ip, attr)!r}, or name {f.key!r} in "
+                    f"item_properties.{attr}.")
 
 
 def _server(r: Reader, raw, resolve) -> ServerConfig:
