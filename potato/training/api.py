@@ -7,6 +7,7 @@ from urllib.parse import unquote
 
 from potato.server.errors import HTTPError
 from potato.training import choice, model_files, pages, publish_api, runlog
+from potato.training import live as live_card
 from potato.training.remote import trainers
 from potato.training.backends import check_backend
 from potato.training.queue import Manager, RequestError
@@ -203,10 +204,10 @@ def _page_routes(app, manager: Manager, get_run) -> None:
     def page(h, message="", status=200):
         runs = [run_view(r) for r in manager.runs.list()]
         live = live_run(manager)
+        tail, end = live_card.log_tail(manager.paths(live.run_id).log) if live else ("", 0)
         h.send_html(pages.training_page(
             manager.cfg, backend_list(manager, for_page=True), trainer_list_data(), runs,
-            pages.live_fragment(run_view(live) if live else None,
-                                read_log(manager, live.run_id, 15) if live else ""),
+            live_card.live_fragment(run_view(live) if live else None, tail, end),
             message), status)
 
     @app.route("GET", r"/admin/training", "admin")
@@ -242,11 +243,10 @@ def _page_routes(app, manager: Manager, get_run) -> None:
     @app.route("GET", PREFIX + r"/fragments", "admin")
     def fragments(h):
         live = live_run(manager)
-        h.send_json({
-            "live": pages.live_fragment(run_view(live) if live else None,
-                                        read_log(manager, live.run_id, 15) if live else ""),
-            "runs": pages.runs_rows([run_view(r) for r in manager.runs.list()]),
-            "active": bool(live and live.status not in TERMINAL)})
+        out = live_card.fragments(run_view(live) if live else None,
+                                  manager.paths(live.run_id).log if live else None, h.query)
+        out["runs"] = pages.runs_rows([run_view(r) for r in manager.runs.list()])
+        h.send_json(out)
 
     @app.route("GET", PREFIX + r"/auto_retrain", "admin")
     def auto(h):
