@@ -174,7 +174,8 @@ def param_inputs(trainer: Dict[str, Any], shown: bool) -> str:
 
 
 def training_page(cfg, backends: List[Dict[str, Any]], trainers: List[Dict[str, Any]],
-                  runs: List[Dict[str, Any]], live: str, message: str = "") -> str:
+                  runs: List[Dict[str, Any]], live: str, message: str = "",
+                  notice: str = "") -> str:
     default = next((b for b in backends if b["default"]), backends[0])
     backend_opts = "".join('<option value="%s" data-type="%s" title="%s"%s>%s</option>' % (
         esc(b["name"]), esc(b["type"]), esc(b.get("description") or ""),
@@ -202,7 +203,7 @@ def training_page(cfg, backends: List[Dict[str, Any]], trainers: List[Dict[str, 
             "descriptions": {b["name"]: b.get("description") or "" for b in backends},
             "trainers": {t["name"]: {"schema_types": t["schema_types"],
                                      "max_schemas": t["max_schemas"]} for t in trainers}}
-    body = """<h1>Training</h1>
+    body = """<h1>Training</h1>{notice}
 <section class="card" aria-labelledby="start-h"><h2 id="start-h">Start a run</h2>{disabled}
 <div id="message" role="alert" aria-live="assertive">{msg}</div>
 <form id="run-form" method="post" action="/admin/training/start"{form_hidden}>
@@ -225,7 +226,8 @@ def training_page(cfg, backends: List[Dict[str, Any]], trainers: List[Dict[str, 
 <div class="table-wrap"><table id="runs-table"><thead><tr>{runs_head}</tr></thead>
 <tbody id="runs-body">{rows}</tbody></table></div></section>
 <script type="application/json" id="training-data">{data}</script>""".format(
-        msg=msg, backend_opts=backend_opts, disabled=disabled, form_hidden=form_hidden,
+        msg=msg, notice=notice, backend_opts=backend_opts, disabled=disabled,
+        form_hidden=form_hidden,
         description=esc(default.get("description") or ""),
         trainer_opts=_trainer_options(trainers, default["on_server"], first), schemes=schemes,
         params="".join(param_inputs(t, t is first) for t in trainers), live=live, rows=runs_rows(runs), data=json_script(data),

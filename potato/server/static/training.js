@@ -201,7 +201,7 @@
     if (row) message.textContent = "Run " + startedRun + " is " + row.textContent + ".";
   }
 
-  var lastRuns = null;
+  var lastRuns = null, lastConfig = null;
   function refresh() {
     if (busy) return;
     busy = true;
@@ -217,6 +217,11 @@
         if (f.runs !== lastRuns) {  // unchanged rows stay as they are (and a selection in them)
           $("runs-body").innerHTML = f.runs;
           lastRuns = f.runs;
+        }
+        var notice = $("config-notice");  // the config file on disk differs (reload.py)
+        if (notice && typeof f.config === "string" && f.config !== lastConfig) {
+          notice.innerHTML = f.config;
+          lastConfig = f.config;
         }
         followStarted();
       })
