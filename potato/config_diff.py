@@ -24,7 +24,7 @@ from typing import Any, Dict, List
 
 # Config attributes under their YAML names (the rest are spelled alike).
 YAML_NAMES = {"schemes": "annotation_schemes", "output_dir": "output_annotation_dir",
-              "acknowledge": "validation.acknowledge", "data_encodings": "data_files",
+              "acknowledge": "validation.acknowledge", "data_encodings": "data_files.encoding",
               "upstream": "upstream Potato keys"}
 IGNORED = ("path", "key_lines")  # the file's own name, and the lines its keys are on
 RESTART_IN_TRAINING = ("model_training.enabled", "model_training.publish.token_env")
