@@ -3,6 +3,7 @@ place, a selection in the log survives updates, the log keeps its scroll positio
 the tail only from the bottom, only the status line is aria-live, series keep their colours."""
 
 import os
+import time
 
 import pytest
 
@@ -109,3 +110,32 @@ def test_the_fragment_appends_to_the_log(tmp_path, serve, monkeypatch):
     for odd in ("r999", "%3Cx%3E"):
         f = c.json("GET", f"/admin/training/api/fragments?run={odd}&log_from=0", headers=H)[1]
         assert "log" not in f
+
+
+def test_a_config_change_on_disk_appears_and_reloads(tmp_path, serve, browser, monkeypatch):
+    """The notice appears on an open page (no reload of the page), and the button applies it."""
+    monkeypatch.setenv("PYTHONPATH", ROOT)
+    path = make_project(tmp_path)
+    _, url = serve(path)
+    d = browser
+    admin_login(d, url, "/admin/training")
+    assert not d.find_elements("id", "config-differs")
+    with open(path) as f:
+        text = f.read()
+    with open(path, "w") as f:
+        f.write(text.replace("model_training:\n", "model_training:\n  backends:\n    second: "
+                                                  "{type: local}\n", 1))
+    notice = wait_for(d, lambda d: d.find_elements("id", "config-differs") and
+                      text_of(d, "#config-differs"), what="the notice")
+    assert "differs from the one this server runs with: changed: " \
+           "model_training.backends.second." in notice
+    assert [o.get_attribute("value") for o in
+            d.find_elements("css selector", "#backend option")] == ["local"]
+    d.find_element("id", "reload-config").click()
+    wait_for(d, lambda d: d.find_elements("id", "reload-result"), what="the reload's result")
+    assert text_of(d, "#reload-result") == f"Reloaded {path}: backend second added."
+    assert [o.get_attribute("value") for o in
+            d.find_elements("css selector", "#backend option")] == ["local", "second"]
+    time.sleep(1.5)  # a live update keeps the page as it is: nothing differs any more
+    assert not d.find_elements("id", "config-differs")
+    assert d.find_elements("id", "reload-result")
