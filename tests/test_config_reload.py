@@ -152,3 +152,17 @@ def test_which_keys_apply_live():
         assert not config_diff.live(key), key
     assert config_diff.restart_sentence(["a", "b"]) == \
         "a and b changed: restart the server to apply them"
+
+
+def test_changes_compare_the_typed_configs(tmp_path):
+    path = make_project(tmp_path, labels=False)
+    before = load(path)[0]
+    assert config_diff.changes(before, load(path)[0]) == []
+    _edit(path, ANCHOR, "# a comment\n" + ANCHOR + "  retain_runs: 5\n")  # 5 is the default
+    assert config_diff.changes(before, load(path)[0]) == []
+    _edit(path, "labels: [positive, negative]", "labels: [positive, negative, mixed]")
+    _edit(path, ANCHOR, ANCHOR + "  backends:\n    local: {type: local, description: here}\n")
+    after = load(path)[0]
+    assert config_diff.changes(before, after) == ["annotation_schemes",
+                                                  "model_training.backends.local"]
+    assert config_diff.backend_change(before, after, "local") == "changed"

@@ -46,6 +46,7 @@ class ConfigOnDisk:
         self.manager = manager
         self.apply = apply
         self._lock = threading.Lock()
+        self._reloading = threading.Lock()
         self._seen: Any = ()  # (signature, id of the running config) the state is for
         self._state: Dict[str, Any] = {}
         self.last: Optional[Tuple[bool, str]] = None  # the latest reload: (applied, sentence)
@@ -86,15 +87,16 @@ class ConfigOnDisk:
     def reload(self) -> Tuple[bool, str]:
         """Re-read, validate and apply the file: (applied, the sentence that says what
         happened). The server keeps its config unless ``applied``."""
-        with self._lock:
-            self._seen = ()  # look at the file afresh
-        cfg, error = self._load()
-        if cfg is None:
-            result = (False, "Not reloaded: %s" % error)
-        else:
-            result = self._reload(cfg)
-        self.last = result
-        return result
+        with self._reloading:  # one reload at a time (two admins, two tabs)
+            with self._lock:
+                self._seen = ()  # look at the file afresh
+            cfg, error = self._load()
+            if cfg is None:
+                result = (False, "Not reloaded: %s" % error)
+            else:
+                result = self._reload(cfg)
+            self.last = result
+            return result
 
     def _reload(self, cfg: Config) -> Tuple[bool, str]:
         old = self.manager.cfg
@@ -111,6 +113,11 @@ class ConfigOnDisk:
             gone = self.apply(cfg)
         for backend in gone:  # outside the lock: closing an ssh connection takes a moment
             backend.close()
+        for run in self.manager.runs.with_status("queued"):  # queued as the backend went
+            if run.backend not in self.manager.backends:
+                self.manager.runs.finish(run.run_id, "error", "Backend %s was removed from %s "
+                                         "by a reload; the run was not started." % (
+                                             run.backend, self.path), step="failed")
         sentence = "Reloaded %s: %s." % (self.path, ", ".join(describe(old, cfg, keys)))
         log.warning("%s", sentence)
         return True, sentence
