@@ -91,7 +91,9 @@ def annotate_page(cfg: Config, user: str, item, position: int, total: int, done:
     for scheme in cfg.schemes:
         fields.append(scheme.kind.fieldset(labels.get(scheme.name), key))
         key += scheme.kind.key_count()
-    scripts = ['<script src="/static/annotate.js"></script>'] + [
+    with_media = bool(display.media_kinds(cfg))
+    scripts = ['<script src="/static/annotate.js"></script>'] + (
+        ['<script src="/static/media.js"></script>'] if with_media else []) + [
         f'<script src="/static/{esc(name)}"></script>'
         for name in dict.fromkeys(s.kind.script for s in cfg.schemes if s.kind.script)]
     # The exact text as JSON: HTML turns CR LF into LF, and span offsets count every character.
@@ -117,10 +119,13 @@ def annotate_page(cfg: Config, user: str, item, position: int, total: int, done:
                                f'where you have not answered; change it if you disagree)</p>')
     suggestions += [str(s.kind.suggestion(predictions.get(s.name))) for s in cfg.schemes]
     item_text = f'<div class="item-text" id="item-text"{text_attr}>{esc(item["text"])}</div>'
+    if with_media and not item["text"] and not text_attr:  # an image or audio item alone
+        item_text = ""
     first_open = min(first_unlabelled, total)
     resume = (f'<a href="/annotate?resume=1" id="resume">Go to the first item you have not '
               f'labelled (item {first_open + 1})</a>' if first_open < position else "")
     body = f"""{progress}{display.instructions(cfg)}
+{'<div class="media-layout">' if with_media else ''}
 <article class="item" aria-label="Item to annotate">
   <p class="item-id">Item {position + 1} of {total} · <code>{esc(item["id"])}</code></p>
   {display.fields(cfg, item, Safe(item_text))}
@@ -140,7 +145,7 @@ def annotate_page(cfg: Config, user: str, item, position: int, total: int, done:
   <p class="hint">Keys: <kbd>1</kbd>–<kbd>9</kbd> choose a label, <kbd>A</kbd> accepts the
   model's suggestion, <kbd>Enter</kbd> saves and moves on, <kbd>&larr;</kbd> goes back.
   {resume}</p>
-</form>"""
+</form>{'</div>' if with_media else ''}"""
     return layout("Annotate", body, cfg, user, admin, "".join(scripts))
 
 

@@ -12,8 +12,8 @@ from urllib.parse import unquote
 
 from potato.annotations import LabelError, check_label, item_record
 from potato.schemes import KEEP
-from potato import agreement, export, upstream_output
-from potato.server import pages, safety
+from potato import agreement, display, export, upstream_output
+from potato.server import media_route, pages, safety
 from potato.server.connections import address_key
 from potato.server.errors import HTTPError
 
@@ -30,6 +30,7 @@ def add_core_routes(app) -> None:
     _annotation_api_routes(app)
     _admin_routes(app)
     _export_routes(app)
+    media_route.add_media_routes(app)
 
 
 def _login_routes(app) -> None:
@@ -127,7 +128,8 @@ def _annotate_routes(app) -> None:
         preds = app.store.item_predictions(item["id"]) if item else {}
         h.send_html(pages.annotate_page(cfg, user, item, position, total,
                                         app.store.labelled_count(user), labels, preds,
-                                        h.is_admin(), queue.first_unlabelled(user)))
+                                        h.is_admin(), queue.first_unlabelled(user)),
+                    headers=media_route.page_headers(cfg, display.record(item)) if item else None)
 
     @app.route("POST", r"/annotate", "annotator")
     def annotate_post(h):

@@ -7,6 +7,8 @@ from urllib.parse import unquote
 
 from potato.server.errors import HTTPError
 from potato.training import choice, model_files, pages, publish_api, runlog
+from potato.training import live as live_card
+from potato.training import reload
 from potato.training.remote import trainers
 from potato.training.backends import check_backend
 from potato.training.queue import Manager, RequestError
@@ -101,7 +103,9 @@ def model_location(run: Run) -> str:
     return run.artifact_uri or "not kept"
 
 
-def add_routes(app, manager: Manager) -> None:
+def add_routes(app, manager: Manager, on_disk=None) -> None:
+    """The admin API and pages; ``on_disk`` (a reload.ConfigOnDisk): the config file's notice
+    and Reload config."""
     def get_run(run_id: str) -> Run:
         run = manager.runs.get(run_id)
         if run is None:
@@ -112,7 +116,9 @@ def add_routes(app, manager: Manager) -> None:
     pages_of = {}  # the run page, for the publish form's refusals
     publisher = publish_api.add_routes(app, manager, PREFIX, get_run, run_view,
                                        lambda *a, **k: pages_of["run"](*a, **k))
-    _page_routes(app, manager, get_run)
+    _page_routes(app, manager, get_run, on_disk)
+    if on_disk is not None:
+        reload.add_routes(app, on_disk, PREFIX)
     pages_of["run"] = _run_page_routes(app, manager, get_run, publisher)
 
 
@@ -199,15 +205,15 @@ def _api_routes(app, manager: Manager, get_run) -> None:
 
 
 
-def _page_routes(app, manager: Manager, get_run) -> None:
+def _page_routes(app, manager: Manager, get_run, on_disk) -> None:
     def page(h, message="", status=200):
         runs = [run_view(r) for r in manager.runs.list()]
         live = live_run(manager)
+        tail, end = live_card.log_tail(manager.paths(live.run_id).log) if live else ("", 0)
         h.send_html(pages.training_page(
             manager.cfg, backend_list(manager, for_page=True), trainer_list_data(), runs,
-            pages.live_fragment(run_view(live) if live else None,
-                                read_log(manager, live.run_id, 15) if live else ""),
-            message), status)
+            live_card.live_fragment(run_view(live) if live else None, tail, end),
+            message, reload.page_notice(on_disk, h.query)), status)
 
     @app.route("GET", r"/admin/training", "admin")
     def training_page(h):
@@ -242,11 +248,11 @@ def _page_routes(app, manager: Manager, get_run) -> None:
     @app.route("GET", PREFIX + r"/fragments", "admin")
     def fragments(h):
         live = live_run(manager)
-        h.send_json({
-            "live": pages.live_fragment(run_view(live) if live else None,
-                                        read_log(manager, live.run_id, 15) if live else ""),
-            "runs": pages.runs_rows([run_view(r) for r in manager.runs.list()]),
-            "active": bool(live and live.status not in TERMINAL)})
+        out = live_card.fragments(run_view(live) if live else None,
+                                  manager.paths(live.run_id).log if live else None, h.query)
+        out["runs"] = pages.runs_rows([run_view(r) for r in manager.runs.list()])
+        out["config"] = on_disk.notice() if on_disk is not None else ""
+        h.send_json(out)
 
     @app.route("GET", PREFIX + r"/auto_retrain", "admin")
     def auto(h):
