@@ -191,3 +191,50 @@ def test_an_image_project_trains_on_the_local_backend_and_writes_back(tmp_path, 
     unlabelled = next(i for k, (i, _, _) in enumerate(digits()) if k % 4 == 0)
     _, item = c.json("GET", "/admin/api/items/%s" % unlabelled, headers=H)
     assert item["predictions"]["digit"]["label"] in LABELS
+
+
+def test_undecodable_images_fail_the_run_before_training_naming_them(tmp_path, tiny_resnet):
+    """A truncated PNG (on an unlabelled item: one the run would only predict) and an HTML
+    file named .png fail the run at its start, with the items named, before any training."""
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    with open(os.path.join(DIGITS, digits()[0][1]), "rb") as f:
+        (bad / "truncated.png").write_bytes(f.read()[:60])
+    (bad / "page.png").write_bytes(b"<html><script>alert(1)</script></html>")
+    ids = [i for i, _, _ in digits()]
+    swap = {digits()[0][1]: bad / "truncated.png", digits()[5][1]: bad / "page.png"}
+    paths = run_dir(tmp_path, tiny_resnet, {"type": "radio", "labels": LABELS}, lambda n: n,
+                    media_of=lambda rel: {"kind": "image", "path": str(
+                        swap.get(rel, os.path.join(DIGITS, rel)))}, **FAST)
+    code, evs = train(paths)
+    assert code != 0
+    error = [e for e in evs if e["type"] == "error"][-1]["message"]
+    assert error.startswith("2 of %d items have no image this trainer can read: " % len(ids))
+    assert "%s (truncated.png: " % ids[0] in error and "%s (page.png: " % ids[5] in error
+    assert not os.path.exists(os.path.join(paths.artifacts, "model"))
+    assert not any(e["type"] == "metric" for e in evs)  # nothing trained
+
+
+def test_deep_and_huge_images_become_bounded_8_bit_rgb():
+    pytest.importorskip("PIL")
+    from PIL import Image
+
+    from potato.training.remote.trainers import hf_image
+
+    with Image.open(os.path.join(DIGITS, digits()[0][1])) as im:
+        grey = im.convert("L")
+    levels = sorted(set(grey.getdata()))
+    assert len(levels) > 2
+    # the same digit as 16-bit greyscale: a plain convert("RGB") makes it all white
+    deep = Image.new("I;16", grey.size)
+    deep.putdata([v * 257 for v in grey.getdata()])
+    assert set(deep.convert("RGB").getdata()) == {(255, 255, 255)}
+    rgb = hf_image._to_rgb(deep, 1024)
+    assert rgb.mode == "RGB" and sorted({r for r, _, _ in rgb.getdata()}) == levels
+    floats = Image.new("F", grey.size)
+    floats.putdata([v / 255.0 for v in grey.getdata()])
+    assert len({r for r, _, _ in hf_image._to_rgb(floats, 1024).getdata()}) == len(levels)
+    big = hf_image._to_rgb(Image.new("RGB", (3000, 2000), "white"), 1024)
+    assert big.size == (1024, 683)
+    assert hf_image.max_side(type("P", (), {"size": {"height": 224, "width": 224}})()) == 1024
+    assert hf_image.max_side(type("P", (), {"size": {"shortest_edge": 800}})()) == 1600

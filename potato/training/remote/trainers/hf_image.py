@@ -12,6 +12,7 @@ another class). Saved with ``save_pretrained`` (model or adapter) plus the image
 Imported only by the worker.
 """
 
+import os
 import random
 
 from potato.training.remote import media as media_mod
@@ -39,21 +40,31 @@ class Trainer(hf_text.Trainer):
         schema = ctx.schemas[self.scheme]
         self.multi = schema.get("type") == "multiselect"
         self.processor = None
+        self._max_side = 1024
         self._rng = random.Random(self.p["seed"])
         self._check_media()
 
     def _check_media(self):
-        """Every item the run reads must have an image here: one sentence naming a few."""
+        """Every item the run reads (the unlabelled ones it will predict too) must have an
+        image here that Pillow can decode: checked before training, one sentence naming a few,
+        so no run trains for an hour and then fails on one bad file."""
         missing = []
         for item in self.ctx.bundle.items:
+            self.ctx.check_cancelled()
             m = item.get("media")
             if not m or m.get("kind") != "image":
                 missing.append("%s (no image)" % item["id"])
                 continue
             try:
-                media_mod.path_for(m, self.ctx.spec)
+                path = media_mod.path_for(m, self.ctx.spec)
+                with Image.open(path) as im:
+                    im.verify()  # the file's structure and checksums, without decoding it all
             except media_mod.MediaMissing as e:
                 missing.append("%s (%s)" % (item["id"], e))
+            except Exception as e:  # Pillow raises many kinds (UnidentifiedImageError, OSError,
+                # SyntaxError, DecompressionBombError): each is a file this run cannot read
+                missing.append("%s (%s: %s)" % (item["id"], os.path.basename(path),
+                                                _first_line(e)))
         if missing:
             raise self.ctx.RunFailure(
                 "%d of %d items have no image this trainer can read: %s%s. Check "
@@ -72,7 +83,7 @@ class Trainer(hf_text.Trainer):
 
     def _image(self, path, augment):
         with Image.open(path) as im:
-            im = im.convert("RGB")
+            im = _to_rgb(im, self._max_side)
         if augment:
             w, h = im.size
             scale = self._rng.uniform(0.85, 1.0)
@@ -91,6 +102,7 @@ class Trainer(hf_text.Trainer):
         p = self.p
         self.ctx.emitter.status("loading %s" % p["model"])
         self.processor = AutoImageProcessor.from_pretrained(p["model"])
+        self._max_side = max_side(self.processor)
         import transformers
 
         dtype_kw = "dtype" if tuple(int(x) for x in transformers.__version__.split(".")[:2]) \
@@ -177,3 +189,34 @@ class Trainer(hf_text.Trainer):
         self.tokenizer = self.processor  # hf_text's _save saves "the tokenizer" beside the model
         super()._save()
 
+
+
+def _first_line(e):
+    text = str(e).splitlines()[0][:160] if str(e) else ""
+    return "%s%s" % (type(e).__name__, ": " + text if text else "")
+
+
+def max_side(processor):
+    """The longest side worth decoding an image at: twice the processor's largest size (or
+    1,024 pixels), so a 12,000-pixel photo is shrunk once, on its own, before a batch holds
+    it."""
+    size = getattr(processor, "size", None) or {}
+    sides = [v for v in (size.values() if isinstance(size, dict) else [size])
+             if isinstance(v, int)]
+    return max([1024] + [2 * v for v in sides])
+
+
+def _to_rgb(im, limit):
+    """An 8-bit RGB copy of a decoded image no larger than ``limit`` on its longest side.
+    16-bit and 32-bit greyscale (modes I;16, I) are scaled to 8 bits by their bit depth, and
+    floating-point ones (F) by their own range: a plain convert("RGB") clips them to white."""
+    im.load()
+    if im.mode.startswith("I;16") or im.mode == "I":
+        im = im.convert("I").point(lambda v: v * (1 / 257.0)).convert("L")
+    elif im.mode == "F":
+        lo, hi = im.getextrema()
+        span = (hi - lo) or 1.0
+        im = im.point(lambda v: (v - lo) * (255.0 / span)).convert("L")
+    if max(im.size) > limit:
+        im.thumbnail((limit, limit))
+    return im.convert("RGB")
