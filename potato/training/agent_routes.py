@@ -16,7 +16,8 @@ from urllib.parse import unquote
 
 from potato.server import diskfull
 from potato.server.errors import HTTPError
-from potato.training import boundary, wheel
+from potato.training import boundary, media_bundle, wheel
+from potato.training.remote import media_cache
 from potato.training.remote.paths import read_json, write_json
 from potato.training.backends.base import token_hash
 from potato.training.backends.errors import copy_stalled
@@ -70,6 +71,40 @@ def _keep_result(ctx, body) -> None:
         log.error("run %s: could not save the agent's result in %s (%s); it is kept in memory "
                   "only, so a restart before the run ends loses it", ctx.run_id,
                   ctx.paths.result, e)
+
+
+def _range_start(h, size: int, what: str) -> int:
+    """Where a download resumes: the request's ``Range: bytes=N-`` (416 when it cannot)."""
+    rng = h.headers.get("Range")
+    if not rng:
+        return 0
+    m = re.fullmatch(r"bytes=(\d{1,18})-", rng.strip())
+    if not m or int(m.group(1)) >= size:
+        raise HTTPError(416, "Range %s cannot be served (the %s has %d bytes)."
+                        % (rng, what, size), {"Content-Range": "bytes */%d" % size})
+    return int(m.group(1))
+
+
+def _media_file(ctx, sha: str):
+    """(path, size) of a media file the run's bundle lists, or the HTTP error: only the
+    hashes in the run's media.json are served, never another file of the server."""
+    if not media_cache.valid_hash(sha):
+        raise HTTPError(400, "%s is not a sha256 in hex (64 characters 0-9a-f)." % ascii(sha[:80]))
+    if ctx.media_index is None:
+        ctx.media_index = media_bundle.load_index(ctx.paths.media_index)
+    entry = ctx.media_index.get(sha)
+    if entry is None:
+        raise HTTPError(404, "Run %s lists no media file %s: an agent downloads only the files "
+                             "its run's bundle names." % (ctx.run_id, sha))
+    try:
+        size = os.path.getsize(entry["path"])
+    except OSError:
+        raise HTTPError(404, "Media file %s (%s) of run %s is gone from the server; start the "
+                             "run again." % (sha[:12], entry.get("name"), ctx.run_id))
+    if size != entry["size"]:
+        raise HTTPError(409, "Media file %s (%s) changed on the server after run %s started; "
+                             "start the run again." % (sha[:12], entry.get("name"), ctx.run_id))
+    return entry["path"], size
 
 
 def add_routes(app, manager) -> None:
@@ -166,15 +201,17 @@ def _run_routes(app, manager, authorize) -> None:
         remote.seen()
         path = ctx.paths.bundle_archive
         size = os.path.getsize(path)
-        start = 0
-        rng = h.headers.get("Range")
-        if rng:
-            m = re.fullmatch(r"bytes=(\d{1,18})-", rng.strip())
-            if not m or int(m.group(1)) >= size:
-                raise HTTPError(416, "Range %s cannot be served (the bundle has %d bytes)."
-                                % (rng, size), {"Content-Range": "bytes */%d" % size})
-            start = int(m.group(1))
-        h.send_file(path, start, size, "application/gzip", on_progress=remote.seen)
+        h.send_file(path, _range_start(h, size, "bundle"), size, "application/gzip",
+                    on_progress=remote.seen)
+
+    @app.route("GET", PREFIX + r"/media/(?P<sha>[^/]+)")
+    def media_file(h, run_id, sha):
+        """One media file of the run's bundle, by sha256 (only those: media.json lists them)."""
+        ctx, remote = authorize(h, run_id)
+        remote.seen()
+        path, size = _media_file(ctx, unquote(sha))
+        h.send_file(path, _range_start(h, size, "media file"), size,
+                    "application/octet-stream", on_progress=remote.seen)
 
     @app.route("POST", PREFIX + r"/events")
     def events(h, run_id):
