@@ -195,14 +195,28 @@ def evict(cache, limit_bytes, now=None):
     return removed, freed, total
 
 
+def place(cache, sha, tmp):
+    """Move a verified file into its place in the cache (its folder made 0700 if new)."""
+    final = file_path(cache, sha)
+    folder = os.path.dirname(final)
+    if not os.path.isdir(folder):
+        _private_dir(folder)
+    os.replace(tmp, final)
+
+
+def incoming_dir(cache):
+    incoming = os.path.join(cache, ".incoming")
+    if not os.path.isdir(incoming):
+        _private_dir(cache)
+        _private_dir(incoming)
+    return incoming
+
+
 def store(cache, sha, size, read):
     """Copy ``size`` bytes from ``read(n)`` into the cache as ``sha``, verifying size and hash
     before the file takes its place (0600); CacheError when they do not match."""
-    final = file_path(cache, sha)
-    incoming = os.path.join(cache, ".incoming")
-    _private_dir(cache)
-    _private_dir(incoming)
-    fd, tmp = tempfile.mkstemp(prefix=sha[:16] + "-", dir=incoming)
+    file_path(cache, sha)  # a valid hash, before anything is written
+    fd, tmp = tempfile.mkstemp(prefix=sha[:16] + "-", dir=incoming_dir(cache))
     h = hashlib.sha256()
     got = 0
     try:
@@ -217,8 +231,7 @@ def store(cache, sha, size, read):
         if got != size or h.hexdigest() != sha:
             raise CacheError("media file %s arrived with %d of %d bytes%s" % (
                 sha[:12], got, size, "" if got != size else " and another sha256"))
-        _private_dir(os.path.dirname(final))
-        os.replace(tmp, final)
+        place(cache, sha, tmp)
     except BaseException:
         try:
             os.unlink(tmp)

@@ -8,16 +8,22 @@ before it takes its place. On ssh and slurm hosts the server has already sent th
 stream), so nothing is left to download; an agent machine downloads what it lacks.
 """
 
+import hashlib
 import http.client
 import json
 import os
 import platform
+import threading
 import time
 
 from potato.training.remote import media_cache
 from potato.training.remote.client import ServerError, log
 
 TRIES = 4  # per file: the first try and three resumes
+PARALLEL = 4  # connections at once
+BATCH_FILE_MAX = 4 << 20  # larger files come one a request (resumable with Range)
+BATCH_FILES = 500  # small files per request (the server takes up to 2,000)
+BATCH_BYTES = 32 << 20
 PROGRESS_S = 1.0
 
 
@@ -80,35 +86,77 @@ class Downloader:
         return resp
 
     def fetch(self, sha, size):
-        """Download one file into ``.incoming``, resuming; verify it; move it into place."""
-        incoming = os.path.join(self.cache, ".incoming")
-        os.makedirs(incoming, mode=0o700, exist_ok=True)
-        part = os.path.join(incoming, sha + ".part")
+        """Download one file into ``.incoming`` (hashed as it arrives, resumed after a cut
+        from where it stopped), verify it, move it into place."""
+        part = os.path.join(media_cache.incoming_dir(self.cache), sha + ".part")
+        h = hashlib.sha256()
+        have = 0
         last = None
-        for attempt in range(TRIES):
-            have = os.path.getsize(part) if os.path.exists(part) else 0
-            if have >= size:
-                break
-            try:
-                resp = self._get(sha, have)
-                with open(part, "ab" if resp.status == 206 else "wb") as f:
-                    os.chmod(part, 0o600)
+        fd = os.open(part, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+        with os.fdopen(fd, "a+b") as f:
+            f.seek(0)
+            for block in iter(lambda: f.read(media_cache.BLOCK), b""):  # an earlier cut
+                h.update(block)
+                have += len(block)
+            for attempt in range(TRIES):
+                if have >= size:
+                    break
+                try:
+                    resp = self._get(sha, have)
+                    if resp.status == 200 and have:  # the whole file again
+                        f.truncate(0)
+                        h, have = hashlib.sha256(), 0
                     while True:
-                        block = resp.read1(media_cache.BLOCK)
+                        block = resp.read(media_cache.BLOCK)  # at the end: closed, reusable
                         if not block:
                             break
                         f.write(block)
-            except (OSError, http.client.HTTPException) as e:
-                last = e
-                self.close()
-                time.sleep(min(0.2 * 2 ** attempt, 3))
-        with open(part, "rb") as f:
-            try:
-                media_cache.store(self.cache, sha, size, f.read)
-            except media_cache.CacheError as e:
-                raise media_cache.CacheError("%s%s" % (e, " (%s)" % last if last else ""))
-            finally:
-                os.unlink(part)
+                        h.update(block)
+                        have += len(block)
+                except (OSError, http.client.HTTPException) as e:
+                    last = e
+                    self.close()  # a kept-alive connection the server closed: a fresh one now
+                    time.sleep(min(0.2 * 2 ** attempt, 3) if attempt else 0)
+        if have != size or h.hexdigest() != sha:
+            os.unlink(part)
+            raise media_cache.CacheError("media file %s arrived with %d of %d bytes%s%s" % (
+                sha[:12], have, size, "" if have != size else " and another sha256",
+                " (%s)" % last if last else ""))
+        media_cache.place(self.cache, sha, part)
+
+    def fetch_batch(self, files, done):
+        """Small files in one request (``POST .../media``), each verified as its bytes end;
+        ``done(size)`` after each. A cut stream leaves the rest to ``fetch`` (Range)."""
+        body = json.dumps({"hashes": [sha for sha, _ in files]}).encode()
+        left = list(files)
+        try:
+            if self.conn is None:
+                self.conn, self.prefix = self.client._conn()
+            self.conn.request("POST", "%s/agent/v1/runs/%s/media" % (self.prefix, self.run_id),
+                              body=body, headers={
+                                  "Authorization": "Bearer " + self.client.token,
+                                  "X-Potato-Agent": "v1", "Content-Type": "application/json"})
+            resp = self.conn.getresponse()
+            if resp.status != 200:
+                data = resp.read()
+                try:
+                    message = json.loads(data.decode("utf-8")).get("error")
+                except (ValueError, AttributeError):
+                    message = None
+                raise ServerError(resp.status, message or "HTTP %d" % resp.status)
+            while left:
+                sha, size = left[0]
+                media_cache.store(self.cache, sha, size, resp.read)
+                left.pop(0)
+                done(size)
+            resp.read()  # the end: the connection is free for the next request
+        except (OSError, http.client.HTTPException, media_cache.CacheError) as e:
+            self.close()
+            if isinstance(e, media_cache.CacheError) and "another sha256" in str(e):
+                raise
+        for sha, size in left:  # after a cut: one by one, resuming
+            self.fetch(sha, size)
+            done(size)
 
 
 class MediaFailed(Exception):
@@ -131,6 +179,71 @@ def sync(client, run_id, cache, workdir, items_path, settings, on_status):
                           % (host, cache, e))
 
 
+def tasks(files):
+    """``files`` as download tasks: small files in batches (one request each), a large file
+    alone (its own request, resumed with Range after a cut)."""
+    out, batch, nbytes = [], [], 0
+    for sha, size in files:
+        if size > BATCH_FILE_MAX:
+            out.append([(sha, size)])
+            continue
+        if batch and (len(batch) >= BATCH_FILES or nbytes + size > BATCH_BYTES):
+            out.append(batch)
+            batch, nbytes = [], 0
+        batch.append((sha, size))
+        nbytes += size
+    return out + ([batch] if batch else [])
+
+
+def download(client, run_id, cache, files, progress, parallel=PARALLEL):
+    """Fetch ``files`` ((sha, size) pairs) on ``parallel`` kept-alive connections (small files
+    are bound by round trips, not bandwidth); ``progress(files, bytes)`` at most every
+    PROGRESS_S. Returns (files, bytes); the first failure is raised once all have stopped."""
+    todo = list(reversed(tasks(files)))
+    lock = threading.Lock()
+    state = {"files": 0, "bytes": 0, "error": None, "last": 0.0}
+
+    def done(size):
+        with lock:
+            state["files"] += 1
+            state["bytes"] += size
+
+    def worker():
+        down = Downloader(client, run_id, cache)
+        try:
+            while True:
+                with lock:
+                    if not todo or state["error"] is not None:
+                        return
+                    task = todo.pop()
+                if len(task) == 1 and task[0][1] > BATCH_FILE_MAX:
+                    down.fetch(*task[0])
+                    done(task[0][1])
+                else:
+                    down.fetch_batch(task, done)
+        except Exception as e:  # handed to the caller below
+            with lock:
+                state["error"] = state["error"] or e
+        finally:
+            down.close()
+
+    threads = [threading.Thread(target=worker, name="media-download", daemon=True)
+               for _ in range(max(1, min(parallel, len(files))))]
+    for t in threads:
+        t.start()
+    while any(t.is_alive() for t in threads):
+        threads[0].join(0.1) if threads[0].is_alive() else time.sleep(0.1)
+        now = time.monotonic()
+        if now - state["last"] >= PROGRESS_S:
+            state["last"] = now
+            progress(state["files"], state["bytes"])
+    for t in threads:
+        t.join()
+    if state["error"] is not None:
+        raise state["error"]
+    return state["files"], state["bytes"]
+
+
 def _sync(client, run_id, cache, pin, items_path, limit_mb, host, on_status):
     files = wanted(items_path)
     if not files:
@@ -143,20 +256,8 @@ def _sync(client, run_id, cache, pin, items_path, limit_mb, host, on_status):
     nbytes = sum(size for _, size in missing)
     log("media: %d of %d files (%d bytes) are not in %s; downloading them"
         % (len(missing), len(files), nbytes, cache))
-    down = Downloader(client, run_id, cache)
-    done = got = 0
-    last = 0.0
-    try:
-        for sha, size in missing:
-            now = time.monotonic()
-            if now - last >= PROGRESS_S:
-                last = now
-                on_status(words(host, done, len(missing), got, nbytes))
-            down.fetch(sha, size)
-            done += 1
-            got += size
-    finally:
-        down.close()
+    done, got = download(client, run_id, cache, missing,
+                         lambda n, b: on_status(words(host, n, len(missing), b, nbytes)))
     on_status(words(host, done, len(missing), got, nbytes))
     removed, freed, held = media_cache.evict(cache, limit_mb * (1 << 20))
     if removed:
