@@ -59,6 +59,8 @@ class Ctx:
 
     def set_step(self, step):
         self.steps.append(step)
+        if step.startswith("copying media") and not hasattr(self, "first_copy"):
+            self.first_copy = time.perf_counter()
 
 
 def make_files(folder, n, min_kb, max_kb):
@@ -95,8 +97,10 @@ def bench_ssh(tmp, index, repeat):
             backend = SshBackend(bcfg, None)
             ctx = Ctx(str(tmp / "media.json"))
             try:
+                started = time.perf_counter()
                 secs, _ = timed(lambda: media_push.push(backend, ctx, "bench-%d" % k))
                 results["ours"].append(secs)
+                results.setdefault("check", []).append(ctx.first_copy - started)
                 sent = [line for line in ctx.lines if line.startswith("media: sent")]
                 assert sent, ctx.lines
                 ctx2 = Ctx(str(tmp / "media.json"))
@@ -241,6 +245,8 @@ def main():
         print("ssh first copy: media_push %.2f s (%.1f MB/s), tar c | ssh tar x %.2f s "
               "(%.1f MB/s): ratio %.2f (target >= 0.9)" % (ours, mb / ours, tar, mb / tar,
                                                            tar / ours))
+        print("  of which the check of what the host lacks (one ssh command): %.2f s"
+              % min(ssh["check"]))
         print("  last step line: %s" % ssh["steps"])
         print("ssh second run: %s (target: 0 bytes)" % ssh["second"])
         agent = bench_agent(tmp, index, args.repeat)

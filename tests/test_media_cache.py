@@ -41,7 +41,7 @@ def test_store_verifies_and_is_private(tmp_path):
     with pytest.raises(mc.CacheError, match="2 of 4 bytes"):
         mc.store(str(cache), sha(b"good"), 4, io.BytesIO(b"go").read)
     assert not os.path.exists(mc.file_path(str(cache), sha(b"good")))
-    assert os.listdir(cache / ".incoming") == []  # no half file left
+    assert [p.name for p in cache.rglob(".*")] == []  # no half file left
 
 
 def test_lru_eviction_never_takes_a_pinned_file(tmp_path):
@@ -74,6 +74,19 @@ def test_stale_pins_expire(tmp_path):
     os.utime(os.path.join(cache, ".pins", "killed-run"), (t, t))
     assert mc.evict(cache, 0)[0] == 1
     assert not os.path.exists(os.path.join(cache, ".pins", "killed-run"))
+
+
+def test_files_left_half_way_go_once_stale(tmp_path):
+    cache = str(tmp_path / "media")
+    h = put(cache, b"kept")
+    half = os.path.join(cache, h[:2], "." + h[:16] + "abc")
+    open(half, "wb").close()
+    mc.evict(cache, 1 << 30)
+    assert os.path.exists(half)  # it may be on its way in right now
+    t = time.time() - mc.INCOMING_STALE_S - 10
+    os.utime(half, (t, t))
+    mc.evict(cache, 1 << 30)
+    assert not os.path.exists(half) and mc.have(cache, h, 4)
 
 
 def test_need_pins_and_touches(tmp_path):

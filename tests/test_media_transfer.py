@@ -221,7 +221,7 @@ def test_agent_downloads_only_missing_media(tmp_path, serve, capsys, monkeypatch
 def test_media_endpoint_serves_only_the_runs_files(tmp_path, serve, monkeypatch):
     """The agent endpoint: token-checked, only hashes of the run's bundle, resumable."""
     from potato.cli import main
-    from potato.training.remote.client import Client as AgentClient
+    from potato.training.remote.client import Client as AgentClient, ServerError
     from tests.helpers import agent_backends
 
     monkeypatch.setenv("POTATO_TRAINER_PLUGINS", MEDIA_PLUGINS)
@@ -270,6 +270,21 @@ def test_media_endpoint_serves_only_the_runs_files(tmp_path, serve, monkeypatch)
     for bad in ("..%2F..%2Fconfig.yaml", "%2E%2E", "0" * 63 + "g", "A" * 64):
         status, _ = get(base + bad)
         assert status in (400, 404), (bad, status)
+    # Many small files in one response, in the order asked; any hash not in the run: nothing
+    data2 = (tmp_path / "img" / "05.png").read_bytes()
+    sha2 = hashlib.sha256(data2).hexdigest()
+    _, resp, conn = agent.request("POST", base.rstrip("/"), {"hashes": [sha2, sha]},
+                                  stream_to=True)
+    try:
+        assert resp.read() == data2 + data
+    finally:
+        conn.close()
+    for hashes in ([sha, other], [sha, "../" + sha[3:]], [], "x" * 64, [1]):
+        try:
+            agent.request("POST", base.rstrip("/"), {"hashes": hashes})
+            raise AssertionError("served %r" % (hashes,))
+        except ServerError as e:
+            assert e.status in (400, 404), (hashes, e)
     c.json("POST", f"/admin/training/api/runs/{run_id}/cancel", headers=H)
     agent.request("POST", "/agent/v1/runs/%s/result" % run_id,
                   {"status": "cancelled", "exit_code": None})

@@ -4,7 +4,8 @@ Layout of ``remote_dir/media/`` (``<workdir>/media/`` for an agent machine)::
 
     <sha[:2]>/<sha>      a media file, named by the sha256 of its bytes (0600, folders 0700)
     .pins/<job>          the hashes a running run needs, one "sha size" a line
-    .incoming/           files on their way in (verified, then renamed into place)
+    <sha[:2]>/.<sha>...  a file on its way in (verified, then renamed into place)
+    .incoming/           an agent's downloads cut short, resumed from there
 
 Every run of every project on the host shares it. A file is touched (its mtime) each time a
 run needs it; when the cache is over its limit the least recently used files go first, never
@@ -153,7 +154,9 @@ def entries(cache):
         if len(sub) != 2 or not os.path.isdir(folder):
             continue
         for sha in os.listdir(folder):
-            if valid_hash(sha) and sha[:2] == sub:
+            if sha.startswith("."):  # a file on its way in (see store)
+                _drop_if_stale(os.path.join(folder, sha))
+            elif valid_hash(sha) and sha[:2] == sub:
                 try:
                     st = os.stat(os.path.join(folder, sha))
                 except OSError:
@@ -162,18 +165,21 @@ def entries(cache):
     return out
 
 
+def _drop_if_stale(path):
+    try:
+        if time.time() - os.stat(path).st_mtime > INCOMING_STALE_S:
+            os.unlink(path)
+    except OSError:
+        pass
+
+
 def evict(cache, limit_bytes, now=None):
     """Remove least recently used files until the cache holds at most ``limit_bytes``, never
     one a fresh pin holds; returns (files removed, bytes removed, bytes still held)."""
     now = time.time() if now is None else now
     incoming = os.path.join(cache, ".incoming")
     for name in (os.listdir(incoming) if os.path.isdir(incoming) else ()):
-        path = os.path.join(incoming, name)
-        try:
-            if now - os.stat(path).st_mtime > INCOMING_STALE_S:
-                os.unlink(path)
-        except OSError:
-            pass
+        _drop_if_stale(os.path.join(incoming, name))
     files = sorted(entries(cache))
     total = sum(size for _, size, _ in files)
     if total <= limit_bytes:
@@ -214,9 +220,14 @@ def incoming_dir(cache):
 
 def store(cache, sha, size, read):
     """Copy ``size`` bytes from ``read(n)`` into the cache as ``sha``, verifying size and hash
-    before the file takes its place (0600); CacheError when they do not match."""
-    file_path(cache, sha)  # a valid hash, before anything is written
-    fd, tmp = tempfile.mkstemp(prefix=sha[:16] + "-", dir=incoming_dir(cache))
+    before the file takes its place (0600); CacheError when they do not match. The bytes go
+    to a hidden name beside their place first (one folder: the cheapest rename there is)."""
+    final = file_path(cache, sha)  # a valid hash, before anything is written
+    folder = os.path.dirname(final)
+    if not os.path.isdir(folder):
+        _private_dir(cache)
+        _private_dir(folder)
+    fd, tmp = tempfile.mkstemp(prefix="." + sha[:16], dir=folder)
     h = hashlib.sha256()
     got = 0
     try:
@@ -231,7 +242,7 @@ def store(cache, sha, size, read):
         if got != size or h.hexdigest() != sha:
             raise CacheError("media file %s arrived with %d of %d bytes%s" % (
                 sha[:12], got, size, "" if got != size else " and another sha256"))
-        place(cache, sha, tmp)
+        os.replace(tmp, final)
     except BaseException:
         try:
             os.unlink(tmp)
@@ -246,7 +257,7 @@ def receive(cache, name, stream, limit_bytes):
     wanted = read_pin(cache, name)
     received = nbytes = 0
     bad = []
-    with tarfile.open(fileobj=stream, mode="r|", bufsize=BLOCK) as tar:
+    with tarfile.open(fileobj=stream, mode="r|", bufsize=64 << 10) as tar:
         for m in tar:
             if not (m.isfile() and m.name in wanted and m.size == wanted[m.name]):
                 bad.append("%s (not a file this run needs)" % ascii(m.name[:80]))
