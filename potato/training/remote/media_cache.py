@@ -17,6 +17,7 @@ with ``python -c <this file> need|receive DIR PIN LIMIT_MB`` (see ``main``).
 """
 
 import hashlib
+import io
 import json
 import os
 import re
@@ -24,6 +25,7 @@ import sys
 import tarfile
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 HASH_RE = re.compile(r"[0-9a-f]{64}")
 PIN_RE = re.compile(r"[A-Za-z0-9_.-]{1,120}")
@@ -31,6 +33,9 @@ PIN_STALE_S = 900  # a pin its agent has not touched for this long no longer hol
 INCOMING_STALE_S = 3600
 MARK = "POTATO-MEDIA "
 BLOCK = 1 << 20
+WRITERS = 4  # threads that write small arriving files
+SMALL_FILE = 4 << 20  # larger files are written as they are read
+WRITE_AHEAD = 64 << 20  # bytes read from the stream but not yet written, at most
 
 
 class CacheError(Exception):
@@ -251,28 +256,46 @@ def store(cache, sha, size, read):
         raise
 
 
-def receive(cache, name, stream, limit_bytes):
+def receive(cache, name, stream, limit_bytes, writers=WRITERS):
     """Unpack a tar stream of media files (members named by their sha256, each in the pin
-    ``name``) into the cache, verifying each; then evict to ``limit_bytes``."""
+    ``name``) into the cache, verifying each; then evict to ``limit_bytes``. Small files are
+    written by ``writers`` threads while the stream is read on (creating many small files is
+    bound by the file system's latency, not by the bytes), at most WRITE_AHEAD bytes ahead."""
     wanted = read_pin(cache, name)
-    received = nbytes = 0
+    done = {"received": 0, "bytes": 0}
     bad = []
-    with tarfile.open(fileobj=stream, mode="r|", bufsize=64 << 10) as tar:
+    pending = []
+
+    def settle(future, size):
+        try:
+            future.result()
+            done["received"] += 1
+            done["bytes"] += size
+        except CacheError as e:
+            bad.append(str(e))
+
+    with ThreadPoolExecutor(max_workers=writers) as pool, \
+            tarfile.open(fileobj=stream, mode="r|", bufsize=64 << 10) as tar:
         for m in tar:
             if not (m.isfile() and m.name in wanted and m.size == wanted[m.name]):
                 bad.append("%s (not a file this run needs)" % ascii(m.name[:80]))
                 continue
             f = tar.extractfile(m)
-            try:
-                store(cache, m.name, m.size, f.read)
-            except CacheError as e:
-                bad.append(str(e))
+            if m.size > SMALL_FILE:
+                future = pool.submit(store, cache, m.name, m.size, f.read)
+                settle(future, m.size)  # read from the stream: done before the next member
                 continue
-            received += 1
-            nbytes += m.size
+            data = f.read(m.size)
+            pending.append((pool.submit(store, cache, m.name, m.size, io.BytesIO(data).read),
+                            m.size))
+            while sum(size for _, size in pending) > WRITE_AHEAD or len(pending) > 256:
+                settle(*pending.pop(0))
+        for future, size in pending:
+            settle(future, size)
     removed, freed, held = evict(cache, limit_bytes)
-    return {"received": received, "bytes": nbytes, "bad": bad[:20], "bad_count": len(bad),
-            "evicted": removed, "evicted_bytes": freed, "held_bytes": held}
+    return {"received": done["received"], "bytes": done["bytes"], "bad": bad[:20],
+            "bad_count": len(bad), "evicted": removed, "evicted_bytes": freed,
+            "held_bytes": held}
 
 
 def main(argv):

@@ -83,8 +83,9 @@ class AgentRun:
         """Every step in order; returns the agent's exit code. While it runs, the job
         directory's ``.alive`` is touched every ALIVE_S: a directory whose ``.alive`` went
         stale (its agent was killed) is removed by the next probe of the host."""
+        name = os.path.basename(self.workdir)
         alive = Alive(os.path.join(self.workdir, ALIVE), media_cache.pin_path(
-            self.media_cache, os.path.basename(self.workdir)))
+            self.media_cache, name) if media_cache.valid_pin(name) else None)
         try:
             return self._steps()
         finally:
