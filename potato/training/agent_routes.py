@@ -113,6 +113,7 @@ def add_routes(app, manager) -> None:
     authorize = _authorizer(manager)
     _claim_routes(app, manager)
     _run_routes(app, manager, authorize)
+    _media_routes(app, authorize)
     _upload_routes(app, manager, authorize)
 
 
@@ -206,6 +207,33 @@ def _run_routes(app, manager, authorize) -> None:
         h.send_file(path, _range_start(h, size, "bundle"), size, "application/gzip",
                     on_progress=remote.seen)
 
+    @app.route("POST", PREFIX + r"/events")
+    def events(h, run_id):
+        ctx, remote = authorize(h, run_id)
+        body = h.json_object(limit=EVENTS_MAX_BYTES)
+        batch = body.get("events") or []
+        if not isinstance(batch, list) or len(batch) > EVENTS_PER_REPORT:
+            raise HTTPError(400, "events must be a list of at most %d events."
+                            % EVENTS_PER_REPORT)
+        remote.seen()
+        # A batch holds up to a report interval of progress: only its newest one matters, and
+        # passing the older ones first would make the run show stale progress.
+        newest = max((i for i, e in enumerate(batch)
+                      if isinstance(e, dict) and e.get("type") == "progress"), default=-1)
+        batch = [e for i, e in enumerate(batch)
+                 if not (isinstance(e, dict) and e.get("type") == "progress" and i != newest)]
+        many = getattr(ctx.on_event, "many", None)
+        if many is not None:
+            many(batch)  # checked there (boundary.event), as for every backend, in one go
+        else:
+            for event in batch:
+                ctx.on_event(event)
+        h.send_json({"cancel": ctx.cancel.is_set(), "grace_seconds": ctx.grace_seconds})
+
+
+def _media_routes(app, authorize) -> None:
+    """A run's media files, by sha256: only those its bundle lists (remote/media_fetch.py)."""
+
     @app.route("GET", PREFIX + r"/media/(?P<sha>[^/]+)")
     def media_file(h, run_id, sha):
         """One media file of the run's bundle, by sha256 (only those: media.json lists them)."""
@@ -241,29 +269,6 @@ def _run_routes(app, manager, authorize) -> None:
                 remote.seen()
 
         h.send_stream("application/octet-stream", "media", write, sum(s for _, s in files))
-
-    @app.route("POST", PREFIX + r"/events")
-    def events(h, run_id):
-        ctx, remote = authorize(h, run_id)
-        body = h.json_object(limit=EVENTS_MAX_BYTES)
-        batch = body.get("events") or []
-        if not isinstance(batch, list) or len(batch) > EVENTS_PER_REPORT:
-            raise HTTPError(400, "events must be a list of at most %d events."
-                            % EVENTS_PER_REPORT)
-        remote.seen()
-        # A batch holds up to a report interval of progress: only its newest one matters, and
-        # passing the older ones first would make the run show stale progress.
-        newest = max((i for i, e in enumerate(batch)
-                      if isinstance(e, dict) and e.get("type") == "progress"), default=-1)
-        batch = [e for i, e in enumerate(batch)
-                 if not (isinstance(e, dict) and e.get("type") == "progress" and i != newest)]
-        many = getattr(ctx.on_event, "many", None)
-        if many is not None:
-            many(batch)  # checked there (boundary.event), as for every backend, in one go
-        else:
-            for event in batch:
-                ctx.on_event(event)
-        h.send_json({"cancel": ctx.cancel.is_set(), "grace_seconds": ctx.grace_seconds})
 
 
 def _upload_routes(app, manager, authorize) -> None:
