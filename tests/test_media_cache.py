@@ -13,6 +13,7 @@ import pytest
 
 from potato.training import media_bundle
 from potato.training.remote import media, media_cache as mc
+from potato.training.remote import media as media_mod
 
 
 def sha(data):
@@ -242,3 +243,16 @@ def test_items_listing_refuses_bad_entries(tmp_path):
     p.write_text(json.dumps({"id": "a", "media": {"sha256": "../" + "0" * 61, "size": 3}}))
     with pytest.raises(mc.CacheError):
         media_fetch.wanted(str(p))
+
+
+@pytest.mark.parametrize("media", [
+    {"kind": "image", "sha256": "../../../etc/passwd", "size": 1, "name": "x.png"},
+    {"kind": "image", "sha256": "ab/../../" + "0" * 55, "size": 1, "name": "x.png"},
+    {"kind": "image", "sha256": "0" * 64, "size": 1, "name": "../../etc/passwd"},
+])
+def test_path_for_never_leaves_the_cache(tmp_path, media):
+    cache = tmp_path / "media"
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc" / "passwd").write_text("secret")
+    with pytest.raises(media_mod.MediaMissing):
+        media_mod.path_for(media, {"media_cache": str(cache)})

@@ -18,6 +18,7 @@ more than MAX_FAILED) fails the run, naming a few.
 
 import hashlib
 import os
+import re
 import urllib.error
 import urllib.request
 
@@ -32,7 +33,10 @@ class MediaMissing(Exception):
 
 
 def cache_path(cache_dir, sha256):
-    """The content-addressed place of a file in a media cache."""
+    """The content-addressed place of a file in a media cache (MediaMissing for a value that
+    is not a sha256: a bundle's hash never names a path)."""
+    if not (isinstance(sha256, str) and re.fullmatch(r"[0-9a-f]{64}", sha256)):
+        raise MediaMissing("item media hash %s is not a sha256" % ascii(str(sha256)[:80]))
     return os.path.join(cache_dir, sha256[:2], sha256)
 
 
