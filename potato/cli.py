@@ -75,6 +75,9 @@ def _parser() -> argparse.ArgumentParser:
                          "keys); --workdir must be on storage the compute nodes share")
     ta.add_argument("--poll-interval", type=float, default=5.0, metavar="S",
                     help="seconds between two polls when there is no work (default 5)")
+    ta.add_argument("--max-media-cache-mb", type=float, default=None, metavar="MB",
+                    help="bound of this machine's media cache (WORKDIR/media, shared by every "
+                         "run; least recently used files go first; default 10240)")
     ta.set_defaults(func=cmd_training_agent)
     return p
 

@@ -16,7 +16,7 @@ from potato.config_reader import Path, Reader, dotted, suggest
 
 SSH_KEYS = ("type", "description", "host", "user", "port", "identity_file", "python", "packages",
             "gpus", "min_free_gpu_mb", "num_threads", "remote_dir", "env", "fetch_artifacts",
-            "keep_remote", "max_artifact_mb", "heartbeat_timeout_s")
+            "keep_remote", "max_artifact_mb", "heartbeat_timeout_s", "max_media_cache_mb")
 # sbatch options a slurm backend maps to flags (key -> flag).
 SBATCH_OPTIONS = {"partition": "--partition", "gres": "--gres", "time": "--time",
                   "account": "--account", "qos": "--qos", "mem": "--mem",
@@ -64,6 +64,7 @@ class Backend:
     fetch_artifacts: bool = True
     keep_remote: bool = False
     max_artifact_mb: float = 2048
+    max_media_cache_mb: float = 10240  # the host's media cache (remote_dir/media), all runs
     heartbeat_timeout_s: float = 120
     queue_timeout_s: Optional[float] = None
     job_python: Optional[str] = None
@@ -142,6 +143,8 @@ def parse_backend(r: Reader, name: str, raw, path: Path, resolve) -> Optional[Ba
     b.max_artifact_mb = r.number(m, "max_artifact_mb", path, 2048, minimum=0, backend=name)
     b.heartbeat_timeout_s = r.number(m, "heartbeat_timeout_s", path, 120, positive=True,
                                      backend=name)
+    b.max_media_cache_mb = r.number(m, "max_media_cache_mb", path, 10240, minimum=0,
+                                    backend=name)
     b.queue_timeout_s = r.number(m, "queue_timeout_s", path, None, positive=True, backend=name)
     b.job_python = r.text(m, "job_python", path, None, name)
     b.prelude = r.text_list(m, "prelude", path, name)

@@ -191,10 +191,10 @@ def fake_ssh_for_agent_session(monkeypatch, **env):
 
     real = ssh_mod.SshBackend._run_agent
 
-    def run_agent(self, ctx, python):
+    def run_agent(self, ctx, python, *args):
         for key, value in env.items():
             monkeypatch.setenv(key, value)
-        return real(self, ctx, python)
+        return real(self, ctx, python, *args)
 
     monkeypatch.setattr(ssh_mod.SshBackend, "_run_agent", run_agent)
 

@@ -59,6 +59,9 @@ class Handler(Bodies, Uploads, BaseHTTPRequestHandler):
     server_version = "Potato"
     sys_version = ""
     timeout = IDLE_TIMEOUT_S  # a connection idle (or a client silent) this long is closed
+    # Headers and body go out as separate writes: without TCP_NODELAY, a kept-alive client's
+    # next small response waits out its delayed ACK (40 ms a request: agents' media downloads)
+    disable_nagle_algorithm = True
 
     # -- plumbing ------------------------------------------------------------------------------
     @property

@@ -17,7 +17,8 @@ from urllib.parse import unquote
 
 from potato.server import diskfull
 from potato.server.errors import HTTPError
-from potato.training import boundary, wheel
+from potato.training import boundary, media_bundle, wheel
+from potato.training.remote import media_cache
 from potato.training.remote.paths import read_json, write_json
 from potato.training.backends.base import token_hash
 from potato.training.backends.errors import copy_stalled
@@ -28,6 +29,8 @@ CLAIM_MAX_BYTES = 64 << 10  # request size caps, per endpoint
 EVENTS_MAX_BYTES = 8 << 20
 RESULT_MAX_BYTES = 1 << 20
 EVENTS_PER_REPORT = 10000
+MEDIA_BATCH_FILES = 2000  # media files one request may ask for
+MEDIA_BATCH_MAX_BYTES = 256 << 10
 _RESULT_LOCK = threading.Lock()
 log = logging.getLogger("potato.training")
 
@@ -117,10 +120,45 @@ def _keep_result(ctx, body) -> None:
                   ctx.paths.result, e)
 
 
+def _range_start(h, size: int, what: str) -> int:
+    """Where a download resumes: the request's ``Range: bytes=N-`` (416 when it cannot)."""
+    rng = h.headers.get("Range")
+    if not rng:
+        return 0
+    m = re.fullmatch(r"bytes=(\d{1,18})-", rng.strip())
+    if not m or int(m.group(1)) >= size:
+        raise HTTPError(416, "Range %s cannot be served (the %s has %d bytes)."
+                        % (rng, what, size), {"Content-Range": "bytes */%d" % size})
+    return int(m.group(1))
+
+
+def _media_file(ctx, sha: str):
+    """(path, size) of a media file the run's bundle lists, or the HTTP error: only the
+    hashes in the run's media.json are served, never another file of the server."""
+    if not media_cache.valid_hash(sha):
+        raise HTTPError(400, "%s is not a sha256 in hex (64 characters 0-9a-f)." % ascii(sha[:80]))
+    if ctx.media_index is None:
+        ctx.media_index = media_bundle.load_index(ctx.paths.media_index)
+    entry = ctx.media_index.get(sha)
+    if entry is None:
+        raise HTTPError(404, "Run %s lists no media file %s: an agent downloads only the files "
+                             "its run's bundle names." % (ctx.run_id, sha))
+    try:
+        size = os.path.getsize(entry["path"])
+    except OSError:
+        raise HTTPError(404, "Media file %s (%s) of run %s is gone from the server; start the "
+                             "run again." % (sha[:12], entry.get("name"), ctx.run_id))
+    if size != entry["size"]:
+        raise HTTPError(409, "Media file %s (%s) changed on the server after run %s started; "
+                             "start the run again." % (sha[:12], entry.get("name"), ctx.run_id))
+    return entry["path"], size
+
+
 def add_routes(app, manager) -> None:
     authorize = _authorizer(manager)
     _claim_routes(app, manager)
     _run_routes(app, manager, authorize)
+    _media_routes(app, authorize)
     _upload_routes(app, manager, authorize)
     _artifact_routes(app, manager, authorize)
     _result_routes(app, manager, authorize)
@@ -213,15 +251,8 @@ def _run_routes(app, manager, authorize) -> None:
         remote.seen()
         path = ctx.paths.bundle_archive
         size = os.path.getsize(path)
-        start = 0
-        rng = h.headers.get("Range")
-        if rng:
-            m = re.fullmatch(r"bytes=(\d{1,18})-", rng.strip())
-            if not m or int(m.group(1)) >= size:
-                raise HTTPError(416, "Range %s cannot be served (the bundle has %d bytes)."
-                                % (rng, size), {"Content-Range": "bytes */%d" % size})
-            start = int(m.group(1))
-        h.send_file(path, start, size, "application/gzip", on_progress=remote.seen)
+        h.send_file(path, _range_start(h, size, "bundle"), size, "application/gzip",
+                    on_progress=remote.seen)
 
     @app.route("POST", PREFIX + r"/events")
     def events(h, run_id):
@@ -245,6 +276,46 @@ def _run_routes(app, manager, authorize) -> None:
             for event in batch:
                 ctx.on_event(event)
         h.send_json({"cancel": ctx.cancel.is_set(), "grace_seconds": ctx.grace_seconds})
+
+
+def _media_routes(app, authorize) -> None:
+    """A run's media files, by sha256: only those its bundle lists (remote/media_fetch.py)."""
+
+    @app.route("GET", PREFIX + r"/media/(?P<sha>[^/]+)")
+    def media_file(h, run_id, sha):
+        """One media file of the run's bundle, by sha256 (only those: media.json lists them)."""
+        ctx, remote = authorize(h, run_id)
+        remote.seen()
+        path, size = _media_file(ctx, unquote(sha))
+        h.send_file(path, _range_start(h, size, "media file"), size,
+                    "application/octet-stream", on_progress=remote.seen)
+
+    @app.route("POST", PREFIX + r"/media")
+    def media_batch(h, run_id):
+        """Many small media files in one response, their bytes one after another in the order
+        asked (the agent knows each size from the bundle): 5,000 files, a few round trips."""
+        ctx, remote = authorize(h, run_id)
+        body = h.json_object(limit=MEDIA_BATCH_MAX_BYTES)
+        hashes = body.get("hashes")
+        if not isinstance(hashes, list) or not 0 < len(hashes) <= MEDIA_BATCH_FILES:
+            raise HTTPError(400, "hashes must be a list of 1 to %d sha256 values."
+                            % MEDIA_BATCH_FILES)
+        files = [_media_file(ctx, sha if isinstance(sha, str) else "") for sha in hashes]
+        remote.seen()
+
+        def write(out):
+            for path, size in files:
+                with open(path, "rb") as f:
+                    left = size
+                    while left > 0:
+                        block = f.read(min(left, 1 << 20))
+                        if not block:  # it shrank since it was listed: the client sees a
+                            raise OSError("%s shrank" % path)  # short response
+                        out.write(block)
+                        left -= len(block)
+                remote.seen()
+
+        h.send_stream("application/octet-stream", "media", write, sum(s for _, s in files))
 
 
 def _upload_routes(app, manager, authorize) -> None:

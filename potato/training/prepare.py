@@ -9,6 +9,7 @@ from typing import Any, Callable, Dict, List, Optional
 from potato import aggregate, media
 from potato.config import Config
 from potato.store import Store
+from potato.training import media_bundle
 from potato.training.backends import Outcome
 from potato.training.remote import bundle as bundle_mod
 from potato.training.remote.paths import RunPaths, write_json
@@ -37,6 +38,8 @@ def prepare(cfg: Config, store: Store, run: Run, paths: RunPaths, local: bool,
     mt = cfg.model_training
     items = [(r["id"], r["text"], bundle_media(cfg, r["data"])) for r in store.conn().execute(
         "SELECT id, text, data FROM items WHERE active=1 ORDER BY position")]
+    if not local:  # the files travel by content: listed by sha256 (training/media_bundle.py)
+        items = media_bundle.to_cache_form(cfg, items, paths.media_index, log)
     labels: Dict[str, Dict[str, List[Any]]] = {}
     decided: Dict[str, Dict[str, Any]] = {}
     for name in schemas:

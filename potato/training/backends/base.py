@@ -57,6 +57,7 @@ class RunContext:
         self.claim = claim  # for backends polled by agents: the claim that started the run
         self.remote: Optional["RemoteState"] = None  # while a remote agent runs this run
         self.bundle_sha256: Optional[str] = None
+        self.media_index: Optional[Dict[str, Any]] = None  # media.json, read when first asked
         # The server is stopping: end what waits now. A shutdown is not a cancel: what it does
         # to the run is the backend's business (survives_restart, restart_error).
         self.shutdown = threading.Event()

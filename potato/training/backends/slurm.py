@@ -41,6 +41,7 @@ class SlurmBackend(SshBackend):
         return RunSettings(scheduler="slurm", gpus="none", env=dict(b.env),
                            num_threads=b.num_threads, fetch_artifacts=b.fetch_artifacts,
                            keep_remote=b.keep_remote, max_artifact_mb=b.max_artifact_mb,
+                           max_media_cache_mb=b.max_media_cache_mb,
                            remote_dir=self.remote_dir, host=b.host,
                            job_python=b.job_python or "python", prelude=list(b.prelude),
                            poll_interval_s=b.poll_interval_s, lost_after_s=self.lost_after_s,

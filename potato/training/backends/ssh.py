@@ -24,7 +24,7 @@ from potato.training.backends.ship import code_hash, source_archive
 from potato.training.remote import proc, protocol
 from potato.training.remote.protocol import RunSettings
 from potato.training.backends import errors
-from potato.training.backends import sshcmd
+from potato.training.backends import media_push, sshcmd
 from potato.training.backends.wait import outcome_of, wait_for_agent
 from potato.training.devices import four_bit_line
 from potato.training.remote.supervise import tail
@@ -131,7 +131,8 @@ class SshBackend(TrainingBackend):
         return RunSettings(host=b.host, remote_dir=self.remote_dir, gpus=b.gpus,
                            min_free_gpu_mb=b.min_free_gpu_mb, env=dict(b.env),
                            num_threads=b.num_threads, fetch_artifacts=b.fetch_artifacts,
-                           keep_remote=b.keep_remote, max_artifact_mb=b.max_artifact_mb)
+                           keep_remote=b.keep_remote, max_artifact_mb=b.max_artifact_mb,
+                           max_media_cache_mb=b.max_media_cache_mb)
 
     # -- a run ---------------------------------------------------------------------------------
     def execute(self, ctx: RunContext) -> Outcome:
@@ -169,20 +170,26 @@ class SshBackend(TrainingBackend):
                     ctx.set_step("installing %s on %s" % (", ".join(self.bcfg.packages), host))
                     self.make_venv()
                 python = sshcmd.venv_python(self.remote_dir)
+            unique = secrets.token_hex(6)  # names the job directory and the media pin
+            media_push.push(self, ctx, self.job_name(ctx, unique))
             ctx.bundle_sha256 = bundle_mod.pack(ctx.paths.bundle, ctx.paths.bundle_archive)
-            return self._run_agent(ctx, python)
+            return self._run_agent(ctx, python, unique)
         except errors.RemoteError as e:
             return Outcome("error", str(e), ran_on=self.name)
 
-    def _run_agent(self, ctx: RunContext, python: str) -> Outcome:
+    @staticmethod
+    def job_name(ctx: RunContext, unique: str) -> str:
+        """The run's job directory on the host (also its pin in the media cache)."""
+        return "%s-%s" % (ctx.run_id, unique[:6])
+
+    def _run_agent(self, ctx: RunContext, python: str, unique: str) -> Outcome:
         host = self.bcfg.host
         token = secrets.token_urlsafe(32)
         remote = RemoteState(token, self.settings())
         ctx.remote = remote
-        unique = secrets.token_hex(6)
         sock = "/tmp/potato-%s-%s.sock" % (ctx.run_id, unique)
         argv = self.argv(sshcmd.agent_command(python, self.remote_dir, code_hash(), sock,
-                                              ctx.run_id, "%s-%s" % (ctx.run_id, unique[:6])),
+                                              ctx.run_id, self.job_name(ctx, unique)),
                          forward="%s:127.0.0.1:%d" % (sock, self.server_port))
         ctx.set_step("waiting for the agent on %s" % host)
         ctx.log("ssh: %s" % sshcmd.shown(argv))

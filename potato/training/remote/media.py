@@ -7,10 +7,25 @@ A bundle item may carry ``"media"``, one of::
                                                             a file in the host's media cache
     {"kind": ..., "url": "https://..."}                      fetched by the worker's host
 
-Trainers call ``path_for(item["media"], spec)`` and open the file it returns.
+Trainers call ``path_for(item["media"], spec)`` and open the file it returns; MediaMissing
+says why there is none (a trainer skips that item and counts it).
+
+URL media are fetched by the worker's host itself (``fetch_urls``, called by the worker before
+the trainer starts): standard library urllib, a timeout and a size cap per file, into the run
+directory. Each failed URL is reported in a sentence; more than MAX_FAILED_SHARE of them (or
+more than MAX_FAILED) fails the run, naming a few.
 """
 
+import hashlib
 import os
+import re
+import urllib.error
+import urllib.request
+
+URL_TIMEOUT_S = 30
+URL_MAX_BYTES = 200 << 20
+MAX_FAILED = 20
+MAX_FAILED_SHARE = 0.05
 
 
 class MediaMissing(Exception):
@@ -18,13 +33,18 @@ class MediaMissing(Exception):
 
 
 def cache_path(cache_dir, sha256):
-    """The content-addressed place of a file in a media cache."""
+    """The content-addressed place of a file in a media cache (MediaMissing for a value that
+    is not a sha256: a bundle's hash never names a path)."""
+    if not (isinstance(sha256, str) and re.fullmatch(r"[0-9a-f]{64}", sha256)):
+        raise MediaMissing("item media hash %s is not a sha256" % ascii(str(sha256)[:80]))
     return os.path.join(cache_dir, sha256[:2], sha256)
 
 
 def path_for(media, spec):
     """A local path to the media file ``media`` describes. ``spec``: the run's spec dict
     (its ``media_cache`` names the host's cache directory)."""
+    if media.get("error"):
+        raise MediaMissing(media["error"])
     if media.get("path"):
         path = media["path"]
     elif media.get("sha256"):
@@ -40,3 +60,77 @@ def path_for(media, spec):
         raise MediaMissing("item media %s is missing on this host (%s)"
                            % (media.get("name") or media.get("path"), path))
     return path
+
+
+class TooManyFailed(Exception):
+    """More URL media failed than a run allows; the message names a few."""
+
+
+def fetch_url(url, dest, timeout=URL_TIMEOUT_S, max_bytes=URL_MAX_BYTES):
+    """Download ``url`` to ``dest`` (0600); an error sentence, or None when it arrived."""
+    tmp = dest + ".part"
+    try:
+        req = urllib.request.Request(url, headers={"User-Agent": "potato-training"})
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            length = resp.headers.get("Content-Length")
+            if length and length.isdigit() and int(length) > max_bytes:
+                return "%s is %d bytes, over the %d MB limit" % (url, int(length),
+                                                                 max_bytes >> 20)
+            got = 0
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                while True:
+                    block = resp.read(1 << 20)
+                    if not block:
+                        break
+                    got += len(block)
+                    if got > max_bytes:
+                        raise ValueError("over the %d MB limit" % (max_bytes >> 20))
+                    f.write(block)
+        os.replace(tmp, dest)
+        return None
+    except urllib.error.HTTPError as e:
+        why = "the server answered %d %s" % (e.code, e.reason)
+    except (urllib.error.URLError, OSError, ValueError) as e:
+        why = str(getattr(e, "reason", None) or e)
+    try:
+        os.unlink(tmp)
+    except OSError:
+        pass
+    return "%s could not be fetched: %s" % (url, why)
+
+
+def fetch_urls(items, dest_dir, on_status=None, on_error=None, fetch=fetch_url):
+    """Fetch every URL media of ``items`` (bundle items) into ``dest_dir``; each item's media
+    gets its ``path``, or its ``error`` when the fetch failed. Returns (fetched, failed);
+    TooManyFailed when failures pass the run's limit."""
+    urls = {}
+    for item in items:
+        media = item.get("media")
+        if isinstance(media, dict) and media.get("url") and not media.get("path"):
+            urls.setdefault(media["url"], []).append(media)
+    if not urls:
+        return 0, 0
+    os.makedirs(dest_dir, mode=0o700, exist_ok=True)
+    failed = []
+    for n, (url, medias) in enumerate(sorted(urls.items())):
+        if on_status is not None and n % 50 == 0:
+            on_status("fetching media URLs: %d of %d" % (n, len(urls)))
+        dest = os.path.join(dest_dir, hashlib.sha256(url.encode("utf-8")).hexdigest())
+        error = None if os.path.isfile(dest) else fetch(url, dest)
+        for media in medias:
+            if error:
+                media["error"] = error
+            else:
+                media["path"] = dest
+        if error:
+            failed.append(error)
+            if on_error is not None:
+                on_error(error)
+    limit = max(1, min(MAX_FAILED, int(len(urls) * MAX_FAILED_SHARE)))
+    if len(failed) > limit:
+        raise TooManyFailed(
+            "%d of %d media URLs could not be fetched on this host (a run allows %d): %s. Check "
+            "the URLs and this host's network access, or use files instead of URLs."
+            % (len(failed), len(urls), limit, "; ".join(failed[:3])))
+    return len(urls) - len(failed), len(failed)

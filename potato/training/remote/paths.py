@@ -10,6 +10,8 @@ A run directory holds::
     run.log            a human-readable log of the run
     stderr.log         the worker's standard error
     agent.log          the remote agent's own output (remote backends)
+    media.json         a remote run's media files by sha256 (server side: what the run's agent
+                       may download, and where each is here; training/media_bundle.py)
     result.json        the agent's result, kept by the server once it has answered it (so a
                        restart between the result and the run's end does not lose it)
     job.sh, slurm.out, exit_code   a SLURM job's script, SLURM's output, the worker's status
@@ -108,6 +110,10 @@ class RunPaths:
     @property
     def agent_log(self):
         return os.path.join(self.root, "agent.log")
+
+    @property
+    def media_index(self):
+        return os.path.join(self.root, "media.json")
 
     @property
     def result(self):

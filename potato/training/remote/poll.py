@@ -81,6 +81,13 @@ def serve(args):
     token = read_token(args.token_file)
     os.umask(0o077)  # job directories hold training data: this account's only
     overrides = slurm_overrides(args.slurm_config) if args.slurm_config else None
+    limit = getattr(args, "max_media_cache_mb", None)
+    if limit is not None:
+        if not limit >= 0:
+            print("error: --max-media-cache-mb must be a number of MB, 0 or more",
+                  file=sys.stderr)
+            return 2
+        overrides = dict(overrides or {}, max_media_cache_mb=limit)
     workdir = os.path.abspath(os.path.expanduser(args.workdir or "~/.cache/potato-training"))
     python = args.python or sys.executable
     backend_client = Client(token, server=args.server)

@@ -106,6 +106,7 @@ class RunSettings:
     fetch_artifacts: bool = True
     keep_remote: bool = False
     max_artifact_mb: float = 2048.0
+    max_media_cache_mb: float = 10240.0  # the host's media cache (remote_dir/media)
     # slurm: the worker is submitted with sbatch instead of run by the agent
     scheduler: Optional[str] = None
     job_python: str = "python"

@@ -24,7 +24,9 @@ import threading
 import time
 
 from potato.training.remote import bundle as bundle_mod
+from potato.training.remote.alive import Alive
 from potato.training.remote import gpus as gpus_mod
+from potato.training.remote import media_cache, media_fetch
 from potato.training.remote import protocol
 from potato.training.remote import slurm_job
 from potato.training.remote import supervise
@@ -41,8 +43,7 @@ PENDING_MAX = 5000  # events kept while the server cannot be reached
 MAX_SPLIT_REQUESTS = 64  # requests one report may take when the server refuses a batch
 LOST_CONTACT_S = protocol.LOST_CONTACT_S  # no server this long: the worker is stopped here
 UNREACHABLE = "the agent could not reach the server for %d s and stopped the worker"
-ALIVE = ".alive"  # in the job directory, touched while its agent runs (see ``_Alive``)
-ALIVE_S = 2.0
+ALIVE = ".alive"  # in the job directory, touched while its agent runs (see remote/alive.py)
 GPU_LOCK_HOLD_S = 120  # the GPU choice is held until the worker speaks, at most this long
 CODE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))  # the folder that holds potato/
@@ -82,7 +83,9 @@ class AgentRun:
         """Every step in order; returns the agent's exit code. While it runs, the job
         directory's ``.alive`` is touched every ALIVE_S: a directory whose ``.alive`` went
         stale (its agent was killed) is removed by the next probe of the host."""
-        alive = _Alive(os.path.join(self.workdir, ALIVE))
+        name = os.path.basename(self.workdir)
+        alive = Alive(os.path.join(self.workdir, ALIVE), media_cache.pin_path(
+            self.media_cache, name) if media_cache.valid_pin(name) else None)
         try:
             return self._steps()
         finally:
@@ -92,8 +95,9 @@ class AgentRun:
         self.download()
         self.prepare()
         try:
+            self.media()
             self.result = self.execute()
-        except (slurm_job.SlurmError, gpus_mod.GpuError) as e:
+        except (slurm_job.SlurmError, gpus_mod.GpuError, media_fetch.MediaFailed) as e:
             self.report_events(force=True)
             self.clean_up("error")
             send_result(self.client, self.run_id, {"status": "error", "error": str(e),
@@ -130,9 +134,26 @@ class AgentRun:
         bundle_mod.safe_extract(self.paths.bundle_archive, self.paths.bundle)
         spec = dict(self.info["spec"])
         spec.update(RunPaths.SPEC_NAMES)
+        spec["media_cache"] = self.media_cache  # where path_for finds the run's media files
         write_json(self.paths.spec, spec)
         self.env = protocol.worker_env(os.environ, self.code_dir, self.settings.num_threads,
                                        self.settings.env)
+
+    @property
+    def media_cache(self):
+        """The host's media cache, beside the jobs folder: ``remote_dir/media``."""
+        return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(self.workdir))),
+                            "media")
+
+    def media(self):
+        """The run's media files in the host's cache (pinned for the run; remote/media_fetch.py
+        downloads those missing), with progress on the run's step line."""
+        media_fetch.sync(self.client, self.run_id, self.media_cache, self.workdir,
+                         self.paths.bundle_items, self.settings, self.status)
+
+    def status(self, message):
+        self.on_event(protocol.make("status", message=message))
+        self.report_events(force=True)
 
     def execute(self):
         """Run the worker here (after taking a GPU), or submit it to SLURM; a WorkerExit."""
@@ -212,7 +233,9 @@ class AgentRun:
     def clean_up(self, status):
         """Remove the bundle unless kept; the whole job directory unless ``keep_remote`` or
         model files stay here (a success whose files were not all copied back): a failed or
-        cancelled run leaves none of its training data on the host."""
+        cancelled run leaves none of its training data on the host. The run's media pin goes
+        (its files stay in the cache for the next run)."""
+        media_cache.unpin(self.media_cache, os.path.basename(self.workdir))
         if not self.keep_bundle:
             shutil.rmtree(self.paths.bundle, ignore_errors=True)
             if os.path.exists(self.paths.bundle_archive):
@@ -339,30 +362,6 @@ class AgentRun:
         upload_mod.upload_all(self.client, self.run_id, self.paths.artifacts, self.artifacts,
                               self.settings.max_artifact_mb * (1 << 20), status, warn,
                               platform.node())
-
-
-class _Alive:
-    """Touches ``path`` every ALIVE_S until stopped (made here, 0600, in a 0700 directory)."""
-
-    def __init__(self, path):
-        self.path = path
-        self.done = threading.Event()
-        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-        with open(path, "a"):
-            pass
-        self.thread = threading.Thread(target=self._touch, daemon=True, name="agent-alive")
-        self.thread.start()
-
-    def _touch(self):
-        while not self.done.wait(ALIVE_S):
-            try:
-                os.utime(self.path)
-            except OSError:  # removed with its directory, or kept on purpose
-                return
-
-    def stop(self):
-        self.done.set()
-        self.thread.join(timeout=5)
 
 
 def run(client, run_id, workdir, python, watch=None, code_dir=None, overrides=None,

@@ -22,7 +22,7 @@ import time
 import traceback
 
 from potato.training.remote import protocol as events
-from potato.training.remote import model_source, trainers
+from potato.training.remote import media, model_source, trainers
 from potato.training.remote.bundle import BundleError, read
 from potato.training.remote.paths import RunPaths, write_atomic
 
@@ -79,6 +79,19 @@ def watch_parent(on_gone, done, parent=None, interval=1.0, name="parent-watch"):
     t = threading.Thread(target=watch, daemon=True, name=name)
     t.start()
     return t
+
+
+def _fetch_url_media(ctx, base, emitter):
+    """URL media, fetched by this host into the run directory (remote/media.py)."""
+    try:
+        fetched, failed = media.fetch_urls(
+            ctx.bundle.items, os.path.join(base, "media-urls"), emitter.status,
+            lambda error: emitter.log(error, "warning"))
+    except media.TooManyFailed as e:
+        raise RunFailure(str(e))
+    if fetched or failed:
+        emitter.log("media URLs: %d fetched, %d failed (those items are left out)"
+                    % (fetched, failed))
 
 
 def _fail(emitter, code, message, kind):
@@ -150,6 +163,7 @@ def _train(ctx, spec, base, emitter):
         os.makedirs(ctx.artifacts, exist_ok=True)
         counts = ctx.bundle.manifest.get("counts", {})
         emitter.log("bundle: %s" % ", ".join("%s %s" % (n, k) for k, n in counts.items()))
+        _fetch_url_media(ctx, base, emitter)
         for model in trainers.model_sources(info, ctx.params):
             emitter.status("finding model %s" % model)
             ok, sentence = model_source.resolve(model)

@@ -1,0 +1,258 @@
+"""The media cache and the pieces around it, without a host: LRU eviction that honours pins,
+verification on arrival, hostile hashes and names, the server's hash cache, URL media."""
+
+import hashlib
+import io
+import json
+import os
+import stat
+import tarfile
+import time
+
+import pytest
+
+from potato.training import media_bundle
+from potato.training.remote import media, media_cache as mc
+from potato.training.remote import media as media_mod
+
+
+def sha(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+def put(cache, data, age=0.0):
+    mc.store(str(cache), sha(data), len(data), io.BytesIO(data).read)
+    path = mc.file_path(str(cache), sha(data))
+    if age:
+        t = time.time() - age
+        os.utime(path, (t, t))
+    return sha(data)
+
+
+def test_store_verifies_and_is_private(tmp_path):
+    cache = tmp_path / "media"
+    h = put(cache, b"x" * 1000)
+    path = mc.file_path(str(cache), h)
+    assert open(path, "rb").read() == b"x" * 1000
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(os.path.dirname(path)).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(cache).st_mode) == 0o700
+    with pytest.raises(mc.CacheError, match="another sha256"):
+        mc.store(str(cache), sha(b"good"), 4, io.BytesIO(b"evil").read)
+    with pytest.raises(mc.CacheError, match="2 of 4 bytes"):
+        mc.store(str(cache), sha(b"good"), 4, io.BytesIO(b"go").read)
+    assert not os.path.exists(mc.file_path(str(cache), sha(b"good")))
+    assert [p.name for p in cache.rglob(".*")] == []  # no half file left
+
+
+def test_lru_eviction_never_takes_a_pinned_file(tmp_path):
+    cache = str(tmp_path / "media")
+    oldest = put(cache, b"a" * 1000, age=300)
+    old = put(cache, b"b" * 1000, age=200)
+    newer = put(cache, b"c" * 1000, age=100)
+    newest = put(cache, b"d" * 1000)
+    mc.pin(cache, "run-1", [(oldest, 1000)])  # a running run needs the oldest file
+    removed, freed, held = mc.evict(cache, 2500)
+    assert (removed, freed, held) == (2, 2000, 2000)
+    left = {h for _, _, h in mc.entries(cache)}
+    assert left == {oldest, newest}  # the pinned one stays; the least recently used go
+    assert old not in left and newer not in left
+    # touched on use: the pinned file is now the most recent; unpinned, the other goes first
+    mc.touch(cache, oldest)
+    mc.unpin(cache, "run-1")
+    t = time.time() - 50
+    os.utime(mc.file_path(cache, newest), (t, t))
+    assert mc.evict(cache, 1000)[:2] == (1, 1000)
+    assert {h for _, _, h in mc.entries(cache)} == {oldest}
+
+
+def test_stale_pins_expire(tmp_path):
+    cache = str(tmp_path / "media")
+    h = put(cache, b"z" * 500, age=100)
+    mc.pin(cache, "killed-run", [(h, 500)])
+    assert mc.evict(cache, 0)[0] == 0  # fresh pin: kept although over the limit
+    t = time.time() - mc.PIN_STALE_S - 10
+    os.utime(os.path.join(cache, ".pins", "killed-run"), (t, t))
+    assert mc.evict(cache, 0)[0] == 1
+    assert not os.path.exists(os.path.join(cache, ".pins", "killed-run"))
+
+
+def test_files_left_half_way_go_once_stale(tmp_path):
+    cache = str(tmp_path / "media")
+    h = put(cache, b"kept")
+    half = os.path.join(cache, h[:2], "." + h[:16] + "abc")
+    open(half, "wb").close()
+    mc.evict(cache, 1 << 30)
+    assert os.path.exists(half)  # it may be on its way in right now
+    t = time.time() - mc.INCOMING_STALE_S - 10
+    os.utime(half, (t, t))
+    mc.evict(cache, 1 << 30)
+    assert not os.path.exists(half) and mc.have(cache, h, 4)
+
+
+def test_need_pins_and_touches(tmp_path):
+    cache = str(tmp_path / "media")
+    here = put(cache, b"here", age=1000)
+    gone = sha(b"gone")
+    assert mc.need(cache, "job-a", [(here, 4), (gone, 4)]) == [(gone, 4)]
+    assert time.time() - os.stat(mc.file_path(cache, here)).st_mtime < 60
+    assert mc.read_pin(cache, "job-a") == {here: 4, gone: 4}
+    assert mc.need(cache, "job-b", [(here, 5)]) == [(here, 5)]  # another size: not the file
+
+
+@pytest.mark.parametrize("bad", ["../../etc/passwd", "ab/../../x", "A" * 64, "0" * 63,
+                                 "/" + "0" * 63, "0" * 64 + "\n"])
+def test_hostile_hashes_are_refused(tmp_path, bad):
+    with pytest.raises(mc.CacheError):
+        mc.file_path(str(tmp_path), bad)
+    assert not mc.valid_hash(bad)
+
+
+@pytest.mark.parametrize("bad", ["..", "../x", "a/b", "", "x" * 121, "a\x00b"])
+def test_hostile_pin_names_are_refused(tmp_path, bad):
+    with pytest.raises(mc.CacheError):
+        mc.pin(str(tmp_path / "media"), bad, [])
+    assert not (tmp_path / "x").exists()
+
+
+def _tar(members):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    buf.seek(0)
+    return buf
+
+
+def test_receive_takes_only_the_pinned_files(tmp_path):
+    cache = str(tmp_path / "media")
+    good, evil = b"good bytes", b"evil bytes"
+    mc.pin(cache, "job", [(sha(good), len(good)), (sha(b"other"), 5)])
+    out = mc.receive(cache, "job", _tar([
+        (sha(good), good),
+        ("../" + sha(evil), evil),                # a name with a path in it
+        ("../../outside", evil),
+        (sha(evil), evil),                        # not in the run's pin
+        (sha(b"other"), b"OTHER"),                # pinned, but the bytes do not match
+    ]), 1 << 30)
+    assert out["received"] == 1 and out["bad_count"] == 4, out
+    assert mc.have(cache, sha(good), len(good))
+    assert not mc.have(cache, sha(b"other"), 5)
+    assert not (tmp_path / "outside").exists()
+    assert {h for _, _, h in mc.entries(cache)} == {sha(good)}
+
+
+def test_server_hashes_each_file_once(tmp_path):
+    from potato.config import Config
+
+    cfg = Config(path=str(tmp_path / "c.yaml"), task_dir=str(tmp_path))
+    cfg.output_dir = str(tmp_path / "out")
+    folder = tmp_path / "img"
+    folder.mkdir()
+    items = []
+    for i in range(5):
+        p = folder / ("%d.png" % i)
+        p.write_bytes(b"png %d" % (i % 3))  # two pairs share their bytes
+        items.append(("i%d" % i, "t", {"kind": "image", "path": str(p)}))
+    items.append(("url", "t", {"kind": "image", "url": "https://example.org/x.png"}))
+    index_path = str(tmp_path / "run" / "media.json")
+    out = media_bundle.to_cache_form(cfg, items, index_path)
+    assert out[0][2] == {"kind": "image", "sha256": sha(b"png 0"), "size": 5, "name": "0.png"}
+    assert out[5][2] == items[5][2]  # URL media travel as they are
+    assert len(media_bundle.load_index(index_path)) == 3
+
+    calls = []
+    real = media_bundle.file_sha256
+    media_bundle.file_sha256 = lambda p: calls.append(p) or real(p)
+    try:
+        media_bundle.to_cache_form(cfg, items, index_path)
+        assert calls == []  # a second run hashes nothing that did not change
+        (folder / "1.png").write_bytes(b"changed!")
+        again = media_bundle.to_cache_form(cfg, items, index_path)
+        assert calls == [str(folder / "1.png")]
+        assert again[1][2]["sha256"] == sha(b"changed!")
+    finally:
+        media_bundle.file_sha256 = real
+
+
+def test_url_media_failures_are_named_and_bounded(tmp_path):
+    def fake_fetch(url, dest):
+        if "bad" in url:
+            return "%s could not be fetched: the server answered 404 Not Found" % url
+        with open(dest, "wb") as f:
+            f.write(url.encode())
+        return None
+
+    items = [{"media": {"kind": "image", "url": "https://h/ok%d.png" % i}} for i in range(40)]
+    items += [{"media": {"kind": "image", "url": "https://h/bad0.png"}}]
+    errors = []
+    fetched, failed = media.fetch_urls(items, str(tmp_path / "u"), on_error=errors.append,
+                                       fetch=fake_fetch)
+    assert (fetched, failed) == (40, 1)
+    assert errors == ["https://h/bad0.png could not be fetched: the server answered 404 "
+                      "Not Found"]
+    assert open(media.path_for(items[0]["media"], {}), "rb").read() == b"https://h/ok0.png"
+    with pytest.raises(media.MediaMissing, match="404"):
+        media.path_for(items[-1]["media"], {})
+    many = [{"media": {"kind": "image", "url": "https://h/bad%d.png" % i}} for i in range(5)]
+    many += [{"media": {"kind": "image", "url": "https://h/ok%d.png" % i}} for i in range(20)]
+    with pytest.raises(media.TooManyFailed, match=r"5 of 25 media URLs .*bad0\.png"):
+        media.fetch_urls(many, str(tmp_path / "v"), fetch=fake_fetch)
+
+
+def test_fetch_url_caps_the_size(tmp_path):
+    import http.server
+    import threading
+
+    class H(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", "5000")
+            self.end_headers()
+            self.wfile.write(b"x" * 5000)
+
+        def log_message(self, *a):
+            pass
+
+    srv = http.server.HTTPServer(("127.0.0.1", 0), H)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    try:
+        url = "http://127.0.0.1:%d/a.png" % srv.server_port
+        assert media.fetch_url(url, str(tmp_path / "a"), max_bytes=10000) is None
+        assert os.path.getsize(tmp_path / "a") == 5000
+        error = media.fetch_url(url, str(tmp_path / "b"), max_bytes=1000)
+        assert "over the 0 MB limit" in error or "limit" in error
+        assert not (tmp_path / "b").exists() and not (tmp_path / "b.part").exists()
+        error = media.fetch_url("http://127.0.0.1:1/none.png", str(tmp_path / "c"), timeout=5)
+        assert error.startswith("http://127.0.0.1:1/none.png could not be fetched: ")
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        t.join()
+
+
+def test_items_listing_refuses_bad_entries(tmp_path):
+    from potato.training.remote import media_fetch
+
+    p = tmp_path / "items.jsonl"
+    p.write_text(json.dumps({"id": "a", "media": {"sha256": "0" * 64, "size": 3}}) + "\n")
+    assert media_fetch.wanted(str(p)) == {"0" * 64: (3, "0" * 12)}
+    p.write_text(json.dumps({"id": "a", "media": {"sha256": "../" + "0" * 61, "size": 3}}))
+    with pytest.raises(mc.CacheError):
+        media_fetch.wanted(str(p))
+
+
+@pytest.mark.parametrize("media", [
+    {"kind": "image", "sha256": "../../../etc/passwd", "size": 1, "name": "x.png"},
+    {"kind": "image", "sha256": "ab/../../" + "0" * 55, "size": 1, "name": "x.png"},
+    {"kind": "image", "sha256": "0" * 64, "size": 1, "name": "../../etc/passwd"},
+])
+def test_path_for_never_leaves_the_cache(tmp_path, media):
+    cache = tmp_path / "media"
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc" / "passwd").write_text("secret")
+    with pytest.raises(media_mod.MediaMissing):
+        media_mod.path_for(media, {"media_cache": str(cache)})
