@@ -6,7 +6,10 @@ backend; multiselect over images; items without an image refused with one senten
 import io
 import json
 import os
+import re
 import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -151,7 +154,7 @@ def test_items_without_an_image_fail_the_run_with_one_sentence(tmp_path, tiny_re
     assert "potato validate lists them" in error and "Traceback" not in error
 
 
-def write_project(tmp_path):
+def write_project(tmp_path, backends=""):
     items = digits()
     os.makedirs(tmp_path / "images")
     for _, rel, _ in items:
@@ -166,8 +169,8 @@ def write_project(tmp_path):
                    "item_properties: {id_key: id, text_key: text, image_key: image}\n"
                    "admin_api_key: %s\nannotation_schemes:\n  - annotation_type: radio\n"
                    "    name: digit\n    labels: [%s]\nmodel_training:\n  grace_seconds: 2\n"
-                   "  writeback:\n    schemas: [digit]\n    include_unlabeled: true\n"
-                   % (KEY, ", ".join(LABELS)))
+                   "  writeback:\n    schemas: [digit]\n    include_unlabeled: true\n%s"
+                   % (KEY, ", ".join(LABELS), backends))
     assert main(["annotations", "import", str(cfg), str(tmp_path / "labels.jsonl"),
                  "--annotator", "gold"]) == 0
     return str(cfg)
@@ -238,3 +241,81 @@ def test_deep_and_huge_images_become_bounded_8_bit_rgb():
     assert big.size == (1024, 683)
     assert hf_image.max_side(type("P", (), {"size": {"height": 224, "width": 224}})()) == 1024
     assert hf_image.max_side(type("P", (), {"size": {"shortest_edge": 800}})()) == 1600
+
+
+# -- through the real sshd and a real agent: media travel once per host ------------------------
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory):
+    from tests import sshd as sshd_mod
+
+    d = sshd_mod.for_tests(tmp_path_factory)
+    yield d
+    sshd_mod.stop(d)
+
+
+def cached(cache):
+    """{sha256: inode} of the files in a host's media cache."""
+    return {p.name: p.stat().st_ino for p in cache.glob("??/*")}
+
+
+def image_run(c, model, backend):
+    run = wait_run(c, start_run(c, trainer="hf-image-classification", schemas=["digit"],
+                                backend=backend, params=dict(FAST, model=model)), timeout=900)
+    log = c.get("/admin/training/api/runs/%s/log" % run["run_id"], headers=H).text
+    assert run["status"] == "success", (run["error"], log[-3000:])
+    h = run["holdout"]
+    assert h["accuracy"] > h["baseline"]["accuracy"] + 0.2, h
+    return run, log
+
+
+@pytest.mark.integration
+def test_an_image_project_trains_over_real_ssh_sending_its_media_once(
+        tmp_path, serve, sshd, tiny_resnet, monkeypatch):
+    monkeypatch.setenv("PATH", str(sshd / "bin") + os.pathsep + os.environ["PATH"])
+    remote = tmp_path / "remote dir"
+    keys = {"type": "ssh", "host": "potato-real", "remote_dir": str(remote),
+            "python": sys.executable, "heartbeat_timeout_s": 60, "env": {"PYTHONPATH": ROOT}}
+    _, url = serve(write_project(tmp_path, "  backends:\n    gpu-server:\n" + "".join(
+        "      %s: %s\n" % (k, json.dumps(v)) for k, v in keys.items())))
+    c = Client(url)
+    n = len(digits())
+    _, log = image_run(c, tiny_resnet, "gpu-server")
+    assert re.search(r"media: sent %d files \(.* MB\) to potato-real" % n, log), log
+    files = cached(remote / "media")
+    assert len(files) == n
+    _, log2 = image_run(c, tiny_resnet, "gpu-server")
+    assert "0 files sent" in log2 and "sent %d files" % n not in log2, log2
+    assert cached(remote / "media") == files  # the same files: nothing was sent again
+
+
+def test_an_image_project_trains_on_a_real_agent(tmp_path, serve, tiny_resnet, capsys):
+    from tests.helpers import agent_backends
+
+    cfg = write_project(tmp_path, agent_backends())
+    _, url = serve(cfg)
+    c = Client(url)
+    capsys.readouterr()
+    assert main(["training", "register", "lab", cfg]) == 0
+    token = re.search(r"export POTATO_TRAINING_TOKEN=(\S+)", capsys.readouterr().out).group(1)
+    run_id = start_run(c, trainer="hf-image-classification", schemas=["digit"], backend="lab",
+                       params=dict(FAST, model=tiny_resnet))
+    work = tmp_path / "agent work"
+    agent = subprocess.Popen(
+        [sys.executable, "-m", "potato", "training", "agent", "--server", url.rstrip("/"),
+         "--backend", "lab", "--workdir", str(work), "--poll-interval", "0.2", "--once"],
+        cwd=ROOT, env=dict(os.environ, POTATO_TRAINING_TOKEN=token), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        _, err = agent.communicate(timeout=900)
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+            agent.communicate()
+    run = wait_run(c, run_id, timeout=60)
+    assert run["status"] == "success", (run["error"], err[-3000:])
+    h = run["holdout"]
+    assert h["accuracy"] > h["baseline"]["accuracy"] + 0.2, h
+    assert len(cached(work / "media")) == len(digits())  # every image came, each once
+    # the model came back to the server (issue 24 item 9): it can be downloaded
+    assert c.get("/admin/training/runs/%s/model.tar" % run_id, headers=H).status == 200
