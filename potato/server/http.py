@@ -91,10 +91,11 @@ class Handler(Bodies, Uploads, BaseHTTPRequestHandler):
             self._set_deadline(HEADER_DEADLINE_S, "headers")
         super().handle_one_request()
 
-    def _set_deadline(self, seconds: Optional[float], phase: str = "") -> None:
+    def _set_deadline(self, seconds: Optional[float], phase: str = "",
+                      floor: Optional[float] = None) -> None:
         set_deadline = getattr(self.server, "connection_deadline", None)
         if set_deadline is not None:
-            set_deadline(self.connection, seconds, phase)
+            set_deadline(self.connection, seconds, phase, floor)
             if phase and getattr(self, "authenticated", False):  # not closed to make room
                 self.server.connection_trusted(self.connection)
 
@@ -146,6 +147,7 @@ class Handler(Bodies, Uploads, BaseHTTPRequestHandler):
         self._refusing = False  # an error is being sent
         self.authenticated = False  # an admin key or session or a run token was shown
         self.annotator_session = False  # an annotator's session (bodies up to 64 KB)
+        self._when_done: List[Callable[[], None]] = []  # see when_done
         try:
             self._check_host()
             self._route(method)
@@ -170,6 +172,9 @@ class Handler(Bodies, Uploads, BaseHTTPRequestHandler):
             except Exception:
                 log.error("the error page failed too:\n%s", traceback.format_exc())
                 self._send_plain_500()
+        finally:
+            for release in reversed(self._when_done):
+                release()
 
     def _disk_full(self, e: BaseException) -> None:
         """507 at once (logged once a minute, not once a request: the log is on a full disk)."""
