@@ -2,6 +2,7 @@
 uploads kept annotators out and outlived their run; concurrent uploads passed the artifact caps;
 empty files in deep folders had no bound. Each test here failed before its fix."""
 
+import http.client
 import json
 import os
 import time
@@ -168,16 +169,18 @@ def test_concurrent_uploads_cannot_pass_the_run_total(tmp_path, serve):
 def test_one_upload_at_a_time_per_model_file(tmp_path, serve):
     server, c, run_id, ctx = serve_run(tmp_path, serve, backend=MB1)
     port = server.http.server_address[1]
-    first = raw(port, art_head(run_id, "same", 1000))
-    time.sleep(0.5)
-    second = raw(port, art_head(run_id, "same", 1000) + b"w" * 1000)
-    reply = second.recv(65536)
-    second.close()
-    assert reply.startswith(b"HTTP/1.1 409") and b"being uploaded by another request" in reply
-    first.sendall(b"y" * 1000)
-    first.settimeout(15)
-    assert first.recv(100).startswith(b"HTTP/1.1 200")
-    first.close()
+    socks = [raw(port, art_head(run_id, "same", 1000)) for _ in range(2)]
+    time.sleep(1.0)  # both past their headers: one writes, the other is refused
+    replies = []
+    for s in socks:
+        s.sendall(b"y" * 1000)
+        s.settimeout(15)
+        r = http.client.HTTPResponse(s)
+        r.begin()
+        replies.append((r.status, r.read()))
+        s.close()
+    assert sorted(status for status, _ in replies) == [200, 409], replies
+    assert any(b"being uploaded by another request" in body for _, body in replies), replies
     assert os.path.getsize(os.path.join(ctx.paths.artifacts, "same")) == 1000
 
 
