@@ -11,7 +11,7 @@ import pytest
 
 from potato.training import agent_limits, agent_routes
 from tests.helpers import (
-    TOKEN, Client, Tricklers, active_run, make_project, raw, read_all)
+    BASE, TOKEN, Client, Tricklers, active_run, make_project, raw, read_all, ssh_backend)
 
 AUTH = {"Authorization": "Bearer " + TOKEN}
 
@@ -211,3 +211,79 @@ def test_the_run_total_is_counted_not_walked_per_request(tmp_path, serve, monkey
     for i in range(10):
         assert upload(c, run_id, "f%d" % i, b"x")[0] == 200
     assert len([w for w in walks if str(w).startswith(ctx.paths.artifacts)]) <= 1
+
+
+# -- the lows -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["\u3164.bin", "a\u115f", "\u2800", "\u0301x.bin",
+                                  "dir/\u0301x", "\ue000.bin"])
+def test_artifact_names_that_print_nothing_are_refused(tmp_path, serve, name):
+    from urllib.parse import quote
+
+    _, c, run_id, ctx = serve_run(tmp_path, serve)
+    status, body = upload(c, run_id, quote(name), b"x")
+    assert status == 400 and "control or format characters" in body["error"]
+    assert os.listdir(ctx.paths.artifacts) == []
+    assert upload(c, run_id, quote("e\u0301t\u00e9/\ubaa8\ub378.bin"), b"x")[0] == 200
+
+
+def test_a_short_heartbeat_never_sweeps_a_live_job(tmp_path, serve, monkeypatch):
+    """The probe sweeps job directories whose .alive (touched every 2 s) is older than
+    heartbeat_timeout_s: before, 2 s swept live ones."""
+    from potato.training.backends import sshcmd
+
+    server, _ = serve(make_project(tmp_path, ssh_backend(heartbeat_timeout_s=2)),
+                      training=False)
+    asked = []
+
+    def probe_command(*args):
+        asked.append(args)
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(sshcmd, "probe_command", probe_command)
+    with pytest.raises(RuntimeError):
+        server.manager.backends["gpu-server"].probe()
+    assert asked[0][-1] >= 60
+
+
+def test_wrong_admin_keys_count_per_client_behind_a_proxy(tmp_path, serve):
+    _, url = serve(make_project(tmp_path, top="server: {trusted_proxies: [127.0.0.1]}",
+                                labels=False), training=False)
+    c = Client(url)
+
+    def wrong(client):
+        return c.get("/admin/api/stats", headers={"X-API-Key": "wrong",
+                                                  "X-Forwarded-For": client}).status
+
+    assert [wrong("203.0.113.9") for _ in range(10)] == [401] * 10
+    assert wrong("203.0.113.9") == 429
+    assert wrong("203.0.113.10") == 401  # before: every client of the proxy was locked out
+
+
+def test_validate_refuses_ssh_names_with_white_space(write_config):
+    from potato.validation import check
+
+    _, report = check(write_config(BASE + """\
+model_training:
+  backends:
+    gpu: {type: ssh, host: "gpu -oProxyCommand=x", user: alice}
+    other: {type: ssh, host: gpu2, user: "al ice"}
+"""))
+    msgs = [p.message for p in report.errors]
+    assert any(m.startswith("model_training.backends.gpu.host is 'gpu -oProxyCommand=x', "
+                            "which holds a space") for m in msgs), msgs
+    assert any(m.startswith("model_training.backends.other.user is 'al ice'") for m in msgs)
+
+
+def test_a_result_on_a_full_disk_is_taken_and_kept_in_memory(tmp_path, serve, monkeypatch):
+    """As docs/security.md says: 200, and the run ends from memory."""
+    import errno
+
+    def full(*a, **kw):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(agent_routes, "write_json", full)
+    _, c, run_id, ctx = serve_run(tmp_path, serve)
+    status, body = c.json("POST", "/agent/v1/runs/%s/result" % run_id, headers=AUTH,
+                          json_body={"status": "error", "error": "out of memory"})
+    assert status == 200 and ctx.remote.result["error"] == "out of memory"

@@ -21,7 +21,8 @@ from urllib.parse import parse_qs, quote, urlsplit
 
 from potato.netaddr import in_networks
 from potato.server import diskfull, safety
-from potato.server.connections import HEADER_DEADLINE_S, IDLE_TIMEOUT_S, write_deadline_s
+from potato.server.connections import (
+    HEADER_DEADLINE_S, IDLE_TIMEOUT_S, address_key, write_deadline_s)
 from potato.server.errors import HTTPError
 from potato.server.bodies import Bodies
 from potato.server.pages import error_page
@@ -254,7 +255,7 @@ class Handler(Bodies, Uploads, BaseHTTPRequestHandler):
         key = self.app.config.admin_api_key
         given = self.headers.get("X-API-Key")
         if key and given is not None:
-            client = self.client_address[0] if self.client_address else ""
+            client = self.client_key()
             wait = self.app.login_limiter.retry_after(client)
             if wait:
                 raise HTTPError(429, "Too many wrong admin keys from this address; try again "
@@ -337,6 +338,12 @@ class Handler(Bodies, Uploads, BaseHTTPRequestHandler):
             return str(ipaddress.ip_address(entries[-1].strip()))
         except ValueError:
             return None
+
+    def client_key(self) -> str:
+        """Who a per-client limit counts: the forwarded client behind a trusted proxy, else
+        the socket's address; an IPv6 /64 as one (connections.address_key)."""
+        return address_key(self.forwarded_client() or (str(self.client_address[0])
+                                                        if self.client_address else ""))
 
     def send_file(self, path: str, start: int, size: int, content_type: str,
                   on_progress=None) -> None:

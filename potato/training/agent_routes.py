@@ -46,7 +46,8 @@ def _artifact_path(root: str, rel: str) -> str:
     if bad:
         raise HTTPError(400, "path %s is not a relative path inside artifacts/ (at most %d "
                              "levels, parts of at most 200 characters, no control or format "
-                             "characters)." % (ascii(rel[:200]), agent_limits.MAX_ARTIFACT_DEPTH))
+                             "characters or blanks that print nothing)."
+                        % (ascii(rel[:200]), agent_limits.MAX_ARTIFACT_DEPTH))
     return os.path.join(root, *parts)
 
 
