@@ -22,7 +22,10 @@ excepted: a proxy speaks for many clients); with every slot taken, a newcomer is
 closing the oldest connection of the address that holds the most and has one that is not yet
 authenticated (idle, in its headers, in a body or a response sent before an admin key or a
 run token was shown). Over TLS the wrapped socket is the one closed; a connection's slot is
-given back only when its thread ends.
+given back only when its thread ends. A request may ask to be watched (``connection_watch``):
+the accept loop cuts its body off once the watch gives a reason (an agent's run has ended).
+How many run-token requests may be under way is the training side's business
+(training/agent_limits.py).
 """
 
 import ipaddress
