@@ -218,7 +218,7 @@ SIX_HOURS = 6 * 3600
 
 def _login_rules(b: Backend, bpath: Path, where: str, err, warn) -> None:
     """Kinds that log into a host with ssh: a host, and no host or user ssh would read as an
-    option."""
+    option or that holds white space."""
     if not b.host:
         err(bpath, f"{where} is an {b.type} backend without host. Set host to the machine "
                    f"to log into (a name ssh accepts, ~/.ssh/config aliases included).", b.name)
@@ -228,6 +228,10 @@ def _login_rules(b: Backend, bpath: Path, where: str, err, warn) -> None:
             err(bpath + (key,), f"{where}.{key} is {value!r}, which starts with '-': ssh "
                                 f"would read it as an option, not a {key} name. Give the "
                                 f"{key} name itself (put ssh options in ~/.ssh/config).", b.name)
+        elif any(ch.isspace() for ch in getattr(b, key) or ""):
+            err(bpath + (key,), f"{where}.{key} is {getattr(b, key)!r}, which holds a space or "
+                                f"other white space: no {key} name does. Give the {key} name "
+                                f"alone (put ssh options in ~/.ssh/config).", b.name)
 
 
 def _slurm_rules(b: Backend, bpath: Path, where: str, err, warn) -> None:

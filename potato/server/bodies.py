@@ -14,7 +14,7 @@ import ssl
 import struct
 import termios
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 from urllib.parse import parse_qs
 
 from potato.server import safety
@@ -57,6 +57,17 @@ class Bodies:
         self._body = data
         return data
 
+    def when_done(self, release: Callable[[], None]) -> None:
+        """Call ``release()`` once this request has been answered (or has failed)."""
+        self._when_done.append(release)
+
+    def watch(self, check: Callable[[], Optional[str]]) -> None:
+        """While this request lasts, the server asks ``check()``; once it gives a reason, the
+        body is cut off and answered 409 with that reason (``connections.connection_watch``)."""
+        watch = getattr(self.server, "connection_watch", None)
+        if watch is not None:
+            watch(self.connection, check)
+
     def content_length(self) -> Optional[int]:
         """The one Content-Length header, 1 to 15 digits (None: none); else 400, and the
         connection is closed (where this body ends cannot be known)."""
@@ -73,40 +84,39 @@ class Bodies:
 
     def allow_stall(self, seconds: float) -> None:
         """For this request's body only, from a sender already authenticated (an agent's model
-        files): no rate floor, but a pause of ``seconds`` with nothing sent raises
-        ``socket.timeout`` (the route turns it into the tutorial's "sent nothing for N s")."""
+        files): a pause of up to ``seconds`` with nothing sent is allowed (longer raises
+        ``socket.timeout``: the route turns it into the tutorial's "sent nothing for N s"),
+        and the rate floor starts after ``seconds`` instead of BODY_FLOOR_S (so a body still
+        has a total deadline: ``seconds`` plus one second per BODY_MIN_RATE bytes)."""
         if not self.authenticated:
             raise HTTPError(401, "Only an authenticated sender may stream this body.")
         self._stall_s = seconds
+
+    def _floor_s(self) -> float:
+        return getattr(self, "_stall_s", None) or BODY_FLOOR_S
 
     def begin_body(self) -> None:
         """The body is about to be read: the ``100 Continue`` a client asked for (deferred
         until now, so that a refused body is never invited), and the rate floor starts."""
         self._body_began = time.monotonic()
-        if getattr(self, "_stall_s", None):
-            self._set_deadline(None)  # a stall rule instead of a rate (allow_stall)
-        else:
-            self._set_deadline(float("inf"), "body")  # a rate (connections.body_too_slow)
+        self._set_deadline(float("inf"), "body", self._floor_s())  # connections.body_too_slow
         if getattr(self, "_continue_wanted", False):
             self._continue_wanted = False
             self.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")
 
     def read_body_block(self, left: int, got: int) -> bytes:
-        """Up to ``left`` bytes of the body as they arrive; the server is told the progress."""
+        """Up to ``left`` bytes of the body as they arrive; the server is told the progress.
+        An empty block: the body fell behind the floor, or the server cut it off."""
         stall = getattr(self, "_stall_s", None)
-        if stall:  # an authenticated stream: nothing for ``stall`` s raises socket.timeout
-            self.connection.settimeout(stall)
-            block = self.rfile.read1(min(left, 4 << 20))
-            progress = getattr(self.server, "body_progress", None)
-            if progress is not None:
-                progress(self.connection, got + len(block))
-            return block
         began = getattr(self, "_body_began", time.monotonic())
-        cut = body_cut_at(began, got)  # behind the floor from then on
-        self.connection.settimeout(min(IDLE_TIMEOUT_S, max(0.05, cut - time.monotonic())))
+        cut = body_cut_at(began, got, self._floor_s())  # behind the floor from then on
+        wait = min(stall or IDLE_TIMEOUT_S, max(0.05, cut - time.monotonic()))
+        self.connection.settimeout(wait)
         try:  # the read itself ends at the floor: over TLS too the 408 can still be sent
             block = self.rfile.read1(min(left, 4 << 20))
         except (TimeoutError, ssl.SSLError, ConnectionResetError):  # behind, cut off, reset
+            if stall and wait >= stall and time.monotonic() < cut:
+                raise socket.timeout("nothing sent for %d s" % stall)  # an agent's pause
             block = b""
         progress = getattr(self.server, "body_progress", None)
         if progress is not None:
@@ -131,13 +141,18 @@ class Bodies:
         return b"".join(parts)
 
     def body_ended(self, got: int, n: int) -> HTTPError:
-        """The error for a body that stopped short: 408 behind the rate floor, else 400."""
+        """The error for a body that stopped short: the server's reason when it cut the body
+        off (409), 408 behind the rate floor, else 400."""
         self.close_connection = True
+        cut = getattr(self.server, "connection_cut", None)
+        reason = cut(self.connection) if cut is not None else None
+        if reason:
+            return HTTPError(409, reason)
         took = time.monotonic() - getattr(self, "_body_began", time.monotonic())
-        if body_too_slow(got, took):
+        if body_too_slow(got, took, self._floor_s()):
             return HTTPError(408, "The request body did not arrive in time: %d of %d bytes in "
                                  "%.0f s (a body must keep up %d KB/s after its first %.0f s)."
-                             % (got, n, took, BODY_MIN_RATE >> 10, BODY_FLOOR_S))
+                             % (got, n, took, BODY_MIN_RATE >> 10, self._floor_s()))
         return HTTPError(400, "The request body ended after %d of %d bytes." % (got, n))
 
     def json_body(self, limit: Optional[int] = None) -> Any:

@@ -22,7 +22,10 @@ excepted: a proxy speaks for many clients); with every slot taken, a newcomer is
 closing the oldest connection of the address that holds the most and has one that is not yet
 authenticated (idle, in its headers, in a body or a response sent before an admin key or a
 run token was shown). Over TLS the wrapped socket is the one closed; a connection's slot is
-given back only when its thread ends.
+given back only when its thread ends. A request may ask to be watched (``connection_watch``):
+the accept loop cuts its body off once the watch gives a reason (an agent's run has ended).
+How many run-token requests may be under way is the training side's business
+(training/agent_limits.py).
 """
 
 import ipaddress
@@ -51,14 +54,15 @@ WRITE_FLOOR_S = 10.0  # a response may take this long to be taken, plus one seco
 WRITE_MIN_RATE = 16 << 10
 
 
-def body_too_slow(got: int, elapsed: float) -> bool:
-    """Whether a body that has sent ``got`` bytes in ``elapsed`` seconds is behind the floor."""
-    return got < BODY_MIN_RATE * (elapsed - BODY_FLOOR_S)
+def body_too_slow(got: int, elapsed: float, floor: Optional[float] = None) -> bool:
+    """Whether a body that has sent ``got`` bytes in ``elapsed`` seconds is behind the floor
+    (``floor`` s of grace, BODY_FLOOR_S unless given; an agent's model file has more)."""
+    return got < BODY_MIN_RATE * (elapsed - (BODY_FLOOR_S if floor is None else floor))
 
 
-def body_cut_at(began: float, got: int) -> float:
+def body_cut_at(began: float, got: int, floor: Optional[float] = None) -> float:
     """When a body that began at ``began`` and has sent ``got`` bytes falls behind the floor."""
-    return began + BODY_FLOOR_S + got / BODY_MIN_RATE
+    return began + (BODY_FLOOR_S if floor is None else floor) + got / BODY_MIN_RATE
 
 
 def write_deadline_s(n: int) -> float:
@@ -94,7 +98,7 @@ TOO_MANY = _busy_reply(b"This address has %d or more connections open to the ser
 
 class _Conn:
     __slots__ = ("sock", "live", "since", "busy", "addr", "deadline", "phase", "trusted", "got",
-                 "started", "closed", "limited")
+                 "started", "closed", "limited", "floor", "watch", "cut")
 
     def __init__(self, sock, addr: str = "", limited: bool = True):
         self.sock = sock  # the accepted socket: the key in BoundedServer._conns
@@ -109,6 +113,9 @@ class _Conn:
         self.got = 0  # body bytes received so far (phase "body")
         self.started = 0.0  # when the body began
         self.closed = False  # shut down by the server; the slot is free once its thread ends
+        self.floor: Optional[float] = None  # the body's grace (body_too_slow), None: default
+        self.watch = None  # () -> str or None: while it says why, the request is cut off
+        self.cut: Optional[str] = None  # why the server cut this request's body off
 
     def evictable(self, at_work: bool = True) -> bool:
         """Idle or in its headers; with ``at_work``, also in a body or a response of a request
@@ -165,6 +172,7 @@ class BoundedServer(ThreadingHTTPServer):
                 conn.deadline, conn.phase = None, ""
                 if not busy:
                     conn.trusted = False  # each request shows its own credentials
+                    conn.watch = conn.cut = None
 
     def connection_trusted(self, sock) -> None:
         """This request showed an admin key or session, or a run token: it is not closed to
@@ -174,10 +182,11 @@ class BoundedServer(ThreadingHTTPServer):
             if conn is not None:
                 conn.trusted = True
 
-    def connection_deadline(self, sock, seconds: Optional[float], phase: str = "") -> None:
+    def connection_deadline(self, sock, seconds: Optional[float], phase: str = "",
+                            floor: Optional[float] = None) -> None:
         """From now, ``sock`` has ``seconds`` to finish its ``phase`` ("headers", "write") or
         it is closed (None: no deadline). Phase "body" has no fixed end: it must keep up the
-        rate that ``body_progress`` reports against (``body_too_slow``)."""
+        rate that ``body_progress`` reports against (``body_too_slow``, with ``floor``)."""
         with self._conn_lock:
             conn = self._find(sock)
             if conn is not None:
@@ -185,6 +194,21 @@ class BoundedServer(ThreadingHTTPServer):
                 conn.deadline = None if seconds is None else now + seconds
                 conn.phase = phase
                 conn.got, conn.started = 0, now
+                if phase == "body":
+                    conn.floor = floor
+
+    def connection_watch(self, sock, check) -> None:
+        """For this request: ``check()`` is asked by the accept loop; once it returns a reason
+        (a run that ended), the body is cut off (its reads end) and ``connection_cut`` says
+        why. Ends with the request."""
+        with self._conn_lock:
+            conn = self._find(sock)
+            if conn is not None:
+                conn.watch, conn.cut = check, None
+
+    def connection_cut(self, sock) -> Optional[str]:
+        conn = self._find(sock)
+        return conn.cut if conn is not None else None
 
     def body_progress(self, sock, got: int) -> None:
         conn = self._find(sock)
@@ -199,10 +223,16 @@ class BoundedServer(ThreadingHTTPServer):
         now = time.monotonic()
         with self._conn_lock:
             for conn in self._conns.values():
+                if conn.watch is not None and not conn.closed and conn.cut is None:
+                    conn.cut = _ask(conn.watch)
+                    if conn.cut is not None:  # its thread answers with the reason
+                        conn.deadline = None
+                        conn.shut(socket.SHUT_RD)
                 if conn.closed or conn.deadline is None:
                     continue
                 if conn.phase == "body":  # its thread answers 408 at the floor; this is
-                    if body_too_slow(conn.got, now - conn.started - BODY_GRACE_S):  # a backstop
+                    if body_too_slow(conn.got, now - conn.started - BODY_GRACE_S,  # a backstop
+                                     conn.floor):
                         conn.deadline = None
                         conn.shut(socket.SHUT_RD)
                 elif conn.deadline < now:
@@ -344,6 +374,13 @@ class BoundedServer(ThreadingHTTPServer):
             app = getattr(self, "app", None)
             if app is not None:
                 app.store.release()
+
+
+def _ask(check) -> Optional[str]:
+    try:
+        return check() or None
+    except Exception:  # a watch that fails cuts nothing
+        return None
 
 
 def _readable(sock) -> bool:

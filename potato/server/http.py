@@ -17,13 +17,15 @@ import traceback
 from http import cookies
 from http.server import BaseHTTPRequestHandler
 from typing import Any, Callable, Dict, List, Optional, Tuple
-from urllib.parse import parse_qs, quote, urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from potato.netaddr import in_networks
 from potato.server import diskfull, safety
-from potato.server.connections import HEADER_DEADLINE_S, IDLE_TIMEOUT_S, write_deadline_s
+from potato.server.connections import (
+    HEADER_DEADLINE_S, IDLE_TIMEOUT_S, address_key, write_deadline_s)
 from potato.server.errors import HTTPError
 from potato.server.bodies import Bodies
+from potato.server.downloads import Downloads, header_value as _header_value
 from potato.server.pages import error_page
 from potato.server.uploads import Uploads
 
@@ -40,19 +42,10 @@ SECURITY_HEADERS = {
 }
 
 
-def _header_value(value: Any) -> str:
-    """A header value that cannot split headers or fail to encode: anything outside printable
-    ASCII is percent-encoded (a Location built from a request path may hold any byte)."""
-    text = str(value)
-    if all(0x20 <= ord(c) <= 0x7e for c in text):
-        return text
-    return quote(text, safe="/?&=%#:;@!$'()*+,-._~ ")
-
-
 Route = Tuple[str, "re.Pattern[str]", Callable, str]  # (method, path pattern, handler, access)
 
 
-class Handler(Bodies, Uploads, BaseHTTPRequestHandler):
+class Handler(Bodies, Uploads, Downloads, BaseHTTPRequestHandler):
     """One request. ``self.server.app`` holds the routes and the project state."""
 
     protocol_version = "HTTP/1.1"
@@ -94,10 +87,11 @@ class Handler(Bodies, Uploads, BaseHTTPRequestHandler):
             self._set_deadline(HEADER_DEADLINE_S, "headers")
         super().handle_one_request()
 
-    def _set_deadline(self, seconds: Optional[float], phase: str = "") -> None:
+    def _set_deadline(self, seconds: Optional[float], phase: str = "",
+                      floor: Optional[float] = None) -> None:
         set_deadline = getattr(self.server, "connection_deadline", None)
         if set_deadline is not None:
-            set_deadline(self.connection, seconds, phase)
+            set_deadline(self.connection, seconds, phase, floor)
             if phase and getattr(self, "authenticated", False):  # not closed to make room
                 self.server.connection_trusted(self.connection)
 
@@ -149,6 +143,7 @@ class Handler(Bodies, Uploads, BaseHTTPRequestHandler):
         self._refusing = False  # an error is being sent
         self.authenticated = False  # an admin key or session or a run token was shown
         self.annotator_session = False  # an annotator's session (bodies up to 64 KB)
+        self._when_done: List[Callable[[], None]] = []  # see when_done
         try:
             self._check_host()
             self._route(method)
@@ -173,6 +168,9 @@ class Handler(Bodies, Uploads, BaseHTTPRequestHandler):
             except Exception:
                 log.error("the error page failed too:\n%s", traceback.format_exc())
                 self._send_plain_500()
+        finally:
+            for release in reversed(self._when_done):
+                release()
 
     def _disk_full(self, e: BaseException) -> None:
         """507 at once (logged once a minute, not once a request: the log is on a full disk)."""
@@ -252,7 +250,7 @@ class Handler(Bodies, Uploads, BaseHTTPRequestHandler):
         key = self.app.config.admin_api_key
         given = self.headers.get("X-API-Key")
         if key and given is not None:
-            client = self.client_address[0] if self.client_address else ""
+            client = self.client_key()
             wait = self.app.login_limiter.retry_after(client)
             if wait:
                 raise HTTPError(429, "Too many wrong admin keys from this address; try again "
@@ -336,42 +334,11 @@ class Handler(Bodies, Uploads, BaseHTTPRequestHandler):
         except ValueError:
             return None
 
-    def send_file(self, path: str, start: int, size: int, content_type: str,
-                  on_progress=None) -> None:
-        """Send a file from ``start`` (206 with Content-Range when start > 0), streamed;
-        ``on_progress()`` is called after each block (a long download is a sign of life)."""
-        self._head(206 if start else 200, content_type, size - start)
-        self.send_header("Content-Length", str(size - start))
-        self.send_header("Accept-Ranges", "bytes")
-        if start:
-            self.send_header("Content-Range", f"bytes {start}-{size - 1}/{size}")
-        self.end_headers()
-        if self.command == "HEAD":
-            return
-        with open(path, "rb") as f:
-            f.seek(start)
-            left = size - start  # exactly what Content-Length said, even if the file grows
-            while left > 0:
-                block = f.read(min(left, 1 << 20))
-                if not block:  # the file shrank under us: the promised length cannot be kept
-                    self.close_connection = True
-                    break
-                self.wfile.write(block)
-                left -= len(block)
-                if on_progress is not None:
-                    on_progress()
-
-    def send_stream(self, content_type: str, filename: str, write, length: int) -> None:
-        """A download made while it is sent: ``write(out)`` writes exactly ``length`` bytes
-        to the connection (if it raises, the connection closes short of Content-Length, so
-        the client sees an incomplete download). ``filename``: what the browser saves."""
-        self._head(200, content_type, length)
-        self.send_header("Content-Length", str(length))
-        self.send_header("Content-Disposition", _header_value(
-            'attachment; filename="%s"' % filename.replace('"', "")))
-        self.end_headers()
-        if self.command != "HEAD":
-            write(self.wfile)
+    def client_key(self) -> str:
+        """Who a per-client limit counts: the forwarded client behind a trusted proxy, else
+        the socket's address; an IPv6 /64 as one (connections.address_key)."""
+        return address_key(self.forwarded_client() or (str(self.client_address[0])
+                                                        if self.client_address else ""))
 
     # -- responses -----------------------------------------------------------------------------
     def set_cookie(self, name: str, value: str, max_age: int, same_site: str = "Strict") -> None:

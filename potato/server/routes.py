@@ -14,7 +14,6 @@ from potato.annotations import LabelError, check_label, item_record
 from potato.schemes import KEEP
 from potato import agreement, display, export, upstream_output
 from potato.server import media_route, pages, safety
-from potato.server.connections import address_key
 from potato.server.errors import HTTPError
 
 STATIC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
@@ -95,8 +94,7 @@ def _count_new_name(h, app, username: str) -> None:
     address (an IPv6 /64 as one)."""
     if not app.new_name_limiter.limit or app.store.has_annotator(username):
         return
-    client = address_key(h.forwarded_client() or (str(h.client_address[0])
-                                                  if h.client_address else ""))
+    client = h.client_key()
     wait = app.new_name_limiter.retry_after(client)
     if wait:
         raise HTTPError(429, "Too many new annotator names from this address in the last hour "
@@ -281,7 +279,7 @@ def _admin_routes(app) -> None:
                                                     "in the config and restart the server.", nxt),
                         401)
             return
-        client = h.client_address[0] if h.client_address else ""
+        client = h.client_key()  # behind a trusted proxy, its client; an IPv6 /64 as one
         wait = app.login_limiter.retry_after(client)
         if wait:
             raise HTTPError(429, "Too many wrong admin keys from this address; try again in %d "

@@ -17,7 +17,7 @@ from urllib.parse import unquote
 
 from potato.server import diskfull
 from potato.server.errors import HTTPError
-from potato.training import boundary, media_bundle, wheel
+from potato.training import agent_limits, boundary, media_bundle, wheel
 from potato.training.remote import media_cache
 from potato.training.remote.paths import read_json, write_json
 from potato.training.backends.base import token_hash
@@ -41,27 +41,18 @@ ARTIFACTS_TOTAL_FILES_FACTOR = 4  # a run's model files together: 4 x max_artifa
 def _artifact_path(root: str, rel: str) -> str:
     """A model file's place under artifacts/, or a 400: relative, no .., no NUL, no control or
     format characters (bidi overrides, zero widths), parts of at most 200 characters, at most
-    20 levels."""
+    MAX_ARTIFACT_DEPTH levels."""
     parts = [p for p in rel.replace("\\", "/").split("/") if p not in ("", ".")]
-    bad = (not parts or ".." in parts or rel.startswith("/") or len(parts) > 20
+    bad = (not parts or ".." in parts or rel.startswith("/")
+           or len(parts) > agent_limits.MAX_ARTIFACT_DEPTH
            or any(len(p.encode("utf-8", "replace")) > 200 for p in parts)
            or boundary.has_hidden(rel))
     if bad:
-        raise HTTPError(400, "path %s is not a relative path inside artifacts/ (parts of at "
-                             "most 200 characters, no control or format characters)."
-                        % ascii(rel[:200]))
+        raise HTTPError(400, "path %s is not a relative path inside artifacts/ (at most %d "
+                             "levels, parts of at most 200 characters, no control or format "
+                             "characters or blanks that print nothing)."
+                        % (ascii(rel[:200]), agent_limits.MAX_ARTIFACT_DEPTH))
     return os.path.join(root, *parts)
-
-
-def _tree_size(root: str) -> int:
-    total = 0
-    for folder, _, files in os.walk(root):
-        for name in files:
-            try:
-                total += os.path.getsize(os.path.join(folder, name))
-            except OSError:
-                pass
-    return total
 
 
 def _upload_query(h):
@@ -165,9 +156,13 @@ def add_routes(app, manager) -> None:
 
 
 def _authorizer(manager):
-    """``authorize(h, run_id)``: (context, RemoteState) for the run token of the request."""
+    """``authorize(h, run_id, upload=False)``: (context, RemoteState) for the run token of the
+    request. The request takes one of the run's few slots (agent_limits.RunSlots) until it is
+    answered, and is cut off (409) once the run is no longer active, an ``upload`` once the run
+    is cancelled too (connections.connection_watch)."""
+    slots = agent_limits.RunSlots()
 
-    def authorize(h, run_id):
+    def authorize(h, run_id, upload=False):
         header = h.headers.get("Authorization") or ""
         if not header.startswith("Bearer "):
             raise HTTPError(401, "The agent must send its run token (Authorization: Bearer ...).")
@@ -183,10 +178,22 @@ def _authorizer(manager):
         if not hmac.compare_digest(given, remote.token_hash):  # the same answer as inactive:
             raise HTTPError(410, "Run %s is not active on a remote backend: no agent may "  # no
                                  "report for it now." % run_id)  # oracle for other tokens
+        slots.take(run_id)  # else a 503: the body is not read
+        h.when_done(lambda: slots.give(run_id))
+        h.watch(lambda: _ended(manager, run_id, ctx, upload))
         h.authenticated = True  # from here on, the body may be read
         return ctx, remote
 
     return authorize
+
+
+def _ended(manager, run_id, ctx, upload) -> str:
+    """Why a request of run ``run_id`` is cut off now ("" while it may go on)."""
+    if manager.active_context(run_id) is not ctx:
+        return "Run %s has ended: the server takes nothing more from its agent." % run_id
+    if upload and ctx.cancel.is_set():
+        return "Run %s was cancelled: the server takes no more of its files." % run_id
+    return ""
 
 
 def _claim_routes(app, manager) -> None:
@@ -323,7 +330,7 @@ def _upload_routes(app, manager, authorize) -> None:
 
     @app.route("PUT", PREFIX + r"/predictions")
     def predictions(h, run_id):
-        ctx, remote = authorize(h, run_id)
+        ctx, remote = authorize(h, run_id, upload=True)
         limit = int(cfg.model_training.max_predictions_mb * 1024 * 1024)
         remote.seen()
         written = h.stream_body_to(ctx.paths.predictions, limit,
@@ -348,24 +355,25 @@ def _artifact_routes(app, manager, authorize) -> None:
 
     @app.route("PUT", PREFIX + r"/artifacts")
     def artifact(h, run_id):
-        ctx, remote = authorize(h, run_id)
+        ctx, remote = authorize(h, run_id, upload=True)
         rel = (h.query.get("path") or [""])[0]
         offset, size, sha = _upload_query(h)
         dest = _artifact_path(ctx.paths.artifacts, rel)
-        have = os.path.getsize(dest) if os.path.isfile(dest) else 0
-        if offset != have:
-            raise HTTPError(409, "%s has %d bytes here, not %d: resume from %d."
-                            % (rel, have, offset, have))
         mb = manager.cfg.model_training.backends[ctx.run.backend].max_artifact_mb
         per_file = int(mb * 1024 * 1024)
-        left = per_file * ARTIFACTS_TOTAL_FILES_FACTOR - _tree_size(ctx.paths.artifacts)
-        if size is not None:
-            _refuse_over_cap(h, rel, size, offset, per_file, left, ctx.run.backend, mb)
+        total = per_file * ARTIFACTS_TOTAL_FILES_FACTOR
+        book = agent_limits.ledger(remote, ctx.paths.artifacts)
+        if size is not None:  # refused before any byte is read (the ledger reserves after)
+            _refuse_over_cap(h, rel, size, offset, per_file, total - book.size - book.reserved,
+                             ctx.run.backend, mb)
+        limit, reserved, have = book.begin(dest, rel, offset, h.content_length(), per_file,
+                                           total)
+        h.when_done(lambda: book.end(dest, reserved, have))
         remote.seen()
         h.allow_stall(COPY_STALL_S)
         try:
             os.makedirs(os.path.dirname(dest), mode=0o700, exist_ok=True)
-            n = h.append_body_to(dest, min(per_file - offset, left),
+            n = h.append_body_to(dest, limit,
                                  "max_artifact_mb (each file; a run's files together: %d times "
                                  "that)" % ARTIFACTS_TOTAL_FILES_FACTOR)
         except socket.timeout as e:

@@ -134,10 +134,22 @@ def plain(value: Optional[str]) -> Optional[str]:
     return "".join(ch for ch in value if unicodedata.category(ch) not in ("Cc", "Cf", "Cs"))
 
 
+_HIDDEN = ("Cc", "Cf", "Co", "Cs", "Cn", "Zl", "Zp")
+_BLANKS = frozenset("\u115f\u1160\u3164\uffa0\u2800")  # Hangul fillers, blank braille
+
+
 def has_hidden(value: str) -> bool:
     """Whether ``value`` holds a control or format character (escapes, bidi overrides, zero
-    widths) or a line/paragraph separator: a name that would not read as what it is."""
-    return any(unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp") for ch in value)
+    widths), a private-use, unassigned or surrogate code point, a line/paragraph separator or
+    a blank that prints nothing (Hangul fillers, the blank braille pattern), or starts (or
+    has a path part that starts) with a combining mark: a name that would not read as what it
+    is."""
+    for i, ch in enumerate(value):
+        if unicodedata.category(ch) in _HIDDEN or ch in _BLANKS:
+            return True
+        if unicodedata.category(ch).startswith("M") and (i == 0 or value[i - 1] in "/\\"):
+            return True
+    return False
 
 
 def _where(raw):

@@ -31,6 +31,7 @@ from potato.training.remote.supervise import tail
 
 DEFAULT_REMOTE_DIR = "~/.cache/potato-training"
 TRAINER_PACKAGES = ("torch", "transformers", "peft")
+SWEEP_FLOOR_S = 60.0  # a job whose .alive (touched every 2 s) is this old may be swept, at least
 
 
 class SshBackend(TrainingBackend):
@@ -86,7 +87,8 @@ class SshBackend(TrainingBackend):
         return r
 
     def probe(self) -> Dict[str, Any]:
-        stale = 0 if self.bcfg.keep_remote else self.bcfg.heartbeat_timeout_s
+        stale = 0 if self.bcfg.keep_remote else max(self.bcfg.heartbeat_timeout_s,
+                                                     SWEEP_FLOOR_S)  # never a live job
         r = self._ssh(sshcmd.probe_command(self.bcfg.python, self.remote_dir, code_hash(),
                                            self.venv_key, stale), timeout=90)
         if r.returncode == protocol.REMOTE_NO_PYTHON:
