@@ -403,3 +403,22 @@ def test_validate_escapes_and_shortens_names_and_never_blocks(tmp_path):
     assert ("2 of 6 items name an image that is not a file: 'pipe.png' (a FIFO (named pipe)), "
             "'sounds' (a folder); name the image file itself.") in text
     assert "which is never served: ../\\x1b[31m.png." in text
+
+
+def test_a_file_swapped_for_a_fifo_after_the_check_never_blocks(cfg, tmp_path, monkeypatch):
+    check, fifo = media.local_path, tmp_path / "media" / "digit-1.png"
+
+    def then_swap(cfg, ref):  # what race2.py did by chance
+        path = check(cfg, ref)
+        os.remove(path)
+        os.mkfifo(path)
+        return path
+
+    monkeypatch.setattr(media, "local_path", then_swap)
+    try:
+        t, out = in_thread(media.probe, cfg, image("digit-1.png"))
+        assert not t.is_alive(), "probe blocked on a FIFO"
+    finally:
+        unblock(fifo)
+        t.join(5)
+    assert isinstance(out.get("error"), media.MediaNotAFile), out

@@ -273,6 +273,25 @@ def test_a_fifo_or_folder_answers_at_once(tmp_path, serve):
     assert r.status == 404 and "&#x27;sounds&#x27; is a folder, not a file." in r.text
 
 
+def test_a_file_swapped_for_a_fifo_answers_at_once(tmp_path, serve, monkeypatch):
+    from potato import media
+    url = served(tmp_path, serve, items=[{"id": "f", "image": "digit-1.png"}])
+    check, fifo = media.local_path, tmp_path / "media" / "digit-1.png"
+
+    def then_swap(cfg, ref):  # what race2.py did by chance: between the check and the open
+        path = check(cfg, ref)
+        os.remove(path)
+        os.mkfifo(path)
+        return path
+
+    monkeypatch.setattr(media, "local_path", then_swap)
+    try:
+        r = Client(url).get("/media/image/f", headers={"X-API-Key": KEY})
+    finally:
+        unblock(fifo)
+    assert r.status == 404 and "is a FIFO (named pipe), not a file" in r.text
+
+
 def test_error_pages_escape_and_shorten_names(tmp_path, serve):
     rows = [{"id": "g", "image": "\x1b[2J" + "n" * 300 + ".png"}]
     url = served(tmp_path, serve, items=rows)
