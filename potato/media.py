@@ -8,24 +8,58 @@ inside the media directory, refusing every way out of it (``..``, absolute paths
 that lead outside), so the server, ``potato validate`` and the bundle builder all apply the
 same rule.
 
-``probe`` goes one step further for a local file: it reads the file's first bytes and says
-which content type it is (``sniff``), never trusting the extension, so the server sends a
-type the browser will honour with ``nosniff``, and ``potato validate`` reports a file no
-browser could show. SVG is refused: an SVG is a document that can carry scripts.
+``open_media`` goes one step further for a local file: it opens it once (never following a
+symlink at the last step, never blocking on a FIFO), then checks the opened file itself, so a
+folder swapped for a symlink between the check and the open is caught: it must be a regular
+file (``fstat``) whose real path (``/proc/self/fd``, or where there is no /proc a walk from the
+media folder that opens each folder with ``O_NOFOLLOW``) is inside the media folder. It reads
+the file's first bytes from that descriptor and says which content type it is (``sniff``),
+never trusting the extension, so the server sends a type the browser will honour with
+``nosniff`` (and the body from the same descriptor), and ``potato validate`` reports a file no
+browser could show. SVG is refused: an SVG is a document that can carry scripts. ``probe`` is
+``open_media`` for those who only need the answer.
+
+``shown`` is how messages show a media name: control characters escaped, at most
+``NAME_CAP`` characters.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import stat
 from dataclasses import dataclass
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, NamedTuple, Optional, Tuple
 from urllib.parse import urlsplit
 
 from potato.config import Config
 
 KINDS = ("image", "audio")
 _OTHER_URL = re.compile(r"^([a-z][a-z0-9+.-]*://|(data|javascript|file|blob|vbscript):)")
+NAME_CAP = 120  # characters of a media name a message shows
+PROC_FD = "/proc/self/fd"  # where an open descriptor's path is read (Linux)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+# One open of a media file: no symlink as its last part, no wait on a FIFO or device.
+OPEN_FLAGS = os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | _CLOEXEC
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _CLOEXEC
+
+
+def shown(name: str, cap: int = NAME_CAP) -> str:
+    """``name`` as a message shows it: every character that is not printable (terminal
+    escapes, NUL, newlines, bidi controls) written as ``\\xNN`` / ``\\uNNNN``, and at most
+    ``cap`` characters (then an ellipsis)."""
+    out = "".join(c if c.isprintable() else
+                  ("\\x%02x" % ord(c) if ord(c) < 0x100 else
+                   "\\u%04x" % ord(c) if ord(c) < 0x10000 else "\\U%08x" % ord(c))
+                  for c in name[:cap + 1])
+    return out if len(out) <= cap and len(name) <= cap else out[:cap] + "…"
+
+
+def quoted(name: str, cap: int = NAME_CAP) -> str:
+    """``shown(name)`` in quotes."""
+    return "'" + shown(name, cap) + "'"
 
 
 class MediaError(Exception):
@@ -38,6 +72,14 @@ class MediaRefused(MediaError):
 
 class MediaMissing(MediaError):
     """No such file in the media folder."""
+
+
+class MediaNotAFile(MediaMissing):
+    """A folder, FIFO, device or socket where the item names a file; ``what`` says which."""
+
+    def __init__(self, message: str, what: str):
+        super().__init__(message)
+        self.what = what
 
 
 class MediaUnsupported(MediaError):
@@ -73,32 +115,116 @@ def item_media(cfg: Config, record: Dict[str, Any],
         if low.startswith(("http://", "https://")):
             return MediaRef(kind, value, url=value.strip())
         if _OTHER_URL.match(low):
-            raise MediaError(f"the item's {key!r} field is {value[:200]!r}: only http(s) "
+            raise MediaError(f"the item's {key!r} field is {quoted(value)}: only http(s) "
                              f"addresses and paths in the media folder are shown")
         return MediaRef(kind, value)
     return None
 
 
 def local_path(cfg: Config, ref: MediaRef) -> str:
-    """The file a relative media reference names, inside ``cfg.media_directory``.
+    """The file a relative media reference names, inside ``cfg.media_directory``, by its name
+    (to read it, use ``open_media``: it checks the file it opened).
 
-    Raises MediaError for an absolute path, a path that leaves the folder (also through a
-    symlink), or one that is not a regular file."""
+    Raises MediaRefused for an absolute path, a path that leaves the folder (also through a
+    symlink), MediaMissing for no such file, MediaNotAFile for a folder, FIFO and the like."""
     if ref.is_url:
-        raise MediaError(f"{ref.source!r} is a URL, not a file in the media folder")
+        raise MediaError(f"{quoted(ref.source)} is a URL, not a file in the media folder")
     root = os.path.realpath(cfg.media_directory or cfg.task_dir)
+    name = quoted(ref.source)
     rel = ref.source.replace("\\", "/")
     if "\x00" in rel or os.path.isabs(rel) or rel.startswith("/"):
-        raise MediaRefused(f"{ref.source!r} is not a path relative to the media folder {root}")
+        raise MediaRefused(f"{name} is not a path relative to the media folder {root}")
     parts = [p for p in rel.split("/") if p not in ("", ".")]
     if not parts or ".." in parts:
-        raise MediaRefused(f"{ref.source!r} leaves the media folder {root}")
+        raise MediaRefused(f"{name} leaves the media folder {root}")
     path = os.path.realpath(os.path.join(root, *parts))
-    if os.path.commonpath([root, path]) != root:
-        raise MediaRefused(f"{ref.source!r} leads outside the media folder {root} (a symlink)")
-    if not os.path.isfile(path):
-        raise MediaMissing(f"{ref.source!r}: no such file in the media folder {root}")
+    if not _inside(root, path):
+        raise MediaRefused(f"{name} leads outside the media folder {root} (a symlink)")
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        raise MediaMissing(f"{name}: no such file in the media folder {root}")
+    _regular(ref, mode, root)
     return path
+
+
+def _inside(root: str, path: str) -> bool:
+    return os.path.isabs(path) and os.path.commonpath([root, path]) == root
+
+
+def _regular(ref: MediaRef, mode: int, root: str) -> None:
+    """Raises MediaNotAFile unless ``mode`` is a regular file's."""
+    if stat.S_ISREG(mode):
+        return
+    what = "a folder" if stat.S_ISDIR(mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(mode) \
+        else "a socket" if stat.S_ISSOCK(mode) else "a device"
+    raise MediaNotAFile(f"{quoted(ref.source)} is {what}, not a file, in the media folder "
+                        f"{root}", what)
+
+
+class Opened(NamedTuple):
+    fd: int       # open for reading; the caller closes it
+    path: str     # the file's real path, inside the media folder
+    ctype: str    # its content type, from its first bytes
+
+
+def open_media(cfg: Config, ref: MediaRef) -> Opened:
+    """The media file opened once and checked as opened: a regular file inside the media
+    folder, of a type a browser shows as the item's ``ref.kind``. Raises what ``local_path``
+    and ``probe`` raise; MediaRefused too when a folder on the way became a symlink out."""
+    path = local_path(cfg, ref)
+    root = os.path.realpath(cfg.media_directory or cfg.task_dir)
+    try:
+        fd = _open_inside(root, path)
+    except OSError as e:
+        if e.errno in (errno.ELOOP, errno.ENOTDIR, errno.EXDEV):
+            raise MediaRefused(f"{quoted(ref.source)} leads outside the media folder {root} "
+                               f"(it changed into a symlink)")
+        if e.errno == errno.ENOENT:
+            raise MediaMissing(f"{quoted(ref.source)}: no such file in the media folder {root}")
+        raise MediaMissing(f"{quoted(ref.source)} cannot be read ({e.strerror or e})")
+    try:
+        _regular(ref, os.fstat(fd).st_mode, root)
+        return Opened(fd, path, content_type(ref, os.pread(fd, SNIFF_BYTES, 0)))
+    except OSError as e:
+        os.close(fd)
+        raise MediaMissing(f"{quoted(ref.source)} cannot be read ({e.strerror or e})")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _open_inside(root: str, path: str) -> int:
+    """A descriptor of ``path`` (a real path inside ``root``) that surely is a file inside
+    ``root``, whatever was renamed meanwhile: its path as opened is read back from /proc;
+    without /proc each folder from ``root`` down is opened with O_NOFOLLOW. OSError (EXDEV)
+    for a file that turned out to lie outside."""
+    if not os.path.isdir(PROC_FD):
+        return _walk_open(root, path)
+    fd = os.open(path, OPEN_FLAGS)
+    try:
+        real = os.readlink(os.path.join(PROC_FD, str(fd)))
+    except OSError:
+        os.close(fd)
+        return _walk_open(root, path)
+    if not _inside(root, real):
+        os.close(fd)
+        raise OSError(errno.EXDEV, "the file opened lies outside the media folder")
+    return fd
+
+
+def _walk_open(root: str, path: str) -> int:
+    """``path`` opened from ``root`` one folder at a time, none of them through a symlink."""
+    parts = os.path.relpath(path, root).split(os.sep)
+    dfd = os.open(root, _DIR_FLAGS)
+    try:
+        for part in parts[:-1]:
+            nfd = os.open(part, _DIR_FLAGS | _NOFOLLOW, dir_fd=dfd)
+            os.close(dfd)
+            dfd = nfd
+        return os.open(parts[-1], OPEN_FLAGS, dir_fd=dfd)
+    finally:
+        os.close(dfd)
 
 
 SNIFF_BYTES = 32  # enough for every signature below
@@ -152,24 +278,27 @@ def is_svg(head: bytes) -> bool:
 def probe(cfg: Config, ref: MediaRef) -> Tuple[str, str]:
     """(path, content type) of a local media reference, read from the file's first bytes.
 
-    Raises MediaRefused, MediaMissing (``local_path``) or MediaUnsupported: not an image or
-    audio file of a type a browser shows, an SVG, or an image where the item names audio (or
-    the other way round)."""
-    path = local_path(cfg, ref)
-    try:
-        with open(path, "rb") as f:
-            head = f.read(SNIFF_BYTES)
-    except OSError as e:
-        raise MediaMissing(f"{ref.source!r} cannot be read ({e.strerror or e})")
+    Raises MediaRefused, MediaMissing (``local_path``, ``open_media``) or MediaUnsupported
+    (``content_type``). Never blocks on a FIFO or device."""
+    opened = open_media(cfg, ref)
+    os.close(opened.fd)
+    return opened.path, opened.ctype
+
+
+def content_type(ref: MediaRef, head: bytes) -> str:
+    """The content type of a file of the item's ``ref`` from its first bytes; raises
+    MediaUnsupported: not an image or audio file of a type a browser shows, an SVG, or an
+    image where the item names audio (or the other way round)."""
     found = sniff(head)
+    name = quoted(ref.source)
     if found is None:
         what = "an SVG (not served: it can carry scripts; convert it to PNG)" if is_svg(head) \
             else "not an image or audio format a browser shows"
-        raise MediaUnsupported(f"{ref.source!r} is {what}")
+        raise MediaUnsupported(f"{name} is {what}")
     if found[0] != ref.kind:
-        raise MediaUnsupported(f"{ref.source!r} is {found[0]} ({found[1]}), and the item names "
-                               f"it as its {ref.kind}")
-    return path, found[1]
+        raise MediaUnsupported(f"{name} is {found[0]} ({found[1]}), and the item names it as "
+                               f"its {ref.kind}")
+    return found[1]
 
 
 _HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*"

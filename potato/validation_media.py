@@ -5,8 +5,10 @@ upstream's image and audio display fields) the data files are read and each item
 resolved the way the server will (``media.probe``): a path that leaves the media folder is an
 error (the server never serves it); a missing file is a warning (the annotate page shows a
 placeholder), an error when none of the files is there (media_directory is wrong); a file of a
-type no browser shows (or an SVG) is a warning. Each message counts the items and names the
-first few. URLs are not fetched: a note counts them and names their hosts.
+type no browser shows (or an SVG), and a folder or FIFO where a file should be, are warnings.
+Each message counts the items and names the first few, each escaped and shortened
+(``media.shown``: no terminal escapes reach the terminal). URLs are not fetched: a note counts
+them and names their hosts. Nothing here blocks on a FIFO (``media.open_media``).
 """
 
 from __future__ import annotations
@@ -20,12 +22,15 @@ from potato.config import Config, Problem, dotted
 from potato.data import DataError, load_items
 
 FEW = 5  # files named in a message
+LONG = 3 * media.NAME_CAP  # an entry that is a name and why (its name already shortened)
 FORMATS = {"image": "PNG, JPEG, GIF or WebP", "audio": "WAV, MP3, OGG, FLAC or M4A"}
 
 
-def few(names: List[str], sep: str = ", ") -> str:
-    """The first FEW names, then an ellipsis when there are more."""
-    return sep.join(names[:FEW]) + (sep + "…" if len(names) > FEW else "")
+def few(names: List[str], sep: str = ", ", cap: int = media.NAME_CAP) -> str:
+    """The first FEW names (escaped, at most ``cap`` characters each), then an ellipsis when
+    there are more."""
+    return sep.join(media.shown(n, cap) for n in names[:FEW]) + \
+        (sep + "…" if len(names) > FEW else "")
 
 
 def media_rules(cfg: Config, report, err, warn) -> None:
@@ -57,7 +62,8 @@ def _one_kind(cfg: Config, report, err, warn, kind: str, items, root: str) -> No
         try:
             ref = media.item_media(cfg, record, (kind,))
         except media.MediaError as e:
-            found["refused"].append(f"{record.get(cfg.item_properties.id_key)} ({e})")
+            item_id = str(record.get(cfg.item_properties.id_key))
+            found["refused"].append(f"{media.shown(item_id)} ({e})")
             continue
         if ref is None:
             continue
@@ -69,7 +75,9 @@ def _one_kind(cfg: Config, report, err, warn, kind: str, items, root: str) -> No
         try:
             media.probe(cfg, ref)
         except media.MediaRefused:
-            found["refused"].append(ref.source)
+            found["refused"].append(media.shown(ref.source))
+        except media.MediaNotAFile as e:
+            found["not-file"].append(f"{media.quoted(ref.source)} ({e.what})")
         except media.MediaMissing:
             found["missing"].append(ref.source)
         except media.MediaUnsupported as e:
@@ -80,8 +88,8 @@ def _one_kind(cfg: Config, report, err, warn, kind: str, items, root: str) -> No
     if found["refused"]:
         err(key, f"{len(found['refused']):,} of {total:,} items name {an} {kind} outside the "
                  f"media folder {root} (an absolute path, '..', a symlink out, or not a path), "
-                 f"which is never served: {few(found['refused'])}. Give paths relative to "
-                 f"media_directory.")
+                 f"which is never served: {few(found['refused'], cap=LONG)}. Give paths "
+                 f"relative to media_directory.")
     missing = found["missing"]
     if missing and len(missing) == local:
         err(key, f"none of the {len(missing):,} {kind} files the items name is in {root}: "
@@ -91,8 +99,11 @@ def _one_kind(cfg: Config, report, err, warn, kind: str, items, root: str) -> No
                   f"{root}: {few(missing)}; fix the paths or media_directory.")
     if found["unsupported"]:
         warn(key, f"{len(found['unsupported']):,} of {total:,} items' {kind} files cannot be "
-                  f"shown by a browser: {few(found['unsupported'], '; ')}. Convert them to "
+                  f"shown by a browser: {few(found['unsupported'], '; ', LONG)}. Convert them to "
                   f"{FORMATS[kind]}.")
+    if found["not-file"]:
+        warn(key, f"{len(found['not-file']):,} of {total:,} items name {an} {kind} that is not a "
+                  f"file: {few(found['not-file'], cap=LONG)}; name the {kind} file itself.")
     if found["bad-url"]:
         warn(key, f"{len(found['bad-url']):,} of {total:,} items name {an} {kind} address the "
                   f"annotate page will not load (only plain http:// and https:// addresses): "

@@ -260,3 +260,165 @@ def test_validate_media_directory_and_the_digits_example(tmp_path, capsys):
     _, report = check(os.path.join(DIGITS, "config.yaml"))
     assert (report.errors, report.warnings) == ([], [])
     assert len(os.listdir(os.path.join(DIGITS, "media", "images"))) == 200
+
+
+# -- opened once: the file read is the file checked ---------------------------------------------
+
+def swap_after_check(monkeypatch, tmp_path, source="sub/a b.png"):
+    """After local_path has checked ``source``, its folder becomes a symlink to a folder
+    outside the media folder holding a file of the same name (what race.py did by chance)."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "a b.png").write_bytes(PNG + b"TOP-SECRET")
+    check = media.local_path
+    swapped = []
+
+    def then_swap(cfg, ref):
+        path = check(cfg, ref)
+        if ref.source == source and not swapped:
+            os.rename(tmp_path / "media" / "sub", tmp_path / "media" / "sub-real")
+            (tmp_path / "media" / "sub").symlink_to(outside)
+            swapped.append(path)
+        return path
+
+    monkeypatch.setattr(media, "local_path", then_swap)
+    return swapped
+
+
+@pytest.mark.parametrize("proc", [True, False])
+def test_a_folder_swapped_for_a_symlink_after_the_check_is_refused(cfg, tmp_path, monkeypatch,
+                                                                   proc):
+    if not proc:  # no /proc: each folder is opened from the media folder down, no symlinks
+        monkeypatch.setattr(media, "PROC_FD", str(tmp_path / "no-proc"), raising=False)
+    swapped = swap_after_check(monkeypatch, tmp_path)
+    with pytest.raises(media.MediaRefused, match="outside the media folder"):
+        media.probe(cfg, image("sub/a b.png"))
+    assert swapped
+
+
+def test_the_file_swapped_for_a_symlink_after_the_check_is_refused(cfg, tmp_path, monkeypatch):
+    check = media.local_path
+
+    def then_swap(cfg, ref):
+        path = check(cfg, ref)
+        os.remove(path)
+        os.symlink(tmp_path / "secret.png", path)
+        return path
+
+    monkeypatch.setattr(media, "local_path", then_swap)
+    with pytest.raises(media.MediaRefused):
+        media.probe(cfg, image("digit-1.png"))
+
+
+def unblock(fifo):
+    """Opens the FIFO's writing end once, so a reader stuck in open() gets EOF (only a test
+    that fails leaves one)."""
+    try:
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    except OSError:
+        pass  # no reader waiting: nothing blocked
+
+
+def in_thread(fn, *args):
+    """fn(*args) in a thread, given 20 s (it should take milliseconds): (result, error)."""
+    import threading
+    out = {}
+
+    def run():
+        try:
+            out["result"] = fn(*args)
+        except Exception as e:  # noqa: BLE001 - handed to the test
+            out["error"] = e
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(20)
+    return t, out
+
+
+def test_a_fifo_or_folder_is_not_a_file_and_never_blocks(cfg, tmp_path):
+    fifo = tmp_path / "media" / "pipe.png"
+    os.mkfifo(fifo)
+    try:
+        t, out = in_thread(media.probe, cfg, image("pipe.png"))
+        assert not t.is_alive(), "probe blocked on a FIFO"
+    finally:
+        unblock(fifo)
+        t.join(5)
+    assert isinstance(out.get("error"), media.MediaNotAFile), out
+    assert "'pipe.png' is a FIFO (named pipe), not a file" in str(out["error"])
+    with pytest.raises(media.MediaNotAFile, match="'sub' is a folder, not a file"):
+        media.probe(cfg, image("sub"))
+
+
+def test_a_file_of_the_wrong_type_never_reaches_a_bundle(cfg, tmp_path):
+    from potato.training.prepare import bundle_media
+    (tmp_path / "media" / "page.png").write_bytes(b"<html><script>alert(1)</script>")
+    assert bundle_media(cfg, '{"image": "page.png"}') is None
+    assert bundle_media(cfg, '{"image": "sub"}') is None
+    assert bundle_media(cfg, '{"image": "digit-0.png"}') == {
+        "kind": "image", "path": os.path.realpath(tmp_path / "media" / "digit-0.png")}
+
+
+def test_a_replacement_of_the_same_size_and_time_changes_the_etag(tmp_path):
+    a, b = tmp_path / "a.png", tmp_path / "b.png"
+    a.write_bytes(PNG)
+    b.write_bytes(PNG[:-1] + b"\0")
+    os.utime(a, ns=(10 ** 18, 10 ** 18))
+    os.utime(b, ns=(10 ** 18, 10 ** 18))
+    before = media_route.etag_of(os.stat(a))
+    os.replace(b, a)
+    st = os.stat(a)
+    assert (st.st_size, st.st_mtime_ns) == (len(PNG), 10 ** 18)
+    assert media_route.etag_of(st) != before
+
+
+def test_names_are_shown_escaped_and_short():
+    assert media.shown("a\x1b[31mb\x00c\n\u202ed.png") == "a\\x1b[31mb\\x00c\\x0a\\u202ed.png"
+    assert media.shown("x" * 500) == "x" * 120 + "…"
+    assert media.shown("\x00" * 500) == "\\x00" * 30 + "…"
+    assert media.shown("ok name ü.png") == "ok name ü.png"
+    assert media.quoted("it's.png") == "'it's.png'"
+
+
+def test_validate_escapes_and_shortens_names_and_never_blocks(tmp_path):
+    long = "d" * 300 + ".png"
+    rows = [{"id": "a", "image": "\x1b]0;pwned\x07\x1b[2J.png"}, {"id": "b", "image": long},
+            {"id": "c", "image": "pipe.png"}, {"id": "d", "image": "sounds"},
+            {"id": "e", "image": "../\x1b[31m.png"}, {"id": "ok", "image": "digit-0.png"}]
+    path = media_project(tmp_path, items=rows)
+    fifo = tmp_path / "media" / "pipe.png"
+    os.mkfifo(fifo)
+    try:
+        t, out = in_thread(check, path)
+        assert not t.is_alive(), "validate blocked on a FIFO"
+    finally:
+        unblock(fifo)
+        t.join(5)
+    _, report = out["result"]
+    text = "\n".join(p.message for p in report.errors + report.warnings)
+    assert not any(ord(c) < 0x20 and c != "\n" for c in text), repr(text)
+    assert "\\x1b]0;pwned\\x07\\x1b[2J.png, " + "d" * 120 + "…;" in text
+    assert "d" * 121 not in text
+    assert ("2 of 6 items name an image that is not a file: 'pipe.png' (a FIFO (named pipe)), "
+            "'sounds' (a folder); name the image file itself.") in text
+    assert "which is never served: ../\\x1b[31m.png." in text
+
+
+def test_a_file_swapped_for_a_fifo_after_the_check_never_blocks(cfg, tmp_path, monkeypatch):
+    check, fifo = media.local_path, tmp_path / "media" / "digit-1.png"
+
+    def then_swap(cfg, ref):  # what race2.py did by chance
+        path = check(cfg, ref)
+        os.remove(path)
+        os.mkfifo(path)
+        return path
+
+    monkeypatch.setattr(media, "local_path", then_swap)
+    try:
+        t, out = in_thread(media.probe, cfg, image("digit-1.png"))
+        assert not t.is_alive(), "probe blocked on a FIFO"
+    finally:
+        unblock(fifo)
+        t.join(5)
+    assert isinstance(out.get("error"), media.MediaNotAFile), out

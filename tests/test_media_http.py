@@ -222,3 +222,90 @@ def test_upstream_image_fields_show_in_their_place(tmp_path, serve):
     assert c.get("/media/image/p").status == 200
     c.post("/annotate", form={"item_id": "p", "position": "0", "action": "next"})
     assert '<p class="hint media-none">(this item has no image)</p>' in c.get("/annotate").text
+
+
+def test_a_folder_swapped_for_a_symlink_is_never_served(tmp_path, serve, monkeypatch):
+    from potato import media
+    url = served(tmp_path, serve, items=[{"id": "s", "image": "sub/a.png"}])
+    png = (tmp_path / "media" / "digit-0.png").read_bytes()
+    (tmp_path / "media" / "sub").mkdir()
+    (tmp_path / "media" / "sub" / "a.png").write_bytes(png)
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "a.png").write_bytes(png + b"TOP-SECRET")
+    check, swapped = media.local_path, []
+
+    def then_swap(cfg, ref):  # what race.py did by chance: between the check and the open
+        path = check(cfg, ref)
+        os.rename(tmp_path / "media" / "sub", tmp_path / "media" / "sub-real")
+        (tmp_path / "media" / "sub").symlink_to(tmp_path / "outside")
+        swapped.append(path)
+        return path
+
+    monkeypatch.setattr(media, "local_path", then_swap)
+    r = Client(url).get("/media/image/s", headers={"X-API-Key": KEY})
+    assert swapped and b"TOP-SECRET" not in r.body
+    assert r.status == 403 and "is not inside the media folder, so it is not served" in r.text
+
+
+def unblock(fifo):
+    """Opens the FIFO's writing end once, so a reader stuck in open() gets EOF (only a test
+    that fails leaves one)."""
+    try:
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    except OSError:
+        pass  # no reader waiting: nothing blocked
+
+
+def test_a_fifo_or_folder_answers_at_once(tmp_path, serve):
+    rows = [{"id": "p", "image": "pipe.png"}, {"id": "d", "audio": "sounds"}]
+    url = served(tmp_path, serve, items=rows)
+    fifo = tmp_path / "media" / "pipe.png"
+    os.mkfifo(fifo)
+    c = Client(url)
+    try:
+        r = c.get("/media/image/p", headers={"X-API-Key": KEY})
+    finally:
+        unblock(fifo)
+    assert r.status == 404
+    assert ("Item &#x27;p&#x27;&#x27;s image &#x27;pipe.png&#x27; is a FIFO (named pipe), not a "
+            "file. Name an image file in the media folder") in r.text
+    r = c.get("/media/audio/d", headers={"X-API-Key": KEY})
+    assert r.status == 404 and "&#x27;sounds&#x27; is a folder, not a file." in r.text
+
+
+def test_a_file_swapped_for_a_fifo_answers_at_once(tmp_path, serve, monkeypatch):
+    from potato import media
+    url = served(tmp_path, serve, items=[{"id": "f", "image": "digit-1.png"}])
+    check, fifo = media.local_path, tmp_path / "media" / "digit-1.png"
+
+    def then_swap(cfg, ref):  # what race2.py did by chance: between the check and the open
+        path = check(cfg, ref)
+        os.remove(path)
+        os.mkfifo(path)
+        return path
+
+    monkeypatch.setattr(media, "local_path", then_swap)
+    try:
+        r = Client(url).get("/media/image/f", headers={"X-API-Key": KEY})
+    finally:
+        unblock(fifo)
+    assert r.status == 404 and "is a FIFO (named pipe), not a file" in r.text
+
+
+def test_error_pages_escape_and_shorten_names(tmp_path, serve):
+    rows = [{"id": "g", "image": "\x1b[2J" + "n" * 300 + ".png"}]
+    url = served(tmp_path, serve, items=rows)
+    c = Client(url)
+    r = c.get("/media/image/g", headers={"X-API-Key": KEY})
+    assert r.status == 404 and "\\x1b[2J" + "n" * 113 + "…" in r.text
+    assert "\x1b" not in r.text and "n" * 114 not in r.text
+    r = c.get("/media/image/%1B%5D0%3Bx%07" + "i" * 3000, headers={"X-API-Key": KEY})
+    assert r.status == 404 and "No item &#x27;\\x1b]0;x\\x07" in r.text
+    assert "\x1b" not in r.text and "i" * 200 not in r.text
+
+
+def test_the_docs_give_the_media_policy_as_sent():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "docs", "annotation-server.md"), encoding="utf-8") as f:
+        docs = f.read()
+    assert f"`Content-Security-Policy: {MEDIA_CSP}`" in docs

@@ -3,16 +3,19 @@
 ``GET /media/<kind>/<item_id>`` (kind: image or audio) answers with the file the item names
 (``potato.media``): only to a logged-in annotator the item is given to, or an admin. The path
 comes from the item's record, never from the request, and is resolved inside the media folder
-(``media.local_path``: no ``..``, no absolute path, no symlink out). The content type is read
-from the file's bytes (``media.probe``), never from its name, and sent with ``nosniff`` and a
+(``media.local_path``: no ``..``, no absolute path, no symlink out) and opened once
+(``media.open_media``: the opened file itself is checked, so a folder swapped for a symlink
+meanwhile is refused, and a FIFO never blocks); its type is read from its bytes, never from
+its name, and the body is sent from that same descriptor, with ``nosniff`` and a
 Content-Security-Policy that lets the response run nothing. Caching: an ETag from the file's
-mtime and size, ``Cache-Control: private, no-cache`` (the browser keeps it and asks again,
-answered 304 when unchanged). One byte range (``Range: bytes=a-b``, ``a-``, ``-n``) is
+inode, mtime, ctime and size, ``Cache-Control: private, no-cache`` (the browser keeps it and
+asks again, answered 304 when unchanged). One byte range (``Range: bytes=a-b``, ``a-``, ``-n``) is
 answered 206 (audio seeking), a range past the end 416; several ranges are answered with the
 whole file (RFC 9110 lets a server ignore Range). The file is sent in ``CHUNK`` pieces.
 
-A file that is missing, refused or of a type no browser shows is a 404, 403 or 415 whose
-message says which and what to do; the annotate page shows a placeholder for it instead of
+A file that is missing (or a folder, FIFO ...), refused or of a type no browser shows is a
+404, 403 or 415 whose message says which and what to do (names escaped and shortened,
+``media.quoted``); the annotate page shows a placeholder for it instead of
 an image that does not load (``potato.display``).
 """
 
@@ -65,7 +68,9 @@ def parse_range(header: Optional[str], size: int) -> Optional[Tuple[int, int]]:
 
 
 def etag_of(st: os.stat_result) -> str:
-    return '"%x-%x"' % (st.st_mtime_ns, st.st_size)
+    """Changes when the file is replaced, even by one of the same size and mtime (the inode
+    and the change time differ)."""
+    return '"%x-%x-%x-%x"' % (st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
 
 
 def etag_matches(header: Optional[str], etag: str) -> bool:
@@ -104,31 +109,38 @@ def add_media_routes(app) -> None:
     def media_file(h, kind, item_id):
         item_id = unquote(item_id)
         item = _item_for(app, h, item_id)
+        it = media.quoted(item_id)
         try:
             record = json.loads(item["data"]) if item["data"] else {}
             ref = media.item_media(cfg, record if isinstance(record, dict) else {}, (kind,))
         except (ValueError, media.MediaError) as e:
-            raise HTTPError(404, f"Item {item_id!r} names no usable {kind} ({e}).")
+            raise HTTPError(404, f"Item {it} names no usable {kind} ({e}).")
         if ref is None:
-            raise HTTPError(404, f"Item {item_id!r} has no {kind}.")
+            raise HTTPError(404, f"Item {it} has no {kind}.")
         if ref.is_url:
-            raise HTTPError(404, f"Item {item_id!r}'s {kind} is the address {ref.url}: the "
+            raise HTTPError(404, f"Item {it}'s {kind} is the address {media.shown(ref.url)}: the "
                                  f"browser loads it from there, this server does not.")
+        name = media.quoted(ref.source)
         try:
-            path, ctype = media.probe(cfg, ref)
+            opened = media.open_media(cfg, ref)
         except media.MediaRefused:
-            raise HTTPError(403, f"Item {item_id!r}'s {kind} {ref.source!r} is not inside the "
+            raise HTTPError(403, f"Item {it}'s {kind} {name} is not inside the "
                                  f"media folder, so it is not served. Give a path relative to "
                                  f"media_directory in the data file (potato validate lists "
                                  f"such items).")
+        except media.MediaNotAFile as e:
+            raise HTTPError(404, f"Item {it}'s {kind} {name} is {e.what}, not a file. Name an "
+                                 f"{kind} file in the media folder (potato validate lists "
+                                 f"such items).")
         except media.MediaMissing:
-            raise HTTPError(404, f"Item {item_id!r}'s {kind} {ref.source!r} is not in the media "
+            raise HTTPError(404, f"Item {it}'s {kind} {name} is not in the media "
                                  f"folder. Add the file or fix the path (potato validate lists "
                                  f"missing files).")
         except media.MediaUnsupported as e:
-            raise HTTPError(415, f"Item {item_id!r}'s {kind} cannot be shown: {e}. Convert it "
+            raise HTTPError(415, f"Item {it}'s {kind} cannot be shown: {e}. Convert it "
                                  f"to a format browsers show (PNG, JPEG, WebP; WAV, MP3, OGG).")
-        _send(h, path, ctype)
+        with os.fdopen(opened.fd, "rb") as f:
+            _send(h, f, opened.ctype)
 
 
 def _item_for(app, h, item_id: str):
@@ -139,48 +151,43 @@ def _item_for(app, h, item_id: str):
         raise HTTPError(401, "Log in to see an item's media (/login).")
     item = app.store.item(item_id)
     if item is None or (not admin and not item["active"]):
-        raise HTTPError(404, f"No item {item_id!r} in this project.")
+        raise HTTPError(404, f"No item {media.quoted(item_id)} in this project.")
     if not admin and not app.assignment.may_label(user, item_id):
-        raise HTTPError(403, f"Item {item_id!r} is not one of yours: its media are shown to "
-                             f"the annotators it is given to.")
+        raise HTTPError(403, f"Item {media.quoted(item_id)} is not one of yours: its media are "
+                             f"shown to the annotators it is given to.")
     return item
 
 
-def _send(h, path: str, ctype: str) -> None:
-    """The file (or one range of it, or 304), streamed in CHUNK pieces."""
+def _send(h, f, ctype: str) -> None:
+    """The open file ``f`` (or one range of it, or 304), streamed in CHUNK pieces."""
+    st = os.fstat(f.fileno())
+    size, etag = st.st_size, etag_of(st)
+    headers = {"Cache-Control": CACHE_CONTROL, "Content-Security-Policy": MEDIA_CSP,
+               "ETag": etag, "Last-Modified": formatdate(st.st_mtime, usegmt=True),
+               "Accept-Ranges": "bytes"}
+    if etag_matches(h.headers.get("If-None-Match"), etag):
+        h.start_response(304, ctype, size, headers)  # no body; the length a 200 would have
+        return
+    if_range = h.headers.get("If-Range")
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    except OSError as e:
-        raise HTTPError(404, f"The media file cannot be opened ({e.strerror or e}).")
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        size, etag = st.st_size, etag_of(st)
-        headers = {"Cache-Control": CACHE_CONTROL, "Content-Security-Policy": MEDIA_CSP,
-                   "ETag": etag, "Last-Modified": formatdate(st.st_mtime, usegmt=True),
-                   "Accept-Ranges": "bytes"}
-        if etag_matches(h.headers.get("If-None-Match"), etag):
-            h.start_response(304, ctype, size, headers)  # no body; the length a 200 would have
+        wanted = parse_range(h.headers.get("Range"), size) \
+            if not if_range or if_range.strip() == etag else None
+    except RangeNotSatisfiable:
+        raise HTTPError(416, f"The range {media.quoted(h.headers.get('Range'))} lies past the "
+                             f"end of the file ({size} bytes).",
+                        {"Content-Range": f"bytes */{size}"})
+    first, last = wanted if wanted is not None else (0, size - 1)
+    if wanted is not None:
+        headers["Content-Range"] = f"bytes {first}-{last}/{size}"
+    h.start_response(206 if wanted is not None else 200, ctype, last - first + 1, headers)
+    if h.command == "HEAD":
+        return
+    f.seek(first)
+    left = last - first + 1
+    while left > 0:
+        block = f.read(min(left, CHUNK))
+        if not block:  # the file shrank under us: the promised length cannot be kept
+            h.close_connection = True
             return
-        if_range = h.headers.get("If-Range")
-        try:
-            wanted = parse_range(h.headers.get("Range"), size) \
-                if not if_range or if_range.strip() == etag else None
-        except RangeNotSatisfiable:
-            raise HTTPError(416, f"The range {h.headers.get('Range')[:100]!r} lies past the end "
-                                 f"of the file ({size} bytes).",
-                            {"Content-Range": f"bytes */{size}"})
-        first, last = wanted if wanted is not None else (0, size - 1)
-        if wanted is not None:
-            headers["Content-Range"] = f"bytes {first}-{last}/{size}"
-        h.start_response(206 if wanted is not None else 200, ctype, last - first + 1, headers)
-        if h.command == "HEAD":
-            return
-        f.seek(first)
-        left = last - first + 1
-        while left > 0:
-            block = f.read(min(left, CHUNK))
-            if not block:  # the file shrank under us: the promised length cannot be kept
-                h.close_connection = True
-                return
-            h.wfile.write(block)
-            left -= len(block)
+        h.wfile.write(block)
+        left -= len(block)

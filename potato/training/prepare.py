@@ -88,7 +88,7 @@ def bundle_media(cfg: Config, data: str) -> Optional[Dict[str, Any]]:
             return None
         if ref.is_url:
             return {"kind": ref.kind, "url": ref.url}
-        return {"kind": ref.kind, "path": media.local_path(cfg, ref)}
+        return {"kind": ref.kind, "path": media.probe(cfg, ref)[0]}
     except (media.MediaError, ValueError):
         return None
 
