@@ -38,7 +38,9 @@ CREATE TABLE IF NOT EXISTS runs (
     finished_at REAL,
     heartbeat_at REAL,
     remote_token TEXT,             -- sha256 of an agent-backend run's token (re-attach on restart)
-    remote_host TEXT               -- where that agent said it runs
+    remote_host TEXT,              -- where that agent said it runs
+    name TEXT,                     -- the admin's name for the run (boundary: run_label)
+    note TEXT                      -- the admin's note on it
 );
 CREATE INDEX IF NOT EXISTS runs_status ON runs(status, seq);
 """
@@ -49,7 +51,8 @@ JSON_FIELDS = ("schemas", "params", "metrics", "holdout", "writeback", "progress
 ADDED_COLUMNS = (("placement", "TEXT"), ("warnings", "TEXT"),  # stores made before 2.14
                  ("pinned", "INTEGER NOT NULL DEFAULT 0"), ("pruned_at", "REAL"),
                  ("pruned_reason", "TEXT"),  # stores made before pinning and pruning
-                 ("remote_token", "TEXT"), ("remote_host", "TEXT"))  # and re-attaching
+                 ("remote_token", "TEXT"), ("remote_host", "TEXT"),  # and re-attaching
+                 ("name", "TEXT"), ("note", "TEXT"))  # and names and notes
 
 
 @dataclass
@@ -87,6 +90,8 @@ class Run:
     heartbeat_at: Optional[float] = None
     remote_token: Optional[str] = None
     remote_host: Optional[str] = None
+    name: Optional[str] = None
+    note: Optional[str] = None
     in_use: List[str] = field(default_factory=list)
 
 
@@ -196,6 +201,19 @@ class RunStore:
             history.extend(events)
             db.execute("UPDATE runs SET history=? WHERE run_id=?", (json.dumps(history[-500:]),
                                                                     run_id))
+
+    def set_label(self, run_id, name, note):
+        """Name a run and note on it (checked values: ``run_label.parse``), any status."""
+        with self.store.tx() as db:
+            db.execute("UPDATE runs SET name=?, note=? WHERE run_id=?", (name or None,
+                                                                        note or None, run_id))
+
+    def last_by_trainer(self, trainer) -> Optional[Run]:
+        """The newest run of ``trainer`` an admin asked for (automatic runs are left out):
+        the Training form's memory of that trainer's params."""
+        r = self.store.conn().execute("SELECT * FROM runs WHERE trainer=? AND auto=0 ORDER BY "
+                                      "seq DESC LIMIT 1", (trainer,)).fetchone()
+        return _row(r, {})
 
     def finished_newest_first(self):
         """(run_id, status, pinned, pruned_at) of every finished run, newest first: what
