@@ -6,7 +6,8 @@ from typing import Any, Dict, Optional
 from urllib.parse import unquote
 
 from potato.server.errors import HTTPError
-from potato.training import choice, model_files, pages, publish_api, run_actions, runlog
+from potato.training import (choice, compare, history, model_files, pages, publish_api,
+                             run_actions, runlog)
 from potato.training.remote import trainers
 from potato.training.backends import check_backend
 from potato.training.queue import Manager, RequestError
@@ -113,6 +114,8 @@ def add_routes(app, manager: Manager) -> None:
     publisher = publish_api.add_routes(app, manager, PREFIX, get_run, run_view,
                                        lambda *a, **k: pages_of["run"](*a, **k))
     _page_routes(app, manager, get_run)
+    history.add_routes(app, manager, run_view)
+    compare.add_routes(app, manager, run_view)
     pages_of["run"] = _run_page_routes(app, manager, get_run, publisher)
 
 

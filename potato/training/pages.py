@@ -97,11 +97,12 @@ RUNS_HEAD = ("Run", "Started", "Duration", "Trainer", "Params (not default)", "S
              "Ran on", "Status", "Held-out macro-F1", "Predictions written", "In use")
 
 
-def runs_rows(runs: List[Dict[str, Any]]) -> Safe:
+def runs_rows(runs: List[Dict[str, Any]], pick: bool = False) -> Safe:
+    """The runs table's rows; ``pick``: first a checkbox that picks the run to compare."""
     if not runs:
         return render('<tr><td colspan="{n}">No runs yet.</td></tr>', n=len(RUNS_HEAD))
     return join(render(
-        '<tr data-run="{id}"><td><a href="/admin/training/runs/{id}">{id}</a>{name}</td>'
+        '<tr data-run="{id}">{pick}<td><a href="/admin/training/runs/{id}">{id}</a>{name}</td>'
         '<td class="started">{started}</td><td>{duration}</td><td>{trainer}</td>'
         '<td class="params">{params}</td><td>{schemas}</td><td class="ran-on">{ran_on}</td>'
         '<td>{status}</td><td class="holdout">{holdout}</td><td class="written">{written}</td>'
@@ -110,7 +111,9 @@ def runs_rows(runs: List[Dict[str, Any]]) -> Safe:
         params=_params(r), schemas=", ".join(map(str, r["schemas"])),
         ran_on=r.get("ran_on") or r["backend"], status=status_badge(r), holdout=_holdout(r),
         written=_written(r), duration=_duration(r), in_use=runs_table_marks(r),
-        name=render(' <span class="run-name">{n}</span>', n=r["name"]) if r.get("name") else "")
+        name=render(' <span class="run-name">{n}</span>', n=r["name"]) if r.get("name") else "",
+        pick=render('<td><input type="checkbox" name="runs" value="{id}" form="compare-form" '
+                    'aria-label="Compare {id}"></td>', id=r["run_id"]) if pick else "")
         for r in runs)
 
 

@@ -145,6 +145,30 @@ class RunStore:
         return [_row(r, in_use) for r in self.store.conn().execute(
             "SELECT * FROM runs ORDER BY seq DESC LIMIT ?", (limit,))]
 
+    def find(self, limit=1000, since=None, until=None, **equal) -> List[Run]:
+        """The newest ``limit`` runs whose columns in ``equal`` (status, trainer, backend) have
+        those values and that were queued in [since, until), newest first."""
+        where, values = [], []
+        for column in ("status", "trainer", "backend"):
+            if equal.get(column):
+                where.append("%s=?" % column)
+                values.append(equal[column])
+        for op, t in ((">=", since), ("<", until)):
+            if t is not None:
+                where.append("created_at %s ?" % op)
+                values.append(t)
+        in_use = self.in_use_schemes()
+        return [_row(r, in_use) for r in self.store.conn().execute(
+            "SELECT * FROM runs%s ORDER BY seq DESC LIMIT ?" % (
+                " WHERE " + " AND ".join(where) if where else ""), values + [limit])]
+
+    def distinct(self, column) -> List[str]:
+        """The trainers or backends runs used (the runs page's filter choices)."""
+        if column not in ("trainer", "backend"):
+            raise ValueError(column)
+        return [r[0] for r in self.store.conn().execute(
+            "SELECT DISTINCT %s FROM runs ORDER BY %s" % (column, column))]
+
     def with_status(self, *statuses) -> List[Run]:
         marks = ",".join("?" * len(statuses))
         rows = self.store.conn().execute(
