@@ -174,21 +174,6 @@ def _api_routes(app, manager: Manager, get_run) -> None:
             raise HTTPError(e.status, e.message)
         h.send_json(run_view(run))
 
-    @app.route("POST", PREFIX + r"/runs/(?P<run_id>[A-Za-z0-9_-]+)/label", "admin")
-    def label(h, run_id):
-        get_run(run_id)
-        body = h.json_object()
-        unknown = sorted(set(body) - {"name", "note"})
-        try:
-            if unknown:
-                raise RequestError(400, "Unknown field(s) %s; a run's label has name and note."
-                                   % ", ".join(unknown))
-            name, note = run_actions.parse_label(body.get("name"), body.get("note"))
-        except RequestError as e:
-            raise HTTPError(e.status, e.message)
-        manager.runs.set_label(run_id, name, note)
-        h.send_json(run_view(get_run(run_id)))
-
     @app.route("GET", PREFIX + r"/backends", "admin")
     def backends(h):
         h.send_json({"backends": backend_list(manager)})
@@ -334,7 +319,23 @@ def _run_page_routes(app, manager: Manager, get_run, publisher):
 
 
 def _action_routes(app, manager: Manager, get_run, show_run) -> None:
-    """A run page's forms: name and note, and Run again (the POST is the confirm)."""
+    """A run page's forms: name and note, and Run again (the POST is the confirm); and the
+    API's name and note."""
+
+    @app.route("POST", PREFIX + r"/runs/(?P<run_id>[A-Za-z0-9_-]+)/label", "admin")
+    def label(h, run_id):
+        get_run(run_id)
+        body = h.json_object()
+        unknown = sorted(set(body) - {"name", "note"})
+        try:
+            if unknown:
+                raise RequestError(400, "Unknown field(s) %s; a run's label has name and note."
+                                   % ", ".join(unknown))
+            name, note = run_actions.parse_label(body.get("name"), body.get("note"))
+        except RequestError as e:
+            raise HTTPError(e.status, e.message)
+        manager.runs.set_label(run_id, name, note)
+        h.send_json(run_view(get_run(run_id)))
 
     @app.route("POST", r"/admin/training/runs/(?P<run_id>[A-Za-z0-9_-]+)/label", "admin")
     def label_form(h, run_id):
