@@ -1,0 +1,86 @@
+"""Readable run logs and texts (issue 24, item 8): the held-out score and write-back as one
+sentence in the log (JSON in the events file), and a cancelled run that says what happened."""
+
+import json
+import os
+
+import pytest
+
+from potato.training import run_texts
+from potato.training.remote.paths import RunPaths
+from tests.helpers import KEY, Client, make_project, start_run, wait_progress, wait_run
+
+H = {"X-API-Key": KEY}
+
+pytestmark = pytest.mark.usefixtures("env")  # the test trainers, for server and workers
+
+CLASSES = {"n": 90, "accuracy": 0.8123, "macro_f1": 0.79,
+           "baseline": {"label": "positive", "accuracy": 0.55}}
+WB = {"schemes": ["sentiment"], "written": 1234, "below_min_confidence": 12,
+      "min_confidence": 0.5, "unlabeled_skipped": 0}
+
+
+def test_the_scored_sentence_reads_as_words():
+    line = run_texts.scored_sentence({"per_scheme": {"sentiment": CLASSES}}, WB)
+    assert line == ("held-out: sentiment: accuracy 0.812, macro-F1 0.790 on 90 test items "
+                    "(always answering positive would score 0.550). Write-back: 1234 "
+                    "predictions written for sentiment, 12 below min_confidence 0.5 not "
+                    "written.")
+    assert "{" not in line
+
+
+@pytest.mark.parametrize("holdout, wb, expected", [
+    (None, {"schemes": []}, "held-out: no score (no labelled item fell in the test split). "
+                            "Write-back: none (no scheme of this run is in writeback.schemas)."),
+    ({"kind": "span", "n": 1, "micro_f1": 0.5}, {"schemes": ["ents"], "written": 1},
+     "held-out: entity F1 0.500 on 1 test item. Write-back: 1 prediction written for ents."),
+    ({"per_scheme": {"stars": {"n": 4, "mae": 0.25}}}, {"schemes": ["stars"], "written": 3,
+                                                        "unlabeled_skipped": 2},
+     "held-out: stars: MAE 0.250 on 4 test items. Write-back: 3 predictions written for stars, "
+     "2 unlabelled items skipped (include_unlabeled: false)."),
+    ({"per_scheme": "junk"}, "junk", "held-out: on 0 test items. Write-back: none (no scheme "
+                                     "of this run is in writeback.schemas)."),  # never breaks
+])
+def test_the_scored_sentence_for_every_kind(holdout, wb, expected):
+    assert run_texts.scored_sentence(holdout, wb) == expected
+
+
+def test_a_runs_log_has_the_sentence_and_its_events_file_the_json(tmp_path, serve):
+    _, url = serve(make_project(tmp_path))
+    c = Client(url)
+    run_id = start_run(c, trainer="text-naive-bayes", schemas=["sentiment"])
+    run = wait_run(c, run_id)
+    assert run["status"] == "success", run
+    log = c.get(f"/admin/training/api/runs/{run_id}/log", headers=H).text
+    line = next(x for x in log.splitlines() if "held-out: " in x)
+    assert "accuracy %.3f" % run["holdout"]["accuracy"] in line
+    assert "Write-back: %d predictions written for sentiment" % run["writeback"]["written"] \
+        in line
+    assert '"per_label"' not in log and '"written"' not in log  # no report JSON in the log
+    paths = RunPaths(os.path.join(tmp_path, "annotation_output", "training", "runs", run_id))
+    scored = [json.loads(x) for x in open(paths.events) if '"scored"' in x]
+    assert len(scored) == 1
+    assert scored[0]["holdout"] == run["holdout"] and scored[0]["writeback"] == run["writeback"]
+
+
+def test_a_cancelled_run_says_what_happened(tmp_path, serve):
+    _, url = serve(make_project(tmp_path))
+    c = Client(url)
+    running = start_run(c, trainer="test-steps", schemas=["sentiment"], params={"seconds": 30})
+    queued = start_run(c, trainer="text-naive-bayes", schemas=["sentiment"])
+    wait_progress(c, running)  # the worker is training: the cancel reaches it
+    c.post(f"/admin/training/api/runs/{queued}/cancel", headers=H)
+    c.post(f"/admin/training/api/runs/{running}/cancel", headers=H)
+    q, r = wait_run(c, queued), wait_run(c, running)
+    assert (q["status"], q["step"], q["error"]) == ("cancelled", "cancelled before it started",
+                                                    "cancelled before it started")
+    assert (r["status"], r["step"], r["error"]) == ("cancelled", run_texts.CANCELLED_RUNNING,
+                                                    run_texts.CANCELLED_RUNNING)
+    log = c.get(f"/admin/training/api/runs/{running}/log", headers=H).text
+    assert "error: the run was cancelled" not in log
+    assert "the worker stopped, as the cancel asked" in log
+    assert "cancelled: " + run_texts.CANCELLED_RUNNING in log
+    page = c.get("/admin/training", headers=H).text  # the live card shows the newest run
+    assert '<span id="live-step">cancelled before it started</span>' in page
+    live = c.get("/admin/training/runs/%s" % running, headers=H).text
+    assert "stopped: cancelled while it ran" in live
