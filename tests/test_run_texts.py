@@ -84,3 +84,48 @@ def test_a_cancelled_run_says_what_happened(tmp_path, serve):
     assert '<span id="live-step">cancelled before it started</span>' in page
     live = c.get("/admin/training/runs/%s" % running, headers=H).text
     assert "stopped: cancelled while it ran" in live
+
+
+# -- the command line: check's argument order, trainer and param choices -------------------------
+
+def test_check_takes_config_first_and_the_old_order_too(tmp_path, capsys):
+    from potato.cli import main
+
+    cfg = make_project(tmp_path, labels=False)
+    assert main(["training", "check", cfg, "local"]) == 0
+    assert capsys.readouterr().out.strip().endswith("local (this machine): can start a run")
+    assert main(["training", "check", "local", cfg]) == 0  # the order the tutorial uses
+    assert capsys.readouterr().out.strip().endswith("local (this machine): can start a run")
+    assert main(["training", "check", cfg, "nope"]) == 1
+    assert "no backend 'nope'" in capsys.readouterr().err
+
+
+def test_a_mistyped_trainer_or_param_gets_the_choices_and_a_suggestion(tmp_path, capsys):
+    from potato.cli import main
+
+    cfg = make_project(tmp_path, labels=False)
+    assert main(["training", "check", cfg, "local", "--trainer", "text-naive-bays"]) == 1
+    out = capsys.readouterr().out
+    assert "Unknown trainer 'text-naive-bays'. Trainers: text-naive-bayes, " in out
+    assert "Did you mean text-naive-bayes?" in out
+    assert main(["training", "check", cfg, "local", "--trainer", "text-naive-bayes",
+                 "--param", "alfa=1"]) == 1
+    out = capsys.readouterr().out
+    assert "unknown param alfa for trainer text-naive-bayes; valid params: alpha, ngrams, " \
+           "min_count, calibrate; did you mean alpha?" in out
+    assert main(["training", "run", cfg, "--trainer", "hf-text-clasification", "--schemas",
+                 "sentiment"]) == 1
+    assert "Did you mean hf-text-classification?" in capsys.readouterr().err
+    assert main(["training", "check", cfg, "local", "--trainer", "zzz"]) == 1
+    assert "Did you mean" not in capsys.readouterr().out  # nothing close: no guess
+
+
+@pytest.mark.parametrize("action", ["run", "check"])
+def test_the_help_lists_trainers_and_their_params(action, capsys):
+    from potato.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["training", action, "--help"])
+    out = "".join(capsys.readouterr().out.split())  # help wraps lines, at hyphens too
+    assert "text-naive-bayes,hf-text-classification" in out
+    assert "text-naive-bayes:alpha,ngrams,min_count,calibrate" in out

@@ -109,8 +109,7 @@ class Manager:
                                                                     mt.backends[backend].type))
         info = trainers.get(trainer) if isinstance(trainer, str) else None
         if info is None:
-            raise RequestError(400, "Unknown trainer %r. Trainers: %s." % (
-                trainer, ", ".join(trainers.all_trainers())))
+            raise RequestError(400, trainers.unknown_trainer(trainer))
         if isinstance(schemas, str):
             schemas = [s.strip() for s in schemas.split(",") if s.strip()]
         if not isinstance(schemas, list) or not schemas or not all(
