@@ -95,10 +95,11 @@ def _score_rows(views: List[Dict[str, Any]]) -> Safe:
             continue
         best = max((x for x in values if x is not None), default=None) \
             if key in ("macro_f1", "accuracy", "micro_f1") else None
+        shown = [MISSING if x is None else "%d" % x if key == "n" else "%.3f" % x
+                 for x in values]
         rows.append(_row(words, [render("<td>{b}</td>", b=render(
-            '<b class="best">{x}</b>', x=metric_text(x)) if x == best and len(views) > 1
-            else metric_text(x) if x is not None else MISSING) for x in values],
-            len(set(values)) > 1))
+            '<b class="best">{x}</b>', x=text) if x == best and len(views) > 1 else text)
+            for x, text in zip(values, shown)], len(set(values)) > 1))
     written = [(v.get("writeback") or {}).get("written") if isinstance(
         v.get("writeback"), dict) else None for v in views]
     rows.append(_row("predictions written", [MISSING if w is None else w for w in written]))

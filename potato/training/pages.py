@@ -432,16 +432,16 @@ def run_page(cfg, view: Dict[str, Any], log: str, where: Any, message: str = "",
             row("Metrics", metrics_table(view)) if view.get("metrics") else "",
             row("Model files", where), row("In use", in_use_cell(view)),
             row("Pinned", pin_cell(view)) if view["status"] == "success" else "",
-            row("Name and note", run_actions.label_cell(view)),
-            row("Run again", run_actions.again_cell(view, cfg.path))]
+            row("Name and note", run_actions.label_cell(view))]
     cancel = _cancel_button(view)
     body = render("""<p><a href="/admin/training">&larr; Training</a></p>
 <h1>Run {id}{name}</h1>{message}
-<div class="table-wrap"><table class="details">{rows}</table></div>{cancel}
+<div class="table-wrap"><table class="details">{rows}</table></div>{cancel}{again}
 {report}{publish}
 <section class="card"><h2>Loss and accuracy</h2>{chart}</section>
 <section class="card"><h2>Run log</h2><pre class="log">{log}</pre></section>""",
                   id=view["run_id"], rows=join(r for r in rows if r), cancel=cancel or Safe(""),
+                  again=run_actions.again_cell(view, cfg.path),
                   chart=chart_svg(view.get("history"), pending=view["status"] not in TERMINAL),
                   log=log, report=holdout_section(view), message=message_box(message, ok),
                   publish=publish, name=render(' · <span id="run-name-head">{n}</span>',

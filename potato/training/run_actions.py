@@ -59,14 +59,15 @@ def again_cell(view: Dict[str, Any], config_path: str) -> Safe:
     """Run again: start the same request now (a POST, the confirm), or open the Training form
     filled with it to change something first; and the equivalent command line."""
     if view["status"] in ("queued", "running"):
-        return Safe('<p class="hint">Run again is offered once this run has ended.</p>')
+        return Safe("")
     return render(
+        '<section class="card" id="again-card"><h2>Run again</h2>'
         '<form method="post" action="/admin/training/runs/{id}/again" class="inline">'
         '<button type="submit" class="secondary" id="run-again">Run again with these params'
         '</button></form> <a id="run-again-form" href="/admin/training?again={id}">or change '
         'them first in the Training form</a><p class="hint">The same trainer, schemes, backend '
         '({backend}) and params. From a shell:</p><pre class="again-command"><code>{cmd}</code>'
-        '</pre>', id=view["run_id"], backend=view["backend"],
+        '</pre></section>', id=view["run_id"], backend=view["backend"],
         cmd=again_command(config_path, view))
 
 
