@@ -34,6 +34,10 @@ def test_run_again_from_the_run_page_starts_the_same_request(tmp_path, serve):
     # the equivalent command line, shell-quoted, with the params that are not defaults
     assert ("potato training run %s --trainer text-naive-bayes --schemas sentiment --backend "
             "local --param alpha=0.5 --param ngrams=1" % c_path(tmp_path)) in page
+    for action in ("again", "label"):  # another site's page cannot make the browser post them
+        r = c.post("/admin/training/runs/%s/%s" % (first, action), form={"name": "x"},
+                   headers=dict(H, Origin="http://evil.example"))
+        assert r.status == 403 and "Cross-origin request" in r.text
     r = c.post("/admin/training/runs/%s/again" % first, headers=H, form={})
     assert r.status == 303, r.text
     again = r.getheader("Location").rsplit("/", 1)[1]

@@ -72,8 +72,8 @@ def test_a_cancelled_run_says_what_happened(tmp_path, serve):
     c.post(f"/admin/training/api/runs/{queued}/cancel", headers=H)
     c.post(f"/admin/training/api/runs/{running}/cancel", headers=H)
     q, r = wait_run(c, queued), wait_run(c, running)
-    assert (q["status"], q["step"], q["error"]) == ("cancelled", "cancelled before it started",
-                                                    "cancelled before it started")
+    assert (q["status"], q["step"], q["error"]) == ("cancelled", run_texts.CANCELLED_QUEUED,
+                                                    run_texts.CANCELLED_QUEUED)
     assert (r["status"], r["step"], r["error"]) == ("cancelled", run_texts.CANCELLED_RUNNING,
                                                     run_texts.CANCELLED_RUNNING)
     log = c.get(f"/admin/training/api/runs/{running}/log", headers=H).text
@@ -81,9 +81,9 @@ def test_a_cancelled_run_says_what_happened(tmp_path, serve):
     assert "the worker stopped, as the cancel asked" in log
     assert "cancelled: " + run_texts.CANCELLED_RUNNING in log
     page = c.get("/admin/training", headers=H).text  # the live card shows the newest run
-    assert '<span id="live-step">cancelled before it started</span>' in page
+    assert '<span id="live-step">never started: it was cancelled while queued</span>' in page
     live = c.get("/admin/training/runs/%s" % running, headers=H).text
-    assert "stopped: cancelled while it ran" in live
+    assert "stopped while it ran, as asked" in live
 
 
 # -- the command line: check's argument order, trainer and param choices -------------------------

@@ -7,8 +7,8 @@ import time
 from typing import Any, Dict, Optional
 
 # A cancelled run's step and error: what happened, not the status said twice.
-CANCELLED_QUEUED = "cancelled before it started"
-CANCELLED_RUNNING = "stopped: cancelled while it ran"
+CANCELLED_QUEUED = "never started: it was cancelled while queued"
+CANCELLED_RUNNING = "stopped while it ran, as asked"
 
 
 def _num(v: Any) -> Optional[float]:
