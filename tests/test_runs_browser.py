@@ -111,6 +111,8 @@ def test_compare_runs_picked_in_the_runs_table(tmp_path, serve, browser):
     rows = [r.get_attribute("data-run") for r in
             d.find_elements("css selector", "#runs-list tr[data-run]")]
     assert sorted(rows) == sorted([a, b])
+    os.makedirs(SHOTS, exist_ok=True)
+    d.save_screenshot(os.path.join(SHOTS, "runs-page-filtered.png"))
 
     # Tick both, compare: the differing params are highlighted, scores side by side.
     for rid in (a, b):
