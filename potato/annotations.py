@@ -8,16 +8,18 @@ annotations import`` all go through it.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
+from potato import export
 from potato.config import Config, Scheme
 from potato.data import DataError, jsonl_lines, load_items
 from potato.schemes import LabelError
 from potato.store import Store
 
 __all__ = ["LabelError", "check_label", "open_store", "open_store_or_say", "item_record", "parse_import",
-           "import_file", "export_rows", "export_file"]
+           "import_file", "export_file"]
 
 
 def check_label(scheme: Scheme, value: Any, text: Optional[str] = None) -> Any:
@@ -136,36 +138,30 @@ def import_file(cfg: Config, path: str, annotator: str) -> int:
         store.close()
 
 
-def export_rows(store: Store):
-    labels = store.all_labels()
-    preds = store.all_predictions()
-    for row in store.all_items():
-        if not row["active"] and row["id"] not in labels:
-            continue
-        yield {"id": row["id"], "text": row["text"], "labels": labels.get(row["id"], {}),
-               "predictions": preds.get(row["id"], {})}
-
-
-def export_file(cfg: Config, output: Optional[str]) -> int:
-    """``potato annotations export``: every item with labels and predictions, JSON Lines."""
+def export_file(cfg: Config, output: Optional[str], rows: str = "item",
+                fmt: str = "jsonl") -> int:
+    """``potato annotations export``: the admin page's export (``potato.export.build``, the
+    same bytes), to stdout, to ``output``, or into ``output`` when it is a directory, under the
+    page's file name (project and time)."""
     store = open_store_or_say(cfg)
     if store is None:
         return 1
     try:
-        out = open(output, "w", encoding="utf-8") if output else sys.stdout
-        n = 0
-        try:
-            for rec in export_rows(store):
-                out.write(json.dumps(rec, ensure_ascii=False) + "\n")
-                n += 1
-        finally:
-            if output:
-                out.close()
-        if output:
-            print(f"Exported {n} item(s) to {output}.", file=sys.stderr)
+        body = export.build(store, cfg, rows, fmt)
+    finally:
+        store.close()
+    if output and os.path.isdir(output):
+        output = os.path.join(output, export.filename(cfg, rows, fmt))
+    n = body.count(b"\n") - (1 if fmt == "csv" else 0)
+    if not output:
+        sys.stdout.write(body.decode("utf-8"))
+        sys.stdout.flush()
         return 0
+    try:
+        with open(output, "wb") as out:
+            out.write(body)
     except OSError as e:
         print(f"error: {output}: cannot be written ({e.strerror}).", file=sys.stderr)
         return 1
-    finally:
-        store.close()
+    print(f"Exported {n} {rows}(s) to {output}.", file=sys.stderr)
+    return 0

@@ -117,15 +117,21 @@ def _annotations_parser(sub) -> None:
                     help="upstream: FILE is upstream Potato's output folder (or one "
                          "annotated_instances.jsonl)")
     ai.set_defaults(func=cmd_annotations_import)
-    ae = asub.add_parser("export", help="export items with every label and model prediction",
-                         description="Export items with every annotator's labels and the current "
-                                     "model predictions, as JSON Lines.")
+    ae = asub.add_parser("export", help="export the labels (and the model's predictions)",
+                         description="Export the labels, as the admin page does (the same "
+                                     "bytes): one row per item, with every annotator's labels, "
+                                     "the aggregated label and the model's prediction and "
+                                     "confidence, or one row per label.")
     ae.add_argument("config", metavar="CONFIG")
-    ae.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout (a "
-                    "directory for --format upstream)")
-    ae.add_argument("--format", choices=("jsonl", "upstream"), default="jsonl",
-                    help="upstream: upstream Potato's layout, one folder per annotator with "
-                         "annotated_instances.jsonl (needs -o DIR)")
+    ae.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout; a "
+                    "directory: write into it as PROJECT-items-YYYYMMDD-HHMMSS.jsonl (the "
+                    "admin page's name); the folder for --format upstream")
+    ae.add_argument("--format", choices=("jsonl", "csv", "upstream"), default="jsonl",
+                    help="jsonl (default) or csv; upstream: upstream Potato's layout, one "
+                         "folder per annotator with annotated_instances.jsonl (needs -o DIR)")
+    ae.add_argument("--rows", choices=("item", "label"), default="item",
+                    help="one row per item (default, with the model's predictions) or one row "
+                         "per label (annotator, time, the item's aggregated label)")
     ae.set_defaults(func=cmd_annotations_export)
 
 
@@ -243,7 +249,7 @@ def cmd_annotations_export(args) -> int:
         return export_upstream(cfg, args.output)
     from potato.annotations import export_file
 
-    return export_file(cfg, args.output)
+    return export_file(cfg, args.output, args.rows, args.format)
 
 
 def cmd_training_run(args) -> int:

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 from potato.config_backends import Backend, parse_backend, slurm_time_seconds
 from potato.config_reader import ConfigError, Path, Problem, Reader, dotted, read_yaml, suggest
 from potato.schemes import KINDS, Scheme, parse_schemes
-from potato.upstream import Upstream, data_files, split
+from potato.upstream import MEDIA_FIELDS, Upstream, data_files, split
 
 __all__ = ["ConfigError", "Problem", "Config", "Backend", "Scheme", "load", "dotted", "suggest",
            "slurm_time_seconds"]
@@ -35,6 +35,8 @@ __all__ = ["ConfigError", "Problem", "Config", "Backend", "Scheme", "load", "dot
 class ItemProperties:
     id_key: str = "id"
     text_key: str = "text"
+    image_key: Optional[str] = None  # the item field naming its image (potato/media.py)
+    audio_key: Optional[str] = None  # the item field naming its audio file
 
 
 @dataclass
@@ -112,6 +114,7 @@ class Config:
     task_dir: str
     annotation_task_name: str = "Potato project"
     data_files: List[str] = field(default_factory=list)
+    media_directory: str = ""  # where items' relative media paths are found (task_dir by default)
     item_properties: ItemProperties = field(default_factory=ItemProperties)
     schemes: List[Scheme] = field(default_factory=list)
     output_dir: str = ""
@@ -147,7 +150,7 @@ class Config:
         return os.path.join(self.output_dir, "training", "runs")
 
 
-TOP_KEYS = ("annotation_task_name", "task_dir", "data_files", "item_properties",
+TOP_KEYS = ("annotation_task_name", "task_dir", "data_files", "media_directory", "item_properties",
             "annotation_schemes", "output_annotation_dir", "admin_api_key", "server_url",
             "allowed_hosts", "debug", "server",
             "model_training", "validation")
@@ -181,11 +184,15 @@ def load(path: str) -> Tuple[Config, List[Problem], List[Problem]]:
     for name, encoding in data_files(r, top.get("data_files")):
         cfg.data_files.append(resolve(name))
         cfg.data_encodings[cfg.data_files[-1]] = encoding
-    ip = r.mapping(top.get("item_properties"), ("item_properties",), ("id_key", "text_key"),
-                   "item_properties")
+    cfg.media_directory = resolve(r.text(top, "media_directory", (), "."))
+    ip = r.mapping(top.get("item_properties"), ("item_properties",),
+                   ("id_key", "text_key", "image_key", "audio_key"), "item_properties")
     cfg.item_properties = ItemProperties(
         r.text(ip, "id_key", ("item_properties",), "id"),
-        r.text(ip, "text_key", ("item_properties",), "text"))
+        r.text(ip, "text_key", ("item_properties",), "text"),
+        r.text(ip, "image_key", ("item_properties",), None, numbers_ok=False),
+        r.text(ip, "audio_key", ("item_properties",), None, numbers_ok=False))
+    _display_media_keys(r, cfg)
     cfg.schemes = parse_schemes(r, top.get("annotation_schemes"))
     cfg.output_dir = resolve(r.text(top, "output_annotation_dir", (), "annotation_output"))
     cfg.admin_api_key = r.text(top, "admin_api_key", (), None, numbers_ok=False)
@@ -208,6 +215,24 @@ def load(path: str) -> Tuple[Config, List[Problem], List[Problem]]:
     val = r.mapping(top.get("validation"), ("validation",), ("acknowledge",), "validation")
     cfg.acknowledge = r.text_list(val, "acknowledge", ("validation",))
     return cfg, r.errors, r.warnings
+
+
+def _display_media_keys(r: Reader, cfg: Config) -> None:
+    """upstream's instance_display image and audio fields name the item's media field when
+    item_properties names none (an item has one image and one audio file here)."""
+    ip = cfg.item_properties
+    for f in cfg.upstream.display:
+        if f.type not in MEDIA_FIELDS:
+            continue
+        attr = f.type + "_key"
+        if getattr(ip, attr) is None:
+            setattr(ip, attr, f.key)
+        elif getattr(ip, attr) != f.key:
+            r.error(("instance_display", "fields"),
+                    f"instance_display shows the {f.type} field {f.key!r}, and "
+                    f"item_properties.{attr} is {getattr(ip, attr)!r}: an item has one "
+                    f"{f.type} here. Show {getattr(ip, attr)!r}, or name {f.key!r} in "
+                    f"item_properties.{attr}.")
 
 
 def _server(r: Reader, raw, resolve) -> ServerConfig:

@@ -23,7 +23,8 @@ SBATCH_OPTIONS = {"partition": "--partition", "gres": "--gres", "time": "--time"
                   "cpus_per_task": "--cpus-per-task", "constraint": "--constraint"}
 SLURM_KEYS = tuple(k for k in SSH_KEYS if k not in ("gpus", "packages")) + (
     "job_python", "prelude", "poll_interval_s") + tuple(SBATCH_OPTIONS)
-AGENT_KEYS = ("type", "description", "heartbeat_timeout_s", "queue_timeout_s")
+AGENT_KEYS = ("type", "description", "heartbeat_timeout_s", "queue_timeout_s", "fetch_artifacts",
+              "keep_remote", "max_artifact_mb")
 LOCAL_KEYS = ("type", "description")
 # The config side of the registry of backend kinds (the other side is TYPES in
 # potato/training/backends/__init__.py): each kind and the keys it takes.

@@ -1,6 +1,7 @@
 """Read the project's items from its data files: JSON (a list of objects), JSON Lines (also
 inside a ``.json`` file, as upstream Potato allows), CSV and TSV (a header row naming the
-columns, ``id_key`` and ``text_key`` among them), each in its ``data_files`` encoding.
+columns, ``id_key`` and ``text_key`` among them; ``text_key`` may be left out when items
+name an image or audio file), each in its ``data_files`` encoding.
 
 Every problem is a ``DataError`` that names the file and the line (JSON Lines, CSV, TSV) or the
 position in the list (a JSON array), so ``potato start`` can say exactly what to fix.
@@ -14,6 +15,7 @@ import io
 import os
 from typing import Any, Dict, List, Tuple
 
+from potato import media
 from potato.config import Config
 
 Item = Tuple[str, str, Dict[str, Any]]  # (id, text, the whole record)
@@ -103,15 +105,20 @@ def _table(path: str, text: str, delimiter: str, keys: Tuple[str, ...]):
 
 
 def load_items(cfg: Config) -> List[Item]:
-    """All items of the project's data files, in order. Raises DataError."""
+    """All items of the project's data files, in order. Raises DataError.
+
+    An item that names an image or audio file (``image_key`` / ``audio_key``) may have no
+    text: its text is then "" (every other item needs its ``text_key``)."""
     id_key, text_key = cfg.item_properties.id_key, cfg.item_properties.text_key
+    with_media = bool(cfg.item_properties.image_key or cfg.item_properties.audio_key)
     items: List[Item] = []
     seen: Dict[str, str] = {}
     for path in cfg.data_files:
         if not os.path.exists(path):
             raise DataError(f"{path}: data file not found. Fix data_files in the config.")
         encoding = cfg.data_encodings.get(path, "utf-8")
-        for where, row in _records(path, encoding, (id_key, text_key)):
+        columns = (id_key,) if with_media else (id_key, text_key)
+        for where, row in _records(path, encoding, columns):
             if not isinstance(row, dict):
                 raise DataError(f"{where}: an item must be a JSON object, not {type(row).__name__}.")
             item_id = row.get(id_key)
@@ -122,14 +129,24 @@ def load_items(cfg: Config) -> List[Item]:
             item_id = str(item_id)
             text = row.get(text_key)
             if text is None or not isinstance(text, (str, int, float)):
-                raise DataError(f"{where}: item {item_id!r} has no {text_key!r} text "
-                                f"(item_properties.text_key).")
+                if not (with_media and _has_media(cfg, row, where, item_id)):
+                    raise DataError(f"{where}: item {item_id!r} has no {text_key!r} text "
+                                    f"(item_properties.text_key)"
+                                    + (" and no image or audio." if with_media else "."))
+                text = ""
             if item_id in seen:
                 raise DataError(f"{where}: duplicate id {item_id!r}; it was first seen at "
                                 f"{seen[item_id]}. Ids must be unique across all data files.")
             seen[item_id] = where
             items.append((item_id, str(text), row))
     return items
+
+
+def _has_media(cfg: Config, row: Dict[str, Any], where: str, item_id: str) -> bool:
+    try:
+        return media.item_media(cfg, row) is not None
+    except media.MediaError as e:
+        raise DataError(f"{where}: item {item_id!r}: {e}.")
 
 
 def data_files_signature(cfg: Config) -> Tuple:

@@ -1,7 +1,10 @@
 """What the annotate page shows of an item besides the schemes: the task's instructions and
 codebook link (upstream's ``task_description`` / ``annotation_instructions`` /
 ``annotation_codebook_url``), and upstream's ``instance_display`` fields of type text, dialogue
-(a list of turns with speakers) and spreadsheet (a small table).
+(a list of turns with speakers) and spreadsheet (a small table); and the item's image or audio
+(``item_properties.image_key`` / ``audio_key``, or upstream's image and audio fields): the
+image scaled to fit (full size on click, or Enter on its button), an audio player, or a
+placeholder that says why the file cannot be shown.
 
 Every value comes from a data file and is escaped (``markup.render``); nothing here writes a
 script or a style attribute (the page's Content-Security-Policy allows neither). Dialogues and
@@ -11,8 +14,10 @@ tables are cut at ``MAX_ROWS`` rows and ``MAX_COLUMNS`` columns, with a line tha
 from __future__ import annotations
 
 import json
-from typing import Any, List
+from typing import Any, Dict, List
+from urllib.parse import quote
 
+from potato import media
 from potato.markup import Safe, join, render
 
 MAX_ROWS = 200
@@ -92,26 +97,89 @@ RENDERERS = {"text": lambda v: render('<div class="field-text">{t}</div>', t=_ce
              "dialogue": _dialogue, "spreadsheet": _spreadsheet}
 
 
-def fields(cfg, item, item_text: Safe) -> Safe:
-    """The item as the page shows it: ``item_text`` (the text spans mark, ``text_key``) and,
-    with ``instance_display``, each field in its order (the text_key field is ``item_text``)."""
-    shown = cfg.upstream.display
-    if not shown:
-        return item_text
+def record(item) -> Dict[str, Any]:
+    """The item's record as read from its data file ({} when it cannot be read)."""
     try:
-        record = json.loads(item["data"]) if item["data"] else {}
+        rec = json.loads(item["data"]) if item["data"] else {}
     except (ValueError, TypeError, IndexError, KeyError):
-        record = {}
+        rec = {}
+    return rec if isinstance(rec, dict) else {}
+
+
+def media_kinds(cfg) -> List[str]:
+    """The kinds of media this project's items may name (image, audio)."""
+    ip = cfg.item_properties
+    return [k for k, key in (("image", ip.image_key), ("audio", ip.audio_key)) if key]
+
+
+def _placeholder(kind: str, why: str) -> Safe:
+    return render('<div class="media-missing" role="note" data-kind="{k}"><p><b>The {k} of '
+                  'this item cannot be shown:</b> {w}.</p><p class="hint">Label what you can or '
+                  'move on, and tell the project\'s admin (<code>potato validate</code> lists '
+                  'such items).</p></div>', k=kind, w=why)
+
+
+def media_block(cfg, item_id: str, rec: Dict[str, Any], kind: str, field: bool = False) -> Safe:
+    """The item's image or audio player (``kind``), or a placeholder saying why not; an item
+    without that kind of media shows nothing (a display ``field`` says it has none)."""
+    try:
+        ref = media.item_media(cfg, rec, (kind,))
+    except media.MediaError as e:
+        return _placeholder(kind, str(e))
+    if ref is None:
+        return render('<p class="hint media-none">(this item has no {k})</p>', k=kind) \
+            if field else Safe("")
+    if ref.is_url:
+        if media.url_origin(ref.url) is None:
+            return _placeholder(kind, f"{ref.source!r} is not an http(s) address the page loads")
+        src = ref.url
+    else:
+        try:
+            media.probe(cfg, ref)
+        except media.MediaRefused:
+            return _placeholder(kind, f"{ref.source!r} is not inside the media folder")
+        except media.MediaMissing:
+            return _placeholder(kind, f"{ref.source!r} is missing from the media folder")
+        except media.MediaUnsupported as e:
+            return _placeholder(kind, str(e))
+        src = "/media/%s/%s" % (kind, quote(item_id, safe=""))
+    name = ref.source.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+    if kind == "image":
+        return render('<figure class="media media-image" data-kind="image"><button type="button" '
+                      'class="media-zoom" aria-pressed="false" title="Full size (click again '
+                      'to fit)"><img class="media-img" src="{s}" alt="{n}"></button><figcaption '
+                      'class="hint">{n} · click the image (or press Enter on it) for full size '
+                      '· <a href="{s}" target="_blank" rel="noopener noreferrer">open</a>'
+                      '</figcaption></figure>', s=src, n=name)
+    return render('<figure class="media media-audio" data-kind="audio"><audio class="media-audio-'
+                  'player" controls preload="metadata" src="{s}">Your browser cannot play this '
+                  'audio: <a href="{s}">download it</a>.</audio><figcaption class="hint">{n}'
+                  '</figcaption></figure>', s=src, n=name)
+
+
+def fields(cfg, item, item_text: Safe) -> Safe:
+    """The item as the page shows it: its media, ``item_text`` (the text spans mark,
+    ``text_key``) and, with ``instance_display``, each field in its order (the text_key field
+    is ``item_text``, an image or audio field the item's media)."""
+    shown = cfg.upstream.display
+    rec = record(item)
+    shown_kinds = {f.type for f in shown}
+    out: List[Safe] = [media_block(cfg, item["id"], rec, k) for k in media_kinds(cfg)
+                       if k not in shown_kinds]
+    if not shown:
+        return join(out + [item_text])
     text_key = cfg.item_properties.text_key
-    out: List[Safe] = [] if any(f.key == text_key for f in shown) else [item_text]
+    out += [] if any(f.key == text_key for f in shown) else [item_text]
     for f in shown:
         title = render('<h2 class="field-label">{l}</h2>', l=f.label) if f.label else Safe("")
         if f.key == text_key and f.type == "text":
             inner = item_text
-        elif f.key not in record:
+        elif f.type in media.KINDS:
+            inner = media_block(cfg, item["id"], rec, f.type, field=True)
+        elif f.key not in rec:
             inner = render('<p class="hint">(this item has no {k})</p>', k=f.key)
         else:
-            inner = RENDERERS[f.type](record[f.key])
+            inner = RENDERERS[f.type](rec[f.key])
         out.append(render('<section class="display-field display-{t}" data-key="{k}">{h}{i}'
                           '</section>', t=f.type, k=f.key, h=title, i=inner))
     return join(out)

@@ -1,5 +1,8 @@
-"""The admin's export: one row per label (item, scheme, annotator, label, when) with the item's
-aggregated (majority) label, as JSON Lines or CSV; and the per-label counts the admin page shows.
+"""The one export, the same bytes from the admin page and ``potato annotations export``: one row
+per label (item, scheme, annotator, label, when, the item's aggregated label, text) or one row
+per item (its labels by annotator, aggregated labels and the model's predictions with their
+confidences), as JSON Lines or CSV, under a file name that carries the project and the time;
+and the per-label counts the admin page shows. docs/annotation-server.md documents the columns.
 
 CSV cells that a spreadsheet would run as a formula (starting with =, +, -, @, TAB or CR) get a
 leading apostrophe: item texts and labels come from data files and annotators, not from the
@@ -9,6 +12,7 @@ admin.
 import csv
 import io
 import json
+import re
 import time
 from collections import Counter
 from typing import Any, Dict, Iterator, Optional
@@ -19,6 +23,9 @@ from potato.aggregate import aggregate
 from potato.training.remote.bundle import label_names
 
 COLUMNS = ("item_id", "scheme", "annotator", "label", "labelled_at", "aggregated_label", "text")
+ROW_MODES = ("label", "item")  # one row per label, one row per item
+FORMATS = ("jsonl", "csv")
+ITEM_COLUMNS = ("labels", "aggregated_label", "prediction", "confidence")  # per scheme
 FORMULA = ("=", "+", "-", "@", "\t", "\r")
 
 
@@ -81,6 +88,63 @@ def csv_bytes(store: Store, cfg: Optional[Config] = None) -> bytes:
         w.writerow([_cell(r[c], scheme if c in ("label", "aggregated_label") else None)
                     for c in COLUMNS])
     return buf.getvalue().encode("utf-8")
+
+
+def item_rows(store: Store, cfg: Optional[Config] = None) -> Iterator[Dict[str, Any]]:
+    """One row per item that is active or holds labels: ``{id, text, labels: {scheme:
+    [{annotator, label}]}, aggregated_label: {scheme: value or None}, predictions: {scheme:
+    {label, confidence, run_id}}}``."""
+    labels = store.all_labels()
+    preds = store.all_predictions()
+    records = store.conn().execute("SELECT item_id, scheme, annotator, label FROM annotations "
+                                   "ORDER BY item_id, scheme, annotator").fetchall()
+    decided = aggregated(cfg, records)
+    for row in store.all_items():
+        if not row["active"] and row["id"] not in labels:
+            continue
+        mine = labels.get(row["id"], {})
+        yield {"id": row["id"], "text": row["text"], "labels": mine,
+               "aggregated_label": {s: decided.get(s, {}).get(row["id"]) for s in mine},
+               "predictions": preds.get(row["id"], {})}
+
+
+def _item_csv(store: Store, cfg: Optional[Config]) -> bytes:
+    names = [s.name for s in cfg.schemes] if cfg is not None else sorted(
+        {r[0] for r in store.conn().execute("SELECT DISTINCT scheme FROM annotations")})
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["id"] + ["%s:%s" % (n, c) for n in names for c in ITEM_COLUMNS] + ["text"])
+    for r in item_rows(store, cfg):
+        cells = [_cell(r["id"])]
+        for n in names:
+            scheme = cfg.scheme(n) if cfg is not None else None
+            votes = {v["annotator"]: v["label"] for v in r["labels"].get(n, [])}
+            pred = r["predictions"].get(n) or {}
+            cells += [json.dumps(votes, ensure_ascii=False, sort_keys=True) if votes else "",
+                      _cell(r["aggregated_label"].get(n), scheme),
+                      _cell(pred.get("label"), scheme),
+                      "" if pred.get("confidence") is None else repr(pred["confidence"])]
+        w.writerow(cells + [_cell(r["text"])])
+    return buf.getvalue().encode("utf-8")
+
+
+def build(store: Store, cfg: Optional[Config], rows: str = "label", fmt: str = "jsonl") -> bytes:
+    """The export's bytes: ``rows`` one of ROW_MODES, ``fmt`` one of FORMATS."""
+    if rows == "item":
+        if fmt == "csv":
+            return _item_csv(store, cfg)
+        return "".join(json.dumps(r, ensure_ascii=False) + "\n"
+                       for r in item_rows(store, cfg)).encode("utf-8")
+    return csv_bytes(store, cfg) if fmt == "csv" else jsonl(store, cfg)
+
+
+def filename(cfg: Config, rows: str, fmt: str, now: Optional[float] = None) -> str:
+    """``<project>-labels|items|upstream-<UTC time>.<fmt>``: the project's name as letters, digits, - and
+    _ only (so it is safe in a header and on any file system)."""
+    slug = re.sub(r"[^A-Za-z0-9_]+", "-", cfg.annotation_task_name or "").strip("-")[:60]
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(time.time() if now is None else now))
+    word = {"label": "labels", "item": "items"}.get(rows, rows)
+    return "%s-%s-%s.%s" % (slug.lower() or "potato", word, stamp, fmt)
 
 
 def label_counts(cfg: Config, store: Store) -> Dict[str, Dict[str, int]]:

@@ -28,7 +28,7 @@ from potato.paths_server import remove_server_file, write_server_file
 from potato.server import safety
 from potato.server.app import App, Server
 from potato.store import Store
-from potato.training import agent_routes, api
+from potato.training import agent_routes, api, reload
 from potato.training.queue import Manager, QueueLock
 
 log = logging.getLogger("potato.server")
@@ -67,6 +67,7 @@ class Service:
         self.app: Optional[App] = None
         self.http: Optional[Server] = None
         self.manager: Optional[Manager] = None
+        self.on_disk: Optional[reload.ConfigOnDisk] = None
         self._serving: Optional[threading.Thread] = None
         self._training = False
         self._closed = False
@@ -92,8 +93,9 @@ class Service:
             if self.host and not cfg.allowed_hosts:  # --host: answer to that name too
                 self.app.allowed_hosts = safety.default_allowed_hosts(self.host, cfg.server_url)
             self.manager = Manager(cfg, self.store, reattach=self.reattach)
-            if self.ui:
-                api.add_routes(self.app, self.manager)
+            if self.ui:  # the Training page says when the config file on disk differs
+                self.on_disk = reload.ConfigOnDisk(self.manager, self.apply_config)
+                api.add_routes(self.app, self.manager, self.on_disk)
             agent_routes.add_routes(self.app, self.manager)
             try:
                 self.http = Server((self.host, self.port), self.app)
@@ -115,6 +117,15 @@ class Service:
         scheme = "https" if self.app.tls else "http"
         shown = f"[{host}]" if ":" in host else host
         return f"{scheme}://{shown}:{port}/"
+
+    def apply_config(self, cfg: Config) -> list:
+        """Run with ``cfg`` from now on (Reload config, after ``reload`` has checked that only
+        keys it may apply live changed and no running run's backend is touched): the manager
+        and its backends, then the app. Returns the backends that left, to be closed."""
+        gone = reload.apply_to_manager(self.manager, cfg,
+                                       self.http.server_address[1] if self.http else None)
+        self.cfg = self.app.config = cfg
+        return gone
 
     # -- running -------------------------------------------------------------------------------
     def start(self, training: bool = True, data_sync: bool = False,

@@ -70,8 +70,8 @@ POLICY: Dict[str, Policy] = {
     "max_annotations_per_user": Policy(IMPLEMENTED, "an integer: at most this many items per "
                                                     "annotator (-1: no limit)"),
     "require_fully_annotated": Policy(IMPLEMENTED, "true: every scheme needs an answer"),
-    "instance_display": Policy(IMPLEMENTED, "text, dialogue and spreadsheet fields on the "
-                                            "annotate page"),
+    "instance_display": Policy(IMPLEMENTED, "text, dialogue, spreadsheet, image and audio "
+                                            "fields on the annotate page"),
     # accepted, not used here ----------------------------------------------------------------
     **{k: _acc(_LOOKS) for k in (
         "site_dir", "site_file", "base_html_template", "header_file", "html_layout",
@@ -87,7 +87,7 @@ POLICY: Dict[str, Policy] = {
         "assignment_strategy", "automatic_assignment", "random_seed", "chat_support",
         "icl_labeling", "llm_labeling", "pre_annotation", "agreement_metrics", "adjudication",
         "quality_control", "min_annotators_per_instance", "persist_sessions",
-        "session_lifetime_days", "secret_key", "media_directory", "partial_loading",
+        "session_lifetime_days", "secret_key", "partial_loading",
         "data_cache", "watch_data_directory", "watch_poll_interval", "batch_assignment",
         "host", "base_css", "allow_skip", "annotation_codebook")},
     # refused --------------------------------------------------------------------------------
@@ -252,8 +252,9 @@ def _limit(r: Reader, m: Dict[str, Any], key: str) -> Optional[int]:
     return value if value and value > 0 else None
 
 
-DISPLAY_TYPES = ("text", "dialogue", "spreadsheet")
-MEDIA_TYPES = ("image", "audio", "video", "pdf", "document", "gallery", "audio_dialogue")
+DISPLAY_TYPES = ("text", "dialogue", "spreadsheet", "image", "audio")
+MEDIA_FIELDS = ("image", "audio")  # shown from the media folder or a URL (potato/media.py)
+MEDIA_TYPES = ("video", "pdf", "document", "gallery", "audio_dialogue")  # not shown here
 
 
 def _display(r: Reader, raw: Any) -> List[DisplayField]:
@@ -275,9 +276,9 @@ def _display(r: Reader, raw: Any) -> List[DisplayField]:
             r.error(p, f"{dotted(p)} has no key: name the item field it shows.")
             continue
         if kind in MEDIA_TYPES:
-            r.error(p + ("type",), f"{dotted(p + ('type',))} is {kind} (field {key!r}): media "
-                                  f"fields are not yet shown here (they come with media "
-                                  f"support). Remove the field for now.")
+            r.error(p + ("type",), f"{dotted(p + ('type',))} is {kind} (field {key!r}): only "
+                                  f"image and audio media are shown here. Remove the field, "
+                                  f"or show a still image (type: image) instead.")
         elif kind not in DISPLAY_TYPES:
             r.error(p + ("type",), f"{dotted(p + ('type',))} is {kind!r} (field {key!r}), which "
                                   f"is not implemented here (traces, code, pairwise and the "

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 from potato.config import Config, Problem, dotted, load, suggest
 from potato.config_backends import arrives_as_loopback, kind_rules, polled_by_agents
 from potato.netaddr import is_loopback
+from potato.validation_media import media_rules
 
 MIN_ACK_LENGTH = 12
 
@@ -96,6 +97,7 @@ def _rules(cfg: Config, report: Report) -> None:
                         "with admin_api_key.")
     _backend_rules(cfg, report, err, warn)
     _upstream_rules(cfg, report, warn)
+    media_rules(cfg, report, err, warn)
 
 
 def _upstream_rules(cfg: Config, report: Report, warn) -> None:

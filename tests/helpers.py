@@ -683,3 +683,59 @@ def agent_backends(**lab):
     keys.update(lab)
     inner = ", ".join(f"{k}: {v}" for k, v in keys.items())
     return f"  backends:\n    lab: {{{inner}}}\n    lab2: {{type: agent}}\n"
+
+
+# -- media items ----------------------------------------------------------------------------------
+
+DIGITS = os.path.join(ROOT, "examples", "digits")
+
+
+def wav_bytes(seconds=0.5, rate=8000, freq=440.0) -> bytes:
+    """A short mono 16-bit WAV tone, made with the standard library (no downloads)."""
+    import math
+    import struct
+    import wave
+
+    buf = io.BytesIO()
+    with wave.open(buf, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes(b"".join(struct.pack("<h", int(12000 * math.sin(2 * math.pi * freq * n
+                                                                         / rate)))
+                               for n in range(int(seconds * rate))))
+    return buf.getvalue()
+
+
+MEDIA_CONFIG = """\
+annotation_task_name: Media
+data_files: [items.jsonl]
+media_directory: media
+admin_api_key: test-admin-key-0123456789
+item_properties: {image_key: image, audio_key: audio}
+annotation_schemes:
+  - annotation_type: radio
+    name: kind
+    labels: [digit, tone, other]
+model_training:
+  writeback: {schemas: [kind]}
+"""
+
+
+def media_project(tmp_path, items=None, config=MEDIA_CONFIG):
+    """A project whose media folder holds two digit images and two WAV tones; items: by
+    default img0, img1 (images, no text), tone0 (audio) and gone (an image not there)."""
+    folder = tmp_path / "media"
+    (folder / "sounds").mkdir(parents=True, exist_ok=True)
+    for n in range(2):
+        shutil.copy(os.path.join(DIGITS, "media", "images", f"digit-000{n}.png"),
+                    folder / f"digit-{n}.png")
+        (folder / "sounds" / f"tone-{n}.wav").write_bytes(wav_bytes(freq=440.0 * (n + 1)))
+    rows = items if items is not None else [
+        {"id": "img0", "image": "digit-0.png"}, {"id": "img1", "image": "digit-1.png"},
+        {"id": "tone0", "audio": "sounds/tone-0.wav", "text": "Which sound?"},
+        {"id": "gone", "image": "not-here.png"}]
+    (tmp_path / "items.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    path = tmp_path / "config.yaml"
+    path.write_text(config)
+    return str(path)

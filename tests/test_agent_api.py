@@ -125,6 +125,34 @@ def test_stalled_copy_is_named(active, monkeypatch):
     assert ctx.remote.copy_error == "The copy from gpu.example.org sent nothing for 1 s."
 
 
+def test_a_stalled_copy_that_resumes_and_completes_is_no_error(active, monkeypatch):
+    """A stall names the copy error; once the agent resumes that file and it arrives whole
+    (verified by its sha256), the error is gone and the run can end as a success."""
+    import hashlib
+
+    c, run_id, ctx, server = active
+    monkeypatch.setattr(agent_api, "COPY_STALL_S", 1)
+    data = b"y" * 3000
+    sha = hashlib.sha256(data).hexdigest()
+    host, port = server.http.server_address[:2]
+    s = socket.create_connection((host, port))
+    s.sendall((f"PUT /agent/v1/runs/{run_id}/artifacts?path=w.bin&offset=0&size=3000&sha256="
+               f"{sha} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\n"
+               f"Content-Length: 3000\r\n\r\n").encode() + data[:1000])
+    deadline = time.time() + 10
+    while ctx.remote.copy_error is None and time.time() < deadline:
+        time.sleep(0.1)
+    s.close()
+    assert ctx.remote.copy_error == "The copy from gpu.example.org sent nothing for 1 s."
+    status, have = c.json("GET", f"/agent/v1/runs/{run_id}/artifacts?path=w.bin",
+                          headers=auth())
+    assert status == 200 and have["bytes"] == 1000
+    r = c.request("PUT", f"/agent/v1/runs/{run_id}/artifacts?path=w.bin&offset=1000&size=3000"
+                         f"&sha256={sha}", body=data[1000:], headers=auth())
+    assert r.status == 200 and json.loads(r.body)["bytes"] == 3000
+    assert ctx.remote.copy_error is None
+
+
 def test_inactive_run_is_410(active):
     c, run_id, ctx, server = active
     server.manager._active.clear()

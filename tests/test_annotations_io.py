@@ -39,7 +39,8 @@ def test_import_then_export(write_config, tmp_path, capsys):
     assert [r["id"] for r in rows] == ["i0", "i1", "i2", "i3", "i4"]
     assert rows[0] == {"id": "i0", "text": "item number 0", "predictions": {},
                        "labels": {"sentiment": [{"annotator": "bob", "label": "negative"},
-                                                {"annotator": "gold", "label": "positive"}]}}
+                                                {"annotator": "gold", "label": "positive"}]},
+                       "aggregated_label": {"sentiment": None}}  # a tie
     assert rows[1]["labels"] == {"sentiment": [{"annotator": "gold", "label": "negative"}]}
     # stdout export is the same content.
     code, out, _ = run_cli(capsys, "annotations", "export", cfg)

@@ -414,7 +414,11 @@ def test_a_refused_form_shows_the_run_page_again_with_the_input(tmp_path, serve,
     ("ssh://big.example.org/w/jobs/r1-x/artifacts", "big",
      "larger than max_artifact_mb (100 MB), so they stayed on the GPU host"),
     ("agent://lab-pc/home/u/.cache/potato-training/jobs/r1/artifacts", "lab",
-     "an agent run's model files stay on the agent's machine, at agent://lab-pc/"),
+     "the model files stayed on the agent's machine (over max_artifact_mb, a copy that failed, "
+     "or a run from before agent runs copied them back; the run log says which), at "
+     "agent://lab-pc/"),
+    ("agent://lab-pc/w/jobs/r1/artifacts", "kept",
+     "fetch_artifacts: false kept the model files on the agent's machine, at agent://lab-pc/"),
 ])
 def test_a_model_left_on_its_host_cannot_be_published(tmp_path, serve, hub, monkeypatch, uri,
                                                       backend, expected):
@@ -423,7 +427,8 @@ def test_a_model_left_on_its_host_cannot_be_published(tmp_path, serve, hub, monk
   backends:
     gpu: {type: ssh, host: gpu.example.org, fetch_artifacts: false}
     big: {type: ssh, host: big.example.org, max_artifact_mb: 100}
-    lab: {type: agent}""")
+    lab: {type: agent}
+    kept: {type: agent, fetch_artifacts: false}""")
     from potato.config import load
 
     store = Store(load(cfg)[0].db_path)

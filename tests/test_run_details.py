@@ -183,6 +183,7 @@ def test_chart_has_two_axes_ticks_and_a_legend():
 
 def test_chart_by_epoch_and_hostile_names():
     svg = str(chart.chart_svg([{"name": "<script>x</script>", "value": 0.5, "epoch": 1},
+                               {"name": "<script>x</script>", "value": 0.6, "epoch": 2},
                                {"name": "loss", "value": float("nan"), "epoch": 1}]))
     assert "by epoch" in svg and "<script>" not in svg and "&lt;script&gt;" in svg
     assert "appears when the run reports its first loss" in str(chart.chart_svg([], pending=True))
@@ -211,10 +212,12 @@ def test_a_store_from_before_gains_placement_and_warnings(tmp_path):
 
 
 @pytest.mark.parametrize("history", [
-    [{"name": "loss", "value": 5e-324, "epoch": 1}],  # a subnormal: log10 of ~0 used to raise
+    # a subnormal: log10 of ~0 used to raise (two points: one point is a number, no chart)
+    [{"name": "loss", "value": 5e-324, "epoch": 1}, {"name": "loss", "value": 5e-324, "epoch": 2}],
     [{"name": "loss", "value": 0, "epoch": 1}, {"name": "loss", "value": 0, "epoch": 2}],
     [{"name": "loss", "value": -0.5, "step": 1}, {"name": "loss", "value": 2.3, "step": 2}],
-    [{"name": "perplexity", "value": 35, "epoch": 1}, {"name": "x" * 140, "value": 1, "epoch": 1}],
+    [{"name": "perplexity", "value": 35, "epoch": 1}, {"name": "x" * 140, "value": 1, "epoch": 1},
+     {"name": "perplexity", "value": 30, "epoch": 2}, {"name": "x" * 140, "value": 2, "epoch": 2}],
 ])
 def test_odd_values_still_draw(history):
     svg = str(chart.chart_svg(history))

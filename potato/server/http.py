@@ -380,42 +380,51 @@ class Handler(Bodies, Uploads, BaseHTTPRequestHandler):
 
     def send(self, status: int, body: bytes, content_type: str,
              headers: Optional[Dict[str, str]] = None) -> None:
-        self._head(status, content_type, len(body))
-        self.send_header("Content-Length", str(len(body)))
+        self.start_response(status, content_type, len(body), headers)
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def start_response(self, status: int, content_type: str, length: int,
+                       headers: Optional[Dict[str, str]] = None) -> None:
+        """Everything up to the body (``length`` bytes, which the caller writes unless HEAD).
+        ``headers`` may replace a default (Cache-Control, Content-Security-Policy)."""
+        headers = headers or {}
+        self._head(status, content_type, length, headers)
+        self.send_header("Content-Length", str(length))
         for c in self._response_cookies:
             self.send_header("Set-Cookie", c)
-        for k, v in (headers or {}).items():
+        for k, v in headers.items():
             self.send_header(k, _header_value(v))
         if self.close_connection:
             self.send_header("Connection", "close")
         self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
 
-    def _head(self, status: int, content_type: str, length: int = 0) -> None:
-        """The status line and the headers every response has; from here the client has
-        ``write_deadline_s(length)`` to take the response (``_await_sent``)."""
+    def _head(self, status: int, content_type: str, length: int = 0,
+              own: Optional[Dict[str, str]] = None) -> None:
+        """The status line and the headers every response has (but those in ``own``); from
+        here the client has ``write_deadline_s(length)`` to take the response."""
         self._drain()
         self._started = True
         self._write_deadline = time.monotonic() + write_deadline_s(length)
         self._set_deadline(write_deadline_s(length), "write")
         self.send_response(status)
         self.send_header("Content-Type", content_type)
-        self.send_header("Cache-Control", "no-store")
-        for k, v in SECURITY_HEADERS.items():
-            self.send_header(k, v)
+        for k, v in (("Cache-Control", "no-store"), *SECURITY_HEADERS.items()):
+            if k not in (own or {}):
+                self.send_header(k, v)
 
     def send_json(self, data: Any, status: int = 200) -> None:
         self.send(status, safety.dumps(data).encode("utf-8"), "application/json")
 
-    def send_html(self, page: str, status: int = 200) -> None:
+    def send_html(self, page: str, status: int = 200,
+                  headers: Optional[Dict[str, str]] = None) -> None:
         disk = getattr(self.app, "disk", None)
         note = disk.banner() if disk is not None and self._access == "admin" else None
         if note:  # a full disk is news on every admin page
             page = page.replace("<main>", '<main>\n<p class="error banner" role="alert">%s</p>'
                                 % html.escape(note), 1)
         # "replace": a lone surrogate (say, a file name that is not UTF-8) cannot fail a page
-        self.send(status, page.encode("utf-8", "replace"), "text/html; charset=utf-8")
+        self.send(status, page.encode("utf-8", "replace"), "text/html; charset=utf-8", headers)
 
     def redirect(self, location: str) -> None:
         self.send(303, b"", "text/plain; charset=utf-8", {"Location": location})

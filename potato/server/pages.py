@@ -91,7 +91,9 @@ def annotate_page(cfg: Config, user: str, item, position: int, total: int, done:
     for scheme in cfg.schemes:
         fields.append(scheme.kind.fieldset(labels.get(scheme.name), key))
         key += scheme.kind.key_count()
-    scripts = ['<script src="/static/annotate.js"></script>'] + [
+    with_media = bool(display.media_kinds(cfg))
+    scripts = ['<script src="/static/annotate.js"></script>'] + (
+        ['<script src="/static/media.js"></script>'] if with_media else []) + [
         f'<script src="/static/{esc(name)}"></script>'
         for name in dict.fromkeys(s.kind.script for s in cfg.schemes if s.kind.script)]
     # The exact text as JSON: HTML turns CR LF into LF, and span offsets count every character.
@@ -117,10 +119,13 @@ def annotate_page(cfg: Config, user: str, item, position: int, total: int, done:
                                f'where you have not answered; change it if you disagree)</p>')
     suggestions += [str(s.kind.suggestion(predictions.get(s.name))) for s in cfg.schemes]
     item_text = f'<div class="item-text" id="item-text"{text_attr}>{esc(item["text"])}</div>'
+    if with_media and not item["text"] and not text_attr:  # an image or audio item alone
+        item_text = ""
     first_open = min(first_unlabelled, total)
     resume = (f'<a href="/annotate?resume=1" id="resume">Go to the first item you have not '
               f'labelled (item {first_open + 1})</a>' if first_open < position else "")
     body = f"""{progress}{display.instructions(cfg)}
+{'<div class="media-layout">' if with_media else ''}
 <article class="item" aria-label="Item to annotate">
   <p class="item-id">Item {position + 1} of {total} · <code>{esc(item["id"])}</code></p>
   {display.fields(cfg, item, Safe(item_text))}
@@ -140,7 +145,7 @@ def annotate_page(cfg: Config, user: str, item, position: int, total: int, done:
   <p class="hint">Keys: <kbd>1</kbd>–<kbd>9</kbd> choose a label, <kbd>A</kbd> accepts the
   model's suggestion, <kbd>Enter</kbd> saves and moves on, <kbd>&larr;</kbd> goes back.
   {resume}</p>
-</form>"""
+</form>{'</div>' if with_media else ''}"""
     return layout("Annotate", body, cfg, user, admin, "".join(scripts))
 
 
@@ -150,23 +155,28 @@ def _choice_label(label: Any) -> bool:
 
 
 def admin_page(cfg: Config, stats: Dict[str, Any], debug_note: str = "",
-               counts: Optional[Dict[str, Dict[str, int]]] = None) -> str:
+               counts: Optional[Dict[str, Dict[str, int]]] = None,
+               agreement: Optional[Dict[str, Dict[str, Any]]] = None) -> str:
     rows = "".join(f"<tr><td>{esc(a['name'])}</td><td>{a['items']}</td></tr>"
                    for a in stats["annotators"]) or '<tr><td colspan="2">No annotators yet</td></tr>'
     schemes = "".join(f"<li><b>{esc(s.name)}</b> ({esc(s.annotation_type)}): "
                       f"{esc(s.kind.summary())}</li>" for s in cfg.schemes)
     note = f'<p class="warning">{esc(debug_note)}</p>' if debug_note else ""
-    counts_html = _label_counts(counts or {})
+    counts_html = _label_counts(counts or {}) + agreement_html(agreement or {})
     return layout("Admin", f"""<h1>Admin</h1>{note}
 <section class="card"><h2>Project</h2>
 <p>{stats["items"]} items · {stats["annotations"]} labels · {len(stats["annotators"])} annotators</p>
 <ul>{schemes}</ul>
-<p><a href="/admin/training">Training</a> · export the labels (one row per label, with the
-annotator, the time and the item's majority label):
+<p><a href="/admin/training">Training</a> · export the labels, one row per label (with the
+annotator, the time and the item's aggregated label):
 <a href="/admin/export.jsonl" id="export-jsonl" download>JSON Lines</a> ·
-<a href="/admin/export.csv" id="export-csv" download>CSV</a> ·
+<a href="/admin/export.csv" id="export-csv" download>CSV</a>; one row per item (with every
+annotator's label, the aggregated label and the model's prediction and confidence):
+<a href="/admin/export.jsonl?rows=item" id="export-items-jsonl" download>JSON Lines</a> ·
+<a href="/admin/export.csv?rows=item" id="export-items-csv" download>CSV</a> ·
 <a href="/admin/export-upstream.zip" id="export-upstream" download>upstream Potato's layout
-(a folder per annotator, zipped)</a></p>{counts_html}</section>
+(a folder per annotator, zipped)</a>. The same as <code>potato annotations export CONFIG
+--rows label|item --format jsonl|csv</code>.</p>{counts_html}</section>
 <section class="card"><h2>Annotators</h2>
 <table><thead><tr><th scope="col">Annotator</th><th scope="col">Items labelled</th></tr></thead>
 <tbody>{rows}</tbody></table></section>
@@ -184,6 +194,35 @@ def _label_counts(counts: Dict[str, Dict[str, int]]) -> str:
                              '</caption><tbody>{cells}</tbody></table>', s=scheme,
                              cells=Safe(cells)))
     return "".join(tables)
+
+
+def _kappa(value: Optional[float]) -> str:
+    return "not defined (one label throughout)" if value is None else "%.3f" % value
+
+
+def agreement_html(summary: Dict[str, Dict[str, Any]]) -> str:
+    """Per scheme: items labelled, unlabelled and tied, and the annotators' agreement."""
+    parts = []
+    for scheme, a in summary.items():
+        ties = "" if a["ties"] is None else render(", {t} tied (no single most frequent "
+                                                   "label)", t=a["ties"])
+        lines = [render("<li>Cohen's κ ({x} and {y}): {k} over the {n} item(s) that exactly "
+                        "these two labelled</li>", x=c["annotators"][0], y=c["annotators"][1],
+                        k=_kappa(c["kappa"]), n=c["items"]) for c in a["cohen"]]
+        if a["more_pairs"]:
+            lines.append(render("<li>and {n} more pair(s)</li>", n=a["more_pairs"]))
+        f = a["fleiss"]
+        if f:
+            lines.append(render("<li>Fleiss' κ: {k} over the {n} item(s) with {r} annotators "
+                                "each</li>", k=_kappa(f["kappa"]), n=f["items"],
+                                r=f["annotators_per_item"]))
+        if not lines and a["ties"] is not None:
+            lines.append(Safe("<li>agreement: no item has two or more annotators yet</li>"))
+        parts.append(render('<div class="agreement" data-scheme="{s}"><p><b>{s}</b>: {l} of '
+                            '{n} items labelled, {u} unlabelled{t}</p><ul>{lines}</ul></div>',
+                            s=scheme, l=a["labelled"], n=a["items"], u=a["unlabelled"],
+                            t=Safe(ties), lines=Safe("".join(lines))))
+    return "".join(parts)
 
 
 def json_script(data: Any) -> str:

@@ -12,8 +12,8 @@ from urllib.parse import unquote
 
 from potato.annotations import LabelError, check_label, item_record
 from potato.schemes import KEEP
-from potato import export, upstream_output
-from potato.server import pages, safety
+from potato import agreement, display, export, upstream_output
+from potato.server import media_route, pages, safety
 from potato.server.connections import address_key
 from potato.server.errors import HTTPError
 
@@ -29,6 +29,8 @@ def add_core_routes(app) -> None:
     _annotate_routes(app)
     _annotation_api_routes(app)
     _admin_routes(app)
+    _export_routes(app)
+    media_route.add_media_routes(app)
 
 
 def _login_routes(app) -> None:
@@ -126,7 +128,8 @@ def _annotate_routes(app) -> None:
         preds = app.store.item_predictions(item["id"]) if item else {}
         h.send_html(pages.annotate_page(cfg, user, item, position, total,
                                         app.store.labelled_count(user), labels, preds,
-                                        h.is_admin(), queue.first_unlabelled(user)))
+                                        h.is_admin(), queue.first_unlabelled(user)),
+                    headers=media_route.page_headers(cfg, display.record(item)) if item else None)
 
     @app.route("POST", r"/annotate", "annotator")
     def annotate_post(h):
@@ -238,6 +241,28 @@ def _upstream_zip(cfg, store) -> bytes:
         raise HTTPError(409, str(e))
 
 
+def _export_routes(app) -> None:
+    """The admin's downloads: the one export (potato.export) and upstream Potato's layout."""
+    cfg = app.config
+
+    @app.route("GET", r"/admin/export\.(?P<kind>jsonl|csv)", "admin")
+    def admin_export(h, kind):
+        rows = (h.query.get("rows") or ["label"])[0]
+        if rows not in export.ROW_MODES:
+            raise HTTPError(400, "rows must be label (one row per label) or item (one row per "
+                                 "item, with the model's predictions), not %s." % ascii(rows[:40]))
+        body = export.build(app.store, cfg, rows, kind)
+        ctype = "application/x-ndjson" if kind == "jsonl" else "text/csv; charset=utf-8"
+        h.send(200, body, ctype, {"Content-Disposition": 'attachment; filename="%s"'
+                                  % export.filename(cfg, rows, kind)})
+
+    @app.route("GET", r"/admin/export-upstream\.zip", "admin")
+    def admin_export_upstream(h):
+        h.send(200, _upstream_zip(cfg, app.store), "application/zip", {
+            "Content-Disposition": 'attachment; filename="%s"'
+                                   % export.filename(cfg, "upstream", "zip")})
+
+
 def _admin_routes(app) -> None:
     cfg = app.config
 
@@ -290,20 +315,8 @@ def _admin_routes(app) -> None:
         note = ("Debug mode: requests from this machine have admin rights."
                 if cfg.debug else "")
         h.send_html(pages.admin_page(cfg, _stats(), note,
-                                     export.label_counts(cfg, app.store)))
-
-    @app.route("GET", r"/admin/export\.(?P<kind>jsonl|csv)", "admin")
-    def admin_export(h, kind):
-        body = (export.jsonl(app.store, cfg) if kind == "jsonl"
-                else export.csv_bytes(app.store, cfg))
-        ctype = "application/x-ndjson" if kind == "jsonl" else "text/csv; charset=utf-8"
-        h.send(200, body, ctype, {"Content-Disposition":
-                                  'attachment; filename="annotations.%s"' % kind})
-
-    @app.route("GET", r"/admin/export-upstream\.zip", "admin")
-    def admin_export_upstream(h):
-        h.send(200, _upstream_zip(cfg, app.store), "application/zip", {
-            "Content-Disposition": 'attachment; filename="annotation_output.zip"'})
+                                     export.label_counts(cfg, app.store),
+                                     agreement.summary(cfg, app.store)))
 
     @app.route("GET", r"/admin/api/stats", "admin")
     def admin_stats(h):

@@ -5,6 +5,7 @@ is active) and hands it to the agent on standard input. The token authorizes onl
 endpoints of that one run.
 """
 
+import hashlib
 import hmac
 import json
 import logging
@@ -60,6 +61,50 @@ def _tree_size(root: str) -> int:
     return total
 
 
+def _upload_query(h):
+    """(offset, size or None, sha256 or "") of a model-file upload's query, or a 400."""
+    q = {k: (h.query.get(k) or [""])[0] for k in ("offset", "size", "sha256")}
+    try:
+        offset = int(q["offset"] or "0")
+        size = int(q["size"]) if q["size"] else None
+    except ValueError:
+        raise HTTPError(400, "offset and size must be whole numbers of bytes.")
+    if offset < 0 or (size is not None and not 0 <= offset <= size):
+        raise HTTPError(400, "offset %d does not fit a file of %s bytes." % (offset, size))
+    if q["sha256"] and not re.fullmatch(r"[0-9a-f]{64}", q["sha256"]):
+        raise HTTPError(400, "sha256 must be 64 lower-case hex digits.")
+    return offset, size, q["sha256"]
+
+
+def _refuse_over_cap(h, rel, size, offset, per_file, left, backend, mb):
+    """A 413 before any byte is read, naming the limit and how to raise it."""
+    if size > per_file:
+        why = "over max_artifact_mb (%g MB)" % mb
+    elif size - offset > left:
+        why = ("more than a run's model files may take together (%d times max_artifact_mb, "
+               "%g MB)" % (ARTIFACTS_TOTAL_FILES_FACTOR, mb * ARTIFACTS_TOTAL_FILES_FACTOR))
+    else:
+        return
+    h.close_connection = True
+    raise HTTPError(413, "%s (%.1f MB) is %s of backend %s: it stays on the training machine. "
+                         "To copy such files, raise max_artifact_mb under "
+                         "model_training.backends.%s." % (rel, size / 1048576.0, why, backend,
+                                                         backend))
+
+
+def _verify(dest, rel, size, sha) -> None:
+    """A completed model file, checked against the sha256 the agent sent; a copy that differs
+    is dropped (409), and the agent sends it again from byte 0."""
+    digest = hashlib.sha256()
+    with open(dest, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    if os.path.getsize(dest) != size or not hmac.compare_digest(digest.hexdigest(), sha):
+        os.unlink(dest)
+        raise HTTPError(409, "%s arrived with another sha256 or size than the agent sent; the "
+                             "server dropped its copy: send it again from byte 0." % rel)
+
+
 def _keep_result(ctx, body) -> None:
     """The agent's result, saved (atomically) in the run directory: a server restarted before
     the run ends finds it there and ingests the predictions (AgentBackend.reattach). If it
@@ -77,6 +122,8 @@ def add_routes(app, manager) -> None:
     _claim_routes(app, manager)
     _run_routes(app, manager, authorize)
     _upload_routes(app, manager, authorize)
+    _artifact_routes(app, manager, authorize)
+    _result_routes(app, manager, authorize)
 
 
 def _authorizer(manager):
@@ -214,22 +261,35 @@ def _upload_routes(app, manager, authorize) -> None:
                                    on_progress=remote.seen)  # a long upload is a sign of life
         h.send_json({"ok": True, "bytes": written})
 
+
+def _artifact_routes(app, manager, authorize) -> None:
+    """Model files, resumable: how much the server has, and the next bytes (verified at the
+    end against the agent's sha256)."""
+
+    @app.route("GET", PREFIX + r"/artifacts")
+    def artifact_size(h, run_id):
+        """How many bytes of a model file the server has: where the agent resumes."""
+        ctx, remote = authorize(h, run_id)
+        rel = (h.query.get("path") or [""])[0]
+        dest = _artifact_path(ctx.paths.artifacts, rel)
+        remote.seen()
+        h.send_json({"path": rel, "bytes": os.path.getsize(dest) if os.path.isfile(dest) else 0})
+
     @app.route("PUT", PREFIX + r"/artifacts")
     def artifact(h, run_id):
         ctx, remote = authorize(h, run_id)
         rel = (h.query.get("path") or [""])[0]
-        try:
-            offset = int((h.query.get("offset") or ["0"])[0])
-        except ValueError:
-            raise HTTPError(400, "offset must be a number.")
+        offset, size, sha = _upload_query(h)
         dest = _artifact_path(ctx.paths.artifacts, rel)
         have = os.path.getsize(dest) if os.path.isfile(dest) else 0
         if offset != have:
             raise HTTPError(409, "%s has %d bytes here, not %d: resume from %d."
                             % (rel, have, offset, have))
-        per_file = int(manager.cfg.model_training.backends[ctx.run.backend].max_artifact_mb
-                       * 1024 * 1024)
+        mb = manager.cfg.model_training.backends[ctx.run.backend].max_artifact_mb
+        per_file = int(mb * 1024 * 1024)
         left = per_file * ARTIFACTS_TOTAL_FILES_FACTOR - _tree_size(ctx.paths.artifacts)
+        if size is not None:
+            _refuse_over_cap(h, rel, size, offset, per_file, left, ctx.run.backend, mb)
         remote.seen()
         h.allow_stall(COPY_STALL_S)
         try:
@@ -238,7 +298,8 @@ def _upload_routes(app, manager, authorize) -> None:
                                  "max_artifact_mb (each file; a run's files together: %d times "
                                  "that)" % ARTIFACTS_TOTAL_FILES_FACTOR)
         except socket.timeout as e:
-            remote.copy_error = copy_stalled(remote.host, COPY_STALL_S)
+            remote.copy_error, remote.copy_error_path = copy_stalled(remote.host,
+                                                                     COPY_STALL_S), rel
             ctx.log("%s (%s: %s)" % (remote.copy_error, rel, e))
             h.close_connection = True
             return
@@ -250,8 +311,15 @@ def _upload_routes(app, manager, authorize) -> None:
                 raise  # the handler's one answer for a full disk
             raise HTTPError(507, "The server could not store %s: %s." % (rel, e.strerror or e))
         remote.seen()
+        if size is not None and sha and offset + n >= size:
+            _verify(dest, rel, size, sha)
+        if remote.copy_error_path == rel and size is not None and offset + n >= size:
+            ctx.log("the copy of %s resumed and completed" % rel)  # the stall is behind us
+            remote.copy_error = remote.copy_error_path = None
         h.send_json({"ok": True, "bytes": offset + n})
 
+
+def _result_routes(app, manager, authorize) -> None:
     @app.route("POST", PREFIX + r"/result")
     def result(h, run_id):
         ctx, remote = authorize(h, run_id)

@@ -8,6 +8,8 @@ from urllib.parse import unquote
 from potato.server.errors import HTTPError
 from potato.training import (choice, compare, history, model_files, pages, publish_api,
                              run_actions, runlog)
+from potato.training import live as live_card
+from potato.training import reload
 from potato.training.remote import trainers
 from potato.training.backends import check_backend
 from potato.training.queue import Manager, RequestError
@@ -102,7 +104,9 @@ def model_location(run: Run) -> str:
     return run.artifact_uri or "not kept"
 
 
-def add_routes(app, manager: Manager) -> None:
+def add_routes(app, manager: Manager, on_disk=None) -> None:
+    """The admin API and pages; ``on_disk`` (a reload.ConfigOnDisk): the config file's notice
+    and Reload config."""
     def get_run(run_id: str) -> Run:
         run = manager.runs.get(run_id)
         if run is None:
@@ -113,7 +117,9 @@ def add_routes(app, manager: Manager) -> None:
     pages_of = {}  # the run page, for the publish form's refusals
     publisher = publish_api.add_routes(app, manager, PREFIX, get_run, run_view,
                                        lambda *a, **k: pages_of["run"](*a, **k))
-    _page_routes(app, manager, get_run)
+    _page_routes(app, manager, get_run, on_disk)
+    if on_disk is not None:
+        reload.add_routes(app, on_disk, PREFIX)
     history.add_routes(app, manager, run_view)
     compare.add_routes(app, manager, run_view)
     pages_of["run"] = _run_page_routes(app, manager, get_run, publisher)
@@ -219,16 +225,17 @@ def form_memory(manager: Manager, trainer_names, again: Optional[Run] = None):
                       "something first." % again.run_id}
 
 
-def _page_routes(app, manager: Manager, get_run) -> None:
+def _page_routes(app, manager: Manager, get_run, on_disk) -> None:
     def page(h, message="", status=200, again=None):
         runs = [run_view(r) for r in manager.runs.list()]
         live = live_run(manager)
+        tail, end = live_card.log_tail(manager.paths(live.run_id).log) if live else ("", 0)
         trainers_data = trainer_list_data()
         h.send_html(pages.training_page(
             manager.cfg, backend_list(manager, for_page=True), trainers_data, runs,
-            pages.live_fragment(run_view(live) if live else None,
-                                read_log(manager, live.run_id, 15) if live else ""),
-            message, form_memory(manager, [t["name"] for t in trainers_data], again)), status)
+            live_card.live_fragment(run_view(live) if live else None, tail, end),
+            message, reload.page_notice(on_disk, h.query),
+            form_memory(manager, [t["name"] for t in trainers_data], again)), status)
 
     @app.route("GET", r"/admin/training", "admin")
     def training_page(h):
@@ -264,11 +271,11 @@ def _page_routes(app, manager: Manager, get_run) -> None:
     @app.route("GET", PREFIX + r"/fragments", "admin")
     def fragments(h):
         live = live_run(manager)
-        h.send_json({
-            "live": pages.live_fragment(run_view(live) if live else None,
-                                        read_log(manager, live.run_id, 15) if live else ""),
-            "runs": pages.runs_rows([run_view(r) for r in manager.runs.list()]),
-            "active": bool(live and live.status not in TERMINAL)})
+        out = live_card.fragments(run_view(live) if live else None,
+                                  manager.paths(live.run_id).log if live else None, h.query)
+        out["runs"] = pages.runs_rows([run_view(r) for r in manager.runs.list()])
+        out["config"] = on_disk.notice() if on_disk is not None else ""
+        h.send_json(out)
 
     @app.route("GET", PREFIX + r"/auto_retrain", "admin")
     def auto(h):

@@ -4,10 +4,16 @@ Loss (left axis, from 0) and accuracy-like values (right axis, 0 to 1) have thei
 the x-axis is the training step when the trainer reports steps (a loss point every few steps,
 val accuracy at each epoch's last step; an epoch's mean of a series drawn by step is left out),
 else the epoch. Axes have ticks and labels, series a
-legend. The page swaps the live fragment every second, so the chart stays live.
+legend. The live card is redrawn every second, so the chart stays live.
+
+A series keeps its colour for good: the colour comes from the series' name (``colour_of``), so
+a new series appearing mid-run never recolours the others, and ``loss (train)`` has the same
+colour on every run. A series with one point (naive Bayes reports one val accuracy) is no line:
+it is shown as a number under the chart (``one_point``), and alone it needs no chart at all.
 """
 
 import math
+import zlib
 from typing import Any, Dict, List, Optional, Tuple
 
 from potato.markup import Safe, join, render
@@ -15,7 +21,18 @@ from potato.markup import Safe, join, render
 WIDTH, PLOT_H = 760, 220
 LEFT, RIGHT, TOP = 58, 58, 14  # room for the axes' ticks and labels
 BOTTOM = TOP + PLOT_H  # the x-axis; its ticks, its name and the legend go below it
-COLOURS = ("#7a4b1f", "#1e6fb3", "#1e7b34", "#8a2be2", "#b3261e", "#5f6368")
+COLOURS = ("#7a4b1f", "#1e6fb3", "#1e7b34", "#8a2be2", "#b3261e", "#5f6368", "#c26a00",
+           "#00838f", "#ad1457", "#3949ab")
+# The series the trainers report, each with a colour of its own (the rest hash into COLOURS).
+KNOWN_COLOURS = {"loss (train)": COLOURS[0], "accuracy (val)": COLOURS[1],
+                 "loss (val)": COLOURS[4], "entity_f1 (val)": COLOURS[2],
+                 "mae (val)": COLOURS[3], "val_accuracy": COLOURS[1]}
+
+
+def colour_of(name: str) -> str:
+    """A series' colour, from its name alone: stable across updates, pages and runs."""
+    known = KNOWN_COLOURS.get(name)
+    return known or COLOURS[zlib.crc32(name.encode("utf-8")) % len(COLOURS)]
 
 
 def _num(value: Any) -> Optional[float]:
@@ -54,8 +71,12 @@ def series(history: Any) -> Tuple[str, Dict[str, List[Tuple[float, float]]]]:
 
 
 def _name(e: Dict[str, Any]) -> str:
+    """A series' name: the metric, with its split, else its scheme (naive Bayes reports one
+    val accuracy per scheme: one series each, not one series with two points at epoch 1)."""
     name = str(e.get("name", ""))[:100]
-    return "%s (%s)" % (name, str(e["split"])[:40]) if e.get("split") else name
+    if e.get("split"):
+        return "%s (%s)" % (name, str(e["split"])[:40])
+    return "%s (%s)" % (name, str(e["scheme"])[:40]) if e.get("scheme") else name
 
 
 def is_loss(name: str) -> bool:
@@ -110,8 +131,24 @@ def chart_svg(history: Any, pending: bool = True) -> Safe:
                     'this run reported.</p>')
 
 
+def one_point(axis: str, single: Dict[str, Tuple[float, float]]) -> Safe:
+    """Series with one point, as numbers (a lone dot on empty axes says less)."""
+    if not single:
+        return Safe("")
+    return render('<ul class="chart-numbers">{items}</ul>', items=join(
+        render('<li data-series="{name}"><svg class="swatch" width="12" height="12" aria-hidden="true">'
+               '<rect width="12" height="12" fill="{c}"/></svg> '
+               '{name}: <b>{v}</b> <span class="hint">({axis} {at})</span></li>', name=name,
+               c=colour_of(name), v="%.4g" % v, axis=axis, at=_label(x))
+        for name, (x, v) in sorted(single.items())))
+
+
 def _chart(history: Any, pending: bool) -> Safe:
     axis, data = series(history)
+    numbers = one_point(axis, {k: pts[0] for k, pts in data.items() if len(pts) == 1})
+    data = {k: pts for k, pts in data.items() if len(pts) > 1}
+    if not data and numbers:
+        return numbers
     if not data:
         if pending:
             return Safe('<p class="hint chart-empty">The chart appears when the run reports '
@@ -148,9 +185,9 @@ def _chart(history: Any, pending: bool) -> Safe:
                        (acc_lo, acc_hi), "accuracy" if all("acc" in k.lower() for k in right)
                        else "value"))
     for k, (name, pts) in enumerate(sorted(data.items())):
-        parts.append(_series(name, pts, COLOURS[k % len(COLOURS)], k, px, py, axis))
+        parts.append(_series(name, pts, colour_of(name), k, px, py, axis))
     parts.append(Safe("</svg>"))
-    return join(parts)
+    return join(parts + [numbers])
 
 
 def _axes(axis, x_ticks, px, py, loss_vals, loss_range, other_vals, acc_range,

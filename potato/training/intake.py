@@ -7,6 +7,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional
 
 from potato.training import boundary, run_texts
+from potato.training.eta import Eta
 from potato.training.remote.paths import RunPaths
 
 EVENTS_MAX_BYTES = 8 << 20
@@ -32,6 +33,7 @@ class RunEvents:
         self.warnings_dropped = 0
         self.last_warning_write = 0.0
         self.last_progress = 0.0
+        self.eta = Eta()  # the ETA shown is the server's, smoothed (eta.py)
         self.dropped = 0
         self.written = 0
         self._logs = None  # while a batch is handled: its log lines and metrics, written once
@@ -106,6 +108,11 @@ class RunEvents:
         if kind == "status":
             self.set_step(event["message"])
         elif kind == "progress":
+            event = dict((k, v) for k, v in event.items() if k != "eta_s")
+            left = self.eta.update(event["current"], event.get("total"), event.get("unit"),
+                                   event.get("t", now))
+            if left is not None:
+                event["eta_s"] = round(left, 1)
             if now - self.last_progress >= 0.25 or event["current"] == event.get("total"):
                 self.last_progress = now
                 runs.update(self.run_id, progress=event, heartbeat_at=now)

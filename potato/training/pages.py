@@ -1,8 +1,8 @@
 """The Training page (``/admin/training``) and a run's page, rendered on the server.
 
-The live parts (the current run and the runs table) are HTML fragments the server renders too;
-``static/training.js`` fetches them every second and swaps them in, so there is one renderer
-and the runs table reads fine without JavaScript.
+The live parts (the current run, ``live.py``, and the runs table) are HTML fragments the server
+renders too; ``static/training.js`` fetches them every second and updates the page in place,
+so there is one renderer and the page reads fine without JavaScript.
 """
 
 import json
@@ -38,6 +38,9 @@ def _num(value: Any, integer: bool = False) -> Optional[float]:
     if not math.isfinite(value):
         return None
     return int(value) if integer else float(value)
+
+
+number = _num  # for the live card (live.py)
 
 
 def _holdout(view: Dict[str, Any]) -> Safe:
@@ -117,48 +120,7 @@ def runs_rows(runs: List[Dict[str, Any]], pick: bool = False) -> Safe:
         for r in runs)
 
 
-def _progress_bar(view: Dict[str, Any]) -> Safe:
-    progress = view.get("progress") if isinstance(view.get("progress"), dict) else {}
-    total = _num(progress.get("total"), True)
-    current = _num(progress.get("current"), True) or 0
-    if not total or view["status"] != "running":
-        return Safe("")
-    eta = _num(progress.get("eta_s"))
-    return render('<p><progress max="{total}" value="{cur}" aria-label="Run progress"></progress>'
-                  ' {cur}/{total} {unit}{eta}</p>', total=total, cur=min(current, total),
-                  unit=str(progress.get("unit") or "")[:40],
-                  eta=" · ETA %ds" % eta if eta is not None else "")
-
-
-def live_fragment(view: Optional[Dict[str, Any]], log_tail: str) -> Safe:
-    if view is None:
-        return Safe('<p class="hint">No run yet. Start one above.</p>')
-    error = (render('<p class="error" role="alert">{e}</p>', e=view["error"])
-             if view["status"] == "error" and view.get("error") else Safe(""))
-    cancel = _cancel_button(view)
-    return render("""<div class="live" data-run="{id}" data-status="{status}">
-<p><a href="/admin/training/runs/{id}"><b>{id}</b></a> · {trainer} on {schemas} ·
- runs on <b class="ran-on">{ran_on}</b></p>
-<p>Status: <span class="status status-{status}" id="live-status">{status}</span>{warned}
- · <span id="live-step">{step}</span></p>
-{bar}{error}
-<div class="chart-box">{chart}</div>
-<details open><summary>Run log (last lines)</summary><pre class="log" id="live-log">{log}</pre>
-</details>
-{cancel}
-</div>""", id=view["run_id"], trainer=view["trainer"],
-                  schemas=", ".join(map(str, view["schemas"])),
-                  ran_on=view.get("ran_on") or view["backend"], status=view["status"],
-                  step=view.get("step") or "", bar=_progress_bar(view), error=error,
-                  warned=render(' <span class="status status-warning" title="{t}">({n} warning'
-                                '{s})</span>', t="\n".join(map(str, view["warnings"])),
-                                n=len(view["warnings"]), s="" if len(view["warnings"]) == 1
-                                else "s") if view.get("warnings") else "",
-                  chart=chart_svg(view.get("history"), pending=view["status"] not in TERMINAL),
-                  log=log_tail, cancel=cancel)
-
-
-def _cancel_button(view: Dict[str, Any]) -> Safe:
+def cancel_button(view: Dict[str, Any]) -> Safe:
     """Cancel run (the page asks first); disabled once a cancel is on its way."""
     if view["status"] in TERMINAL:
         return Safe("")
@@ -243,7 +205,7 @@ def _prefill(backends, trainers, form: Dict[str, Any]):
 
 def training_page(cfg, backends: List[Dict[str, Any]], trainers: List[Dict[str, Any]],
                   runs: List[Dict[str, Any]], live: str, message: str = "",
-                  form: Optional[Dict[str, Any]] = None) -> str:
+                  notice: str = "", form: Optional[Dict[str, Any]] = None) -> str:
     """``form``: what the Run form starts with: ``remembered`` {trainer: (run_id, values)},
     and for a run to run again its ``trainer``, ``backend``, ``schemas`` and ``notice``."""
     form = form or {}
@@ -275,7 +237,7 @@ def training_page(cfg, backends: List[Dict[str, Any]], trainers: List[Dict[str, 
             "descriptions": {b["name"]: b.get("description") or "" for b in backends},
             "trainers": {t["name"]: {"schema_types": t["schema_types"],
                                      "max_schemas": t["max_schemas"]} for t in trainers}}
-    body = """<h1>Training</h1>
+    body = """<h1>Training</h1>{notice}
 <section class="card" aria-labelledby="start-h"><h2 id="start-h">Start a run</h2>{disabled}
 <div id="message" role="alert" aria-live="assertive">{msg}</div>
 <form id="run-form" method="post" action="/admin/training/start"{form_hidden}>
@@ -293,14 +255,15 @@ def training_page(cfg, backends: List[Dict[str, Any]], trainers: List[Dict[str, 
   <button type="submit" id="start-run" class="primary">Start run</button>
 </form></section>
 <section class="card" aria-labelledby="live-h"><h2 id="live-h">Current run</h2>
-<div id="live-run" aria-live="polite">{live}</div></section>
+<div id="live-run">{live}</div></section>
 <section class="card" aria-labelledby="runs-h"><h2 id="runs-h">Runs</h2>
 <p><a href="/admin/training/runs" id="all-runs">All runs: sort, filter, name and compare them
 </a></p>
 <div class="table-wrap"><table id="runs-table"><thead><tr>{runs_head}</tr></thead>
 <tbody id="runs-body">{rows}</tbody></table></div></section>
 <script type="application/json" id="training-data">{data}</script>""".format(
-        msg=msg, backend_opts=backend_opts, disabled=disabled, form_hidden=form_hidden,
+        msg=msg, notice=notice, backend_opts=backend_opts, disabled=disabled,
+        form_hidden=form_hidden,
         description=esc(default.get("description") or ""),
         trainer_opts=_trainer_options(trainers, default["on_server"], first), schemes=schemes,
         params="".join(param_inputs(t, t is first, form.get("remembered", {}).get(t["name"]))
@@ -433,7 +396,7 @@ def run_page(cfg, view: Dict[str, Any], log: str, where: Any, message: str = "",
             row("Model files", where), row("In use", in_use_cell(view)),
             row("Pinned", pin_cell(view)) if view["status"] == "success" else "",
             row("Name and note", run_actions.label_cell(view))]
-    cancel = _cancel_button(view)
+    cancel = cancel_button(view)
     body = render("""<p><a href="/admin/training">&larr; Training</a></p>
 <h1>Run {id}{name}</h1>{message}
 <div class="table-wrap"><table class="details">{rows}</table></div>{cancel}{again}

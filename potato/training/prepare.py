@@ -6,7 +6,7 @@ import os
 import shutil
 from typing import Any, Callable, Dict, List, Optional
 
-from potato import aggregate
+from potato import aggregate, media
 from potato.config import Config
 from potato.store import Store
 from potato.training.backends import Outcome
@@ -35,8 +35,8 @@ def prepare(cfg: Config, store: Store, run: Run, paths: RunPaths, local: bool,
         if scheme.description:  # the LLM trainer's prompt quotes it
             schemas[name]["description"] = scheme.description
     mt = cfg.model_training
-    items = [(r["id"], r["text"]) for r in store.conn().execute(
-        "SELECT id, text FROM items WHERE active=1 ORDER BY position")]
+    items = [(r["id"], r["text"], bundle_media(cfg, r["data"])) for r in store.conn().execute(
+        "SELECT id, text, data FROM items WHERE active=1 ORDER BY position")]
     labels: Dict[str, Dict[str, List[Any]]] = {}
     decided: Dict[str, Dict[str, Any]] = {}
     for name in schemas:
@@ -71,6 +71,23 @@ def prepare(cfg: Config, store: Store, run: Run, paths: RunPaths, local: bool,
     write_json(paths.spec, spec)
     set_step("bundle ready: %d items" % sum(c.values()))
     return None
+
+
+def bundle_media(cfg: Config, data: str) -> Optional[Dict[str, Any]]:
+    """An item's "media" entry in the bundle (remote/media.py), from its stored record: the
+    file in place or the URL. A file that cannot be used is left out here; ``potato validate``
+    and the annotate page report it."""
+    if not (cfg.item_properties.image_key or cfg.item_properties.audio_key):
+        return None
+    try:
+        ref = media.item_media(cfg, json.loads(data))
+        if ref is None:
+            return None
+        if ref.is_url:
+            return {"kind": ref.kind, "url": ref.url}
+        return {"kind": ref.kind, "path": media.local_path(cfg, ref)}
+    except (media.MediaError, ValueError):
+        return None
 
 
 def scheme_votes(store: Store, scheme: str, active=None) -> Dict[str, Dict[str, Any]]:

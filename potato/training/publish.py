@@ -84,14 +84,17 @@ def cannot_publish(cfg, view: Dict[str, Any], artifacts: str) -> Optional[str]:
     uri = view.get("artifact_uri") or ""
     if "://" in uri:
         backend = cfg.model_training.backends.get(view["backend"])
-        if uri.startswith("agent://"):
-            why = "an agent run's model files stay on the agent's machine"
-        elif backend is not None and not backend.fetch_artifacts:
-            why = "fetch_artifacts: false kept the model files on the GPU host"
+        machine = "agent's machine" if uri.startswith("agent://") else "GPU host"
+        if backend is not None and not backend.fetch_artifacts:
+            why = "fetch_artifacts: false kept the model files on the %s" % machine
+        elif uri.startswith("agent://") and not model_files.files(artifacts):
+            why = ("the model files stayed on the agent's machine (over max_artifact_mb, a copy "
+                   "that failed, or a run from before agent runs copied them back; the run log "
+                   "says which)")
         else:
             why = ("some model files were larger than max_artifact_mb (%g MB), so they stayed on "
-                   "the GPU host (the run log names them)" % (
-                       backend.max_artifact_mb if backend is not None else 2048))
+                   "the %s (the run log names them)" % (
+                       backend.max_artifact_mb if backend is not None else 2048, machine))
         return ("This model cannot be published from the run page: %s, at %s, and publishing "
                 "needs the files on this server. Upload them from there (huggingface_hub's "
                 "hf upload), or train again with the files fetched." % (why, uri))

@@ -43,6 +43,24 @@ class Steps(_Base):
         return {"steps": n}
 
 
+class Chatty(_Base):
+    """A log line and a loss point every 0.1 s, and from half-way a val accuracy series (a
+    new series mid-run), for ``seconds``: the live card's log and chart keep changing."""
+
+    def train(self):
+        n = int(self.ctx.params["seconds"] / 0.1)
+        for i in range(n):
+            self.ctx.check_cancelled()
+            self.ctx.emitter.log("chatty line %d of %d" % (i + 1, n))
+            self.ctx.emitter.metric("loss", 1.0 / (i + 1), step=i + 1, split="train")
+            if i >= n // 2:
+                self.ctx.emitter.metric("accuracy", 0.5 + i / (4.0 * n), step=i + 1,
+                                        split="val")
+            self.ctx.emitter.progress(i + 1, n)
+            time.sleep(0.1)
+        return {"steps": n}
+
+
 class IgnoreTerm(_Base):
     def train(self):
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -60,6 +78,7 @@ TRAINERS = {
     "test-sigkill": _info("test-sigkill", SigKill),
     "test-steps": _info("test-steps", Steps),
     "test-ignore-term": _info("test-ignore-term", IgnoreTerm),
+    "test-chatty": _info("test-chatty", Chatty),
 }
 
 

@@ -1,4 +1,4 @@
-// The annotate page: 1-9 pick a label (or a Likert point), A accepts the model's suggestion
+// The annotate page: 1-9 pick a label (or a Likert point; 0 the tenth label), A accepts the model's suggestion
 // (a Likert, slider or number suggestion is pre-selected instead, see preselect()),
 // Enter saves (with nothing chosen it warns first; a second Enter skips; a required scheme
 // without an answer stops it), ArrowLeft goes back. The chosen label is highlighted (class
@@ -134,7 +134,7 @@
       if (e.key === "Enter" && t.tagName === "INPUT") { next(); e.preventDefault(); }
       return;
     }
-    if (e.key >= "1" && e.key <= "9") {
+    if (e.key >= "0" && e.key <= "9") {
       var box = form.querySelector('input[data-key="' + e.key + '"]');
       if (box) {
         box.type === "checkbox" ? (box.checked = !box.checked) : (box.checked = true);

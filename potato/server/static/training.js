@@ -1,5 +1,8 @@
-// The Training page: Check, start, cancel, and a live view refreshed from server-rendered
-// fragments every second (no full-page reloads). The page reads fine without this script.
+// The Training page: Check, start, cancel, and a live card updated in place every second from
+// server-rendered fragments (potato/training/live.py): only the parts whose HTML changed are
+// replaced, and the log is appended to, so a selection in it survives and its scroll position
+// stays (it follows the tail only when scrolled to the bottom). The page reads fine without
+// this script (reload it to see more).
 (function () {
   "use strict";
   var $ = function (id) { return document.getElementById(id); };
@@ -41,6 +44,65 @@
       .then(function (run) { show("Run " + run.run_id + ": " + run.status + ".", "ok"); refresh(); })
       .catch(function (err) { b.disabled = false; show(err.message); });
   });
+
+  var LOG_MAX = 200000;  // characters the card's log keeps (trimmed from the top when followed)
+
+  function atBottom(log) {
+    return log.scrollHeight - log.scrollTop - log.clientHeight < 4;
+  }
+
+  function followTail(log, follow) {
+    if (log && follow) log.scrollTop = log.scrollHeight;
+  }
+
+  function selectionIn(node) {
+    var sel = window.getSelection ? window.getSelection() : null;
+    return !!(sel && sel.rangeCount && !sel.isCollapsed &&
+              (node.contains(sel.anchorNode) || node.contains(sel.focusNode)));
+  }
+
+  // Appends what the log gained (f.log: {text, end, reset}); a reset starts it again.
+  function appendLog(log, more) {
+    var follow = atBottom(log);
+    if (more.reset) {
+      log.textContent = more.text;
+    } else if (more.text) {
+      log.appendChild(document.createTextNode(more.text));
+      if (follow && !selectionIn(log)) {
+        while (log.textContent.length > LOG_MAX && log.childNodes.length > 1) {
+          log.removeChild(log.firstChild);
+        }
+      }
+    }
+    log.setAttribute("data-log-end", String(more.end));
+    followTail(log, follow);
+  }
+
+  // The card of the same run is patched part by part; another run's card replaces it.
+  function updateLive(f) {
+    var live = $("live-run");
+    var card = live.querySelector(".live");
+    var tpl = document.createElement("template");
+    tpl.innerHTML = f.live;
+    var fresh = tpl.content.querySelector(".live");
+    if (!card || !fresh || card.getAttribute("data-run") !== fresh.getAttribute("data-run") ||
+        !f.log) {
+      if (card && fresh && card.getAttribute("data-run") === fresh.getAttribute("data-run")) {
+        var d = card.querySelector("details"), nd = fresh.querySelector("details");
+        if (d && nd) nd.open = d.open;
+      }
+      live.innerHTML = "";
+      live.appendChild(tpl.content);
+      followTail($("live-log"), true);
+      return;
+    }
+    Array.prototype.forEach.call(fresh.querySelectorAll("[data-part]"), function (part) {
+      var old = card.querySelector('[data-part="' + part.getAttribute("data-part") + '"]');
+      if (old && old.innerHTML !== part.innerHTML) old.innerHTML = part.innerHTML;
+    });
+    card.setAttribute("data-status", fresh.getAttribute("data-status"));
+    appendLog($("live-log"), f.log);
+  }
 
   var form = $("run-form");
   if (!form) return;  // the run page needs only the cancel handler
@@ -139,17 +201,28 @@
     if (row) message.textContent = "Run " + startedRun + " is " + row.textContent + ".";
   }
 
+  var lastRuns = null, lastConfig = null;
   function refresh() {
     if (busy) return;
     busy = true;
-    api("GET", "/admin/training/api/fragments")
+    var card = document.querySelector("#live-run .live"), log = $("live-log");
+    var path = "/admin/training/api/fragments";
+    if (card && log) {
+      path += "?run=" + encodeURIComponent(card.getAttribute("data-run")) +
+        "&log_from=" + encodeURIComponent(log.getAttribute("data-log-end") || "0");
+    }
+    api("GET", path)
       .then(function (f) {
-        var live = $("live-run");
-        var open = live.querySelector("details") ? live.querySelector("details").open : true;
-        live.innerHTML = f.live;
-        var d = live.querySelector("details");
-        if (d) d.open = open;
-        $("runs-body").innerHTML = f.runs;
+        updateLive(f);
+        if (f.runs !== lastRuns) {  // unchanged rows stay as they are (and a selection in them)
+          $("runs-body").innerHTML = f.runs;
+          lastRuns = f.runs;
+        }
+        var notice = $("config-notice");  // the config file on disk differs (reload.py)
+        if (notice && typeof f.config === "string" && f.config !== lastConfig) {
+          notice.innerHTML = f.config;
+          lastConfig = f.config;
+        }
         followStarted();
       })
       .catch(function (err) { show("Lost contact with the server: " + err.message); })
@@ -157,5 +230,6 @@
   }
 
   syncTrainers();
+  followTail($("live-log"), true);
   setInterval(refresh, 1000);
 })();

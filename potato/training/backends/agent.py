@@ -88,8 +88,11 @@ class AgentBackend(TrainingBackend):
                 "register %s CONFIG gives its token)." % (self.name, limit, self.name, self.name))
 
     def settings(self) -> RunSettings:
-        # Model files stay on the agent's machine; the run records where.
-        return RunSettings(gpus="auto", fetch_artifacts=False, keep_remote=True)
+        # Model files come back as an ssh run's do (fetch_artifacts, max_artifact_mb); those
+        # that stay on the agent's machine are named in the run log, and the run records where.
+        b = self.bcfg
+        return RunSettings(gpus="auto", fetch_artifacts=b.fetch_artifacts,
+                           keep_remote=b.keep_remote, max_artifact_mb=b.max_artifact_mb)
 
     def execute(self, ctx: RunContext) -> Outcome:
         claim = ctx.claim  # made by Manager.claim
@@ -146,8 +149,10 @@ class AgentBackend(TrainingBackend):
         if outcome is not None:
             return outcome
         result = remote.result or {}
-        uri = None
-        if result.get("workdir"):
+        uri = ctx.paths.artifacts
+        stayed = [a for a in result.get("artifacts") or [] if not a.get("fetched")]
+        if result.get("workdir") and (stayed or not self.bcfg.fetch_artifacts
+                                      or remote.copy_error):
             uri = "agent://%s%s/artifacts" % (result.get("host") or where, result["workdir"])
         return outcome_of(ctx, remote, self.name, uri)
 

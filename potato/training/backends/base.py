@@ -210,6 +210,7 @@ class RemoteState:
         self.result: Optional[Dict[str, Any]] = None
         self.result_ready = threading.Event()
         self.copy_error: Optional[str] = None
+        self.copy_error_path: Optional[str] = None  # the model file whose copy stalled
         self.host = settings.host
 
     def seen(self) -> None:

@@ -8,7 +8,8 @@ Layout of ``bundle/``::
     manifest.json   {version, schemas: {name: {type, labels}}, counts, split_seed, splits,
                      digest (sha256 of items.jsonl), ties_skipped: {scheme: n}}
     items.jsonl     {"id", "text", "split", "labels": {scheme: label}} per line; split is one
-                    of train, val, test, unlabeled
+                    of train, val, test, unlabeled; an item with an image or audio file
+                    also has "media" (remote/media.py says its forms)
 
 Labels are aggregated per scheme (by majority vote over annotators, or as the server's
 ``agree`` says: potato/aggregate.py); an item whose labels do not settle is left out of that
@@ -82,7 +83,8 @@ def build(dest, items, labels, schemas, fractions=(0.7, 0.15, 0.15), seed=0,
           include_unlabeled=False, heldout=None, agree=None):
     """Write a bundle into ``dest``; returns its manifest.
 
-    ``items``: iterable of (id, text); ``labels``: {item_id: {scheme: [label, ...]}} (one entry
+    ``items``: iterable of (id, text) or (id, text, media) where media is a dict for the
+    item's "media" (remote/media.py) or None; ``labels``: {item_id: {scheme: [label, ...]}} (one entry
     per annotator); ``schemas``: {name: {"type": ..., "labels": [...]}}. With ``heldout`` (a
     path), the test split's labels go there instead of into the bundle: a machine that runs the
     trainer never sees the answers it is scored against. ``agree(item_id, scheme, votes)``
@@ -98,7 +100,9 @@ def build(dest, items, labels, schemas, fractions=(0.7, 0.15, 0.15), seed=0,
     sha = hashlib.sha256()
     path = os.path.join(dest, "items.jsonl")
     with open(path, "w", encoding="utf-8") as out:
-        for item_id, text in items:
+        for item in items:
+            item_id, text = item[0], item[1]
+            media = item[2] if len(item) > 2 else None
             votes = labels.get(item_id)
             agreed = {}
             had_votes = False
@@ -126,8 +130,10 @@ def build(dest, items, labels, schemas, fractions=(0.7, 0.15, 0.15), seed=0,
             if held is not None and split == "test":
                 held.write(json.dumps({"id": item_id, "labels": agreed}) + "\n")
                 agreed = {}
-            line = json.dumps({"id": item_id, "text": text, "split": split,
-                               "labels": agreed}) + "\n"  # ASCII: no line breaks but "\n"
+            record = {"id": item_id, "text": text, "split": split, "labels": agreed}
+            if media:
+                record["media"] = media
+            line = json.dumps(record) + "\n"  # ASCII: no line breaks but "\n"
             data = line.encode("utf-8")
             sha.update(data)
             out.write(line)

@@ -22,16 +22,16 @@ import shutil
 import sys
 import threading
 import time
-from urllib.parse import quote
 
 from potato.training.remote import bundle as bundle_mod
 from potato.training.remote import gpus as gpus_mod
 from potato.training.remote import protocol
 from potato.training.remote import slurm_job
 from potato.training.remote import supervise
+from potato.training.remote import upload as upload_mod
 from potato.training.remote.client import (
-    CHUNK, Client, ServerError, StdinWatch, _Slice, download_bundle, log, on_hangup,
-    patiently, send_result, set_log_file)
+    Client, ServerError, StdinWatch, download_bundle, log, on_hangup, patiently, send_result,
+    set_log_file)
 from potato.training.remote.paths import RunPaths, write_json
 from potato.training.remote.protocol import RunSettings
 
@@ -201,9 +201,12 @@ class AgentRun:
         if self.settings.fetch_artifacts:
             try:
                 self._upload_artifacts()
-            except (ServerError, OSError, http.client.HTTPException) as e:
-                log("copying the model files back failed (%s); they stay in %s"
-                    % (e, self.paths.artifacts))
+            except (ServerError, upload_mod.UploadError, OSError,
+                    http.client.HTTPException) as e:
+                message = ("copying the model files back failed (%s); the files not copied "
+                           "stay on %s in %s" % (e, platform.node(), self.paths.artifacts))
+                log(message)
+                self.on_event(protocol.make("log", level="warning", message=message))
         return status, error
 
     def clean_up(self, status):
@@ -317,47 +320,25 @@ class AgentRun:
         for root, _, files in os.walk(self.paths.artifacts):
             for name in files:
                 p = os.path.join(root, name)
+                if os.path.islink(p):  # a trainer's link is not a model file: never followed
+                    continue
                 out.append({"path": os.path.relpath(p, self.paths.artifacts),
                             "bytes": os.path.getsize(p)})
         return out
 
     def _upload_artifacts(self):
-        """Send the model files in chunks, reporting 'copying the model back: X/Y MB'."""
-        limit = self.settings.max_artifact_mb * (1 << 20)
-        wanted = []
-        for a in self.artifacts:
-            if a["bytes"] > limit:
-                self.on_event(protocol.make(
-                    "log", level="warning", message="%s (%d MB) is over max_artifact_mb; it "
-                    "stays on %s in %s" % (a["path"], a["bytes"] >> 20, platform.node(),
-                                            self.paths.artifacts)))
-            else:
-                wanted.append(a)
-        total = sum(a["bytes"] for a in wanted)
-        done = [0]
-
-        def progress():
-            self.on_event(protocol.make("status", message="copying the model back: %d/%d MB" % (
-                done[0] >> 20, max(total >> 20, 1) if total else 0)))
+        """Send the model files (resumed, verified: upload.py), reporting 'copying the model
+        back: X/Y MB'; files over max_artifact_mb stay here, named in a warning."""
+        def status(message):
+            self.on_event(protocol.make("status", message=message))
             self.report_events(force=True)
 
-        progress()
-        for a in wanted:
-            with open(os.path.join(self.paths.artifacts, a["path"]), "rb") as f:
-                offset = 0
-                while True:
-                    n = min(CHUNK, a["bytes"] - offset)
-                    self.client.request(
-                        "PUT", "/agent/v1/runs/%s/artifacts?path=%s&offset=%d" % (
-                            self.run_id, quote(a["path"]), offset), body=_Slice(f, n),
-                        headers={"Content-Length": str(n),
-                                 "Content-Type": "application/octet-stream"})
-                    offset += n
-                    done[0] += n
-                    progress()
-                    if offset >= a["bytes"]:
-                        break
-            a["fetched"] = True
+        def warn(message):
+            self.on_event(protocol.make("log", level="warning", message=message))
+
+        upload_mod.upload_all(self.client, self.run_id, self.paths.artifacts, self.artifacts,
+                              self.settings.max_artifact_mb * (1 << 20), status, warn,
+                              platform.node())
 
 
 class _Alive:

@@ -217,7 +217,8 @@ def _predict(ctx, trainer, path, batch=256):
         for start in range(0, len(items), batch):
             ctx.check_cancelled()
             chunk = items[start:start + batch]
-            for it, (label, conf) in zip(chunk, trainer.predict(scheme, [i["text"] for i in chunk])):
+            inputs = chunk if getattr(trainer, "takes_items", False) else [i["text"] for i in chunk]
+            for it, (label, conf) in zip(chunk, trainer.predict(scheme, inputs)):
                 lines.append(json.dumps({"id": it["id"], "split": it["split"], "scheme": scheme,
                                          "label": label, "confidence": round(float(conf), 6)},
                                         ensure_ascii=False))

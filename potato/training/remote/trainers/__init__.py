@@ -7,6 +7,8 @@ A trainer module defines a class with this interface, used only by the worker::
         def __init__(self, ctx): ...          # ctx: worker.Context (bundle, params, emitter ...)
         def train(self) -> dict: ...          # metrics; call ctx.check_cancelled() between steps
         def predict(self, scheme, texts) -> [(label, confidence), ...]
+                                              # takes_items = True: gets bundle items
+                                              # (dicts with "media") instead of texts
                                               # span schemes: label is a list of
                                               # {start, end, label, confidence}
 """
@@ -79,6 +81,10 @@ TRAIN_TEXT_HINT = ("install torch, transformers and peft into that Python (pip i
 TRAIN_LLM_HINT = ("install torch, transformers and peft into that Python (pip install "
                   "'potato-annotation[train-llm]'; bitsandbytes too for load_in_4bit), or point "
                   "the backend's python at one that has them")
+
+TRAIN_IMAGE_HINT = ("install torch, transformers, peft and Pillow into that Python (pip install "
+                    "'potato-annotation[train-image]'), or point the backend's python at one "
+                    "that has them")
 
 HF_PACKAGES = ("torch", "transformers", "peft")
 
@@ -171,6 +177,25 @@ REGISTRY = {
          Param("lora_r", "int", 8, "LoRA rank", 1, 512),
          Param("lora_alpha", "int", 16, "LoRA scaling", 1, 4096)] + HF_SHARED_PARAMS,
         {"span"}, packages=HF_PACKAGES, max_schemas=1, install_hint=TRAIN_TEXT_HINT),
+    "hf-image-classification": TrainerInfo(
+        "hf-image-classification", "potato.training.remote.trainers.hf_image",
+        "Fine-tune an image classifier (any AutoModelForImageClassification: ViT, ConvNeXt, "
+        "ResNet ...) with its image processor on the items' images, full or with a LoRA "
+        "adapter.",
+        [Param("model", "str", "google/vit-base-patch16-224-in21k",
+               "a Hugging Face Hub id or a local directory of an image classification model "
+               "and its image processor", model_source=True),
+         Param("epochs", "int", 5, "passes over the training items", 1, 100),
+         Param("learning_rate", "float", None, "AdamW learning rate (default: 2e-3 with LoRA, "
+               "5e-5 for full fine-tuning)", minimum=1e-8, maximum=1.0),
+         Param("batch_size", "int", 32, "images per step", 1, 4096),
+         Param("augment", "bool", False, "light augmentation while training: a random crop of "
+               "85-100% resized back and a small brightness change (no flips)"),
+         Param("lora", "bool", False, "train a LoRA adapter (true) or every weight (false)"),
+         Param("lora_r", "int", 8, "LoRA rank", 1, 512),
+         Param("lora_alpha", "int", 16, "LoRA scaling", 1, 4096)] + HF_SHARED_PARAMS,
+        {"radio", "multiselect"}, packages=HF_PACKAGES + ("PIL",), max_schemas=1,
+        install_hint=TRAIN_IMAGE_HINT),
     "hf-text-regression": TrainerInfo(
         "hf-text-regression", "potato.training.remote.trainers.hf_regression",
         "Fine-tune a transformers encoder with a regression head (full or with a PEFT LoRA "

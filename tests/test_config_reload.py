@@ -1,0 +1,168 @@
+"""A config change on disk (issue 24, item 11): the Training page says the file differs from
+the config the server runs with; Reload config applies what it can live (model_training keys:
+a new backend takes runs at once, a running run goes on), and refuses, in one sentence, a
+change only a restart applies or an invalid file, keeping the old config."""
+
+import time
+
+import pytest
+
+from potato import config_diff
+from potato.config import load
+from tests.helpers import KEY, PLUGINS, ROOT, Client, make_project, start_run, wait_run
+
+pytestmark = pytest.mark.integration
+
+H = {"X-API-Key": KEY}
+ANCHOR = "model_training:\n  grace_seconds: 2\n"
+
+
+def _edit(path, old, new):
+    with open(path) as f:
+        text = f.read()
+    assert old in text
+    with open(path, "w") as f:
+        f.write(text.replace(old, new, 1))
+
+
+def _backends(c):
+    return [b["name"] for b in c.json("GET", "/admin/training/api/backends", headers=H)[1][
+        "backends"]]
+
+
+def _reload(c):
+    return c.json("POST", "/admin/training/api/config/reload", headers=H)
+
+
+@pytest.fixture
+def project(tmp_path, serve, monkeypatch):
+    monkeypatch.setenv("POTATO_TRAINER_PLUGINS", PLUGINS)
+    monkeypatch.setenv("PYTHONPATH", ROOT)
+    path = make_project(tmp_path)
+    _, url = serve(path)
+    return path, Client(url)
+
+
+def test_a_new_backend_is_announced_then_reloaded_and_takes_runs(project):
+    path, c = project
+    assert c.json("GET", "/admin/training/api/config", headers=H)[1]["differs"] is False
+    assert 'id="config-differs"' not in c.get("/admin/training", headers=H).text
+    _edit(path, ANCHOR, ANCHOR + "  retain_runs: 7\n  backends:\n    second: {type: local, "
+                        "description: the new one}\n")
+    state = c.json("GET", "/admin/training/api/config", headers=H)[1]
+    assert state["differs"] and state["changes"] == ["model_training.backends.second",
+                                                     "model_training.retain_runs"]
+    assert state["restart"] == [] and state["error"] is None
+    # No silent mismatch: the page says the file differs, and offers only what runs.
+    page = c.get("/admin/training", headers=H).text
+    assert "differs from the one this server runs with: changed: " \
+           "model_training.backends.second, model_training.retain_runs." in page
+    assert 'id="reload-config"' in page and 'value="second"' not in page
+    assert _backends(c) == ["local"]
+    assert c.json("GET", "/admin/training/api/fragments", headers=H)[1]["config"].startswith(
+        '<div class="notice" id="config-differs">')
+    status, out = _reload(c)
+    assert status == 200, out
+    assert out["message"] == ("Reloaded %s: backend second added, model_training.retain_runs "
+                              "changed." % path)
+    assert _backends(c) == ["local", "second"]
+    page = c.get("/admin/training", headers=H).text
+    assert 'id="config-differs"' not in page and 'value="second"' in page
+    run_id = start_run(c, trainer="text-naive-bayes", schemas=["sentiment"], backend="second")
+    run = wait_run(c, run_id)
+    assert run["status"] == "success" and run["backend"] == "second", run
+    # nothing left to reload
+    assert _reload(c) == (200, {"applied": True, "message": "The config on disk is the one the "
+                                                            "server runs with: nothing to "
+                                                            "reload."})
+
+
+def test_an_invalid_file_is_refused_with_its_error(project):
+    path, c = project
+    _edit(path, ANCHOR, ANCHOR + "  retain_runs: -1\n  backends:\n    second: {type: local}\n")
+    status, out = _reload(c)
+    assert status == 409 and out["error"].startswith("Not reloaded: ")
+    assert "retain_runs" in out["error"] and str(load(path)[1][0].line) in out["error"]
+    assert _backends(c) == ["local"]
+    state = c.json("GET", "/admin/training/api/config", headers=H)[1]
+    assert state["differs"] and "retain_runs" in state["error"]
+    page = c.get("/admin/training", headers=H).text
+    assert "it cannot be used, so the server keeps the config it loaded: " in page
+
+
+def test_a_restart_only_change_is_reported_in_one_sentence(project):
+    path, c = project
+    _edit(path, ANCHOR, "server:\n  port: 8123\n" + ANCHOR + "  backends:\n    second: "
+                        "{type: local}\n")
+    status, out = _reload(c)
+    assert (status, out) == (409, {"error": "Not reloaded: server.port changed: restart the "
+                                            "server to apply it."})
+    assert _backends(c) == ["local"]  # all or nothing: the new backend waits too
+    page = c.get("/admin/training", headers=H).text
+    assert "runs with: server.port changed: restart the server to apply it.</p>" in page
+
+
+def test_a_running_run_is_unaffected(project):
+    path, c = project
+    run_id = start_run(c, trainer="test-steps", schemas=["sentiment"], params={"seconds": 4})
+    deadline = time.time() + 30
+    while c.json("GET", f"/admin/training/api/runs/{run_id}", headers=H)[1]["status"] != \
+            "running":
+        assert time.time() < deadline
+        time.sleep(0.1)
+    # its own backend cannot change under it ...
+    _edit(path, ANCHOR, ANCHOR + "  backends:\n    local: {type: local, description: edited}\n")
+    status, out = _reload(c)
+    assert (status, out) == (409, {"error": f"Not reloaded: model_training.backends.local "
+                                            f"changed while run {run_id} runs on it: reload "
+                                            f"again when it has ended."})
+    # ... other keys and backends can
+    _edit(path, "description: edited}\n", "}\n    second: {type: local}\n  retain_runs: 9\n")
+    status, out = _reload(c)
+    assert status == 200 and "backend second added" in out["message"], out
+    run = wait_run(c, run_id)
+    assert run["status"] == "success", run
+    log = c.get(f"/admin/training/api/runs/{run_id}/log", headers=H).text
+    assert "error" not in log.lower().replace("stderr", "")
+
+
+def test_the_reload_form_is_admin_only_and_same_origin(project):
+    path, c = project
+    _edit(path, ANCHOR, ANCHOR + "  backends:\n    second: {type: local}\n")
+    r = c.post("/admin/training/reload", headers=dict(H, Origin="http://evil.example"))
+    assert r.status == 403 and "Cross-origin request" in r.text
+    stranger = Client(f"http://{c.host}:{c.port}/")
+    for where in ("/admin/training/reload", "/admin/training/api/config/reload"):
+        r = stranger.post(where)  # not admin
+        assert r.status == 401 and "Admin access needed" in r.text
+    assert _backends(c) == ["local"]
+    r = c.post("/admin/training/reload", headers=dict(H, Origin=f"http://{c.host}:{c.port}"))
+    assert r.status == 303 and r.getheader("Location").endswith("/admin/training?reload=done")
+    page = c.get("/admin/training?reload=done", headers=H).text
+    assert f'id="reload-result" role="status">Reloaded {path}: backend second added.</p>' in page
+    assert _backends(c) == ["local", "second"]
+
+
+def test_which_keys_apply_live():
+    assert config_diff.live("model_training.backends.gpu")
+    assert config_diff.live("model_training.writeback.min_confidence")
+    assert config_diff.live("validation.acknowledge")
+    for key in ("model_training.enabled", "model_training.publish.token_env", "server.port",
+                "annotation_schemes", "data_files", "output_annotation_dir", "admin_api_key"):
+        assert not config_diff.live(key), key
+    assert config_diff.restart_sentence(["a", "b"]) == \
+        "a and b changed: restart the server to apply them"
+
+
+def test_changes_compare_the_typed_configs(tmp_path):
+    path = make_project(tmp_path, labels=False)
+    before = load(path)[0]
+    assert config_diff.changes(before, load(path)[0]) == []
+    _edit(path, ANCHOR, "# a comment\n" + ANCHOR + "  retain_runs: 5\n")  # 5 is the default
+    assert config_diff.changes(before, load(path)[0]) == []
+    _edit(path, "labels: [positive, negative]", "labels: [positive, negative, mixed]")
+    _edit(path, ANCHOR, ANCHOR + "  backends:\n    local: {type: local, description: here}\n")
+    after = load(path)[0]
+    assert config_diff.changes(before, after) == ["annotation_schemes",
+                                                  "model_training.backends.local"]
+    assert config_diff.backend_change(before, after, "local") == "changed"

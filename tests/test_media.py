@@ -1,0 +1,262 @@
+"""Media items without a server: resolving a path inside the media folder (every way out
+refused), reading a file's type from its bytes, byte ranges and ETags, items with an image and
+no text, upstream's image and audio display fields, and `potato validate`'s media messages."""
+
+import os
+
+import pytest
+
+from potato import media
+from potato.config import load
+from potato.data import DataError, load_items
+from potato.server import media_route
+from potato.validation import check
+from tests.helpers import DIGITS, MEDIA_CONFIG, media_project, wav_bytes
+
+PNG = open(os.path.join(DIGITS, "media", "images", "digit-0000.png"), "rb").read()
+
+
+@pytest.fixture
+def cfg(tmp_path):
+    c, errors, _ = load(media_project(tmp_path))
+    assert not errors, errors
+    (tmp_path / "media" / "sub").mkdir()
+    (tmp_path / "media" / "sub" / "a b.png").write_bytes(PNG)
+    (tmp_path / "secret.png").write_bytes(PNG)
+    (tmp_path / "media" / "out.png").symlink_to(tmp_path / "secret.png")
+    (tmp_path / "media" / "outdir").symlink_to(tmp_path)
+    (tmp_path / "media" / "in.png").symlink_to(tmp_path / "media" / "digit-0.png")
+    return c
+
+
+def image(source):
+    return media.MediaRef("image", source)
+
+
+@pytest.mark.parametrize("source", ["digit-0.png", "./digit-0.png", "sub/a b.png",
+                                    "sub\\a b.png", "sub//a b.png", "in.png"])
+def test_paths_inside_the_folder_resolve(cfg, tmp_path, source):
+    path = media.local_path(cfg, image(source))
+    assert path.startswith(os.path.realpath(tmp_path / "media") + os.sep)
+    assert os.path.isfile(path)
+
+
+@pytest.mark.parametrize("source", [
+    "../secret.png", "sub/../../secret.png", "..\\secret.png", "sub\\..\\..\\secret.png",
+    "/etc/passwd", "\\etc\\passwd", "out.png", "outdir/secret.png", "digit-0.png\x00.txt",
+    "..", "", ".", "sub/.."])
+def test_every_way_out_of_the_folder_is_refused(cfg, source):
+    with pytest.raises(media.MediaRefused):
+        media.local_path(cfg, image(source))
+
+
+def test_a_missing_file_is_missing_not_refused(cfg):
+    with pytest.raises(media.MediaMissing, match="no such file"):
+        media.local_path(cfg, image("nope.png"))
+    with pytest.raises(media.MediaMissing):
+        media.local_path(cfg, image("sub"))  # a folder is no file
+
+
+def test_item_media_reads_the_configured_fields(cfg):
+    assert media.item_media(cfg, {"image": "a.png"}) == media.MediaRef("image", "a.png")
+    ref = media.item_media(cfg, {"audio": " https://ex.org/a.wav"})
+    assert ref.is_url and ref.url == "https://ex.org/a.wav" and ref.kind == "audio"
+    assert media.item_media(cfg, {"image": "", "text": "x"}) is None
+    assert media.item_media(cfg, {"image": "a.png", "audio": "b.wav"}, ("audio",)).kind == "audio"
+    with pytest.raises(media.MediaError, match="must be a path or URL"):
+        media.item_media(cfg, {"image": ["a.png"]})
+    for other in ("javascript:alert(1)", "data:image/png;base64,AAAA", "file:///etc/passwd",
+                  "FTP://x/y.png", "s3://bucket/a.png"):
+        with pytest.raises(media.MediaError, match="only http"):
+            media.item_media(cfg, {"image": other})
+    assert media.item_media(cfg, {"image": "c:/a.png"}).source == "c:/a.png"  # a name
+
+
+MP4_AUDIO = b"\0\0\0\x20ftypM4A \0\0\0\0M4A mp42isom\0\0\0\0"
+
+
+@pytest.mark.parametrize("head,found", [
+    (PNG, ("image", "image/png")), (b"\xff\xd8\xff\xe0\0\x10JFIF", ("image", "image/jpeg")),
+    (b"GIF89a\x01\0", ("image", "image/gif")), (b"RIFF\x10\0\0\0WEBPVP8 ", ("image", "image/webp")),
+    (b"BM" + b"\x36\x0c\0\0" + b"\0\0\0\0" + b"\x36\0\0\0" + b"\x28" + b"\0" * 15,
+     ("image", "image/bmp")),
+    (b"\0\0\0\x1cftypavif\0\0\0\0", ("image", "image/avif")),
+    (wav_bytes(0.01), ("audio", "audio/wav")), (b"ID3\x04\0\0\0\0\0\0", ("audio", "audio/mpeg")),
+    (b"\xff\xfb\x90\x64\0\0", ("audio", "audio/mpeg")), (b"\xff\xf1\x50\x80", ("audio", "audio/aac")),
+    (b"OggS\0\x02", ("audio", "audio/ogg")), (b"fLaC\0\0\0\x22", ("audio", "audio/flac")),
+    (MP4_AUDIO, ("audio", "audio/mp4")), (b"\x1a\x45\xdf\xa3\x9f", ("audio", "audio/webm")),
+    (b"<svg xmlns='http://www.w3.org/2000/svg'>", None), (b"<?xml version='1.0'?><svg>", None),
+    (b"<html><script>alert(1)</script>", None), (b"\0\0\0\x18ftypheic", None),
+    (b"BMnot a bitmap at all", None), (b"", None), (b"plain text", None),
+    (b"%PDF-1.7", None), (b"PK\x03\x04", None)])
+def test_the_type_comes_from_the_bytes(head, found):
+    assert media.sniff(head[:media.SNIFF_BYTES]) == found
+
+
+def test_probe_refuses_svg_wrong_kind_and_unknown_bytes(cfg, tmp_path):
+    folder = tmp_path / "media"
+    (folder / "evil.png").write_bytes(b"<svg onload='alert(1)'></svg>")
+    (folder / "text.png").write_bytes(b"hello")
+    (folder / "real.jpg").write_bytes(PNG)  # the name says JPEG, the bytes PNG
+    with pytest.raises(media.MediaUnsupported, match="SVG"):
+        media.probe(cfg, image("evil.png"))
+    with pytest.raises(media.MediaUnsupported, match="not an image or audio format"):
+        media.probe(cfg, image("text.png"))
+    with pytest.raises(media.MediaUnsupported, match="is image .* as its audio"):
+        media.probe(cfg, media.MediaRef("audio", "digit-0.png"))
+    assert media.probe(cfg, image("real.jpg"))[1] == "image/png"
+    assert media.probe(cfg, media.MediaRef("audio", "sounds/tone-0.wav"))[1] == "audio/wav"
+
+
+@pytest.mark.parametrize("url,origin", [
+    ("https://ex.org/a.png", "https://ex.org"), ("http://ex.org:8080/x?y=1", "http://ex.org:8080"),
+    ("https://10.0.0.1/a", "https://10.0.0.1"), ("javascript:alert(1)", None),
+    ("https://user:pw@ex.org/a", None), ("https://ex.org/a\"onerror=x", None),
+    ("https://ex.org;script-src *", None), ("https://[::1]/a", None), ("https:///a", None),
+    ("https://ex.org:99999/a", None), ("https://ex.org/a b", None), ("data:image/png,x", None)])
+def test_url_origins_for_the_page_policy(url, origin):
+    assert media.url_origin(url) == origin
+
+
+@pytest.mark.parametrize("header,size,want", [
+    ("bytes=0-99", 1000, (0, 99)), ("bytes=100-", 1000, (100, 999)), ("bytes=-10", 1000, (990, 999)),
+    ("bytes=-5000", 1000, (0, 999)), ("bytes=990-5000", 1000, (990, 999)), (" bytes = 5 - 6 ", 10, (5, 6)),
+    (None, 10, None), ("", 10, None), ("bytes=5-1", 10, None), ("bytes=0-1,3-4", 10, None),
+    ("items=0-1", 10, None), ("bytes=-", 10, None), ("bytes=a-b", 10, None),
+    ("bytes=" + "9" * 40 + "-", 10, None)])
+def test_one_byte_range_or_the_whole_file(header, size, want):
+    assert media_route.parse_range(header, size) == want
+
+
+@pytest.mark.parametrize("header,size", [("bytes=1000-", 1000), ("bytes=1000-2000", 1000),
+                                         ("bytes=-0", 1000), ("bytes=0-", 0), ("bytes=-1", 0)])
+def test_ranges_past_the_end_are_not_satisfiable(header, size):
+    with pytest.raises(media_route.RangeNotSatisfiable):
+        media_route.parse_range(header, size)
+
+
+def test_etags_compare_weakly_and_star():
+    assert media_route.etag_matches('"a-1", W/"b-2"', '"b-2"')
+    assert media_route.etag_matches("*", '"x"')
+    assert not media_route.etag_matches('"a-1"', '"a-2"')
+    assert not media_route.etag_matches(None, '"a-1"')
+
+
+# -- items and configs ------------------------------------------------------------------------
+
+def test_image_items_need_no_text_and_text_items_still_do(tmp_path):
+    c, _, _ = load(media_project(tmp_path))
+    items = {i: t for i, t, _ in load_items(c)}
+    assert items == {"img0": "", "img1": "", "tone0": "Which sound?", "gone": ""}
+    media_project(tmp_path, items=[{"id": "x", "other": 1}])
+    with pytest.raises(DataError, match=r"item 'x' has no 'text' text \(item_properties.text_key\) "
+                                        r"and no image or audio\."):
+        load_items(c)
+    media_project(tmp_path, items=[{"id": "x", "image": {"path": "a"}}])
+    with pytest.raises(DataError, match="item 'x': the item's 'image' field must be a path"):
+        load_items(c)
+    text_only, _, _ = load(media_project(tmp_path, items=[{"id": "x", "image": "digit-0.png"}],
+                                         config=MEDIA_CONFIG.replace(
+                                             "item_properties: {image_key: image, audio_key: "
+                                             "audio}", "")))
+    with pytest.raises(DataError, match=r"has no 'text' text \(item_properties.text_key\)\.$"):
+        load_items(text_only)
+
+
+def test_csv_items_with_images_need_no_text_column(tmp_path):
+    media_project(tmp_path, items=[])
+    (tmp_path / "items.csv").write_text("id,image\na,digit-0.png\n")
+    path = tmp_path / "config.yaml"
+    path.write_text(MEDIA_CONFIG.replace("items.jsonl", "items.csv"))
+    c, _, _ = load(str(path))
+    assert [(i, t) for i, t, _ in load_items(c)] == [("a", "")]
+
+
+UPSTREAM_DISPLAY = """\
+annotation_task_name: up
+data_files: [items.jsonl]
+admin_api_key: test-admin-key-0123456789
+media_directory: media
+instance_display:
+  fields:
+    - {key: picture, type: image, label: The picture}
+    - {key: clip, type: audio}
+annotation_schemes:
+  - {annotation_type: radio, name: kind, labels: [a, b]}
+"""
+
+
+def test_upstream_image_and_audio_fields_imply_the_media_keys(tmp_path):
+    c, errors, _ = load(media_project(tmp_path, config=UPSTREAM_DISPLAY))
+    assert errors == []
+    assert (c.item_properties.image_key, c.item_properties.audio_key) == ("picture", "clip")
+    assert [f.type for f in c.upstream.display] == ["image", "audio"]
+    clash = UPSTREAM_DISPLAY + "item_properties: {image_key: image}\n"
+    _, errors, _ = load(media_project(tmp_path, config=clash))
+    [e] = errors
+    assert "shows the image field 'picture', and item_properties.image_key is 'image'" in e.message
+    video = UPSTREAM_DISPLAY.replace("type: audio", "type: video")
+    _, errors, _ = load(media_project(tmp_path, config=video))
+    assert ["only image and audio media are shown here" in e.message for e in errors] == [True]
+
+
+# -- potato validate --------------------------------------------------------------------------
+
+def test_validate_counts_missing_files_and_names_the_first_few(tmp_path):
+    rows = [{"id": f"m{n}", "image": f"lost-{n}.png"} for n in range(7)] + [
+        {"id": "ok", "image": "digit-0.png"}]
+    _, report = check(media_project(tmp_path, items=rows))
+    assert report.errors == []
+    [w] = report.warnings
+    root = os.path.realpath(tmp_path / "media")
+    assert w.message == (f"7 of 8 items name an image that is not in {root}: lost-0.png, "
+                         f"lost-1.png, lost-2.png, lost-3.png, lost-4.png, …; fix the paths or "
+                         f"media_directory.")
+    assert w.key == "item_properties.image_key" and w.line == 5
+
+
+def test_validate_says_when_no_file_is_there(tmp_path):
+    rows = [{"id": f"m{n}", "image": f"images/d-{n}.png"} for n in range(1797)]
+    _, report = check(media_project(tmp_path, items=rows))
+    [e] = report.errors
+    assert e.message.startswith("none of the 1,797 image files the items name is in ")
+    assert "fix media_directory (relative to task_dir) or the paths." in e.message
+
+
+def test_validate_refuses_escapes_and_flags_unshowable_files(tmp_path):
+    rows = [{"id": "a", "image": "../config.yaml"}, {"id": "b", "image": "/etc/hostname"},
+            {"id": "c", "image": "page.png"}, {"id": "d", "audio": "digit-0.png", "text": "t"},
+            {"id": "e", "image": "https://img.example.org/e.png"},
+            {"id": "f", "image": "ftp://x/y.png", "text": "t"}, {"id": "g", "image": "digit-1.png"},
+            {"id": "h", "image": "https://u:pw@ex.org/h.png", "text": "t"}]
+    path = media_project(tmp_path, items=rows)
+    (tmp_path / "media" / "page.png").write_bytes(b"<?xml version='1.0'?><svg/>")
+    _, report = check(path)
+    [e] = report.errors
+    assert e.message.startswith("3 of 8 items name an image outside the media folder ")
+    assert ("../config.yaml, /etc/hostname, f (the item's 'image' field is 'ftp://x/y.png': "
+            "only http(s) addresses and paths in the media folder are shown). Give paths "
+            "relative to media_directory.") in e.message
+    msgs = [w.message for w in report.warnings]
+    assert ("1 of 8 items' image files cannot be shown by a browser: 'page.png' is an SVG (not "
+            "served: it can carry scripts; convert it to PNG). Convert them to PNG, JPEG, GIF "
+            "or WebP.") in msgs
+    assert ("1 of 8 items' audio files cannot be shown by a browser: 'digit-0.png' is image "
+            "(image/png), and the item names it as its audio. Convert them to WAV, MP3, OGG, "
+            "FLAC or M4A.") in msgs
+    assert ("1 of 8 items name an image address the annotate page will not load (only plain "
+            "http:// and https:// addresses): https://u:pw@ex.org/h.png.") in msgs
+    assert any("web addresses, not checked here (validate fetches nothing): the annotators' "
+               "browsers load them from https://img.example.org." in n.message
+               for n in report.notes)
+
+
+def test_validate_media_directory_and_the_digits_example(tmp_path, capsys):
+    _, report = check(media_project(tmp_path, config=MEDIA_CONFIG.replace(
+        "media_directory: media", "media_directory: pictures")))
+    assert [e.key for e in report.errors] == ["media_directory"]
+    assert "media_directory is " in report.errors[0].message and "not a folder" in \
+        report.errors[0].message
+    _, report = check(os.path.join(DIGITS, "config.yaml"))
+    assert (report.errors, report.warnings) == ([], [])
+    assert len(os.listdir(os.path.join(DIGITS, "media", "images"))) == 200

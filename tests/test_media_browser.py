@@ -1,0 +1,127 @@
+"""Media items in a real headless Chromium: the digits example shows each image scaled to fit,
+full size on a click or on Enter at its button, and takes the digit from the number keys
+(0 for zero); an audio item gets a player that loads the WAV through the media route; a
+missing file and a URL that does not answer are placeholders, the page still works.
+Screenshots go to test-output/."""
+
+import json
+import os
+import shutil
+
+import pytest
+
+from tests.helpers import DIGITS, SHOTS, Client, media_project, wait_for
+
+pytestmark = pytest.mark.integration
+
+
+def login(d, url, name="dana"):
+    d.get(url + "login")
+    d.find_element("id", "username").send_keys(name)
+    d.find_element("css selector", "form button[type=submit]").click()
+    wait_for(d, lambda d: d.current_url.endswith("/annotate"), what="the annotate page")
+
+
+def keys(d, *ks):
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    ActionChains(d).send_keys(*ks).perform()
+
+
+def image_loaded(d):
+    return d.execute_script("const i = document.querySelector('img.media-img');"
+                            "return i && i.complete && i.naturalWidth > 0 ? "
+                            "[i.naturalWidth, i.getBoundingClientRect().width] : null;")
+
+
+def item_id(d):
+    return d.find_element("css selector", "input[name=item_id]").get_attribute("value")
+
+
+def test_digits_show_the_image_and_take_number_keys(tmp_path, serve, browser):
+    from selenium.webdriver.common.keys import Keys
+
+    project = tmp_path / "digits"
+    shutil.copytree(DIGITS, project)
+    gold = {r["id"]: r["digit"] for r in map(json.loads, open(project / "data" / "gold.jsonl"))}
+    server, url = serve(str(project / "config.yaml"), training=False)
+    d = browser
+    login(d, url)
+    natural, shown = wait_for(d, image_loaded, what="the digit image")
+    assert natural == 32 and shown > 200  # scaled to fit the page, not 32 pixels wide
+    os.makedirs(SHOTS, exist_ok=True)
+    d.save_screenshot(os.path.join(SHOTS, "annotate-image.png"))
+    # Full size on a click, and back; after a click Enter saves rather than zooms.
+    fig = d.find_element("css selector", "figure.media-image")
+    d.find_element("css selector", "button.media-zoom").click()
+    assert "full" in fig.get_attribute("class")
+    assert d.execute_script("return document.querySelector('img.media-img')"
+                            ".getBoundingClientRect().width") == 32
+    d.find_element("css selector", "button.media-zoom").click()
+    assert "full" not in fig.get_attribute("class")
+    # By keyboard: the image's button takes focus and Enter switches it.
+    d.execute_script("document.querySelector('button.media-zoom').focus()")
+    keys(d, Keys.ENTER)
+    zoom = d.find_element("css selector", "button.media-zoom")
+    assert zoom.get_attribute("aria-pressed") == "true" and "full" in fig.get_attribute("class")
+    keys(d, Keys.ENTER)
+    assert zoom.get_attribute("aria-pressed") == "false"
+    d.execute_script("document.activeElement.blur()")
+    # The number keys label: 0 is zero (the tenth label), 1-9 the others; Enter saves.
+    labelled = []
+    for _ in range(3):
+        current = item_id(d)
+        key = {"zero": "0", "one": "1", "two": "2", "three": "3", "four": "4", "five": "5",
+               "six": "6", "seven": "7", "eight": "8", "nine": "9"}[gold[current]]
+        keys(d, key)
+        box = d.find_element("css selector", f"input[name='label:digit'][data-key='{key}']")
+        assert box.is_selected() and box.get_attribute("value") == gold[current]
+        keys(d, Keys.ENTER)
+        wait_for(d, lambda d: item_id(d) != current, what="the next item")
+        wait_for(d, image_loaded, what="the next image")
+        labelled.append(current)
+    store = server.app.store
+    assert {i: store.labels_of("dana", i) for i in labelled} == {
+        i: {"digit": gold[i]} for i in labelled}
+    assert labelled == ["digit-0000", "digit-0001", "digit-0002"]
+    keys(d, Keys.ARROW_LEFT)  # back to the previous item, its image and label shown
+    wait_for(d, lambda d: item_id(d) == "digit-0002", what="the previous item")
+    assert d.find_element("css selector", "input[name='label:digit'][value='two']").is_selected()
+    wait_for(d, image_loaded, what="the previous image")
+
+
+def test_audio_player_and_placeholders(tmp_path, serve, browser):
+    rows = [{"id": "tone0", "audio": "sounds/tone-0.wav", "text": "Which sound is it?"},
+            {"id": "gone", "image": "not-here.png"},
+            {"id": "dead", "image": "http://127.0.0.1:9/nothing.png"}]
+    server, url = serve(media_project(tmp_path, items=rows), training=False)
+    d = browser
+    login(d, url)
+    player = d.find_element("css selector", "figure.media-audio audio[controls]")
+    assert player.get_attribute("src") == url + "media/audio/tone0"
+    duration = wait_for(d, lambda d: d.execute_script(
+        "const a = document.querySelector('audio'); return a.readyState >= 1 && a.duration;"),
+        what="the audio's metadata")
+    assert 0.4 < duration < 0.6  # the WAV came through the media route, whole and playable
+    assert d.find_element("id", "item-text").text == "Which sound is it?"
+    keys(d, "2")  # label keys work beside the player
+    assert d.find_element("css selector", "input[name='label:kind'][value='tone']").is_selected()
+    d.save_screenshot(os.path.join(SHOTS, "annotate-audio.png"))
+    from selenium.webdriver.common.keys import Keys
+    keys(d, Keys.ENTER)
+    wait_for(d, lambda d: item_id(d) == "gone", what="the missing image's item")
+    note = d.find_element("css selector", ".media-missing")
+    assert "The image of this item cannot be shown" in note.text
+    assert "'not-here.png' is missing from the media folder" in note.text
+    keys(d, "3", Keys.ENTER)
+    wait_for(d, lambda d: item_id(d) == "dead", what="the URL image's item")
+    # The address does not answer: media.js replaces the image with a note.
+    wait_for(d, lambda d: d.find_elements("css selector", ".media-missing[data-kind=image]"),
+             what="the note for an image that did not load")
+    assert "did not load" in d.find_element("css selector", ".media-missing").text
+    assert not d.find_elements("css selector", "img.media-img")
+    store = server.app.store
+    assert store.labels_of("dana", "tone0") == {"kind": "tone"}
+    assert store.labels_of("dana", "gone") == {"kind": "other"}
+    c = Client(url)
+    assert c.get("/media/audio/tone0").status == 401  # the browser had a session; this has none
