@@ -372,11 +372,11 @@ class Manager:
                 if "error" in fields:
                     outcome = Outcome("error", fields.pop("error"))
             on_event.flush_warnings()
-            if outcome.status != "success" and (ctx.cancel.is_set() or outcome.status ==
-                                                "cancelled"):
+            if ctx.cancel.is_set() and outcome.status != "success":
                 outcome = Outcome("cancelled", run_texts.CANCELLED_RUNNING)
             elif ctx.shutdown.is_set() and outcome.status != "success":
                 outcome = Outcome("error", backend.restart_error())  # never "cancelled"
+            outcome.error = run_texts.said(outcome.status, outcome.error)
             step = {"success": "finished", "cancelled": outcome.error}.get(outcome.status, "failed")
             self.runs.finish(run_id, outcome.status, outcome.error, step=step, **fields)
             self._log(run_id, "%s%s" % (outcome.status, ": " + outcome.error

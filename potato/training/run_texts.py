@@ -11,6 +11,12 @@ CANCELLED_QUEUED = "never started: it was cancelled while queued"
 CANCELLED_RUNNING = "stopped while it ran, as asked"
 
 
+def said(status: str, error: Optional[str]) -> Optional[str]:
+    """A run's error as it is recorded: a cancelled run's reads as what happened (the
+    backends and the worker say only "cancelled")."""
+    return CANCELLED_RUNNING if status == "cancelled" and error in (None, "cancelled") else error
+
+
 def _num(v: Any) -> Optional[float]:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
