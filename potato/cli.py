@@ -9,6 +9,22 @@ from typing import List, Optional
 
 from potato import __version__
 
+class TrainerHelp(argparse.HelpFormatter):
+    """Help that lists the trainers and their params, read from the registry only when help
+    is printed (the registry is not imported to parse a command line)."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if "{trainers}" in text or "{params}" in text:
+            from potato.training.remote import trainers
+
+            known = trainers.all_trainers()
+            text = text.replace("{trainers}", ", ".join(known)).replace(
+                "{params}", "; ".join("%s: %s" % (name, ", ".join(p.name for p in info.params)
+                                                  or "none") for name, info in known.items()))
+        return text.replace("%", "%%")
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="potato", description="Potato annotation server and model "
                                 "training on local, ssh, SLURM and agent backends.")
@@ -41,20 +57,27 @@ def _parser() -> argparse.ArgumentParser:
     t = sub.add_parser("training", help="train models and manage training backends")
     tsub = t.add_subparsers(dest="action", metavar="ACTION")
     tsub.required = True
-    tr = tsub.add_parser("run", help="queue a training run and follow it to the end")
+    tr = tsub.add_parser("run", help="queue a training run and follow it to the end",
+                         formatter_class=TrainerHelp)
     tr.add_argument("config", metavar="CONFIG")
-    tr.add_argument("--trainer", required=True)
+    tr.add_argument("--trainer", required=True, help="the trainer: {trainers}")
     tr.add_argument("--schemas", required=True, help="comma-separated scheme names")
     tr.add_argument("--backend", help="where the run executes (default model_training.backend)")
-    tr.add_argument("--param", action="append", default=[], metavar="KEY=VALUE")
+    tr.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                    help="a param of the trainer (repeat for more); {params}")
     tr.set_defaults(func=cmd_training_run)
-    tc = tsub.add_parser("check", help="check that a backend can start a run")
-    tc.add_argument("name", metavar="NAME")
+    tc = tsub.add_parser("check", help="check that a backend can start a run",
+                         usage="%(prog)s [-h] [--json] [--trainer T] [--param KEY=VALUE] "
+                               "CONFIG NAME", formatter_class=TrainerHelp,
+                         description="Check that backend NAME of CONFIG can start a run "
+                                     "(NAME CONFIG, the older order, works too).")
     tc.add_argument("config", metavar="CONFIG")
+    tc.add_argument("name", metavar="NAME", help="the backend (model_training.backends)")
     tc.add_argument("--json", action="store_true")
-    tc.add_argument("--trainer", help="also find this trainer's model where runs execute")
+    tc.add_argument("--trainer", metavar="T", help="also find this trainer's model where runs "
+                                                   "execute: {trainers}")
     tc.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
-                    help="the trainer's params (model=... is the one Check resolves)")
+                    help="the trainer's params (model=... is the one Check resolves); {params}")
     tc.set_defaults(func=cmd_training_check)
     tg = tsub.add_parser("register", help="issue a token for an agent backend")
     tg.add_argument("name", metavar="NAME")
@@ -242,12 +265,25 @@ def cmd_training_run(args) -> int:
 
 
 def cmd_training_check(args) -> int:
+    _config_first(args)
     cfg = load_valid_config(args.config)
     if cfg is None:
         return 1
     from potato.training.commands import check_command
 
     return check_command(cfg, args.name, args.json, args.trainer, args.param)
+
+
+def _config_first(args) -> None:
+    """``training check CONFIG NAME``, and the older ``NAME CONFIG``: the config is the one
+    that is a file (or is named like one)."""
+    import os
+
+    def looks(path):
+        return os.path.isfile(path) or path.endswith((".yaml", ".yml"))
+
+    if looks(args.name) and not looks(args.config):
+        args.config, args.name = args.name, args.config
 
 
 def cmd_training_register(args) -> int:

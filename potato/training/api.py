@@ -2,11 +2,12 @@
 
 import os
 import time
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 from urllib.parse import unquote
 
 from potato.server.errors import HTTPError
-from potato.training import choice, model_files, pages, publish_api, runlog
+from potato.training import (choice, compare, history, model_files, pages, publish_api,
+                             run_actions, runlog)
 from potato.training import live as live_card
 from potato.training import reload
 from potato.training.remote import trainers
@@ -18,7 +19,7 @@ PREFIX = "/admin/training/api"
 RUN_FIELDS = ("run_id", "trainer", "schemas", "backend", "ran_on", "status", "step", "error",
               "metrics", "holdout", "writeback", "created_at", "started_at", "finished_at",
               "artifact_uri", "params", "progress", "history", "auto", "in_use", "placement",
-              "warnings", "pinned", "pruned_at", "pruned_reason")
+              "warnings", "pinned", "pruned_at", "pruned_reason", "name", "note")
 
 
 def params_changed(run: Run) -> Dict[str, Any]:
@@ -119,6 +120,8 @@ def add_routes(app, manager: Manager, on_disk=None) -> None:
     _page_routes(app, manager, get_run, on_disk)
     if on_disk is not None:
         reload.add_routes(app, on_disk, PREFIX)
+    history.add_routes(app, manager, run_view)
+    compare.add_routes(app, manager, run_view)
     pages_of["run"] = _run_page_routes(app, manager, get_run, publisher)
 
 
@@ -205,19 +208,39 @@ def _api_routes(app, manager: Manager, get_run) -> None:
 
 
 
+def form_memory(manager: Manager, trainer_names, again: Optional[Run] = None):
+    """What the Training form starts with: each trainer's params from its newest run an admin
+    asked for; with ``again``, that run's trainer, backend, schemes and params."""
+    remembered = {}
+    for name in trainer_names:
+        last = manager.runs.last_by_trainer(name)
+        if last is not None:
+            remembered[name] = (last.run_id, run_actions.form_values(last))
+    if again is None:
+        return {"remembered": remembered}
+    remembered[again.trainer] = (again.run_id, run_actions.form_values(again))
+    return {"remembered": remembered, "trainer": again.trainer, "backend": again.backend,
+            "schemas": list(again.schemas),
+            "notice": "Filled in from run %s: press Start run to run it again, or change "
+                      "something first." % again.run_id}
+
+
 def _page_routes(app, manager: Manager, get_run, on_disk) -> None:
-    def page(h, message="", status=200):
+    def page(h, message="", status=200, again=None):
         runs = [run_view(r) for r in manager.runs.list()]
         live = live_run(manager)
         tail, end = live_card.log_tail(manager.paths(live.run_id).log) if live else ("", 0)
+        trainers_data = trainer_list_data()
         h.send_html(pages.training_page(
-            manager.cfg, backend_list(manager, for_page=True), trainer_list_data(), runs,
+            manager.cfg, backend_list(manager, for_page=True), trainers_data, runs,
             live_card.live_fragment(run_view(live) if live else None, tail, end),
-            message, reload.page_notice(on_disk, h.query)), status)
+            message, reload.page_notice(on_disk, h.query),
+            form_memory(manager, [t["name"] for t in trainers_data], again)), status)
 
     @app.route("GET", r"/admin/training", "admin")
     def training_page(h):
-        page(h)
+        again = (h.query.get("again") or [""])[0]
+        page(h, again=get_run(again) if again else None)
 
     @app.route("POST", r"/admin/training/start", "admin")
     def start_form(h):
@@ -268,7 +291,7 @@ def _run_page_routes(app, manager: Manager, get_run, publisher):
         here = model_files.files(manager.paths(run_id).artifacts) \
             if run.status == "success" else []
         h.send_html(pages.run_page(manager.cfg, view, read_log(manager, run_id),
-                                   pages.model_files_cell(view, model_location(run), here,
+                                   model_files.model_files_cell(view, model_location(run), here,
                                                           model_files.load_code(run)),
                                    message, ok, publish_api.page_card(publisher, view, typed)),
                     status)
@@ -278,7 +301,11 @@ def _run_page_routes(app, manager: Manager, get_run, publisher):
         done = (h.query.get("done") or [""])[0]
         message = choice.switched_message(get_run(run_id), done) \
             if done in ("use", "pin", "unpin") else ""
+        if done == "label":
+            message = "Saved the run's name and note."
         show_run(h, run_id, message)
+
+    _action_routes(app, manager, get_run, show_run)
 
     @app.route("POST", r"/admin/training/runs/(?P<run_id>[A-Za-z0-9_-]+)/(?P<action>use|pin|"
                        r"unpin)", "admin")
@@ -296,3 +323,47 @@ def _run_page_routes(app, manager: Manager, get_run, publisher):
         h.redirect("/admin/training/runs/%s?done=%s" % (run_id, action))
 
     return show_run
+
+
+def _action_routes(app, manager: Manager, get_run, show_run) -> None:
+    """A run page's forms: name and note, and Run again (the POST is the confirm); and the
+    API's name and note."""
+
+    @app.route("POST", PREFIX + r"/runs/(?P<run_id>[A-Za-z0-9_-]+)/label", "admin")
+    def label(h, run_id):
+        get_run(run_id)
+        body = h.json_object()
+        unknown = sorted(set(body) - {"name", "note"})
+        try:
+            if unknown:
+                raise RequestError(400, "Unknown field(s) %s; a run's label has name and note."
+                                   % ", ".join(unknown))
+            name, note = run_actions.parse_label(body.get("name"), body.get("note"))
+        except RequestError as e:
+            raise HTTPError(e.status, e.message)
+        manager.runs.set_label(run_id, name, note)
+        h.send_json(run_view(get_run(run_id)))
+
+    @app.route("POST", r"/admin/training/runs/(?P<run_id>[A-Za-z0-9_-]+)/label", "admin")
+    def label_form(h, run_id):
+        get_run(run_id)
+        form = h.form()
+        try:
+            name, note = run_actions.parse_label((form.get("name") or [""])[-1],
+                                                 (form.get("note") or [""])[-1])
+        except RequestError as e:
+            show_run(h, run_id, e.message, ok=False, status=e.status)
+            return
+        manager.runs.set_label(run_id, name, note)
+        h.redirect("/admin/training/runs/%s?done=label" % run_id)
+
+    @app.route("POST", r"/admin/training/runs/(?P<run_id>[A-Za-z0-9_-]+)/again", "admin")
+    def again_form(h, run_id):
+        run = get_run(run_id)
+        try:
+            new = manager.submit(*run_actions.again_request(run))
+        except RequestError as e:
+            show_run(h, run_id, "Cannot run it again: %s" % e.message, ok=False,
+                     status=e.status)
+            return
+        h.redirect("/admin/training/runs/%s" % new.run_id)

@@ -134,8 +134,8 @@ def run_command(cfg, args) -> int:
     return _run_in_process(cfg, args, schemas, params)
 
 
-def _finish(run: Dict[str, Any]) -> int:
-    for line in summary_lines(run):
+def _finish(run: Dict[str, Any], config_path: str) -> int:
+    for line in summary_lines(run, config_path):
         print(line)
     return 0 if run["status"] == "success" else 1
 
@@ -164,7 +164,7 @@ def _run_via_server(cfg, url, args, schemas, params) -> int:
 
     run = _follow(get, lambda: _api(url, key, "POST",
                                     "/admin/training/api/runs/%s/cancel" % run_id))
-    return _finish(run)
+    return _finish(run, cfg.path)
 
 
 def _run_in_process(cfg, args, schemas, params) -> int:
@@ -200,7 +200,7 @@ def _run_in_process(cfg, args, schemas, params) -> int:
         service.start(training=True)
         run = _follow(lambda: run_view(manager.runs.get(run_id)),
                       lambda: manager.cancel(run_id))
-    return _finish(run)
+    return _finish(run, cfg.path)
 
 
 def check_command(cfg, name: str, as_json: bool, trainer: Optional[str] = None,

@@ -6,7 +6,7 @@ import json
 import time
 from typing import Any, Callable, Dict, List, Optional
 
-from potato.training import boundary
+from potato.training import boundary, run_texts
 from potato.training.eta import Eta
 from potato.training.remote.paths import RunPaths
 
@@ -134,7 +134,7 @@ class RunEvents:
         elif kind in ("log", "error"):
             if kind == "log" and event["level"] == "warning":
                 self.warn(event["message"])
-            self.log("%s: %s" % (event.get("level", "error" if kind == "error" else "info"),
-                                 event["message"]))
+            self.log(run_texts.worker_error_line(event) if kind == "error" else "%s: %s" % (
+                event.get("level", "info"), event["message"]))
         elif kind == "artifact":
             self.log("artifact %s (%s bytes)" % (event["path"], event.get("bytes")))

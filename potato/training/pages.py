@@ -12,11 +12,10 @@ from typing import Any, Dict, List, Optional
 
 from potato.markup import Safe, esc, join, render
 from potato.server.pages import json_script, layout
-from potato.training import rating_cells
+from potato.training import rating_cells, run_actions
 from potato.training.chart import chart_svg
-from potato.training.model_files import shown
-from potato.training.run_cells import (in_use_cell, message_box, pin_cell, runs_table_marks,
-                                       span_holdout_cell, span_report)
+from potato.training.run_cells import (in_use_cell, message_box, metrics_table, pin_cell,
+                                       runs_table_marks, span_holdout_cell, span_report)
 from potato.training.remote import trainers as trainers_mod
 from potato.training.runs import TERMINAL
 
@@ -70,11 +69,19 @@ def _when(t: Any) -> str:
 
 
 def _params(view: Dict[str, Any]) -> Safe:
+    """The params that differ from the defaults; a long one is cut with an ellipsis and shows
+    in full on hover."""
     changed = view.get("params_changed") or {}
     if not changed:
         return Safe('<span class="hint">defaults</span>')
-    return join(render("<code>{k}={v}</code> ", k=k, v=json.dumps(v, default=str)[:60])
-                for k, v in sorted(changed.items()))
+    return join(_param(k, json.dumps(v, default=str)) for k, v in sorted(changed.items()))
+
+
+def _param(k: str, v: str, cut: int = 60) -> Safe:
+    if len(v) <= cut:
+        return render("<code>{k}={v}</code> ", k=k, v=v)
+    return render('<code class="cut" title="{k}={v}">{k}={short}…</code> ', k=k, v=v,
+                  short=v[:cut - 1])
 
 
 def status_badge(view: Dict[str, Any]) -> Safe:
@@ -93,11 +100,12 @@ RUNS_HEAD = ("Run", "Started", "Duration", "Trainer", "Params (not default)", "S
              "Ran on", "Status", "Held-out macro-F1", "Predictions written", "In use")
 
 
-def runs_rows(runs: List[Dict[str, Any]]) -> Safe:
+def runs_rows(runs: List[Dict[str, Any]], pick: bool = False) -> Safe:
+    """The runs table's rows; ``pick``: first a checkbox that picks the run to compare."""
     if not runs:
         return render('<tr><td colspan="{n}">No runs yet.</td></tr>', n=len(RUNS_HEAD))
     return join(render(
-        '<tr data-run="{id}"><td><a href="/admin/training/runs/{id}">{id}</a></td>'
+        '<tr data-run="{id}">{pick}<td><a href="/admin/training/runs/{id}">{id}</a>{name}</td>'
         '<td class="started">{started}</td><td>{duration}</td><td>{trainer}</td>'
         '<td class="params">{params}</td><td>{schemas}</td><td class="ran-on">{ran_on}</td>'
         '<td>{status}</td><td class="holdout">{holdout}</td><td class="written">{written}</td>'
@@ -105,7 +113,10 @@ def runs_rows(runs: List[Dict[str, Any]]) -> Safe:
         id=r["run_id"], started=_when(r.get("started_at")), trainer=r["trainer"],
         params=_params(r), schemas=", ".join(map(str, r["schemas"])),
         ran_on=r.get("ran_on") or r["backend"], status=status_badge(r), holdout=_holdout(r),
-        written=_written(r), duration=_duration(r), in_use=runs_table_marks(r))
+        written=_written(r), duration=_duration(r), in_use=runs_table_marks(r),
+        name=render(' <span class="run-name">{n}</span>', n=r["name"]) if r.get("name") else "",
+        pick=render('<td><input type="checkbox" name="runs" value="{id}" form="compare-form" '
+                    'aria-label="Compare {id}"></td>', id=r["run_id"]) if pick else "")
         for r in runs)
 
 
@@ -139,25 +150,33 @@ def unavailable_reason(trainer: Dict[str, Any], on_server: bool) -> str:
     return ""
 
 
-def param_inputs(trainer: Dict[str, Any], shown: bool) -> str:
-    """One trainer's param inputs; hidden (and disabled, so not submitted) unless ``shown``."""
+def param_inputs(trainer: Dict[str, Any], shown: bool, remembered=None) -> str:
+    """One trainer's param inputs; hidden (and disabled, so not submitted) unless ``shown``.
+    ``remembered``: (run_id, {param: text}) of this trainer's last run, whose values the
+    inputs start with (run_actions.form_values)."""
     off = "" if shown else " disabled"
     out = ['<div class="param-set" data-trainer="%s"%s>' % (esc(trainer["name"]),
                                                            "" if shown else " hidden")]
+    from_run, values = remembered or (None, {})
+    if from_run:
+        out.append('<p class="hint remembered">Filled in with the params of run <a href="/admin/'
+                   'training/runs/%s">%s</a>; clear a box for its default.</p>' % (
+                       esc(from_run), esc(from_run)))
     for p in trainer["params"]:
         pid = "param-%s-%s" % (trainer["name"], p["name"])
-        default = "" if p["default"] is None else p["default"]
+        default = values.get(p["name"], "" if p["default"] is None else p["default"])
         if p["type"] == "bool":
             out.append('<label for="%s">%s</label><select id="%s" name="param:%s"%s>'
                        '<option value="true"%s>true</option><option value="false"%s>false'
                        '</option></select>' % (pid, esc(p["name"]), pid, esc(p["name"]), off,
-                                               " selected" if default is True else "",
-                                               " selected" if default is False else ""))
+                                               " selected" if default in (True, "true") else "",
+                                               " selected" if default in (False, "false")
+                                               else ""))
         elif p.get("choices"):
             out.append('<label for="%s">%s</label><select id="%s" name="param:%s"%s>%s'
                        '</select>' % (pid, esc(p["name"]), pid, esc(p["name"]), off, "".join(
                            '<option value="%s"%s>%s</option>' % (
-                               esc(c), " selected" if c == default else "", esc(c))
+                               esc(c), " selected" if str(c) == str(default) else "", esc(c))
                            for c in p["choices"])))
         elif p.get("multiline"):
             out.append('<label for="%s">%s</label><textarea id="%s" name="param:%s" rows="6" '
@@ -173,24 +192,39 @@ def param_inputs(trainer: Dict[str, Any], shown: bool) -> str:
     return "".join(out) + "</div>"
 
 
+def _prefill(backends, trainers, form: Dict[str, Any]):
+    """(backend, trainer) the form starts with: ``form``'s (a run to run again) when they
+    exist and can run, else the default backend and the first trainer that can run there."""
+    default = next((b for b in backends if b["name"] == form.get("backend")),
+                   next((b for b in backends if b["default"]), backends[0]))
+    usable = [t for t in trainers if not unavailable_reason(t, default["on_server"])]
+    first = next((t for t in usable if t["name"] == form.get("trainer")),
+                 usable[0] if usable else trainers[0])
+    return default, first
+
+
 def training_page(cfg, backends: List[Dict[str, Any]], trainers: List[Dict[str, Any]],
                   runs: List[Dict[str, Any]], live: str, message: str = "",
-                  notice: str = "") -> str:
-    default = next((b for b in backends if b["default"]), backends[0])
+                  notice: str = "", form: Optional[Dict[str, Any]] = None) -> str:
+    """``form``: what the Run form starts with: ``remembered`` {trainer: (run_id, values)},
+    and for a run to run again its ``trainer``, ``backend``, ``schemas`` and ``notice``."""
+    form = form or {}
+    default, first = _prefill(backends, trainers, form)
     backend_opts = "".join('<option value="%s" data-type="%s" title="%s"%s>%s</option>' % (
         esc(b["name"]), esc(b["type"]), esc(b.get("description") or ""),
         " selected" if b is default else "", esc(b["label"])) for b in backends)
     only = {s.name: trainers_mod.annotate_only(s.annotation_type) for s in cfg.schemes}
-    first_scheme = next((s.name for s in cfg.schemes if not only[s.name]), None)
+    checked = form.get("schemas") or [next((s.name for s in cfg.schemes if not only[s.name]),
+                                           None)]
     schemes = "".join(  # an annotate-only scheme (free text) is shown, disabled, with why
         '<label class="option"><input type="checkbox" name="schemas" value="%s"%s> %s '
         '<span class="hint">(%s%s)</span></label>' % (
-            esc(s.name), " checked" if s.name == first_scheme else " disabled" if only[s.name]
+            esc(s.name), " disabled" if only[s.name] else " checked" if s.name in checked
             else "", esc(s.name), esc(s.annotation_type), ": " + esc(only[s.name]) if
             only[s.name] else "") for s in cfg.schemes)
-    first = next((t for t in trainers if not unavailable_reason(t, default["on_server"])),
-                 trainers[0])
-    msg = '<p class="error">%s</p>' % esc(message) if message else ""
+    msg = '<p class="error">%s</p>' % esc(message) if message else (
+        '<p class="ok" id="again-notice">%s</p>' % esc(form["notice"]) if form.get("notice")
+        else "")
     disabled = form_hidden = ""
     if not cfg.model_training.enabled:
         disabled = ('<p class="notice" id="training-disabled">Training is disabled '
@@ -223,6 +257,8 @@ def training_page(cfg, backends: List[Dict[str, Any]], trainers: List[Dict[str, 
 <section class="card" aria-labelledby="live-h"><h2 id="live-h">Current run</h2>
 <div id="live-run">{live}</div></section>
 <section class="card" aria-labelledby="runs-h"><h2 id="runs-h">Runs</h2>
+<p><a href="/admin/training/runs" id="all-runs">All runs: sort, filter, name and compare them
+</a></p>
 <div class="table-wrap"><table id="runs-table"><thead><tr>{runs_head}</tr></thead>
 <tbody id="runs-body">{rows}</tbody></table></div></section>
 <script type="application/json" id="training-data">{data}</script>""".format(
@@ -230,7 +266,8 @@ def training_page(cfg, backends: List[Dict[str, Any]], trainers: List[Dict[str, 
         form_hidden=form_hidden,
         description=esc(default.get("description") or ""),
         trainer_opts=_trainer_options(trainers, default["on_server"], first), schemes=schemes,
-        params="".join(param_inputs(t, t is first) for t in trainers), live=live, rows=runs_rows(runs), data=json_script(data),
+        params="".join(param_inputs(t, t is first, form.get("remembered", {}).get(t["name"]))
+                       for t in trainers), live=live, rows=runs_rows(runs), data=json_script(data),
         runs_head="".join('<th scope="col">%s</th>' % esc(h) for h in RUNS_HEAD))
     return layout("Training", body, cfg, admin=True,
                   scripts='<script src="/static/training.js"></script>')
@@ -320,51 +357,12 @@ def writeback_section(view: Dict[str, Any]) -> Safe:
         '<th scope="col">Written</th></tr></thead><tbody>{rows}</tbody></table>', rows=rows)])
 
 
-METRIC_NAMES = (("val_accuracy", "validation accuracy (val split, seen while training)"),
-                ("train_loss", "training loss (last epoch)"),
-                ("train_seconds", "training time, seconds"),
-                ("predictions", "predictions made"))
-
-
-def metrics_table(view: Dict[str, Any]) -> Safe:
-    metrics = view.get("metrics") if isinstance(view.get("metrics"), dict) else {}
-    if not metrics:
-        return Safe("")
-
-    def named(key):
-        for suffix, words in METRIC_NAMES:
-            if key == suffix or key.endswith("." + suffix):
-                return "%s%s" % (key[:-len(suffix) - 1] + ": " if key != suffix else "", words)
-        return key
-
-    return render('<table class="metrics">{rows}</table>', rows=join(
-        render('<tr><th scope="row">{k}</th><td>{v}</td></tr>', k=named(str(k)),
-               v="%.4g" % v if _num(v) is not None and not isinstance(v, int) else str(v))
-        for k, v in sorted(metrics.items())))
-
-
 def _warnings(view: Dict[str, Any]) -> Safe:
     warnings = [str(w) for w in view.get("warnings") or []]
     if not warnings:
         return Safe("")
     return render('<ul class="warning run-warnings">{items}</ul>',
                   items=join(render("<li>{w}</li>", w=w) for w in warnings))
-
-
-def model_files_cell(view: Dict[str, Any], where: str, here: List[str], code: str) -> Safe:
-    """Where the model files are; when they are on this server and the run succeeded: the
-    download link, the list of files, and the Python that loads them."""
-    if view["status"] != "success" or not here:
-        return render("{w}", w=where)
-    size = "%d file%s" % (len(here), "" if len(here) == 1 else "s")
-    load = render('<p class="hint">Unpack it, then load it in Python:</p><pre class="load-code">'
-                  '<code>{c}</code></pre>', c=code) if code else Safe("")
-    return render('<a class="download" id="model-download" href="/admin/training/runs/{id}/'
-                  'model.tar" download>Download the model ({size}, one .tar archive)</a>'
-                  '<details><summary>files</summary><ul>{files}</ul></details>{load}'
-                  '<p class="hint">On the server: <code>{where}</code></p>', id=view["run_id"],
-                  size=size, files=join(render("<li><code>{f}</code></li>", f=shown(f))
-                                        for f in here[:200]), load=load, where=where)
 
 
 def run_page(cfg, view: Dict[str, Any], log: str, where: Any, message: str = "",
@@ -396,17 +394,20 @@ def run_page(cfg, view: Dict[str, Any], log: str, where: Any, message: str = "",
             row("Write-back", writeback_section(view)) if view.get("writeback") else "",
             row("Metrics", metrics_table(view)) if view.get("metrics") else "",
             row("Model files", where), row("In use", in_use_cell(view)),
-            row("Pinned", pin_cell(view)) if view["status"] == "success" else ""]
+            row("Pinned", pin_cell(view)) if view["status"] == "success" else "",
+            row("Name and note", run_actions.label_cell(view))]
     cancel = cancel_button(view)
     body = render("""<p><a href="/admin/training">&larr; Training</a></p>
-<h1>Run {id}</h1>{message}
-<div class="table-wrap"><table class="details">{rows}</table></div>{cancel}
+<h1>Run {id}{name}</h1>{message}
+<div class="table-wrap"><table class="details">{rows}</table></div>{cancel}{again}
 {report}{publish}
 <section class="card"><h2>Loss and accuracy</h2>{chart}</section>
 <section class="card"><h2>Run log</h2><pre class="log">{log}</pre></section>""",
                   id=view["run_id"], rows=join(r for r in rows if r), cancel=cancel or Safe(""),
+                  again=run_actions.again_cell(view, cfg.path),
                   chart=chart_svg(view.get("history"), pending=view["status"] not in TERMINAL),
                   log=log, report=holdout_section(view), message=message_box(message, ok),
-                  publish=publish)
+                  publish=publish, name=render(' · <span id="run-name-head">{n}</span>',
+                                               n=view["name"]) if view.get("name") else "")
     return layout("Run %s" % view["run_id"], body, cfg, admin=True,
                   scripts='<script src="/static/training.js"></script>')

@@ -22,7 +22,7 @@ from potato.training.remote import proc, trainers
 from potato.training.backends import Outcome, RunContext, make_backends
 from potato.training.backends.base import Claim
 from potato.training import (autoretrain, choice, ingest, prepare, report, restarts,
-                             retention, runlog)
+                             retention, run_texts, runlog)
 from potato.training.intake import RunEvents
 from potato.training.ingest import PredictionsError, read_predictions, write_back
 from potato.training.remote.paths import RunPaths
@@ -109,8 +109,7 @@ class Manager:
                                                                     mt.backends[backend].type))
         info = trainers.get(trainer) if isinstance(trainer, str) else None
         if info is None:
-            raise RequestError(400, "Unknown trainer %r. Trainers: %s." % (
-                trainer, ", ".join(trainers.all_trainers())))
+            raise RequestError(400, trainers.unknown_trainer(trainer))
         if isinstance(schemas, str):
             schemas = [s.strip() for s in schemas.split(",") if s.strip()]
         if not isinstance(schemas, list) or not schemas or not all(
@@ -168,10 +167,10 @@ class Manager:
         if run is None:
             return None
         if run.status == "queued":
-            if self.runs.transition(run_id, "queued", "cancelled",
-                                    error="cancelled before it started", step="cancelled",
+            said = run_texts.CANCELLED_QUEUED
+            if self.runs.transition(run_id, "queued", "cancelled", error=said, step=said,
                                     finished_at=time.time()):
-                self._log(run_id, "cancelled while queued")
+                self._log(run_id, "cancelled while queued: it never started")
                 return self.runs.get(run_id)
             run = self.runs.get(run_id)  # it started meanwhile: cancel it as a running run
         if run.status == "running":
@@ -374,13 +373,14 @@ class Manager:
                     outcome = Outcome("error", fields.pop("error"))
             on_event.flush_warnings()
             if ctx.cancel.is_set() and outcome.status != "success":
-                outcome = Outcome("cancelled", "cancelled")
+                outcome = Outcome("cancelled", run_texts.CANCELLED_RUNNING)
             elif ctx.shutdown.is_set() and outcome.status != "success":
                 outcome = Outcome("error", backend.restart_error())  # never "cancelled"
-            step = {"success": "finished", "cancelled": "cancelled"}.get(outcome.status, "failed")
+            outcome.error = run_texts.said(outcome.status, outcome.error)
+            step = {"success": "finished", "cancelled": outcome.error}.get(outcome.status, "failed")
             self.runs.finish(run_id, outcome.status, outcome.error, step=step, **fields)
             self._log(run_id, "%s%s" % (outcome.status, ": " + outcome.error
-                                        if outcome.error and outcome.status == "error" else ""))
+                                        if outcome.error and outcome.status != "success" else ""))
         except Exception as e:
             log.exception("run %s failed in the server", run_id)
             if ctx.shutdown.is_set() and backend.survives_restart:
@@ -423,8 +423,8 @@ class Manager:
         for line in ingest.read_lines(paths.events):
             if line.get("type") == "result":
                 metrics = line.get("metrics")
-        self._log(run.run_id, "held-out: %s; write-back: %s" % (json.dumps(holdout),
-                                                                  json.dumps(wb)))
+        self._log(run.run_id, run_texts.scored_sentence(holdout, wb))
+        run_texts.record_scored(paths.events, holdout, wb)  # the JSON, for tools
         return {"holdout": holdout, "writeback": wb, "metrics": metrics,
                 "warnings": ingest.warnings(self.cfg, run, wb, holdout)}
 

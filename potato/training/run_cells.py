@@ -1,7 +1,8 @@
-"""Cells of a run's page about the model in use: in use or why not, "Use this model", and the
-pin (see ``choice``). Buttons appear only where the action can work; otherwise the reason is
-said in place."""
+"""Cells of a run's page: the model in use (in use or why not, "Use this model", and the pin,
+see ``choice``), span reports and the metrics table. Buttons appear only where the action can
+work; otherwise the reason is said in place."""
 
+import math
 from typing import Any, Dict
 
 from potato.markup import Safe, join, render
@@ -95,3 +96,30 @@ def span_holdout_cell(h: Dict[str, Any]) -> Safe:
     f1 = h.get("micro_f1") if isinstance(h.get("micro_f1"), (int, float)) else 0.0
     n = h.get("n") if isinstance(h.get("n"), int) else 0
     return render('{f1:.3f} <span class="hint">(entity F1, n={n})</span>', f1=float(f1), n=n)
+
+
+METRIC_NAMES = (("val_accuracy", "validation accuracy (val split, seen while training)"),
+                ("train_loss", "training loss (last epoch)"),
+                ("train_seconds", "training time, seconds"),
+                ("predictions", "predictions made"))
+
+
+def metric_name(key: str) -> str:
+    """A metric's key in words (``sentiment.val_accuracy``: "sentiment: validation ...")."""
+    for suffix, words in METRIC_NAMES:
+        if key == suffix or key.endswith("." + suffix):
+            return "%s%s" % (key[:-len(suffix) - 1] + ": " if key != suffix else "", words)
+    return key
+
+
+def metric_text(v: Any) -> str:
+    return "%.4g" % v if isinstance(v, float) and math.isfinite(v) else str(v)
+
+
+def metrics_table(view: Dict[str, Any]) -> Safe:
+    metrics = view.get("metrics") if isinstance(view.get("metrics"), dict) else {}
+    if not metrics:
+        return Safe("")
+    return render('<table class="metrics">{rows}</table>', rows=join(
+        render('<tr><th scope="row">{k}</th><td>{v}</td></tr>', k=metric_name(str(k)),
+               v=metric_text(v)) for k, v in sorted(metrics.items())))

@@ -38,7 +38,9 @@ CREATE TABLE IF NOT EXISTS runs (
     finished_at REAL,
     heartbeat_at REAL,
     remote_token TEXT,             -- sha256 of an agent-backend run's token (re-attach on restart)
-    remote_host TEXT               -- where that agent said it runs
+    remote_host TEXT,              -- where that agent said it runs
+    name TEXT,                     -- the admin's name for the run (boundary: run_label)
+    note TEXT                      -- the admin's note on it
 );
 CREATE INDEX IF NOT EXISTS runs_status ON runs(status, seq);
 """
@@ -49,7 +51,8 @@ JSON_FIELDS = ("schemas", "params", "metrics", "holdout", "writeback", "progress
 ADDED_COLUMNS = (("placement", "TEXT"), ("warnings", "TEXT"),  # stores made before 2.14
                  ("pinned", "INTEGER NOT NULL DEFAULT 0"), ("pruned_at", "REAL"),
                  ("pruned_reason", "TEXT"),  # stores made before pinning and pruning
-                 ("remote_token", "TEXT"), ("remote_host", "TEXT"))  # and re-attaching
+                 ("remote_token", "TEXT"), ("remote_host", "TEXT"),  # and re-attaching
+                 ("name", "TEXT"), ("note", "TEXT"))  # and names and notes
 
 
 @dataclass
@@ -87,6 +90,8 @@ class Run:
     heartbeat_at: Optional[float] = None
     remote_token: Optional[str] = None
     remote_host: Optional[str] = None
+    name: Optional[str] = None
+    note: Optional[str] = None
     in_use: List[str] = field(default_factory=list)
 
 
@@ -139,6 +144,30 @@ class RunStore:
         in_use = self.in_use_schemes()
         return [_row(r, in_use) for r in self.store.conn().execute(
             "SELECT * FROM runs ORDER BY seq DESC LIMIT ?", (limit,))]
+
+    def find(self, limit=1000, since=None, until=None, **equal) -> List[Run]:
+        """The newest ``limit`` runs whose columns in ``equal`` (status, trainer, backend) have
+        those values and that were queued in [since, until), newest first."""
+        where, values = [], []
+        for column in ("status", "trainer", "backend"):
+            if equal.get(column):
+                where.append("%s=?" % column)
+                values.append(equal[column])
+        for op, t in ((">=", since), ("<", until)):
+            if t is not None:
+                where.append("created_at %s ?" % op)
+                values.append(t)
+        in_use = self.in_use_schemes()
+        return [_row(r, in_use) for r in self.store.conn().execute(
+            "SELECT * FROM runs%s ORDER BY seq DESC LIMIT ?" % (
+                " WHERE " + " AND ".join(where) if where else ""), values + [limit])]
+
+    def distinct(self, column) -> List[str]:
+        """The trainers or backends runs used (the runs page's filter choices)."""
+        if column not in ("trainer", "backend"):
+            raise ValueError(column)
+        return [r[0] for r in self.store.conn().execute(
+            "SELECT DISTINCT %s FROM runs ORDER BY %s" % (column, column))]
 
     def with_status(self, *statuses) -> List[Run]:
         marks = ",".join("?" * len(statuses))
@@ -196,6 +225,19 @@ class RunStore:
             history.extend(events)
             db.execute("UPDATE runs SET history=? WHERE run_id=?", (json.dumps(history[-500:]),
                                                                     run_id))
+
+    def set_label(self, run_id, name, note):
+        """Name a run and note on it (checked values: ``run_label.parse``), any status."""
+        with self.store.tx() as db:
+            db.execute("UPDATE runs SET name=?, note=? WHERE run_id=?", (name or None,
+                                                                        note or None, run_id))
+
+    def last_by_trainer(self, trainer) -> Optional[Run]:
+        """The newest run of ``trainer`` an admin asked for (automatic runs are left out):
+        the Training form's memory of that trainer's params."""
+        r = self.store.conn().execute("SELECT * FROM runs WHERE trainer=? AND auto=0 ORDER BY "
+                                      "seq DESC LIMIT 1", (trainer,)).fetchone()
+        return _row(r, {})
 
     def finished_newest_first(self):
         """(run_id, status, pinned, pruned_at) of every finished run, newest first: what

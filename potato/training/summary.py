@@ -1,11 +1,14 @@
 """Plain-text lines that sum up a finished run, for the CLI and logs."""
 
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from potato.training import report_ratings
+from potato.training.run_actions import again_command
 
 
-def summary_lines(run: Dict[str, Any]) -> List[str]:
+def summary_lines(run: Dict[str, Any], config_path: Optional[str] = None) -> List[str]:
+    """The run in a few lines; with ``config_path``, the last one is the command that runs it
+    again."""
     lines = []
     took = " in %.1f s" % run["duration_s"] if run.get("duration_s") is not None else ""
     status = run["status"] + (" (with warnings)" if run.get("warnings") and
@@ -61,6 +64,8 @@ def summary_lines(run: Dict[str, Any]) -> List[str]:
         lines.extend("  " + str(w) for w in warnings)
     if run.get("artifact_uri") and run["status"] == "success":
         lines.append("Model files: %s" % run["artifact_uri"])
+    if config_path:
+        lines.append("Run it again: %s" % again_command(config_path, run))
     return lines
 
 

@@ -57,8 +57,7 @@ def _check_models(backend, trainer, params, report) -> None:
     lines = report.setdefault("lines", [])
     info = trainers.get(trainer)
     if info is None:
-        lines.append("Unknown trainer %r. Trainers: %s." % (trainer, ", ".join(
-            trainers.all_trainers())))
+        lines.append(trainers.unknown_trainer(trainer))
         report["ok"] = False
         return
     try:

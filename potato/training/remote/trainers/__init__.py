@@ -13,6 +13,7 @@ A trainer module defines a class with this interface, used only by the worker::
                                               # {start, end, label, confidence}
 """
 
+import difflib
 import importlib
 import math
 import importlib.util
@@ -233,6 +234,21 @@ def get(name):
     return all_trainers().get(name)
 
 
+def did_you_mean(word, choices, lead=" "):
+    """``lead`` + "did you mean X?" for the closest of ``choices`` (a typo), else ""."""
+    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
+    return "%s%s you mean %s?" % (lead, "Did" if lead == " " else "did", close[0]) \
+        if close else ""
+
+
+def unknown_trainer(name):
+    """The sentence for a trainer name the registry does not know: every trainer, and the
+    closest one when it looks like a typo."""
+    names = list(all_trainers())
+    return "Unknown trainer %r. Trainers: %s.%s" % (name, ", ".join(names),
+                                                    did_you_mean(name, names))
+
+
 STR_MAX = 1000  # a one-line string param (a model id or path) is never longer
 TEXT_MAX = 20000  # a multiline one (a prompt template)
 
@@ -330,9 +346,9 @@ def resolve_params(info, given):
     declared = dict((p.name, p) for p in info.params)
     unknown = sorted(k for k in given if k not in declared)
     if unknown:
-        raise ParamError("unknown param%s %s for trainer %s; valid params: %s" % (
+        raise ParamError("unknown param%s %s for trainer %s; valid params: %s%s" % (
             "s" if len(unknown) > 1 else "", ", ".join(unknown), info.name,
-            ", ".join(declared)))
+            ", ".join(declared), did_you_mean(unknown[0], declared, "; ")))
     out = {}
     for name, p in declared.items():
         out[name] = coerce(p, given[name]) if name in given else p.default
