@@ -29,6 +29,7 @@ Prints one row per config and the totals; ``--json`` writes the rows.
 import argparse
 import contextlib
 import csv
+import html
 import io
 import json
 import os
@@ -165,25 +166,32 @@ class Http:
 
 
 def label_items(h, cfg, items):
-    """Save a value for every scheme on every item, as annotators measure, measure-1 ... (a
-    project with per-item or per-user limits gives each only some items): the number of items
-    labelled, or why a save failed."""
-    todo, who = list(enumerate(items)), 0
-    while todo and who < 20:
+    """Save a value for every scheme on every item through the annotation API, item by item
+    as the annotate page hands them out (a project with per-item or per-user limits assigns
+    items as annotators reach them), as annotators measure, measure-1 ...: the number of
+    items labelled, or why a save failed."""
+    index = {item_id: (k, text) for k, (item_id, text) in enumerate(items)}
+    done, who = set(), 0
+    while len(done) < len(items) and who < 20:
         if who:
             h.cookie = ""
             h.call("POST", "/login", form={"username": "measure-%d" % who})
-        left = []
-        for k, (item_id, text) in todo:
+        for _ in range(len(items) + 1):
+            h.call("GET", "/annotate?resume=1")  # move to the first item not yet labelled
+            _, page = h.call("GET", "/annotate")
+            m = re.search(r'name="item_id" value="([^"]*)"', page)
+            item_id = html.unescape(m.group(1)) if m else None
+            if item_id not in index or item_id in done:
+                break
+            k, text = index[item_id]
             labels = {s.name: value_for(s, k, text) for s in cfg.schemes}
             status, out = h.call("POST", "/api/annotations",
                                  body={"item_id": item_id, "labels": labels})
-            if status == 403 or "not one of yours" in out or "at most" in out:
-                left.append((k, (item_id, text)))
-            elif status != 200:
+            if status != 200:
                 return "saving %s: %s" % (item_id, out[:200])
-        todo, who = left, who + 1
-    return len(items) - len(todo)
+            done.add(item_id)
+        who += 1
+    return len(done)
 
 
 def annotate_and_train(cfg, train):
