@@ -13,6 +13,7 @@ from typing import Any, Dict, List
 from potato.config_reader import Path, Reader, dotted, suggest
 from potato.schemes.base import KEEP, Kind, LabelError, Scheme
 from potato.schemes.choice import Multiselect, Radio, Select
+from potato.schemes.expand import expand
 from potato.schemes.rating import Likert, Number, Slider
 from potato.schemes.span import Span
 from potato.schemes.text import Text
@@ -49,7 +50,7 @@ def parse_schemes(r: Reader, raw: Any) -> List[Scheme]:
                       "name and, for choices and spans, labels).")
         return []
     out, seen = [], set()
-    for i, item in enumerate(raw):
+    for i, item in expand(r, raw):  # multirate and many-box text: one scheme per question
         p = path + (i,)
         kind_name = item.get("annotation_type") if isinstance(item, dict) else None
         cls = KINDS.get(kind_name) if isinstance(kind_name, str) else None
@@ -71,7 +72,7 @@ def parse_schemes(r: Reader, raw: Any) -> List[Scheme]:
         if cls is None:
             r.error(p + ("annotation_type",),
                     f"{dotted(p + ('annotation_type',))} is {kind!r}; Potato supports "
-                    f"{', '.join(KINDS)}.{suggest(kind or '', KINDS)}")
+                    f"{', '.join(KINDS)} and multirate.{suggest(kind or '', KINDS)}")
         scheme = Scheme(name, kind or "", [], r.text(m, "description", p, "") or "")
         scheme.labels, scheme.label_keys = _labels(r, m, p, name, cls)
         scheme.required = _required(r, m, p)
@@ -105,8 +106,8 @@ def _labels(r: Reader, m: Dict[str, Any], p: Path, name: str, cls):
         return [], []
     if rule == "optional-one" and len(raw) > 1:
         r.error(p + ("labels",), f"{dotted(p)} ({name}) is a {cls.type_name} scheme with "
-                                 f"{len(raw)} labels; it holds one text box. Make one text "
-                                 f"scheme per box.")
+                                 f"{len(raw)} labels; each label becomes its own box only "
+                                 f"when the labels are distinct names.")
     labels, keys = [], []
     for j, lab in enumerate(raw):
         key = str(len(labels) + 1) if len(labels) < 9 else ""
