@@ -530,3 +530,70 @@ def test_multirate_and_text_boxes_are_saved_from_the_annotate_form(up, serve):
                                                 "tone[Clarity <b>]": "negative"}
     finally:
         store.close()
+
+
+# -- display_logic ----------------------------------------------------------------------------
+
+def test_display_logic_decides_which_schemes_show():
+    from potato.schemes.logic import shown
+
+    cfg, errors, _ = load(os.path.join(UP, "45-display-logic.yaml"))
+    assert errors == []
+    s = {x.name: x for x in cfg.schemes}
+    assert shown(s["sentiment"], {})  # no logic: always
+    assert not shown(s["complaints"], {}) and not shown(s["complaints"], {"sentiment": "positive"})
+    assert shown(s["complaints"], {"sentiment": "mixed"})
+    assert shown(s["other_complaint"], {"complaints": ["price", "other"]})
+    assert not shown(s["other_complaint"], {"complaints": ["price"]})
+    assert shown(s["other_complaint"], {"complaints": "other-ish"})  # a text answer: substring
+    assert shown(s["certainty"], {"sentiment": "positive"})  # logic: any
+    assert shown(s["certainty"], {"sentiment": "negative", "complaints": ["price"]})
+    assert not shown(s["certainty"], {"sentiment": "negative", "complaints": []})
+    assert shown(s["why_unsure"], {"certainty": 3}) and not shown(s["why_unsure"], {"certainty": 4})
+    assert not shown(s["why_unsure"], {"certainty": "2"}) and not shown(s["why_unsure"], {})
+
+
+@pytest.mark.parametrize("logic,says", [
+    ("{show_when: [{schema: a, operator: is, value: x}]}",
+     "operator is 'is'; display_logic operators here are equals, not_equals"),
+    ("{show_when: [{schema: nope, operator: equals, value: x}]}",
+     "b's display_logic names the scheme 'nope', which is not a scheme of this config"),
+    ("{show_when: [{schema: b, operator: equals, value: x}]}", "which is itself"),
+    ("{show_when: [{schema: a, operator: in_range, value: [5, 1]}]}",
+     "in_range takes [low, high], two numbers with low <= high"),
+    ("{show_when: [{schema: a, operator: equals, value: {x: 1}}]}",
+     "must be a label or number, or a list of them"),
+    ("{show_when: []}", "needs show_when, a list of conditions"),
+    ("{show_when: [{schema: a, value: x}], logic: most}", "give all (every condition holds)"),
+    ("{show_when: [{schema: a, operator: equals, value: x, when: 1}]}",
+     "show_when[0].when is not a key a display_logic condition accepts"),
+])
+def test_bad_display_logic_is_an_error_that_says_what_to_give(tmp_path, logic, says):
+    (tmp_path / "items.jsonl").write_text('{"id": "a", "text": "x"}\n')
+    path = tmp_path / "config.yaml"
+    path.write_text("annotation_task_name: t\ndata_files: [items.jsonl]\nannotation_schemes:\n"
+                    "  - {annotation_type: radio, name: a, labels: [x, y]}\n"
+                    "  - {annotation_type: radio, name: b, labels: [x, y], display_logic: "
+                    + logic + "}\n")
+    _, errors, _ = load(str(path))
+    text = "\n".join(p.message for p in errors)
+    assert says in text, text
+
+
+def test_a_hidden_required_scheme_does_not_block_and_a_shown_one_does(up, serve):
+    _, url = serve(str(up / "45-display-logic.yaml"), training=False)
+    c = Client(url)
+    c.login("ana")
+    page = c.get("/annotate").text
+    assert 'data-scheme="complaints" data-type="multiselect" data-required="1" data-show-when="' \
+        in page
+    form = {"item_id": "r0", "position": "0", "action": "next", "label:sentiment": "positive",
+            "present:complaints": "1"}
+    assert c.post("/annotate", form=form).status == 303  # complaints hidden: not required
+    r = c.post("/annotate", form=dict(form, item_id="r1", position="1",
+                                      **{"label:sentiment": "negative"}))
+    assert r.status == 400 and "complaints" in r.text and "needs an answer" in r.text
+    r = c.post("/annotate", form=dict(form, item_id="r1", position="1",
+                                      **{"label:sentiment": "negative",
+                                         "label:complaints": "price"}))
+    assert r.status == 303, r.text

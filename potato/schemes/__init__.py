@@ -13,6 +13,7 @@ from typing import Any, Dict, List
 from potato.config_reader import Path, Reader, dotted, suggest
 from potato.schemes.base import KEEP, Kind, LabelError, Scheme
 from potato.schemes.choice import Multiselect, Radio, Select
+from potato.schemes import logic
 from potato.schemes.expand import expand
 from potato.schemes.rating import Likert, Number, Slider
 from potato.schemes.span import Span
@@ -25,7 +26,7 @@ KINDS: Dict[str, type] = {k.type_name: k for k in (
     Radio, Multiselect, Select, Likert, Slider, Number, Text, Span)}
 
 COMMON_KEYS = ("annotation_type", "name", "description", "labels", "label_requirement",
-               "sequential_key_binding")
+               "sequential_key_binding", "display_logic")
 # Upstream keys about looks only: accepted so that an upstream block loads, with no effect.
 LOOKS_KEYS = ("annotation_id", "tooltip", "horizontal", "displaying_score", "label_colors")
 
@@ -76,11 +77,13 @@ def parse_schemes(r: Reader, raw: Any) -> List[Scheme]:
         scheme = Scheme(name, kind or "", [], r.text(m, "description", p, "") or "")
         scheme.labels, scheme.label_keys = _labels(r, m, p, name, cls)
         scheme.required = _required(r, m, p)
+        scheme.display_logic = logic.parse(r, m.get("display_logic"), p)
         r.boolean(m, "sequential_key_binding", p, True)
         if cls is not None:
             scheme.kind = cls(scheme)
             scheme.kind.parse(r, m, p)
         out.append(scheme)
+    logic.check_names(r, out)
     return out
 
 

@@ -7,7 +7,8 @@ other scheme:
 - ``text`` with more than one label (upstream shows one box per label) becomes one ``text``
   scheme per label, named ``NAME[LABEL]``.
 
-``label_requirement`` and ``sequential_key_binding`` carry over to every part;
+``label_requirement``, ``sequential_key_binding`` and ``display_logic`` carry over to every
+part;
 ``display_config`` and ``option_randomization`` (looks, and an order the page keeps fixed) are
 accepted and have no effect. docs/configuration.md describes both.
 """
@@ -20,8 +21,9 @@ from potato.config_reader import Path, Reader, dotted
 
 MULTIRATE_KEYS = ("annotation_type", "name", "description", "labels", "label_requirement",
                   "sequential_key_binding", "options", "display_config",
-                  "option_randomization", "annotation_id", "tooltip", "horizontal")
-CARRIED = ("label_requirement", "sequential_key_binding")
+                  "option_randomization", "annotation_id", "tooltip", "horizontal",
+                  "display_logic")
+CARRIED = ("label_requirement", "sequential_key_binding", "display_logic")
 
 
 def part_name(name: str, part: str) -> str:
