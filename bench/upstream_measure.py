@@ -47,7 +47,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 from potato.config import load  # noqa: E402
 from potato.config_reader import ConfigError  # noqa: E402
 from potato.service import Service  # noqa: E402
-from potato.upstream import POLICY, migration_report  # noqa: E402
+from potato.upstream import POLICY, SCHEME_HINTS, migration_report  # noqa: E402
 from potato.validation import check  # noqa: E402
 
 KEY = "bench-admin-key-0123456789abcdef"
@@ -272,11 +272,11 @@ def measure(path, root, train):
             cfg, report = check(path)
     except ConfigError as e:
         return dict(row, outcome="failed", why=str(e)[:200])
-    # refused with a reason: an error on an upstream key (the policy table's, a scheme's
-    # turn keys, a display field), which names what to remove or use instead
+    # refused with a reason: an error on an upstream key (the policy table's, a display
+    # field, a scheme key with a reason: SCHEME_HINTS), which names what to remove or use
+    # instead
     refused = [p for p in report.errors if p.key and (
-        p.key.split(".")[0].split("[")[0] in POLICY or p.key.endswith(("turn_level",
-                                                                       "turn_binding")))]
+        p.key.split(".")[0].split("[")[0] in POLICY or p.key.split(".")[-1] in SCHEME_HINTS)]
     row["refused_keys"] = sorted(set(cfg.upstream.refused))
     row["report"] = migration_report(cfg.upstream, len(report.errors))
     if report.errors:

@@ -597,3 +597,24 @@ def test_a_hidden_required_scheme_does_not_block_and_a_shown_one_does(up, serve)
                                       **{"label:sentiment": "negative",
                                          "label:complaints": "price"}))
     assert r.status == 303, r.text
+
+
+def test_upstream_scheme_keys_text_box_single_line_layout_and_free_response(tmp_path):
+    (tmp_path / "items.jsonl").write_text('{"id": "a", "text": "x"}\n')
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        "annotation_task_name: t\ndata_files: [items.jsonl]\nannotation_schemes:\n"
+        "  - {annotation_type: text, name: a, text_box_single_line: false, layout: {columns: 2}}\n"
+        "  - {annotation_type: text, name: b, text_box_single_line: true}\n"
+        "  - {annotation_type: radio, name: c, labels: [x, y], layout: {columns: 1}}\n")
+    cfg, errors, _ = load(str(path))
+    assert errors == []
+    assert [s.kind.multiline for s in cfg.schemes[:2]] == [True, False]
+    path.write_text(
+        "annotation_task_name: t\ndata_files: [items.jsonl]\nannotation_schemes:\n"
+        "  - {annotation_type: multiselect, name: c, labels: [x, Other], "
+        "has_free_response: {instruction: ''}}\n")
+    _, errors, _ = load(str(path))
+    [err] = errors
+    assert err.key == "annotation_schemes[0].has_free_response"
+    assert "would be lost. Remove it and add a text scheme for the free response" in err.message

@@ -28,7 +28,8 @@ KINDS: Dict[str, type] = {k.type_name: k for k in (
 COMMON_KEYS = ("annotation_type", "name", "description", "labels", "label_requirement",
                "sequential_key_binding", "display_logic")
 # Upstream keys about looks only: accepted so that an upstream block loads, with no effect.
-LOOKS_KEYS = ("annotation_id", "tooltip", "horizontal", "displaying_score", "label_colors")
+LOOKS_KEYS = ("annotation_id", "tooltip", "horizontal", "displaying_score", "label_colors",
+              "layout")
 
 
 def make_scheme(name: str, annotation_type: str, labels: List[str], description: str = "",
