@@ -1,7 +1,7 @@
 """Issue 23's measure: how many of upstream Potato's project configs open here, annotate every
 scheme and train one.
 
-    python3 bench/upstream_measure.py DIR [--json OUT] [--no-train]
+    python3 bench/upstream_measure.py DIR [--json OUT] [--no-train] [--tiny-model]
 
 DIR holds upstream configs (``*.yaml``, searched recursively; upstream's own folder layout
 keeps relative data paths working). The tree is copied to a temporary folder first, so the
@@ -19,8 +19,11 @@ configs are never changed and every project writes its store there. For each con
    of every item is saved through the annotation API (each value valid for its type).
 4. *trained*: the first scheme naive Bayes takes (radio, multiselect, likert) trains with
    ``text-naive-bayes`` on the local backend and the run succeeds. A config whose schemes only
-   the hf trainers take (spans, sliders, numbers: they need a model download) or none (text)
-   is counted "no cheap trainer", not as a failure.
+   the hf trainers take (spans, sliders, numbers) is counted "no cheap trainer", not as a
+   failure, unless ``--tiny-model`` is given: then a BERT with random weights and a vocabulary
+   of the synthetic items' words is built here (no download; needs the train-text extra) and
+   the first span scheme trains with ``hf-token-classification``, or the first slider or number
+   scheme with ``hf-text-regression``, one epoch. Text schemes train with nothing (annotate-only).
 
 It also checks that no config with a refused key opens silently (a refused key, yet no error).
 Prints one row per config and the totals; ``--json`` writes the rows.
@@ -52,6 +55,8 @@ from potato.validation import check  # noqa: E402
 
 KEY = "bench-admin-key-0123456789abcdef"
 NB_TYPES = ("radio", "multiselect", "likert")
+HF_TRAINERS = {"span": "hf-token-classification", "slider": "hf-text-regression",
+               "number": "hf-text-regression"}
 WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india")
 
 
@@ -194,7 +199,42 @@ def label_items(h, cfg, items):
     return len(done)
 
 
-def annotate_and_train(cfg, train):
+def tiny_model(d):
+    """A BERT with random weights and a fast tokenizer over the synthetic items' words."""
+    import inspect
+
+    import torch
+    import transformers
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "item", "says", "and", "."] + \
+        [w for w in WORDS] + [str(k) for k in range(1000)]
+    with open(os.path.join(d, "vocab.txt"), "w") as f:
+        f.write("\n".join(vocab) + "\n")
+    if "vocab" in inspect.signature(transformers.BertTokenizer.__init__).parameters:  # v5
+        tok = transformers.BertTokenizer(vocab={w: i for i, w in enumerate(vocab)})
+    else:
+        tok = transformers.BertTokenizerFast(vocab_file=os.path.join(d, "vocab.txt"))
+    tok.save_pretrained(d)
+    torch.manual_seed(0)
+    transformers.BertModel(transformers.BertConfig(
+        vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=64)).save_pretrained(d)
+    return d
+
+
+def pick_trainer(cfg, model):
+    """(scheme, trainer, params) of the cheapest training this config allows, or None."""
+    scheme = next((s for s in cfg.schemes if s.annotation_type in NB_TYPES), None)
+    if scheme is not None:
+        return scheme, "text-naive-bayes", {}
+    scheme = next((s for s in cfg.schemes if s.annotation_type in HF_TRAINERS), None)
+    if scheme is None or model is None:
+        return None
+    params = {"model": model, "epochs": 1, "batch_size": 8, "max_length": 32, "lora": False}
+    return scheme, HF_TRAINERS[scheme.annotation_type], params
+
+
+def annotate_and_train(cfg, train, model=None):
     """(annotated: bool, why, trained: 'yes' | 'no cheap trainer' | 'failed: ...')"""
     cfg.admin_api_key = KEY
     service = Service(cfg, "127.0.0.1", 0, access_log=lambda line: None, owner=None).open()
@@ -219,12 +259,13 @@ def annotate_and_train(cfg, train):
             return False, "no item could be labelled", "-"
         if not train:
             return True, "", "-"
-        scheme = next((s for s in cfg.schemes if s.annotation_type in NB_TYPES), None)
-        if scheme is None:
+        picked = pick_trainer(cfg, model)
+        if picked is None:
             return True, "", "no cheap trainer (%s)" % ", ".join(
                 sorted({s.annotation_type for s in cfg.schemes}))
+        scheme, trainer, params = picked
         status, out = h.call("POST", "/admin/training/api/runs", admin=True, body={
-            "trainer": "text-naive-bayes", "schemas": [scheme.name]})
+            "trainer": trainer, "schemas": [scheme.name], "params": params})
         if status != 202:
             return True, "", "refused: " + json.loads(out).get("error", out)[:200]
         run_id, deadline = json.loads(out)["run_id"], time.time() + 300
@@ -232,7 +273,8 @@ def annotate_and_train(cfg, train):
             _, out = h.call("GET", "/admin/training/api/runs/" + run_id, admin=True)
             run = json.loads(out)
             if run["status"] in ("success", "error", "cancelled"):
-                return True, "", "yes (%s)" % scheme.name if run["status"] == "success" else \
+                return True, "", "yes (%s, %s)" % (scheme.name, trainer) \
+                    if run["status"] == "success" else \
                     "failed: %s" % (run.get("error") or run["status"])[:200]
             time.sleep(0.2)
         return True, "", "failed: no end in 300 s"
@@ -265,7 +307,7 @@ def causes(errors):
                       or not any(p.key.startswith(u + ".") for u in unsupported)))
 
 
-def measure(path, root, train):
+def measure(path, root, train, model=None):
     row = {"config": os.path.relpath(path, root), "synthesised": synthesise_missing(path, root)}
     try:
         with contextlib.redirect_stdout(io.StringIO()):
@@ -289,7 +331,7 @@ def measure(path, root, train):
                     % row["refused_keys"])
     cfg.output_dir = tempfile.mkdtemp(prefix="out-", dir=root)
     try:
-        annotated, why, trained = annotate_and_train(cfg, train)
+        annotated, why, trained = annotate_and_train(cfg, train, model)
     except Exception as e:  # noqa: BLE001 -- the bench reports every failure and goes on
         return dict(row, outcome="opened", annotated=False, trained="-",
                     why="%s: %s" % (type(e).__name__, str(e)[:200]))
@@ -301,6 +343,8 @@ def main():
     ap.add_argument("dir")
     ap.add_argument("--json", help="write the rows here")
     ap.add_argument("--no-train", action="store_true")
+    ap.add_argument("--tiny-model", action="store_true",
+                    help="train span, slider and number schemes on a tiny random BERT")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="upstream-measure-")
     root = os.path.join(work, "configs")
@@ -308,9 +352,11 @@ def main():
     paths = sorted(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs
                    if f.endswith((".yaml", ".yml")))
     rows = []
+    model = tiny_model(tempfile.mkdtemp(prefix="tiny-bert-", dir=work)) \
+        if args.tiny_model and not args.no_train else None
     try:
         for path in paths:
-            row = measure(path, root, not args.no_train)
+            row = measure(path, root, not args.no_train, model)
             rows.append(row)
             print("%-60s %-8s %-5s %-24s %s%s" % (
                 row["config"][:60], row["outcome"], "yes" if row.get("annotated") else "-",
