@@ -134,6 +134,9 @@ SCHEME_HINTS: Dict[str, str] = {
     k: "Upstream's turn-level annotation (one answer per dialogue turn) is not implemented "
        "here: the scheme would get one answer per item. Remove it, or make one item per turn."
     for k in ("turn_level", "turn_binding")}
+SCHEME_HINTS["has_free_response"] = (
+    "Upstream's free-response box beside the labels is not implemented here: what annotators "
+    "type in it would be lost. Remove it and add a text scheme for the free response.")
 
 
 @dataclass

@@ -184,6 +184,36 @@ def wait_progress(client, run_id, timeout=60):
         time.sleep(0.2)
 
 
+def register_agent(cfg_path, backend, capsys):
+    """``potato training register`` for an agent backend of the config: the agent's token."""
+    import re
+
+    capsys.readouterr()
+    assert main(["training", "register", backend, cfg_path]) == 0
+    return re.search(r"export POTATO_TRAINING_TOKEN=(\S+)", capsys.readouterr().out).group(1)
+
+
+def agent_once(url, backend, token, workdir, timeout=400):
+    """``potato training agent --once`` against the server at ``url``, as a lab machine would
+    run it, until it has run one job; returns its stderr. Fails the test on a non-zero exit."""
+    import subprocess
+
+    p = subprocess.Popen([sys.executable, "-m", "potato", "training", "agent", "--server",
+                          url.rstrip("/"), "--backend", backend, "--workdir", str(workdir),
+                          "--poll-interval", "0.2", "--once"],
+                         cwd=ROOT, env=dict(os.environ, POTATO_TRAINING_TOKEN=token,
+                                            PYTHONPATH=ROOT),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        raise
+    assert p.returncode == 0, err[-3000:]
+    return err
+
+
 def fake_ssh_for_agent_session(monkeypatch, **env):
     """Let the probe and code copy run normally, then give the agent's ssh session the fake
     ssh settings ``env`` (e.g. FAKE_SSH_MODE="drop"): the session misbehaves, not the set-up."""

@@ -1,6 +1,7 @@
 """hf-token-classification on a tiny BERT built here (random weights, a fast tokenizer over the
 test's words; no downloads): the worker alone, then end to end through the real server and
-its API on the local backend and through the fake ssh host, with write-back and suggestions."""
+its API on the local backend, through the fake ssh host, the fake SLURM cluster and a real
+agent, with write-back and suggestions."""
 
 import json
 import os
@@ -20,7 +21,8 @@ from potato.training.remote import bundle
 from potato.training.remote.paths import RunPaths, write_json
 from potato.training.remote.trainers import REGISTRY, resolve_params
 from tests.helpers import (
-    KEY, Client, hf_train, make_span_project, span_item, ssh_backend, start_run, wait_run)
+    KEY, Client, agent_once, hf_train, job_dirs, make_span_project, register_agent,
+    slurm_backend, span_item, ssh_backend, start_run, wait_run)
 
 H = {"X-API-Key": KEY}
 SCHEMAS = {"who": {"type": "span", "labels": ["person", "place"]}}
@@ -158,35 +160,30 @@ def test_span_run_through_the_fake_ssh_host(tmp_path, serve, fake_host, tiny_tok
 
 
 def test_span_run_on_an_agent(tmp_path, serve, capsys, tiny_token_bert):
-    import re
-    import subprocess
-    import sys
-
-    from potato.cli import main
-    from tests.helpers import ROOT
-
     cfg, rows = make_span_project(tmp_path, "  backends:\n    lab: {type: agent, "
                                             "heartbeat_timeout_s: 20}\n")
     _, url = serve(cfg)
     c = Client(url)
-    capsys.readouterr()
-    assert main(["training", "register", "lab", cfg]) == 0
-    token = re.search(r"export POTATO_TRAINING_TOKEN=(\S+)", capsys.readouterr().out).group(1)
+    token = register_agent(cfg, "lab", capsys)
     run_id = start_run(c, trainer="hf-token-classification", schemas=["who"], backend="lab",
                        params=dict(FAST, model=tiny_token_bert))
-    p = subprocess.Popen([sys.executable, "-m", "potato", "training", "agent", "--server",
-                          url.rstrip("/"), "--backend", "lab", "--workdir",
-                          str(tmp_path / "agent work"), "--poll-interval", "0.2", "--once"],
-                         cwd=ROOT, env=dict(os.environ, POTATO_TRAINING_TOKEN=token,
-                                            PYTHONPATH=ROOT),
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        _, err = p.communicate(timeout=400)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.communicate()
-        raise
-    assert p.returncode == 0, err[-3000:]
+    agent_once(url, "lab", token, tmp_path / "agent work")
     run = wait_run(c, run_id)
     check_span_run(c, run, rows)
     assert run["ran_on"].startswith("lab (agent)")
+
+
+def test_span_run_on_the_fake_slurm_cluster(tmp_path, serve, cluster, tiny_token_bert):
+    """sbatch, squeue and the login node are stand-ins (tests/fakes/slurm); the job runs the
+    real worker with the real trainer, and its spans come back and are written."""
+    home, state = cluster
+    cfg, rows = make_span_project(tmp_path, slurm_backend())
+    _, url = serve(cfg)
+    c = Client(url)
+    run = wait_run(c, start_run(c, trainer="hf-token-classification", schemas=["who"],
+                                backend="cluster",
+                                params=dict(FAST, model=tiny_token_bert)), timeout=300)
+    check_span_run(c, run, rows)
+    assert run["ran_on"].startswith("cluster (slurm): SLURM job 4242 on node fake-node01")
+    assert run["placement"]["slurm_job"] == "4242"
+    assert job_dirs(home / "potato jobs", run["run_id"]) == []  # the job's files cleaned up

@@ -248,7 +248,8 @@ def test_upstream_scheme_blocks_load_unchanged(tmp_path):
     ("- {annotation_type: slider, name: s, min_value: 0, max_value: 5, starting_value: 9}",
      "must be between min_value and max_value"),
     ("- {annotation_type: number, name: n, max_value: .inf}", "finite number"),
-    ("- {annotation_type: text, name: t, labels: [a, b]}", "Make one text scheme per box"),
+    # several labels are one box each (potato/schemes/expand.py); repeated ones cannot be
+    ("- {annotation_type: text, name: t, labels: [a, a]}", "lists the label 'a' twice"),
     ("- {annotation_type: text, name: t, max_length: 0}", "max_length must be between"),
     ("- {annotation_type: span, name: s}", "needs a non-empty list of labels"),
     ("- {annotation_type: span, name: s, labels: [{name: a, key_value: x}, "

@@ -173,6 +173,46 @@ def test_card_without_a_hub_base_model_or_report():
     assert "No held-out report" in text and "AutoPeftModelForCausalLM" in text
 
 
+def test_card_of_a_span_model_has_its_entity_figures():
+    from potato.training import span_report
+
+    pairs = [([{"start": 0, "end": 3, "label": "PER"}, {"start": 8, "end": 13, "label": "LOC"}],
+              [{"start": 0, "end": 3, "label": "PER"}, {"start": 8, "end": 12, "label": "LOC"}]),
+             ([], [{"start": 2, "end": 4, "label": "PER"}])]
+    report = span_report.scheme_report(pairs, ["PER", "LOC"])  # 1 found of 3, 1 right of 2
+    run = {"run_id": "r3", "trainer": "hf-token-classification", "schemas": ["ner"],
+           "params": {"model": "bert-base-cased", "lora": False}, "holdout": report}
+    text = model_card.card(run, "alice/ner", ["labels.json"],
+                           {"ner": {"type": "span", "labels": ["PER", "LOC"]}}, None, {})
+    head = text.split("\n---\n")[0]
+    assert 'pipeline_tag: "token-classification"' in head
+    assert 'library_name: "transformers"' in head
+    assert ("precision **0.500**, recall **0.333**, micro-F1 **0.400**, macro-F1 0.333, on 2 "
+            "held-out (test split) items holding 3 human spans; the model predicted 2.") in text
+    assert "| PER | 1.000 | 0.500 | 0.667 | 2 |" in text
+    assert "| LOC | 0.000 | 0.000 | 0.000 | 1 |" in text
+    assert "> Only 3 human spans in 2 test items: too few to say much" in text
+    lora = dict(run, params={"model": "bert-base-cased", "lora": True})
+    assert 'library_name: "peft"' in model_card.card(lora, "alice/ner", [], {}, None, {})
+
+
+def test_card_of_rating_models_has_their_figures():
+    likert = {"n": 40, "accuracy": 0.5, "accuracy_ci95": [0.35, 0.65], "macro_f1": 0.4,
+              "per_label": {}, "baseline": {"label": "3", "accuracy": 0.3},
+              "above_baseline": 0.2, "mae": 0.625, "qwk": 0.71}
+    run = {"run_id": "r4", "trainer": "text-naive-bayes", "schemas": ["stars"], "params": {},
+           "holdout": likert}
+    text = model_card.card(run, "alice/stars", [], {}, None, {})
+    assert "mean absolute error 0.625 points, quadratic-weighted kappa 0.710" in text
+    number = {"n": 30, "mae": 1.25, "rmse": 2.5, "spearman": 0.6,
+              "baseline": {"value": 50, "mae": 3.0}}
+    run = {"run_id": "r5", "trainer": "hf-text-regression", "schemas": ["score"],
+           "params": {"model": "m"}, "holdout": number}
+    text = model_card.card(run, "alice/score", [], {}, None, {})
+    assert ("n=30: mean absolute error 1.250, RMSE 2.500, Spearman 0.600; always answering the "
+            "median (50) 3.000") in text
+
+
 # -- publishing through the server -----------------------------------------------------------
 
 def _files(hub, repo):

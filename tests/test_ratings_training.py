@@ -1,6 +1,7 @@
 """Rating schemes trained end to end through the real server and its API (issue 21 parts 3-4):
-a Likert scheme with naive Bayes (classes over the points) on the local backend and on the fake
-ssh host, a slider with hf-text-regression on a tiny BERT; the held-out figures recomputed from
+a Likert scheme with naive Bayes (classes over the points) on the local backend, on the fake
+ssh host and on a real agent, a slider with hf-text-regression on a tiny BERT locally and on the
+fake SLURM cluster; the held-out figures recomputed from
 the run's own files (and checked against scikit-learn and SciPy), write-back per scheme, the
 suggestions on the annotate page, and free text refused as annotate-only."""
 
@@ -12,8 +13,9 @@ import pytest
 
 from potato.cli import main
 from potato.training.remote.paths import RunPaths
-from tests.helpers import FILLER, KEY, NEG, POS, Client, start_run, wait_run
-from tests.helpers import ssh_backend
+from tests.helpers import (
+    FILLER, KEY, NEG, POS, Client, agent_once, job_dirs, register_agent, slurm_backend,
+    ssh_backend, start_run, wait_run)
 
 H = {"X-API-Key": KEY}
 
@@ -235,6 +237,58 @@ def test_likert_on_the_fake_ssh_host(tmp_path, serve, fake_host):
     _, item = c.json("GET", "/admin/api/items/%s" % unlabelled, headers=H)
     assert item["predictions"]["rating"]["run_id"] == run["run_id"]
     assert type(item["predictions"]["rating"]["label"]) is int
+
+
+def test_likert_on_an_agent(tmp_path, serve, capsys):
+    """A real ``potato training agent`` claims the Likert run, trains it and sends back points;
+    the server scores them against the test split it kept, and writes them back."""
+    cfg = write_project(tmp_path, "  backends:\n    lab: {type: agent, heartbeat_timeout_s: 20}\n")
+    server, url = serve(cfg)
+    c = Client(url)
+    token = register_agent(cfg, "lab", capsys)
+    run_id = start_run(c, trainer="text-naive-bayes", schemas=["rating"], backend="lab")
+    agent_once(url, "lab", token, tmp_path / "agent work", timeout=120)
+    run = wait_run(c, run_id)
+    assert run["status"] == "success", run["error"]
+    assert run["ran_on"].startswith("lab (agent)")
+    assert run["holdout"]["n"] > 30 and run["holdout"]["qwk"] > 0.8, run["holdout"]
+    assert run["writeback"]["written"] > 0 and run["writeback"]["in_use"] == ["rating"]
+    _, items, _ = run_files(tmp_path, run_id)
+    unlabelled = next(it["id"] for it in items if it["split"] == "unlabeled")
+    _, item = c.json("GET", "/admin/api/items/%s" % unlabelled, headers=H)
+    assert item["predictions"]["rating"]["run_id"] == run_id
+    point = item["predictions"]["rating"]["label"]
+    assert type(point) is int and 1 <= point <= 5
+    page = annotate_page_of(server, c, unlabelled)
+    assert 'data-scheme="rating" data-value="%d">Model suggests' % point in page
+
+
+def test_slider_with_hf_text_regression_on_the_fake_slurm_cluster(tmp_path, serve, cluster,
+                                                                   tiny_bert):
+    """sbatch, squeue and the login node are stand-ins (tests/fakes/slurm); the job runs the
+    real worker and trainer, and its numbers come back, are scored and written back."""
+    home, _ = cluster
+    server, url = serve(write_project(tmp_path, slurm_backend()))
+    c = Client(url)
+    run = wait_run(c, start_run(c, trainer="hf-text-regression", schemas=["score"],
+                                backend="cluster", params={
+        "model": tiny_bert, "epochs": 8, "batch_size": 8, "max_length": 16, "lora": False,
+        "learning_rate": 1e-3}), timeout=600)
+    assert run["status"] == "success", (run["error"], c.get(
+        "/admin/training/api/runs/%s/log" % run["run_id"], headers=H).text[-3000:])
+    assert run["ran_on"].startswith("cluster (slurm): SLURM job 4242 on node fake-node01")
+    h = run["holdout"]
+    assert "accuracy" not in h and h["mae"] < 0.6 * h["baseline"]["mae"], h
+    assert run["writeback"]["written"] > 0 and run["writeback"]["in_use"] == ["score"]
+    _, items, preds = run_files(tmp_path, run["run_id"])
+    assert preds and all(0 <= p["label"] <= 10 for p in preds)
+    unlabelled = next(it["id"] for it in items if it["split"] == "unlabeled")
+    _, item = c.json("GET", "/admin/api/items/%s" % unlabelled, headers=H)
+    assert item["predictions"]["score"]["run_id"] == run["run_id"]
+    page = annotate_page_of(server, c, unlabelled)
+    assert ('data-scheme="score" data-value="%s">Model suggests'
+            % round(item["predictions"]["score"]["label"])) in page
+    assert job_dirs(home / "potato jobs", run["run_id"]) == []
 
 
 def test_likert_with_hf_text_classification_in_the_worker(tmp_path, tiny_bert):

@@ -222,3 +222,31 @@ def test_span_write_back_keeps_confident_spans_and_compares_entity_f1(tmp_path):
             in wb2["kept_in_use"]["who"]
     finally:
         store.close()
+
+
+def test_an_item_whose_spans_are_all_below_min_confidence_shows_no_suggestion(tmp_path, serve):
+    """All of an item's predicted spans below writeback.min_confidence: the item keeps an
+    empty prediction, and its annotate page offers nothing (no empty "Model suggests" line,
+    no accept button for an empty label list); an item with a confident span still does."""
+    from potato.training import ingest
+    from tests.helpers import Client, make_span_project
+
+    cfg_path, rows = make_span_project(tmp_path, "    min_confidence: 0.5\n", n=2, labelled=0)
+    server, url = serve(cfg_path, training=False)
+    cfg, store = server.cfg, server.store
+
+    def pred(item, conf):
+        return {"id": item["id"], "split": "unlabeled", "scheme": "who", "confidence": conf,
+                "label": [{"start": 0, "end": 2, "label": "person",
+                           "text": item["text"][:2], "confidence": conf}]}
+
+    wb = ingest.write_back(store, cfg, "r1", [pred(rows[0], 0.2), pred(rows[1], 0.9)], None)
+    assert wb["below_min_confidence"] == 1 and wb["in_use"] == ["who"]
+    c = Client(url)
+    c.login("dana")
+    page = c.get("/annotate").text
+    assert rows[0]["id"] in page and "Model suggests" not in page, page
+    assert 'class="suggestion"' not in page and "accept-suggestion" not in page
+    c.post("/annotate", form={"item_id": rows[0]["id"], "action": "next", "position": "0"})
+    page = c.get("/annotate").text
+    assert rows[1]["id"] in page and "Model suggests 1 span for who" in page

@@ -444,3 +444,177 @@ def test_admin_downloads_the_upstream_layout_as_a_zip(up, serve):
     assert z.namelist() == ["annotation_output/ana/annotated_instances.jsonl"]
     rec = json.loads(z.read(z.namelist()[0]))
     assert rec["id"] == "r3" and rec["label_annotations"] == {"sentiment": {"negative": "true"}}
+
+
+# -- several questions in one upstream block: multirate, text with several labels ------------
+
+def test_multirate_is_one_radio_scheme_per_option_and_text_one_box_per_label():
+    cfg, errors, _ = load(os.path.join(UP, "43-multirate.yaml"))
+    assert errors == []
+    assert [(s.name, s.annotation_type, s.labels, s.required) for s in cfg.schemes] == [
+        ("tone[Politeness]", "radio", ["positive", "negative"], True),
+        ("tone[Clarity]", "radio", ["positive", "negative"], True)]
+    assert cfg.schemes[0].description == "How does the review come across? Politeness"
+    assert cfg.schemes[1].label_keys == ["1", "2"]
+    cfg, errors, _ = load(os.path.join(UP, "44-text-boxes.yaml"))
+    assert errors == []
+    assert [(s.name, s.annotation_type, s.labels) for s in cfg.schemes] == [
+        ("sentiment", "radio", ["positive", "negative"]),
+        ("notes[likes]", "text", ["likes"]), ("notes[dislikes]", "text", ["dislikes"])]
+    assert cfg.schemes[1].kind.multiline and cfg.schemes[1].kind.rows == 2
+
+
+@pytest.mark.parametrize("block,says", [
+    ("{annotation_type: multirate, name: tone, labels: [a, b]}",
+     "annotation_schemes[0] (tone) is a multirate scheme: give options"),
+    ("{annotation_type: multirate, name: tone, labels: [a, b], options: [x, x]}",
+     "annotation_schemes[0] (tone) lists an option twice"),
+    ("{annotation_type: multirate, name: tone, labels: [a, b], options: [x, 3]}",
+     "give options, a non-empty list of the statements to rate"),
+    ("{annotation_type: multirate, name: tone, options: [x, y]}",
+     "needs a non-empty list of labels"),
+    ("{annotation_type: multirate, name: tone, labels: [a], options: [x], colour: red}",
+     "annotation_schemes[0].colour is not a key a multirate scheme accepts"),
+    ("{annotation_type: multirate, name: t, labels: [a], options: [x]}\n"
+     "  - {annotation_type: radio, name: 't[x]', labels: [a]}",
+     "the scheme name 't[x]' is used twice"),
+])
+def test_a_bad_multirate_block_is_an_error_that_says_what_to_give(tmp_path, block, says):
+    (tmp_path / "items.jsonl").write_text('{"id": "a", "text": "x"}\n')
+    path = tmp_path / "config.yaml"
+    path.write_text("annotation_task_name: t\ndata_files: [items.jsonl]\nannotation_schemes:\n"
+                    "  - " + block + "\n")
+    _, errors, _ = load(str(path))
+    text = "\n".join(p.message for p in errors)
+    assert says in text, text
+
+
+def test_multirate_and_text_boxes_are_saved_from_the_annotate_form(up, serve):
+    hostile = (up / "43-multirate.yaml").read_text().replace("Clarity]", '"Clarity <b>"]')
+    (up / "43-multirate.yaml").write_text(hostile)
+    _, url = serve(str(up / "43-multirate.yaml"), training=False)
+    c = Client(url)
+    c.login("ana")
+    page = c.get("/annotate").text
+    assert 'name="label:tone[Clarity &lt;b&gt;]" value="negative"' in page
+    assert "Clarity <b>" not in page
+    r = c.post("/annotate", form={"item_id": "r0", "position": "0", "action": "next",
+                                  "label:tone[Politeness]": "positive",
+                                  "label:tone[Clarity <b>]": "negative",
+                                  "present:tone[Politeness]": "1",
+                                  "present:tone[Clarity <b>]": "1"})
+    assert r.status == 303, r.text
+    status, out = c.json("POST", "/api/annotations", json_body={
+        "item_id": "r1", "labels": {"tone[Politeness]": "maybe"}})
+    assert status == 400 and "tone[Politeness]" in out["error"], out
+    _, url = serve(str(up / "44-text-boxes.yaml"), training=False)
+    c = Client(url)
+    c.login("ana")
+    page = c.get("/annotate").text
+    assert page.count("<textarea") == 2 and 'name="label:notes[dislikes]"' in page
+    r = c.post("/annotate", form={"item_id": "r0", "position": "0", "action": "next",
+                                  "label:sentiment": "positive",
+                                  "label:notes[likes]": "the price",
+                                  "label:notes[dislikes]": "the box"})
+    assert r.status == 303, r.text
+    store = Store(str(up / "annotation_output" / "44-text-boxes" / "potato.db"))
+    try:
+        assert store.labels_of("ana", "r0") == {"sentiment": "positive",
+                                                "notes[likes]": "the price",
+                                                "notes[dislikes]": "the box"}
+    finally:
+        store.close()
+    store = Store(str(up / "annotation_output" / "43-multirate" / "potato.db"))
+    try:
+        assert store.labels_of("ana", "r0") == {"tone[Politeness]": "positive",
+                                                "tone[Clarity <b>]": "negative"}
+    finally:
+        store.close()
+
+
+# -- display_logic ----------------------------------------------------------------------------
+
+def test_display_logic_decides_which_schemes_show():
+    from potato.schemes.logic import shown
+
+    cfg, errors, _ = load(os.path.join(UP, "45-display-logic.yaml"))
+    assert errors == []
+    s = {x.name: x for x in cfg.schemes}
+    assert shown(s["sentiment"], {})  # no logic: always
+    assert not shown(s["complaints"], {}) and not shown(s["complaints"], {"sentiment": "positive"})
+    assert shown(s["complaints"], {"sentiment": "mixed"})
+    assert shown(s["other_complaint"], {"complaints": ["price", "other"]})
+    assert not shown(s["other_complaint"], {"complaints": ["price"]})
+    assert shown(s["other_complaint"], {"complaints": "other-ish"})  # a text answer: substring
+    assert shown(s["certainty"], {"sentiment": "positive"})  # logic: any
+    assert shown(s["certainty"], {"sentiment": "negative", "complaints": ["price"]})
+    assert not shown(s["certainty"], {"sentiment": "negative", "complaints": []})
+    assert shown(s["why_unsure"], {"certainty": 3}) and not shown(s["why_unsure"], {"certainty": 4})
+    assert not shown(s["why_unsure"], {"certainty": "2"}) and not shown(s["why_unsure"], {})
+
+
+@pytest.mark.parametrize("logic,says", [
+    ("{show_when: [{schema: a, operator: is, value: x}]}",
+     "operator is 'is'; display_logic operators here are equals, not_equals"),
+    ("{show_when: [{schema: nope, operator: equals, value: x}]}",
+     "b's display_logic names the scheme 'nope', which is not a scheme of this config"),
+    ("{show_when: [{schema: b, operator: equals, value: x}]}", "which is itself"),
+    ("{show_when: [{schema: a, operator: in_range, value: [5, 1]}]}",
+     "in_range takes [low, high], two numbers with low <= high"),
+    ("{show_when: [{schema: a, operator: equals, value: {x: 1}}]}",
+     "must be a label or number, or a list of them"),
+    ("{show_when: []}", "needs show_when, a list of conditions"),
+    ("{show_when: [{schema: a, value: x}], logic: most}", "give all (every condition holds)"),
+    ("{show_when: [{schema: a, operator: equals, value: x, when: 1}]}",
+     "show_when[0].when is not a key a display_logic condition accepts"),
+])
+def test_bad_display_logic_is_an_error_that_says_what_to_give(tmp_path, logic, says):
+    (tmp_path / "items.jsonl").write_text('{"id": "a", "text": "x"}\n')
+    path = tmp_path / "config.yaml"
+    path.write_text("annotation_task_name: t\ndata_files: [items.jsonl]\nannotation_schemes:\n"
+                    "  - {annotation_type: radio, name: a, labels: [x, y]}\n"
+                    "  - {annotation_type: radio, name: b, labels: [x, y], display_logic: "
+                    + logic + "}\n")
+    _, errors, _ = load(str(path))
+    text = "\n".join(p.message for p in errors)
+    assert says in text, text
+
+
+def test_a_hidden_required_scheme_does_not_block_and_a_shown_one_does(up, serve):
+    _, url = serve(str(up / "45-display-logic.yaml"), training=False)
+    c = Client(url)
+    c.login("ana")
+    page = c.get("/annotate").text
+    assert 'data-scheme="complaints" data-type="multiselect" data-required="1" data-show-when="' \
+        in page
+    form = {"item_id": "r0", "position": "0", "action": "next", "label:sentiment": "positive",
+            "present:complaints": "1"}
+    assert c.post("/annotate", form=form).status == 303  # complaints hidden: not required
+    r = c.post("/annotate", form=dict(form, item_id="r1", position="1",
+                                      **{"label:sentiment": "negative"}))
+    assert r.status == 400 and "complaints" in r.text and "needs an answer" in r.text
+    r = c.post("/annotate", form=dict(form, item_id="r1", position="1",
+                                      **{"label:sentiment": "negative",
+                                         "label:complaints": "price"}))
+    assert r.status == 303, r.text
+
+
+def test_upstream_scheme_keys_text_box_single_line_layout_and_free_response(tmp_path):
+    (tmp_path / "items.jsonl").write_text('{"id": "a", "text": "x"}\n')
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        "annotation_task_name: t\ndata_files: [items.jsonl]\nannotation_schemes:\n"
+        "  - {annotation_type: text, name: a, text_box_single_line: false, layout: {columns: 2}}\n"
+        "  - {annotation_type: text, name: b, text_box_single_line: true}\n"
+        "  - {annotation_type: radio, name: c, labels: [x, y], layout: {columns: 1}}\n")
+    cfg, errors, _ = load(str(path))
+    assert errors == []
+    assert [s.kind.multiline for s in cfg.schemes[:2]] == [True, False]
+    path.write_text(
+        "annotation_task_name: t\ndata_files: [items.jsonl]\nannotation_schemes:\n"
+        "  - {annotation_type: multiselect, name: c, labels: [x, Other], "
+        "has_free_response: {instruction: ''}}\n")
+    _, errors, _ = load(str(path))
+    [err] = errors
+    assert err.key == "annotation_schemes[0].has_free_response"
+    assert "would be lost. Remove it and add a text scheme for the free response" in err.message

@@ -13,6 +13,8 @@ from typing import Any, Dict, List
 from potato.config_reader import Path, Reader, dotted, suggest
 from potato.schemes.base import KEEP, Kind, LabelError, Scheme
 from potato.schemes.choice import Multiselect, Radio, Select
+from potato.schemes import logic
+from potato.schemes.expand import expand
 from potato.schemes.rating import Likert, Number, Slider
 from potato.schemes.span import Span
 from potato.schemes.text import Text
@@ -24,9 +26,10 @@ KINDS: Dict[str, type] = {k.type_name: k for k in (
     Radio, Multiselect, Select, Likert, Slider, Number, Text, Span)}
 
 COMMON_KEYS = ("annotation_type", "name", "description", "labels", "label_requirement",
-               "sequential_key_binding")
+               "sequential_key_binding", "display_logic")
 # Upstream keys about looks only: accepted so that an upstream block loads, with no effect.
-LOOKS_KEYS = ("annotation_id", "tooltip", "horizontal", "displaying_score", "label_colors")
+LOOKS_KEYS = ("annotation_id", "tooltip", "horizontal", "displaying_score", "label_colors",
+              "layout")
 
 
 def make_scheme(name: str, annotation_type: str, labels: List[str], description: str = "",
@@ -49,7 +52,7 @@ def parse_schemes(r: Reader, raw: Any) -> List[Scheme]:
                       "name and, for choices and spans, labels).")
         return []
     out, seen = [], set()
-    for i, item in enumerate(raw):
+    for i, item in expand(r, raw):  # multirate and many-box text: one scheme per question
         p = path + (i,)
         kind_name = item.get("annotation_type") if isinstance(item, dict) else None
         cls = KINDS.get(kind_name) if isinstance(kind_name, str) else None
@@ -71,15 +74,17 @@ def parse_schemes(r: Reader, raw: Any) -> List[Scheme]:
         if cls is None:
             r.error(p + ("annotation_type",),
                     f"{dotted(p + ('annotation_type',))} is {kind!r}; Potato supports "
-                    f"{', '.join(KINDS)}.{suggest(kind or '', KINDS)}")
+                    f"{', '.join(KINDS)} and multirate.{suggest(kind or '', KINDS)}")
         scheme = Scheme(name, kind or "", [], r.text(m, "description", p, "") or "")
         scheme.labels, scheme.label_keys = _labels(r, m, p, name, cls)
         scheme.required = _required(r, m, p)
+        scheme.display_logic = logic.parse(r, m.get("display_logic"), p)
         r.boolean(m, "sequential_key_binding", p, True)
         if cls is not None:
             scheme.kind = cls(scheme)
             scheme.kind.parse(r, m, p)
         out.append(scheme)
+    logic.check_names(r, out)
     return out
 
 
@@ -105,8 +110,8 @@ def _labels(r: Reader, m: Dict[str, Any], p: Path, name: str, cls):
         return [], []
     if rule == "optional-one" and len(raw) > 1:
         r.error(p + ("labels",), f"{dotted(p)} ({name}) is a {cls.type_name} scheme with "
-                                 f"{len(raw)} labels; it holds one text box. Make one text "
-                                 f"scheme per box.")
+                                 f"{len(raw)} labels; each label becomes its own box only "
+                                 f"when the labels are distinct names.")
     labels, keys = [], []
     for j, lab in enumerate(raw):
         key = str(len(labels) + 1) if len(labels) < 9 else ""

@@ -45,6 +45,7 @@ class Scheme:
     # Per-label keys (span: key_value, or 1..9 in order); empty: no keys.
     label_keys: List[str] = field(default_factory=list)
     kind: Optional["Kind"] = field(default=None, repr=False, compare=False)
+    display_logic: Optional[Any] = None  # upstream's display_logic (schemes/logic.py)
 
 
 class Kind:
@@ -118,11 +119,13 @@ class Kind:
         s = self.scheme
         desc = render('<p class="hint">{d}</p>', d=s.description) if s.description else ""
         req = render('<span class="required"> (required)</span>') if s.required else ""
+        logic = render(' data-show-when="{j}"', j=s.display_logic.as_json()) \
+            if s.display_logic else ""
         return render('<fieldset class="scheme scheme-{t}" data-scheme="{n}" data-type="{t}"'
-                      '{r}><legend>{n}{req}</legend>{desc}'
+                      '{r}{logic}><legend>{n}{req}</legend>{desc}'
                       '<input type="hidden" name="present:{n}" value="1">{inputs}</fieldset>',
                       t=self.type_name, n=s.name, r=Safe(' data-required="1"' if s.required
-                                                         else ""),
+                                                         else ""), logic=Safe(logic),
                       req=req, desc=Safe(desc), inputs=self.inputs(current, first_key))
 
     # -- helpers for subclasses ----------------------------------------------------------------

@@ -21,7 +21,8 @@ CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 class Text(Kind):
     type_name = "text"
     aggregate_as = "text"
-    keys = ("textarea", "multiline", "rows", "cols", "max_length", "placeholder")
+    keys = ("textarea", "multiline", "rows", "cols", "max_length", "placeholder",
+            "text_box_single_line")
     label_rule = "optional-one"
 
     def __init__(self, scheme):
@@ -36,7 +37,8 @@ class Text(Kind):
         ta = r.mapping(raw, p + ("textarea",), ("on", "rows", "cols"),
                        f"{dotted(p + ('textarea',))}")
         self.multiline = r.boolean(m, "multiline", p, False) or r.boolean(
-            ta, "on", p + ("textarea",), False)
+            ta, "on", p + ("textarea",), False) or not r.boolean(  # upstream's form of it
+            m, "text_box_single_line", p, True)
         self.rows = r.number(m, "rows", p, None, 1, 50, integer=True) or r.number(
             ta, "rows", p + ("textarea",), 3, 1, 50, integer=True)
         r.number(m, "cols", p, None, 1, 500, integer=True)

@@ -102,7 +102,7 @@ def annotate_page(cfg: Config, user: str, item, position: int, total: int, done:
     suggestions = []
     for scheme in cfg.schemes:
         p = predictions.get(scheme.name)
-        if p and _choice_label(p["label"]):  # suggestions of other kinds: issue 21 part 4
+        if p and scheme.kind.aggregate_as in ("choice", "multi") and _choice_label(p["label"]):
             label = ", ".join(p["label"]) if isinstance(p["label"], list) else p["label"]
             labels_json = json.dumps(p["label"] if isinstance(p["label"], list)
                                      else [p["label"]])
@@ -150,7 +150,9 @@ def annotate_page(cfg: Config, user: str, item, position: int, total: int, done:
 
 
 def _choice_label(label: Any) -> bool:
-    return isinstance(label, str) or isinstance(label, list) and all(
+    """A choice prediction worth offering: a label, or a non-empty list of labels (an empty
+    list, e.g. a span item whose every span fell below min_confidence, suggests nothing)."""
+    return isinstance(label, str) or isinstance(label, list) and bool(label) and all(
         isinstance(x, str) for x in label)
 
 

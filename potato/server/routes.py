@@ -12,6 +12,7 @@ from urllib.parse import unquote
 
 from potato.annotations import LabelError, check_label, item_record
 from potato.schemes import KEEP
+from potato.schemes import logic as display_logic
 from potato import agreement, display, export, upstream_output
 from potato.server import media_route, pages, safety
 from potato.server.errors import HTTPError
@@ -188,9 +189,11 @@ def _assigned(app, user: str, item_id: str) -> None:
 
 
 def _require(cfg, labels: dict) -> None:
-    """400 when a required scheme (label_requirement: {required: true}) has no value."""
+    """400 when a required scheme (label_requirement: {required: true}) has no value; a scheme
+    that display_logic hides for these answers is not required."""
     for scheme in cfg.schemes:
-        if scheme.required and labels.get(scheme.name) in (None, []):
+        if scheme.required and labels.get(scheme.name) in (None, []) and \
+                display_logic.shown(scheme, labels):
             raise HTTPError(400, f"scheme {scheme.name!r} needs an answer before you move on "
                                  f"(label_requirement: required). Go back and give one.")
 

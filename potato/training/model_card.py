@@ -17,6 +17,7 @@ from potato.training import report_ratings
 HUB_META = {
     "hf-text-classification": ("text-classification", "transformers"),
     "hf-text-regression": ("text-classification", "transformers"),
+    "hf-token-classification": ("token-classification", "transformers"),
     "hf-llm-classification": ("text-generation", "peft"),
     "text-naive-bayes": ("text-classification", None),
 }
@@ -89,6 +90,8 @@ def metadata(view: Dict[str, Any], license: Optional[str]) -> List[str]:
     tag, library = HUB_META.get(view["trainer"], (None, None))
     if view["trainer"] == "hf-text-classification" and params.get("lora", True):
         library = "peft"
+    if view["trainer"] == "hf-token-classification" and params.get("lora"):  # LoRA off by default
+        library = "peft"
     lines = []
     base = params.get("model")
     if library and isinstance(base, str) and HUB_ID.match(base):  # not a local directory
@@ -104,7 +107,36 @@ def metadata(view: Dict[str, Any], license: Optional[str]) -> List[str]:
     return lines
 
 
+def _per_label_table(per: Dict[str, Any]) -> List[str]:
+    out = ["| Label | Precision | Recall | F1 | Support |", "|---|---|---|---|---|"]
+    for label, v in per.items():
+        v = v if isinstance(v, dict) else {}
+        out.append("| %s | %.3f | %.3f | %.3f | %d |" % (
+            _md(label), _num(v.get("precision")) or 0.0, _num(v.get("recall")) or 0.0,
+            _num(v.get("f1")) or 0.0, int(_num(v.get("support")) or 0)))
+    return out + [""]
+
+
+def _span_lines(name: str, r: Dict[str, Any]) -> List[str]:
+    """A span scheme's entity-level figures (span_report.py): micro precision, recall and F1,
+    the macro-F1, and per label with its support."""
+    out = ["### %s" % _md(name), "",
+           "Entity-level (a predicted span counts only with a human span's exact start, end and "
+           "label): precision **%.3f**, recall **%.3f**, micro-F1 **%.3f**, macro-F1 %.3f, on "
+           "%d held-out (test split) items holding %d human spans; the model predicted %d." % (
+               _num(r.get("precision")) or 0.0, _num(r.get("recall")) or 0.0,
+               _num(r.get("micro_f1")) or 0.0, _num(r.get("macro_f1")) or 0.0,
+               int(_num(r.get("n")) or 0), int(_num(r.get("entities")) or 0),
+               int(_num(r.get("predicted")) or 0)), ""]
+    if r.get("note"):
+        out += ["> %s" % _md(r["note"]), ""]
+    per = r.get("per_label") if isinstance(r.get("per_label"), dict) else {}
+    return out + (_per_label_table(per) if per else [])
+
+
 def _scheme_lines(name: str, r: Dict[str, Any]) -> List[str]:
+    if r.get("kind") == "span":
+        return _span_lines(name, r)
     acc = _num(r.get("accuracy"))
     rating = report_ratings.summary_line("", r)  # Likert: MAE and kappa; numbers: their report
     if acc is None:
@@ -124,13 +156,7 @@ def _scheme_lines(name: str, r: Dict[str, Any]) -> List[str]:
         out += ["> %s" % _md(r["note"]), ""]
     per = r.get("per_label") if isinstance(r.get("per_label"), dict) else {}
     if per:
-        out += ["| Label | Precision | Recall | F1 | Support |", "|---|---|---|---|---|"]
-        for label, v in per.items():
-            v = v if isinstance(v, dict) else {}
-            out.append("| %s | %.3f | %.3f | %.3f | %d |" % (
-                _md(label), _num(v.get("precision")) or 0.0, _num(v.get("recall")) or 0.0,
-                _num(v.get("f1")) or 0.0, int(_num(v.get("support")) or 0)))
-        out.append("")
+        out += _per_label_table(per)
     return out
 
 

@@ -3,7 +3,8 @@
 // Enter saves (with nothing chosen it warns first; a second Enter skips; a required scheme
 // without an answer stops it), ArrowLeft goes back. The chosen label is highlighted (class
 // "chosen" on its <label>). Keys typed into a text box, a number, a slider or a dropdown stay
-// there. Span schemes have their own script (spans.js).
+// there. Span schemes have their own script (spans.js). A scheme with display_logic is shown
+// only while its conditions hold (applyLogic).
 (function () {
   var form = document.getElementById("annotate-form");
   if (!form) return;
@@ -30,9 +31,46 @@
   function anything() {
     return fields(form).some(hasValue);
   }
-  function missing() {  // the names of required schemes without an answer
+  // display_logic (potato/schemes/logic.py decides the same on the server): a scheme with
+  // data-show-when is shown only while the other schemes' answers meet its conditions.
+  function answer(name) {
+    var fs = Array.prototype.filter.call(form.querySelectorAll("fieldset[data-scheme]"),
+      function (f) { return f.getAttribute("data-scheme") === name; })[0];
+    if (!fs || fs.hidden) return null;
+    var out = fields(fs).filter(hasValue).map(function (el) { return el.value.trim(); });
+    if (!out.length) return null;
+    return fs.getAttribute("data-type") === "multiselect" ? out : out[out.length - 1];
+  }
+  function holds(c, a) {
+    var empty = a === null || (Array.isArray(a) && !a.length);
+    var vals = c.value || [];
+    if (c.op === "empty") return empty;
+    if (c.op === "not_empty") return !empty;
+    if (c.op === "in_range") {
+      var n = Number(a);
+      return !empty && !Array.isArray(a) && a !== "" && !isNaN(n) && n >= vals[0] && n <= vals[1];
+    }
+    if (c.op === "contains" || c.op === "not_contains") {
+      var found = Array.isArray(a) ? a.some(function (x) { return vals.indexOf(x) >= 0; })
+        : (!empty && vals.some(function (v) { return a.indexOf(v) >= 0; }));
+      return c.op === "contains" ? found : !found;
+    }
+    var one = !empty && !Array.isArray(a) && vals.indexOf(a) >= 0;
+    return c.op === "equals" ? one : !one;
+  }
+  function applyLogic() {
+    // twice: a scheme shown by another conditional scheme follows it in the same pass
+    for (var pass = 0; pass < 2; pass++) {
+      form.querySelectorAll("fieldset[data-show-when]").forEach(function (fs) {
+        var logic = JSON.parse(fs.getAttribute("data-show-when"));
+        var results = logic.when.map(function (c) { return holds(c, answer(c.schema)); });
+        fs.hidden = !(logic.any ? results.some(Boolean) : results.every(Boolean));
+      });
+    }
+  }
+  function missing() {  // the names of shown required schemes without an answer
     return Array.prototype.filter.call(form.querySelectorAll("fieldset[data-required]"),
-      function (fs) { return !fields(fs).some(hasValue); })
+      function (fs) { return !fs.hidden && !fields(fs).some(hasValue); })
       .map(function (fs) { return fs.getAttribute("data-scheme"); });
   }
   // Accept the suggestions, only into schemes where the annotator has chosen nothing:
@@ -115,8 +153,11 @@
     });
   }
   preselect();
+  form.addEventListener("change", applyLogic);
+  form.addEventListener("input", applyLogic);
   form.addEventListener("change", mark);
   form.addEventListener("input", mark);
+  applyLogic();
   mark();
   document.querySelectorAll(".accept-suggestion").forEach(function (b) {
     b.addEventListener("click", accept);

@@ -1,0 +1,85 @@
+"""Upstream scheme blocks that are several questions at once, made into one scheme per question
+before the schemes are read, so that each is stored, exported, aggregated and trained like any
+other scheme:
+
+- ``multirate``: ``options`` (the statements) each rated on the same ``labels`` becomes one
+  ``radio`` scheme per option, named ``NAME[OPTION]`` with those labels;
+- ``text`` with more than one label (upstream shows one box per label) becomes one ``text``
+  scheme per label, named ``NAME[LABEL]``.
+
+``label_requirement``, ``sequential_key_binding`` and ``display_logic`` carry over to every
+part;
+``display_config`` and ``option_randomization`` (looks, and an order the page keeps fixed) are
+accepted and have no effect. docs/configuration.md describes both.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List
+
+from potato.config_reader import Path, Reader, dotted
+
+MULTIRATE_KEYS = ("annotation_type", "name", "description", "labels", "label_requirement",
+                  "sequential_key_binding", "options", "display_config",
+                  "option_randomization", "annotation_id", "tooltip", "horizontal",
+                  "display_logic")
+CARRIED = ("label_requirement", "sequential_key_binding", "display_logic")
+
+
+def part_name(name: str, part: str) -> str:
+    return f"{name}[{part}]"
+
+
+def expand(r: Reader, raw: Any) -> List[Any]:
+    """``annotation_schemes`` with each multirate block and each text block with several
+    labels replaced by its parts (every part keeps the block's index for error paths: the
+    list returned holds (index, block) pairs)."""
+    if not isinstance(raw, list):
+        return raw
+    out: List[Any] = []
+    for i, item in enumerate(raw):
+        p: Path = ("annotation_schemes", i)
+        kind = item.get("annotation_type") if isinstance(item, dict) else None
+        if kind == "multirate":
+            out.extend((i, part) for part in _multirate(r, item, p))
+        elif kind == "text" and isinstance(item.get("labels"), list) and \
+                len(item["labels"]) > 1 and isinstance(item.get("name"), str):
+            out.extend((i, part) for part in _text_boxes(item))
+        else:
+            out.append((i, item))
+    return out
+
+
+def _multirate(r: Reader, item: Dict[str, Any], p: Path) -> List[Dict[str, Any]]:
+    m = r.mapping(item, p, MULTIRATE_KEYS, "a multirate scheme")
+    name, options = m.get("name"), m.get("options")
+    base = {k: m[k] for k in ("name", "description", "labels") + CARRIED if k in m}
+    base["annotation_type"] = "radio"
+    if not isinstance(name, str) or not name:
+        return [base]  # the schemes' reader says what is missing
+    if not isinstance(options, list) or not options or not all(
+            isinstance(o, str) and o.strip() for o in options):
+        r.error(p + ("options",), f"{dotted(p)} ({name}) is a multirate scheme: give options, "
+                                  f"a non-empty list of the statements to rate (strings).")
+        return []
+    if len(set(options)) != len(options):
+        r.error(p + ("options",), f"{dotted(p)} ({name}) lists an option twice; each option "
+                                  f"becomes its own question ({part_name(name, 'OPTION')}).")
+        return []
+    desc = base.get("description") or name
+    return [dict(base, name=part_name(name, o), description=f"{desc} {o}") for o in options]
+
+
+def _text_boxes(item: Dict[str, Any]) -> List[Dict[str, Any]]:
+    names = [lab.get("name") if isinstance(lab, dict) else lab for lab in item["labels"]]
+    if len(set(map(str, names))) != len(names):
+        return [item]  # the schemes' reader names the repeated label
+    parts = []
+    for label in item["labels"]:
+        text = label.get("name") if isinstance(label, dict) else label
+        if not isinstance(text, (str, int, float)) or isinstance(text, bool):
+            return [item]  # the schemes' reader names the bad label
+        part = dict(item, name=part_name(item["name"], str(text)), labels=[str(text)])
+        part["description"] = f"{item.get('description') or item['name']} {text}"
+        parts.append(part)
+    return parts
