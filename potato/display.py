@@ -131,15 +131,20 @@ def media_block(cfg, item_id: str, rec: Dict[str, Any], kind: str, field: bool =
             if field else Safe("")
     if ref.is_url:
         if media.url_origin(ref.url) is None:
-            return _placeholder(kind, f"{ref.source!r} is not an http(s) address the page loads")
+            return _placeholder(kind, f"{media.quoted(ref.source)} is not an http(s) address "
+                                      f"the page loads")
         src = ref.url
     else:
         try:
             media.probe(cfg, ref)
         except media.MediaRefused:
-            return _placeholder(kind, f"{ref.source!r} is not inside the media folder")
+            return _placeholder(kind, f"{media.quoted(ref.source)} is not inside the media "
+                                      f"folder")
+        except media.MediaNotAFile as e:
+            return _placeholder(kind, f"{media.quoted(ref.source)} is {e.what}, not a file")
         except media.MediaMissing:
-            return _placeholder(kind, f"{ref.source!r} is missing from the media folder")
+            return _placeholder(kind, f"{media.quoted(ref.source)} is missing from the media "
+                                      f"folder")
         except media.MediaUnsupported as e:
             return _placeholder(kind, str(e))
         src = "/media/%s/%s" % (kind, quote(item_id, safe=""))

@@ -152,6 +152,14 @@ def test_missing_and_refused_files_are_clear_errors_and_placeholders(tmp_path, s
     assert "&#x27;../config.yaml&#x27; is not inside the media folder" in page
 
 
+def test_a_folder_named_as_media_is_said_to_be_a_folder_on_the_page(tmp_path, serve):
+    path = media_project(tmp_path, items=[{"id": "dir", "image": "sub"}])
+    (tmp_path / "media" / "sub").mkdir()
+    _, url = serve(path, training=False)
+    page = annotator(url).get("/annotate").text
+    assert "&#x27;sub&#x27; is a folder, not a file" in page and "missing from" not in page
+
+
 def test_the_annotate_page_shows_image_audio_and_url_media(tmp_path, serve):
     rows = [{"id": "img/0", "image": "digit-0.png"},
             {"id": "tone0", "audio": "sounds/tone-0.wav", "text": "Which <b>sound</b>?"},
