@@ -8,12 +8,12 @@ file carries its sha256; the server checks the whole file against it and drops a
 differs, which the next try sends again from byte 0. docs/agent-protocol.md documents it.
 """
 
-import hashlib
 import http.client
 import os
 import time
 from urllib.parse import quote
 
+from potato.training.remote.bundle import file_sha256
 from potato.training.remote.client import CHUNK, ServerError, _Slice, log, patiently
 
 UPLOAD_TRIES = 6  # per file: the first try and five resumes
@@ -21,14 +21,6 @@ UPLOAD_TRIES = 6  # per file: the first try and five resumes
 
 class UploadError(Exception):
     """A model file that could not be copied to the server (the message says which and why)."""
-
-
-def file_sha256(path):
-    sha = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            sha.update(block)
-    return sha.hexdigest()
 
 
 def over_cap(artifacts, limit_bytes):
