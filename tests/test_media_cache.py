@@ -256,3 +256,72 @@ def test_path_for_never_leaves_the_cache(tmp_path, media):
     (tmp_path / "etc" / "passwd").write_text("secret")
     with pytest.raises(media_mod.MediaMissing):
         media_mod.path_for(media, {"media_cache": str(cache)})
+
+
+def test_a_media_download_waits_out_a_busy_server(tmp_path):
+    """A 503 (the run's request slots taken for a moment by its own reports) is tried again
+    after a pause, for a single file and for a batch; before, it failed the whole run."""
+    import http.client
+    import http.server
+    import threading
+
+    from potato.training.remote import media_fetch
+
+    files = {hashlib.sha256(b).hexdigest(): b for b in (b"first file " * 50, b"second" * 9)}
+    busy = {"left": 2}
+
+    class H(http.server.BaseHTTPRequestHandler):
+        def _answer(self, body):
+            if busy["left"] > 0:
+                busy["left"] -= 1
+                self.send_response(503)
+                msg = b'{"error": "Run r1 already has 7 requests under way"}'
+                self.send_header("Content-Length", str(len(msg)))
+                self.send_header("Retry-After", "1")
+                self.end_headers()
+                self.wfile.write(msg)
+                return
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self):
+            self._answer(files[self.path.rsplit("/", 1)[1]])
+
+        def do_POST(self):
+            n = int(self.headers["Content-Length"])
+            hashes = json.loads(self.rfile.read(n))["hashes"]
+            self._answer(b"".join(files[h] for h in hashes))
+
+        def log_message(self, *a):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+
+    class Client:
+        token = "t"
+
+        def _conn(self):
+            return http.client.HTTPConnection("127.0.0.1", server.server_address[1],
+                                              timeout=5), ""
+
+    try:
+        cache = str(tmp_path / "cache")
+        d = media_fetch.Downloader(Client(), "r1", cache)
+        sha = sorted(files)[0]
+        d.fetch(sha, len(files[sha]))  # two 503s, then the file
+        assert open(mc.file_path(cache, sha), "rb").read() == files[sha]
+        busy["left"] = 1
+        other = sorted(files)[1]
+        done = []
+        d.fetch_batch([(other, len(files[other]))], done.append)  # a 503: one by one
+        assert done == [len(files[other])]
+        assert open(mc.file_path(cache, other), "rb").read() == files[other]
+        d.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)

@@ -2,7 +2,7 @@
 
 A run token is a credential, but one the agent's host holds: whoever has it must not be able to
 keep annotators out or fill the disk. So the requests of one run are few at a time
-(``MAX_REQUESTS_PER_RUN``; the agent needs one or two), all runs' requests together take at
+(``MAX_REQUESTS_PER_RUN``; the agent needs up to six, while it downloads media), all runs' requests together take at
 most a quarter of the server's connections (``MAX_AGENT_REQUESTS``), and a run's model files
 are counted as they are written: bytes are reserved before a body is read, one upload at a
 time per file, and the number of files and folders and their depth are capped.
@@ -15,7 +15,9 @@ from typing import Dict, Optional, Set, Tuple
 from potato.server.connections import MAX_CONNECTIONS
 from potato.server.errors import HTTPError
 
-MAX_REQUESTS_PER_RUN = 4  # one run's agent requests under way at once
+# one run's agent requests under way at once: the media download's connections
+# (media_fetch.PARALLEL, 4), the progress reports and an upload fit, with one to spare
+MAX_REQUESTS_PER_RUN = 7
 MAX_AGENT_REQUESTS = MAX_CONNECTIONS // 4  # every run's together: annotators keep the rest
 MAX_ARTIFACT_ENTRIES = 10000  # files and folders under one run's artifacts/
 MAX_ARTIFACT_DEPTH = 8  # levels of a model file's path

@@ -19,7 +19,7 @@ import time
 from potato.training.remote import media_cache
 from potato.training.remote.client import ServerError, log
 
-TRIES = 4  # per file: the first try and three resumes
+TRIES = 6  # per file: the first try and five resumes (or 503s)
 PARALLEL = 4  # connections at once
 BATCH_FILE_MAX = 4 << 20  # larger files come one a request (resumable with Range)
 BATCH_FILES = 500  # small files per request (the server takes up to 2,000)
@@ -52,6 +52,23 @@ def words(host, files, of_files, nbytes, of_bytes):
         host, mb(nbytes), mb(of_bytes))
 
 
+class Busy(OSError):
+    """The server answered 503 (busy: the run's request slots are taken for a moment, or it
+    is restarting): tried again after a pause, like a cut connection."""
+
+
+def _refusal(resp):
+    """The ServerError (or Busy, for a 503) of an answer that is not the file."""
+    data = resp.read()
+    try:
+        message = json.loads(data.decode("utf-8")).get("error")
+    except (ValueError, AttributeError):
+        message = None
+    if resp.status == 503:
+        return Busy(message or "HTTP 503")
+    return ServerError(resp.status, message or "HTTP %d" % resp.status)
+
+
 class Downloader:
     """Media files from the server into the cache, on one kept-alive connection."""
 
@@ -77,12 +94,7 @@ class Downloader:
                                                                    sha), headers=headers)
         resp = self.conn.getresponse()
         if resp.status not in (200, 206):
-            data = resp.read()
-            try:
-                message = json.loads(data.decode("utf-8")).get("error")
-            except (ValueError, AttributeError):
-                message = None
-            raise ServerError(resp.status, message or "HTTP %d" % resp.status)
+            raise _refusal(resp)
         return resp
 
     def fetch(self, sha, size):
@@ -116,7 +128,8 @@ class Downloader:
                 except (OSError, http.client.HTTPException) as e:
                     last = e
                     self.close()  # a kept-alive connection the server closed: a fresh one now
-                    time.sleep(min(0.2 * 2 ** attempt, 3) if attempt else 0)
+                    time.sleep(min(0.2 * 2 ** attempt, 3) if attempt else
+                               0.5 if isinstance(e, Busy) else 0)
         if have != size or h.hexdigest() != sha:
             os.unlink(part)
             raise media_cache.CacheError("media file %s arrived with %d of %d bytes%s%s" % (
@@ -138,12 +151,7 @@ class Downloader:
                                   "X-Potato-Agent": "v1", "Content-Type": "application/json"})
             resp = self.conn.getresponse()
             if resp.status != 200:
-                data = resp.read()
-                try:
-                    message = json.loads(data.decode("utf-8")).get("error")
-                except (ValueError, AttributeError):
-                    message = None
-                raise ServerError(resp.status, message or "HTTP %d" % resp.status)
+                raise _refusal(resp)  # a Busy one: the files come one by one below
             while left:
                 sha, size = left[0]
                 media_cache.store(self.cache, sha, size, resp.read)
