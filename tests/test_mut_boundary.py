@@ -65,6 +65,10 @@ def test_event_shape_and_type():
         "type": "status", "t": 5.0, "message": "hi"}
     assert b.event({"type": "status", "message": "hi"}) == {"type": "status", "message": "hi"}
     assert b.event({"type": "status", "message": "m", "t": 1e11})["t"] == 1e11
+    assert b.event({"type": "status", "message": "m", "t": 0})["t"] == 0.0
+    assert b.event({"type": "status", "message": "m", "t": 0.5})["t"] == 0.5
+    why = raises(b.event, {"type": "x" * 60})
+    assert why.startswith("event type '%s' is not one of " % ("x" * 40))
     raises(b.event, {"type": "status", "message": "m", "t": 1e11 + 1}, match="t is")
     raises(b.event, {"type": "status", "message": "m", "t": -1}, match="t is")
     raises(b.event, {"type": "status"}, match="message is missing")
@@ -88,6 +92,8 @@ def test_progress_event():
     raises(b.event, {"type": "progress", "current": 1, "total": 2.5}, match="total must be a whole")
     raises(b.event, {"type": "progress", "current": 1, "total": 10 ** 12 + 1}, match="total is")
     assert b.event({"type": "progress", "current": 10 ** 12})["current"] == 10 ** 12
+    assert b.event({"type": "progress", "current": 0, "total": 0, "epoch": 0, "eta_s": 0}) == {
+        "type": "progress", "current": 0, "total": 0, "epoch": 0, "eta_s": 0.0}
     raises(b.event, {"type": "progress", "current": 10 ** 12 + 1}, match="current is")
     assert b.event({"type": "progress", "current": 1, "unit": "u" * 150})["unit"] == "u" * 99 + "…"
     raises(b.event, {"type": "progress", "current": 1, "unit": {}}, match="unit must be text")
@@ -117,6 +123,8 @@ def test_metric_event():
     raises(b.event, {"type": "metric", "name": "n", "value": 1, "step": 10 ** 12 + 1},
            match="step is")
     raises(b.event, {"type": "metric", "name": [], "value": 1}, match="name must be text")
+    ev = b.event({"type": "metric", "name": "n", "value": 0, "epoch": 0, "step": 0})
+    assert (ev["value"], ev["epoch"], ev["step"]) == (0, 0, 0)
     raises(b.event, {"type": "metric", "name": "n", "value": 1, "split": []},
            match="split must be text")
     raises(b.event, {"type": "metric", "name": "n", "value": 1, "scheme": []},
@@ -144,6 +152,7 @@ def test_artifact_event():
     raises(b.event, {"type": "artifact", "path": "p", "bytes": 1.5}, match="bytes must be")
     raises(b.event, {"type": "artifact", "path": "p", "bytes": 10 ** 12 + 1}, match="bytes is")
     assert len(b.event({"type": "artifact", "path": "p" * 600})["path"]) == 500
+    assert b.event({"type": "artifact", "path": "p", "bytes": 0})["bytes"] == 0
 
 
 def test_result_and_error_events():
@@ -174,6 +183,7 @@ def test_plain_and_hidden():
     assert b.plain("a\u2028b") == "a\u2028b"  # a separator is not dropped by plain
     assert b.plain("héllo wörld") == "héllo wörld"
     assert not b.has_hidden("plain name.txt")
+    assert b.plain("a\ud800b") == "ab" and b.has_hidden("a\udfffb")  # lone surrogates
     for ch in ("\n", "\x00", "\u200b", "\u202e", "\u2028", "\u2029"):
         assert b.has_hidden("a%sb" % ch), repr(ch)
 
@@ -193,6 +203,7 @@ def test_metrics():
     raises(b.metrics, {"acc": math.nan}, match="metric acc must be a finite number")
     raises(b.metrics, {"acc": 10 ** 13}, match="metric acc is")
     raises(b.metrics, {"acc": [1]}, match="metric acc must be text")
+    raises(b.metrics, {(1, 2): 1}, match="a metric's name must be text, not tuple")
 
 
 def _result(**kw):
