@@ -95,7 +95,8 @@ def test_progress_event():
     assert b.event({"type": "progress", "current": 0, "total": 0, "epoch": 0, "eta_s": 0}) == {
         "type": "progress", "current": 0, "total": 0, "epoch": 0, "eta_s": 0.0}
     raises(b.event, {"type": "progress", "current": 10 ** 12 + 1}, match="current is")
-    assert b.event({"type": "progress", "current": 1, "unit": "u" * 150})["unit"] == "u" * 99 + "…"
+    unit = b.event({"type": "progress", "current": 1, "unit": "u" * 150})["unit"]
+    assert unit == "u" * 99 + "…"
     raises(b.event, {"type": "progress", "current": 1, "unit": {}}, match="unit must be text")
     raises(b.event, {"type": "progress", "current": 1, "eta_s": -1}, match="eta_s is")
     raises(b.event, {"type": "progress", "current": 1, "eta_s": 1e9 + 1}, match="eta_s is")
@@ -336,11 +337,14 @@ def test_span_predictions():
     raises(pred, [span(-1, 2)], "sp", match="span 1 start is")
     raises(pred, [span(0, 1), span(1.5, 2)], "sp", match="span 2 start must be a whole")
     raises(pred, [span(0, 1.5)], "sp", match="span 1 end must be a whole")
-    raises(pred, [{"end": 2, "label": "PER", "confidence": 1}], "sp", match="span 1 start is missing")
-    raises(pred, [{"start": 0, "label": "PER", "confidence": 1}], "sp", match="span 1 end is missing")
+    raises(pred, [{"end": 2, "label": "PER", "confidence": 1}], "sp",
+           match="span 1 start is missing")
+    raises(pred, [{"start": 0, "label": "PER", "confidence": 1}], "sp",
+           match="span 1 end is missing")
     raises(pred, [span(3, 3)], "sp", match="span 1: start 3 is not before end 3")
     raises(pred, [span(4, 3)], "sp", match="start 4 is not before end 3")
-    raises(pred, [span(0, 3, "ORG")], "sp", match='span 1: label "ORG" is not one of sp\'s labels (PER, LOC)')
+    raises(pred, [span(0, 3, "ORG")], "sp",
+           match='span 1: label "ORG" is not one of sp\'s labels (PER, LOC)')
     raises(pred, [span(0, 3, conf=None)], "sp", match="span 1 confidence is missing")
     raises(pred, [span(0, 3, conf=2)], "sp", match="span 1 confidence is")
     raises(pred, [span(0, 3, extra=1)], "sp", match="span 1 must be an object of start, end")

@@ -150,3 +150,26 @@ def test_supervised_status_of_a_killed_worker(own_signals):
     assert supervise.guard([sys.executable, "-c", "import os; os.kill(os.getpid(), 15)"], 5) \
         == 143
     assert supervise.guard(["/nonexistent/worker"], 5) == 127
+
+
+def test_run_defaults_and_own_group(tmp_path):
+    import inspect
+    assert inspect.signature(proc.run).parameters["timeout"].default == 120
+    r = proc.run([sys.executable, "-c", "import os; print(os.getpgid(0) == os.getpid())"])
+    assert r.stdout.strip() == "True"
+    bad = tmp_path / "garbage"
+    bad.write_bytes(b"\x00\x01 not a program")
+    bad.chmod(0o755)
+    r = proc.run([str(bad), "x"])  # exec format error: neither missing nor forbidden
+    assert (r.argv, r.returncode, r.stdout) == ([str(bad), "x"], 126, "")
+    assert r.stderr == "%s: Exec format error" % bad
+    r = proc.run(["echo", "a\0b"])
+    assert (r.argv, r.returncode, r.stdout) == (["echo", "a\0b"], 126, "")
+
+
+def test_spawn_passes_its_env():
+    import subprocess
+    code = "import os; print(os.environ.get('PM_X', '-'))"
+    p = proc.spawn([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                   env={"PM_X": "1", "PATH": os.environ["PATH"]})
+    assert p.communicate()[0].decode().strip() == "1"

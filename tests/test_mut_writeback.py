@@ -1,16 +1,15 @@
-"""Fast unit tests for the write-back policy (potato/training/ingest.py) and auto-retraining's
-decision (potato/training/autoretrain.py): which run takes over, which predictions are kept,
-when a run is queued; written so that tools/mutation.py's mutants of those modules fail."""
+"""Fast unit tests for the write-back policy (potato/training/ingest.py): which run takes over,
+which predictions are kept and counted; written so that tools/mutation.py's mutants of the
+module fail. Auto-retraining's decision: tests/test_mut_autoretrain.py."""
 
 import json
-import time
 from types import SimpleNamespace as NS
 
 import pytest
 
 from potato.config import AutoRetrain, Writeback
 from potato.store import Store
-from potato.training import autoretrain, ingest
+from potato.training import ingest
 from potato.training.runs import RunStore
 
 
@@ -136,7 +135,8 @@ def test_score_lookup():
     assert ingest._f1(None, "s") is None and ingest._f1([], "s") is None
     assert ingest._score_kind(per, "s") == ("qwk", "quadratic-weighted kappa", True)
     assert ingest._score_kind(per, "t") == ("mae", "MAE", False)
-    assert ingest._score_kind({"micro_f1": 0.1, "qwk": 0.2}, "s")[0] == "micro_f1"
+    assert ingest._score_kind({"micro_f1": 0.1, "qwk": 0.2}, "s") == (
+        "micro_f1", "entity micro-F1", True)
     assert ingest._score_kind(None, "s") == ("macro_f1", "macro-F1", True)
 
 
@@ -169,6 +169,9 @@ def test_write_back_keeps_and_counts(store):
 
 
 def test_write_back_unlabeled_and_numbers(store):
+    skipped = ingest.write_back(store, cfg(), "r0", [p("d", "a", split="unlabeled"),
+                                                     p("e", "a", split="unlabeled")], None)
+    assert skipped["unlabeled_skipped"] == 2 and skipped["written"] == 0
     rows = [p("d", 3.5, 0.9, split="unlabeled"), p("e", 2, 0.9)]
     out = ingest.write_back(store, cfg(unlabeled=True, numbers=("s",)), "r1", rows, None)
     assert out["written"] == 2 and out["unlabeled_skipped"] == 0 and out["by_label"] == {}
@@ -269,81 +272,14 @@ def test_read_predictions(tmp_path):
     path = tmp_path / "p.jsonl"
     path.write_text(json.dumps(p("a", "pos", 1)) + "\n")
     assert ingest.read_predictions(str(path), bundle) == [p("a", "pos", 1.0)]
+    path.write_bytes(json.dumps(p("a", "zzz\xff", 1)).encode().replace(b"\\u00ff", b"\xff"))
+    with pytest.raises(ingest.PredictionsError) as e:
+        ingest.read_predictions(str(path), bundle)  # bytes that are not UTF-8: replaced
+    assert 'line 1: label "zzz\\ufffd" is not one' in str(e.value)
+    spans = NS(items=bundle.items, schemas={"sp": {"type": "span", "labels": ["A"]}})
+    row = p("a", [{"start": 0, "end": 1, "label": "A", "confidence": 1}], 1, scheme="sp")
+    path.write_text(json.dumps(row) + "\n")
+    assert ingest.read_predictions(str(path), spans)[0]["label"][0]["text"] == "t"
     path.write_text(json.dumps(p("a", "zzz", 1)) + "\n")
     with pytest.raises(ingest.PredictionsError, match="line 1: label"):
         ingest.read_predictions(str(path), bundle)
-
-
-# -- auto-retraining ----------------------------------------------------------------------------
-
-class FakeStore:
-    def __init__(self, count, last=None):
-        self.count, self.last = count, last
-
-    def annotation_count(self):
-        return self.count
-
-    def meta_get(self, key, default=None):
-        assert key == "auto_retrain.labels"
-        return self.last if self.last is not None else default
-
-
-class FakeRuns:
-    def __init__(self, pending=(), last_auto=None):
-        self.pending, self.last_auto = list(pending), last_auto
-
-    def with_status(self, *statuses):
-        assert statuses == ("queued", "running")
-        return self.pending
-
-    def last_auto_created(self):
-        return self.last_auto
-
-
-def ar_cfg(enabled=True, training=True, every=10, interval=60.0):
-    ar = AutoRetrain(enabled=enabled, update_frequency=every, min_interval_s=interval)
-    return NS(model_training=NS(enabled=training, auto_retrain=ar))
-
-
-def test_auto_retrain_off():
-    assert autoretrain.decide(ar_cfg(enabled=False), FakeStore(99), FakeRuns()) is None
-    assert autoretrain.decide(ar_cfg(training=False), FakeStore(99), FakeRuns()) is None
-
-
-def test_auto_retrain_starts_at_update_frequency():
-    d = autoretrain.decide(ar_cfg(), FakeStore(15, "5"), FakeRuns())
-    assert d.start is True and d.labels == 15
-    assert d.status == {"enabled": True, "labels": 15, "new_labels": 10, "update_frequency": 10}
-    d = autoretrain.decide(ar_cfg(), FakeStore(14, "5"), FakeRuns())
-    assert d.start is False and d.labels == 0
-    assert d.status["reason"] == ("9 new label(s) since the last automatic run; waiting for 10")
-    assert d.status["new_labels"] == 9
-    d = autoretrain.decide(ar_cfg(), FakeStore(10), FakeRuns())
-    assert d.start and d.status["new_labels"] == 10
-
-
-def test_auto_retrain_waits_for_a_pending_auto_run():
-    pending = [NS(auto=False, run_id="m", status="running"),
-               NS(auto=True, run_id="a1", status="queued")]
-    d = autoretrain.decide(ar_cfg(), FakeStore(50), FakeRuns(pending))
-    assert not d.start and d.status["reason"] == "automatic run a1 is queued"
-    d = autoretrain.decide(ar_cfg(), FakeStore(50), FakeRuns(pending[:1]))
-    assert d.start
-
-
-def test_auto_retrain_min_interval():
-    recent = time.time() - 30
-    d = autoretrain.decide(ar_cfg(interval=60), FakeStore(50), FakeRuns(last_auto=recent))
-    assert not d.start
-    assert d.status["reason"].startswith("the last automatic run started ")
-    assert d.status["reason"].endswith(" s ago; min_interval_s is 60")
-    assert int(d.status["reason"].split()[5]) in range(29, 60)
-    old = time.time() - 61
-    assert autoretrain.decide(ar_cfg(interval=60), FakeStore(50), FakeRuns(last_auto=old)).start
-    d = autoretrain.decide(ar_cfg(interval=60), FakeStore(50), FakeRuns(last_auto=time.time()))
-    assert not d.start
-
-
-def test_decision_defaults():
-    d = autoretrain.Decision({"x": 1})
-    assert d.status == {"x": 1} and d.start is False and d.labels == 0
