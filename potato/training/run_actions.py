@@ -88,12 +88,19 @@ def param_text(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+def replayable(params: Any) -> Dict[str, Any]:
+    """A run's stored params as a new request gives them: a param stored as None kept its
+    default (``learning_rate`` of the hf trainers), and a request cannot ask for None, so it
+    is left out and the new run takes the default too."""
+    return {k: v for k, v in params.items() if v is not None} if isinstance(params, dict) \
+        else {}
+
+
 def form_values(run: Optional[Any]) -> Dict[str, str]:
     """A run's params as the Training form's inputs show them ({} for no run)."""
-    params = getattr(run, "params", None)
-    return {k: param_text(v) for k, v in params.items()} if isinstance(params, dict) else {}
+    return {k: param_text(v) for k, v in replayable(getattr(run, "params", None)).items()}
 
 
 def again_request(run: Any) -> Tuple[str, List[str], str, Dict[str, Any]]:
     """(trainer, schemas, backend, params) that start ``run`` again."""
-    return run.trainer, list(run.schemas), run.backend, dict(run.params or {})
+    return run.trainer, list(run.schemas), run.backend, replayable(run.params)
