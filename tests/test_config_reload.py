@@ -3,6 +3,7 @@ the config the server runs with; Reload config applies what it can live (model_t
 a new backend takes runs at once, a running run goes on), and refuses, in one sentence, a
 change only a restart applies or an invalid file, keeping the old config."""
 
+import threading
 import time
 
 import pytest
@@ -166,3 +167,58 @@ def test_changes_compare_the_typed_configs(tmp_path):
     assert config_diff.changes(before, after) == ["annotation_schemes",
                                                   "model_training.backends.local"]
     assert config_diff.backend_change(before, after, "local") == "changed"
+
+
+LAB = "  backends:\n    lab: {type: local, description: the lab box}\n"
+
+
+def test_a_request_whose_backend_a_reload_removes_meanwhile_is_refused(tmp_path, serve):
+    # the reload lands after the request was checked and before it is recorded: a 409 with
+    # the sentence an unknown backend gets, never a 500 with a KeyError
+    path = make_project(tmp_path, model_training=LAB)
+    service, url = serve(path, training=False)
+    manager, c = service.manager, Client(url)
+    checked = manager.resolve_request
+
+    def resolve_then_reload(*args):
+        req = checked(*args)
+        _edit(path, LAB, "")
+        assert service.on_disk.reload()[0]
+        return req
+
+    manager.resolve_request = resolve_then_reload
+    status, out = c.json("POST", "/admin/training/api/runs", headers=H, json_body={
+        "trainer": "text-naive-bayes", "schemas": ["sentiment"], "backend": "lab"})
+    assert (status, out) == (409, {"error": "Unknown backend 'lab'. Configured backends: "
+                                            "local."})
+    assert manager.runs.list() == []
+
+
+def test_a_reload_cannot_slip_between_the_check_and_the_queued_run(tmp_path, serve):
+    # a reload that removes the backend while the request is being recorded waits for it, and
+    # then sees the queued run: no run stays queued on a backend that is gone
+    path = make_project(tmp_path, model_training=LAB)
+    service, url = serve(path, training=False)
+    manager, c = service.manager, Client(url)
+    lab = manager.backends["lab"]
+    results = []
+
+    def step_while_reloading(busy):
+        _edit(path, LAB, "")
+        t = threading.Thread(target=lambda: results.append(service.on_disk.reload()))
+        t.start()
+        t.join(timeout=1)  # without the lock the reload is done by now
+        threads.append(t)
+        return None
+
+    threads = []
+    lab.queued_step = step_while_reloading
+    status, out = c.json("POST", "/admin/training/api/runs", headers=H, json_body={
+        "trainer": "text-naive-bayes", "schemas": ["sentiment"], "backend": "lab"})
+    assert status == 202, out
+    threads[0].join(timeout=30)
+    run = manager.runs.get(out["run_id"])
+    assert results == [(False, "Not reloaded: model_training.backends.lab removed while run "
+                               "%s waits for it: cancel the run, or reload again when it has "
+                               "ended." % run.run_id)]
+    assert run.status == "queued" and "lab" in manager.backends

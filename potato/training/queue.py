@@ -21,7 +21,7 @@ from potato.training.remote import bundle as bundle_mod
 from potato.training.remote import proc, trainers
 from potato.training.backends import Outcome, RunContext, make_backends
 from potato.training.backends.base import Claim
-from potato.training import (autoretrain, choice, ingest, prepare, report, restarts,
+from potato.training import (admission, autoretrain, choice, ingest, prepare, report, restarts,
                              retention, run_texts, runlog)
 from potato.training.intake import RunEvents
 from potato.training.ingest import PredictionsError, read_predictions, write_back
@@ -147,8 +147,7 @@ class Manager:
 
     def submit(self, trainer, schemas, backend=None, params=None, auto=False) -> Run:
         req = self.resolve_request(trainer, schemas, backend, params)
-        step = self.backends[req["backend"]].queued_step(busy=True)  # before the record exists
-        run = self.runs.create(req["trainer"], req["schemas"], req["backend"], req["params"], auto)
+        run, step = admission.admit(self, req, auto)  # under the lock a reload swaps under
         self._log(run.run_id, "queued: trainer %s, schemas %s, backend %s, params %s" % (
             run.trainer, ",".join(run.schemas), run.backend, json.dumps(run.params)))
         if step:
