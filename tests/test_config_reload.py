@@ -91,6 +91,16 @@ def test_an_invalid_file_is_refused_with_its_error(project):
     assert "it cannot be used, so the server keeps the config it loaded: " in page
 
 
+def test_a_yaml_error_names_the_file_once(project):
+    path, c = project
+    _edit(path, ANCHOR, ANCHOR + "  backends: [\n")
+    status, out = _reload(c)
+    assert status == 409 and out["error"].startswith("Not reloaded: %s:" % path), out
+    assert out["error"].count(path) == 1 and "YAML syntax error" in out["error"]
+    state = c.json("GET", "/admin/training/api/config", headers=H)[1]
+    assert state["error"].startswith("%s:" % path) and state["error"].count(path) == 1
+
+
 def test_a_restart_only_change_is_reported_in_one_sentence(project):
     path, c = project
     _edit(path, ANCHOR, "server:\n  port: 8123\n" + ANCHOR + "  backends:\n    second: "

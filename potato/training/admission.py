@@ -10,7 +10,17 @@ under (``reload.ConfigOnDisk._reload``), so a request and a reload cannot cross:
 
 from typing import Any, Dict, Optional, Tuple
 
+from potato.training.remote import trainers
 from potato.training.runs import RequestError, Run
+
+
+def unknown_backend(name: Any, configured) -> RequestError:
+    """The refusal of a request for a backend the config does not have (a typo gets its
+    did-you-mean)."""
+    names = list(configured)
+    return RequestError(409, "Unknown backend %r. Configured backends: %s.%s" % (
+        name, ", ".join(names), trainers.did_you_mean(name, names) if isinstance(name, str)
+        else ""))
 
 
 def admit(manager, req: Dict[str, Any], auto: bool) -> Tuple[Run, Optional[str]]:
@@ -19,8 +29,7 @@ def admit(manager, req: Dict[str, Any], auto: bool) -> Tuple[Run, Optional[str]]
     with manager._lock:
         target = manager.backends.get(req["backend"])
         if target is None:
-            raise RequestError(409, "Unknown backend %r. Configured backends: %s." % (
-                req["backend"], ", ".join(manager.cfg.model_training.backends)))
+            raise unknown_backend(req["backend"], manager.cfg.model_training.backends)
         step = target.queued_step(busy=True)  # before the record exists
         run = manager.runs.create(req["trainer"], req["schemas"], req["backend"],
                                   req["params"], auto)

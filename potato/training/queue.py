@@ -100,8 +100,7 @@ class Manager:
             raise RequestError(409, DISABLED)
         backend = backend or mt.backend
         if not isinstance(backend, str) or backend not in mt.backends:
-            raise RequestError(409, "Unknown backend %r. Configured backends: %s." % (
-                backend, ", ".join(mt.backends)))
+            raise admission.unknown_backend(backend, mt.backends)
         target = self.backends.get(backend)
         if target is None:
             raise RequestError(409, "Backend %s is of type %s, which this version of Potato "
@@ -136,7 +135,7 @@ class Manager:
         try:
             resolved = trainers.resolve_params(info, params)
         except trainers.ParamError as e:
-            raise RequestError(400, "Bad params: %s." % e)
+            raise RequestError(400, trainers.sentence("Bad params: %s" % e))
         refusal = target.refusal()
         if refusal:
             raise RequestError(409, refusal)
