@@ -148,6 +148,10 @@ def test_a_run_has_a_name_and_a_note_escaped_and_capped(tmp_path, serve):
 @pytest.mark.parametrize("name, note, says", [
     ("a\x00b", "", "control characters"),
     ("two\nlines", "", "line breaks"),
+    ("evil\u202etxt.exe", "", "reverse the text around them"),
+    ("", "note \u202eesrever", "reverse the text around them"),
+    ("zero\u200bwidth", "", "print nothing"),
+    ("", "a\u2028b", "print nothing"),
     (5, "", "must be text"),
     ("", ["a"], "must be text"),
     ("", "bell\x07", "control characters"),

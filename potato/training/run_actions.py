@@ -10,6 +10,7 @@ import shlex
 from typing import Any, Dict, List, Optional, Tuple
 
 from potato.markup import Safe, render
+from potato.training import boundary
 from potato.training.runs import RequestError
 
 NAME_MAX = 80
@@ -26,9 +27,11 @@ def _clean(value: Any, what: str, limit: int, lines: bool) -> str:
         raise RequestError(400, "The %s is %d characters long; at most %d fit. Shorten it and "
                                 "save again." % (what, len(value), limit))
     allowed = "\n\t" if lines else ""
-    if any(ord(c) < 32 and c not in allowed or ord(c) == 127 for c in value):
-        raise RequestError(400, "The %s holds control characters%s; remove them and save "
-                                "again." % (what, "" if lines else " or line breaks"))
+    if boundary.has_hidden("".join(" " if c in allowed else c for c in value)):
+        raise RequestError(400, "The %s holds control characters%s, or characters that print "
+                                "nothing or reverse the text around them (such as U+202E); "
+                                "remove them and save again." % (
+                                    what, "" if lines else " or line breaks"))
     return value
 
 
