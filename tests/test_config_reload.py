@@ -3,6 +3,7 @@ the config the server runs with; Reload config applies what it can live (model_t
 a new backend takes runs at once, a running run goes on), and refuses, in one sentence, a
 change only a restart applies or an invalid file, keeping the old config."""
 
+import os
 import threading
 import time
 
@@ -99,6 +100,37 @@ def test_a_yaml_error_names_the_file_once(project):
     assert out["error"].count(path) == 1 and "YAML syntax error" in out["error"]
     state = c.json("GET", "/admin/training/api/config", headers=H)[1]
     assert state["error"].startswith("%s:" % path) and state["error"].count(path) == 1
+
+
+def test_a_fifo_at_the_config_path_is_said_never_opened_to_wait(project):
+    # the page's look at the file opened it: a FIFO hung the Training page (and its lock)
+    path, c = project
+    os.remove(path)
+    os.mkfifo(path)
+    out = []
+    t = threading.Thread(target=lambda: out.append(
+        c.json("GET", "/admin/training/api/config", headers=H)))
+    t.start()
+    t.join(timeout=30)
+    if t.is_alive():  # free the hung reader for the teardown, then fail
+        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+        t.join(timeout=30)
+        pytest.fail("GET /admin/training/api/config hung on a FIFO at the config path")
+    status, state = out[0]
+    said = "%s: cannot be read (it is a named pipe, not a regular file)." % path
+    assert status == 200 and state["differs"] and state["error"] == said, state
+    assert _reload(c) == (409, {"error": "Not reloaded: " + said})
+    assert "it cannot be used, so the server keeps the config it loaded: " in c.get(
+        "/admin/training", headers=H).text
+
+
+def test_a_config_file_over_a_megabyte_is_not_read(project):
+    path, c = project
+    with open(path, "a") as f:
+        f.write("#" * (1 << 20))
+    status, out = _reload(c)
+    assert (status, out) == (409, {"error": "Not reloaded: %s: cannot be read (it is over 1 MB, "
+                                            "too big for a config file)." % path})
 
 
 def test_a_restart_only_change_is_reported_in_one_sentence(project):
