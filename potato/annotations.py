@@ -146,22 +146,22 @@ def export_file(cfg: Config, output: Optional[str], rows: str = "item",
     store = open_store_or_say(cfg)
     if store is None:
         return 1
-    try:
-        body = export.build(store, cfg, rows, fmt)
-    finally:
-        store.close()
     if output and os.path.isdir(output):
         output = os.path.join(output, export.filename(cfg, rows, fmt))
-    n = body.count(b"\n") - (1 if fmt == "csv" else 0)
-    if not output:
-        sys.stdout.write(body.decode("utf-8"))
-        sys.stdout.flush()
-        return 0
     try:
-        with open(output, "wb") as out:
-            out.write(body)
+        if not output:  # written row by row, never held whole in memory
+            export.write(sys.stdout, store, cfg, rows, fmt)
+            sys.stdout.flush()
+            return 0
+        with open(output, "w+b") as out:
+            export.to_file(out, store, cfg, rows, fmt)
+            out.seek(0)
+            n = sum(block.count(b"\n") for block in iter(lambda: out.read(1 << 20), b""))
     except OSError as e:
-        print(f"error: {output}: cannot be written ({e.strerror}).", file=sys.stderr)
+        print(f"error: {output or 'standard output'}: cannot be written ({e.strerror}).",
+              file=sys.stderr)
         return 1
-    print(f"Exported {n} {rows}(s) to {output}.", file=sys.stderr)
+    finally:
+        store.close()
+    print(f"Exported {n - (1 if fmt == 'csv' else 0)} {rows}(s) to {output}.", file=sys.stderr)
     return 0

@@ -8,6 +8,8 @@ with its file, line and dotted key path. PyYAML is imported only when a file is 
 from __future__ import annotations
 
 import difflib
+import os
+import stat
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -188,13 +190,33 @@ def _walk(node, path: Path, lines: Dict[Path, int], scalars: Dict[Path, str],
             _walk(item, path + (i,), lines, scalars, duplicates)
 
 
+CONFIG_MAX = 1 << 20  # a config is a few KB; a bigger file is not one
+
+
+def _read_text(path: str) -> str:
+    """The file's text. Opened without blocking and checked before it is read: a FIFO, device
+    or socket (which would hang the reader, the Training page's look at the file included) or
+    a file over CONFIG_MAX is an OSError with the reason, never read."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(path)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(0, "it is %s, not a regular file" % (
+                "a named pipe" if stat.S_ISFIFO(st.st_mode) else "a device or socket"))
+        data = f.read(CONFIG_MAX + 1)
+    if len(data) > CONFIG_MAX:
+        raise OSError(0, "it is over %d MB, too big for a config file" % (CONFIG_MAX >> 20))
+    return data.decode("utf-8")
+
+
 def read_yaml(path: str):
     """(data, lines, scalars, duplicates) for a YAML file; ConfigError with one clear line."""
     import yaml
 
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+        text = _read_text(path)
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such file. Give the path to the project's YAML config.")
     except IsADirectoryError:

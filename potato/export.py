@@ -15,7 +15,7 @@ import json
 import re
 import time
 from collections import Counter
-from typing import Any, Dict, Iterator, Optional
+from typing import Any, BinaryIO, Dict, Iterator, Optional, TextIO
 
 from potato.config import Config, Scheme
 from potato.store import Store
@@ -65,8 +65,16 @@ def rows(store: Store, cfg: Optional[Config] = None) -> Iterator[Dict[str, Any]]
 
 
 def jsonl(store: Store, cfg: Optional[Config] = None) -> bytes:
-    return "".join(json.dumps(r, ensure_ascii=False) + "\n"
-                   for r in rows(store, cfg)).encode("utf-8")
+    return build(store, cfg, "label", "jsonl")
+
+
+def _lines(out: TextIO, records) -> None:
+    for r in records:
+        out.write(json.dumps(r, ensure_ascii=False) + "\n")
+
+
+def _label_jsonl(out: TextIO, store: Store, cfg: Optional[Config]) -> None:
+    _lines(out, rows(store, cfg))
 
 
 def _cell(value: Any, scheme: Optional[Scheme] = None) -> str:
@@ -79,15 +87,13 @@ def _cell(value: Any, scheme: Optional[Scheme] = None) -> str:
     return "'" + text if text.startswith(FORMULA) else text
 
 
-def csv_bytes(store: Store, cfg: Optional[Config] = None) -> bytes:
-    buf = io.StringIO()
-    w = csv.writer(buf)
+def _label_csv(out: TextIO, store: Store, cfg: Optional[Config]) -> None:
+    w = csv.writer(out)
     w.writerow(COLUMNS)
     for r in rows(store, cfg):
         scheme = cfg.scheme(r["scheme"]) if cfg is not None else None
         w.writerow([_cell(r[c], scheme if c in ("label", "aggregated_label") else None)
                     for c in COLUMNS])
-    return buf.getvalue().encode("utf-8")
 
 
 def item_rows(store: Store, cfg: Optional[Config] = None) -> Iterator[Dict[str, Any]]:
@@ -108,11 +114,10 @@ def item_rows(store: Store, cfg: Optional[Config] = None) -> Iterator[Dict[str, 
                "predictions": preds.get(row["id"], {})}
 
 
-def _item_csv(store: Store, cfg: Optional[Config]) -> bytes:
+def _item_csv(out: TextIO, store: Store, cfg: Optional[Config]) -> None:
     names = [s.name for s in cfg.schemes] if cfg is not None else sorted(
         {r[0] for r in store.conn().execute("SELECT DISTINCT scheme FROM annotations")})
-    buf = io.StringIO()
-    w = csv.writer(buf)
+    w = csv.writer(out)
     w.writerow(["id"] + ["%s:%s" % (n, c) for n in names for c in ITEM_COLUMNS] + ["text"])
     for r in item_rows(store, cfg):
         cells = [_cell(r["id"])]
@@ -125,17 +130,41 @@ def _item_csv(store: Store, cfg: Optional[Config]) -> bytes:
                       _cell(pred.get("label"), scheme),
                       "" if pred.get("confidence") is None else repr(pred["confidence"])]
         w.writerow(cells + [_cell(r["text"])])
-    return buf.getvalue().encode("utf-8")
+
+
+def write(out: TextIO, store: Store, cfg: Optional[Config], rows: str = "label",
+          fmt: str = "jsonl") -> None:
+    """Write the export, row by row, to the text stream ``out`` (opened with ``newline=""``:
+    CSV rows end in CRLF, JSON lines in LF, as written): ``rows`` one of ROW_MODES, ``fmt``
+    one of FORMATS. A file the size of the labels is never held in memory."""
+    if rows == "item":
+        if fmt == "csv":
+            _item_csv(out, store, cfg)
+        else:
+            _lines(out, item_rows(store, cfg))
+    elif fmt == "csv":
+        _label_csv(out, store, cfg)
+    else:
+        _label_jsonl(out, store, cfg)
 
 
 def build(store: Store, cfg: Optional[Config], rows: str = "label", fmt: str = "jsonl") -> bytes:
-    """The export's bytes: ``rows`` one of ROW_MODES, ``fmt`` one of FORMATS."""
-    if rows == "item":
-        if fmt == "csv":
-            return _item_csv(store, cfg)
-        return "".join(json.dumps(r, ensure_ascii=False) + "\n"
-                       for r in item_rows(store, cfg)).encode("utf-8")
-    return csv_bytes(store, cfg) if fmt == "csv" else jsonl(store, cfg)
+    """The export's bytes (``write`` to memory: for small exports and tests)."""
+    buf = io.StringIO(newline="")
+    write(buf, store, cfg, rows, fmt)
+    return buf.getvalue().encode("utf-8")
+
+
+def to_file(f: BinaryIO, store: Store, cfg: Optional[Config], rows: str = "label",
+            fmt: str = "jsonl") -> int:
+    """``write`` into the binary file ``f`` (UTF-8); returns its size in bytes."""
+    text = io.TextIOWrapper(f, encoding="utf-8", newline="", write_through=False)
+    try:
+        write(text, store, cfg, rows, fmt)
+        text.flush()
+    finally:
+        text.detach()
+    return f.tell()
 
 
 def filename(cfg: Config, rows: str, fmt: str, now: Optional[float] = None) -> str:

@@ -72,11 +72,14 @@ def test_the_runs_page_filters_and_sorts_without_javascript(three_runs):
     ("min_score=2", "min_score=2: it takes a number from 0 to 1"),
     ("min_score=nan", "min_score=nan: it takes a number from 0 to 1"),
     ("trainer=" + "x" * 101, "trainer is 101 characters long; at most 100 fit."),
+    ("status=queued%00", "status holds a control or format character (U+0000); remove it"),
+    ("since=%E2%80%AE10-30-2026", "since holds a control or format character (U+202E)"),
 ])
 def test_a_bad_filter_says_which_and_what_it_takes(tmp_path, serve, query, says):
     _, url = serve(make_project(tmp_path), training=False)
     r = Client(url).get("/admin/training/runs?" + query, headers=H)
     assert r.status == 400 and says in r.text and "Runs</h1>" in r.text
+    assert not any(ord(ch) < 32 and ch not in "\n\t" or ch == "\u202e" for ch in r.text)
 
 
 def test_hostile_filter_values_are_escaped(tmp_path, serve):
@@ -137,3 +140,12 @@ def test_query_parsing_is_the_boundary():
     with pytest.raises(RequestError):
         history.parse_query({"min_score": ["inf"]})
     assert compare.parse_ids({"runs": ["r1, r2", "r1"]}) == ["r1", "r2"]
+
+
+@pytest.mark.parametrize("name", ["status", "sort", "order", "since", "min_score", "trainer"])
+@pytest.mark.parametrize("char", ["\x00", "\x1b", "\x7f", "\u202e", "\u200b"])
+def test_a_filter_value_with_a_control_character_is_refused_by_code_point(name, char):
+    with pytest.raises(RequestError) as e:
+        history.parse_query({name: ["queued" + char]})
+    assert e.value.status == 400 and char not in e.value.message
+    assert "U+%04X" % ord(char) in e.value.message

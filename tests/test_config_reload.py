@@ -3,6 +3,8 @@ the config the server runs with; Reload config applies what it can live (model_t
 a new backend takes runs at once, a running run goes on), and refuses, in one sentence, a
 change only a restart applies or an invalid file, keeping the old config."""
 
+import os
+import threading
 import time
 
 import pytest
@@ -90,6 +92,47 @@ def test_an_invalid_file_is_refused_with_its_error(project):
     assert "it cannot be used, so the server keeps the config it loaded: " in page
 
 
+def test_a_yaml_error_names_the_file_once(project):
+    path, c = project
+    _edit(path, ANCHOR, ANCHOR + "  backends: [\n")
+    status, out = _reload(c)
+    assert status == 409 and out["error"].startswith("Not reloaded: %s:" % path), out
+    assert out["error"].count(path) == 1 and "YAML syntax error" in out["error"]
+    state = c.json("GET", "/admin/training/api/config", headers=H)[1]
+    assert state["error"].startswith("%s:" % path) and state["error"].count(path) == 1
+
+
+def test_a_fifo_at_the_config_path_is_said_never_opened_to_wait(project):
+    # the page's look at the file opened it: a FIFO hung the Training page (and its lock)
+    path, c = project
+    os.remove(path)
+    os.mkfifo(path)
+    out = []
+    t = threading.Thread(target=lambda: out.append(
+        c.json("GET", "/admin/training/api/config", headers=H)))
+    t.start()
+    t.join(timeout=30)
+    if t.is_alive():  # free the hung reader for the teardown, then fail
+        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+        t.join(timeout=30)
+        pytest.fail("GET /admin/training/api/config hung on a FIFO at the config path")
+    status, state = out[0]
+    said = "%s: cannot be read (it is a named pipe, not a regular file)." % path
+    assert status == 200 and state["differs"] and state["error"] == said, state
+    assert _reload(c) == (409, {"error": "Not reloaded: " + said})
+    assert "it cannot be used, so the server keeps the config it loaded: " in c.get(
+        "/admin/training", headers=H).text
+
+
+def test_a_config_file_over_a_megabyte_is_not_read(project):
+    path, c = project
+    with open(path, "a") as f:
+        f.write("#" * (1 << 20))
+    status, out = _reload(c)
+    assert (status, out) == (409, {"error": "Not reloaded: %s: cannot be read (it is over 1 MB, "
+                                            "too big for a config file)." % path})
+
+
 def test_a_restart_only_change_is_reported_in_one_sentence(project):
     path, c = project
     _edit(path, ANCHOR, "server:\n  port: 8123\n" + ANCHOR + "  backends:\n    second: "
@@ -166,3 +209,58 @@ def test_changes_compare_the_typed_configs(tmp_path):
     assert config_diff.changes(before, after) == ["annotation_schemes",
                                                   "model_training.backends.local"]
     assert config_diff.backend_change(before, after, "local") == "changed"
+
+
+LAB = "  backends:\n    lab: {type: local, description: the lab box}\n"
+
+
+def test_a_request_whose_backend_a_reload_removes_meanwhile_is_refused(tmp_path, serve):
+    # the reload lands after the request was checked and before it is recorded: a 409 with
+    # the sentence an unknown backend gets, never a 500 with a KeyError
+    path = make_project(tmp_path, model_training=LAB)
+    service, url = serve(path, training=False)
+    manager, c = service.manager, Client(url)
+    checked = manager.resolve_request
+
+    def resolve_then_reload(*args):
+        req = checked(*args)
+        _edit(path, LAB, "")
+        assert service.on_disk.reload()[0]
+        return req
+
+    manager.resolve_request = resolve_then_reload
+    status, out = c.json("POST", "/admin/training/api/runs", headers=H, json_body={
+        "trainer": "text-naive-bayes", "schemas": ["sentiment"], "backend": "lab"})
+    assert (status, out) == (409, {"error": "Unknown backend 'lab'. Configured backends: "
+                                            "local."})
+    assert manager.runs.list() == []
+
+
+def test_a_reload_cannot_slip_between_the_check_and_the_queued_run(tmp_path, serve):
+    # a reload that removes the backend while the request is being recorded waits for it, and
+    # then sees the queued run: no run stays queued on a backend that is gone
+    path = make_project(tmp_path, model_training=LAB)
+    service, url = serve(path, training=False)
+    manager, c = service.manager, Client(url)
+    lab = manager.backends["lab"]
+    results = []
+
+    def step_while_reloading(busy):
+        _edit(path, LAB, "")
+        t = threading.Thread(target=lambda: results.append(service.on_disk.reload()))
+        t.start()
+        t.join(timeout=1)  # without the lock the reload is done by now
+        threads.append(t)
+        return None
+
+    threads = []
+    lab.queued_step = step_while_reloading
+    status, out = c.json("POST", "/admin/training/api/runs", headers=H, json_body={
+        "trainer": "text-naive-bayes", "schemas": ["sentiment"], "backend": "lab"})
+    assert status == 202, out
+    threads[0].join(timeout=30)
+    run = manager.runs.get(out["run_id"])
+    assert results == [(False, "Not reloaded: model_training.backends.lab removed while run "
+                               "%s waits for it: cancel the run, or reload again when it has "
+                               "ended." % run.run_id)]
+    assert run.status == "queued" and "lab" in manager.backends

@@ -3,6 +3,7 @@ file names with the project and the time; the admin page's ties, unlabelled item
 agreement (Cohen's and Fleiss' kappa, checked against scikit-learn and a textbook example)."""
 
 import csv
+import http.client
 import io
 import json
 import random
@@ -155,3 +156,44 @@ def test_the_admin_page_counts_ties_unlabelled_and_agreement(tmp_path, serve):
     assert "Fleiss' κ: not defined (one label throughout) over the 1 item(s) with 3 " \
            "annotators each" not in page  # two labels on that item: defined
     assert "Fleiss' κ: " in page and "over the 1 item(s) with 3 annotators each" in page
+
+
+def test_the_page_export_is_sent_from_a_file_not_built_in_memory(tmp_path, serve):
+    # a 96 MB export took 583 MB: the body, its list of lines and its text at once. Now the
+    # rows go to a file with no name in the output folder and are sent from it, so the
+    # request allocates about the texts it reads, not several copies of the export.
+    import tracemalloc
+
+    from tests.helpers import BASE
+
+    n, width = 1500, 6000
+    with open(tmp_path / "items.jsonl", "w") as f:
+        for i in range(n):
+            f.write(json.dumps({"id": "i%04d" % i, "text": ("t%04d " % i) * (width // 6)}) + "\n")
+    with open(tmp_path / "labels.jsonl", "w") as f:
+        for i in range(n):
+            f.write(json.dumps({"id": "i%04d" % i, "sentiment": "positive"}) + "\n")
+    (tmp_path / "config.yaml").write_text(BASE)
+    cfg = str(tmp_path / "config.yaml")
+    assert main(["annotations", "import", cfg, str(tmp_path / "labels.jsonl"),
+                 "--annotator", "gold"]) == 0
+    _, url = serve(cfg, training=False)
+    c = Client(url)
+    H2 = {"X-API-Key": "test-admin-key-0123456789"}
+    conn = http.client.HTTPConnection(c.host, c.port, timeout=60)
+    tracemalloc.start()
+    try:
+        conn.request("GET", "/admin/export.jsonl?rows=label", headers=H2)
+        r, size = conn.getresponse(), 0
+        while True:  # read in blocks: the client holds none of it
+            block = r.read(1 << 16)
+            if not block:
+                break
+            size += len(block)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+        conn.close()
+    assert r.status == 200 and size == int(r.getheader("Content-Length")) > n * width
+    assert peak < 1.5 * size, (peak, size)
+    assert list((tmp_path / "annotation_output").glob(".export-*")) == []

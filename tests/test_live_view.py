@@ -3,7 +3,10 @@ is a number, the ETA is smoothed and covers the prediction phase."""
 
 import re
 
-from potato.training import chart, eta
+import pytest
+
+from potato.training import chart, eta, live
+from tests.helpers import KEY, ROOT, Client, make_project, start_run, wait_run
 
 LOSS = [{"name": "loss", "split": "train", "value": 0.7 - 0.01 * i, "step": i + 1}
         for i in range(10)]
@@ -60,3 +63,32 @@ def test_eta_restarts_with_the_prediction_phase():
     assert e.update(100, 1000, "prediction", 10.0) is None  # one point: no rate yet
     left = e.update(300, 1000, "prediction", 11.0)  # 200 predictions a second
     assert abs(left - 3.5) < 0.01
+
+
+@pytest.mark.parametrize("raw", ["\u00b2", "\u0663", "-1", "1.5", "abc", "1" * 16, " 7"])
+def test_a_log_offset_is_ascii_digits_only(raw):
+    with pytest.raises(ValueError, match="log_from must be a byte offset"):
+        live.log_offset({"log_from": [raw]})
+
+
+def test_a_log_offset_absent_or_given():
+    assert live.log_offset({}) is None and live.log_offset({"log_from": [""]}) is None
+    assert live.log_offset({"log_from": ["0"]}) == 0
+    assert live.log_offset({"log_from": ["9" * 15]}) == 10 ** 15 - 1
+
+
+def test_a_junk_log_offset_is_a_400_not_a_500(tmp_path, serve, monkeypatch):
+    # "\u00b2".isdigit() is true and int() refuses it: the route gave a 500 with a traceback
+    monkeypatch.setenv("PYTHONPATH", ROOT)
+    _, url = serve(make_project(tmp_path))
+    c = Client(url)
+    H = {"X-API-Key": KEY}
+    run_id = start_run(c, trainer="text-naive-bayes", schemas=["sentiment"])
+    wait_run(c, run_id)
+    for raw in ("%C2%B2", "abc"):
+        status, out = c.json("GET", "/admin/training/api/fragments?run=%s&log_from=%s"
+                             % (run_id, raw), headers=H)
+        assert status == 400 and out["error"].startswith("log_from must be a byte offset"), out
+    status, out = c.json("GET", "/admin/training/api/fragments?run=%s&log_from=3" % run_id,
+                         headers=H)
+    assert status == 200 and "log" in out

@@ -65,6 +65,25 @@ def test_run_again_that_cannot_start_says_why_on_the_run_page(tmp_path, serve):
     assert len(runs.list()) == 1
 
 
+def test_run_again_of_a_run_that_kept_a_none_default_starts(tmp_path, serve):
+    # the hf trainers store learning_rate: None when the run kept its default; a request
+    # cannot ask for None, so running it again leaves the param out (the default again)
+    service, url = serve(make_project(tmp_path), training=False)
+    runs = service.manager.runs
+    old = runs.create("hf-text-classification", ["sentiment"], "local",
+                      {"learning_rate": None, "epochs": 1})
+    runs.finish(old.run_id, "success", "")
+    c = Client(url)
+    r = c.post("/admin/training/runs/%s/again" % old.run_id, headers=H, form={})
+    assert r.status == 303, r.text
+    new = runs.get(r.getheader("Location").rsplit("/", 1)[1])
+    assert new.trainer == "hf-text-classification" and new.params.get("epochs") == 1
+    assert new.params.get("learning_rate") is None  # the default, as before
+    page = c.get("/admin/training?again=%s" % old.run_id, headers=H).text
+    assert _value(page, "param-hf-text-classification-learning_rate") == ""
+    assert run_actions.again_request(old)[3] == {"epochs": 1}
+
+
 def test_the_form_remembers_each_trainers_last_params(tmp_path, serve):
     _, url = serve(make_project(tmp_path))
     c = Client(url)
@@ -129,6 +148,10 @@ def test_a_run_has_a_name_and_a_note_escaped_and_capped(tmp_path, serve):
 @pytest.mark.parametrize("name, note, says", [
     ("a\x00b", "", "control characters"),
     ("two\nlines", "", "line breaks"),
+    ("evil\u202etxt.exe", "", "reverse the text around them"),
+    ("", "note \u202eesrever", "reverse the text around them"),
+    ("zero\u200bwidth", "", "print nothing"),
+    ("", "a\u2028b", "print nothing"),
     (5, "", "must be text"),
     ("", ["a"], "must be text"),
     ("", "bell\x07", "control characters"),

@@ -8,6 +8,7 @@ import pytest
 
 from potato.training import run_texts
 from potato.training.remote.paths import RunPaths
+from potato.training.remote import trainers
 from tests.helpers import KEY, Client, make_project, start_run, wait_progress, wait_run
 
 H = {"X-API-Key": KEY}
@@ -118,6 +119,34 @@ def test_a_mistyped_trainer_or_param_gets_the_choices_and_a_suggestion(tmp_path,
     assert "Did you mean hf-text-classification?" in capsys.readouterr().err
     assert main(["training", "check", cfg, "local", "--trainer", "zzz"]) == 1
     assert "Did you mean" not in capsys.readouterr().out  # nothing close: no guess
+
+
+def test_a_did_you_mean_ends_the_sentence_once(tmp_path, capsys):
+    from potato.cli import main
+
+    cfg = make_project(tmp_path, labels=False)
+    assert main(["training", "check", cfg, "local", "--trainer", "text-naive-bayes",
+                 "--param", "alfa=1"]) == 1
+    out = capsys.readouterr().out
+    assert "did you mean alpha?" in out and "?." not in out
+    assert trainers.sentence("Bad params: x") == "Bad params: x."
+    assert trainers.sentence("Bad params: did you mean alpha?") == \
+        "Bad params: did you mean alpha?"
+
+
+def test_a_mistyped_backend_gets_a_suggestion(tmp_path, capsys):
+    from potato.cli import main
+
+    cfg = make_project(tmp_path, labels=False)
+    assert main(["training", "check", cfg, "locl"]) == 1
+    err = capsys.readouterr().err
+    assert "no backend 'locl' in %s. Configured: local. Did you mean local?" % cfg in err
+    assert main(["training", "check", cfg, "zzz"]) == 1
+    assert "Did you mean" not in capsys.readouterr().err  # nothing close: no guess
+    assert main(["training", "run", cfg, "--trainer", "text-naive-bayes", "--schemas",
+                 "sentiment", "--backend", "locl"]) == 1
+    assert "Unknown backend 'locl'. Configured backends: local. Did you mean local?" in \
+        capsys.readouterr().err
 
 
 @pytest.mark.parametrize("action", ["run", "check"])

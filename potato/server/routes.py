@@ -8,6 +8,8 @@ import hmac
 import os
 import re
 import secrets
+import shutil
+import tempfile
 from urllib.parse import unquote
 
 from potato.annotations import LabelError, check_label, item_record
@@ -252,10 +254,17 @@ def _export_routes(app) -> None:
         if rows not in export.ROW_MODES:
             raise HTTPError(400, "rows must be label (one row per label) or item (one row per "
                                  "item, with the model's predictions), not %s." % ascii(rows[:40]))
-        body = export.build(app.store, cfg, rows, kind)
         ctype = "application/x-ndjson" if kind == "jsonl" else "text/csv; charset=utf-8"
-        h.send(200, body, ctype, {"Content-Disposition": 'attachment; filename="%s"'
-                                  % export.filename(cfg, rows, kind)})
+        # written to a file with no name in the output folder (gone when closed, even if the
+        # server is killed), then sent from it: memory stays flat whatever the export's size
+        with tempfile.TemporaryFile(dir=cfg.output_dir, prefix=".export-") as f:
+            size = export.to_file(f, app.store, cfg, rows, kind)
+            f.seek(0)
+            h.start_response(200, ctype, size, {
+                "Content-Disposition": 'attachment; filename="%s"' % export.filename(
+                    cfg, rows, kind)})
+            if h.command != "HEAD":
+                shutil.copyfileobj(f, h.wfile, 1 << 20)
 
     @app.route("GET", r"/admin/export-upstream\.zip", "admin")
     def admin_export_upstream(h):

@@ -270,6 +270,10 @@ def _page_routes(app, manager: Manager, get_run, on_disk) -> None:
 
     @app.route("GET", PREFIX + r"/fragments", "admin")
     def fragments(h):
+        try:
+            live_card.log_offset(h.query)  # checked here, before anything is read
+        except ValueError as e:
+            raise HTTPError(400, str(e))
         live = live_run(manager)
         out = live_card.fragments(run_view(live) if live else None,
                                   manager.paths(live.run_id).log if live else None, h.query)

@@ -21,6 +21,7 @@ from potato.training.api import run_view
 from potato.training.backends import (
     backend_class, check_backend, make_backends, polled_by_agents)
 from potato.training.queue import DISABLED, RequestError
+from potato.training.remote import trainers
 from potato.training.summary import summary_lines
 from potato.training.tokens import AgentTokens
 
@@ -207,8 +208,9 @@ def check_command(cfg, name: str, as_json: bool, trainer: Optional[str] = None,
                   param_pairs: Optional[List[str]] = None) -> int:
     bcfg = cfg.model_training.backends.get(name)
     if bcfg is None:
-        print("error: no backend %r in %s. Configured: %s." % (
-            name, cfg.path, ", ".join(cfg.model_training.backends)), file=sys.stderr)
+        print("error: no backend %r in %s. Configured: %s.%s" % (
+            name, cfg.path, ", ".join(cfg.model_training.backends),
+            trainers.did_you_mean(name, cfg.model_training.backends)), file=sys.stderr)
         return 1
     try:
         params = parse_params(param_pairs or [])

@@ -6,6 +6,7 @@ names the param, what it got and what it takes."""
 
 import datetime
 import time
+import unicodedata
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
@@ -50,6 +51,10 @@ def parse_query(query: Dict[str, List[str]]) -> RunQuery:
         if len(value) > TEXT_MAX:
             raise RequestError(400, "%s is %d characters long; at most %d fit." % (
                 name, len(value), TEXT_MAX))
+        hidden = [c for c in value if unicodedata.category(c) in ("Cc", "Cf")]
+        if hidden:  # never echoed into the page: said by code point
+            raise RequestError(400, "%s holds a control or format character (U+%04X); remove "
+                                    "it, or use the filter form." % (name, ord(hidden[0])))
         return value
 
     q = RunQuery(status=one("status"), trainer=one("trainer"), backend=one("backend"),

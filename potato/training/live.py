@@ -125,7 +125,21 @@ def fragments(live_view: Optional[Dict[str, Any]], log_path: Optional[str], quer
     tail, end = log_tail(log_path)
     out["live"] = live_fragment(live_view, tail, end)
     shown = (query.get("run") or [""])[0]
-    raw = (query.get("log_from") or [""])[0]
-    if shown == live_view["run_id"] and raw.isdigit() and len(raw) <= 15:
-        out["log"] = log_since(log_path, int(raw))
+    offset = log_offset(query)
+    if shown == live_view["run_id"] and offset is not None:
+        out["log"] = log_since(log_path, offset)
     return out
+
+
+def log_offset(query) -> Optional[int]:
+    """``?log_from=N`` as a byte offset (None when absent or empty); ValueError with the
+    sentence for anything but 1 to 15 ASCII digits (``str.isdigit`` takes "²", which ``int``
+    refuses)."""
+    raw = (query.get("log_from") or [""])[0]
+    if raw == "":
+        return None
+    if len(raw) > 15 or not all("0" <= ch <= "9" for ch in raw):
+        raise ValueError("log_from must be a byte offset in the run's log (a whole number of "
+                         "at most 15 digits), not %r; leave it out for the log's tail."
+                         % raw[:20])
+    return int(raw)

@@ -21,7 +21,7 @@ from potato.training.remote import bundle as bundle_mod
 from potato.training.remote import proc, trainers
 from potato.training.backends import Outcome, RunContext, make_backends
 from potato.training.backends.base import Claim
-from potato.training import (autoretrain, choice, ingest, prepare, report, restarts,
+from potato.training import (admission, autoretrain, choice, ingest, prepare, report, restarts,
                              retention, run_texts, runlog)
 from potato.training.intake import RunEvents
 from potato.training.ingest import PredictionsError, read_predictions, write_back
@@ -100,8 +100,7 @@ class Manager:
             raise RequestError(409, DISABLED)
         backend = backend or mt.backend
         if not isinstance(backend, str) or backend not in mt.backends:
-            raise RequestError(409, "Unknown backend %r. Configured backends: %s." % (
-                backend, ", ".join(mt.backends)))
+            raise admission.unknown_backend(backend, mt.backends)
         target = self.backends.get(backend)
         if target is None:
             raise RequestError(409, "Backend %s is of type %s, which this version of Potato "
@@ -136,7 +135,7 @@ class Manager:
         try:
             resolved = trainers.resolve_params(info, params)
         except trainers.ParamError as e:
-            raise RequestError(400, "Bad params: %s." % e)
+            raise RequestError(400, trainers.sentence("Bad params: %s" % e))
         refusal = target.refusal()
         if refusal:
             raise RequestError(409, refusal)
@@ -147,8 +146,7 @@ class Manager:
 
     def submit(self, trainer, schemas, backend=None, params=None, auto=False) -> Run:
         req = self.resolve_request(trainer, schemas, backend, params)
-        step = self.backends[req["backend"]].queued_step(busy=True)  # before the record exists
-        run = self.runs.create(req["trainer"], req["schemas"], req["backend"], req["params"], auto)
+        run, step = admission.admit(self, req, auto)  # under the lock a reload swaps under
         self._log(run.run_id, "queued: trainer %s, schemas %s, backend %s, params %s" % (
             run.trainer, ",".join(run.schemas), run.backend, json.dumps(run.params)))
         if step:

@@ -60,7 +60,7 @@ class ConfigOnDisk:
         try:
             cfg, report = validation.check(self.path)
         except ConfigError as e:
-            return None, "%s cannot be read: %s" % (self.path, e)
+            return None, str(e)  # it names the file: "PATH:2: YAML syntax error: ..."
         if report.errors:
             first = report.errors[0].format()
             more = len(report.errors) - 1

@@ -10,6 +10,7 @@ import shlex
 from typing import Any, Dict, List, Optional, Tuple
 
 from potato.markup import Safe, render
+from potato.training import boundary
 from potato.training.runs import RequestError
 
 NAME_MAX = 80
@@ -26,9 +27,11 @@ def _clean(value: Any, what: str, limit: int, lines: bool) -> str:
         raise RequestError(400, "The %s is %d characters long; at most %d fit. Shorten it and "
                                 "save again." % (what, len(value), limit))
     allowed = "\n\t" if lines else ""
-    if any(ord(c) < 32 and c not in allowed or ord(c) == 127 for c in value):
-        raise RequestError(400, "The %s holds control characters%s; remove them and save "
-                                "again." % (what, "" if lines else " or line breaks"))
+    if boundary.has_hidden("".join(" " if c in allowed else c for c in value)):
+        raise RequestError(400, "The %s holds control characters%s, or characters that print "
+                                "nothing or reverse the text around them (such as U+202E); "
+                                "remove them and save again." % (
+                                    what, "" if lines else " or line breaks"))
     return value
 
 
@@ -88,12 +91,19 @@ def param_text(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+def replayable(params: Any) -> Dict[str, Any]:
+    """A run's stored params as a new request gives them: a param stored as None kept its
+    default (``learning_rate`` of the hf trainers), and a request cannot ask for None, so it
+    is left out and the new run takes the default too."""
+    return {k: v for k, v in params.items() if v is not None} if isinstance(params, dict) \
+        else {}
+
+
 def form_values(run: Optional[Any]) -> Dict[str, str]:
     """A run's params as the Training form's inputs show them ({} for no run)."""
-    params = getattr(run, "params", None)
-    return {k: param_text(v) for k, v in params.items()} if isinstance(params, dict) else {}
+    return {k: param_text(v) for k, v in replayable(getattr(run, "params", None)).items()}
 
 
 def again_request(run: Any) -> Tuple[str, List[str], str, Dict[str, Any]]:
     """(trainer, schemas, backend, params) that start ``run`` again."""
-    return run.trainer, list(run.schemas), run.backend, dict(run.params or {})
+    return run.trainer, list(run.schemas), run.backend, replayable(run.params)

@@ -63,7 +63,7 @@ def _check_models(backend, trainer, params, report) -> None:
     try:
         resolved = trainers.resolve_params(info, params or {})
     except trainers.ParamError as e:
-        lines.append("Bad params: %s." % e)
+        lines.append(trainers.sentence("Bad params: %s" % e))
         report["ok"] = False
         return
     for model in trainers.model_sources(info, resolved):

@@ -241,6 +241,12 @@ def did_you_mean(word, choices, lead=" "):
         if close else ""
 
 
+def sentence(text):
+    """``text`` ended with a full stop, unless it ends with one already or with a question
+    (a "did you mean X?" last): never "X?."."""
+    return text if text.endswith((".", "?", "!")) else text + "."
+
+
 def unknown_trainer(name):
     """The sentence for a trainer name the registry does not know: every trainer, and the
     closest one when it looks like a typo."""
