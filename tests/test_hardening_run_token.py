@@ -290,3 +290,66 @@ def test_a_result_on_a_full_disk_is_taken_and_kept_in_memory(tmp_path, serve, mo
     status, body = c.json("POST", "/agent/v1/runs/%s/result" % run_id, headers=AUTH,
                           json_body={"status": "error", "error": "out of memory"})
     assert status == 200 and ctx.remote.result["error"] == "out of memory"
+
+
+# -- the backend token's claims (the fifth review) -------------------------------------------------
+
+def claim_head(backend, token, length):
+    return (b"POST /agent/v1/backends/%s/claim HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+            b"application/json\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n"
+            % (backend.encode(), token.encode(), length))
+
+
+def test_slow_claims_with_a_backend_token_cannot_lock_annotators_out(tmp_path, serve, capsys):
+    """Before: a claim was marked authenticated before its 64 KB body was read and took no
+    slot, so slow claim bodies from a few addresses held every connection (503 for /login)."""
+    from tests.helpers import agent_backends, register_agent
+
+    cfg = make_project(tmp_path, agent_backends())
+    token = register_agent(cfg, "lab", capsys)
+    server, url = serve(cfg, training=False)
+    c = Client(url)
+    port = server.http.server_address[1]
+    heads = [claim_head("lab", token, 60000) for _ in range(300)]
+    floods = [Tricklers(port, heads, n=40, source="127.0.0.%d" % i, every=2.0)
+              for i in range(2, 6)]
+    for f in floods:
+        f.__enter__()
+    try:
+        deadline, rounds = time.time() + 12, 0
+        while time.time() < deadline:
+            t0 = time.time()
+            r = c.get("/login")
+            assert r.status == 200 and time.time() - t0 < 2.0, (r.status, r.body[:200])
+            rounds += 1
+            time.sleep(0.5)
+        assert rounds >= 8
+    finally:
+        for f in floods:
+            f.__exit__(None, None, None)
+    # an agent's own claim goes through once the slow ones have let go
+    end = time.time() + 15
+    while True:
+        status, body = c.json("POST", "/agent/v1/backends/lab/claim", json_body={},
+                              headers={"Authorization": "Bearer " + token})
+        if status != 503 or time.time() > end:
+            break
+        time.sleep(0.5)
+    assert status == 200 and body == {"run_id": None}, body
+
+
+def test_a_backend_token_holds_at_most_two_claims(tmp_path, serve, capsys):
+    from tests.helpers import agent_backends, register_agent
+
+    cfg = make_project(tmp_path, agent_backends())
+    token = register_agent(cfg, "lab", capsys)
+    server, url = serve(cfg, training=False)
+    port = server.http.server_address[1]
+    held = [raw(port, claim_head("lab", token, 1000))
+            for _ in range(agent_limits.MAX_CLAIMS_PER_BACKEND)]
+    time.sleep(0.5)
+    status, body = Client(url).json("POST", "/agent/v1/backends/lab/claim", json_body={},
+                                    headers={"Authorization": "Bearer " + token})
+    assert status == 503 and "claims under way" in body["error"], body
+    for s in held:
+        s.close()

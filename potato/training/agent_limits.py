@@ -18,6 +18,9 @@ from potato.server.errors import HTTPError
 # one run's agent requests under way at once: the media download's connections
 # (media_fetch.PARALLEL, 4), the progress reports and an upload fit, with one to spare
 MAX_REQUESTS_PER_RUN = 7
+# one agent backend's claims under way at once (an agent claims one at a time; a second
+# agent on the same token, or a retry after a cut connection, fits)
+MAX_CLAIMS_PER_BACKEND = 2
 MAX_AGENT_REQUESTS = MAX_CONNECTIONS // 4  # every run's together: annotators keep the rest
 MAX_ARTIFACT_ENTRIES = 10000  # files and folders under one run's artifacts/
 MAX_ARTIFACT_DEPTH = 8  # levels of a model file's path
@@ -32,10 +35,16 @@ class RunSlots:
         self._lock = threading.Lock()
         self._by_run: Dict[str, int] = {}
 
-    def take(self, run_id: str) -> None:
-        """One more request of ``run_id``, or a 503 (the agent tries again) that says why."""
+    def take(self, run_id: str, backend: str = "") -> None:
+        """One more request of ``run_id`` (or, with ``backend``, one more claim of that agent
+        backend), or a 503 (the agent tries again) that says why."""
+        key = "backend " + backend if backend else run_id
         with self._lock:
-            mine = self._by_run.get(run_id, 0)
+            mine = self._by_run.get(key, 0)
+            if backend and mine >= MAX_CLAIMS_PER_BACKEND:
+                raise HTTPError(503, "Backend %s already has %d claims under way, the most its "
+                                     "agents may have at once; try again shortly."
+                                % (backend, mine), {"Retry-After": "5"})
             if mine >= self.per_run:
                 raise HTTPError(503, "Run %s already has %d requests under way, the most one "
                                      "run's agent may have at once; try again when one has "
@@ -44,15 +53,16 @@ class RunSlots:
                 raise HTTPError(503, "Agents have %d requests under way, the most the server "
                                      "gives them at once (the rest is kept for annotators); "
                                      "try again shortly." % self.total, {"Retry-After": "5"})
-            self._by_run[run_id] = mine + 1
+            self._by_run[key] = mine + 1
 
-    def give(self, run_id: str) -> None:
+    def give(self, run_id: str, backend: str = "") -> None:
+        key = "backend " + backend if backend else run_id
         with self._lock:
-            left = self._by_run.get(run_id, 0) - 1
+            left = self._by_run.get(key, 0) - 1
             if left > 0:
-                self._by_run[run_id] = left
+                self._by_run[key] = left
             else:
-                self._by_run.pop(run_id, None)
+                self._by_run.pop(key, None)
 
 
 class ArtifactLedger:

@@ -146,8 +146,9 @@ def _media_file(ctx, sha: str):
 
 
 def add_routes(app, manager) -> None:
-    authorize = _authorizer(manager)
-    _claim_routes(app, manager)
+    slots = agent_limits.RunSlots()
+    authorize = _authorizer(manager, slots)
+    _claim_routes(app, manager, slots)
     _run_routes(app, manager, authorize)
     _media_routes(app, authorize)
     _upload_routes(app, manager, authorize)
@@ -155,12 +156,11 @@ def add_routes(app, manager) -> None:
     _result_routes(app, manager, authorize)
 
 
-def _authorizer(manager):
+def _authorizer(manager, slots):
     """``authorize(h, run_id, upload=False)``: (context, RemoteState) for the run token of the
     request. The request takes one of the run's few slots (agent_limits.RunSlots) until it is
     answered, and is cut off (409) once the run is no longer active, an ``upload`` once the run
     is cancelled too (connections.connection_watch)."""
-    slots = agent_limits.RunSlots()
 
     def authorize(h, run_id, upload=False):
         header = h.headers.get("Authorization") or ""
@@ -196,7 +196,7 @@ def _ended(manager, run_id, ctx, upload) -> str:
     return ""
 
 
-def _claim_routes(app, manager) -> None:
+def _claim_routes(app, manager, slots) -> None:
     cfg = manager.cfg
 
     @app.route("POST", r"/agent/v1/backends/(?P<name>[^/]+)/claim")
@@ -212,6 +212,8 @@ def _claim_routes(app, manager) -> None:
                                  "never issued, or registering again replaced it. Run potato "
                                  "training register %s CONFIG on the server and use the new "
                                  "token." % (name, name))
+        slots.take("", backend=name)  # a backend token holds few slots (else 503, body unread)
+        h.when_done(lambda: slots.give("", backend=name))
         h.authenticated = True
         body = h.json_object(limit=CLAIM_MAX_BYTES)
         try:
