@@ -5,6 +5,7 @@ empty files in deep folders had no bound. Each test here failed before its fix."
 import http.client
 import json
 import os
+import re
 import time
 
 import pytest
@@ -353,3 +354,42 @@ def test_a_backend_token_holds_at_most_two_claims(tmp_path, serve, capsys):
     assert status == 503 and "claims under way" in body["error"], body
     for s in held:
         s.close()
+
+
+def test_a_run_tokens_trust_does_not_carry_over_to_the_next_request(tmp_path, serve):
+    """Before: after one quick request with the run token, the next request on the same
+    kept-alive connection (a slow POST /login, no credential) was marked trusted from its
+    headers on, never closed to make room, and took no slot: 160 such connections from four
+    addresses answered GET /login with 503 (the sixth review)."""
+    server, c, run_id, ctx = serve_run(tmp_path, serve)
+    port = server.http.server_address[1]
+    ask = (b"GET /agent/v1/runs/%s HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n"
+           b"\r\n" % (run_id.encode(), TOKEN.encode()))
+    slow = (b"POST /login HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-"
+            b"urlencoded\r\nContent-Length: 4000\r\n\r\nn")
+    socks = []
+    try:
+        for i in range(160):
+            s = raw(port, ask, source="127.0.0.%d" % (2 + i % 4))
+            got = b""
+            while b"\r\n\r\n" not in got:
+                got += s.recv(65536)
+            head, _, body = got.partition(b"\r\n\r\n")
+            if head.startswith(b"HTTP/1.1 503"):  # this address's share is taken: next
+                s.close()
+                continue
+            assert head.startswith(b"HTTP/1.1 200"), head[:200]
+            length = int(re.search(rb"Content-Length: (\d+)", head).group(1))
+            while len(body) < length:
+                body += s.recv(65536)
+            s.sendall(slow)
+            socks.append(s)
+        assert len(socks) >= 100
+        for _ in range(6):
+            t0 = time.time()
+            r = c.get("/login")
+            assert r.status == 200 and time.time() - t0 < 2.0, (r.status, r.body[:200])
+            time.sleep(0.5)
+    finally:
+        for s in socks:
+            s.close()
