@@ -26,6 +26,7 @@ H = {"X-API-Key": KEY}
 MEDIA_PLUGINS = PLUGINS + ",tests.plugins.media_trainer"
 N_FILES = 24
 N_ITEMS = 300  # items with an image (some share one): the others are text only
+PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"
 
 
 def media_project(tmp_path, backends):
@@ -35,8 +36,10 @@ def media_project(tmp_path, backends):
     folder = tmp_path / "img"
     folder.mkdir()
     for i in range(N_FILES):
-        (folder / ("%02d.png" % i)).write_bytes(bytes(rng.randrange(256)
-                                                      for _ in range(500 + 97 * i)))
+        # a PNG's signature, then noise: the server serves and bundles only files whose
+        # bytes say they are an image (potato/media.py probe)
+        (folder / ("%02d.png" % i)).write_bytes(PNG + bytes(rng.randrange(256) for _ in range(
+            500 + 97 * i - len(PNG))))
     path = tmp_path / "reviews.jsonl"
     lines = path.read_text().splitlines()
     out = []
