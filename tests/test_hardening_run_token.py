@@ -393,3 +393,35 @@ def test_a_run_tokens_trust_does_not_carry_over_to_the_next_request(tmp_path, se
     finally:
         for s in socks:
             s.close()
+
+
+def test_an_unread_answer_to_a_run_token_does_not_keep_its_connection(tmp_path, serve):
+    """Before: a quick authorised request whose answer the client never read (a tiny receive
+    window) left the connection trusted while the server waited for the answer to leave: no
+    slot held, never closed to make room, so 160 of them answered GET /login with 503 (the
+    seventh review)."""
+    import socket
+
+    server, c, run_id, ctx = serve_run(tmp_path, serve)
+    port = server.http.server_address[1]
+    ask = (b"GET /agent/v1/runs/%s HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n"
+           b"\r\n" % (run_id.encode(), TOKEN.encode()))
+    socks = []
+    try:
+        for i in range(160):
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1)
+            s.bind(("127.0.0.%d" % (2 + i % 5), 0))
+            s.settimeout(10)
+            s.connect(("127.0.0.1", port))
+            s.sendall(ask * 40)  # pipelined: answers pile up unread
+            socks.append(s)
+        time.sleep(1)
+        for _ in range(6):
+            t0 = time.time()
+            r = c.get("/login")
+            assert r.status == 200 and time.time() - t0 < 2.0, (r.status, r.body[:200])
+            time.sleep(0.5)
+    finally:
+        for s in socks:
+            s.close()

@@ -182,6 +182,14 @@ class BoundedServer(ThreadingHTTPServer):
             if conn is not None:
                 conn.trusted = True
 
+    def connection_untrusted(self, sock) -> None:
+        """The request that showed credentials has been answered: what is left of its response
+        in flight, and the next request, may be closed to make room like any other."""
+        with self._conn_lock:
+            conn = self._find(sock)
+            if conn is not None:
+                conn.trusted = False
+
     def connection_deadline(self, sock, seconds: Optional[float], phase: str = "",
                             floor: Optional[float] = None) -> None:
         """From now, ``sock`` has ``seconds`` to finish its ``phase`` ("headers", "write") or

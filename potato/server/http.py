@@ -71,10 +71,12 @@ class Handler(Bodies, Uploads, Downloads, BaseHTTPRequestHandler):
         from the end of the headers it is busy. A pipelined request is not read while the
         previous response is still unsent (``_await_sent``)."""
         self.connection.settimeout(self.timeout)
-        # what the previous request on this kept-alive connection showed does not carry over
+        # what the previous request on this kept-alive connection showed does not carry over,
+        # not even to the tail of its response still in flight (_await_sent)
         self.authenticated = self.annotator_session = False
         idle = getattr(self.server, "connection_idle", None)
         if idle is not None:
+            self.server.connection_untrusted(self.connection)
             if not self._await_sent():
                 self.close_connection = True
                 return
