@@ -356,6 +356,15 @@ def test_a_backend_token_holds_at_most_two_claims(tmp_path, serve, capsys):
         s.close()
 
 
+def login_answers(c, rounds=6):
+    """GET /login answers 200 within 2 s, ``rounds`` times half a second apart."""
+    for _ in range(rounds):
+        t0 = time.time()
+        r = c.get("/login")
+        assert r.status == 200 and time.time() - t0 < 2.0, (r.status, r.body[:200])
+        time.sleep(0.5)
+
+
 def test_a_run_tokens_trust_does_not_carry_over_to_the_next_request(tmp_path, serve):
     """Before: after one quick request with the run token, the next request on the same
     kept-alive connection (a slow POST /login, no credential) was marked trusted from its
@@ -385,11 +394,7 @@ def test_a_run_tokens_trust_does_not_carry_over_to_the_next_request(tmp_path, se
             s.sendall(slow)
             socks.append(s)
         assert len(socks) >= 100
-        for _ in range(6):
-            t0 = time.time()
-            r = c.get("/login")
-            assert r.status == 200 and time.time() - t0 < 2.0, (r.status, r.body[:200])
-            time.sleep(0.5)
+        login_answers(c)
     finally:
         for s in socks:
             s.close()
@@ -417,11 +422,7 @@ def test_an_unread_answer_to_a_run_token_does_not_keep_its_connection(tmp_path, 
             s.sendall(ask * 40)  # pipelined: answers pile up unread
             socks.append(s)
         time.sleep(1)
-        for _ in range(6):
-            t0 = time.time()
-            r = c.get("/login")
-            assert r.status == 200 and time.time() - t0 < 2.0, (r.status, r.body[:200])
-            time.sleep(0.5)
+        login_answers(c)
     finally:
         for s in socks:
             s.close()
