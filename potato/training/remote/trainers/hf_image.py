@@ -73,7 +73,8 @@ class Trainer(hf_text.Trainer):
                    " ..." if len(missing) > 3 else ""))
 
     # -- inputs: items, read a batch at a time -------------------------------------------------
-    def _pairs(self, split):
+    def _labelled(self, split):
+        """(item, label) pairs: the loop reads images from the items' media."""
         return [(it, it["labels"][self.scheme]) for it in self.ctx.bundle.items
                 if it["split"] == split and self.scheme in it["labels"]]
 
@@ -136,16 +137,6 @@ class Trainer(hf_text.Trainer):
         if self.multi:
             return [[1.0 if lab in labs else 0.0 for lab in self.labels] for _, labs in train]
         return super()._targets(train)
-
-    def _train(self, group):
-        # hf_text's loop reads (text, label) pairs from the bundle: give it (item, label) ones
-        bundle = self.ctx.bundle
-        original = bundle.labelled
-        bundle.labelled = lambda split, scheme: self._pairs(split)
-        try:
-            return super()._train(group)
-        finally:
-            bundle.labelled = original
 
     def _validate(self, val, group, epoch, step, metrics):
         if self.multi:  # exact-set accuracy: the predicted label set is the gold one

@@ -131,8 +131,8 @@ class Trainer:
         ctx.emitter.emit("where", device=describe_device(self.device))
         model = self._load_model()
         torch.manual_seed(p["seed"] + group.rank)  # dropout differs between ranks
-        train = ctx.bundle.labelled("train", self.scheme)
-        val = ctx.bundle.labelled("val", self.scheme)
+        train = self._labelled("train")
+        val = self._labelled("val")
         params = [w for w in model.parameters() if w.requires_grad]
         lr = p["learning_rate"] or (2e-3 if p["lora"] else 5e-5)
         optim = torch.optim.AdamW(params, lr=lr, **_fused(self.device))
@@ -164,6 +164,10 @@ class Trainer:
         return metrics
 
     # -- what a subclass with another head changes (hf_regression.py) ---------------------------
+    def _labelled(self, split):
+        """The (input, label) pairs of a split: (text, label) here; hf_image gives items."""
+        return self.ctx.bundle.labelled(split, self.scheme)
+
     def _head(self):
         """from_pretrained's keywords for the classification head: a class per label (a
         Likert scheme's labels are its points, integers; the config names them as text)."""
