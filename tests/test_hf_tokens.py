@@ -26,7 +26,10 @@ from tests.helpers import (
 
 H = {"X-API-Key": KEY}
 SCHEMAS = {"who": {"type": "span", "labels": ["person", "place"]}}
-FAST = {"epochs": 6, "batch_size": 8, "max_length": 16, "stride": 4, "learning_rate": 5e-3}
+# The tiny model's word vectors are random (they mean nothing yet), so they train with the rest:
+# the trainer's default keeps a pretrained model's word embeddings as they are.
+FAST = {"epochs": 6, "batch_size": 8, "max_length": 16, "stride": 4, "learning_rate": 5e-3,
+        "train_embeddings": True}
 
 
 def run_dir(tmp_path, model, **params):
@@ -103,6 +106,29 @@ def test_lora_saves_an_adapter(tmp_path, tiny_token_bert):
     code, evs = hf_train(paths)
     assert code == 0, [e for e in evs if e["type"] == "error"]
     assert os.path.exists(os.path.join(paths.artifacts, "model", "adapter_config.json"))
+
+
+def embeddings(model_dir):
+    model = transformers.AutoModelForTokenClassification.from_pretrained(model_dir)
+    return model.get_input_embeddings().weight.detach().clone()
+
+
+@pytest.mark.parametrize("train_embeddings", [False, True])
+def test_full_fine_tuning_keeps_the_word_embeddings_unless_asked(tmp_path, tiny_token_bert,
+                                                                 train_embeddings):
+    """The default keeps the pretrained word vectors (every other weight trains);
+    train_embeddings: true updates them too."""
+    paths, _ = run_dir(tmp_path, tiny_token_bert,
+                       **dict(FAST, epochs=1, train_embeddings=train_embeddings))
+    code, evs = hf_train(paths)
+    assert code == 0, [e for e in evs if e["type"] == "error"]
+    saved = os.path.join(paths.artifacts, "model")
+    base = transformers.AutoModel.from_pretrained(tiny_token_bert)
+    before = base.get_input_embeddings().weight.detach()
+    assert torch.equal(embeddings(saved), before) is not train_embeddings
+    trained = transformers.AutoModel.from_pretrained(saved)
+    layer = "encoder.layer.0.attention.self.query.weight"
+    assert not torch.equal(trained.state_dict()[layer], base.state_dict()[layer])
 
 
 def test_a_slow_tokenizer_is_refused_with_the_way_out(tmp_path, tiny_token_bert, monkeypatch):
@@ -187,3 +213,41 @@ def test_span_run_on_the_fake_slurm_cluster(tmp_path, serve, cluster, tiny_token
     assert run["ran_on"].startswith("cluster (slurm): SLURM job 4242 on node fake-node01")
     assert run["placement"]["slurm_job"] == "4242"
     assert job_dirs(home / "potato jobs", run["run_id"]) == []  # the job's files cleaned up
+
+
+def test_a_predicted_span_covers_whole_words():
+    """A word takes its first sub-word's tag: a span never starts or ends inside a word, and a
+    word whose first sub-word is O is not tagged whatever its later sub-words say."""
+    from potato.training.remote.trainers.hf_tokens import Trainer
+
+    me = type("T", (), {"labels": ["person", "place"]})()
+    tags = ["O", "B-person", "I-person", "B-place", "I-place"]
+
+    def probs(tag, p=0.9):
+        row = [(1 - p) / 4] * 5
+        row[tags.index(tag)] = p
+        return row
+
+    text = "Parisville rocks , Bo"
+    acc = {(0, 5): [probs("B-place"), 1, 0], (5, 10): [probs("O", 0.6), 1, 0],
+           (11, 13): [probs("O"), 1, 1], (13, 16): [probs("B-person"), 1, 1],
+           (17, 18): [probs("O"), 1, 2], (19, 21): [[x * 2 for x in probs("B-person", 0.8)], 2, 3]}
+    found, lowest = Trainer._spans(me, text, acc)
+    assert [(s["start"], s["end"], s["label"]) for s in found] == [
+        (0, 10, "place"), (19, 21, "person")]
+    assert found[0]["confidence"] == 0.9 and lowest == pytest.approx(0.8)
+
+
+def test_the_dropout_param_sets_every_dropout_setting_of_the_config():
+    from potato.training.remote.trainers.hf_tokens import Trainer
+
+    config = type("C", (), {})()
+    config.__dict__.update(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
+                           classifier_dropout=None, hidden_size=32, dropout_rate_name="x")
+    me = type("T", (), {"p": {"dropout": 0.0}})()
+    assert Trainer._dropout(me, config) == {"hidden_dropout_prob": 0.0,
+                                           "attention_probs_dropout_prob": 0.0}
+    me.p["dropout"] = 0.25
+    assert set(Trainer._dropout(me, config).values()) == {0.25}
+    me.p["dropout"] = None
+    assert Trainer._dropout(me, config) == {}

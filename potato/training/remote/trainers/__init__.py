@@ -174,6 +174,12 @@ REGISTRY = {
          Param("stride", "int", 32, "tokens two windows of a long text share (at most half "
                "of max_length)", 0, 4096),
          Param("lora", "bool", False, "train a LoRA adapter (true) or every weight (false)"),
+         Param("train_embeddings", "bool", False, "full fine-tuning also updates the word-"
+               "embedding matrix (false keeps the pretrained token vectors: about half of a "
+               "small model's weights, so steps are faster, and the rare words of unseen "
+               "entities keep their pretrained meaning)"),
+         Param("dropout", "float", 0.0, "dropout probability of every dropout in the model "
+               "while it trains (null: the model's own, 0.1 in BERT-like models)", 0.0, 0.9),
          Param("lora_r", "int", 8, "LoRA rank", 1, 512),
          Param("lora_alpha", "int", 16, "LoRA scaling", 1, 4096)] + HF_SHARED_PARAMS,
         {"span"}, packages=HF_PACKAGES, max_schemas=1, install_hint=TRAIN_TEXT_HINT),

@@ -1,5 +1,6 @@
 """``hf-token-classification``: fine-tune any ``AutoModelForTokenClassification`` base on a span
-scheme, fully or with a LoRA adapter, and predict character spans with a confidence each.
+scheme, fully (the word-embedding matrix kept as pretrained unless ``train_embeddings``) or with
+a LoRA adapter, and predict character spans with a confidence each.
 
 Spans become BIO tags over the sub-word tokens of a fast tokenizer's offset mapping (every
 sub-word of a span is tagged, spans.token_tags); a text longer than ``max_length`` tokens is
@@ -46,7 +47,9 @@ class Trainer(hf_text.Trainer):
 
     # -- tokens and windows ----------------------------------------------------------------
     def _windows(self, texts):
-        """(token ids, offsets, text index) of every window of every text."""
+        """(token ids, offsets, text index, word ids) of every window of every text; a word id
+        (the tokenizer's pre-tokenized words: split at whitespace and punctuation) counts over
+        the whole text, whatever the window."""
         p = self.p
         enc = self.tokenizer(list(texts), truncation=True, max_length=p["max_length"],
                              stride=min(p["stride"], p["max_length"] // 2),
@@ -58,7 +61,7 @@ class Trainer(hf_text.Trainer):
             # a special token ([CLS], [SEP]) has no sequence id: no tag, no prediction
             offsets = [(int(a), int(b)) if seq is not None else (0, 0)
                        for (a, b), seq in zip(offsets, enc.sequence_ids(n))]
-            out.append((ids, offsets, mapping[n]))
+            out.append((ids, offsets, mapping[n], enc.word_ids(n)))
         return out
 
     def _collate_tags(self, rows):
@@ -83,6 +86,7 @@ class Trainer(hf_text.Trainer):
             >= (4, 56) else "torch_dtype"
         model = AutoModelForTokenClassification.from_pretrained(
             p["model"], num_labels=len(self.tags), **{dtype_kw: torch.float32},
+            **self._dropout(transformers.AutoConfig.from_pretrained(p["model"])),
             id2label=dict(enumerate(self.tags)),
             label2id=dict((t, i) for i, t in enumerate(self.tags)))
         if p["lora"]:
@@ -91,9 +95,20 @@ class Trainer(hf_text.Trainer):
             model = get_peft_model(model, LoraConfig(task_type=TaskType.TOKEN_CLS, r=p["lora_r"],
                                                      lora_alpha=p["lora_alpha"],
                                                      lora_dropout=0.1))
+        elif not p["train_embeddings"]:
+            model.get_input_embeddings().weight.requires_grad_(False)
         model.to(self.device)
         self.model = model
         return model
+
+    def _dropout(self, config):
+        """Config overrides that set every dropout probability of the model to the dropout
+        param (hidden_dropout_prob, attention_probs_dropout_prob, classifier_dropout, dropout,
+        attention_dropout ...: any float setting whose name says dropout); none for null."""
+        if self.p["dropout"] is None:
+            return {}
+        return dict((k, float(self.p["dropout"])) for k, v in vars(config).items()
+                    if "dropout" in k and isinstance(v, float))
 
     # -- training --------------------------------------------------------------------------
     def _train(self, group):
@@ -107,16 +122,19 @@ class Trainer(hf_text.Trainer):
         train = ctx.bundle.labelled("train", self.scheme)
         val = ctx.bundle.labelled("val", self.scheme)
         rows = [(ids, bio.token_tags(offsets, train[i][1], self.labels))
-                for ids, offsets, i in self._windows(t for t, _ in train)]
+                for ids, offsets, i, _ in self._windows(t for t, _ in train)]
         params = [w for w in model.parameters() if w.requires_grad]
         lr = p["learning_rate"] or (2e-3 if p["lora"] else 5e-5)
         optim = torch.optim.AdamW(params, lr=lr, **hf_text._fused(self.device))
         total = math.ceil(len(rows) / p["batch_size"]) * p["epochs"]
         sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda s: max(0.0, 1 - s / total))
         ctx.log("training %d items (%d windows of at most %d tokens), %d steps (%d epochs), %s, "
-                "learning rate %g, %d tags%s" % (
+                "learning rate %g, dropout %s, %d tags%s" % (
                     len(train), len(rows), p["max_length"], total, p["epochs"],
-                    "LoRA" if p["lora"] else "full fine-tuning", lr, len(self.tags),
+                    "LoRA" if p["lora"] else "full fine-tuning" if p["train_embeddings"] else
+                    "full fine-tuning but the word embeddings", lr,
+                    "as the model's" if p["dropout"] is None else "%g" % p["dropout"],
+                    len(self.tags),
                     ", %d processes" % group.world if group.world > 1 else ""))
         ddp = group.wrap(model, self.device)
         lengths = [len(r[0]) for r in rows]
@@ -157,13 +175,14 @@ class Trainer(hf_text.Trainer):
     # -- prediction ------------------------------------------------------------------------
     def predict(self, scheme, texts, batch_size=64):
         """(spans, confidence) per text, in order: spans as [{start, end, label, confidence}],
-        the confidence the lowest tag probability of the text's tokens (how sure the model is
-        of its least sure token; 1.0 for a text without tokens)."""
+        the confidence the lowest tag probability of the text's words (how sure the model is
+        of its least sure word; 1.0 for a text without tokens). A span covers whole words: a
+        word takes the tag of its first sub-word (the rest of a B word continues it)."""
         self.model.eval()
         texts = list(texts)
         windows = self._windows(texts)
         order = sorted(range(len(windows)), key=lambda i: len(windows[i][0]))
-        sums = [dict() for _ in texts]  # per text: {(start, end): [probability sums, windows]}
+        sums = [dict() for _ in texts]  # per text: {(start, end): [prob sums, windows, word]}
         with torch.inference_mode():
             for start in range(0, len(order), batch_size):
                 self.ctx.check_cancelled()
@@ -172,8 +191,8 @@ class Trainer(hf_text.Trainer):
                 with self._autocast():
                     logits = self.model(**enc).logits
                 probs = torch.softmax(logits.float(), dim=-1).cpu().tolist()
-                for (_, offsets, t), rows in zip(chunk, probs):
-                    for off, row in zip(offsets, rows):
+                for (_, offsets, t, words), rows in zip(chunk, probs):
+                    for off, row, word in zip(offsets, rows, words):
                         if off[0] == off[1]:
                             continue
                         if off in sums[t]:  # a token two windows share: their mean
@@ -181,18 +200,22 @@ class Trainer(hf_text.Trainer):
                             held[0] = [a + b for a, b in zip(held[0], row)]
                             held[1] += 1
                         else:
-                            sums[t][off] = [row, 1]
+                            sums[t][off] = [row, 1, word]
         return [self._spans(text, acc) for text, acc in zip(texts, sums)]
 
     def _spans(self, text, acc):
-        tokens, lowest = [], 1.0
+        """Spans of one text from its tokens' mean probabilities, a word at a time."""
+        words, lowest = [], 1.0  # [start, end, tag, prob, word id] per word, in text order
         for off in sorted(acc):
-            total, n = acc[off]
+            total, n, word = acc[off]
+            if words and word is not None and words[-1][4] == word:
+                words[-1][1] = off[1]  # a later sub-word: the word grows, its tag stays
+                continue
             tag = max(range(len(total)), key=total.__getitem__)
             prob = total[tag] / n
             lowest = min(lowest, prob)
-            tokens.append((off[0], off[1], tag, prob))
-        found = bio.decode(text, tokens, self.labels)
+            words.append([off[0], off[1], tag, prob, word])
+        found = bio.decode(text, [w[:4] for w in words], self.labels)
         for s in found:
             s["confidence"] = round(min(1.0, s["confidence"]), 6)
         return found, min(1.0, lowest)
