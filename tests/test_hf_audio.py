@@ -137,3 +137,129 @@ def train(paths):
 
 
 FAST = dict(epochs=6, batch_size=8, learning_rate=3e-3, lora=False)
+
+
+def test_radio_over_audio_learns_and_saves_what_transformers_loads(tmp_path, tiny_w2v):
+    import transformers
+
+    paths = run_dir(tmp_path, tiny_w2v, {"type": "radio", "labels": LABELS}, lambda n: n,
+                    **FAST)
+    code, evs = train(paths)
+    assert code == 0, [e for e in evs if e["type"] in ("error", "log")][-5:]
+    preds = [json.loads(line) for line in open(paths.predictions)]
+    got = {it["id"]: it for it in bundle.read(paths.bundle).items}
+    held = [p for p in preds if got[p["id"]]["split"] in ("val", "test")]
+    assert held and all(p["label"] in LABELS and 0 < p["confidence"] <= 1 for p in preds)
+    assert len(preds) == len(clips()) - sum(got[i]["split"] == "train" for i in got)
+    right = sum(p["label"] == got[p["id"]]["labels"]["pitch"] for p in held)
+    assert right / len(held) >= 0.75, (right, len(held))  # random weights hear the pitch
+    assert any("mono at 16000 Hz" in e.get("message", "") for e in evs if e["type"] == "log")
+    model_dir = os.path.join(paths.artifacts, "model")
+    assert json.load(open(os.path.join(model_dir, "labels.json")))["labels"] == LABELS
+    back = transformers.AutoModelForAudioClassification.from_pretrained(model_dir)
+    assert back.config.id2label[0] == LABELS[0]
+    assert transformers.AutoFeatureExtractor.from_pretrained(model_dir).sampling_rate == 16000
+
+
+def test_multiselect_over_audio_gives_label_sets_with_lora(tmp_path, tiny_w2v):
+    """Two tags: "high" on high tones, "tone" on every clip; predictions are label lists."""
+    paths = run_dir(tmp_path, tiny_w2v, {"type": "multiselect", "labels": ["high", "tone"]},
+                    lambda n: ["high", "tone"] if n == "high" else ["tone"],
+                    lora=True, epochs=2, batch_size=16, max_seconds=0.1)
+    code, evs = train(paths)
+    assert code == 0, [e for e in evs if e["type"] in ("error", "log")][-5:]
+    preds = [json.loads(line) for line in open(paths.predictions)]
+    assert preds and all(isinstance(p["label"], list) and set(p["label"]) <= {"high", "tone"}
+                         and 0.5 <= p["confidence"] <= 1 for p in preds)
+    assert any(e["type"] == "metric" and e["name"] == "accuracy" for e in evs)
+    assert os.path.exists(os.path.join(paths.artifacts, "model", "adapter_config.json"))
+    assert any("the first 0.1 s of each clip" in e.get("message", "") for e in evs)
+
+
+def test_bad_audio_files_fail_the_run_before_training_naming_them(tmp_path, tiny_w2v,
+                                                                  monkeypatch):
+    """A WAV cut off before its data, an HTML page named .wav and a missing file fail the run
+    at its start (unlabelled items too: the run would only predict those), before any
+    training; then MP3 files without soundfile fail it naming the format and the install."""
+    from potato.training.remote.trainers import audio_io
+
+    monkeypatch.setattr(audio_io, "soundfile", lambda: None)  # as on a host without it
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "cut.wav").write_bytes(clips()[0][2][:40])
+    (bad / "page.wav").write_bytes(b"<html><script>alert(1)</script></html>")
+    (bad / "song.mp3").write_bytes(b"ID3\x04\x00\x00\x00\x00\x00\x00" + b"\x00" * 64)
+    ids = [c[0] for c in clips()]
+    swap = {"clip-03.wav": "cut.wav", "clip-05.wav": "page.wav", "clip-06.wav": "gone.wav",
+            "clip-07.wav": "song.mp3"}
+    where = lambda n: {"kind": "audio", "path": str(bad / swap[n]) if n in swap
+                       else str(tmp_path / "sounds" / n)}
+    paths = run_dir(tmp_path, tiny_w2v, {"type": "radio", "labels": LABELS}, lambda n: n,
+                    media_of=where, **FAST)
+    code, evs = train(paths)
+    assert code != 0
+    error = [e for e in evs if e["type"] == "error"][-1]["message"]
+    assert error.startswith("3 of %d items have no audio this trainer can read: " % len(ids))
+    assert "clip-03 (cut.wav: it is a WAV file with no data chunk)" in error, error
+    assert "clip-05 (page.wav: it is not an audio file (WAV, MP3, Ogg or FLAC))" in error
+    assert "clip-06 (item media %s is missing" % (bad / "gone.wav") in error
+    assert "potato validate lists them" in error and "Traceback" not in error
+    assert not os.path.exists(os.path.join(paths.artifacts, "model"))
+    assert not any(e["type"] == "metric" for e in evs)  # nothing trained
+
+    swap = {"clip-07.wav": "song.mp3", "clip-09.wav": "song.mp3"}
+    paths = run_dir(tmp_path / "2", tiny_w2v, {"type": "radio", "labels": LABELS},
+                    lambda n: n, media_of=where, **FAST)
+    code, evs = train(paths)
+    error = [e for e in evs if e["type"] == "error"][-1]["message"]
+    assert code != 0 and error == (
+        "2 of %d items' audio files are MP3 (song.mp3, song.mp3), which this trainer decodes "
+        "only with the soundfile package: pip install soundfile into the Python that runs the "
+        "worker, or convert them to WAV." % len(ids)), error
+    assert not any(e["type"] == "metric" for e in evs)
+
+
+def test_every_wav_encoding_decodes_to_the_same_mono_clip_and_resamples(tmp_path, monkeypatch):
+    np = pytest.importorskip("numpy")
+    from potato.training.remote.trainers import audio_io
+
+    rate = 8000
+    want = np.array(tone(440, rate, seconds=0.5), dtype=np.float32)
+    for enc, bits, ch, _, ext in FORMATS:
+        path = tmp_path / ("%s%d-%d%s.wav" % (enc, bits, ch, "x" if ext else ""))
+        path.write_bytes(wav(want.tolist(), rate, enc, bits, ch, ext))
+        audio_io.check(str(path))
+        x, got_rate = audio_io.read(str(path), 10.0)
+        assert got_rate == rate and x.dtype == np.float32 and len(x) == len(want), path
+        # a silent second channel halves the mix; 8 bits keep about 1/127 of precision
+        assert np.abs(x * ch - want).max() < (0.02 if bits == 8 else 1e-3), path
+    # max_seconds: only the first 0.1 s is read; a streamed WAV's size (0xFFFFFFFF) is cut
+    path = tmp_path / "streamed.wav"
+    path.write_bytes(wav(want.tolist(), rate, data_size=0xFFFFFFFF))
+    assert len(audio_io.read(str(path), 0.1)[0]) == 800
+    assert len(audio_io.read(str(path), 10.0)[0]) == len(want)
+    # linear interpolation 8 kHz -> 16 kHz: twice the samples, the same 440 Hz tone
+    up = audio_io.resample(want, rate, 16000)
+    assert len(up) == 2 * len(want)
+    # (the last sample has no right neighbour: it repeats the last input sample)
+    assert np.abs(up - np.array(tone(440, 16000, seconds=0.5)))[:-1].max() < 0.01
+    down = audio_io.resample(up, 16000, 11025)
+    assert len(down) == round(len(up) * 11025 / 16000)
+    assert audio_io.resample(want, rate, rate) is want
+    # formats come from the bytes, never the name
+    assert audio_io.sniff(b"OggS\x00\x02" + b"\x00" * 6) == "Ogg"
+    assert audio_io.sniff(b"fLaC\x00\x00\x00\x22" + b"\x00" * 4) == "FLAC"
+    assert audio_io.sniff(b"\xff\xfb\x90\x00" + b"\x00" * 8) == "MP3"
+    assert audio_io.sniff(b"\x00\x00\x00\x20ftypM4A ") == "MP4/M4A"
+    m4a = tmp_path / "a.wav"
+    m4a.write_bytes(b"\x00\x00\x00\x20ftypM4A " + b"\x00" * 40)
+    with pytest.raises(audio_io.AudioError, match="it is MP4/M4A, which this trainer cannot "
+                                                  "decode; convert it to WAV or FLAC"):
+        audio_io.check(str(m4a))
+    # a WAV encoding other than PCM and float (mu-law, tag 7) needs soundfile
+    mulaw = bytearray(wav(want.tolist(), rate, bits=16))
+    mulaw[20:22] = struct.pack("<H", 7)
+    (tmp_path / "mu.wav").write_bytes(bytes(mulaw))
+    monkeypatch.setattr(audio_io, "soundfile", lambda: None)
+    with pytest.raises(audio_io.NeedsSoundfile, match="format tag 0x0007"):
+        audio_io.check(str(tmp_path / "mu.wav"))

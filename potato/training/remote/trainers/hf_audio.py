@@ -89,6 +89,18 @@ class Trainer(hf_image.Trainer):
         return dict((k, v.to(self.device, non_blocking=True)) for k, v in enc.items()
                     if hasattr(v, "to"))
 
+    def _forward(self, ddp, rows, batch, ys):
+        """The loss from the logits here: Wav2Vec2's and HuBERT's heads always take
+        cross-entropy, whatever the config's problem_type, so a multiselect scheme's sigmoid
+        loss (one yes/no per label) is computed by the trainer for every model alike."""
+        enc = self._collate([rows[i] for i in batch])
+        y = torch.tensor([ys[i] for i in batch]).to(self.device, non_blocking=True)
+        with self._autocast():
+            logits = ddp(**enc).logits.float()
+        if self.multi:
+            return torch.nn.functional.binary_cross_entropy_with_logits(logits, y.float())
+        return torch.nn.functional.cross_entropy(logits, y)
+
     def _load_model(self):
         p = self.p
         self.ctx.emitter.status("loading %s" % p["model"])
