@@ -263,3 +263,121 @@ def test_every_wav_encoding_decodes_to_the_same_mono_clip_and_resamples(tmp_path
     monkeypatch.setattr(audio_io, "soundfile", lambda: None)
     with pytest.raises(audio_io.NeedsSoundfile, match="format tag 0x0007"):
         audio_io.check(str(tmp_path / "mu.wav"))
+
+
+def write_project(tmp_path, backends=""):
+    rows = clips()
+    write_clips(tmp_path / "sounds", rows)
+    (tmp_path / "items.jsonl").write_text("".join(
+        json.dumps({"id": i, "text": i, "audio": "sounds/" + name}) + "\n"
+        for i, name, _, _ in rows))
+    (tmp_path / "labels.jsonl").write_text("".join(
+        json.dumps({"id": i, "pitch": label}) + "\n"
+        for k, (i, _, _, label) in enumerate(rows) if k % 4 != 3))
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("annotation_task_name: Tones\ndata_files: [items.jsonl]\n"
+                   "item_properties: {id_key: id, text_key: text, audio_key: audio}\n"
+                   "admin_api_key: %s\nannotation_schemes:\n  - annotation_type: radio\n"
+                   "    name: pitch\n    labels: [%s]\nmodel_training:\n  grace_seconds: 2\n"
+                   "  writeback:\n    schemas: [pitch]\n    include_unlabeled: true\n%s"
+                   % (KEY, ", ".join(LABELS), backends))
+    assert main(["annotations", "import", str(cfg), str(tmp_path / "labels.jsonl"),
+                 "--annotator", "gold"]) == 0
+    return str(cfg)
+
+
+def audio_run(c, model, backend="local"):
+    run = wait_run(c, start_run(c, trainer="hf-audio-classification", schemas=["pitch"],
+                                backend=backend, params=dict(FAST, model=model)), timeout=900)
+    log = c.get("/admin/training/api/runs/%s/log" % run["run_id"], headers=H).text
+    assert run["status"] == "success", (run["error"], log[-3000:])
+    h = run["holdout"]
+    assert h["n"] >= 3 and h["accuracy"] > h["baseline"]["accuracy"], h
+    return run, log
+
+
+def test_an_audio_project_trains_on_the_local_backend_and_writes_back(tmp_path, serve,
+                                                                         tiny_w2v):
+    _, url = serve(write_project(tmp_path))
+    c = Client(url)
+    run, _ = audio_run(c, tiny_w2v)
+    # the bundle named each clip in place (local backend: no copy)
+    items = [json.loads(line) for line in open(os.path.join(
+        tmp_path, "annotation_output", "training", "runs", run["run_id"], "bundle",
+        "items.jsonl"))]
+    assert all(it["media"]["kind"] == "audio" and it["media"]["path"].startswith(
+        str(tmp_path / "sounds")) for it in items)
+    unlabelled = clips()[3][0]
+    _, item = c.json("GET", "/admin/api/items/%s" % unlabelled, headers=H)
+    assert item["predictions"]["pitch"]["label"] in LABELS
+    _, listed = c.json("GET", "/admin/training/api/trainers", headers=H)
+    audio = next(t for t in listed["trainers"] if t["name"] == "hf-audio-classification")
+    assert "Needs audio items" in audio["description"]
+    assert audio["schema_types"] == ["multiselect", "radio"]
+
+
+# -- through the real sshd and a real agent: media travel once per host ------------------------
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory):
+    from tests import sshd as sshd_mod
+
+    d = sshd_mod.for_tests(tmp_path_factory)
+    yield d
+    sshd_mod.stop(d)
+
+
+def cached(cache):
+    """{sha256: inode} of the files in a host's media cache."""
+    return {p.name: p.stat().st_ino for p in cache.glob("??/*")}
+
+
+@pytest.mark.integration
+def test_an_audio_project_trains_over_real_ssh_sending_its_media_once(
+        tmp_path, serve, sshd, tiny_w2v, monkeypatch):
+    monkeypatch.setenv("PATH", str(sshd / "bin") + os.pathsep + os.environ["PATH"])
+    remote = tmp_path / "remote dir"
+    keys = {"type": "ssh", "host": "potato-real", "remote_dir": str(remote),
+            "python": sys.executable, "heartbeat_timeout_s": 60, "env": {"PYTHONPATH": ROOT}}
+    _, url = serve(write_project(tmp_path, "  backends:\n    gpu-server:\n" + "".join(
+        "      %s: %s\n" % (k, json.dumps(v)) for k, v in keys.items())))
+    c = Client(url)
+    n = len(clips())
+    _, log = audio_run(c, tiny_w2v, "gpu-server")
+    assert re.search(r"media: sent %d files \(.* MB\) to potato-real" % n, log), log
+    files = cached(remote / "media")
+    assert len(files) == n
+    _, log2 = audio_run(c, tiny_w2v, "gpu-server")
+    assert "0 files sent" in log2 and "sent %d files" % n not in log2, log2
+    assert cached(remote / "media") == files  # the same files: nothing was sent again
+
+
+def test_an_audio_project_trains_on_a_real_agent(tmp_path, serve, tiny_w2v, capsys):
+    from tests.helpers import agent_backends
+
+    cfg = write_project(tmp_path, agent_backends())
+    _, url = serve(cfg)
+    c = Client(url)
+    capsys.readouterr()
+    assert main(["training", "register", "lab", cfg]) == 0
+    token = re.search(r"export POTATO_TRAINING_TOKEN=(\S+)", capsys.readouterr().out).group(1)
+    run_id = start_run(c, trainer="hf-audio-classification", schemas=["pitch"], backend="lab",
+                       params=dict(FAST, model=tiny_w2v))
+    work = tmp_path / "agent work"
+    agent = subprocess.Popen(
+        [sys.executable, "-m", "potato", "training", "agent", "--server", url.rstrip("/"),
+         "--backend", "lab", "--workdir", str(work), "--poll-interval", "0.2", "--once"],
+        cwd=ROOT, env=dict(os.environ, POTATO_TRAINING_TOKEN=token), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        _, err = agent.communicate(timeout=900)
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+            agent.communicate()
+    run = wait_run(c, run_id, timeout=60)
+    assert run["status"] == "success", (run["error"], err[-3000:])
+    h = run["holdout"]
+    assert h["accuracy"] > h["baseline"]["accuracy"], h
+    assert len(cached(work / "media")) == len(clips())  # every clip came, each once
+    assert c.get("/admin/training/runs/%s/model.tar" % run_id, headers=H).status == 200
