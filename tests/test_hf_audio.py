@@ -381,3 +381,18 @@ def test_an_audio_project_trains_on_a_real_agent(tmp_path, serve, tiny_w2v, caps
     assert h["accuracy"] > h["baseline"]["accuracy"], h
     assert len(cached(work / "media")) == len(clips())  # every clip came, each once
     assert c.get("/admin/training/runs/%s/model.tar" % run_id, headers=H).status == 200
+
+
+def test_flac_is_read_with_soundfile_where_it_is_installed(tmp_path):
+    """Where soundfile is importable (the train-audio extra), a FLAC file passes the check
+    and decodes to the same mono clip, cut at max_seconds."""
+    np = pytest.importorskip("numpy")
+    sf = pytest.importorskip("soundfile")
+    from potato.training.remote.trainers import audio_io
+
+    want = np.array(tone(300, 8000, seconds=0.5), dtype=np.float32)
+    path = str(tmp_path / "tone.bin")  # no extension: the format comes from the bytes
+    sf.write(path, np.stack([want, want], axis=1), 8000, format="FLAC", subtype="PCM_16")
+    audio_io.check(path)
+    x, rate = audio_io.read(path, 0.25)
+    assert rate == 8000 and len(x) == 2000 and np.abs(x - want[:2000]).max() < 1e-3
