@@ -176,6 +176,19 @@ def test_multiselect_over_audio_gives_label_sets_with_lora(tmp_path, tiny_w2v):
     assert any("the first 0.1 s of each clip" in e.get("message", "") for e in evs)
 
 
+def test_audio_trains_data_parallel_on_two_cpu_processes(tmp_path, tiny_w2v):
+    """processes=2: two ranks (gloo), each reading its share of the clips; the loss the
+    trainer computes itself goes through DistributedDataParallel like the model's own."""
+    paths = run_dir(tmp_path, tiny_w2v, {"type": "radio", "labels": LABELS}, lambda n: n,
+                    **dict(FAST, epochs=1, processes=2))
+    code, evs = train(paths)
+    assert code == 0, [e for e in evs if e["type"] in ("error", "log")][-5:]
+    assert any("data-parallel: 2 processes (gloo backend)" in e.get("message", "")
+               for e in evs if e["type"] == "log")
+    assert len(open(paths.predictions).readlines()) == sum(
+        it["split"] != "train" for it in bundle.read(paths.bundle).items)
+
+
 def test_bad_audio_files_fail_the_run_before_training_naming_them(tmp_path, tiny_w2v,
                                                                   monkeypatch):
     """A WAV cut off before its data, an HTML page named .wav and a missing file fail the run

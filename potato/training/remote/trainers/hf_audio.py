@@ -115,7 +115,7 @@ class Trainer(hf_image.Trainer):
             >= (4, 56) else "torch_dtype"
         model = AutoModelForAudioClassification.from_pretrained(
             p["model"], ignore_mismatched_sizes=True, **{dtype_kw: torch.float32},
-            **self._head())
+            **dict(self._head(), **no_layerdrop(p["model"])))
         if p["lora"]:
             from peft import LoraConfig, get_peft_model
 
@@ -131,6 +131,19 @@ class Trainer(hf_image.Trainer):
         model.to(self.device)
         self.model = model
         return model
+
+
+def no_layerdrop(model):
+    """from_pretrained's keywords that turn LayerDrop off (Wav2Vec2, HuBERT and WavLM skip
+    each layer with probability ``layerdrop`` while training, Whisper's encoder with
+    ``encoder_layerdrop``): each data-parallel process would skip other layers, its gradients
+    would not match the others' and the processes' exchange would fail; off, a run learns the
+    same with any number of processes."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(model)
+    return dict((k, 0.0) for k in ("layerdrop", "encoder_layerdrop")
+                if getattr(config, k, 0))
 
 
 def padding(extractor):
