@@ -20,7 +20,7 @@ from tests.helpers import ROOT
 PACKAGE = os.path.join(ROOT, "potato")
 STDLIB = set(sys.stdlib_module_names)
 THIRD_PARTY_IN_TRAINERS = {"torch", "transformers", "peft", "numpy", "bitsandbytes",
-                           "accelerate", "tokenizers", "PIL"}
+                           "accelerate", "tokenizers", "PIL", "soundfile"}
 
 
 def shipped():

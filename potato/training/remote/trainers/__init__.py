@@ -86,6 +86,10 @@ TRAIN_IMAGE_HINT = ("install torch, transformers, peft and Pillow into that Pyth
                     "'potato-annotation[train-image]'), or point the backend's python at one "
                     "that has them")
 
+TRAIN_AUDIO_HINT = ("install torch, transformers and peft into that Python (pip install "
+                    "'potato-annotation[train-audio]', which adds soundfile for MP3, Ogg and "
+                    "FLAC), or point the backend's python at one that has them")
+
 HF_PACKAGES = ("torch", "transformers", "peft")
 
 # The params both hf trainers end their own with (parallel.py reads processes).
@@ -202,6 +206,26 @@ REGISTRY = {
          Param("lora_alpha", "int", 16, "LoRA scaling", 1, 4096)] + HF_SHARED_PARAMS,
         {"radio", "multiselect"}, packages=HF_PACKAGES + ("PIL",), max_schemas=1,
         install_hint=TRAIN_IMAGE_HINT),
+    "hf-audio-classification": TrainerInfo(
+        "hf-audio-classification", "potato.training.remote.trainers.hf_audio",
+        "Fine-tune an audio classifier (any AutoModelForAudioClassification: Wav2Vec2, HuBERT, "
+        "AST, Whisper's encoder ...) with its feature extractor on the items' audio, full or "
+        "with a LoRA adapter. Needs audio items (item_properties.audio_key): WAV, or MP3, Ogg "
+        "and FLAC with the soundfile package.",
+        [Param("model", "str", "facebook/wav2vec2-base",
+               "a Hugging Face Hub id or a local directory of an audio classification model "
+               "and its feature extractor", model_source=True),
+         Param("epochs", "int", 5, "passes over the training items", 1, 100),
+         Param("learning_rate", "float", None, "AdamW learning rate (default: 2e-3 with LoRA, "
+               "5e-5 for full fine-tuning)", minimum=1e-8, maximum=1.0),
+         Param("batch_size", "int", 16, "clips per step", 1, 4096),
+         Param("max_seconds", "float", 10.0, "seconds of each clip the model hears (the "
+               "first ones; longer clips are cut)", minimum=0.1, maximum=600.0),
+         Param("lora", "bool", False, "train a LoRA adapter (true) or every weight (false)"),
+         Param("lora_r", "int", 8, "LoRA rank", 1, 512),
+         Param("lora_alpha", "int", 16, "LoRA scaling", 1, 4096)] + HF_SHARED_PARAMS,
+        {"radio", "multiselect"}, packages=HF_PACKAGES + ("numpy",), max_schemas=1,
+        install_hint=TRAIN_AUDIO_HINT),
     "hf-text-regression": TrainerInfo(
         "hf-text-regression", "potato.training.remote.trainers.hf_regression",
         "Fine-tune a transformers encoder with a regression head (full or with a PEFT LoRA "

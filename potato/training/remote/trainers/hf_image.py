@@ -22,11 +22,18 @@ torch = Image = ImageEnhance = None
 AutoImageProcessor = AutoModelForImageClassification = None
 
 
-def load():
-    """Import torch, transformers and Pillow (when a run starts, in the worker only)."""
-    global torch, Image, ImageEnhance, AutoImageProcessor, AutoModelForImageClassification
+def load_torch():
+    """Import torch alone: what this module's loop needs (hf_audio trains with it, without
+    Pillow)."""
+    global torch
     hf_text.load()
     import torch
+
+
+def load():
+    """Import torch, transformers and Pillow (when a run starts, in the worker only)."""
+    global Image, ImageEnhance, AutoImageProcessor, AutoModelForImageClassification
+    load_torch()
     from PIL import Image, ImageEnhance
     from transformers import AutoImageProcessor, AutoModelForImageClassification
 
@@ -150,7 +157,7 @@ class Trainer(hf_text.Trainer):
         metrics["%s.val_accuracy" % self.scheme] = round(acc, 4)
 
     def _forward(self, ddp, rows, batch, ys):
-        enc = self._collate([rows[i] for i in batch], augment=self.p["augment"])
+        enc = self._collate([rows[i] for i in batch], augment=self.p.get("augment", False))
         y = torch.tensor([ys[i] for i in batch])
         with self._autocast():
             return ddp(**enc, labels=y.to(self.device, non_blocking=True)).loss
