@@ -69,6 +69,10 @@ EQUIVALENT = {
         "c2fbfbc9da": "_metric: dropping hi=BIG from number() keeps its default, hi=BIG",
         "0a1024bb1b": "_artifact: dropping hi=BIG from number() keeps its default, hi=BIG",
     },
+    "potato/training/remote/proc.py": {
+        "5e2b5375db": "run: stdin always a pipe: with no input communicate() closes it at once, "
+                      "so the child reads end of file, as from DEVNULL",
+    },
     "potato/markup.py": {
         "3ecbfa773a": "esc: dropping quote=True from html.escape keeps its default, quote=True",
     },
@@ -299,7 +303,7 @@ def _write(target: Path, source: str) -> None:
 
 
 def run_module(rel: str, budget: float, per_mutant: float, verbose: bool, part=None,
-               slow_only=False) -> dict:
+               slow_only=False, ids=None) -> dict:
     tests = MODULES[rel]
     missing = [t for t in tests if not (ROOT / t.split("::")[0]).exists()]
     if missing:
@@ -307,6 +311,8 @@ def run_module(rel: str, budget: float, per_mutant: float, verbose: bool, part=N
     todo = list(mutants(ROOT / rel))
     if part:  # (first, last), 1-based: a long module run in parts
         todo = todo[part[0] - 1:part[1]]
+    if ids:
+        todo = [e for e in todo if e["id"] in ids]
     tally = _Tally(rel, todo, budget, verbose)
     equivalent = EQUIVALENT.get(rel, {})
     for e in todo:
@@ -436,6 +442,8 @@ def main(argv=None) -> int:
     ap.add_argument("--show-survivors", action="store_true", help="print each survivor as found")
     ap.add_argument("--list", action="store_true", help="list the mutants, run nothing")
     ap.add_argument("--part", help="FIRST-LAST: only these mutants (1-based, as --list counts)")
+    ap.add_argument("--id", action="append",
+                    help="only this mutant (an id as --list prints it); repeatable")
     ap.add_argument("--slow", action="store_true",
                     help="every mutant on the slow path (a fresh import each): the reference "
                          "the fast path is checked against")
@@ -454,7 +462,8 @@ def main(argv=None) -> int:
     results = []
     for rel in chosen:
         part = tuple(int(x) for x in args.part.split("-")) if args.part else None
-        r = run_module(rel, args.budget, args.per_mutant, args.show_survivors, part, args.slow)
+        r = run_module(rel, args.budget, args.per_mutant, args.show_survivors, part, args.slow,
+                       args.id)
         results.append(r)
         if "error" in r:
             print("%s: NOT RUN: %s" % (rel, r["error"]), flush=True)
