@@ -58,8 +58,9 @@ def test_run_env_and_cwd(tmp_path):
 
 
 def test_run_deadline_kills_the_group():
-    r = proc.run([sys.executable, "-c", "import time; print('started', flush=True); "
-                  "time.sleep(60)"], timeout=1.5)
+    # sh starts in milliseconds even on a loaded machine; its sleep is a second process of the
+    # group, which holds the output pipe open unless the whole group is killed
+    r = proc.run(["sh", "-c", "echo started; sleep 60"], timeout=1.5)
     assert r.timed_out is True and r.returncode == -9 and r.stdout == "started\n"
 
 
@@ -173,3 +174,17 @@ def test_spawn_passes_its_env():
     p = proc.spawn([sys.executable, "-c", code], stdout=subprocess.PIPE,
                    env={"PM_X": "1", "PATH": os.environ["PATH"]})
     assert p.communicate()[0].decode().strip() == "1"
+
+
+def test_run_cannot_start_keeps_its_argv_and_empty_output(tmp_path):
+    r = proc.run(["/nonexistent/prog", "a"])
+    assert r.argv == ["/nonexistent/prog", "a"]
+    script = tmp_path / "noexec"
+    script.write_text("#!/bin/sh\n")
+    r = proc.run([str(script), "b"])
+    assert (r.argv, r.stdout, r.returncode) == ([str(script), "b"], "", 126)
+
+
+def test_run_replaces_bad_utf8_on_stderr():
+    r = proc.run([sys.executable, "-c", "import sys; sys.stderr.buffer.write(b'a\\xffb')"])
+    assert r.stderr == "a\ufffdb" and r.returncode == 0

@@ -69,19 +69,31 @@ EQUIVALENT = {
         "c2fbfbc9da": "_metric: dropping hi=BIG from number() keeps its default, hi=BIG",
         "0a1024bb1b": "_artifact: dropping hi=BIG from number() keeps its default, hi=BIG",
     },
+    "potato/training/remote/proc.py": {
+        "5e2b5375db": "run: stdin always a pipe: with no input communicate() closes it at once, "
+                      "so the child reads end of file, as from DEVNULL",
+    },
     "potato/markup.py": {
         "3ecbfa773a": "esc: dropping quote=True from html.escape keeps its default, quote=True",
     },
 }
+
+# modules whose tests run them in subprocesses too (a worker, an agent, a job), where the
+# tracer cannot see which lines ran: a mutant with no traced coverage still runs all their tests
+SUBPROCESS = {"potato/training/remote/supervise.py", "potato/training/remote/client.py",
+              "potato/training/remote/slurm_job.py"}
 
 PER_MUTANT_S = 60  # a mutant whose tests take longer than this (an endless loop) is a timeout
 MODULE_BUDGET_S = 900  # past this a module's remaining mutants are not run (reported as such)
 
 
 def mutants(path: Path):
-    """(id, line, description, mutated source) for each mutant mutmut makes of ``path``."""
+    """One dict per mutant mutmut makes of ``path``: id, line, desc, build (-> the mutated
+    source), scope (the qualname of the outermost function whose body holds the mutant, or None
+    when it is evaluated at import) and lines (the first and last line of the statement that
+    holds it: a test that ran none of them cannot see the mutant)."""
     import libcst as cst
-    from libcst.metadata import MetadataWrapper, PositionProvider
+    from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
     from mutmut.mutation.file_mutation import create_mutations, deep_replace
 
     code = path.read_text()
@@ -91,7 +103,9 @@ def mutants(path: Path):
         module, found, _, _ = create_mutations(str(path), code)
     finally:
         os.chdir(here)
-    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    positions = wrapper.resolve(PositionProvider)
+    parents = wrapper.resolve(ParentNodeProvider)
     seen = {}
     for m in found:
         if _skipped(m):
@@ -106,8 +120,33 @@ def mutants(path: Path):
         pos = positions.get(m.original_node)
         line = pos.start.line if pos else 0
         desc = "%s: %s  ->  %s" % (where, _short(before), _short(after))
-        yield mid, line, desc, (lambda m=m: deep_replace(module, m.original_node,
-                                                          m.mutated_node).code)
+        scope, lines = _place(m.original_node, parents, positions, line)
+        yield {"id": mid, "line": line, "desc": desc, "scope": scope, "lines": lines,
+               "build": (lambda m=m: deep_replace(module, m.original_node,
+                                                   m.mutated_node).code)}
+
+
+def _place(node, parents, positions, line):
+    """(scope, (first, last line of the innermost statement)) of a mutated node; see mutants."""
+    import libcst as cst
+    chain = []  # node, its parent, ..., the module
+    while node is not None:
+        chain.append(node)
+        node = parents.get(node)
+    stmt = next((n for n in chain if isinstance(n, (cst.BaseSmallStatement,
+                                                    cst.BaseCompoundStatement))), None)
+    pos = positions.get(stmt) if stmt is not None else None
+    lines = (pos.start.line, pos.end.line) if pos else (line, line)
+    funcs = [i for i, n in enumerate(chain) if isinstance(n, cst.FunctionDef)]
+    if not funcs:
+        return None, lines
+    top = funcs[-1]  # the outermost function: its body runs at each call, the rest at import
+    if top == 0 or chain[top - 1] is not chain[top].body:
+        return None, lines
+    names = [n.name.value for n in chain[top:] if isinstance(n, (cst.FunctionDef, cst.ClassDef))]
+    if any(isinstance(n, cst.FunctionDef) for n in chain[top + 1:]):
+        return None, lines
+    return ".".join(reversed(names)), lines
 
 
 def _skipped(m) -> bool:
@@ -133,32 +172,16 @@ class _Runner:
     child imports the (mutated) files anew."""
 
     def __init__(self, copy: Path, tests):
-        self.copy, self.tests = copy, list(tests)
-        os.chdir(str(copy))
-        sys.path.insert(0, str(copy))
-        os.environ["PYTHONPATH"] = str(copy)
-        # the installed pytest plugins are not needed and loading them costs seconds per mutant
-        os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+        self.copy, self.tests = copy, list(tests)  # run_module has made copy the working dir
         import pytest  # noqa: F401 - warmed for the children
         try:
             import tests.conftest  # noqa: F401 - warms the test dependencies
         except Exception:  # noqa: BLE001 - a child reports the same failure as a test failure
             pass
-        self._forget()
+        _forget(copy)
         sys.dont_write_bytecode = True  # the unmutated modules' bytecode stays; a mutant has none
 
-    def mutate(self, target: Path, source: str) -> None:
-        """Write ``source`` to ``target`` and drop its cached bytecode."""
-        target.write_text(source)
-        for pyc in (target.parent / "__pycache__").glob(target.stem + ".*.pyc"):
-            pyc.unlink()
-
-    def _forget(self):
-        root = str(self.copy)
-        for name, mod in list(sys.modules.items()):
-            if (getattr(mod, "__file__", None) or "").startswith(root) or \
-                    name.split(".")[0] in ("potato", "tests"):
-                del sys.modules[name]
+    mutate = staticmethod(lambda target, source: _write(target, source))
 
     def run(self, timeout: float):
         """('passed'|'failed'|'timeout', seconds)."""
@@ -192,6 +215,14 @@ class _Runner:
             time.sleep(0.02)
 
 
+def _forget(copy: Path) -> None:
+    """Drop the project's and the tests' modules, so that the next import reads the files."""
+    for name, mod in list(sys.modules.items()):
+        if (getattr(mod, "__file__", None) or "").startswith(str(copy)) or \
+                name.split(".")[0] in ("potato", "tests"):
+            del sys.modules[name]
+
+
 def _copy_project(dest: Path) -> None:
     skip = shutil.ignore_patterns(".git", "__pycache__", "*.pyc", "mutants", ".venv", "build",
                                   "*.egg-info", "test-output", "annotation_output")
@@ -205,7 +236,74 @@ def _copy_project(dest: Path) -> None:
             shutil.copy2(src, dest / name)
 
 
-def run_module(rel: str, budget: float, per_mutant: float, verbose: bool, part=None) -> dict:
+class _Tally:
+    """What each mutant came to, the progress lines, and the module's time budget."""
+
+    def __init__(self, rel, todo, budget, verbose):
+        self.rel, self.total, self.budget, self.verbose = rel, len(todo), budget, verbose
+        self.verdicts, self.survivors, self.done = {}, [], 0
+        self.start = time.monotonic()
+
+    def over_budget(self) -> bool:
+        return time.monotonic() - self.start > self.budget
+
+    def report(self, entry, kind):
+        self.verdicts[entry["id"]] = kind
+        self.done += 1
+        if kind in ("survived", "no_coverage"):
+            self.survivors.append({"id": entry["id"], "line": entry["line"],
+                                   "mutant": entry["desc"], "why": kind})
+            if self.verbose:
+                _say("  %s %s line %d  %s" % (kind, entry["id"], entry["line"], entry["desc"]))
+        if self.done % 50 == 0:
+            _say("  %d/%d mutants, %d survived so far (%ds)" % (
+                self.done, self.total, len(self.survivors), time.monotonic() - self.start))
+
+
+class _Fast:
+    """What tools/mutation_fork.ForkPlugin needs from the driver."""
+
+    def __init__(self, rel, copy, todo, tally, per_mutant):
+        self.rel, self.todo, self.tally, self.per_mutant = rel, todo, tally, per_mutant
+        self.path = copy / rel
+        self.target = str(self.path)
+        self.modname = rel[:-3].replace("/", ".")
+        self.original = self.path.read_text()
+        self.subprocess = rel in SUBPROCESS
+        self.tmp = copy
+        self.over_budget, self.report = tally.over_budget, tally.report
+
+    def scratch(self, name):
+        return str(self.tmp / name)
+
+    def started(self, clean):
+        took = sum(t for t, _ in clean.values())
+        _say("%s: %d mutants, tests %s (%d tests, %.1fs clean)" % (
+            self.rel, self.tally.total, " ".join(MODULES[self.rel]), len(clean), took))
+
+    def write(self, source):
+        _write(self.path, source)
+
+    def restore(self):
+        _write(self.path, self.original)
+
+
+_OUT = None  # the real stdout while pytest's report goes to /dev/null
+
+
+def _say(text: str) -> None:
+    print(text, file=_OUT or sys.stdout, flush=True)
+
+
+def _write(target: Path, source: str) -> None:
+    """Write ``source`` to ``target`` and drop its cached bytecode."""
+    target.write_text(source)
+    for pyc in (target.parent / "__pycache__").glob(target.stem + ".*.pyc"):
+        pyc.unlink()
+
+
+def run_module(rel: str, budget: float, per_mutant: float, verbose: bool, part=None,
+               slow_only=False, ids=None) -> dict:
     tests = MODULES[rel]
     missing = [t for t in tests if not (ROOT / t.split("::")[0]).exists()]
     if missing:
@@ -213,58 +311,114 @@ def run_module(rel: str, budget: float, per_mutant: float, verbose: bool, part=N
     todo = list(mutants(ROOT / rel))
     if part:  # (first, last), 1-based: a long module run in parts
         todo = todo[part[0] - 1:part[1]]
+    if ids:
+        todo = [e for e in todo if e["id"] in ids]
+    tally = _Tally(rel, todo, budget, verbose)
+    equivalent = EQUIVALENT.get(rel, {})
+    for e in todo:
+        if e["id"] in equivalent:
+            tally.verdicts[e["id"]] = "equivalent"
+    todo = [e for e in todo if e["id"] not in equivalent]
+    fast = [] if slow_only else [e for e in todo if e["scope"]]
+    slow = [e for e in todo if not e["scope"] or slow_only]
     here = os.getcwd()
     with tempfile.TemporaryDirectory(prefix="potato-mutation-") as tmp:
         copy = Path(tmp)
         _copy_project(copy)
+        os.chdir(str(copy))
+        sys.path.insert(0, str(copy))
+        os.environ["PYTHONPATH"] = str(copy)
+        # the installed pytest plugins are not needed and loading them costs seconds
+        os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
         try:
-            runner = _Runner(copy, tests)
-            outcome, took = runner.run(per_mutant * 5)
-            if outcome != "passed":
-                return {"module": rel, "error": "the tests fail (%s) before any mutation: %s"
-                        % (outcome, " ".join(tests))}
-            limit = min(per_mutant, max(10.0, took * 4))
-            print("%s: %d mutants, tests %s (%.1fs clean, limit %.0fs each)"
-                  % (rel, len(todo), " ".join(tests), took, limit), flush=True)
-            return _run_mutants(rel, runner, copy / rel, todo, budget, limit, verbose)
+            if fast:
+                error = _run_fast(rel, copy, fast, tally, per_mutant, slow)
+                if error:
+                    return {"module": rel, "error": error}
+            if slow:
+                error = _run_slow(rel, copy, slow, tally, per_mutant)
+                if error:
+                    return {"module": rel, "error": error}
         finally:
+            _forget(copy)
+            sys.dont_write_bytecode = False
             os.chdir(here)
             sys.path.remove(str(copy))
+    return _result(rel, tests, tally, len(fast), len(slow))
 
 
-def _run_mutants(rel, runner, target, todo, budget, limit, verbose) -> dict:
-    equivalent = EQUIVALENT.get(rel, {})
-    original = target.read_text()
-    counts = {"killed": 0, "survived": 0, "timeout": 0, "equivalent": 0, "not_run": 0}
-    survivors = []
-    start = time.monotonic()
+def _run_fast(rel, copy, todo, tally, per_mutant, slow):
+    """The fast path (tools/mutation_fork.py); mutants it cannot swap in join ``slow``."""
+    global _OUT
+    sys.path.insert(0, str(ROOT / "tools"))
     try:
-        for n, (mid, line, desc, build) in enumerate(todo, 1):
-            if n % 50 == 0:
-                print("  %d/%d mutants, %d survived so far (%ds)" % (
-                    n, len(todo), counts["survived"], time.monotonic() - start), flush=True)
-            if mid in equivalent:
-                counts["equivalent"] += 1
+        import mutation_fork
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    import pytest
+    plugin = mutation_fork.ForkPlugin(_Fast(rel, copy, todo, tally, per_mutant))
+    saved = os.dup(1), os.dup(2)
+    try:  # pytest's own report of the (unrun) session is not wanted
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.close(null)
+        _OUT = os.fdopen(os.dup(saved[0]), "w", buffering=1)
+        pytest.main(["-q", "-p", "no:cacheprovider", "-o", "addopts=", *MODULES[rel]],
+                    plugins=[plugin])
+    finally:
+        _OUT.close()
+        _OUT = None
+        os.dup2(saved[0], 1)
+        os.close(saved[0])
+        os.close(saved[1])
+    if isinstance(plugin.clean, str) or plugin.clean is None:
+        return plugin.clean or "pytest did not run (%s)" % " ".join(MODULES[rel])
+    for e in todo:
+        kind = plugin.results.get(e["id"])
+        if kind == "not_run":
+            tally.verdicts[e["id"]] = kind
+    slow.extend(plugin.slow)
+    return None
+
+
+def _run_slow(rel, copy, todo, tally, per_mutant):
+    """Mutants evaluated at import: a fresh import of the project per mutant (_Runner)."""
+    runner = _Runner(copy, MODULES[rel])
+    outcome, took = runner.run(per_mutant * 5)
+    if outcome != "passed":
+        return "the tests fail (%s) before any mutation: %s" % (outcome, " ".join(MODULES[rel]))
+    limit = min(per_mutant, max(10.0, took * 4))
+    print("%s: %d mutants on the slow path (fresh import each; %.1fs clean, limit %.0fs)"
+          % (rel, len(todo), took, limit), flush=True)
+    target = copy / rel
+    original = target.read_text()
+    try:
+        for e in todo:
+            if tally.over_budget():
+                tally.verdicts[e["id"]] = "not_run"
                 continue
-            if time.monotonic() - start > budget:
-                counts["not_run"] += 1
-                continue
-            runner.mutate(target, build())
+            runner.mutate(target, e["build"]())
             status, _ = runner.run(limit)
             runner.mutate(target, original)
-            kind = {"failed": "killed", "passed": "survived", "timeout": "timeout"}[status]
-            counts[kind] += 1
-            if kind == "survived":
-                survivors.append({"id": mid, "line": line, "mutant": desc})
-                if verbose:
-                    print("  survived %s line %d  %s" % (mid, line, desc), flush=True)
+            tally.report(e, {"failed": "killed", "passed": "survived", "timeout": "timeout"}[status])
     finally:
         runner.mutate(target, original)
+    return None
+
+
+def _result(rel, tests, tally, n_fast, n_slow) -> dict:
+    counts = {k: 0 for k in ("killed", "survived", "no_coverage", "timeout", "equivalent",
+                             "not_run")}
+    for kind in tally.verdicts.values():
+        counts[kind] += 1
     caught = counts["killed"] + counts["timeout"]
-    ran = caught + counts["survived"]
-    return {"module": rel, "tests": runner.tests, **counts, "total": len(todo),
+    ran = caught + counts["survived"] + counts["no_coverage"]
+    seconds = time.monotonic() - tally.start
+    return {"module": rel, "tests": tests, **counts, "total": tally.total,
             "score": round(100.0 * caught / ran, 1) if ran else None,
-            "seconds": round(time.monotonic() - start), "survivors": survivors}
+            "seconds": round(seconds), "per_mutant_s": round(seconds / ran, 2) if ran else None,
+            "fast": n_fast, "slow": n_slow, "survivors": tally.survivors,
+            "verdicts": tally.verdicts}
 
 
 def _pick(name: str) -> str:
@@ -288,6 +442,11 @@ def main(argv=None) -> int:
     ap.add_argument("--show-survivors", action="store_true", help="print each survivor as found")
     ap.add_argument("--list", action="store_true", help="list the mutants, run nothing")
     ap.add_argument("--part", help="FIRST-LAST: only these mutants (1-based, as --list counts)")
+    ap.add_argument("--id", action="append",
+                    help="only this mutant (an id as --list prints it); repeatable")
+    ap.add_argument("--slow", action="store_true",
+                    help="every mutant on the slow path (a fresh import each): the reference "
+                         "the fast path is checked against")
     args = ap.parse_args(argv)
     try:
         import mutmut
@@ -296,22 +455,26 @@ def main(argv=None) -> int:
     chosen = [_pick(m) for m in args.module] if args.module else list(MODULES)
     if args.list:
         for rel in chosen:
-            for mid, line, desc, _ in mutants(ROOT / rel):
-                print("%s %s:%d %s" % (mid, rel, line, desc))
+            for e in mutants(ROOT / rel):
+                print("%s %s:%d %s%s" % (e["id"], rel, e["line"], e["desc"],
+                                         "" if e["scope"] else "  [at import]"))
         return 0
     results = []
     for rel in chosen:
         part = tuple(int(x) for x in args.part.split("-")) if args.part else None
-        r = run_module(rel, args.budget, args.per_mutant, args.show_survivors, part)
+        r = run_module(rel, args.budget, args.per_mutant, args.show_survivors, part, args.slow,
+                       args.id)
         results.append(r)
         if "error" in r:
             print("%s: NOT RUN: %s" % (rel, r["error"]), flush=True)
             continue
-        print("%s: score %s%% (killed %d, timeout %d, survived %d, equivalent %d, not run %d; %ds)"
-              % (rel, r["score"], r["killed"], r["timeout"], r["survived"], r["equivalent"],
-                 r["not_run"], r["seconds"]), flush=True)
+        print("%s: score %s%% (killed %d, timeout %d, survived %d, no coverage %d, equivalent %d,"
+              " not run %d; %ds, %s s a mutant; %d fast, %d slow)"
+              % (rel, r["score"], r["killed"], r["timeout"], r["survived"], r["no_coverage"],
+                 r["equivalent"], r["not_run"], r["seconds"], r["per_mutant_s"], r["fast"],
+                 r["slow"]), flush=True)
         for s in r["survivors"]:
-            print("  survived %s line %d  %s" % (s["id"], s["line"], s["mutant"]))
+            print("  %s %s line %d  %s" % (s["why"], s["id"], s["line"], s["mutant"]))
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"tool": "mutmut %s" % _version(), "date": time.strftime("%Y-%m-%d"),
