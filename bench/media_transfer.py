@@ -42,7 +42,7 @@ from potato.training.remote import media_cache, media_fetch  # noqa: E402
 from potato.training.remote.client import Client as AgentClient  # noqa: E402
 from potato.training.remote.paths import write_json  # noqa: E402
 from tests import sshd  # noqa: E402
-from tests.helpers import Client, make_project, start_run  # noqa: E402
+from tests.helpers import KEY, Client, make_project, start_run  # noqa: E402
 
 
 class Ctx:
@@ -164,7 +164,7 @@ def bench_agent(tmp, index, repeat):
     """A real server with an agent backend and a claimed run; this process is its agent."""
     proj = tmp / "project"
     proj.mkdir()
-    cfg_path = make_project(proj, "  backends:\n    lab: {type: agent}\n",
+    cfg_path = make_project(proj, "  backends:\n    lab: {type: agent, heartbeat_timeout_s: 3600}\n",
                             top="item_properties:\n  image_key: image\n")
     src = pathlib.Path(next(iter(index.values()))["path"]).parent
     shutil.copytree(src, proj / "img")
@@ -211,9 +211,14 @@ def bench_agent(tmp, index, repeat):
         shas = sorted(index)
         for k in range(repeat):
             cache = str(tmp / ("agent-cache%d" % k))
-            secs, _ = timed(lambda: media_fetch.download(
-                agent, run_id, cache, [(sha, index[sha]["size"]) for sha in shas],
-                lambda n, b: None))
+            try:
+                secs, _ = timed(lambda: media_fetch.download(
+                    agent, run_id, cache, [(sha, index[sha]["size"]) for sha in shas],
+                    lambda n, b: None))
+            except Exception:
+                print(c.get("/admin/training/api/runs/%s/log" % run_id,
+                            headers={"X-API-Key": KEY}).text[-3000:])
+                raise
             assert len(media_cache.entries(cache)) == len(shas)
             results["ours"].append(secs)
             dest = str(tmp / ("plain%d" % k))

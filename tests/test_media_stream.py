@@ -3,6 +3,7 @@ and the host's strict reader of them (remote/media_cache.py ``receive``), fed ho
 links, devices, folders, paths, long-name headers, repeats, damaged and cut streams."""
 
 import hashlib
+import json
 import io
 import os
 import subprocess
@@ -252,3 +253,71 @@ def test_push_says_when_the_host_cannot_check(tmp_path):
     with pytest.raises(errors.TransferError, match=r"Checking the media cache on here failed "
                                                    r"\(exit 127\): .*nonexistent/python3"):
         media_push.push(host, ctx, "job")
+
+
+# -- an agent's batch download -----------------------------------------------------------------------
+
+def test_a_cut_batch_keeps_whole_files_and_fetches_the_rest(tmp_path):
+    """A batch answer cut inside its second file: the first is kept (verified), the cut one
+    and the rest come one by one; a batch whose bytes are wrong fails with the hash named."""
+    import http.client
+    import http.server
+    import threading
+
+    from potato.training.remote import media_fetch
+
+    files = [os.urandom(3000), os.urandom(2000), os.urandom(100)]
+    by_sha = {sha(d): d for d in files}
+    gets = []
+
+    class H(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self):
+            gets.append(self.path.rsplit("/", 1)[1])
+            body = by_sha[gets[-1]]
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_POST(self):
+            hashes = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["hashes"]
+            body = b"".join(by_sha.get(h, b"?" * 100) for h in hashes)
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body[:3000 + 500] if len(hashes) == 3 else body)
+            self.close_connection = True
+
+        def log_message(self, *a):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+
+    class Client:
+        token = "t"
+
+        def _conn(self):
+            return http.client.HTTPConnection("127.0.0.1", server.server_address[1],
+                                              timeout=5), ""
+
+    try:
+        cache = str(tmp_path / "cache")
+        d = media_fetch.Downloader(Client(), "r1", cache)
+        done = []
+        d.fetch_batch([(sha(x), len(x)) for x in files], done.append)
+        assert done == [len(x) for x in files] and gets == [sha(x) for x in files[1:]]
+        for x in files:
+            assert mc.have(cache, sha(x), len(x))
+        assert cache_names(cache) == {os.path.join(sha(x)[:2], sha(x)) for x in files}
+        by_sha[sha(b"wrong")] = b"w" * 100  # the server's bytes are not the listed file's
+        with pytest.raises(mc.CacheError, match="another sha256"):
+            d.fetch_batch([(sha(b"listed"), 100), (sha(b"wrong"), 100)], done.append)
+        d.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
