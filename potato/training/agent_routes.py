@@ -31,6 +31,7 @@ RESULT_MAX_BYTES = 1 << 20
 EVENTS_PER_REPORT = 10000
 MEDIA_BATCH_FILES = 2000  # media files one request may ask for
 MEDIA_BATCH_MAX_BYTES = 256 << 10
+MEDIA_SEND_CHUNK = 256 << 10  # a media batch goes out in writes of about this size
 _RESULT_LOCK = threading.Lock()
 log = logging.getLogger("potato.training")
 
@@ -313,6 +314,7 @@ def _media_routes(app, authorize) -> None:
         remote.seen()
 
         def write(out):
+            chunks, buffered = [], 0  # small files go out together: one send, not one each
             for path, size in files:
                 with open(path, "rb") as f:
                     left = size
@@ -320,9 +322,15 @@ def _media_routes(app, authorize) -> None:
                         block = f.read(min(left, 1 << 20))
                         if not block:  # it shrank since it was listed: the client sees a
                             raise OSError("%s shrank" % path)  # short response
-                        out.write(block)
+                        chunks.append(block)
+                        buffered += len(block)
                         left -= len(block)
-                remote.seen()
+                        if buffered >= MEDIA_SEND_CHUNK:
+                            out.write(b"".join(chunks))
+                            chunks, buffered = [], 0
+                            remote.seen()
+            out.write(b"".join(chunks))
+            remote.seen()
 
         h.send_stream("application/octet-stream", "media", write, sum(s for _, s in files))
 

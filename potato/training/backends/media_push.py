@@ -1,17 +1,19 @@
 """Media to an ssh host or a SLURM login node: only the files its cache lacks, in one stream.
 
-One remote command pins the run's files in the host's cache (``remote_dir/media``, see
-remote/media_cache.py) and answers which it lacks; those go in ONE tar stream over the shared
-ssh connection, the host verifying each file's size and sha256 as it arrives. The step line
-counts files and megabytes as they go.
+ONE remote command (``media_cache.py sync``, over the shared ssh connection) pins the run's
+files in the host's cache (``remote_dir/media``, see remote/media_cache.py), answers at once
+which it lacks, and then reads those in one tar stream, verifying each file's size and sha256
+as it arrives. The stream is written here (a 512-byte header a file, no ``tarfile``: its
+per-file cost was most of the sender's time) in writes of about WRITE_CHUNK bytes. The step
+line counts files and megabytes as they go.
 """
 
 import json
 import os
+import select
 import shlex
 import signal
 import subprocess
-import tarfile
 import tempfile
 import time
 from typing import Dict, List, Tuple
@@ -21,11 +23,14 @@ from potato.training.backends import errors
 from potato.training.remote import media_cache, proc
 
 PROGRESS_S = 0.5
-SEND_STALL_S = 300  # a write into the stream that takes this long fails the copy
+CHECK_S = 300  # the host answers which files it lacks within this, or the copy fails
+WRITE_CHUNK = 256 << 10  # small files' headers and bytes go to ssh in writes this large
+ONE_READ = 4 << 20  # a larger file is sent in blocks of this size
+BLOCK = 512
 
 
 def cache_command(python: str, remote_dir: str, action: str, pin: str, limit_mb: float) -> str:
-    """``python -c <media_cache.py> need|receive DIR PIN LIMIT_MB``, every value quoted: it
+    """``python -c <media_cache.py> need|receive|sync DIR PIN LIMIT_MB``, every value quoted: it
     runs before (and without) Potato's copied code."""
     with open(media_cache.__file__, encoding="utf-8") as f:
         source = f.read()
@@ -59,23 +64,22 @@ def push(backend, ctx, pin: str) -> None:
     total = sum(v["size"] for v in index.values())
     ctx.set_step("checking media on %s: %s files, %s MB" % (host, count(len(index)),
                                                              media_bundle.mb(total)))
-    r = backend._ssh(cache_command(backend.bcfg.python, backend.remote_dir, "need", pin, limit),
-                     media_bundle.dumps_wanted(index), timeout=300)
+    session = Session(backend, pin, limit)
     try:
-        missing = [(sha, size) for sha, size in parse(r.stdout)["missing"] if sha in index]
-    except (ValueError, KeyError, TypeError):
-        raise errors.TransferError("Checking the media cache on %s failed (exit %s): %s" % (
-            host, r.returncode, r.stderr_tail() or r.stdout[-300:] or "no output"))
-    if not missing:
-        ctx.log("media: all %s files (%s MB) already on %s; 0 files sent"
-                % (count(len(index)), media_bundle.mb(total), host))
-        return
-    nbytes = sum(size for _, size in missing)
-    ctx.log("media: %s of %s files (%s MB) are not on %s yet; sending them in one stream"
-            % (count(len(missing)), count(len(index)), media_bundle.mb(nbytes), host))
-    started = time.monotonic()
-    summary = send(backend, ctx, pin, [(sha, index[sha]["path"], size) for sha, size in missing],
-                   limit)
+        missing = [(sha, size) for sha, size in session.missing(media_bundle.dumps_wanted(index))
+                   if sha in index]
+        if not missing:
+            session.finish()
+            ctx.log("media: all %s files (%s MB) already on %s; 0 files sent"
+                    % (count(len(index)), media_bundle.mb(total), host))
+            return
+        nbytes = sum(size for _, size in missing)
+        ctx.log("media: %s of %s files (%s MB) are not on %s yet; sending them in one stream"
+                % (count(len(missing)), count(len(index)), media_bundle.mb(nbytes), host))
+        started = time.monotonic()
+        summary = session.send(ctx, [(sha, index[sha]["path"], size) for sha, size in missing])
+    finally:
+        session.close()
     secs = max(time.monotonic() - started, 1e-6)
     ctx.log("media: sent %s files (%s MB) to %s in %.1f s (%.1f MB/s); the host verified "
             "%s%s" % (count(len(missing)), media_bundle.mb(nbytes), host, secs,
@@ -91,80 +95,194 @@ def push(backend, ctx, pin: str) -> None:
             % (summary["bad_count"], host, "; ".join(summary.get("bad", [])[:3])))
 
 
-class _Counted:
-    """The ssh process's stdin, counting what goes in."""
-
-    def __init__(self, stream):
-        self.stream = stream
-        self.bytes = 0
-
-    def write(self, data):
-        self.stream.write(data)
-        self.bytes += len(data)
-        return len(data)
-
-    def flush(self):
-        self.stream.flush()
+_TAIL = b"0" + bytes(100) + b"ustar\x0000" + bytes(64) + b"0000000\0" * 2 + bytes(167)
+_MODES = b"0000600\0" + b"0000000\0" * 2  # 0600, uid and gid 0
+_SUMS = sum(_MODES) + sum(_TAIL) + 8 * 32  # the checksum field counts as spaces
 
 
-def send(backend, ctx, pin: str, files: List[Tuple[str, str, int]], limit: float) -> Dict:
-    """One ``receive`` command fed a tar stream of ``files`` (sha, path, size)."""
-    host = backend.bcfg.host
-    argv = backend.argv(cache_command(backend.bcfg.python, backend.remote_dir, "receive", pin,
-                                      limit))
-    of_bytes = sum(size for _, _, size in files)
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+def tar_header(name: str, size: int, mtime: int) -> bytes:
+    """A ustar header for a regular file ``name`` (ASCII, under 100 characters; here a
+    sha256) of ``size`` bytes: what ``tarfile`` writes, without its per-file cost."""
+    raw = name.encode("ascii")
+    if len(raw) >= 100:
+        raise ValueError("tar member name %r is too long" % name)
+    sized = b"%011o\0" % size if size < 8 ** 11 else b"\x80" + size.to_bytes(11, "big")
+    head = raw.ljust(100, b"\0") + _MODES + sized + b"%011o\0" % mtime
+    return head + b"%06o\0 " % (sum(head) - sum(_MODES) + _SUMS) + _TAIL
+
+
+class _Failed(Exception):
+    """The stream stopped here; the message says why."""
+
+
+class Session:
+    """One ``media_cache.py sync`` on the host: the list goes in, the missing pairs come back,
+    then the tar stream of those goes in and what arrived comes back."""
+
+    def __init__(self, backend, pin: str, limit: float):
+        self.backend, self.host, self.limit = backend, backend.bcfg.host, limit
+        self.err = tempfile.TemporaryFile()
+        self.sent = 0
+        self.out = b""
         try:
-            p = proc.spawn(argv, stdin=subprocess.PIPE, stdout=out, stderr=err)
+            self.p = proc.spawn(backend.argv(cache_command(
+                backend.bcfg.python, backend.remote_dir, "sync", pin, limit)),
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err)
         except proc.SpawnError as e:
+            self.err.close()
             raise errors.TransferError(str(e))
-        failure = None
+
+    def _read(self, until: float, enough) -> bool:
+        """Read the host's stdout into ``self.out`` until ``enough()``, its end (False) or
+        ``until`` (a ConnectError)."""
+        fd = self.p.stdout.fileno()
+        while not enough():
+            left = until - time.monotonic()
+            if left <= 0:
+                _end(self.p, stop=True)
+                raise errors.ConnectError("ssh to %s did not answer within %d s. Check the host "
+                                          "and the network." % (self.host, CHECK_S))
+            if select.select([fd], [], [], min(left, 1.0))[0]:
+                data = os.read(fd, 1 << 20)
+                if not data:
+                    return False
+                self.out += data
+        return True
+
+    def _stderr(self) -> str:
+        self.err.seek(0)
+        return self.err.read().decode("utf-8", "replace").strip()
+
+    def _failure(self, what: str) -> Exception:
+        """The error for a session that went wrong: ssh's own (exit 255) or ``what``."""
+        _end(self.p, stop=True)
+        stderr = self._stderr()
+        if self.p.returncode == 255:
+            return errors.ConnectError(errors.ssh_failure(self.host, self.backend.bcfg.user,
+                                                          255, stderr))
+        return errors.TransferError("%s%s" % (what, ": " + "\n".join(stderr.splitlines()[-5:])
+                                              if stderr else ""))
+
+    def missing(self, wanted: bytes) -> List[Tuple[str, int]]:
+        """Send the run's list ([[sha, size], ...], one line); the pairs the host lacks."""
         try:
-            p.stdin.write(backend.stdin())
-            sink = _Counted(p.stdin)
-            last = 0.0
-            with tarfile.open(fileobj=sink, mode="w|", bufsize=media_cache.BLOCK,
-                              format=tarfile.GNU_FORMAT) as tar:
-                for done, (sha, path, size) in enumerate(files):
-                    if ctx.cancel.is_set():
-                        failure = "the run was cancelled while its media were copied"
-                        break
-                    now = time.monotonic()
-                    if now - last >= PROGRESS_S:
-                        last = now
-                        ctx.set_step(progress_words(host, done, len(files), sink.bytes,
-                                                    of_bytes))
-                    info = tarfile.TarInfo(sha)
-                    info.size, info.mode, info.mtime = size, 0o600, int(time.time())
-                    try:
-                        with open(path, "rb") as f:
-                            tar.addfile(info, f)
-                    except (OSError, tarfile.TarError) as e:
-                        if isinstance(e, BrokenPipeError) or p.poll() is not None:
-                            raise
-                        failure = "%s cannot be read (%s)" % (path, getattr(e, "strerror", e))
-                        break
-            ctx.set_step(progress_words(host, len(files), len(files), of_bytes, of_bytes))
-            p.stdin.close()
-        except (BrokenPipeError, OSError):
-            failure = failure or "the stream to %s closed early" % host
-        finally:
-            _end(p, stop=failure is not None)
-        out.seek(0)
-        err.seek(0)
-        stdout = out.read().decode("utf-8", "replace")
-        stderr = err.read().decode("utf-8", "replace").strip()
-    if failure or p.returncode != 0:
-        if p.returncode == 255:
-            raise errors.ConnectError(errors.ssh_failure(host, backend.bcfg.user, 255, stderr))
-        raise errors.TransferError("Copying media to %s failed: %s%s" % (
-            host, failure or "exit %s" % p.returncode,
-            ": " + "\n".join(stderr.splitlines()[-5:]) if stderr else ""))
-    try:
-        return parse(stdout)
-    except ValueError:
-        raise errors.TransferError("Copying media to %s failed: the host did not confirm "
-                                   "what arrived: %s" % (host, stderr[-300:] or "no output"))
+            self.p.stdin.write(self.backend.stdin(wanted + b"\n"))
+            self.p.stdin.flush()
+        except OSError:
+            pass  # the host's answer (or its absence) says why
+        mark = media_cache.MARK.encode()
+        got = self._read(time.monotonic() + CHECK_S, lambda: (mark in self.out and b"\n" in
+                                                             self.out[self.out.index(mark):]))
+        try:
+            if not got:
+                raise ValueError("no answer")
+            return [(sha, size) for sha, size in _parse(self.out)["missing"]]
+        except (ValueError, KeyError, TypeError):
+            if not got:  # its end: its exit status tells ssh's failures (255) from others
+                try:
+                    self.p.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    pass
+            raise self._failure("Checking the media cache on %s failed (exit %s)" % (
+                self.host, self.p.poll()))
+
+    def send(self, ctx, files: List[Tuple[str, str, int]]) -> Dict:
+        """The tar stream of ``files`` (sha, path, size); what the host says arrived."""
+        self.out = self.out[self.out.index(media_cache.MARK.encode()):]
+        self.out = self.out[self.out.index(b"\n") + 1:]
+        try:
+            failure = self._stream(ctx, files)
+        except OSError:
+            failure = "the stream to %s closed early" % self.host
+        if failure:
+            raise self._failure("Copying media to %s failed: %s" % (self.host, failure))
+        return self.finish()
+
+    def finish(self) -> Dict:
+        """Close the stream; the host's last word (what arrived)."""
+        try:
+            self.p.stdin.close()
+        except OSError:
+            pass
+        self._read(time.monotonic() + 600, lambda: False)
+        _end(self.p, stop=False)
+        if self.p.returncode != 0:
+            raise self._failure("Copying media to %s failed: exit %s" % (self.host,
+                                                                        self.p.returncode))
+        try:
+            return _parse(self.out)
+        except ValueError:
+            return {}
+
+    def _stream(self, ctx, files) -> str:
+        """Write the stream; "" when all of it went, else why it stopped."""
+        of_bytes = sum(size for _, _, size in files)
+        chunks, buffered, last, mtime = [], 0, 0.0, int(time.time())
+        for done, (sha, path, size) in enumerate(files):
+            if ctx.cancel.is_set():
+                return "the run was cancelled while its media were copied"
+            now = time.monotonic()
+            if now - last >= PROGRESS_S:
+                last = now
+                ctx.set_step(progress_words(self.host, done, len(files), self.sent, of_bytes))
+            try:
+                with open(path, "rb") as f:
+                    chunks.append(tar_header(sha, size, mtime))
+                    if size > ONE_READ:
+                        self._write(chunks)
+                        chunks, buffered = [], 0
+                        _copy(f, size, self._write_one)
+                    else:
+                        chunks.append(_exactly(f, size))
+            except OSError as e:
+                if isinstance(e, BrokenPipeError) or self.p.poll() is not None:
+                    raise  # the host's side ended, not the file
+                return "%s cannot be read (%s)" % (path, e.strerror or e)
+            chunks.append(bytes(-size % BLOCK))
+            buffered += size + BLOCK
+            if buffered >= WRITE_CHUNK:
+                self._write(chunks)
+                chunks, buffered = [], 0
+        self._write(chunks + [bytes(2 * BLOCK)])
+        ctx.set_step(progress_words(self.host, len(files), len(files), of_bytes, of_bytes))
+        return ""
+
+    def _write(self, chunks) -> None:
+        self._write_one(b"".join(chunks))
+
+    def _write_one(self, data: bytes) -> None:
+        self.p.stdin.write(data)
+        self.sent += len(data)
+
+    def close(self) -> None:
+        """Whatever happened: the session ends (killed if still running), its files closed."""
+        if self.p.poll() is None:
+            _end(self.p, stop=True)
+        for f in (self.p.stdin, self.p.stdout, self.err):
+            try:
+                f.close()
+            except OSError:
+                pass
+
+
+def _exactly(f, size: int) -> bytes:
+    data = f.read(size)
+    if len(data) != size:
+        raise OSError("it has %d bytes, not the %d listed: it changed since the run started"
+                      % (len(data), size))
+    return data
+
+
+def _copy(f, size: int, write) -> None:
+    left = size
+    while left > 0:
+        data = _exactly(f, min(left, ONE_READ))
+        write(data)
+        left -= len(data)
+
+
+def _parse(out: bytes) -> dict:
+    return parse(out.decode("utf-8", "replace"))
 
 
 def _end(p: subprocess.Popen, stop: bool) -> None:

@@ -17,12 +17,10 @@ with ``python -c <this file> need|receive DIR PIN LIMIT_MB`` (see ``main``).
 """
 
 import hashlib
-import io
 import json
 import os
 import re
 import sys
-import tarfile
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -256,17 +254,95 @@ def store(cache, sha, size, read):
         raise
 
 
+def put(cache, sha, data):
+    """Write ``data`` (bytes in memory) into the cache as ``sha`` once its sha256 is checked:
+    CacheError, and nothing written, when it does not match. As ``store``, through a hidden
+    name beside its place (never two writers of one hash in a process: see ``receive``)."""
+    if hashlib.sha256(data).hexdigest() != sha:
+        raise CacheError("media file %s arrived with %d of %d bytes and another sha256"
+                         % (sha[:12], len(data), len(data)))
+    folder = os.path.dirname(file_path(cache, sha))
+    if not os.path.isdir(folder):
+        _private_dir(cache)
+        _private_dir(folder)
+    # one name per process and file (a stream sends a hash once): cheaper than mkstemp's
+    tmp = os.path.join(folder, ".%s.%d" % (sha, os.getpid()))
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0),
+                 0o600)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+        os.replace(tmp, os.path.join(folder, sha))
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+TAR_BLOCK = 512
+TAR_END = bytes(TAR_BLOCK)
+
+
+def _tar_number(field):
+    """A tar header's number field: octal, or GNU base-256 (first byte 0x80) for large ones."""
+    if field[0] & 0x80:
+        return int.from_bytes(bytes([field[0] & 0x7f]) + field[1:], "big")
+    digits = field.split(b"\0", 1)[0].strip()
+    if not digits:
+        return 0
+    try:
+        return int(digits, 8)
+    except ValueError:
+        raise CacheError("the tar stream is damaged (a header field reads %s)" % ascii(digits))
+
+
+def tar_header(block):
+    """(name, type, size) of a tar header block; CacheError when its checksum is wrong (a
+    damaged or hostile stream: the rest cannot be trusted to line up). ``name`` is text
+    (undecodable bytes escaped): only a name equal to a wanted hash is ever used."""
+    if _tar_number(block[148:156]) != sum(block[:148]) + 256 + sum(block[156:]):
+        raise CacheError("the tar stream is damaged (a header's checksum does not match)")
+    name = block[:100].split(b"\0", 1)[0]
+    if block[257:262] == b"ustar" and block[345] != 0:
+        name = block[345:500].split(b"\0", 1)[0] + b"/" + name
+    return name.decode("ascii", "backslashreplace"), block[156:157], _tar_number(block[124:136])
+
+
+def _skip(stream, n):
+    while n > 0:
+        got = len(stream.read(min(n, BLOCK)))
+        if not got:
+            return False
+        n -= got
+    return True
+
+
+def _padding(size):
+    return -size % TAR_BLOCK
+
+
 def receive(cache, name, stream, limit_bytes, writers=WRITERS):
     """Unpack a tar stream of media files (members named by their sha256, each in the pin
-    ``name``) into the cache, verifying each; then evict to ``limit_bytes``. Small files are
-    written by ``writers`` threads while the stream is read on (creating many small files is
-    bound by the file system's latency, not by the bytes), at most WRITE_AHEAD bytes ahead."""
+    ``name``) into the cache, verifying each; then evict to ``limit_bytes``. The stream is
+    read by this code, not by tar: only a regular file named by a hash of the pin, of the
+    pinned size and not seen before is kept (links, folders, devices, other names and sizes
+    are skipped over and counted as bad); nothing is written under any name from the stream.
+    Small files are hashed in memory and written by ``writers`` threads while the stream is
+    read on (creating many small files is bound by the file system's latency, not by the
+    bytes), at most WRITE_AHEAD bytes ahead; a large file is written as it is read."""
     wanted = read_pin(cache, name)
     done = {"received": 0, "bytes": 0}
-    bad = []
-    pending = []
+    bad, seen, pending = [], set(), []
+    ahead = [0]
 
     def settle(future, size):
+        ahead[0] -= size
         try:
             future.result()
             done["received"] += 1
@@ -274,50 +350,83 @@ def receive(cache, name, stream, limit_bytes, writers=WRITERS):
         except CacheError as e:
             bad.append(str(e))
 
-    with ThreadPoolExecutor(max_workers=writers) as pool, \
-            tarfile.open(fileobj=stream, mode="r|", bufsize=64 << 10) as tar:
-        for m in tar:
-            if not (m.isfile() and m.name in wanted and m.size == wanted[m.name]):
-                bad.append("%s (not a file this run needs)" % ascii(m.name[:80]))
+    with ThreadPoolExecutor(max_workers=writers) as pool:
+        while True:
+            block = stream.read(TAR_BLOCK)
+            if len(block) < TAR_BLOCK or block == TAR_END:
+                if block != TAR_END:
+                    bad.append("the stream ended before its end (%d files kept)"
+                               % (done["received"] + len(pending)))
+                break
+            sha, kind, size = tar_header(block)
+            if kind not in (b"0", b"\0") or wanted.get(sha) != size or sha in seen:
+                bad.append("%s (not a file this run needs)" % ascii(sha[:80]))
+                if not _skip(stream, size + _padding(size)):
+                    break
                 continue
-            f = tar.extractfile(m)
-            if m.size > SMALL_FILE:
-                future = pool.submit(store, cache, m.name, m.size, f.read)
-                settle(future, m.size)  # read from the stream: done before the next member
+            seen.add(sha)
+            if size > SMALL_FILE:
+                try:
+                    pool.submit(store, cache, sha, size, stream.read).result()
+                    done["received"] += 1
+                    done["bytes"] += size
+                except CacheError as e:
+                    bad.append(str(e))
+                    if "another sha256" not in str(e):
+                        break  # the stream ended inside it
+                _skip(stream, _padding(size))
                 continue
-            data = f.read(m.size)
-            pending.append((pool.submit(store, cache, m.name, m.size, io.BytesIO(data).read),
-                            m.size))
-            while sum(size for _, size in pending) > WRITE_AHEAD or len(pending) > 256:
+            data = stream.read(size + _padding(size))[:size]
+            if len(data) < size:
+                bad.append("media file %s arrived with %d of %d bytes (the stream ended)"
+                           % (sha[:12], len(data), size))
+                break
+            pending.append((pool.submit(put, cache, sha, data), size))
+            ahead[0] += size
+            while ahead[0] > WRITE_AHEAD or len(pending) > 256:
                 settle(*pending.pop(0))
         for future, size in pending:
             settle(future, size)
+    while stream.read(BLOCK):  # what follows the end (tar pads to a record): the sender
+        pass  # writes it all before it reads the answer
     removed, freed, held = evict(cache, limit_bytes)
     return {"received": done["received"], "bytes": done["bytes"], "bad": bad[:20],
             "bad_count": len(bad), "evicted": removed, "evicted_bytes": freed,
             "held_bytes": held}
 
 
+def _wanted(line):
+    """[[sha, size], ...] (JSON) as (sha, size) pairs; CacheError when it is not that."""
+    wanted = json.loads(line)
+    if not isinstance(wanted, list) or not all(
+            isinstance(w, list) and len(w) == 2 and valid_hash(w[0])
+            and isinstance(w[1], int) and w[1] >= 0 for w in wanted):
+        raise CacheError("the list of media files is not [[sha256, size], ...]")
+    return [tuple(w) for w in wanted]
+
+
 def main(argv):
-    """``need|receive DIR PIN LIMIT_MB`` on a host: ``need`` reads [[sha, size], ...] (JSON)
-    on stdin and prints the missing pairs; ``receive`` reads a tar stream."""
+    """``need|receive|sync DIR PIN LIMIT_MB`` on a host: ``need`` reads [[sha, size], ...]
+    (JSON) on stdin and prints the missing pairs; ``receive`` reads a tar stream; ``sync``
+    does both in one session: the list (one line), the missing pairs printed at once, then the
+    stream of those (none when nothing is missing) and what arrived."""
     os.umask(0o077)
-    if len(argv) != 4 or argv[0] not in ("need", "receive"):
-        sys.exit("usage: need|receive DIR PIN LIMIT_MB")
+    if len(argv) != 4 or argv[0] not in ("need", "receive", "sync"):
+        sys.exit("usage: need|receive|sync DIR PIN LIMIT_MB")
     command, remote_dir, name, limit = argv
     cache = os.path.join(os.path.expanduser(remote_dir), "media")
+    stdin = open(sys.stdin.fileno(), "rb", buffering=BLOCK, closefd=False)
     try:
         _private_dir(cache)
         if command == "need":
-            wanted = json.loads(sys.stdin.read())
-            if not isinstance(wanted, list) or not all(
-                    isinstance(w, list) and len(w) == 2 and valid_hash(w[0])
-                    and isinstance(w[1], int) and w[1] >= 0 for w in wanted):
-                sys.exit("the list of media files is not [[sha256, size], ...]")
-            out = {"missing": need(cache, name, [tuple(w) for w in wanted])}
+            out = {"missing": need(cache, name, _wanted(stdin.read()))}
+        elif command == "sync":
+            missing = need(cache, name, _wanted(stdin.readline()))
+            print(MARK + json.dumps({"missing": missing}), flush=True)
+            out = receive(cache, name, stdin, float(limit) * (1 << 20)) if missing else {}
         else:
-            out = receive(cache, name, sys.stdin.buffer, float(limit) * (1 << 20))
-    except (CacheError, OSError, tarfile.TarError, ValueError) as e:
+            out = receive(cache, name, stdin, float(limit) * (1 << 20))
+    except (CacheError, OSError, ValueError) as e:
         sys.exit("media cache %s: %s" % (cache, e))
     print(MARK + json.dumps(out))
 

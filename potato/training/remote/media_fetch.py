@@ -152,9 +152,14 @@ class Downloader:
             resp = self.conn.getresponse()
             if resp.status != 200:
                 raise _refusal(resp)  # a Busy one: the files come one by one below
-            while left:
-                sha, size = left[0]
-                media_cache.store(self.cache, sha, size, resp.read)
+            for sha, size in files:
+                if size > BATCH_FILE_MAX:  # not from this code: stream it
+                    media_cache.store(self.cache, sha, size, resp.read)
+                else:  # in memory, hashed, then written once (no temp file of its own)
+                    data = resp.read(size)
+                    if len(data) < size:
+                        raise http.client.IncompleteRead(data, size - len(data))
+                    media_cache.put(self.cache, sha, data)
                 left.pop(0)
                 done(size)
             resp.read()  # the end: the connection is free for the next request

@@ -1,0 +1,323 @@
+"""The media stream to an ssh or SLURM host, without a host: the sender's hand-made tar headers
+and the host's strict reader of them (remote/media_cache.py ``receive``), fed hostile streams:
+links, devices, folders, paths, long-name headers, repeats, damaged and cut streams."""
+
+import hashlib
+import json
+import io
+import os
+import subprocess
+import sys
+import tarfile
+
+import pytest
+
+from potato.training.backends.media_push import tar_header
+from potato.training.remote import media_cache as mc
+
+
+def sha(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+def stream_of(files):
+    """What the sender writes for ``files`` (data, ...): header, bytes, padding, the end."""
+    out = []
+    for data in files:
+        out += [tar_header(sha(data), len(data), 1700000000), data, bytes(-len(data) % 512)]
+    return b"".join(out) + bytes(1024)
+
+
+def cache_names(cache):
+    """Every name under the cache but its pins (hidden leftovers included)."""
+    out = set()
+    for root, dirs, names in os.walk(cache):
+        dirs[:] = [d for d in dirs if d != ".pins"]
+        out.update(os.path.relpath(os.path.join(root, n), cache) for n in names)
+    return out
+
+
+FILES = [b"first file", os.urandom(5000), b"", b"x" * 512]
+
+
+def test_the_senders_stream_is_a_tar_that_tar_and_tarfile_read(tmp_path):
+    data = stream_of(FILES)
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
+        got = [(m.name, m.size, m.isfile(), tar.extractfile(m).read()) for m in tar]
+    assert got == [(sha(d), len(d), True, d) for d in FILES]
+    (tmp_path / "out").mkdir()
+    subprocess.run(["tar", "xf", "-", "-C", str(tmp_path / "out")], input=data, check=True)
+    for d in FILES:
+        assert (tmp_path / "out" / sha(d)).read_bytes() == d
+    big = tar_header(sha(b"big"), 9 * 8 ** 11, 0)  # over tar's octal range: base-256
+    assert tarfile.TarInfo.frombuf(big, "utf-8", "strict").size == 9 * 8 ** 11
+    assert mc.tar_header(big) == (sha(b"big"), b"0", 9 * 8 ** 11)
+
+
+def test_receive_keeps_every_verified_file(tmp_path):
+    cache = str(tmp_path / "media")
+    mc.pin(cache, "job", [(sha(d), len(d)) for d in FILES])
+    out = mc.receive(cache, "job", io.BytesIO(stream_of(FILES)), 1 << 30, writers=2)
+    assert (out["received"], out["bad_count"]) == (len(FILES), 0), out
+    for d in FILES:
+        with open(mc.file_path(cache, sha(d)), "rb") as f:
+            assert f.read() == d
+    assert cache_names(cache) == {os.path.join(sha(d)[:2], sha(d)) for d in FILES}
+
+
+def _member(tar, name, kind, data=b"", link=""):
+    info = tarfile.TarInfo(name)
+    info.type, info.linkname = kind, link
+    info.size = len(data) if kind == tarfile.REGTYPE else 0
+    tar.addfile(info, io.BytesIO(data) if kind == tarfile.REGTYPE else None)
+
+
+def test_hostile_members_are_skipped_and_named(tmp_path):
+    """Every member but a regular file named by a pinned hash, of its size, sent once, is
+    skipped over (its bytes too), counted as bad, and writes nothing anywhere."""
+    cache = str(tmp_path / "media")
+    good, evil = b"good bytes", b"evil bytes"
+    pinned = [sha(b"p%d" % i) for i in range(8)]
+    mc.pin(cache, "job", [(sha(good), len(good))] + [(h, len(evil)) for h in pinned])
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        _member(tar, pinned[0], tarfile.SYMTYPE, link="/etc/passwd")
+        _member(tar, pinned[1], tarfile.LNKTYPE, link="../../outside")
+        _member(tar, pinned[2], tarfile.CHRTYPE)
+        _member(tar, pinned[3], tarfile.DIRTYPE)
+        _member(tar, pinned[4], tarfile.FIFOTYPE)
+        _member(tar, "/" + str(tmp_path / "abs"), tarfile.REGTYPE, evil)
+        _member(tar, "../" + pinned[5], tarfile.REGTYPE, evil)
+        _member(tar, "x" * 120 + "/" + pinned[6], tarfile.REGTYPE, evil)  # a GNU long name
+        _member(tar, pinned[7], tarfile.REGTYPE, evil + b"!")  # not the pinned size
+        _member(tar, sha(good), tarfile.REGTYPE, good)
+        _member(tar, sha(good), tarfile.REGTYPE, good)  # the same file again
+    out = mc.receive(cache, "job", io.BytesIO(buf.getvalue()), 1 << 30)
+    assert out["received"] == 1 and out["bad_count"] == 11, out  # the long name: 2
+    assert all("not a file this run needs" in b for b in out["bad"]), out
+    assert cache_names(cache) == {os.path.join(sha(good)[:2], sha(good))}
+    assert sorted(os.listdir(tmp_path)) == ["media"]
+    assert not any(os.path.islink(os.path.join(r, n))
+                   for r, ds, ns in os.walk(cache) for n in ds + ns)
+
+
+def test_pax_headers_are_not_followed(tmp_path):
+    """A pax header naming a pinned hash (its next member named otherwise) does not rename
+    that member: the stream is read as plain ustar."""
+    cache = str(tmp_path / "media")
+    evil = b"evil bytes"
+    mc.pin(cache, "job", [(sha(evil), len(evil))])
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        info = tarfile.TarInfo("harmless")
+        info.size, info.pax_headers = len(evil), {"path": sha(evil)}
+        tar.addfile(info, io.BytesIO(evil))
+    out = mc.receive(cache, "job", io.BytesIO(buf.getvalue()), 1 << 30)
+    assert out["received"] == 0 and out["bad_count"] == 2, out
+    assert cache_names(cache) == set()
+
+
+def test_wrong_bytes_are_dropped_with_a_message(tmp_path):
+    cache = str(tmp_path / "media")
+    real, fake = b"the real bytes", b"other bytes!!!"
+    big = os.urandom(mc.SMALL_FILE + 1000)  # written as it is read, not in memory
+    mc.pin(cache, "job", [(sha(real), len(real)), (sha(big), len(big)), (sha(b"ok"), 2)])
+    data = stream_of([b"ok"])[:-1024]
+    data += tar_header(sha(real), len(fake), 0) + fake + bytes(-len(fake) % 512)
+    data += tar_header(sha(big), len(big), 0) + big[:-1] + b"?" + bytes(-len(big) % 512)
+    out = mc.receive(cache, "job", io.BytesIO(data + bytes(1024)), 1 << 30)
+    assert out["received"] == 1 and out["bad_count"] == 2, out
+    assert all("another sha256" in b for b in out["bad"]), out
+    assert cache_names(cache) == {os.path.join(sha(b"ok")[:2], sha(b"ok"))}
+
+
+def test_a_cut_stream_keeps_only_whole_verified_files(tmp_path):
+    cache = str(tmp_path / "media")
+    files = [os.urandom(3000), os.urandom(3000)]
+    mc.pin(cache, "job", [(sha(d), len(d)) for d in files])
+    data = stream_of(files)
+    out = mc.receive(cache, "job", io.BytesIO(data[:512 + 3072 + 512 + 1000]), 1 << 30)
+    assert out["received"] == 1 and out["bad_count"] == 1, out
+    assert "the stream ended" in out["bad"][0]
+    assert cache_names(cache) == {os.path.join(sha(files[0])[:2], sha(files[0]))}
+    out = mc.receive(cache, "job", io.BytesIO(data[:512 + 3072]), 1 << 30)  # no end marker
+    assert out["bad_count"] == 1 and "before its end" in out["bad"][0], out
+
+
+def test_a_damaged_header_stops_the_stream(tmp_path):
+    cache = str(tmp_path / "media")
+    files = [b"one", b"two"]
+    mc.pin(cache, "job", [(sha(d), len(d)) for d in files])
+    data = bytearray(stream_of(files))
+    data[1024 + 130] ^= 1  # the second header's size field: its checksum no longer matches
+    with pytest.raises(mc.CacheError, match="damaged"):
+        mc.receive(cache, "job", io.BytesIO(bytes(data)), 1 << 30)
+    assert cache_names(cache) == {os.path.join(sha(b"one")[:2], sha(b"one"))}
+
+
+def test_sync_answers_then_reads_the_stream(tmp_path):
+    """``media_cache.py sync`` as the host runs it: the list in, the missing pairs out at once,
+    then the stream of those in and what arrived out."""
+    cache = tmp_path / "remote" / "media"
+    mc.pin(str(cache), "other", [])
+    mc.put(str(cache), sha(b"here"), b"here")
+    files = [b"here", b"not yet"]
+    wanted = "[%s]" % ", ".join('["%s", %d]' % (sha(d), len(d)) for d in files)
+    p = subprocess.Popen([sys.executable, mc.__file__, "sync", str(tmp_path / "remote"), "job",
+                          "100"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    p.stdin.write(wanted.encode() + b"\n")
+    p.stdin.flush()
+    line = p.stdout.readline().decode()  # before any stream is sent
+    assert line == mc.MARK + '{"missing": [["%s", 7]]}\n' % sha(b"not yet")
+    out, _ = p.communicate(stream_of([b"not yet"]))
+    assert p.returncode == 0
+    assert '"received": 1' in out.decode() and '"bad_count": 0' in out.decode()
+    assert mc.have(str(cache), sha(b"not yet"), 7)
+
+
+# -- media_push through a local "host" (sh -c instead of ssh) --------------------------------------
+
+class LocalHost:
+    """What media_push needs of an ssh backend; its commands run here, under sh."""
+
+    def __init__(self, remote_dir, python=sys.executable):
+        self.bcfg = type("Cfg", (), {"host": "here", "user": None, "python": python,
+                                     "max_media_cache_mb": 100})()
+        self.remote_dir = str(remote_dir)
+        self.commands = []
+
+    def argv(self, command):
+        self.commands.append(command)
+        return ["sh", "-c", command]
+
+    def stdin(self, data=b""):
+        return data
+
+
+class Ctx:
+    def __init__(self, index_path):
+        import threading
+        self.paths = type("Paths", (), {"media_index": str(index_path)})()
+        self.cancel = threading.Event()
+        self.lines, self.steps = [], []
+
+    def log(self, line):
+        self.lines.append(line)
+
+    def set_step(self, step):
+        self.steps.append(step)
+
+
+def media_index(tmp_path, files):
+    from potato.training.remote.paths import write_json
+    index = {}
+    for i, data in enumerate(files):
+        path = tmp_path / ("%d.png" % i)
+        path.write_bytes(data)
+        index[sha(data)] = {"path": str(path), "size": len(data), "name": path.name}
+    write_json(str(tmp_path / "media.json"), index)
+    return tmp_path / "media.json"
+
+
+def test_push_checks_and_sends_in_one_session(tmp_path):
+    from potato.training.backends import media_push
+    files = [os.urandom(n) for n in (10, 3000, 70000)] + [os.urandom(mc.SMALL_FILE + 5)]
+    host = LocalHost(tmp_path / "remote")
+    ctx = Ctx(media_index(tmp_path, files))
+    media_push.push(host, ctx, "job-1")
+    assert len(host.commands) == 1 and " sync " in host.commands[0]
+    assert any(line.startswith("media: sent 4 files") for line in ctx.lines), ctx.lines
+    assert ctx.steps[-1] == "copying media to here: 4 of 4 files, 4 of 4 MB", ctx.steps
+    for data in files:
+        assert mc.have(str(tmp_path / "remote" / "media"), sha(data), len(data))
+    again = Ctx(ctx.paths.media_index)
+    media_push.push(host, again, "job-2")
+    assert len(host.commands) == 2
+    assert again.lines == ["media: all 4 files (4 MB) already on here; 0 files sent"]
+
+
+def test_push_names_a_file_that_changed_since_it_was_listed(tmp_path):
+    from potato.training.backends import errors, media_push
+    host = LocalHost(tmp_path / "remote")
+    ctx = Ctx(media_index(tmp_path, [b"a file", b"another file"]))
+    (tmp_path / "1.png").write_bytes(b"short")
+    with pytest.raises(errors.TransferError, match=r"1\.png cannot be read \(it has 5 bytes, "
+                                                   r"not the 12 listed"):
+        media_push.push(host, ctx, "job")
+
+
+def test_push_says_when_the_host_cannot_check(tmp_path):
+    from potato.training.backends import errors, media_push
+    host = LocalHost(tmp_path / "remote", python="/nonexistent/python3")
+    ctx = Ctx(media_index(tmp_path, [b"a file"]))
+    with pytest.raises(errors.TransferError, match=r"Checking the media cache on here failed "
+                                                   r"\(exit 127\): .*nonexistent/python3"):
+        media_push.push(host, ctx, "job")
+
+
+# -- an agent's batch download -----------------------------------------------------------------------
+
+def test_a_cut_batch_keeps_whole_files_and_fetches_the_rest(tmp_path):
+    """A batch answer cut inside its second file: the first is kept (verified), the cut one
+    and the rest come one by one; a batch whose bytes are wrong fails with the hash named."""
+    import http.client
+    import http.server
+    import threading
+
+    from potato.training.remote import media_fetch
+
+    files = [os.urandom(3000), os.urandom(2000), os.urandom(100)]
+    by_sha = {sha(d): d for d in files}
+    gets = []
+
+    class H(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self):
+            gets.append(self.path.rsplit("/", 1)[1])
+            body = by_sha[gets[-1]]
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_POST(self):
+            hashes = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["hashes"]
+            body = b"".join(by_sha.get(h, b"?" * 100) for h in hashes)
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body[:3000 + 500] if len(hashes) == 3 else body)
+            self.close_connection = True
+
+        def log_message(self, *a):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+
+    class Client:
+        token = "t"
+
+        def _conn(self):
+            return http.client.HTTPConnection("127.0.0.1", server.server_address[1],
+                                              timeout=5), ""
+
+    try:
+        cache = str(tmp_path / "cache")
+        d = media_fetch.Downloader(Client(), "r1", cache)
+        done = []
+        d.fetch_batch([(sha(x), len(x)) for x in files], done.append)
+        assert done == [len(x) for x in files] and gets == [sha(x) for x in files[1:]]
+        for x in files:
+            assert mc.have(cache, sha(x), len(x))
+        assert cache_names(cache) == {os.path.join(sha(x)[:2], sha(x)) for x in files}
+        by_sha[sha(b"wrong")] = b"w" * 100  # the server's bytes are not the listed file's
+        with pytest.raises(mc.CacheError, match="another sha256"):
+            d.fetch_batch([(sha(b"listed"), 100), (sha(b"wrong"), 100)], done.append)
+        d.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
