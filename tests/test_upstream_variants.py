@@ -48,6 +48,8 @@ VARIANTS = """annotation_schemes:
   - {annotation_type: vas, name: pain, description: Pain, left_label: No pain,
      right_label: Worst pain, show_value: true}
   - {annotation_type: vas, name: whole, precision: 0, min_value: -5, max_value: 5}
+  - {annotation_type: triage, name: keep, description: "Keep it?", reject_label: Drop,
+     skip_key: s, auto_advance: true}
 """
 
 
@@ -57,7 +59,7 @@ def test_variants_become_the_likert_and_slider_schemes_they_are(tmp_path):
     got = {s.name: s for s in cfg.schemes}
     assert list(got) == ["sentiment", "quality[accuracy]", "quality[clarity]",
                          "quality[overall]", "word[Good__Bad]", "word[Strong__Weak]", "sure",
-                         "sure2", "pain", "whole"]
+                         "sure2", "pain", "whole", "keep"]
     acc = got["quality[accuracy]"]
     assert (acc.annotation_type, acc.kind.size, acc.kind.min_label, acc.kind.max_label,
             acc.required) == ("likert", 3, "Poor", "Good", True)
@@ -79,6 +81,10 @@ def test_variants_become_the_likert_and_slider_schemes_they_are(tmp_path):
     assert pain.check(37.3) == 37.3 and pain.check(100) == 100
     whole = got["whole"].kind
     assert (whole.step, whole.starting_value) == (1, 0)
+    keep = got["keep"]  # upstream's stored values, with what each means in the question
+    assert (keep.annotation_type, keep.labels, keep.label_keys) == (
+        "radio", ["accept", "reject", "skip"], ["1", "2", "s"])
+    assert keep.description == "Keep it? (accept = Keep, reject = Drop, skip = Unsure)"
 
 
 @pytest.mark.parametrize("block,key,says", [
@@ -114,6 +120,12 @@ def test_variants_become_the_likert_and_slider_schemes_they_are(tmp_path):
      "annotation_schemes[0].max_value", "must be more than min_value"),
     ("{annotation_type: vas, name: v, left_label: [x]}", "annotation_schemes[0].left_label",
      "must be a string"),
+    ("{annotation_type: triage, name: t, accept_key: ab}", "annotation_schemes[0].accept_key",
+     "give one printable character"),
+    ("{annotation_type: triage, name: t, skip_key: 1}", "annotation_schemes[0].skip_key",
+     "not the key of another answer"),
+    ("{annotation_type: triage, name: t, labels: [a]}", "annotation_schemes[0].labels",
+     "is not a key a triage scheme accepts"),
     ("{annotation_type: multirate, name: m, labels: [a], options: [{name: x, text: y}]}",
      "annotation_schemes[0].options", "{name, label} mappings of strings"),
 ])
@@ -190,7 +202,7 @@ def test_variants_are_shown_escaped_and_checked_by_the_server(tmp_path, serve):
     assert status == 400 and "from 1 to 3" in out["error"], out
     labels = {"sentiment": "pos", "quality[accuracy]": 3, "quality[clarity]": 1,
               "quality[overall]": 2, "word[Good <i>__Bad]": 5, "sure": 2, "sure2": 7,
-              "pain": 37.3, "whole": -5}
+              "pain": 37.3, "whole": -5, "keep": "skip"}
     status, out = c.json("POST", "/api/annotations", json_body={"item_id": "i0",
                                                                 "labels": labels})
     assert status == 200, out

@@ -14,7 +14,10 @@ exported, aggregated and trained like the kind it is:
   ``right_label``; ``target_schema`` must name another scheme;
 - ``vas`` (visual analogue scale): a ``slider`` from ``min_value`` to ``max_value`` (0 to 100)
   in steps of 10^-``precision`` (precision 1: 0.1), its ends named ``left_label`` and
-  ``right_label``.
+  ``right_label``;
+- ``triage``: a ``radio`` scheme whose answers are upstream's stored values ``accept``,
+  ``reject`` and ``skip`` (keys ``accept_key`` ... , default 1, 2, 3), the question naming what
+  each means (``accept_label`` ..., default Keep, Discard, Unsure).
 
 Every key is checked here, at the boundary, with an error that names it; ``label_requirement``,
 ``sequential_key_binding`` and ``display_logic`` carry over to every part, and looks keys
@@ -34,7 +37,8 @@ MAX_POINTS = 20  # as likert's size
 DEFAULT_RUBRIC_LABELS = ["Poor", "Below Average", "Average", "Good", "Excellent"]
 DEFAULT_CONFIDENCE_LABELS = ["Guessing", "Somewhat confident", "Fairly confident", "Confident",
                              "Certain"]
-VARIANT_TYPES = ("rubric_eval", "semantic_differential", "confidence", "vas")
+VARIANT_TYPES = ("rubric_eval", "semantic_differential", "confidence", "vas", "triage")
+TRIAGE = (("accept", "Keep", "1"), ("reject", "Discard", "2"), ("skip", "Unsure", "3"))
 
 
 def rewrite(r: Reader, item: Dict[str, Any], p: Path, names: List[str]) -> List[Dict[str, Any]]:
@@ -212,11 +216,33 @@ def _slider(r: Reader, m, p: Path, precision: int, left: str, right: str) -> Dic
     return scheme
 
 
+def _triage(r: Reader, m, p: Path, name: str, names) -> List[Dict[str, Any]]:
+    r.boolean(m, "auto_advance", p, True)   # looks: the page moves on with Save and next
+    r.boolean(m, "show_progress", p, True)  # looks: the page shows the item's position
+    labels, shown = [], []
+    for value, default, key in TRIAGE:
+        text = r.text(m, f"{value}_label", p, default, numbers_ok=False) or default
+        given = _written(r, m.get(f"{value}_key"), p + (f"{value}_key",))
+        given = key if given is None else str(given)
+        if len(given) != 1 or not given.isprintable() or given.isspace() or \
+                given in [lab["key_value"] for lab in labels]:
+            r.error(p + (f"{value}_key",), f"{dotted(p + (f'{value}_key',))} is {given!r}: give "
+                                           f"one printable character, not the key of another "
+                                           f"answer.")
+            return []
+        labels.append({"name": value, "key_value": given})
+        shown.append(f"{value} = {text}")
+    return [dict(_base(m, "radio"), labels=labels,
+                 description=f"{m.get('description') or name} ({', '.join(shown)})")]
+
+
 _KEYS = {"rubric_eval": ("criteria", "scale_points", "scale_labels", "show_overall"),
          "semantic_differential": ("pairs", "scale_points"),
          "confidence": ("target_schema", "scale_type", "scale_points", "labels", "min_value",
                         "max_value", "step", "left_label", "right_label"),
          "vas": ("min_value", "max_value", "left_label", "right_label", "show_value",
-                 "precision")}
+                 "precision"),
+         "triage": ("accept_label", "reject_label", "skip_label", "accept_key", "reject_key",
+                    "skip_key", "auto_advance", "show_progress")}
 _REWRITE = {"rubric_eval": _rubric, "semantic_differential": _differential,
-            "confidence": _confidence, "vas": _vas}
+            "confidence": _confidence, "vas": _vas, "triage": _triage}
