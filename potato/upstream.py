@@ -113,6 +113,10 @@ POLICY: Dict[str, Policy] = {
     "data_sources": _ref("remote data sources (URLs, S3, Hugging Face, sheets, databases) are "
                          "not read here. Remove data_sources, download the items and list the "
                          "files in data_files."),
+    "trace_ingestion": _ref("traces posted to the server while it runs (its webhook, a "
+                            "Langfuse poller) are not received here: annotators would never "
+                            "see them. Remove trace_ingestion and add the traces to a file in "
+                            "data_files (a data file that changes is read again)."),
     "data_directory": _ref("a data directory is not read here. Remove data_directory and "
                            "list its files in data_files."),
     "database": _ref("upstream's database storage is not used: the store here is SQLite in "

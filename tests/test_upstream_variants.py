@@ -174,6 +174,7 @@ annotation_schemes:
     ("scheme_sets: {minimal: [s]}\n", "scheme_sets", "per-cohort assignment"),
     ("category_assignment: {enabled: true}\n", "category_assignment", "per-cohort assignment"),
     ("server: {debug: 1}\n", "server.debug", "must be"),
+    ("trace_ingestion: {enabled: true}\n", "trace_ingestion", "annotators would never see"),
 ])
 def test_refused_and_bad_keys_name_themselves(tmp_path, top, key, says):
     path = _config(tmp_path, top + "annotation_schemes:\n  - {annotation_type: radio, name: s, "
