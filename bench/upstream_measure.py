@@ -11,8 +11,9 @@ configs are never changed and every project writes its store there. For each con
    key is refused by the policy table (``potato.upstream.POLICY``) make the config
    *refused-with-reason*; any other error makes it *failed* with the first message. A data file
    the config names but DIR lacks is synthesised first (40+ items with the config's id and text
-   keys, and its instance_display keys; JSON Lines, CSV or TSV by the file's extension) and the
-   table says so: the measure is about the config, not upstream's data.
+   keys, and its instance_display keys; an image or audio field names a 1x1 PNG or a short WAV
+   written to the media folder; JSON Lines, CSV or TSV by the file's extension) and the table says so: the measure is about the config, not
+   upstream's data.
 2. A config that validates is *opened*: the app is built and served in-process on loopback
    (``potato.service.Service``, as ``potato start`` builds it).
 3. *annotated*: one annotator's annotate page shows every scheme, and a value for every scheme
@@ -38,10 +39,13 @@ import json
 import os
 import re
 import shutil
+import struct
 import sys
 import tempfile
 import time
 import urllib.request
+import wave
+import zlib
 from collections import Counter
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -78,8 +82,39 @@ def synth_items(cfg, n):
                 row[f.key] = [{"name": "a", "value": k}, {"name": "b", "value": k + 1}]
             else:
                 row[f.key] = text
+        # an item's image or audio (item_properties, or an instance_display image or audio
+        # field): a file of the media folder (synth_media writes it)
+        ip = cfg.item_properties
+        for key, ext in ((ip.image_key, "png"), (ip.audio_key, "wav")):
+            if key:
+                row[key] = "synthetic-media/item-%03d.%s" % (k, ext)
         rows.append(row)
     return rows
+
+
+def synth_media(cfg, root, rows):
+    """The media files synthesised items name: a 1x1 PNG, 0.1 s of WAV silence (inside root)."""
+    folder = os.path.realpath(cfg.media_directory)
+    if not folder.startswith(os.path.realpath(root) + os.sep):
+        return
+    png = (b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 0, 0, 0, 0))
+           + _chunk(b"IDAT", zlib.compress(b"\x00\x00")) + _chunk(b"IEND", b""))
+    wav = io.BytesIO()
+    with wave.open(wav, "wb") as w:
+        w.setnchannels(1), w.setsampwidth(2), w.setframerate(8000)
+        w.writeframes(b"\x00\x00" * 800)
+    ip = cfg.item_properties
+    for key, data in ((ip.image_key, png), (ip.audio_key, wav.getvalue())):
+        for row in rows if key else ():
+            dest = os.path.join(folder, row[key])
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            with open(dest, "wb") as f:
+                f.write(data)
+
+
+def _chunk(kind, data):
+    return (struct.pack(">I", len(data)) + kind + data
+            + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
 
 
 def write_items(path, rows):
@@ -109,7 +144,9 @@ def synthesise_missing(path, root):
         real = os.path.realpath(name)
         if os.path.exists(real) or not real.startswith(os.path.realpath(root) + os.sep):
             continue
-        write_items(real, synth_items(cfg, n))
+        rows = synth_items(cfg, n)
+        write_items(real, rows)
+        synth_media(cfg, root, rows)
         made.append(os.path.relpath(real, root))
     return made
 

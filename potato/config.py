@@ -186,7 +186,8 @@ def load(path: str) -> Tuple[Config, List[Problem], List[Problem]]:
         cfg.data_encodings[cfg.data_files[-1]] = encoding
     cfg.media_directory = resolve(r.text(top, "media_directory", (), "."))
     ip = r.mapping(top.get("item_properties"), ("item_properties",),
-                   ("id_key", "text_key", "image_key", "audio_key"), "item_properties")
+                   ("id_key", "text_key", "image_key", "audio_key", "kwargs"), "item_properties")
+    r.text_list(ip, "kwargs", ("item_properties",))  # upstream's template fields: no effect
     cfg.item_properties = ItemProperties(
         r.text(ip, "id_key", ("item_properties",), "id"),
         r.text(ip, "text_key", ("item_properties",), "text"),
@@ -238,7 +239,12 @@ def _display_media_keys(r: Reader, cfg: Config) -> None:
 def _server(r: Reader, raw, resolve) -> ServerConfig:
     path: Path = ("server",)
     m = r.mapping(raw, path, ("host", "port", "tls_cert", "tls_key", "max_body_mb",
-                              "trusted_proxies", "new_names_per_hour"), "server")
+                              "trusted_proxies", "new_names_per_hour", "debug"), "server")
+    if r.boolean(m, "debug", path, False):  # upstream's server block: Flask's debug switch
+        r.warn(path + ("debug",), "server.debug is upstream's web-framework debug switch and "
+                                  "is ignored here; it does not turn on this Potato's debug "
+                                  "(top-level debug, which gives loopback requests admin "
+                                  "rights). Remove server.debug.")
     s = ServerConfig()
     s.host = r.text(m, "host", path, s.host)
     s.port = r.number(m, "port", path, s.port, 0, 65535, integer=True)

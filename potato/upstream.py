@@ -55,8 +55,9 @@ _AGENT = ("live-agent annotation (a model acting while annotators watch) is not 
 POLICY: Dict[str, Policy] = {
     # implemented --------------------------------------------------------------------------
     "port": Policy(IMPLEMENTED, "the port, as server.port"),
-    "user_config": Policy(IMPLEMENTED, "allow_all_users: true without a user list: anyone "
-                                       "may log in with a user name, as here"),
+    "user_config": Policy(IMPLEMENTED, "allow_all_users (or allow_new_users) true without a "
+                                       "user list, require_password false: anyone may log in "
+                                       "with a user name, as here"),
     "require_password": Policy(IMPLEMENTED, "false: annotators log in with a user name alone"),
     "require_no_password": Policy(IMPLEMENTED, "true: annotators log in with a user name alone"),
     "annotation_codebook_url": Policy(IMPLEMENTED, "a link to the codebook on the annotate page"),
@@ -88,7 +89,7 @@ POLICY: Dict[str, Policy] = {
         "icl_labeling", "llm_labeling", "pre_annotation", "agreement_metrics", "adjudication",
         "quality_control", "min_annotators_per_instance", "persist_sessions",
         "session_lifetime_days", "secret_key", "partial_loading",
-        "data_cache", "watch_data_directory", "watch_poll_interval", "batch_assignment",
+        "data_cache", "watch_data_directory", "watch_poll_interval",
         "host", "base_css", "allow_skip", "annotation_codebook")},
     # refused --------------------------------------------------------------------------------
     "phases": _ref("upstream's phases (consent, instructions, training, post-study pages) are "
@@ -112,6 +113,10 @@ POLICY: Dict[str, Policy] = {
     "data_sources": _ref("remote data sources (URLs, S3, Hugging Face, sheets, databases) are "
                          "not read here. Remove data_sources, download the items and list the "
                          "files in data_files."),
+    "trace_ingestion": _ref("traces posted to the server while it runs (its webhook, a "
+                            "Langfuse poller) are not received here: annotators would never "
+                            "see them. Remove trace_ingestion and add the traces to a file in "
+                            "data_files (a data file that changes is read again)."),
     "data_directory": _ref("a data directory is not read here. Remove data_directory and "
                            "list its files in data_files."),
     "database": _ref("upstream's database storage is not used: the store here is SQLite in "
@@ -125,7 +130,8 @@ POLICY: Dict[str, Policy] = {
     "live_agent": _ref(_AGENT), "agent_proxy": _ref(_AGENT), "live_coding_agent": _ref(_AGENT),
     "interactive_chat": _ref(_AGENT),
     "cohorts": _ref(_COHORT), "cohort_assignment": _ref(_COHORT),
-    "cohort_schemes": _ref(_COHORT),
+    "cohort_schemes": _ref(_COHORT), "batch_assignment": _ref(_COHORT),
+    "scheme_sets": _ref(_COHORT), "category_assignment": _ref(_COHORT),
 }
 
 # Scheme keys of upstream that are refused with a reason (any other unknown scheme key is the
@@ -197,9 +203,17 @@ def _status(r: Reader, key: str, value: Any) -> str:
     status = POLICY[key].status
     if key == "user_config" and isinstance(value, dict):
         users = value.get("users")
-        if users or value.get("allow_all_users") is False:
+        if value.get("require_password") is True:
+            r.error((key, "require_password"), "user_config.require_password: true asks for "
+                    "passwords; annotators log in here with a user name alone. Remove it (or "
+                    "set it to false), and keep the server on a network only your annotators "
+                    "reach.")
+            return REFUSED
+        if users or value.get("allow_all_users") is False or \
+                value.get("allow_new_users") is False:
             r.error((key,), "user_config lists the users who may log in (or sets "
-                            "allow_all_users: false); this Potato lets anyone with a user name "
+                            "allow_all_users or allow_new_users to false); this Potato lets "
+                            "anyone with a user name "
                             "in. Remove the user list and set allow_all_users: true, and keep "
                             "the server on a network only your annotators reach.")
             return REFUSED
@@ -236,8 +250,11 @@ def _parse(r: Reader, raw: Dict[str, Any], up: Upstream) -> None:
     up.codebook_url = url.strip() if url else None
     up.port = r.number(m, "port", (), None, 0, 65535, integer=True)
     if "user_config" in m:
-        r.mapping(m["user_config"], ("user_config",), ("allow_all_users", "allow_anonymous",
-                                                       "users"), "user_config")
+        uc = r.mapping(m["user_config"], ("user_config",), (
+            "allow_all_users", "allow_anonymous", "allow_new_users", "require_password",
+            "users"), "user_config")
+        for key in ("allow_all_users", "allow_anonymous", "allow_new_users", "require_password"):
+            r.boolean(uc, key, ("user_config",), False)
     for key in ("require_password", "require_no_password", "require_fully_annotated"):
         r.boolean(m, key, (), False)
     up.all_required = m.get("require_fully_annotated") is True

@@ -16,6 +16,7 @@ from potato.schemes.choice import Multiselect, Radio, Select
 from potato.schemes import logic
 from potato.schemes.expand import expand
 from potato.schemes.rating import Likert, Number, Slider
+from potato.schemes.variants import VARIANT_TYPES
 from potato.schemes.span import Span
 from potato.schemes.text import Text
 from potato.upstream import SCHEME_HINTS
@@ -27,9 +28,13 @@ KINDS: Dict[str, type] = {k.type_name: k for k in (
 
 COMMON_KEYS = ("annotation_type", "name", "description", "labels", "label_requirement",
                "sequential_key_binding", "display_logic")
-# Upstream keys about looks only: accepted so that an upstream block loads, with no effect.
+# Upstream keys about looks only: accepted so that an upstream block loads, with no effect
+# (ai_support: per-scheme AI help, a feature not here, as the top-level ai_support).
 LOOKS_KEYS = ("annotation_id", "tooltip", "horizontal", "displaying_score", "label_colors",
-              "layout")
+              "layout", "columns", "display_config", "title", "ai_support")
+# Upstream's codebook: true (labels from a living codebook seeded with them): the labels are
+# the listed ones here, with a warning that annotators cannot add codes.
+CODEBOOK_KEY = "codebook"
 
 
 def make_scheme(name: str, annotation_type: str, labels: List[str], description: str = "",
@@ -56,8 +61,8 @@ def parse_schemes(r: Reader, raw: Any) -> List[Scheme]:
         p = path + (i,)
         kind_name = item.get("annotation_type") if isinstance(item, dict) else None
         cls = KINDS.get(kind_name) if isinstance(kind_name, str) else None
-        valid = COMMON_KEYS + LOOKS_KEYS + (cls.keys if cls else tuple(
-            k for c in KINDS.values() for k in c.keys))
+        valid = COMMON_KEYS + LOOKS_KEYS + (CODEBOOK_KEY,) + (
+            cls.keys if cls else tuple(k for c in KINDS.values() for k in c.keys))
         m = r.mapping(item, p, tuple(dict.fromkeys(valid)),
                       f"a {kind_name} scheme" if cls else "an annotation scheme",
                       hints=SCHEME_HINTS)
@@ -74,12 +79,19 @@ def parse_schemes(r: Reader, raw: Any) -> List[Scheme]:
         if cls is None:
             r.error(p + ("annotation_type",),
                     f"{dotted(p + ('annotation_type',))} is {kind!r}; Potato supports "
-                    f"{', '.join(KINDS)} and multirate.{suggest(kind or '', KINDS)}")
+                    f"{', '.join(KINDS)}, and upstream's multirate, "
+                    f"{', '.join(VARIANT_TYPES)}.{suggest(kind or '', KINDS)}")
         scheme = Scheme(name, kind or "", [], r.text(m, "description", p, "") or "")
         scheme.labels, scheme.label_keys = _labels(r, m, p, name, cls)
         scheme.required = _required(r, m, p)
         scheme.display_logic = logic.parse(r, m.get("display_logic"), p)
         r.boolean(m, "sequential_key_binding", p, True)
+        if r.boolean(m, CODEBOOK_KEY, p, False):
+            r.warn(p + (CODEBOOK_KEY,), f"{dotted(p + (CODEBOOK_KEY,))}: true is upstream's "
+                                        f"living codebook; here {name}'s labels are the ones "
+                                        f"listed, and annotators cannot add, rename or merge "
+                                        f"codes. Add a code to labels to offer it (or remove "
+                                        f"codebook).")
         if cls is not None:
             scheme.kind = cls(scheme)
             scheme.kind.parse(r, m, p)

@@ -5,7 +5,12 @@ other scheme:
 - ``multirate``: ``options`` (the statements) each rated on the same ``labels`` becomes one
   ``radio`` scheme per option, named ``NAME[OPTION]`` with those labels;
 - ``text`` with more than one label (upstream shows one box per label) becomes one ``text``
-  scheme per label, named ``NAME[LABEL]``.
+  scheme per label, named ``NAME[LABEL]``;
+- ``rubric_eval``, ``semantic_differential``, ``confidence`` and ``vas`` become the likert or
+  slider schemes they are forms of (``potato.schemes.variants``).
+
+A multirate option is a statement, or upstream's ``{name, label}``: the part is
+``NAME[name]``, and its question shows ``label``.
 
 ``label_requirement``, ``sequential_key_binding`` and ``display_logic`` carry over to every
 part;
@@ -18,6 +23,7 @@ from __future__ import annotations
 from typing import Any, Dict, List
 
 from potato.config_reader import Path, Reader, dotted
+from potato.schemes.variants import VARIANT_TYPES, rewrite
 
 MULTIRATE_KEYS = ("annotation_type", "name", "description", "labels", "label_requirement",
                   "sequential_key_binding", "options", "display_config",
@@ -37,11 +43,14 @@ def expand(r: Reader, raw: Any) -> List[Any]:
     if not isinstance(raw, list):
         return raw
     out: List[Any] = []
+    names = [item.get("name") for item in raw if isinstance(item, dict)]
     for i, item in enumerate(raw):
         p: Path = ("annotation_schemes", i)
         kind = item.get("annotation_type") if isinstance(item, dict) else None
         if kind == "multirate":
             out.extend((i, part) for part in _multirate(r, item, p))
+        elif kind in VARIANT_TYPES:
+            out.extend((i, part) for part in rewrite(r, item, p, names))
         elif kind == "text" and isinstance(item.get("labels"), list) and \
                 len(item["labels"]) > 1 and isinstance(item.get("name"), str):
             out.extend((i, part) for part in _text_boxes(item))
@@ -58,16 +67,30 @@ def _multirate(r: Reader, item: Dict[str, Any], p: Path) -> List[Dict[str, Any]]
     if not isinstance(name, str) or not name:
         return [base]  # the schemes' reader says what is missing
     if not isinstance(options, list) or not options or not all(
-            isinstance(o, str) and o.strip() for o in options):
+            _option(o) for o in options):
         r.error(p + ("options",), f"{dotted(p)} ({name}) is a multirate scheme: give options, "
-                                  f"a non-empty list of the statements to rate (strings).")
+                                  f"a non-empty list of the statements to rate (strings, or "
+                                  f"{{name, label}} mappings of strings).")
         return []
-    if len(set(options)) != len(options):
+    options = [_option(o) for o in options]
+    if len({o for o, _ in options}) != len(options):
         r.error(p + ("options",), f"{dotted(p)} ({name}) lists an option twice; each option "
                                   f"becomes its own question ({part_name(name, 'OPTION')}).")
         return []
     desc = base.get("description") or name
-    return [dict(base, name=part_name(name, o), description=f"{desc} {o}") for o in options]
+    return [dict(base, name=part_name(name, o), description=f"{desc} {shown}")
+            for o, shown in options]
+
+
+def _option(o: Any):
+    """(name, text shown) of a multirate option: a statement, or {name, label} (label
+    optional); None when it is neither."""
+    if isinstance(o, str):
+        return (o, o) if o.strip() else None
+    if isinstance(o, dict) and set(o) <= {"name", "label"} and isinstance(o.get("name"), str) \
+            and o["name"].strip() and isinstance(o.get("label", ""), str):
+        return o["name"], o.get("label") or o["name"]
+    return None
 
 
 def _text_boxes(item: Dict[str, Any]) -> List[Dict[str, Any]]:

@@ -158,11 +158,15 @@ class Number(Kind):
 
 class Slider(Number):
     type_name = "slider"
-    keys = ("min_value", "max_value", "step", "starting_value", "show_labels")
+    # min_label / max_label (this Potato's, as likert's): names shown at the two ends (upstream's
+    # vas and slider confidence give them as left_label / right_label: potato.schemes.variants)
+    keys = ("min_value", "max_value", "step", "starting_value", "show_labels", "min_label",
+            "max_label")
 
     def __init__(self, scheme):
         super().__init__(scheme)
         self.min_value, self.max_value, self.step, self.starting_value = 0, 100, 1, 0
+        self.min_label, self.max_label = "", ""
 
     def parse(self, r, m, p) -> None:
         for key in ("min_value", "max_value"):
@@ -188,6 +192,8 @@ class Slider(Number):
                                              f"min_value and max_value.")
             self.starting_value = self.min_value
         r.boolean(m, "show_labels", p, True)
+        self.min_label, self.max_label = (_end_label(r, m, key, p)
+                                          for key in ("min_label", "max_label"))
 
     def check(self, value: Any, text: Optional[str] = None) -> Any:
         value = super().check(value, text)
@@ -215,18 +221,23 @@ class Slider(Number):
         return parse_number_text(values[-1]) if values else None
 
     def summary(self) -> str:
-        return f"a value from {self.min_value:g} to {self.max_value:g} in steps of {self.step:g}"
+        ends = " to ".join(x for x in (self.min_label, self.max_label) if x)
+        return (f"a value from {self.min_value:g} to {self.max_value:g} in steps of "
+                f"{self.step:g}" + (f" ({ends})" if ends else ""))
 
     def inputs(self, current: Any, first_key: int) -> Safe:
         shown = self.starting_value if current is None else current
         return render(
-            '<div class="slider"><span class="slider-end">{lo}</span><input type="range" '
-            'data-slider="{s}" aria-label="{s}" min="{lo}" max="{hi}" step="{st}" value="{v}">'
-            '<span class="slider-end">{hi}</span> <output class="slider-value">{shown}</output>'
+            '<div class="slider"><span class="slider-end">{lo_name}{lo}</span><input '
+            'type="range" data-slider="{s}" aria-label="{s}" min="{lo}" max="{hi}" step="{st}" '
+            'value="{v}"><span class="slider-end">{hi}{hi_name}</span> '
+            '<output class="slider-value">{shown}</output>'
             '<input type="hidden" name="label:{s}" value="{cur}"></div>'
             '<p class="hint slider-unset"{hide}>Not set yet: move the slider (arrow keys when '
             'it has the focus) to choose a value.</p>',
             s=self.name, lo=str(self.min_value), hi=str(self.max_value), st=str(self.step),
+            lo_name=self.min_label + " " if self.min_label else "",
+            hi_name=" " + self.max_label if self.max_label else "",
             v=str(shown), shown="–" if current is None else str(current),
             cur="" if current is None else str(current),
             hide=Safe(" hidden" if current is not None else ""))

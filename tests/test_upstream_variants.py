@@ -1,0 +1,214 @@
+"""Upstream annotation types that are forms of a kind this Potato has (issue 23's measure over
+upstream's own configs): rubric_eval, semantic_differential, confidence and vas are rewritten
+into likert or slider schemes; multirate options as {name, label}; codebook: true as the listed
+labels with a warning; user_config.require_password / allow_new_users; server.debug; per-cohort
+assignment keys refused. Each bad block is an error naming its key; the rewritten schemes are
+shown escaped on the annotate page and their values checked by the server."""
+
+import pytest
+
+from potato.config import load
+from potato.store import Store
+from potato.validation import check
+from tests.helpers import Client
+
+HEAD = "annotation_task_name: t\ndata_files: [items.jsonl]\n"
+
+
+def _config(tmp_path, body, head=HEAD):
+    (tmp_path / "items.jsonl").write_text(
+        "".join('{"id": "i%d", "text": "item %d says hello"}\n' % (k, k) for k in range(3)))
+    path = tmp_path / "config.yaml"
+    path.write_text(head + body)
+    return str(path)
+
+
+VARIANTS = """annotation_schemes:
+  - {annotation_type: radio, name: sentiment, labels: [pos, neg]}
+  - annotation_type: rubric_eval
+    name: quality
+    description: Rate the answer
+    scale_points: 3
+    scale_labels: [Poor, Fair, Good]
+    criteria: [{name: accuracy, description: "Facts right?"}, clarity]
+    show_overall: true
+    label_requirement: {required: true}
+  - annotation_type: semantic_differential
+    name: word
+    description: Rate the word
+    scale_points: 5
+    pairs: [[Good, Bad], [Strong, Weak]]
+  - annotation_type: confidence
+    name: sure
+    description: How sure are you?
+    target_schema: sentiment
+    scale_points: 3
+    labels: [Guessing, Fairly sure, Certain]
+  - {annotation_type: confidence, name: sure2, scale_type: slider, left_label: No, max_value: 10}
+  - {annotation_type: vas, name: pain, description: Pain, left_label: No pain,
+     right_label: Worst pain, show_value: true}
+  - {annotation_type: vas, name: whole, precision: 0, min_value: -5, max_value: 5}
+  - {annotation_type: triage, name: keep, description: "Keep it?", reject_label: Drop,
+     skip_key: s, auto_advance: true}
+"""
+
+
+def test_variants_become_the_likert_and_slider_schemes_they_are(tmp_path):
+    cfg, errors, warnings = load(_config(tmp_path, VARIANTS))
+    assert errors == [] and warnings == []
+    got = {s.name: s for s in cfg.schemes}
+    assert list(got) == ["sentiment", "quality[accuracy]", "quality[clarity]",
+                         "quality[overall]", "word[Good__Bad]", "word[Strong__Weak]", "sure",
+                         "sure2", "pain", "whole", "keep"]
+    acc = got["quality[accuracy]"]
+    assert (acc.annotation_type, acc.kind.size, acc.kind.min_label, acc.kind.max_label,
+            acc.required) == ("likert", 3, "Poor", "Good", True)
+    assert acc.description == ("Rate the answer accuracy: Facts right? "
+                               "(1 = Poor, 2 = Fair, 3 = Good)")
+    assert got["quality[overall]"].required
+    word = got["word[Strong__Weak]"]
+    assert (word.kind.size, word.kind.min_label, word.kind.max_label) == (5, "Strong", "Weak")
+    sure = got["sure"]
+    assert (sure.annotation_type, sure.kind.size) == ("likert", 3)
+    assert sure.description == "How sure are you? (1 = Guessing, 2 = Fairly sure, 3 = Certain)"
+    sure2 = got["sure2"]
+    assert (sure2.annotation_type, sure2.kind.min_value, sure2.kind.max_value,
+            sure2.kind.step, sure2.kind.min_label, sure2.kind.max_label) == (
+        "slider", 0, 10, 1, "No", "Very confident")
+    pain = got["pain"].kind
+    assert (pain.min_value, pain.max_value, pain.step, pain.starting_value) == (0, 100, 0.1, 50)
+    assert (pain.min_label, pain.max_label) == ("No pain", "Worst pain")
+    assert pain.check(37.3) == 37.3 and pain.check(100) == 100
+    whole = got["whole"].kind
+    assert (whole.step, whole.starting_value) == (1, 0)
+    keep = got["keep"]  # upstream's stored values, with what each means in the question
+    assert (keep.annotation_type, keep.labels, keep.label_keys) == (
+        "radio", ["accept", "reject", "skip"], ["1", "2", "s"])
+    assert keep.description == "Keep it? (accept = Keep, reject = Drop, skip = Unsure)"
+
+
+@pytest.mark.parametrize("block,key,says", [
+    ("{annotation_type: rubric_eval, name: q}", "annotation_schemes[0].criteria",
+     "give criteria, a non-empty list of {name, description}"),
+    ("{annotation_type: rubric_eval, name: q, criteria: [a, a]}",
+     "annotation_schemes[0].criteria", "lists a criterion twice"),
+    ("{annotation_type: rubric_eval, name: q, criteria: [{name: a, weight: 2}]}",
+     "annotation_schemes[0].criteria[0].weight", "is not a key a rubric criterion accepts"),
+    ("{annotation_type: rubric_eval, name: q, criteria: [a], scale_points: 1}",
+     "annotation_schemes[0].scale_points", "must be between 2 and 20"),
+    ("{annotation_type: rubric_eval, name: q, criteria: [a], scale_labels: [1, [x]]}",
+     "annotation_schemes[0].scale_labels", "must be a non-empty list of point names"),
+    ("{annotation_type: rubric_eval, name: q, criteria: [a], colour: red}",
+     "annotation_schemes[0].colour", "is not a key a rubric_eval scheme accepts"),
+    ("{annotation_type: semantic_differential, name: w}", "annotation_schemes[0].pairs",
+     "give pairs, a non-empty list of [left, right]"),
+    ("{annotation_type: semantic_differential, name: w, pairs: [[Good]]}",
+     "annotation_schemes[0].pairs[0]", "must be a pair of words"),
+    ("{annotation_type: confidence, name: c, target_schema: nothing}",
+     "annotation_schemes[0].target_schema", "is not another scheme of this config"),
+    ("{annotation_type: confidence, name: c, scale_type: stars}",
+     "annotation_schemes[0].scale_type", "give likert or slider"),
+    ("{annotation_type: confidence, name: c, scale_points: 2, labels: [a, b, c]}",
+     "annotation_schemes[0].labels", "names 3 points for a scale of 2"),
+    ("{annotation_type: confidence, name: c, left_label: x}",
+     "annotation_schemes[0].left_label", "is for scale_type: slider"),
+    ("{annotation_type: confidence, name: c, scale_type: slider, scale_points: 3}",
+     "annotation_schemes[0].scale_type", "labels and scale_points are for scale_type: likert"),
+    ("{annotation_type: vas, name: v, precision: 9}", "annotation_schemes[0].precision",
+     "must be between 0 and 6"),
+    ("{annotation_type: vas, name: v, min_value: 5, max_value: 5}",
+     "annotation_schemes[0].max_value", "must be more than min_value"),
+    ("{annotation_type: vas, name: v, left_label: [x]}", "annotation_schemes[0].left_label",
+     "must be a string"),
+    ("{annotation_type: triage, name: t, accept_key: ab}", "annotation_schemes[0].accept_key",
+     "give one printable character"),
+    ("{annotation_type: triage, name: t, skip_key: 1}", "annotation_schemes[0].skip_key",
+     "not the key of another answer"),
+    ("{annotation_type: triage, name: t, labels: [a]}", "annotation_schemes[0].labels",
+     "is not a key a triage scheme accepts"),
+    ("{annotation_type: multirate, name: m, labels: [a], options: [{name: x, text: y}]}",
+     "annotation_schemes[0].options", "{name, label} mappings of strings"),
+])
+def test_a_bad_variant_block_is_an_error_naming_its_key(tmp_path, block, key, says):
+    _, errors, _ = load(_config(tmp_path, "annotation_schemes:\n  - " + block + "\n"))
+    assert any(p.key == key and says in p.message for p in errors), errors
+
+
+def test_multirate_options_as_name_and_label(tmp_path):
+    cfg, errors, _ = load(_config(tmp_path, """annotation_schemes:
+  - annotation_type: multirate
+    name: dims
+    description: Rate
+    options: [{name: a_corr, label: Agent A correctness}, plain]
+    labels: ["1", "2", "3"]
+"""))
+    assert errors == []
+    assert [(s.name, s.description) for s in cfg.schemes] == [
+        ("dims[a_corr]", "Rate Agent A correctness"), ("dims[plain]", "Rate plain")]
+
+
+def test_codebook_login_and_server_keys(tmp_path):
+    path = _config(tmp_path, """user_config: {allow_all_users: true, require_password: false,
+              allow_new_users: true}
+server: {port: 8123, debug: true}
+item_properties: {id_key: id, text_key: text, kwargs: [source]}
+annotation_schemes:
+  - {annotation_type: multiselect, name: themes, codebook: true, labels: [cost, access],
+     columns: 2, title: Themes, display_config: {x: 1}, ai_support: {enabled: true}}
+""")
+    cfg, report = check(path)
+    assert report.errors == [], report.errors
+    assert cfg.schemes[0].labels == ["cost", "access"] and cfg.server.port == 8123
+    assert not cfg.debug  # server.debug never turns on this Potato's debug
+    warned = {p.key: p.message for p in report.warnings}
+    assert "cannot add, rename or merge codes" in warned["annotation_schemes[0].codebook"]
+    assert "is ignored here" in warned["server.debug"]
+
+
+@pytest.mark.parametrize("top,key,says", [
+    ("user_config: {allow_all_users: true, require_password: true}\n",
+     "user_config.require_password", "asks for passwords"),
+    ("user_config: {allow_new_users: false}\n", "user_config", "lists the users who may log in"),
+    ("user_config: {allow_all_users: 'yes'}\n", "user_config.allow_all_users", "must be"),
+    ("batch_assignment: {groups: []}\n", "batch_assignment", "per-cohort assignment"),
+    ("scheme_sets: {minimal: [s]}\n", "scheme_sets", "per-cohort assignment"),
+    ("category_assignment: {enabled: true}\n", "category_assignment", "per-cohort assignment"),
+    ("server: {debug: 1}\n", "server.debug", "must be"),
+    ("trace_ingestion: {enabled: true}\n", "trace_ingestion", "annotators would never see"),
+])
+def test_refused_and_bad_keys_name_themselves(tmp_path, top, key, says):
+    path = _config(tmp_path, top + "annotation_schemes:\n  - {annotation_type: radio, name: s, "
+                                   "labels: [a, b]}\n")
+    _, report = check(path)
+    assert any(p.key == key and says in p.message for p in report.errors), report.errors
+
+
+def test_variants_are_shown_escaped_and_checked_by_the_server(tmp_path, serve):
+    hostile = VARIANTS.replace("No pain", '"No <b>pain</b>"').replace("[Good, Bad]",
+                                                                      '["Good <i>", Bad]')
+    _, url = serve(_config(tmp_path, hostile), training=False)
+    c = Client(url)
+    c.login("ana")
+    page = c.get("/annotate").text
+    assert '<span class="slider-end">No &lt;b&gt;pain&lt;/b&gt; 0</span>' in page
+    assert '<span class="slider-end">100 Worst pain</span>' in page
+    assert 'data-scheme="word[Good &lt;i&gt;__Bad]" data-type="likert"' in page
+    assert "<b>pain" not in page and "Good <i>" not in page
+    assert 'data-scheme="quality[overall]" data-type="likert"' in page
+    status, out = c.json("POST", "/api/annotations", json_body={
+        "item_id": "i0", "labels": {"pain": 37.35}})
+    assert status == 400 and "pain" in out["error"] and "steps of 0.1" in out["error"], out
+    status, out = c.json("POST", "/api/annotations", json_body={
+        "item_id": "i0", "labels": {"quality[accuracy]": 4}})
+    assert status == 400 and "from 1 to 3" in out["error"], out
+    labels = {"sentiment": "pos", "quality[accuracy]": 3, "quality[clarity]": 1,
+              "quality[overall]": 2, "word[Good <i>__Bad]": 5, "sure": 2, "sure2": 7,
+              "pain": 37.3, "whole": -5, "keep": "skip"}
+    status, out = c.json("POST", "/api/annotations", json_body={"item_id": "i0",
+                                                                "labels": labels})
+    assert status == 200, out
+    store = Store(str(tmp_path / "annotation_output" / "potato.db"))
+    try:
+        assert store.labels_of("ana", "i0") == labels
+    finally:
+        store.close()
