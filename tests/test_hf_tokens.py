@@ -246,8 +246,40 @@ def test_the_dropout_param_sets_every_dropout_setting_of_the_config():
                            classifier_dropout=None, hidden_size=32, dropout_rate_name="x")
     me = type("T", (), {"p": {"dropout": 0.0}})()
     assert Trainer._dropout(me, config) == {"hidden_dropout_prob": 0.0,
-                                           "attention_probs_dropout_prob": 0.0}
+                                           "attention_probs_dropout_prob": 0.0,
+                                           "classifier_dropout": 0.0}
     me.p["dropout"] = 0.25
     assert set(Trainer._dropout(me, config).values()) == {0.25}
+    gpt2 = type("C", (), {})()
+    gpt2.__dict__.update(resid_pdrop=0.1, embd_pdrop=0.1, attn_pdrop=0, summary_first_dropout=0.1,
+                         scale_attn_weights=True, n_layer=2)
+    assert Trainer._dropout(me, gpt2) == dict.fromkeys(
+        ["resid_pdrop", "embd_pdrop", "attn_pdrop", "summary_first_dropout"], 0.25)
     me.p["dropout"] = None
     assert Trainer._dropout(me, config) == {}
+
+
+def test_words_are_not_joined_across_punctuation_or_in_scripts_without_spaces():
+    """Tokenizers that split only at whitespace (XLM-R, DeBERTa-v3) or nowhere (Llama-style)
+    give one word id to "Paris." or to a whole Chinese sentence: a span must still end before
+    the full stop, and Chinese names stay apart."""
+    from potato.training.remote.trainers.hf_tokens import Trainer, words_join
+
+    assert words_join("Texasville", 5, 5) and not words_join("Paris.", 5, 5)
+    assert not words_join("ab cd", 2, 3) and not words_join("张伟在北京", 2, 2)
+    me = type("T", (), {"labels": ["person", "place"]})()
+    tags = ["O", "B-person", "I-person", "B-place", "I-place"]
+
+    def row(tag):
+        out = [0.025] * 5
+        out[tags.index(tag)] = 0.9
+        return out
+
+    text = "Alice, 张伟在北京"  # every token in word 0, as a whitespace-free pre-tokenizer gives
+    acc = {(0, 5): [row("B-person"), 1, 0], (5, 6): [row("O"), 1, 0],
+           (7, 8): [row("B-person"), 1, 0], (8, 9): [row("I-person"), 1, 0],
+           (9, 10): [row("O"), 1, 0], (10, 11): [row("B-place"), 1, 0],
+           (11, 12): [row("I-place"), 1, 0]}
+    found, _ = Trainer._spans(me, text, acc)
+    assert [(text[s["start"]:s["end"]], s["label"]) for s in found] == [
+        ("Alice", "person"), ("张伟", "person"), ("北京", "place")]

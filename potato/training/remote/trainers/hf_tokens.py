@@ -29,6 +29,26 @@ SLOW_TOKENIZER = ("the tokenizer of %s is a slow (Python) tokenizer: hf-token-cl
                   "AutoTokenizer.from_pretrained(..., use_fast=True).save_pretrained(DIR)")
 
 
+# Scripts written without spaces between words: a tokenizer's "word" there is a phrase.
+NO_SPACE_SCRIPTS = ((0x0E00, 0x0EFF), (0x1000, 0x109F), (0x1780, 0x17FF), (0x3040, 0x30FF),
+                    (0x3400, 0x9FFF), (0xF900, 0xFAFF), (0x20000, 0x2FA1F))
+
+
+def _in_word(ch):
+    cp = ord(ch)
+    return (ch.isalnum() or ch == "_") and not any(a <= cp <= b for a, b in NO_SPACE_SCRIPTS)
+
+
+def words_join(text, end, start):
+    """Whether a sub-word at ``start`` continues the word that ends at ``end``: it touches it,
+    and the characters on both sides of the join are word characters of a script written
+    with spaces. The tokenizer's word ids alone are not enough: tokenizers that split only at
+    whitespace (XLM-R, DeBERTa-v3: "Paris." is one word) or not at all (Llama-style) would
+    make a word of a phrase."""
+    return end == start and 0 < start < len(text) and _in_word(text[start - 1]) and \
+        _in_word(text[start])
+
+
 def load():
     """Import torch and transformers (when a run starts, in the worker only)."""
     global torch, AutoModelForTokenClassification, AutoTokenizer
@@ -104,11 +124,17 @@ class Trainer(hf_text.Trainer):
     def _dropout(self, config):
         """Config overrides that set every dropout probability of the model to the dropout
         param (hidden_dropout_prob, attention_probs_dropout_prob, classifier_dropout, dropout,
-        attention_dropout ...: any float setting whose name says dropout); none for null."""
+        attention_dropout, GPT-2's resid_pdrop ...: any number setting whose name says
+        dropout or pdrop); none for null."""
         if self.p["dropout"] is None:
             return {}
-        return dict((k, float(self.p["dropout"])) for k, v in vars(config).items()
-                    if "dropout" in k and isinstance(v, float))
+        value = float(self.p["dropout"])
+        out = dict((k, value) for k, v in vars(config).items()
+                   if ("dropout" in k or k.endswith("pdrop")) and
+                   isinstance(v, (int, float)) and not isinstance(v, bool))
+        if "classifier_dropout" in vars(config) and config.classifier_dropout is None:
+            out["classifier_dropout"] = value  # None: some heads fall back to 0.1, not hidden's
+        return out
 
     # -- training --------------------------------------------------------------------------
     def _train(self, group):
@@ -208,7 +234,8 @@ class Trainer(hf_text.Trainer):
         words, lowest = [], 1.0  # [start, end, tag, prob, word id] per word, in text order
         for off in sorted(acc):
             total, n, word = acc[off]
-            if words and word is not None and words[-1][4] == word:
+            if words and word is not None and words[-1][4] == word and \
+                    words_join(text, words[-1][1], off[0]):
                 words[-1][1] = off[1]  # a later sub-word: the word grows, its tag stays
                 continue
             tag = max(range(len(total)), key=total.__getitem__)
