@@ -88,6 +88,49 @@ def test_variants_become_the_likert_and_slider_schemes_they_are(tmp_path):
 
 
 @pytest.mark.parametrize("block,key,says", [
+    # numbers read as finite and bounded before the slider's middle is computed (review 26 M1)
+    ("{annotation_type: vas, name: v, max_value: .inf}", "annotation_schemes[0].max_value",
+     "must be a finite number"),
+    ("{annotation_type: vas, name: v, min_value: .nan}", "annotation_schemes[0].min_value",
+     "must be a finite number"),
+    ("{annotation_type: vas, name: v, min_value: -.inf}", "annotation_schemes[0].min_value",
+     "must be a finite number"),
+    ("{annotation_type: vas, name: v, max_value: 1000000000000000000000000000000}",
+     "annotation_schemes[0].max_value", "must be a finite number"),
+    ("{annotation_type: confidence, name: c, scale_type: slider, step: .nan}",
+     "annotation_schemes[0].step", "must be a finite number"),
+    ("{annotation_type: confidence, name: c, scale_type: slider, step: 1.0e-320}",
+     "annotation_schemes[0].step", "too small for the range"),
+    ("{annotation_type: confidence, name: c, scale_type: slider, step: -1}",
+     "annotation_schemes[0].step", "must be more than 0"),
+    ("{annotation_type: slider, name: s, min_value: 0, max_value: 100, step: 1.0e-320}",
+     "annotation_schemes[0].step", "too small for the range"),
+    # a description is text in every variant (M1, LOW 1)
+    ("{annotation_type: confidence, name: c, description: [x]}",
+     "annotation_schemes[0].description", "must be a string, not a list"),
+    ("{annotation_type: confidence, name: c, description: true}",
+     "annotation_schemes[0].description", "must be a string, not true/false"),
+    ("{annotation_type: rubric_eval, name: q, criteria: [a], description: [x]}",
+     "annotation_schemes[0].description", "must be a string, not a list"),
+    ("{annotation_type: semantic_differential, name: w, pairs: [[a, b]], description: {k: v}}",
+     "annotation_schemes[0].description", "must be a string, not a mapping"),
+    ("{annotation_type: triage, name: t, description: [x]}",
+     "annotation_schemes[0].description", "must be a string, not a list"),
+    ("{annotation_type: multirate, name: m, labels: [a], options: [o], description: [x]}",
+     "annotation_schemes[0].description", "must be a string, not a list"),
+])
+def test_hostile_numbers_and_descriptions_are_errors_not_tracebacks(tmp_path, block, key, says):
+    _, errors, _ = load(_config(tmp_path, "annotation_schemes:\n  - " + block + "\n"))
+    assert any(p.key == key and says in p.message for p in errors), errors
+
+
+def test_a_description_given_as_a_number_is_its_text(tmp_path):
+    cfg, errors, _ = load(_config(tmp_path, "annotation_schemes:\n  - {annotation_type: "
+                                            "confidence, name: c, description: 5}\n"))
+    assert errors == [] and cfg.schemes[0].description.startswith("5 (1 = Guessing")
+
+
+@pytest.mark.parametrize("block,key,says", [
     ("{annotation_type: rubric_eval, name: q}", "annotation_schemes[0].criteria",
      "give criteria, a non-empty list of {name, description}"),
     ("{annotation_type: rubric_eval, name: q, criteria: [a, a]}",

@@ -64,6 +64,8 @@ def _multirate(r: Reader, item: Dict[str, Any], p: Path) -> List[Dict[str, Any]]
     name, options = m.get("name"), m.get("options")
     base = {k: m[k] for k in ("name", "description", "labels") + CARRIED if k in m}
     base["annotation_type"] = "radio"
+    if "description" in m:  # a string from here on (each part's question is made of it)
+        base["description"] = r.text(m, "description", p, "") or ""
     if not isinstance(name, str) or not name:
         return [base]  # the schemes' reader says what is missing
     if not isinstance(options, list) or not options or not all(

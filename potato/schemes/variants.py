@@ -29,6 +29,8 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional
 
 from potato.config_reader import Path, Reader, dotted
+from potato.schemes.base import number_key
+from potato.schemes.rating import MAX_STEPS
 
 CARRIED = ("label_requirement", "sequential_key_binding", "display_logic")
 LOOKS = ("annotation_id", "tooltip", "layout", "display_config", "title")
@@ -51,6 +53,8 @@ def rewrite(r: Reader, item: Dict[str, Any], p: Path, names: List[str]) -> List[
     if not isinstance(name, str) or not name:
         return [_base(m, "likert")]  # the schemes' reader says the name is missing
     before = len(r.errors)
+    if "description" in m:  # a string from here on (the question text each part is made of)
+        m["description"] = r.text(m, "description", p, "") or ""
     out = _REWRITE[kind](r, m, p, name, names)
     return out if len(r.errors) == before else []
 
@@ -199,15 +203,25 @@ def _vas(r: Reader, m, p: Path, name: str, names) -> List[Dict[str, Any]]:
 
 
 def _slider(r: Reader, m, p: Path, precision: int, left: str, right: str) -> Dict[str, Any]:
-    lo = r.number(m, "min_value", p, 0)
-    hi = r.number(m, "max_value", p, 100)
+    lo = number_key(r, m, "min_value", p, 0)  # finite and bounded before any arithmetic
+    hi = number_key(r, m, "max_value", p, 100)
     if lo >= hi:
         r.error(p + ("max_value",), f"{dotted(p)}: max_value ({hi}) must be more than "
                                     f"min_value ({lo}).")
         hi = lo + 1
-    step = r.number(m, "step", p, 10 ** -precision if precision else 1, positive=True)
+    default = 10 ** -precision if precision else 1
+    step = number_key(r, m, "step", p, default)
+    if step <= 0:
+        r.error(p + ("step",), f"{dotted(p + ('step',))} must be more than 0, not {step}.")
+        step = default
+    steps = (hi - lo) / step
+    if not steps <= MAX_STEPS:
+        r.error(p + ("step",), f"{dotted(p)}: a step of {step} is too small for the range "
+                               f"{lo} to {hi} (a slider has at most {MAX_STEPS:g} steps); give "
+                               f"a larger step or a lower precision.")
+        steps = 0
     scheme = dict(_base(m, "slider"), min_value=lo, max_value=hi, step=step,
-                  starting_value=lo + round((hi - lo) / 2 / step) * step)
+                  starting_value=lo + round(steps / 2) * step)
     for key, end, default in (("left_label", "min_label", left),
                               ("right_label", "max_label", right)):
         m = dict(m, **{key: _written(r, m.get(key), p + (key,))})
