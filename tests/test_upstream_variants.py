@@ -124,6 +124,20 @@ def test_hostile_numbers_and_descriptions_are_errors_not_tracebacks(tmp_path, bl
     assert any(p.key == key and says in p.message for p in errors), errors
 
 
+@pytest.mark.parametrize("block,name", [
+    ('{annotation_type: radio, name: "a\\nb", labels: [x]}', "'a\\nb'"),
+    ('{annotation_type: rubric_eval, name: q, criteria: ["acc\\nuracy"]}', "'q[acc\\nuracy]'"),
+    ('{annotation_type: semantic_differential, name: w, pairs: [["x\\r", y]]}', "'w[x\\r__y]'"),
+    ('{annotation_type: multirate, name: m, labels: [a], options: ["o\\t"]}', "'m[o\\t]'"),
+    ('{annotation_type: text, name: t, labels: [a, "b\\u2028"]}', "'t[b\\u2028]'"),
+])
+def test_a_scheme_name_with_a_control_character_is_an_error_naming_it(tmp_path, block, name):
+    """Review 26 LOW 3: a line break in a (made) scheme name lost the form's answer."""
+    _, errors, _ = load(_config(tmp_path, "annotation_schemes:\n  - " + block + "\n"))
+    assert any(p.key == "annotation_schemes[0].name" and f"the scheme name {name} has a "
+               f"control character" in p.message for p in errors), errors
+
+
 def test_a_description_given_as_a_number_is_its_text(tmp_path):
     cfg, errors, _ = load(_config(tmp_path, "annotation_schemes:\n  - {annotation_type: "
                                             "confidence, name: c, description: 5}\n"))

@@ -8,6 +8,7 @@ Potato's, so an upstream scheme block works unchanged.
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Any, Dict, List
 
 from potato.config_reader import Path, Reader, dotted, suggest
@@ -73,6 +74,11 @@ def parse_schemes(r: Reader, raw: Any) -> List[Scheme]:
         if not name:
             r.error(p, f"{dotted(p)} has no name. Give each scheme a name.")
             continue
+        if _control(name):
+            r.error(p + ("name",), f"{dotted(p)}: the scheme name {name!r} has a control "
+                                   f"character (a line break, tab ...), which a form or export "
+                                   f"cannot keep; remove it from the name (or from the "
+                                   f"criterion, pair, option or label it is made of).")
         if name in seen:
             r.error(p + ("name",), f"{dotted(p)}: the scheme name {name!r} is used twice.")
         seen.add(name)
@@ -98,6 +104,11 @@ def parse_schemes(r: Reader, raw: Any) -> List[Scheme]:
         out.append(scheme)
     logic.check_names(r, out)
     return out
+
+
+def _control(name: str) -> bool:
+    """Whether a name holds a control character or a line or paragraph separator."""
+    return any(unicodedata.category(ch) in ("Cc", "Zl", "Zp") for ch in name)
 
 
 def _required(r: Reader, m: Dict[str, Any], p: Path) -> bool:
