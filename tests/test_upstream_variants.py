@@ -138,6 +138,31 @@ def test_a_scheme_name_with_a_control_character_is_an_error_naming_it(tmp_path, 
                f"control character" in p.message for p in errors), errors
 
 
+TARGETS = """annotation_schemes:
+  - {annotation_type: multirate, name: dims, labels: [x, y], options: [a, b]}
+  - {annotation_type: rubric_eval, name: quality, criteria: [acc]}
+  - {annotation_type: confidence, name: c, target_schema: %s}
+"""
+
+
+@pytest.mark.parametrize("target", ["'dims[a]'", "'quality[acc]'"])
+def test_target_schema_may_name_a_made_scheme(tmp_path, target):
+    """Review 26 LOW 4: target_schema is checked against the schemes as made."""
+    cfg, errors, _ = load(_config(tmp_path, TARGETS % target))
+    assert errors == [] and "c" in [s.name for s in cfg.schemes]
+
+
+@pytest.mark.parametrize("target,parts", [("dims", "dims[a], dims[b]"),
+                                          ("quality", "quality[acc]")])
+def test_target_schema_naming_a_block_made_into_parts_is_an_error(tmp_path, target, parts):
+    _, errors, _ = load(_config(tmp_path, TARGETS % target))
+    assert [(p.key, p.message) for p in errors] == [(
+        "annotation_schemes[2].target_schema",
+        f"annotation_schemes[2].target_schema is {target!r}, which is not another scheme of "
+        f"this config ({target} is made into {parts}: name one of them); name the scheme this "
+        f"confidence is about, or remove it.")]
+
+
 def test_a_description_given_as_a_number_is_its_text(tmp_path):
     cfg, errors, _ = load(_config(tmp_path, "annotation_schemes:\n  - {annotation_type: "
                                             "confidence, name: c, description: 5}\n"))

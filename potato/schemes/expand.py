@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any, Dict, List
 
 from potato.config_reader import Path, Reader, dotted
-from potato.schemes.variants import VARIANT_TYPES, rewrite
+from potato.schemes.variants import VARIANT_TYPES, check_targets, rewrite
 
 MULTIRATE_KEYS = ("annotation_type", "name", "description", "labels", "label_requirement",
                   "sequential_key_binding", "options", "display_config",
@@ -43,19 +43,20 @@ def expand(r: Reader, raw: Any) -> List[Any]:
     if not isinstance(raw, list):
         return raw
     out: List[Any] = []
-    names = [item.get("name") for item in raw if isinstance(item, dict)]
+    targets: List[Any] = []  # confidence's target_schema, checked against the made names
     for i, item in enumerate(raw):
         p: Path = ("annotation_schemes", i)
         kind = item.get("annotation_type") if isinstance(item, dict) else None
         if kind == "multirate":
             out.extend((i, part) for part in _multirate(r, item, p))
         elif kind in VARIANT_TYPES:
-            out.extend((i, part) for part in rewrite(r, item, p, names))
+            out.extend((i, part) for part in rewrite(r, item, p, targets))
         elif kind == "text" and isinstance(item.get("labels"), list) and \
                 len(item["labels"]) > 1 and isinstance(item.get("name"), str):
             out.extend((i, part) for part in _text_boxes(item))
         else:
             out.append((i, item))
+    check_targets(r, targets, [part.get("name") for _, part in out if isinstance(part, dict)])
     return out
 
 

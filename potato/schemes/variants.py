@@ -43,9 +43,10 @@ VARIANT_TYPES = ("rubric_eval", "semantic_differential", "confidence", "vas", "t
 TRIAGE = (("accept", "Keep", "1"), ("reject", "Discard", "2"), ("skip", "Unsure", "3"))
 
 
-def rewrite(r: Reader, item: Dict[str, Any], p: Path, names: List[str]) -> List[Dict[str, Any]]:
+def rewrite(r: Reader, item: Dict[str, Any], p: Path, names: List[Any]) -> List[Dict[str, Any]]:
     """The schemes one upstream block of a VARIANT_TYPES type stands for ([] after an error).
-    ``names``: every scheme name of the config (confidence's target_schema names one)."""
+    ``names``: a confidence's target_schema is added to it as (path, name, target), for
+    ``check_targets`` once every block is made into its schemes."""
     kind = item["annotation_type"]
     keys = COMMON + _KEYS[kind]
     m = r.mapping(item, p, keys, f"a {kind} scheme")
@@ -165,10 +166,8 @@ def _differential(r: Reader, m, p: Path, name: str, names) -> List[Dict[str, Any
 
 def _confidence(r: Reader, m, p: Path, name: str, names) -> List[Dict[str, Any]]:
     target = r.text(m, "target_schema", p, None, numbers_ok=False)
-    if target is not None and (target == name or target not in names):
-        r.error(p + ("target_schema",), f"{dotted(p + ('target_schema',))} is {target!r}, "
-                                        f"which is not another scheme of this config; name the "
-                                        f"scheme this confidence is about, or remove it.")
+    if target is not None:
+        names.append((p, name, target))
     kind = r.text(m, "scale_type", p, "likert")
     if kind == "slider":
         if m.get("labels") is not None or m.get("scale_points") is not None:
@@ -194,6 +193,20 @@ def _confidence(r: Reader, m, p: Path, name: str, names) -> List[Dict[str, Any]]
     scheme = dict(_base(m, "likert"), size=size, min_label=labels[0], max_label=labels[-1])
     scheme["description"] = (m.get("description") or name) + _note(labels)
     return [scheme]
+
+
+def check_targets(r: Reader, targets: List[Any], names: List[Any]) -> None:
+    """Each confidence's target_schema (``rewrite``) names another scheme as the config's
+    blocks are made into schemes (``names``: a multirate ``dims`` is ``dims[a]`` ...)."""
+    for p, name, target in targets:
+        if target != name and target in names:
+            continue
+        parts = [n for n in names if isinstance(n, str) and n.startswith(target + "[")]
+        made = f" ({target} is made into {', '.join(parts)}: name one of them)" if parts else ""
+        r.error(p + ("target_schema",), f"{dotted(p + ('target_schema',))} is {target!r}, "
+                                        f"which is not another scheme of this config{made}; "
+                                        f"name the scheme this confidence is about, or remove "
+                                        f"it.")
 
 
 def _vas(r: Reader, m, p: Path, name: str, names) -> List[Dict[str, Any]]:
