@@ -163,6 +163,27 @@ def test_target_schema_naming_a_block_made_into_parts_is_an_error(tmp_path, targ
         f"confidence is about, or remove it.")]
 
 
+def test_rubric_scale_labels_more_than_points_is_an_error_fewer_a_warning(tmp_path):
+    """Review 26 LOW 5: labels beyond scale_points were dropped, and fewer left the ends
+    unnamed, both silently."""
+    block = "annotation_schemes:\n  - {annotation_type: rubric_eval, name: q, criteria: [a], " \
+            "scale_points: %d, scale_labels: [Bad, Fair, Good]}\n"
+    _, errors, _ = load(_config(tmp_path, block % 2))
+    assert [(p.key, p.message) for p in errors] == [(
+        "annotation_schemes[0].scale_labels", "annotation_schemes[0] (q) names 3 points for a "
+                                              "scale of 2 (scale_points); give at most 2, or "
+                                              "raise scale_points.")]
+    cfg, errors, warnings = load(_config(tmp_path, block % 5))
+    assert errors == [] and [(p.key, p.message[:49]) for p in warnings] == [
+        ("annotation_schemes[0].scale_labels", "annotation_schemes[0] (q) names 3 of its 5 points")]
+    (s,) = cfg.schemes
+    assert (s.kind.size, s.kind.min_label, s.kind.max_label) == (5, "Bad", "Good")
+    assert s.description == "q a"
+    cfg, errors, warnings = load(_config(tmp_path, block % 3))
+    assert errors == [] == warnings and cfg.schemes[0].description == "q a (1 = Bad, 2 = Fair, " \
+                                                                       "3 = Good)"
+
+
 def test_a_description_given_as_a_number_is_its_text(tmp_path):
     cfg, errors, _ = load(_config(tmp_path, "annotation_schemes:\n  - {annotation_type: "
                                             "confidence, name: c, description: 5}\n"))

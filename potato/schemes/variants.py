@@ -108,8 +108,19 @@ def _likert(m, name: str, part: str, desc: str, size: int, labels: List[str]) ->
 def _rubric(r: Reader, m, p: Path, name: str, names) -> List[Dict[str, Any]]:
     size = _points(r, m, p, name, 5)
     labels = _names(r, m, "scale_labels", p, name, "point names")
-    labels = (labels if labels is not None else DEFAULT_RUBRIC_LABELS)[:size]
+    if labels is not None and len(labels) > size:
+        r.error(p + ("scale_labels",), f"{dotted(p)} ({name}) names {len(labels)} points for "
+                                       f"a scale of {size} (scale_points); give at most "
+                                       f"{size}, or raise scale_points.")
+        return []
+    if labels is not None and len(labels) < size:
+        r.warn(p + ("scale_labels",), f"{dotted(p)} ({name}) names {len(labels)} of its {size} "
+                                      f"points (scale_points): the first and last name the "
+                                      f"scale's ends, and the question lists no point names; "
+                                      f"give {size} names to list them all.")
+    labels = labels if labels is not None else DEFAULT_RUBRIC_LABELS[:size]
     note = _note(labels) if len(labels) == size else ""
+    ends = labels if len(labels) > 1 else []  # a scale's two ends, always named when given
     raw = m.get("criteria")
     if not isinstance(raw, list) or not raw:
         r.error(p + ("criteria",), f"{dotted(p)} ({name}) is a rubric_eval scheme: give "
@@ -134,8 +145,7 @@ def _rubric(r: Reader, m, p: Path, name: str, names) -> List[Dict[str, Any]]:
                                    f"becomes its own question ({name}[CRITERION]).")
         return []
     desc = m.get("description") or name
-    return [_likert(m, name, c, f"{desc} {c}" + (f": {d}" if d else "") + note, size,
-                    labels if note else [])
+    return [_likert(m, name, c, f"{desc} {c}" + (f": {d}" if d else "") + note, size, ends)
             for c, d in criteria]
 
 
