@@ -184,6 +184,23 @@ def test_rubric_scale_labels_more_than_points_is_an_error_fewer_a_warning(tmp_pa
                                                                        "3 = Good)"
 
 
+@pytest.mark.parametrize("block,names,description", [
+    ("{annotation_type: triage, name: t, accept_label: Yes, reject_label: No, skip_label: Off}",
+     ["t"], "t (accept = Yes, reject = No, skip = Off)"),
+    ("{annotation_type: rubric_eval, name: q, scale_points: 2, scale_labels: [a, b], "
+     "criteria: [{name: On, description: Yes}, Off]}", ["q[On]", "q[Off]"],
+     "q On: Yes (1 = a, 2 = b)"),
+    ("{annotation_type: multirate, name: m, labels: [a, b], options: [{name: On, label: Off}, "
+     "Yes]}", ["m[On]", "m[Yes]"], "m Off"),
+])
+def test_bare_yaml_booleans_are_read_as_written(tmp_path, block, names, description):
+    """Review 26 LOW 6: YAML 1.1 reads a bare Yes, No, On or Off as true or false; a label,
+    criterion or option written so is the text as written."""
+    cfg, errors, _ = load(_config(tmp_path, "annotation_schemes:\n  - " + block + "\n"))
+    assert errors == [] and [s.name for s in cfg.schemes] == names
+    assert cfg.schemes[0].description == description
+
+
 def test_a_description_given_as_a_number_is_its_text(tmp_path):
     cfg, errors, _ = load(_config(tmp_path, "annotation_schemes:\n  - {annotation_type: "
                                             "confidence, name: c, description: 5}\n"))

@@ -24,6 +24,7 @@ from typing import Any, Dict, List
 
 from potato.config_reader import Path, Reader, dotted
 from potato.schemes.variants import VARIANT_TYPES, check_targets, rewrite
+from potato.schemes.variants import _written as written
 
 MULTIRATE_KEYS = ("annotation_type", "name", "description", "labels", "label_requirement",
                   "sequential_key_binding", "options", "display_config",
@@ -69,6 +70,8 @@ def _multirate(r: Reader, item: Dict[str, Any], p: Path) -> List[Dict[str, Any]]
         base["description"] = r.text(m, "description", p, "") or ""
     if not isinstance(name, str) or not name:
         return [base]  # the schemes' reader says what is missing
+    if isinstance(options, list):  # a bare On or Yes (YAML 1.1's true) as written
+        options = [_as_written(r, o, p + ("options", j)) for j, o in enumerate(options)]
     if not isinstance(options, list) or not options or not all(
             _option(o) for o in options):
         r.error(p + ("options",), f"{dotted(p)} ({name}) is a multirate scheme: give options, "
@@ -83,6 +86,13 @@ def _multirate(r: Reader, item: Dict[str, Any], p: Path) -> List[Dict[str, Any]]
     desc = base.get("description") or name
     return [dict(base, name=part_name(name, o), description=f"{desc} {shown}")
             for o, shown in options]
+
+
+def _as_written(r: Reader, o: Any, path: Path) -> Any:
+    """An option with each scalar as written (``written``: YAML 1.1 reads On as true)."""
+    if isinstance(o, dict):
+        return {k: written(r, v, path + (k,)) for k, v in o.items()}
+    return written(r, o, path)
 
 
 def _option(o: Any):

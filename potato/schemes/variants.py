@@ -128,8 +128,11 @@ def _rubric(r: Reader, m, p: Path, name: str, names) -> List[Dict[str, Any]]:
         return []
     criteria = []
     for j, c in enumerate(raw):
-        cname = c.get("name") if isinstance(c, dict) else _written(r, c, p + ("criteria", j))
-        cdesc = c.get("description") if isinstance(c, dict) else None
+        at = p + ("criteria", j)
+        cname = _written(r, c.get("name"), at + ("name",)) if isinstance(c, dict) else \
+            _written(r, c, at)
+        cdesc = _written(r, c.get("description"), at + ("description",)) \
+            if isinstance(c, dict) else None
         if isinstance(c, dict):
             r.mapping(c, p + ("criteria", j), ("name", "description"), "a rubric criterion")
         if not isinstance(cname, str) or not cname.strip() or \
@@ -258,7 +261,9 @@ def _triage(r: Reader, m, p: Path, name: str, names) -> List[Dict[str, Any]]:
     r.boolean(m, "show_progress", p, True)  # looks: the page shows the item's position
     labels, shown = [], []
     for value, default, key in TRIAGE:
-        text = r.text(m, f"{value}_label", p, default, numbers_ok=False) or default
+        key_path = p + (f"{value}_label",)  # a bare Yes or No is the text as written
+        shown_m = {f"{value}_label": _written(r, m.get(f"{value}_label"), key_path)}
+        text = r.text(shown_m, f"{value}_label", p, default, numbers_ok=False) or default
         given = _written(r, m.get(f"{value}_key"), p + (f"{value}_key",))
         given = key if given is None else str(given)
         if len(given) != 1 or not given.isprintable() or given.isspace() or \
