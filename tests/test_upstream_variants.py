@@ -201,6 +201,23 @@ def test_bare_yaml_booleans_are_read_as_written(tmp_path, block, names, descript
     assert cfg.schemes[0].description == description
 
 
+@pytest.mark.parametrize("kind", ["rubric_eval, criteria: [a]", "semantic_differential, "
+                                  "pairs: [[a, b]]", "confidence", "vas", "triage",
+                                  "multirate, labels: [a], options: [o]"])
+def test_variants_take_the_looks_keys_and_hints_of_every_scheme(tmp_path, kind):
+    """Review 26 LOW 7: horizontal, columns ... are accepted as on a radio; has_free_response
+    is refused with the reason it is on a radio."""
+    looks = ", ".join(f"{k}: x" for k in ("horizontal", "displaying_score", "label_colors",
+                                          "columns", "ai_support", "layout", "title"))
+    cfg, errors, _ = load(_config(tmp_path, "annotation_schemes:\n  - {annotation_type: %s, "
+                                            "name: n, %s}\n" % (kind, looks)))
+    assert errors == [] and cfg.schemes
+    _, errors, _ = load(_config(tmp_path, "annotation_schemes:\n  - {annotation_type: %s, "
+                                          "name: n, has_free_response: true}\n" % kind))
+    assert any(p.key == "annotation_schemes[0].has_free_response" and "free-response box "
+               "beside the labels is not implemented here" in p.message for p in errors), errors
+
+
 def test_a_description_given_as_a_number_is_its_text(tmp_path):
     cfg, errors, _ = load(_config(tmp_path, "annotation_schemes:\n  - {annotation_type: "
                                             "confidence, name: c, description: 5}\n"))

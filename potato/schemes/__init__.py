@@ -20,7 +20,7 @@ from potato.schemes.rating import Likert, Number, Slider
 from potato.schemes.variants import VARIANT_TYPES
 from potato.schemes.span import Span
 from potato.schemes.text import Text
-from potato.upstream import SCHEME_HINTS
+from potato.upstream import LOOKS_KEYS, SCHEME_HINTS
 
 __all__ = ["KEEP", "KINDS", "Kind", "LabelError", "Scheme", "make_scheme", "parse_schemes"]
 
@@ -29,10 +29,6 @@ KINDS: Dict[str, type] = {k.type_name: k for k in (
 
 COMMON_KEYS = ("annotation_type", "name", "description", "labels", "label_requirement",
                "sequential_key_binding", "display_logic")
-# Upstream keys about looks only: accepted so that an upstream block loads, with no effect
-# (ai_support: per-scheme AI help, a feature not here, as the top-level ai_support).
-LOOKS_KEYS = ("annotation_id", "tooltip", "horizontal", "displaying_score", "label_colors",
-              "layout", "columns", "display_config", "title", "ai_support")
 # Upstream's codebook: true (labels from a living codebook seeded with them): the labels are
 # the listed ones here, with a warning that annotators cannot add codes.
 CODEBOOK_KEY = "codebook"

@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Any, Dict, List
 
 from potato.config_reader import Path, Reader, dotted
+from potato.upstream import LOOKS_KEYS, SCHEME_HINTS
 from potato.schemes.variants import VARIANT_TYPES, check_targets, rewrite
 from potato.schemes.variants import _written as written
 
@@ -62,7 +63,8 @@ def expand(r: Reader, raw: Any) -> List[Any]:
 
 
 def _multirate(r: Reader, item: Dict[str, Any], p: Path) -> List[Dict[str, Any]]:
-    m = r.mapping(item, p, MULTIRATE_KEYS, "a multirate scheme")
+    m = r.mapping(item, p, tuple(dict.fromkeys(MULTIRATE_KEYS + LOOKS_KEYS)),
+                  "a multirate scheme", hints=SCHEME_HINTS)
     name, options = m.get("name"), m.get("options")
     base = {k: m[k] for k in ("name", "description", "labels") + CARRIED if k in m}
     base["annotation_type"] = "radio"

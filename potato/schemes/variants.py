@@ -31,9 +31,10 @@ from typing import Any, Dict, List, Optional
 from potato.config_reader import Path, Reader, dotted
 from potato.schemes.base import number_key
 from potato.schemes.rating import MAX_STEPS
+from potato.upstream import LOOKS_KEYS, SCHEME_HINTS
 
 CARRIED = ("label_requirement", "sequential_key_binding", "display_logic")
-LOOKS = ("annotation_id", "tooltip", "layout", "display_config", "title")
+LOOKS = LOOKS_KEYS  # as every scheme's
 COMMON = ("annotation_type", "name", "description") + CARRIED + LOOKS
 MAX_POINTS = 20  # as likert's size
 DEFAULT_RUBRIC_LABELS = ["Poor", "Below Average", "Average", "Good", "Excellent"]
@@ -49,7 +50,7 @@ def rewrite(r: Reader, item: Dict[str, Any], p: Path, names: List[Any]) -> List[
     ``check_targets`` once every block is made into its schemes."""
     kind = item["annotation_type"]
     keys = COMMON + _KEYS[kind]
-    m = r.mapping(item, p, keys, f"a {kind} scheme")
+    m = r.mapping(item, p, keys, f"a {kind} scheme", hints=SCHEME_HINTS)
     name = m.get("name")
     if not isinstance(name, str) or not name:
         return [_base(m, "likert")]  # the schemes' reader says the name is missing
