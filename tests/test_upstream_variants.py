@@ -105,6 +105,8 @@ def test_variants_become_the_likert_and_slider_schemes_they_are(tmp_path):
      "annotation_schemes[0].step", "must be more than 0"),
     ("{annotation_type: slider, name: s, min_value: 0, max_value: 100, step: 1.0e-320}",
      "annotation_schemes[0].step", "too small for the range"),
+    ("{annotation_type: vas, name: v, precision: 6, max_value: 1000000000000}",
+     "annotation_schemes[0].precision", "give a larger step (a lower precision)"),
     # a description is text in every variant (M1, LOW 1)
     ("{annotation_type: confidence, name: c, description: [x]}",
      "annotation_schemes[0].description", "must be a string, not a list"),
@@ -216,6 +218,12 @@ def test_variants_take_the_looks_keys_and_hints_of_every_scheme(tmp_path, kind):
                                           "name: n, has_free_response: true}\n" % kind))
     assert any(p.key == "annotation_schemes[0].has_free_response" and "free-response box "
                "beside the labels is not implemented here" in p.message for p in errors), errors
+
+
+def test_a_variant_named_by_a_number_is_named_by_its_text(tmp_path):
+    cfg, errors, _ = load(_config(tmp_path, "annotation_schemes:\n  - {annotation_type: "
+                                            "rubric_eval, name: 5, criteria: [a]}\n"))
+    assert errors == [] and [s.name for s in cfg.schemes] == ["5[a]"]
 
 
 def test_a_description_given_as_a_number_is_its_text(tmp_path):

@@ -52,6 +52,8 @@ def rewrite(r: Reader, item: Dict[str, Any], p: Path, names: List[Any]) -> List[
     keys = COMMON + _KEYS[kind]
     m = r.mapping(item, p, keys, f"a {kind} scheme", hints=SCHEME_HINTS)
     name = m.get("name")
+    if isinstance(name, (int, float)) and not isinstance(name, bool):
+        name = m["name"] = str(name)  # as any scheme's name: 5 is "5"
     if not isinstance(name, str) or not name:
         return [_base(m, "likert")]  # the schemes' reader says the name is missing
     before = len(r.errors)
@@ -243,9 +245,11 @@ def _slider(r: Reader, m, p: Path, precision: int, left: str, right: str) -> Dic
         step = default
     steps = (hi - lo) / step
     if not steps <= MAX_STEPS:
-        r.error(p + ("step",), f"{dotted(p)}: a step of {step} is too small for the range "
-                               f"{lo} to {hi} (a slider has at most {MAX_STEPS:g} steps); give "
-                               f"a larger step or a lower precision.")
+        key = "step" if "step" in m else "precision"  # vas: the step is 10^-precision
+        r.error(p + (key,), f"{dotted(p)}: a step of {step} is too small for the range {lo} "
+                            f"to {hi} (a slider has at most {MAX_STEPS:g} steps); give a "
+                            f"larger {'step' if key == 'step' else 'step (a lower precision)'} "
+                            f"or a narrower range.")
         steps = 0
     scheme = dict(_base(m, "slider"), min_value=lo, max_value=hi, step=step,
                   starting_value=lo + round(steps / 2) * step)
