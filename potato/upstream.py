@@ -134,6 +134,12 @@ POLICY: Dict[str, Policy] = {
     "scheme_sets": _ref(_COHORT), "category_assignment": _ref(_COHORT),
 }
 
+# Upstream scheme keys about looks only: accepted so that an upstream block loads, with no
+# effect (ai_support: per-scheme AI help, a feature not here, as the top-level ai_support);
+# every kind and every upstream variant (potato.schemes.variants, multirate) takes them.
+LOOKS_KEYS = ("annotation_id", "tooltip", "horizontal", "displaying_score", "label_colors",
+              "layout", "columns", "display_config", "title", "ai_support")
+
 # Scheme keys of upstream that are refused with a reason (any other unknown scheme key is the
 # usual error listing the kind's keys).
 SCHEME_HINTS: Dict[str, str] = {

@@ -264,3 +264,26 @@ def test_a_reload_cannot_slip_between_the_check_and_the_queued_run(tmp_path, ser
                                "%s waits for it: cancel the run, or reload again when it has "
                                "ended." % run.run_id)]
     assert run.status == "queued" and "lab" in manager.backends
+
+
+def test_a_check_that_raises_is_a_sentence_not_a_500(tmp_path, monkeypatch):
+    """Review 26: a value a check had not foreseen raised out of validation.check, and the
+    Training page and config API answered 500; now any such failure is the reason the file
+    cannot be used."""
+    from types import SimpleNamespace
+
+    from potato import validation
+    from potato.training import reload
+
+    path = str(tmp_path / "config.yaml")
+    on_disk = reload.ConfigOnDisk(SimpleNamespace(cfg=SimpleNamespace(path=path)), None)
+
+    def boom(_path):
+        raise OverflowError("cannot convert float infinity to integer")
+
+    monkeypatch.setattr(validation, "check", boom)
+    assert on_disk._load() == (None, "%s cannot be used: checking it failed (OverflowError: "
+                                     "cannot convert float infinity to integer); run potato "
+                                     "validate %s to see where." % (path, path))
+    applied, sentence = on_disk.reload()
+    assert not applied and sentence.startswith("Not reloaded: %s cannot be used" % path)

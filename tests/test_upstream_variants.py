@@ -88,6 +88,151 @@ def test_variants_become_the_likert_and_slider_schemes_they_are(tmp_path):
 
 
 @pytest.mark.parametrize("block,key,says", [
+    # numbers read as finite and bounded before the slider's middle is computed (review 26 M1)
+    ("{annotation_type: vas, name: v, max_value: .inf}", "annotation_schemes[0].max_value",
+     "must be a finite number"),
+    ("{annotation_type: vas, name: v, min_value: .nan}", "annotation_schemes[0].min_value",
+     "must be a finite number"),
+    ("{annotation_type: vas, name: v, min_value: -.inf}", "annotation_schemes[0].min_value",
+     "must be a finite number"),
+    ("{annotation_type: vas, name: v, max_value: 1000000000000000000000000000000}",
+     "annotation_schemes[0].max_value", "must be a finite number"),
+    ("{annotation_type: confidence, name: c, scale_type: slider, step: .nan}",
+     "annotation_schemes[0].step", "must be a finite number"),
+    ("{annotation_type: confidence, name: c, scale_type: slider, step: 1.0e-320}",
+     "annotation_schemes[0].step", "too small for the range"),
+    ("{annotation_type: confidence, name: c, scale_type: slider, step: -1}",
+     "annotation_schemes[0].step", "must be more than 0"),
+    ("{annotation_type: slider, name: s, min_value: 0, max_value: 100, step: 1.0e-320}",
+     "annotation_schemes[0].step", "too small for the range"),
+    ("{annotation_type: vas, name: v, precision: 6, max_value: 1000000000000}",
+     "annotation_schemes[0].precision", "give a larger step (a lower precision)"),
+    # a description is text in every variant (M1, LOW 1)
+    ("{annotation_type: confidence, name: c, description: [x]}",
+     "annotation_schemes[0].description", "must be a string, not a list"),
+    ("{annotation_type: confidence, name: c, description: true}",
+     "annotation_schemes[0].description", "must be a string, not true/false"),
+    ("{annotation_type: rubric_eval, name: q, criteria: [a], description: [x]}",
+     "annotation_schemes[0].description", "must be a string, not a list"),
+    ("{annotation_type: semantic_differential, name: w, pairs: [[a, b]], description: {k: v}}",
+     "annotation_schemes[0].description", "must be a string, not a mapping"),
+    ("{annotation_type: triage, name: t, description: [x]}",
+     "annotation_schemes[0].description", "must be a string, not a list"),
+    ("{annotation_type: multirate, name: m, labels: [a], options: [o], description: [x]}",
+     "annotation_schemes[0].description", "must be a string, not a list"),
+])
+def test_hostile_numbers_and_descriptions_are_errors_not_tracebacks(tmp_path, block, key, says):
+    _, errors, _ = load(_config(tmp_path, "annotation_schemes:\n  - " + block + "\n"))
+    assert any(p.key == key and says in p.message for p in errors), errors
+
+
+@pytest.mark.parametrize("block,name", [
+    ('{annotation_type: radio, name: "a\\nb", labels: [x]}', "'a\\nb'"),
+    ('{annotation_type: rubric_eval, name: q, criteria: ["acc\\nuracy"]}', "'q[acc\\nuracy]'"),
+    ('{annotation_type: semantic_differential, name: w, pairs: [["x\\r", y]]}', "'w[x\\r__y]'"),
+    ('{annotation_type: multirate, name: m, labels: [a], options: ["o\\t"]}', "'m[o\\t]'"),
+    ('{annotation_type: text, name: t, labels: [a, "b\\u2028"]}', "'t[b\\u2028]'"),
+])
+def test_a_scheme_name_with_a_control_character_is_an_error_naming_it(tmp_path, block, name):
+    """Review 26 LOW 3: a line break in a (made) scheme name lost the form's answer."""
+    _, errors, _ = load(_config(tmp_path, "annotation_schemes:\n  - " + block + "\n"))
+    assert any(p.key == "annotation_schemes[0].name" and f"the scheme name {name} has a "
+               f"control character" in p.message for p in errors), errors
+
+
+TARGETS = """annotation_schemes:
+  - {annotation_type: multirate, name: dims, labels: [x, y], options: [a, b]}
+  - {annotation_type: rubric_eval, name: quality, criteria: [acc]}
+  - {annotation_type: confidence, name: c, target_schema: %s}
+"""
+
+
+@pytest.mark.parametrize("target", ["'dims[a]'", "'quality[acc]'"])
+def test_target_schema_may_name_a_made_scheme(tmp_path, target):
+    """Review 26 LOW 4: target_schema is checked against the schemes as made."""
+    cfg, errors, _ = load(_config(tmp_path, TARGETS % target))
+    assert errors == [] and "c" in [s.name for s in cfg.schemes]
+
+
+@pytest.mark.parametrize("target,parts", [("dims", "dims[a], dims[b]"),
+                                          ("quality", "quality[acc]")])
+def test_target_schema_naming_a_block_made_into_parts_is_an_error(tmp_path, target, parts):
+    _, errors, _ = load(_config(tmp_path, TARGETS % target))
+    assert [(p.key, p.message) for p in errors] == [(
+        "annotation_schemes[2].target_schema",
+        f"annotation_schemes[2].target_schema is {target!r}, which is not another scheme of "
+        f"this config ({target} is made into {parts}: name one of them); name the scheme this "
+        f"confidence is about, or remove it.")]
+
+
+def test_rubric_scale_labels_more_than_points_is_an_error_fewer_a_warning(tmp_path):
+    """Review 26 LOW 5: labels beyond scale_points were dropped, and fewer left the ends
+    unnamed, both silently."""
+    block = "annotation_schemes:\n  - {annotation_type: rubric_eval, name: q, criteria: [a], " \
+            "scale_points: %d, scale_labels: [Bad, Fair, Good]}\n"
+    _, errors, _ = load(_config(tmp_path, block % 2))
+    assert [(p.key, p.message) for p in errors] == [(
+        "annotation_schemes[0].scale_labels", "annotation_schemes[0] (q) names 3 points for a "
+                                              "scale of 2 (scale_points); give at most 2, or "
+                                              "raise scale_points.")]
+    cfg, errors, warnings = load(_config(tmp_path, block % 5))
+    assert errors == [] and [(p.key, p.message[:49]) for p in warnings] == [
+        ("annotation_schemes[0].scale_labels", "annotation_schemes[0] (q) names 3 of its 5 points")]
+    (s,) = cfg.schemes
+    assert (s.kind.size, s.kind.min_label, s.kind.max_label) == (5, "Bad", "Good")
+    assert s.description == "q a"
+    cfg, errors, warnings = load(_config(tmp_path, block % 3))
+    assert errors == [] == warnings and cfg.schemes[0].description == "q a (1 = Bad, 2 = Fair, " \
+                                                                       "3 = Good)"
+
+
+@pytest.mark.parametrize("block,names,description", [
+    ("{annotation_type: triage, name: t, accept_label: Yes, reject_label: No, skip_label: Off}",
+     ["t"], "t (accept = Yes, reject = No, skip = Off)"),
+    ("{annotation_type: rubric_eval, name: q, scale_points: 2, scale_labels: [a, b], "
+     "criteria: [{name: On, description: Yes}, Off]}", ["q[On]", "q[Off]"],
+     "q On: Yes (1 = a, 2 = b)"),
+    ("{annotation_type: multirate, name: m, labels: [a, b], options: [{name: On, label: Off}, "
+     "Yes]}", ["m[On]", "m[Yes]"], "m Off"),
+])
+def test_bare_yaml_booleans_are_read_as_written(tmp_path, block, names, description):
+    """Review 26 LOW 6: YAML 1.1 reads a bare Yes, No, On or Off as true or false; a label,
+    criterion or option written so is the text as written."""
+    cfg, errors, _ = load(_config(tmp_path, "annotation_schemes:\n  - " + block + "\n"))
+    assert errors == [] and [s.name for s in cfg.schemes] == names
+    assert cfg.schemes[0].description == description
+
+
+@pytest.mark.parametrize("kind", ["rubric_eval, criteria: [a]", "semantic_differential, "
+                                  "pairs: [[a, b]]", "confidence", "vas", "triage",
+                                  "multirate, labels: [a], options: [o]"])
+def test_variants_take_the_looks_keys_and_hints_of_every_scheme(tmp_path, kind):
+    """Review 26 LOW 7: horizontal, columns ... are accepted as on a radio; has_free_response
+    is refused with the reason it is on a radio."""
+    looks = ", ".join(f"{k}: x" for k in ("horizontal", "displaying_score", "label_colors",
+                                          "columns", "ai_support", "layout", "title"))
+    cfg, errors, _ = load(_config(tmp_path, "annotation_schemes:\n  - {annotation_type: %s, "
+                                            "name: n, %s}\n" % (kind, looks)))
+    assert errors == [] and cfg.schemes
+    _, errors, _ = load(_config(tmp_path, "annotation_schemes:\n  - {annotation_type: %s, "
+                                          "name: n, has_free_response: true}\n" % kind))
+    assert any(p.key == "annotation_schemes[0].has_free_response" and "free-response box "
+               "beside the labels is not implemented here" in p.message for p in errors), errors
+
+
+def test_a_variant_named_by_a_number_is_named_by_its_text(tmp_path):
+    cfg, errors, _ = load(_config(tmp_path, "annotation_schemes:\n  - {annotation_type: "
+                                            "rubric_eval, name: 5, criteria: [a]}\n"))
+    assert errors == [] and [s.name for s in cfg.schemes] == ["5[a]"]
+
+
+def test_a_description_given_as_a_number_is_its_text(tmp_path):
+    cfg, errors, _ = load(_config(tmp_path, "annotation_schemes:\n  - {annotation_type: "
+                                            "confidence, name: c, description: 5}\n"))
+    assert errors == [] and cfg.schemes[0].description.startswith("5 (1 = Guessing")
+
+
+@pytest.mark.parametrize("block,key,says", [
     ("{annotation_type: rubric_eval, name: q}", "annotation_schemes[0].criteria",
      "give criteria, a non-empty list of {name, description}"),
     ("{annotation_type: rubric_eval, name: q, criteria: [a, a]}",

@@ -8,6 +8,7 @@ Potato's, so an upstream scheme block works unchanged.
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Any, Dict, List
 
 from potato.config_reader import Path, Reader, dotted, suggest
@@ -19,7 +20,7 @@ from potato.schemes.rating import Likert, Number, Slider
 from potato.schemes.variants import VARIANT_TYPES
 from potato.schemes.span import Span
 from potato.schemes.text import Text
-from potato.upstream import SCHEME_HINTS
+from potato.upstream import LOOKS_KEYS, SCHEME_HINTS
 
 __all__ = ["KEEP", "KINDS", "Kind", "LabelError", "Scheme", "make_scheme", "parse_schemes"]
 
@@ -28,10 +29,6 @@ KINDS: Dict[str, type] = {k.type_name: k for k in (
 
 COMMON_KEYS = ("annotation_type", "name", "description", "labels", "label_requirement",
                "sequential_key_binding", "display_logic")
-# Upstream keys about looks only: accepted so that an upstream block loads, with no effect
-# (ai_support: per-scheme AI help, a feature not here, as the top-level ai_support).
-LOOKS_KEYS = ("annotation_id", "tooltip", "horizontal", "displaying_score", "label_colors",
-              "layout", "columns", "display_config", "title", "ai_support")
 # Upstream's codebook: true (labels from a living codebook seeded with them): the labels are
 # the listed ones here, with a warning that annotators cannot add codes.
 CODEBOOK_KEY = "codebook"
@@ -73,6 +70,11 @@ def parse_schemes(r: Reader, raw: Any) -> List[Scheme]:
         if not name:
             r.error(p, f"{dotted(p)} has no name. Give each scheme a name.")
             continue
+        if _control(name):
+            r.error(p + ("name",), f"{dotted(p)}: the scheme name {name!r} has a control "
+                                   f"character (a line break, tab ...), which a form or export "
+                                   f"cannot keep; remove it from the name (or from the "
+                                   f"criterion, pair, option or label it is made of).")
         if name in seen:
             r.error(p + ("name",), f"{dotted(p)}: the scheme name {name!r} is used twice.")
         seen.add(name)
@@ -98,6 +100,11 @@ def parse_schemes(r: Reader, raw: Any) -> List[Scheme]:
         out.append(scheme)
     logic.check_names(r, out)
     return out
+
+
+def _control(name: str) -> bool:
+    """Whether a name holds a control character or a line or paragraph separator."""
+    return any(unicodedata.category(ch) in ("Cc", "Zl", "Zp") for ch in name)
 
 
 def _required(r: Reader, m: Dict[str, Any], p: Path) -> bool:

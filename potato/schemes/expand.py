@@ -23,7 +23,9 @@ from __future__ import annotations
 from typing import Any, Dict, List
 
 from potato.config_reader import Path, Reader, dotted
-from potato.schemes.variants import VARIANT_TYPES, rewrite
+from potato.upstream import LOOKS_KEYS, SCHEME_HINTS
+from potato.schemes.variants import VARIANT_TYPES, check_targets, rewrite
+from potato.schemes.variants import _written as written
 
 MULTIRATE_KEYS = ("annotation_type", "name", "description", "labels", "label_requirement",
                   "sequential_key_binding", "options", "display_config",
@@ -43,29 +45,35 @@ def expand(r: Reader, raw: Any) -> List[Any]:
     if not isinstance(raw, list):
         return raw
     out: List[Any] = []
-    names = [item.get("name") for item in raw if isinstance(item, dict)]
+    targets: List[Any] = []  # confidence's target_schema, checked against the made names
     for i, item in enumerate(raw):
         p: Path = ("annotation_schemes", i)
         kind = item.get("annotation_type") if isinstance(item, dict) else None
         if kind == "multirate":
             out.extend((i, part) for part in _multirate(r, item, p))
         elif kind in VARIANT_TYPES:
-            out.extend((i, part) for part in rewrite(r, item, p, names))
+            out.extend((i, part) for part in rewrite(r, item, p, targets))
         elif kind == "text" and isinstance(item.get("labels"), list) and \
                 len(item["labels"]) > 1 and isinstance(item.get("name"), str):
             out.extend((i, part) for part in _text_boxes(item))
         else:
             out.append((i, item))
+    check_targets(r, targets, [part.get("name") for _, part in out if isinstance(part, dict)])
     return out
 
 
 def _multirate(r: Reader, item: Dict[str, Any], p: Path) -> List[Dict[str, Any]]:
-    m = r.mapping(item, p, MULTIRATE_KEYS, "a multirate scheme")
+    m = r.mapping(item, p, tuple(dict.fromkeys(MULTIRATE_KEYS + LOOKS_KEYS)),
+                  "a multirate scheme", hints=SCHEME_HINTS)
     name, options = m.get("name"), m.get("options")
     base = {k: m[k] for k in ("name", "description", "labels") + CARRIED if k in m}
     base["annotation_type"] = "radio"
+    if "description" in m:  # a string from here on (each part's question is made of it)
+        base["description"] = r.text(m, "description", p, "") or ""
     if not isinstance(name, str) or not name:
         return [base]  # the schemes' reader says what is missing
+    if isinstance(options, list):  # a bare On or Yes (YAML 1.1's true) as written
+        options = [_as_written(r, o, p + ("options", j)) for j, o in enumerate(options)]
     if not isinstance(options, list) or not options or not all(
             _option(o) for o in options):
         r.error(p + ("options",), f"{dotted(p)} ({name}) is a multirate scheme: give options, "
@@ -80,6 +88,13 @@ def _multirate(r: Reader, item: Dict[str, Any], p: Path) -> List[Dict[str, Any]]
     desc = base.get("description") or name
     return [dict(base, name=part_name(name, o), description=f"{desc} {shown}")
             for o, shown in options]
+
+
+def _as_written(r: Reader, o: Any, path: Path) -> Any:
+    """An option with each scalar as written (``written``: YAML 1.1 reads On as true)."""
+    if isinstance(o, dict):
+        return {k: written(r, v, path + (k,)) for k, v in o.items()}
+    return written(r, o, path)
 
 
 def _option(o: Any):

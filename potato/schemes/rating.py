@@ -13,6 +13,7 @@ from potato.schemes.base import (KEEP, MAX_MAGNITUDE, Kind, LabelError, number_k
 from potato.markup import Safe, join, render
 
 MAX_LIKERT = 20
+MAX_STEPS = 10 ** 9  # a slider's steps at most: a smaller step is no slider (and overflows)
 
 
 def _as_int(value: Any) -> Any:
@@ -185,6 +186,12 @@ class Slider(Number):
             r.error(p + ("step",), f"{dotted(p + ('step',))} must be more than 0, not "
                                    f"{self.step}.")
             self.step = 1
+        if not (self.max_value - self.min_value) / self.step <= MAX_STEPS:
+            r.error(p + ("step",), f"{dotted(p + ('step',))} ({self.step}) is too small for "
+                                   f"the range: a slider has at most {MAX_STEPS:g} steps; "
+                                   f"give a larger step.")
+            self.step = 1 if self.max_value - self.min_value <= MAX_STEPS else \
+                (self.max_value - self.min_value) / MAX_STEPS
         self.starting_value = number_key(r, m, "starting_value", p, self.min_value)
         if not self.min_value <= self.starting_value <= self.max_value:
             r.error(p + ("starting_value",), f"{dotted(p + ('starting_value',))} "

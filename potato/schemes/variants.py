@@ -29,9 +29,12 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional
 
 from potato.config_reader import Path, Reader, dotted
+from potato.schemes.base import number_key
+from potato.schemes.rating import MAX_STEPS
+from potato.upstream import LOOKS_KEYS, SCHEME_HINTS
 
 CARRIED = ("label_requirement", "sequential_key_binding", "display_logic")
-LOOKS = ("annotation_id", "tooltip", "layout", "display_config", "title")
+LOOKS = LOOKS_KEYS  # as every scheme's
 COMMON = ("annotation_type", "name", "description") + CARRIED + LOOKS
 MAX_POINTS = 20  # as likert's size
 DEFAULT_RUBRIC_LABELS = ["Poor", "Below Average", "Average", "Good", "Excellent"]
@@ -41,16 +44,21 @@ VARIANT_TYPES = ("rubric_eval", "semantic_differential", "confidence", "vas", "t
 TRIAGE = (("accept", "Keep", "1"), ("reject", "Discard", "2"), ("skip", "Unsure", "3"))
 
 
-def rewrite(r: Reader, item: Dict[str, Any], p: Path, names: List[str]) -> List[Dict[str, Any]]:
+def rewrite(r: Reader, item: Dict[str, Any], p: Path, names: List[Any]) -> List[Dict[str, Any]]:
     """The schemes one upstream block of a VARIANT_TYPES type stands for ([] after an error).
-    ``names``: every scheme name of the config (confidence's target_schema names one)."""
+    ``names``: a confidence's target_schema is added to it as (path, name, target), for
+    ``check_targets`` once every block is made into its schemes."""
     kind = item["annotation_type"]
     keys = COMMON + _KEYS[kind]
-    m = r.mapping(item, p, keys, f"a {kind} scheme")
+    m = r.mapping(item, p, keys, f"a {kind} scheme", hints=SCHEME_HINTS)
     name = m.get("name")
+    if isinstance(name, (int, float)) and not isinstance(name, bool):
+        name = m["name"] = str(name)  # as any scheme's name: 5 is "5"
     if not isinstance(name, str) or not name:
         return [_base(m, "likert")]  # the schemes' reader says the name is missing
     before = len(r.errors)
+    if "description" in m:  # a string from here on (the question text each part is made of)
+        m["description"] = r.text(m, "description", p, "") or ""
     out = _REWRITE[kind](r, m, p, name, names)
     return out if len(r.errors) == before else []
 
@@ -103,8 +111,19 @@ def _likert(m, name: str, part: str, desc: str, size: int, labels: List[str]) ->
 def _rubric(r: Reader, m, p: Path, name: str, names) -> List[Dict[str, Any]]:
     size = _points(r, m, p, name, 5)
     labels = _names(r, m, "scale_labels", p, name, "point names")
-    labels = (labels if labels is not None else DEFAULT_RUBRIC_LABELS)[:size]
+    if labels is not None and len(labels) > size:
+        r.error(p + ("scale_labels",), f"{dotted(p)} ({name}) names {len(labels)} points for "
+                                       f"a scale of {size} (scale_points); give at most "
+                                       f"{size}, or raise scale_points.")
+        return []
+    if labels is not None and len(labels) < size:
+        r.warn(p + ("scale_labels",), f"{dotted(p)} ({name}) names {len(labels)} of its {size} "
+                                      f"points (scale_points): the first and last name the "
+                                      f"scale's ends, and the question lists no point names; "
+                                      f"give {size} names to list them all.")
+    labels = labels if labels is not None else DEFAULT_RUBRIC_LABELS[:size]
     note = _note(labels) if len(labels) == size else ""
+    ends = labels if len(labels) > 1 else []  # a scale's two ends, always named when given
     raw = m.get("criteria")
     if not isinstance(raw, list) or not raw:
         r.error(p + ("criteria",), f"{dotted(p)} ({name}) is a rubric_eval scheme: give "
@@ -112,8 +131,11 @@ def _rubric(r: Reader, m, p: Path, name: str, names) -> List[Dict[str, Any]]:
         return []
     criteria = []
     for j, c in enumerate(raw):
-        cname = c.get("name") if isinstance(c, dict) else _written(r, c, p + ("criteria", j))
-        cdesc = c.get("description") if isinstance(c, dict) else None
+        at = p + ("criteria", j)
+        cname = _written(r, c.get("name"), at + ("name",)) if isinstance(c, dict) else \
+            _written(r, c, at)
+        cdesc = _written(r, c.get("description"), at + ("description",)) \
+            if isinstance(c, dict) else None
         if isinstance(c, dict):
             r.mapping(c, p + ("criteria", j), ("name", "description"), "a rubric criterion")
         if not isinstance(cname, str) or not cname.strip() or \
@@ -129,8 +151,7 @@ def _rubric(r: Reader, m, p: Path, name: str, names) -> List[Dict[str, Any]]:
                                    f"becomes its own question ({name}[CRITERION]).")
         return []
     desc = m.get("description") or name
-    return [_likert(m, name, c, f"{desc} {c}" + (f": {d}" if d else "") + note, size,
-                    labels if note else [])
+    return [_likert(m, name, c, f"{desc} {c}" + (f": {d}" if d else "") + note, size, ends)
             for c, d in criteria]
 
 
@@ -161,10 +182,8 @@ def _differential(r: Reader, m, p: Path, name: str, names) -> List[Dict[str, Any
 
 def _confidence(r: Reader, m, p: Path, name: str, names) -> List[Dict[str, Any]]:
     target = r.text(m, "target_schema", p, None, numbers_ok=False)
-    if target is not None and (target == name or target not in names):
-        r.error(p + ("target_schema",), f"{dotted(p + ('target_schema',))} is {target!r}, "
-                                        f"which is not another scheme of this config; name the "
-                                        f"scheme this confidence is about, or remove it.")
+    if target is not None:
+        names.append((p, name, target))
     kind = r.text(m, "scale_type", p, "likert")
     if kind == "slider":
         if m.get("labels") is not None or m.get("scale_points") is not None:
@@ -192,6 +211,20 @@ def _confidence(r: Reader, m, p: Path, name: str, names) -> List[Dict[str, Any]]
     return [scheme]
 
 
+def check_targets(r: Reader, targets: List[Any], names: List[Any]) -> None:
+    """Each confidence's target_schema (``rewrite``) names another scheme as the config's
+    blocks are made into schemes (``names``: a multirate ``dims`` is ``dims[a]`` ...)."""
+    for p, name, target in targets:
+        if target != name and target in names:
+            continue
+        parts = [n for n in names if isinstance(n, str) and n.startswith(target + "[")]
+        made = f" ({target} is made into {', '.join(parts)}: name one of them)" if parts else ""
+        r.error(p + ("target_schema",), f"{dotted(p + ('target_schema',))} is {target!r}, "
+                                        f"which is not another scheme of this config{made}; "
+                                        f"name the scheme this confidence is about, or remove "
+                                        f"it.")
+
+
 def _vas(r: Reader, m, p: Path, name: str, names) -> List[Dict[str, Any]]:
     precision = r.number(m, "precision", p, 1, 0, 6, integer=True)
     r.boolean(m, "show_value", p, False)
@@ -199,15 +232,27 @@ def _vas(r: Reader, m, p: Path, name: str, names) -> List[Dict[str, Any]]:
 
 
 def _slider(r: Reader, m, p: Path, precision: int, left: str, right: str) -> Dict[str, Any]:
-    lo = r.number(m, "min_value", p, 0)
-    hi = r.number(m, "max_value", p, 100)
+    lo = number_key(r, m, "min_value", p, 0)  # finite and bounded before any arithmetic
+    hi = number_key(r, m, "max_value", p, 100)
     if lo >= hi:
         r.error(p + ("max_value",), f"{dotted(p)}: max_value ({hi}) must be more than "
                                     f"min_value ({lo}).")
         hi = lo + 1
-    step = r.number(m, "step", p, 10 ** -precision if precision else 1, positive=True)
+    default = 10 ** -precision if precision else 1
+    step = number_key(r, m, "step", p, default)
+    if step <= 0:
+        r.error(p + ("step",), f"{dotted(p + ('step',))} must be more than 0, not {step}.")
+        step = default
+    steps = (hi - lo) / step
+    if not steps <= MAX_STEPS:
+        key = "step" if "step" in m else "precision"  # vas: the step is 10^-precision
+        r.error(p + (key,), f"{dotted(p)}: a step of {step} is too small for the range {lo} "
+                            f"to {hi} (a slider has at most {MAX_STEPS:g} steps); give a "
+                            f"larger {'step' if key == 'step' else 'step (a lower precision)'} "
+                            f"or a narrower range.")
+        steps = 0
     scheme = dict(_base(m, "slider"), min_value=lo, max_value=hi, step=step,
-                  starting_value=lo + round((hi - lo) / 2 / step) * step)
+                  starting_value=lo + round(steps / 2) * step)
     for key, end, default in (("left_label", "min_label", left),
                               ("right_label", "max_label", right)):
         m = dict(m, **{key: _written(r, m.get(key), p + (key,))})
@@ -221,7 +266,9 @@ def _triage(r: Reader, m, p: Path, name: str, names) -> List[Dict[str, Any]]:
     r.boolean(m, "show_progress", p, True)  # looks: the page shows the item's position
     labels, shown = [], []
     for value, default, key in TRIAGE:
-        text = r.text(m, f"{value}_label", p, default, numbers_ok=False) or default
+        key_path = p + (f"{value}_label",)  # a bare Yes or No is the text as written
+        shown_m = {f"{value}_label": _written(r, m.get(f"{value}_label"), key_path)}
+        text = r.text(shown_m, f"{value}_label", p, default, numbers_ok=False) or default
         given = _written(r, m.get(f"{value}_key"), p + (f"{value}_key",))
         given = key if given is None else str(given)
         if len(given) != 1 or not given.isprintable() or given.isspace() or \

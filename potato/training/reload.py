@@ -61,6 +61,10 @@ class ConfigOnDisk:
             cfg, report = validation.check(self.path)
         except ConfigError as e:
             return None, str(e)  # it names the file: "PATH:2: YAML syntax error: ..."
+        except Exception as e:  # a check that fails on a value: a sentence, never a 500
+            return None, "%s cannot be used: checking it failed (%s: %s); run potato " \
+                         "validate %s to see where." % (self.path, type(e).__name__, e,
+                                                         self.path)
         if report.errors:
             first = report.errors[0].format()
             more = len(report.errors) - 1
