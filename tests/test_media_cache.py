@@ -325,3 +325,76 @@ def test_a_media_download_waits_out_a_busy_server(tmp_path):
         server.shutdown()
         server.server_close()
         thread.join(5)
+
+
+def test_two_downloads_of_one_large_file_at_once(tmp_path):
+    """Two runs on one host fetch the same large file at the same moment: each writes its own
+    partial file, the cache gets the one right file, neither fails; before, both appended to
+    one ``.part`` and the cache got both copies in one file."""
+    import http.client
+    import http.server
+    import threading
+
+    from potato.training.remote import media_fetch
+
+    big = os.urandom(media_fetch.BATCH_FILE_MAX + (2 << 20))
+    both = threading.Barrier(2, timeout=10)
+
+    class H(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self):
+            start = int(self.headers["Range"].split("=")[1].rstrip("-")) \
+                if self.headers.get("Range") else 0
+            try:
+                both.wait()  # both requests are under way before a byte is sent
+            except threading.BrokenBarrierError:
+                pass
+            self.send_response(206 if start else 200)
+            self.send_header("Content-Length", str(len(big) - start))
+            self.end_headers()
+            for i in range(start, len(big), 256 << 10):
+                self.wfile.write(big[i:i + (256 << 10)])
+                self.wfile.flush()
+                time.sleep(0.01)
+
+        def log_message(self, *a):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+
+    class Client:
+        token = "t"
+
+        def _conn(self):
+            return http.client.HTTPConnection("127.0.0.1", server.server_address[1],
+                                              timeout=10), ""
+
+    cache = str(tmp_path / "cache")
+    errors = []
+
+    def fetch():
+        d = media_fetch.Downloader(Client(), "r1", cache)
+        try:
+            d.fetch(sha(big), len(big))
+        except Exception as e:  # noqa: BLE001 - the test reports it
+            errors.append(e)
+        finally:
+            d.close()
+
+    try:
+        threads = [threading.Thread(target=fetch) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+    assert errors == []
+    with open(mc.file_path(cache, sha(big)), "rb") as f:
+        assert f.read() == big
+    assert os.listdir(os.path.join(cache, ".incoming")) == []

@@ -5,7 +5,7 @@ Layout of ``remote_dir/media/`` (``<workdir>/media/`` for an agent machine)::
     <sha[:2]>/<sha>      a media file, named by the sha256 of its bytes (0600, folders 0700)
     .pins/<job>          the hashes a running run needs, one "sha size" a line
     <sha[:2]>/.<sha>...  a file on its way in (verified, then renamed into place)
-    .incoming/           an agent's downloads cut short, resumed from there
+    .incoming/           an agent's large downloads on their way in (a partial file each)
 
 Every run of every project on the host shares it. A file is touched (its mtime) each time a
 run needs it; when the cache is over its limit the least recently used files go first, never
