@@ -20,7 +20,7 @@ from typing import Dict, List, Tuple
 
 from potato.training import media_bundle
 from potato.training.backends import errors
-from potato.training.remote import media_cache, proc
+from potato.training.remote import media_cache, media_tar, proc
 
 PROGRESS_S = 0.5
 CHECK_S = 300  # the host answers which files it lacks within this, or the copy fails
@@ -30,12 +30,20 @@ BLOCK = 512
 
 
 def cache_command(python: str, remote_dir: str, action: str, pin: str, limit_mb: float) -> str:
-    """``python -c <media_cache.py> need|receive|sync DIR PIN LIMIT_MB``, every value quoted: it
-    runs before (and without) Potato's copied code."""
-    with open(media_cache.__file__, encoding="utf-8") as f:
-        source = f.read()
-    return " ".join(shlex.quote(a) for a in (python, "-c", source, action, remote_dir, pin,
-                                             "%g" % limit_mb))
+    """``python -c <media_tar.py + media_cache.py> need|receive|sync DIR PIN LIMIT_MB``, every
+    value quoted: it runs before (and without) Potato's copied code."""
+    return " ".join(shlex.quote(a) for a in (python, "-c", cache_source(), action, remote_dir,
+                                             pin, "%g" % limit_mb))
+
+
+def cache_source() -> str:
+    """The host's program: media_tar.py, then media_cache.py (which imports media_tar only
+    when it is imported apart from it)."""
+    source = ""
+    for module in (media_tar, media_cache):
+        with open(module.__file__, encoding="utf-8") as f:
+            source += f.read() + "\n\n"
+    return source
 
 
 def parse(stdout: str) -> dict:
