@@ -392,3 +392,38 @@ def test_eviction_waits_for_no_run_that_was_told_a_file_is_there(tmp_path, monke
     assert told == [[(sha(old), len(old))]]  # told it is missing (it was evicted): sent again
     monkeypatch.setattr(mc, "pinned", real_pinned)
     assert mc.evict(cache, limit_bytes=1200)[0] == 0
+
+
+def _stuck_host(tmp_path):
+    """A host whose side answers which files it lacks, then reads no more."""
+    fake = tmp_path / "stuck-python"
+    fake.write_text("#!%s\nimport json, sys, time\nw = json.loads(sys.stdin.readline())\n"
+                    "print('POTATO-MEDIA ' + json.dumps({'missing': w}), flush=True)\n"
+                    "time.sleep(600)\n" % sys.executable)
+    fake.chmod(0o755)
+    return LocalHost(tmp_path / "remote", python=str(fake))
+
+
+def test_a_host_that_stops_reading_fails_the_copy(tmp_path, monkeypatch):
+    """Before, the blocking write to ssh waited for ever (cancel unseen)."""
+    from potato.training.backends import errors, media_push
+    monkeypatch.setattr(media_push, "WRITE_STALL_S", 1)
+    ctx = Ctx(media_index(tmp_path, [os.urandom(1 << 20) for _ in range(4)]))
+    with pytest.raises(errors.TransferError, match=r"the host accepted no data for 1 s \(.* MB "
+                                                   r"sent\)\. Its side stopped reading: check "
+                                                   r"the disk under .*/remote/media on here"):
+        media_push.push(_stuck_host(tmp_path), ctx, "job")
+
+
+def test_cancel_stops_a_copy_the_host_does_not_read(tmp_path):
+    import threading
+    from potato.training.backends import errors, media_push
+    ctx = Ctx(media_index(tmp_path, [os.urandom(1 << 20) for _ in range(4)]))
+    timer = threading.Timer(1, ctx.cancel.set)
+    timer.start()
+    try:
+        with pytest.raises(errors.TransferError, match="cancelled while its media were copied"):
+            media_push.push(_stuck_host(tmp_path), ctx, "job")
+    finally:
+        timer.cancel()
+        timer.join()
