@@ -427,3 +427,57 @@ def test_cancel_stops_a_copy_the_host_does_not_read(tmp_path):
     finally:
         timer.cancel()
         timer.join()
+
+
+def _host_script(tmp_path, body):
+    fake = tmp_path / "host-python"
+    fake.write_text("#!%s\nimport json, sys, time\nw = json.loads(sys.stdin.readline())\n"
+                    "print('POTATO-MEDIA ' + json.dumps({'missing': w}), flush=True)\n"
+                    "while sys.stdin.buffer.read(1 << 20):\n    pass\n%s\n"
+                    % (sys.executable, body))
+    fake.chmod(0o755)
+    return LocalHost(tmp_path / "remote", python=str(fake))
+
+
+def test_a_host_that_keeps_fewer_files_than_sent_fails_the_copy(tmp_path):
+    from potato.training.backends import errors, media_push
+    host = _host_script(tmp_path, "print('POTATO-MEDIA ' + json.dumps({'received': 1}))")
+    ctx = Ctx(media_index(tmp_path, [b"one file", b"two files"]))
+    with pytest.raises(errors.TransferError, match=r"2 media files were sent to here but it "
+                                                   r"kept 1 of them"):
+        media_push.push(host, ctx, "job")
+
+
+def test_a_host_that_never_ends_names_the_wait(tmp_path, monkeypatch):
+    from potato.training.backends import errors, media_push
+    monkeypatch.setattr(media_push, "FINISH_S", 1)
+    host = _host_script(tmp_path, "time.sleep(600)")
+    ctx = Ctx(media_index(tmp_path, [b"one file"]))
+    with pytest.raises(errors.ConnectError, match=r"ssh to here did not answer within 1 s"):
+        media_push.push(host, ctx, "job")
+
+
+def test_a_tar_number_is_octal_digits_only(tmp_path):
+    block = bytearray(tar_header(sha(b"x"), 1, 0))
+    block[124:136] = b"+0000000001\0"  # int(, 8) reads 1
+    block[148:156] = b" " * 8
+    block[148:156] = b"%06o\0 " % sum(block)
+    with pytest.raises(mc.CacheError, match=r"damaged \(a header field reads '\+0000000001'\)"):
+        mc.tar_header(bytes(block))
+
+
+def test_a_host_write_never_takes_another_writers_name(tmp_path, monkeypatch):
+    """Two hosts on one network file system may give the same pid: a file on its way in there
+    is never truncated by put() (before, its name was the hash and the pid)."""
+    cache = str(tmp_path / "media")
+    data = b"arriving here"
+    folder = os.path.dirname(mc.file_path(cache, sha(data)))
+    os.makedirs(folder)
+    other = os.path.join(folder, ".%s.%d" % (sha(data), os.getpid()))
+    with open(other, "wb") as f:
+        f.write(b"another host's half")
+    mc.put(cache, sha(data), data)
+    with open(other, "rb") as f:
+        assert f.read() == b"another host's half"
+    with open(mc.file_path(cache, sha(data)), "rb") as f:
+        assert f.read() == data

@@ -104,6 +104,12 @@ def push(backend, ctx, pin: str) -> None:
             "%s media file(s) arrived on %s damaged or changed since they were listed: %s. "
             "Start the run again (a file that changes while a run starts is hashed again)."
             % (summary["bad_count"], host, "; ".join(summary.get("bad", [])[:3])))
+    if summary.get("received", 0) < len(missing):
+        raise errors.TransferError(
+            "%s media files were sent to %s but it kept %s of them (its media_cache.py "
+            "answered %s). Start the run again; if it happens again, check the disk under "
+            "%s/media there." % (count(len(missing)), host, count(summary.get("received", 0)),
+                                 json.dumps(summary)[:300], backend.remote_dir))
 
 
 _TAIL = b"0" + bytes(100) + b"ustar\x0000" + bytes(64) + b"0000000\0" * 2 + bytes(167)

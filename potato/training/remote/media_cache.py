@@ -23,7 +23,6 @@ import hashlib
 import json
 import os
 import re
-import socket
 import sys
 import tempfile
 import time
@@ -302,7 +301,7 @@ def store(cache, sha, size, read):
 def put(cache, sha, data):
     """Write ``data`` (bytes in memory) into the cache as ``sha`` once its sha256 is checked:
     CacheError, and nothing written, when it does not match. As ``store``, through a hidden
-    name beside its place (never two writers of one hash in a process: see ``receive``)."""
+    name beside its place."""
     if hashlib.sha256(data).hexdigest() != sha:
         raise CacheError("media file %s arrived with %d of %d bytes and another sha256"
                          % (sha[:12], len(data), len(data)))
@@ -310,8 +309,8 @@ def put(cache, sha, data):
     if not os.path.isdir(folder):
         _private_dir(cache)
         _private_dir(folder)
-    # one name per process and file (a stream sends a hash once): cheaper than mkstemp's
-    tmp = os.path.join(folder, ".%s.%d" % (sha, os.getpid()))
+    # a name of its own (hosts on one network file system may share a pid): cheaper than mkstemp
+    tmp = os.path.join(folder, ".%s.%d.%s" % (sha, os.getpid(), os.urandom(6).hex()))
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0),
                  0o600)
     try:

@@ -25,6 +25,7 @@ PARALLEL = 4  # connections at once
 BATCH_FILE_MAX = 4 << 20  # larger files come one a request (resumable with Range)
 BATCH_FILES = 500  # small files per request (the server takes up to 2,000)
 BATCH_BYTES = 32 << 20
+BATCH_TAIL_MAX = 1 << 20  # a batch answer longer than its files by more fails
 PROGRESS_S = 1.0
 
 
@@ -186,7 +187,17 @@ class Downloader:
                     media_cache.put(self.cache, sha, data)
                 left.pop(0)
                 done(size)
-            resp.read()  # the end: the connection is free for the next request
+            extra = 0
+            while extra <= BATCH_TAIL_MAX:  # the end: the connection is free for the next one
+                block = resp.read(media_cache.BLOCK)
+                if not block:
+                    break
+                extra += len(block)
+            else:
+                self.close()
+                raise ServerError(resp.status, "the answer to a batch of %d media files ran on "
+                                  "more than %d bytes past their listed sizes; is the server "
+                                  "this version of Potato?" % (len(files), BATCH_TAIL_MAX))
         except (OSError, http.client.HTTPException, media_cache.CacheError) as e:
             self.close()
             if isinstance(e, media_cache.CacheError) and "another sha256" in str(e):
