@@ -325,3 +325,144 @@ def test_a_media_download_waits_out_a_busy_server(tmp_path):
         server.shutdown()
         server.server_close()
         thread.join(5)
+
+
+def test_two_downloads_of_one_large_file_at_once(tmp_path):
+    """Two runs on one host fetch the same large file at the same moment: each writes its own
+    partial file, the cache gets the one right file, neither fails; before, both appended to
+    one ``.part`` and the cache got both copies in one file."""
+    import http.client
+    import http.server
+    import threading
+
+    from potato.training.remote import media_fetch
+
+    big = os.urandom(media_fetch.BATCH_FILE_MAX + (2 << 20))
+    both = threading.Barrier(2, timeout=10)
+
+    class H(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self):
+            start = int(self.headers["Range"].split("=")[1].rstrip("-")) \
+                if self.headers.get("Range") else 0
+            try:
+                both.wait()  # both requests are under way before a byte is sent
+            except threading.BrokenBarrierError:
+                pass
+            self.send_response(206 if start else 200)
+            self.send_header("Content-Length", str(len(big) - start))
+            self.end_headers()
+            for i in range(start, len(big), 256 << 10):
+                self.wfile.write(big[i:i + (256 << 10)])
+                self.wfile.flush()
+                time.sleep(0.01)
+
+        def log_message(self, *a):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+
+    class Client:
+        token = "t"
+
+        def _conn(self):
+            return http.client.HTTPConnection("127.0.0.1", server.server_address[1],
+                                              timeout=10), ""
+
+    cache = str(tmp_path / "cache")
+    errors = []
+
+    def fetch():
+        d = media_fetch.Downloader(Client(), "r1", cache)
+        try:
+            d.fetch(sha(big), len(big))
+        except Exception as e:  # noqa: BLE001 - the test reports it
+            errors.append(e)
+        finally:
+            d.close()
+
+    try:
+        threads = [threading.Thread(target=fetch) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+    assert errors == []
+    with open(mc.file_path(cache, sha(big)), "rb") as f:
+        assert f.read() == big
+    assert os.listdir(os.path.join(cache, ".incoming")) == []
+
+
+def test_a_download_stops_at_the_listed_size(tmp_path):
+    """A server answering with more than the listed bytes: one file stops just past its size
+    (before, it was read to the end), a batch's surplus is read at most BATCH_TAIL_MAX (before,
+    all of it into memory at once)."""
+    import http.client
+    import http.server
+    import threading
+
+    from potato.training.remote import media_fetch
+    from potato.training.remote.client import ServerError
+
+    files = [os.urandom(3000), os.urandom(2000)]
+    by_sha = {sha(d): d for d in files}
+    junk = 3 * media_fetch.BATCH_TAIL_MAX
+
+    class H(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def _answer(self, body):
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body) + junk))
+            self.end_headers()
+            try:
+                for part in [body] + [bytes(1 << 16)] * (junk >> 16):
+                    self.wfile.write(part)
+            except OSError:  # the reader stopped
+                pass
+            self.close_connection = True
+
+        def do_GET(self):
+            self._answer(by_sha[self.path.rsplit("/", 1)[1]])
+
+        def do_POST(self):
+            hashes = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["hashes"]
+            self._answer(b"".join(by_sha[h] for h in hashes))
+
+        def log_message(self, *a):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+
+    class Client:
+        token = "t"
+
+        def _conn(self):
+            return http.client.HTTPConnection("127.0.0.1", server.server_address[1],
+                                              timeout=5), ""
+
+    cache = str(tmp_path / "cache")
+    d = media_fetch.Downloader(Client(), "r1", cache)
+    try:
+        with pytest.raises(mc.CacheError, match=r"arrived with .* \(the server sent more than "
+                                                r"the 3000 bytes listed\)"):
+            d.fetch(sha(files[0]), len(files[0]))
+        done = []
+        with pytest.raises(ServerError, match="ran on more than 1048576 bytes past"):
+            d.fetch_batch([(sha(x), len(x)) for x in files], done.append)
+        assert done == [len(x) for x in files]  # verified and kept all the same
+        assert all(mc.have(cache, sha(x), len(x)) for x in files)
+    finally:
+        d.close()
+        server.shutdown()
+        server.server_close()
+        thread.join(5)

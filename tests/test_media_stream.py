@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import tarfile
+import time
 
 import pytest
 
@@ -29,12 +30,12 @@ def stream_of(files):
 
 
 def cache_names(cache):
-    """Every name under the cache but its pins (hidden leftovers included)."""
+    """Every name under the cache but its pins and its lock (hidden leftovers included)."""
     out = set()
     for root, dirs, names in os.walk(cache):
         dirs[:] = [d for d in dirs if d != ".pins"]
         out.update(os.path.relpath(os.path.join(root, n), cache) for n in names)
-    return out
+    return out - {".lock"}
 
 
 FILES = [b"first file", os.urandom(5000), b"", b"x" * 512]
@@ -156,15 +157,18 @@ def test_a_damaged_header_stops_the_stream(tmp_path):
 
 
 def test_sync_answers_then_reads_the_stream(tmp_path):
-    """``media_cache.py sync`` as the host runs it: the list in, the missing pairs out at once,
-    then the stream of those in and what arrived out."""
+    """``media_cache.py sync`` as the host runs it (``python -c``, no Potato to import): the
+    list in, the missing pairs out at once, then the stream of those in and what arrived out."""
+    from potato.training.backends.media_push import cache_source
     cache = tmp_path / "remote" / "media"
     mc.pin(str(cache), "other", [])
     mc.put(str(cache), sha(b"here"), b"here")
     files = [b"here", b"not yet"]
     wanted = "[%s]" % ", ".join('["%s", %d]' % (sha(d), len(d)) for d in files)
-    p = subprocess.Popen([sys.executable, mc.__file__, "sync", str(tmp_path / "remote"), "job",
-                          "100"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    p = subprocess.Popen([sys.executable, "-c", cache_source(), "sync", str(tmp_path / "remote"),
+                          "job", "100"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         cwd=str(tmp_path), env=env)
     p.stdin.write(wanted.encode() + b"\n")
     p.stdin.flush()
     line = p.stdout.readline().decode()  # before any stream is sent
@@ -321,3 +325,159 @@ def test_a_cut_batch_keeps_whole_files_and_fetches_the_rest(tmp_path):
         server.shutdown()
         server.server_close()
         thread.join(5)
+
+
+def test_a_long_stream_keeps_its_pin_and_its_files(tmp_path, monkeypatch):
+    """A stream that takes longer than PIN_STALE_S (its pin aged half way here): the pin is
+    touched while the stream is read, and the final eviction never takes the run's own files;
+    before, the pin went stale and the run's files left the cache as they arrived."""
+    cache = str(tmp_path / "media")
+    files = [os.urandom(100000) for _ in range(10)]
+    wanted = [(sha(d), len(d)) for d in files]
+    mc.need(cache, "job-long", wanted)
+    data = stream_of(files)
+    fresh = []
+
+    class Slow(io.BytesIO):
+        def read(self, n=-1):
+            pin = mc.pin_path(cache, "job-long")
+            if self.tell() > len(data) // 2 and not fresh:  # half way: 1000 s went by
+                old = time.time() - 1000
+                os.utime(pin, (old, old))
+                fresh.append(False)
+            elif self.tell() > 3 * len(data) // 4 and len(fresh) == 1:
+                fresh.append(time.time() - os.stat(pin).st_mtime < mc.PIN_STALE_S)
+            return super().read(n)
+
+    monkeypatch.setattr(mc, "PIN_TOUCH_S", 0)
+    out = mc.receive(cache, "job-long", Slow(data), limit_bytes=500000)
+    assert (out["received"], out["bad_count"], out["evicted"]) == (10, 0, 0), out
+    assert fresh == [False, True]
+    assert all(mc.have(cache, s, n) for s, n in wanted)
+    assert mc.need(cache, "job-long", wanted) == []
+    monkeypatch.setattr(mc, "PIN_TOUCH_S", 3600)
+    old = time.time() - 1000
+    os.utime(mc.pin_path(cache, "job-long"), (old, old))
+    out = mc.receive(cache, "job-long", io.BytesIO(bytes(1024)), limit_bytes=500000)
+    assert out["evicted"] == 0 and os.path.exists(mc.pin_path(cache, "job-long"))
+
+
+def test_eviction_waits_for_no_run_that_was_told_a_file_is_there(tmp_path, monkeypatch):
+    """Another run's need() while evict() works from its listing: it waits for the eviction
+    (the cache's lock), so a file it is told is there stays there; before, the eviction
+    removed it from its old listing and the run found it gone."""
+    import threading
+    cache = str(tmp_path / "media")
+    old = b"a file run A needs, cached by an earlier run"
+    mc.put(cache, sha(old), old)
+    t = time.time() - 3600
+    os.utime(mc.file_path(cache, sha(old)), (t, t))
+    mc.put(cache, sha(b"new" * 400), b"new" * 400)
+    told = []
+    real_pinned = mc.pinned
+
+    def pinned_while_a_runs(cache_, now=None):
+        keep = real_pinned(cache_, now)
+        a = threading.Thread(target=lambda: told.append(mc.need(cache, "run-A",
+                                                                 [(sha(old), len(old))])))
+        a.start()
+        a.join(0.5)  # blocked by the eviction's lock (before: done at once)
+        threads.append(a)
+        return keep
+
+    threads = []
+    monkeypatch.setattr(mc, "pinned", pinned_while_a_runs)
+    mc.evict(cache, limit_bytes=1200)
+    threads[0].join(10)
+    assert told == [[(sha(old), len(old))]]  # told it is missing (it was evicted): sent again
+    monkeypatch.setattr(mc, "pinned", real_pinned)
+    assert mc.evict(cache, limit_bytes=1200)[0] == 0
+
+
+def _stuck_host(tmp_path):
+    """A host whose side answers which files it lacks, then reads no more."""
+    fake = tmp_path / "stuck-python"
+    fake.write_text("#!%s\nimport json, sys, time\nw = json.loads(sys.stdin.readline())\n"
+                    "print('POTATO-MEDIA ' + json.dumps({'missing': w}), flush=True)\n"
+                    "time.sleep(600)\n" % sys.executable)
+    fake.chmod(0o755)
+    return LocalHost(tmp_path / "remote", python=str(fake))
+
+
+def test_a_host_that_stops_reading_fails_the_copy(tmp_path, monkeypatch):
+    """Before, the blocking write to ssh waited for ever (cancel unseen)."""
+    from potato.training.backends import errors, media_push
+    monkeypatch.setattr(media_push, "WRITE_STALL_S", 1)
+    ctx = Ctx(media_index(tmp_path, [os.urandom(1 << 20) for _ in range(4)]))
+    with pytest.raises(errors.TransferError, match=r"the host accepted no data for 1 s \(.* MB "
+                                                   r"sent\)\. Its side stopped reading: check "
+                                                   r"the disk under .*/remote/media on here"):
+        media_push.push(_stuck_host(tmp_path), ctx, "job")
+
+
+def test_cancel_stops_a_copy_the_host_does_not_read(tmp_path):
+    import threading
+    from potato.training.backends import errors, media_push
+    ctx = Ctx(media_index(tmp_path, [os.urandom(1 << 20) for _ in range(4)]))
+    timer = threading.Timer(1, ctx.cancel.set)
+    timer.start()
+    try:
+        with pytest.raises(errors.TransferError, match="cancelled while its media were copied"):
+            media_push.push(_stuck_host(tmp_path), ctx, "job")
+    finally:
+        timer.cancel()
+        timer.join()
+
+
+def _host_script(tmp_path, body):
+    fake = tmp_path / "host-python"
+    fake.write_text("#!%s\nimport json, sys, time\nw = json.loads(sys.stdin.readline())\n"
+                    "print('POTATO-MEDIA ' + json.dumps({'missing': w}), flush=True)\n"
+                    "while sys.stdin.buffer.read(1 << 20):\n    pass\n%s\n"
+                    % (sys.executable, body))
+    fake.chmod(0o755)
+    return LocalHost(tmp_path / "remote", python=str(fake))
+
+
+def test_a_host_that_keeps_fewer_files_than_sent_fails_the_copy(tmp_path):
+    from potato.training.backends import errors, media_push
+    host = _host_script(tmp_path, "print('POTATO-MEDIA ' + json.dumps({'received': 1}))")
+    ctx = Ctx(media_index(tmp_path, [b"one file", b"two files"]))
+    with pytest.raises(errors.TransferError, match=r"2 media files were sent to here but it "
+                                                   r"kept 1 of them"):
+        media_push.push(host, ctx, "job")
+
+
+def test_a_host_that_never_ends_names_the_wait(tmp_path, monkeypatch):
+    from potato.training.backends import errors, media_push
+    monkeypatch.setattr(media_push, "FINISH_S", 1)
+    host = _host_script(tmp_path, "time.sleep(600)")
+    ctx = Ctx(media_index(tmp_path, [b"one file"]))
+    with pytest.raises(errors.ConnectError, match=r"ssh to here did not answer within 1 s"):
+        media_push.push(host, ctx, "job")
+
+
+def test_a_tar_number_is_octal_digits_only(tmp_path):
+    block = bytearray(tar_header(sha(b"x"), 1, 0))
+    block[124:136] = b"+0000000001\0"  # int(, 8) reads 1
+    block[148:156] = b" " * 8
+    block[148:156] = b"%06o\0 " % sum(block)
+    with pytest.raises(mc.CacheError, match=r"damaged \(a header field reads '\+0000000001'\)"):
+        mc.tar_header(bytes(block))
+
+
+def test_a_host_write_never_takes_another_writers_name(tmp_path, monkeypatch):
+    """Two hosts on one network file system may give the same pid: a file on its way in there
+    is never truncated by put() (before, its name was the hash and the pid)."""
+    cache = str(tmp_path / "media")
+    data = b"arriving here"
+    folder = os.path.dirname(mc.file_path(cache, sha(data)))
+    os.makedirs(folder)
+    other = os.path.join(folder, ".%s.%d" % (sha(data), os.getpid()))
+    with open(other, "wb") as f:
+        f.write(b"another host's half")
+    mc.put(cache, sha(data), data)
+    with open(other, "rb") as f:
+        assert f.read() == b"another host's half"
+    with open(mc.file_path(cache, sha(data)), "rb") as f:
+        assert f.read() == data

@@ -20,22 +20,33 @@ from typing import Dict, List, Tuple
 
 from potato.training import media_bundle
 from potato.training.backends import errors
-from potato.training.remote import media_cache, proc
+from potato.training.remote import media_cache, media_tar, proc
 
 PROGRESS_S = 0.5
 CHECK_S = 300  # the host answers which files it lacks within this, or the copy fails
+FINISH_S = 600  # after the stream: the host's last word (verified, trimmed) within this
+WRITE_STALL_S = 120  # the host takes none of the stream for this long: the copy fails
+WAIT_S = 0.5  # a write waits this long at a time (then the run's cancel is looked at)
 WRITE_CHUNK = 256 << 10  # small files' headers and bytes go to ssh in writes this large
 ONE_READ = 4 << 20  # a larger file is sent in blocks of this size
 BLOCK = 512
 
 
 def cache_command(python: str, remote_dir: str, action: str, pin: str, limit_mb: float) -> str:
-    """``python -c <media_cache.py> need|receive|sync DIR PIN LIMIT_MB``, every value quoted: it
-    runs before (and without) Potato's copied code."""
-    with open(media_cache.__file__, encoding="utf-8") as f:
-        source = f.read()
-    return " ".join(shlex.quote(a) for a in (python, "-c", source, action, remote_dir, pin,
-                                             "%g" % limit_mb))
+    """``python -c <media_tar.py + media_cache.py> need|receive|sync DIR PIN LIMIT_MB``, every
+    value quoted: it runs before (and without) Potato's copied code."""
+    return " ".join(shlex.quote(a) for a in (python, "-c", cache_source(), action, remote_dir,
+                                             pin, "%g" % limit_mb))
+
+
+def cache_source() -> str:
+    """The host's program: media_tar.py, then media_cache.py (which imports media_tar only
+    when it is imported apart from it)."""
+    source = ""
+    for module in (media_tar, media_cache):
+        with open(module.__file__, encoding="utf-8") as f:
+            source += f.read() + "\n\n"
+    return source
 
 
 def parse(stdout: str) -> dict:
@@ -93,6 +104,12 @@ def push(backend, ctx, pin: str) -> None:
             "%s media file(s) arrived on %s damaged or changed since they were listed: %s. "
             "Start the run again (a file that changes while a run starts is hashed again)."
             % (summary["bad_count"], host, "; ".join(summary.get("bad", [])[:3])))
+    if summary.get("received", 0) < len(missing):
+        raise errors.TransferError(
+            "%s media files were sent to %s but it kept %s of them (its media_cache.py "
+            "answered %s). Start the run again; if it happens again, check the disk under "
+            "%s/media there." % (count(len(missing)), host, count(summary.get("received", 0)),
+                                 json.dumps(summary)[:300], backend.remote_dir))
 
 
 _TAIL = b"0" + bytes(100) + b"ustar\x0000" + bytes(64) + b"0000000\0" * 2 + bytes(167)
@@ -122,8 +139,9 @@ class Session:
     def __init__(self, backend, pin: str, limit: float):
         self.backend, self.host, self.limit = backend, backend.bcfg.host, limit
         self.err = tempfile.TemporaryFile()
-        self.sent = 0
+        self.sent = self.total = 0
         self.out = b""
+        self.cancel = None
         try:
             self.p = proc.spawn(backend.argv(cache_command(
                 backend.bcfg.python, backend.remote_dir, "sync", pin, limit)),
@@ -131,17 +149,19 @@ class Session:
         except proc.SpawnError as e:
             self.err.close()
             raise errors.TransferError(str(e))
+        os.set_blocking(self.p.stdin.fileno(), False)  # see _write_one
 
-    def _read(self, until: float, enough) -> bool:
+    def _read(self, within: float, enough) -> bool:
         """Read the host's stdout into ``self.out`` until ``enough()``, its end (False) or
-        ``until`` (a ConnectError)."""
+        ``within`` seconds (a ConnectError)."""
         fd = self.p.stdout.fileno()
+        until = time.monotonic() + within
         while not enough():
             left = until - time.monotonic()
             if left <= 0:
                 _end(self.p, stop=True)
                 raise errors.ConnectError("ssh to %s did not answer within %d s. Check the host "
-                                          "and the network." % (self.host, CHECK_S))
+                                          "and the network." % (self.host, within))
             if select.select([fd], [], [], min(left, 1.0))[0]:
                 data = os.read(fd, 1 << 20)
                 if not data:
@@ -166,12 +186,11 @@ class Session:
     def missing(self, wanted: bytes) -> List[Tuple[str, int]]:
         """Send the run's list ([[sha, size], ...], one line); the pairs the host lacks."""
         try:
-            self.p.stdin.write(self.backend.stdin(wanted + b"\n"))
-            self.p.stdin.flush()
-        except OSError:
+            self._write_one(self.backend.stdin(wanted + b"\n"))
+        except (OSError, _Failed):
             pass  # the host's answer (or its absence) says why
         mark = media_cache.MARK.encode()
-        got = self._read(time.monotonic() + CHECK_S, lambda: (mark in self.out and b"\n" in
+        got = self._read(CHECK_S, lambda: (mark in self.out and b"\n" in
                                                              self.out[self.out.index(mark):]))
         try:
             if not got:
@@ -190,8 +209,11 @@ class Session:
         """The tar stream of ``files`` (sha, path, size); what the host says arrived."""
         self.out = self.out[self.out.index(media_cache.MARK.encode()):]
         self.out = self.out[self.out.index(b"\n") + 1:]
+        self.cancel = ctx.cancel
         try:
             failure = self._stream(ctx, files)
+        except _Failed as e:
+            failure = str(e)
         except OSError:
             failure = "the stream to %s closed early" % self.host
         if failure:
@@ -204,7 +226,7 @@ class Session:
             self.p.stdin.close()
         except OSError:
             pass
-        self._read(time.monotonic() + 600, lambda: False)
+        self._read(FINISH_S, lambda: False)
         _end(self.p, stop=False)
         if self.p.returncode != 0:
             raise self._failure("Copying media to %s failed: exit %s" % (self.host,
@@ -217,6 +239,7 @@ class Session:
     def _stream(self, ctx, files) -> str:
         """Write the stream; "" when all of it went, else why it stopped."""
         of_bytes = sum(size for _, _, size in files)
+        self.sent, self.total = 0, of_bytes + BLOCK * (len(files) + 2)
         chunks, buffered, last, mtime = [], 0, 0.0, int(time.time())
         for done, (sha, path, size) in enumerate(files):
             if ctx.cancel.is_set():
@@ -251,8 +274,29 @@ class Session:
         self._write_one(b"".join(chunks))
 
     def _write_one(self, data: bytes) -> None:
-        self.p.stdin.write(data)
-        self.sent += len(data)
+        """Write ``data`` to the host without blocking: in waits of WAIT_S, each looking at the
+        run's cancel; _Failed when the host took nothing for WRITE_STALL_S."""
+        fd = self.p.stdin.fileno()
+        view = memoryview(data)
+        moved = time.monotonic()
+        while view:
+            if self.cancel is not None and self.cancel.is_set():
+                raise _Failed("the run was cancelled while its media were copied")
+            try:
+                n = os.write(fd, view) if select.select([], [fd], [], WAIT_S)[1] else 0
+            except BlockingIOError:
+                n = 0
+            if n:
+                view, moved = view[n:], time.monotonic()
+                self.sent += n
+            elif time.monotonic() - moved > WRITE_STALL_S:
+                raise _Failed(
+                    "the host accepted no data for %d s (%s of %s MB sent). Its side stopped "
+                    "reading: check the disk under %s/media on %s (full, or a hung network "
+                    "file system) and that nothing stopped the media_cache.py process there, "
+                    "then start the run again" % (WRITE_STALL_S, media_bundle.mb(self.sent),
+                                                  media_bundle.mb(self.total),
+                                                  self.backend.remote_dir, self.host))
 
     def close(self) -> None:
         """Whatever happened: the session ends (killed if still running), its files closed."""

@@ -5,17 +5,20 @@ Layout of ``remote_dir/media/`` (``<workdir>/media/`` for an agent machine)::
     <sha[:2]>/<sha>      a media file, named by the sha256 of its bytes (0600, folders 0700)
     .pins/<job>          the hashes a running run needs, one "sha size" a line
     <sha[:2]>/.<sha>...  a file on its way in (verified, then renamed into place)
-    .incoming/           an agent's downloads cut short, resumed from there
+    .incoming/           an agent's large downloads on their way in (a partial file each)
+    .lock                need() holds it shared, evict() alone (flock)
 
 Every run of every project on the host shares it. A file is touched (its mtime) each time a
 run needs it; when the cache is over its limit the least recently used files go first, never
 a file listed in a fresh pin. A run's agent keeps its pin fresh while it runs and removes it
 at the end; a pin not touched for PIN_STALE_S (its agent was killed) no longer counts.
 
-The file is self-contained (no other Potato import), so the ssh backend can run it on a host
-with ``python -c <this file> need|receive DIR PIN LIMIT_MB`` (see ``main``).
+The file and remote/media_tar.py (the tar reader) are self-contained (no other Potato import),
+so the ssh backend can run both on a host with ``python -c <media_tar.py + this file>
+need|receive|sync DIR PIN LIMIT_MB`` (see ``main`` and backends/media_push.py).
 """
 
+import contextlib
 import hashlib
 import json
 import os
@@ -28,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 HASH_RE = re.compile(r"[0-9a-f]{64}")
 PIN_RE = re.compile(r"[A-Za-z0-9_.-]{1,120}")
 PIN_STALE_S = 900  # a pin its agent has not touched for this long no longer holds files
+PIN_TOUCH_S = 60  # a stream being received keeps its pin fresh this often
 INCOMING_STALE_S = 3600
 MARK = "POTATO-MEDIA "
 BLOCK = 1 << 20
@@ -36,8 +40,9 @@ SMALL_FILE = 4 << 20  # larger files are written as they are read
 WRITE_AHEAD = 64 << 20  # bytes read from the stream but not yet written, at most
 
 
-class CacheError(Exception):
-    """A cache operation that cannot be done; the message says why."""
+if "tar_header" not in globals():  # run as ``python -c`` (media_push), media_tar.py is above
+    from potato.training.remote.media_tar import (  # noqa: F401 (CacheError: this module's too)
+        TAR_BLOCK, TAR_END, CacheError, _padding, _skip, tar_header)
 
 
 def valid_hash(value):
@@ -136,17 +141,49 @@ def pinned(cache, now=None):
     return out
 
 
+@contextlib.contextmanager
+def _locked(cache, exclusive):
+    """The cache's ``.lock`` held (flock): shared by need(), alone by evict(), so a file a run
+    was just told is there is never removed from an older listing. Where the file system has
+    no locks, nothing is held (as before)."""
+    try:
+        import fcntl
+        fd = os.open(os.path.join(cache, ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    except (ImportError, OSError):
+        fd = None
+    try:
+        if fd is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+            except OSError:
+                pass
+        yield
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
 def need(cache, name, wanted):
     """Pin ``wanted`` ((sha, size) pairs) for run ``name``, touch what is here; the pairs the
     cache lacks."""
-    pin(cache, name, wanted)
+    _private_dir(cache)
     missing = []
-    for sha, size in wanted:
-        if have(cache, sha, size):
-            touch(cache, sha)
-        else:
-            missing.append((sha, size))
+    with _locked(cache, exclusive=False):
+        pin(cache, name, wanted)
+        for sha, size in wanted:
+            if have(cache, sha, size):
+                touch(cache, sha)
+            else:
+                missing.append((sha, size))
     return missing
+
+
+def keep_pin(cache, name, wanted):
+    """Touch the pin ``name`` (written again from ``wanted``, {sha: size}, if it went)."""
+    try:
+        os.utime(pin_path(cache, name))
+    except OSError:
+        pin(cache, name, sorted(wanted.items()))
 
 
 def entries(cache):
@@ -176,10 +213,17 @@ def _drop_if_stale(path):
         pass
 
 
-def evict(cache, limit_bytes, now=None):
+def evict(cache, limit_bytes, now=None, keep=()):
     """Remove least recently used files until the cache holds at most ``limit_bytes``, never
-    one a fresh pin holds; returns (files removed, bytes removed, bytes still held)."""
-    now = time.time() if now is None else now
+    one a fresh pin holds nor one in ``keep``; returns (files removed, bytes removed, bytes
+    still held). The cache's lock is held alone meanwhile (see ``_locked``)."""
+    if not os.path.isdir(cache):
+        return 0, 0, 0
+    with _locked(cache, exclusive=True):
+        return _evict(cache, limit_bytes, time.time() if now is None else now, set(keep))
+
+
+def _evict(cache, limit_bytes, now, keep):
     incoming = os.path.join(cache, ".incoming")
     for name in (os.listdir(incoming) if os.path.isdir(incoming) else ()):
         _drop_if_stale(os.path.join(incoming, name))
@@ -187,7 +231,7 @@ def evict(cache, limit_bytes, now=None):
     total = sum(size for _, size, _ in files)
     if total <= limit_bytes:
         return 0, 0, total
-    keep = pinned(cache, now)
+    keep |= pinned(cache, now)
     removed = freed = 0
     for _, size, sha in files:
         if total <= limit_bytes:
@@ -257,7 +301,7 @@ def store(cache, sha, size, read):
 def put(cache, sha, data):
     """Write ``data`` (bytes in memory) into the cache as ``sha`` once its sha256 is checked:
     CacheError, and nothing written, when it does not match. As ``store``, through a hidden
-    name beside its place (never two writers of one hash in a process: see ``receive``)."""
+    name beside its place."""
     if hashlib.sha256(data).hexdigest() != sha:
         raise CacheError("media file %s arrived with %d of %d bytes and another sha256"
                          % (sha[:12], len(data), len(data)))
@@ -265,8 +309,8 @@ def put(cache, sha, data):
     if not os.path.isdir(folder):
         _private_dir(cache)
         _private_dir(folder)
-    # one name per process and file (a stream sends a hash once): cheaper than mkstemp's
-    tmp = os.path.join(folder, ".%s.%d" % (sha, os.getpid()))
+    # a name of its own (hosts on one network file system may share a pid): cheaper than mkstemp
+    tmp = os.path.join(folder, ".%s.%d.%s" % (sha, os.getpid(), os.urandom(6).hex()))
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0),
                  0o600)
     try:
@@ -285,48 +329,6 @@ def put(cache, sha, data):
         raise
 
 
-TAR_BLOCK = 512
-TAR_END = bytes(TAR_BLOCK)
-
-
-def _tar_number(field):
-    """A tar header's number field: octal, or GNU base-256 (first byte 0x80) for large ones."""
-    if field[0] & 0x80:
-        return int.from_bytes(bytes([field[0] & 0x7f]) + field[1:], "big")
-    digits = field.split(b"\0", 1)[0].strip()
-    if not digits:
-        return 0
-    try:
-        return int(digits, 8)
-    except ValueError:
-        raise CacheError("the tar stream is damaged (a header field reads %s)" % ascii(digits))
-
-
-def tar_header(block):
-    """(name, type, size) of a tar header block; CacheError when its checksum is wrong (a
-    damaged or hostile stream: the rest cannot be trusted to line up). ``name`` is text
-    (undecodable bytes escaped): only a name equal to a wanted hash is ever used."""
-    if _tar_number(block[148:156]) != sum(block[:148]) + 256 + sum(block[156:]):
-        raise CacheError("the tar stream is damaged (a header's checksum does not match)")
-    name = block[:100].split(b"\0", 1)[0]
-    if block[257:262] == b"ustar" and block[345] != 0:
-        name = block[345:500].split(b"\0", 1)[0] + b"/" + name
-    return name.decode("ascii", "backslashreplace"), block[156:157], _tar_number(block[124:136])
-
-
-def _skip(stream, n):
-    while n > 0:
-        got = len(stream.read(min(n, BLOCK)))
-        if not got:
-            return False
-        n -= got
-    return True
-
-
-def _padding(size):
-    return -size % TAR_BLOCK
-
-
 def receive(cache, name, stream, limit_bytes, writers=WRITERS):
     """Unpack a tar stream of media files (members named by their sha256, each in the pin
     ``name``) into the cache, verifying each; then evict to ``limit_bytes``. The stream is
@@ -335,7 +337,8 @@ def receive(cache, name, stream, limit_bytes, writers=WRITERS):
     are skipped over and counted as bad); nothing is written under any name from the stream.
     Small files are hashed in memory and written by ``writers`` threads while the stream is
     read on (creating many small files is bound by the file system's latency, not by the
-    bytes), at most WRITE_AHEAD bytes ahead; a large file is written as it is read."""
+    bytes), at most WRITE_AHEAD bytes ahead; a large file is written as it is read. The pin
+    is touched every PIN_TOUCH_S meanwhile (a stream may take longer than PIN_STALE_S)."""
     wanted = read_pin(cache, name)
     done = {"received": 0, "bytes": 0}
     bad, seen, pending = [], set(), []
@@ -350,9 +353,17 @@ def receive(cache, name, stream, limit_bytes, writers=WRITERS):
         except CacheError as e:
             bad.append(str(e))
 
+    touched = [time.monotonic()]
+
+    def read(n):  # the stream's bytes; a long stream keeps its pin fresh
+        if time.monotonic() - touched[0] >= PIN_TOUCH_S:
+            keep_pin(cache, name, wanted)
+            touched[0] = time.monotonic()
+        return stream.read(n)
+
     with ThreadPoolExecutor(max_workers=writers) as pool:
         while True:
-            block = stream.read(TAR_BLOCK)
+            block = read(TAR_BLOCK)
             if len(block) < TAR_BLOCK or block == TAR_END:
                 if block != TAR_END:
                     bad.append("the stream ended before its end (%d files kept)"
@@ -367,7 +378,7 @@ def receive(cache, name, stream, limit_bytes, writers=WRITERS):
             seen.add(sha)
             if size > SMALL_FILE:
                 try:
-                    pool.submit(store, cache, sha, size, stream.read).result()
+                    pool.submit(store, cache, sha, size, read).result()
                     done["received"] += 1
                     done["bytes"] += size
                 except CacheError as e:
@@ -389,7 +400,8 @@ def receive(cache, name, stream, limit_bytes, writers=WRITERS):
             settle(future, size)
     while stream.read(BLOCK):  # what follows the end (tar pads to a record): the sender
         pass  # writes it all before it reads the answer
-    removed, freed, held = evict(cache, limit_bytes)
+    keep_pin(cache, name, wanted)
+    removed, freed, held = evict(cache, limit_bytes, keep=wanted)
     return {"received": done["received"], "bytes": done["bytes"], "bad": bad[:20],
             "bad_count": len(bad), "evicted": removed, "evicted_bytes": freed,
             "held_bytes": held}

@@ -13,6 +13,7 @@ import http.client
 import json
 import os
 import platform
+import tempfile
 import threading
 import time
 
@@ -24,6 +25,7 @@ PARALLEL = 4  # connections at once
 BATCH_FILE_MAX = 4 << 20  # larger files come one a request (resumable with Range)
 BATCH_FILES = 500  # small files per request (the server takes up to 2,000)
 BATCH_BYTES = 32 << 20
+BATCH_TAIL_MAX = 1 << 20  # a batch answer longer than its files by more fails
 PROGRESS_S = 1.0
 
 
@@ -98,44 +100,67 @@ class Downloader:
         return resp
 
     def fetch(self, sha, size):
-        """Download one file into ``.incoming`` (hashed as it arrives, resumed after a cut
-        from where it stopped), verify it, move it into place."""
-        part = os.path.join(media_cache.incoming_dir(self.cache), sha + ".part")
-        h = hashlib.sha256()
-        have = 0
-        last = None
-        fd = os.open(part, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
-        with os.fdopen(fd, "a+b") as f:
-            f.seek(0)
-            for block in iter(lambda: f.read(media_cache.BLOCK), b""):  # an earlier cut
-                h.update(block)
-                have += len(block)
-            for attempt in range(TRIES):
-                if have >= size:
-                    break
-                try:
-                    resp = self._get(sha, have)
-                    if resp.status == 200 and have:  # the whole file again
-                        f.truncate(0)
-                        h, have = hashlib.sha256(), 0
-                    while True:
-                        block = resp.read(media_cache.BLOCK)  # at the end: closed, reusable
-                        if not block:
-                            break
-                        f.write(block)
-                        h.update(block)
-                        have += len(block)
-                except (OSError, http.client.HTTPException) as e:
-                    last = e
-                    self.close()  # a kept-alive connection the server closed: a fresh one now
-                    time.sleep(min(0.2 * 2 ** attempt, 3) if attempt else
-                               0.5 if isinstance(e, Busy) else 0)
-        if have != size or h.hexdigest() != sha:
-            os.unlink(part)
-            raise media_cache.CacheError("media file %s arrived with %d of %d bytes%s%s" % (
-                sha[:12], have, size, "" if have != size else " and another sha256",
-                " (%s)" % last if last else ""))
-        media_cache.place(self.cache, sha, part)
+        """Download one file into a partial file of this downloader's own in ``.incoming``
+        (hashed as it arrives, resumed with Range after a cut from where it stopped), verify
+        the bytes on disk, move it into place. Another run on the host may fetch the same file
+        at once: each writes its own partial file, and a file that took its place meanwhile
+        is used as it is."""
+        if media_cache.have(self.cache, sha, size):
+            return
+        fd, part = tempfile.mkstemp(prefix="%s.%d." % (sha[:16], os.getpid()), suffix=".part",
+                                    dir=media_cache.incoming_dir(self.cache))
+        try:
+            with os.fdopen(fd, "w+b") as f:
+                h, have, last = self._download(f, sha, size)
+                f.flush()
+                on_disk = os.fstat(f.fileno()).st_size
+            if have != size or on_disk != size or h.hexdigest() != sha:
+                if media_cache.have(self.cache, sha, size):  # another run's copy arrived
+                    return
+                raise media_cache.CacheError("media file %s arrived with %d of %d bytes%s%s" % (
+                    sha[:12], on_disk, size, "" if on_disk != size else " and another sha256",
+                    " (%s)" % last if last else ""))
+            try:
+                media_cache.place(self.cache, sha, part)
+            except OSError as e:
+                if not media_cache.have(self.cache, sha, size):
+                    raise media_cache.CacheError("media file %s could not take its place in "
+                                                 "%s: %s" % (sha[:12], self.cache, e))
+        finally:
+            try:
+                os.unlink(part)
+            except OSError:  # placed: it is the cache's file now
+                pass
+
+    def _download(self, f, sha, size):
+        """Write the file's bytes to ``f`` (TRIES tries, each resuming where the last one was
+        cut); (sha256 so far, bytes written, the last error or None)."""
+        h, have, last = hashlib.sha256(), 0, None
+        for attempt in range(TRIES):
+            if have >= size:
+                break
+            try:
+                resp = self._get(sha, have)
+                if resp.status == 200 and have:  # the whole file again
+                    f.seek(0)
+                    f.truncate(0)
+                    h, have = hashlib.sha256(), 0
+                while True:
+                    block = resp.read(media_cache.BLOCK)  # at the end: closed, reusable
+                    if not block:
+                        break
+                    f.write(block)
+                    h.update(block)
+                    have += len(block)
+                    if have > size:  # not the listed file: no more of it
+                        self.close()
+                        return h, have, "the server sent more than the %d bytes listed" % size
+            except (OSError, http.client.HTTPException) as e:
+                last = e
+                self.close()  # a kept-alive connection the server closed: a fresh one now
+                time.sleep(min(0.2 * 2 ** attempt, 3) if attempt else
+                           0.5 if isinstance(e, Busy) else 0)
+        return h, have, last
 
     def fetch_batch(self, files, done):
         """Small files in one request (``POST .../media``), each verified as its bytes end;
@@ -162,7 +187,17 @@ class Downloader:
                     media_cache.put(self.cache, sha, data)
                 left.pop(0)
                 done(size)
-            resp.read()  # the end: the connection is free for the next request
+            extra = 0
+            while extra <= BATCH_TAIL_MAX:  # the end: the connection is free for the next one
+                block = resp.read(media_cache.BLOCK)
+                if not block:
+                    break
+                extra += len(block)
+            else:
+                self.close()
+                raise ServerError(resp.status, "the answer to a batch of %d media files ran on "
+                                  "more than %d bytes past their listed sizes; is the server "
+                                  "this version of Potato?" % (len(files), BATCH_TAIL_MAX))
         except (OSError, http.client.HTTPException, media_cache.CacheError) as e:
             self.close()
             if isinstance(e, media_cache.CacheError) and "another sha256" in str(e):
