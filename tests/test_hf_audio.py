@@ -409,3 +409,67 @@ def test_flac_is_read_with_soundfile_where_it_is_installed(tmp_path):
     audio_io.check(path)
     x, rate = audio_io.read(path, 0.25)
     assert rate == 8000 and len(x) == 2000 and np.abs(x - want[:2000]).max() < 1e-3
+
+
+def w2v_base_like(d, return_attention_mask):
+    """A Wav2Vec2 with facebook/wav2vec2-base's conv stack (receptive field 400 samples,
+    stride 320) and its SpecAugment default (mask_time_prob 0.05, mask_time_length 10), tiny
+    otherwise."""
+    pytest.importorskip("torch", reason="needs the train-audio extra (torch)")
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    config = transformers.Wav2Vec2Config(
+        hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+        conv_dim=(8,) * 7, num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4,
+        classifier_proj_size=16)
+    assert config.mask_time_prob == 0.05 and config.mask_time_length == 10
+    transformers.Wav2Vec2ForSequenceClassification(config).save_pretrained(d)
+    transformers.Wav2Vec2FeatureExtractor(
+        feature_size=1, sampling_rate=16000, padding_value=0.0, do_normalize=True,
+        return_attention_mask=return_attention_mask).save_pretrained(d)
+    return d
+
+
+@pytest.fixture(scope="module")
+def w2v_base_like_pair(tmp_path_factory):
+    """Two of them (built outside the tests: transformers' threads and temp files stay):
+    without the extractor's attention mask (as wav2vec2-base), and with one."""
+    d = tmp_path_factory.mktemp("w2v-base-like")
+    return dict((keep, w2v_base_like(str(d / ("m%d" % keep)), keep)) for keep in (False, True))
+
+
+def test_clips_shorter_than_the_model_needs_are_padded_in_training_and_prediction(
+        tmp_path, w2v_base_like_pair):
+    """SpecAugment (mask_time_prob > 0) needs mask_time_length frames and the conv encoder a
+    receptive field of samples: 0.1 s clips (the least max_seconds) and 1-sample clips are
+    padded to 400 + 10 x 320 samples, so they train and predict, with and without the
+    extractor's attention mask; models without a conv encoder are left alone."""
+    import transformers
+    from potato.training.remote.trainers import hf_audio
+
+    assert hf_audio.min_samples(transformers.Wav2Vec2Config()) == (3600, 400)
+    assert hf_audio.min_samples(transformers.Wav2Vec2Config(mask_time_prob=0.0)) == (400, 400)
+    assert hf_audio.min_samples(transformers.ASTConfig()) == (0, 0)
+    assert hf_audio.min_samples(transformers.WhisperConfig()) == (0, 0)
+    rows = [("c%d" % k, "c%d.wav" % k,
+             wav(tone(300 if k % 2 else 2500, 16000, seconds=0.1 if k % 3 else 1 / 16000),
+                 16000), LABELS[k % 2]) for k in range(8)]
+    for keep in (False, True):
+        model = w2v_base_like_pair[keep]
+        folder = write_clips(tmp_path / ("s%d" % keep), rows)
+        items = [(i, "", {"kind": "audio", "path": os.path.join(folder, n)})
+                 for i, n, _, _ in rows]
+        labels = dict((i, {"pitch": [lab]}) for i, _, _, lab in rows[:6])
+        paths = RunPaths(str(tmp_path / ("run%d" % keep))).create()
+        schemas = {"pitch": {"type": "radio", "labels": LABELS}}
+        bundle.build(paths.bundle, items, labels, schemas, include_unlabeled=True)
+        full = resolve_params(REGISTRY["hf-audio-classification"],
+                              dict(model=model, epochs=2, batch_size=4, lora=False,
+                                   max_seconds=0.1))
+        write_json(paths.spec, {"run_id": "t", "trainer": "hf-audio-classification",
+                                "schemas": schemas, "params": full, "device": "cpu"})
+        code, evs = train(paths)
+        assert code == 0, [e for e in evs if e["type"] == "error"]
+        assert os.path.exists(os.path.join(paths.artifacts, "model", "labels.json"))
