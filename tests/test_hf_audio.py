@@ -473,3 +473,29 @@ def test_clips_shorter_than_the_model_needs_are_padded_in_training_and_predictio
         code, evs = train(paths)
         assert code == 0, [e for e in evs if e["type"] == "error"]
         assert os.path.exists(os.path.join(paths.artifacts, "model", "labels.json"))
+
+
+def test_a_float_wav_with_huge_values_is_clipped_and_a_loss_that_is_not_finite_fails_the_run(
+        tmp_path, tiny_w2v, monkeypatch):
+    """A corrupt float WAV (finite samples near float32's max) reads as samples in [-1, 1]
+    (the extractor's normalisation would overflow to NaN); a run whose loss still stops being
+    a number (here: every clip read as huge values, as before the clipping) fails naming the
+    epoch and what to try, and saves no model."""
+    np = pytest.importorskip("numpy")
+    from potato.training.remote.trainers import audio_io
+
+    for bits in (32, 64):
+        path = tmp_path / ("huge%d.wav" % bits)
+        path.write_bytes(wav([3.0e38, -3.0e38, 0.25] * 100, 16000, enc="float", bits=bits))
+        x, _ = audio_io.read(str(path), 10.0)
+        assert np.isfinite(x).all() and x.max() == 1.0 and x.min() == -1.0, bits
+    read = audio_io.read
+    monkeypatch.setattr(audio_io, "read", lambda *a: (read(*a)[0] * 3.0e38, read(*a)[1]))
+    paths = run_dir(tmp_path, tiny_w2v, {"type": "radio", "labels": LABELS}, lambda n: n,
+                    **dict(FAST, epochs=2))
+    code, evs = train(paths)
+    error = [e for e in evs if e["type"] == "error"][-1]["message"]
+    assert code != 0 and re.match(
+        r"the training loss of epoch 1 was (nan|inf), so the model's weights are no longer "
+        r"numbers; try a lower learning_rate, and check the data", error), error
+    assert not os.path.exists(os.path.join(paths.artifacts, "model"))

@@ -164,14 +164,17 @@ def read(path, max_seconds):
     rate = sf.info(path).samplerate
     x, rate = sf.read(path, frames=max(1, int(max_seconds * rate)), dtype="float32",
                       always_2d=True)
+    x = np.clip(np.nan_to_num(x, nan=0.0, posinf=1.0, neginf=-1.0), -1.0, 1.0)
     return x.mean(axis=1, dtype=np.float32), rate
 
 
 def _samples(np, raw, tag, bits):
-    """Interleaved samples as float32 in [-1, 1] (float files as they are, NaN made 0)."""
+    """Interleaved samples as float32 in [-1, 1] (float files: NaN made 0, the rest clipped to
+    [-1, 1], so a corrupt file's huge values cannot overflow the extractor's normalisation)."""
     if tag == FLOAT:
-        x = np.frombuffer(raw, "<f4" if bits == 32 else "<f8").astype(np.float32)
-        return np.nan_to_num(x, nan=0.0, posinf=1.0, neginf=-1.0)
+        x = np.frombuffer(raw, "<f4" if bits == 32 else "<f8")
+        return np.clip(np.nan_to_num(x, nan=0.0, posinf=1.0, neginf=-1.0), -1.0, 1.0) \
+            .astype(np.float32)
     if bits == 8:  # 8-bit WAV is unsigned, centred on 128
         return (np.frombuffer(raw, np.uint8).astype(np.float32) - 128.0) / 128.0
     if bits == 24:
