@@ -274,7 +274,7 @@ def test_every_wav_encoding_decodes_to_the_same_mono_clip_and_resamples(tmp_path
     mulaw[20:22] = struct.pack("<H", 7)
     (tmp_path / "mu.wav").write_bytes(bytes(mulaw))
     monkeypatch.setattr(audio_io, "soundfile", lambda: None)
-    with pytest.raises(audio_io.NeedsSoundfile, match="format tag 0x0007"):
+    with pytest.raises(audio_io.NeedsSoundfile, match="it is mu-law WAV, which"):
         audio_io.check(str(tmp_path / "mu.wav"))
 
 
@@ -499,3 +499,38 @@ def test_a_float_wav_with_huge_values_is_clipped_and_a_loss_that_is_not_finite_f
         r"the training loss of epoch 1 was (nan|inf), so the model's weights are no longer "
         r"numbers; try a lower learning_rate, and check the data", error), error
     assert not os.path.exists(os.path.join(paths.artifacts, "model"))
+
+
+def test_wav_headers_the_trainer_does_not_decode_go_to_soundfile_named_in_words(
+        tmp_path, monkeypatch):
+    """An odd-sized fmt chunk's pad byte is skipped; frames whose size does not fit the
+    channels and bits (24-bit samples in 4-byte frames), RF64 and RIFX files, and encodings
+    such as mu-law go to soundfile, and without it the run's sentence names each format in
+    words with its own count, never telling WAV files to become WAV."""
+    np = pytest.importorskip("numpy")
+    from potato.training.remote.trainers import audio_io, hf_audio
+
+    pcm = wav([0.25, -0.25, 0.5, -0.5], 16000)
+    odd = bytearray(pcm[:16]) + struct.pack("<I", 17) + pcm[20:36] + b"\x00\x00" + pcm[36:]
+    odd[4:8] = struct.pack("<I", len(odd) - 8)
+    (tmp_path / "odd.wav").write_bytes(bytes(odd))
+    audio_io.check(str(tmp_path / "odd.wav"))
+    x, _ = audio_io.read(str(tmp_path / "odd.wav"), 10.0)
+    assert np.abs(x - [0.25, -0.25, 0.5, -0.5]).max() < 1e-3
+    wide = bytearray(wav(tone(300, 16000), 16000, bits=24))
+    wide[32:34] = struct.pack("<H", 4)  # block align 4 for 3-byte samples
+    cases = {"wide.wav": (bytes(wide), "24-bit PCM WAV in 4-byte frames (1 channels)"),
+             "big.wav": (b"RF64" + pcm[4:], "RF64 WAV"),
+             "bw.wav": (b"BW64" + pcm[4:], "RF64 WAV"),
+             "rifx.wav": (b"RIFX" + pcm[4:], "big-endian WAV (RIFX)")}
+    monkeypatch.setattr(audio_io, "soundfile", lambda: None)
+    for name, (data, fmt) in cases.items():
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(audio_io.NeedsSoundfile) as e:
+            audio_io.check(str(tmp_path / name))
+        assert e.value.format == fmt, name
+    assert hf_audio.needs_sentence({"mu-law WAV": ["a.wav", "b.wav"], "Ogg": ["c.ogg"],
+                                    "MP3": ["d.mp3"]}, 9) == (
+        "4 of 9 items' audio files are mu-law WAV (2: a.wav, b.wav), MP3 (1: d.mp3) and Ogg "
+        "(1: c.ogg), which this trainer decodes only with the soundfile package: pip install "
+        "soundfile into the Python that runs the worker, or convert them to 16-bit PCM WAV.")

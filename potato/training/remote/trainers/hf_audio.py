@@ -72,13 +72,7 @@ class Trainer(hf_image.Trainer):
                 "item_properties.audio_key and the media files (potato validate lists them)."
                 % (len(bad), n, "; ".join(bad[:3]), " ..." if len(bad) > 3 else ""))
         if needs:
-            fmt, names = sorted(needs.items(), key=lambda kv: -len(kv[1]))[0]
-            raise self.ctx.RunFailure(
-                "%d of %d items' audio files are %s (%s%s), which this trainer decodes only "
-                "with the soundfile package: %s into the Python that runs the worker, or "
-                "convert them to WAV." % (sum(map(len, needs.values())), n, fmt,
-                                          ", ".join(names[:3]), " ..." if len(names) > 3 else "",
-                                          audio_io.INSTALL))
+            raise self.ctx.RunFailure(needs_sentence(needs, n))
 
     # -- inputs: items' audio files, read a batch at a time -------------------------------------
     def _clip(self, path):
@@ -139,6 +133,22 @@ class Trainer(hf_image.Trainer):
         model.to(self.device)
         self.model = model
         return model
+
+
+def needs_sentence(needs, n):
+    """The run's failure when files need the soundfile package that is not installed:
+    ``needs`` maps each format ("MP3", "mu-law WAV" ...) to its files' names; each format is
+    named with its own count where there are several."""
+    parts = sorted(needs.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    named = ["%s (%s%s%s)" % (fmt, "%d: " % len(names) if len(parts) > 1 else "",
+                              ", ".join(names[:3]), " ..." if len(names) > 3 else "")
+             for fmt, names in parts]
+    listed = named[0] if len(named) == 1 else "%s and %s" % (", ".join(named[:-1]), named[-1])
+    wav = any("WAV" in fmt for fmt in needs)  # "convert them to WAV" is no help for those
+    return ("%d of %d items' audio files are %s, which this trainer decodes only with the "
+            "soundfile package: %s into the Python that runs the worker, or convert them to "
+            "%s." % (sum(map(len, needs.values())), n, listed, audio_io.INSTALL,
+                     "16-bit PCM WAV" if wav else "WAV"))
 
 
 def no_layerdrop(model):
