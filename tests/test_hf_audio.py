@@ -534,3 +534,21 @@ def test_wav_headers_the_trainer_does_not_decode_go_to_soundfile_named_in_words(
         "4 of 9 items' audio files are mu-law WAV (2: a.wav, b.wav), MP3 (1: d.mp3) and Ogg "
         "(1: c.ogg), which this trainer decodes only with the soundfile package: pip install "
         "soundfile into the Python that runs the worker, or convert them to 16-bit PCM WAV.")
+
+
+def test_a_clips_input_does_not_depend_on_the_clips_beside_it(w2v_base_like_pair):
+    """An extractor that normalises (do_normalize) but whose model takes no attention mask
+    (facebook/wav2vec2-base's): asked for a mask anyway, it normalises each clip over its own
+    samples, so a short clip's input is the same alone and beside a long one."""
+    np = pytest.importorskip("numpy")
+    import transformers
+    from potato.training.remote.trainers import hf_audio
+
+    fe = transformers.AutoFeatureExtractor.from_pretrained(w2v_base_like_pair[False])
+    short = np.array(tone(300, 16000, 0.3), np.float32)
+    long = np.array(tone(2000, 16000, 3.0), np.float32) * 0.1
+    kw = dict(sampling_rate=16000, return_tensors="np", **hf_audio.padding(fe))
+    alone = fe([short], **kw)["input_values"][0]
+    mixed = fe([short, long], **kw)["input_values"][0]
+    assert np.abs(mixed[:len(short)] - alone).max() < 1e-5
+    assert not mixed[len(short):].any()  # the padding is silence
