@@ -274,7 +274,7 @@ def test_every_wav_encoding_decodes_to_the_same_mono_clip_and_resamples(tmp_path
     mulaw[20:22] = struct.pack("<H", 7)
     (tmp_path / "mu.wav").write_bytes(bytes(mulaw))
     monkeypatch.setattr(audio_io, "soundfile", lambda: None)
-    with pytest.raises(audio_io.NeedsSoundfile, match="format tag 0x0007"):
+    with pytest.raises(audio_io.NeedsSoundfile, match="it is mu-law WAV, which"):
         audio_io.check(str(tmp_path / "mu.wav"))
 
 
@@ -409,3 +409,146 @@ def test_flac_is_read_with_soundfile_where_it_is_installed(tmp_path):
     audio_io.check(path)
     x, rate = audio_io.read(path, 0.25)
     assert rate == 8000 and len(x) == 2000 and np.abs(x - want[:2000]).max() < 1e-3
+
+
+def w2v_base_like(d, return_attention_mask):
+    """A Wav2Vec2 with facebook/wav2vec2-base's conv stack (receptive field 400 samples,
+    stride 320) and its SpecAugment default (mask_time_prob 0.05, mask_time_length 10), tiny
+    otherwise."""
+    pytest.importorskip("torch", reason="needs the train-audio extra (torch)")
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    config = transformers.Wav2Vec2Config(
+        hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+        conv_dim=(8,) * 7, num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4,
+        classifier_proj_size=16)
+    assert config.mask_time_prob == 0.05 and config.mask_time_length == 10
+    transformers.Wav2Vec2ForSequenceClassification(config).save_pretrained(d)
+    transformers.Wav2Vec2FeatureExtractor(
+        feature_size=1, sampling_rate=16000, padding_value=0.0, do_normalize=True,
+        return_attention_mask=return_attention_mask).save_pretrained(d)
+    return d
+
+
+@pytest.fixture(scope="module")
+def w2v_base_like_pair(tmp_path_factory):
+    """Two of them (built outside the tests: transformers' threads and temp files stay):
+    without the extractor's attention mask (as wav2vec2-base), and with one."""
+    d = tmp_path_factory.mktemp("w2v-base-like")
+    return dict((keep, w2v_base_like(str(d / ("m%d" % keep)), keep)) for keep in (False, True))
+
+
+def test_clips_shorter_than_the_model_needs_are_padded_in_training_and_prediction(
+        tmp_path, w2v_base_like_pair):
+    """SpecAugment (mask_time_prob > 0) needs mask_time_length frames and the conv encoder a
+    receptive field of samples: 0.1 s clips (the least max_seconds) and 1-sample clips are
+    padded to 400 + 10 x 320 samples, so they train and predict, with and without the
+    extractor's attention mask; models without a conv encoder are left alone."""
+    import transformers
+    from potato.training.remote.trainers import hf_audio
+
+    assert hf_audio.min_samples(transformers.Wav2Vec2Config()) == (3600, 400)
+    assert hf_audio.min_samples(transformers.Wav2Vec2Config(mask_time_prob=0.0)) == (400, 400)
+    assert hf_audio.min_samples(transformers.ASTConfig()) == (0, 0)
+    assert hf_audio.min_samples(transformers.WhisperConfig()) == (0, 0)
+    rows = [("c%d" % k, "c%d.wav" % k,
+             wav(tone(300 if k % 2 else 2500, 16000, seconds=0.1 if k % 3 else 1 / 16000),
+                 16000), LABELS[k % 2]) for k in range(8)]
+    for keep in (False, True):
+        model = w2v_base_like_pair[keep]
+        folder = write_clips(tmp_path / ("s%d" % keep), rows)
+        items = [(i, "", {"kind": "audio", "path": os.path.join(folder, n)})
+                 for i, n, _, _ in rows]
+        labels = dict((i, {"pitch": [lab]}) for i, _, _, lab in rows[:6])
+        paths = RunPaths(str(tmp_path / ("run%d" % keep))).create()
+        schemas = {"pitch": {"type": "radio", "labels": LABELS}}
+        bundle.build(paths.bundle, items, labels, schemas, include_unlabeled=True)
+        full = resolve_params(REGISTRY["hf-audio-classification"],
+                              dict(model=model, epochs=2, batch_size=4, lora=False,
+                                   max_seconds=0.1))
+        write_json(paths.spec, {"run_id": "t", "trainer": "hf-audio-classification",
+                                "schemas": schemas, "params": full, "device": "cpu"})
+        code, evs = train(paths)
+        assert code == 0, [e for e in evs if e["type"] == "error"]
+        assert os.path.exists(os.path.join(paths.artifacts, "model", "labels.json"))
+
+
+def test_a_float_wav_with_huge_values_is_clipped_and_a_loss_that_is_not_finite_fails_the_run(
+        tmp_path, tiny_w2v, monkeypatch):
+    """A corrupt float WAV (finite samples near float32's max) reads as samples in [-1, 1]
+    (the extractor's normalisation would overflow to NaN); a run whose loss still stops being
+    a number (here: every clip read as huge values, as before the clipping) fails naming the
+    epoch and what to try, and saves no model."""
+    np = pytest.importorskip("numpy")
+    from potato.training.remote.trainers import audio_io
+
+    for bits in (32, 64):
+        path = tmp_path / ("huge%d.wav" % bits)
+        path.write_bytes(wav([3.0e38, -3.0e38, 0.25] * 100, 16000, enc="float", bits=bits))
+        x, _ = audio_io.read(str(path), 10.0)
+        assert np.isfinite(x).all() and x.max() == 1.0 and x.min() == -1.0, bits
+    read = audio_io.read
+    monkeypatch.setattr(audio_io, "read", lambda *a: (read(*a)[0] * 3.0e38, read(*a)[1]))
+    paths = run_dir(tmp_path, tiny_w2v, {"type": "radio", "labels": LABELS}, lambda n: n,
+                    **dict(FAST, epochs=2))
+    code, evs = train(paths)
+    error = [e for e in evs if e["type"] == "error"][-1]["message"]
+    assert code != 0 and re.match(
+        r"the training loss of epoch 1 was (nan|inf), so the model's weights are no longer "
+        r"numbers; try a lower learning_rate, and check the data", error), error
+    assert not os.path.exists(os.path.join(paths.artifacts, "model"))
+
+
+def test_wav_headers_the_trainer_does_not_decode_go_to_soundfile_named_in_words(
+        tmp_path, monkeypatch):
+    """An odd-sized fmt chunk's pad byte is skipped; frames whose size does not fit the
+    channels and bits (24-bit samples in 4-byte frames), RF64 and RIFX files, and encodings
+    such as mu-law go to soundfile, and without it the run's sentence names each format in
+    words with its own count, never telling WAV files to become WAV."""
+    np = pytest.importorskip("numpy")
+    from potato.training.remote.trainers import audio_io, hf_audio
+
+    pcm = wav([0.25, -0.25, 0.5, -0.5], 16000)
+    odd = bytearray(pcm[:16]) + struct.pack("<I", 17) + pcm[20:36] + b"\x00\x00" + pcm[36:]
+    odd[4:8] = struct.pack("<I", len(odd) - 8)
+    (tmp_path / "odd.wav").write_bytes(bytes(odd))
+    audio_io.check(str(tmp_path / "odd.wav"))
+    x, _ = audio_io.read(str(tmp_path / "odd.wav"), 10.0)
+    assert np.abs(x - [0.25, -0.25, 0.5, -0.5]).max() < 1e-3
+    wide = bytearray(wav(tone(300, 16000), 16000, bits=24))
+    wide[32:34] = struct.pack("<H", 4)  # block align 4 for 3-byte samples
+    cases = {"wide.wav": (bytes(wide), "24-bit PCM WAV in 4-byte frames (1 channels)"),
+             "big.wav": (b"RF64" + pcm[4:], "RF64 WAV"),
+             "bw.wav": (b"BW64" + pcm[4:], "RF64 WAV"),
+             "rifx.wav": (b"RIFX" + pcm[4:], "big-endian WAV (RIFX)")}
+    monkeypatch.setattr(audio_io, "soundfile", lambda: None)
+    for name, (data, fmt) in cases.items():
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(audio_io.NeedsSoundfile) as e:
+            audio_io.check(str(tmp_path / name))
+        assert e.value.format == fmt, name
+    assert hf_audio.needs_sentence({"mu-law WAV": ["a.wav", "b.wav"], "Ogg": ["c.ogg"],
+                                    "MP3": ["d.mp3"]}, 9) == (
+        "4 of 9 items' audio files are mu-law WAV (2: a.wav, b.wav), MP3 (1: d.mp3) and Ogg "
+        "(1: c.ogg), which this trainer decodes only with the soundfile package: pip install "
+        "soundfile into the Python that runs the worker, or convert them to 16-bit PCM WAV.")
+
+
+def test_a_clips_input_does_not_depend_on_the_clips_beside_it(w2v_base_like_pair):
+    """An extractor that normalises (do_normalize) but whose model takes no attention mask
+    (facebook/wav2vec2-base's): asked for a mask anyway, it normalises each clip over its own
+    samples, so a short clip's input is the same alone and beside a long one."""
+    np = pytest.importorskip("numpy")
+    import transformers
+    from potato.training.remote.trainers import hf_audio
+
+    fe = transformers.AutoFeatureExtractor.from_pretrained(w2v_base_like_pair[False])
+    short = np.array(tone(300, 16000, 0.3), np.float32)
+    long = np.array(tone(2000, 16000, 3.0), np.float32) * 0.1
+    kw = dict(sampling_rate=16000, return_tensors="np", **hf_audio.padding(fe))
+    alone = fe([short], **kw)["input_values"][0]
+    mixed = fe([short, long], **kw)["input_values"][0]
+    assert np.abs(mixed[:len(short)] - alone).max() < 1e-5
+    assert not mixed[len(short):].any()  # the padding is silence

@@ -22,7 +22,12 @@ PCM, FLOAT, EXTENSIBLE = 0x0001, 0x0003, 0xFFFE
 PCM_BITS = (8, 16, 24, 32)
 FLOAT_BITS = (32, 64)
 MAX_RATE = 1000000  # samples per second: any real file's rate is far below
-SOUNDFILE_FORMATS = ("MP3", "Ogg", "FLAC")  # what libsndfile reads besides WAV
+RF64 = "RF64 WAV"  # a WAV over 4 GB (RF64, BW64): its sizes are in a ds64 chunk
+RIFX = "big-endian WAV (RIFX)"
+SOUNDFILE_FORMATS = ("MP3", "Ogg", "FLAC", RF64, RIFX)  # what libsndfile reads besides WAV
+# WAV format tags soundfile decodes, by name (the rest are named by their number)
+TAG_NAMES = {0x0002: "MS ADPCM", 0x0006: "A-law", 0x0007: "mu-law", 0x0011: "IMA ADPCM",
+             0x0031: "GSM 6.10", 0x0055: "MP3"}
 INSTALL = "pip install soundfile"
 
 
@@ -37,13 +42,18 @@ class NeedsSoundfile(AudioError):
         super().__init__("it is %s, which this trainer decodes only with the soundfile "
                          "package" % fmt)
         self.format = fmt
+        self.is_wav = "WAV" in fmt  # "convert it to WAV" would not help: 16-bit PCM WAV would
 
 
 def sniff(head):
-    """The audio format of a file from its first 12 bytes: WAV, MP3, Ogg, FLAC, MP4/M4A, WebM,
-    AAC, or None."""
+    """The audio format of a file from its first 12 bytes: WAV, RF64 WAV, big-endian WAV
+    (RIFX), MP3, Ogg, FLAC, MP4/M4A, WebM, AAC, or None."""
     if head[:4] == b"RIFF" and head[8:12] == b"WAVE":
         return "WAV"
+    if head[:4] in (b"RF64", b"BW64") and head[8:12] == b"WAVE":
+        return RF64
+    if head[:4] == b"RIFX" and head[8:12] == b"WAVE":
+        return RIFX
     if head[:4] == b"OggS":
         return "Ogg"
     if head[:4] == b"fLaC":
@@ -69,8 +79,9 @@ def soundfile():
 
 
 def wav_layout(f):
-    """(format tag, channels, rate, bits, first data byte, data bytes) of an open WAV file,
-    whose data size is cut to what the file holds (a streamed WAV says 0xFFFFFFFF)."""
+    """(format tag, channels, rate, bits, first data byte, data bytes, block align) of an open
+    WAV file, whose data size is cut to what the file holds (a streamed WAV says
+    0xFFFFFFFF)."""
     f.seek(0, os.SEEK_END)
     end = f.tell()
     f.seek(12)
@@ -83,7 +94,7 @@ def wav_layout(f):
         if cid == b"fmt ":
             if not 16 <= size <= 4096:
                 raise AudioError("it is a WAV file whose fmt chunk is %d bytes" % size)
-            body = f.read(size)
+            body = f.read(size + (size & 1))  # with an odd-sized chunk's pad byte
             if len(body) < size:
                 raise AudioError("it is a WAV file cut off in its fmt chunk")
             tag, channels, rate, _, block, bits = struct.unpack("<HHIIHH", body[:16])
@@ -94,7 +105,7 @@ def wav_layout(f):
             if fmt is None:
                 raise AudioError("it is a WAV file whose data chunk comes before its fmt chunk")
             start = f.tell()
-            return fmt[:4] + (start, min(size, end - start))
+            return fmt[:4] + (start, min(size, end - start), fmt[4])
         else:
             f.seek(size + (size & 1), os.SEEK_CUR)
 
@@ -102,15 +113,22 @@ def wav_layout(f):
 def _check_layout(layout):
     """The layout itself when this module decodes it; NeedsSoundfile for another WAV encoding;
     AudioError for a header no decoder can make sense of."""
-    tag, channels, rate, bits, _, size = layout
+    tag, channels, rate, bits, _, size, block = layout
     if not (1 <= channels <= 64 and 1 <= rate <= MAX_RATE):
         raise AudioError("it is a WAV file that says it has %d channels at %d Hz"
                          % (channels, rate))
-    if not ((tag == PCM and bits in PCM_BITS) or (tag == FLOAT and bits in FLOAT_BITS)):
-        raise NeedsSoundfile("a WAV file of format tag 0x%04x at %d bits" % (tag, bits))
-    if size < channels * bits // 8:
+    if tag not in (PCM, FLOAT):
+        raise NeedsSoundfile("%s WAV" % TAG_NAMES[tag] if tag in TAG_NAMES else
+                             "WAV of format tag 0x%04x" % tag)
+    kind = "PCM" if tag == PCM else "float"
+    if bits not in (PCM_BITS if tag == PCM else FLOAT_BITS):
+        raise NeedsSoundfile("%d-bit %s WAV" % (bits, kind))
+    if block != channels * bits // 8:  # e.g. 24-bit samples in 4-byte containers
+        raise NeedsSoundfile("%d-bit %s WAV in %d-byte frames (%d channels)"
+                             % (bits, kind, block, channels))
+    if size < block:
         raise AudioError("it is a WAV file that holds no samples")
-    return layout
+    return layout[:6]
 
 
 def check(path):
@@ -127,7 +145,7 @@ def check(path):
                     raise
         elif fmt is None:
             raise AudioError("it is not an audio file (WAV, MP3, Ogg or FLAC)")
-        elif fmt not in SOUNDFILE_FORMATS:
+        elif fmt not in SOUNDFILE_FORMATS:  # MP4/M4A, AAC, WebM
             raise AudioError("it is %s, which this trainer cannot decode; convert it to WAV or "
                              "FLAC" % fmt)
     sf = soundfile()
@@ -160,18 +178,21 @@ def read(path, max_seconds):
                 return x.reshape(-1, channels).mean(axis=1, dtype=np.float32), rate
     sf = soundfile()
     if sf is None:
-        raise NeedsSoundfile("audio other than PCM or float WAV")
+        raise NeedsSoundfile("WAV other than PCM or float")
     rate = sf.info(path).samplerate
     x, rate = sf.read(path, frames=max(1, int(max_seconds * rate)), dtype="float32",
                       always_2d=True)
+    x = np.clip(np.nan_to_num(x, nan=0.0, posinf=1.0, neginf=-1.0), -1.0, 1.0)
     return x.mean(axis=1, dtype=np.float32), rate
 
 
 def _samples(np, raw, tag, bits):
-    """Interleaved samples as float32 in [-1, 1] (float files as they are, NaN made 0)."""
+    """Interleaved samples as float32 in [-1, 1] (float files: NaN made 0, the rest clipped to
+    [-1, 1], so a corrupt file's huge values cannot overflow the extractor's normalisation)."""
     if tag == FLOAT:
-        x = np.frombuffer(raw, "<f4" if bits == 32 else "<f8").astype(np.float32)
-        return np.nan_to_num(x, nan=0.0, posinf=1.0, neginf=-1.0)
+        x = np.frombuffer(raw, "<f4" if bits == 32 else "<f8")
+        return np.clip(np.nan_to_num(x, nan=0.0, posinf=1.0, neginf=-1.0), -1.0, 1.0) \
+            .astype(np.float32)
     if bits == 8:  # 8-bit WAV is unsigned, centred on 128
         return (np.frombuffer(raw, np.uint8).astype(np.float32) - 128.0) / 128.0
     if bits == 24:

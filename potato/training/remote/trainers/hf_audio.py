@@ -41,6 +41,8 @@ class Trainer(hf_image.Trainer):
         self.processor = None
         self.rate = None
         self._pad = {}
+        self._keep_mask = True  # False: the extractor's mask only normalises, the model skips it
+        self._least = self._field = 0  # samples: see min_samples
         self._check_media()
 
     def _check_media(self):
@@ -70,13 +72,7 @@ class Trainer(hf_image.Trainer):
                 "item_properties.audio_key and the media files (potato validate lists them)."
                 % (len(bad), n, "; ".join(bad[:3]), " ..." if len(bad) > 3 else ""))
         if needs:
-            fmt, names = sorted(needs.items(), key=lambda kv: -len(kv[1]))[0]
-            raise self.ctx.RunFailure(
-                "%d of %d items' audio files are %s (%s%s), which this trainer decodes only "
-                "with the soundfile package: %s into the Python that runs the worker, or "
-                "convert them to WAV." % (sum(map(len, needs.values())), n, fmt,
-                                          ", ".join(names[:3]), " ..." if len(names) > 3 else "",
-                                          audio_io.INSTALL))
+            raise self.ctx.RunFailure(needs_sentence(needs, n))
 
     # -- inputs: items' audio files, read a batch at a time -------------------------------------
     def _clip(self, path):
@@ -86,8 +82,12 @@ class Trainer(hf_image.Trainer):
     def _collate(self, rows, augment=False):
         clips = [self._clip(path) for path in rows]
         enc = self.processor(clips, sampling_rate=self.rate, return_tensors="pt", **self._pad)
-        return dict((k, v.to(self.device, non_blocking=True)) for k, v in enc.items()
-                    if hasattr(v, "to"))
+        enc = dict((k, v) for k, v in enc.items() if hasattr(v, "to"))
+        if not self._keep_mask:
+            enc.pop("attention_mask", None)
+        enc = pad_short(enc, self._least, self._field,
+                        float(getattr(self.processor, "padding_value", 0.0) or 0.0))
+        return dict((k, v.to(self.device, non_blocking=True)) for k, v in enc.items())
 
     def _forward(self, ddp, rows, batch, ys):
         """The loss from the logits here: Wav2Vec2's and HuBERT's heads always take
@@ -107,6 +107,7 @@ class Trainer(hf_image.Trainer):
         self.processor = AutoFeatureExtractor.from_pretrained(p["model"])
         self.rate = int(getattr(self.processor, "sampling_rate", 0) or 16000)
         self._pad = padding(self.processor)
+        self._keep_mask = bool(getattr(self.processor, "return_attention_mask", True))
         self.ctx.log("audio: mono at %d Hz (the feature extractor's rate), the first %g s of "
                      "each clip" % (self.rate, p["max_seconds"]))
         import transformers
@@ -116,6 +117,7 @@ class Trainer(hf_image.Trainer):
         model = AutoModelForAudioClassification.from_pretrained(
             p["model"], ignore_mismatched_sizes=True, **{dtype_kw: torch.float32},
             **dict(self._head(), **no_layerdrop(p["model"])))
+        self._least, self._field = min_samples(model.config)
         if p["lora"]:
             from peft import LoraConfig, get_peft_model
 
@@ -133,6 +135,22 @@ class Trainer(hf_image.Trainer):
         return model
 
 
+def needs_sentence(needs, n):
+    """The run's failure when files need the soundfile package that is not installed:
+    ``needs`` maps each format ("MP3", "mu-law WAV" ...) to its files' names; each format is
+    named with its own count where there are several."""
+    parts = sorted(needs.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    named = ["%s (%s%s%s)" % (fmt, "%d: " % len(names) if len(parts) > 1 else "",
+                              ", ".join(names[:3]), " ..." if len(names) > 3 else "")
+             for fmt, names in parts]
+    listed = named[0] if len(named) == 1 else "%s and %s" % (", ".join(named[:-1]), named[-1])
+    wav = any("WAV" in fmt for fmt in needs)  # "convert them to WAV" is no help for those
+    return ("%d of %d items' audio files are %s, which this trainer decodes only with the "
+            "soundfile package: %s into the Python that runs the worker, or convert them to "
+            "%s." % (sum(map(len, needs.values())), n, listed, audio_io.INSTALL,
+                     "16-bit PCM WAV" if wav else "WAV"))
+
+
 def no_layerdrop(model):
     """from_pretrained's keywords that turn LayerDrop off (Wav2Vec2, HuBERT and WavLM skip
     each layer with probability ``layerdrop`` while training, Whisper's encoder with
@@ -147,12 +165,63 @@ def no_layerdrop(model):
 
 
 def padding(extractor):
-    """The ``padding`` keyword a batch of clips of different lengths needs: Wav2Vec2's and
-    HuBERT's extractors do not pad unless asked (padding=True: to the longest clip); Whisper's
-    pads to its 30 s window by default and AST's makes fixed-size spectrograms, so theirs are
-    left alone."""
+    """The keywords a batch of clips of different lengths needs: Wav2Vec2's and HuBERT's
+    extractors do not pad unless asked (padding=True: to the longest clip), and they normalise
+    each clip over its own samples only with an attention mask (without one, over the padded
+    batch: a clip's input would depend on its neighbours), so one is always asked for (and
+    dropped again when the extractor's config says the model takes none, as
+    facebook/wav2vec2-base's does). Whisper's pads to its 30 s window by default and AST's
+    makes fixed-size spectrograms, so theirs are left alone."""
     try:
-        param = inspect.signature(extractor.__call__).parameters.get("padding")
+        params = inspect.signature(extractor.__call__).parameters
     except (TypeError, ValueError):
         return {}
-    return {"padding": True} if param is not None and param.default in (False, None) else {}
+    param = params.get("padding")
+    if param is None or param.default not in (False, None):
+        return {}
+    if "return_attention_mask" in params:
+        return {"padding": True, "return_attention_mask": True}
+    return {"padding": True}
+
+
+def min_samples(config):
+    """(least, field): the fewest samples a clip is padded to, and the conv feature encoder's
+    receptive field, from a Wav2Vec2-style config (``conv_kernel``, ``conv_stride``; (0, 0)
+    for models without them, as AST and Whisper). A clip shorter than the receptive field
+    makes no frame (the conv layers fail); with ``mask_time_prob`` > 0 (SpecAugment while
+    training, 0.05 in facebook/wav2vec2-base) it needs ``mask_time_length`` frames more, each
+    the encoder's total stride: 400 + 10 x 320 = 3,600 samples (0.225 s at 16 kHz) there."""
+    kernels = getattr(config, "conv_kernel", None)
+    strides = getattr(config, "conv_stride", None)
+    if not kernels or not strides:
+        return 0, 0
+    field, jump = 1, 1
+    for k, s in zip(kernels, strides):
+        field += (int(k) - 1) * jump
+        jump *= int(s)
+    least = field
+    if (getattr(config, "mask_time_prob", 0) or 0) > 0:
+        least += int(getattr(config, "mask_time_length", 0) or 0) * jump
+    return least, field
+
+
+def pad_short(enc, least, field, value=0.0):
+    """A batch (tensors by name) whose ``input_values`` are padded with ``value`` to at least
+    ``least`` samples, its attention mask with zeros; the mask covers at least the first
+    ``field`` samples of each clip, so even a clip of one sample makes a frame (of it and
+    silence)."""
+    x = enc.get("input_values")
+    if not least or x is None or x.dim() != 2:
+        return enc
+    enc = dict(enc)
+    mask = enc.get("attention_mask")
+    if x.shape[1] < least:
+        extra = least - x.shape[1]
+        enc["input_values"] = torch.nn.functional.pad(x, (0, extra), value=value)
+        if mask is not None:
+            mask = torch.nn.functional.pad(mask, (0, extra), value=0)
+    if mask is not None:
+        mask = mask.clone()
+        mask[:, :field] = 1
+        enc["attention_mask"] = mask
+    return enc

@@ -157,6 +157,12 @@ class Trainer:
             loss_sum, seen = self._epoch(ddp, group, batches, rows, ys, optim, sched, state,
                                          epoch)
             train_loss = loss_sum / max(seen, 1)
+            if not math.isfinite(train_loss):
+                raise ctx.RunFailure(
+                    "the training loss of epoch %d was %s, so the model's weights are no "
+                    "longer numbers; try a lower learning_rate, and check the data for corrupt "
+                    "items (audio or images with extreme values, empty texts)"
+                    % (epoch, train_loss))
             ctx.emitter.metric("loss", round(train_loss, 5), epoch=epoch, split="train")
             metrics["%s.train_loss" % self.scheme] = round(train_loss, 5)
             if val:
