@@ -283,3 +283,21 @@ def test_words_are_not_joined_across_punctuation_or_in_scripts_without_spaces():
     found, _ = Trainer._spans(me, text, acc)
     assert [(text[s["start"]:s["end"]], s["label"]) for s in found] == [
         ("Alice", "person"), ("张伟", "person"), ("北京", "place")]
+
+
+def test_a_loss_that_is_not_finite_fails_the_run_in_every_hf_loop():
+    """hf_text, hf_tokens and hf_llm read the epoch's loss through one check."""
+    import inspect
+
+    from potato.training.remote.trainers import hf_llm, hf_text, hf_tokens
+
+    class Failure(Exception):
+        pass
+
+    ctx = type("Ctx", (), {"RunFailure": Failure})()
+    assert hf_text.check_loss(ctx, 1, 0.25) == 0.25
+    for bad in (float("nan"), float("inf")):
+        with pytest.raises(Failure, match="the training loss of epoch 2 was"):
+            hf_text.check_loss(ctx, 2, bad)
+    for module in (hf_text, hf_tokens, hf_llm):
+        assert "check_loss(" in inspect.getsource(module.Trainer._train)

@@ -27,7 +27,7 @@ import time
 
 from potato.training.remote import llm_prompt
 from potato.training.remote.trainers import parallel
-from potato.training.remote.trainers.hf_text import describe_device, pick_device
+from potato.training.remote.trainers.hf_text import check_loss, describe_device, pick_device
 from potato.training.remote.trainers.llm_scoring import Scoring
 
 torch = None  # imported by load(): importing this module never imports torch
@@ -277,7 +277,7 @@ class Trainer(Scoring):
             chunks = group.batches(lengths, p["batch_size"], p["seed"], epoch)
             loss_sum, n = self._epoch(ddp, group, examples, chunks, optim, sched, weights,
                                       epoch)
-            train_loss = loss_sum / max(n, 1)
+            train_loss = check_loss(self.ctx, epoch, loss_sum / max(n, 1))
             emit.metric("loss", round(train_loss, 5), epoch=epoch, split="train")
             metrics["%s.train_loss" % self.scheme] = round(train_loss, 5)
             if val:

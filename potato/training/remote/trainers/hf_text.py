@@ -57,6 +57,17 @@ def pick_device(requested, log):
     return torch.device(requested)
 
 
+def check_loss(ctx, epoch, train_loss):
+    """The epoch's training loss, or RunFailure when it is not a finite number (read once an
+    epoch, where the loop reads it anyway: no extra host sync)."""
+    if not math.isfinite(train_loss):
+        raise ctx.RunFailure(
+            "the training loss of epoch %d was %s, so the model's weights are no "
+            "longer numbers; try a lower learning_rate, and check the data for corrupt "
+            "items (audio or images with extreme values, empty texts)" % (epoch, train_loss))
+    return train_loss
+
+
 def describe_device(device):
     """The device a run trains on, for the run's Ran on: ``cuda:0 (NVIDIA H200)``, ``cpu``."""
     if device.type == "cuda":
@@ -156,13 +167,7 @@ class Trainer:
             batches = group.batches(lengths, p["batch_size"], p["seed"], epoch)
             loss_sum, seen = self._epoch(ddp, group, batches, rows, ys, optim, sched, state,
                                          epoch)
-            train_loss = loss_sum / max(seen, 1)
-            if not math.isfinite(train_loss):
-                raise ctx.RunFailure(
-                    "the training loss of epoch %d was %s, so the model's weights are no "
-                    "longer numbers; try a lower learning_rate, and check the data for corrupt "
-                    "items (audio or images with extreme values, empty texts)"
-                    % (epoch, train_loss))
+            train_loss = check_loss(ctx, epoch, loss_sum / max(seen, 1))
             ctx.emitter.metric("loss", round(train_loss, 5), epoch=epoch, split="train")
             metrics["%s.train_loss" % self.scheme] = round(train_loss, 5)
             if val:

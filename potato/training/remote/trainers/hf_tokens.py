@@ -172,7 +172,7 @@ class Trainer(hf_text.Trainer):
             batches = group.batches(lengths, p["batch_size"], p["seed"], epoch)
             loss_sum, seen = self._epoch(ddp, group, batches, rows, None, optim, sched, state,
                                          epoch)
-            train_loss = loss_sum / max(seen, 1)
+            train_loss = hf_text.check_loss(ctx, epoch, loss_sum / max(seen, 1))
             ctx.emitter.metric("loss", round(train_loss, 5), epoch=epoch, split="train")
             metrics["%s.train_loss" % self.scheme] = round(train_loss, 5)
             if val:
