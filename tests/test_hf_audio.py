@@ -517,6 +517,12 @@ def test_wav_headers_the_trainer_does_not_decode_go_to_soundfile_named_in_words(
     audio_io.check(str(tmp_path / "odd.wav"))
     x, _ = audio_io.read(str(tmp_path / "odd.wav"), 10.0)
     assert np.abs(x - [0.25, -0.25, 0.5, -0.5]).max() < 1e-3
+    short = bytearray(pcm)
+    short[32:34] = struct.pack("<H", 0)  # a wrong block align below the frame: read as usual
+    (tmp_path / "short.wav").write_bytes(bytes(short))
+    audio_io.check(str(tmp_path / "short.wav"))
+    x, _ = audio_io.read(str(tmp_path / "short.wav"), 10.0)
+    assert np.abs(x - [0.25, -0.25, 0.5, -0.5]).max() < 1e-3
     wide = bytearray(wav(tone(300, 16000), 16000, bits=24))
     wide[32:34] = struct.pack("<H", 4)  # block align 4 for 3-byte samples
     cases = {"wide.wav": (bytes(wide), "24-bit PCM WAV in 4-byte frames (1 channels)"),

@@ -123,10 +123,11 @@ def _check_layout(layout):
     kind = "PCM" if tag == PCM else "float"
     if bits not in (PCM_BITS if tag == PCM else FLOAT_BITS):
         raise NeedsSoundfile("%d-bit %s WAV" % (bits, kind))
-    if block != channels * bits // 8:  # e.g. 24-bit samples in 4-byte containers
-        raise NeedsSoundfile("%d-bit %s WAV in %d-byte frames (%d channels)"
-                             % (bits, kind, block, channels))
-    if size < block:
+    frame = channels * bits // 8
+    if block > frame:  # e.g. 24-bit samples in 4-byte containers; a smaller or zero block
+        raise NeedsSoundfile("%d-bit %s WAV in %d-byte frames (%d channels)"  # is a wrong
+                             % (bits, kind, block, channels))  # header field: read as usual
+    if size < frame:
         raise AudioError("it is a WAV file that holds no samples")
     return layout[:6]
 
