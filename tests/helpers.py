@@ -193,6 +193,22 @@ def register_agent(cfg_path, backend, capsys):
     return re.search(r"export POTATO_TRAINING_TOKEN=(\S+)", capsys.readouterr().out).group(1)
 
 
+def media_cached(cache):
+    """{sha256: inode} of the files in a host's content-addressed media cache."""
+    return {p.name: p.stat().st_ino for p in cache.glob("??/*")}
+
+
+def real_ssh_backends(remote):
+    """A ``backends:`` block with one ssh backend, gpu-server, on the real loopback sshd
+    (host potato-real), its remote_dir ``remote`` and this checkout on its PYTHONPATH."""
+    import json
+
+    keys = {"type": "ssh", "host": "potato-real", "remote_dir": str(remote),
+            "python": sys.executable, "heartbeat_timeout_s": 60, "env": {"PYTHONPATH": ROOT}}
+    return "  backends:\n    gpu-server:\n" + "".join(
+        "      %s: %s\n" % (k, json.dumps(v)) for k, v in keys.items())
+
+
 def agent_once(url, backend, token, workdir, timeout=400):
     """``potato training agent --once`` against the server at ``url``, as a lab machine would
     run it, until it has run one job; returns its stderr. Fails the test on a non-zero exit."""

@@ -8,8 +8,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import sys
 
 import pytest
 
@@ -18,7 +16,9 @@ from potato.training.remote import bundle, worker
 from potato.training.remote import protocol as events
 from potato.training.remote.paths import RunPaths, write_json
 from potato.training.remote.trainers import REGISTRY, resolve_params
-from tests.helpers import KEY, ROOT, Client, start_run, wait_run
+from tests.helpers import (
+    KEY, ROOT, Client, agent_once, media_cached, real_ssh_backends, register_agent, start_run,
+    wait_run)
 
 DIGITS = os.path.join(ROOT, "bench", "data", "digits")
 H = {"X-API-Key": KEY}
@@ -254,11 +254,6 @@ def sshd(tmp_path_factory):
     sshd_mod.stop(d)
 
 
-def cached(cache):
-    """{sha256: inode} of the files in a host's media cache."""
-    return {p.name: p.stat().st_ino for p in cache.glob("??/*")}
-
-
 def image_run(c, model, backend):
     run = wait_run(c, start_run(c, trainer="hf-image-classification", schemas=["digit"],
                                 backend=backend, params=dict(FAST, model=model)), timeout=900)
@@ -274,19 +269,16 @@ def test_an_image_project_trains_over_real_ssh_sending_its_media_once(
         tmp_path, serve, sshd, tiny_resnet, monkeypatch):
     monkeypatch.setenv("PATH", str(sshd / "bin") + os.pathsep + os.environ["PATH"])
     remote = tmp_path / "remote dir"
-    keys = {"type": "ssh", "host": "potato-real", "remote_dir": str(remote),
-            "python": sys.executable, "heartbeat_timeout_s": 60, "env": {"PYTHONPATH": ROOT}}
-    _, url = serve(write_project(tmp_path, "  backends:\n    gpu-server:\n" + "".join(
-        "      %s: %s\n" % (k, json.dumps(v)) for k, v in keys.items())))
+    _, url = serve(write_project(tmp_path, real_ssh_backends(remote)))
     c = Client(url)
     n = len(digits())
     _, log = image_run(c, tiny_resnet, "gpu-server")
     assert re.search(r"media: sent %d files \(.* MB\) to potato-real" % n, log), log
-    files = cached(remote / "media")
+    files = media_cached(remote / "media")
     assert len(files) == n
     _, log2 = image_run(c, tiny_resnet, "gpu-server")
     assert "0 files sent" in log2 and "sent %d files" % n not in log2, log2
-    assert cached(remote / "media") == files  # the same files: nothing was sent again
+    assert media_cached(remote / "media") == files  # the same files: nothing was sent again
 
 
 def test_an_image_project_trains_on_a_real_agent(tmp_path, serve, tiny_resnet, capsys):
@@ -295,27 +287,15 @@ def test_an_image_project_trains_on_a_real_agent(tmp_path, serve, tiny_resnet, c
     cfg = write_project(tmp_path, agent_backends())
     _, url = serve(cfg)
     c = Client(url)
-    capsys.readouterr()
-    assert main(["training", "register", "lab", cfg]) == 0
-    token = re.search(r"export POTATO_TRAINING_TOKEN=(\S+)", capsys.readouterr().out).group(1)
+    token = register_agent(cfg, "lab", capsys)
     run_id = start_run(c, trainer="hf-image-classification", schemas=["digit"], backend="lab",
                        params=dict(FAST, model=tiny_resnet))
     work = tmp_path / "agent work"
-    agent = subprocess.Popen(
-        [sys.executable, "-m", "potato", "training", "agent", "--server", url.rstrip("/"),
-         "--backend", "lab", "--workdir", str(work), "--poll-interval", "0.2", "--once"],
-        cwd=ROOT, env=dict(os.environ, POTATO_TRAINING_TOKEN=token), stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        _, err = agent.communicate(timeout=900)
-    finally:
-        if agent.poll() is None:
-            agent.kill()
-            agent.communicate()
+    err = agent_once(url, "lab", token, work, timeout=900)
     run = wait_run(c, run_id, timeout=60)
     assert run["status"] == "success", (run["error"], err[-3000:])
     h = run["holdout"]
     assert h["accuracy"] > h["baseline"]["accuracy"] + 0.2, h
-    assert len(cached(work / "media")) == len(digits())  # every image came, each once
+    assert len(media_cached(work / "media")) == len(digits())  # every image came, each once
     # the model came back to the server (issue 24 item 9): it can be downloaded
     assert c.get("/admin/training/runs/%s/model.tar" % run_id, headers=H).status == 200
