@@ -153,9 +153,14 @@ def _skipped(m) -> bool:
     """Prose strings, and the upper/lower-case variants of a string (its XX..XX mutant stays)."""
     import libcst as cst
     if isinstance(m.original_node, cst.SimpleString):
-        if any(c.isspace() for c in m.original_node.evaluated_value):
+        value = m.original_node.evaluated_value  # bytes for a b"..." literal
+        if isinstance(value, bytes):
+            value = value.decode("latin-1")
+        if any(c.isspace() for c in value):
             return True
         mutated = m.mutated_node.evaluated_value
+        if isinstance(mutated, bytes):
+            mutated = mutated.decode("latin-1")
         return not (isinstance(mutated, str) and mutated.startswith("XX"))
     return False
 
