@@ -209,6 +209,32 @@ def real_ssh_backends(remote):
         "      %s: %s\n" % (k, json.dumps(v)) for k, v in keys.items())
 
 
+def media_server(handler, timeout=5):
+    """``handler`` served on loopback by a threading HTTP server, and a stand-in for the agent's
+    client that media_fetch.Downloader talks through: (client, stop)."""
+    import http.client
+    import http.server
+    import threading
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+
+    class Client:
+        token = "t"
+
+        def _conn(self):
+            return http.client.HTTPConnection("127.0.0.1", server.server_address[1],
+                                              timeout=timeout), ""
+
+    def stop():
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+    return Client(), stop
+
+
 def agent_once(url, backend, token, workdir, timeout=400):
     """``potato training agent --once`` against the server at ``url``, as a lab machine would
     run it, until it has run one job; returns its stderr. Fails the test on a non-zero exit."""

@@ -263,9 +263,9 @@ def test_a_media_download_waits_out_a_busy_server(tmp_path):
     after a pause, for a single file and for a batch; before, it failed the whole run."""
     import http.client
     import http.server
-    import threading
 
     from potato.training.remote import media_fetch
+    from tests.helpers import media_server
 
     files = {hashlib.sha256(b).hexdigest(): b for b in (b"first file " * 50, b"second" * 9)}
     busy = {"left": 2}
@@ -297,20 +297,11 @@ def test_a_media_download_waits_out_a_busy_server(tmp_path):
         def log_message(self, *a):
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-
-    class Client:
-        token = "t"
-
-        def _conn(self):
-            return http.client.HTTPConnection("127.0.0.1", server.server_address[1],
-                                              timeout=5), ""
+    client, stop = media_server(H)
 
     try:
         cache = str(tmp_path / "cache")
-        d = media_fetch.Downloader(Client(), "r1", cache)
+        d = media_fetch.Downloader(client, "r1", cache)
         sha = sorted(files)[0]
         d.fetch(sha, len(files[sha]))  # two 503s, then the file
         assert open(mc.file_path(cache, sha), "rb").read() == files[sha]
@@ -322,9 +313,7 @@ def test_a_media_download_waits_out_a_busy_server(tmp_path):
         assert open(mc.file_path(cache, other), "rb").read() == files[other]
         d.close()
     finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
+        stop()
 
 
 def test_two_downloads_of_one_large_file_at_once(tmp_path):
@@ -336,6 +325,7 @@ def test_two_downloads_of_one_large_file_at_once(tmp_path):
     import threading
 
     from potato.training.remote import media_fetch
+    from tests.helpers import media_server
 
     big = os.urandom(media_fetch.BATCH_FILE_MAX + (2 << 20))
     both = threading.Barrier(2, timeout=10)
@@ -361,22 +351,13 @@ def test_two_downloads_of_one_large_file_at_once(tmp_path):
         def log_message(self, *a):
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-
-    class Client:
-        token = "t"
-
-        def _conn(self):
-            return http.client.HTTPConnection("127.0.0.1", server.server_address[1],
-                                              timeout=10), ""
+    client, stop = media_server(H, timeout=10)
 
     cache = str(tmp_path / "cache")
     errors = []
 
     def fetch():
-        d = media_fetch.Downloader(Client(), "r1", cache)
+        d = media_fetch.Downloader(client, "r1", cache)
         try:
             d.fetch(sha(big), len(big))
         except Exception as e:  # noqa: BLE001 - the test reports it
@@ -391,9 +372,7 @@ def test_two_downloads_of_one_large_file_at_once(tmp_path):
         for t in threads:
             t.join(60)
     finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
+        stop()
     assert errors == []
     with open(mc.file_path(cache, sha(big)), "rb") as f:
         assert f.read() == big
@@ -406,9 +385,9 @@ def test_a_download_stops_at_the_listed_size(tmp_path):
     all of it into memory at once)."""
     import http.client
     import http.server
-    import threading
 
     from potato.training.remote import media_fetch
+    from tests.helpers import media_server
     from potato.training.remote.client import ServerError
 
     files = [os.urandom(3000), os.urandom(2000)]
@@ -439,19 +418,10 @@ def test_a_download_stops_at_the_listed_size(tmp_path):
         def log_message(self, *a):
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-
-    class Client:
-        token = "t"
-
-        def _conn(self):
-            return http.client.HTTPConnection("127.0.0.1", server.server_address[1],
-                                              timeout=5), ""
+    client, stop = media_server(H)
 
     cache = str(tmp_path / "cache")
-    d = media_fetch.Downloader(Client(), "r1", cache)
+    d = media_fetch.Downloader(client, "r1", cache)
     try:
         with pytest.raises(mc.CacheError, match=r"arrived with .* \(the server sent more than "
                                                 r"the 3000 bytes listed\)"):
@@ -463,6 +433,4 @@ def test_a_download_stops_at_the_listed_size(tmp_path):
         assert all(mc.have(cache, sha(x), len(x)) for x in files)
     finally:
         d.close()
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
+        stop()

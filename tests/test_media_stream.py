@@ -266,9 +266,9 @@ def test_a_cut_batch_keeps_whole_files_and_fetches_the_rest(tmp_path):
     and the rest come one by one; a batch whose bytes are wrong fails with the hash named."""
     import http.client
     import http.server
-    import threading
 
     from potato.training.remote import media_fetch
+    from tests.helpers import media_server
 
     files = [os.urandom(3000), os.urandom(2000), os.urandom(100)]
     by_sha = {sha(d): d for d in files}
@@ -297,20 +297,11 @@ def test_a_cut_batch_keeps_whole_files_and_fetches_the_rest(tmp_path):
         def log_message(self, *a):
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-
-    class Client:
-        token = "t"
-
-        def _conn(self):
-            return http.client.HTTPConnection("127.0.0.1", server.server_address[1],
-                                              timeout=5), ""
+    client, stop = media_server(H)
 
     try:
         cache = str(tmp_path / "cache")
-        d = media_fetch.Downloader(Client(), "r1", cache)
+        d = media_fetch.Downloader(client, "r1", cache)
         done = []
         d.fetch_batch([(sha(x), len(x)) for x in files], done.append)
         assert done == [len(x) for x in files] and gets == [sha(x) for x in files[1:]]
@@ -322,9 +313,7 @@ def test_a_cut_batch_keeps_whole_files_and_fetches_the_rest(tmp_path):
             d.fetch_batch([(sha(b"listed"), 100), (sha(b"wrong"), 100)], done.append)
         d.close()
     finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
+        stop()
 
 
 def test_a_long_stream_keeps_its_pin_and_its_files(tmp_path, monkeypatch):
