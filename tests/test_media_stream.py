@@ -1,5 +1,5 @@
 """The media stream to an ssh or SLURM host, without a host: the sender's hand-made tar headers
-and the host's strict reader of them (remote/media_cache.py ``receive``), fed hostile streams:
+and the host's strict reader of them (remote/media_receive.py ``receive``), fed hostile streams:
 links, devices, folders, paths, long-name headers, repeats, damaged and cut streams."""
 
 import hashlib
@@ -15,6 +15,8 @@ import pytest
 
 from potato.training.backends.media_push import tar_header
 from potato.training.remote import media_cache as mc
+from potato.training.remote import media_receive as mr
+from potato.training.remote import media_tar
 
 
 def sha(data):
@@ -52,13 +54,13 @@ def test_the_senders_stream_is_a_tar_that_tar_and_tarfile_read(tmp_path):
         assert (tmp_path / "out" / sha(d)).read_bytes() == d
     big = tar_header(sha(b"big"), 9 * 8 ** 11, 0)  # over tar's octal range: base-256
     assert tarfile.TarInfo.frombuf(big, "utf-8", "strict").size == 9 * 8 ** 11
-    assert mc.tar_header(big) == (sha(b"big"), b"0", 9 * 8 ** 11)
+    assert media_tar.tar_header(big) == (sha(b"big"), b"0", 9 * 8 ** 11)
 
 
 def test_receive_keeps_every_verified_file(tmp_path):
     cache = str(tmp_path / "media")
     mc.pin(cache, "job", [(sha(d), len(d)) for d in FILES])
-    out = mc.receive(cache, "job", io.BytesIO(stream_of(FILES)), 1 << 30, writers=2)
+    out = mr.receive(cache, "job", io.BytesIO(stream_of(FILES)), 1 << 30, writers=2)
     assert (out["received"], out["bad_count"]) == (len(FILES), 0), out
     for d in FILES:
         with open(mc.file_path(cache, sha(d)), "rb") as f:
@@ -93,7 +95,7 @@ def test_hostile_members_are_skipped_and_named(tmp_path):
         _member(tar, pinned[7], tarfile.REGTYPE, evil + b"!")  # not the pinned size
         _member(tar, sha(good), tarfile.REGTYPE, good)
         _member(tar, sha(good), tarfile.REGTYPE, good)  # the same file again
-    out = mc.receive(cache, "job", io.BytesIO(buf.getvalue()), 1 << 30)
+    out = mr.receive(cache, "job", io.BytesIO(buf.getvalue()), 1 << 30)
     assert out["received"] == 1 and out["bad_count"] == 11, out  # the long name: 2
     assert all("not a file this run needs" in b for b in out["bad"]), out
     assert cache_names(cache) == {os.path.join(sha(good)[:2], sha(good))}
@@ -113,7 +115,7 @@ def test_pax_headers_are_not_followed(tmp_path):
         info = tarfile.TarInfo("harmless")
         info.size, info.pax_headers = len(evil), {"path": sha(evil)}
         tar.addfile(info, io.BytesIO(evil))
-    out = mc.receive(cache, "job", io.BytesIO(buf.getvalue()), 1 << 30)
+    out = mr.receive(cache, "job", io.BytesIO(buf.getvalue()), 1 << 30)
     assert out["received"] == 0 and out["bad_count"] == 2, out
     assert cache_names(cache) == set()
 
@@ -121,12 +123,12 @@ def test_pax_headers_are_not_followed(tmp_path):
 def test_wrong_bytes_are_dropped_with_a_message(tmp_path):
     cache = str(tmp_path / "media")
     real, fake = b"the real bytes", b"other bytes!!!"
-    big = os.urandom(mc.SMALL_FILE + 1000)  # written as it is read, not in memory
+    big = os.urandom(mr.SMALL_FILE + 1000)  # written as it is read, not in memory
     mc.pin(cache, "job", [(sha(real), len(real)), (sha(big), len(big)), (sha(b"ok"), 2)])
     data = stream_of([b"ok"])[:-1024]
     data += tar_header(sha(real), len(fake), 0) + fake + bytes(-len(fake) % 512)
     data += tar_header(sha(big), len(big), 0) + big[:-1] + b"?" + bytes(-len(big) % 512)
-    out = mc.receive(cache, "job", io.BytesIO(data + bytes(1024)), 1 << 30)
+    out = mr.receive(cache, "job", io.BytesIO(data + bytes(1024)), 1 << 30)
     assert out["received"] == 1 and out["bad_count"] == 2, out
     assert all("another sha256" in b for b in out["bad"]), out
     assert cache_names(cache) == {os.path.join(sha(b"ok")[:2], sha(b"ok"))}
@@ -137,11 +139,11 @@ def test_a_cut_stream_keeps_only_whole_verified_files(tmp_path):
     files = [os.urandom(3000), os.urandom(3000)]
     mc.pin(cache, "job", [(sha(d), len(d)) for d in files])
     data = stream_of(files)
-    out = mc.receive(cache, "job", io.BytesIO(data[:512 + 3072 + 512 + 1000]), 1 << 30)
+    out = mr.receive(cache, "job", io.BytesIO(data[:512 + 3072 + 512 + 1000]), 1 << 30)
     assert out["received"] == 1 and out["bad_count"] == 1, out
     assert "the stream ended" in out["bad"][0]
     assert cache_names(cache) == {os.path.join(sha(files[0])[:2], sha(files[0]))}
-    out = mc.receive(cache, "job", io.BytesIO(data[:512 + 3072]), 1 << 30)  # no end marker
+    out = mr.receive(cache, "job", io.BytesIO(data[:512 + 3072]), 1 << 30)  # no end marker
     assert out["bad_count"] == 1 and "before its end" in out["bad"][0], out
 
 
@@ -152,12 +154,12 @@ def test_a_damaged_header_stops_the_stream(tmp_path):
     data = bytearray(stream_of(files))
     data[1024 + 130] ^= 1  # the second header's size field: its checksum no longer matches
     with pytest.raises(mc.CacheError, match="damaged"):
-        mc.receive(cache, "job", io.BytesIO(bytes(data)), 1 << 30)
+        mr.receive(cache, "job", io.BytesIO(bytes(data)), 1 << 30)
     assert cache_names(cache) == {os.path.join(sha(b"one")[:2], sha(b"one"))}
 
 
 def test_sync_answers_then_reads_the_stream(tmp_path):
-    """``media_cache.py sync`` as the host runs it (``python -c``, no Potato to import): the
+    """``media_receive.py sync`` as the host runs it (``python -c``, no Potato to import): the
     list in, the missing pairs out at once, then the stream of those in and what arrived out."""
     from potato.training.backends.media_push import cache_source
     cache = tmp_path / "remote" / "media"
@@ -225,7 +227,7 @@ def media_index(tmp_path, files):
 
 def test_push_checks_and_sends_in_one_session(tmp_path):
     from potato.training.backends import media_push
-    files = [os.urandom(n) for n in (10, 3000, 70000)] + [os.urandom(mc.SMALL_FILE + 5)]
+    files = [os.urandom(n) for n in (10, 3000, 70000)] + [os.urandom(mr.SMALL_FILE + 5)]
     host = LocalHost(tmp_path / "remote")
     ctx = Ctx(media_index(tmp_path, files))
     media_push.push(host, ctx, "job-1")
@@ -338,16 +340,16 @@ def test_a_long_stream_keeps_its_pin_and_its_files(tmp_path, monkeypatch):
                 fresh.append(time.time() - os.stat(pin).st_mtime < mc.PIN_STALE_S)
             return super().read(n)
 
-    monkeypatch.setattr(mc, "PIN_TOUCH_S", 0)
-    out = mc.receive(cache, "job-long", Slow(data), limit_bytes=500000)
+    monkeypatch.setattr(mr, "PIN_TOUCH_S", 0)
+    out = mr.receive(cache, "job-long", Slow(data), limit_bytes=500000)
     assert (out["received"], out["bad_count"], out["evicted"]) == (10, 0, 0), out
     assert fresh == [False, True]
     assert all(mc.have(cache, s, n) for s, n in wanted)
     assert mc.need(cache, "job-long", wanted) == []
-    monkeypatch.setattr(mc, "PIN_TOUCH_S", 3600)
+    monkeypatch.setattr(mr, "PIN_TOUCH_S", 3600)
     old = time.time() - 1000
     os.utime(mc.pin_path(cache, "job-long"), (old, old))
-    out = mc.receive(cache, "job-long", io.BytesIO(bytes(1024)), limit_bytes=500000)
+    out = mr.receive(cache, "job-long", io.BytesIO(bytes(1024)), limit_bytes=500000)
     assert out["evicted"] == 0 and os.path.exists(mc.pin_path(cache, "job-long"))
 
 
@@ -452,7 +454,7 @@ def test_a_tar_number_is_octal_digits_only(tmp_path):
     block[148:156] = b" " * 8
     block[148:156] = b"%06o\0 " % sum(block)
     with pytest.raises(mc.CacheError, match=r"damaged \(a header field reads '\+0000000001'\)"):
-        mc.tar_header(bytes(block))
+        media_tar.tar_header(bytes(block))
 
 
 def test_a_host_write_never_takes_another_writers_name(tmp_path, monkeypatch):
@@ -470,3 +472,28 @@ def test_a_host_write_never_takes_another_writers_name(tmp_path, monkeypatch):
         assert f.read() == b"another host's half"
     with open(mc.file_path(cache, sha(data)), "rb") as f:
         assert f.read() == data
+
+
+def test_a_disk_error_in_a_writer_ends_the_stream_with_it(tmp_path, monkeypatch):
+    """A writer thread's OSError (a full disk) stops the reader and is raised by receive, with
+    no thread left behind; the files written before it stay, verified."""
+    import errno
+    cache = str(tmp_path / "media")
+    files = [os.urandom(3000 + i) for i in range(40)]
+    mc.pin(cache, "job", [(sha(d), len(d)) for d in files])
+    real_put, calls = mr.put, []
+
+    def full_after_five(cache_, sha_, data):
+        calls.append(sha_)
+        if len(calls) > 5:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_put(cache_, sha_, data)
+
+    monkeypatch.setattr(mr, "put", full_after_five)
+    monkeypatch.setattr(mr, "BATCH", 4096)  # a batch a file: the reader sees the failure early
+    with pytest.raises(OSError, match="No space left"):
+        mr.receive(cache, "job", io.BytesIO(stream_of(files)), 1 << 30, writers=1)
+    assert len(calls) == 6  # nothing written after the error
+    kept = {n.split(os.sep)[1] for n in cache_names(cache)}
+    assert kept == set(calls[:5]) and all(mc.have(cache, s, len(d)) for d in files
+                                          for s in [sha(d)] if s in kept)

@@ -1,6 +1,6 @@
 """Media to an ssh host or a SLURM login node: only the files its cache lacks, in one stream.
 
-ONE remote command (``media_cache.py sync``, over the shared ssh connection) pins the run's
+ONE remote command (``media_receive.py sync``, over the shared ssh connection) pins the run's
 files in the host's cache (``remote_dir/media``, see remote/media_cache.py), answers at once
 which it lacks, and then reads those in one tar stream, verifying each file's size and sha256
 as it arrives. The stream is written here (a 512-byte header a file, no ``tarfile``: its
@@ -20,7 +20,7 @@ from typing import Dict, List, Tuple
 
 from potato.training import media_bundle
 from potato.training.backends import errors
-from potato.training.remote import media_cache, media_tar, proc
+from potato.training.remote import media_cache, media_receive, media_tar, proc
 
 PROGRESS_S = 0.5
 CHECK_S = 300  # the host answers which files it lacks within this, or the copy fails
@@ -33,17 +33,19 @@ BLOCK = 512
 
 
 def cache_command(python: str, remote_dir: str, action: str, pin: str, limit_mb: float) -> str:
-    """``python -c <media_tar.py + media_cache.py> need|receive|sync DIR PIN LIMIT_MB``, every
-    value quoted: it runs before (and without) Potato's copied code."""
-    return " ".join(shlex.quote(a) for a in (python, "-c", cache_source(), action, remote_dir,
-                                             pin, "%g" % limit_mb))
+    """``python -S -c <media_tar.py + media_cache.py + media_receive.py> need|receive|sync DIR
+    PIN LIMIT_MB``, every value quoted: it runs before (and without) Potato's copied code, and
+    needs only the standard library, so ``-S`` skips the site packages' start-up (a tenth of a
+    second where many are installed)."""
+    return " ".join(shlex.quote(a) for a in (python, "-S", "-c", cache_source(), action,
+                                             remote_dir, pin, "%g" % limit_mb))
 
 
 def cache_source() -> str:
-    """The host's program: media_tar.py, then media_cache.py (which imports media_tar only
-    when it is imported apart from it)."""
+    """The host's program: media_tar.py, media_cache.py, then media_receive.py (each imports
+    the ones before it only when it is imported apart from them)."""
     source = ""
-    for module in (media_tar, media_cache):
+    for module in (media_tar, media_cache, media_receive):
         with open(module.__file__, encoding="utf-8") as f:
             source += f.read() + "\n\n"
     return source
@@ -106,7 +108,7 @@ def push(backend, ctx, pin: str) -> None:
             % (summary["bad_count"], host, "; ".join(summary.get("bad", [])[:3])))
     if summary.get("received", 0) < len(missing):
         raise errors.TransferError(
-            "%s media files were sent to %s but it kept %s of them (its media_cache.py "
+            "%s media files were sent to %s but it kept %s of them (its media_receive.py "
             "answered %s). Start the run again; if it happens again, check the disk under "
             "%s/media there." % (count(len(missing)), host, count(summary.get("received", 0)),
                                  json.dumps(summary)[:300], backend.remote_dir))
@@ -133,7 +135,7 @@ class _Failed(Exception):
 
 
 class Session:
-    """One ``media_cache.py sync`` on the host: the list goes in, the missing pairs come back,
+    """One ``media_receive.py sync`` on the host: the list goes in, the missing pairs come back,
     then the tar stream of those goes in and what arrived comes back."""
 
     def __init__(self, backend, pin: str, limit: float):
@@ -293,7 +295,7 @@ class Session:
                 raise _Failed(
                     "the host accepted no data for %d s (%s of %s MB sent). Its side stopped "
                     "reading: check the disk under %s/media on %s (full, or a hung network "
-                    "file system) and that nothing stopped the media_cache.py process there, "
+                    "file system) and that nothing stopped the media_receive.py process there, "
                     "then start the run again" % (WRITE_STALL_S, media_bundle.mb(self.sent),
                                                   media_bundle.mb(self.total),
                                                   self.backend.remote_dir, self.host))

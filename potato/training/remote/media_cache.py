@@ -13,36 +13,29 @@ run needs it; when the cache is over its limit the least recently used files go 
 a file listed in a fresh pin. A run's agent keeps its pin fresh while it runs and removes it
 at the end; a pin not touched for PIN_STALE_S (its agent was killed) no longer counts.
 
-The file and remote/media_tar.py (the tar reader) are self-contained (no other Potato import),
-so the ssh backend can run both on a host with ``python -c <media_tar.py + this file>
-need|receive|sync DIR PIN LIMIT_MB`` (see ``main`` and backends/media_push.py).
+The file, remote/media_tar.py (the tar reader) and remote/media_receive.py (the stream's
+reader and the host's program) are self-contained (no other Potato import), so the ssh backend
+runs the three on a host as one ``python -S -c`` program (see media_receive.py's ``main`` and
+backends/media_push.py).
 """
 
 import contextlib
 import hashlib
-import json
 import os
 import re
-import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 HASH_RE = re.compile(r"[0-9a-f]{64}")
 PIN_RE = re.compile(r"[A-Za-z0-9_.-]{1,120}")
 PIN_STALE_S = 900  # a pin its agent has not touched for this long no longer holds files
-PIN_TOUCH_S = 60  # a stream being received keeps its pin fresh this often
 INCOMING_STALE_S = 3600
 MARK = "POTATO-MEDIA "
 BLOCK = 1 << 20
-WRITERS = 4  # threads that write small arriving files
-SMALL_FILE = 4 << 20  # larger files are written as they are read
-WRITE_AHEAD = 64 << 20  # bytes read from the stream but not yet written, at most
 
 
 if "tar_header" not in globals():  # run as ``python -c`` (media_push), media_tar.py is above
-    from potato.training.remote.media_tar import (  # noqa: F401 (CacheError: this module's too)
-        TAR_BLOCK, TAR_END, CacheError, _padding, _skip, tar_header)
+    from potato.training.remote.media_tar import CacheError  # noqa: F401 (this module's too)
 
 
 def valid_hash(value):
@@ -327,121 +320,3 @@ def put(cache, sha, data):
         except OSError:
             pass
         raise
-
-
-def receive(cache, name, stream, limit_bytes, writers=WRITERS):
-    """Unpack a tar stream of media files (members named by their sha256, each in the pin
-    ``name``) into the cache, verifying each; then evict to ``limit_bytes``. The stream is
-    read by this code, not by tar: only a regular file named by a hash of the pin, of the
-    pinned size and not seen before is kept (links, folders, devices, other names and sizes
-    are skipped over and counted as bad); nothing is written under any name from the stream.
-    Small files are hashed in memory and written by ``writers`` threads while the stream is
-    read on (creating many small files is bound by the file system's latency, not by the
-    bytes), at most WRITE_AHEAD bytes ahead; a large file is written as it is read. The pin
-    is touched every PIN_TOUCH_S meanwhile (a stream may take longer than PIN_STALE_S)."""
-    wanted = read_pin(cache, name)
-    done = {"received": 0, "bytes": 0}
-    bad, seen, pending = [], set(), []
-    ahead = [0]
-
-    def settle(future, size):
-        ahead[0] -= size
-        try:
-            future.result()
-            done["received"] += 1
-            done["bytes"] += size
-        except CacheError as e:
-            bad.append(str(e))
-
-    touched = [time.monotonic()]
-
-    def read(n):  # the stream's bytes; a long stream keeps its pin fresh
-        if time.monotonic() - touched[0] >= PIN_TOUCH_S:
-            keep_pin(cache, name, wanted)
-            touched[0] = time.monotonic()
-        return stream.read(n)
-
-    with ThreadPoolExecutor(max_workers=writers) as pool:
-        while True:
-            block = read(TAR_BLOCK)
-            if len(block) < TAR_BLOCK or block == TAR_END:
-                if block != TAR_END:
-                    bad.append("the stream ended before its end (%d files kept)"
-                               % (done["received"] + len(pending)))
-                break
-            sha, kind, size = tar_header(block)
-            if kind not in (b"0", b"\0") or wanted.get(sha) != size or sha in seen:
-                bad.append("%s (not a file this run needs)" % ascii(sha[:80]))
-                if not _skip(stream, size + _padding(size)):
-                    break
-                continue
-            seen.add(sha)
-            if size > SMALL_FILE:
-                try:
-                    pool.submit(store, cache, sha, size, read).result()
-                    done["received"] += 1
-                    done["bytes"] += size
-                except CacheError as e:
-                    bad.append(str(e))
-                    if "another sha256" not in str(e):
-                        break  # the stream ended inside it
-                _skip(stream, _padding(size))
-                continue
-            data = stream.read(size + _padding(size))[:size]
-            if len(data) < size:
-                bad.append("media file %s arrived with %d of %d bytes (the stream ended)"
-                           % (sha[:12], len(data), size))
-                break
-            pending.append((pool.submit(put, cache, sha, data), size))
-            ahead[0] += size
-            while ahead[0] > WRITE_AHEAD or len(pending) > 256:
-                settle(*pending.pop(0))
-        for future, size in pending:
-            settle(future, size)
-    while stream.read(BLOCK):  # what follows the end (tar pads to a record): the sender
-        pass  # writes it all before it reads the answer
-    keep_pin(cache, name, wanted)
-    removed, freed, held = evict(cache, limit_bytes, keep=wanted)
-    return {"received": done["received"], "bytes": done["bytes"], "bad": bad[:20],
-            "bad_count": len(bad), "evicted": removed, "evicted_bytes": freed,
-            "held_bytes": held}
-
-
-def _wanted(line):
-    """[[sha, size], ...] (JSON) as (sha, size) pairs; CacheError when it is not that."""
-    wanted = json.loads(line)
-    if not isinstance(wanted, list) or not all(
-            isinstance(w, list) and len(w) == 2 and valid_hash(w[0])
-            and isinstance(w[1], int) and w[1] >= 0 for w in wanted):
-        raise CacheError("the list of media files is not [[sha256, size], ...]")
-    return [tuple(w) for w in wanted]
-
-
-def main(argv):
-    """``need|receive|sync DIR PIN LIMIT_MB`` on a host: ``need`` reads [[sha, size], ...]
-    (JSON) on stdin and prints the missing pairs; ``receive`` reads a tar stream; ``sync``
-    does both in one session: the list (one line), the missing pairs printed at once, then the
-    stream of those (none when nothing is missing) and what arrived."""
-    os.umask(0o077)
-    if len(argv) != 4 or argv[0] not in ("need", "receive", "sync"):
-        sys.exit("usage: need|receive|sync DIR PIN LIMIT_MB")
-    command, remote_dir, name, limit = argv
-    cache = os.path.join(os.path.expanduser(remote_dir), "media")
-    stdin = open(sys.stdin.fileno(), "rb", buffering=BLOCK, closefd=False)
-    try:
-        _private_dir(cache)
-        if command == "need":
-            out = {"missing": need(cache, name, _wanted(stdin.read()))}
-        elif command == "sync":
-            missing = need(cache, name, _wanted(stdin.readline()))
-            print(MARK + json.dumps({"missing": missing}), flush=True)
-            out = receive(cache, name, stdin, float(limit) * (1 << 20)) if missing else {}
-        else:
-            out = receive(cache, name, stdin, float(limit) * (1 << 20))
-    except (CacheError, OSError, ValueError) as e:
-        sys.exit("media cache %s: %s" % (cache, e))
-    print(MARK + json.dumps(out))
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])

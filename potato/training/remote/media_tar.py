@@ -1,7 +1,7 @@
 """The strict reader of a media tar stream's headers (standard library, Python 3.8; shipped).
 
-Part of the host's media cache (remote/media_cache.py): media_push runs this file and that one
-together as one ``python -c`` program, so it imports nothing of Potato.
+Part of the host's media cache (remote/media_cache.py): media_push runs this file, that one and
+remote/media_receive.py together as one ``python -c`` program, so it imports nothing of Potato.
 """
 
 BLOCK = 1 << 20
