@@ -497,3 +497,58 @@ def test_a_disk_error_in_a_writer_ends_the_stream_with_it(tmp_path, monkeypatch)
     kept = {n.split(os.sep)[1] for n in cache_names(cache)}
     assert kept == set(calls[:5]) and all(mc.have(cache, s, len(d)) for d in files
                                           for s in [sha(d)] if s in kept)
+
+
+def test_the_push_waits_on_descriptors_above_1023(tmp_path):
+    """A server that runs for weeks may hold over a thousand descriptors: the push's waits on
+    ssh's pipes use poll (select raises ValueError above 1023)."""
+    import resource
+    import select
+    from potato.training.backends import media_push
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip("the hard limit on descriptors is %d here" % hard)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    r, w = os.pipe()
+    high_r, high_w = os.dup2(r, 1100), os.dup2(w, 1101)
+    try:
+        os.close(r)
+        os.close(w)
+        assert not media_push._ready(high_r, select.POLLIN, 0.05)  # nothing to read yet
+        assert media_push._ready(high_w, select.POLLOUT, 0.05)
+        os.write(high_w, b"x")
+        assert media_push._ready(high_r, select.POLLIN, 0.05)
+        with pytest.raises(ValueError):
+            select.select([high_r], [], [], 0)  # what the push used before
+    finally:
+        os.close(high_r)
+        os.close(high_w)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+@pytest.mark.parametrize("where", ["check", "finish"])
+def test_cancel_is_seen_while_the_host_checks_or_finishes(tmp_path, where):
+    """Before, a cancel was looked at only while the stream was written: a host slow to answer
+    which files it lacks (CHECK_S, 300 s) or to say what arrived (FINISH_S, 600 s) held a
+    cancelled run that long."""
+    import threading
+    from potato.training.backends import errors, media_push
+    if where == "check":
+        fake = tmp_path / "slow-python"
+        fake.write_text("#!%s\nimport time\ntime.sleep(600)\n" % sys.executable)
+        fake.chmod(0o755)
+        host = LocalHost(tmp_path / "remote", python=str(fake))
+    else:
+        host = _host_script(tmp_path, "time.sleep(600)")
+    ctx = Ctx(media_index(tmp_path, [b"one file"]))
+    timer = threading.Timer(1, ctx.cancel.set)
+    timer.start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(errors.TransferError, match="cancelled while its media were checked "
+                                                       "or copied on here"):
+            media_push.push(host, ctx, "job")
+    finally:
+        timer.cancel()
+        timer.join()
+    assert time.monotonic() - started < 60  # not CHECK_S or FINISH_S

@@ -77,7 +77,7 @@ def push(backend, ctx, pin: str) -> None:
     total = sum(v["size"] for v in index.values())
     ctx.set_step("checking media on %s: %s files, %s MB" % (host, count(len(index)),
                                                              media_bundle.mb(total)))
-    session = Session(backend, pin, limit)
+    session = Session(backend, pin, limit, ctx.cancel)
     try:
         missing = [(sha, size) for sha, size in session.missing(media_bundle.dumps_wanted(index))
                    if sha in index]
@@ -138,12 +138,12 @@ class Session:
     """One ``media_receive.py sync`` on the host: the list goes in, the missing pairs come back,
     then the tar stream of those goes in and what arrived comes back."""
 
-    def __init__(self, backend, pin: str, limit: float):
+    def __init__(self, backend, pin: str, limit: float, cancel=None):
         self.backend, self.host, self.limit = backend, backend.bcfg.host, limit
         self.err = tempfile.TemporaryFile()
         self.sent = self.total = 0
         self.out = b""
-        self.cancel = None
+        self.cancel = cancel  # the run's: looked at in every wait on the host
         try:
             self.p = proc.spawn(backend.argv(cache_command(
                 backend.bcfg.python, backend.remote_dir, "sync", pin, limit)),
@@ -155,16 +155,20 @@ class Session:
 
     def _read(self, within: float, enough) -> bool:
         """Read the host's stdout into ``self.out`` until ``enough()``, its end (False) or
-        ``within`` seconds (a ConnectError)."""
+        ``within`` seconds (a ConnectError); a TransferError as soon as the run is cancelled."""
         fd = self.p.stdout.fileno()
         until = time.monotonic() + within
         while not enough():
+            if self.cancel is not None and self.cancel.is_set():
+                _end(self.p, stop=True)
+                raise errors.TransferError("the run was cancelled while its media were checked "
+                                           "or copied on %s" % self.host)
             left = until - time.monotonic()
             if left <= 0:
                 _end(self.p, stop=True)
                 raise errors.ConnectError("ssh to %s did not answer within %d s. Check the host "
                                           "and the network." % (self.host, within))
-            if select.select([fd], [], [], min(left, 1.0))[0]:
+            if _ready(fd, select.POLLIN, min(left, 1.0)):
                 data = os.read(fd, 1 << 20)
                 if not data:
                     return False
@@ -211,7 +215,6 @@ class Session:
         """The tar stream of ``files`` (sha, path, size); what the host says arrived."""
         self.out = self.out[self.out.index(media_cache.MARK.encode()):]
         self.out = self.out[self.out.index(b"\n") + 1:]
-        self.cancel = ctx.cancel
         try:
             failure = self._stream(ctx, files)
         except _Failed as e:
@@ -285,7 +288,7 @@ class Session:
             if self.cancel is not None and self.cancel.is_set():
                 raise _Failed("the run was cancelled while its media were copied")
             try:
-                n = os.write(fd, view) if select.select([], [fd], [], WAIT_S)[1] else 0
+                n = os.write(fd, view) if _ready(fd, select.POLLOUT, WAIT_S) else 0
             except BlockingIOError:
                 n = 0
             if n:
@@ -309,6 +312,14 @@ class Session:
                 f.close()
             except OSError:
                 pass
+
+
+def _ready(fd: int, event: int, timeout: float) -> bool:
+    """Whether ``fd`` is readable (POLLIN) or writable (POLLOUT) within ``timeout`` s, or has
+    ended (poll, not select: a server that runs for weeks may hold descriptors above 1023)."""
+    poller = select.poll()
+    poller.register(fd, event)
+    return bool(poller.poll(timeout * 1000))
 
 
 def _exactly(f, size: int) -> bytes:
