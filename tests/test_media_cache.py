@@ -435,3 +435,47 @@ def test_a_download_stops_at_the_listed_size(tmp_path):
     finally:
         d.close()
         stop()
+
+
+def test_data_parallel_ranks_see_the_url_media_the_worker_fetched(tmp_path, monkeypatch):
+    """A rank above 0 reads the bundle afresh: before, its URL media had no path (every URL item
+    was left out there while rank 0 trained on it, so the ranks disagreed on the items). Now it
+    finds what the worker fetched into the run directory, and fetches nothing itself."""
+    import argparse
+    import signal
+    from potato.training.remote import rank
+    run_dir = tmp_path / "run"
+    (run_dir / media.URL_DIR).mkdir(parents=True)
+    items = [{"id": "a", "media": {"kind": "image", "url": "https://h/a.png"}},
+             {"id": "b", "media": {"kind": "image", "url": "https://h/b.png"}}]
+    got = hashlib.sha256(b"https://h/a.png").hexdigest()
+    (run_dir / media.URL_DIR / got).write_bytes(b"a's bytes")  # the worker fetched a, not b
+    (run_dir / "spec.json").write_text(json.dumps({"trainer": "fake", "schemas": {},
+                                                   "bundle": "bundle"}))
+    seen = {}
+
+    class Trainer:
+        def __init__(self, ctx):
+            self.ctx = ctx
+
+        def train(self):
+            for item in self.ctx.bundle.items:
+                try:
+                    seen[item["id"]] = open(media.path_for(item["media"], {}), "rb").read()
+                except media.MediaMissing as e:
+                    seen[item["id"]] = str(e)
+
+    monkeypatch.setattr(rank, "read", lambda d: type("B", (), {"items": items})())
+    monkeypatch.setattr(rank.trainers, "get", lambda name: name)
+    monkeypatch.setattr(rank.trainers, "load", lambda info: Trainer)
+    monkeypatch.setattr(rank, "watch_parent", lambda *a, **k: None)
+    monkeypatch.setattr(media, "fetch_url", lambda url, dest: pytest.fail("a rank fetched"))
+    handler = signal.getsignal(signal.SIGTERM)
+    try:
+        code = rank.run_rank(argparse.Namespace(
+            rank=1, world=2, parent=os.getppid(), spec=str(run_dir / "spec.json"),
+            backend="gloo", store="x", error_file=str(tmp_path / "err.json")))
+    finally:
+        signal.signal(signal.SIGTERM, handler)
+    assert code == 0, (tmp_path / "err.json").read_text()
+    assert seen == {"a": b"a's bytes", "b": "https://h/b.png was not fetched on this host"}

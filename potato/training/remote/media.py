@@ -11,7 +11,7 @@ Trainers call ``path_for(item["media"], spec)`` and open the file it returns; Me
 says why there is none (a trainer skips that item and counts it).
 
 URL media are fetched by the worker's host itself (``fetch_urls``, called by the worker before
-the trainer starts): standard library urllib, a timeout and a size cap per file, into the run
+the trainer starts; data-parallel ranks above 0 find the same files with ``fetched_only``): standard library urllib, a timeout and a size cap per file, into the run
 directory. Each failed URL is reported in a sentence; more than MAX_FAILED_SHARE of them (or
 more than MAX_FAILED) fails the run, naming a few.
 """
@@ -26,6 +26,7 @@ URL_TIMEOUT_S = 30
 URL_MAX_BYTES = 200 << 20
 MAX_FAILED = 20
 MAX_FAILED_SHARE = 0.05
+URL_DIR = "media-urls"  # in the run's directory (the spec's): where URL media are fetched
 
 
 class MediaMissing(Exception):
@@ -98,6 +99,12 @@ def fetch_url(url, dest, timeout=URL_TIMEOUT_S, max_bytes=URL_MAX_BYTES):
     except OSError:
         pass
     return "%s could not be fetched: %s" % (url, why)
+
+
+def fetched_only(url, dest):
+    """The ``fetch`` of a data-parallel rank above 0: it downloads nothing and finds what the
+    worker (rank 0) fetched before the ranks started, so every rank trains on the same items."""
+    return "%s was not fetched on this host" % url
 
 
 def fetch_urls(items, dest_dir, on_status=None, on_error=None, fetch=fetch_url):

@@ -16,7 +16,7 @@ import sys
 import threading
 import traceback
 
-from potato.training.remote import protocol
+from potato.training.remote import media, protocol
 from potato.training.remote import trainers
 from potato.training.remote.bundle import read
 from potato.training.remote.paths import write_atomic
@@ -51,6 +51,8 @@ def run_rank(args):
 
         signal.signal(signal.SIGTERM, on_term)
         ctx.bundle = read(ctx.bundle_dir)
+        media.fetch_urls(ctx.bundle.items, os.path.join(os.path.dirname(os.path.abspath(
+            args.spec)), media.URL_DIR), fetch=media.fetched_only)  # what the worker fetched
         trainer_cls = trainers.load(trainers.get(spec["trainer"]))
         trainer_cls(ctx).train()
         return protocol.EXIT_OK

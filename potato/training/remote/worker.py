@@ -85,7 +85,7 @@ def _fetch_url_media(ctx, base, emitter):
     """URL media, fetched by this host into the run directory (remote/media.py)."""
     try:
         fetched, failed = media.fetch_urls(
-            ctx.bundle.items, os.path.join(base, "media-urls"), emitter.status,
+            ctx.bundle.items, os.path.join(base, media.URL_DIR), emitter.status,
             lambda error: emitter.log(error, "warning"))
     except media.TooManyFailed as e:
         raise RunFailure(str(e))
