@@ -21,6 +21,7 @@ backends/media_push.py).
 
 import contextlib
 import hashlib
+import itertools
 import os
 import re
 import tempfile
@@ -291,6 +292,18 @@ def store(cache, sha, size, read):
         raise
 
 
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+_COUNT = itertools.count()
+_TOKEN = [None, ""]  # (pid, random hex) of this process: a forked child makes its own
+
+
+def _unique():
+    """A part of a hidden name that no other writer uses: pid, random, a counter."""
+    if _TOKEN[0] != os.getpid():
+        _TOKEN[:] = [os.getpid(), "%d.%s" % (os.getpid(), os.urandom(6).hex())]
+    return "%s.%d" % (_TOKEN[1], next(_COUNT))
+
+
 def put(cache, sha, data):
     """Write ``data`` (bytes in memory) into the cache as ``sha`` once its sha256 is checked:
     CacheError, and nothing written, when it does not match. As ``store``, through a hidden
@@ -298,14 +311,15 @@ def put(cache, sha, data):
     if hashlib.sha256(data).hexdigest() != sha:
         raise CacheError("media file %s arrived with %d of %d bytes and another sha256"
                          % (sha[:12], len(data), len(data)))
-    folder = os.path.dirname(file_path(cache, sha))
-    if not os.path.isdir(folder):
-        _private_dir(cache)
-        _private_dir(folder)
+    final = file_path(cache, sha)
     # a name of its own (hosts on one network file system may share a pid): cheaper than mkstemp
-    tmp = os.path.join(folder, ".%s.%d.%s" % (sha, os.getpid(), os.urandom(6).hex()))
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0),
-                 0o600)
+    tmp = os.path.join(os.path.dirname(final), ".%s.%s" % (sha, _unique()))
+    try:
+        fd = os.open(tmp, _CREATE, 0o600)
+    except FileNotFoundError:  # the first file of its folder (an existing one is not looked at)
+        _private_dir(cache)
+        _private_dir(os.path.dirname(final))
+        fd = os.open(tmp, _CREATE, 0o600)
     try:
         try:
             view = memoryview(data)
@@ -313,7 +327,7 @@ def put(cache, sha, data):
                 view = view[os.write(fd, view):]
         finally:
             os.close(fd)
-        os.replace(tmp, os.path.join(folder, sha))
+        os.replace(tmp, final)
     except BaseException:
         try:
             os.unlink(tmp)
