@@ -3,6 +3,8 @@
 - a first copy of N small files to a host over the real loopback sshd (media_push: one check,
   one tar stream, each file verified there) vs ``tar c | ssh host tar x`` of the same files
                                                                        target ratio >= 0.9
+  and the same pair on a connection already up (as in a run: the run's probe and code copy
+  opened the backend's shared ssh connection), so that neither side pays a login
 - a second run on the same host: media bytes sent                      target 0
 - the agent's media download (GET /agent/v1/runs/<run>/media/<sha>, kept alive, verified)
   vs plain HTTP GETs of the same files (http.server, one kept-alive connection)
@@ -36,7 +38,7 @@ sys.path.insert(0, ROOT)
 from potato.cli import main as cli  # noqa: E402
 from potato.config import Backend, load  # noqa: E402
 from potato.service import Service  # noqa: E402
-from potato.training.backends import media_push  # noqa: E402
+from potato.training.backends import media_push, sshcmd  # noqa: E402
 from potato.training.backends.ssh import SshBackend  # noqa: E402
 from potato.training.remote import media_cache, media_fetch  # noqa: E402
 from potato.training.remote.client import Client as AgentClient  # noqa: E402
@@ -122,15 +124,41 @@ def bench_ssh(tmp, index, repeat):
             results["tar"].append(secs)
             shutil.rmtree(dest)
             shutil.rmtree(remote)
+            warm_pair(tmp, k, src, results)
     finally:
         sshd.stop(tmp / "sshd")
     return results
 
 
-def tar_over_ssh(src, dest):
+def warm_pair(tmp, k, src, results):
+    """The same pair on a connection that is already up, as in a run (its probe and code copy
+    opened the backend's shared connection before the media step): media_push, then
+    ``tar c | ssh tar x`` through that same connection. Neither pays an ssh login."""
+    remote, dest = tmp / ("warm%d" % k), tmp / ("warmtar%d" % k)
+    bcfg = Backend("gpu", "ssh")
+    bcfg.host, bcfg.remote_dir, bcfg.python = "potato-real", str(remote), sys.executable
+    backend = SshBackend(bcfg, None)
+    try:
+        assert subprocess.run(backend.argv("true"), input=backend.stdin()).returncode == 0
+        ctx = Ctx(str(tmp / "media.json"))
+        secs, _ = timed(lambda: media_push.push(backend, ctx, "warm-%d" % k))
+        results.setdefault("warm", []).append(secs)
+        dest.mkdir()
+        argv = sshcmd.ssh_argv(bcfg, "tar xf - -C " + shlex.quote(str(dest)),
+                               backend.control_dir)
+        secs, r = timed(lambda: tar_over_ssh(src, dest, argv))
+        assert r.returncode == 0, r.stderr
+        results.setdefault("warm_tar", []).append(secs)
+    finally:
+        backend.close()
+    shutil.rmtree(dest)
+    shutil.rmtree(remote)
+
+
+def tar_over_ssh(src, dest, argv=None):
     """``tar cf - -C SRC . | ssh potato-real tar xf - -C DEST``: the baseline."""
     tar = subprocess.Popen(["tar", "cf", "-", "-C", str(src), "."], stdout=subprocess.PIPE)
-    r = subprocess.run(["ssh", "potato-real", "tar xf - -C " + shlex.quote(str(dest))],
+    r = subprocess.run(argv or ["ssh", "potato-real", "tar xf - -C " + shlex.quote(str(dest))],
                        stdin=tar.stdout, capture_output=True)
     tar.stdout.close()
     tar.wait()
@@ -265,6 +293,11 @@ def report_ssh(ssh, mb):
                                                        tar / ours))
     print("  of which the check of what the host lacks (one ssh command): %.2f s"
           % min(ssh["check"]))
+    warm, warm_tar = min(ssh["warm"]), min(ssh["warm_tar"])
+    print("  each try on a connection already up (media_push, tar): %s" % ", ".join(
+        "%.2f/%.2f" % pair for pair in zip(ssh["warm"], ssh["warm_tar"])))
+    print("ssh first copy, connection already up (as in a run): media_push %.2f s, tar c | ssh "
+          "tar x %.2f s: ratio %.2f" % (warm, warm_tar, warm_tar / warm))
     print("  last step line: %s" % ssh["steps"])
     print("ssh second run: %s (target: 0 bytes)" % ssh["second"])
 
