@@ -558,3 +558,49 @@ def test_a_link_at_the_hidden_name_is_not_followed(tmp_path, monkeypatch):
     with pytest.raises(OSError):
         mc.put(cache, sha(data), data)
     assert victim.read_bytes() == b"untouched"
+
+
+def test_a_checksum_with_a_leading_digit_is_read_whole():
+    """Names of high bytes: the checksum passes 8**5 and its six digits fill the field."""
+    info = tarfile.TarInfo("p/n")
+    block = bytearray(info.tobuf(format=tarfile.USTAR_FORMAT)[:512])
+    block[0:100] = b"\xff" * 100
+    block[345:500] = b"\xfe" * 155
+    block = _checked(block)
+    assert block[148:149] != b"0"
+    assert mt.tar_header(block)[0] == "\\xfe" * 155 + "/" + "\\xff" * 100
+
+
+def _python38():
+    """A Python 3.8 on this machine (on PATH, or one that pyenv installed), or None."""
+    import glob
+    import shutil
+    import subprocess
+    for path in [shutil.which("python3.8")] + sorted(glob.glob(os.path.expanduser(
+            "~/.pyenv/versions/3.8*/bin/python3.8"))):
+        if path and subprocess.run([path, "-c", "import sys; assert sys.version_info[:2] == "
+                                    "(3, 8)"], capture_output=True).returncode == 0:
+            return path
+    return None
+
+
+def test_the_host_program_runs_on_python_3_8(tmp_path):
+    """What travels to hosts must run on Python 3.8 (int.from_bytes needs its byte order
+    there, for one): the host program, as media_push sends it, on a real 3.8 when this
+    machine has one."""
+    import subprocess
+    from potato.training.backends.media_push import cache_source
+    assert mt._tar_number(b"\x80" + (5).to_bytes(11, "big")) == 5  # here, too
+    py38 = _python38()
+    if py38 is None:
+        pytest.skip("no Python 3.8 on this machine")
+    files = [b"one", os.urandom(3000)]
+    wanted = json.dumps([[sha(d), len(d)] for d in files]).encode() + b"\n"
+    r = subprocess.run([py38, "-S", "-c", cache_source(), "sync", str(tmp_path / "r"), "job", "1"],
+                       input=wanted + stream_of(files), capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout.decode().splitlines()[-1][len(mr.MARK):])["received"] == 2
+    r = subprocess.run([py38, "-S", "-c", open(mt.__file__).read() +
+                        "\nprint(_tar_number(b'\\x80' + (5).to_bytes(11, 'big')))"],
+                       capture_output=True, timeout=120)
+    assert r.stdout.strip() == b"5", r.stderr

@@ -59,6 +59,14 @@ MODULES = {
                                             "tests/test_training_units.py"],
     "potato/training/remote/client.py": ["tests/test_agent_run.py"],
     "potato/training/remote/slurm_job.py": ["tests/test_slurm_units.py"],
+    # issue 22's host side of the media cache (item 3 of issue 26: modules other issues added)
+    "potato/training/remote/media_cache.py": ["tests/test_mut_media_host.py",
+                                              "tests/test_media_stream.py",
+                                              "tests/test_media_cache.py"],
+    "potato/training/remote/media_tar.py": ["tests/test_mut_media_host.py",
+                                            "tests/test_media_stream.py"],
+    "potato/training/remote/media_receive.py": ["tests/test_mut_media_host.py",
+                                                "tests/test_media_stream.py"],
 }
 
 # module -> {mutant id: why it cannot change behaviour}. Ids are printed with each survivor.
@@ -75,6 +83,18 @@ EQUIVALENT = {
     },
     "potato/markup.py": {
         "3ecbfa773a": "esc: dropping quote=True from html.escape keeps its default, quote=True",
+    },
+    "potato/training/remote/media_tar.py": {
+        "cb731285df": "_tar_number: split's first piece is the same for any maxsplit",
+        "b9ca29effe": "_tar_number: split's first piece is the same for any maxsplit",
+        "a56a44251f": "tar_header: split's first piece is the same for any maxsplit",
+        "66b4180246": "tar_header: split's first piece is the same for any maxsplit",
+        "1f8b00f5ca": "tar_header: split's first piece is the same for any maxsplit",
+        "3a8a71dce2": "tar_header: split's first piece is the same for any maxsplit",
+        "02c0013b06": "tar_header: byte 500 is ustar padding; a prefix is never a wanted hash "
+                      "(it adds a '/'), so a longer one is skipped all the same",
+        "df6400eb7a": "BLOCK: only the size of the reads that skip a member",
+        "fb461ef95f": "BLOCK: only the size of the reads that skip a member",
     },
 }
 

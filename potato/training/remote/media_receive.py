@@ -170,7 +170,5 @@ def main(argv):
     print(MARK + json.dumps(out))
 
 
-
-
 if __name__ == "__main__":
     main(sys.argv[1:])
