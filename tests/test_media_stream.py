@@ -167,12 +167,18 @@ def test_sync_answers_then_reads_the_stream(tmp_path):
     mc.put(str(cache), sha(b"here"), b"here")
     files = [b"here", b"not yet"]
     wanted = "[%s]" % ", ".join('["%s", %d]' % (sha(d), len(d)) for d in files)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    import select
+    # as on a host: no Potato to import, and stdout buffered (PYTHONUNBUFFERED is unset there)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONUNBUFFERED")}
     p = subprocess.Popen([sys.executable, "-c", cache_source(), "sync", str(tmp_path / "remote"),
                           "job", "100"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          cwd=str(tmp_path), env=env)
     p.stdin.write(wanted.encode() + b"\n")
     p.stdin.flush()
+    if not select.select([p.stdout], [], [], 60)[0]:  # the answer must come before the stream
+        p.kill()
+        p.communicate()
+        pytest.fail("sync did not answer within 60 s of the list (its answer not flushed?)")
     line = p.stdout.readline().decode()  # before any stream is sent
     assert line == mc.MARK + '{"missing": [["%s", 7]]}\n' % sha(b"not yet")
     out, _ = p.communicate(stream_of([b"not yet"]))

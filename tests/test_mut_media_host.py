@@ -229,6 +229,22 @@ def test_a_pin_removed_while_the_stream_arrives_is_written_again(tmp_path, monke
     assert mc.read_pin(cache, "job") == {sha(d): len(d) for d in files}
 
 
+def test_a_pin_removed_while_the_stream_arrives_is_written_again_at_the_end(tmp_path, monkeypatch):
+    files = [os.urandom(2000) for _ in range(3)]
+    cache = _pinned(tmp_path, files)
+    data = stream_of(files)
+
+    class Unpinning(io.BytesIO):
+        def read(self, n=-1):
+            if self.tell() > len(data) // 2:
+                mc.unpin(cache, "job")  # another process's cleanup, say
+            return super().read(n)
+
+    monkeypatch.setattr(mr, "PIN_TOUCH_S", 3600)
+    assert mr.receive(cache, "job", Unpinning(data), 1 << 30)["received"] == 3
+    assert mc.read_pin(cache, "job") == {sha(d): len(d) for d in files}
+
+
 # -- media_receive: the host program --------------------------------------------------------------
 
 @pytest.fixture
@@ -271,6 +287,7 @@ def test_sync_answers_then_receives(tmp_path, host):
     assert code is None and lines[0] == {"missing": [[sha(d), len(d)] for d in files]}
     assert (lines[1]["received"], lines[1]["bytes"]) == (2, 6)
     assert oct(os.stat(tmp_path / "r" / "media").st_mode & 0o777) == "0o700"
+    assert oct(os.stat(tmp_path / "r").st_mode & 0o777) == "0o700"  # made under umask 077
 
 
 def test_sync_with_nothing_missing_reads_no_stream(tmp_path, host):

@@ -84,6 +84,44 @@ EQUIVALENT = {
     "potato/markup.py": {
         "3ecbfa773a": "esc: dropping quote=True from html.escape keeps its default, quote=True",
     },
+    "potato/training/remote/media_receive.py": {
+        "0991c8e22a": "receive: the queue's bound only (WRITE_AHEAD // BATCH is 256, over 2)",
+        "d8e6626796": "receive: Queue takes a float bound (256.0) as it takes 256",
+        "2191a18c69": "receive: a monotonic clock exactly PIN_TOUCH_S later touches the pin one "
+                      "read later",
+        "71856012cd": "receive: kept() ignores the size when it is given an error",
+        "08801b40f9": "receive: kept() ignores the size when it is given an error",
+        "cd715bb612": "_read_stream: kept() ignores the size when it is given an error",
+        "7f10d08591": "_read_stream: kept() ignores the size when it is given an error",
+        "c96d662836": "receive: the writers are always joined (finally), daemon or not",
+        "9bf9185fe1": "receive: the writers are always joined (finally), daemon or not",
+        "c810e97a6e": "receive: the writers are always joined (finally), daemon or not",
+        "262872dc62": "receive: two writer threads at least instead of one: the same files",
+        "52477a53ff": "receive: the drain after the end reads the rest in one read instead of "
+                      "1 MB reads",
+        "f88faa56c6": "receive: keep_pin just refreshed (or wrote again) this run's pin, which "
+                      "evict's pinned() reads: the same hashes are kept",
+        "65fe2a8bb4": "_read_stream: the loop is the try's last statement: break and return "
+                      "both reach the finally",
+        "a432894b40": "_read_stream: the loop is the try's last statement: break and return "
+                      "both reach the finally",
+        "d7231d74ea": "_read_stream: the loop is the try's last statement: break and return "
+                      "both reach the finally",
+        "8d30d0cb56": "_read_stream: the loop is the try's last statement: break and return "
+                      "both reach the finally",
+        "96880a9100": "_read_stream: a file of exactly SMALL_FILE bytes is stored as it is read "
+                      "instead of in memory: the same verified file",
+        "ab58606917": "main: stdin's buffer size only",
+        "d03c29db0f": "PIN_TOUCH_S: how often a pin is touched (60 or 61 s, far under "
+                      "PIN_STALE_S)",
+        "8ba13e6c21": "WRITERS: how many writer threads, not what they write",
+        "46ba13043a": "WRITE_AHEAD: how far the reader runs ahead (a bound of one batch at "
+                      "least), not what is kept",
+        "e2912af038": "WRITE_AHEAD: how far the reader runs ahead, not what is kept",
+        "e6c2368b9b": "WRITE_AHEAD: how far the reader runs ahead, not what is kept",
+        "56f6bae339": "BATCH: how many bytes go to a writer at once, not what is kept",
+        "52c2b1b65c": "BATCH: how many bytes go to a writer at once, not what is kept",
+    },
     "potato/training/remote/media_tar.py": {
         "cb731285df": "_tar_number: split's first piece is the same for any maxsplit",
         "b9ca29effe": "_tar_number: split's first piece is the same for any maxsplit",
