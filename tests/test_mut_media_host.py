@@ -540,7 +540,8 @@ def test_a_file_on_its_way_in_has_a_hidden_name_beside_its_place(tmp_path, monke
     assert names[0].startswith("." + sha(b"put") + ".")
 
 
-def test_unique_names_carry_the_pid_random_and_a_count():
+def test_unique_names_carry_the_pid_random_and_a_count(monkeypatch):
+    monkeypatch.setattr(mc, "_TOKEN", [None, ""])  # as in a new process: the token is made here
     a, b = mc._unique(), mc._unique()
     pid, rand, count = a.split(".")
     assert pid == str(os.getpid()) and len(rand) == 12 and int(rand, 16) >= 0
@@ -621,3 +622,49 @@ def test_the_host_program_runs_on_python_3_8(tmp_path):
                         "\nprint(_tar_number(b'\\x80' + (5).to_bytes(11, 'big')))"],
                        capture_output=True, timeout=120)
     assert r.stdout.strip() == b"5", r.stderr
+
+
+def test_the_times_are_the_documented_ones():
+    """docs/backends/ssh.md: a pin nobody touched for 15 minutes no longer counts;
+    docs/backends/agent.md: a killed download's partial file goes once it is an hour old."""
+    assert mc.PIN_STALE_S == 15 * 60 and mc.INCOMING_STALE_S == 60 * 60
+
+
+def test_evicting_a_cache_that_is_not_there_is_nothing(tmp_path):
+    assert mc.evict(str(tmp_path / "nothing"), 0) == (0, 0, 0)
+
+
+def test_entries_and_evict_go_on_past_a_file_that_went_or_stays(tmp_path, monkeypatch):
+    """A file removed between the listing and its stat, and one that cannot be removed: the
+    others are still counted and evicted."""
+    cache = str(tmp_path / "media")
+    files = [b"a" * 10, b"b" * 20, b"c" * 30]
+    for i, data in enumerate(files):
+        mc.put(cache, sha(data), data)
+        os.utime(mc.file_path(cache, sha(data)), (1000 + i, 1000 + i))
+    sub = sha(files[1])[:2]
+    gone = sub + "f" * 62  # listed first in that folder, then gone before its stat
+    real_listdir, real_unlink = os.listdir, os.unlink
+    monkeypatch.setattr(mc.os, "listdir", lambda d: (
+        [gone] + real_listdir(d) if d == os.path.join(cache, sub) else real_listdir(d)))
+    assert sorted(size for _, size, _ in mc.entries(cache)) == [10, 20, 30]
+
+    def unlink(path):
+        if path.endswith(sha(files[0])):
+            raise PermissionError(13, "Permission denied", path)
+        real_unlink(path)
+    monkeypatch.setattr(mc.os, "unlink", unlink)
+    assert mc.evict(cache, 30) == (2, 50, 10)  # the oldest stays; the next two go
+
+
+def test_a_failed_put_removes_its_hidden_file_and_says_why(tmp_path, monkeypatch):
+    cache = str(tmp_path / "media")
+    mc.put(cache, sha(b"first"), b"first")
+
+    def refuse(a, b):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(mc.os, "replace", refuse)
+    with pytest.raises(OSError, match="No space left"):
+        mc.put(cache, sha(b"first"), b"first")
+    folder = os.path.dirname(mc.file_path(cache, sha(b"first")))
+    assert os.listdir(folder) == [sha(b"first")]

@@ -84,6 +84,31 @@ EQUIVALENT = {
     "potato/markup.py": {
         "3ecbfa773a": "esc: dropping quote=True from html.escape keeps its default, quote=True",
     },
+    "potato/training/remote/media_cache.py": {
+        "88d0f1bf37": "_private_dir: the folder is chmod 0700 right after it is made",
+        "6d20e0d452": "_private_dir: the folder is chmod 0700 right after it is made",
+        "8d80670d65": "pin: the temporary pin's name lives only until the replace; with any "
+                      "prefix it is a valid pin name, read the same way meanwhile",
+        "573ec6d67f": "pin: the temporary pin's name lives only until the replace; with any "
+                      "prefix it is a valid pin name, read the same way meanwhile",
+        "e554e273ed": "pin: the temporary pin's name lives only until the replace; with any "
+                      "prefix it is a valid pin name, read the same way meanwhile",
+        "2a6bac38ff": "need: exclusive=None is false, as False: the lock is taken shared",
+        "b94c224b0f": "evict: _evict hands now only to pinned(), which reads the clock itself "
+                      "for None",
+        "5316929237": "_evict: at exactly the limit the loop's own check (<=) stops before "
+                      "any file goes",
+        "62600bb46c": "store: a longer prefix of the hash in the hidden name: still hidden, "
+                      "still swept",
+        "14c898a960": "put: an open without flags finds no file, so the folder is made and the "
+                      "open is tried again with the flags",
+        "df6400eb7a": "BLOCK: only the size of a read",
+        "fb461ef95f": "BLOCK: only the size of a read",
+        "02a22394a3": "_CREATE: getattr's default is not used where O_NOFOLLOW exists (Linux)",
+        "39c92b5226": "_CREATE: getattr's default is not used where O_NOFOLLOW exists (Linux)",
+        "5e2d8f5584": "_CREATE: getattr's default is not used where O_NOFOLLOW exists (Linux)",
+        "4b7ea178d1": "_TOKEN: its first value is replaced at the first use",
+    },
     "potato/training/remote/media_receive.py": {
         "0991c8e22a": "receive: the queue's bound only (WRITE_AHEAD // BATCH is 256, over 2)",
         "d8e6626796": "receive: Queue takes a float bound (256.0) as it takes 256",
