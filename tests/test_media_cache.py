@@ -478,4 +478,5 @@ def test_data_parallel_ranks_see_the_url_media_the_worker_fetched(tmp_path, monk
     finally:
         signal.signal(signal.SIGTERM, handler)
     assert code == 0, (tmp_path / "err.json").read_text()
-    assert seen == {"a": b"a's bytes", "b": "https://h/b.png was not fetched on this host"}
+    assert seen == {"a": b"a's bytes", "b": "https://h/b.png was not fetched on this host: the "
+                    "worker (rank 0) found no file for it in %s" % (run_dir / media.URL_DIR)}

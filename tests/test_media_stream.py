@@ -419,7 +419,8 @@ def test_cancel_stops_a_copy_the_host_does_not_read(tmp_path):
     timer = threading.Timer(1, ctx.cancel.set)
     timer.start()
     try:
-        with pytest.raises(errors.TransferError, match="cancelled while its media were copied"):
+        with pytest.raises(errors.TransferError, match="cancelled while its media were checked "
+                                                       "or copied on here"):
             media_push.push(_stuck_host(tmp_path), ctx, "job")
     finally:
         timer.cancel()
@@ -558,3 +559,28 @@ def test_cancel_is_seen_while_the_host_checks_or_finishes(tmp_path, where):
         timer.cancel()
         timer.join()
     assert time.monotonic() - started < 60  # not CHECK_S or FINISH_S
+
+
+def test_a_cancel_is_a_cancel_when_ssh_exits_255_on_its_signal(tmp_path):
+    """Real ssh killed by SIGTERM exits 255, as for a failed connection: before, a run
+    cancelled while its media streamed was reported as "ssh to HOST failed (exit 255)"."""
+    import threading
+    from potato.training.backends import errors, media_push
+    stuck = _stuck_host(tmp_path)
+
+    class Ssh255(LocalHost):
+        def argv(self, command):  # like ssh: exit 255 on SIGTERM, with its message
+            self.commands.append(command)
+            return ["sh", "-c", "trap 'echo Killed by signal 15. >&2; exit 255' TERM; "
+                                "%s; exit $?" % command]
+    host = Ssh255(stuck.remote_dir, python=stuck.bcfg.python)
+    ctx = Ctx(media_index(tmp_path, [os.urandom(1 << 20) for _ in range(4)]))
+    timer = threading.Timer(1, ctx.cancel.set)
+    timer.start()
+    try:
+        with pytest.raises(errors.TransferError, match="cancelled while its media were checked "
+                                                       "or copied on here"):
+            media_push.push(host, ctx, "job")
+    finally:
+        timer.cancel()
+        timer.join()

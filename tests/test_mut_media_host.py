@@ -668,3 +668,60 @@ def test_a_failed_put_removes_its_hidden_file_and_says_why(tmp_path, monkeypatch
         mc.put(cache, sha(b"first"), b"first")
     folder = os.path.dirname(mc.file_path(cache, sha(b"first")))
     assert os.listdir(folder) == [sha(b"first")]
+
+
+def test_a_pin_that_cannot_be_written_leaves_nothing_and_hidden_pins_hold_nothing(
+        tmp_path, monkeypatch):
+    """A full disk while a pin is written: its temporary file goes. A leftover of one (a
+    killed host) holds no file, and goes once stale like a pin."""
+    cache = str(tmp_path / "media")
+    mc.pin(cache, "job", [(sha(b"x"), 1)])
+    real_fdopen = os.fdopen
+
+    class Full:
+        def __init__(self, fd, mode):
+            self.f = real_fdopen(fd, mode)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+        def write(self, text):
+            raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(mc.os, "fdopen", Full)
+    with pytest.raises(OSError, match="No space left"):
+        mc.pin(cache, "other", [(sha(b"y"), 1)])
+    monkeypatch.undo()
+    assert sorted(os.listdir(os.path.join(cache, ".pins"))) == ["job"]
+    leftover = os.path.join(cache, ".pins", ".tmp-leftover")
+    with open(leftover, "w") as f:
+        f.write("%s 1\n" % sha(b"z"))
+    assert mc.pinned(cache) == {sha(b"x")}
+    assert mc.pinned(cache, now=time.time() + 2 * mc.PIN_STALE_S) == set()
+    assert not os.path.exists(leftover)
+
+
+def test_a_listing_with_a_boolean_size_or_nested_too_deep_is_refused(tmp_path, host):
+    code, _ = host(["need", str(tmp_path / "r"), "job", "1"],
+                   b'[["%s", true]]' % sha(b"x").encode())
+    assert code.endswith("the list of media files is not [[sha256, size], ...]")
+    code, _ = host(["need", str(tmp_path / "r"), "job", "1"], b"[" * 100000 + b"]" * 100000)
+    assert code.startswith("media cache %s: " % (tmp_path / "r" / "media"))
+
+
+def test_a_hidden_name_that_exists_is_never_written_through(tmp_path, monkeypatch):
+    cache = str(tmp_path / "media")
+    mc.put(cache, sha(b"makes the folder"), b"makes the folder")
+    data = b"collides"
+    folder = os.path.dirname(mc.file_path(cache, sha(data)))
+    os.makedirs(folder, exist_ok=True)
+    monkeypatch.setattr(mc, "_unique", lambda: "fixed")
+    taken = os.path.join(folder, ".%s.fixed" % sha(data))
+    with open(taken, "wb") as f:
+        f.write(b"another writer's")
+    with pytest.raises(FileExistsError):
+        mc.put(cache, sha(data), data)
+    assert open(taken, "rb").read() == b"another writer's"

@@ -180,8 +180,12 @@ class Session:
         return self.err.read().decode("utf-8", "replace").strip()
 
     def _failure(self, what: str) -> Exception:
-        """The error for a session that went wrong: ssh's own (exit 255) or ``what``."""
+        """The error for a session that went wrong: the run's cancel, ssh's own (exit 255) or
+        ``what``. A cancel comes first: ssh killed by it exits 255 too."""
         _end(self.p, stop=True)
+        if self.cancel is not None and self.cancel.is_set():
+            return errors.TransferError("the run was cancelled while its media were checked or "
+                                        "copied on %s" % self.host)
         stderr = self._stderr()
         if self.p.returncode == 255:
             return errors.ConnectError(errors.ssh_failure(self.host, self.backend.bcfg.user,

@@ -104,7 +104,8 @@ def fetch_url(url, dest, timeout=URL_TIMEOUT_S, max_bytes=URL_MAX_BYTES):
 def fetched_only(url, dest):
     """The ``fetch`` of a data-parallel rank above 0: it downloads nothing and finds what the
     worker (rank 0) fetched before the ranks started, so every rank trains on the same items."""
-    return "%s was not fetched on this host" % url
+    return ("%s was not fetched on this host: the worker (rank 0) found no file for it in %s"
+            % (url, os.path.dirname(dest)))
 
 
 def fetch_urls(items, dest_dir, on_status=None, on_error=None, fetch=fetch_url):

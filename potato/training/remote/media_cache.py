@@ -85,10 +85,17 @@ def pin(cache, name, wanted):
     d = os.path.join(cache, ".pins")
     _private_dir(cache)
     _private_dir(d)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=d)
-    with os.fdopen(fd, "w") as f:
-        f.write("".join("%s %d\n" % (sha, size) for sha, size in wanted))
-    os.replace(tmp, os.path.join(d, name))
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=d)  # a hidden name: pinned() skips it
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write("".join("%s %d\n" % (sha, size) for sha, size in wanted))
+        os.replace(tmp, os.path.join(d, name))
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def pin_path(cache, name):
@@ -131,7 +138,8 @@ def pinned(cache, now=None):
                 continue
         except OSError:
             continue
-        out.update(read_pin(cache, name) if valid_pin(name) else ())
+        if valid_pin(name) and not name.startswith("."):  # not a pin being written (pin)
+            out.update(read_pin(cache, name))
     return out
 
 
@@ -292,7 +300,7 @@ def store(cache, sha, size, read):
         raise
 
 
-_CREATE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
 _COUNT = itertools.count()
 _TOKEN = [None, ""]  # (pid, random hex) of this process: a forked child makes its own
 

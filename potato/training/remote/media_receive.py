@@ -139,7 +139,8 @@ def _wanted(line):
     wanted = json.loads(line)
     if not isinstance(wanted, list) or not all(
             isinstance(w, list) and len(w) == 2 and valid_hash(w[0])
-            and isinstance(w[1], int) and w[1] >= 0 for w in wanted):
+            and isinstance(w[1], int) and not isinstance(w[1], bool) and w[1] >= 0
+            for w in wanted):
         raise CacheError("the list of media files is not [[sha256, size], ...]")
     return [tuple(w) for w in wanted]
 
@@ -165,7 +166,7 @@ def main(argv):
             out = receive(cache, name, stdin, float(limit) * (1 << 20)) if missing else {}
         else:
             out = receive(cache, name, stdin, float(limit) * (1 << 20))
-    except (CacheError, OSError, ValueError) as e:
+    except (CacheError, OSError, ValueError, RecursionError) as e:  # JSON nested too deep
         sys.exit("media cache %s: %s" % (cache, e))
     print(MARK + json.dumps(out))
 
