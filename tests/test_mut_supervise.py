@@ -1,0 +1,381 @@
+"""Fast unit tests for the worker's supervisor (potato/training/remote/supervise.py): events,
+cancel, wall clock, memory, grace, the SLURM guard and the error sentences. Written so that
+tools/mutation.py's mutants of supervise.py fail (docs/testing.md, "Mutation testing"); the
+children are tiny Python scripts, limits are small, and no test asserts on timings."""
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from potato.training.remote import supervise as sv
+
+PY = sys.executable
+
+
+def test_worker_exit():
+    w = sv.WorkerExit()
+    assert (w.returncode, w.result, w.error, w.stopped, w.stderr_tail, w.peak_rss_mb) == \
+        (None, None, None, None, "", 0.0)
+    assert w.ok is False
+    w.returncode = 0
+    assert w.ok is False
+    w.note({"type": "status", "message": "x"})
+    w.note({"type": "error", "message": "e1"})
+    w.note({"type": "error", "message": "e2"})
+    assert w.result is None and w.error == {"type": "error", "message": "e2"}
+    w.note({"type": "result", "metrics": {}})
+    assert w.result == {"type": "result", "metrics": {}} and w.ok is True
+    w.stopped = "cancelled"
+    assert w.ok is False
+    w.stopped, w.returncode = None, 1
+    assert w.ok is False
+
+
+def _vmrss(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+
+
+def test_rss_mb():
+    p = subprocess.Popen([PY, "-c", "import sys; print('up', flush=True); sys.stdin.read()"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert p.stdout.readline() == b"up\n"
+        for _ in range(50):  # the child's memory settles once it waits on its stdin
+            before = _vmrss(p.pid)
+            got = sv.rss_mb(p.pid)
+            if got == before == _vmrss(p.pid):
+                break
+        assert got == before and got > 1
+    finally:
+        p.communicate(b"")
+        p.stdout.close()
+    assert sv.rss_mb(p.pid) == 0.0  # gone
+    assert sv.rss_mb(2 ** 22 + 7) == 0.0
+
+
+def test_tail(tmp_path):
+    p = tmp_path / "err"
+    p.write_text("".join("line %d\n" % n for n in range(1, 31)))
+    assert sv.tail(str(p)) == "\n".join("line %d" % n for n in range(11, 31))
+    assert sv.tail(str(p), lines=2) == "line 29\nline 30"
+    assert sv.tail(str(p), lines=40).startswith("line 1\n")
+    p.write_bytes(b"ab\xffc\nlast")
+    assert sv.tail(str(p)) == "ab\ufffdc\nlast"
+    p.write_bytes(b"x" * 20000 + b"\nend")
+    assert sv.tail(str(p)) == "x" * (16384 - 4) + "\nend"
+    assert sv.tail(str(p), max_bytes=6) == "xx\nend"
+    assert sv.tail(str(tmp_path / "missing")) == ""
+
+
+def test_signal_group_of_a_gone_process_is_quiet():
+    p = subprocess.Popen([PY, "-c", "pass"], start_new_session=True)
+    p.wait()
+    sv._signal_group(p, signal.SIGKILL)
+
+
+def test_signal_group_reaches_the_whole_group(tmp_path):
+    p = subprocess.Popen([PY, "-c", "import time; time.sleep(30)"], start_new_session=True)
+    sv._signal_group(p, signal.SIGTERM)
+    assert p.wait(timeout=30) == -signal.SIGTERM
+
+
+def test_drain():
+    seen = []
+    q = queue.Queue()
+    assert sv._drain(q, seen.append, 0.01) is False and seen == []
+    q.put("a")
+    q.put("b")
+    assert sv._drain(q, seen.append, 0.01) is False and seen == ["a", "b"]
+    q.put("c")
+    q.put(None)
+    q.put("after")
+    assert sv._drain(q, seen.append, 0.01) is True and seen == ["a", "b", "c"]
+    q = queue.Queue()
+    q.put(None)
+    assert sv._drain(q, seen.append, 0.01) is True
+
+
+def test_end_kills_the_group_and_empties_a_full_queue():
+    p = subprocess.Popen([PY, "-c", "import time; time.sleep(30)"], start_new_session=True,
+                         stdout=subprocess.PIPE)
+    q = queue.Queue(maxsize=1)
+    q.put("full")
+
+    def reader():
+        for n in range(3):
+            q.put(n)
+
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+    sv._end(p, q, t)
+    assert p.returncode == -signal.SIGKILL
+    assert not t.is_alive()
+    p.stdout.close()
+
+
+def _script(tmp_path, body, name="w.py"):
+    path = tmp_path / name
+    path.write_text("import json, os, sys, time, signal\n"
+                    "def ev(**e):\n"
+                    "    sys.stdout.write(json.dumps(e) + '\\n'); sys.stdout.flush()\n" + body)
+    return [PY, str(path)]
+
+
+def _run(tmp_path, body, **kw):
+    seen = []
+    kw.setdefault("tick", 0.05)
+    if kw.get("should_cancel") == "after_up":  # once the child has said it is up
+        kw["should_cancel"] = lambda: bool(seen)
+    err = str(tmp_path / "stderr.log")
+    out = sv.run_worker(_script(tmp_path, body), dict(os.environ), err, seen.append, **kw)
+    return out, seen
+
+
+def test_run_worker_reads_events_to_the_end(tmp_path):
+    (tmp_path / "stderr.log").write_text("earlier\n")
+    ticks = []
+    body = ("print('stray output', flush=True)\n"
+            "ev(type='status', message=os.getcwd())\n"
+            "ev(type='log', level='info', message=os.environ.get('PM_Y', '-'))\n"
+            "ev(type='log', level='info', message=repr(sys.stdin.read()))\n"
+            "ev(type='bogus')\n"
+            "sys.stderr.write('oops\\n')\n"
+            "ev(type='error', message='e')\n"
+            "ev(type='result', metrics={'f1': 1})\n")
+    seen = []
+    env = dict(os.environ, PM_Y="yes")
+    out = sv.run_worker(_script(tmp_path, body), env, str(tmp_path / "stderr.log"),
+                        seen.append, tick=0.05, cwd=str(tmp_path),
+                        on_tick=lambda: ticks.append(1))
+    assert [(e["type"], e.get("message")) for e in seen] == [
+        ("status", str(tmp_path)), ("log", "yes"), ("log", "''"), ("error", "e"),
+        ("result", None)]
+    assert out.returncode == 0 and out.stopped is None and out.ok
+    assert out.result["metrics"] == {"f1": 1} and out.error["message"] == "e"
+    assert out.stderr_tail == "earlier\noops"
+    assert out.peak_rss_mb == 0.0
+    assert ticks
+
+
+def test_run_worker_many_lines_and_a_late_exit(tmp_path):
+    # stdout closed long before the process ends: every line is read, and the exit waited for
+    body = ("for n in range(3000):\n"
+            "    ev(type='progress', current=n, total=3000, unit='step')\n"
+            "sys.stdout.close(); os.close(1)\n"
+            "time.sleep(0.5)\n"
+            "sys.exit(3)\n")
+    out, seen = _run(tmp_path, body)
+    assert [e["current"] for e in seen] == list(range(3000))
+    assert out.returncode == 3 and not out.ok and out.stopped is None
+
+
+def test_run_worker_cancel_sends_sigterm(tmp_path):
+    body = "ev(type='status', message='up')\ntime.sleep(30)\n"
+    out, seen = _run(tmp_path, body, should_cancel="after_up")
+    assert out.stopped == "cancelled" and out.returncode == -signal.SIGTERM
+    assert seen[0]["message"] == "up"
+
+
+IGNORE_TERM = ("signal.signal(signal.SIGTERM, lambda *a: ev(type='log', level='info', "
+               "message='term'))\n"
+               "ev(type='status', message='up')\n"
+               "for _ in range(600):\n"
+               "    time.sleep(0.05)\n")
+
+
+def test_run_worker_kills_after_the_grace(tmp_path):
+    out, seen = _run(tmp_path, IGNORE_TERM, should_cancel="after_up", grace_seconds=0.3)
+    assert out.stopped == "cancelled" and out.returncode == -signal.SIGKILL
+    assert [e.get("message") for e in seen].count("term") == 1  # SIGTERM sent once
+
+
+def test_run_worker_hurry_shortens_the_grace(tmp_path):
+    out, seen = _run(tmp_path, IGNORE_TERM, should_cancel="after_up", grace_seconds=1000,
+                     hurry=lambda: True)
+    assert out.returncode == -signal.SIGKILL
+    assert "term" in [e.get("message") for e in seen]
+
+
+def test_run_worker_wall_clock(tmp_path):
+    out, _ = _run(tmp_path, "time.sleep(30)\n", max_wall_seconds=0.2)
+    assert out.stopped == "wall_clock" and out.returncode == -signal.SIGTERM
+    out, _ = _run(tmp_path, "time.sleep(0.3)\n", max_wall_seconds=1000, grace_seconds=0)
+    assert out.stopped is None and out.returncode == 0
+
+
+def test_run_worker_wall_clock_keeps_a_cancel(tmp_path):
+    out, _ = _run(tmp_path, "time.sleep(30)\n", should_cancel=lambda: True,
+                  max_wall_seconds=0)
+    assert out.stopped == "cancelled"
+
+
+def test_run_worker_memory(tmp_path):
+    out, _ = _run(tmp_path, "time.sleep(30)\n", max_rss_mb=0.5)
+    assert out.stopped == "memory" and out.returncode == -signal.SIGKILL
+    assert out.peak_rss_mb > 0.5
+    out, _ = _run(tmp_path, "time.sleep(0.2)\n", max_rss_mb=100000)
+    assert out.stopped is None and out.returncode == 0 and out.peak_rss_mb > 1
+
+
+def test_run_worker_memory_after_a_cancel_keeps_the_cancel(tmp_path):
+    out, _ = _run(tmp_path, IGNORE_TERM, should_cancel=lambda: True, max_rss_mb=0.5)
+    assert out.stopped == "cancelled" and out.returncode < 0
+
+
+def test_run_worker_a_failing_callback_still_ends_the_worker(tmp_path):
+    def boom(event):
+        raise RuntimeError("callback failed")
+
+    with pytest.raises(RuntimeError):
+        sv.run_worker(_script(tmp_path, "ev(type='status', message='x')\ntime.sleep(30)\n"),
+                      dict(os.environ), str(tmp_path / "e.log"), boom, tick=0.05)
+
+
+def test_run_worker_cannot_start(tmp_path):
+    from potato.training.remote import proc
+    with pytest.raises(proc.SpawnError):
+        sv.run_worker(["/nonexistent/w"], dict(os.environ), str(tmp_path / "e.log"),
+                      lambda e: None)
+
+
+@pytest.fixture
+def own_signals():
+    saved = {s: signal.getsignal(s) for s in sv.GUARD_SIGNALS}
+    yield
+    for s, handler in saved.items():
+        signal.signal(s, handler)
+
+
+def test_guard_signals():
+    assert sv.GUARD_SIGNALS == (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_guard_passes_a_signal_on(own_signals, tmp_path, sig):
+    ready = tmp_path / "ready"
+    code = ("import signal, sys, time, pathlib\n"
+            "signal.signal(signal.SIGTERM, lambda *a: sys.exit(7))\n"
+            "pathlib.Path(%r).write_text('x')\n"
+            "time.sleep(30)\n" % str(ready))
+    timer = threading.Thread(target=_signal_when, args=(ready, sig), daemon=True)
+    timer.start()
+    assert sv.guard([PY, "-c", code], 30, tick=0.05) == 7
+    timer.join()
+
+
+def _signal_when(path, sig):
+    import time
+    for _ in range(600):
+        if path.exists():
+            break
+        time.sleep(0.05)
+    os.kill(os.getpid(), sig)
+    os.kill(os.getpid(), sig)  # a second signal sends nothing more
+
+
+def test_guard_kills_a_worker_that_ignores_sigterm(own_signals, tmp_path):
+    ready = tmp_path / "ready"
+    code = ("import signal, time, pathlib\n"
+            "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+            "pathlib.Path(%r).write_text('x')\n"
+            "time.sleep(30)\n" % str(ready))
+    timer = threading.Thread(target=_signal_when, args=(ready, signal.SIGTERM), daemon=True)
+    timer.start()
+    assert sv.guard([PY, "-c", code], 0.2, tick=0.05) == 128 + signal.SIGKILL
+    timer.join()
+
+
+def test_guard_kills_what_the_worker_left(own_signals, tmp_path):
+    pidfile = tmp_path / "pid"
+    code = ("import subprocess, sys, pathlib\n"
+            "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'])\n"
+            "pathlib.Path(%r).write_text(str(p.pid))\n" % str(pidfile))
+    assert sv.guard([PY, "-c", code], 5, tick=0.05) == 0
+    pid = int(pidfile.read_text())
+    for _ in range(200):
+        try:
+            with open("/proc/%d/stat" % pid) as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            break
+        if state in ("Z", "X"):
+            break
+        import time
+        time.sleep(0.05)
+    else:
+        raise AssertionError("the worker's leftover process %d still runs" % pid)
+
+
+def test_guard_exit_statuses(own_signals):
+    assert sv.guard([PY, "-c", "pass"], 5, tick=0.05) == 0
+    assert sv.guard([PY, "-c", "import sys; sys.exit(3)"], 5, tick=0.05) == 3
+
+
+def test_main_usage(own_signals, capsys):
+    for argv in ([], ["--grace", "1", "--"], ["--grace", "1", "x", PY],
+                 ["-g", "1", "--", PY]):
+        assert sv.main(argv) == 2
+        assert "usage: python -m potato.training.remote.supervise" in capsys.readouterr().err
+    assert sv.main(["--grace", "1", "--", PY, "-c", "import sys; sys.exit(4)"]) == 4
+    saved = sys.argv
+    sys.argv = ["supervise", "--grace", "2", "--", PY, "-c", "import sys; sys.exit(6)"]
+    try:
+        assert sv.main() == 6
+    finally:
+        sys.argv = saved
+
+
+def _exit(returncode=1, result=None, error=None, stopped=None, stderr_tail=""):
+    w = sv.WorkerExit()
+    w.returncode, w.result, w.error, w.stopped, w.stderr_tail = (
+        returncode, result, error, stopped, stderr_tail)
+    return w
+
+
+def test_explain():
+    ok = _exit(0, result={"type": "result"})
+    assert sv.explain(ok) == ("success", None)
+    assert sv.explain(_exit(stopped="cancelled")) == ("cancelled", "cancelled")
+    status, msg = sv.explain(_exit(-15, stopped="wall_clock"), max_wall_seconds=2.5)
+    assert status == "error" and "max_wall_seconds (2.5 s)" in msg
+    status, msg = sv.explain(_exit(-9, stopped="memory"), max_rss_mb=300)
+    assert status == "error" and "max_ram_mb (300 MB)" in msg
+    assert sv.explain(_exit(66, error={"kind": "cancelled", "message": "c"})) == \
+        ("cancelled", "cancelled")
+    assert sv.explain(_exit(-9)) == \
+        ("error", "the training process was killed (probably out of memory)")
+    assert sv.explain(_exit(-9, error={"kind": "other", "message": "m"})) == \
+        ("error", "the training process was killed (probably out of memory)")
+    assert sv.explain(_exit(1, error={"message": "bad thing"})) == ("error", "bad thing")
+    assert sv.explain(_exit(1, error={"message": ""})) == \
+        ("error", "the worker reported an error")
+    assert sv.explain(_exit(1, error={"kind": "other", "message": "m"},
+                            stderr_tail="a\n Trace: x  \n\n")) == ("error", "m (stderr:  Trace: x)")
+    assert sv.explain(_exit(1, error={"kind": "other", "message": "m Trace: x"},
+                            stderr_tail="Trace: x")) == ("error", "m Trace: x")
+    assert sv.explain(_exit(1, error={"kind": "bad_spec", "message": "m"},
+                            stderr_tail="t")) == ("error", "m")
+    assert sv.explain(_exit(1, error={"kind": "other", "message": "m"}, stderr_tail="  \n")) \
+        == ("error", "m")
+    assert sv.explain(_exit(1, error={"kind": "other", "message": "m"},
+                            stderr_tail="y" * 400)) == ("error", "m (stderr: %s)" % ("y" * 300))
+    assert sv.explain(_exit(0)) == ("error", "the worker exited without reporting a result")
+    assert sv.explain(_exit(0, result={"type": "result"}, stopped="lost")) == \
+        ("error", "the worker exited without reporting a result")
+    assert sv.explain(_exit(65)) == ("error", "a package the trainer needs is missing")
+    assert sv.explain(_exit(65, stderr_tail="x\nModuleNotFoundError: torch\n")) == \
+        ("error", "a package the trainer needs is missing: ModuleNotFoundError: torch")
+    assert sv.explain(_exit(2, stderr_tail="z" * 400)) == \
+        ("error", "the training process exited with status 2: " + "z" * 300)
+    assert sv.explain(_exit(2, stderr_tail=" \n ")) == \
+        ("error", "the training process exited with status 2")
+    assert sv.explain(_exit(None)) == \
+        ("error", "the training process did not report how it ended")
