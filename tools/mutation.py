@@ -59,7 +59,7 @@ MODULES = {
     "potato/training/remote/supervise.py": ["tests/test_mut_remote.py",
                                             "tests/test_mut_supervise.py"],
     "potato/training/remote/client.py": ["tests/test_agent_run.py"],
-    "potato/training/remote/slurm_job.py": ["tests/test_slurm_units.py"],
+    "potato/training/remote/slurm_job.py": ["tests/test_mut_slurm.py"],
 }
 
 # module -> {mutant id: why it cannot change behaviour}. Ids are printed with each survivor.
