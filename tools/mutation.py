@@ -58,7 +58,7 @@ MODULES = {
                                          "tests/test_mut_bundle.py"],
     "potato/training/remote/supervise.py": ["tests/test_mut_remote.py",
                                             "tests/test_mut_supervise.py"],
-    "potato/training/remote/client.py": ["tests/test_agent_run.py"],
+    "potato/training/remote/client.py": ["tests/test_mut_client.py"],
     "potato/training/remote/slurm_job.py": ["tests/test_mut_slurm.py"],
 }
 
