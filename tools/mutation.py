@@ -48,7 +48,7 @@ MODULES = {
     "potato/server/safety.py": ["tests/test_hostile.py"],
     "potato/markup.py": ["tests/test_mut_safety.py"],
     "potato/training/wheel.py": ["tests/test_hardening_review.py"],
-    "potato/training/remote/gpus.py": ["tests/test_ssh_units.py"],
+    "potato/training/remote/gpus.py": ["tests/test_mut_gpus.py"],
     "potato/training/remote/protocol.py": ["tests/test_mut_protocol.py"],
     "potato/config.py": ["tests/test_validate.py"],
     "potato/validation.py": ["tests/test_validate.py"],
