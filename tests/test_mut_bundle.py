@@ -7,6 +7,7 @@ import io
 import json
 import os
 import stat
+import sys
 import tarfile
 
 import pytest
@@ -316,3 +317,162 @@ def test_safe_extract_refuses_a_path_through_a_link_in_dest(tmp_path):
     _archive(tmp_path / "b.tar.gz", [("l2/x", "file", b"x")])
     with pytest.raises(bundle.BundleError, match="outside its directory"):
         bundle.safe_extract(str(tmp_path / "b.tar.gz"), str(dest))
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(bundle.__file__)))))
+
+
+def test_split_of_runs_on_python_3_8():
+    """bundle.py is shipped to hosts with Python 3.8, whose int.from_bytes needs its byteorder."""
+    import shutil
+    import subprocess
+
+    want = bundle.split_of("item-3", 5, (0.5, 0.25, 0.25))
+    import glob
+
+    py38 = None
+    for exe in [shutil.which("python3.8")] + sorted(glob.glob(os.path.expanduser(
+            "~/.pyenv/versions/3.8*/bin/python3.8"))):
+        if exe and subprocess.run([exe, "-c", "pass"], capture_output=True).returncode == 0:
+            py38 = exe
+            break
+    if py38 is None:
+        pytest.skip("no Python 3.8 here")
+    code = ("from potato.training.remote import bundle; "
+            "print(bundle.split_of('item-3', 5, (0.5, 0.25, 0.25)))")
+    r = subprocess.run([py38, "-c", code], capture_output=True, text=True,
+                       env=dict(os.environ, PYTHONPATH=ROOT), timeout=60)
+    assert (r.returncode, r.stdout.strip()) == (0, want), r.stderr
+
+
+def test_read_takes_the_manifest_as_utf8_in_any_locale(tmp_path):
+    """A host's shell often runs with LANG=C: the manifest is read as UTF-8 all the same."""
+    import subprocess
+
+    raw = b'{"id": "a"}\n'
+    manifest = ('{"version": 1, "schemas": {"s": {"labels": ["caf\u00e9"]}}, "digest": "%s"}'
+                % ("sha256:" + hashlib.sha256(raw).hexdigest()))
+    dest = str(tmp_path / "b")
+    os.makedirs(dest)
+    with open(os.path.join(dest, "manifest.json"), "wb") as f:
+        f.write(manifest.encode("utf-8"))
+    with open(os.path.join(dest, "items.jsonl"), "wb") as f:
+        f.write(raw)
+    assert bundle.read(dest).schemas["s"]["labels"] == ["caf\u00e9"]
+    code = ("import sys; from potato.training.remote import bundle; "
+            "print(ascii(bundle.read(sys.argv[1]).schemas['s']['labels'][0]))")
+    env = dict(os.environ, PYTHONPATH=ROOT, LC_ALL="C", LANG="C", PYTHONUTF8="0")
+    env.pop("PYTHONIOENCODING", None)
+    r = subprocess.run([sys.executable, "-c", code, dest], capture_output=True, text=True,
+                       env=env, timeout=60)
+    assert (r.returncode, r.stdout.strip()) == (0, "'caf\\xe9'"), r.stderr
+
+
+def test_build_later_schemes_ties_and_items_after_skipped_ones(tmp_path):
+    schemas = {"s": SCHEMAS["s"], "t": {"type": "radio", "labels": ["p", "q"]}}
+    items = [("u", "unlabelled"), ("a", "t only"), ("b", "tie"), ("c", "tie again"),
+             ("d", "last")]
+    labels = {"a": {"t": ["p"]}, "b": {"s": ["x", "y"]}, "c": {"s": ["x", "y"], "t": ["q"]},
+              "d": {"s": ["y"]}}
+    m = bundle.build(str(tmp_path / "b"), items, labels, schemas, fractions=(0.6, 0.3, 0.1))
+    assert m["ties_skipped"] == {"s": 2, "t": 0}
+    assert m["splits"] == {"train": 0.6, "val": 0.3, "test": 0.1}
+    got = {it["id"]: it["labels"] for it in _lines(str(tmp_path / "b" / "items.jsonl"))}
+    assert got == {"a": {"t": "p"}, "c": {"t": "q"}, "d": {"s": "y"}}
+    assert m["label_counts"] == {"s": {"y": 1}, "t": {"p": 1, "q": 1}}
+
+
+def test_pack_writes_beside_the_archive_then_renames(tmp_path, monkeypatch):
+    import gzip
+
+    src = tmp_path / "b"
+    bundle.build(str(src), [("a", "t")], {"a": {"s": ["x"]}}, SCHEMAS)
+    archive = str(tmp_path / "out.tar.gz")
+    moves = []
+    real_replace = os.replace
+    monkeypatch.setattr(bundle.os, "replace", lambda a, b: (moves.append((a, b)),
+                                                            real_replace(a, b)))
+    monkeypatch.setattr(gzip.time, "time", lambda: 1234567.0)
+    bundle.pack(str(src), archive)
+    assert moves == [(archive + ".part", archive)]
+    # level 6: the same bytes as tarfile makes at that level (fast; bundles are mostly text)
+    other = tmp_path / "other"
+    other.mkdir()
+    want = str(other / "out.tar.gz.part")
+    with tarfile.open(want, "w:gz", compresslevel=6) as tar:
+        for name in sorted(os.listdir(str(src))):
+            tar.add(os.path.join(str(src), name), arcname=name)
+    with open(archive, "rb") as a, open(want, "rb") as b:
+        assert a.read() == b.read()
+
+
+def test_file_sha256_reads_in_blocks_of_one_mib(tmp_path, monkeypatch):
+    """Bounded memory: a large archive is hashed one MiB at a time, never read whole."""
+    p = tmp_path / "big"
+    data = os.urandom(3000) * 1000
+    p.write_bytes(data)
+    sizes = []
+    real_open = open
+
+    class Recording:
+        def __init__(self, f):
+            self.f = f
+
+        def read(self, n=-1):
+            sizes.append(n)
+            return self.f.read(n)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *a):
+            self.f.close()
+
+    monkeypatch.setattr(bundle, "open", lambda *a, **k: Recording(real_open(*a, **k)),
+                        raising=False)
+    assert bundle.file_sha256(str(p)) == hashlib.sha256(data).hexdigest()
+    assert sizes == [1 << 20] * 4
+
+
+def test_safe_extract_reads_only_gzip_archives(tmp_path):
+    plain = tmp_path / "plain.tar"
+    with tarfile.open(str(plain), "w") as tar:
+        info = tarfile.TarInfo("ok.txt")
+        info.size = 2
+        tar.addfile(info, io.BytesIO(b"ok"))
+    with pytest.raises(tarfile.ReadError):
+        bundle.safe_extract(str(plain), str(tmp_path / "out"))
+    assert os.listdir(str(tmp_path / "out")) == []
+
+
+def test_safe_extract_makes_empty_directories_in_dest(tmp_path, monkeypatch):
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(str(cwd))
+    _archive(tmp_path / "a.tar.gz", [("only-dir", "dir", None), ("x/y", "dir", None)])
+    bundle.safe_extract(str(tmp_path / "a.tar.gz"), str(tmp_path / "out"))
+    assert (tmp_path / "out" / "only-dir").is_dir() and (tmp_path / "out" / "x" / "y").is_dir()
+    assert os.listdir(str(cwd)) == []
+
+
+def test_safe_extract_copies_in_blocks_of_one_mib(tmp_path, monkeypatch):
+    """Bounded memory: a member is copied one MiB at a time, never read whole."""
+    data = os.urandom(3000) * 1000
+    _archive(tmp_path / "a.tar.gz", [("big", "file", data)])
+    sizes = []
+    real = tarfile.TarFile.extractfile
+
+    class Recording:
+        def __init__(self, f):
+            self.f = f
+
+        def read(self, n=-1):
+            sizes.append(n)
+            return self.f.read(n)
+
+    monkeypatch.setattr(tarfile.TarFile, "extractfile",
+                        lambda self, m: Recording(real(self, m)))
+    bundle.safe_extract(str(tmp_path / "a.tar.gz"), str(tmp_path / "out"))
+    assert (tmp_path / "out" / "big").read_bytes() == data
+    assert sizes == [1 << 20] * 4

@@ -74,6 +74,17 @@ EQUIVALENT = {
         "5e2b5375db": "run: stdin always a pipe: with no input communicate() closes it at once, "
                       "so the child reads end of file, as from DEVNULL",
     },
+    "potato/training/remote/bundle.py": {
+        "5f664dc156": "build: had_votes = None instead of False: it is only read as a truth value",
+        "b7fbb6c2d1": "build: the heldout file without encoding=utf-8: its lines are json.dumps "
+                      "output (ensure_ascii), the same bytes in any locale's encoding",
+        "e63676a40c": "build: the heldout file without encoding=utf-8: its lines are json.dumps "
+                      "output (ensure_ascii), the same bytes in any locale's encoding",
+        "c8ce4ceca8": "build: items.jsonl without encoding=utf-8: its lines are json.dumps output "
+                      "(ensure_ascii), the same bytes in any locale's encoding",
+        "d3a2586ac2": "build: items.jsonl without encoding=utf-8: its lines are json.dumps output "
+                      "(ensure_ascii), the same bytes in any locale's encoding",
+    },
     "potato/markup.py": {
         "3ecbfa773a": "esc: dropping quote=True from html.escape keeps its default, quote=True",
     },
