@@ -386,8 +386,12 @@ def test_build_later_schemes_ties_and_items_after_skipped_ones(tmp_path):
 def test_pack_writes_beside_the_archive_then_renames(tmp_path, monkeypatch):
     import gzip
 
+    import random
+
     src = tmp_path / "b"
-    bundle.build(str(src), [("a", "t")], {"a": {"s": ["x"]}}, SCHEMAS)
+    rnd = random.Random(1)  # text whose level-6 and level-7 compression differ
+    text = " ".join("w%d" % rnd.randrange(300) for _ in range(40000))
+    bundle.build(str(src), [("a", text)], {"a": {"s": ["x"]}}, SCHEMAS)
     archive = str(tmp_path / "out.tar.gz")
     moves = []
     real_replace = os.replace
