@@ -379,3 +379,115 @@ def test_explain():
         ("error", "the training process exited with status 2")
     assert sv.explain(_exit(None)) == \
         ("error", "the training process did not report how it ended")
+
+
+def test_end_waits_bounded(monkeypatch):
+    """_end: SIGKILL to the group, then at most 5 s of emptying the queue (0.1 s a wait) while
+    the reader lives, a 1 s join and a 5 s wait: a stuck reader or child cannot hang us."""
+    calls = []
+    now = [0.0]
+    monkeypatch.setattr(sv.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(sv, "_signal_group", lambda p, sig: calls.append(("signal", sig)))
+
+    class Lines:
+        def get(self, timeout=None):
+            calls.append(("get", timeout))
+            now[0] += 1.0
+            raise queue.Empty
+
+    class Reader:
+        def is_alive(self):
+            return True
+
+        def join(self, timeout=None):
+            calls.append(("join", timeout))
+
+    class Proc:
+        pid = 0
+
+        def wait(self, timeout=None):
+            calls.append(("wait", timeout))
+            raise subprocess.TimeoutExpired("w", timeout)
+
+    sv._end(Proc(), Lines(), Reader())
+    assert calls == [("signal", signal.SIGKILL)] + [("get", 0.1)] * 5 + \
+        [("join", 1), ("wait", 5)]
+
+
+def test_run_worker_gives_the_child_no_stdin(tmp_path):
+    """The worker's stdin is /dev/null, never the caller's (an agent's stdin is its session)."""
+    saved = os.dup(0)
+    r, w = os.pipe()
+    os.dup2(r, 0)
+    try:
+        out, seen = _run(tmp_path, "ev(type='log', level='info', "
+                                   "message=os.readlink('/proc/self/fd/0'))\n")
+    finally:
+        os.dup2(saved, 0)
+        for fd in (saved, r, w):
+            os.close(fd)
+    assert seen[0]["message"] == "/dev/null" and out.returncode == 0
+
+
+def test_run_worker_queue_reader_and_line_limit(tmp_path, monkeypatch):
+    """Bounded memory: at most 10000 lines wait in the queue, a line is read MAX_LINE + 2 bytes
+    at a time, by one daemon thread named worker-stdout (it cannot keep the process alive)."""
+    from potato.training.remote import protocol
+    sizes, limits, threads = [], [], []
+
+    real_queue = queue.Queue
+
+    class Queue(real_queue):
+        def __init__(self, maxsize=0):
+            sizes.append(maxsize)
+            real_queue.__init__(self, maxsize)
+
+    real_spawn = sv.procs.spawn
+
+    class Recording:
+        def __init__(self, f):
+            self.f = f
+
+        def readline(self, limit=-1):
+            limits.append(limit)
+            return self.f.readline(limit)
+
+        def close(self):
+            self.f.close()
+
+    def spawn(*a, **k):
+        p = real_spawn(*a, **k)
+        p.stdout = Recording(p.stdout)
+        return p
+
+    monkeypatch.setattr(sv.queue, "Queue", Queue)
+    monkeypatch.setattr(sv.procs, "spawn", spawn)
+
+    def on_event(event):
+        threads.extend((t.name, t.daemon) for t in threading.enumerate()
+                       if t is not threading.current_thread() and t.name.startswith("worker"))
+
+    sv.run_worker(_script(tmp_path, "ev(type='status', message='a')\n"), dict(os.environ),
+                  str(tmp_path / "e.log"), on_event, tick=0.05)
+    assert sizes == [10000]
+    assert limits and set(limits) == {protocol.MAX_LINE + 2}
+    assert threads == [("worker-stdout", True)]
+
+
+def test_run_worker_replaces_bad_utf8(tmp_path):
+    body = ("sys.stdout.buffer.write(b'stray \\xff\\n{\"type\":\"log\",\"message\":\"a\\xffb\"}\\n')\n"
+            "sys.stdout.flush()\n"
+            "ev(type='status', message='after')\n")
+    out, seen = _run(tmp_path, body)
+    assert [e["message"] for e in seen] == ["a\ufffdb", "after"]
+
+
+def test_run_worker_reads_what_a_grandchild_writes_after_the_worker_exits(tmp_path):
+    """The worker has exited but something it started still holds stdout: its lines count."""
+    body = ("if os.fork() == 0:\n"
+            "    time.sleep(0.3)\n"
+            "    ev(type='status', message='late')\n"
+            "    os._exit(0)\n"
+            "os._exit(0)\n")
+    out, seen = _run(tmp_path, body)
+    assert [e["message"] for e in seen] == ["late"] and out.returncode == 0

@@ -85,6 +85,10 @@ EQUIVALENT = {
         "d3a2586ac2": "build: items.jsonl without encoding=utf-8: its lines are json.dumps output "
                       "(ensure_ascii), the same bytes in any locale's encoding",
     },
+    "potato/training/remote/supervise.py": {
+        "1437add4ed": "run_worker: eof = None instead of False: it is only read as a truth value "
+                      "(`_drain(...) or eof`, `if eof`, `while not eof`)",
+    },
     "potato/markup.py": {
         "3ecbfa773a": "esc: dropping quote=True from html.escape keeps its default, quote=True",
     },
