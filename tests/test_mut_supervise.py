@@ -491,3 +491,73 @@ def test_run_worker_reads_what_a_grandchild_writes_after_the_worker_exits(tmp_pa
             "os._exit(0)\n")
     out, seen = _run(tmp_path, body)
     assert [e["message"] for e in seen] == ["late"] and out.returncode == 0
+
+
+def _spawn_recording(monkeypatch, waits, seen, fail_after=None):
+    """procs.spawn, with the child's wait() recorded (timeout, events seen by then) and, with
+    ``fail_after``, a stdout whose readline raises after that many lines (a broken reader)."""
+    real_spawn = sv.procs.spawn
+
+    class Stdout:
+        def __init__(self, f):
+            self.f, self.n = f, 0
+
+        def readline(self, limit=-1):
+            self.n += 1
+            if fail_after is not None and self.n > fail_after:
+                raise OSError(5, "input/output error")
+            return self.f.readline(limit)
+
+        def close(self):
+            self.f.close()
+
+    def spawn(*a, **k):
+        p = real_spawn(*a, **k)
+        real_wait = p.wait
+
+        def wait(timeout=None):
+            waits.append((timeout, len(seen)))
+            return real_wait(timeout=timeout)
+
+        p.wait = wait
+        p.stdout = Stdout(p.stdout)
+        return p
+
+    monkeypatch.setattr(sv.procs, "spawn", spawn)
+
+
+def test_run_worker_waits_for_the_child_only_after_eof(tmp_path, monkeypatch):
+    """While stdout is open the loop waits on the lines; once stdout is closed and the child
+    lives on, it waits on the child (``tick`` at a time), not in a busy loop."""
+    waits, seen = [], []
+    _spawn_recording(monkeypatch, waits, seen)
+    body = ("ev(type='status', message='a')\n"
+            "time.sleep(0.4)\n"
+            "ev(type='status', message='b')\n"
+            "sys.stdout.close(); os.close(1)\n"
+            "time.sleep(0.4)\n")
+    out = sv.run_worker(_script(tmp_path, body), dict(os.environ), str(tmp_path / "e.log"),
+                        seen.append, tick=0.05)
+    assert [e["message"] for e in seen] == ["a", "b"] and out.returncode == 0
+    ticks = [w for w in waits if w[0] != 5]  # _end's own wait(timeout=5) aside
+    assert ticks and set(ticks) == {(0.05, 2)}
+
+
+def test_run_worker_ends_when_its_reader_fails(tmp_path, monkeypatch):
+    """A reader thread that died (a broken pipe) does not keep the supervisor waiting for an
+    end of file that never comes: the worker's exit ends the run."""
+    waits, seen = [], []
+    _spawn_recording(monkeypatch, waits, seen, fail_after=1)
+    monkeypatch.setattr(threading, "excepthook", lambda args: None)
+    body = "ev(type='status', message='a')\ntime.sleep(0.3)\n"
+    out = sv.run_worker(_script(tmp_path, body), dict(os.environ), str(tmp_path / "e.log"),
+                        seen.append, tick=0.05)
+    assert [e["message"] for e in seen] == ["a"] and out.returncode == 0
+
+
+def test_run_worker_wall_clock_is_strict(tmp_path, monkeypatch):
+    """max_wall_seconds is a limit reached only when passed: with a clock that stands still, a
+    limit of 0 never stops the worker."""
+    monkeypatch.setattr(sv.time, "monotonic", lambda: 100.0)
+    out, seen = _run(tmp_path, "ev(type='status', message='a')\n", max_wall_seconds=0)
+    assert out.stopped is None and out.returncode == 0
