@@ -561,3 +561,22 @@ def test_run_worker_wall_clock_is_strict(tmp_path, monkeypatch):
     monkeypatch.setattr(sv.time, "monotonic", lambda: 100.0)
     out, seen = _run(tmp_path, "ev(type='status', message='a')\n", max_wall_seconds=0)
     assert out.stopped is None and out.returncode == 0
+
+
+def test_run_worker_memory_limit_is_strict(tmp_path, monkeypatch):
+    """max_rss_mb is reached only when passed: a worker using exactly the limit runs on."""
+    monkeypatch.setattr(sv, "rss_mb", lambda pid: 50.0)
+    out, seen = _run(tmp_path, "ev(type='status', message='a')\ntime.sleep(0.2)\n",
+                     max_rss_mb=50.0)
+    assert out.stopped is None and out.returncode == 0 and out.peak_rss_mb == 50.0
+
+
+def test_run_worker_grace_is_strict(tmp_path, monkeypatch):
+    """SIGKILL comes only once the grace has passed: with a clock that stands still, a grace of
+    0 leaves a worker its SIGTERM handler."""
+    monkeypatch.setattr(sv.time, "monotonic", lambda: 100.0)
+    body = ("signal.signal(signal.SIGTERM, lambda *a: sys.exit(5))\n"
+            "ev(type='status', message='up')\n"
+            "time.sleep(30)\n")
+    out, seen = _run(tmp_path, body, should_cancel="after_up", grace_seconds=0)
+    assert out.stopped == "cancelled" and out.returncode == 5
