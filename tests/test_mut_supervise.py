@@ -580,3 +580,28 @@ def test_run_worker_grace_is_strict(tmp_path, monkeypatch):
             "time.sleep(30)\n")
     out, seen = _run(tmp_path, body, should_cancel="after_up", grace_seconds=0)
     assert out.stopped == "cancelled" and out.returncode == 5
+
+
+@pytest.mark.parametrize("grace,hurry,low,high", [(2.0, False, 2.0, 2.75),
+                                                  (1000.0, True, 0.5, 1.25),
+                                                  (0.2, True, 0.2, 0.95)])
+def test_run_worker_grace_and_hurry(tmp_path, monkeypatch, grace, hurry, low, high):
+    """SIGKILL follows SIGTERM once the grace has passed, by the supervisor's clock (a fake one
+    here, 0.25 s a reading): the whole grace, or at most half a second while hurried."""
+    now = [0.0]
+
+    def clock():
+        now[0] += 0.25
+        return now[0]
+
+    sent = []
+    real = sv._signal_group
+    monkeypatch.setattr(sv.time, "monotonic", clock)
+    monkeypatch.setattr(sv, "_signal_group", lambda p, sig: (sent.append((sig, now[0])),
+                                                             real(p, sig)))
+    out, seen = _run(tmp_path, IGNORE_TERM, should_cancel="after_up", grace_seconds=grace,
+                     hurry=lambda: hurry)
+    assert out.returncode == -signal.SIGKILL
+    (term, t0), (kill, t1) = sent[:2]
+    assert (term, kill) == (signal.SIGTERM, signal.SIGKILL)
+    assert low < t1 - t0 <= high
