@@ -605,3 +605,29 @@ def test_run_worker_grace_and_hurry(tmp_path, monkeypatch, grace, hurry, low, hi
     (term, t0), (kill, t1) = sent[:2]
     assert (term, kill) == (signal.SIGTERM, signal.SIGKILL)
     assert low < t1 - t0 <= high
+
+
+def test_run_worker_reads_the_lines_left_when_the_reader_ended_first(tmp_path, monkeypatch):
+    """The worker exits and the reader queues its last lines just before the loop sees it:
+    those lines are still handled (the final drain), in order, to the end of file."""
+    real_spawn = sv.procs.spawn
+
+    def spawn(*a, **k):
+        p = real_spawn(*a, **k)
+        real_poll = p.poll
+
+        def poll():
+            # the first look finds the worker gone and its reader finished, the lines queued
+            p.wait()
+            for t in threading.enumerate():
+                if t.name == "worker-stdout":
+                    t.join()
+            return real_poll()
+
+        p.poll = poll
+        return p
+
+    monkeypatch.setattr(sv.procs, "spawn", spawn)
+    body = "time.sleep(0.3)\nfor n in range(5):\n    ev(type='status', message=str(n))\n"
+    out, seen = _run(tmp_path, body)
+    assert [e["message"] for e in seen] == ["0", "1", "2", "3", "4"] and out.returncode == 0
