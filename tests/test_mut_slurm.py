@@ -152,7 +152,7 @@ def test_job_exit():
 
 def _bin(tmp_path, names=("sbatch", "squeue", "scancel")):
     d = tmp_path / "bin"
-    d.mkdir(exist_ok=True)
+    d.mkdir(parents=True, exist_ok=True)
     for n in names:
         (d / n).write_text("#!/bin/sh\n")
         (d / n).chmod(0o755)
@@ -542,3 +542,10 @@ def test_run_job(tmp_path, monkeypatch):
     with open(f.paths.job_script) as fh:
         assert "--grace 3 --" in fh.read()
     assert [e["type"] for e in seen] == ["log", "status", "result", "status"]
+
+
+def test_missing_commands_without_path_uses_the_default_path(tmp_path, monkeypatch):
+    """An env without PATH means the system's default path, not this process's PATH."""
+    monkeypatch.setenv("PATH", _bin(tmp_path / "ours"))  # all three here: must not count
+    monkeypatch.setattr(slurm.os, "defpath", _bin(tmp_path / "default", ["squeue"]))
+    assert slurm.missing_commands({}) == ["sbatch", "scancel"]

@@ -89,6 +89,10 @@ EQUIVALENT = {
         "1437add4ed": "run_worker: eof = None instead of False: it is only read as a truth value "
                       "(`_drain(...) or eof`, `if eof`, `while not eof`)",
     },
+    "potato/training/remote/slurm_job.py": {
+        "81ff82b7d4": "reason_from_scontrol: a missing JobState read as \"XXXX\" instead of \"\": "
+                      "neither is a state in STATE_REASONS, so both give None",
+    },
     "potato/markup.py": {
         "3ecbfa773a": "esc: dropping quote=True from html.escape keeps its default, quote=True",
     },
