@@ -196,6 +196,8 @@ class Cluster:
         self.scontrol = scontrol
 
     def __call__(self, argv, env, timeout=60):
+        # every SLURM command runs with the follower's env (its PATH finds them)
+        assert env is not None and env.get("PATH"), (argv, env)
         self.calls.append((list(argv), timeout))
         if argv[0] == "sbatch":
             return self.sbatch
@@ -321,6 +323,8 @@ def test_follow_to_a_result(tmp_path, monkeypatch):
     msgs = [e["message"] for e in f.seen if e["type"] == "status"]
     assert msgs == ["up", "SLURM job 77: PENDING (Priority)", "SLURM job 77: RUNNING on n1"]
     assert cluster.names() == ["squeue"] * 5  # once per poll_interval_s, no scancel
+    assert all(call == (["squeue", "-h", "-j", "77", "-o", "%i|%T|%R|%N"], 60)
+               for call in cluster.calls)
     # polls at 100, 103, 106, ... with sleeps of at most a tick
     assert all(0.05 <= s <= 0.5 for s in f.slept)
     assert ticks and len(ticks) == len(f.slept)
@@ -549,3 +553,44 @@ def test_missing_commands_without_path_uses_the_default_path(tmp_path, monkeypat
     monkeypatch.setenv("PATH", _bin(tmp_path / "ours"))  # all three here: must not count
     monkeypatch.setattr(slurm.os, "defpath", _bin(tmp_path / "default", ["squeue"]))
     assert slurm.missing_commands({}) == ["sbatch", "scancel"]
+
+
+def test_submit_refused_quotes_the_last_400_characters(tmp_path, monkeypatch):
+    f = _follower(tmp_path, monkeypatch, Cluster(sbatch=(1, "", "B" + "e" * 400)))
+    with pytest.raises(slurm.SlurmError) as e:
+        f.submit()
+    assert "(exit 1): %s. The command" % ("e" * 400) in str(e.value)
+    f = _follower(tmp_path, monkeypatch, Cluster(sbatch=(1, "B" + "o" * 400, "")))
+    with pytest.raises(slurm.SlurmError) as e:
+        f.submit()
+    assert "(exit 1): %s. The command" % ("o" * 400) in str(e.value)
+
+
+def test_poll_queue_failing_quotes_the_last_200_characters(tmp_path, monkeypatch):
+    f = _follower(tmp_path, monkeypatch, Cluster(squeue=[(1, "", "B" + "d" * 200)]))
+    f.job_id = "77"
+    assert f.poll_queue(100.0) is False
+    assert f.logs == ["squeue failed (exit 1): " + "d" * 200]
+    assert f.poll_queue(401.0) is True
+    assert "failing for 301 s (%s), so" % ("d" * 200) in f.out.reason_message
+
+
+def test_follow_cancel_then_scancel_after_the_grace(tmp_path, monkeypatch):
+    cluster = Cluster(squeue=[RUNNING] * 6 + [GONE])
+    f = _follower(tmp_path, monkeypatch, cluster, cancel=lambda: True, grace=2.0,
+                  settings=RunSettings(poll_interval_s=1))
+    f.job_id = "77"
+    out = f.follow()
+    assert out.stopped == "cancelled"
+    scancels = [argv for argv, _ in cluster.calls if argv[0] == "scancel"]
+    assert scancels == [["scancel", "--full", "--signal=TERM", "77"], ["scancel", "77"]]
+
+
+def test_follow_a_job_that_is_lost(tmp_path, monkeypatch):
+    cluster = Cluster(squeue=[GONE])
+    f = _follower(tmp_path, monkeypatch, cluster,
+                  settings=RunSettings(poll_interval_s=1, lost_after_s=5))
+    f.job_id = "77"
+    out = f.follow()
+    assert out.reason_message.startswith("SLURM job 77 left the queue without an exit code")
+    assert 105 < f.fake_clock.now < 110

@@ -92,6 +92,10 @@ EQUIVALENT = {
     "potato/training/remote/slurm_job.py": {
         "81ff82b7d4": "reason_from_scontrol: a missing JobState read as \"XXXX\" instead of \"\": "
                       "neither is a state in STATE_REASONS, so both give None",
+        "97e4f984a2": "follow: left_queue = None instead of False: it is only read as a truth "
+                      "value (`if not left_queue`)",
+        "c741f7fd8e": "on_gone: an empty exit_code read as int(\"XX1XX\") instead of int(\"1\"): "
+                      "the ValueError is caught and gives returncode 1 all the same",
     },
     "potato/markup.py": {
         "3ecbfa773a": "esc: dropping quote=True from html.escape keeps its default, quote=True",
