@@ -594,3 +594,35 @@ def test_follow_a_job_that_is_lost(tmp_path, monkeypatch):
     out = f.follow()
     assert out.reason_message.startswith("SLURM job 77 left the queue without an exit code")
     assert 105 < f.fake_clock.now < 110
+
+
+def test_every_sbatch_flag():
+    s = RunSettings(partition="p", gres="gpu:1", time="1:00", account="a", qos="q", mem="4G",
+                    cpus_per_task="2", constraint="c")
+    assert slurm.sbatch_argv(s, "/j", "r")[5:-1] == [
+        "--partition=p", "--gres=gpu:1", "--time=1:00", "--account=a", "--qos=q", "--mem=4G",
+        "--cpus-per-task=2", "--constraint=c"]
+
+
+def test_what_to_do_sentences():
+    assert slurm.ended_message("9", "out of memory") == (
+        "SLURM job 9 ended before the worker finished: it ran out of memory. Ask for more "
+        "memory (mem in the backend) or lower batch_size or max_length.")
+    assert slurm.ended_message("9", "time limit") == (
+        "SLURM job 9 ended before the worker finished: it reached its time limit. Raise time in "
+        "the backend (or train on fewer items or epochs); keep_remote: true keeps slurm.out for "
+        "a look.")
+
+
+def test_run_job_passes_everything_on(tmp_path, monkeypatch):
+    cluster = Cluster(squeue=[RUNNING] * 8 + [GONE])
+    f = _follower(tmp_path, monkeypatch, cluster)
+    logs, ticks = [], []
+    out = slurm.run_job(RunSettings(poll_interval_s=1), f.jobdir, "/code", "r9",
+                        {"PATH": _bin(tmp_path)}, lambda e: None, logs.append, lambda: True,
+                        grace_seconds=2.0, tick=0.2, clock=f.fake_clock,
+                        on_tick=lambda: ticks.append(1))
+    assert out.stopped == "cancelled"
+    assert logs == ["sent SIGTERM to SLURM job 77 (scancel --full --signal=TERM)",
+                    "the worker did not stop within 2 s; scancel 77"]
+    assert ticks and all(s == 0.2 for s in f.slept[:1])
