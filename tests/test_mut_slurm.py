@@ -113,6 +113,8 @@ def test_reasons():
     assert slurm.reason_from_slurm_out("state OUT_OF_MEMORY") == "out of memory"
     assert slurm.reason_from_slurm_out("oom kill") == "out of memory"
     assert slurm.reason_from_slurm_out("") is None
+    assert slurm.reason_from_slurm_out("*** JOB 3 ON n1 CANCELLED AT 2026-11-30T09:11:28 ***") \
+        == "cancelled"
     # the first pattern that matches wins
     assert slurm.reason_from_slurm_out("*** JOB 3 ON n CANCELLED AT t DUE TO TIME LIMIT ***") \
         == "time limit"
