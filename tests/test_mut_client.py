@@ -193,6 +193,7 @@ def test_client_defaults_and_connections(tmp_path):
     assert type(conn) is http.client.HTTPConnection
     assert (conn.host, conn.port, conn.timeout, conn.blocksize, prefix) == \
         ("h.example", 8123, 9, 1 << 20, "/base")
+    assert c.Client("t", server="http://h.example/baseX//")._conn()[1] == "/baseX"
     conn, prefix = c.Client("t", server="https://h.example")._conn()
     assert type(conn) is http.client.HTTPSConnection
     assert (conn.host, conn.port, prefix) == ("h.example", 443, "")

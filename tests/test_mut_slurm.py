@@ -628,3 +628,11 @@ def test_run_job_passes_everything_on(tmp_path, monkeypatch):
     assert logs == ["sent SIGTERM to SLURM job 77 (scancel --full --signal=TERM)",
                     "the worker did not stop within 2 s; scancel 77"]
     assert ticks and all(s == 0.2 for s in f.slept[:1])
+
+
+def test_defaults():
+    import inspect
+    assert inspect.signature(slurm._call).parameters["timeout"].default == 60
+    for f in (slurm.JobFollower.__init__, slurm.run_job):
+        params = inspect.signature(f).parameters
+        assert (params["grace_seconds"].default, params["tick"].default) == (20.0, 0.5)

@@ -631,3 +631,17 @@ def test_run_worker_reads_the_lines_left_when_the_reader_ended_first(tmp_path, m
     body = "time.sleep(0.3)\nfor n in range(5):\n    ev(type='status', message=str(n))\n"
     out, seen = _run(tmp_path, body)
     assert [e["message"] for e in seen] == ["0", "1", "2", "3", "4"] and out.returncode == 0
+
+
+def test_guard_passes_on_a_signal_that_came_before_the_worker(own_signals, monkeypatch):
+    """A SIGTERM between setting the handlers and starting the worker is not lost: the worker
+    gets it as soon as it starts."""
+    real_spawn = sv.procs.spawn
+
+    def spawn(argv):
+        os.kill(os.getpid(), signal.SIGTERM)  # handled here, before the worker exists
+        return real_spawn(argv)
+
+    monkeypatch.setattr(sv.procs, "spawn", spawn)
+    assert sv.guard([PY, "-c", "import time; time.sleep(30)"], 1.0, tick=0.05) == \
+        128 + signal.SIGTERM

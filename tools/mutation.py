@@ -97,6 +97,12 @@ EQUIVALENT = {
         "c741f7fd8e": "on_gone: an empty exit_code read as int(\"XX1XX\") instead of int(\"1\"): "
                       "the ValueError is caught and gives returncode 1 all the same",
     },
+    "potato/training/remote/client.py": {
+        "5adb9d7aeb": "UnixHTTPConnection.connect: socket.socket(SOCK_STREAM): SOCK_STREAM and "
+                      "AF_UNIX are both 1 on Linux and the type defaults to SOCK_STREAM",
+        "7daf827c4b": "UnixHTTPConnection.connect: socket.socket(AF_UNIX): the type defaults to "
+                      "SOCK_STREAM",
+    },
     "potato/markup.py": {
         "3ecbfa773a": "esc: dropping quote=True from html.escape keeps its default, quote=True",
     },
