@@ -103,6 +103,11 @@ EQUIVALENT = {
         "7daf827c4b": "UnixHTTPConnection.connect: socket.socket(AF_UNIX): the type defaults to "
                       "SOCK_STREAM",
     },
+    "potato/training/remote/gpus.py": {
+        "26788bb4ac": "has_kernels: rpartition(\"_\") for partition(\"_\"): they differ only on "
+                      "names with two or more underscores (or none), where the kind is then not "
+                      "exactly sm/compute or the number not all digits, so both skip the name",
+    },
     "potato/markup.py": {
         "3ecbfa773a": "esc: dropping quote=True from html.escape keeps its default, quote=True",
     },
