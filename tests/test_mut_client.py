@@ -267,6 +267,7 @@ def test_request_closes_on_failure(tmp_path):
 
 def test_hasher():
     h = c._Hasher()
+    assert h.q.maxsize == 16 and h.t.daemon is True  # bounded: 16 blocks wait at most
     h.update(b"abc")
     h.restart()
     h.update(b"de")

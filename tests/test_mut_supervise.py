@@ -645,3 +645,16 @@ def test_guard_passes_on_a_signal_that_came_before_the_worker(own_signals, monke
     monkeypatch.setattr(sv.procs, "spawn", spawn)
     assert sv.guard([PY, "-c", "import time; time.sleep(30)"], 1.0, tick=0.05) == \
         128 + signal.SIGTERM
+
+
+def test_main_shortest_command_and_its_grace(own_signals, tmp_path):
+    assert sv.main(["--grace", "1", "--", "/bin/true"]) == 0
+    ready = tmp_path / "ready"
+    code = ("import signal, time, pathlib\n"
+            "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+            "pathlib.Path(%r).write_text('x')\n"
+            "time.sleep(30)\n" % str(ready))
+    timer = threading.Thread(target=_signal_when, args=(ready, signal.SIGTERM), daemon=True)
+    timer.start()
+    assert sv.main(["--grace", "0.2", "--", PY, "-c", code]) == 128 + signal.SIGKILL
+    timer.join()

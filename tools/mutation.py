@@ -102,6 +102,8 @@ EQUIVALENT = {
                       "AF_UNIX are both 1 on Linux and the type defaults to SOCK_STREAM",
         "7daf827c4b": "UnixHTTPConnection.connect: socket.socket(AF_UNIX): the type defaults to "
                       "SOCK_STREAM",
+        "9c0d620d78": "download_bundle: last_error = \"\" before the loop instead of None: it is "
+                      "set again at each try and only read as `last_error or ...`",
     },
     "potato/training/remote/gpus.py": {
         "26788bb4ac": "has_kernels: rpartition(\"_\") for partition(\"_\"): they differ only on "
