@@ -296,7 +296,11 @@ def no_sleep(monkeypatch):
     return slept
 
 
-def test_download_whole(tcp, tmp_path, no_sleep):
+def test_download_whole(tcp, tmp_path, no_sleep, monkeypatch):
+    sizes = []
+    real_read1 = http.client.HTTPResponse.read1
+    monkeypatch.setattr(http.client.HTTPResponse, "read1",
+                        lambda self, n=-1: (sizes.append(n), real_read1(self, n))[1])
     tcp.script[:] = [_ranged]
     dest = tmp_path / "b.tar.gz"
     dest.write_bytes(b"stale bytes from an earlier run")
@@ -306,6 +310,7 @@ def test_download_whole(tcp, tmp_path, no_sleep):
     assert [s[:2] for s in tcp.seen] == [("GET", "/agent/v1/runs/r1/bundle")]
     assert "Range" not in tcp.seen[0][2]
     assert no_sleep == []
+    assert sizes and set(sizes) == {1 << 20}  # bounded: one MiB at a time
 
 
 def test_download_resumes(tcp, tmp_path, no_sleep, capsys):
@@ -513,3 +518,10 @@ def test_send_result(clock, capsys):
     p = Poster([http.client.BadStatusLine("x")] * 100)
     c.send_result(p, "r5", {})
     assert "could not report the result: " in capsys.readouterr().err
+
+
+def test_download_waits_out_a_restarting_server(tcp, tmp_path, no_sleep, capsys):
+    tcp.script[:] = [lambda h: h.reply(503, b'{"error": "restarting"}'), _ranged]
+    cl = c.Client("tok", server=_url(tcp))
+    c.download_bundle(cl, "r1", str(tmp_path / "b"), hashlib.sha256(DATA).hexdigest(), len(DATA))
+    assert "cannot download the bundle (restarting); trying again" in capsys.readouterr().err

@@ -228,17 +228,18 @@ def test_host_lock(tmp_path, monkeypatch):
 def _host(tmp_path, smi):
     d = tmp_path / "bin"
     _exe(d, "nvidia-smi", "printf '%%s' '%s'\n" % smi)
-    py = _python(tmp_path, 'touch "$(dirname "$0")/ran"\n'
+    py = _python(tmp_path, 'printf "%s" "$GPU_MARK" > "$(dirname "$0")/ran"\n'
                            'echo \'{"version": "2", "archs": ["sm_70"]}\'\n')
     return _env(d), py
 
 
 def test_take(tmp_path):
     env, py = _host(tmp_path, SMI)
+    env["GPU_MARK"] = "the backend's env"
     lock, chosen, message = gpus.take(RunSettings(), py, str(tmp_path / "rd"), env)
     try:
         assert chosen == "1" and message.startswith("taking GPU 1 (Tesla V100")
-        assert (tmp_path / "py" / "ran").exists()
+        assert (tmp_path / "py" / "ran").read_text() == "the backend's env"
         assert os.path.exists(str(tmp_path / "rd" / "gpu.lock"))
         with pytest.raises(gpus.GpuError):
             gpus.HostLock(str(tmp_path / "rd" / "gpu.lock"), timeout=0)

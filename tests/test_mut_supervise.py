@@ -658,3 +658,23 @@ def test_main_shortest_command_and_its_grace(own_signals, tmp_path):
     timer.start()
     assert sv.main(["--grace", "0.2", "--", PY, "-c", code]) == 128 + signal.SIGKILL
     timer.join()
+
+
+def test_guard_grace_is_strict(own_signals, tmp_path, monkeypatch):
+    """With a clock that stands still, a grace of 0 is never passed: the worker's own SIGTERM
+    handler decides how it ends."""
+    monkeypatch.setattr(sv.time, "monotonic", lambda: 100.0)
+    ready = tmp_path / "ready"
+    code = ("import signal, sys, time, pathlib\n"
+            "signal.signal(signal.SIGTERM, lambda *a: (time.sleep(0.3), sys.exit(7)))\n"
+            "pathlib.Path(%r).write_text('x')\n"
+            "time.sleep(30)\n" % str(ready))
+    timer = threading.Thread(target=_signal_when, args=(ready, signal.SIGTERM), daemon=True)
+    timer.start()
+    assert sv.guard([PY, "-c", code], 0, tick=0.05) == 7
+    timer.join()
+
+
+def test_explain_without_a_stderr_tail():
+    assert sv.explain(_exit(2, stderr_tail=None)) == \
+        ("error", "the training process exited with status 2")

@@ -104,6 +104,8 @@ EQUIVALENT = {
                       "SOCK_STREAM",
         "9c0d620d78": "download_bundle: last_error = \"\" before the loop instead of None: it is "
                       "set again at each try and only read as `last_error or ...`",
+        "6b2118a588": "download_bundle: stream_to=False instead of True: request() only asks "
+                      "`stream_to is not None`",
     },
     "potato/training/remote/gpus.py": {
         "26788bb4ac": "has_kernels: rpartition(\"_\") for partition(\"_\"): they differ only on "
