@@ -525,3 +525,17 @@ def test_download_waits_out_a_restarting_server(tcp, tmp_path, no_sleep, capsys)
     cl = c.Client("tok", server=_url(tcp))
     c.download_bundle(cl, "r1", str(tmp_path / "b"), hashlib.sha256(DATA).hexdigest(), len(DATA))
     assert "cannot download the bundle (restarting); trying again" in capsys.readouterr().err
+
+
+def test_stdin_watch_thread_is_a_daemon():
+    before = set(threading.enumerate())
+    r, w = os.pipe()
+    rf = os.fdopen(r, "rb")
+    sw = c.StdinWatch(rf)
+    new = [t for t in threading.enumerate() if t not in before]
+    assert [t.daemon for t in new] == [True]  # it cannot keep the agent alive
+    os.close(w)
+    assert sw.closed.wait(10)
+    for t in new:
+        t.join()
+    rf.close()

@@ -678,3 +678,8 @@ def test_guard_grace_is_strict(own_signals, tmp_path, monkeypatch):
 def test_explain_without_a_stderr_tail():
     assert sv.explain(_exit(2, stderr_tail=None)) == \
         ("error", "the training process exited with status 2")
+
+
+def test_guard_tick_default():
+    import inspect
+    assert inspect.signature(sv.guard).parameters["tick"].default == 0.2

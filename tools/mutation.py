@@ -106,6 +106,8 @@ EQUIVALENT = {
                       "set again at each try and only read as `last_error or ...`",
         "6b2118a588": "download_bundle: stream_to=False instead of True: request() only asks "
                       "`stream_to is not None`",
+        "800f9858d9": "download_bundle: last_error = \"\" at each try instead of None: it is only "
+                      "read as `last_error or ...`",
     },
     "potato/training/remote/gpus.py": {
         "26788bb4ac": "has_kernels: rpartition(\"_\") for partition(\"_\"): they differ only on "
