@@ -446,12 +446,15 @@ def test_patiently_retries_until_it_works(clock, capsys):
     class Patient:
         patience = 1000
 
-    errors = [c.ServerError(503, "restarting")] + [ConnectionRefusedError(111, "refused")] * 10
+    errors = [c.ServerError(503, "restarting")] + [ConnectionRefusedError(111, "refused")] * 9
     assert c.patiently(Patient(), "say hi", _failing(errors)) == "done"
-    assert clock.slept == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 10][:len(clock.slept)]
-    assert len(clock.slept) == 11
+    assert clock.slept == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
     err = capsys.readouterr().err
     assert err.count("cannot say hi (") == 2  # the first try and the tenth
+    errors = [OSError("x")] * 12
+    assert c.patiently(Patient(), "again", _failing(errors)) == "done"
+    assert capsys.readouterr().err.count("cannot again (") == 2  # tries 1 and 10, not 11
+    assert clock.slept[-2:] == [10, 10]  # at most 10 s between tries
     assert "cannot say hi (restarting); trying again" in err
 
 
@@ -539,3 +542,30 @@ def test_stdin_watch_thread_is_a_daemon():
     for t in new:
         t.join()
     rf.close()
+
+
+def test_slice_edges():
+    class File:
+        def __init__(self, data):
+            self.f, self.reads = io.BytesIO(data), []
+
+        def read(self, n):
+            self.reads.append(n)
+            return self.f.read(n)
+
+    f = File(b"abcdef")
+    s = c._Slice(f, 1)
+    assert s.read(0) == b"" and s.left == 1
+    assert s.read() == b"a" and s.left == 0
+    assert s.read() == b"" and s.read(5) == b""
+    assert f.reads == [0, 1]  # nothing is asked of the file once the slice is used up
+
+
+def test_send_result_patience_and_its_words(clock, capsys):
+    class Impatient(Poster):
+        patience = 3
+
+    p = Impatient([OSError("down")] * 100)
+    c.send_result(p, "r5", {})
+    assert len(p.calls) == 3  # the client's own patience (3 s), not the default
+    assert "cannot report the result (down); trying again" in capsys.readouterr().err

@@ -266,3 +266,9 @@ def test_take_releases_the_lock_when_it_fails(tmp_path):
     with pytest.raises(gpus.GpuError, match="No GPU has"):
         gpus.take(RunSettings(min_free_gpu_mb=10 ** 6), py, str(tmp_path / "rd"), env)
     gpus.HostLock(str(tmp_path / "rd" / "gpu.lock"), timeout=0).release()
+
+
+def test_default_timeouts():
+    import inspect
+    assert inspect.signature(gpus.read_gpus).parameters["timeout"].default == 20
+    assert inspect.signature(gpus.torch_archs).parameters["timeout"].default == 120

@@ -683,3 +683,12 @@ def test_explain_without_a_stderr_tail():
 def test_guard_tick_default():
     import inspect
     assert inspect.signature(sv.guard).parameters["tick"].default == 0.2
+
+
+def test_module_main_exits_with_the_status(tmp_path):
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(sv.__file__)))))
+    r = subprocess.run([PY, "-m", "potato.training.remote.supervise", "--grace", "1", "--", PY,
+                        "-c", "import sys; sys.exit(3)"], env=dict(os.environ, PYTHONPATH=root),
+                       capture_output=True, timeout=60)
+    assert r.returncode == 3

@@ -108,6 +108,8 @@ EQUIVALENT = {
                       "`stream_to is not None`",
         "800f9858d9": "download_bundle: last_error = \"\" at each try instead of None: it is only "
                       "read as `last_error or ...`",
+        "b48e97f340": "send_result: tries.append(None) instead of 1: only len(tries) is read",
+        "91c05f549c": "send_result: tries.append(2) instead of 1: only len(tries) is read",
     },
     "potato/training/remote/gpus.py": {
         "26788bb4ac": "has_kernels: rpartition(\"_\") for partition(\"_\"): they differ only on "
