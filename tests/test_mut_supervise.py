@@ -680,9 +680,15 @@ def test_explain_without_a_stderr_tail():
         ("error", "the training process exited with status 2")
 
 
-def test_guard_tick_default():
+def test_defaults():
     import inspect
     assert inspect.signature(sv.guard).parameters["tick"].default == 0.2
+    params = inspect.signature(sv.run_worker).parameters
+    assert {k: params[k].default for k in ("max_wall_seconds", "grace_seconds", "max_rss_mb",
+                                           "tick", "on_tick", "cwd")} == {
+        "max_wall_seconds": None, "grace_seconds": 20.0, "max_rss_mb": None, "tick": 0.5,
+        "on_tick": None, "cwd": None}
+    assert params["should_cancel"].default() is False and params["hurry"].default() is False
 
 
 def test_module_main_exits_with_the_status(tmp_path):
