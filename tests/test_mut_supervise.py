@@ -475,7 +475,8 @@ def test_run_worker_queue_reader_and_line_limit(tmp_path, monkeypatch):
 
 
 def test_run_worker_replaces_bad_utf8(tmp_path):
-    body = ("sys.stdout.buffer.write(b'stray \\xff\\n{\"type\":\"log\",\"message\":\"a\\xffb\"}\\n')\n"
+    body = ("sys.stdout.buffer.write(b'stray \\xff\\n'\n"
+            "                       b'{\"type\":\"log\",\"message\":\"a\\xffb\"}\\n')\n"
             "sys.stdout.flush()\n"
             "ev(type='status', message='after')\n")
     out, seen = _run(tmp_path, body)
