@@ -48,17 +48,18 @@ MODULES = {
     "potato/server/safety.py": ["tests/test_hostile.py"],
     "potato/markup.py": ["tests/test_mut_safety.py"],
     "potato/training/wheel.py": ["tests/test_hardening_review.py"],
-    "potato/training/remote/gpus.py": ["tests/test_ssh_units.py"],
-    "potato/training/remote/protocol.py": ["tests/test_mut_remote.py", "tests/test_ssh_units.py"],
+    "potato/training/remote/gpus.py": ["tests/test_mut_gpus.py"],
+    "potato/training/remote/protocol.py": ["tests/test_mut_protocol.py"],
     "potato/config.py": ["tests/test_validate.py"],
     "potato/validation.py": ["tests/test_validate.py"],
     "potato/training/backends/sshcmd.py": ["tests/test_ssh_units.py"],
     "potato/training/runs.py": ["tests/test_run_keeping.py"],
-    "potato/training/remote/bundle.py": ["tests/test_training_units.py"],
+    "potato/training/remote/bundle.py": ["tests/test_training_units.py",
+                                         "tests/test_mut_bundle.py"],
     "potato/training/remote/supervise.py": ["tests/test_mut_remote.py",
-                                            "tests/test_training_units.py"],
-    "potato/training/remote/client.py": ["tests/test_agent_run.py"],
-    "potato/training/remote/slurm_job.py": ["tests/test_slurm_units.py"],
+                                            "tests/test_mut_supervise.py"],
+    "potato/training/remote/client.py": ["tests/test_mut_client.py"],
+    "potato/training/remote/slurm_job.py": ["tests/test_mut_slurm.py"],
     # issue 22's host side of the media cache (item 3 of issue 26: modules other issues added)
     "potato/training/remote/media_cache.py": ["tests/test_mut_media_host.py",
                                               "tests/test_media_stream.py",
@@ -80,6 +81,48 @@ EQUIVALENT = {
     "potato/training/remote/proc.py": {
         "5e2b5375db": "run: stdin always a pipe: with no input communicate() closes it at once, "
                       "so the child reads end of file, as from DEVNULL",
+    },
+    "potato/training/remote/bundle.py": {
+        "5f664dc156": "build: had_votes = None instead of False: it is only read as a truth value",
+        "b7fbb6c2d1": "build: the heldout file without encoding=utf-8: its lines are json.dumps "
+                      "output (ensure_ascii), the same bytes in any locale's encoding",
+        "e63676a40c": "build: the heldout file without encoding=utf-8: its lines are json.dumps "
+                      "output (ensure_ascii), the same bytes in any locale's encoding",
+        "c8ce4ceca8": "build: items.jsonl without encoding=utf-8: its lines are json.dumps output "
+                      "(ensure_ascii), the same bytes in any locale's encoding",
+        "d3a2586ac2": "build: items.jsonl without encoding=utf-8: its lines are json.dumps output "
+                      "(ensure_ascii), the same bytes in any locale's encoding",
+    },
+    "potato/training/remote/supervise.py": {
+        "1437add4ed": "run_worker: eof = None instead of False: it is only read as a truth value "
+                      "(`_drain(...) or eof`, `if eof`, `while not eof`)",
+    },
+    "potato/training/remote/slurm_job.py": {
+        "81ff82b7d4": "reason_from_scontrol: a missing JobState read as \"XXXX\" instead of \"\": "
+                      "neither is a state in STATE_REASONS, so both give None",
+        "97e4f984a2": "follow: left_queue = None instead of False: it is only read as a truth "
+                      "value (`if not left_queue`)",
+        "c741f7fd8e": "on_gone: an empty exit_code read as int(\"XX1XX\") instead of int(\"1\"): "
+                      "the ValueError is caught and gives returncode 1 all the same",
+    },
+    "potato/training/remote/client.py": {
+        "5adb9d7aeb": "UnixHTTPConnection.connect: socket.socket(SOCK_STREAM): SOCK_STREAM and "
+                      "AF_UNIX are both 1 on Linux and the type defaults to SOCK_STREAM",
+        "7daf827c4b": "UnixHTTPConnection.connect: socket.socket(AF_UNIX): the type defaults to "
+                      "SOCK_STREAM",
+        "9c0d620d78": "download_bundle: last_error = \"\" before the loop instead of None: it is "
+                      "set again at each try and only read as `last_error or ...`",
+        "6b2118a588": "download_bundle: stream_to=False instead of True: request() only asks "
+                      "`stream_to is not None`",
+        "800f9858d9": "download_bundle: last_error = \"\" at each try instead of None: it is only "
+                      "read as `last_error or ...`",
+        "b48e97f340": "send_result: tries.append(None) instead of 1: only len(tries) is read",
+        "91c05f549c": "send_result: tries.append(2) instead of 1: only len(tries) is read",
+    },
+    "potato/training/remote/gpus.py": {
+        "26788bb4ac": "has_kernels: rpartition(\"_\") for partition(\"_\"): they differ only on "
+                      "names with two or more underscores (or none), where the kind is then not "
+                      "exactly sm/compute or the number not all digits, so both skip the name",
     },
     "potato/markup.py": {
         "3ecbfa773a": "esc: dropping quote=True from html.escape keeps its default, quote=True",

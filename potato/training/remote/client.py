@@ -67,8 +67,12 @@ class UnixHTTPConnection(http.client.HTTPConnection):
 
     def connect(self):
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(self.timeout)
-        s.connect(self.socket_path)
+        try:
+            s.settimeout(self.timeout)
+            s.connect(self.socket_path)
+        except BaseException:  # no server there: the socket must not outlive the attempt
+            s.close()
+            raise
         self.sock = s
 
 
@@ -166,42 +170,46 @@ def download_bundle(client, run_id, dest, expected_sha, expected_bytes):
     hashing as the bytes arrive (no second pass over the file)."""
     last_error = None
     hasher = _Hasher()
-    if os.path.exists(dest):
-        os.unlink(dest)
-    for attempt in range(DOWNLOAD_TRIES):
-        have = os.path.getsize(dest) if os.path.exists(dest) else 0
-        if have >= expected_bytes:
-            break
-        if attempt:
-            log("bundle download interrupted at %d of %d bytes (%s); resuming"
-                % (have, expected_bytes, last_error or "the connection closed"))
-            time.sleep(min(2 ** attempt * 0.2, 5))
-        headers = {"Range": "bytes=%d-" % have} if have else {}
-        last_error = None
-        try:
-            status, resp, conn = patiently(client, "download the bundle", lambda: (
-                client.request("GET", "/agent/v1/runs/%s/bundle" % run_id, headers=headers,
-                               stream_to=True)))  # each try waits out a restarting server
-            if status != 206:
-                hasher.restart()  # the whole file comes again
+    try:
+        if os.path.exists(dest):
+            os.unlink(dest)
+        for attempt in range(DOWNLOAD_TRIES):
+            have = os.path.getsize(dest) if os.path.exists(dest) else 0
+            if have >= expected_bytes:
+                break
+            if attempt:
+                log("bundle download interrupted at %d of %d bytes (%s); resuming"
+                    % (have, expected_bytes, last_error or "the connection closed"))
+                time.sleep(min(2 ** attempt * 0.2, 5))
+            headers = {"Range": "bytes=%d-" % have} if have else {}
+            last_error = None
             try:
-                with open(dest, "ab" if status == 206 else "wb") as f:
-                    while True:
-                        block = resp.read1(1 << 20)
-                        if not block:
-                            break
-                        f.write(block)
-                        hasher.update(block)
-            finally:
-                conn.close()
-        except (OSError, http.client.HTTPException) as e:
-            last_error = e
+                status, resp, conn = patiently(client, "download the bundle", lambda: (
+                    client.request("GET", "/agent/v1/runs/%s/bundle" % run_id, headers=headers,
+                                   stream_to=True)))  # each try waits out a restarting server
+                if status != 206:
+                    hasher.restart()  # the whole file comes again
+                try:
+                    with open(dest, "ab" if status == 206 else "wb") as f:
+                        while True:
+                            block = resp.read1(1 << 20)
+                            if not block:
+                                break
+                            f.write(block)
+                            hasher.update(block)
+                finally:
+                    resp.close()  # an empty body leaves it open: read1(0) never closes it
+                    conn.close()
+            except (OSError, http.client.HTTPException) as e:
+                last_error = e
+    finally:
+        digest = hasher.hexdigest()  # stops the hashing thread, however the loop ended
     size = os.path.getsize(dest) if os.path.exists(dest) else 0
     if size < expected_bytes:
         raise RuntimeError("the bundle download stopped at %d of %d bytes after %d tries (%s)"
                            % (size, expected_bytes, DOWNLOAD_TRIES,
                               last_error or "the connection closed early"))
-    if size != expected_bytes or hasher.hexdigest() != expected_sha:
+    if size != expected_bytes or digest != expected_sha:
         raise RuntimeError("the downloaded bundle does not match its checksum")
 
 
