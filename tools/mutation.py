@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 MODULES = {
     "potato/training/boundary.py": ["tests/test_mut_boundary.py"],
     "potato/training/intake.py": ["tests/test_ratings_training.py"],
-    "potato/training/choice.py": ["tests/test_run_keeping.py"],
+    "potato/training/choice.py": ["tests/test_mut_choice.py"],
     "potato/training/autoretrain.py": ["tests/test_mut_autoretrain.py"],
     "potato/training/ingest.py": ["tests/test_mut_writeback.py"],
     "potato/training/report.py": ["tests/test_report.py"],
@@ -53,12 +53,16 @@ MODULES = {
     "potato/config.py": ["tests/test_validate.py"],
     "potato/validation.py": ["tests/test_validate.py"],
     "potato/training/backends/sshcmd.py": ["tests/test_ssh_units.py"],
-    "potato/training/runs.py": ["tests/test_run_keeping.py"],
+    "potato/training/runs.py": ["tests/test_mut_runs.py"],
     "potato/training/remote/bundle.py": ["tests/test_training_units.py"],
     "potato/training/remote/supervise.py": ["tests/test_mut_remote.py",
                                             "tests/test_training_units.py"],
     "potato/training/remote/client.py": ["tests/test_agent_run.py"],
     "potato/training/remote/slurm_job.py": ["tests/test_slurm_units.py"],
+    "potato/training/retention.py": ["tests/test_mut_retention.py"],
+    "potato/aggregate.py": ["tests/test_mut_aggregate.py"],
+    "potato/schemes/span.py": ["tests/test_mut_schemes.py"],
+    "potato/schemes/rating.py": ["tests/test_mut_schemes.py"],
 }
 
 # module -> {mutant id: why it cannot change behaviour}. Ids are printed with each survivor.
