@@ -1,0 +1,263 @@
+"""Fast unit tests for aggregation (potato/aggregate.py): each kind's shape, the consensus
+fallbacks, agreed spans, medians, and Dawid-Skene's steps checked against their formulas and the
+whole fit by its invariants; written so that tools/mutation.py's mutants of the module fail
+(issue 26). tests/test_aggregate.py keeps the end-to-end checks and crowd-kit as an oracle."""
+
+import math
+import random
+
+import pytest
+
+from potato import aggregate
+from potato.aggregate import TIE, agreed_spans, dawid_skene, median
+
+def simulated(seed, items=60, classes=("a", "b", "c"), skills=(0.9, 0.75, 0.5, 0.35),
+              cover=0.85):
+    rng = random.Random(seed)
+    votes = {}
+    for n in range(items):
+        t = rng.choice(classes)
+        for w, skill in enumerate(skills):
+            if rng.random() > cover:
+                continue
+            label = t if rng.random() < skill else rng.choice([c for c in classes if c != t])
+            votes.setdefault("i%d" % n, {})["w%d" % w] = label
+    return votes
+
+
+# -- aggregate(): which method for which kind ----------------------------------------------------
+
+def test_methods_and_tie():
+    assert aggregate.METHODS == ("majority", "consensus")
+    assert TIE is None
+
+
+def test_choice_kinds_take_the_majority_by_default():
+    votes = {"i1": {"a": "x", "b": "x", "c": "y"}, "i2": {"a": "x", "b": "y"}}
+    r = aggregate.aggregate("radio", votes)
+    assert (r.labels, r.method, r.note) == ({"i1": "x", "i2": None}, "majority", "")
+    r = aggregate.aggregate("unknown-kind", votes, "majority")
+    assert (r.labels, r.method, r.note) == ({"i1": "x", "i2": None}, "majority", "")
+    r = aggregate.aggregate("radio", {})
+    assert (r.labels, r.method, r.note) == ({}, "majority", "")
+
+
+def test_spans_numbers_and_text_have_their_own_shape():
+    a = [{"start": 0, "end": 2, "label": "P"}]
+    r = aggregate.aggregate("span", {"i": {"x": a, "y": a, "z": []}, "j": {"x": []}})
+    assert (r.labels, r.method, r.note) == ({"i": a, "j": []}, "spans", "")
+    r = aggregate.aggregate("number", {"i": {"x": 1, "y": 4}, "j": {}}, "consensus")
+    assert (r.labels, r.method, r.note) == ({"i": 2.5, "j": None}, "median", "")
+    r = aggregate.aggregate("text", {"i": {"x": "a", "y": "a"}})
+    assert (r.labels, r.method, r.note) == ({"i": None}, "none", "free text is not aggregated")
+    r = aggregate.aggregate("text", {})
+    assert (r.labels, r.method, r.note) == ({}, "none", "")
+
+
+def test_consensus_fallbacks_say_why():
+    r = aggregate.aggregate("multiselect", {"i": {"w": ["a"], "v": ["a"]}}, "consensus")
+    assert (r.labels, r.method) == ({"i": ["a"]}, "majority")
+    assert r.note == ("consensus does not apply to multi-label schemes; the majority vote was "
+                      "used")
+    r = aggregate.aggregate("radio", {"i1": {"w": "a"}, "i2": {"w": "b"}}, "consensus")
+    assert (r.labels, r.method) == ({"i1": "a", "i2": "b"}, "majority")
+    assert r.note == "consensus needs at least two annotators; the majority vote was used"
+
+
+def test_consensus_with_two_annotators_runs_dawid_skene():
+    votes = {"i1": {"w": "a", "v": "a"}, "i2": {"w": "b", "v": "b"}, "i3": {"w": "a", "v": "b"}}
+    r = aggregate.aggregate("radio", votes, "consensus")
+    assert r.method == "consensus" and r.note == ""
+    assert r.labels == dawid_skene(votes).labels and r.labels["i1"] == "a"
+
+
+def test_consensus_that_does_not_converge_names_the_limit(monkeypatch):
+    votes = {"i1": {"w": "a", "v": "a"}, "i2": {"w": "b", "v": "a"}}
+    fit = dawid_skene(votes)
+    fit.converged = False
+    monkeypatch.setattr(aggregate, "dawid_skene", lambda v: fit)
+    r = aggregate.aggregate("radio", votes, "consensus")
+    assert (r.labels, r.method) == ({"i1": "a", "i2": None}, "majority")
+    # docs/training.md: "fits that do not converge within 100 iterations use the majority vote"
+    assert r.note == "Dawid-Skene did not converge in 100 iterations; the majority vote was used"
+    assert aggregate.DS_MAX_ITER == 100
+
+
+def test_likert_consensus():
+    votes = simulated(3, classes=(1, 2, 3))
+    r = aggregate.aggregate("likert", votes, "consensus")
+    assert r.method == "consensus" and set(r.labels.values()) <= {1, 2, 3, None}
+
+
+# -- spans and numbers ---------------------------------------------------------------------------
+
+def sp(s, e, lab="P", **extra):
+    return dict({"start": s, "end": e, "label": lab}, **extra)
+
+
+def test_agreed_spans_counts_each_annotator_once_and_half_is_enough():
+    assert agreed_spans([]) == []
+    assert agreed_spans([[sp(0, 2), sp(0, 2)], [], []]) == []  # 1 of 3
+    assert agreed_spans([[sp(0, 2), sp(0, 2)], [sp(0, 2)], []]) == [sp(0, 2)]  # 2 of 3
+    assert agreed_spans([[sp(0, 2)], [], [], []]) == []  # 1 of 4
+    assert agreed_spans([[sp(0, 2)], [sp(0, 2)], [], []]) == [sp(0, 2)]  # 2 of 4
+    assert agreed_spans([[sp(0, 2)], None, "x"]) == []  # 1 of 3; junk annotations ignored
+    assert agreed_spans([[sp(0, 2), "junk", 3], None]) == [sp(0, 2)]
+    assert agreed_spans([[sp("1", 3.0, 5)], [sp(1, 3, "5")]]) == [sp(1, 3, "5")]
+
+
+def test_agreed_spans_keep_the_covered_text_and_sort():
+    got = agreed_spans([[sp(5, 7, text="cd"), sp(0, 2)], [sp(0, 2, text="ab"), sp(5, 7)]])
+    assert got == [sp(0, 2, text="ab"), sp(5, 7, text="cd")]
+    got = agreed_spans([[sp(0, 2, text="ab")], [sp(0, 2, text="zz")]])
+    assert got == [sp(0, 2, text="ab")]  # the first text seen
+    assert agreed_spans([[sp(0, 2, text=3)], [sp(0, 2)]]) == [sp(0, 2)]
+
+
+def test_agreed_spans_resolve_overlaps():
+    # more annotators win over a longer span
+    votes = [[sp(0, 3)], [sp(0, 3)], [sp(0, 3), sp(0, 9)], [sp(0, 9)]]
+    assert agreed_spans(votes) == [sp(0, 3)]
+    # equal counts: the longer, then the earlier, then by end and label
+    assert agreed_spans([[sp(2, 9)], [sp(0, 3)]]) == [sp(2, 9)]
+    assert agreed_spans([[sp(4, 7)], [sp(2, 5)]]) == [sp(2, 5)]
+    assert agreed_spans([[sp(2, 5, "B")], [sp(2, 5, "A")]]) == [sp(2, 5, "A")]
+    # touching spans are both kept, in text order
+    assert agreed_spans([[sp(3, 6), sp(0, 3)], [sp(6, 8)]]) == [sp(0, 3), sp(3, 6), sp(6, 8)]
+    # an overlap on either side is refused
+    assert agreed_spans([[sp(0, 10)], [sp(0, 10), sp(9, 12)], [sp(9, 12)]]) == [sp(0, 10)]
+    assert agreed_spans([[sp(5, 10)], [sp(5, 10), sp(3, 6)], [sp(3, 6)]]) == [sp(5, 10)]
+    assert agreed_spans([[sp(0, 10)], [sp(0, 10), sp(2, 4)], [sp(2, 4)]]) == [sp(0, 10)]
+
+
+def test_median():
+    assert median([]) is None and median(["x", True, None, float("inf"), float("nan")]) is None
+    assert median([3]) == 3.0 and isinstance(median([3]), float)
+    assert median([5, 1, 3]) == 3.0
+    assert median([4, 1, 3, 10]) == 3.5
+    assert median([1, 2]) == 1.5
+    assert median([7, False, 2, float("-inf"), 3]) == 3.0
+    assert median([1.5, 2.5, 100, -100, 0, 9]) == 2.0
+
+
+# -- Dawid-Skene, step by step -------------------------------------------------------------------
+
+OBS = [[(0, 0), (1, 0)], [(0, 1), (1, 0)]]  # two items, two annotators, two classes
+POST = [[0.8, 0.2], [0.3, 0.7]]
+SEEN = [[True, True], [True, False]]
+
+
+def test_m_step_is_each_annotators_confusion_in_logs():
+    got = aggregate._m_step(OBS, POST, SEEN, 2, 2)
+    want = [[[math.log(0.8 / 1.1), math.log(0.2 / 0.9)], [math.log(0.3 / 1.1),
+                                                           math.log(0.7 / 0.9)]],
+            [[0.0, 0.0], None]]
+    assert got[1][1] is None
+    for a in range(2):
+        for o in range(2):
+            if want[a][o] is not None:
+                assert got[a][o] == pytest.approx(want[a][o], abs=1e-12), (a, o)
+
+
+def test_m_step_floors_at_epsilon():
+    got = aggregate._m_step([[(0, 0)], [(0, 1)]], [[1.0, 0.0], [0.0, 1.0]],
+                            [[True, True]], 1, 2)
+    total = 1.0 + 1e-10
+    assert got[0][0] == pytest.approx([math.log(1 / total), math.log(1e-10 / total)], rel=1e-9)
+    assert got[0][1] == pytest.approx([math.log(1e-10 / total), math.log(1 / total)], rel=1e-9)
+
+
+def _log_err():
+    return aggregate._m_step(OBS, POST, SEEN, 2, 2)
+
+
+def test_joint_and_e_step():
+    log_err = _log_err()
+    priors = [0.6, 0.4]
+    lp = [math.log(0.6), math.log(0.4)]
+    joint = aggregate._joint(OBS[1], lp, log_err, 2)
+    want = [lp[t] + log_err[0][1][t] + log_err[1][0][t] for t in range(2)]
+    assert joint == pytest.approx(want, abs=1e-12)
+    post = aggregate._e_step(OBS, priors, log_err, 2)
+    for i, pairs in enumerate(OBS):
+        raw = [priors[t] * math.prod(math.exp(log_err[a][o][t]) for a, o in pairs)
+               for t in range(2)]
+        assert post[i] == pytest.approx([x / sum(raw) for x in raw], abs=1e-12), i
+    # a zero prior is floored, not a log of 0; large logs do not overflow
+    post = aggregate._e_step(OBS, [1.0, 0.0], log_err, 2)
+    assert post[0][1] > 0 and sum(post[0]) == pytest.approx(1.0)
+    big = [[[-2000.0, -2001.0]]]
+    assert aggregate._e_step([[(0, 0)]], [0.5, 0.5], big, 2)[0] == pytest.approx(
+        [1 / (1 + math.exp(-1)), math.exp(-1) / (1 + math.exp(-1))])
+
+
+def test_lower_bound_is_the_evidence_bound_per_vote():
+    log_err = _log_err()
+    priors = [0.6, 0.4]
+    post = [[0.9, 0.1], [0.0, 1.0]]
+    total = 0.0
+    for pairs, q in zip(OBS, post):
+        for t in range(2):
+            joint = math.log(priors[t]) + sum(log_err[a][o][t] for a, o in pairs)
+            total += q[t] * joint - (q[t] * math.log(q[t]) if q[t] > 0 else 0.0)
+    got = aggregate._lower_bound(OBS, post, priors, log_err, 2)
+    assert got == pytest.approx(total / 4, abs=1e-9)
+    assert aggregate._lower_bound([], [], priors, log_err, 2) == 0.0
+    zero = aggregate._lower_bound(OBS, post, [1.0, 0.0], log_err, 2)
+    assert math.isfinite(zero) and zero < got
+
+
+# -- Dawid-Skene, the whole fit ------------------------------------------------------------------
+
+def test_fit_shape_and_its_probabilities():
+    votes = simulated(1)
+    votes["empty"] = {}
+    fit = dawid_skene(votes)
+    assert fit.converged is True and 2 < fit.iterations < 100
+    assert "empty" not in fit.labels and set(fit.labels) == set(votes) - {"empty"}
+    assert set(fit.priors) == {"a", "b", "c"} and sum(fit.priors.values()) == pytest.approx(1)
+    for item, p in fit.posteriors.items():
+        assert set(p) == {"a", "b", "c"} and sum(p.values()) == pytest.approx(1), item
+        best = max(p.values())
+        assert fit.labels[item] == [c for c, x in p.items() if x == best][0]
+    assert set(fit.errors) == {"w0", "w1", "w2", "w3"}
+    for w, e in fit.errors.items():
+        for t in "abc":  # for each truth, what the annotator says sums to 1
+            assert sum(v for (o, tt), v in e.items() if tt == t) == pytest.approx(1), (w, t)
+    assert fit.errors["w0"][("a", "a")] > 0.8 and fit.errors["w3"][("a", "a")] < 0.6
+
+
+def test_a_label_an_annotator_never_gave_has_no_error_entry():
+    votes = {"i1": {"w": "a", "v": "a"}, "i2": {"w": "b", "v": "a"}, "i3": {"w": "b", "v": "a"}}
+    fit = dawid_skene(votes)
+    assert set(fit.errors["v"]) == {("a", "a"), ("a", "b")}
+    assert set(fit.errors["w"]) == {("a", "a"), ("a", "b"), ("b", "a"), ("b", "b")}
+    assert fit.errors["v"][("a", "a")] == pytest.approx(1.0)
+
+
+def test_iterations_and_convergence_flags():
+    votes = simulated(2)
+    fit = dawid_skene(votes, max_iter=0)
+    assert (fit.iterations, fit.converged) == (0, False)
+    shares = {i: {c: list(v.values()).count(c) / len(v) for c in "abc"} for i, v in
+              votes.items()}
+    for i, p in fit.posteriors.items():  # no EM step: the majority vote's shares
+        assert p == pytest.approx(shares[i]), i
+    fit = dawid_skene(votes, max_iter=3, tol=-1.0)
+    assert (fit.iterations, fit.converged) == (3, False)
+    fit = dawid_skene(votes, max_iter=1, tol=-1.0)
+    assert (fit.iterations, fit.converged) == (1, False)
+    full = dawid_skene(votes, max_iter=1000, tol=1e-12)
+    fit = dawid_skene(votes)
+    assert fit.converged and fit.iterations < full.iterations
+    assert full.converged and sum(fit.labels[i] == full.labels[i] for i in votes) > 0.9 * len(votes)
+
+
+def test_ties_and_labels_of_any_type():
+    votes = {"i1": {"w": "a", "v": "b"}, "i2": {"w": "b", "v": "a"}}
+    fit = dawid_skene(votes)
+    assert fit.labels == {"i1": None, "i2": None}
+    mixed = {"i1": {"w": 1, "v": 1}, "i2": {"w": "1", "v": "1"}, "i3": {"w": 1, "v": "1"}}
+    fit = dawid_skene(mixed)
+    assert fit.labels["i1"] == 1 and fit.labels["i2"] == "1"
+    assert list(fit.priors) == ["1", 1]  # classes in repr order: "'1'" < "1"
