@@ -203,6 +203,9 @@ def test_lower_bound_is_the_evidence_bound_per_vote():
     got = aggregate._lower_bound(OBS, post, priors, log_err, 2)
     assert got == pytest.approx(total / 4, abs=1e-9)
     assert aggregate._lower_bound([], [], priors, log_err, 2) == 0.0
+    one = aggregate._lower_bound([[(0, 0)]], [[0.5, 0.5]], priors, log_err, 2)
+    assert one == pytest.approx(sum(0.5 * (math.log(priors[t]) + log_err[0][0][t])
+                                    - 0.5 * math.log(0.5) for t in range(2)), abs=1e-12)
     zero = aggregate._lower_bound(OBS, post, [1.0, 0.0], log_err, 2)
     assert math.isfinite(zero) and zero < got
 
@@ -251,6 +254,13 @@ def test_iterations_and_convergence_flags():
     fit = dawid_skene(votes)
     assert fit.converged and fit.iterations < full.iterations
     assert full.converged and sum(fit.labels[i] == full.labels[i] for i in votes) > 0.9 * len(votes)
+
+
+def test_a_single_item_and_no_items():
+    fit = dawid_skene({"i": {"w": "a", "v": "b", "u": "a"}})
+    assert sum(fit.priors.values()) == pytest.approx(1) and fit.labels == {"i": "a"}
+    fit = dawid_skene({})
+    assert (fit.labels, fit.posteriors, fit.priors, fit.errors) == ({}, {}, {}, {})
 
 
 def test_ties_and_labels_of_any_type():

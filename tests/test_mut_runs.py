@@ -209,6 +209,15 @@ def test_last_by_trainer_leaves_out_automatic_runs(store, rs):
     assert (r.run_id, r.params, r.in_use) == ("r2", {"C": 2}, [])
 
 
+def test_the_terminal_states_are_the_ones_the_queries_treat_as_finished(rs):
+    assert runs_mod.TERMINAL == ("success", "error", "cancelled")
+    for status in runs_mod.TERMINAL:
+        rid = rs.create("t", ["s"], "local", {}).run_id
+        assert rs.finish(rid, status) is True and rs.update(rid, step="x") is False
+        assert rs.finish(rid, "error") is False
+    assert [r[1] for r in rs.finished_newest_first()] == list(reversed(runs_mod.TERMINAL))
+
+
 def test_finished_newest_first_and_pruning(rs):
     for _ in range(4):
         rs.create("t", ["s"], "local", {})

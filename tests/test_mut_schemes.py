@@ -282,6 +282,8 @@ def test_slider_check_snaps_to_steps():
     tiny = kind("slider", min_value=0, max_value=1, step=1e-6)
     assert tiny.check(0.5) == 0.5
     e = kind("slider", min_value=0, max_value=10, step=1)
+    assert e.check(1e-6) == 0  # within the tolerance of a step (1e-6 of it): snapped
+    assert _err(e, 2e-6, None).startswith("2e-06 is not on the slider's steps")
     assert e.check(3.0000000001) == 3 and type(e.check(3.0000000001)) is int
     assert _err(e, 3.00001, None).startswith("3.00001 is not on")
     d = kind("slider")
@@ -388,6 +390,8 @@ def test_end_labels_read_yaml_booleans_as_written():
     k, errs = parsed("likert", {"size": 3, "min_label": 1, "max_label": "x"},
                      {P + ("min_label",): "1"})
     assert errs == [] and (k.min_label, k.max_label) == ("1", "x")
+    k, errs = parsed("likert", {"size": 3, "min_label": 1000}, {P + ("min_label",): "1_000"})
+    assert errs == [] and k.min_label == "1000"  # only a boolean is read back as written
     k, errs = parsed("likert", {"size": 3, "min_label": False}, {})
     assert k.min_label == "" and errs[0][0] == "annotation_schemes[0].min_label"
     k, errs = parsed("slider", {"min_value": 0, "max_value": 1, "step": 0.5,
