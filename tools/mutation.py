@@ -80,6 +80,13 @@ EQUIVALENT = {
     "potato/markup.py": {
         "3ecbfa773a": "esc: dropping quote=True from html.escape keeps its default, quote=True",
     },
+    "potato/training/runs.py": {
+        "7bbe686b59": "with_status: in_use_schemes() also read when no row matched: unused then",
+    },
+    "potato/training/retention.py": {
+        "5c7f4b6cd3": "Holds.held: a Counter reads 0 for a missing run (without adding it), "
+                      "so the 'in' test only saves the lookup",
+    },
 }
 
 # modules whose tests run them in subprocesses too (a worker, an agent, a job), where the
