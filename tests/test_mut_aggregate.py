@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from potato import aggregate
+from potato import aggregate, agreement
 from potato.aggregate import TIE, agreed_spans, dawid_skene, median
 
 def simulated(seed, items=60, classes=("a", "b", "c"), skills=(0.9, 0.75, 0.5, 0.35),
@@ -271,3 +271,126 @@ def test_ties_and_labels_of_any_type():
     fit = dawid_skene(mixed)
     assert fit.labels["i1"] == 1 and fit.labels["i2"] == "1"
     assert list(fit.priors) == ["1", 1]  # classes in repr order: "'1'" < "1"
+
+
+# -- agreement (potato/agreement.py) -------------------------------------------------------------
+
+def test_cohen_kappa():
+    from potato.agreement import cohen_kappa
+    assert cohen_kappa([]) is None
+    assert cohen_kappa([("a", "a"), ("a", "a")]) is None  # one label throughout: undefined
+    # Wikipedia's example: 50 items, 20 yes/yes, 5 yes/no, 10 no/yes, 15 no/no -> 0.4
+    pairs = [("y", "y")] * 20 + [("y", "n")] * 5 + [("n", "y")] * 10 + [("n", "n")] * 15
+    assert cohen_kappa(pairs) == pytest.approx(0.4)
+    assert cohen_kappa([("a", "b"), ("b", "a")]) == pytest.approx(-1.0)
+    assert cohen_kappa([("a", "a"), ("b", "b"), ("c", "c")]) == pytest.approx(1.0)
+    assert cohen_kappa([("a", "a"), ("a", "b")]) == pytest.approx(0.0)
+    # observed 2/3; expected (1 * 2 + 1 * 0 + 1 * 1) / 9: a label one rater never gave adds 0
+    assert cohen_kappa([("a", "a"), ("b", "a"), ("c", "c")]) == pytest.approx(0.5)
+
+
+FLEISS = [[0, 0, 0, 0, 14], [0, 2, 6, 4, 2], [0, 0, 3, 5, 6], [0, 3, 9, 2, 0], [2, 2, 8, 1, 1],
+          [7, 7, 0, 0, 0], [3, 2, 6, 3, 0], [2, 5, 3, 2, 2], [6, 5, 2, 1, 0], [0, 2, 2, 3, 7]]
+
+
+def test_fleiss_kappa():
+    from potato.agreement import fleiss_kappa
+    assert fleiss_kappa(FLEISS) == pytest.approx(0.20993, abs=1e-5)  # Wikipedia's example
+    assert fleiss_kappa([]) is None
+    assert fleiss_kappa([[1, 0], [0, 1]]) is None  # one rater
+    assert fleiss_kappa([[2, 0], [1, 0]]) is None  # rows of different sums
+    assert fleiss_kappa([[3, 0], [3, 0]]) is None  # one category throughout
+    assert fleiss_kappa([[2, 0], [0, 2]]) == pytest.approx(1.0)
+    assert fleiss_kappa([[1, 1], [1, 1]]) == pytest.approx(-1.0)
+    assert fleiss_kappa([[2, 0, 0], [0, 1, 1]]) == pytest.approx(
+        ((1 + 0) / 2 - (0.25 + 1 / 16 + 1 / 16)) / (1 - (0.25 + 1 / 16 + 1 / 16)))
+
+
+def test_scheme_agreement_pairs_ties_and_fleiss():
+    from potato.agreement import scheme_agreement
+    votes = {"i1": {"b": "x", "a": "x"}, "i2": {"a": "x", "b": "y"},
+             "i3": {"c": "y", "a": "y"},
+             "i4": {"a": "x", "b": "x", "c": "y"}, "i5": {"a": "x", "b": "y", "c": "y"},
+             "i6": {"a": "x", "b": "x", "c": "x", "d": "x"},
+             "i7": {"a": "z"}, "i8": {"a": [1, 2], "b": [2, 1]}}
+    out = scheme_agreement(votes)
+    assert out["ties"] == 2  # i2, i8 (i4, i5: 2 to 1)
+    assert out["cohen"] == [
+        {"annotators": ["a", "b"], "items": 3, "kappa": pytest.approx(
+            agreement.cohen_kappa(
+                [('"x"', '"x"'), ('"x"', '"y"'), ("[1, 2]", "[2, 1]")]))},
+        {"annotators": ["a", "c"], "items": 1, "kappa": None}]
+    assert out["more_pairs"] == 0
+    assert out["fleiss"] == {"annotators_per_item": 3, "items": 2, "kappa": pytest.approx(
+        agreement.fleiss_kappa([[2, 1], [1, 2]]))}
+    assert scheme_agreement({}) == {"ties": 0, "cohen": [], "more_pairs": 0, "fleiss": None}
+
+
+def test_scheme_agreement_keys_values_as_json_and_picks_the_commonest_count():
+    from potato.agreement import scheme_agreement
+    votes = {"i1": {"a": {"k": 1, "j": 2}, "b": {"j": 2, "k": 1}}}
+    assert scheme_agreement(votes)["ties"] == 0
+    votes = {"f%d" % i: {"a": "x", "b": "y", "c": "x"} for i in range(2)}
+    votes.update({"g%d" % i: {"a": "x", "b": "x", "c": "x", "d": "y"} for i in range(2)})
+    out = scheme_agreement(votes)
+    assert out["fleiss"]["annotators_per_item"] == 4 and out["fleiss"]["items"] == 2  # a tie: more
+    votes["f2"] = {"a": "y", "b": "y", "c": "x"}
+    out = scheme_agreement(votes)
+    assert out["fleiss"]["annotators_per_item"] == 3 and out["fleiss"]["items"] == 3
+    assert out["fleiss"]["kappa"] == pytest.approx(
+        agreement.fleiss_kappa([[2, 1], [2, 1], [1, 2]]))
+
+
+def test_scheme_agreement_shows_the_pairs_with_the_most_items():
+    from potato.agreement import MAX_PAIRS, scheme_agreement
+    assert MAX_PAIRS == 10
+    votes = {}
+    for n in range(12):  # pair (a, wNN) has n + 1 items
+        for i in range(n + 1):
+            votes["p%d-%d" % (n, i)] = {"a": "x", "w%02d" % n: "x" if i else "y"}
+    votes["q"] = {"w00": "x", "a": "x"}
+    out = scheme_agreement(votes)
+    assert [c["annotators"][1] for c in out["cohen"]] == ["w%02d" % n for n in range(11, 1, -1)]
+    assert [c["items"] for c in out["cohen"]] == list(range(12, 2, -1))
+    assert out["more_pairs"] == 2
+    votes["q2"] = {"w01": "x", "a": "x"}  # (a, w00) and (a, w01): 2 and 3 items
+    votes["q3"] = {"w00": "x", "a": "x"}
+    out = scheme_agreement(votes)
+    assert out["more_pairs"] == 2 and out["cohen"][-1]["items"] == 3
+
+
+def test_summary_per_scheme(tmp_path):
+    import json as _json
+    from types import SimpleNamespace as NS
+
+    from potato.agreement import summary
+    from potato.store import Store
+
+    store = Store(str(tmp_path / "potato.db"))
+    try:
+        store.conn().execute("PRAGMA synchronous=OFF")
+        store.sync_items([("i1", "t", {}), ("i2", "t", {}), ("i3", "t", {})])
+        with store.tx() as db:
+            for item, scheme, who, label in (("i1", "s", "a", "x"), ("i1", "s", "b", "y"),
+                                             ("i2", "s", "a", "x"), ("gone", "s", "a", "x"),
+                                             ("i1", "t", "a", "free"), ("i1", "u", "a", "x")):
+                db.execute("INSERT INTO annotations VALUES (?, ?, ?, ?, 0)",
+                           (item, who, scheme, _json.dumps(label)))
+        store.sync_items([("i1", "t", {}), ("i2", "t", {}), ("i3", "t", {}), ("i4", "t", {})])
+        cfg = NS(schemes=[NS(name="s", annotation_type="radio"),
+                          NS(name="t", annotation_type="text"),
+                          NS(name="l", annotation_type="likert"),
+                          NS(name="m", annotation_type="select")])
+        out = summary(cfg, store)
+    finally:
+        store.close()
+    assert set(out) == {"s", "t", "l", "m"}
+    assert out["s"] == {"ties": 1, "cohen": [{"annotators": ["a", "b"], "items": 1,
+                                              "kappa": 0.0}],
+                        "more_pairs": 0, "fleiss": None, "items": 4, "labelled": 2,
+                        "unlabelled": 2}
+    assert out["t"] == {"ties": None, "cohen": [], "more_pairs": 0, "fleiss": None, "items": 4,
+                        "labelled": 1, "unlabelled": 3}
+    assert out["l"] == {"ties": 0, "cohen": [], "more_pairs": 0, "fleiss": None, "items": 4,
+                        "labelled": 0, "unlabelled": 4}
+    assert out["m"]["ties"] == 0

@@ -61,6 +61,7 @@ MODULES = {
     "potato/training/remote/slurm_job.py": ["tests/test_slurm_units.py"],
     "potato/training/retention.py": ["tests/test_mut_retention.py"],
     "potato/aggregate.py": ["tests/test_mut_aggregate.py"],
+    "potato/agreement.py": ["tests/test_mut_aggregate.py"],
     "potato/schemes/span.py": ["tests/test_mut_schemes.py"],
     "potato/schemes/rating.py": ["tests/test_mut_schemes.py"],
 }
