@@ -84,6 +84,14 @@ EQUIVALENT = {
     "potato/training/runs.py": {
         "7bbe686b59": "with_status: in_use_schemes() also read when no row matched: unused then",
     },
+    "potato/schemes/span.py": {
+        "5dd2bdf6dc": "cell: json.dumps(ensure_ascii=None): json tests the flag's truth; None is "
+                      "false, as False",
+        "58a4aa504e": "inputs: json.dumps(ensure_ascii=None): json tests the flag's truth; None is "
+                      "false, as False",
+        "b674dd1023": "suggestion: json.dumps(ensure_ascii=None): json tests the flag's truth; "
+                      "None is false, as False",
+    },
     "potato/training/retention.py": {
         "5c7f4b6cd3": "Holds.held: a Counter reads 0 for a missing run (without adding it), "
                       "so the 'in' test only saves the lookup",
