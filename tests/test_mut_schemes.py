@@ -201,7 +201,7 @@ def test_likert_check():
 
 def test_likert_form_preselect_schema_summary():
     k = kind("likert", size=5)
-    assert k.from_form([]) is KEEP and k.from_form(["2", " 3 "]) == 3 and k.from_form([""]) is None
+    assert k.from_form([]) is KEEP and k.from_form(["2", "4", " 3 "]) == 3 and k.from_form([""]) is None
     assert k.from_form(["x"]) == "x"
     assert k.key_count() == 5
     assert k.preselect(3) == "3" and k.preselect(3.0) == "3" and k.preselect(None) is None
@@ -256,7 +256,7 @@ def test_number_check_and_range():
 
 def test_number_form_preselect_schema_inputs():
     k = kind("number", min_value=0, max_value=10)
-    assert k.from_form([]) is None and k.from_form(["1", "2.5"]) == 2.5
+    assert k.from_form([]) is None and k.from_form(["1", "7", "2.5"]) == 2.5
     assert k.preselect(3.0) == "3" and k.preselect(None) is None and k.preselect(11) is None
     assert k.preselect(2.5) == "2.5" and k.snap(2.4) == 2.4
     assert k.training_schema() == {"labels": [], "min_value": 0, "max_value": 10}
@@ -309,7 +309,7 @@ def math_is_nan(x):
 
 def test_slider_form_and_summary():
     k = kind("slider", min_value=0, max_value=10, step=0.5)
-    assert k.from_form([]) is None and k.from_form(["", "2.5"]) == 2.5
+    assert k.from_form([]) is None and k.from_form(["", "1", "2.5"]) == 2.5
     assert k.summary() == "a value from 0 to 10 in steps of 0.5"
     k2 = kind("slider", min_label="cold", max_label="hot")
     assert k2.summary() == "a value from 0 to 100 in steps of 1 (cold to hot)"
