@@ -291,6 +291,18 @@ def test_slider_check_snaps_to_steps():
     assert (d.min_label, d.max_label) == ("", "")
 
 
+def test_a_slider_step_finer_than_1e_10_keeps_its_values():
+    # rounding every value to 10 decimals stored 5e-12 on a 1e-12 grid as 0
+    k = kind("slider", min_value=0, max_value=1e-3, step=1e-12)
+    assert k.check(5e-12) == 5e-12 and k.snap(5.2e-12) == 5e-12
+    k = kind("slider", min_value=0, max_value=1e-2, step=3e-11)
+    assert k.check(3e-11) == 3e-11 and k.check(6e-11) == 6e-11
+    assert kind("slider", min_value=0, max_value=1, step=1e-7).check(
+        0.30000000000000004) == 0.3
+    k = kind("slider", min_value=0, max_value=1, step=2e-7)
+    assert k.check(2.0000000000000002e-07 * 3) == 6e-7
+
+
 def test_slider_snap_and_preselect():
     k = kind("slider", min_value=1, max_value=2, step=0.25)
     assert k.snap(1.3) == 1.25 and k.snap(1.9) == 2 and type(k.snap(1.9)) is int
