@@ -92,6 +92,18 @@ EQUIVALENT = {
         "b674dd1023": "suggestion: json.dumps(ensure_ascii=None): json tests the flag's truth; "
                       "None is false, as False",
     },
+    "potato/schemes/rating.py": {
+        "42770b76b2": "_end_label: r.text's default None instead of \"\": the `or \"\"` after it "
+                      "gives \"\" either way",
+        "dd3a03b1e4": "_end_label: r.text's default dropped (None): the `or \"\"` after it gives "
+                      "\"\" either way",
+        "0e6bfe4db4": "Slider.parse: r.boolean(show_labels) only checks the key; its default (and "
+                      "its answer) is not used",
+        "51a9e7bbe2": "Slider.parse: r.boolean(show_labels) only checks the key; its default (and "
+                      "its answer) is not used",
+        "6ca5feffe8": "Slider.check: Number.check never reads the item's text",
+        "9fc7b5ef4f": "Slider.check: Number.check never reads the item's text (default None)",
+    },
     "potato/training/retention.py": {
         "5c7f4b6cd3": "Holds.held: a Counter reads 0 for a missing run (without adding it), "
                       "so the 'in' test only saves the lookup",
