@@ -124,6 +124,7 @@ def test_agreed_spans_resolve_overlaps():
     assert agreed_spans([[sp(2, 5, "B")], [sp(2, 5, "A")]]) == [sp(2, 5, "A")]
     # touching spans are both kept, in text order
     assert agreed_spans([[sp(3, 6), sp(0, 3)], [sp(6, 8)]]) == [sp(0, 3), sp(3, 6), sp(6, 8)]
+    assert agreed_spans([[sp(3, 7)], [sp(0, 3)]]) == [sp(0, 3), sp(3, 7)]  # one ends, one starts
     # an overlap on either side is refused
     assert agreed_spans([[sp(0, 10)], [sp(0, 10), sp(9, 12)], [sp(9, 12)]]) == [sp(0, 10)]
     assert agreed_spans([[sp(5, 10)], [sp(5, 10), sp(3, 6)], [sp(3, 6)]]) == [sp(5, 10)]
