@@ -257,6 +257,15 @@ def test_iterations_and_convergence_flags():
     assert full.converged and sum(fit.labels[i] == full.labels[i] for i in votes) > 0.9 * len(votes)
 
 
+def test_convergence_needs_a_gain_below_tol():
+    # unanimous votes reach an exact fixed point: a gain of 0 is not below tol=0
+    votes = {"i1": {"w": "a", "v": "a"}, "i2": {"w": "b", "v": "b"}, "i3": {"w": "a", "v": "a"}}
+    fit = dawid_skene(votes, max_iter=50, tol=0.0)
+    assert (fit.iterations, fit.converged) == (50, False)
+    fit = dawid_skene(votes, max_iter=50, tol=1e-300)
+    assert fit.converged and fit.iterations < 50
+
+
 def test_a_single_item_and_no_items():
     fit = dawid_skene({"i": {"w": "a", "v": "b", "u": "a"}})
     assert sum(fit.priors.values()) == pytest.approx(1) and fit.labels == {"i": "a"}

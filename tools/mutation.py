@@ -104,6 +104,18 @@ EQUIVALENT = {
         "6ca5feffe8": "Slider.check: Number.check never reads the item's text",
         "9fc7b5ef4f": "Slider.check: Number.check never reads the item's text (default None)",
     },
+    "potato/aggregate.py": {
+        "e5d136e185": "aggregate: an unknown kind's shape \"XXchoiceXX\" instead of \"choice\": "
+                      "only spans, number, text and multi are tested for, so both are choices",
+        "e57b37adc0": "aggregate: method's default \"XXmajorityXX\": only \"consensus\" is "
+                      "tested for, so both defaults mean the majority vote",
+        "d6a0abe2c2": "Votes = None: the alias is only used in annotations",
+        "3dc6dfcec0": "agreed_spans' sort key (count, -length, start, end, label): start -> end; "
+                      "with the same length, sorting by end is sorting by start",
+        "c25b898bd8": "agreed_spans' sort key (count, -length, start, end, label): end -> label; "
+                      "same count, length and start mean the same end, so the label decides "
+                      "either way",
+    },
     "potato/training/retention.py": {
         "5c7f4b6cd3": "Holds.held: a Counter reads 0 for a missing run (without adding it), "
                       "so the 'in' test only saves the lookup",
