@@ -311,6 +311,7 @@ def test_fleiss_kappa():
     assert fleiss_kappa([[2, 0], [1, 0]]) is None  # rows of different sums
     assert fleiss_kappa([[3, 0], [3, 0]]) is None  # one category throughout
     assert fleiss_kappa([[2, 0], [0, 2]]) == pytest.approx(1.0)
+    assert fleiss_kappa([[2, 1]]) == pytest.approx(-0.5)  # one item: (1/3 - 5/9) / (4/9)
     assert fleiss_kappa([[1, 1], [1, 1]]) == pytest.approx(-1.0)
     assert fleiss_kappa([[2, 0, 0], [0, 1, 1]]) == pytest.approx(
         ((1 + 0) / 2 - (0.25 + 1 / 16 + 1 / 16)) / (1 - (0.25 + 1 / 16 + 1 / 16)))
@@ -334,6 +335,9 @@ def test_scheme_agreement_pairs_ties_and_fleiss():
     assert out["fleiss"] == {"annotators_per_item": 3, "items": 2, "kappa": pytest.approx(
         agreement.fleiss_kappa([[2, 1], [1, 2]]))}
     assert scheme_agreement({}) == {"ties": 0, "cohen": [], "more_pairs": 0, "fleiss": None}
+    # pairs with as many items: by their names, whatever they said
+    out = scheme_agreement({"i1": {"a": "x", "b": "y"}, "i2": {"a": "x", "c": "x"}})
+    assert [c["annotators"] for c in out["cohen"]] == [["a", "b"], ["a", "c"]]
 
 
 def test_scheme_agreement_keys_values_as_json_and_picks_the_commonest_count():
