@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 MODULES = {
     "potato/training/boundary.py": ["tests/test_mut_boundary.py"],
     "potato/training/intake.py": ["tests/test_ratings_training.py"],
-    "potato/training/choice.py": ["tests/test_run_keeping.py"],
+    "potato/training/choice.py": ["tests/test_mut_choice.py"],
     "potato/training/autoretrain.py": ["tests/test_mut_autoretrain.py"],
     "potato/training/ingest.py": ["tests/test_mut_writeback.py"],
     "potato/training/report.py": ["tests/test_report.py"],
@@ -53,7 +53,7 @@ MODULES = {
     "potato/config.py": ["tests/test_validate.py"],
     "potato/validation.py": ["tests/test_validate.py"],
     "potato/training/backends/sshcmd.py": ["tests/test_ssh_units.py"],
-    "potato/training/runs.py": ["tests/test_run_keeping.py"],
+    "potato/training/runs.py": ["tests/test_mut_runs.py"],
     "potato/training/remote/bundle.py": ["tests/test_training_units.py",
                                          "tests/test_mut_bundle.py"],
     "potato/training/remote/supervise.py": ["tests/test_mut_remote.py",
@@ -68,6 +68,11 @@ MODULES = {
                                             "tests/test_media_stream.py"],
     "potato/training/remote/media_receive.py": ["tests/test_mut_media_host.py",
                                                 "tests/test_media_stream.py"],
+    "potato/training/retention.py": ["tests/test_mut_retention.py"],
+    "potato/aggregate.py": ["tests/test_mut_aggregate.py"],
+    "potato/agreement.py": ["tests/test_mut_aggregate.py"],
+    "potato/schemes/span.py": ["tests/test_mut_schemes.py"],
+    "potato/schemes/rating.py": ["tests/test_mut_schemes.py"],
 }
 
 # module -> {mutant id: why it cannot change behaviour}. Ids are printed with each survivor.
@@ -201,6 +206,45 @@ EQUIVALENT = {
                       "(it adds a '/'), so a longer one is skipped all the same",
         "df6400eb7a": "BLOCK: only the size of the reads that skip a member",
         "fb461ef95f": "BLOCK: only the size of the reads that skip a member",
+    },
+    "potato/training/runs.py": {
+        "7bbe686b59": "with_status: in_use_schemes() also read when no row matched: unused then",
+    },
+    "potato/schemes/span.py": {
+        "5dd2bdf6dc": "cell: json.dumps(ensure_ascii=None): json tests the flag's truth; None is "
+                      "false, as False",
+        "58a4aa504e": "inputs: json.dumps(ensure_ascii=None): json tests the flag's truth; None is "
+                      "false, as False",
+        "b674dd1023": "suggestion: json.dumps(ensure_ascii=None): json tests the flag's truth; "
+                      "None is false, as False",
+    },
+    "potato/schemes/rating.py": {
+        "42770b76b2": "_end_label: r.text's default None instead of \"\": the `or \"\"` after it "
+                      "gives \"\" either way",
+        "dd3a03b1e4": "_end_label: r.text's default dropped (None): the `or \"\"` after it gives "
+                      "\"\" either way",
+        "0e6bfe4db4": "Slider.parse: r.boolean(show_labels) only checks the key; its default (and "
+                      "its answer) is not used",
+        "51a9e7bbe2": "Slider.parse: r.boolean(show_labels) only checks the key; its default (and "
+                      "its answer) is not used",
+        "6ca5feffe8": "Slider.check: Number.check never reads the item's text",
+        "9fc7b5ef4f": "Slider.check: Number.check never reads the item's text (default None)",
+    },
+    "potato/aggregate.py": {
+        "e5d136e185": "aggregate: an unknown kind's shape \"XXchoiceXX\" instead of \"choice\": "
+                      "only spans, number, text and multi are tested for, so both are choices",
+        "e57b37adc0": "aggregate: method's default \"XXmajorityXX\": only \"consensus\" is "
+                      "tested for, so both defaults mean the majority vote",
+        "d6a0abe2c2": "Votes = None: the alias is only used in annotations",
+        "3dc6dfcec0": "agreed_spans' sort key (count, -length, start, end, label): start -> end; "
+                      "with the same length, sorting by end is sorting by start",
+        "c25b898bd8": "agreed_spans' sort key (count, -length, start, end, label): end -> label; "
+                      "same count, length and start mean the same end, so the label decides "
+                      "either way",
+    },
+    "potato/training/retention.py": {
+        "5c7f4b6cd3": "Holds.held: a Counter reads 0 for a missing run (without adding it), "
+                      "so the 'in' test only saves the lookup",
     },
 }
 

@@ -211,7 +211,7 @@ class Slider(Number):
             raise self.fail(f"{short(value)} is not on the slider's steps of {self.step:g} "
                             f"from {self.min_value:g}.")
         if not isinstance(value, int):  # 0.30000000000000004 -> 0.3
-            value = _as_int(round(self.min_value + round(steps) * self.step, 10))
+            value = self._on_grid(self.min_value + round(steps) * self.step)
         return value
 
     def snap(self, value: Any) -> Any:
@@ -220,7 +220,12 @@ class Slider(Number):
                 not math.isfinite(value):
             return value
         steps = round((value - self.min_value) / self.step)
-        return _as_int(round(self.min_value + steps * self.step, 10))
+        return self._on_grid(self.min_value + steps * self.step)
+
+    def _on_grid(self, value: float) -> Any:
+        """A value computed on the grid without its float noise (0.30000000000000004 -> 0.3):
+        rounded to 10 decimals, or to 3 more than the step has when it is finer than 1e-7."""
+        return _as_int(round(value, max(10, 3 - math.floor(math.log10(self.step)))))
 
     def from_form(self, values: List[str]) -> Any:
         # The hidden field: empty until the annotator moves the slider (a slider always shows
