@@ -52,7 +52,7 @@ MODULES = {
     "potato/training/remote/protocol.py": ["tests/test_mut_remote.py", "tests/test_ssh_units.py"],
     "potato/config.py": ["tests/test_validate.py"],
     "potato/validation.py": ["tests/test_validate.py"],
-    "potato/training/backends/sshcmd.py": ["tests/test_ssh_units.py"],
+    "potato/training/backends/sshcmd.py": ["tests/test_mut_sshcmd.py"],
     "potato/training/runs.py": ["tests/test_run_keeping.py"],
     "potato/training/remote/bundle.py": ["tests/test_training_units.py"],
     "potato/training/remote/supervise.py": ["tests/test_mut_remote.py",
@@ -92,6 +92,16 @@ EQUIVALENT = {
         "cc4293967e": "LoginLimiter.failed: keeping a failure exactly window_s old changes nothing: "
                       "retry_after, at that time or later (monotonic), drops it with '<', and "
                       "as the oldest it is cut first when the list is over limit",
+    },
+    "potato/training/backends/sshcmd.py": {
+        "5f9445f4ef": "control_exit_argv: the remote command is cut off with everything from "
+                      "'--' on, so which command ssh_argv was given never shows",
+        "ca8697ddde": "control_exit_argv: the remote command is cut off with everything from "
+                      "'--' on, so which command ssh_argv was given never shows",
+        "18eb10126e": "model_check_command: model_source.py is ASCII (test_mut_sshcmd checks), "
+                      "which the locale's encoding reads as UTF-8 does",
+        "ea2b25f9e0": "model_check_command: model_source.py is ASCII (test_mut_sshcmd checks), "
+                      "which the locale's encoding reads as UTF-8 does",
     },
     "potato/markup.py": {
         "3ecbfa773a": "esc: dropping quote=True from html.escape keeps its default, quote=True",
