@@ -47,7 +47,7 @@ MODULES = {
     "potato/training/remote/proc.py": ["tests/test_mut_remote.py"],
     "potato/server/safety.py": ["tests/test_mut_safety.py"],
     "potato/markup.py": ["tests/test_mut_safety.py"],
-    "potato/training/wheel.py": ["tests/test_hardening_review.py"],
+    "potato/training/wheel.py": ["tests/test_mut_wheel.py"],
     "potato/training/remote/gpus.py": ["tests/test_ssh_units.py"],
     "potato/training/remote/protocol.py": ["tests/test_mut_remote.py", "tests/test_ssh_units.py"],
     "potato/config.py": ["tests/test_validate.py"],
@@ -102,6 +102,16 @@ EQUIVALENT = {
                       "which the locale's encoding reads as UTF-8 does",
         "ea2b25f9e0": "model_check_command: model_source.py is ASCII (test_mut_sshcmd checks), "
                       "which the locale's encoding reads as UTF-8 does",
+    },
+    "potato/training/wheel.py": {
+        "5a55aaca46": "_source_digest: the digest is only compared with digests this same code "
+                      "made (the stamp, the cache); any fixed separator keeps names and "
+                      "contents apart",
+        "3a4cc30bb2": "_source_digest: the digest is only compared with digests this same code "
+                      "made (the stamp, the cache); any fixed separator keeps names and "
+                      "contents apart",
+        "6456144acd": "_source_digest: the digest is only compared with digests this same code "
+                      "made; 17 hex digits tell sources apart as 16 do",
     },
     "potato/markup.py": {
         "3ecbfa773a": "esc: dropping quote=True from html.escape keeps its default, quote=True",
