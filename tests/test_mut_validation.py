@@ -23,6 +23,7 @@ annotation_schemes:
 def where(problems, path):
     """(key, line, backend) of each finding; each must name the config file."""
     assert all(p.file == path for p in problems), [p.file for p in problems]
+    assert all(isinstance(p.message, str) and len(p.message) > 20 for p in problems)
     return [(p.key, p.line, p.backend) for p in problems]
 
 
@@ -83,6 +84,8 @@ def test_admin_key_warning_unless_debug(write_config):
     path = write_config(HEAD.replace("admin_api_key: test-admin-key-0123456789\n", ""))
     _, report = check(path)
     assert where(report.warnings, path) == [("admin_api_key", None, None)]
+    assert report.warnings[0].message.endswith(  # a command to copy
+        "python3 -c 'import secrets; print(secrets.token_urlsafe(32))'")
     path = write_config(HEAD.replace("admin_api_key: test-admin-key-0123456789\n", "debug: true\n"),
                         "debug.yaml")
     _, report = check(path)
@@ -99,6 +102,7 @@ def test_debug_behind_a_proxy_is_an_error(write_config, extra, error):
     path = write_config(HEAD + "debug: true\n" + extra)
     _, report = check(path)
     assert where(report.errors, path) == ([("debug", 8, None)] if error else [])
+    assert all("debug" in p.message for p in report.errors)
     assert where(report.warnings, path) == [("debug", 8, None)]
 
 
@@ -113,10 +117,13 @@ def test_accepted_upstream_keys_are_one_note(write_config):
 
 def test_media_rules_get_the_report_and_both_callbacks(write_config, tmp_path):
     (tmp_path / "a.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 32)
-    items = [{"id": "a", "text": "t", "img": "a.png"}, {"id": "b", "text": "t", "img": "b.png"}]
-    path = write_config(HEAD + "item_properties: {image_key: img}\n", items=items)
+    items = [{"id": "a", "text": "t", "img": "a.png"}, {"id": "b", "text": "t", "img": "b.png"},
+             {"id": "c", "text": "t", "img": "https://media.example.org/c.png"}]
+    path = write_config(HEAD + "item_properties: {image_key: img}\n"
+                        "model_training: {writeback: {schemas: [sentiment]}}\n", items=items)
     _, report = check(path)
     assert [p.key for p in report.errors] == []
+    assert ["media.example.org" in p.message for p in report.notes] == [True]
     assert where(report.warnings, path) == [("item_properties.image_key", 8, None)]
     path = write_config(HEAD + "item_properties: {image_key: img}\nmedia_directory: nowhere\n",
                         "m2.yaml")
@@ -179,6 +186,13 @@ def test_debug_warns_per_backend_that_arrives_as_loopback(write_config):
     assert "backend gpu " in report.warnings[0].message
 
 
+def test_backend_errors_name_their_backend(write_config):
+    path = write_config(HEAD + "model_training:\n  writeback: {schemas: [sentiment]}\n"
+                               "  backends:\n    gpu: {type: ssh, host: -oProxyCommand=x}\n")
+    _, report = check(path)
+    assert where(report.errors, path) == [("model_training.backends.gpu.host", 11, "gpu")]
+
+
 def test_names_in_takes_whole_names():
     names = ["gpu", "gpu-2", "a.b"]
     assert _names_in("the gpu failed", names) == ["gpu"]
@@ -216,6 +230,19 @@ validation:
         ("validation.acknowledge[4]", 19, None)]
     assert "matches no warning" in report.warnings[0].message
     assert "'no such warning'" in report.warnings[2].message
+
+
+def test_an_entry_naming_a_backend_skips_the_others(write_config):
+    # "model_training.backends.gpu" is in gpu2's warning too ("...backends.gpu2.time")
+    path = write_config(ACK + "validation:\n  acknowledge: [model_training.backends.gpu]\n")
+    _, report = check(path)
+    assert [p.backend for p in report.acknowledged] == ["gpu"]
+    assert [p.backend for p in report.warnings] == ["gpu2"]
+    path = write_config(ACK + "validation:\n  acknowledge: [model_training.backends.gpu, "
+                              "'2-00. A job that holds']\n", "two.yaml")
+    _, report = check(path)
+    assert [p.backend for p in report.acknowledged] == ["gpu", "gpu2"]  # the next entry counts
+    assert report.warnings == []
 
 
 def test_short_acknowledge_entries_match_nothing(write_config):

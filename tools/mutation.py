@@ -113,6 +113,14 @@ EQUIVALENT = {
         "6456144acd": "_source_digest: the digest is only compared with digests this same code "
                       "made; 17 hex digits tell sources apart as 16 do",
     },
+    "potato/validation.py": {
+        "4de9a3f9bf": "_rules: a missing server_url as '' or 'xxxx' does not start with https:// "
+                      "either way",
+        "95e653d478": "_backend_rules: config.load keeps server_url only with a host name "
+                      "(else an error and None), so hostname is never empty here",
+        "5e7c45ff14": "_acknowledge: matched is only read for its truth: None is false as "
+                      "False is",
+    },
     "potato/markup.py": {
         "3ecbfa773a": "esc: dropping quote=True from html.escape keeps its default, quote=True",
     },
