@@ -1,0 +1,227 @@
+"""Fast unit tests for potato/config.py's sections (ranges, defaults, the key and line of each
+problem), written so that tools/mutation.py's mutants of that module fail."""
+
+import textwrap
+
+import pytest
+
+from potato.config import Backend, load
+
+HEAD = """\
+data_files: [items.jsonl]
+annotation_schemes:
+  - {annotation_type: radio, name: sentiment, labels: [a, b]}
+"""
+
+
+@pytest.fixture
+def parse(tmp_path):
+    def run(text, head=HEAD):
+        path = tmp_path / "config.yaml"
+        path.write_text(head + textwrap.dedent(text))
+        cfg, errors, warnings = load(str(path))
+        assert all(p.file == str(path) for p in errors + warnings)
+        return cfg, [(p.key, p.line) for p in errors], [(p.key, p.line) for p in warnings]
+    return run
+
+
+def mt_value(parse, yaml, attr):
+    """model_training.<yaml> parsed: (the value of attr, the errors' keys)."""
+    cfg, errors, _ = parse("model_training:\n  %s\n" % yaml)
+    value = cfg.model_training
+    for part in attr.split("."):
+        value = getattr(value, part)
+    return value, [k for k, _ in errors]
+
+
+MT_CASES = [
+    # (yaml under model_training, attribute, expected value, error key or None)
+    ("enabled: false", "enabled", False, None),
+    ("enabled: 3", "enabled", True, "model_training.enabled"),
+    ("backend: gpu", "backend", "gpu", None),
+    ("backend: 5", "backend", "local", "model_training.backend"),
+    ("split_seed: -3", "split_seed", -3, None),
+    ("split_seed: 1.5", "split_seed", 0, "model_training.split_seed"),
+    ("retain_runs: 1", "retain_runs", 1, None),
+    ("retain_runs: 0", "retain_runs", 5, "model_training.retain_runs"),
+    ("retain_runs: 2.5", "retain_runs", 5, "model_training.retain_runs"),
+    ("max_wall_seconds: 0.5", "max_wall_seconds", 0.5, None),
+    ("max_wall_seconds: 0", "max_wall_seconds", None, "model_training.max_wall_seconds"),
+    ("max_ram_mb: 0.5", "max_ram_mb", 0.5, None),
+    ("max_ram_mb: 0", "max_ram_mb", None, "model_training.max_ram_mb"),
+    ("num_threads: 1", "num_threads", 1, None),
+    ("num_threads: 0", "num_threads", None, "model_training.num_threads"),
+    ("num_threads: 1.5", "num_threads", None, "model_training.num_threads"),
+    ("device: cpu", "device", "cpu", None),
+    ("device: mps", "device", "mps", None),
+    ("device: cuda", "device", "cuda", None),
+    ("device: 'cuda:12'", "device", "cuda:12", None),
+    ("device: gpu", "device", "auto", "model_training.device"),
+    ("device: 'cuda:x'", "device", "auto", "model_training.device"),
+    ("device: xcpu", "device", "auto", "model_training.device"),
+    ("device: cpux", "device", "auto", "model_training.device"),
+    ("grace_seconds: 0", "grace_seconds", 0, None),
+    ("grace_seconds: -1", "grace_seconds", 20, "model_training.grace_seconds"),
+    ("max_predictions_mb: 0.5", "max_predictions_mb", 0.5, None),
+    ("max_predictions_mb: 0", "max_predictions_mb", 512, "model_training.max_predictions_mb"),
+    ("min_labels_per_class: 1", "min_labels_per_class", 1, None),
+    ("min_labels_per_class: 0", "min_labels_per_class", 2, "model_training.min_labels_per_class"),
+    ("min_labels_per_class: 1.5", "min_labels_per_class", 2,
+     "model_training.min_labels_per_class"),
+    ("aggregation: consensus", "aggregation", "consensus", None),
+    ("aggregation: majority", "aggregation", "majority", None),
+    ("aggregation: ''", "aggregation", "majority", None),
+    ("aggregation: vote", "aggregation", "majority", "model_training.aggregation"),
+    ("aggregation: 5", "aggregation", "majority", "model_training.aggregation"),
+    ("writeback: {schemas: [s1, s2]}", "writeback.schemas", ["s1", "s2"], None),
+    ("writeback: {schemas: 3}", "writeback.schemas", [], "model_training.writeback.schemas"),
+    ("writeback: {min_confidence: 1}", "writeback.min_confidence", 1, None),
+    ("writeback: {min_confidence: 0}", "writeback.min_confidence", 0, None),
+    ("writeback: {min_confidence: 1.01}", "writeback.min_confidence", 0.0,
+     "model_training.writeback.min_confidence"),
+    ("writeback: {min_confidence: -0.1}", "writeback.min_confidence", 0.0,
+     "model_training.writeback.min_confidence"),
+    ("writeback: {include_unlabeled: true}", "writeback.include_unlabeled", True, None),
+    ("writeback: {include_unlabeled: 1}", "writeback.include_unlabeled", False,
+     "model_training.writeback.include_unlabeled"),
+    ("writeback: {policy: newest}", "writeback.policy", "newest", None),
+    ("writeback: {policy: ''}", "writeback.policy", "best", None),
+    ("writeback: {policy: worst}", "writeback.policy", "worst", "model_training.writeback.policy"),
+    ("writeback: {tolerance: 1}", "writeback.tolerance", 1, None),
+    ("writeback: {tolerance: 0}", "writeback.tolerance", 0, None),
+    ("writeback: {tolerance: 1.5}", "writeback.tolerance", 0.01, "model_training.writeback.tolerance"),
+    ("writeback: {tolerance: -1}", "writeback.tolerance", 0.01, "model_training.writeback.tolerance"),
+    ("writeback: {nope: 1}", "writeback.policy", "best", "model_training.writeback.nope"),
+    ("auto_retrain: {enabled: true}", "auto_retrain.enabled", True, None),
+    ("auto_retrain: {enabled: 2}", "auto_retrain.enabled", False,
+     "model_training.auto_retrain.enabled"),
+    ("auto_retrain: {trainer: t2}", "auto_retrain.trainer", "t2", None),
+    ("auto_retrain: {schemas: [s]}", "auto_retrain.schemas", ["s"], None),
+    ("auto_retrain: {schemas: 3}", "auto_retrain.schemas", [], "model_training.auto_retrain.schemas"),
+    ("auto_retrain: {params: {a: 1}}", "auto_retrain.params", {"a": 1}, None),
+    ("auto_retrain: {params: 3}", "auto_retrain.params", {}, "model_training.auto_retrain.params"),
+    ("auto_retrain: {update_frequency: 1}", "auto_retrain.update_frequency", 1, None),
+    ("auto_retrain: {update_frequency: 0}", "auto_retrain.update_frequency", 100,
+     "model_training.auto_retrain.update_frequency"),
+    ("auto_retrain: {update_frequency: 1.5}", "auto_retrain.update_frequency", 100,
+     "model_training.auto_retrain.update_frequency"),
+    ("auto_retrain: {min_interval_s: 0}", "auto_retrain.min_interval_s", 0, None),
+    ("auto_retrain: {min_interval_s: -1}", "auto_retrain.min_interval_s", 600,
+     "model_training.auto_retrain.min_interval_s"),
+    ("auto_retrain: {backend: gpu}", "auto_retrain.backend", "gpu", None),
+    ("auto_retrain: {backend: 5}", "auto_retrain.backend", None,
+     "model_training.auto_retrain.backend"),
+    ("auto_retrain: {nope: 1}", "auto_retrain.enabled", False, "model_training.auto_retrain.nope"),
+    ("splits: {train: 0.8, val: 0.1, test: 0.1}", "splits.train", 0.8, None),
+    ("splits: {train: 0.8, val: 0.1, test: 0.1}", "splits.val", 0.1, None),
+    ("splits: {train: 0.8, val: 0.1, test: 0.1}", "splits.test", 0.1, None),
+    ("splits: {train: 1, val: 0, test: 0.0000005}", "splits.train", 1, None),  # within 1e-6
+    ("splits: {train: 1, val: 0, test: 0.000002}", "splits.train", 0.7, "model_training.splits"),
+    ("splits: {train: 0.8, val: 0.1, test: 0.2}", "splits.train", 0.7, "model_training.splits"),
+    ("splits: {train: 0.7, val: 0.1, test: 0.1}", "splits.train", 0.7, "model_training.splits"),
+    ("splits: {train: 0.9, val: 0.1, test: 0}", "splits.train", 0.7, "model_training.splits"),
+    ("splits: {train: 0, val: 0, test: 1}", "splits.test", 1, None),
+    ("splits: {train: 0.9, val: 0.1}", "splits.val", 0.15, "model_training.splits"),
+    ("splits: {train: 1.5, val: 0.1, test: 0.1}", "splits.train", 0.7,
+     "model_training.splits.train"),
+    ("splits: {train: 0.9, val: -0.1, test: 0.2}", "splits.val", 0.15,
+     "model_training.splits.val"),
+    ("splits: {train: 0.5, val: 0.5, test: 1.5}", "splits.test", 0.15,
+     "model_training.splits.test"),
+    ("splits: {train: 0.8, val: 0.1, test: 0.1, nope: 1}", "splits.train", 0.8,
+     "model_training.splits.nope"),
+    ("splits: {train: 0.9, val: 0.1, test: null}", "splits.val", 0.15, "model_training.splits"),
+    ("publish: {token_env: MY_TOKEN}", "publish.token_env", "MY_TOKEN", None),
+    ("publish: {token_env: hf_abcdef}", "publish.token_env", "HF_TOKEN",
+     "model_training.publish.token_env"),
+    ("publish: {token_env: 1BAD}", "publish.token_env", "HF_TOKEN",
+     "model_training.publish.token_env"),
+    ("publish: {token_env: _%s}" % ("A" * 99), "publish.token_env", "_" + "A" * 99, None),
+    ("publish: {token_env: _%s}" % ("A" * 100), "publish.token_env", "HF_TOKEN",
+     "model_training.publish.token_env"),
+    ("publish: {token_env: 'A B'}", "publish.token_env", "HF_TOKEN",
+     "model_training.publish.token_env"),
+    ("publish: {token_env: 5}", "publish.token_env", "HF_TOKEN", "model_training.publish.token_env"),
+    ("publish: {license: apache-2.0}", "publish.license", "apache-2.0", None),
+    ("publish: {license: 'a%s'}" % ("b" * 63), "publish.license", "a" + "b" * 63, None),
+    ("publish: {license: 'a%s'}" % ("b" * 64), "publish.license", None,
+     "model_training.publish.license"),
+    ("publish: {license: Apache}", "publish.license", None, "model_training.publish.license"),
+    ("publish: {license: -mit}", "publish.license", None, "model_training.publish.license"),
+    ("publish: {license: 'mit x'}", "publish.license", None, "model_training.publish.license"),
+    ("publish: {license: 5}", "publish.license", None, "model_training.publish.license"),
+    ("publish: {timeout_s: 1}", "publish.timeout_s", 1, None),
+    ("publish: {timeout_s: 3600}", "publish.timeout_s", 3600, None),
+    ("publish: {timeout_s: 0.5}", "publish.timeout_s", 60, "model_training.publish.timeout_s"),
+    ("publish: {timeout_s: 3601}", "publish.timeout_s", 60, "model_training.publish.timeout_s"),
+    ("publish: {nope: 1}", "publish.timeout_s", 60, "model_training.publish.nope"),
+    ("nope: 1", "enabled", True, "model_training.nope"),
+]
+
+
+@pytest.mark.parametrize("yaml, attr, expected, error", MT_CASES)
+def test_model_training_values(parse, yaml, attr, expected, error):
+    value, errors = mt_value(parse, yaml, attr)
+    assert value == expected and type(value) is type(expected)
+    assert errors == ([error] if error else [])
+
+
+def test_model_training_defaults(parse):
+    cfg, errors, warnings = parse("")
+    assert errors == warnings == []
+    mt = cfg.model_training
+    assert (mt.enabled, mt.backend, mt.split_seed, mt.retain_runs) == (True, "local", 0, 5)
+    assert (mt.max_wall_seconds, mt.max_ram_mb, mt.num_threads) == (None, None, None)
+    assert (mt.device, mt.grace_seconds, mt.max_predictions_mb) == ("auto", 20, 512)
+    assert (mt.min_labels_per_class, mt.aggregation) == (2, "majority")
+    assert (mt.splits.train, mt.splits.val, mt.splits.test) == (0.70, 0.15, 0.15)
+    wb = mt.writeback
+    assert (wb.schemas, wb.min_confidence, wb.include_unlabeled, wb.policy, wb.tolerance) == (
+        [], 0.0, False, "best", 0.01)
+    ar = mt.auto_retrain
+    assert (ar.enabled, ar.trainer, ar.schemas, ar.params) == (False, "text-naive-bayes", [], {})
+    assert (ar.update_frequency, ar.min_interval_s, ar.backend) == (100, 600, None)
+    assert (mt.publish.token_env, mt.publish.license, mt.publish.timeout_s) == (
+        "HF_TOKEN", None, 60)
+    assert mt.backends == {"local": Backend("local", "local")}
+
+
+def test_problem_lines_in_model_training(parse):
+    _, errors, _ = parse("""\
+        model_training:
+          retain_runs: 0
+          splits: {train: 0.5, val: 0.1, test: 0.1}
+          writeback:
+            policy: worst
+          publish:
+            license: Apache
+          auto_retrain:
+            params: 3
+        """)
+    assert errors == [("model_training.retain_runs", 5), ("model_training.splits", 6),
+                      ("model_training.writeback.policy", 8),
+                      ("model_training.auto_retrain.params", 12),
+                      ("model_training.publish.license", 10)]
+
+
+def test_backends(parse):
+    cfg, errors, _ = parse("model_training:\n  backends: 3\n")
+    assert errors == [("model_training.backends", 5)]
+    assert list(cfg.model_training.backends) == ["local"]
+    cfg, errors, _ = parse("model_training:\n  backends: {}\n")
+    assert errors == [] and list(cfg.model_training.backends) == ["local"]
+    cfg, errors, _ = parse("model_training:\n  backends:\n"
+                           "    gpu: {type: ssh, host: h}\n    7: {type: agent}\n")
+    assert errors == []
+    assert list(cfg.model_training.backends) == ["local", "gpu", "7"]
+    b = cfg.model_training.backends["gpu"]
+    assert (b.name, b.type, b.host) == ("gpu", "ssh", "h")
+    cfg, errors, _ = parse("model_training:\n  backends:\n    bad: 3\n")
+    assert list(cfg.model_training.backends) == ["local"]
+    assert [k for k, _ in errors] == ["model_training.backends.bad"]
+
+
+def test_publish_only_under_a_model_training_mapping(parse):
+    cfg, errors, _ = parse("model_training: 3\n")
+    assert cfg.model_training.publish.token_env == "HF_TOKEN"
+    assert [k for k, _ in errors] == ["model_training"]
