@@ -1,6 +1,7 @@
 """Fast unit tests for potato/config.py's sections (ranges, defaults, the key and line of each
 problem), written so that tools/mutation.py's mutants of that module fail."""
 
+import os
 import textwrap
 
 import pytest
@@ -225,3 +226,188 @@ def test_publish_only_under_a_model_training_mapping(parse):
     cfg, errors, _ = parse("model_training: 3\n")
     assert cfg.model_training.publish.token_env == "HF_TOKEN"
     assert [k for k, _ in errors] == ["model_training"]
+
+
+SERVER_CASES = [
+    # (yaml under server, attribute, expected, error key or None)
+    ("host: 0.0.0.0", "host", "0.0.0.0", None),
+    ("port: 0", "port", 0, None),
+    ("port: 65535", "port", 65535, None),
+    ("port: 65536", "port", 8000, "server.port"),
+    ("port: -1", "port", 8000, "server.port"),
+    ("port: 80.5", "port", 8000, "server.port"),
+    ("max_body_mb: 0.5", "max_body_mb", 0.5, None),
+    ("max_body_mb: 0", "max_body_mb", 16.0, "server.max_body_mb"),
+    ("new_names_per_hour: 0", "new_names_per_hour", 0, None),
+    ("new_names_per_hour: 1000000", "new_names_per_hour", 1000000, None),
+    ("new_names_per_hour: 1000001", "new_names_per_hour", 100, "server.new_names_per_hour"),
+    ("new_names_per_hour: -1", "new_names_per_hour", 100, "server.new_names_per_hour"),
+    ("new_names_per_hour: 1.5", "new_names_per_hour", 100, "server.new_names_per_hour"),
+    ("trusted_proxies: [' 10.0.0.7/24 ', 127.0.0.1, '::1']", "trusted_proxies",
+     ["10.0.0.0/24", "127.0.0.1/32", "::1/128"], None),
+    ("trusted_proxies: [10.0.0.1, proxy.example]", "trusted_proxies", ["10.0.0.1/32"],
+     "server.trusted_proxies[1]"),
+    ("tls_cert: c.pem", "tls_key", None, "server"),
+    ("tls_key: k.pem", "tls_cert", None, "server"),
+    ("nope: 1", "port", 8000, "server.nope"),
+]
+
+
+@pytest.mark.parametrize("yaml, attr, expected, error", SERVER_CASES)
+def test_server_values(parse, yaml, attr, expected, error):
+    cfg, errors, warnings = parse("server: {%s}\n" % yaml)
+    value = getattr(cfg.server, attr)
+    assert value == expected and type(value) is type(expected)
+    assert [k for k, _ in errors] == ([error] if error else [])
+    assert warnings == []
+
+
+def test_server_defaults_tls_and_debug(parse, tmp_path):
+    cfg, errors, warnings = parse("")
+    s = cfg.server
+    assert (s.host, s.port, s.tls_cert, s.tls_key, s.max_body_mb, s.trusted_proxies,
+            s.new_names_per_hour) == ("127.0.0.1", 8000, None, None, 16.0, [], 100)
+    cfg, errors, warnings = parse("server:\n  tls_cert: c.pem\n  tls_key: ~/k.pem\n"
+                                  "  debug: false\n")
+    assert errors == warnings == []
+    assert cfg.server.tls_cert == str(tmp_path / "c.pem")
+    assert cfg.server.tls_key == os.path.expanduser("~/k.pem")
+    cfg, errors, warnings = parse("server:\n  debug: true\n")
+    assert warnings == [("server.debug", 5)] and errors == [] and cfg.debug is False
+    cfg, errors, _ = parse("server:\n  tls_cert: c.pem\n")
+    assert errors == [("server", 4)]
+
+
+@pytest.mark.parametrize("url, kept", [
+    ("https://annotate.example.org/", "https://annotate.example.org"),
+    ("  http://gpu-lab.example.org:8000//  ", "http://gpu-lab.example.org:8000"),
+    ("http://h/sub/path/", "http://h/sub/path"),
+    ("''", None), ("'   '", None),
+])
+def test_server_url_kept(parse, url, kept):
+    cfg, errors, _ = parse("server_url: %s\n" % url)
+    assert cfg.server_url == kept and errors == []
+
+
+@pytest.mark.parametrize("url, why", [
+    ("ftp://h", "http:// or https://"), ("h.example.org", "http:// or https://"),
+    ("'http://'", "no host name"), ("'http://:80'", "no host name"),
+    ("http://u@h", "user name"), ("'http://:p@h'", "user name"),
+    ("http://h?q=1", "query"), ("http://h#f", "query"), ("'http://h/a b'", "query"),
+    ("http://h:99999", "out of range"), ("http://h:x", "port"),
+])
+def test_server_url_refused(parse, url, why):
+    cfg, errors, _ = parse("server_url: %s\n" % url)
+    assert cfg.server_url is None and errors == [("server_url", 4)]
+
+
+def test_server_url_reasons(tmp_path):
+    for url, why in (("ftp://h", "http:// or https://"), ("http://", "no host name"),
+                     ("http://u@h", "user name or password"), ("http://h?q=1", "a query"),
+                     ("http://h:99999", "out of range")):
+        path = tmp_path / "c.yaml"
+        path.write_text(HEAD + "server_url: '%s'\n" % url)
+        _, errors, _ = load(str(path))
+        assert why in errors[0].message, (url, errors[0].message)
+
+
+def test_top_level_values(parse, tmp_path):
+    cfg, errors, warnings = parse("""\
+        annotation_task_name: My task
+        media_directory: media
+        item_properties: {id_key: uid, text_key: body, image_key: pic, audio_key: snd,
+                          kwargs: [x]}
+        output_annotation_dir: out
+        admin_api_key: secret-key-123
+        allowed_hosts: [' Annotate.Example.ORG ', '', LOCALHOST]
+        debug: true
+        validation: {acknowledge: [some warning text]}
+        """)
+    assert errors == warnings == []
+    assert cfg.annotation_task_name == "My task"
+    assert cfg.task_dir == str(tmp_path)
+    assert cfg.data_files == [str(tmp_path / "items.jsonl")]
+    assert cfg.data_encodings == {str(tmp_path / "items.jsonl"): "utf-8"}
+    assert cfg.media_directory == str(tmp_path / "media")
+    ip = cfg.item_properties
+    assert (ip.id_key, ip.text_key, ip.image_key, ip.audio_key) == ("uid", "body", "pic", "snd")
+    assert cfg.output_dir == str(tmp_path / "out")
+    assert cfg.db_path == str(tmp_path / "out" / "potato.db")
+    assert cfg.runs_dir == str(tmp_path / "out" / "training" / "runs")
+    assert cfg.admin_api_key == "secret-key-123"
+    assert cfg.allowed_hosts == ["annotate.example.org", "localhost"]
+    assert cfg.debug is True and cfg.acknowledge == ["some warning text"]
+    assert [s.name for s in cfg.schemes] == ["sentiment"] and cfg.scheme("sentiment").name == (
+        "sentiment")
+    assert cfg.scheme("nope") is None
+
+
+def test_top_level_defaults(parse, tmp_path):
+    cfg, errors, warnings = parse("")
+    assert errors == warnings == []
+    assert cfg.annotation_task_name == "Potato project"
+    assert cfg.media_directory == str(tmp_path)
+    ip = cfg.item_properties
+    assert (ip.id_key, ip.text_key, ip.image_key, ip.audio_key) == ("id", "text", None, None)
+    assert cfg.output_dir == str(tmp_path / "annotation_output")
+    assert (cfg.admin_api_key, cfg.server_url, cfg.allowed_hosts, cfg.debug) == (
+        None, None, [], False)
+    assert cfg.acknowledge == [] and cfg.path == str(tmp_path / "config.yaml")
+
+
+def test_task_dir_and_paths(parse, tmp_path):
+    cfg, errors, _ = parse("task_dir: proj\nmedia_directory: ~/m\n")
+    assert cfg.task_dir == str(tmp_path / "proj")
+    assert cfg.data_files == [str(tmp_path / "proj" / "items.jsonl")]
+    assert cfg.media_directory == os.path.expanduser("~/m")
+
+
+def test_wrong_types_at_the_top(parse):
+    _, errors, _ = parse("admin_api_key: 12345\nserver_url: 5\ndebug: 1\n"
+                         "item_properties: {image_key: 5}\n")
+    assert errors == [("item_properties.image_key", 7), ("admin_api_key", 4),
+                      ("server_url", 5), ("debug", 6)]
+
+
+def test_duplicate_keys_and_an_empty_file(parse):
+    cfg, errors, _ = parse("debug: false\ndebug: true\n")
+    assert errors == [("debug", 5)]
+    cfg, errors, _ = parse("", head="")
+    assert cfg.data_files == [] and errors == []
+    cfg, errors, _ = parse("# nothing\n", head="")
+    assert cfg.annotation_task_name == "Potato project"
+
+
+def test_upstream_port_and_required(parse):
+    cfg, errors, _ = parse("port: 9001\n")
+    assert cfg.server.port == 9001 and errors == []
+    cfg, errors, _ = parse("port: 9001\nserver: {port: 9002}\n")
+    assert cfg.server.port == 9002 and errors == [("port", 4)]
+    cfg, errors, _ = parse("port: 9001\nserver: {host: h}\n")
+    assert cfg.server.port == 9001 and errors == []
+    cfg, errors, _ = parse("require_fully_annotated: true\n")
+    assert [s.required for s in cfg.schemes] == [True]
+    cfg, errors, _ = parse("")
+    assert [s.required for s in cfg.schemes] == [False]
+
+
+def test_line_of_walks_up_to_a_known_key(parse):
+    cfg, _, _ = parse("model_training:\n  backends:\n    gpu: {type: ssh, host: h}\n")
+    assert cfg.line_of(("model_training", "backends", "gpu", "host")) == 6
+    assert cfg.line_of(("model_training", "backends", "gpu", "nope", "x")) == 6
+    assert cfg.line_of(("model_training", "nope")) == 4
+    assert cfg.line_of(("nope",)) is None and cfg.line_of(()) is None
+
+
+def test_display_fields_name_the_media_keys(parse):
+    display = ("instance_display:\n  fields:\n    - {key: pic, type: image}\n"
+               "    - {key: snd, type: audio}\n    - {key: txt, type: text}\n")
+    cfg, errors, _ = parse(display)
+    ip = cfg.item_properties
+    assert (ip.image_key, ip.audio_key, ip.text_key) == ("pic", "snd", "text") and errors == []
+    cfg, errors, _ = parse(display + "item_properties: {image_key: pic}\n")
+    assert cfg.item_properties.image_key == "pic" and errors == []
+    cfg, errors, _ = parse(display + "item_properties: {audio_key: other}\n")
+    assert cfg.item_properties.audio_key == "other"
+    assert errors == [("instance_display.fields", 5)]
+    assert cfg.item_properties.image_key == "pic"

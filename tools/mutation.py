@@ -50,7 +50,7 @@ MODULES = {
     "potato/training/wheel.py": ["tests/test_mut_wheel.py"],
     "potato/training/remote/gpus.py": ["tests/test_ssh_units.py"],
     "potato/training/remote/protocol.py": ["tests/test_mut_remote.py", "tests/test_ssh_units.py"],
-    "potato/config.py": ["tests/test_validate.py"],
+    "potato/config.py": ["tests/test_validate.py", "tests/test_mut_config.py"],
     "potato/validation.py": ["tests/test_validate.py", "tests/test_mut_validation.py"],
     "potato/training/backends/sshcmd.py": ["tests/test_mut_sshcmd.py"],
     "potato/training/runs.py": ["tests/test_run_keeping.py"],
