@@ -411,3 +411,30 @@ def test_display_fields_name_the_media_keys(parse):
     assert cfg.item_properties.audio_key == "other"
     assert errors == [("instance_display.fields", 5)]
     assert cfg.item_properties.image_key == "pic"
+
+
+@pytest.mark.parametrize("yaml, key", [
+    ("task_dir: [a]", "task_dir"),
+    ("annotation_task_name: [a]", "annotation_task_name"),
+    ("media_directory: [a]", "media_directory"),
+    ("output_annotation_dir: [a]", "output_annotation_dir"),
+    ("data_files: 5", "data_files"),
+    ("allowed_hosts: 5", "allowed_hosts"),
+    ("item_properties: {id_key: [a]}", "item_properties.id_key"),
+    ("item_properties: {text_key: [a]}", "item_properties.text_key"),
+    ("item_properties: {audio_key: 5}", "item_properties.audio_key"),
+    ("item_properties: {kwargs: 5}", "item_properties.kwargs"),
+    ("item_properties: {nope: 5}", "item_properties.nope"),
+    ("item_properties: 5", "item_properties"),
+    ("validation: {acknowledge: 5}", "validation.acknowledge"),
+    ("validation: {nope: 5}", "validation.nope"),
+    ("server: 5", "server"),
+    ("server: {host: [a]}", "server.host"),
+    ("server: {tls_cert: [a]}", "server.tls_cert"),
+    ("server: {tls_key: [a]}", "server.tls_key"),
+    ("server: {debug: 5}", "server.debug"),
+    ("server: {trusted_proxies: 5}", "server.trusted_proxies"),
+])
+def test_a_wrong_value_is_an_error_at_its_key(parse, yaml, key):
+    _, errors, _ = parse(yaml + "\n", head="")
+    assert [k for k, _ in errors] == [key]
