@@ -399,7 +399,7 @@ def test_line_of_walks_up_to_a_known_key(parse):
     assert cfg.line_of(("nope",)) is None and cfg.line_of(()) is None
 
 
-def test_display_fields_name_the_media_keys(parse):
+def test_display_fields_name_the_media_keys(parse, tmp_path):
     display = ("instance_display:\n  fields:\n    - {key: pic, type: image}\n"
                "    - {key: snd, type: audio}\n    - {key: txt, type: text}\n")
     cfg, errors, _ = parse(display)
@@ -411,6 +411,8 @@ def test_display_fields_name_the_media_keys(parse):
     assert cfg.item_properties.audio_key == "other"
     assert errors == [("instance_display.fields", 5)]
     assert cfg.item_properties.image_key == "pic"
+    _, errs, _ = load(str(tmp_path / "config.yaml"))
+    assert "'snd'" in errs[0].message and "'other'" in errs[0].message
 
 
 @pytest.mark.parametrize("yaml, key", [
@@ -438,3 +440,31 @@ def test_display_fields_name_the_media_keys(parse):
 def test_a_wrong_value_is_an_error_at_its_key(parse, yaml, key):
     _, errors, _ = parse(yaml + "\n", head="")
     assert [k for k, _ in errors] == [key]
+
+
+def test_an_unknown_item_properties_key_names_its_section(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("item_properties: {nope: 1}\n")
+    _, errors, _ = load(str(path))
+    assert "not a key item_properties accepts" in errors[0].message
+
+
+def test_messages_say_what_is_wrong(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("server_url: 5\nport: 9001\nserver: {port: 9002}\n")
+    _, errors, _ = load(str(path))
+    assert "must be a string" in errors[0].message  # not read as the URL "5"
+    assert "server.port" in errors[1].message
+
+
+def test_validation_section_name_and_display_order(tmp_path, parse):
+    path = tmp_path / "c.yaml"
+    path.write_text("validation: {nope: 1}\n")
+    _, errors, _ = load(str(path))
+    assert "not a key validation accepts" in errors[0].message
+    path.write_text("server: {nope: 1}\n")
+    _, errors, _ = load(str(path))
+    assert "not a key server accepts" in errors[0].message
+    cfg, errors, _ = parse("instance_display:\n  fields:\n    - {key: txt, type: text}\n"
+                           "    - {key: pic, type: image}\n")
+    assert cfg.item_properties.image_key == "pic" and errors == []  # after a text field

@@ -121,6 +121,16 @@ EQUIVALENT = {
         "5e7c45ff14": "_acknowledge: matched is only read for its truth: None is false as "
                       "False is",
     },
+    "potato/config.py": {
+        "d50271c323": "load: upstream.split reads a None config as an empty one",
+        "fbf71862b1": "load: Reader.text reads numbers_ok by its truth value: None acts as False",
+        "6b789a81cb": "load: Reader.text reads numbers_ok by its truth value: None acts as False",
+        "a8ffe41071": "load: dropping the default None from Reader.text keeps its default, None",
+        "bc89b71ae2": "load: dropping the default None from Reader.text keeps its default, None",
+        "69d4aab134": "load: Reader.text reads numbers_ok by its truth value: None acts as False",
+        "224cc02071": "load: Reader.text reads numbers_ok by its truth value: None acts as False",
+        "4d875e8796": "load: dropping the default None from Reader.text keeps its default, None",
+    },
     "potato/markup.py": {
         "3ecbfa773a": "esc: dropping quote=True from html.escape keeps its default, quote=True",
     },
