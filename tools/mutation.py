@@ -130,6 +130,7 @@ EQUIVALENT = {
         "69d4aab134": "load: Reader.text reads numbers_ok by its truth value: None acts as False",
         "224cc02071": "load: Reader.text reads numbers_ok by its truth value: None acts as False",
         "4d875e8796": "load: dropping the default None from Reader.text keeps its default, None",
+        "54b7fe4f3e": "load: dropping the default None from Reader.text keeps its default, None",
     },
     "potato/markup.py": {
         "3ecbfa773a": "esc: dropping quote=True from html.escape keeps its default, quote=True",
