@@ -305,7 +305,9 @@ def _splits(r: Reader, m, path: Path) -> Splits:
                    "model_training.splits")
     if sp:
         parts = [r.number(sp, k, path + ("splits",), None, 0, 1) for k in ("train", "val", "test")]
-        if None not in parts and all(k in sp for k in ("train", "val", "test")):
+        if any(sp.get(k) is None for k in ("train", "val", "test")):
+            r.error(path + ("splits",), "model_training.splits needs all of train, val and test.")
+        elif None not in parts:  # (a value out of range or not a number has its own error)
             if abs(sum(parts) - 1) > 1e-6:
                 r.error(path + ("splits",), f"model_training.splits add up to {sum(parts):g}; "
                                             f"train, val and test must add up to 1.")
@@ -314,8 +316,6 @@ def _splits(r: Reader, m, path: Path) -> Splits:
                                             "score can be computed. Keep some items for test.")
             else:
                 return Splits(*parts)
-        elif None not in parts:
-            r.error(path + ("splits",), "model_training.splits needs all of train, val and test.")
     return Splits()
 
 

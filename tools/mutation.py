@@ -45,14 +45,14 @@ MODULES = {
     "potato/training/ingest.py": ["tests/test_mut_writeback.py"],
     "potato/training/report.py": ["tests/test_report.py"],
     "potato/training/remote/proc.py": ["tests/test_mut_remote.py"],
-    "potato/server/safety.py": ["tests/test_hostile.py"],
+    "potato/server/safety.py": ["tests/test_mut_safety.py"],
     "potato/markup.py": ["tests/test_mut_safety.py"],
-    "potato/training/wheel.py": ["tests/test_hardening_review.py"],
+    "potato/training/wheel.py": ["tests/test_mut_wheel.py"],
     "potato/training/remote/gpus.py": ["tests/test_mut_gpus.py"],
     "potato/training/remote/protocol.py": ["tests/test_mut_protocol.py"],
-    "potato/config.py": ["tests/test_validate.py"],
-    "potato/validation.py": ["tests/test_validate.py"],
-    "potato/training/backends/sshcmd.py": ["tests/test_ssh_units.py"],
+    "potato/config.py": ["tests/test_validate.py", "tests/test_mut_config.py"],
+    "potato/validation.py": ["tests/test_validate.py", "tests/test_mut_validation.py"],
+    "potato/training/backends/sshcmd.py": ["tests/test_mut_sshcmd.py"],
     "potato/training/runs.py": ["tests/test_mut_runs.py"],
     "potato/training/remote/bundle.py": ["tests/test_training_units.py",
                                          "tests/test_mut_bundle.py"],
@@ -128,6 +128,65 @@ EQUIVALENT = {
         "26788bb4ac": "has_kernels: rpartition(\"_\") for partition(\"_\"): they differ only on "
                       "names with two or more underscores (or none), where the kind is then not "
                       "exactly sm/compute or the number not all digits, so both skip the name",
+    },
+    "potato/server/safety.py": {
+        "cda704e0a4": "_too_deep: a match is one bracket or a quoted string (starts with a quote); "
+                      "'XX[{XX' holds the same brackets and no quote",
+        "2927618e3f": "_too_deep: a match is one bracket or a quoted string (starts with a quote); "
+                      "'XX]}XX' holds the same brackets and no quote",
+        "3f20de0b24": "dumps: json takes allow_nan by its truth value: None acts as False",
+        "2de4b87bc6": "dumps: json takes allow_nan by its truth value: None acts as False",
+        "8eb07a8607": "host_of: only reached with exactly one ':', where any maxsplit gives the "
+                      "same first part",
+        "1d34dd1054": "host_of: only reached with exactly one ':', where split and rsplit give "
+                      "the same first part",
+        "5abdf867e7": "host_of: only reached with exactly one ':', where maxsplit 1 or 2 give "
+                      "the same first part",
+        "8ea4823117": "default_allowed_hosts: an empty bound is already false in 'bound and ...', "
+                      "so whether '' is in the tuple never matters",
+        "fc96a7107b": "origin: a missing scheme as '' or 'xxxx' is not http(s) either way: None",
+        "cc4293967e": "LoginLimiter.failed: keeping a failure exactly window_s old changes nothing: "
+                      "retry_after, at that time or later (monotonic), drops it with '<', and "
+                      "as the oldest it is cut first when the list is over limit",
+    },
+    "potato/training/backends/sshcmd.py": {
+        "5f9445f4ef": "control_exit_argv: the remote command is cut off with everything from "
+                      "'--' on, so which command ssh_argv was given never shows",
+        "ca8697ddde": "control_exit_argv: the remote command is cut off with everything from "
+                      "'--' on, so which command ssh_argv was given never shows",
+        "18eb10126e": "model_check_command: model_source.py is ASCII (test_mut_sshcmd checks), "
+                      "which the locale's encoding reads as UTF-8 does",
+        "ea2b25f9e0": "model_check_command: model_source.py is ASCII (test_mut_sshcmd checks), "
+                      "which the locale's encoding reads as UTF-8 does",
+    },
+    "potato/training/wheel.py": {
+        "5a55aaca46": "_source_digest: the digest is only compared with digests this same code "
+                      "made (the stamp, the cache); any fixed separator keeps names and "
+                      "contents apart",
+        "3a4cc30bb2": "_source_digest: the digest is only compared with digests this same code "
+                      "made (the stamp, the cache); any fixed separator keeps names and "
+                      "contents apart",
+        "6456144acd": "_source_digest: the digest is only compared with digests this same code "
+                      "made; 17 hex digits tell sources apart as 16 do",
+    },
+    "potato/validation.py": {
+        "4de9a3f9bf": "_rules: a missing server_url as '' or 'xxxx' does not start with https:// "
+                      "either way",
+        "95e653d478": "_backend_rules: config.load keeps server_url only with a host name "
+                      "(else an error and None), so hostname is never empty here",
+        "5e7c45ff14": "_acknowledge: matched is only read for its truth: None is false as "
+                      "False is",
+    },
+    "potato/config.py": {
+        "d50271c323": "load: upstream.split reads a None config as an empty one",
+        "fbf71862b1": "load: Reader.text reads numbers_ok by its truth value: None acts as False",
+        "6b789a81cb": "load: Reader.text reads numbers_ok by its truth value: None acts as False",
+        "a8ffe41071": "load: dropping the default None from Reader.text keeps its default, None",
+        "bc89b71ae2": "load: dropping the default None from Reader.text keeps its default, None",
+        "69d4aab134": "load: Reader.text reads numbers_ok by its truth value: None acts as False",
+        "224cc02071": "load: Reader.text reads numbers_ok by its truth value: None acts as False",
+        "4d875e8796": "load: dropping the default None from Reader.text keeps its default, None",
+        "54b7fe4f3e": "load: dropping the default None from Reader.text keeps its default, None",
     },
     "potato/markup.py": {
         "3ecbfa773a": "esc: dropping quote=True from html.escape keeps its default, quote=True",

@@ -153,11 +153,12 @@ def default_allowed_hosts(bound: str, server_url: Optional[str]) -> List[str]:
             except OSError:
                 pass
     if bound and bound not in ("0.0.0.0", "::", ""):
-        names.add(bound.lower() if ":" not in bound else "[%s]" % bound.lower())
+        names.add(bound.lower())
     if server_url:
         host = urlsplit(server_url).hostname
         if host:
-            names.add(host.lower() if ":" not in host else "[%s]" % host.lower())
+            names.add(host.lower())
+    # an IPv6 address is written as a Host header holds it: in brackets
     return sorted("[%s]" % n if ":" in n and not n.startswith("[") else n for n in names)
 
 
