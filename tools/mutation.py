@@ -59,6 +59,13 @@ MODULES = {
                                             "tests/test_training_units.py"],
     "potato/training/remote/client.py": ["tests/test_agent_run.py"],
     "potato/training/remote/slurm_job.py": ["tests/test_slurm_units.py"],
+    "potato/media.py": ["tests/test_mut_media.py", "tests/test_media.py"],
+    "potato/validation_media.py": ["tests/test_mut_media.py", "tests/test_media.py"],
+    "potato/server/media_route.py": ["tests/test_mut_media.py", "tests/test_media.py"],
+    "potato/training/publish.py": ["tests/test_publish.py"],
+    "potato/server/connections.py": ["tests/test_hardening.py"],
+    "potato/service.py": ["tests/test_server.py"],
+    "potato/server/app.py": ["tests/test_server.py"],
 }
 
 # module -> {mutant id: why it cannot change behaviour}. Ids are printed with each survivor.
