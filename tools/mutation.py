@@ -63,7 +63,7 @@ MODULES = {
     "potato/validation_media.py": ["tests/test_mut_media.py", "tests/test_media.py"],
     "potato/server/media_route.py": ["tests/test_mut_media.py", "tests/test_media.py"],
     "potato/training/publish.py": ["tests/test_mut_publish.py"],
-    "potato/server/connections.py": ["tests/test_hardening.py"],
+    "potato/server/connections.py": ["tests/test_mut_connections.py"],
     "potato/service.py": ["tests/test_server.py"],
     "potato/server/app.py": ["tests/test_server.py"],
 }
