@@ -83,6 +83,16 @@ EQUIVALENT = {
     "potato/markup.py": {
         "3ecbfa773a": "esc: dropping quote=True from html.escape keeps its default, quote=True",
     },
+    "potato/media.py": {
+        "aebf76637c": "shown: < 0x100 -> <= 0x100: U+0100 is printable, so never escaped",
+        "c5ffa6560c": "shown: 0x100 -> 257: U+0100 is printable, so never escaped",
+        "b9318e67ef": "shown: < 0x10000 -> <= 0x10000: U+10000 is printable, so never escaped",
+        "7358816fa7": "shown: 0x10000 -> 65537: U+10000 is printable, so never escaped",
+        "5cffa08222": "shown: name[:cap + 2]: a name over cap is cut to out[:cap], which the "
+                      "first cap characters fill (each gives at least one)",
+        "d8ecfc001f": "local_path: isabs(rel) and rel.startswith('/'): on POSIX isabs is "
+                      "exactly startswith('/'), so and/or give the same",
+    },
 }
 
 # modules whose tests run them in subprocesses too (a worker, an agent, a job), where the
