@@ -64,8 +64,8 @@ MODULES = {
     "potato/server/media_route.py": ["tests/test_mut_media.py", "tests/test_media.py"],
     "potato/training/publish.py": ["tests/test_mut_publish.py"],
     "potato/server/connections.py": ["tests/test_mut_connections.py"],
-    "potato/service.py": ["tests/test_server.py"],
-    "potato/server/app.py": ["tests/test_server.py"],
+    "potato/service.py": ["tests/test_mut_app.py"],
+    "potato/server/app.py": ["tests/test_mut_app.py"],
 }
 
 # module -> {mutant id: why it cannot change behaviour}. Ids are printed with each survivor.
