@@ -5,6 +5,8 @@ the config by a namespace with the fields publish reads, runs by folders in tmp_
 import errno
 import json
 import os
+import subprocess
+import sys
 import threading
 from types import SimpleNamespace
 
@@ -49,6 +51,16 @@ def runs(tmp_path):
         return p
 
     return SimpleNamespace(paths_of=paths_of, make=make)
+
+
+@pytest.fixture
+def sleeper():
+    """A live process of ours that is not our parent (a mutant that signals the pid it asks
+    about must not reach the test runner)."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    yield proc
+    proc.kill()
+    proc.wait()
 
 
 # -- the request's fields ---------------------------------------------------------------------------
@@ -183,23 +195,27 @@ def test_repo_files_refuses_a_name_that_is_not_utf8(runs, tmp_path):
                                % p.artifacts)
 
 
-def test_alive(monkeypatch):
-    assert publish._alive(os.getppid()) is True
+def test_alive(sleeper, monkeypatch):
+    assert publish._alive(sleeper.pid) is True
+    assert sleeper.poll() is None  # asked, not signalled
     for pid in (None, "12", 0, -1, os.getpid(), 1.5, True if False else 0):
         assert publish._alive(pid) is False
     dead = []
 
+    def with_kill(kill):  # publish's own os, so that the test runner's stays as it is
+        monkeypatch.setattr(publish, "os", SimpleNamespace(kill=kill, getpid=os.getpid))
+
     def kill(pid, sig):
         dead.append((pid, sig))
         raise ProcessLookupError()
-    monkeypatch.setattr(publish.os, "kill", kill)
+    with_kill(kill)
     assert publish._alive(4242) is False and dead == [(4242, 0)]
 
     def not_ours(pid, sig):
         raise PermissionError(errno.EPERM, "not permitted")
-    monkeypatch.setattr(publish.os, "kill", not_ours)
+    with_kill(not_ours)
     assert publish._alive(4242) is True
-    monkeypatch.setattr(publish.os, "kill", lambda pid, sig: None)
+    with_kill(lambda pid, sig: None)
     assert publish._alive(1) is True
 
 
@@ -213,6 +229,8 @@ class FakeHub:
         self.calls, self.fail, self.cards = [], None, []
         self.gate = threading.Event()
         self.gate.set()
+        self.before = threading.Event()  # held before the first step
+        self.before.set()
         self.steps_seen = []
         monkeypatch.setattr(hub, "publish", self)
         monkeypatch.setattr(hub, "available", lambda: True)
@@ -222,6 +240,7 @@ class FakeHub:
         self.calls.append(dict(endpoint=endpoint, token=token, timeout_s=timeout_s,
                                token_env=token_env, repo_id=repo_id, private=private,
                                message=message, description=description, files=files))
+        self.before.wait(20)
         step("uploading")
         self.steps_seen.append(self.state_file and json.load(open(self.state_file)))
         self.gate.wait(20)
@@ -263,10 +282,13 @@ def test_state_of_a_run_never_published_or_unreadable(runs):
     with open(os.path.join(p.root, "publish.json"), "w") as f:
         json.dump({"state": "published", "pid": 5}, f)
     assert pub.state("r1") == {"state": "published", "history": []}
+    with open(os.path.join(p.root, "publish.json"), "w") as f:
+        json.dump({"state": "failed", "history": [{"repo_id": "a/b"}]}, f)
+    assert pub.state("r1") == {"state": "failed", "history": [{"repo_id": "a/b"}]}
     assert publish.STATE_FILE == "publish.json"
 
 
-def test_a_publish_its_server_did_not_finish_is_interrupted(runs, monkeypatch):
+def test_a_publish_its_server_did_not_finish_is_interrupted(runs, monkeypatch, sleeper):
     pub = publisher(runs)
     p = runs.make("r1")
     with open(os.path.join(p.root, "publish.json"), "w") as f:
@@ -274,7 +296,7 @@ def test_a_publish_its_server_did_not_finish_is_interrupted(runs, monkeypatch):
     assert pub.state("r1") == {"state": "failed", "step": "interrupted", "history": [1],
                                "error": publish.INTERRUPTED}
     with open(os.path.join(p.root, "publish.json"), "w") as f:
-        json.dump({"state": "publishing", "step": "uploading", "pid": os.getppid()}, f)
+        json.dump({"state": "publishing", "step": "uploading", "pid": sleeper.pid}, f)
     assert pub.state("r1") == {"state": "publishing", "step": "uploading", "history": []}
     with open(os.path.join(p.root, "publish.json"), "w") as f:
         json.dump({"state": "publishing", "step": "uploading", "pid": os.getpid()}, f)
@@ -364,6 +386,8 @@ def test_a_publish_from_start_to_published(runs, fake, monkeypatch):
     p = runs.make("r1")
     fake.state_file = os.path.join(p.root, "publish.json")
     fake.gate.clear()
+    fake.before.clear()
+    assert pub._active is None and pub._thread is None
     seen_holds = []
     monkeypatch.setattr(model_card, "card", lambda *a: (seen_holds.append(holds.held("r1")),
                                                          "CARD ü %r" % (a,))[1])
@@ -371,8 +395,12 @@ def test_a_publish_from_start_to_published(runs, fake, monkeypatch):
                   {"repo_id": " m ", "private": True, "commit_message": " go  now "})
     assert s["state"] == "publishing" and "pid" not in s
     assert (s["repo_id"], s["private"], s["message"], s["error"]) == ("m", True, "go now", None)
-    assert s["history"] == [] and s["step"] in ("starting", "uploading")
+    assert s["history"] == [] and s["step"] == "starting" and s["started_at"] > 0
+    assert state_on_disk(runs)["pid"] == os.getpid()
     assert pub.busy() and holds.held("r1") and pub._active == "r1"
+    assert pub._thread.daemon and pub._thread.name == "potato-publish"
+    assert pub.wait(0.05) is False
+    fake.before.set()
     with pytest.raises(publish.Refused) as e:
         pub.start(view("r1"), {"repo_id": "other"})
     assert e.value.status == 409 and e.value.message == (
@@ -474,17 +502,13 @@ def test_a_state_that_cannot_be_written_is_logged(runs, fake, monkeypatch, caplo
     assert pub._active is None and not holds.held("r1")
 
 
-def test_a_run_removed_meanwhile_gets_no_state_file(runs, fake, monkeypatch):
-    import shutil
-    monkeypatch.setattr(model_card, "card", lambda *a: "c")
+def test_a_run_removed_meanwhile_gets_no_state_file(runs):
     pub = publisher(runs)
+    pub._write("gone", {"state": "publishing"})
+    assert not os.path.exists(runs.paths_of("gone").root)
     p = runs.make("r1")
-    fake.gate.clear()
-    pub.start(view(), {"repo_id": "m"})
-    shutil.rmtree(p.root)
-    fake.gate.set()
-    assert pub.wait(20)
-    assert not os.path.exists(p.root)
+    pub._write("r1", {"state": "publishing"})
+    assert state_on_disk(runs) == {"state": "publishing"}
 
 
 def test_wait_and_busy_without_a_publish(runs):
