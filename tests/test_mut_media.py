@@ -850,3 +850,19 @@ def test_an_empty_file_is_sent_as_nothing(tmp_path):
 def test_the_media_policy_runs_nothing():
     assert mr.MEDIA_CSP.startswith("default-src 'none';") and "sandbox" in mr.MEDIA_CSP
     assert mr.CACHE_CONTROL == "private, no-cache"
+
+
+def test_a_file_swapped_for_a_fifo_after_the_check_is_no_file(cfg, tmp_path, monkeypatch):
+    check = media.local_path
+
+    def then_swap(cfg, ref):
+        path = check(cfg, ref)
+        os.remove(path)
+        os.mkfifo(path)
+        return path
+
+    monkeypatch.setattr(media, "local_path", then_swap)
+    with pytest.raises(media.MediaNotAFile) as e:
+        media.probe(cfg, image("a.png"))
+    assert str(e.value) == ("'a.png' is a FIFO (named pipe), not a file, in the media folder "
+                            f"{os.path.realpath(tmp_path / 'media')}")

@@ -92,6 +92,8 @@ EQUIVALENT = {
                       "first cap characters fill (each gives at least one)",
         "d8ecfc001f": "local_path: isabs(rel) and rel.startswith('/'): on POSIX isabs is "
                       "exactly startswith('/'), so and/or give the same",
+        "d3d21a3381": "_open_inside: the EXDEV OSError's strerror is never shown: open_media "
+                      "answers every EXDEV with its own MediaRefused",
     },
 }
 
