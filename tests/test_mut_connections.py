@@ -161,6 +161,7 @@ def test_connections_are_counted_and_marked(server, pairs):
     assert s.started == [(a, ("10.0.0.1", 5000))] and s.open_connections() == 1
     c = s._conns[id(a)]
     assert c.addr == "10.0.0.1" and c.limited
+    assert s.connection_cut(a) is None and s.connection_closed(a) is False
     since = c.since
     time.sleep(0.01)
     s.connection_idle(a)  # already idle: when it began waiting stays
@@ -550,3 +551,32 @@ def test_the_handshake_runs_in_the_connections_thread(server, pairs, monkeypatch
     d, _ = accept(s, pairs)
     s.finish_request(d, ("10.0.0.1", 5000))
     assert handled == [w, d] and d.gettimeout() is None
+
+
+def test_the_share_begins_at_half_the_cap(server, pairs):
+    s = server(cap=4, per=1)
+    accept(s, pairs, "10.0.0.1")
+    assert not s._over_share("10.0.0.1")  # one open, under half of four: no share yet
+    accept(s, pairs, "10.0.0.2")
+    assert s._over_share("10.0.0.1")
+
+
+def test_an_address_whose_connections_are_all_closed_gives_none(server, pairs):
+    s = server(cap=100, per=100)
+    gone = accept(s, pairs, "10.0.0.9")[0]
+    s._conns[id(gone)].closed = True
+    one = accept(s, pairs, "10.0.0.1")[0]
+    two = accept(s, pairs, "10.0.0.2")[0]
+    for x in (one, two):
+        s._conns[id(x)].since -= 5
+    s.connection_busy(two)
+    assert s._from_the_biggest() is s._conns[id(one)]
+
+
+def test_one_that_waited_exactly_the_minimum_may_be_closed(server, pairs, monkeypatch):
+    s = server()
+    a, _ = accept(s, pairs)
+    c = s._conns[id(a)]
+    monkeypatch.setattr(cn, "time", SimpleNamespace(monotonic=lambda: cn.MIN_IDLE_TO_EVICT_S))
+    c.since = 0.0
+    assert s._oldest([c]) is c
