@@ -103,6 +103,7 @@ def test_the_data_file_watcher(cfg, store, tmp_path, caplog):
     a._stop = Stops(2)
     a._watch_data_files()
     [rec] = caplog.records
+    assert rec.name == "potato.server" and rec.levelname == "WARNING"
     assert rec.getMessage() == ("data files changed: 1 item(s) added, 0 updated, 3 no longer in "
                                 "the files (kept with their labels)")
     caplog.clear()
@@ -137,6 +138,10 @@ def test_background_start_and_stop(cfg, store):
     b = app_mod.App(cfg, store, core_routes=False)
     b.stop_background()  # never started: nothing to join
     assert b._stop.is_set() and b._sync_thread is None
+    joined = []
+    b._sync_thread = SimpleNamespace(join=lambda timeout: joined.append(timeout))
+    b.stop_background()
+    assert joined == [app_mod.SYNC_INTERVAL_S + 1]
 
 
 def test_the_server_logs_a_failed_connection_briefly(cfg, store, caplog):
