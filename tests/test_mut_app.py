@@ -239,9 +239,11 @@ def test_the_url_of_an_ipv6_or_tls_service(cfg):
 
 
 def test_the_host_given_is_answered_unless_hosts_are_configured(cfg):
+    cfg.server_url = "https://annotate.example.org/"
     s = svc.Service(cfg, host="127.0.0.2", owner=None).open()
     try:
         assert "127.0.0.2" in s.app.allowed_hosts
+        assert "annotate.example.org" in s.app.allowed_hosts
     finally:
         s.close()
     cfg.allowed_hosts = ["only.example.org"]
@@ -377,15 +379,38 @@ def test_serve_says_why_it_cannot_start(cfg, monkeypatch, capsys, error, said):
         assert err.rstrip().endswith("Check output_annotation_dir in %s." % cfg.path)
 
 
-def test_serve_until_a_signal(cfg, monkeypatch, capsys):
-    umask = []
+class Out:
+    """stdout that keeps what had been flushed at each flush."""
+
+    def __init__(self):
+        self.text, self.flushed = "", []
+
+    def write(self, s):
+        self.text += s
+
+    def flush(self):
+        self.flushed.append(self.text)
+
+
+def test_serve_until_a_signal(cfg, monkeypatch, caplog):
+    umask, logging_set = [], []
     monkeypatch.setattr(svc.os, "umask", lambda m: umask.append(m) or 0o022)
-    monkeypatch.setattr(svc.logging, "basicConfig", lambda **kw: None)
+    monkeypatch.setattr(svc.logging, "basicConfig", lambda **kw: logging_set.append(kw))
     handlers = {}
     monkeypatch.setattr(svc.signal, "signal", lambda sig, fn: handlers.__setitem__(sig, fn))
     written = []
-    monkeypatch.setattr(svc, "write_server_file", lambda c, url: written.append(url))
-    monkeypatch.setattr(svc, "remove_server_file", lambda c: written.append("removed"))
+    monkeypatch.setattr(svc, "write_server_file", lambda c, url: written.append(
+        (c is cfg) and url))
+    monkeypatch.setattr(svc, "remove_server_file", lambda c: written.append(
+        "removed" if c is cfg else c))
+    out = Out()
+    monkeypatch.setattr(svc.sys, "stdout", out)
+    cfg.debug = True  # its warnings name the address served
+    cfg.server.host = "127.0.0.2"  # not the address asked for
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    cfg.server.port = taken.getsockname()[1]  # not the port asked for either
+    monkeypatch.setattr(svc.Service, "close", _closing(svc.Service.close, taken))
     started = []
     real_start = svc.Service.start
 
@@ -397,9 +422,56 @@ def test_serve_until_a_signal(cfg, monkeypatch, capsys):
     monkeypatch.setattr(svc.Service, "start", start)
     assert svc.serve(cfg, "127.0.0.1", 0) == 0
     assert umask == [0o077] and started == [(True, True)]
+    assert logging_set == [{"level": logging.INFO,
+                            "format": "%(asctime)s %(levelname)s %(message)s"}]
     assert set(handlers) == {svc.signal.SIGTERM, svc.signal.SIGINT}
-    out = capsys.readouterr().out
+    assert handlers[svc.signal.SIGINT] is handlers[svc.signal.SIGTERM]
     url = written[0]
     assert written == [url, "removed"] and url.startswith("http://127.0.0.1:")
-    assert out == ("Potato is serving 'Media' at %s (4 items). Admin pages: %sadmin\n"
-                   "Potato stopped.\n" % (url, url))
+    serving = "Potato is serving 'Media' at %s (4 items). Admin pages: %sadmin\n" % (url, url)
+    assert out.text == serving + "Potato stopped.\n"
+    assert out.flushed == [serving, serving + "Potato stopped.\n"]  # each line at once
+    assert "the server listens on 127.0.0.1:" in caplog.text
+
+
+def _closing(close, taken):
+    def then_free(self):
+        taken.close()
+        return close(self)
+    return then_free
+
+
+def test_open_hands_each_part_the_others(cfg, monkeypatch):
+    added, ports = [], []
+    real_api, real_agent = svc.api.add_routes, svc.agent_routes.add_routes
+    monkeypatch.setattr(svc.api, "add_routes", lambda *a: added.append(("api",) + a)
+                        or real_api(*a))
+    monkeypatch.setattr(svc.agent_routes, "add_routes", lambda *a: added.append(("agent",) + a)
+                        or real_agent(*a))
+    monkeypatch.setattr(svc.Manager, "listening_on", lambda self, port: ports.append(port))
+    s = svc.Service(cfg, host="127.0.0.1", owner=None).open()
+    try:
+        assert added == [("api", s.app, s.manager, s.on_disk), ("agent", s.app, s.manager)]
+        assert s.on_disk.manager is s.manager and s.on_disk.apply == s.apply_config
+        assert s.manager.reattach is True and s.manager.store is s.store
+        assert s.manager.cfg is cfg if hasattr(s.manager, "cfg") else True
+        assert ports == [s.http.server_address[1]]
+    finally:
+        s.close()
+
+
+def test_a_tls_service(tmp_path, tls_cert):
+    c, errors, _ = load(media_project(tmp_path, config=MEDIA_CONFIG + "server: {port: 0, %s}\n"
+                                      % tls_cert))
+    assert not errors, errors
+    s = svc.Service(c, host="127.0.0.1", owner=None).open()
+    try:
+        assert s.app.tls is True and s.url.startswith("https://127.0.0.1:")
+        ctx = s.http.ssl_context
+        assert ctx is not None and ctx.protocol == __import__("ssl").PROTOCOL_TLS_SERVER
+        assert len(ctx.get_ca_certs()) == 0 and ctx.cert_store_stats() is not None
+    finally:
+        s.close()
+    c.server.tls_key = c.server.tls_cert  # a certificate is no key
+    with pytest.raises(__import__("ssl").SSLError):
+        svc.Service(c, host="127.0.0.1", owner=None).open()
