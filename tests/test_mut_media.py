@@ -364,7 +364,8 @@ def test_content_type_messages():
     ("https://ex.org/>", None), ('https://ex.org/"', None), ("ftp://ex.org/", None),
     ("https://@ex.org/", None), ("https://-a.org/", None), ("https://a-.org/", None),
     ("https://a..b/", None), ("https://a_b.org/", None), ("https://ex.org:x/", None),
-    ("https://ex.org./", None), ("HTTPS://ex.org/", "https://ex.org")])
+    ("https://ex.org./", None), ("HTTPS://ex.org/", "https://ex.org"),
+    ("https://ex.org/X", "https://ex.org")])
 def test_url_origin_edges(url, origin):
     assert media.url_origin(url) == origin
 
