@@ -94,6 +94,30 @@ EQUIVALENT = {
                       "exactly startswith('/'), so and/or give the same",
         "d3d21a3381": "_open_inside: the EXDEV OSError's strerror is never shown: open_media "
                       "answers every EXDEV with its own MediaRefused",
+        "a1d78b0842": "getattr(os, 'O_CLOEXEC', default): the default (0) is only for a platform "
+                      "without the flag; Linux has it",
+        "0868eeb3aa": "getattr(os, 'O_CLOEXEC', default): the default (0) is only for a platform "
+                      "without the flag; Linux has it",
+        "5e2d8f5584": "getattr(os, 'O_CLOEXEC', default): the default (0) is only for a platform "
+                      "without the flag; Linux has it",
+        "02a22394a3": "getattr(os, 'O_NOFOLLOW', default): the default (0) is only for a platform "
+                      "without the flag; Linux has it",
+        "39c92b5226": "getattr(os, 'O_NOFOLLOW', default): the default (0) is only for a platform "
+                      "without the flag; Linux has it",
+        "fc1f7f6d77": "getattr(os, 'O_NOFOLLOW', default): the default (0) is only for a platform "
+                      "without the flag; Linux has it",
+        "5136a994a1": "getattr(os, 'O_NONBLOCK', default): the default (0) is only for a platform "
+                      "without the flag; Linux has it",
+        "35318a47dc": "getattr(os, 'O_NONBLOCK', default): the default (0) is only for a platform "
+                      "without the flag; Linux has it",
+        "f91fb47df5": "getattr(os, 'O_NONBLOCK', default): the default (0) is only for a platform "
+                      "without the flag; Linux has it",
+        "0f27c25db8": "getattr(os, 'O_DIRECTORY', default): the default (0) is only for a platform "
+                      "without the flag; Linux has it",
+        "335dc97600": "getattr(os, 'O_DIRECTORY', default): the default (0) is only for a platform "
+                      "without the flag; Linux has it",
+        "f8969a75e2": "getattr(os, 'O_DIRECTORY', default): the default (0) is only for a platform "
+                      "without the flag; Linux has it",
     },
 }
 
