@@ -867,3 +867,19 @@ def test_a_file_swapped_for_a_fifo_after_the_check_is_no_file(cfg, tmp_path, mon
         media.probe(cfg, image("a.png"))
     assert str(e.value) == ("'a.png' is a FIFO (named pipe), not a file, in the media folder "
                             f"{os.path.realpath(tmp_path / 'media')}")
+
+
+def test_validate_names_long_entries_up_to_their_own_cap(tmp_path):
+    long_id, long_png, long_dir = "i" * 100, "p" * 100 + ".png", "d" * 118
+    rows = [{"id": long_id, "image": 7, "text": "t"}, {"id": "b", "image": long_png},
+            {"id": "c", "image": long_dir}, {"id": "ok", "image": "digit-0.png"}]
+    path = media_project(tmp_path, items=rows)
+    (tmp_path / "media" / long_png).write_bytes(wav_bytes(0.01))
+    (tmp_path / "media" / long_dir).mkdir()
+    _, errors, warnings, _ = rules(path)
+    refused = f"{long_id} (the item's 'image' field must be a path or URL, not int)"
+    assert errors[0][1].split("never served: ")[1] == refused + ". Give paths relative to " \
+                                                               "media_directory."
+    assert (f"cannot be shown by a browser: '{long_png}' is audio (audio/wav), and the item "
+            f"names it as its image. Convert") in warnings[0][1]
+    assert f"that is not a file: '{long_dir}' (a folder); name" in warnings[1][1]
