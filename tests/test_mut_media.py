@@ -641,7 +641,8 @@ class App:
     def __init__(self, cfg, items, mine=("i1",)):
         self.config = cfg
         self.store = Store(items)
-        self.assignment = SimpleNamespace(may_label=lambda user, item_id: item_id in mine)
+        self.assignment = SimpleNamespace(
+            may_label=lambda user, item_id: user == "ann" and item_id in mine)
         self.routes = []
 
     def route(self, method, pattern):
@@ -721,6 +722,7 @@ def test_who_may_see_an_items_media(app):
     assert refused(app, "big") == (403, "Item 'big' is not one of yours: its media are shown "
                                          "to the annotators it is given to.")
     assert get(app, "big", admin=True, user=None).started[0] == 200
+    assert refused(app, "i1", user="bob")[0] == 403  # given to ann, not to bob
     assert get(app, "a%2Fb", admin=True).started[0] == 200  # the id is unquoted
 
 
@@ -755,6 +757,8 @@ def test_a_range_a_304_and_head(app, tmp_path):
     assert h.started[0] == 206 and h.started[2] == 10
     assert h.started[3]["Content-Range"] == f"bytes 10-19/{size}"
     assert h.wfile.getvalue() == data[10:20]
+    h = get(app, "big", admin=True, headers={"Range": "bytes=5-5"})
+    assert h.started[2] == 1 and h.wfile.getvalue() == data[5:6]
     h = get(app, "big", admin=True, headers={"Range": "bytes=-70000"})
     assert h.started[2] == 70000 and h.wfile.getvalue() == data[-70000:]
     h = get(app, "big", admin=True, headers={"If-None-Match": etag})
