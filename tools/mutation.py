@@ -91,6 +91,21 @@ EQUIVALENT = {
         "c63ada6fd1": "_start: started.append(None): start only asks whether the list is empty",
         "6ec20a1a0e": "_start: started.append(False): start only asks whether the list is empty",
     },
+    "potato/server/connections.py": {
+        "651ab9c9ff": "_Conn: floor '' at first: floor is read only in a body phase, and "
+                      "connection_deadline sets it when one starts",
+        "df5e0478da": "_Conn: watch '' at first: service_actions' _ask('') fails and says None, "
+                      "as no watch does",
+        "f736467a66": "_from_the_biggest: every count 1 higher: the counts only order addresses",
+        "04a506069c": "_from_the_biggest: every count doubled: the counts only order addresses",
+        "28c426d50c": "_from_the_biggest: an address with no open connection counted 1: its "
+                      "connections are all closed, so _oldest gives None for it wherever it sorts",
+        "6903e9a027": "_oldest: 'waited a while' always true: waiting is sorted by since, so those "
+                      "that waited a while are its head either way (the young ones come again)",
+        "f2a6231209": "_oldest: <= for the young ones: one that waited exactly the minimum is "
+                      "already in the head, and a repeat later cannot change the first pick",
+        "5ba6f0a098": "_readable: poll(1) instead of poll(0): a 1 ms wait, the same readiness",
+    },
     "potato/server/media_route.py": {
         "4ba4d105e6": "parse_range: no header read as 'XXXX' instead of '': neither matches _RANGE, "
                       "so both are the whole file",
