@@ -91,6 +91,13 @@ EQUIVALENT = {
         "c63ada6fd1": "_start: started.append(None): start only asks whether the list is empty",
         "6ec20a1a0e": "_start: started.append(False): start only asks whether the list is empty",
     },
+    "potato/service.py": {
+        "98138f967e": "Service: _training None at first: only ever read as a truth value",
+        "e6c489b071": "Service: _closed None at first: only ever read as a truth value",
+        "515efa9912": "serve: done.wait() without a timeout: the signal handler (main thread) "
+                      "sets the event, which ends the wait either way",
+        "766ba13508": "serve: done.wait(1.5): the handler's set() ends the wait at once either way",
+    },
     "potato/server/connections.py": {
         "651ab9c9ff": "_Conn: floor '' at first: floor is read only in a body phase, and "
                       "connection_deadline sets it when one starts",
