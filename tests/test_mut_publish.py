@@ -83,7 +83,8 @@ def test_check_repo_id():
     assert e.value.message.startswith("'a b' is not")
     with pytest.raises(publish.Refused) as e:
         publish.check_repo_id(None)
-    assert e.value.message.startswith("Name the Hugging Face repo to publish to (repo_id)")
+    assert e.value.message == ("Name the Hugging Face repo to publish to (repo_id), such as "
+                               "your-name/review-sentiment.")
     assert publish.check_repo_id("a.gitx") == "a.gitx"
 
 
@@ -180,6 +181,10 @@ def test_repo_files_flat_unless_names_clash(runs):
     assert publish.repo_files(a) == [("README.md.txt", os.path.join(a, "README.md.txt")),
                                      ("modelx/a", os.path.join(a, "modelx/a"))]
     assert publish.repo_files(runs.make("r4", files=()).artifacts) == []
+    p = runs.make("r5", files=("model/a", "model/model/a"))  # no clash: only model/ files
+    a = p.artifacts
+    assert publish.repo_files(a) == [("a", os.path.join(a, "model/a")),
+                                     ("model/a", os.path.join(a, "model/model/a"))]
 
 
 def test_repo_files_refuses_a_name_that_is_not_utf8(runs, tmp_path):

@@ -88,6 +88,8 @@ EQUIVALENT = {
                       "characters, so a longer id is refused by the pattern either way",
         "19b1c7fdf8": "check_repo_id: len(v) > 201: REPO_ID matches at most 193 characters, so "
                       "a longer id is refused by the pattern either way",
+        "75a9046fd8": "cannot_publish: no artifact_uri read as 'XXXX' instead of '': neither "
+                      "holds '://'",
         "c63ada6fd1": "_start: started.append(None): start only asks whether the list is empty",
         "6ec20a1a0e": "_start: started.append(False): start only asks whether the list is empty",
     },
