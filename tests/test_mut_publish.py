@@ -362,6 +362,11 @@ def test_start_refuses_what_cannot_be_published_and_lets_go_of_the_run(runs, fak
     with pytest.raises(publish.Refused) as e:
         publisher(runs, holds=holds).start(view(status="failed"), {"repo_id": "a/b"})
     assert e.value.status == 409 and e.value.message.startswith("Only a successful run's")
+    kept = make_cfg({"kept": SimpleNamespace(fetch_artifacts=False, max_artifact_mb=5)})
+    with pytest.raises(publish.Refused) as e:
+        publisher(runs, holds=holds, cfg=kept).start(view(uri="ssh://h/x", backend="kept"),
+                                                     {"repo_id": "a/b"})
+    assert e.value.status == 409 and "fetch_artifacts: false kept" in e.value.message
     with pytest.raises(publish.Refused) as e:
         publisher(runs, environ={}, holds=holds).start(view(), {"repo_id": "a/b"})
     assert e.value.status == 409 and e.value.message.startswith("No Hugging Face token")
