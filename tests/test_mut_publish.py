@@ -492,6 +492,7 @@ def test_a_failure_at_the_hub_or_inside_ends_in_one_sentence(runs, fake, monkeyp
     assert s["error"] == ("Publishing failed inside Potato (ValueError); the server log has "
                           "the details.")
     assert "publishing run r1 failed" in caplog.text and not holds.held("r1")
+    assert {r.name for r in caplog.records} == {"potato.training"}
 
 
 def test_a_state_that_cannot_be_written_is_logged(runs, fake, monkeypatch, caplog):
