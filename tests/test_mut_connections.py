@@ -580,3 +580,19 @@ def test_one_that_waited_exactly_the_minimum_may_be_closed(server, pairs, monkey
     monkeypatch.setattr(cn, "time", SimpleNamespace(monotonic=lambda: cn.MIN_IDLE_TO_EVICT_S))
     c.since = 0.0
     assert s._oldest([c]) is c
+
+
+def test_a_zone_is_dropped_from_any_address_and_the_reply_is_built_whole():
+    assert cn.address_key("10.0.0.1%eth0") == "10.0.0.1"
+    assert cn._busy_reply(b"no.") == (b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 2\r\n"
+                                      b"Content-Type: text/plain; charset=utf-8\r\nConnection: "
+                                      b"close\r\nContent-Length: 3\r\n\r\nno.")
+
+
+def test_keyword_arguments_reach_the_socket_server():
+    s = cn.BoundedServer(("127.0.0.1", 0), socketserver.BaseRequestHandler,
+                         bind_and_activate=False)
+    try:
+        assert s.server_address == ("127.0.0.1", 0)  # not bound: the keyword was kept
+    finally:
+        s.server_close()

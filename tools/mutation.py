@@ -114,6 +114,10 @@ EQUIVALENT = {
         "f2a6231209": "_oldest: <= for the young ones: one that waited exactly the minimum is "
                       "already in the head, and a repeat later cannot change the first pick",
         "5ba6f0a098": "_readable: poll(1) instead of poll(0): a 1 ms wait, the same readiness",
+        "dc14d4961b": "address_key: ip_network(strict=None): None is as false as False",
+        "757e6f5e13": "_mark: trusted None instead of False: only ever read as a truth value",
+        "33c5d927fa": "connection_untrusted: trusted None instead of False: only ever read as a "
+                      "truth value",
     },
     "potato/server/media_route.py": {
         "4ba4d105e6": "parse_range: no header read as 'XXXX' instead of '': neither matches _RANGE, "
