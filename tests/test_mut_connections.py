@@ -596,3 +596,24 @@ def test_keyword_arguments_reach_the_socket_server():
         assert s.server_address == ("127.0.0.1", 0)  # not bound: the keyword was kept
     finally:
         s.server_close()
+
+
+def test_every_connection_is_looked_at_and_a_deadline_is_kept_to_the_end(server, pairs,
+                                                                        monkeypatch):
+    s = server()
+    idle, _ = accept(s, pairs)  # no deadline: passed over, the others still looked at
+    late, _ = accept(s, pairs)
+    due, _ = accept(s, pairs)
+    monkeypatch.setattr(cn, "time", SimpleNamespace(monotonic=lambda: 100.0))
+    s.connection_deadline(late, -1.0, "headers")
+    s.connection_deadline(due, 0.0, "write")  # ends at 100.0: not late yet at 100.0
+    s.service_actions()
+    assert s.connection_closed(late) and not s.connection_closed(due)
+    assert not s.connection_closed(idle)
+
+
+def test_a_client_without_an_address(server, pairs):
+    s = server()
+    a, _ = pairs()
+    s.process_request(a, "")  # a Unix socket's peer has no address
+    assert s._conns[id(a)].addr == "" and s._conns[id(a)].limited

@@ -115,6 +115,9 @@ EQUIVALENT = {
                       "already in the head, and a repeat later cannot change the first pick",
         "5ba6f0a098": "_readable: poll(1) instead of poll(0): a 1 ms wait, the same readiness",
         "dc14d4961b": "address_key: ip_network(strict=None): None is as false as False",
+        "f7940beff8": "process_request: a client without an address asked about as 'XXXX' "
+                      "instead of '': neither is an address, so neither is a trusted proxy",
+        "d4875ac0ca": "process_request: _oldest(at_work=None): None is as false as False",
         "757e6f5e13": "_mark: trusted None instead of False: only ever read as a truth value",
         "33c5d927fa": "connection_untrusted: trusted None instead of False: only ever read as a "
                       "truth value",
