@@ -617,3 +617,12 @@ def test_a_client_without_an_address(server, pairs):
     a, _ = pairs()
     s.process_request(a, "")  # a Unix socket's peer has no address
     assert s._conns[id(a)].addr == "" and s._conns[id(a)].limited
+
+
+def test_the_address_that_holds_the_most_gives_way_whatever_came_first(server, pairs):
+    s = server()
+    first = accept(s, pairs, "10.0.0.1")[0]
+    many = [accept(s, pairs, "10.0.0.2")[0] for _ in range(3)]
+    for x in [first] + many:
+        s._conns[id(x)].since -= 5
+    assert s._from_the_biggest().sock in many
