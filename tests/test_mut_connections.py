@@ -451,9 +451,13 @@ def test_a_finished_thread_gives_its_slot_back_and_releases_the_store(server, pa
     s._aliases[67890] = cn._Conn(pairs()[0])
     handled = []
     monkeypatch.setattr(socketserver.ThreadingMixIn, "process_request_thread",
-                        lambda self, request, addr: handled.append(request))
+                        lambda self, request, addr: handled.append((request, addr)))
     s.process_request_thread(a, ("10.0.0.1", 5000))
-    assert handled == [a] and id(a) not in s._conns and list(s._aliases) == [67890]
+    assert handled == [(a, ("10.0.0.1", 5000))] and id(a) not in s._conns
+    assert list(s._aliases) == [67890]
+    stranger, _ = pairs()
+    s.process_request_thread(stranger, ("10.0.0.3", 1))  # never counted: nothing to give back
+    assert len(handled) == 2
     assert released == [1]
 
     def fails(self, request, addr):
@@ -531,7 +535,8 @@ def test_the_handshake_runs_in_the_connections_thread(server, pairs, monkeypatch
 
     handled = []
     monkeypatch.setattr(socketserver.BaseServer, "finish_request",
-                        lambda self, request, addr: handled.append(request))
+                        lambda self, request, addr: handled.append(request) if addr == (
+                            "10.0.0.1", 5000) else None)
     s.ssl_context = Ctx()
     before = time.monotonic()
     s.finish_request(a, ("10.0.0.1", 5000))
@@ -626,3 +631,19 @@ def test_the_address_that_holds_the_most_gives_way_whatever_came_first(server, p
     for x in [first] + many:
         s._conns[id(x)].since -= 5
     assert s._from_the_biggest().sock in many
+
+
+def test_fd_of_a_socket_that_cannot_say():
+    def fails():
+        raise ValueError("closed")
+    assert cn._fd(SimpleNamespace(fileno=fails)) == -1
+
+
+def test_oldest_passes_over_one_with_a_request_arriving(server, pairs):
+    s = server()
+    a, pa = accept(s, pairs)
+    b, _ = accept(s, pairs)
+    ca, cb = s._conns[id(a)], s._conns[id(b)]
+    ca.since, cb.since = ca.since - 2, cb.since - 1
+    pa.sendall(b"GET")
+    assert s._oldest([ca, cb]) is cb
