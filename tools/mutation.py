@@ -118,8 +118,6 @@ EQUIVALENT = {
         "f7940beff8": "process_request: a client without an address asked about as 'XXXX' "
                       "instead of '': neither is an address, so neither is a trusted proxy",
         "d4875ac0ca": "process_request: _oldest(at_work=None): None is as false as False",
-        "044d901fc9": "_refuse: recv(65537): what already arrived is read and dropped either "
-                      "way; a request over 64 KB before the reply is not waited for in both",
         "757e6f5e13": "_mark: trusted None instead of False: only ever read as a truth value",
         "33c5d927fa": "connection_untrusted: trusted None instead of False: only ever read as a "
                       "truth value",
