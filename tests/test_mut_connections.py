@@ -648,3 +648,12 @@ def test_oldest_passes_over_one_with_a_request_arriving(server, pairs):
     ca.since, cb.since = ca.since - 2, cb.since - 1
     pa.sendall(b"GET")
     assert s._oldest([ca, cb]) is cb
+
+
+def test_a_servers_own_caps_and_no_tls_unless_given():
+    s = cn.BoundedServer(("127.0.0.1", 0), socketserver.BaseRequestHandler)
+    try:
+        assert (s.max_connections, s.max_per_address, s.ssl_context) == (
+            cn.MAX_CONNECTIONS, cn.MAX_PER_ADDRESS, None)
+    finally:
+        s.server_close()
