@@ -37,6 +37,7 @@ def store(cfg):
 # -- App -------------------------------------------------------------------------------------------
 
 def test_the_apps_state(cfg, store):
+    cfg.server.host, cfg.server_url = "127.0.0.3", "https://x.example.org/"
     cfg.server.max_body_mb = 1.5
     cfg.server.new_names_per_hour = 7
     a = app_mod.App(cfg, store, tls=True, core_routes=False)
@@ -46,6 +47,7 @@ def test_the_apps_state(cfg, store):
     assert a.admin_session_name == "admin:" + hashlib.sha256(b"potato-admin\0" + key).hexdigest()[
         :32]
     assert a.allowed_hosts == safety.default_allowed_hosts(cfg.server.host, cfg.server_url)
+    assert "127.0.0.3" in a.allowed_hosts and "x.example.org" in a.allowed_hosts
     assert (a.login_limiter.limit, a.login_limiter.window_s) == (10, 60.0)
     assert (a.new_name_limiter.limit, a.new_name_limiter.window_s) == (7, 3600.0)
     assert a.disk is not None and a.assignment is not None
@@ -92,6 +94,10 @@ class Stops:
 
 def test_the_data_file_watcher(cfg, store, tmp_path, caplog):
     caplog.set_level(logging.WARNING, "potato.server")
+    fresh = app_mod.App(cfg, store, core_routes=False)
+    fresh._stop = Stops(1)
+    fresh._watch_data_files()  # the files as the app found them: nothing to sync
+    assert caplog.records == []
     a = app_mod.App(cfg, store, core_routes=False)
     assert a.sync_items() == {"added": 4, "updated": 0, "deactivated": 0, "total": 4}
     a._stop = Stops(1)
