@@ -50,7 +50,7 @@ def test_the_apps_state(cfg, store):
     assert "127.0.0.3" in a.allowed_hosts and "x.example.org" in a.allowed_hosts
     assert (a.login_limiter.limit, a.login_limiter.window_s) == (10, 60.0)
     assert (a.new_name_limiter.limit, a.new_name_limiter.window_s) == (7, 3600.0)
-    assert a.disk is not None and a.assignment is not None
+    assert a.disk.output_dir == cfg.output_dir and a.assignment.store is store
     assert app_mod.App(cfg, store, core_routes=False).tls is False
     cfg.allowed_hosts = ["annotate.example.org"]
     cfg.admin_api_key = None
