@@ -120,6 +120,7 @@ def test_the_data_file_watcher(cfg, store, tmp_path, caplog):
     assert rec.levelname == "ERROR"
     assert rec.getMessage().startswith("data files changed but cannot be loaded, keeping the "
                                        "items as they were: ")
+    assert "items.jsonl" in rec.getMessage()  # what is wrong, from the DataError
     caplog.clear()
     a._stop = Stops(1)
     a._watch_data_files()  # the broken file was noted once: not again until it changes
