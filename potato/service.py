@@ -220,12 +220,12 @@ def serve(cfg: Config, host: Optional[str] = None, port: Optional[int] = None) -
         print(f"error: cannot listen on {service.host}:{service.port}: {e.strerror}. Pick "
               f"another --port, or stop what is using it.", file=sys.stderr)
         return 1
+    except ssl.SSLError as e:  # before OSError, which it is a kind of
+        print(f"error: server.tls_cert/tls_key cannot be used: {e}", file=sys.stderr)
+        return 1
     except OSError as e:
         print(f"error: cannot open the project's files ({e.filename or cfg.output_dir}): "
               f"{e.strerror}. Check output_annotation_dir in {cfg.path}.", file=sys.stderr)
-        return 1
-    except ssl.SSLError as e:
-        print(f"error: server.tls_cert/tls_key cannot be used: {e}", file=sys.stderr)
         return 1
     done = threading.Event()
 

@@ -73,6 +73,13 @@ MODULES = {
     "potato/agreement.py": ["tests/test_mut_aggregate.py"],
     "potato/schemes/span.py": ["tests/test_mut_schemes.py"],
     "potato/schemes/rating.py": ["tests/test_mut_schemes.py"],
+    "potato/media.py": ["tests/test_mut_media.py", "tests/test_media.py"],
+    "potato/validation_media.py": ["tests/test_mut_media.py", "tests/test_media.py"],
+    "potato/server/media_route.py": ["tests/test_mut_media.py", "tests/test_media.py"],
+    "potato/training/publish.py": ["tests/test_mut_publish.py"],
+    "potato/server/connections.py": ["tests/test_mut_connections.py"],
+    "potato/service.py": ["tests/test_mut_app.py"],
+    "potato/server/app.py": ["tests/test_mut_app.py"],
 }
 
 # module -> {mutant id: why it cannot change behaviour}. Ids are printed with each survivor.
@@ -304,6 +311,94 @@ EQUIVALENT = {
     "potato/training/retention.py": {
         "5c7f4b6cd3": "Holds.held: a Counter reads 0 for a missing run (without adding it), "
                       "so the 'in' test only saves the lookup",
+    },
+    "potato/training/publish.py": {
+        "6b8e5edfe2": "check_repo_id: len(v) >= 200: REPO_ID matches at most 96 + 1 + 96 = 193 "
+                      "characters, so a longer id is refused by the pattern either way",
+        "19b1c7fdf8": "check_repo_id: len(v) > 201: REPO_ID matches at most 193 characters, so "
+                      "a longer id is refused by the pattern either way",
+        "75a9046fd8": "cannot_publish: no artifact_uri read as 'XXXX' instead of '': neither "
+                      "holds '://'",
+        "c63ada6fd1": "_start: started.append(None): start only asks whether the list is empty",
+        "6ec20a1a0e": "_start: started.append(False): start only asks whether the list is empty",
+    },
+    "potato/service.py": {
+        "98138f967e": "Service: _training None at first: only ever read as a truth value",
+        "e6c489b071": "Service: _closed None at first: only ever read as a truth value",
+        "515efa9912": "serve: done.wait() without a timeout: the signal handler (main thread) "
+                      "sets the event, which ends the wait either way",
+        "766ba13508": "serve: done.wait(1.5): the handler's set() ends the wait at once either way",
+    },
+    "potato/server/connections.py": {
+        "651ab9c9ff": "_Conn: floor '' at first: floor is read only in a body phase, and "
+                      "connection_deadline sets it when one starts",
+        "df5e0478da": "_Conn: watch '' at first: service_actions' _ask('') fails and says None, "
+                      "as no watch does",
+        "f736467a66": "_from_the_biggest: every count 1 higher: the counts only order addresses",
+        "04a506069c": "_from_the_biggest: every count doubled: the counts only order addresses",
+        "28c426d50c": "_from_the_biggest: an address with no open connection counted 1: its "
+                      "connections are all closed, so _oldest gives None for it wherever it sorts",
+        "6903e9a027": "_oldest: 'waited a while' always true: waiting is sorted by since, so those "
+                      "that waited a while are its head either way (the young ones come again)",
+        "f2a6231209": "_oldest: <= for the young ones: one that waited exactly the minimum is "
+                      "already in the head, and a repeat later cannot change the first pick",
+        "5ba6f0a098": "_readable: poll(1) instead of poll(0): a 1 ms wait, the same readiness",
+        "dc14d4961b": "address_key: ip_network(strict=None): None is as false as False",
+        "f7940beff8": "process_request: a client without an address asked about as 'XXXX' "
+                      "instead of '': neither is an address, so neither is a trusted proxy",
+        "d4875ac0ca": "process_request: _oldest(at_work=None): None is as false as False",
+        "757e6f5e13": "_mark: trusted None instead of False: only ever read as a truth value",
+        "33c5d927fa": "connection_untrusted: trusted None instead of False: only ever read as a "
+                      "truth value",
+    },
+    "potato/server/media_route.py": {
+        "4ba4d105e6": "parse_range: no header read as 'XXXX' instead of '': neither matches _RANGE, "
+                      "so both are the whole file",
+        "3707fd5b90": "parse_range: an open range's end size + 1 instead of size - 1: min(end, "
+                      "size - 1) makes both size - 1",
+        "8ffb6e4478": "_item_for: an admin's annotator session is looked up too (a read, no "
+                      "side effect) and never used: admins skip every check that reads it",
+    },
+    "potato/validation_media.py": {
+        "7570195c89": "_one_kind: 'an' for every kind: both kinds (image, audio) begin with a vowel",
+        "149ac7e23f": "_one_kind: 'XXaeiouXX' still holds every vowel, so kind[0] in it is the same",
+        "22f0ea67b2": "_one_kind: the 'a' branch is never taken: image and audio take 'an'",
+    },
+    "potato/media.py": {
+        "aebf76637c": "shown: < 0x100 -> <= 0x100: U+0100 is printable, so never escaped",
+        "c5ffa6560c": "shown: 0x100 -> 257: U+0100 is printable, so never escaped",
+        "b9318e67ef": "shown: < 0x10000 -> <= 0x10000: U+10000 is printable, so never escaped",
+        "7358816fa7": "shown: 0x10000 -> 65537: U+10000 is printable, so never escaped",
+        "5cffa08222": "shown: name[:cap + 2]: a name over cap is cut to out[:cap], which the "
+                      "first cap characters fill (each gives at least one)",
+        "d8ecfc001f": "local_path: isabs(rel) and rel.startswith('/'): on POSIX isabs is "
+                      "exactly startswith('/'), so and/or give the same",
+        "d3d21a3381": "_open_inside: the EXDEV OSError's strerror is never shown: open_media "
+                      "answers every EXDEV with its own MediaRefused",
+        "a1d78b0842": "getattr(os, 'O_CLOEXEC', default): the default (0) is only for a platform "
+                      "without the flag; Linux has it",
+        "0868eeb3aa": "getattr(os, 'O_CLOEXEC', default): the default (0) is only for a platform "
+                      "without the flag; Linux has it",
+        "5e2d8f5584": "getattr(os, 'O_CLOEXEC', default): the default (0) is only for a platform "
+                      "without the flag; Linux has it",
+        "02a22394a3": "getattr(os, 'O_NOFOLLOW', default): the default (0) is only for a platform "
+                      "without the flag; Linux has it",
+        "39c92b5226": "getattr(os, 'O_NOFOLLOW', default): the default (0) is only for a platform "
+                      "without the flag; Linux has it",
+        "fc1f7f6d77": "getattr(os, 'O_NOFOLLOW', default): the default (0) is only for a platform "
+                      "without the flag; Linux has it",
+        "5136a994a1": "getattr(os, 'O_NONBLOCK', default): the default (0) is only for a platform "
+                      "without the flag; Linux has it",
+        "35318a47dc": "getattr(os, 'O_NONBLOCK', default): the default (0) is only for a platform "
+                      "without the flag; Linux has it",
+        "f91fb47df5": "getattr(os, 'O_NONBLOCK', default): the default (0) is only for a platform "
+                      "without the flag; Linux has it",
+        "0f27c25db8": "getattr(os, 'O_DIRECTORY', default): the default (0) is only for a platform "
+                      "without the flag; Linux has it",
+        "335dc97600": "getattr(os, 'O_DIRECTORY', default): the default (0) is only for a platform "
+                      "without the flag; Linux has it",
+        "f8969a75e2": "getattr(os, 'O_DIRECTORY', default): the default (0) is only for a platform "
+                      "without the flag; Linux has it",
     },
 }
 
