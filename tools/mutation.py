@@ -39,11 +39,11 @@ ROOT = Path(__file__).resolve().parent.parent
 # cover the module (docs/testing.md says which modules were run and their score).
 MODULES = {
     "potato/training/boundary.py": ["tests/test_mut_boundary.py"],
-    "potato/training/intake.py": ["tests/test_ratings_training.py"],
+    "potato/training/intake.py": ["tests/test_mut_intake.py"],
     "potato/training/choice.py": ["tests/test_run_keeping.py"],
     "potato/training/autoretrain.py": ["tests/test_mut_autoretrain.py"],
     "potato/training/ingest.py": ["tests/test_mut_writeback.py"],
-    "potato/training/report.py": ["tests/test_report.py"],
+    "potato/training/report.py": ["tests/test_mut_report.py"],
     "potato/training/remote/proc.py": ["tests/test_mut_remote.py"],
     "potato/server/safety.py": ["tests/test_hostile.py"],
     "potato/markup.py": ["tests/test_mut_safety.py"],
@@ -59,6 +59,7 @@ MODULES = {
                                             "tests/test_training_units.py"],
     "potato/training/remote/client.py": ["tests/test_agent_run.py"],
     "potato/training/remote/slurm_job.py": ["tests/test_slurm_units.py"],
+    "potato/training/report_ratings.py": ["tests/test_mut_report.py"],
 }
 
 # module -> {mutant id: why it cannot change behaviour}. Ids are printed with each survivor.
