@@ -283,3 +283,28 @@ def test_read_predictions(tmp_path):
     path.write_text(json.dumps(p("a", "zzz", 1)) + "\n")
     with pytest.raises(ingest.PredictionsError, match="line 1: label"):
         ingest.read_predictions(str(path), bundle)
+
+
+def latin1_locale(monkeypatch):
+    """open() as on a host whose locale encoding is Latin-1: a file read without an explicit
+    encoding gets it."""
+    real = open
+
+    def fake_open(path, mode="r", *args, **kw):
+        if "b" not in mode and not args and kw.get("encoding") is None:
+            kw["encoding"] = "latin-1"
+        return real(path, mode, *args, **kw)
+
+    monkeypatch.setattr(ingest, "open", fake_open, raising=False)
+
+
+def test_files_are_read_as_utf8_whatever_the_locale(tmp_path, monkeypatch):
+    latin1_locale(monkeypatch)
+    bundle = NS(items=[{"id": "a", "split": "test", "text": "t"}],
+                schemas={"s": {"type": "radio", "labels": ["né", "x"]}})
+    path = tmp_path / "p.jsonl"
+    path.write_bytes((json.dumps(p("a", "né", 1), ensure_ascii=False) + "\n").encode("utf-8"))
+    assert ingest.read_predictions(str(path), bundle)[0]["label"] == "né"
+    held = tmp_path / "heldout.jsonl"
+    held.write_bytes('{"id": "t1", "labels": {"s": "né"}}\n'.encode("utf-8"))
+    assert list(ingest.read_lines(str(held))) == [{"id": "t1", "labels": {"s": "né"}}]
