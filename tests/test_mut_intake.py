@@ -293,3 +293,21 @@ def test_flush_warnings(ev):
     ev.warnings.append("w")
     ev.flush_warnings()
     assert ev.runs.calls[-1] == ("update", "r1", {"warnings": ["w"]})
+
+
+def test_an_event_one_byte_over_the_cap_is_not_kept(ev, monkeypatch):
+    status = {"type": "status", "message": "m"}
+    monkeypatch.setattr(intake, "EVENTS_MAX_BYTES", len(json.dumps(status)))  # the line: +1
+    ev(status)
+    assert events_file(ev) == [] and ev.written == 0
+
+
+def test_a_new_unit_is_a_new_phase_of_the_eta(ev, clock):
+    ev({"type": "progress", "current": 0, "total": 10, "unit": "step", "t": 0})
+    clock[0] = 1001.0
+    ev({"type": "progress", "current": 5, "total": 10, "unit": "step", "t": 5})
+    assert ev.runs.calls[-1][2]["progress"]["eta_s"] == 5.0
+    clock[0] = 1002.0
+    ev({"type": "progress", "current": 8, "total": 10, "unit": "prediction", "t": 6})
+    assert ev.runs.calls[-1][2]["progress"] == {"type": "progress", "t": 6.0, "current": 8,
+                                                "total": 10, "unit": "prediction"}

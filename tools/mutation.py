@@ -70,6 +70,20 @@ EQUIVALENT = {
         "c2fbfbc9da": "_metric: dropping hi=BIG from number() keeps its default, hi=BIG",
         "0a1024bb1b": "_artifact: dropping hi=BIG from number() keeps its default, hi=BIG",
     },
+    "potato/training/intake.py": {
+        "04c8c75bd9": "__call__: events.jsonl's line is json.dumps' (non-ASCII escaped): "
+                      "every locale encoding writes the same bytes, with or without utf-8",
+        "cf51f13edb": "__call__: events.jsonl's line is json.dumps' (non-ASCII escaped): "
+                      "every locale encoding writes the same bytes, with or without utf-8",
+        "a7409d9579": "record: a log event from boundary.event always has its level (info by "
+                      "default), so the default here is never read",
+        "bc0e04aac4": "record: a log event from boundary.event always has its level (info by "
+                      "default), so the default here is never read",
+        "6aa5a1e516": "record: a log event from boundary.event always has its level (info by "
+                      "default), so the default here is never read",
+        "3586068fa9": "record: a log event (always a level, never a kind) reads the same "
+                      "through run_texts.worker_error_line: level: message",
+    },
     "potato/training/remote/proc.py": {
         "5e2b5375db": "run: stdin always a pipe: with no input communicate() closes it at once, "
                       "so the child reads end of file, as from DEVNULL",
