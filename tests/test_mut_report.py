@@ -32,6 +32,8 @@ def test_wilson():
     lo, hi = report.wilson(10, 10)
     assert round(hi, 4) == 1.0 and round(lo, 4) == 0.7225
     assert report.wilson(0, 1, 100.0)[0] == 0.0 and report.wilson(1, 1, 100.0)[1] == 1.0
+    # rounding puts these just outside [0, 1] (1 + 2e-16, -3e-17): they are clamped
+    assert report.wilson(20, 20)[1] == 1.0 and report.wilson(0, 7)[0] == 0.0
 
 
 def test_key_and_prf():
@@ -102,6 +104,10 @@ def test_scheme_report_likert_and_multiselect():
     m = report.scheme_report([(["b", "a"], ["a", "b"]), (["a"], ["b"])], ["a", "b"],
                              "multiselect")
     assert m["accuracy"] == 0.5 and "confusion" not in m and "mae" not in m
+    # a: tp 1, fn 0, fp 1; b: tp 1, fn 1, fp 0 (labels as sets, not as values)
+    assert m["per_label"]["a"] == report._prf(1, 1, 0)
+    assert m["per_label"]["b"] == report._prf(1, 0, 1)
+    assert m["macro_f1"] == 0.6667
     assert m["baseline"]["label"] == ["a", "b"] or m["baseline"]["label"] == ["b"]
 
 
@@ -357,3 +363,22 @@ def test_fmt_and_summary_line():
     assert rr.summary_line("", dict(r, baseline=5)) == (
         "  n=3: mean absolute error 1.500, RMSE 2.000, Spearman undefined; always answering "
         "the median (None) undefined")
+
+
+def test_a_scheme_without_pairs_is_skipped_not_the_end():
+    schemas = {"first": {"type": "radio", "labels": ["a"]},
+               "s": {"type": "radio", "labels": ["a", "b"]}}
+    r = report.holdout_report([pred("t1", "s", "a")], [item("t1", "test", s="a")], schemas)
+    assert r is not None and r["n"] == 1 and r["accuracy"] == 1.0
+
+
+def test_scheme_report_counts_and_rounding():
+    pairs = [("a", "b"), ("a", "b"), ("b", "b")]
+    r = report.scheme_report(pairs, ["a", "b"], "radio", ["a"])
+    assert r["accuracy"] == 0.3333 and r["confusion"]["matrix"] == [[0, 0], [2, 1]]
+    assert r["baseline"] == {"label": "a", "accuracy": 0.0, "macro_f1": 0.0}
+    assert r["above_baseline"] == 0.3333
+    m = report.scheme_report([(["a"], ["a", "b"]), (["b"], ["a", "b"])], ["a", "b"],
+                             "multiselect", [["b", "a"]])
+    # always answering {a, b}: both items right; per label a and b: tp 2, so macro-F1 1
+    assert m["baseline"] == {"label": ["a", "b"], "accuracy": 1.0, "macro_f1": 1.0}

@@ -84,6 +84,14 @@ EQUIVALENT = {
         "3586068fa9": "record: a log event (always a level, never a kind) reads the same "
                       "through run_texts.worker_error_line: level: message",
     },
+    "potato/training/report.py": {
+        "d0db7592c3": "scheme_report: above_baseline is the difference of two values already "
+                      "rounded to 4 places: rounding it to 4 or to 5 places gives the same float",
+        "3571556a1f": "_baseline: most_common(n)[0] is the same pair for any n (and None): "
+                      "Counter sorts the same way for each, ties in first-seen order",
+        "8287bf60df": "_baseline: most_common(n)[0] is the same pair for any n (and None): "
+                      "Counter sorts the same way for each, ties in first-seen order",
+    },
     "potato/training/remote/proc.py": {
         "5e2b5375db": "run: stdin always a pipe: with no input communicate() closes it at once, "
                       "so the child reads end of file, as from DEVNULL",
