@@ -278,6 +278,10 @@ def test_qwk():
     assert rr.qwk([(3, 3), (1, 2), (3, 1)], [1, 2, 3]) == pytest.approx(0.0)
     # two points, pred 2, 2, 1 for gold 1, 2, 2: num = 2; gold [1, 2], pred [1, 2]; den = 4 / 3
     assert rr.qwk([(2, 1), (2, 2), (1, 2)], [1, 2]) == pytest.approx(1 - 2 / (4 / 3))
+    # repeated pairs count each time: observed [[1, 3], [1, 1]], gold [4, 2], pred [2, 4];
+    # num = 4, den = (16 + 4) / 6
+    pairs = [(2, 1), (2, 1), (2, 1), (1, 1), (2, 2), (1, 2)]
+    assert rr.qwk(pairs, [1, 2]) == pytest.approx(-0.2)
 
 
 def test_ranks_and_spearman():
@@ -360,6 +364,8 @@ def test_fmt_and_summary_line():
     assert rr.summary_line("s", r) == (
         "  s: n=3: mean absolute error 1.500, RMSE 2.000, Spearman undefined; always answering "
         "the median (4) 2.000")
+    assert rr.summary_line("s", dict(r, spearman=0.25)).endswith("Spearman 0.250; always "
+                                                                "answering the median (4) 2.000")
     assert rr.summary_line("", dict(r, baseline=5)) == (
         "  n=3: mean absolute error 1.500, RMSE 2.000, Spearman undefined; always answering "
         "the median (None) undefined")

@@ -92,6 +92,17 @@ EQUIVALENT = {
         "8287bf60df": "_baseline: most_common(n)[0] is the same pair for any n (and None): "
                       "Counter sorts the same way for each, ties in first-seen order",
     },
+    "potato/training/report_ratings.py": {
+        "d65835a938": "_ranks: every slot of the list is assigned in the loop (order is a "
+                      "permutation of its indices), so its initial value is never read",
+        "31a72ce23b": "spearman: sum((a + mx)(b - my)) = sum(a(b - my)) + mx * sum(b - my), "
+                      "and sum(b - my) = 0: the same sum (to the last bit's rounding)",
+        "e2343cb16c": "spearman: sum((a - mx)(b + my)) = sum((a - mx)b) + my * sum(a - mx), "
+                      "and sum(a - mx) = 0: the same sum (to the last bit's rounding)",
+        "ed540ea9d5": "number_report: mae_below_baseline is the difference of two values "
+                      "already rounded to 4 places: rounding it to 4 or to 5 places gives the "
+                      "same float",
+    },
     "potato/training/remote/proc.py": {
         "5e2b5375db": "run: stdin always a pipe: with no input communicate() closes it at once, "
                       "so the child reads end of file, as from DEVNULL",
