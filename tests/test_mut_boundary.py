@@ -417,3 +417,19 @@ def test_every_label_of_a_multiselect():
 def test_number_scheme_bounds_are_exact():
     raises(pred, 1e15 + 1, "n", match="label is")
     raises(pred, -1e15 - 1, "n", match="label is")
+
+
+def test_hidden_kinds_of_characters():
+    assert b._HIDDEN == ("Cc", "Cf", "Co", "Cs", "Cn", "Zl", "Zp")
+    for ch in ("\ue000", "\u0378", "\u3164", "\u115f", "\u1160", "\uffa0", "\u2800", "\x7f"):
+        assert b.has_hidden("a%sb" % ch), repr(ch)
+    for ok in ("a b", "naïve", "日本語.txt", "dir/file-1_2.bin", "\u2801"):
+        assert not b.has_hidden(ok), repr(ok)
+
+
+def test_a_combining_mark_must_follow_a_character():
+    assert b.has_hidden("\u0301abc")  # a leading mark
+    assert b.has_hidden("dir/\u0301x") and b.has_hidden("dir\\\u0301x")  # a part's first
+    assert b.has_hidden("ab/\u20dd")  # an enclosing mark (Me) too
+    for ok in ("e\u0301", "ab\u0301/c", "X\u0303", "a/b\u0301"):
+        assert not b.has_hidden(ok), repr(ok)
