@@ -382,3 +382,54 @@ def test_predictions_file():
     assert why is None and rows[0]["label"][0]["text"] == "Ann"
     rows, why = b.predictions([span_row], SPLITS, SCHEMAS)
     assert "need the item's text" in why
+
+
+def test_long_values_are_cut_in_messages():
+    long = "q" * 100  # json.dumps: a quote, then the q's
+    cut80, cut40 = '"' + "q" * 79, '"' + "q" * 39
+    why = raises(pred, "pos", item=long)
+    assert why == "id %s is not an item of the run's bundle" % cut80
+    why = raises(pred, "pos", split=long)
+    assert why == "split %s is not item a's split (train)" % cut40
+    why = raises(pred, "pos", scheme=long)
+    assert why == "scheme %s is not a scheme of the run" % cut80
+    assert raises(pred, long).startswith("label %s is not one of" % cut80)
+    assert raises(pred, long, "m").startswith("label %s is not a set of" % cut80)
+    assert raises(pred, long, "l").startswith("label %s is not a point of" % cut80)
+    assert raises(pred, long, "sp").startswith("label %s is not a list of spans" % cut80)
+    assert raises(pred, [span(0, 3, long)], "sp").startswith("span 1: label %s is not one"
+                                                             % cut80)
+
+
+def test_artifact_of_zero_bytes():
+    assert _result(artifacts=[{"path": "p", "bytes": 0}])["artifacts"][0]["bytes"] == 0
+
+
+def test_span_ending_at_zero_is_an_empty_span():
+    # end 0 is inside the text; the span is empty, and the message says so
+    assert raises(pred, [span(0, 0)], "sp") == "span 1: start 0 is not before end 0"
+
+
+def test_every_label_of_a_multiselect():
+    assert pred(["z", "x", "y"], "m")["label"] == ["z", "x", "y"]
+
+
+def test_number_scheme_bounds_are_exact():
+    raises(pred, 1e15 + 1, "n", match="label is")
+    raises(pred, -1e15 - 1, "n", match="label is")
+
+
+def test_hidden_kinds_of_characters():
+    assert b._HIDDEN == ("Cc", "Cf", "Co", "Cs", "Cn", "Zl", "Zp")
+    for ch in ("\ue000", "\u0378", "\u3164", "\u115f", "\u1160", "\uffa0", "\u2800", "\x7f"):
+        assert b.has_hidden("a%sb" % ch), repr(ch)
+    for ok in ("a b", "naïve", "日本語.txt", "dir/file-1_2.bin", "\u2801"):
+        assert not b.has_hidden(ok), repr(ok)
+
+
+def test_a_combining_mark_must_follow_a_character():
+    assert b.has_hidden("\u0301abc")  # a leading mark
+    assert b.has_hidden("dir/\u0301x") and b.has_hidden("dir\\\u0301x")  # a part's first
+    assert b.has_hidden("ab/\u20dd")  # an enclosing mark (Me) too
+    for ok in ("e\u0301", "ab\u0301/c", "X\u0303", "a/b\u0301"):
+        assert not b.has_hidden(ok), repr(ok)

@@ -260,6 +260,8 @@ def test_with_heldout_and_read_lines(tmp_path):
              {"id": "t1", "split": "train", "labels": {}}]
     out = ingest.with_heldout(items, str(path))
     assert [it["labels"] for it in out] == [{"s": "pos"}, {}, {"s": "y"}, {}]
+    assert [(it["id"], it["split"]) for it in out] == [(it["id"], it["split"]) for it in items]
+    assert items[0]["labels"] == {}  # the bundle's items are not changed
     assert ingest.with_heldout(items, str(tmp_path / "none")) is items
     assert list(ingest.read_lines(str(tmp_path / "none"))) == []
 
@@ -283,3 +285,71 @@ def test_read_predictions(tmp_path):
     path.write_text(json.dumps(p("a", "zzz", 1)) + "\n")
     with pytest.raises(ingest.PredictionsError, match="line 1: label"):
         ingest.read_predictions(str(path), bundle)
+
+
+def latin1_locale(monkeypatch):
+    """open() as on a host whose locale encoding is Latin-1: a file read without an explicit
+    encoding gets it."""
+    real = open
+
+    def fake_open(path, mode="r", *args, **kw):
+        if "b" not in mode and not args and kw.get("encoding") is None:
+            kw["encoding"] = "latin-1"
+        return real(path, mode, *args, **kw)
+
+    monkeypatch.setattr(ingest, "open", fake_open, raising=False)
+
+
+def test_files_are_read_as_utf8_whatever_the_locale(tmp_path, monkeypatch):
+    latin1_locale(monkeypatch)
+    bundle = NS(items=[{"id": "a", "split": "test", "text": "t"}],
+                schemas={"s": {"type": "radio", "labels": ["né", "x"]}})
+    path = tmp_path / "p.jsonl"
+    path.write_bytes((json.dumps(p("a", "né", 1), ensure_ascii=False) + "\n").encode("utf-8"))
+    assert ingest.read_predictions(str(path), bundle)[0]["label"] == "né"
+    held = tmp_path / "heldout.jsonl"
+    held.write_bytes('{"id": "t1", "labels": {"s": "né"}}\n'.encode("utf-8"))
+    assert list(ingest.read_lines(str(held))) == [{"id": "t1", "labels": {"s": "né"}}]
+
+
+def test_tolerance_is_in_the_score_s_units(store):
+    r = new_run(store, {"macro_f1": 0.8})
+    ingest.use(store, "s", r)
+    assert ingest.takes_over(store, cfg(tolerance=0.01), "rX", "s", {"macro_f1": 0.792})[0]
+    r = new_run(store, {"mae": 2.0})
+    ingest.use(store, "s", r)
+    assert ingest.takes_over(store, cfg(tolerance=0.1), "rX", "s", {"mae": 2.08})[0]
+
+
+def test_the_new_run_s_kind_of_score_is_compared(store):
+    # the new run has a kappa only, the old one a macro-F1 only: no common score
+    r = new_run(store, {"macro_f1": 0.9})
+    ingest.use(store, "s", r)
+    assert ingest.takes_over(store, cfg(), "rX", "s", {"qwk": 0.6}) == (
+        True, "run rX replaces %s in use (%s has no held-out score)" % (r, r))
+    # both have both: the new run's first kind (kappa) decides, not macro-F1
+    r = new_run(store, {"qwk": 0.5, "macro_f1": 0.9})
+    ingest.use(store, "s", r)
+    took, why = ingest.takes_over(store, cfg(), "rX", "s", {"qwk": 0.6, "macro_f1": 0.1})
+    assert took and "held-out quadratic-weighted kappa 0.600 is not below" in why
+
+
+def per(**schemes):
+    return {"per_scheme": dict(schemes, o={"macro_f1": 0.5})}
+
+
+def test_the_scheme_s_own_scores_are_compared(store):
+    r = new_run(store, per(s={"qwk": 0.5}))
+    ingest.use(store, "s", r)
+    assert ingest.takes_over(store, cfg(), "rX", "s", per(s={"qwk": 0.45})) == (
+        False, "run rX's held-out quadratic-weighted kappa 0.450 is below %s's 0.500 by more "
+        "than writeback.tolerance (0.01): %s stays in use (writeback.policy: best)" % (r, r))
+    r = new_run(store, per(s={"macro_f1": 0.2}))
+    ingest.use(store, "s", r)
+    assert ingest.takes_over(store, cfg(), "rX", "s", per(s={"qwk": 0.45})) == (
+        True, "run rX replaces %s in use (%s has no held-out score)" % (r, r))
+    r = new_run(store, per(s={"qwk": 0.4}))
+    ingest.use(store, "s", r)
+    assert ingest.takes_over(store, cfg(), "rX", "s", per(s={"n": 3})) == (
+        False, "run rX has no held-out score; %s (quadratic-weighted kappa 0.400) stays in use"
+        % r)
