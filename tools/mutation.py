@@ -256,6 +256,10 @@ EQUIVALENT = {
         "39c92b5226": "_CREATE: getattr's default is not used where O_NOFOLLOW exists (Linux)",
         "5e2d8f5584": "_CREATE: getattr's default is not used where O_NOFOLLOW exists (Linux)",
         "4b7ea178d1": "_TOKEN: its first value is replaced at the first use",
+        "976e2fa526": "_CREATE: with O_CREAT|O_EXCL an open never follows a link at the name "
+                      "(POSIX: EEXIST), so O_NOFOLLOW adds nothing",
+        "9a6e19902f": "_CREATE: with O_CREAT|O_EXCL an open never follows a link at the name "
+                      "(POSIX: EEXIST), so O_NOFOLLOW adds nothing",
     },
     "potato/training/remote/media_receive.py": {
         "0991c8e22a": "receive: the queue's bound only (WRITE_AHEAD // BATCH is 256, over 2)",
