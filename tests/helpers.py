@@ -613,6 +613,9 @@ class FakeResponse:
     def read1(self, n):
         return self.buf.read(n)
 
+    def close(self):  # as http.client.HTTPResponse's: the agent closes each body it read
+        self.buf.close()
+
 
 class FakeConn:
     def close(self):
