@@ -482,3 +482,21 @@ def test_a_tls_service(tmp_path, tls_cert):
     c.server.tls_key = c.server.tls_cert  # a certificate is no key
     with pytest.raises(__import__("ssl").SSLError):
         svc.Service(c, host="127.0.0.1", owner=None).open()
+
+
+def test_a_service_hands_its_access_log_and_its_pages_to_the_app(cfg):
+    lines = []
+    s = svc.Service(cfg, host="127.0.0.1", access_log=lines.append, owner=None).open()
+    try:
+        s.app.access_log("a request")
+        assert lines == ["a request"]
+        paths = [p.pattern for _, p, _, _ in s.app.routes]
+        assert "/annotate" in paths and "/login" in paths  # ui=True: the pages are there
+    finally:
+        s.close()
+
+
+def test_the_server_logs_under_one_name():
+    """docs/annotation-server.md: the server's own messages go to the logger potato.server."""
+    import logging
+    assert svc.log is logging.getLogger("potato.server")

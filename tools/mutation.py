@@ -366,6 +366,8 @@ EQUIVALENT = {
         "515efa9912": "serve: done.wait() without a timeout: the signal handler (main thread) "
                       "sets the event, which ends the wait either way",
         "766ba13508": "serve: done.wait(1.5): the handler's set() ends the wait at once either way",
+        "8fde55a462": "serve: start(data_sync=True) without training=True: start's default is "
+                      "training=True",
     },
     "potato/server/connections.py": {
         "651ab9c9ff": "_Conn: floor '' at first: floor is read only in a body phase, and "
