@@ -412,19 +412,27 @@ def test_a_host_that_stops_reading_fails_the_copy(tmp_path, monkeypatch):
         media_push.push(_stuck_host(tmp_path), ctx, "job")
 
 
-def test_cancel_stops_a_copy_the_host_does_not_read(tmp_path):
+def _push_cancelled_after(host, ctx, seconds=1):
+    """media_push.push with the run cancelled ``seconds`` in: it must end as a cancel, in
+    seconds (not after CHECK_S, WRITE_STALL_S or FINISH_S); the time it took."""
     import threading
     from potato.training.backends import errors, media_push
-    ctx = Ctx(media_index(tmp_path, [os.urandom(1 << 20) for _ in range(4)]))
-    timer = threading.Timer(1, ctx.cancel.set)
+    timer = threading.Timer(seconds, ctx.cancel.set)
     timer.start()
+    started = time.monotonic()
     try:
         with pytest.raises(errors.TransferError, match="cancelled while its media were checked "
                                                        "or copied on here"):
-            media_push.push(_stuck_host(tmp_path), ctx, "job")
+            media_push.push(host, ctx, "job")
     finally:
         timer.cancel()
         timer.join()
+    return time.monotonic() - started
+
+
+def test_cancel_stops_a_copy_the_host_does_not_read(tmp_path):
+    ctx = Ctx(media_index(tmp_path, [os.urandom(1 << 20) for _ in range(4)]))
+    _push_cancelled_after(_stuck_host(tmp_path), ctx)
 
 
 def _host_script(tmp_path, body):
@@ -538,8 +546,6 @@ def test_cancel_is_seen_while_the_host_checks_or_finishes(tmp_path, where):
     """Before, a cancel was looked at only while the stream was written: a host slow to answer
     which files it lacks (CHECK_S, 300 s) or to say what arrived (FINISH_S, 600 s) held a
     cancelled run that long."""
-    import threading
-    from potato.training.backends import errors, media_push
     if where == "check":
         fake = tmp_path / "slow-python"
         fake.write_text("#!%s\nimport time\ntime.sleep(600)\n" % sys.executable)
@@ -548,24 +554,12 @@ def test_cancel_is_seen_while_the_host_checks_or_finishes(tmp_path, where):
     else:
         host = _host_script(tmp_path, "time.sleep(600)")
     ctx = Ctx(media_index(tmp_path, [b"one file"]))
-    timer = threading.Timer(1, ctx.cancel.set)
-    timer.start()
-    started = time.monotonic()
-    try:
-        with pytest.raises(errors.TransferError, match="cancelled while its media were checked "
-                                                       "or copied on here"):
-            media_push.push(host, ctx, "job")
-    finally:
-        timer.cancel()
-        timer.join()
-    assert time.monotonic() - started < 60  # not CHECK_S or FINISH_S
+    assert _push_cancelled_after(host, ctx) < 60  # not CHECK_S or FINISH_S
 
 
 def test_a_cancel_is_a_cancel_when_ssh_exits_255_on_its_signal(tmp_path):
     """Real ssh killed by SIGTERM exits 255, as for a failed connection: before, a run
     cancelled while its media streamed was reported as "ssh to HOST failed (exit 255)"."""
-    import threading
-    from potato.training.backends import errors, media_push
     stuck = _stuck_host(tmp_path)
 
     class Ssh255(LocalHost):
@@ -575,12 +569,4 @@ def test_a_cancel_is_a_cancel_when_ssh_exits_255_on_its_signal(tmp_path):
                                 "%s; exit $?" % command]
     host = Ssh255(stuck.remote_dir, python=stuck.bcfg.python)
     ctx = Ctx(media_index(tmp_path, [os.urandom(1 << 20) for _ in range(4)]))
-    timer = threading.Timer(1, ctx.cancel.set)
-    timer.start()
-    try:
-        with pytest.raises(errors.TransferError, match="cancelled while its media were checked "
-                                                       "or copied on here"):
-            media_push.push(host, ctx, "job")
-    finally:
-        timer.cancel()
-        timer.join()
+    _push_cancelled_after(host, ctx)

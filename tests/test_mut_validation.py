@@ -9,15 +9,7 @@ import pytest
 from potato.config_reader import Problem
 from potato.validation import MIN_ACK_LENGTH, Report, _names_in, check
 
-HEAD = """\
-annotation_task_name: Test
-data_files: [items.jsonl]
-admin_api_key: test-admin-key-0123456789
-annotation_schemes:
-  - annotation_type: radio
-    name: sentiment
-    labels: [positive, negative]
-"""
+from tests.helpers import BASE as HEAD  # a valid project to build on
 
 
 def where(problems, path):
