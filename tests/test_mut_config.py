@@ -468,3 +468,74 @@ def test_validation_section_name_and_display_order(tmp_path, parse):
     cfg, errors, _ = parse("instance_display:\n  fields:\n    - {key: txt, type: text}\n"
                            "    - {key: pic, type: image}\n")
     assert cfg.item_properties.image_key == "pic" and errors == []  # after a text field
+
+
+@pytest.fixture
+def problems(tmp_path):
+    """config text -> [(dotted key, message)] of its errors and warnings."""
+    def run(text):
+        path = tmp_path / "config.yaml"
+        path.write_text(HEAD + textwrap.dedent(text))
+        _, errors, warnings = load(str(path))
+        return [(p.key, p.message) for p in errors + warnings]
+    return run
+
+
+@pytest.mark.parametrize("yaml, key, says", [
+    ("server: {debug: true}", "server.debug", "server.debug"),
+    ("server: {tls_cert: c.pem}", "server", "server.tls_cert"),
+    ("server: {trusted_proxies: [nonsense]}", "server.trusted_proxies[0]",
+     "server.trusted_proxies[0]"),
+    ("model_training: {splits: {train: 0.8, val: 0.2}}", "model_training.splits",
+     "model_training.splits"),
+    ("model_training: {splits: {train: 0.5, val: 0.2, test: 0.2}}", "model_training.splits",
+     "model_training.splits"),
+    ("model_training: {splits: {train: 0.8, val: 0.2, test: 0}}", "model_training.splits",
+     "model_training.splits.test"),
+    ("model_training: {aggregation: mode}", "model_training.aggregation",
+     "model_training.aggregation"),
+    ("model_training: {device: gpu}", "model_training.device", "model_training.device"),
+    ("model_training: {writeback: {policy: oldest}}", "model_training.writeback.policy",
+     "model_training.writeback.policy"),
+    ("model_training: {auto_retrain: {params: 5}}", "model_training.auto_retrain.params",
+     "model_training.auto_retrain.params"),
+    ("model_training: {backends: 5}", "model_training.backends", "model_training.backends"),
+    ("model_training: {publish: {token_env: hf_abcdef}}", "model_training.publish.token_env",
+     "model_training.publish.token_env"),
+    ("model_training: {publish: {token_env: 'A B'}}", "model_training.publish.token_env",
+     "model_training.publish.token_env"),
+    ("model_training: {publish: {license: MIT}}", "model_training.publish.license",
+     "model_training.publish.license"),
+])
+def test_each_problem_says_which_key_it_is_about(problems, yaml, key, says):
+    found = problems(yaml + "\n")
+    assert any(k == key and says in (m or "") for k, m in found), found
+
+
+@pytest.mark.parametrize("section, label", [
+    ("model_training: {nope: 1}", "model_training"),
+    ("model_training: {splits: {nope: 1}}", "model_training.splits"),
+    ("model_training: {writeback: {nope: 1}}", "model_training.writeback"),
+    ("model_training: {auto_retrain: {nope: 1}}", "model_training.auto_retrain"),
+    ("model_training: {publish: {nope: 1}}", "model_training.publish"),
+])
+def test_an_unknown_key_names_the_section_that_refuses_it(problems, section, label):
+    found = problems(section + "\n")
+    assert any("is not a key %s accepts" % label in (m or "") for _, m in found), found
+
+
+@pytest.mark.parametrize("yaml, key", [
+    ("model_training: {aggregation: 5}", "model_training.aggregation"),
+    ("model_training: {publish: {token_env: 5}}", "model_training.publish.token_env"),
+    ("model_training: {device: [1]}", "model_training.device"),
+    ("model_training: {writeback: {policy: [1]}}", "model_training.writeback.policy"),
+    ("model_training: {auto_retrain: {trainer: [1]}}", "model_training.auto_retrain.trainer"),
+])
+def test_a_value_that_is_not_text_is_refused_at_its_key(problems, yaml, key):
+    found = problems(yaml + "\n")
+    assert any(k == key and "must be a string" in (m or "") for k, m in found), found
+
+
+def test_a_server_url_loses_only_its_trailing_slashes(parse):
+    cfg, errors, _ = parse("server_url: https://annotate.example.org/X/\n")
+    assert errors == [] and cfg.server_url == "https://annotate.example.org/X"
