@@ -78,6 +78,14 @@ def touch(cache, sha):
         pass
 
 
+def _discard(path):
+    """Remove a temporary file of a write that failed (it may already be gone)."""
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
 def pin(cache, name, wanted):
     """Write the pin ``name``: the (sha, size) pairs its run needs."""
     if not valid_pin(name):
@@ -91,10 +99,7 @@ def pin(cache, name, wanted):
             f.write("".join("%s %d\n" % (sha, size) for sha, size in wanted))
         os.replace(tmp, os.path.join(d, name))
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        _discard(tmp)
         raise
 
 
@@ -293,10 +298,7 @@ def store(cache, sha, size, read):
                 sha[:12], got, size, "" if got != size else " and another sha256"))
         os.replace(tmp, final)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        _discard(tmp)
         raise
 
 
@@ -337,8 +339,5 @@ def put(cache, sha, data):
             os.close(fd)
         os.replace(tmp, final)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        _discard(tmp)
         raise
