@@ -26,6 +26,7 @@ import random
 import re
 import shlex
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -88,7 +89,11 @@ def timed(fn):
     return time.perf_counter() - t, out
 
 
-def bench_ssh(tmp, index, repeat):
+def bench_ssh(tmp, index, repeat, host_dir=None):
+    """Each try's copies (both sides') go to fresh folders under ``host_dir`` (the temporary
+    folder by default), and nothing is deleted until the end: see bench/README.md on file
+    systems without a journal, where creating files just after deleting many is slow."""
+    host = pathlib.Path(tempfile.mkdtemp(dir=host_dir)) if host_dir else tmp
     (tmp / "sshd").mkdir()
     sshd.start(tmp / "sshd")
     os.environ["PATH"] = str(tmp / "sshd" / "bin") + os.pathsep + os.environ["PATH"]
@@ -97,7 +102,7 @@ def bench_ssh(tmp, index, repeat):
     results = {"ours": [], "tar": []}
     try:
         for k in range(repeat):
-            remote = tmp / ("host%d" % k)
+            remote = host / ("host%d" % k)
             bcfg = Backend("gpu", "ssh")
             bcfg.host, bcfg.remote_dir, bcfg.python = "potato-real", str(remote), sys.executable
             backend = SshBackend(bcfg, None)
@@ -117,24 +122,24 @@ def bench_ssh(tmp, index, repeat):
                 results["steps"] = [s for s in ctx.steps if s.startswith("copying media")][-1]
             finally:
                 backend.close()
-            dest = tmp / ("tar%d" % k)
+            dest = host / ("tar%d" % k)
             dest.mkdir()
             secs, r = timed(lambda: tar_over_ssh(src, dest))
             assert r.returncode == 0, r.stderr
             results["tar"].append(secs)
-            shutil.rmtree(dest)
-            shutil.rmtree(remote)
-            warm_pair(tmp, k, src, results)
+            warm_pair(tmp, host, k, src, results)
     finally:
         sshd.stop(tmp / "sshd")
+        if host != tmp:
+            shutil.rmtree(host)
     return results
 
 
-def warm_pair(tmp, k, src, results):
+def warm_pair(tmp, host, k, src, results):
     """The same pair on a connection that is already up, as in a run (its probe and code copy
     opened the backend's shared connection before the media step): media_push, then
     ``tar c | ssh tar x`` through that same connection. Neither pays an ssh login."""
-    remote, dest = tmp / ("warm%d" % k), tmp / ("warmtar%d" % k)
+    remote, dest = host / ("warm%d" % k), host / ("warmtar%d" % k)
     bcfg = Backend("gpu", "ssh")
     bcfg.host, bcfg.remote_dir, bcfg.python = "potato-real", str(remote), sys.executable
     backend = SshBackend(bcfg, None)
@@ -151,8 +156,6 @@ def warm_pair(tmp, k, src, results):
         results.setdefault("warm_tar", []).append(secs)
     finally:
         backend.close()
-    shutil.rmtree(dest)
-    shutil.rmtree(remote)
 
 
 def tar_over_ssh(src, dest, argv=None):
@@ -271,6 +274,8 @@ def main():
     p.add_argument("--max-kb", type=int, default=8)
     p.add_argument("--repeat", type=int, default=2)
     p.add_argument("--only", choices=("ssh", "agent"), help="measure only this side")
+    p.add_argument("--host-dir", help="where the ssh host's copies go, both sides' (default: "
+                   "the temporary folder); e.g. a journaled file system's mount")
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = pathlib.Path(tmp)
@@ -279,7 +284,7 @@ def main():
         print("%d files, %.1f MB (%d-%d KB each), best of %d" % (
             len(index), mb, args.min_kb, args.max_kb, args.repeat))
         if args.only != "agent":
-            report_ssh(bench_ssh(tmp, index, args.repeat), mb)
+            report_ssh(bench_ssh(tmp, index, args.repeat, args.host_dir), mb)
         if args.only != "ssh":
             report_agent(bench_agent(tmp, index, args.repeat), mb)
 
@@ -291,13 +296,17 @@ def report_ssh(ssh, mb):
     print("ssh first copy: media_push %.2f s (%.1f MB/s), tar c | ssh tar x %.2f s "
           "(%.1f MB/s): ratio %.2f (target >= 0.9)" % (ours, mb / ours, tar, mb / tar,
                                                        tar / ours))
+    print("  median of the tries' ratios (tar's time over ours, each pair side by side): %.2f"
+          % statistics.median(t / o for o, t in zip(ssh["ours"], ssh["tar"])))
     print("  of which the check of what the host lacks (one ssh command): %.2f s"
           % min(ssh["check"]))
     warm, warm_tar = min(ssh["warm"]), min(ssh["warm_tar"])
     print("  each try on a connection already up (media_push, tar): %s" % ", ".join(
         "%.2f/%.2f" % pair for pair in zip(ssh["warm"], ssh["warm_tar"])))
     print("ssh first copy, connection already up (as in a run): media_push %.2f s, tar c | ssh "
-          "tar x %.2f s: ratio %.2f" % (warm, warm_tar, warm_tar / warm))
+          "tar x %.2f s: ratio %.2f (median of the tries' ratios %.2f)" % (
+              warm, warm_tar, warm_tar / warm,
+              statistics.median(t / o for o, t in zip(ssh["warm"], ssh["warm_tar"]))))
     print("  last step line: %s" % ssh["steps"])
     print("ssh second run: %s (target: 0 bytes)" % ssh["second"])
 
@@ -308,6 +317,8 @@ def report_agent(agent, mb):
     ours, plain = min(agent["ours"]), min(agent["plain"])
     print("agent download: %.2f s (%.1f MB/s), plain HTTP GETs %.2f s (%.1f MB/s): "
           "ratio %.2f (target >= 0.9)" % (ours, mb / ours, plain, mb / plain, plain / ours))
+    print("  median of the tries' ratios: %.2f" % statistics.median(
+        p / o for o, p in zip(agent["ours"], agent["plain"])))
 
 
 if __name__ == "__main__":

@@ -480,3 +480,125 @@ def test_data_parallel_ranks_see_the_url_media_the_worker_fetched(tmp_path, monk
     assert code == 0, (tmp_path / "err.json").read_text()
     assert seen == {"a": b"a's bytes", "b": "https://h/b.png was not fetched on this host: the "
                     "worker (rank 0) found no file for it in %s" % (run_dir / media.URL_DIR)}
+
+
+def test_a_trim_after_a_copy_trusts_the_recorded_size_within_the_limit(tmp_path, monkeypatch):
+    """A full count is recorded in .usage; a trim told what its copy added lists nothing while
+    the record plus that is within the limit, and the record grows by it."""
+    cache = str(tmp_path / "media")
+    put(cache, b"a" * 1000, age=300)
+    assert mc.evict(cache, 5000) == (0, 0, 1000)  # a full count, recorded
+    assert open(os.path.join(cache, ".usage")).read().split()[0] == "1000"
+    put(cache, b"b" * 1500)
+    monkeypatch.setattr(mc, "entries", lambda c: pytest.fail("listed the cache"))
+    assert mc.evict(cache, 5000, added=1500) == (0, 0, 2500)
+    assert mc.evict(cache, 5000, added=2500) == (0, 0, 5000)  # exactly at the limit
+    assert open(os.path.join(cache, ".usage")).read().split()[0] == "5000"
+
+
+def test_a_trim_counts_again_when_the_record_is_over_the_limit_stale_or_unreadable(tmp_path):
+    cache = str(tmp_path / "media")
+    oldest = put(cache, b"a" * 1000, age=300)
+    newest = put(cache, b"b" * 1000)
+    assert mc.evict(cache, 5000) == (0, 0, 2000)
+    # the record says 2000; 3001 more would pass the limit: the files are counted (2000 are)
+    assert mc.evict(cache, 5000, added=3001) == (0, 0, 2000)
+    assert mc.evict(cache, 1500, added=0) == (1, 1000, 1000)  # over: the oldest goes
+    assert {h for _, _, h in mc.entries(cache)} == {newest} and oldest
+    usage = os.path.join(cache, ".usage")
+    for record in ("999999 %f" % (time.time() - mc.USAGE_STALE_S - 5),  # stale
+                   "999999 %f" % (time.time() + 60),  # counted in the future: a clock set back
+                   "garbage", "-5 %f" % time.time(), ""):
+        with open(usage, "w") as f:
+            f.write(record)
+        assert mc.evict(cache, 1 << 30, added=10) == (0, 0, 1000), record
+        assert open(usage).read().split()[0] == "1000"
+    os.unlink(usage)
+    assert mc.evict(cache, 1 << 30, added=10) == (0, 0, 1000)  # no record: counted
+    assert [n for n in os.listdir(cache) if n.startswith(".usage.")] == []
+
+
+def test_a_record_that_cannot_be_written_leaves_no_file(tmp_path, monkeypatch):
+    cache = str(tmp_path / "media")
+    put(cache, b"a" * 10)
+    real = os.replace
+
+    def refuse(a, b):
+        if os.path.basename(b) == ".usage":
+            raise OSError(28, "No space left on device")
+        return real(a, b)
+    monkeypatch.setattr(mc.os, "replace", refuse)
+    assert mc.evict(cache, 100) == (0, 0, 10)
+    assert sorted(os.listdir(cache)) == [".lock", sha(b"a" * 10)[:2]]
+
+
+def test_the_agents_download_and_the_hosts_stream_report_what_they_added(tmp_path, monkeypatch):
+    """Both ways files come in tell the trim how many bytes they added."""
+    from potato.training.remote import media_fetch
+    cache = str(tmp_path / "media")
+    seen = []
+    monkeypatch.setattr(media_receive, "evict", lambda *a, **k: seen.append(k.get("added"))
+                        or (0, 0, 0))
+    files = [b"one" * 100, b"two" * 200]
+    mc.need(cache, "job", [(sha(d), len(d)) for d in files])
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for d in files:
+            info = tarfile.TarInfo(sha(d))
+            info.size = len(d)
+            tar.addfile(info, io.BytesIO(d))
+    media_receive.receive(cache, "job", io.BytesIO(buf.getvalue()), 1 << 30)
+    assert seen == [900]
+    items = tmp_path / "items.jsonl"
+    items.write_text("".join(json.dumps({"media": {"sha256": sha(d), "size": len(d)}}) + "\n"
+                             for d in files + [b"three" * 70]))
+    monkeypatch.setattr(media_fetch, "download", lambda client, run, c, missing, progress: (
+        len(missing), sum(size for _, size in missing)))
+    monkeypatch.setattr(mc, "evict", lambda *a, **k: seen.append(k.get("added")) or (0, 0, 0))
+    assert media_fetch._sync(None, "run", cache, "job2", str(items), 10, "lab",
+                             lambda line: None) == 1
+    assert seen == [900, 350]
+
+
+def test_a_new_cache_is_recorded_as_empty_and_its_first_trim_lists_nothing(tmp_path,
+                                                                             monkeypatch):
+    cache = str(tmp_path / "media")
+    mc.need(cache, "job", [(sha(b"one"), 3)])
+    assert open(os.path.join(cache, ".usage")).read().split()[0] == "0"
+    with open(os.path.join(cache, ".usage"), "w") as f:
+        f.write("7 %f" % time.time())  # another process's record since
+    mc.open_cache(cache)  # the folder is there: its record is left alone
+    assert open(os.path.join(cache, ".usage")).read().split()[0] == "7"
+    monkeypatch.setattr(mc, "entries", lambda c: pytest.fail("listed the cache"))
+    assert mc.evict(cache, 100, added=3) == (0, 0, 10)
+
+
+def test_a_cache_made_by_two_processes_at_once_keeps_the_first_record(tmp_path, monkeypatch):
+    cache = str(tmp_path / "media")
+    real = mc._private_dir
+
+    def raced(path):  # the other process writes its record between the check and ours
+        real(path)
+        if path == cache and not os.path.exists(os.path.join(cache, ".usage")):
+            with open(os.path.join(cache, ".usage"), "w") as f:
+                f.write("42 %f" % time.time())
+    monkeypatch.setattr(mc, "_private_dir", raced)
+    mc.open_cache(cache)
+    assert open(os.path.join(cache, ".usage")).read().split()[0] == "42"
+
+
+def test_need_looks_at_no_file_of_a_folder_that_is_not_there(tmp_path, monkeypatch):
+    cache = str(tmp_path / "media")
+    here = put(cache, b"here")
+    gone = [d for d in (b"%d" % i for i in range(2000)) if sha(d)[:2] != here[:2]][:50]
+    sized = []
+    real = os.path.getsize
+    monkeypatch.setattr(mc.os.path, "getsize", lambda p: sized.append(p) or real(p))
+    missing = mc.need(cache, "job", [(here, 4)] + [(sha(d), len(d)) for d in gone])
+    assert missing == [(sha(d), len(d)) for d in gone]
+    assert sized == [mc.file_path(cache, here)]  # only the file whose folder is there
+    mc.put(cache, sha(gone[0]), gone[0])
+    assert mc.need(cache, "job", [(sha(gone[0]), len(gone[0])), (sha(gone[0]), 99)]) == [
+        (sha(gone[0]), 99)]
+    with pytest.raises(mc.CacheError, match="is not a sha256"):
+        mc.need(cache, "job", [("../../etc/passwd", 1)])

@@ -32,12 +32,13 @@ def stream_of(files):
 
 
 def cache_names(cache):
-    """Every name under the cache but its pins and its lock (hidden leftovers included)."""
+    """Every name under the cache but its pins, its lock and its size record (hidden leftovers
+    included)."""
     out = set()
     for root, dirs, names in os.walk(cache):
         dirs[:] = [d for d in dirs if d != ".pins"]
         out.update(os.path.relpath(os.path.join(root, n), cache) for n in names)
-    return out - {".lock"}
+    return out - {".lock", ".usage"}
 
 
 FILES = [b"first file", os.urandom(5000), b"", b"x" * 512]
@@ -570,3 +571,16 @@ def test_a_cancel_is_a_cancel_when_ssh_exits_255_on_its_signal(tmp_path):
     host = Ssh255(stuck.remote_dir, python=stuck.bcfg.python)
     ctx = Ctx(media_index(tmp_path, [os.urandom(1 << 20) for _ in range(4)]))
     _push_cancelled_after(host, ctx)
+
+
+def test_a_small_file_read_in_pieces_is_read_whole(tmp_path, monkeypatch):
+    """The sender reads a small file with os.read (no file object); a read may return less."""
+    from potato.training.backends import media_push
+    path = tmp_path / "f.png"
+    path.write_bytes(b"0123456789")
+    real = os.read
+    monkeypatch.setattr(media_push.os, "read", lambda fd, n: real(fd, min(n, 3)))
+    assert media_push._small(str(path), 10) == b"0123456789"
+    assert media_push._small(str(path), 4) == b"0123"  # grown since listed: the listed bytes
+    with pytest.raises(OSError, match="it has 10 bytes, not the 11 listed"):
+        media_push._small(str(path), 11)

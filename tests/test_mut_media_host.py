@@ -9,6 +9,7 @@ import json
 import os
 import queue
 import tarfile
+import threading
 import time
 
 import pytest
@@ -166,28 +167,86 @@ def test_at_most_twenty_problems_are_listed_and_all_are_counted(tmp_path):
     assert (len(out["bad"]), out["bad_count"]) == (20, 25)
 
 
-class _Recording(queue.Queue):
-    sizes = []
-
-    def put(self, item, *a, **k):
-        if item is not None:
-            _Recording.sizes.append(len(item))
-        return super().put(item, *a, **k)
-
-
 @pytest.mark.parametrize("sizes, batches", [
     ([1535, 1536] * 6, [3, 3, 3, 3]),   # header and bytes: 2047 + 2048 = 4095, one short of 4096
     ([1536] * 6, [2, 2, 2]),            # 2048 + 2048: a batch of exactly BATCH goes at once
 ])
-def test_small_files_go_to_the_writers_in_batches_of_batch_bytes(tmp_path, monkeypatch, sizes,
-                                                                   batches):
+def test_small_files_are_written_in_batches_of_batch_bytes(tmp_path, monkeypatch, sizes,
+                                                            batches):
     monkeypatch.setattr(mr, "BATCH", 4096)
-    monkeypatch.setattr(mr.queue, "Queue", _Recording)
-    _Recording.sizes = []
+    seen = []
+    real = mr._Writers.write
+    monkeypatch.setattr(mr._Writers, "write", lambda self, batch: seen.append(len(batch))
+                        or real(self, batch))
     files = [os.urandom(n) for n in sizes]
     cache = _pinned(tmp_path, files)
     out = mr.receive(cache, "job", io.BytesIO(stream_of(files)), 1 << 30)
-    assert out["received"] == len(files) and _Recording.sizes == batches
+    assert out["received"] == len(files) and seen == batches
+
+
+def _writers_started(monkeypatch):
+    """The threads each receive() started, a list a call."""
+    started = []
+    real = mr._Writers.close
+    monkeypatch.setattr(mr._Writers, "close", lambda self: started.append(
+        len(self.threads)) or real(self))
+    return started
+
+
+def test_quick_writes_stay_in_the_readers_thread(tmp_path, monkeypatch):
+    files = [os.urandom(1000 + i) for i in range(200)]
+    cache = _pinned(tmp_path, files)
+    monkeypatch.setattr(mr, "BATCH", 4096)
+    monkeypatch.setattr(mr, "SLOW_WRITE_S", 10.0)
+    started = _writers_started(monkeypatch)
+    out = mr.receive(cache, "job", io.BytesIO(stream_of(files)), 1 << 30)
+    assert out["received"] == 200 and started == [0]
+
+
+def test_slow_writes_move_to_the_writer_threads_after_slow_after_files(tmp_path, monkeypatch):
+    """Writing is slow (a network file system): after SLOW_AFTER files at over SLOW_WRITE_S
+    each, the rest go to ``writers`` threads; every file still arrives, each once."""
+    files = [os.urandom(1000 + i) for i in range(200)]
+    cache = _pinned(tmp_path, files)
+    monkeypatch.setattr(mr, "BATCH", 4096)  # 3 files a batch
+    monkeypatch.setattr(mr, "SLOW_AFTER", 6)
+    monkeypatch.setattr(mr, "SLOW_WRITE_S", 0.002)
+    where = []
+    real = mr.put
+
+    def slow(cache_, sha_, data_):
+        where.append(threading.current_thread() is threading.main_thread())
+        time.sleep(0.003)
+        real(cache_, sha_, data_)
+    monkeypatch.setattr(mr, "put", slow)
+    started = _writers_started(monkeypatch)
+    out = mr.receive(cache, "job", io.BytesIO(stream_of(files)), 1 << 30, writers=3)
+    assert out["received"] == 200 and started == [3]
+    assert where[:6] == [True] * 6 and not any(where[6:])  # two batches here, then threads
+    assert all(mc.have(cache, sha(d), len(d)) for d in files)
+    started.clear()
+    out = mr.receive(_pinned(tmp_path / "one", files), "job",
+                     io.BytesIO(stream_of(files)), 1 << 30, writers=1)
+    assert out["received"] == 200 and started == [0]  # one writer: the reader's own thread
+
+
+def test_the_move_to_threads_needs_slow_after_files_at_over_slow_write_s(monkeypatch):
+    monkeypatch.setattr(mr, "put", lambda *a: None)
+    monkeypatch.setattr(mr, "SLOW_AFTER", 6)
+    monkeypatch.setattr(mr, "SLOW_WRITE_S", 0.001)
+
+    def threads(files, secs, count=4):
+        w = mr._Writers("unused", count, lambda size, error=None: None)
+        times = [0.0, secs]
+        monkeypatch.setattr(mr.time, "monotonic", lambda: times.pop(0) if times else secs)
+        w.write([("sha", b"")] * files)
+        w.close()
+        return len(w.threads)
+    assert threads(6, 0.006) == 0  # exactly 1 ms each: not over it
+    assert threads(6, 0.00601) == 4
+    assert threads(5, 1.0) == 0  # fewer than SLOW_AFTER files
+    assert threads(6, 1.0, count=1) == 0  # one writer: the reader's own thread
+    assert threads(6, 1.0, count=2) == 2
 
 
 def test_a_disk_error_stops_the_reader_early(tmp_path, monkeypatch):
@@ -521,7 +580,8 @@ def test_store_names_what_went_wrong(tmp_path):
 
 
 def test_a_file_on_its_way_in_has_a_hidden_name_beside_its_place(tmp_path, monkeypatch):
-    """entries() sweeps stale hidden names (a killed transfer); others would stay for good."""
+    """entries() sweeps stale hidden names (a killed transfer); others would stay for good.
+    store() streams through one; put() replaces a file of the wrong size through one."""
     cache = str(tmp_path / "media")
     data = b"on its way"
     folder = os.path.dirname(mc.file_path(cache, sha(data)))
@@ -532,12 +592,68 @@ def test_a_file_on_its_way_in_has_a_hidden_name_beside_its_place(tmp_path, monke
         return data if not seen[1:] else b""
     mc.store(cache, sha(data), len(data), read)
     assert len(seen) == 1 and seen[0].startswith("." + sha(data)[:16])
+    short = mc.file_path(cache, sha(b"put"))
+    os.makedirs(os.path.dirname(short), exist_ok=True)
+    with open(short, "wb") as f:
+        f.write(b"pu")  # a writer killed half-way
     names = []
     real = os.replace
     monkeypatch.setattr(mc.os, "replace", lambda a, b: names.append(os.path.basename(a))
                         or real(a, b))
     mc.put(cache, sha(b"put"), b"put")
-    assert names[0].startswith("." + sha(b"put") + ".")
+    assert len(names) == 1 and names[0].startswith("." + sha(b"put") + ".")
+    assert open(short, "rb").read() == b"put"
+
+
+def test_put_writes_a_new_file_under_its_name_and_leaves_a_whole_one_alone(
+        tmp_path, monkeypatch):
+    """A new file: created under its own name (O_EXCL), no rename. A file already there
+    with its size: left as it is (another writer's, verified), nothing written."""
+    cache = str(tmp_path / "media")
+    renamed = []
+    real = os.replace
+    monkeypatch.setattr(mc.os, "replace", lambda a, b: renamed.append(a) or real(a, b))
+    mc.put(cache, sha(b"new"), b"new")
+    path = mc.file_path(cache, sha(b"new"))
+    assert open(path, "rb").read() == b"new" and renamed == []
+    before = os.stat(path)
+    os.utime(path, (1000, 1000))
+    monkeypatch.setattr(mc.os, "write", lambda *a: pytest.fail("written again"))
+    mc.put(cache, sha(b"new"), b"new")
+    after = os.stat(path)
+    assert (after.st_ino, after.st_mtime) == (before.st_ino, 1000) and renamed == []
+    assert os.listdir(os.path.dirname(path)) == [sha(b"new")]
+
+
+def test_a_put_cut_short_leaves_nothing_under_its_name_but_another_writers_file(
+        tmp_path, monkeypatch):
+    """A full disk in the middle of the write: the part-file goes, so that its name never holds
+    a file of the wrong size; but when another writer has replaced it meanwhile (it found the
+    short file), that writer's whole file stays."""
+    cache = str(tmp_path / "media")
+    data = b"x" * 5000
+    path = mc.file_path(cache, sha(data))
+    real_write = os.write
+
+    def full(fd, view):
+        real_write(fd, view[:100])
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(mc.os, "write", full)
+    with pytest.raises(OSError, match="No space left"):
+        mc.put(cache, sha(data), data)
+    assert not os.path.exists(path) and os.listdir(os.path.dirname(path)) == []
+
+    def replaced_meanwhile(fd, view):
+        real_write(fd, view[:100])
+        with open(path + ".other", "wb") as f:
+            f.write(data)
+        os.replace(path + ".other", path)
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(mc.os, "write", replaced_meanwhile)
+    with pytest.raises(OSError, match="No space left"):
+        mc.put(cache, sha(data), data)
+    assert open(path, "rb").read() == data
+    assert mc.have(cache, sha(data), len(data))
 
 
 def test_unique_names_carry_the_pid_random_and_a_count(monkeypatch):
@@ -566,16 +682,30 @@ def test_cached_files_are_0600_in_new_and_existing_folders(tmp_path):
 def test_a_link_at_the_hidden_name_is_not_followed(tmp_path, monkeypatch):
     cache = str(tmp_path / "media")
     data = b"linked"
-    mc.put(cache, sha(b"makes the folder" + data), b"makes the folder" + data)
-    folder = os.path.dirname(mc.file_path(cache, sha(data)))
-    os.makedirs(folder, exist_ok=True)
+    path = mc.file_path(cache, sha(data))
+    os.makedirs(os.path.dirname(path))
+    with open(path, "wb") as f:
+        f.write(b"li")  # short: put replaces it through a hidden name
     victim = tmp_path / "victim"
     victim.write_bytes(b"untouched")
     monkeypatch.setattr(mc, "_unique", lambda: "fixed")
-    os.symlink(str(victim), os.path.join(folder, ".%s.fixed" % sha(data)))
+    os.symlink(str(victim), os.path.join(os.path.dirname(path), ".%s.fixed" % sha(data)))
     with pytest.raises(OSError):
         mc.put(cache, sha(data), data)
+    assert victim.read_bytes() == b"untouched" and open(path, "rb").read() == b"li"
+
+
+def test_a_link_at_the_files_name_is_replaced_not_written_through(tmp_path):
+    cache = str(tmp_path / "media")
+    data = b"linked"
+    path = mc.file_path(cache, sha(data))
+    os.makedirs(os.path.dirname(path))
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"untouched")
+    os.symlink(str(victim), path)
+    mc.put(cache, sha(data), data)
     assert victim.read_bytes() == b"untouched"
+    assert not os.path.islink(path) and open(path, "rb").read() == data
 
 
 def test_a_checksum_with_a_leading_digit_is_read_whole():
@@ -659,15 +789,18 @@ def test_entries_and_evict_go_on_past_a_file_that_went_or_stays(tmp_path, monkey
 
 def test_a_failed_put_removes_its_hidden_file_and_says_why(tmp_path, monkeypatch):
     cache = str(tmp_path / "media")
-    mc.put(cache, sha(b"first"), b"first")
+    path = mc.file_path(cache, sha(b"first"))
+    os.makedirs(os.path.dirname(path))
+    with open(path, "wb") as f:
+        f.write(b"fir")  # short: replaced through a hidden name
 
     def refuse(a, b):
         raise OSError(28, "No space left on device")
     monkeypatch.setattr(mc.os, "replace", refuse)
     with pytest.raises(OSError, match="No space left"):
         mc.put(cache, sha(b"first"), b"first")
-    folder = os.path.dirname(mc.file_path(cache, sha(b"first")))
-    assert os.listdir(folder) == [sha(b"first")]
+    assert os.listdir(os.path.dirname(path)) == [sha(b"first")]
+    assert open(path, "rb").read() == b"fir"
 
 
 def test_a_pin_that_cannot_be_written_leaves_nothing_and_hidden_pins_hold_nothing(
@@ -714,14 +847,16 @@ def test_a_listing_with_a_boolean_size_or_nested_too_deep_is_refused(tmp_path, h
 
 def test_a_hidden_name_that_exists_is_never_written_through(tmp_path, monkeypatch):
     cache = str(tmp_path / "media")
-    mc.put(cache, sha(b"makes the folder"), b"makes the folder")
     data = b"collides"
-    folder = os.path.dirname(mc.file_path(cache, sha(data)))
-    os.makedirs(folder, exist_ok=True)
+    path = mc.file_path(cache, sha(data))
+    os.makedirs(os.path.dirname(path))
+    with open(path, "wb") as f:
+        f.write(b"coll")  # short: replaced through a hidden name
     monkeypatch.setattr(mc, "_unique", lambda: "fixed")
-    taken = os.path.join(folder, ".%s.fixed" % sha(data))
+    taken = os.path.join(os.path.dirname(path), ".%s.fixed" % sha(data))
     with open(taken, "wb") as f:
         f.write(b"another writer's")
     with pytest.raises(FileExistsError):
         mc.put(cache, sha(data), data)
     assert open(taken, "rb").read() == b"another writer's"
+    assert open(path, "rb").read() == b"coll"

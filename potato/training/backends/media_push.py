@@ -126,8 +126,9 @@ def tar_header(name: str, size: int, mtime: int) -> bytes:
     if len(raw) >= 100:
         raise ValueError("tar member name %r is too long" % name)
     sized = b"%011o\0" % size if size < 8 ** 11 else b"\x80" + size.to_bytes(11, "big")
-    head = raw.ljust(100, b"\0") + _MODES + sized + b"%011o\0" % mtime
-    return head + b"%06o\0 " % (sum(head) - sum(_MODES) + _SUMS) + _TAIL
+    stamp = b"%011o\0" % mtime
+    return (raw.ljust(100, b"\0") + _MODES + sized + stamp
+            + b"%06o\0 " % (sum(raw) + sum(sized) + sum(stamp) + _SUMS) + _TAIL)
 
 
 class _Failed(Exception):
@@ -258,14 +259,14 @@ class Session:
                 last = now
                 ctx.set_step(progress_words(self.host, done, len(files), self.sent, of_bytes))
             try:
-                with open(path, "rb") as f:
-                    chunks.append(tar_header(sha, size, mtime))
-                    if size > ONE_READ:
-                        self._write(chunks)
+                if size > ONE_READ:
+                    with open(path, "rb") as f:
+                        self._write(chunks + [tar_header(sha, size, mtime)])
                         chunks, buffered = [], 0
                         _copy(f, size, self._write_one)
-                    else:
-                        chunks.append(_exactly(f, size))
+                else:
+                    data = _small(path, size)
+                    chunks += (tar_header(sha, size, mtime), data)
             except OSError as e:
                 if isinstance(e, BrokenPipeError) or self.p.poll() is not None:
                     raise  # the host's side ended, not the file
@@ -328,6 +329,24 @@ def _ready(fd: int, event: int, timeout: float) -> bool:
 
 def _exactly(f, size: int) -> bytes:
     data = f.read(size)
+    if len(data) != size:
+        raise OSError("it has %d bytes, not the %d listed: it changed since the run started"
+                      % (len(data), size))
+    return data
+
+
+def _small(path: str, size: int) -> bytes:
+    """A small file's bytes, read whole (no file object: most of a small file's cost)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        data = os.read(fd, size)
+        while len(data) < size:
+            more = os.read(fd, size - len(data))
+            if not more:
+                break
+            data += more
+    finally:
+        os.close(fd)
     if len(data) != size:
         raise OSError("it has %d bytes, not the %d listed: it changed since the run started"
                       % (len(data), size))

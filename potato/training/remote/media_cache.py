@@ -7,6 +7,7 @@ Layout of ``remote_dir/media/`` (``<workdir>/media/`` for an agent machine)::
     <sha[:2]>/.<sha>...  a file on its way in (verified, then renamed into place)
     .incoming/           an agent's large downloads on their way in (a partial file each)
     .lock                need() holds it shared, evict() alone (flock)
+    .usage               bytes held at the last full count, and when (see evict)
 
 Every run of every project on the host shares it. A file is touched (its mtime) each time a
 run needs it; when the cache is over its limit the least recently used files go first, never
@@ -31,6 +32,7 @@ HASH_RE = re.compile(r"[0-9a-f]{64}")
 PIN_RE = re.compile(r"[A-Za-z0-9_.-]{1,120}")
 PIN_STALE_S = 900  # a pin its agent has not touched for this long no longer holds files
 INCOMING_STALE_S = 3600
+USAGE_STALE_S = 3600  # a trim trusts the cache's recorded size this long, then counts
 MARK = "POTATO-MEDIA "
 BLOCK = 1 << 20
 
@@ -170,15 +172,34 @@ def _locked(cache, exclusive):
             os.close(fd)
 
 
+def open_cache(cache):
+    """Make the cache's folder (0700) if there is none; a new one is recorded as holding
+    nothing (``.usage``, see evict), so that its first trim need not list it."""
+    if os.path.isdir(cache):
+        return
+    _private_dir(cache)
+    try:
+        fd = os.open(os.path.join(cache, ".usage"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError:
+        return  # another process made it first, or no record: the first trim counts
+    try:
+        os.write(fd, b"0 %.3f\n" % time.time())
+    finally:
+        os.close(fd)
+
+
 def need(cache, name, wanted):
     """Pin ``wanted`` ((sha, size) pairs) for run ``name``, touch what is here; the pairs the
     cache lacks."""
-    _private_dir(cache)
-    missing = []
+    open_cache(cache)
+    missing, folders = [], {}
     with _locked(cache, exclusive=False):
         pin(cache, name, wanted)
         for sha, size in wanted:
-            if have(cache, sha, size):
+            path = file_path(cache, sha)  # the hash checked
+            if folders.get(sha[:2]) is None:  # a folder that is not there holds nothing
+                folders[sha[:2]] = os.path.isdir(os.path.dirname(path))
+            if folders[sha[:2]] and have(cache, sha, size):
                 touch(cache, sha)
             else:
                 missing.append((sha, size))
@@ -220,14 +241,51 @@ def _drop_if_stale(path):
         pass
 
 
-def evict(cache, limit_bytes, now=None, keep=()):
+def evict(cache, limit_bytes, now=None, keep=(), added=None):
     """Remove least recently used files until the cache holds at most ``limit_bytes``, never
     one a fresh pin holds nor one in ``keep``; returns (files removed, bytes removed, bytes
-    still held). The cache's lock is held alone meanwhile (see ``_locked``)."""
+    still held). The cache's lock is held alone meanwhile (see ``_locked``). Each full count
+    is recorded (``.usage``); given ``added`` (the bytes its caller just put in), when that
+    record, at most USAGE_STALE_S old, plus ``added`` is within the limit, nothing is listed
+    and the record grows by ``added``: it can only be too high (files leave only here and by
+    hand), so the limit holds, and a cache of many files is not listed after every run."""
     if not os.path.isdir(cache):
         return 0, 0, 0
+    now = time.time() if now is None else now
     with _locked(cache, exclusive=True):
-        return _evict(cache, limit_bytes, time.time() if now is None else now, set(keep))
+        if added is not None:
+            held, counted = _usage(cache, now)
+            if held is not None and held + added <= limit_bytes:
+                _record_usage(cache, held + added, counted)
+                return 0, 0, held + added
+        out = _evict(cache, limit_bytes, now, set(keep))
+        _record_usage(cache, out[2], now)
+        return out
+
+
+def _usage(cache, now):
+    """(bytes, when counted) from ``.usage``; (None, None) when there is none, or it is not
+    two numbers, or it was counted over USAGE_STALE_S ago (or in the future: a clock set
+    back)."""
+    try:
+        with open(os.path.join(cache, ".usage")) as f:
+            held, counted = f.read(100).split()
+        held, counted = int(held), float(counted)
+    except (OSError, ValueError):
+        return None, None
+    if held < 0 or not 0 <= now - counted <= USAGE_STALE_S:
+        return None, None
+    return held, counted
+
+
+def _record_usage(cache, held, counted):
+    tmp = os.path.join(cache, ".usage.%s" % _unique())
+    try:
+        with open(tmp, "w") as f:
+            f.write("%d %.3f\n" % (held, counted))
+        os.replace(tmp, os.path.join(cache, ".usage"))
+    except OSError:
+        _discard(tmp)  # no record: the next trim counts the files
 
 
 def _evict(cache, limit_bytes, now, keep):
@@ -316,25 +374,66 @@ def _unique():
 
 def put(cache, sha, data):
     """Write ``data`` (bytes in memory) into the cache as ``sha`` once its sha256 is checked:
-    CacheError, and nothing written, when it does not match. As ``store``, through a hidden
-    name beside its place."""
+    CacheError, and nothing written, when it does not match. Verified before a byte is
+    written, the file is created straight under its name (O_EXCL: never over another file)
+    in one write: a file whose size is the listed one is whole (``have``), and one that is not
+    (its writer was killed) is replaced whole, through a hidden name, never removed first (a
+    run may be reading it)."""
     if hashlib.sha256(data).hexdigest() != sha:
         raise CacheError("media file %s arrived with %d of %d bytes and another sha256"
                          % (sha[:12], len(data), len(data)))
     final = file_path(cache, sha)
+    try:
+        fd = _create(final)
+    except FileExistsError:
+        if not have(cache, sha, len(data)):
+            _replace(final, sha, data)
+        return
+    try:
+        _write(fd, data)
+    except BaseException:
+        _discard_own(final, fd)  # a file of the wrong size never stays under its name
+        raise
+    finally:
+        os.close(fd)
+
+
+def _create(path):
+    """A new file at ``path`` (0600), its folder made first if it is the first of it."""
+    try:
+        return os.open(path, _CREATE, 0o600)
+    except FileNotFoundError:  # the first file of its folder (an existing one is not looked at)
+        _private_dir(os.path.dirname(os.path.dirname(path)))
+        _private_dir(os.path.dirname(path))
+        return os.open(path, _CREATE, 0o600)
+
+
+def _write(fd, data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _discard_own(path, fd):
+    """Remove ``path`` if it is still the file open as ``fd`` (another writer may have
+    replaced it since: that one stays)."""
+    try:
+        mine, there = os.fstat(fd), os.lstat(path)
+        if (mine.st_dev, mine.st_ino) == (there.st_dev, there.st_ino):
+            os.unlink(path)
+    except OSError:
+        pass
+
+
+def _replace(final, sha, data):
+    """Put ``data`` in place of a file of the wrong size at ``final`` in one step: written
+    under a hidden name of its own beside it, then renamed over it."""
     # a name of its own (hosts on one network file system may share a pid): cheaper than mkstemp
     tmp = os.path.join(os.path.dirname(final), ".%s.%s" % (sha, _unique()))
-    try:
-        fd = os.open(tmp, _CREATE, 0o600)
-    except FileNotFoundError:  # the first file of its folder (an existing one is not looked at)
-        _private_dir(cache)
-        _private_dir(os.path.dirname(final))
-        fd = os.open(tmp, _CREATE, 0o600)
+    fd = os.open(tmp, _CREATE, 0o600)
     try:
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
+            _write(fd, data)
         finally:
             os.close(fd)
         os.replace(tmp, final)

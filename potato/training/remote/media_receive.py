@@ -14,31 +14,81 @@ import time
 
 if "need" not in globals():  # run as ``python -c`` (media_push), media_cache.py is above
     from potato.training.remote.media_cache import (
-        BLOCK, MARK, _private_dir, evict, keep_pin, need, put, read_pin, store,
-        valid_hash)
+        BLOCK, MARK, evict, keep_pin, need, open_cache, put, read_pin, store, valid_hash)
     from potato.training.remote.media_tar import (
         TAR_BLOCK, TAR_END, CacheError, _padding, _skip, tar_header)
 
 PIN_TOUCH_S = 60  # a stream being received keeps its pin fresh this often
-WRITERS = 4  # threads that write small arriving files
+WRITERS = 4  # threads that write small arriving files, once writing them is slow
+SLOW_WRITE_S = 0.0003  # a small file took longer than this to write, on average: threads
+SLOW_AFTER = 64  # ... over at least this many files
 SMALL_FILE = 4 << 20  # larger files are written as they are read
 WRITE_AHEAD = 64 << 20  # bytes read from the stream but not yet written, at most
-BATCH = 256 << 10  # small files go to a writer thread in batches of about this many bytes
+BATCH = 256 << 10  # small files are written in batches of about this many bytes
 
 
-def receive(cache, name, stream, limit_bytes, writers=WRITERS):
+class _Writers:
+    """Where a batch of small files is written: in the reader's own thread while that is
+    quick (a local disk: a thread's hand-off would cost more than the write), and on ``count``
+    threads, up to WRITE_AHEAD bytes behind the reader, once SLOW_AFTER files have taken over
+    SLOW_WRITE_S each on average (a network file system or a busy disk, where creating files
+    one at a time is bound by latency, not by the bytes). ``failed`` holds a disk error: the
+    rest is then only drained."""
+
+    def __init__(self, cache, count, kept):
+        self.cache, self.count, self.kept = cache, max(1, count), kept
+        self.failed, self.threads = [], []
+        self.batches = queue.Queue(maxsize=max(1, WRITE_AHEAD // BATCH))
+        self.files, self.secs = 0, 0.0
+
+    def write(self, batch):
+        if self.threads:
+            self.batches.put(batch)
+            return
+        started = time.monotonic()
+        self._write(batch)
+        self.files += len(batch)
+        self.secs += time.monotonic() - started
+        if self.count > 1 and self.files >= SLOW_AFTER and self.secs > SLOW_WRITE_S * self.files:
+            self.threads = [threading.Thread(target=self._thread, daemon=True)
+                            for _ in range(self.count)]
+            for t in self.threads:
+                t.start()
+
+    def _thread(self):
+        for batch in iter(self.batches.get, None):
+            self._write(batch)
+
+    def _write(self, batch):
+        for sha, data in batch:
+            try:
+                if not self.failed:
+                    put(self.cache, sha, data)
+                    self.kept(len(data))
+            except CacheError as e:
+                self.kept(0, e)
+            except BaseException as e:  # noqa: B902 (raised again by receive, in the reader)
+                self.failed.append(e)
+
+    def close(self):
+        for _ in self.threads:
+            self.batches.put(None)
+        for t in self.threads:
+            t.join()
+
+
+def receive(cache, name, stream, limit_bytes, writers=WRITERS, wanted=None):
     """Unpack a tar stream of media files (members named by their sha256, each in the pin
     ``name``) into the cache, verifying each; then evict to ``limit_bytes``. The stream is
     read by this code, not by tar: only a regular file named by a hash of the pin, of the
     pinned size and not seen before is kept (links, folders, devices, other names and sizes
     are skipped over and counted as bad); nothing is written under any name from the stream.
-    Small files go in batches (BATCH bytes) to ``writers`` threads, which hash and write them
-    while the stream is read on (creating many small files is bound by the file system's
-    latency, not by the bytes), at most WRITE_AHEAD bytes ahead; a large file is written as it
-    is read. The pin is touched every PIN_TOUCH_S meanwhile (a stream may outlast PIN_STALE_S)."""
-    wanted = read_pin(cache, name)
-    done, bad, seen, failed = [0, 0], [], set(), []
-    batches = queue.Queue(maxsize=max(1, WRITE_AHEAD // BATCH))
+    Small files are hashed and written in batches (BATCH bytes; on up to ``writers`` threads
+    when writing them is slow, see _Writers); a large file is written as it is read. The pin
+    is touched every PIN_TOUCH_S meanwhile (a stream may outlast PIN_STALE_S). ``wanted``
+    ({sha: size}) is the pin's, when the caller has just written it."""
+    wanted = read_pin(cache, name) if wanted is None else wanted
+    done, bad, seen = [0, 0], [], set()
     touched = [time.monotonic()]
 
     def read(n):  # the stream's bytes; a long stream keeps its pin fresh
@@ -57,46 +107,29 @@ def receive(cache, name, stream, limit_bytes, writers=WRITERS):
             else:
                 bad.append(str(error))
 
-    def write():
-        for batch in iter(batches.get, None):
-            for sha, data in batch:
-                try:
-                    if not failed:  # after a disk error the rest is only drained
-                        put(cache, sha, data)
-                        kept(len(data))
-                except CacheError as e:
-                    kept(0, e)
-                except BaseException as e:  # noqa: B902 (raised again below, in the reader)
-                    failed.append(e)
-
-    threads = [threading.Thread(target=write, daemon=True) for _ in range(max(1, writers))]
-    for t in threads:
-        t.start()
+    out = _Writers(cache, writers, kept)
     try:
-        _read_stream(read, stream, wanted, seen, bad, batches, failed,
+        _read_stream(read, stream, wanted, seen, bad, out,
                      lambda sha, size: store(cache, sha, size, read), kept)
     finally:
-        for _ in threads:
-            batches.put(None)
-        for t in threads:
-            t.join()
-    if failed:
-        raise failed[0]
+        out.close()
+    if out.failed:
+        raise out.failed[0]
     while stream.read(BLOCK):  # what follows the end (tar pads to a record): the sender
         pass  # writes it all before it reads the answer
     keep_pin(cache, name, wanted)
-    removed, freed, held = evict(cache, limit_bytes, keep=wanted)
+    removed, freed, held = evict(cache, limit_bytes, keep=wanted, added=done[1])
     return {"received": done[0], "bytes": done[1], "bad": bad[:20],
             "bad_count": len(bad), "evicted": removed, "evicted_bytes": freed,
             "held_bytes": held}
 
 
-def _read_stream(read, stream, wanted, seen, bad, batches, failed, store_large, kept):
-    """The reader's side of ``receive``: headers checked, small files batched to the writers,
-    large ones stored as they are read."""
+def _read_stream(read, stream, wanted, seen, bad, out, store_large, kept):
+    """The reader's side of ``receive``: headers checked, small files batched to ``out``
+    (_Writers), large ones stored as they are read."""
     batch, size_of_batch = [], 0
     try:
-        while not failed:
+        while not out.failed:
             block = read(TAR_BLOCK)
             if len(block) < TAR_BLOCK or block == TAR_END:
                 if block != TAR_END:
@@ -127,11 +160,11 @@ def _read_stream(read, stream, wanted, seen, bad, batches, failed, store_large, 
             batch.append((sha, data))
             size_of_batch += size + TAR_BLOCK
             if size_of_batch >= BATCH:
-                batches.put(batch)
+                out.write(batch)
                 batch, size_of_batch = [], 0
     finally:  # what was read whole before the stream ended or broke is kept
         if batch:
-            batches.put(batch)
+            out.write(batch)
 
 
 def _wanted(line):
@@ -157,13 +190,15 @@ def main(argv):
     cache = os.path.join(os.path.expanduser(remote_dir), "media")
     stdin = open(sys.stdin.fileno(), "rb", buffering=BLOCK, closefd=False)
     try:
-        _private_dir(cache)
+        open_cache(cache)
         if command == "need":
             out = {"missing": need(cache, name, _wanted(stdin.read()))}
         elif command == "sync":
-            missing = need(cache, name, _wanted(stdin.readline()))
+            wanted = _wanted(stdin.readline())
+            missing = need(cache, name, wanted)
             print(MARK + json.dumps({"missing": missing}), flush=True)
-            out = receive(cache, name, stdin, float(limit) * (1 << 20)) if missing else {}
+            out = receive(cache, name, stdin, float(limit) * (1 << 20),
+                          wanted=dict(wanted)) if missing else {}
         else:
             out = receive(cache, name, stdin, float(limit) * (1 << 20))
     except (CacheError, OSError, ValueError, RecursionError) as e:  # JSON nested too deep
