@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 from potato.config_backends import Backend, parse_backend, slurm_time_seconds
 from potato.config_reader import ConfigError, Path, Problem, Reader, dotted, read_yaml, suggest
-from potato.schemes import KINDS, Scheme, parse_schemes
+from potato.schemes import Scheme, parse_schemes
 from potato.upstream import MEDIA_FIELDS, Upstream, data_files, split
 
 __all__ = ["ConfigError", "Problem", "Config", "Backend", "Scheme", "load", "dotted", "suggest",
@@ -154,7 +154,6 @@ TOP_KEYS = ("annotation_task_name", "task_dir", "data_files", "media_directory",
             "annotation_schemes", "output_annotation_dir", "admin_api_key", "server_url",
             "allowed_hosts", "debug", "server",
             "model_training", "validation")
-SCHEME_TYPES = tuple(KINDS)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -188,19 +187,21 @@ def load(path: str) -> Tuple[Config, List[Problem], List[Problem]]:
     ip = r.mapping(top.get("item_properties"), ("item_properties",),
                    ("id_key", "text_key", "image_key", "audio_key", "kwargs"), "item_properties")
     r.text_list(ip, "kwargs", ("item_properties",))  # upstream's template fields: no effect
+    d = ItemProperties()  # the defaults
     cfg.item_properties = ItemProperties(
-        r.text(ip, "id_key", ("item_properties",), "id"),
-        r.text(ip, "text_key", ("item_properties",), "text"),
-        r.text(ip, "image_key", ("item_properties",), None, numbers_ok=False),
-        r.text(ip, "audio_key", ("item_properties",), None, numbers_ok=False))
+        r.text(ip, "id_key", ("item_properties",), d.id_key),
+        r.text(ip, "text_key", ("item_properties",), d.text_key),
+        r.text(ip, "image_key", ("item_properties",), d.image_key, numbers_ok=False),
+        r.text(ip, "audio_key", ("item_properties",), d.audio_key, numbers_ok=False))
     _display_media_keys(r, cfg)
     cfg.schemes = parse_schemes(r, top.get("annotation_schemes"))
     cfg.output_dir = resolve(r.text(top, "output_annotation_dir", (), "annotation_output"))
-    cfg.admin_api_key = r.text(top, "admin_api_key", (), None, numbers_ok=False)
-    cfg.server_url = _server_url(r, r.text(top, "server_url", (), None, numbers_ok=False))
+    cfg.admin_api_key = r.text(top, "admin_api_key", (), cfg.admin_api_key, numbers_ok=False)
+    cfg.server_url = _server_url(r, r.text(top, "server_url", (), cfg.server_url,
+                                           numbers_ok=False))
     cfg.allowed_hosts = [h.strip().lower() for h in r.text_list(top, "allowed_hosts", ())
                          if h.strip()]
-    cfg.debug = r.boolean(top, "debug", (), False)
+    cfg.debug = r.boolean(top, "debug", (), cfg.debug)
     cfg.server = _server(r, top.get("server"), resolve)
     if upstream.port is not None:  # upstream's top-level port
         if isinstance(top.get("server"), dict) and "port" in top["server"]:
@@ -320,36 +321,39 @@ def _splits(r: Reader, m, path: Path) -> Splits:
 
 
 def _aggregation(r: Reader, m, path: Path) -> str:
-    method = r.text(m, "aggregation", path, "majority", numbers_ok=False) or "majority"
+    default = ModelTraining.aggregation
+    method = r.text(m, "aggregation", path, default, numbers_ok=False) or default
     if method not in ("majority", "consensus"):
         r.error(path + ("aggregation",), f"model_training.aggregation is {method!r}; use "
                                          f"majority (the most frequent label) or consensus "
                                          f"(Dawid-Skene: weighs each annotator by how reliable "
                                          f"they are).")
-        return "majority"
+        return default
     return method
 
 
 def _model_training(r: Reader, raw, resolve) -> ModelTraining:
     path: Path = ("model_training",)
     m = r.mapping(raw, path, MODEL_TRAINING_KEYS, "model_training")
-    mt = ModelTraining()
-    mt.enabled = r.boolean(m, "enabled", path, True)
-    mt.backend = r.text(m, "backend", path, "local", numbers_ok=False)
-    mt.split_seed = r.number(m, "split_seed", path, 0, integer=True)
-    mt.retain_runs = r.number(m, "retain_runs", path, 5, minimum=1, integer=True)
-    mt.max_wall_seconds = r.number(m, "max_wall_seconds", path, None, positive=True)
-    mt.max_ram_mb = r.number(m, "max_ram_mb", path, None, positive=True)
-    mt.num_threads = r.number(m, "num_threads", path, None, minimum=1, integer=True)
-    mt.device = r.text(m, "device", path, "auto")
+    mt = ModelTraining()  # its defaults are the defaults below
+    mt.enabled = r.boolean(m, "enabled", path, mt.enabled)
+    mt.backend = r.text(m, "backend", path, mt.backend, numbers_ok=False)
+    mt.split_seed = r.number(m, "split_seed", path, mt.split_seed, integer=True)
+    mt.retain_runs = r.number(m, "retain_runs", path, mt.retain_runs, minimum=1, integer=True)
+    mt.max_wall_seconds = r.number(m, "max_wall_seconds", path, mt.max_wall_seconds,
+                                   positive=True)
+    mt.max_ram_mb = r.number(m, "max_ram_mb", path, mt.max_ram_mb, positive=True)
+    mt.num_threads = r.number(m, "num_threads", path, mt.num_threads, minimum=1, integer=True)
+    mt.device = r.text(m, "device", path, mt.device)
     if not re.match(r"^(auto|cpu|mps|cuda(:\d+)?)$", mt.device):
         r.error(path + ("device",), f"model_training.device is {mt.device!r}; use auto, cpu, "
                                     f"mps, cuda or cuda:N (for example cuda:1).")
-        mt.device = "auto"
-    mt.grace_seconds = r.number(m, "grace_seconds", path, 20, minimum=0)
-    mt.max_predictions_mb = r.number(m, "max_predictions_mb", path, 512, positive=True)
-    mt.min_labels_per_class = r.number(m, "min_labels_per_class", path, 2, minimum=1,
-                                       integer=True)
+        mt.device = ModelTraining.device
+    mt.grace_seconds = r.number(m, "grace_seconds", path, mt.grace_seconds, minimum=0)
+    mt.max_predictions_mb = r.number(m, "max_predictions_mb", path, mt.max_predictions_mb,
+                                     positive=True)
+    mt.min_labels_per_class = r.number(m, "min_labels_per_class", path,
+                                       mt.min_labels_per_class, minimum=1, integer=True)
     mt.aggregation = _aggregation(r, m, path)
 
     mt.splits = _splits(r, m, path)
@@ -358,11 +362,12 @@ def _model_training(r: Reader, raw, resolve) -> ModelTraining:
     wb = r.mapping(m.get("writeback"), wb_path, ("schemas", "min_confidence", "include_unlabeled",
                                                  "policy", "tolerance"),
                    "model_training.writeback")
+    d = Writeback()  # the defaults
     mt.writeback = Writeback(r.text_list(wb, "schemas", wb_path),
-                             r.number(wb, "min_confidence", wb_path, 0.0, 0, 1),
-                             r.boolean(wb, "include_unlabeled", wb_path, False),
-                             r.text(wb, "policy", wb_path, "best") or "best",
-                             r.number(wb, "tolerance", wb_path, 0.01, 0, 1))
+                             r.number(wb, "min_confidence", wb_path, d.min_confidence, 0, 1),
+                             r.boolean(wb, "include_unlabeled", wb_path, d.include_unlabeled),
+                             r.text(wb, "policy", wb_path, d.policy) or d.policy,
+                             r.number(wb, "tolerance", wb_path, d.tolerance, 0, 1))
     if mt.writeback.policy not in ("best", "newest"):
         r.error(wb_path + ("policy",), f"model_training.writeback.policy is "
                                        f"{mt.writeback.policy!r}; use best (a new run takes "
@@ -374,16 +379,17 @@ def _model_training(r: Reader, raw, resolve) -> ModelTraining:
                    ("enabled", "trainer", "schemas", "params", "update_frequency",
                     "min_interval_s", "backend"), "model_training.auto_retrain")
     auto = AutoRetrain()
-    auto.enabled = r.boolean(ar, "enabled", ar_path, False)
+    auto.enabled = r.boolean(ar, "enabled", ar_path, auto.enabled)
     auto.trainer = r.text(ar, "trainer", ar_path, auto.trainer)
     auto.schemas = r.text_list(ar, "schemas", ar_path)
     params = ar.get("params")
     if params is not None and not isinstance(params, dict):
         r.error(ar_path + ("params",), "model_training.auto_retrain.params must be a mapping.")
     auto.params = dict(params or {}) if isinstance(params, dict) else {}
-    auto.update_frequency = r.number(ar, "update_frequency", ar_path, 100, minimum=1, integer=True)
-    auto.min_interval_s = r.number(ar, "min_interval_s", ar_path, 600, minimum=0)
-    auto.backend = r.text(ar, "backend", ar_path, None, numbers_ok=False)
+    auto.update_frequency = r.number(ar, "update_frequency", ar_path, auto.update_frequency,
+                                     minimum=1, integer=True)
+    auto.min_interval_s = r.number(ar, "min_interval_s", ar_path, auto.min_interval_s, minimum=0)
+    auto.backend = r.text(ar, "backend", ar_path, auto.backend, numbers_ok=False)
     mt.auto_retrain = auto
 
     backends_raw = m.get("backends")
@@ -409,18 +415,18 @@ def _publish(r: Reader, raw, path: Path) -> Publish:
                                        "environment (export HF_TOKEN=...) and name that variable "
                                        "here, or leave token_env out; then revoke the token, "
                                        "since the config file may have been shared.")
-        out.token_env = "HF_TOKEN"
+        out.token_env = Publish.token_env
     elif not re.match(r"^[A-Za-z_][A-Za-z0-9_]{0,99}$", out.token_env):
         r.error(path + ("token_env",), f"model_training.publish.token_env is "
                                        f"{out.token_env!r}; it names an environment variable "
                                        f"(letters, digits and _), such as HF_TOKEN. The token "
                                        f"itself never goes in the config.")
-        out.token_env = "HF_TOKEN"
-    out.license = r.text(m, "license", path, None, numbers_ok=False)
+        out.token_env = Publish.token_env
+    out.license = r.text(m, "license", path, out.license, numbers_ok=False)
     if out.license is not None and not re.match(r"^[a-z0-9][a-z0-9.+-]{0,63}$", out.license):
         r.error(path + ("license",), f"model_training.publish.license is {out.license!r}; use a "
                                      f"license id of the Hub in lower case, such as apache-2.0, "
                                      f"mit or cc-by-4.0.")
-        out.license = None
-    out.timeout_s = r.number(m, "timeout_s", path, 60, minimum=1, maximum=3600)
+        out.license = Publish.license
+    out.timeout_s = r.number(m, "timeout_s", path, out.timeout_s, minimum=1, maximum=3600)
     return out

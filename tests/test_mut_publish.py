@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -521,6 +522,26 @@ def test_a_run_removed_meanwhile_gets_no_state_file(runs):
     p = runs.make("r1")
     pub._write("r1", {"state": "publishing"})
     assert state_on_disk(runs) == {"state": "publishing"}
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_a_run_removed_while_it_is_published_stays_removed(runs, fake, monkeypatch, fails):
+    """Its folder went (the run was deleted) while the Hub worked: neither the outcome's log
+    line nor its state file makes the folder again."""
+    import shutil
+    monkeypatch.setattr(model_card, "card", lambda *a: "c")
+    pub = publisher(runs)
+    p = runs.make("r1")
+    fake.gate.clear()
+    fake.fail = hub.HubFailure("The Hub said no.") if fails else None
+    pub.start(view(), {"repo_id": "m"})
+    deadline = time.time() + 20
+    while not fake.steps_seen and time.time() < deadline:  # its first state is written
+        time.sleep(0.01)
+    shutil.rmtree(p.root)
+    fake.gate.set()
+    assert pub.wait(20)
+    assert not os.path.exists(p.root)
 
 
 def test_wait_and_busy_without_a_publish(runs):

@@ -177,6 +177,13 @@ class Publisher:
         if os.path.isdir(self.paths_of(run_id).root):  # not a run removed meanwhile
             write_json(self._file(run_id), state)
 
+    @staticmethod
+    def _log(paths: RunPaths, line: str) -> None:
+        """A line in the run's log, unless the run was removed meanwhile (the log would make
+        its folder again)."""
+        if os.path.isdir(paths.root):
+            runlog.append(paths.log, line)
+
     def readiness(self) -> str:
         """Why no publish can start on this server now (no library, no token), else ""."""
         if not hub.available():
@@ -269,7 +276,7 @@ class Publisher:
                                           len(state["history"]) + 1).encode("utf-8"), step)
         except hub.HubFailure as e:
             state.update(state="failed", step="failed", error=str(e), finished_at=time.time())
-            runlog.append(paths.log, "publishing to %s failed: %s" % (req["repo_id"], e))
+            self._log(paths, "publishing to %s failed: %s" % (req["repo_id"], e))
         except Exception as e:  # a bug here must not reach the server; the sentence says so
             log.exception("publishing run %s failed", run_id)
             state.update(state="failed", step="failed", finished_at=time.time(),
@@ -280,8 +287,7 @@ class Publisher:
             state["history"] = (state["history"] + [{
                 k: state[k] for k in ("repo_id", "private", "commit", "url", "commit_url",
                                       "finished_at")}])[-HISTORY_MAX:]
-            runlog.append(paths.log, "published to %s, commit %s" % (result["url"],
-                                                                     result["commit"]))
+            self._log(paths, "published to %s, commit %s" % (result["url"], result["commit"]))
         finally:
             with self._lock:
                 try:
