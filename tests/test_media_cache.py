@@ -482,18 +482,39 @@ def test_data_parallel_ranks_see_the_url_media_the_worker_fetched(tmp_path, monk
                     "worker (rank 0) found no file for it in %s" % (run_dir / media.URL_DIR)}
 
 
+def _record(cache):
+    with open(os.path.join(cache, ".usage")) as f:
+        return int(f.read().split()[0])
+
+
 def test_a_trim_after_a_copy_trusts_the_recorded_size_within_the_limit(tmp_path, monkeypatch):
-    """A full count is recorded in .usage; a trim told what its copy added lists nothing while
-    the record plus that is within the limit, and the record grows by it."""
+    """A full count is recorded in .usage; need() adds the bytes a copy is about to bring;
+    a trim after the copy lists nothing while the record is within the limit."""
     cache = str(tmp_path / "media")
     put(cache, b"a" * 1000, age=300)
     assert mc.evict(cache, 5000) == (0, 0, 1000)  # a full count, recorded
-    assert open(os.path.join(cache, ".usage")).read().split()[0] == "1000"
+    assert _record(cache) == 1000
+    assert mc.need(cache, "job", [(sha(b"b" * 1500), 1500), (sha(b"a" * 1000), 1000)]) == [
+        (sha(b"b" * 1500), 1500)]
+    assert _record(cache) == 2500  # reserved before a byte of it is written
     put(cache, b"b" * 1500)
     monkeypatch.setattr(mc, "entries", lambda c: pytest.fail("listed the cache"))
-    assert mc.evict(cache, 5000, added=1500) == (0, 0, 2500)
-    assert mc.evict(cache, 5000, added=2500) == (0, 0, 5000)  # exactly at the limit
-    assert open(os.path.join(cache, ".usage")).read().split()[0] == "5000"
+    assert mc.evict(cache, 2500, recorded=True) == (0, 0, 2500)  # exactly at the limit
+    assert mc.need(cache, "job", [(sha(b"a" * 1000), 1000)]) == [] and _record(cache) == 2500
+
+
+def test_a_copy_that_failed_half_way_is_still_counted(tmp_path):
+    """Its bytes were reserved when it asked: the next copy's trim finds the record over the
+    limit, counts the files and removes what is over."""
+    cache = str(tmp_path / "media")
+    mc.need(cache, "one", [(sha(b"x" * 700), 700), (sha(b"y" * 700), 700)])
+    put(cache, b"x" * 700, age=100)  # then the copy broke off: no trim
+    mc.unpin(cache, "one")
+    mc.need(cache, "two", [(sha(b"z" * 300), 300)])
+    put(cache, b"z" * 300)
+    assert _record(cache) == 1700  # 700 never came: too high is safe
+    assert mc.evict(cache, 500, keep={sha(b"z" * 300)}, recorded=True) == (1, 700, 300)
+    assert _record(cache) == 300
 
 
 def test_a_trim_counts_again_when_the_record_is_over_the_limit_stale_or_unreadable(tmp_path):
@@ -501,21 +522,40 @@ def test_a_trim_counts_again_when_the_record_is_over_the_limit_stale_or_unreadab
     oldest = put(cache, b"a" * 1000, age=300)
     newest = put(cache, b"b" * 1000)
     assert mc.evict(cache, 5000) == (0, 0, 2000)
-    # the record says 2000; 3001 more would pass the limit: the files are counted (2000 are)
-    assert mc.evict(cache, 5000, added=3001) == (0, 0, 2000)
-    assert mc.evict(cache, 1500, added=0) == (1, 1000, 1000)  # over: the oldest goes
+    assert mc.evict(cache, 1999, recorded=True) == (1, 1000, 1000)  # over: counted, oldest goes
     assert {h for _, _, h in mc.entries(cache)} == {newest} and oldest
     usage = os.path.join(cache, ".usage")
-    for record in ("999999 %f" % (time.time() - mc.USAGE_STALE_S - 5),  # stale
-                   "999999 %f" % (time.time() + 60),  # counted in the future: a clock set back
-                   "garbage", "-5 %f" % time.time(), ""):
+    for record in ("9 %f" % (time.time() - mc.USAGE_STALE_S - 5),  # stale
+                   "9 %f" % (time.time() + 60),  # counted in the future: a clock set back
+                   "garbage", "-5 %f" % time.time(), "", "nan %f" % time.time()):
         with open(usage, "w") as f:
             f.write(record)
-        assert mc.evict(cache, 1 << 30, added=10) == (0, 0, 1000), record
-        assert open(usage).read().split()[0] == "1000"
-    os.unlink(usage)
-    assert mc.evict(cache, 1 << 30, added=10) == (0, 0, 1000)  # no record: counted
+        assert mc.evict(cache, 1 << 30, recorded=True) == (0, 0, 1000), record
+        assert _record(cache) == 1000
+    for odd in ("fifo", "link", "folder"):
+        os.unlink(usage)
+        if odd == "fifo":
+            os.mkfifo(usage)  # would block a plain open (and hold the lock) for good
+        elif odd == "link":
+            (tmp_path / "elsewhere").write_text("1 %f" % time.time())
+            os.symlink(str(tmp_path / "elsewhere"), usage)
+        else:
+            os.mkdir(usage)
+        assert mc._usage(cache, time.time()) == (None, None), odd
+        if odd == "folder":
+            os.rmdir(usage)
+        else:
+            assert mc.evict(cache, 1 << 30, recorded=True) == (0, 0, 1000), odd
+            assert _record(cache) == 1000 and not os.path.islink(usage)
+    assert mc.evict(cache, 1 << 30, recorded=True) == (0, 0, 1000)  # no record: counted
     assert [n for n in os.listdir(cache) if n.startswith(".usage.")] == []
+
+
+def test_a_reservation_without_a_record_writes_none(tmp_path):
+    cache = str(tmp_path / "media")
+    os.makedirs(cache)  # an older cache: no record
+    mc.need(cache, "job", [(sha(b"q"), 1)])
+    assert not os.path.exists(os.path.join(cache, ".usage"))
 
 
 def test_a_record_that_cannot_be_written_leaves_no_file(tmp_path, monkeypatch):
@@ -532,15 +572,36 @@ def test_a_record_that_cannot_be_written_leaves_no_file(tmp_path, monkeypatch):
     assert sorted(os.listdir(cache)) == [".lock", sha(b"a" * 10)[:2]]
 
 
-def test_the_agents_download_and_the_hosts_stream_report_what_they_added(tmp_path, monkeypatch):
-    """Both ways files come in tell the trim how many bytes they added."""
+def test_a_records_leftover_goes_once_stale_and_a_linked_folder_is_left_alone(tmp_path):
+    cache = str(tmp_path / "media")
+    put(cache, b"a" * 10)
+    left = os.path.join(cache, ".usage.123.abc.0")  # its writer was killed
+    with open(left, "w") as f:
+        f.write("1 1")
+    mc.evict(cache, 100)
+    assert os.path.exists(left)
+    os.utime(left, (1, 1))
+    mc.evict(cache, 100)
+    assert not os.path.exists(left)
+    other = next(d for d in (b"%d" % i for i in range(1000)) if sha(d)[:2] != sha(b"a" * 10)[:2])
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / sha(other)).write_bytes(other)
+    os.symlink(str(outside), os.path.join(cache, sha(other)[:2]))  # not the cache's folder
+    assert mc.evict(cache, 0)[:2] == (1, 10)
+    assert (outside / sha(other)).read_bytes() == other
+
+
+def test_the_agents_download_and_the_hosts_stream_trust_the_record(tmp_path, monkeypatch):
+    """Both ways files come in trim with the record (need() reserved their bytes)."""
     from potato.training.remote import media_fetch
     cache = str(tmp_path / "media")
     seen = []
-    monkeypatch.setattr(media_receive, "evict", lambda *a, **k: seen.append(k.get("added"))
+    monkeypatch.setattr(media_receive, "evict", lambda *a, **k: seen.append(k.get("recorded"))
                         or (0, 0, 0))
     files = [b"one" * 100, b"two" * 200]
     mc.need(cache, "job", [(sha(d), len(d)) for d in files])
+    assert _record(cache) == 900
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for d in files:
@@ -548,29 +609,32 @@ def test_the_agents_download_and_the_hosts_stream_report_what_they_added(tmp_pat
             info.size = len(d)
             tar.addfile(info, io.BytesIO(d))
     media_receive.receive(cache, "job", io.BytesIO(buf.getvalue()), 1 << 30)
-    assert seen == [900]
+    assert seen == [True]
     items = tmp_path / "items.jsonl"
     items.write_text("".join(json.dumps({"media": {"sha256": sha(d), "size": len(d)}}) + "\n"
                              for d in files + [b"three" * 70]))
     monkeypatch.setattr(media_fetch, "download", lambda client, run, c, missing, progress: (
         len(missing), sum(size for _, size in missing)))
-    monkeypatch.setattr(mc, "evict", lambda *a, **k: seen.append(k.get("added")) or (0, 0, 0))
+    monkeypatch.setattr(mc, "evict", lambda *a, **k: seen.append(k.get("recorded"))
+                        or (0, 0, 0))
     assert media_fetch._sync(None, "run", cache, "job2", str(items), 10, "lab",
                              lambda line: None) == 1
-    assert seen == [900, 350]
+    assert seen == [True, True] and _record(cache) == 1250
 
 
 def test_a_new_cache_is_recorded_as_empty_and_its_first_trim_lists_nothing(tmp_path,
                                                                              monkeypatch):
     cache = str(tmp_path / "media")
-    mc.need(cache, "job", [(sha(b"one"), 3)])
-    assert open(os.path.join(cache, ".usage")).read().split()[0] == "0"
+    mc.open_cache(cache)
+    assert _record(cache) == 0
     with open(os.path.join(cache, ".usage"), "w") as f:
         f.write("7 %f" % time.time())  # another process's record since
     mc.open_cache(cache)  # the folder is there: its record is left alone
-    assert open(os.path.join(cache, ".usage")).read().split()[0] == "7"
+    assert _record(cache) == 7
+    mc.need(cache, "job", [(sha(b"one"), 3)])
+    assert _record(cache) == 10
     monkeypatch.setattr(mc, "entries", lambda c: pytest.fail("listed the cache"))
-    assert mc.evict(cache, 100, added=3) == (0, 0, 10)
+    assert mc.evict(cache, 100, recorded=True) == (0, 0, 10)
 
 
 def test_a_cache_made_by_two_processes_at_once_keeps_the_first_record(tmp_path, monkeypatch):
@@ -584,7 +648,7 @@ def test_a_cache_made_by_two_processes_at_once_keeps_the_first_record(tmp_path, 
                 f.write("42 %f" % time.time())
     monkeypatch.setattr(mc, "_private_dir", raced)
     mc.open_cache(cache)
-    assert open(os.path.join(cache, ".usage")).read().split()[0] == "42"
+    assert _record(cache) == 42
 
 
 def test_need_looks_at_no_file_of_a_folder_that_is_not_there(tmp_path, monkeypatch):
@@ -592,8 +656,8 @@ def test_need_looks_at_no_file_of_a_folder_that_is_not_there(tmp_path, monkeypat
     here = put(cache, b"here")
     gone = [d for d in (b"%d" % i for i in range(2000)) if sha(d)[:2] != here[:2]][:50]
     sized = []
-    real = os.path.getsize
-    monkeypatch.setattr(mc.os.path, "getsize", lambda p: sized.append(p) or real(p))
+    real = os.lstat
+    monkeypatch.setattr(mc.os, "lstat", lambda p: sized.append(p) or real(p))
     missing = mc.need(cache, "job", [(here, 4)] + [(sha(d), len(d)) for d in gone])
     assert missing == [(sha(d), len(d)) for d in gone]
     assert sized == [mc.file_path(cache, here)]  # only the file whose folder is there

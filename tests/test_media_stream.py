@@ -201,7 +201,8 @@ class LocalHost:
 
     def argv(self, command):
         self.commands.append(command)
-        return ["sh", "-c", command]
+        # as on a host: the program's stdout is a pipe, block-buffered (PYTHONUNBUFFERED unset)
+        return ["env", "-u", "PYTHONUNBUFFERED", "sh", "-c", command]
 
     def stdin(self, data=b""):
         return data
@@ -499,7 +500,7 @@ def test_a_disk_error_in_a_writer_ends_the_stream_with_it(tmp_path, monkeypatch)
     mc.pin(cache, "job", [(sha(d), len(d)) for d in files])
     real_put, calls = mr.put, []
 
-    def full_after_five(cache_, sha_, data):
+    def full_after_five(cache_, sha_, data, *whole_first):
         calls.append(sha_)
         if len(calls) > 5:
             raise OSError(errno.ENOSPC, "No space left on device")

@@ -214,15 +214,16 @@ def test_slow_writes_move_to_the_writer_threads_after_slow_after_files(tmp_path,
     where = []
     real = mr.put
 
-    def slow(cache_, sha_, data_):
-        where.append(threading.current_thread() is threading.main_thread())
+    def slow(cache_, sha_, data_, whole_first=False):
+        where.append((threading.current_thread() is threading.main_thread(), whole_first))
         time.sleep(0.003)
-        real(cache_, sha_, data_)
+        real(cache_, sha_, data_, whole_first)
     monkeypatch.setattr(mr, "put", slow)
     started = _writers_started(monkeypatch)
     out = mr.receive(cache, "job", io.BytesIO(stream_of(files)), 1 << 30, writers=3)
     assert out["received"] == 200 and started == [3]
-    assert where[:6] == [True] * 6 and not any(where[6:])  # two batches here, then threads
+    # two batches here, written straight; then threads, each file whole before its name
+    assert where[:6] == [(True, False)] * 6 and set(where[6:]) == {(False, True)}
     assert all(mc.have(cache, sha(d), len(d)) for d in files)
     started.clear()
     out = mr.receive(_pinned(tmp_path / "one", files), "job",
@@ -249,6 +250,44 @@ def test_the_move_to_threads_needs_slow_after_files_at_over_slow_write_s(monkeyp
     assert threads(6, 1.0, count=2) == 2
 
 
+def test_threads_that_cannot_start_leave_the_writing_to_the_reader(tmp_path, monkeypatch):
+    """A host that limits its processes refuses a thread: the ones that started write, or the
+    reader goes on alone; every file arrives once."""
+    files = [os.urandom(1000 + i) for i in range(60)]
+    monkeypatch.setattr(mr, "BATCH", 4096)
+    monkeypatch.setattr(mr, "SLOW_AFTER", 3)
+    monkeypatch.setattr(mr, "SLOW_WRITE_S", 0.0)
+    real_start = threading.Thread.start
+    for allowed in (0, 2):
+        started = []
+
+        def start(self):
+            if len(started) >= allowed:
+                raise RuntimeError("can't start new thread")
+            started.append(self)
+            real_start(self)
+        monkeypatch.setattr(threading.Thread, "start", start)
+        seen = _writers_started(monkeypatch)
+        cache = _pinned(tmp_path / str(allowed), files)
+        out = mr.receive(cache, "job", io.BytesIO(stream_of(files)), 1 << 30, writers=4)
+        assert out["received"] == 60 and seen == [allowed]
+        assert all(mc.have(cache, sha(d), len(d)) for d in files)
+        assert not any(t.is_alive() for t in started) and all(t.daemon for t in started)
+
+
+def test_the_write_ahead_is_bounded_in_bytes():
+    """The queue holds whole batches; a batch is at most BATCH plus one small file."""
+    w = mr._Writers("unused", 4, None)
+    assert w.batches.maxsize == mr.WRITE_AHEAD // (mr.BATCH + mr.SMALL_FILE) == 15
+    assert w.batches.maxsize * (mr.BATCH + mr.SMALL_FILE) <= mr.WRITE_AHEAD
+
+
+def test_the_writers_numbers_are_the_documented_ones():
+    """docs/backends/ssh.md: threads once writing takes over 0.3 ms a file (of 64), four."""
+    assert (mr.SLOW_WRITE_S, mr.SLOW_AFTER, mr.WRITERS) == (0.0003, 64, 4)
+    assert mr.SMALL_FILE == 4 << 20 and mr.BATCH == 256 << 10 and mr.WRITE_AHEAD == 64 << 20
+
+
 def test_a_disk_error_stops_the_reader_early(tmp_path, monkeypatch):
     import errno
     files = [os.urandom(3000 + i) for i in range(60)]
@@ -256,7 +295,7 @@ def test_a_disk_error_stops_the_reader_early(tmp_path, monkeypatch):
     data = stream_of(files)
     stream = io.BytesIO(data)
 
-    def full(cache_, sha_, data_):
+    def full(cache_, sha_, data_, *whole_first):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(mr, "put", full)
@@ -625,11 +664,10 @@ def test_put_writes_a_new_file_under_its_name_and_leaves_a_whole_one_alone(
     assert os.listdir(os.path.dirname(path)) == [sha(b"new")]
 
 
-def test_a_put_cut_short_leaves_nothing_under_its_name_but_another_writers_file(
-        tmp_path, monkeypatch):
-    """A full disk in the middle of the write: the part-file goes, so that its name never holds
-    a file of the wrong size; but when another writer has replaced it meanwhile (it found the
-    short file), that writer's whole file stays."""
+def test_a_put_cut_short_leaves_a_short_file_that_counts_as_missing(tmp_path, monkeypatch):
+    """A full disk in the middle of the write: the part-file stays (removing it could remove
+    another writer's whole copy that replaced it meanwhile); its size says it is not whole,
+    so need() lists it as missing and the next put replaces it whole."""
     cache = str(tmp_path / "media")
     data = b"x" * 5000
     path = mc.file_path(cache, sha(data))
@@ -641,19 +679,57 @@ def test_a_put_cut_short_leaves_nothing_under_its_name_but_another_writers_file(
     monkeypatch.setattr(mc.os, "write", full)
     with pytest.raises(OSError, match="No space left"):
         mc.put(cache, sha(data), data)
-    assert not os.path.exists(path) and os.listdir(os.path.dirname(path)) == []
+    assert os.path.getsize(path) == 100 and not mc.have(cache, sha(data), len(data))
+    monkeypatch.setattr(mc.os, "write", real_write)
+    assert mc.need(cache, "job", [(sha(data), len(data))]) == [(sha(data), len(data))]
+    mc.put(cache, sha(data), data)
+    assert open(path, "rb").read() == data and os.listdir(os.path.dirname(path)) == [sha(data)]
 
-    def replaced_meanwhile(fd, view):
-        real_write(fd, view[:100])
-        with open(path + ".other", "wb") as f:
-            f.write(data)
-        os.replace(path + ".other", path)
-        raise OSError(28, "No space left on device")
-    monkeypatch.setattr(mc.os, "write", replaced_meanwhile)
-    with pytest.raises(OSError, match="No space left"):
-        mc.put(cache, sha(data), data)
-    assert open(path, "rb").read() == data
-    assert mc.have(cache, sha(data), len(data))
+
+def test_the_slow_path_writes_each_file_whole_before_its_name(tmp_path, monkeypatch):
+    """whole_first: a hidden name, then a link into place: never over a whole file already
+    there, over a short one; no hidden file is left; where links cannot be made, a rename."""
+    cache = str(tmp_path / "media")
+    data = b"slow path" * 100
+    path = mc.file_path(cache, sha(data))
+    linked = []
+    real_link = os.link
+    monkeypatch.setattr(mc.os, "link", lambda a, b: linked.append((a, b)) or real_link(a, b))
+    mc.put(cache, sha(data), data, whole_first=True)
+    assert open(path, "rb").read() == data and os.listdir(os.path.dirname(path)) == [sha(data)]
+    assert os.path.basename(linked[0][0]).startswith("." + sha(data) + ".")
+    inode = os.stat(path).st_ino
+    mc.put(cache, sha(data), data, whole_first=True)  # a whole one there: left as it is
+    assert os.stat(path).st_ino == inode and os.listdir(os.path.dirname(path)) == [sha(data)]
+    os.unlink(path)
+    with open(path, "wb") as f:
+        f.write(b"short")
+    mc.put(cache, sha(data), data, whole_first=True)  # a short one: replaced
+    assert open(path, "rb").read() == data and os.listdir(os.path.dirname(path)) == [sha(data)]
+    other = b"no links here" * 10
+
+    def no_links(a, b):
+        raise OSError(1, "Operation not permitted")
+    monkeypatch.setattr(mc.os, "link", no_links)
+    mc.put(cache, sha(other), other, whole_first=True)
+    assert mc.have(cache, sha(other), len(other))
+    folder = os.path.dirname(mc.file_path(cache, sha(other)))
+    assert [n for n in os.listdir(folder) if n.startswith(".")] == []
+
+
+def test_a_link_or_a_folder_of_the_listed_size_is_not_a_cached_file(tmp_path):
+    cache = str(tmp_path / "media")
+    data = b"z" * 7
+    path = mc.file_path(cache, sha(data))
+    os.makedirs(os.path.dirname(path))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_bytes(b"7 bytes")
+    os.symlink(str(elsewhere), path)
+    assert not mc.have(cache, sha(data), 7)
+    assert mc.need(cache, "job", [(sha(data), 7)]) == [(sha(data), 7)]
+    os.unlink(path)
+    os.mkdir(path)
+    assert not mc.have(cache, sha(data), os.path.getsize(path))
 
 
 def test_unique_names_carry_the_pid_random_and_a_count(monkeypatch):

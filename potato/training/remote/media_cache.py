@@ -2,12 +2,15 @@
 
 Layout of ``remote_dir/media/`` (``<workdir>/media/`` for an agent machine)::
 
-    <sha[:2]>/<sha>      a media file, named by the sha256 of its bytes (0600, folders 0700)
+    <sha[:2]>/<sha>      a media file, named by the sha256 of its bytes (0600, folders 0700):
+                         whole when its size is the listed one (see put)
     .pins/<job>          the hashes a running run needs, one "sha size" a line
-    <sha[:2]>/.<sha>...  a file on its way in (verified, then renamed into place)
+    <sha[:2]>/.<sha>...  a file on its way in under a hidden name (a large one, or one written
+                         on the slow path; verified, then put in place)
     .incoming/           an agent's large downloads on their way in (a partial file each)
     .lock                need() holds it shared, evict() alone (flock)
-    .usage               bytes held at the last full count, and when (see evict)
+    .usage               bytes held at the last full count plus those reserved since, and when
+                         it was counted (see evict)
 
 Every run of every project on the host shares it. A file is touched (its mtime) each time a
 run needs it; when the cache is over its limit the least recently used files go first, never
@@ -25,6 +28,7 @@ import hashlib
 import itertools
 import os
 import re
+import stat
 import tempfile
 import time
 
@@ -66,11 +70,13 @@ def _private_dir(path):
 
 
 def have(cache, sha, size):
-    """Whether the cache holds this file (by size: the hash was verified on arrival)."""
+    """Whether the cache holds this file: a regular file (not a link) of its size (the hash
+    was verified before it was written)."""
     try:
-        return os.path.getsize(file_path(cache, sha)) == size
+        st = os.lstat(file_path(cache, sha))
     except OSError:
         return False
+    return stat.S_ISREG(st.st_mode) and st.st_size == size
 
 
 def touch(cache, sha):
@@ -203,7 +209,22 @@ def need(cache, name, wanted):
                 touch(cache, sha)
             else:
                 missing.append((sha, size))
+    if missing:
+        _reserve(cache, sum(size for _, size in missing))
     return missing
+
+
+def _reserve(cache, nbytes):
+    """Add to the cache's recorded size the bytes about to come in, before any of them is
+    written (a copy that fails half-way has still counted them: the record is never too low
+    for what copies wrote). Without a record (an older cache) there is nothing to add to, and
+    the lock is not taken."""
+    if _usage(cache, time.time())[0] is None:
+        return
+    with _locked(cache, exclusive=True):
+        held, counted = _usage(cache, time.time())
+        if held is not None:
+            _record_usage(cache, held + nbytes, counted)
 
 
 def keep_pin(cache, name, wanted):
@@ -219,8 +240,10 @@ def entries(cache):
     out = []
     for sub in (os.listdir(cache) if os.path.isdir(cache) else ()):
         folder = os.path.join(cache, sub)
-        if len(sub) != 2 or not os.path.isdir(folder):
-            continue
+        if sub.startswith(".usage."):  # a record being written when its writer was killed
+            _drop_if_stale(folder)
+        if len(sub) != 2 or os.path.islink(folder) or not os.path.isdir(folder):
+            continue  # (a linked folder is not the cache's: nothing in it is removed)
         for sha in os.listdir(folder):
             if sha.startswith("."):  # a file on its way in (see store)
                 _drop_if_stale(os.path.join(folder, sha))
@@ -241,23 +264,23 @@ def _drop_if_stale(path):
         pass
 
 
-def evict(cache, limit_bytes, now=None, keep=(), added=None):
+def evict(cache, limit_bytes, now=None, keep=(), recorded=False):
     """Remove least recently used files until the cache holds at most ``limit_bytes``, never
     one a fresh pin holds nor one in ``keep``; returns (files removed, bytes removed, bytes
     still held). The cache's lock is held alone meanwhile (see ``_locked``). Each full count
-    is recorded (``.usage``); given ``added`` (the bytes its caller just put in), when that
-    record, at most USAGE_STALE_S old, plus ``added`` is within the limit, nothing is listed
-    and the record grows by ``added``: it can only be too high (files leave only here and by
-    hand), so the limit holds, and a cache of many files is not listed after every run."""
+    is recorded (``.usage``), and need() adds to that record the bytes a copy is about to
+    bring before it brings them, so the record is never below what was counted and copied
+    since. With ``recorded`` (after a copy), a record at most USAGE_STALE_S old that is within
+    the limit is trusted: nothing is listed (a cache of many files is not listed after every
+    run). Files put in by hand are seen at the next full count."""
     if not os.path.isdir(cache):
         return 0, 0, 0
     now = time.time() if now is None else now
     with _locked(cache, exclusive=True):
-        if added is not None:
-            held, counted = _usage(cache, now)
-            if held is not None and held + added <= limit_bytes:
-                _record_usage(cache, held + added, counted)
-                return 0, 0, held + added
+        if recorded:
+            held, _ = _usage(cache, now)
+            if held is not None and held <= limit_bytes:
+                return 0, 0, held
         out = _evict(cache, limit_bytes, now, set(keep))
         _record_usage(cache, out[2], now)
         return out
@@ -267,12 +290,20 @@ def _usage(cache, now):
     """(bytes, when counted) from ``.usage``; (None, None) when there is none, or it is not
     two numbers, or it was counted over USAGE_STALE_S ago (or in the future: a clock set
     back)."""
+    try:  # not a link, nor a FIFO that would hold the lock for good
+        fd = os.open(os.path.join(cache, ".usage"),
+                     os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None, None
     try:
-        with open(os.path.join(cache, ".usage")) as f:
-            held, counted = f.read(100).split()
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None, None
+        held, counted = os.read(fd, 100).split()
         held, counted = int(held), float(counted)
     except (OSError, ValueError):
         return None, None
+    finally:
+        os.close(fd)
     if held < 0 or not 0 <= now - counted <= USAGE_STALE_S:
         return None, None
     return held, counted
@@ -372,17 +403,23 @@ def _unique():
     return "%s.%d" % (_TOKEN[1], next(_COUNT))
 
 
-def put(cache, sha, data):
+def put(cache, sha, data, whole_first=False):
     """Write ``data`` (bytes in memory) into the cache as ``sha`` once its sha256 is checked:
     CacheError, and nothing written, when it does not match. Verified before a byte is
     written, the file is created straight under its name (O_EXCL: never over another file)
-    in one write: a file whose size is the listed one is whole (``have``), and one that is not
-    (its writer was killed) is replaced whole, through a hidden name, never removed first (a
-    run may be reading it)."""
+    in one write, so a file whose size is the listed one is whole (``have``); one that is not
+    (its writer was killed, or the disk filled) is replaced whole, through a hidden name,
+    never removed first (a run may be reading it). ``whole_first`` (the slow path, likely a
+    network file system, which may write a file's parts out of order: a host that crashed
+    then could leave one of the right size with holes) writes under a hidden name first and
+    links it into place."""
     if hashlib.sha256(data).hexdigest() != sha:
         raise CacheError("media file %s arrived with %d of %d bytes and another sha256"
                          % (sha[:12], len(data), len(data)))
     final = file_path(cache, sha)
+    if whole_first:
+        _replace(final, sha, data, over=False)
+        return
     try:
         fd = _create(final)
     except FileExistsError:
@@ -390,10 +427,7 @@ def put(cache, sha, data):
             _replace(final, sha, data)
         return
     try:
-        _write(fd, data)
-    except BaseException:
-        _discard_own(final, fd)  # a file of the wrong size never stays under its name
-        raise
+        _write(fd, data)  # (a write cut short leaves a short file: missing, replaced next time)
     finally:
         os.close(fd)
 
@@ -414,29 +448,27 @@ def _write(fd, data):
         view = view[os.write(fd, view):]
 
 
-def _discard_own(path, fd):
-    """Remove ``path`` if it is still the file open as ``fd`` (another writer may have
-    replaced it since: that one stays)."""
-    try:
-        mine, there = os.fstat(fd), os.lstat(path)
-        if (mine.st_dev, mine.st_ino) == (there.st_dev, there.st_ino):
-            os.unlink(path)
-    except OSError:
-        pass
-
-
-def _replace(final, sha, data):
-    """Put ``data`` in place of a file of the wrong size at ``final`` in one step: written
-    under a hidden name of its own beside it, then renamed over it."""
+def _replace(final, sha, data, over=True):
+    """Put ``data`` at ``final`` in one step: written under a hidden name of its own beside
+    it, then renamed over a file of the wrong size there (``over``), or else linked into
+    place unless a whole file is there already (renamed where links cannot be made)."""
     # a name of its own (hosts on one network file system may share a pid): cheaper than mkstemp
     tmp = os.path.join(os.path.dirname(final), ".%s.%s" % (sha, _unique()))
-    fd = os.open(tmp, _CREATE, 0o600)
+    fd = _create(tmp)
     try:
         try:
             _write(fd, data)
         finally:
             os.close(fd)
+        if not over:
+            try:
+                os.link(tmp, final)
+                return
+            except FileExistsError:
+                if have(os.path.dirname(os.path.dirname(final)), sha, len(data)):
+                    return
+            except OSError:  # no hard links on this file system
+                pass
         os.replace(tmp, final)
-    except BaseException:
+    finally:
         _discard(tmp)
-        raise

@@ -307,7 +307,7 @@ def _sync(client, run_id, cache, pin, items_path, limit_mb, host, on_status):
     done, got = download(client, run_id, cache, missing,
                          lambda n, b: on_status(words(host, n, len(missing), b, nbytes)))
     on_status(words(host, done, len(missing), got, nbytes))
-    removed, freed, held = media_cache.evict(cache, limit_mb * (1 << 20), added=got)
+    removed, freed, held = media_cache.evict(cache, limit_mb * (1 << 20), recorded=True)
     if removed:
         log("media: %d least recently used files (%d bytes) left the cache (its limit is %g MB)"
             % (removed, freed, limit_mb))

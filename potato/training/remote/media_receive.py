@@ -30,15 +30,17 @@ BATCH = 256 << 10  # small files are written in batches of about this many bytes
 class _Writers:
     """Where a batch of small files is written: in the reader's own thread while that is
     quick (a local disk: a thread's hand-off would cost more than the write), and on ``count``
-    threads, up to WRITE_AHEAD bytes behind the reader, once SLOW_AFTER files have taken over
-    SLOW_WRITE_S each on average (a network file system or a busy disk, where creating files
-    one at a time is bound by latency, not by the bytes). ``failed`` holds a disk error: the
-    rest is then only drained."""
+    threads once SLOW_AFTER files have taken over SLOW_WRITE_S each on average (large files,
+    whose hashing threads share out, or a network file system or a busy disk, where creating
+    files one at a time is bound by latency, not by the bytes). The threads write each file
+    whole before it takes its name (see media_cache.put) and stay at most WRITE_AHEAD bytes
+    behind the reader (a batch holds at most BATCH + SMALL_FILE bytes). ``failed`` holds a
+    disk error: the rest is then only drained."""
 
     def __init__(self, cache, count, kept):
         self.cache, self.count, self.kept = cache, max(1, count), kept
         self.failed, self.threads = [], []
-        self.batches = queue.Queue(maxsize=max(1, WRITE_AHEAD // BATCH))
+        self.batches = queue.Queue(maxsize=max(1, WRITE_AHEAD // (BATCH + SMALL_FILE)))
         self.files, self.secs = 0, 0.0
 
     def write(self, batch):
@@ -50,20 +52,28 @@ class _Writers:
         self.files += len(batch)
         self.secs += time.monotonic() - started
         if self.count > 1 and self.files >= SLOW_AFTER and self.secs > SLOW_WRITE_S * self.files:
-            self.threads = [threading.Thread(target=self._thread, daemon=True)
-                            for _ in range(self.count)]
-            for t in self.threads:
+            self._start()
+
+    def _start(self):
+        """The writer threads, as many as can be started (a host that limits its processes
+        may refuse some, or all: the reader then goes on writing itself)."""
+        for _ in range(self.count):
+            t = threading.Thread(target=self._thread, daemon=True)
+            try:
                 t.start()
+            except RuntimeError:  # "can't start new thread"
+                break
+            self.threads.append(t)
 
     def _thread(self):
         for batch in iter(self.batches.get, None):
-            self._write(batch)
+            self._write(batch, whole_first=True)
 
-    def _write(self, batch):
+    def _write(self, batch, whole_first=False):
         for sha, data in batch:
             try:
                 if not self.failed:
-                    put(self.cache, sha, data)
+                    put(self.cache, sha, data, whole_first)
                     self.kept(len(data))
             except CacheError as e:
                 self.kept(0, e)
@@ -118,7 +128,7 @@ def receive(cache, name, stream, limit_bytes, writers=WRITERS, wanted=None):
     while stream.read(BLOCK):  # what follows the end (tar pads to a record): the sender
         pass  # writes it all before it reads the answer
     keep_pin(cache, name, wanted)
-    removed, freed, held = evict(cache, limit_bytes, keep=wanted, added=done[1])
+    removed, freed, held = evict(cache, limit_bytes, keep=wanted, recorded=True)
     return {"received": done[0], "bytes": done[1], "bad": bad[:20],
             "bad_count": len(bad), "evicted": removed, "evicted_bytes": freed,
             "held_bytes": held}
@@ -160,8 +170,9 @@ def _read_stream(read, stream, wanted, seen, bad, out, store_large, kept):
             batch.append((sha, data))
             size_of_batch += size + TAR_BLOCK
             if size_of_batch >= BATCH:
-                out.write(batch)
-                batch, size_of_batch = [], 0
+                batch, whole = [], batch
+                size_of_batch = 0
+                out.write(whole)
     finally:  # what was read whole before the stream ended or broke is kept
         if batch:
             out.write(batch)
