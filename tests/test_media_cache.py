@@ -13,6 +13,7 @@ import pytest
 
 from potato.training import media_bundle
 from potato.training.remote import media, media_cache as mc
+from potato.training.remote import media_store as ms
 from potato.training.remote import media as media_mod
 from potato.training.remote import media_receive
 
@@ -22,7 +23,7 @@ def sha(data):
 
 
 def put(cache, data, age=0.0):
-    mc.store(str(cache), sha(data), len(data), io.BytesIO(data).read)
+    ms.store(str(cache), sha(data), len(data), io.BytesIO(data).read)
     path = mc.file_path(str(cache), sha(data))
     if age:
         t = time.time() - age
@@ -39,9 +40,9 @@ def test_store_verifies_and_is_private(tmp_path):
     assert stat.S_IMODE(os.stat(os.path.dirname(path)).st_mode) == 0o700
     assert stat.S_IMODE(os.stat(cache).st_mode) == 0o700
     with pytest.raises(mc.CacheError, match="another sha256"):
-        mc.store(str(cache), sha(b"good"), 4, io.BytesIO(b"evil").read)
+        ms.store(str(cache), sha(b"good"), 4, io.BytesIO(b"evil").read)
     with pytest.raises(mc.CacheError, match="2 of 4 bytes"):
-        mc.store(str(cache), sha(b"good"), 4, io.BytesIO(b"go").read)
+        ms.store(str(cache), sha(b"good"), 4, io.BytesIO(b"go").read)
     assert not os.path.exists(mc.file_path(str(cache), sha(b"good")))
     assert [p.name for p in cache.rglob(".*")] == []  # no half file left
 
@@ -661,7 +662,7 @@ def test_need_looks_at_no_file_of_a_folder_that_is_not_there(tmp_path, monkeypat
     missing = mc.need(cache, "job", [(here, 4)] + [(sha(d), len(d)) for d in gone])
     assert missing == [(sha(d), len(d)) for d in gone]
     assert sized == [mc.file_path(cache, here)]  # only the file whose folder is there
-    mc.put(cache, sha(gone[0]), gone[0])
+    ms.put(cache, sha(gone[0]), gone[0])
     assert mc.need(cache, "job", [(sha(gone[0]), len(gone[0])), (sha(gone[0]), 99)]) == [
         (sha(gone[0]), 99)]
     with pytest.raises(mc.CacheError, match="is not a sha256"):

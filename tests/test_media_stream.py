@@ -15,6 +15,7 @@ import pytest
 
 from potato.training.backends.media_push import tar_header
 from potato.training.remote import media_cache as mc
+from potato.training.remote import media_store as ms
 from potato.training.remote import media_receive as mr
 from potato.training.remote import media_tar
 
@@ -165,7 +166,7 @@ def test_sync_answers_then_reads_the_stream(tmp_path):
     from potato.training.backends.media_push import cache_source
     cache = tmp_path / "remote" / "media"
     mc.pin(str(cache), "other", [])
-    mc.put(str(cache), sha(b"here"), b"here")
+    ms.put(str(cache), sha(b"here"), b"here")
     files = [b"here", b"not yet"]
     wanted = "[%s]" % ", ".join('["%s", %d]' % (sha(d), len(d)) for d in files)
     import select
@@ -368,10 +369,10 @@ def test_eviction_waits_for_no_run_that_was_told_a_file_is_there(tmp_path, monke
     import threading
     cache = str(tmp_path / "media")
     old = b"a file run A needs, cached by an earlier run"
-    mc.put(cache, sha(old), old)
+    ms.put(cache, sha(old), old)
     t = time.time() - 3600
     os.utime(mc.file_path(cache, sha(old)), (t, t))
-    mc.put(cache, sha(b"new" * 400), b"new" * 400)
+    ms.put(cache, sha(b"new" * 400), b"new" * 400)
     told = []
     real_pinned = mc.pinned
 
@@ -484,7 +485,7 @@ def test_a_host_write_never_takes_another_writers_name(tmp_path, monkeypatch):
     other = os.path.join(folder, ".%s.%d" % (sha(data), os.getpid()))
     with open(other, "wb") as f:
         f.write(b"another host's half")
-    mc.put(cache, sha(data), data)
+    ms.put(cache, sha(data), data)
     with open(other, "rb") as f:
         assert f.read() == b"another host's half"
     with open(mc.file_path(cache, sha(data)), "rb") as f:

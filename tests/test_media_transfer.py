@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from potato.training.remote import media_cache
+from potato.training.remote import media_cache, media_store
 from tests import sshd as sshd_mod
 from tests.helpers import KEY, PLUGINS, ROOT, Client, make_project, start_run, wait_run
 from tests.helpers import slurm_backend, ssh_backend
@@ -137,7 +137,7 @@ def test_media_on_fake_ssh_and_a_small_cache(tmp_path, serve, fake_host, monkeyp
     # The next run pins the same files; once it ended, its pin is gone and an older foreign
     # file goes first when the cache is trimmed.
     foreign = os.urandom(20000)
-    media_cache.store(str(cache), hashlib.sha256(foreign).hexdigest(),
+    media_store.store(str(cache), hashlib.sha256(foreign).hexdigest(),
                       len(foreign), io.BytesIO(foreign).read)
     old = time.time() - 3600
     for p in cache.glob("??/*"):
@@ -204,7 +204,7 @@ def test_agent_downloads_only_missing_media(tmp_path, serve, capsys, monkeypatch
     pre = sorted((tmp_path / "img").iterdir())[:N_FILES // 2]
     for p in pre:
         data = p.read_bytes()
-        media_cache.store(str(cache), hashlib.sha256(data).hexdigest(), len(data),
+        media_store.store(str(cache), hashlib.sha256(data).hexdigest(), len(data),
                           io.BytesIO(data).read)
     before = cache_files(cache)
     run_id = start_run(c, backend="lab", schemas=["sentiment"], trainer="test-media",

@@ -16,6 +16,7 @@ import pytest
 
 from potato.training.backends.media_push import tar_header as header
 from potato.training.remote import media_cache as mc
+from potato.training.remote import media_store as ms
 from potato.training.remote import media_receive as mr
 from potato.training.remote import media_tar as mt
 
@@ -108,7 +109,7 @@ def test_receive_counts_files_and_bytes_and_names_its_fields(tmp_path):
     files = [os.urandom(n) for n in (1, 700, 5000)]
     cache = _pinned(tmp_path, files)
     old = os.urandom(4000)
-    mc.put(cache, sha(old), old)
+    ms.put(cache, sha(old), old)
     os.utime(mc.file_path(cache, sha(old)), (1, 1))  # least recently used, in no pin
     out = mr.receive(cache, "job", io.BytesIO(stream_of(files)), 6000)
     assert out == {"received": 3, "bytes": 5701, "bad": [], "bad_count": 0, "evicted": 1,
@@ -371,7 +372,7 @@ def host(tmp_path, monkeypatch, capsys):
 
 def test_need_prints_the_missing_pairs(tmp_path, host):
     here, there = b"here", b"not here"
-    mc.put(str(tmp_path / "r" / "media"), sha(here), here)
+    ms.put(str(tmp_path / "r" / "media"), sha(here), here)
     wanted = [[sha(here), 4], [sha(there), 8]]
     code, lines = host(["need", str(tmp_path / "r"), "job", "100"], json.dumps(wanted).encode())
     assert code is None and lines == [{"missing": [[sha(there), 8]]}]
@@ -390,7 +391,7 @@ def test_sync_answers_then_receives(tmp_path, host):
 
 def test_sync_with_nothing_missing_reads_no_stream(tmp_path, host):
     cache = str(tmp_path / "r" / "media")
-    mc.put(cache, sha(b"one"), b"one")
+    ms.put(cache, sha(b"one"), b"one")
     wanted = json.dumps([[sha(b"one"), 3]]).encode() + b"\n"
     assert host(["sync", str(tmp_path / "r"), "job", "100"], wanted) == (
         None, [{"missing": []}, {}])
@@ -402,7 +403,7 @@ def test_the_limit_is_in_megabytes(tmp_path, host, command, each_kb, evicted):
     """1 MB: an old file and the run's own of 300 KB each stay; of 700 KB each the old goes."""
     cache = str(tmp_path / "r" / "media")
     old, new = os.urandom(each_kb << 10), os.urandom(each_kb << 10)
-    mc.put(cache, sha(old), old)
+    ms.put(cache, sha(old), old)
     os.utime(mc.file_path(cache, sha(old)), (1, 1))
     wanted = json.dumps([[sha(new), len(new)]]).encode() + b"\n"
     if command == "receive":
@@ -463,7 +464,7 @@ def test_pins_and_stored_files_are_written_beside_their_place(tmp_path, monkeypa
     monkeypatch.setattr(mc.tempfile, "tempdir", str(tmp_path / "no such folder"))
     cache = str(tmp_path / "media")
     mc.pin(cache, "job", [(sha(b"x"), 1)])
-    mc.store(cache, sha(b"x"), 1, io.BytesIO(b"x").read)
+    ms.store(cache, sha(b"x"), 1, io.BytesIO(b"x").read)
     assert mc.have(cache, sha(b"x"), 1) and mc.read_pin(cache, "job") == {sha(b"x"): 1}
 
 
@@ -532,7 +533,7 @@ def test_entries_of_a_cache_that_is_not_there_is_empty(tmp_path):
 
 def test_entries_count_only_hashes_in_their_own_folder(tmp_path):
     cache = str(tmp_path / "media")
-    mc.put(cache, sha(b"kept"), b"kept")
+    ms.put(cache, sha(b"kept"), b"kept")
     os.makedirs(os.path.join(cache, "00"))
     other = sha(b"elsewhere")
     with open(os.path.join(cache, "00", other if other[:2] != "00" else sha(b"e2")), "wb") as f:
@@ -563,7 +564,7 @@ class _Clock:
 
 def test_a_partial_file_is_stale_only_past_incoming_stale_s(tmp_path, monkeypatch):
     cache = str(tmp_path / "media")
-    incoming = mc.incoming_dir(cache)
+    incoming = ms.incoming_dir(cache)
     for name, age in (("edge.part", mc.INCOMING_STALE_S), ("old.part", mc.INCOMING_STALE_S + 0.5)):
         with open(os.path.join(incoming, name), "wb") as f:
             f.write(b"part")
@@ -576,7 +577,7 @@ def test_a_partial_file_is_stale_only_past_incoming_stale_s(tmp_path, monkeypatc
 def test_evict_reads_the_clock_itself(tmp_path):
     cache = str(tmp_path / "media")
     for data in (b"pinned", b"free"):
-        mc.put(cache, sha(data), data)
+        ms.put(cache, sha(data), data)
     mc.pin(cache, "job", [(sha(b"pinned"), 6)])
     assert mc.evict(cache, 0)[:2] == (1, 4)
     assert mc.have(cache, sha(b"pinned"), 6) and not mc.have(cache, sha(b"free"), 4)
@@ -585,7 +586,7 @@ def test_evict_reads_the_clock_itself(tmp_path):
 def test_evict_stops_at_the_limit_and_counts_exactly(tmp_path):
     cache = str(tmp_path / "media")
     for i, data in enumerate((b"a" * 10, b"b" * 20, b"c" * 30)):
-        mc.put(cache, sha(data), data)
+        ms.put(cache, sha(data), data)
         os.utime(mc.file_path(cache, sha(data)), (1000 + i, 1000 + i))
     assert mc.evict(cache, 60) == (0, 0, 60)  # exactly at the limit: nothing goes
     assert mc.evict(cache, 50) == (1, 10, 50)
@@ -594,7 +595,7 @@ def test_evict_stops_at_the_limit_and_counts_exactly(tmp_path):
 def test_evict_keeps_what_it_is_asked_to_and_what_fresh_pins_hold(tmp_path):
     cache = str(tmp_path / "media")
     for data in (b"kept", b"pinned", b"free"):
-        mc.put(cache, sha(data), data)
+        ms.put(cache, sha(data), data)
     mc.pin(cache, "job", [(sha(b"pinned"), 6)])
     assert mc.evict(cache, 0, now=time.time(), keep={sha(b"kept")})[:2] == (1, 4)
     assert mc.have(cache, sha(b"pinned"), 6) and mc.have(cache, sha(b"kept"), 4)
@@ -605,14 +606,14 @@ def test_store_names_what_went_wrong(tmp_path):
     cache = str(tmp_path / "media")
     data = b"twelve bytes"
     with pytest.raises(mc.CacheError) as e:
-        mc.store(cache, sha(data), 12, io.BytesIO(b"short").read)
+        ms.store(cache, sha(data), 12, io.BytesIO(b"short").read)
     assert str(e.value) == "media file %s arrived with 5 of 12 bytes" % sha(data)[:12]
     with pytest.raises(mc.CacheError) as e:
-        mc.store(cache, sha(data), 12, io.BytesIO(b"other bytes!").read)
+        ms.store(cache, sha(data), 12, io.BytesIO(b"other bytes!").read)
     assert str(e.value) == ("media file %s arrived with 12 of 12 bytes and another sha256"
                             % sha(data)[:12])
     with pytest.raises(mc.CacheError) as e:
-        mc.put(cache, sha(data), b"other bytes!")
+        ms.put(cache, sha(data), b"other bytes!")
     assert str(e.value) == ("media file %s arrived with 12 of 12 bytes and another sha256"
                             % sha(data)[:12])
     assert [n for _, _, n in os.walk(cache)] in ([[], []], [[]])  # nothing left behind
@@ -629,7 +630,7 @@ def test_a_file_on_its_way_in_has_a_hidden_name_beside_its_place(tmp_path, monke
     def read(n):
         seen.extend(os.listdir(folder))
         return data if not seen[1:] else b""
-    mc.store(cache, sha(data), len(data), read)
+    ms.store(cache, sha(data), len(data), read)
     assert len(seen) == 1 and seen[0].startswith("." + sha(data)[:16])
     short = mc.file_path(cache, sha(b"put"))
     os.makedirs(os.path.dirname(short), exist_ok=True)
@@ -639,7 +640,7 @@ def test_a_file_on_its_way_in_has_a_hidden_name_beside_its_place(tmp_path, monke
     real = os.replace
     monkeypatch.setattr(mc.os, "replace", lambda a, b: names.append(os.path.basename(a))
                         or real(a, b))
-    mc.put(cache, sha(b"put"), b"put")
+    ms.put(cache, sha(b"put"), b"put")
     assert len(names) == 1 and names[0].startswith("." + sha(b"put") + ".")
     assert open(short, "rb").read() == b"put"
 
@@ -652,13 +653,13 @@ def test_put_writes_a_new_file_under_its_name_and_leaves_a_whole_one_alone(
     renamed = []
     real = os.replace
     monkeypatch.setattr(mc.os, "replace", lambda a, b: renamed.append(a) or real(a, b))
-    mc.put(cache, sha(b"new"), b"new")
+    ms.put(cache, sha(b"new"), b"new")
     path = mc.file_path(cache, sha(b"new"))
     assert open(path, "rb").read() == b"new" and renamed == []
     before = os.stat(path)
     os.utime(path, (1000, 1000))
     monkeypatch.setattr(mc.os, "write", lambda *a: pytest.fail("written again"))
-    mc.put(cache, sha(b"new"), b"new")
+    ms.put(cache, sha(b"new"), b"new")
     after = os.stat(path)
     assert (after.st_ino, after.st_mtime) == (before.st_ino, 1000) and renamed == []
     assert os.listdir(os.path.dirname(path)) == [sha(b"new")]
@@ -678,11 +679,11 @@ def test_a_put_cut_short_leaves_a_short_file_that_counts_as_missing(tmp_path, mo
         raise OSError(28, "No space left on device")
     monkeypatch.setattr(mc.os, "write", full)
     with pytest.raises(OSError, match="No space left"):
-        mc.put(cache, sha(data), data)
+        ms.put(cache, sha(data), data)
     assert os.path.getsize(path) == 100 and not mc.have(cache, sha(data), len(data))
     monkeypatch.setattr(mc.os, "write", real_write)
     assert mc.need(cache, "job", [(sha(data), len(data))]) == [(sha(data), len(data))]
-    mc.put(cache, sha(data), data)
+    ms.put(cache, sha(data), data)
     assert open(path, "rb").read() == data and os.listdir(os.path.dirname(path)) == [sha(data)]
 
 
@@ -695,23 +696,23 @@ def test_the_slow_path_writes_each_file_whole_before_its_name(tmp_path, monkeypa
     linked = []
     real_link = os.link
     monkeypatch.setattr(mc.os, "link", lambda a, b: linked.append((a, b)) or real_link(a, b))
-    mc.put(cache, sha(data), data, whole_first=True)
+    ms.put(cache, sha(data), data, whole_first=True)
     assert open(path, "rb").read() == data and os.listdir(os.path.dirname(path)) == [sha(data)]
     assert os.path.basename(linked[0][0]).startswith("." + sha(data) + ".")
     inode = os.stat(path).st_ino
-    mc.put(cache, sha(data), data, whole_first=True)  # a whole one there: left as it is
+    ms.put(cache, sha(data), data, whole_first=True)  # a whole one there: left as it is
     assert os.stat(path).st_ino == inode and os.listdir(os.path.dirname(path)) == [sha(data)]
     os.unlink(path)
     with open(path, "wb") as f:
         f.write(b"short")
-    mc.put(cache, sha(data), data, whole_first=True)  # a short one: replaced
+    ms.put(cache, sha(data), data, whole_first=True)  # a short one: replaced
     assert open(path, "rb").read() == data and os.listdir(os.path.dirname(path)) == [sha(data)]
     other = b"no links here" * 10
 
     def no_links(a, b):
         raise OSError(1, "Operation not permitted")
     monkeypatch.setattr(mc.os, "link", no_links)
-    mc.put(cache, sha(other), other, whole_first=True)
+    ms.put(cache, sha(other), other, whole_first=True)
     assert mc.have(cache, sha(other), len(other))
     folder = os.path.dirname(mc.file_path(cache, sha(other)))
     assert [n for n in os.listdir(folder) if n.startswith(".")] == []
@@ -747,8 +748,8 @@ def test_cached_files_are_0600_in_new_and_existing_folders(tmp_path):
         first = b"first of its folder"
         second = [d for d in (b"%d" % i for i in range(1000))
                   if sha(d)[:2] == sha(first)[:2]][0]
-        mc.put(cache, sha(first), first)
-        mc.put(cache, sha(second), second)
+        ms.put(cache, sha(first), first)
+        ms.put(cache, sha(second), second)
     finally:
         os.umask(mask)
     for d in (first, second):
@@ -764,10 +765,10 @@ def test_a_link_at_the_hidden_name_is_not_followed(tmp_path, monkeypatch):
         f.write(b"li")  # short: put replaces it through a hidden name
     victim = tmp_path / "victim"
     victim.write_bytes(b"untouched")
-    monkeypatch.setattr(mc, "_unique", lambda: "fixed")
+    monkeypatch.setattr(ms, "_unique", lambda: "fixed")
     os.symlink(str(victim), os.path.join(os.path.dirname(path), ".%s.fixed" % sha(data)))
     with pytest.raises(OSError):
-        mc.put(cache, sha(data), data)
+        ms.put(cache, sha(data), data)
     assert victim.read_bytes() == b"untouched" and open(path, "rb").read() == b"li"
 
 
@@ -779,7 +780,7 @@ def test_a_link_at_the_files_name_is_replaced_not_written_through(tmp_path):
     victim = tmp_path / "victim"
     victim.write_bytes(b"untouched")
     os.symlink(str(victim), path)
-    mc.put(cache, sha(data), data)
+    ms.put(cache, sha(data), data)
     assert victim.read_bytes() == b"untouched"
     assert not os.path.islink(path) and open(path, "rb").read() == data
 
@@ -846,7 +847,7 @@ def test_entries_and_evict_go_on_past_a_file_that_went_or_stays(tmp_path, monkey
     cache = str(tmp_path / "media")
     files = [b"a" * 10, b"b" * 20, b"c" * 30]
     for i, data in enumerate(files):
-        mc.put(cache, sha(data), data)
+        ms.put(cache, sha(data), data)
         os.utime(mc.file_path(cache, sha(data)), (1000 + i, 1000 + i))
     sub = sha(files[1])[:2]
     gone = sub + "f" * 62  # listed first in that folder, then gone before its stat
@@ -874,7 +875,7 @@ def test_a_failed_put_removes_its_hidden_file_and_says_why(tmp_path, monkeypatch
         raise OSError(28, "No space left on device")
     monkeypatch.setattr(mc.os, "replace", refuse)
     with pytest.raises(OSError, match="No space left"):
-        mc.put(cache, sha(b"first"), b"first")
+        ms.put(cache, sha(b"first"), b"first")
     assert os.listdir(os.path.dirname(path)) == [sha(b"first")]
     assert open(path, "rb").read() == b"fir"
 
@@ -928,11 +929,11 @@ def test_a_hidden_name_that_exists_is_never_written_through(tmp_path, monkeypatc
     os.makedirs(os.path.dirname(path))
     with open(path, "wb") as f:
         f.write(b"coll")  # short: replaced through a hidden name
-    monkeypatch.setattr(mc, "_unique", lambda: "fixed")
+    monkeypatch.setattr(ms, "_unique", lambda: "fixed")
     taken = os.path.join(os.path.dirname(path), ".%s.fixed" % sha(data))
     with open(taken, "wb") as f:
         f.write(b"another writer's")
     with pytest.raises(FileExistsError):
-        mc.put(cache, sha(data), data)
+        ms.put(cache, sha(data), data)
     assert open(taken, "rb").read() == b"another writer's"
     assert open(path, "rb").read() == b"coll"

@@ -20,7 +20,7 @@ from typing import Dict, List, Tuple
 
 from potato.training import media_bundle
 from potato.training.backends import errors
-from potato.training.remote import media_cache, media_receive, media_tar, proc
+from potato.training.remote import media_cache, media_receive, media_store, media_tar, proc
 
 PROGRESS_S = 0.5
 CHECK_S = 300  # the host answers which files it lacks within this, or the copy fails
@@ -33,8 +33,8 @@ BLOCK = 512
 
 
 def cache_command(python: str, remote_dir: str, action: str, pin: str, limit_mb: float) -> str:
-    """``python -S -c <media_tar.py + media_cache.py + media_receive.py> need|receive|sync DIR
-    PIN LIMIT_MB``, every value quoted: it runs before (and without) Potato's copied code, and
+    """``python -S -c <media_tar.py + media_cache.py + media_store.py + media_receive.py>
+    need|receive|sync DIR PIN LIMIT_MB``, every value quoted: it runs before (and without) Potato's copied code, and
     needs only the standard library, so ``-S`` skips the site packages' start-up (a tenth of a
     second where many are installed)."""
     return " ".join(shlex.quote(a) for a in (python, "-S", "-c", cache_source(), action,
@@ -42,10 +42,10 @@ def cache_command(python: str, remote_dir: str, action: str, pin: str, limit_mb:
 
 
 def cache_source() -> str:
-    """The host's program: media_tar.py, media_cache.py, then media_receive.py (each imports
-    the ones before it only when it is imported apart from them)."""
+    """The host's program: media_tar.py, media_cache.py, media_store.py, then media_receive.py
+    (each imports the ones before it only when it is imported apart from them)."""
     source = ""
-    for module in (media_tar, media_cache, media_receive):
+    for module in (media_tar, media_cache, media_store, media_receive):
         with open(module.__file__, encoding="utf-8") as f:
             source += f.read() + "\n\n"
     return source

@@ -17,7 +17,7 @@ import tempfile
 import threading
 import time
 
-from potato.training.remote import media_cache
+from potato.training.remote import media_cache, media_store
 from potato.training.remote.client import ServerError, log
 
 TRIES = 6  # per file: the first try and five resumes (or 503s)
@@ -108,7 +108,7 @@ class Downloader:
         if media_cache.have(self.cache, sha, size):
             return
         fd, part = tempfile.mkstemp(prefix="%s.%d." % (sha[:16], os.getpid()), suffix=".part",
-                                    dir=media_cache.incoming_dir(self.cache))
+                                    dir=media_store.incoming_dir(self.cache))
         try:
             with os.fdopen(fd, "w+b") as f:
                 h, have, last = self._download(f, sha, size)
@@ -121,7 +121,7 @@ class Downloader:
                     sha[:12], on_disk, size, "" if on_disk != size else " and another sha256",
                     " (%s)" % last if last else ""))
             try:
-                media_cache.place(self.cache, sha, part)
+                media_store.place(self.cache, sha, part)
             except OSError as e:
                 if not media_cache.have(self.cache, sha, size):
                     raise media_cache.CacheError("media file %s could not take its place in "
@@ -179,12 +179,12 @@ class Downloader:
                 raise _refusal(resp)  # a Busy one: the files come one by one below
             for sha, size in files:
                 if size > BATCH_FILE_MAX:  # not from this code: stream it
-                    media_cache.store(self.cache, sha, size, resp.read)
+                    media_store.store(self.cache, sha, size, resp.read)
                 else:  # in memory, hashed, then written once (no temp file of its own)
                     data = resp.read(size)
                     if len(data) < size:
                         raise http.client.IncompleteRead(data, size - len(data))
-                    media_cache.put(self.cache, sha, data)
+                    media_store.put(self.cache, sha, data)
                 left.pop(0)
                 done(size)
             extra = 0

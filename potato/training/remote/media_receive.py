@@ -14,7 +14,8 @@ import time
 
 if "need" not in globals():  # run as ``python -c`` (media_push), media_cache.py is above
     from potato.training.remote.media_cache import (
-        BLOCK, MARK, evict, keep_pin, need, open_cache, put, read_pin, store, valid_hash)
+        BLOCK, MARK, evict, keep_pin, need, open_cache, read_pin, valid_hash)
+    from potato.training.remote.media_store import put, store
     from potato.training.remote.media_tar import (
         TAR_BLOCK, TAR_END, CacheError, _padding, _skip, tar_header)
 
@@ -33,7 +34,7 @@ class _Writers:
     threads once SLOW_AFTER files have taken over SLOW_WRITE_S each on average (large files,
     whose hashing threads share out, or a network file system or a busy disk, where creating
     files one at a time is bound by latency, not by the bytes). The threads write each file
-    whole before it takes its name (see media_cache.put) and stay at most WRITE_AHEAD bytes
+    whole before it takes its name (see media_store.put) and stay at most WRITE_AHEAD bytes
     behind the reader (a batch holds at most BATCH + SMALL_FILE bytes). ``failed`` holds a
     disk error: the rest is then only drained."""
 
