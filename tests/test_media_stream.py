@@ -586,3 +586,15 @@ def test_a_small_file_read_in_pieces_is_read_whole(tmp_path, monkeypatch):
     assert media_push._small(str(path), 4) == b"0123"  # grown since listed: the listed bytes
     with pytest.raises(OSError, match="it has 10 bytes, not the 11 listed"):
         media_push._small(str(path), 11)
+
+
+def test_the_senders_pipe_to_ssh_is_widened(tmp_path):
+    """ssh reads on from a 1 MB pipe while this side reads the next files."""
+    import fcntl
+    from potato.training.backends import media_push
+    session = media_push.Session(LocalHost(tmp_path / "remote"), "job", 100)
+    try:
+        assert fcntl.fcntl(session.p.stdin.fileno(), getattr(fcntl, "F_GETPIPE_SZ", 1032)) \
+            >= 1 << 20
+    finally:
+        session.close()

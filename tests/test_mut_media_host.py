@@ -937,3 +937,32 @@ def test_a_hidden_name_that_exists_is_never_written_through(tmp_path, monkeypatc
         ms.put(cache, sha(data), data)
     assert open(taken, "rb").read() == b"another writer's"
     assert open(path, "rb").read() == b"coll"
+
+
+def test_the_streams_pipe_is_widened_where_the_system_allows(tmp_path, monkeypatch):
+    """F_SETPIPE_SZ on a pipe (the stream goes on arriving while the reader writes files);
+    a file that is not a pipe, or a system without fcntl, is left as it is."""
+    import fcntl
+    r, w = os.pipe()
+    try:
+        mr._wide_pipe(r)
+        assert fcntl.fcntl(r, getattr(fcntl, "F_GETPIPE_SZ", 1032)) >= mr.PIPE_BYTES == 1 << 20
+    finally:
+        os.close(r)
+        os.close(w)
+    with open(tmp_path / "f", "wb") as f:
+        mr._wide_pipe(f.fileno())  # not a pipe: EBADF/EINVAL, ignored
+    monkeypatch.setitem(__import__("sys").modules, "fcntl", None)  # no fcntl here
+    r, w = os.pipe()
+    try:
+        mr._wide_pipe(r)
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+def test_the_host_program_widens_its_stdin(tmp_path, host, monkeypatch):
+    seen = []
+    monkeypatch.setattr(mr, "_wide_pipe", lambda fd: seen.append(os.fstat(fd).st_ino))
+    host(["need", str(tmp_path / "r"), "job", "1"], b"[]")
+    assert seen == [os.stat(tmp_path / "stdin").st_ino]

@@ -179,6 +179,20 @@ def _read_stream(read, stream, wanted, seen, bad, out, store_large, kept):
             out.write(batch)
 
 
+PIPE_BYTES = 1 << 20  # a pipe of the stream holds this much (the default is 64 KB)
+
+
+def _wide_pipe(fd):
+    """Let the pipe ``fd`` hold PIPE_BYTES (Linux's F_SETPIPE_SZ; elsewhere, or where it is
+    not a pipe or the system allows less, nothing changes): while the reader writes a batch
+    of files, the stream goes on arriving instead of stopping the sender."""
+    try:
+        import fcntl
+        fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
+    except (ImportError, OSError):
+        pass
+
+
 def _wanted(line):
     """[[sha, size], ...] (JSON) as (sha, size) pairs; CacheError when it is not that."""
     wanted = json.loads(line)
@@ -200,6 +214,7 @@ def main(argv):
         sys.exit("usage: need|receive|sync DIR PIN LIMIT_MB")
     command, remote_dir, name, limit = argv
     cache = os.path.join(os.path.expanduser(remote_dir), "media")
+    _wide_pipe(sys.stdin.fileno())
     stdin = open(sys.stdin.fileno(), "rb", buffering=BLOCK, closefd=False)
     try:
         open_cache(cache)
