@@ -552,6 +552,18 @@ def test_a_trim_counts_again_when_the_record_is_over_the_limit_stale_or_unreadab
     assert [n for n in os.listdir(cache) if n.startswith(".usage.")] == []
 
 
+def test_a_record_counted_a_moment_ahead_is_trusted(tmp_path):
+    """The count's time is written to the millisecond, rounded: it may read as a little in
+    the future; a second or more ahead is a clock set back."""
+    cache = str(tmp_path / "media")
+    mc.open_cache(cache)
+    now = time.time()
+    for ahead, trusted in ((0.0005, True), (0.999, True), (1.01, False)):
+        with open(os.path.join(cache, ".usage"), "w") as f:
+            f.write("5 %.3f" % (now + ahead))
+        assert (mc._usage(cache, now)[0] == 5) is trusted, ahead
+
+
 def test_a_reservation_without_a_record_writes_none(tmp_path):
     cache = str(tmp_path / "media")
     os.makedirs(cache)  # an older cache: no record

@@ -287,8 +287,8 @@ def evict(cache, limit_bytes, now=None, keep=(), recorded=False):
 
 def _usage(cache, now):
     """(bytes, when counted) from ``.usage``; (None, None) when there is none, or it is not
-    two numbers, or it was counted over USAGE_STALE_S ago (or in the future: a clock set
-    back)."""
+    two numbers, or it was counted over USAGE_STALE_S ago (or over a second in the future: a
+    clock set back)."""
     try:  # not a link, nor a FIFO that would hold the lock for good
         fd = os.open(os.path.join(cache, ".usage"),
                      os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
@@ -303,7 +303,7 @@ def _usage(cache, now):
         return None, None
     finally:
         os.close(fd)
-    if held < 0 or not 0 <= now - counted <= USAGE_STALE_S:
+    if held < 0 or not -1 <= now - counted <= USAGE_STALE_S:  # (its time is rounded to ms)
         return None, None
     return held, counted
 
