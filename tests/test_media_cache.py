@@ -564,6 +564,43 @@ def test_a_record_counted_a_moment_ahead_is_trusted(tmp_path):
         assert (mc._usage(cache, now)[0] == 5) is trusted, ahead
 
 
+def test_the_record_is_private_written_beside_it_and_read_to_its_bounds(tmp_path, monkeypatch):
+    cache = str(tmp_path / "media")
+    mask = os.umask(0o022)
+    try:
+        mc.open_cache(cache)
+    finally:
+        os.umask(mask)
+    assert stat.S_IMODE(os.stat(os.path.join(cache, ".usage")).st_mode) == 0o600
+    moved = []
+    real = os.replace
+    monkeypatch.setattr(mc.os, "replace", lambda a, b: moved.append(a) or real(a, b))
+    mc.need(cache, "job", [(sha(b"one"), 3)])  # the reservation rewrites the record
+    assert len(moved) == 2  # the pin, then the record
+    assert os.path.dirname(moved[1]) == cache
+    assert os.path.basename(moved[1]).startswith(".usage.")  # what entries() sweeps
+    now = 100000.0
+    usage = os.path.join(cache, ".usage")
+    for record, trusted in (("5 %.3f" % (now + 1), True),  # a second ahead, exactly
+                            ("5 %.3f" % (now - mc.USAGE_STALE_S), True),  # an hour, exactly
+                            ("5 " + "0" * 93 + "%d" % now, False)):  # 101 bytes: not ours
+        with open(usage, "w") as f:
+            f.write(record)
+        assert (mc._usage(cache, now)[0] == 5) is trusted, record
+
+
+def test_a_reservation_holds_the_lock_alone(tmp_path, monkeypatch):
+    """Two runs reserving at once must not both read the old record."""
+    cache = str(tmp_path / "media")
+    mc.open_cache(cache)
+    seen = []
+    real = mc._locked
+    monkeypatch.setattr(mc, "_locked", lambda c, exclusive: seen.append(exclusive)
+                        or real(c, exclusive))
+    mc.need(cache, "job", [(sha(b"one"), 3)])
+    assert seen == [False, True]  # the check shares the lock; the reservation holds it alone
+
+
 def test_a_reservation_without_a_record_writes_none(tmp_path):
     cache = str(tmp_path / "media")
     os.makedirs(cache)  # an older cache: no record

@@ -539,3 +539,11 @@ def test_a_value_that_is_not_text_is_refused_at_its_key(problems, yaml, key):
 def test_a_server_url_loses_only_its_trailing_slashes(parse):
     cfg, errors, _ = parse("server_url: https://annotate.example.org/X/\n")
     assert errors == [] and cfg.server_url == "https://annotate.example.org/X"
+
+
+def test_the_modules_public_names():
+    """``from potato.config import *`` gives exactly these, and each is there."""
+    import potato.config as config
+    assert config.__all__ == ["ConfigError", "Problem", "Config", "Backend", "Scheme", "load",
+                              "dotted", "suggest", "slurm_time_seconds"]
+    assert all(hasattr(config, name) for name in config.__all__)

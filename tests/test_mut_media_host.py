@@ -276,6 +276,32 @@ def test_threads_that_cannot_start_leave_the_writing_to_the_reader(tmp_path, mon
         assert not any(t.is_alive() for t in started) and all(t.daemon for t in started)
 
 
+def test_the_move_to_threads_weighs_every_file_so_far(monkeypatch):
+    """The average is over all the files written so far, not the last batch's: a slow
+    start followed by a quick batch still moves the rest to the threads."""
+    monkeypatch.setattr(mr, "put", lambda *a: None)
+    monkeypatch.setattr(mr, "SLOW_AFTER", 6)
+    monkeypatch.setattr(mr, "SLOW_WRITE_S", 0.001)
+    w = mr._Writers("unused", 2, lambda size, error=None: None)
+    times = [0.0, 0.01, 0.02, 0.0201]  # 3 files in 10 ms, then 3 in 0.1 ms: 10.1 ms for 6
+    monkeypatch.setattr(mr.time, "monotonic", lambda: times.pop(0) if times else 1.0)
+    w.write([("sha", b"")] * 3)
+    assert w.threads == []  # fewer than SLOW_AFTER yet
+    w.write([("sha", b"")] * 3)
+    w.close()
+    assert len(w.threads) == 2
+
+
+def test_a_python_without_the_fcntl_name_uses_linuxs_number(monkeypatch):
+    """Python 3.8's fcntl has no F_SETPIPE_SZ: the call uses Linux's 1031."""
+    import fcntl
+    calls = []
+    monkeypatch.delattr(fcntl, "F_SETPIPE_SZ", raising=False)
+    monkeypatch.setattr(fcntl, "fcntl", lambda fd, cmd, arg: calls.append((fd, cmd, arg)))
+    mr._wide_pipe(7)
+    assert calls == [(7, 1031, 1 << 20)]
+
+
 def test_the_write_ahead_is_bounded_in_bytes():
     """The queue holds whole batches; a batch is at most BATCH plus one small file."""
     w = mr._Writers("unused", 4, None)
@@ -835,6 +861,7 @@ def test_the_times_are_the_documented_ones():
     """docs/backends/ssh.md: a pin nobody touched for 15 minutes no longer counts;
     docs/backends/agent.md: a killed download's partial file goes once it is an hour old."""
     assert mc.PIN_STALE_S == 15 * 60 and mc.INCOMING_STALE_S == 60 * 60
+    assert mc.USAGE_STALE_S == 60 * 60  # ssh.md: a record over an hour old is counted again
 
 
 def test_evicting_a_cache_that_is_not_there_is_nothing(tmp_path):

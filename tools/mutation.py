@@ -223,6 +223,33 @@ EQUIVALENT = {
                       "False is",
     },
     "potato/config.py": {
+        "083c69e58c": "<module>: a field load() sets on every load; nothing but load() makes a ServerConfig",
+        "ae733dd88e": "<module>: a field load() sets on every load; nothing but load() makes a ServerConfig",
+        "365d9cd887": "<module>: a field load() sets on every load; nothing but load() makes a Writeback",
+        "e8b8ad503c": "<module>: a field load() sets on every load; nothing but load() makes a AutoRetrain",
+        "e18f4ff22e": "<module>: a field load() sets on every load; nothing but load() makes a AutoRetrain",
+        "2cc1360fa6": "<module>: a field load() sets on every load; nothing but load() makes a ModelTraining",
+        "9e30838631": "<module>: a field load() sets on every load; nothing but load() makes a ModelTraining",
+        "0e4ab53298": "<module>: a field load() sets on every load; nothing but load() makes a ModelTraining",
+        "29c1dd80d0": "<module>: a field load() sets on every load; nothing but load() makes a ModelTraining",
+        "1ab5f362bd": "<module>: a field load() sets on every load; nothing but load() makes a Config",
+        "4b7ea178d1": "<module>: a field load() sets on every load; nothing but load() makes a Config",
+        "ccc884f636": "<module>: a field load() sets on every load; nothing but load() makes a Config",
+        "c20ece05ea": "<module>: a field load() sets on every load; nothing but load() makes a Config",
+        "9f15b0f300": "<module>: a field load() sets on every load; nothing but load() makes a Config",
+        "5a6650133a": "<module>: a field load() sets on every load; nothing but load() makes a Config",
+        "16e26742c9": "<module>: a field load() sets on every load; nothing but load() makes a Config",
+        "0ec56c3595": "<module>: a field load() sets on every load; nothing but load() makes a Config",
+        "cc19da7ff8": "<module>: a field load() sets on every load; nothing but load() makes a Config",
+        "99b4d622c2": "<module>: a field load() sets on every load; nothing but load() makes a Config",
+        "6a3f409d7d": "<module>: a field load() sets on every load; nothing but load() makes a Config",
+        "c9fc8cd751": "<module>: a field load() sets on every load; nothing but load() makes a Config (it passes upstream)",
+        "15556ff1e6": "<module>: a field load() sets on every load; nothing but load() makes a Config (it passes upstream)",
+        "dee1fc434d": "<module>: a field load() sets on every load; nothing but load() makes a Config (it passes key_lines)",
+        "91bd773d51": "<module>: a field load() sets on every load; nothing but load() makes a Config (it passes key_lines)",
+        "3f2ed8efa5": "<module>: key_lines in repr() or not: only how a Config prints",
+        "0c4d82c208": "<module>: key_lines in repr() or not: only how a Config prints",
+        "c1b7f2c799": "<module>: key_lines in repr() or not: only how a Config prints",
         "d50271c323": "load: upstream.split reads a None config as an empty one",
         "fbf71862b1": "load: Reader.text reads numbers_ok by its truth value: None acts as False",
         "6b789a81cb": "load: Reader.text reads numbers_ok by its truth value: None acts as False",
@@ -254,6 +281,14 @@ EQUIVALENT = {
         "3ecbfa773a": "esc: dropping quote=True from html.escape keeps its default, quote=True",
     },
     "potato/training/remote/media_cache.py": {
+        "31c9fb6dc3": "need: a folder looked up afresh for every file: the same answer, more "
+                      "stats",
+        "80c2149c59": "need: a folder looked up afresh for every file: the same answer, more "
+                      "stats",
+        "66133c7846": "_reserve: the record's time is None exactly when its bytes are",
+        "9aa6e07467": "_usage: os has O_NOFOLLOW here: the fallback is not used",
+        "b69cba94ac": "_usage: os has O_NOFOLLOW here: the fallback is not used",
+        "77b17cfd87": "_usage: os has O_NOFOLLOW here: the fallback is not used",
         "88d0f1bf37": "_private_dir: the folder is chmod 0700 right after it is made",
         "6d20e0d452": "_private_dir: the folder is chmod 0700 right after it is made",
         "8d80670d65": "pin: the temporary pin's name lives only until the replace; with any "
@@ -319,6 +354,37 @@ EQUIVALENT = {
         "e6c2368b9b": "WRITE_AHEAD: how far the reader runs ahead, not what is kept",
         "56f6bae339": "BATCH: how many bytes go to a writer at once, not what is kept",
         "52c2b1b65c": "BATCH: how many bytes go to a writer at once, not what is kept",
+        "67ad49f096": "_Writers: the queue's bound only (WRITE_AHEAD // (BATCH + SMALL_FILE) "
+                      "is 15, over 2)",
+        "77187e21ac": "_start: the loop is the function's last statement: break and return "
+                      "both end it",
+        "cc0040d295": "_write: kept() ignores the size when it is given an error",
+        "ce22707b4c": "_write: kept() ignores the size when it is given an error",
+        "57c6fadfd2": "receive: the pin main() just wrote holds the same pairs: read back, the "
+                      "same wanted (one read saved, nothing else)",
+        "225f9f673f": "main: the pin just written holds the same pairs: receive reads back the "
+                      "same wanted (one read saved, nothing else)",
+        "d7647b4015": "main: the pin just written holds the same pairs: receive reads back the "
+                      "same wanted (one read saved, nothing else)",
+        "e6a7bb94c0": "receive: keep_pin just refreshed (or wrote again) this run's pin, which "
+                      "evict's pinned() reads: the same hashes are kept",
+        "b38fe350d4": "_wide_pipe: getattr on None falls back to 1031, Linux's F_SETPIPE_SZ: "
+                      "the same number",
+        "b4e6f923d9": "_wide_pipe: a name fcntl lacks falls back to 1031, Linux's "
+                      "F_SETPIPE_SZ: the same number",
+    },
+    "potato/training/remote/media_store.py": {
+        "62600bb46c": "store: the hidden name's prefix is one character longer: still its own",
+        "767089ed22": "put: over=None is false as over=False is",
+        "9abaf929f7": "_replace: a short file found first tries a link (which fails on it), then "
+                      "the same rename",
+        "976e2fa526": "_CREATE: O_EXCL alone never follows a link at the name (open fails with "
+                      "EEXIST): O_NOFOLLOW adds nothing",
+        "02a22394a3": "_CREATE: os has O_NOFOLLOW here: the fallback is not used",
+        "39c92b5226": "_CREATE: os has O_NOFOLLOW here: the fallback is not used",
+        "9a6e19902f": "_CREATE: O_EXCL alone never follows a link at the name (open fails with "
+                      "EEXIST): O_NOFOLLOW adds nothing",
+        "5e2d8f5584": "_CREATE: os has O_NOFOLLOW here: the fallback is not used",
     },
     "potato/training/remote/media_tar.py": {
         "cb731285df": "_tar_number: split's first piece is the same for any maxsplit",
