@@ -645,6 +645,15 @@ def test_store_names_what_went_wrong(tmp_path):
     assert [n for _, _, n in os.walk(cache)] in ([[], []], [[]])  # nothing left behind
 
 
+def _short(cache, data, part):
+    """A short copy (``part``) of ``data`` under its name, as a killed writer leaves it."""
+    path = mc.file_path(cache, sha(data))
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(part)
+    return path
+
+
 def test_a_file_on_its_way_in_has_a_hidden_name_beside_its_place(tmp_path, monkeypatch):
     """entries() sweeps stale hidden names (a killed transfer); others would stay for good.
     store() streams through one; put() replaces a file of the wrong size through one."""
@@ -785,10 +794,7 @@ def test_cached_files_are_0600_in_new_and_existing_folders(tmp_path):
 def test_a_link_at_the_hidden_name_is_not_followed(tmp_path, monkeypatch):
     cache = str(tmp_path / "media")
     data = b"linked"
-    path = mc.file_path(cache, sha(data))
-    os.makedirs(os.path.dirname(path))
-    with open(path, "wb") as f:
-        f.write(b"li")  # short: put replaces it through a hidden name
+    path = _short(cache, data, b"li")  # short: put replaces it through a hidden name
     victim = tmp_path / "victim"
     victim.write_bytes(b"untouched")
     monkeypatch.setattr(ms, "_unique", lambda: "fixed")
@@ -893,10 +899,7 @@ def test_entries_and_evict_go_on_past_a_file_that_went_or_stays(tmp_path, monkey
 
 def test_a_failed_put_removes_its_hidden_file_and_says_why(tmp_path, monkeypatch):
     cache = str(tmp_path / "media")
-    path = mc.file_path(cache, sha(b"first"))
-    os.makedirs(os.path.dirname(path))
-    with open(path, "wb") as f:
-        f.write(b"fir")  # short: replaced through a hidden name
+    path = _short(cache, b"first", b"fir")  # short: replaced through a hidden name
 
     def refuse(a, b):
         raise OSError(28, "No space left on device")
@@ -952,10 +955,7 @@ def test_a_listing_with_a_boolean_size_or_nested_too_deep_is_refused(tmp_path, h
 def test_a_hidden_name_that_exists_is_never_written_through(tmp_path, monkeypatch):
     cache = str(tmp_path / "media")
     data = b"collides"
-    path = mc.file_path(cache, sha(data))
-    os.makedirs(os.path.dirname(path))
-    with open(path, "wb") as f:
-        f.write(b"coll")  # short: replaced through a hidden name
+    path = _short(cache, data, b"coll")  # short: replaced through a hidden name
     monkeypatch.setattr(ms, "_unique", lambda: "fixed")
     taken = os.path.join(os.path.dirname(path), ".%s.fixed" % sha(data))
     with open(taken, "wb") as f:
