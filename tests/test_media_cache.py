@@ -495,26 +495,28 @@ def test_a_trim_after_a_copy_trusts_the_recorded_size_within_the_limit(tmp_path,
     put(cache, b"a" * 1000, age=300)
     assert mc.evict(cache, 5000) == (0, 0, 1000)  # a full count, recorded
     assert _record(cache) == 1000
-    assert mc.need(cache, "job", [(sha(b"b" * 1500), 1500), (sha(b"a" * 1000), 1000)]) == [
-        (sha(b"b" * 1500), 1500)]
-    assert _record(cache) == 2500  # reserved before a byte of it is written
+    missing = mc.need(cache, "job", [(sha(b"b" * 1500), 1500), (sha(b"a" * 1000), 1000)])
+    assert missing == [(sha(b"b" * 1500), 1500)]
+    at = mc.reserve(cache, missing)
+    assert _record(cache) == 2500 and at <= time.time()  # reserved before a byte is written
     put(cache, b"b" * 1500)
     monkeypatch.setattr(mc, "entries", lambda c: pytest.fail("listed the cache"))
-    assert mc.evict(cache, 2500, recorded=True) == (0, 0, 2500)  # exactly at the limit
-    assert mc.need(cache, "job", [(sha(b"a" * 1000), 1000)]) == [] and _record(cache) == 2500
+    assert mc.evict(cache, 2500, recorded=at) == (0, 0, 2500)  # exactly at the limit
+    assert mc.reserve(cache, mc.need(cache, "job", [(sha(b"a" * 1000), 1000)])) is None
+    assert _record(cache) == 2500  # nothing missing: nothing reserved
 
 
 def test_a_copy_that_failed_half_way_is_still_counted(tmp_path):
     """Its bytes were reserved when it asked: the next copy's trim finds the record over the
     limit, counts the files and removes what is over."""
     cache = str(tmp_path / "media")
-    mc.need(cache, "one", [(sha(b"x" * 700), 700), (sha(b"y" * 700), 700)])
+    mc.reserve(cache, mc.need(cache, "one", [(sha(b"x" * 700), 700), (sha(b"y" * 700), 700)]))
     put(cache, b"x" * 700, age=100)  # then the copy broke off: no trim
     mc.unpin(cache, "one")
-    mc.need(cache, "two", [(sha(b"z" * 300), 300)])
+    at = mc.reserve(cache, mc.need(cache, "two", [(sha(b"z" * 300), 300)]))
     put(cache, b"z" * 300)
     assert _record(cache) == 1700  # 700 never came: too high is safe
-    assert mc.evict(cache, 500, keep={sha(b"z" * 300)}, recorded=True) == (1, 700, 300)
+    assert mc.evict(cache, 500, keep={sha(b"z" * 300)}, recorded=at) == (1, 700, 300)
     assert _record(cache) == 300
 
 
@@ -575,7 +577,7 @@ def test_the_record_is_private_written_beside_it_and_read_to_its_bounds(tmp_path
     moved = []
     real = os.replace
     monkeypatch.setattr(mc.os, "replace", lambda a, b: moved.append(a) or real(a, b))
-    mc.need(cache, "job", [(sha(b"one"), 3)])  # the reservation rewrites the record
+    mc.reserve(cache, mc.need(cache, "job", [(sha(b"one"), 3)]))  # rewrites the record
     assert len(moved) == 2  # the pin, then the record
     assert os.path.dirname(moved[1]) == cache
     assert os.path.basename(moved[1]).startswith(".usage.")  # what entries() sweeps
@@ -597,7 +599,7 @@ def test_a_reservation_holds_the_lock_alone(tmp_path, monkeypatch):
     real = mc._locked
     monkeypatch.setattr(mc, "_locked", lambda c, exclusive: seen.append(exclusive)
                         or real(c, exclusive))
-    mc.need(cache, "job", [(sha(b"one"), 3)])
+    mc.reserve(cache, mc.need(cache, "job", [(sha(b"one"), 3)]))
     assert seen == [False, True]  # the check shares the lock; the reservation holds it alone
 
 
@@ -643,14 +645,15 @@ def test_a_records_leftover_goes_once_stale_and_a_linked_folder_is_left_alone(tm
 
 
 def test_the_agents_download_and_the_hosts_stream_trust_the_record(tmp_path, monkeypatch):
-    """Both ways files come in trim with the record (need() reserved their bytes)."""
+    """Both ways files come in reserve their bytes and trim with the reservation's time."""
     from potato.training.remote import media_fetch
     cache = str(tmp_path / "media")
     seen = []
     monkeypatch.setattr(media_receive, "evict", lambda *a, **k: seen.append(k.get("recorded"))
                         or (0, 0, 0))
     files = [b"one" * 100, b"two" * 200]
-    mc.need(cache, "job", [(sha(d), len(d)) for d in files])
+    mc.open_cache(cache)
+    at = mc.reserve(cache, mc.need(cache, "job", [(sha(d), len(d)) for d in files]))
     assert _record(cache) == 900
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
@@ -658,8 +661,8 @@ def test_the_agents_download_and_the_hosts_stream_trust_the_record(tmp_path, mon
             info = tarfile.TarInfo(sha(d))
             info.size = len(d)
             tar.addfile(info, io.BytesIO(d))
-    media_receive.receive(cache, "job", io.BytesIO(buf.getvalue()), 1 << 30)
-    assert seen == [True]
+    media_receive.receive(cache, "job", io.BytesIO(buf.getvalue()), 1 << 30, reserved=at)
+    assert seen == [at]
     items = tmp_path / "items.jsonl"
     items.write_text("".join(json.dumps({"media": {"sha256": sha(d), "size": len(d)}}) + "\n"
                              for d in files + [b"three" * 70]))
@@ -667,9 +670,39 @@ def test_the_agents_download_and_the_hosts_stream_trust_the_record(tmp_path, mon
         len(missing), sum(size for _, size in missing)))
     monkeypatch.setattr(mc, "evict", lambda *a, **k: seen.append(k.get("recorded"))
                         or (0, 0, 0))
+    before = time.time()
     assert media_fetch._sync(None, "run", cache, "job2", str(items), 10, "lab",
                              lambda line: None) == 1
-    assert seen == [True, True] and _record(cache) == 1250
+    assert len(seen) == 2 and before <= seen[1] <= time.time() and _record(cache) == 1250
+
+
+def test_a_count_after_a_reservation_makes_the_copys_trim_count_again(tmp_path):
+    """Another run's full count while this copy's bytes are on their way replaces the record
+    with what was there: this copy's trim sees a count later than its reservation and counts
+    the files again, instead of trusting a record without its bytes."""
+    cache = str(tmp_path / "media")
+    mc.open_cache(cache)
+    a = mc.reserve(cache, mc.need(cache, "a", [(sha(b"a" * 900), 900)]))
+    b = mc.reserve(cache, mc.need(cache, "b", [(sha(b"b" * 600), 600)]))
+    assert _record(cache) == 1500 and a < b
+    put(cache, b"b" * 600)
+    assert mc.evict(cache, 2000, recorded=b) == (0, 0, 1500)  # b's own trim trusts 1500...
+    assert mc.evict(cache, 2000) == (0, 0, 600)  # ...a full count (another trim) sees 600
+    put(cache, b"a" * 900)  # a's bytes arrive after that count
+    mc.unpin(cache, "b")
+    assert mc.evict(cache, 1000, keep={sha(b"a" * 900)}, recorded=a) == (1, 600, 900)
+
+
+def test_a_copy_with_no_reservation_counts(tmp_path, monkeypatch):
+    """A cache whose record appeared only after the copy asked (two runs making a new cache
+    at once) holds bytes the record lacks: without a reservation the trim counts."""
+    cache = str(tmp_path / "media")
+    os.makedirs(cache)  # the other run made the folder; its record comes a moment later
+    assert mc.reserve(cache, mc.need(cache, "job", [(sha(b"q" * 50), 50)])) is None
+    with open(os.path.join(cache, ".usage"), "w") as f:
+        f.write("0 %f" % time.time())
+    put(cache, b"q" * 50)
+    assert mc.evict(cache, 40, recorded=None) == (0, 0, 50)  # counted (pinned: it stays)
 
 
 def test_a_new_cache_is_recorded_as_empty_and_its_first_trim_lists_nothing(tmp_path,
@@ -681,10 +714,10 @@ def test_a_new_cache_is_recorded_as_empty_and_its_first_trim_lists_nothing(tmp_p
         f.write("7 %f" % time.time())  # another process's record since
     mc.open_cache(cache)  # the folder is there: its record is left alone
     assert _record(cache) == 7
-    mc.need(cache, "job", [(sha(b"one"), 3)])
+    at = mc.reserve(cache, mc.need(cache, "job", [(sha(b"one"), 3)]))
     assert _record(cache) == 10
     monkeypatch.setattr(mc, "entries", lambda c: pytest.fail("listed the cache"))
-    assert mc.evict(cache, 100, recorded=True) == (0, 0, 10)
+    assert mc.evict(cache, 100, recorded=at) == (0, 0, 10)
 
 
 def test_a_cache_made_by_two_processes_at_once_keeps_the_first_record(tmp_path, monkeypatch):

@@ -991,5 +991,8 @@ def test_the_streams_pipe_is_widened_where_the_system_allows(tmp_path, monkeypat
 def test_the_host_program_widens_its_stdin(tmp_path, host, monkeypatch):
     seen = []
     monkeypatch.setattr(mr, "_wide_pipe", lambda fd: seen.append(os.fstat(fd).st_ino))
-    host(["need", str(tmp_path / "r"), "job", "1"], b"[]")
-    assert seen == [os.stat(tmp_path / "stdin").st_ino]
+    host(["sync", str(tmp_path / "r"), "job", "1"], b"[]\n")
+    host(["receive", str(tmp_path / "r"), "job", "1"], bytes(1024))
+    stdin = os.stat(tmp_path / "stdin").st_ino
+    host(["need", str(tmp_path / "r"), "job", "1"], b"[]")  # no stream: the default pipe
+    assert seen == [stdin, stdin]

@@ -188,7 +188,7 @@ def open_cache(cache):
     except OSError:
         return  # another process made it first, or no record: the first trim counts
     try:
-        os.write(fd, b"0 %.3f\n" % time.time())
+        os.write(fd, b"0 %.6f\n" % time.time())
     finally:
         os.close(fd)
 
@@ -208,22 +208,26 @@ def need(cache, name, wanted):
                 touch(cache, sha)
             else:
                 missing.append((sha, size))
-    if missing:
-        _reserve(cache, sum(size for _, size in missing))
     return missing
 
 
-def _reserve(cache, nbytes):
-    """Add to the cache's recorded size the bytes about to come in, before any of them is
-    written (a copy that fails half-way has still counted them: the record is never too low
-    for what copies wrote). Without a record (an older cache) there is nothing to add to, and
-    the lock is not taken."""
-    if _usage(cache, time.time())[0] is None:
-        return
+def reserve(cache, missing):
+    """Add to the cache's recorded size the bytes of ``missing`` ((sha, size) pairs: what a
+    copy is about to bring), before any of them is written; the time of the reservation, for
+    the copy's trim (see evict), or None when there was no record to add to (an older cache,
+    or nothing missing). A copy that fails half-way has still counted its bytes; a full count
+    after the reservation replaces the record (it may have missed bytes still on their way),
+    which the copy's trim then sees by the count's later time."""
+    nbytes = sum(size for _, size in missing)
+    if not nbytes or _usage(cache, time.time())[0] is None:
+        return None
     with _locked(cache, exclusive=True):
-        held, counted = _usage(cache, time.time())
-        if held is not None:
-            _record_usage(cache, held + nbytes, counted)
+        at = time.time()
+        held, counted = _usage(cache, at)
+        if held is None:
+            return None
+        _record_usage(cache, held + nbytes, counted)
+        return at
 
 
 def keep_pin(cache, name, wanted):
@@ -263,25 +267,26 @@ def _drop_if_stale(path):
         pass
 
 
-def evict(cache, limit_bytes, now=None, keep=(), recorded=False):
+def evict(cache, limit_bytes, now=None, keep=(), recorded=None):
     """Remove least recently used files until the cache holds at most ``limit_bytes``, never
     one a fresh pin holds nor one in ``keep``; returns (files removed, bytes removed, bytes
     still held). The cache's lock is held alone meanwhile (see ``_locked``). Each full count
-    is recorded (``.usage``), and need() adds to that record the bytes a copy is about to
-    bring before it brings them, so the record is never below what was counted and copied
-    since. With ``recorded`` (after a copy), a record at most USAGE_STALE_S old that is within
-    the limit is trusted: nothing is listed (a cache of many files is not listed after every
-    run). Files put in by hand are seen at the next full count."""
+    is recorded (``.usage``, with the time it began), and reserve() adds to that record the
+    bytes a copy is about to bring. ``recorded``, after a copy, is the time of its reservation:
+    a record at most USAGE_STALE_S old, within the limit, and counted before that time (so it
+    holds the copy's bytes) is trusted, and nothing is listed (a cache of many files is not
+    listed after every run). Files put in by hand are seen at the next full count."""
     if not os.path.isdir(cache):
         return 0, 0, 0
     now = time.time() if now is None else now
     with _locked(cache, exclusive=True):
-        if recorded:
-            held, _ = _usage(cache, now)
-            if held is not None and held <= limit_bytes:
+        counted_at = time.time()  # with the lock: no reservation comes between
+        if recorded is not None:
+            held, counted = _usage(cache, now)
+            if held is not None and held <= limit_bytes and counted <= recorded:
                 return 0, 0, held
         out = _evict(cache, limit_bytes, now, set(keep))
-        _record_usage(cache, out[2], now)
+        _record_usage(cache, out[2], counted_at)
         return out
 
 
@@ -312,7 +317,7 @@ def _record_usage(cache, held, counted):
     tmp = os.path.join(cache, ".usage.%s" % _unique())
     try:
         with open(tmp, "w") as f:
-            f.write("%d %.3f\n" % (held, counted))
+            f.write("%d %.6f\n" % (held, counted))
         os.replace(tmp, os.path.join(cache, ".usage"))
     except OSError:
         _discard(tmp)  # no record: the next trim counts the files

@@ -297,6 +297,7 @@ def _sync(client, run_id, cache, pin, items_path, limit_mb, host, on_status):
     if not files:
         return 0
     missing = media_cache.need(cache, pin, [(sha, v[0]) for sha, v in sorted(files.items())])
+    reserved = media_cache.reserve(cache, missing)
     if not missing:
         log("media: all %d files already in %s; 0 downloaded" % (len(files), cache))
         on_status("media on %s: all {:,} files already there, 0 sent".format(len(files)) % host)
@@ -307,7 +308,7 @@ def _sync(client, run_id, cache, pin, items_path, limit_mb, host, on_status):
     done, got = download(client, run_id, cache, missing,
                          lambda n, b: on_status(words(host, n, len(missing), b, nbytes)))
     on_status(words(host, done, len(missing), got, nbytes))
-    removed, freed, held = media_cache.evict(cache, limit_mb * (1 << 20), recorded=True)
+    removed, freed, held = media_cache.evict(cache, limit_mb * (1 << 20), recorded=reserved)
     if removed:
         log("media: %d least recently used files (%d bytes) left the cache (its limit is %g MB)"
             % (removed, freed, limit_mb))

@@ -14,7 +14,7 @@ import time
 
 if "need" not in globals():  # run as ``python -c`` (media_push), media_cache.py is above
     from potato.training.remote.media_cache import (
-        BLOCK, MARK, evict, keep_pin, need, open_cache, read_pin, valid_hash)
+        BLOCK, MARK, evict, keep_pin, need, open_cache, read_pin, reserve, valid_hash)
     from potato.training.remote.media_store import put, store
     from potato.training.remote.media_tar import (
         TAR_BLOCK, TAR_END, CacheError, _padding, _skip, tar_header)
@@ -88,7 +88,7 @@ class _Writers:
             t.join()
 
 
-def receive(cache, name, stream, limit_bytes, writers=WRITERS, wanted=None):
+def receive(cache, name, stream, limit_bytes, writers=WRITERS, wanted=None, reserved=None):
     """Unpack a tar stream of media files (members named by their sha256, each in the pin
     ``name``) into the cache, verifying each; then evict to ``limit_bytes``. The stream is
     read by this code, not by tar: only a regular file named by a hash of the pin, of the
@@ -97,7 +97,8 @@ def receive(cache, name, stream, limit_bytes, writers=WRITERS, wanted=None):
     Small files are hashed and written in batches (BATCH bytes; on up to ``writers`` threads
     when writing them is slow, see _Writers); a large file is written as it is read. The pin
     is touched every PIN_TOUCH_S meanwhile (a stream may outlast PIN_STALE_S). ``wanted``
-    ({sha: size}) is the pin's, when the caller has just written it."""
+    ({sha: size}) is the pin's, when the caller has just written it; ``reserved`` the time
+    its bytes were reserved (media_cache.reserve), for the trim."""
     wanted = read_pin(cache, name) if wanted is None else wanted
     done, bad, seen = [0, 0], [], set()
     touched = [time.monotonic()]
@@ -129,7 +130,7 @@ def receive(cache, name, stream, limit_bytes, writers=WRITERS, wanted=None):
     while stream.read(BLOCK):  # what follows the end (tar pads to a record): the sender
         pass  # writes it all before it reads the answer
     keep_pin(cache, name, wanted)
-    removed, freed, held = evict(cache, limit_bytes, keep=wanted, recorded=True)
+    removed, freed, held = evict(cache, limit_bytes, keep=wanted, recorded=reserved)
     return {"received": done[0], "bytes": done[1], "bad": bad[:20],
             "bad_count": len(bad), "evicted": removed, "evicted_bytes": freed,
             "held_bytes": held}
@@ -214,18 +215,22 @@ def main(argv):
         sys.exit("usage: need|receive|sync DIR PIN LIMIT_MB")
     command, remote_dir, name, limit = argv
     cache = os.path.join(os.path.expanduser(remote_dir), "media")
-    _wide_pipe(sys.stdin.fileno())
+    if command != "need":  # (a wide pipe counts against the user's allowance of pipe pages)
+        _wide_pipe(sys.stdin.fileno())
     stdin = open(sys.stdin.fileno(), "rb", buffering=BLOCK, closefd=False)
     try:
         open_cache(cache)
         if command == "need":
-            out = {"missing": need(cache, name, _wanted(stdin.read()))}
+            missing = need(cache, name, _wanted(stdin.read()))
+            reserve(cache, missing)
+            out = {"missing": missing}
         elif command == "sync":
             wanted = _wanted(stdin.readline())
             missing = need(cache, name, wanted)
+            reserved = reserve(cache, missing)
             print(MARK + json.dumps({"missing": missing}), flush=True)
-            out = receive(cache, name, stdin, float(limit) * (1 << 20),
-                          wanted=dict(wanted)) if missing else {}
+            out = receive(cache, name, stdin, float(limit) * (1 << 20), wanted=dict(wanted),
+                          reserved=reserved) if missing else {}
         else:
             out = receive(cache, name, stdin, float(limit) * (1 << 20))
     except (CacheError, OSError, ValueError, RecursionError) as e:  # JSON nested too deep
