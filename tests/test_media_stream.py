@@ -170,10 +170,12 @@ def test_sync_answers_then_reads_the_stream(tmp_path):
     files = [b"here", b"not yet"]
     wanted = "[%s]" % ", ".join('["%s", %d]' % (sha(d), len(d)) for d in files)
     import select
-    # as on a host: no Potato to import, and stdout buffered (PYTHONUNBUFFERED is unset there)
+    # as on a host: no Potato to import (-S, as media_push runs it: not even an installed one),
+    # and stdout buffered (PYTHONUNBUFFERED is unset there)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONUNBUFFERED")}
-    p = subprocess.Popen([sys.executable, "-c", cache_source(), "sync", str(tmp_path / "remote"),
-                          "job", "100"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    p = subprocess.Popen([sys.executable, "-S", "-c", cache_source(), "sync",
+                          str(tmp_path / "remote"), "job", "100"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          cwd=str(tmp_path), env=env)
     p.stdin.write(wanted.encode() + b"\n")
     p.stdin.flush()

@@ -281,6 +281,9 @@ EQUIVALENT = {
         "3ecbfa773a": "esc: dropping quote=True from html.escape keeps its default, quote=True",
     },
     "potato/training/remote/media_cache.py": {
+        "62a919180d": "reserve: the record's time is None exactly when its bytes are",
+        "fa41c75ffc": "evict: a count and a reservation never share a time: both hold the lock "
+                      "alone, one after the other, and each writes a file meanwhile",
         "31c9fb6dc3": "need: a folder looked up afresh for every file: the same answer, more "
                       "stats",
         "80c2149c59": "need: a folder looked up afresh for every file: the same answer, more "
