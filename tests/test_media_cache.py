@@ -489,7 +489,7 @@ def _record(cache):
 
 
 def test_a_trim_after_a_copy_trusts_the_recorded_size_within_the_limit(tmp_path, monkeypatch):
-    """A full count is recorded in .usage; need() adds the bytes a copy is about to bring;
+    """A full count is recorded in .usage; reserve() adds the bytes a copy is about to bring;
     a trim after the copy lists nothing while the record is within the limit."""
     cache = str(tmp_path / "media")
     put(cache, b"a" * 1000, age=300)
@@ -520,12 +520,15 @@ def test_a_copy_that_failed_half_way_is_still_counted(tmp_path):
     assert _record(cache) == 300
 
 
+LATER = time.time() + 7200  # a reservation after every record these tests write
+
+
 def test_a_trim_counts_again_when_the_record_is_over_the_limit_stale_or_unreadable(tmp_path):
     cache = str(tmp_path / "media")
     oldest = put(cache, b"a" * 1000, age=300)
     newest = put(cache, b"b" * 1000)
     assert mc.evict(cache, 5000) == (0, 0, 2000)
-    assert mc.evict(cache, 1999, recorded=True) == (1, 1000, 1000)  # over: counted, oldest goes
+    assert mc.evict(cache, 1999, recorded=LATER) == (1, 1000, 1000)  # over: counted, oldest goes
     assert {h for _, _, h in mc.entries(cache)} == {newest} and oldest
     usage = os.path.join(cache, ".usage")
     for record in ("9 %f" % (time.time() - mc.USAGE_STALE_S - 5),  # stale
@@ -533,7 +536,7 @@ def test_a_trim_counts_again_when_the_record_is_over_the_limit_stale_or_unreadab
                    "garbage", "-5 %f" % time.time(), "", "nan %f" % time.time()):
         with open(usage, "w") as f:
             f.write(record)
-        assert mc.evict(cache, 1 << 30, recorded=True) == (0, 0, 1000), record
+        assert mc.evict(cache, 1 << 30, recorded=LATER) == (0, 0, 1000), record
         assert _record(cache) == 1000
     for odd in ("fifo", "link", "folder"):
         os.unlink(usage)
@@ -548,9 +551,9 @@ def test_a_trim_counts_again_when_the_record_is_over_the_limit_stale_or_unreadab
         if odd == "folder":
             os.rmdir(usage)
         else:
-            assert mc.evict(cache, 1 << 30, recorded=True) == (0, 0, 1000), odd
+            assert mc.evict(cache, 1 << 30, recorded=LATER) == (0, 0, 1000), odd
             assert _record(cache) == 1000 and not os.path.islink(usage)
-    assert mc.evict(cache, 1 << 30, recorded=True) == (0, 0, 1000)  # no record: counted
+    assert mc.evict(cache, 1 << 30, recorded=LATER) == (0, 0, 1000)  # no record: counted
     assert [n for n in os.listdir(cache) if n.startswith(".usage.")] == []
 
 
