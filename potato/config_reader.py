@@ -211,6 +211,99 @@ def _read_text(path: str) -> str:
     return data.decode("utf-8")
 
 
+# How much a config may hold, counted as the reader composes it. An alias (*name) counts as
+# everything it repeats, so a file of a few hundred bytes cannot expand into millions of values
+# (a "billion laughs" file): the reader, and every walk over the data after it, stays linear in
+# these bounds. A real config holds a few hundred values, a few levels deep.
+MAX_VALUES = 100_000  # keys, values and list entries, with every alias expanded
+MAX_DEPTH = 64        # levels of nesting, with every alias expanded
+
+
+def _bounded_loader(yaml):
+    """A SafeLoader class that refuses, with a ConfigError naming the file and line, YAML that
+    holds more than MAX_VALUES values or MAX_DEPTH levels once its aliases are expanded, and an
+    alias inside the block it names (a structure that would repeat itself forever)."""
+
+    class Loader(yaml.SafeLoader):
+        file = ""
+
+        def __init__(self, text):
+            super().__init__(text)
+            self._count = 0
+            self._depth = 0
+            self._open: set = set()  # anchors whose block is being read
+            self._sizes: Dict[int, Tuple[int, int]] = {}  # id(node): (values, depth)
+
+        def _refuse(self, mark, problem: str, fix: str) -> None:
+            line = f":{mark.line + 1}" if mark is not None else ""
+            raise ConfigError(f"{self.file}{line}: {problem} {fix}")
+
+        def _measure(self, node) -> Tuple[int, int]:
+            """(values, depth) of a finished node with its aliases expanded; each node is
+            measured once (a shared node is looked up), so this is linear in the file."""
+            known = self._sizes.get(id(node))
+            if known is not None:
+                return known
+            stack = [(node, False)]
+            while stack:
+                n, done = stack.pop()
+                if id(n) in self._sizes:
+                    continue
+                kids = ([c for pair in n.value for c in pair] if isinstance(n, yaml.MappingNode)
+                        else list(n.value) if isinstance(n, yaml.SequenceNode) else [])
+                if not done:
+                    stack.append((n, True))
+                    stack.extend((c, False) for c in kids if id(c) not in self._sizes)
+                    continue
+                values = 1 + sum(self._sizes[id(c)][0] for c in kids)
+                depth = 1 + max((self._sizes[id(c)][1] for c in kids), default=0)
+                self._sizes[id(n)] = (min(values, MAX_VALUES + 1), depth)
+            return self._sizes[id(node)]
+
+        def compose_node(self, parent, index):
+            event = self.peek_event()
+            if isinstance(event, yaml.AliasEvent):
+                if event.anchor in self._open:
+                    self._refuse(event.start_mark, f"the alias *{event.anchor} is inside the "
+                                 f"block it names (&{event.anchor}), so it would repeat itself "
+                                 f"without end.", "Remove the alias or move it out of that "
+                                 "block.")
+                target = self.anchors.get(event.anchor)
+                if target is not None:
+                    values, depth = self._measure(target)
+                    self._add(values, depth, event.start_mark, event.anchor)
+                return super().compose_node(parent, index)
+            self._add(1, 1, event.start_mark, None)
+            anchor = getattr(event, "anchor", None)
+            opened = anchor is not None and anchor not in self._open
+            if opened:
+                self._open.add(anchor)
+            self._depth += 1
+            try:
+                return super().compose_node(parent, index)
+            finally:
+                self._depth -= 1
+                if opened:
+                    self._open.discard(anchor)
+
+        def _add(self, values: int, depth: int, mark, alias: Optional[str]) -> None:
+            self._count += values
+            held = f"{values:,}" if values <= MAX_VALUES else f"over {MAX_VALUES:,}"
+            via = (f" once the alias *{alias} here is expanded (it repeats a block that holds "
+                   f"{held} values)" if alias else "")
+            if self._count > MAX_VALUES:
+                self._refuse(mark, f"the YAML holds more than {MAX_VALUES:,} values{via}; a "
+                             f"config holds a few hundred.", "Remove the aliases that repeat "
+                             "large blocks (or the repetition itself)." if alias else
+                             "Keep data in data_files, not in the config.")
+            if self._depth + depth > MAX_DEPTH:
+                self._refuse(mark, f"the YAML is nested more than {MAX_DEPTH} levels deep{via}; "
+                             f"a config is a few levels deep.", "Flatten the structure at "
+                             "that line.")
+
+    return Loader
+
+
 def read_yaml(path: str):
     """(data, lines, scalars, duplicates) for a YAML file; ConfigError with one clear line."""
     import yaml
@@ -223,7 +316,8 @@ def read_yaml(path: str):
         raise ConfigError(f"{path}: is a directory, not a YAML config file.")
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"{path}: cannot be read ({getattr(e, 'strerror', None) or e}).")
-    loader = yaml.SafeLoader(text)
+    loader = _bounded_loader(yaml)(text)
+    loader.file = path
     try:
         node = loader.get_single_node()
         data = loader.construct_document(node) if node is not None else None
@@ -234,6 +328,9 @@ def read_yaml(path: str):
         raise ConfigError(f"{path}{line}: YAML syntax error: {what}. Fix the YAML at that line.")
     except yaml.YAMLError as e:
         raise ConfigError(f"{path}: YAML syntax error: {e}".rstrip())
+    except RecursionError:  # the bounds above stop far earlier; this is the last guard
+        raise ConfigError(f"{path}: the YAML is nested too deeply to read (at most "
+                          f"{MAX_DEPTH} levels). A config is a few levels deep: fix the file.")
     finally:
         loader.dispose()
     lines: Dict[Path, int] = {}

@@ -102,6 +102,23 @@ def test_a_yaml_error_names_the_file_once(project):
     assert state["error"].startswith("%s:" % path) and state["error"].count(path) == 1
 
 
+def test_an_alias_bomb_appended_to_the_config_is_refused_and_the_server_keeps_its_own(project):
+    # issue 34: a 7-level bomb cost one request 39 s and took the server to 1.7 GB
+    path, c = project
+    bomb = 'l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]\n' + "".join(
+        "l%d: &l%d [%s]\n" % (n, n, ", ".join(["*l%d" % (n - 1)] * 9)) for n in range(1, 8))
+    with open(path, "a") as f:
+        f.write(bomb)
+    state = c.json("GET", "/admin/training/api/config", headers=H)[1]
+    assert state["differs"] and state["error"].startswith(path + ":"), state
+    assert "the YAML holds more than 100,000 values once the alias" in state["error"]
+    status, out = _reload(c)
+    assert status == 409 and out["error"].startswith("Not reloaded: %s:" % path), out
+    page = c.get("/admin/training", headers=H).text
+    assert "it cannot be used, so the server keeps the config it loaded: " in page
+    assert _backends(c) == ["local"]
+
+
 def test_a_fifo_at_the_config_path_is_said_never_opened_to_wait(project):
     # the page's look at the file opened it: a FIFO hung the Training page (and its lock)
     path, c = project

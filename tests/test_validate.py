@@ -363,3 +363,63 @@ def test_unreadable_config_is_one_line_exit_1(tmp_path, capsys, content, expect)
     assert expect in err
     assert "Traceback" not in err + out
     assert len(err.strip().splitlines()) == 1
+
+
+# -- YAML that would explode or overflow (issue 34, items 1 and 9) ------------------------------
+
+def _laughs(levels: int) -> str:
+    """A "billion laughs" block: each level repeats the one before nine times."""
+    text = 'l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]\n'
+    for n in range(1, levels + 1):
+        text += "l%d: &l%d [%s]\n" % (n, n, ", ".join(["*l%d" % (n - 1)] * 9))
+    return text
+
+
+def test_an_alias_bomb_is_refused_in_one_sentence_with_its_line(write_config, capsys):
+    # Nine levels would be 9**10 values: without a bound this ran for minutes at gigabytes.
+    path = write_config(BASE + _laughs(9))
+    code, out, err = run_validate(capsys, path)
+    assert code == 1 and out == ""
+    base_lines = BASE.count("\n")
+    # the first alias whose expansion passes the bound is on level 5's line (9**6 > 100,000)
+    assert err.startswith("error: %s:%d: the YAML holds more than 100,000 values once the alias *l4 "
+                          "here is expanded (it repeats a block that holds 66,430 values)" % (
+        path, base_lines + 6)), err
+    assert "Remove the aliases that repeat large blocks" in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_aliases_that_stay_small_still_load(write_config):
+    # a few levels of aliases (9**3 values) are a config, not a bomb; merge keys too
+    path = write_config(BASE + _laughs(2) + "extra: &x {a: 1}\nmore:\n  <<: *x\n  b: 2\n")
+    cfg, report = check(path)
+    assert cfg.upstream is not None and not any("values" in m for m in messages(report.errors))
+
+
+def test_an_alias_inside_its_own_block_is_refused(write_config, capsys):
+    path = write_config(BASE + "loop: &me\n  - 1\n  - *me\n")
+    code, _, err = run_validate(capsys, path)
+    assert code == 1
+    assert err.startswith("error: %s:%d: the alias *me is inside the block it names (&me)" % (
+        path, BASE.count("\n") + 3)), err
+
+
+@pytest.mark.parametrize("depth, refused", [(60, False), (65, True), (20000, True)])
+def test_deep_nesting_is_one_sentence_not_a_traceback(write_config, capsys, depth, refused):
+    path = write_config(BASE + "deep: " + "[" * depth + "]" * depth + "\n")
+    code, _, err = run_validate(capsys, path)
+    assert "Traceback" not in err and "RecursionError" not in err
+    if refused:
+        assert code == 1 and "the YAML is nested more than 64 levels deep" in err, err
+        assert err.startswith("error: %s:%d:" % (path, BASE.count("\n") + 1)) and err.count("\n") == 1
+    else:
+        assert "nested" not in err
+
+
+def test_a_deep_alias_counts_its_own_depth(write_config, capsys):
+    # each block alone is shallow; the alias puts 40 levels under 40 levels
+    block = "[" * 40 + "]" * 40
+    path = write_config(BASE + "a: &a %s\nb: %s\n" % (block, "[" * 30 + "*a" + "]" * 30))
+    code, _, err = run_validate(capsys, path)
+    assert code == 1 and "nested more than 64 levels deep once the alias *a here is " \
+                         "expanded" in err, err
