@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 from potato.config import Config, Problem, dotted, load, suggest
 from potato.config_backends import arrives_as_loopback, kind_rules, polled_by_agents
 from potato.netaddr import is_loopback
+from potato.schemes import save_bytes
 from potato.validation_media import media_rules
 
 MIN_ACK_LENGTH = 12
@@ -95,6 +96,15 @@ def _rules(cfg: Config, report: Report) -> None:
                         "proxy (server.trusted_proxies, or an https server_url) every remote "
                         "client arrives from the proxy's address. Set debug: false and log in "
                         "with admin_api_key.")
+    need = save_bytes(cfg.schemes)
+    if need > cfg.server.max_body_mb * 1024 * 1024:
+        longest = max(cfg.schemes, key=lambda s: s.kind.answer_bytes())
+        err(("server", "max_body_mb"), "One save of this project's answers can take %.1f MB "
+            "(its text boxes' max_length, up to 12 bytes a character as a browser sends them), "
+            "more than server.max_body_mb (%g) lets a request carry, so a long answer would be "
+            "refused. Raise server.max_body_mb to at least %d, or lower max_length (scheme %s "
+            "takes the most)." % (need / 1048576, cfg.server.max_body_mb,
+                                  -(-need // 1048576), longest.name))
     _backend_rules(cfg, report, err, warn)
     _upstream_rules(cfg, report, warn)
     media_rules(cfg, report, err, warn)

@@ -330,3 +330,63 @@ def tmp_run_dir(cfg):
     path = os.path.join(cfg.output_dir, "runs-test", "r1")
     os.makedirs(path, exist_ok=True)
     return path
+
+
+# -- long answers (issue 34, item 2) -------------------------------------------------------------
+
+LONG = """\
+annotation_task_name: long answers
+data_files: [items.jsonl]
+admin_api_key: %s
+annotation_schemes:
+  - annotation_type: text
+    name: summary
+    textarea: {on: true}
+    max_length: 8000
+  - annotation_type: text
+    name: notes
+    textarea: {on: true}
+""" % KEY
+
+
+def test_long_korean_answers_are_saved_from_the_form_and_the_api(write_config, serve):
+    # 8,000 Korean characters are 216 KB as a browser posts them (9 bytes each): over the old
+    # 64 KB cap for every annotator. The cap now follows from the schemes' max_length.
+    path = write_config(LONG, items=[{"id": "t1", "text": "x"}, {"id": "t2", "text": "y"}])
+    _, url = serve(path, training=False)
+    c = Client(url)
+    c.login("ann")
+    summary, notes = "가나다라마바사아" * 1000, "줄 하나\n" * 1000  # 8,000 and 5,000 characters
+    form = {"item_id": "t1", "position": "0", "action": "next", "present:summary": "1",
+            "present:notes": "1", "label:summary": summary,
+            "label:notes": notes.replace("\n", "\r\n")}
+    r = c.post("/annotate", form=form)
+    assert r.status == 303, r.text
+    assert mine(c) == {"summary": summary, "notes": notes}
+    # the JSON API, every character escaped (\uXXXX: 6 bytes each)
+    body = json.dumps({"item_id": "t2", "labels": {"summary": summary, "notes": notes}},
+                      ensure_ascii=True).encode()
+    r = c.post("/api/annotations", body=body, headers={"Content-Type": "application/json"})
+    assert r.status == 200, r.text
+    assert mine(c, "t2") == {"summary": summary, "notes": notes}
+    # still bounded: what no save of these schemes can need is refused, and says so
+    r = c.post("/api/annotations", body=b" " * (2 << 20),
+               headers={"Content-Type": "application/json"})
+    assert r.status == 413
+    assert "for an annotator's request: what one save of this project's schemes can take" in \
+        json.loads(r.body)["error"]
+
+
+def test_validate_refuses_answers_that_max_body_mb_cannot_carry(write_config, capsys):
+    path = write_config(LONG.replace("max_length: 8000", "max_length: 100000") +
+                        "server: {max_body_mb: 1}\n", items=[{"id": "t1", "text": "x"}])
+    assert main(["validate", path]) == 1
+    err = capsys.readouterr().out
+    assert "One save of this project's answers can take 1.3 MB" in err, err
+    assert "more than server.max_body_mb (1) lets a request carry" in err
+    assert "Raise server.max_body_mb to at least 2, or lower max_length (scheme summary " \
+           "takes the most)." in err
+    # at the default of 16 MB the same schemes are fine
+    path = write_config(LONG.replace("max_length: 8000", "max_length: 100000"),
+                        name="ok.yaml")
+    assert main(["validate", path]) == 0, capsys.readouterr().out

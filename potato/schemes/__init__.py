@@ -22,7 +22,8 @@ from potato.schemes.span import Span
 from potato.schemes.text import Text
 from potato.upstream import LOOKS_KEYS, SCHEME_HINTS
 
-__all__ = ["KEEP", "KINDS", "Kind", "LabelError", "Scheme", "make_scheme", "parse_schemes"]
+__all__ = ["KEEP", "KINDS", "Kind", "LabelError", "Scheme", "make_scheme", "parse_schemes",
+           "save_bytes"]
 
 KINDS: Dict[str, type] = {k.type_name: k for k in (
     Radio, Multiselect, Select, Likert, Slider, Number, Text, Span)}
@@ -32,6 +33,18 @@ COMMON_KEYS = ("annotation_type", "name", "description", "labels", "label_requir
 # Upstream's codebook: true (labels from a living codebook seeded with them): the labels are
 # the listed ones here, with a warning that annotators cannot add codes.
 CODEBOOK_KEY = "codebook"
+
+
+# What every save may hold besides long answers: the item id, the position, each scheme's
+# field names, and choices, ratings and spans (a long text's spans included).
+SAVE_ALLOWANCE = 64 << 10
+
+
+def save_bytes(schemes: List[Scheme]) -> int:
+    """The most bytes one annotator's save of an item may take with these schemes (the
+    annotate form or the JSON API): the server caps an annotator's request body there, and
+    ``potato validate`` refuses a config whose saves ``server.max_body_mb`` could not take."""
+    return SAVE_ALLOWANCE + sum(s.kind.answer_bytes() for s in schemes if s.kind is not None)
 
 
 def make_scheme(name: str, annotation_type: str, labels: List[str], description: str = "",

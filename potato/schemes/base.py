@@ -76,6 +76,13 @@ class Kind:
         """The normalised value, None for "no value", or LabelError. ``text`` is the item's."""
         raise NotImplementedError
 
+    def answer_bytes(self) -> int:
+        """The most bytes one answer of this scheme may take in a save request beyond the
+        allowance every save has (``schemes.save_bytes``), however it is sent: a kind whose
+        answers can be long (free text) says how long, so the server's cap follows from the
+        project's own schemes and no answer the page accepts is refused for its size."""
+        return 0
+
     def from_form(self, values: List[str]) -> Any:
         """The raw value a posted annotate form holds (``label:<scheme>`` fields), or KEEP."""
         return values[-1] if values else None

@@ -15,6 +15,7 @@ from typing import Callable, Optional
 
 from potato import assignment
 from potato.config import Config
+from potato.schemes import save_bytes
 from potato.data import DataError, data_files_signature, load_items
 from potato.server import diskfull, routes, safety
 from potato.server.connections import BoundedServer
@@ -36,6 +37,9 @@ class App:
         self.tls = tls
         self.routes = []
         self.max_body_bytes = int(cfg.server.max_body_mb * 1024 * 1024)
+        # an annotator's save: as long as the project's schemes allow (8,000 Korean
+        # characters in a text box fit), never more than max_body_mb
+        self.annotator_body_bytes = min(save_bytes(cfg.schemes), self.max_body_bytes)
         self._access_log = access_log
         self._data_sig = data_files_signature(cfg)
         self._stop = threading.Event()

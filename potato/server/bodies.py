@@ -1,7 +1,8 @@
 """Request bodies read into memory, each once, within its size cap and its rate floor; mixed
 into the request handler (``http.Handler``). Before a request has shown an admin key or session
-or a run token, its body is capped at ``UNAUTHENTICATED_BODY_MAX`` (``ANNOTATOR_BODY_MAX`` with
-an annotator's session, which anyone can make), and a refused one is never read: the 4xx goes
+or a run token, its body is capped at ``UNAUTHENTICATED_BODY_MAX`` (with an annotator's session,
+which anyone can make, at what one save of the project's schemes can take:
+``App.annotator_body_bytes``), and a refused one is never read: the 4xx goes
 out, the connection's sending side is shut, and at most ``LINGER_BYTES`` of what the client
 still sends are dropped for ``LINGER_S`` before the close (so that the close does not reset the
 connection before the client has read its answer). ``100 Continue`` is sent only when the body
@@ -23,7 +24,6 @@ from potato.server.connections import (
 from potato.server.errors import HTTPError
 
 UNAUTHENTICATED_BODY_MAX = 4096  # a login form, a logout
-ANNOTATOR_BODY_MAX = 64 << 10  # an annotation, as JSON or a form
 LINGER_BYTES = 64 << 10
 LINGER_S = 2.0
 _DIGITS = re.compile(r"[0-9]{1,15}")
@@ -40,8 +40,10 @@ class Bodies:
                                                                    self.app.max_body_bytes)
         what = "server.max_body_mb caps every request"
         if not self.authenticated and getattr(self, "annotator_session", False):
-            if limit > ANNOTATOR_BODY_MAX:
-                limit, what = ANNOTATOR_BODY_MAX, "for an annotator's request"
+            if limit > self.app.annotator_body_bytes:
+                limit, what = self.app.annotator_body_bytes, (
+                    "for an annotator's request: what one save of this project's schemes "
+                    "can take")
         elif not self.authenticated and limit > UNAUTHENTICATED_BODY_MAX:
             limit, what = UNAUTHENTICATED_BODY_MAX, "before a key, session or token is shown"
         if self.headers.get("Transfer-Encoding"):

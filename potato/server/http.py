@@ -146,7 +146,7 @@ class Handler(Bodies, Uploads, Downloads, BaseHTTPRequestHandler):
         self._access = ""
         self._refusing = False  # an error is being sent
         self.authenticated = False  # an admin key or session or a run token was shown
-        self.annotator_session = False  # an annotator's session (bodies up to 64 KB)
+        self.annotator_session = False  # an annotator's (bodies: App.annotator_body_bytes)
         self._when_done: List[Callable[[], None]] = []  # see when_done
         try:
             self._check_host()

@@ -75,7 +75,9 @@ def admin_login_page(cfg: Config, error: str = "", next_url: str = "/admin") -> 
 
 def annotate_page(cfg: Config, user: str, item, position: int, total: int, done: int,
                   labels: Dict[str, Any], predictions: Dict[str, Dict[str, Any]],
-                  admin: bool, first_unlabelled: int = 0) -> str:
+                  admin: bool, first_unlabelled: int = 0, max_body: int = 0) -> str:
+    """``max_body``: the most bytes the server takes in one save (the page checks before it
+    sends, so that an answer too long to save stays in the form with the reason)."""
     progress = (f'<p class="progress"><progress max="{total}" value="{done}"></progress> '
                 f'{done} of {total} items labelled by you</p>')
     if item is None:
@@ -131,7 +133,7 @@ def annotate_page(cfg: Config, user: str, item, position: int, total: int, done:
   {display.fields(cfg, item, Safe(item_text))}
   {''.join(suggestions)}
 </article>
-<form method="post" action="/annotate" id="annotate-form">
+<form method="post" action="/annotate" id="annotate-form" data-max-body="{max_body}">
   <input type="hidden" name="item_id" value="{esc(item["id"])}">
   <input type="hidden" name="position" value="{position}">
   {''.join(fields)}

@@ -129,7 +129,8 @@ def _annotate_routes(app) -> None:
         preds = app.store.item_predictions(item["id"]) if item else {}
         h.send_html(pages.annotate_page(cfg, user, item, position, total,
                                         app.store.labelled_count(user), labels, preds,
-                                        h.is_admin(), queue.first_unlabelled(user)),
+                                        h.is_admin(), queue.first_unlabelled(user),
+                                        max_body=app.annotator_body_bytes),
                     headers=media_route.page_headers(cfg, display.record(item)) if item else None)
 
     @app.route("POST", r"/annotate", "annotator")

@@ -165,6 +165,28 @@
   form.querySelector('button[value="next"]').addEventListener("click", function (e) {
     if (!mayGo()) e.preventDefault();
   });
+  // A save the server would refuse for its size is not sent: the answers stay in the form and
+  // the note says why. The size is counted as the browser sends the form (UTF-8, percent-encoded,
+  // a newline as CR LF); the server's cap follows from the schemes, so this is rare (a proxy in
+  // front with a smaller cap still answers on its own).
+  var maxBody = Number(form.getAttribute("data-max-body")) || 0;
+  form.addEventListener("submit", function (e) {
+    if (!maxBody) return;
+    var data = new FormData(form);
+    if (e.submitter && e.submitter.name) data.append(e.submitter.name, e.submitter.value);
+    var size = 0;
+    data.forEach(function (v, k) {
+      if (typeof v !== "string") return;
+      size += encodeURIComponent(k).length + 2 +
+        encodeURIComponent(v.replace(/\r?\n/g, "\r\n")).length;
+    });
+    if (size <= maxBody) return;
+    e.preventDefault();
+    missingNote.textContent = "Not saved: these answers take " + size + " bytes as the browser " +
+      "sends them, and the server takes at most " + maxBody + " in one save. Shorten the " +
+      "longest text; everything you typed is still here.";
+    missingNote.hidden = false;
+  });
   document.addEventListener("keydown", function (e) {
     var t = e.target;
     if (e.altKey || e.ctrlKey || e.metaKey) return;
