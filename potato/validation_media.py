@@ -69,7 +69,12 @@ def _one_kind(cfg: Config, report, err, warn, kind: str, items, root: str) -> No
             continue
         if ref.is_url:
             origin = media.url_origin(ref.url)
-            found["url" if origin else "bad-url"].append(origin or ref.source)
+            if origin:
+                found["url"].append(origin)
+            else:  # which item, and its address as it is (a tab shows as \t)
+                found["bad-url"].append("item %s (%s)" % (
+                    media.shown(str(record.get(cfg.item_properties.id_key))),
+                    ascii(ref.source[:200])))
             continue
         local += 1
         try:
@@ -106,8 +111,10 @@ def _one_kind(cfg: Config, report, err, warn, kind: str, items, root: str) -> No
                   f"file: {few(found['not-file'], cap=LONG)}; name the {kind} file itself.")
     if found["bad-url"]:
         warn(key, f"{len(found['bad-url']):,} of {total:,} items name {an} {kind} address the "
-                  f"annotate page will not load (only plain http:// and https:// addresses): "
-                  f"{few(found['bad-url'])}.")
+                  f"annotate page will not load and no run fetches (only plain http:// and "
+                  f"https:// addresses, without spaces, tabs or user info): "
+                  f"{few(found['bad-url'], '; ')}. Those items are left out of runs whose model "
+                  f"reads the {kind}s.")
     if found["url"]:
         hosts = sorted(set(found["url"]))
         report.notes.append(_note(cfg, key, f"the {kind} of {len(found['url']):,} item(s) "

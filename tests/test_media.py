@@ -244,8 +244,10 @@ def test_validate_refuses_escapes_and_flags_unshowable_files(tmp_path):
     assert ("1 of 8 items' audio files cannot be shown by a browser: 'digit-0.png' is image "
             "(image/png), and the item names it as its audio. Convert them to WAV, MP3, OGG, "
             "FLAC or M4A.") in msgs
-    assert ("1 of 8 items name an image address the annotate page will not load (only plain "
-            "http:// and https:// addresses): https://u:pw@ex.org/h.png.") in msgs
+    assert ("1 of 8 items name an image address the annotate page will not load and no run "
+            "fetches (only plain http:// and https:// addresses, without spaces, tabs or user "
+            "info): item h ('https://u:pw@ex.org/h.png'). Those items are left out of runs "
+            "whose model reads the images.") in msgs
     assert any("web addresses, not checked here (validate fetches nothing): the annotators' "
                "browsers load them from https://img.example.org." in n.message
                for n in report.notes)
@@ -422,3 +424,14 @@ def test_a_file_swapped_for_a_fifo_after_the_check_never_blocks(cfg, tmp_path, m
         unblock(fifo)
         t.join(5)
     assert isinstance(out.get("error"), media.MediaNotAFile), out
+
+
+def test_validate_names_the_item_whose_media_address_has_a_tab(tmp_path):
+    # issue 34, item 3: which item, and why (the tab shown, not a blank)
+    _, report = check(media_project(tmp_path, items=[
+        {"id": "ok", "image": "https://img.example.org/a.png", "text": "t"},
+        {"id": "tabbed", "image": "https://img.example.org/a\tb.png", "text": "t"}]))
+    [w] = [w.message for w in report.warnings if "address" in w.message]
+    assert "item tabbed ('https://img.example.org/a\\tb.png')" in w, w
+    assert w.startswith("1 of 2 items name an image address the annotate page will not load "
+                        "and no run fetches")

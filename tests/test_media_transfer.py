@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from potato.training.remote import media_cache, media_store
+from potato.training.remote import media as media_remote, media_cache, media_store
 from tests import sshd as sshd_mod
 from tests.helpers import KEY, PLUGINS, ROOT, Client, make_project, start_run, wait_run
 from tests.helpers import slurm_backend, ssh_backend
@@ -292,3 +292,85 @@ def test_media_endpoint_serves_only_the_runs_files(tmp_path, serve, monkeypatch)
     agent.request("POST", "/agent/v1/runs/%s/result" % run_id,
                   {"status": "cancelled", "exit_code": None})
     wait_run(c, run_id, timeout=60)
+
+
+# -- URL media: one bad address fails its item, never the run (issue 34, items 3 and 4) ----------
+
+def url_project(tmp_path, port):
+    """The example project, its first 40 items naming an image by URL on a loopback server,
+    one of them an address with a tab in it (which urllib refuses as an InvalidURL)."""
+    cfg = make_project(tmp_path, top="item_properties:\n  image_key: image\n")
+    path = tmp_path / "reviews.jsonl"
+    out = []
+    for n, line in enumerate(path.read_text().splitlines()):
+        d = json.loads(line)
+        if n < 40:
+            d["image"] = "http://127.0.0.1:%d/%d.png" % (port, n)
+        if n == 3:
+            d["image"] = "http://127.0.0.1:%d/a\tb.png" % port
+            bad_id = d["id"]
+        out.append(json.dumps(d))
+    path.write_text("\n".join(out) + "\n")
+    return cfg, bad_id
+
+
+@pytest.fixture
+def png_server():
+    import http.server
+    import threading
+
+    asked = []
+
+    class H(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            asked.append(self.path)
+            self.send_response(200)
+            self.send_header("Content-Type", "image/png")
+            self.send_header("Content-Length", str(len(PNG)))
+            self.end_headers()
+            self.wfile.write(PNG)
+
+        def log_message(self, *a):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.server_address[1], asked
+    server.shutdown()
+    server.server_close()
+    thread.join(5)
+
+
+@pytest.mark.integration
+def test_a_bad_media_url_leaves_out_its_item_and_a_text_run_fetches_nothing(
+        tmp_path, serve, monkeypatch, png_server):
+    port, asked = png_server
+    monkeypatch.setenv("POTATO_TRAINER_PLUGINS", MEDIA_PLUGINS)
+    monkeypatch.setenv("PYTHONPATH", ROOT)
+    cfg, bad_id = url_project(tmp_path, port)
+    _, url = serve(cfg)
+    c = Client(url)
+    # a text model reads no image: nothing is fetched, and the run does not trip on the tab
+    run = wait_run(c, start_run(c, schemas=["sentiment"], trainer="text-naive-bayes"),
+                   timeout=180)
+    assert run["status"] == "success", run
+    assert asked == []
+    # a model that reads images: the bad address fails its item alone, named in the log
+    run = run_media(c, "local")
+    assert run["status"] == "success", (run, log_of(c, run))
+    m = run["metrics"]
+    assert (m["media_files"], m["media_missing"], m["media_left_out"]) == (39, 0, 1), m
+    assert len(asked) == 39 and not any("\t" in a or "%09" in a for a in asked)
+    log = log_of(c, run)
+    assert "item %s left out of this run: 'http://127.0.0.1:%d/a\\tb.png' is not a plain " \
+           "http:// or https:// address (potato validate lists it)" % (bad_id, port) in log, log
+
+
+def test_fetch_url_answers_a_sentence_for_an_address_urllib_refuses(tmp_path):
+    # http.client's InvalidURL is no URLError nor OSError: it used to end the worker
+    for bad in ("http://127.0.0.1:1/a\tb.png", "http://127.0.0.1:1/a b.png",
+                "http://127.0.0.1:99999/x.png", "http://[::1/x.png"):
+        error = media_remote.fetch_url(bad, str(tmp_path / "x"), timeout=5)
+        assert error.startswith("%s could not be fetched: " % bad), error
+        assert not os.path.exists(str(tmp_path / "x.part"))

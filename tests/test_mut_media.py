@@ -475,8 +475,10 @@ def test_each_finding_of_one_kind(tmp_path):
                     "PNG, JPEG, GIF or WebP."),
         (IMAGE_KEY, "1 of 11 items name an image that is not a file: 'sounds' (a folder); name "
                     "the image file itself."),
-        (IMAGE_KEY, "1 of 11 items name an image address the annotate page will not load (only "
-                    "plain http:// and https:// addresses): https://x:y@c.org/.")]
+        (IMAGE_KEY, "1 of 11 items name an image address the annotate page will not load and "
+                    "no run fetches (only plain http:// and https:// addresses, without spaces, "
+                    "tabs or user info): item b1 ('https://x:y@c.org/'). Those items are left "
+                    "out of runs whose model reads the images.")]
     [note] = notes
     assert note.message == ("the image of 3 item(s) are web addresses, not checked here "
                             "(validate fetches nothing): the annotators' browsers load them "

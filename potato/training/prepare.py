@@ -11,7 +11,7 @@ from potato.config import Config
 from potato.store import Store
 from potato.training import media_bundle
 from potato.training.backends import Outcome
-from potato.training.remote import bundle as bundle_mod
+from potato.training.remote import bundle as bundle_mod, trainers
 from potato.training.remote.paths import RunPaths, write_json
 from potato.training.runs import Run
 
@@ -36,8 +36,11 @@ def prepare(cfg: Config, store: Store, run: Run, paths: RunPaths, local: bool,
         if scheme.description:  # the LLM trainer's prompt quotes it
             schemas[name]["description"] = scheme.description
     mt = cfg.model_training
-    items = [(r["id"], r["text"], bundle_media(cfg, r["data"])) for r in store.conn().execute(
-        "SELECT id, text, data FROM items WHERE active=1 ORDER BY position")]
+    info = trainers.get(run.trainer)
+    reads = info.media if info is not None else ()  # a text model travels without images
+    items = [(r["id"], r["text"], bundle_media(cfg, r["data"], reads)) for r in
+             store.conn().execute("SELECT id, text, data FROM items WHERE active=1 "
+                                  "ORDER BY position")]
     if not local:  # the files travel by content: listed by sha256 (training/media_bundle.py)
         items = media_bundle.to_cache_form(cfg, items, paths.media_index, log)
     labels: Dict[str, Dict[str, List[Any]]] = {}
@@ -76,17 +79,23 @@ def prepare(cfg: Config, store: Store, run: Run, paths: RunPaths, local: bool,
     return None
 
 
-def bundle_media(cfg: Config, data: str) -> Optional[Dict[str, Any]]:
+def bundle_media(cfg: Config, data: str, reads=("image", "audio")) -> Optional[Dict[str, Any]]:
     """An item's "media" entry in the bundle (remote/media.py), from its stored record: the
-    file in place or the URL. A file that cannot be used is left out here; ``potato validate``
-    and the annotate page report it."""
-    if not (cfg.item_properties.image_key or cfg.item_properties.audio_key):
+    file in place or the URL; None unless its kind is one of ``reads`` (the trainer's
+    ``media``). A file that cannot be used is left out here; ``potato validate`` and the
+    annotate page report it. A URL no host should fetch (not a plain http(s) address: a tab,
+    a space, user info ...) travels with its ``error``, so that item alone is left out."""
+    if not reads or not (cfg.item_properties.image_key or cfg.item_properties.audio_key):
         return None
     try:
         ref = media.item_media(cfg, json.loads(data))
-        if ref is None:
+        if ref is None or ref.kind not in reads:
             return None
         if ref.is_url:
+            if media.url_origin(ref.url) is None:
+                return {"kind": ref.kind, "url": ref.url[:2000], "error": "%s is not a plain "
+                        "http:// or https:// address (potato validate lists it)"
+                        % ascii(ref.url[:200])}
             return {"kind": ref.kind, "url": ref.url}
         return {"kind": ref.kind, "path": media.probe(cfg, ref)[0]}
     except (media.MediaError, ValueError):

@@ -38,4 +38,5 @@ class MediaCount:
 
 TRAINERS = {"test-media": TrainerInfo("test-media", __name__, "opens every item's media",
                                       [Param("seconds", "float", 0, "unused")],
-                                      {"radio", "multiselect"}, class_name="MediaCount")}
+                                      {"radio", "multiselect"}, class_name="MediaCount",
+                                      media=("image", "audio"))}

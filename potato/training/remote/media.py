@@ -12,11 +12,13 @@ says why there is none (a trainer skips that item and counts it).
 
 URL media are fetched by the worker's host itself (``fetch_urls``, called by the worker before
 the trainer starts; data-parallel ranks above 0 find the same files with ``fetched_only``): standard library urllib, a timeout and a size cap per file, into the run
-directory. Each failed URL is reported in a sentence; more than MAX_FAILED_SHARE of them (or
-more than MAX_FAILED) fails the run, naming a few.
+directory. Each failed URL is reported in a sentence and its items are left out of the run
+(``left_out``); more than MAX_FAILED_SHARE of them (or more than MAX_FAILED) fails the run,
+naming a few (the host's network, not the items, is then the likely cause).
 """
 
 import hashlib
+import http.client
 import os
 import re
 import urllib.error
@@ -63,6 +65,16 @@ def path_for(media, spec):
     return path
 
 
+def left_out(items):
+    """(kept, left): ``items`` whose media could not be had (a URL that failed or that the
+    server refused) are left out of a run that reads media, each with its reason."""
+    kept, left = [], []
+    for item in items:
+        media = item.get("media")
+        (left if isinstance(media, dict) and media.get("error") else kept).append(item)
+    return kept, left
+
+
 class TooManyFailed(Exception):
     """More URL media failed than a run allows; the message names a few."""
 
@@ -92,8 +104,10 @@ def fetch_url(url, dest, timeout=URL_TIMEOUT_S, max_bytes=URL_MAX_BYTES):
         return None
     except urllib.error.HTTPError as e:
         why = "the server answered %d %s" % (e.code, e.reason)
-    except (urllib.error.URLError, OSError, ValueError) as e:
-        why = str(getattr(e, "reason", None) or e)
+    except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as e:
+        # HTTPException: InvalidURL (a tab or a space in it), a bad status line, a body cut
+        # short; each fails this item only
+        why = str(getattr(e, "reason", None) or e) or type(e).__name__
     try:
         os.unlink(tmp)
     except OSError:
@@ -115,7 +129,8 @@ def fetch_urls(items, dest_dir, on_status=None, on_error=None, fetch=fetch_url):
     urls = {}
     for item in items:
         media = item.get("media")
-        if isinstance(media, dict) and media.get("url") and not media.get("path"):
+        if isinstance(media, dict) and media.get("url") and not media.get("path") and \
+                not media.get("error"):  # an address the server already refused: not fetched
             urls.setdefault(media["url"], []).append(media)
     if not urls:
         return 0, 0

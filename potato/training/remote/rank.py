@@ -51,9 +51,12 @@ def run_rank(args):
 
         signal.signal(signal.SIGTERM, on_term)
         ctx.bundle = read(ctx.bundle_dir)
-        media.fetch_urls(ctx.bundle.items, os.path.join(os.path.dirname(os.path.abspath(
-            args.spec)), media.URL_DIR), fetch=media.fetched_only)  # what the worker fetched
-        trainer_cls = trainers.load(trainers.get(spec["trainer"]))
+        info = trainers.get(spec["trainer"])
+        if info.media:  # the items the worker kept, with what it fetched
+            media.fetch_urls(ctx.bundle.items, os.path.join(os.path.dirname(os.path.abspath(
+                args.spec)), media.URL_DIR), fetch=media.fetched_only)
+            ctx.bundle.items = media.left_out(ctx.bundle.items)[0]
+        trainer_cls = trainers.load(info)
         trainer_cls(ctx).train()
         return protocol.EXIT_OK
     except Cancelled:

@@ -81,8 +81,12 @@ def watch_parent(on_gone, done, parent=None, interval=1.0, name="parent-watch"):
     return t
 
 
-def _fetch_url_media(ctx, base, emitter):
-    """URL media, fetched by this host into the run directory (remote/media.py)."""
+def _fetch_url_media(ctx, base, emitter, info):
+    """URL media, fetched by this host into the run directory (remote/media.py), for a
+    trainer that reads media (``info.media``); items whose media could not be had are left
+    out of the run, each named in the log. Returns how many were left out."""
+    if not info.media:
+        return 0
     try:
         fetched, failed = media.fetch_urls(
             ctx.bundle.items, os.path.join(base, media.URL_DIR), emitter.status,
@@ -92,6 +96,13 @@ def _fetch_url_media(ctx, base, emitter):
     if fetched or failed:
         emitter.log("media URLs: %d fetched, %d failed (those items are left out)"
                     % (fetched, failed))
+    ctx.bundle.items, left = media.left_out(ctx.bundle.items)
+    for item in left[:20]:
+        emitter.log("item %s left out of this run: %s" % (item["id"], item["media"]["error"]),
+                    "warning")
+    if len(left) > 20:
+        emitter.log("%d more items left out for their media" % (len(left) - 20), "warning")
+    return len(left)
 
 
 def _fail(emitter, code, message, kind):
@@ -163,7 +174,7 @@ def _train(ctx, spec, base, emitter):
         os.makedirs(ctx.artifacts, exist_ok=True)
         counts = ctx.bundle.manifest.get("counts", {})
         emitter.log("bundle: %s" % ", ".join("%s %s" % (n, k) for k, n in counts.items()))
-        _fetch_url_media(ctx, base, emitter)
+        left_out = _fetch_url_media(ctx, base, emitter, info)
         for model in trainers.model_sources(info, ctx.params):
             emitter.status("finding model %s" % model)
             ok, sentence = model_source.resolve(model)
@@ -178,6 +189,8 @@ def _train(ctx, spec, base, emitter):
         n = _predict(ctx, trainer, RunPaths.in_spec(base, spec, "predictions"))
         metrics["train_seconds"] = round(time.time() - started, 2)
         metrics["predictions"] = n
+        if left_out:
+            metrics["media_left_out"] = left_out
         emitter.emit("result", metrics=metrics)
         return events.EXIT_OK
     except Cancelled:

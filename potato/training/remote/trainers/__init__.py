@@ -52,8 +52,12 @@ class Param:
 
 class TrainerInfo:
     def __init__(self, name, module, description, params, schema_types, packages=(),
-                 local_only=False, max_schemas=None, install_hint="", class_name="Trainer"):
+                 local_only=False, max_schemas=None, install_hint="", class_name="Trainer",
+                 media=()):
         self.name = name
+        # the media kinds ("image", "audio") its model reads: only those travel with a run,
+        # and only their URLs are fetched (a text model on an image project fetches nothing)
+        self.media = tuple(media)
         self.module = module
         self.description = description
         self.params = params
@@ -72,7 +76,8 @@ class TrainerInfo:
         return {"name": self.name, "description": self.description,
                 "params": [p.as_dict() for p in self.params],
                 "schema_types": sorted(self.schema_types), "packages": self.packages,
-                "local_only": self.local_only, "max_schemas": self.max_schemas}
+                "local_only": self.local_only, "max_schemas": self.max_schemas,
+                "media": list(self.media)}
 
 
 TRAIN_TEXT_HINT = ("install torch, transformers and peft into that Python (pip install torch "
@@ -205,7 +210,7 @@ REGISTRY = {
          Param("lora_r", "int", 8, "LoRA rank", 1, 512),
          Param("lora_alpha", "int", 16, "LoRA scaling", 1, 4096)] + HF_SHARED_PARAMS,
         {"radio", "multiselect"}, packages=HF_PACKAGES + ("PIL",), max_schemas=1,
-        install_hint=TRAIN_IMAGE_HINT),
+        install_hint=TRAIN_IMAGE_HINT, media=("image",)),
     "hf-audio-classification": TrainerInfo(
         "hf-audio-classification", "potato.training.remote.trainers.hf_audio",
         "Fine-tune an audio classifier (any AutoModelForAudioClassification: Wav2Vec2, HuBERT, "
@@ -225,7 +230,7 @@ REGISTRY = {
          Param("lora_r", "int", 8, "LoRA rank", 1, 512),
          Param("lora_alpha", "int", 16, "LoRA scaling", 1, 4096)] + HF_SHARED_PARAMS,
         {"radio", "multiselect"}, packages=HF_PACKAGES + ("numpy",), max_schemas=1,
-        install_hint=TRAIN_AUDIO_HINT),
+        install_hint=TRAIN_AUDIO_HINT, media=("audio",)),
     "hf-text-regression": TrainerInfo(
         "hf-text-regression", "potato.training.remote.trainers.hf_regression",
         "Fine-tune a transformers encoder with a regression head (full or with a PEFT LoRA "
