@@ -156,6 +156,29 @@ def test_agent_killed_mid_run_fails_on_heartbeat(tmp_path, serve, env, capsys):
             break
         time.sleep(0.3)
     assert str(tmp_path / "w") not in ps
+    # Its job directory, with the run's labels, is left behind. The next agent on this machine
+    # removes it once its .alive is stale (issue 34, item 5: only the ssh probe swept before);
+    # a directory kept on purpose (no .alive) and a live one stay.
+    jobs = tmp_path / "w" / "jobs"
+    [left] = list(jobs.iterdir())
+    assert (left / "bundle.tar.gz").exists() or (left / "bundle").exists()
+    old = time.time() - 301
+    os.utime(left / ".alive", (old, old))
+    (jobs / "kept").mkdir()
+    (jobs / "live").mkdir()
+    (jobs / "live" / ".alive").write_text("")
+    p = agent(url, token, tmp_path / "w")
+    try:
+        deadline = time.time() + 30
+        while left.exists() and time.time() < deadline:
+            time.sleep(0.2)
+        assert not left.exists()
+        assert (jobs / "kept").is_dir() and (jobs / "live").is_dir()
+    finally:
+        p.kill()
+        _, err = p.communicate(timeout=10)
+    assert "removed the job directory %s: its agent was killed (nothing touched it for 300 " \
+           "s)" % left in err, err
 
 
 def test_oversized_predictions_fail_the_run(tmp_path, serve, env, capsys):

@@ -15,11 +15,12 @@ import sys
 import time
 from urllib.parse import urlsplit
 
-from potato.training.remote import protocol
+from potato.training.remote import alive, protocol
 from potato.training.remote import run as agent_mod
 from potato.training.remote.client import Client, ServerError, log, send_result
 
 POLL_S = 5.0
+SWEEP_EVERY_S = 60.0  # how often a polling agent looks for killed agents' job directories
 SLURM_KEYS = protocol.SBATCH_KEYS + ("job_python", "prelude", "env", "num_threads",
                                      "poll_interval_s")
 
@@ -96,7 +97,13 @@ def serve(args):
     log("polling %s for runs of backend %s (work directory %s)" % (args.server, args.backend,
                                                                    workdir))
     failing_since = None
+    swept_at = None
     while True:
+        if swept_at is None or time.monotonic() - swept_at > SWEEP_EVERY_S:
+            swept_at = time.monotonic()
+            for name in alive.sweep(os.path.join(workdir, "jobs")):
+                log("removed the job directory %s: its agent was killed (nothing touched it "
+                    "for %d s)" % (os.path.join(workdir, "jobs", name), alive.STALE_S))
         try:
             _, reply, _ = backend_client.request("POST", "/agent/v1/backends/%s/claim"
                                                  % args.backend, me)
