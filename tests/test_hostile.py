@@ -640,3 +640,61 @@ def test_brackets_inside_strings_do_not_count_as_nesting():
     with pytest.raises(safety.BadInput, match="nested more than 64"):
         safety.parse_json(b"[" * 65 + b"]" * 65)
     assert safety.parse_json(b'["a\\\\", [1]]') == ["a\\", [1]]  # an escaped backslash ends it
+
+
+# -- bidi controls from a host (issue 34, item 6) ----------------------------------------------
+
+BIDI = "\u202e\u2066\u200f\u061c"
+
+
+def test_bidi_controls_from_a_host_never_reach_the_log_or_the_pages(hostile):
+    server, c, run_id, _ = hostile
+    status, _ = post_events(c, run_id, [
+        {"type": "status", "message": "epoch 1 \u202egnp.exe"},
+        {"type": "log", "level": "warning", "message": "line \u2066one\u2069 of two\u200f"},
+        {"type": "where", "host": "gpu\u202e01"},
+        {"type": "error", "message": "failed \u202eon purpose\u061c", "kind": "other"}])
+    assert status == 200
+    log = c.get(f"/admin/training/api/runs/{run_id}/log", headers=H).text
+    assert "line one of two" in log and "failed on purpose" in log, log
+    run = c.json("GET", f"/admin/training/api/runs/{run_id}", headers=H)[1]
+    assert run["step"] == "epoch 1 gnp.exe", run
+    pages = pages_of(c, run_id)
+    pages["run"] = json.dumps(c.json("GET", f"/admin/training/api/runs/{run_id}",
+                                     headers=H)[1], ensure_ascii=False)
+    pages["log"] = log
+    for name, page in pages.items():
+        assert not any(ch in page for ch in BIDI), name
+
+
+def test_bidi_controls_in_a_result_and_an_agent_claim_are_dropped():
+    r = boundary.result({"status": "error", "error": "x\u202ey", "host": "h\u202eost",
+                         "python": "3.11\u2066", "stderr_tail": "a\u2067b"})
+    assert (r["error"], r["host"], r["python"], r["stderr_tail"]) == ("xy", "host", "3.11", "ab")
+
+
+def test_an_agent_claiming_with_a_bidi_host_name_is_shown_without_it(tmp_path, serve, capsys):
+    from tests.helpers import agent_backends
+    from tests.test_agent_backend import register
+
+    cfg = make_project(tmp_path, agent_backends())
+    _, url = serve(cfg)
+    token = register(cfg, capsys)
+    c = Client(url)
+    run_id = start_run(c, trainer="text-naive-bayes", schemas=["sentiment"], backend="lab")
+    deadline = time.time() + 30
+    while time.time() < deadline:  # the run waits for an agent once its bundle is built
+        status, body = c.json("POST", "/agent/v1/backends/lab/claim", json_body={
+            "host": "lab\u202egpj.exe", "version": "1\u2066", "python": "3.11"},
+            headers={"Authorization": "Bearer " + token})
+        assert status == 200, body
+        if body.get("run_id"):
+            break
+        time.sleep(0.2)
+    assert body.get("run_id") == run_id
+    run = c.json("GET", f"/admin/training/api/runs/{run_id}", headers=H)[1]
+    assert "labgpj.exe" in json.dumps(run, ensure_ascii=False), run
+    for path in ("/admin/training", f"/admin/training/runs/{run_id}"):
+        page = c.get(path, headers=H).text
+        assert not any(ch in page for ch in BIDI), path
+    c.json("POST", f"/admin/training/api/runs/{run_id}/cancel", headers=H)

@@ -218,8 +218,8 @@ def _claim_routes(app, manager, slots) -> None:
         h.authenticated = True
         body = h.json_object(limit=CLAIM_MAX_BYTES)
         try:
-            agent = {k: boundary.text(body.get(k), k, 200) for k in ("host", "version", "python")
-                     if body.get(k) is not None}
+            agent = {k: boundary.plain(boundary.text(body.get(k), k, 200))
+                     for k in ("host", "version", "python") if body.get(k) is not None}
             interval = boundary.number(body.get("poll_interval_s"), "poll_interval_s", 0, 86400)
         except boundary.Invalid as e:
             raise HTTPError(400, "The claim does not fit the protocol: %s." % e)

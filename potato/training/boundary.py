@@ -9,6 +9,7 @@ reason; stores and pages take only what comes out of here.
 
 import json
 import math
+import re
 import unicodedata
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -30,8 +31,14 @@ class Invalid(ValueError):
 
 # -- field checks ----------------------------------------------------------------------------
 
+# Bidi controls (embeddings, overrides, isolates, marks) make a text read as what it is not
+# ("exe.txt" shown for "txt.exe"): no text a host sends keeps them.
+_BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
 def text(value: Any, field: str, limit: int = TEXT_MAX, required: bool = False) -> Optional[str]:
-    """A string, capped at ``limit`` characters (longer ones are cut, marked with …)."""
+    """A string without bidi controls, capped at ``limit`` characters (longer ones are cut,
+    marked with …)."""
     if value is None:
         if required:
             raise Invalid("%s is missing" % field)
@@ -43,6 +50,7 @@ def text(value: Any, field: str, limit: int = TEXT_MAX, required: bool = False) 
         s.encode("utf-8")
     except UnicodeEncodeError:
         s = s.encode("utf-8", "replace").decode("utf-8")
+    s = _BIDI.sub("", s)
     return s if len(s) <= limit else s[:limit - 1] + "…"
 
 
@@ -206,8 +214,8 @@ def result(raw: Any) -> Dict[str, Any]:
            "exit_code": number(raw.get("exit_code"), "exit_code", -255, 255, integer=True),
            "stderr_tail": text(raw.get("stderr_tail"), "stderr_tail", TAIL_MAX),
            "artifacts": clean, "workdir": text(raw.get("workdir"), "workdir", PATH_MAX),
-           "host": text(raw.get("host"), "host", 255),
-           "python": text(raw.get("python"), "python", 40)}
+           "host": plain(text(raw.get("host"), "host", 255)),
+           "python": plain(text(raw.get("python"), "python", 40))}
     return out
 
 
