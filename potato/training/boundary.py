@@ -204,8 +204,10 @@ def result(raw: Any) -> Dict[str, Any]:
     for i, a in enumerate(artifacts):
         if not isinstance(a, dict):
             raise Invalid("artifacts[%d] must be an object" % i)
-        path = text(a.get("path"), "artifacts[%d].path" % i, PATH_MAX, True)
-        if has_hidden(path):
+        raw_path = a.get("path")
+        path = text(raw_path, "artifacts[%d].path" % i, PATH_MAX, True)
+        if has_hidden(path) or isinstance(raw_path, str) and has_hidden(raw_path):
+            # a file name is refused, not cleaned: it must be the host's own name
             raise Invalid("artifacts[%d].path holds control or format characters" % i)
         clean.append({"path": path,
                       "bytes": number(a.get("bytes"), "artifacts[%d].bytes" % i, 0, BIG, True),
