@@ -82,6 +82,11 @@ class MediaNotAFile(MediaMissing):
         self.what = what
 
 
+class MediaChanged(MediaMissing):
+    """The file (or a folder on its way) was replaced while it was being looked up, say by a
+    symlink: nothing is served, and the next request sees what is there then."""
+
+
 class MediaUnsupported(MediaError):
     """A file whose bytes are no image or audio type a browser shows (or an SVG)."""
 
@@ -137,7 +142,11 @@ def local_path(cfg: Config, ref: MediaRef) -> str:
     parts = [p for p in rel.split("/") if p not in ("", ".")]
     if not parts or ".." in parts:
         raise MediaRefused(f"{name} leaves the media folder {root}")
-    path = os.path.realpath(os.path.join(root, *parts))
+    try:  # realpath reads each link it meets: one swapped meanwhile is an OSError (EINVAL)
+        path = os.path.realpath(os.path.join(root, *parts))
+    except (OSError, ValueError) as e:
+        raise MediaChanged(f"{name} changed while it was looked up in the media folder {root} "
+                           f"({getattr(e, 'strerror', None) or e})")
     if not _inside(root, path):
         raise MediaRefused(f"{name} leads outside the media folder {root} (a symlink)")
     try:

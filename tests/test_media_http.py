@@ -317,3 +317,32 @@ def test_the_docs_give_the_media_policy_as_sent():
     with open(os.path.join(root, "docs", "annotation-server.md"), encoding="utf-8") as f:
         docs = f.read()
     assert f"`Content-Security-Policy: {MEDIA_CSP}`" in docs
+
+
+def test_a_link_swapped_for_a_file_while_it_is_resolved_is_a_404_and_a_log_line(
+        tmp_path, serve, monkeypatch, caplog):
+    # issue 34, item 7: realpath saw a symlink, then the name was a file again when it read
+    # the link (EINVAL): that OSError reached the client as a 500 with a traceback
+    url = served(tmp_path, serve, items=[{"id": "l", "image": "link.png"}])
+    media_dir = tmp_path / "media"
+    (media_dir / "link.png").symlink_to("digit-0.png")
+    readlink, swapped = os.readlink, []
+
+    def swap_then_read(path, *a, **kw):
+        if str(path).endswith("link.png") and not swapped:
+            os.remove(path)
+            (media_dir / "link.png").write_bytes((media_dir / "digit-0.png").read_bytes())
+            swapped.append(path)
+        return readlink(path, *a, **kw)
+
+    monkeypatch.setattr(os, "readlink", swap_then_read)
+    caplog.set_level("WARNING", logger="potato.server")
+    c = Client(url)
+    r = c.get("/media/image/l", headers={"X-API-Key": KEY})
+    assert swapped and r.status == 404, (r.status, r.text[:300])
+    assert "Item &#x27;l&#x27;&#x27;s image &#x27;link.png&#x27; changed while it was read; " \
+           "try again." in r.text and "Traceback" not in r.text
+    assert any("media request for item 'l': 'link.png' changed while it was looked up" in
+               m for m in caplog.messages), caplog.messages
+    r = c.get("/media/image/l", headers={"X-API-Key": KEY})  # now a plain file: served
+    assert r.status == 200

@@ -22,6 +22,7 @@ an image that does not load (``potato.display``).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 from email.utils import formatdate
@@ -31,6 +32,8 @@ from urllib.parse import unquote
 from potato import media
 from potato.server.errors import HTTPError
 from potato.server.http import SECURITY_HEADERS
+
+log = logging.getLogger("potato.server")
 
 CHUNK = 64 * 1024
 CACHE_CONTROL = "private, no-cache"
@@ -128,6 +131,10 @@ def add_media_routes(app) -> None:
                                  f"media folder, so it is not served. Give a path relative to "
                                  f"media_directory in the data file (potato validate lists "
                                  f"such items).")
+        except media.MediaChanged as e:
+            log.warning("media request for item %s: %s", it, e)
+            raise HTTPError(404, f"Item {it}'s {kind} {name} changed while it was read; try "
+                                 f"again.")
         except media.MediaNotAFile as e:
             raise HTTPError(404, f"Item {it}'s {kind} {name} is {e.what}, not a file. Name an "
                                  f"{kind} file in the media folder (potato validate lists "
