@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
+from types import SimpleNamespace
 from typing import Dict, List
 
 from potato import media
@@ -31,6 +32,16 @@ def few(names: List[str], sep: str = ", ", cap: int = media.NAME_CAP) -> str:
     there are more."""
     return sep.join(media.shown(n, cap) for n in names[:FEW]) + \
         (sep + "…" if len(names) > FEW else "")
+
+
+def data_errors(cfg: Config) -> List[str]:
+    """The errors ``potato validate`` (and so ``potato start``) finds in the items of the data
+    files as they are now: what the running server's data-file watcher refuses too (an item
+    whose image lies outside the media folder, every file missing, a broken file)."""
+    errors: List[str] = []
+    media_rules(cfg, SimpleNamespace(notes=[]),
+                lambda key, message, backend=None: errors.append(message), lambda *a, **k: None)
+    return errors
 
 
 def media_rules(cfg: Config, report, err, warn) -> None:

@@ -125,6 +125,22 @@ def test_the_data_file_watcher(cfg, store, tmp_path, caplog):
     a._stop = Stops(1)
     a._watch_data_files()  # the broken file was noted once: not again until it changes
     assert caplog.records == []
+    # issue 34, item 8: an item potato start refuses (its image outside the media folder) is
+    # refused here too, named, and the items stay as they were
+    before = [r["id"] for r in store.conn().execute("SELECT id FROM items WHERE active=1")]
+    items.write_text('{"id": "img0", "image": "digit-0.png"}\n'
+                     '{"id": "evil", "image": "../../etc/passwd"}\n')
+    a._stop = Stops(2)
+    a._watch_data_files()
+    [rec] = caplog.records
+    assert rec.levelname == "ERROR"
+    assert rec.getMessage().startswith("data files changed but cannot be loaded, keeping the "
+                                       "items as they were: 1 of 2 items name an image outside "
+                                       "the media folder "), rec.getMessage()
+    assert "../../etc/passwd" in rec.getMessage()
+    assert rec.getMessage().endswith("(potato start refuses the same; fix the data files)")
+    assert [r["id"] for r in store.conn().execute("SELECT id FROM items WHERE active=1")] == \
+        before
 
 
 def test_sync_items_remembers_the_files(cfg, store, tmp_path):

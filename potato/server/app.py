@@ -19,6 +19,7 @@ from potato.schemes import save_bytes
 from potato.data import DataError, data_files_signature, load_items
 from potato.server import diskfull, routes, safety
 from potato.server.connections import BoundedServer
+from potato.validation_media import data_errors
 from potato.server.http import Handler
 from potato.store import Store
 
@@ -84,6 +85,11 @@ class App:
             if data_files_signature(self.config) == self._data_sig:
                 continue
             try:
+                refused = data_errors(self.config)  # what potato start would refuse
+                if refused:
+                    raise DataError("%s%s (potato start refuses the same; fix the data files)" % (
+                        refused[0], " (and %d more)" % (len(refused) - 1)
+                        if len(refused) > 1 else ""))
                 counts = self.sync_items()
                 log.warning("data files changed: %(added)d item(s) added, %(updated)d updated, "
                             "%(deactivated)d no longer in the files (kept with their labels)",
