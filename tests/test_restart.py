@@ -93,6 +93,7 @@ def test_agent_run_survives_a_server_restart(tmp_path, env, capsys, sig):
                            params={"seconds": 15})
         worker = agent(url, token, tmp_path / "agent work")
         wait_progress(c, run_id, timeout=60)
+        step_before = c.json("GET", f"/admin/training/api/runs/{run_id}", headers=H)[1]["step"]
         asked = time.time()
         stop(server, sig)
         took = time.time() - asked
@@ -103,6 +104,17 @@ def test_agent_run_survives_a_server_restart(tmp_path, env, capsys, sig):
         assert run.status == "running", run  # not cancelled, not an error: left to the agent
         time.sleep(1.0)  # the agent keeps training and finds the server gone
         server = potato_start(cfg, port, log)
+        # issue 34, item 10: once the agent reports again, the step is the run's own again,
+        # not "waiting for the agent ... to report again" while it progresses
+        first = wait_run(c, run_id, until=("running", "success"))
+        deadline, run = time.time() + 60, first
+        while time.time() < deadline and run["status"] == "running" and (
+                run["progress"] or {}).get("current") == (first["progress"] or {}).get(
+                    "current"):
+            time.sleep(0.2)
+            run = c.json("GET", f"/admin/training/api/runs/{run_id}", headers=H)[1]
+        assert run["status"] == "running", run  # 15 s of steps outlast the restart
+        assert run["step"] == step_before, (run["step"], step_before)
         run = wait_run(c, run_id, timeout=120)
         assert run["status"] == "success", (run, open(log).read()[-3000:])
         assert run["holdout"]["n"] > 50 and run["writeback"]["written"] > 1000

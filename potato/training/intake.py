@@ -38,6 +38,9 @@ class RunEvents:
         self.written = 0
         self._logs = None  # while a batch is handled: its log lines and metrics, written once
         self._metrics = None
+        # a re-attached run's step before the restart: the first event after it puts it back
+        # (its step said "waiting for the agent ... to report again" meanwhile)
+        self.resume_step: Optional[str] = None
 
     def many(self, batch) -> None:
         """A report's events: each checked and recorded, with one log write and one history
@@ -105,6 +108,10 @@ class RunEvents:
 
     def record(self, event: Dict[str, Any]) -> None:
         kind, now, runs = event["type"], time.time(), self.runs
+        if self.resume_step is not None:  # the agent reports again after a restart
+            step, self.resume_step = self.resume_step, None
+            if kind != "status":
+                self.set_step(step)
         if kind == "status":
             self.set_step(event["message"])
         elif kind == "progress":

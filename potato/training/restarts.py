@@ -10,6 +10,7 @@ a kill, when it starts again (a local run: interrupted; ssh and slurm: the sessi
 the agent there stopped the worker or cancelled the job).
 """
 
+import json
 import os
 from typing import List
 
@@ -48,6 +49,8 @@ def recover(manager) -> List[RunContext]:
                     ctx.set_step("the server restarted after the agent's result: finishing "
                                  "the run")
                 else:
+                    ctx.on_event.resume_step = last_status(ctx.paths.events) or run.step or \
+                        "running on %s" % (run.remote_host or "its machine")
                     ctx.set_step("the server restarted: waiting for the agent on %s to report "
                                  "again (up to %g s)" % (run.remote_host or "its machine",
                                                          backend.bcfg.heartbeat_timeout_s))
@@ -58,6 +61,26 @@ def recover(manager) -> List[RunContext]:
             manager._log(run_id, "error: " + message)
     _end_orphans(manager)
     return resumed
+
+
+def last_status(events_path: str, tail: int = 64 << 10):
+    """The message of the last ``status`` event in a run's events.jsonl (its last ``tail``
+    bytes), or None: the step a re-attached run goes back to when its agent reports."""
+    try:
+        with open(events_path, "rb") as f:
+            f.seek(max(0, os.path.getsize(events_path) - tail))
+            lines = f.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue  # the first line of the tail may be cut
+        if isinstance(event, dict) and event.get("type") == "status" and \
+                isinstance(event.get("message"), str):
+            return event["message"]
+    return None
 
 
 def _queue_again(manager, run: Run) -> None:
