@@ -237,6 +237,25 @@ def test_json_endpoints_want_application_json(tmp_path, serve):
     assert r.status == 200
 
 
+def test_body_less_admin_actions_refuse_a_type_a_page_can_send_unasked(tmp_path, serve):
+    # issue 34, item 11: docs/security.md says 415; a body-less text/plain action passed
+    server, url = serve(make_project(tmp_path), training=False)
+    run_id = server.manager.runs.create("text-naive-bayes", ["sentiment"], "local", {}).run_id
+    c = Client(url)
+    for path in (f"/admin/training/api/runs/{run_id}/cancel",
+                 f"/admin/training/api/runs/{run_id}/pin", "/admin/training/api/config/reload"):
+        for ctype in ("text/plain", "text/plain;charset=UTF-8", "multipart/form-data; b=x",
+                      "application/x-www-form-urlencoded"):
+            r = c.post(path, body=b"", headers=dict(H, **{"Content-Type": ctype}))
+            assert r.status == 415, (path, ctype, r.status, r.text)
+            assert json.loads(r.body)["error"].startswith(
+                "Send the body as JSON with Content-Type: application/json, or no body and no "
+                "Content-Type")
+    assert server.manager.runs.get(run_id).status == "queued"  # nothing happened
+    r = c.post(f"/admin/training/api/runs/{run_id}/cancel", body=b"", headers=H)
+    assert r.status == 200 and json.loads(r.body)["status"] == "cancelled"
+
+
 # -- 7, 8: results and artifact names ------------------------------------------------------------
 
 def test_a_second_result_is_a_409(hostile):

@@ -206,6 +206,8 @@ class Handler(Bodies, Uploads, Downloads, BaseHTTPRequestHandler):
                 continue
             if method in ("POST", "PUT", "DELETE"):
                 self._check_same_origin()
+                if "/api/" in path:
+                    self._check_json_type()
             self._access = access
             self._check_access(access)
             func(self, **match.groupdict())
@@ -294,6 +296,15 @@ class Handler(Bodies, Uploads, Downloads, BaseHTTPRequestHandler):
         # An annotator session is no credential (anyone may make one): its bodies stay small.
         self.authenticated = access == "admin"
         self.annotator_session = access == "annotator"
+
+    def _check_json_type(self) -> None:
+        """A JSON API action takes a JSON body or none: a body-less action (cancel, pin, use)
+        that says another type is refused too (415), as a page on another site can make a
+        browser send ``text/plain`` without asking, never ``application/json``."""
+        ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+        if ctype and ctype != "application/json" and not ctype.endswith("+json"):
+            raise HTTPError(415, "Send the body as JSON with Content-Type: application/json, "
+                                 "or no body and no Content-Type (not %s)." % ascii(ctype[:60]))
 
     def _check_same_origin(self) -> None:
         """Refuse state-changing requests that a page on another site made the browser send.
