@@ -294,6 +294,60 @@ def probe(cfg: Config, ref: MediaRef) -> Tuple[str, str]:
     return opened.path, opened.ctype
 
 
+# An image beyond this many pixels takes 4 bytes a pixel in the annotator's browser (400 MB
+# at 100 megapixels): potato validate warns, as a page that shows it may freeze or fail.
+MAX_PIXELS = 100_000_000
+SIZE_BYTES = 256 << 10  # how far into a JPEG its frame header is looked for (EXIF comes first)
+
+
+def image_size(path: str) -> Optional[Tuple[int, int]]:
+    """(width, height) of a PNG, GIF, BMP, WebP or JPEG image from its header, or None when
+    the file does not say (another format, a damaged header). Reads at most SIZE_BYTES."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(SIZE_BYTES)
+    except OSError:
+        return None
+    return _size_of(head)
+
+
+def _size_of(h: bytes) -> Optional[Tuple[int, int]]:
+    if h.startswith(b"\x89PNG\r\n\x1a\n") and h[12:16] == b"IHDR" and len(h) >= 24:
+        return int.from_bytes(h[16:20], "big"), int.from_bytes(h[20:24], "big")
+    if h[:6] in (b"GIF87a", b"GIF89a") and len(h) >= 10:
+        return int.from_bytes(h[6:8], "little"), int.from_bytes(h[8:10], "little")
+    if h[:2] == b"BM" and len(h) >= 26:
+        return (abs(int.from_bytes(h[18:22], "little", signed=True)),
+                abs(int.from_bytes(h[22:26], "little", signed=True)))
+    if h[:4] == b"RIFF" and h[8:12] == b"WEBP" and len(h) >= 30:
+        chunk = h[12:16]
+        if chunk == b"VP8X":
+            return 1 + int.from_bytes(h[24:27], "little"), 1 + int.from_bytes(h[27:30], "little")
+        if chunk == b"VP8 ":
+            return (int.from_bytes(h[26:28], "little") & 0x3FFF,
+                    int.from_bytes(h[28:30], "little") & 0x3FFF)
+        if chunk == b"VP8L" and len(h) >= 25:
+            bits = int.from_bytes(h[21:25], "little")
+            return 1 + (bits & 0x3FFF), 1 + ((bits >> 14) & 0x3FFF)
+        return None
+    if h.startswith(b"\xff\xd8"):
+        i = 2
+        while i + 9 < len(h):
+            if h[i] != 0xFF:
+                return None
+            marker = h[i + 1]
+            if marker == 0xFF:  # fill bytes
+                i += 1
+                continue
+            if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):  # a frame header
+                return int.from_bytes(h[i + 7:i + 9], "big"), int.from_bytes(h[i + 5:i + 7], "big")
+            if marker in (0xD8, 0x01) or 0xD0 <= marker <= 0xD7:
+                i += 2
+                continue
+            i += 2 + int.from_bytes(h[i + 2:i + 4], "big")
+    return None
+
+
 def content_type(ref: MediaRef, head: bytes) -> str:
     """The content type of a file of the item's ``ref`` from its first bytes; raises
     MediaUnsupported: not an image or audio file of a type a browser shows, an SVG, or an

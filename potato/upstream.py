@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import codecs
 import difflib
+import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -239,6 +240,9 @@ def _status(r: Reader, key: str, value: Any) -> str:
     return status
 
 
+_HTML_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9-]*(\s[^<>]*)?/?>")
+
+
 def _parse(r: Reader, raw: Dict[str, Any], up: Upstream) -> None:
     for key, value in raw.items():
         status = _status(r, key, value)
@@ -248,6 +252,13 @@ def _parse(r: Reader, raw: Dict[str, Any], up: Upstream) -> None:
     texts = [r.text(m, k, ()) for k in ("task_description", "annotation_task_description",
                                         "annotation_instructions")]
     up.instructions = "\n\n".join(dict.fromkeys(t.strip() for t in texts if t and t.strip()))
+    for key, t in zip(("task_description", "annotation_task_description",
+                       "annotation_instructions"), texts):
+        tag = _HTML_TAG.search(t or "")
+        if tag:
+            r.warn((key,), f"{key} holds HTML ({tag.group()[:40]}): upstream Potato renders it, "
+                           f"this Potato shows it as text, the tags as written (a page never "
+                           f"runs markup from a config). Write the instructions as plain text.")
     url = r.text(m, "annotation_codebook_url", (), None, numbers_ok=False)
     if url and not url.strip().lower().startswith(("http://", "https://")):
         r.error(("annotation_codebook_url",), f"annotation_codebook_url is {url!r}; give an "

@@ -89,7 +89,10 @@ def _one_kind(cfg: Config, report, err, warn, kind: str, items, root: str) -> No
             continue
         local += 1
         try:
-            media.probe(cfg, ref)
+            path, _ = media.probe(cfg, ref)
+            size = media.image_size(path) if kind == "image" else None
+            if size and size[0] * size[1] > media.MAX_PIXELS:
+                found["huge"].append(f"{media.quoted(ref.source)} ({size[0]:,}×{size[1]:,})")
         except media.MediaRefused:
             found["refused"].append(media.shown(ref.source))
         except media.MediaNotAFile as e:
@@ -117,6 +120,11 @@ def _one_kind(cfg: Config, report, err, warn, kind: str, items, root: str) -> No
         warn(key, f"{len(found['unsupported']):,} of {total:,} items' {kind} files cannot be "
                   f"shown by a browser: {few(found['unsupported'], '; ', LONG)}. Convert them to "
                   f"{FORMATS[kind]}.")
+    if found["huge"]:
+        warn(key, f"{len(found['huge']):,} of {total:,} items' images are over "
+                  f"{media.MAX_PIXELS // 1_000_000} megapixels: {few(found['huge'], '; ', LONG)}. "
+                  f"A browser needs 4 bytes a pixel to show one (400 MB at 100 megapixels), so "
+                  f"the annotate page may freeze or fail on a laptop: scale them down.")
     if found["not-file"]:
         warn(key, f"{len(found['not-file']):,} of {total:,} items name {an} {kind} that is not a "
                   f"file: {few(found['not-file'], cap=LONG)}; name the {kind} file itself.")

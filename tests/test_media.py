@@ -435,3 +435,39 @@ def test_validate_names_the_item_whose_media_address_has_a_tab(tmp_path):
     assert "item tabbed ('https://img.example.org/a\\tb.png')" in w, w
     assert w.startswith("1 of 2 items name an image address the annotate page will not load "
                         "and no run fetches")
+
+
+def test_validate_warns_of_an_image_too_big_for_a_browser(tmp_path):
+    # issue 34, item 12: a 900-megapixel PNG (a header saying so is enough) was served silently
+    import struct
+    import zlib
+
+    def png_header(w, h):
+        ihdr = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)
+        return (b"\x89PNG\r\n\x1a\n" + struct.pack(">I", 13) + b"IHDR" + ihdr +
+                struct.pack(">I", zlib.crc32(b"IHDR" + ihdr)))
+
+    path = media_project(tmp_path, items=[{"id": "big", "image": "big.png"},
+                                          {"id": "ok", "image": "digit-0.png"},
+                                          {"id": "edge", "image": "edge.png"}])
+    (tmp_path / "media" / "big.png").write_bytes(png_header(30000, 30000))
+    (tmp_path / "media" / "edge.png").write_bytes(png_header(10000, 10000))  # exactly 100 MP
+    _, report = check(path)
+    [w] = [w.message for w in report.warnings if "megapixels" in w.message]
+    assert w == ("1 of 3 items' images are over 100 megapixels: 'big.png' (30,000×30,000). A "
+                 "browser needs 4 bytes a pixel to show one (400 MB at 100 megapixels), so the "
+                 "annotate page may freeze or fail on a laptop: scale them down.")
+
+
+@pytest.mark.parametrize("fmt,extra", [("PNG", {}), ("JPEG", {}), ("JPEG", {"progressive": True}),
+                                       ("GIF", {}), ("BMP", {}), ("WEBP", {}),
+                                       ("WEBP", {"lossless": True})])
+def test_image_size_reads_each_format_a_browser_shows(tmp_path, fmt, extra):
+    from PIL import Image
+
+    from potato import media
+    path = tmp_path / ("x." + fmt.lower())
+    Image.new("RGB", (321, 47)).save(path, fmt, **extra)
+    assert media.image_size(str(path)) == (321, 47)
+    path.write_bytes(b"\xff\xd8\xff\xe0\x00\x00")  # a JPEG cut in its first segment
+    assert media.image_size(str(path)) is None

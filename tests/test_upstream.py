@@ -618,3 +618,28 @@ def test_upstream_scheme_keys_text_box_single_line_layout_and_free_response(tmp_
     [err] = errors
     assert err.key == "annotation_schemes[0].has_free_response"
     assert "would be lost. Remove it and add a text scheme for the free response" in err.message
+
+
+def test_html_in_upstream_instructions_is_shown_as_text_and_validate_says_so(write_config,
+                                                                              serve):
+    # issue 34, item 12: safe already, now said (upstream renders it; a config may come from
+    # elsewhere, so a page never runs markup from it)
+    path = write_config("""\
+annotation_task_name: html
+data_files: [items.jsonl]
+annotation_instructions: "Read <b>carefully</b>.<script>alert(1)</script>"
+annotation_schemes:
+  - {annotation_type: radio, name: s, labels: [a, b]}
+""")
+    cfg, report = check(path)
+    [w] = [w for w in report.warnings if w.key == "annotation_instructions"]
+    assert w.message == ("annotation_instructions holds HTML (<b>): upstream Potato renders it, "
+                         "this Potato shows it as text, the tags as written (a page never runs "
+                         "markup from a config). Write the instructions as plain text.")
+    assert w.line == 3
+    _, url = serve(path, training=False)
+    c = Client(url)
+    c.login("ana")
+    page = c.get("/annotate").text
+    assert ('<div class="instructions">Read &lt;b&gt;carefully&lt;/b&gt;.&lt;script&gt;alert(1)'
+            '&lt;/script&gt;</div>') in page
