@@ -25,11 +25,23 @@ def test_debug_gives_no_admin_to_a_forwarded_request(tmp_path, serve):
 def test_content_length_must_be_one_header_of_digits(tmp_path, serve):
     server, _ = serve(make_project(tmp_path, labels=False), training=False)
     port = server.http.server_address[1]
-    for cl in (b"Content-Length: +1", b"Content-Length: 1_0", b"Content-Length: 1\r\n"
-               b"Content-Length: 2"):
+    body = b"username=alice"  # a login that works with one plain header (checked last)
+    n = str(len(body)).encode()
+    for cl in (b"Content-Length: +" + n, b"Content-Length: 1_4", b"Content-Length: " + n +
+               b"\r\nContent-Length: " + n, b"Content-Length: " + n + b"\r\nContent-Length: 2"):
         s = raw(port, b"POST /login HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/"
-                      b"x-www-form-urlencoded\r\n" + cl + b"\r\n\r\nu=a")
-        assert read_all(s).startswith(b"HTTP/1.1 400"), cl
+                      b"x-www-form-urlencoded\r\n" + cl + b"\r\n\r\n" + body)
+        reply = read_all(s)
+        # refused for its headers (issue 34, item 14: the body once lacked a username, so any
+        # 400 passed), and no session was made
+        assert reply.startswith(b"HTTP/1.1 400"), (cl, reply[:200])
+        assert b"The request needs one Content-Length header of 1 to 15 digits" in reply, reply
+        assert b"Set-Cookie" not in reply
+    s = raw(port, b"POST /login HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/"
+                  b"x-www-form-urlencoded\r\nConnection: close\r\nContent-Length: " + n +
+            b"\r\n\r\n" + body)
+    reply = read_all(s)
+    assert reply.startswith(b"HTTP/1.1 303") and b"Set-Cookie" in reply, reply[:300]
 
 
 def test_new_annotator_names_are_limited_per_address(tmp_path, serve):
