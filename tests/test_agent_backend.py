@@ -113,6 +113,9 @@ def test_queue_timeout_without_an_agent(tmp_path, serve, env, capsys):
                                 backend="lab"), timeout=30)
     assert run["status"] == "error"
     assert run["error"].startswith("No agent of backend lab claimed the run within 1 s.")
+    # the server names its own config file, not a literal CONFIG (issue 38, item 6)
+    assert run["error"].endswith("potato training register lab %s gives its token)." % cfg), \
+        run["error"]
 
 
 def test_waiting_agent_run_does_not_block_local_runs(tmp_path, serve, env, capsys):
@@ -342,12 +345,13 @@ def test_slurm_config_with_unknown_keys_is_refused(tmp_path):
 
 
 def test_a_run_no_agent_can_claim_is_refused(tmp_path, serve, env):
-    _, url = serve(make_project(tmp_path, backends()))
+    cfg = make_project(tmp_path, backends())
+    _, url = serve(cfg)
     status, body = Client(url).json("POST", "/admin/training/api/runs", headers=H, json_body={
         "trainer": "text-naive-bayes", "schemas": ["sentiment"], "backend": "lab"})
     assert status == 409 and body["error"] == (
         "Backend lab is an agent backend with no token issued, so no agent can claim it: run "
-        "potato training register lab CONFIG and start the agent first.")
+        "potato training register lab %s and start the agent first." % cfg)
 
 
 def test_cli_run_on_an_agent_backend_needs_the_server(tmp_path, env):

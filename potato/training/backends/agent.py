@@ -70,11 +70,18 @@ class AgentBackend(TrainingBackend):
     def queue_timeout_s(self):
         return self.bcfg.queue_timeout_s
 
+    def _config(self) -> str:
+        """The config file as a command line names it (the server knows its own)."""
+        return shlex.quote(self.cfg.path) if self.cfg.path else "CONFIG"
+
+    def _server(self) -> str:
+        return shlex.quote(self.cfg.server_url) if self.cfg.server_url else "URL"
+
     def refusal(self):
         if self.tokens is not None and self.tokens.record(self.name) is None:
             return ("Backend %s is an agent backend with no token issued, so no agent can claim "
-                    "it: run potato training register %s CONFIG and start the agent first."
-                    % (self.name, self.name))
+                    "it: run potato training register %s %s and start the agent first."
+                    % (self.name, shlex.quote(self.name), self._config()))
         return None
 
     queue_timeout_step = "no agent"
@@ -84,8 +91,10 @@ class AgentBackend(TrainingBackend):
 
     def queue_timeout_message(self, limit):
         return ("No agent of backend %s claimed the run within %g s. Start `potato training "
-                "agent --server URL --backend %s` on the training machine (potato training "
-                "register %s CONFIG gives its token)." % (self.name, limit, self.name, self.name))
+                "agent --server %s --backend %s` on the training machine (potato training "
+                "register %s %s gives its token)." % (self.name, limit, self._server(),
+                                                      shlex.quote(self.name),
+                                                      shlex.quote(self.name), self._config()))
 
     def settings(self) -> RunSettings:
         # Model files come back as an ssh run's do (fetch_artifacts, max_artifact_mb); those
