@@ -155,13 +155,14 @@ def _publish_parser(tsub) -> None:
     tp.set_defaults(func=cmd_training_publish)
 
 
-def _check_or_exit(path: str):
-    """(config, report) for ``path``; prints one line and returns None when it cannot be read."""
+def _check_or_exit(path: str, acknowledge: bool = True):
+    """(config, report) for ``path``; prints one line and returns None when it cannot be read.
+    ``acknowledge``: apply ``validation.acknowledge`` (potato validate alone reads it)."""
     from potato.config import ConfigError
     from potato.validation import check
 
     try:
-        return check(path)
+        return check(path, acknowledge)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return None
@@ -202,8 +203,9 @@ def cmd_validate(args) -> int:
 
 
 def load_valid_config(path: str):
-    """The config, or None after printing its errors (the same messages as potato validate)."""
-    checked = _check_or_exit(path)
+    """The config, or None after printing its errors (the same messages as potato validate).
+    Every warning is printed: the ``validation`` block is read by ``potato validate`` only."""
+    checked = _check_or_exit(path, acknowledge=False)
     if checked is None:
         return None
     cfg, report = checked

@@ -42,12 +42,16 @@ class Report:
                 "notes": [p.as_dict() for p in self.notes]}
 
 
-def check(path: str) -> Tuple[Config, Report]:
-    """Load and validate ``path``. Raises ``config.ConfigError`` when it cannot be read."""
+def check(path: str, acknowledge: bool = True) -> Tuple[Config, Report]:
+    """Load and validate ``path``. Raises ``config.ConfigError`` when it cannot be read.
+    ``acknowledge``: apply the config's ``validation.acknowledge`` block, which only
+    ``potato validate`` reads (the tutorial's word); ``potato start`` and the other commands
+    report every warning."""
     cfg, errors, warnings = load(path)
     report = Report(list(errors), list(warnings))
     _rules(cfg, report)
-    _acknowledge(cfg, report)
+    if acknowledge:
+        _acknowledge(cfg, report)
     return cfg, report
 
 

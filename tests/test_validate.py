@@ -260,6 +260,27 @@ validation:
     assert out.count("acknowledged: ") == 2
 
 
+def test_only_validate_reads_the_validation_block(write_config, capsys, monkeypatch):
+    # issue 38, item 7 (the tutorial: "the top-level validation block, which only potato
+    # validate reads"): potato start reports the six-hour warning even when acknowledged
+    path = write_config(ACK_BASE + """validation:
+  acknowledge:
+    - "A job that holds a GPU for more than 6 hours"
+""")
+    import potato.service
+
+    started = []
+    monkeypatch.setattr(potato.service, "serve", lambda cfg, **kw: started.append(cfg) or 0)
+    capsys.readouterr()
+    assert main(["start", path]) == 0 and started
+    err = capsys.readouterr().err
+    assert err.count("warning: ") == 2, err
+    assert "model_training.backends.gpu.time is 1-00. A job that holds a GPU for more than 6 " \
+           "hours" in err
+    assert "acknowledge" not in err  # nor is the block itself judged there
+    assert run_validate(capsys, path)[1].count("acknowledged: ") == 2
+
+
 def test_acknowledgement_naming_a_backend_covers_only_that_backend(write_config):
     # "model_training.backends.gpu" is also a substring of gpu2's warning: the name decides.
     path = write_config(ACK_BASE + """\
