@@ -149,7 +149,9 @@ def test_card_of_a_lora_text_classifier():
         "---", 'base_model: "distilbert/distilbert-base-uncased"', 'library_name: "peft"',
         'pipeline_tag: "text-classification"', 'license: "apache-2.0"', "tags:",
         '- "potato-annotation"', '- "hf-text-classification"']
-    assert "scheme **sentiment** (radio): `positive`, `neg\\|\\<b\\>`" in text
+    # code spans show their text as it is: no backslash escapes inside (issue 38, item 10)
+    assert "scheme **sentiment** (radio): `positive`, `neg|<b>`" in text
+    assert "- `adapter_config.json`" in text and "\\_" not in text
     assert ("Accuracy **0.800** (95% interval 0.71 to 0.87), macro-F1 **0.790**, on 90 "
             "held-out (test split) items. Always answering \"positive\"") in text
     assert "would score 0.522: the model is +0.278 above that." in text
@@ -596,3 +598,13 @@ def test_cli_goes_through_the_running_server(tmp_path, serve, hub, monkeypatch, 
     finally:
         remove_server_file(config)
     assert len(hub.repos["alice/via-server"]["commits"]) == 1
+
+
+def test_card_code_spans_hold_backticks_and_newlines_as_one_span():
+    run = {"run_id": "r2", "trainer": "hf-text-classification", "schemas": ["s"],
+           "params": {"model": "org/m`x", "lora": True}, "holdout": None}
+    text = model_card.card(run, "alice/x", ["weird`name.bin", "two\nlines.txt"],
+                           {"s": {"type": "radio", "labels": ["`tick", "a``b"]}}, None, {})
+    assert "- base model: ``org/m`x``" in text
+    assert "- ``weird`name.bin``" in text and "- `two lines.txt`" in text
+    assert "(radio): `` `tick ``, ```a``b```" in text

@@ -71,6 +71,17 @@ def _md(value: Any) -> str:
     return text
 
 
+def _code(value: Any) -> str:
+    """A value as one Markdown code span: shown exactly as it is (a backslash escape would show
+    inside one: ``adapter\\_config.json``), on one line, fenced by more backticks than it
+    holds in a row."""
+    text = " ".join(str(value).split())
+    longest = max((len(m) for m in re.findall("`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return "%s%s%s%s%s" % (fence, pad, text, pad, fence)
+
+
 def _num(value: Any) -> Optional[float]:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
         return None
@@ -185,26 +196,27 @@ def card(view: Dict[str, Any], repo_id: str, files: List[str], schemes: Dict[str
     finished = _num(view.get("finished_at"))
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(finished)) if finished else "?"
     out = ["---"] + metadata(view, license) + ["---", "", "# %s" % _md(name), "",
-           "A model trained with Potato (potato-annotation %s) from human annotations: trainer `%s`, run %s, finished %s."
-           % (__version__, _md(view["trainer"]), _md(view["run_id"]), when), ""]
+           "A model trained with Potato (potato-annotation %s) from human annotations: trainer "
+           "%s, run %s, finished %s." % (__version__, _code(view["trainer"]),
+                                          _md(view["run_id"]), when), ""]
     out += ["## What it labels", ""]
     for scheme in view["schemas"]:
         info = schemes.get(scheme) if isinstance(schemes.get(scheme), dict) else {}
-        labels = ", ".join("`%s`" % _md(x) for x in info.get("labels") or []) or "?"
+        labels = ", ".join(_code(x) for x in info.get("labels") or []) or "?"
         out.append("- scheme **%s** (%s): %s" % (_md(scheme), _md(info.get("type") or "?"),
                                                 labels))
     out += ["", "## Held-out report", ""] + holdout_lines(view)
-    out += ["## Training", "", "- trainer: `%s`" % _md(view["trainer"])]
+    out += ["## Training", "", "- trainer: %s" % _code(view["trainer"])]
     if isinstance(params.get("model"), str):
-        out.append("- base model: `%s`" % _md(params["model"]))
-    changed = ", ".join("`%s=%s`" % (_md(k), _md(json.dumps(v, default=str)))
+        out.append("- base model: %s" % _code(params["model"]))
+    changed = ", ".join(_code("%s=%s" % (k, json.dumps(v, default=str)))
                         for k, v in sorted(params_changed.items()))
     out.append("- params that differ from the trainer's defaults: %s" % (changed or "none"))
     if counts:
         out.append("- items: %d train, %d val, %d test" % tuple(
             int(counts.get(k) or 0) for k in ("train", "val", "test")))
     out += ["- Potato version: %s" % __version__, "", "## Files", ""]
-    out += ["- `%s`" % _md(f) for f in files] + [""]
+    out += ["- %s" % _code(f) for f in files] + [""]
     code = load_code(view["trainer"], bool(params.get("lora", True)), repo_id, files)
     if code:
         out += ["## Use it", "", "```python", code, "```", "",
