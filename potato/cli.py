@@ -92,7 +92,9 @@ def _parser() -> argparse.ArgumentParser:
     ta.add_argument("--python", metavar="P", help="interpreter for the worker (default: this one)")
     ta.add_argument("--once", action="store_true", help="run one job, then exit")
     ta.add_argument("--workdir", metavar="D", help="default ~/.cache/potato-training")
-    ta.add_argument("--keep", action="store_true", help="keep each job's bundle")
+    ta.add_argument("--keep", action="store_true",
+                    help="keep each job's directory with its bundle after the run (it holds "
+                         "the run's labels: remove it when done)")
     ta.add_argument("--slurm-config", metavar="slurm.json",
                     help="submit the worker to SLURM with these settings (the slurm backend's "
                          "keys); --workdir must be on storage the compute nodes share")

@@ -79,6 +79,15 @@ def test_register_claim_run_and_write_back(tmp_path, serve, env, capsys):
     assert any(line.startswith("last seen ") for line in report["lines"])
     assert report["token"]["agent_host"] == socket.gethostname()
     assert "plain http" not in err  # loopback: no warning
+    # --keep keeps the job's directory with its bundle, as the tutorial says (issue 38,
+    # item 5: it kept nothing once model files came back), and it is not swept later
+    run_id = start_run(c, trainer="text-naive-bayes", schemas=["sentiment"], backend="lab")
+    code, out, err = finish(agent(url, token, work, "--once", "--keep"))
+    assert code == 0 and wait_run(c, run_id)["status"] == "success", err
+    [kept] = list((work / "jobs").iterdir())
+    assert kept.name.startswith(run_id + "-")
+    assert (kept / "bundle.tar.gz").is_file() and (kept / "bundle" / "items.jsonl").is_file()
+    assert not (kept / ".alive").exists()  # kept on purpose: the sweep leaves it
 
 
 def test_old_token_rejected_after_registering_again(tmp_path, serve, env, capsys):

@@ -130,7 +130,7 @@ def serve(args):
                                 patience=protocol.LOST_CONTACT_S)
             try:
                 agent_mod.run(run_client, run_id, job, python, overrides=overrides,
-                              keep_bundle=args.keep)
+                              keep_bundle=args.keep, keep_job=args.keep)
             except ServerError as e:
                 log("the server refused run %s: %s" % (run_id, e))
             except Exception as e:  # one failed run must not end the agent

@@ -62,6 +62,7 @@ class AgentRun:
         self.code_dir = code_dir or CODE_DIR
         self.overrides = overrides
         self.keep_bundle = keep_bundle
+        self.keep_job = False  # --keep: the job directory stays with its bundle
         self.paths = None
         self.info = {}
         self.settings = RunSettings()
@@ -231,8 +232,8 @@ class AgentRun:
         return status, error
 
     def clean_up(self, status):
-        """Remove the bundle unless kept; the whole job directory unless ``keep_remote`` or
-        model files stay here (a success whose files were not all copied back): a failed or
+        """Remove the bundle unless kept; the whole job directory unless ``keep_remote``, the
+        agent's ``--keep`` (``keep_job``) or model files stay here (a success whose files were not all copied back): a failed or
         cancelled run leaves none of its training data on the host. The run's media pin goes
         (its files stay in the cache for the next run)."""
         media_cache.unpin(self.media_cache, os.path.basename(self.workdir))
@@ -242,7 +243,8 @@ class AgentRun:
                 os.unlink(self.paths.bundle_archive)
         s = self.settings
         fetched_all = all(a.get("fetched") for a in self.artifacts)
-        if s.keep_remote or (status == "success" and not (fetched_all and s.fetch_artifacts)):
+        if s.keep_remote or self.keep_job or (
+                status == "success" and not (fetched_all and s.fetch_artifacts)):
             try:  # kept on purpose: never swept as a killed run's leftovers
                 os.unlink(os.path.join(self.paths.root, ALIVE))
             except OSError:
@@ -365,10 +367,14 @@ class AgentRun:
 
 
 def run(client, run_id, workdir, python, watch=None, code_dir=None, overrides=None,
-        keep_bundle=True):
-    """Run one run to its end; returns the agent's exit code."""
-    return AgentRun(client, run_id, workdir, python, watch, code_dir, overrides,
-                    keep_bundle).run()
+        keep_bundle=True, keep_job=False):
+    """Run one run to its end; returns the agent's exit code. ``keep_job``: the job
+    directory stays, bundle included, however the run ends (``potato training agent
+    --keep``)."""
+    agent = AgentRun(client, run_id, workdir, python, watch, code_dir, overrides,
+                     keep_bundle or keep_job)
+    agent.keep_job = keep_job
+    return agent.run()
 
 
 def main(argv=None):
