@@ -175,3 +175,30 @@ def test_dropped_login_session_cancels_the_job(tmp_path, serve, cluster, monkeyp
     while ["scancel", "--full", "--signal=TERM", "4242"] not in calls(state):
         assert time.time() < deadline, calls(state)
         time.sleep(0.2)
+
+
+def test_a_job_python_without_the_packages_is_named_in_the_check_and_the_error(
+        tmp_path, serve, cluster):
+    # issue 38, item 4: the fix on SLURM is job_python, not the backend's python; and check
+    # judges the trainers this project can use with job_python as the login node sees it
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")],
+                   check=True, timeout=120)
+    bare = str(tmp_path / "bare" / "bin" / "python")
+    _, url = serve(make_project(tmp_path, backend(job_python=bare)))
+    c = Client(url)
+    status, report = c.json("POST", "/admin/training/api/backends/cluster/check", headers=H)
+    assert report["ok"] is False, report
+    assert any(line.startswith("trainer hf-text-classification cannot run there: it needs "
+                               "torch, transformers, peft") and line.endswith(
+        "on the compute nodes: point the backend's job_python at an environment there that has "
+        "them (python runs only the agent on the login node))") for line in report["lines"]), \
+        report["lines"]
+    run = run_on(c, "hf-text-classification")
+    assert run["status"] == "error"
+    assert run["error"].startswith("Trainer 'hf-text-classification' could not be imported. "), run
+    assert run["error"].endswith("on the compute nodes: point the backend's job_python at an "
+                                 "environment there that has them (python runs only the agent "
+                                 "on the login node))"), run["error"]

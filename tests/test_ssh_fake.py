@@ -337,3 +337,46 @@ def test_cli_check_leaves_nothing_in_tmp(tmp_path, fake_host, capsys):
     assert main(["training", "check", "gpu-server", cfg]) == 0
     assert "gpu.example.org: Python 3." in capsys.readouterr().out
     assert os.listdir(tempfile.gettempdir()) == []
+
+
+def _bare_python(tmp_path):
+    """A Python without the training packages (a venv that does not see this one's)."""
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")],
+                   check=True, timeout=120)
+    return str(tmp_path / "bare" / "bin" / "python")
+
+
+def test_check_judges_the_trainers_the_projects_schemes_can_use(tmp_path, serve, fake_host,
+                                                               capsys):
+    # issue 38, item 4: a host without torch was "can start a run" unless --trainer was given
+    bare = _bare_python(tmp_path)
+    cfg = make_project(tmp_path, backend(python=bare, gpus="none"), labels=False)
+    _, url = serve(cfg)
+    status, report = Client(url).json("POST", "/admin/training/api/backends/gpu-server/check",
+                                      headers=H)
+    assert status == 200 and report["ok"] is False, report
+    assert ("trainer hf-text-classification cannot run there: it needs torch, transformers, peft "
+            "(install torch, transformers and peft into that Python (pip install torch "
+            "transformers peft), or point the backend's python at one that has them, or list "
+            "them under the backend's packages)") in report["lines"]
+    # image and audio trainers need items with images or audio: not this project's
+    assert not any("hf-image" in line or "hf-audio" in line for line in report["lines"])
+    ready = report["trainers_ready"]  # (the test plugins' trainers, which need nothing, too)
+    assert "text-naive-bayes" in ready and not any(n.startswith("hf-") for n in ready)
+    assert report["lines"][-1] == ("Trainers for this project's schemes that can run there: "
+                                   "%s (check one of them alone with --trainer)." %
+                                   ", ".join(ready))
+    from potato.cli import main
+
+    capsys.readouterr()
+    assert main(["training", "check", "gpu-server", cfg]) == 1
+    assert capsys.readouterr().out.rstrip().endswith("cannot start a run")
+    assert main(["training", "check", "gpu-server", cfg, "--trainer", "text-naive-bayes"]) == 0
+    # with packages, the venv made at the first run brings them: not judged here
+    (tmp_path / "p2").mkdir()
+    cfg2 = make_project(tmp_path / "p2", backend(python=bare, gpus="none",
+                                                packages=["torch"]), labels=False)
+    assert main(["training", "check", "gpu-server", cfg2]) == 0, capsys.readouterr().out

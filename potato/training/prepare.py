@@ -18,10 +18,13 @@ from potato.training.runs import Run
 
 def prepare(cfg: Config, store: Store, run: Run, paths: RunPaths, local: bool,
             set_step: Callable[[str], None], log: Callable[[str], None],
-            heldout_on_server: Optional[bool] = None) -> Optional[Outcome]:
+            heldout_on_server: Optional[bool] = None,
+            python_fix: Optional[str] = None) -> Optional[Outcome]:
     """Build the run's bundle and spec in ``paths``; an Outcome when the run cannot start.
     ``local``: the worker runs on this server (the spec gets its device, threads, store);
-    ``heldout_on_server`` (default: not ``local``): the test split's labels stay here."""
+    ``heldout_on_server`` (default: not ``local``): the test split's labels stay here;
+    ``python_fix``: the backend's way to a Python with the trainer's packages (the worker
+    quotes it when a trainer cannot be imported)."""
     if heldout_on_server is None:
         heldout_on_server = not local
     if os.path.isdir(paths.bundle):
@@ -68,6 +71,8 @@ def prepare(cfg: Config, store: Store, run: Run, paths: RunPaths, local: bool,
     spec = dict(RunPaths.SPEC_NAMES, run_id=run.run_id, trainer=run.trainer,
                 schemas=schemas, params=run.params, device="auto", num_threads=None,
                 extra={})
+    if python_fix:  # the backend's words for a Python with the trainer's packages
+        spec["python_fix"] = python_fix
     if local:
         # device, num_threads and max_ram_mb describe this machine. A remote run uses its
         # backend's num_threads (set by the agent) and device auto over the GPUs it got;

@@ -398,7 +398,8 @@ class Manager:
         backend = self.backends[run.backend]
         return prepare.prepare(self.cfg, self.store, run, paths, backend.on_server, set_step,
                                lambda m: self._log(run.run_id, m),
-                               heldout_on_server=backend.heldout_on_server)
+                               heldout_on_server=backend.heldout_on_server,
+                               python_fix=backend.python_fix)
 
     def _ingest(self, run: Run, paths: RunPaths) -> Dict[str, Any]:
         b = bundle_mod.read(paths.bundle, verify=False)

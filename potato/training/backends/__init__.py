@@ -36,6 +36,7 @@ def check_backend(backend: TrainingBackend, trainer: Optional[str] = None,
     """The report of ``potato training check`` and of the Check button (one code path); with
     a trainer (and the params the form holds), its model is resolved where runs execute."""
     report = backend.check()
+    _check_packages(backend, trainer, report)
     if trainer and report.get("ok"):
         _check_models(backend, trainer, params, report)
     if not backend.cfg.model_training.enabled:
@@ -51,6 +52,41 @@ def check_backend(backend: TrainingBackend, trainer: Optional[str] = None,
     if description:
         report["lines"] = [description] + list(report.get("lines") or [])
     return report
+
+
+def _check_packages(backend, trainer: Optional[str], report: Dict[str, Any]) -> None:
+    """Where the backend's check saw which training packages the worker's Python lacks
+    (``missing_packages``), each trainer the project can use (``trainer`` alone when given)
+    is judged: one that lacks its packages there makes the check fail, with the trainer, the
+    packages and the fix, so "can start a run" is not said of a host where the project's
+    models cannot train."""
+    missing = report.get("missing_packages")
+    if not isinstance(missing, list) or not report.get("ok"):
+        return
+    types = {s.annotation_type for s in backend.cfg.schemes}
+    if trainer:
+        named = trainers.get(trainer)
+        candidates = {trainer: named} if named is not None else {}
+    else:
+        ip = backend.cfg.item_properties  # a trainer that reads media needs items with them
+        candidates = {n: i for n, i in trainers.all_trainers().items()
+                      if not i.local_only and types & set(i.schema_types) and all(
+                          getattr(ip, "%s_key" % m, None) for m in i.media)}
+    lines = report.setdefault("lines", [])
+    blocked = {}
+    for name, info in sorted(candidates.items()):
+        lacks = [p for p in info.packages if p in missing]
+        if lacks:
+            blocked[name] = lacks
+            lines.append("trainer %s cannot run there: it needs %s (%s, %s)" % (
+                name, ", ".join(lacks), info.install_hint, backend.python_fix))
+    report["trainers_ready"] = sorted(n for n in candidates if n not in blocked)
+    if blocked:
+        report["ok"] = False
+        ready = report["trainers_ready"]
+        lines.append("Trainers for this project's schemes that can run there: %s%s." % (
+            ", ".join(ready) or "none", "" if trainer or not ready else
+            " (check one of them alone with --trainer)"))
 
 
 def _check_models(backend, trainer, params, report) -> None:

@@ -60,6 +60,8 @@ def _kept_result(ctx: RunContext) -> Optional[Dict[str, Any]]:
 
 class AgentBackend(TrainingBackend):
     type = "agent"
+    python_fix = ("or start the agent with --python pointing at one that has them (default: "
+                  "the agent's own)")
     polled_by_agents = True
     # The agent polls the server and waits out an outage shorter than LOST_CONTACT_S, so its
     # run carries on through a server restart: left running when the server stops, and

@@ -98,6 +98,9 @@ class TrainingBackend:
     on_server = False  # the worker runs on the annotation server itself
     polled_by_agents = False  # runs start only when an agent polling the server claims them
     builds_venv = False  # ``packages`` become a virtual environment on the host
+    # How to give the worker's Python a trainer's missing packages, after "install them into
+    # that Python": the end of "Trainer X could not be imported" (the worker's own words).
+    python_fix = "or point the backend's python at one that has them"
 
     def __init__(self, bcfg: BackendConfig, cfg: Config, tokens=None):
         self.name = bcfg.name

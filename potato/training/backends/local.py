@@ -15,6 +15,7 @@ class LocalBackend(TrainingBackend):
 
     type = "local"
     on_server = True
+    python_fix = "or start the server with a Python that has them (the local worker runs in it)"
 
     def restart_error(self) -> str:
         return ("The run was interrupted by a server restart: its training process on the "

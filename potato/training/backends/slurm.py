@@ -19,11 +19,14 @@ done
 jp=$1
 v=$("$jp" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' 2>/dev/null) \
   && echo "POTATO-JOBPY $v" || echo "POTATO-JOBPY -"
+"$jp" -c 'import importlib.util as u; print("POTATO-JOBMISSING " + ",".join(m for m in ("torch", "transformers", "peft") if u.find_spec(m) is None))' 2>/dev/null
 """
 
 
 class SlurmBackend(SshBackend):
     type = "slurm"
+    python_fix = ("on the compute nodes: point the backend's job_python at an environment there "
+                  "that has them (python runs only the agent on the login node)")
     builds_venv = False  # a venv made on the login node may not run on compute nodes
     lost_after_s = slurm_job.LOST_AFTER_S
 
@@ -73,6 +76,9 @@ class SlurmBackend(SshBackend):
             elif line.startswith("POTATO-JOBPY "):
                 v = line.split(" ", 1)[1]
                 job_py = None if v == "-" else v
+            elif line.startswith("POTATO-JOBMISSING"):  # job_python as the login node sees it
+                report["missing_packages"] = [m for m in line.split(" ", 1)[-1].split(",")
+                                              if m and m != "POTATO-JOBMISSING"]
         report["commands"] = found
         ok = True
         for name in slurm_job.NEEDED:

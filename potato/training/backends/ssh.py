@@ -36,6 +36,8 @@ SWEEP_FLOOR_S = 60.0  # a job whose .alive (touched every 2 s) is this old may b
 
 class SshBackend(TrainingBackend):
     type = "ssh"
+    python_fix = ("or point the backend's python at one that has them, or list them under the "
+                  "backend's packages")
     builds_venv = True
 
     def __init__(self, bcfg, cfg, tokens=None):
@@ -286,7 +288,9 @@ class SshBackend(TrainingBackend):
         except errors.RemoteError as e:
             lines.append(str(e))
             return report
-        report.update(python=info["python"], gpus=info["gpus"], missing_packages=info["missing"])
+        report.update(python=info["python"], gpus=info["gpus"])
+        if not self.bcfg.packages:  # else the venv made at the first run brings them
+            report["missing_packages"] = info["missing"]
         lines.append("%s: Python %s (%s)" % (host, info["python"], info["executable"]))
         torch_info = None
         if info["gpus"] and "torch" not in info["missing"]:

@@ -110,9 +110,13 @@ def _fail(emitter, code, message, kind):
     return code
 
 
-def _import_failed(emitter, info, exc):
-    """A trainer whose module (or a package it loads) cannot be imported: the exit code."""
-    hint = (" (%s)" % info.install_hint) if info.install_hint else ""
+def _import_failed(emitter, info, exc, python_fix=None):
+    """A trainer whose module (or a package it loads) cannot be imported: the exit code.
+    ``python_fix``: the backend's way to point at a Python that has the packages (the spec's;
+    a spec from an older server has none)."""
+    fix = python_fix if isinstance(python_fix, str) and python_fix else \
+        trainers.DEFAULT_PYTHON_FIX
+    hint = (" (%s, %s)" % (info.install_hint, fix)) if info.install_hint else ""
     return _fail(emitter, events.EXIT_MISSING_DEPENDENCY,
                  "Trainer '%s' could not be imported. %s (Python %s)%s"
                  % (info.name, exc, sys.executable, hint), "missing_dependency")
@@ -167,7 +171,7 @@ def _train(ctx, spec, base, emitter):
     try:
         trainer_cls = trainers.load(info)
     except ImportError as e:
-        return _import_failed(emitter, info, e)
+        return _import_failed(emitter, info, e, spec.get("python_fix"))
     try:
         emitter.status("reading the bundle")
         ctx.bundle = read(ctx.bundle_dir)
@@ -200,7 +204,7 @@ def _train(ctx, spec, base, emitter):
     except RunFailure as e:
         return _fail(emitter, events.EXIT_OTHER, str(e), "other")
     except ImportError as e:
-        return _import_failed(emitter, info, e)
+        return _import_failed(emitter, info, e, spec.get("python_fix"))
     except Exception as e:  # the worker's choke point: the detail goes to stderr
         traceback.print_exc()
         if _is_oom(e):

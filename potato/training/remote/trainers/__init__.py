@@ -80,20 +80,22 @@ class TrainerInfo:
                 "media": list(self.media)}
 
 
+# How to install a trainer's packages; the worker ends the sentence with the backend's own way
+# to point at a Python that has them (the spec's ``python_fix``: job_python on SLURM, --python
+# for an agent, the server's Python for local runs).
 TRAIN_TEXT_HINT = ("install torch, transformers and peft into that Python (pip install torch "
-                   "transformers peft), or point the backend's python at one that has them")
+                   "transformers peft)")
 
 TRAIN_LLM_HINT = ("install torch, transformers and peft into that Python (pip install "
-                  "'potato-annotation[train-llm]'; bitsandbytes too for load_in_4bit), or point "
-                  "the backend's python at one that has them")
+                  "'potato-annotation[train-llm]'; bitsandbytes too for load_in_4bit)")
 
 TRAIN_IMAGE_HINT = ("install torch, transformers, peft and Pillow into that Python (pip install "
-                    "'potato-annotation[train-image]'), or point the backend's python at one "
-                    "that has them")
+                    "'potato-annotation[train-image]')")
 
 TRAIN_AUDIO_HINT = ("install torch, transformers and peft into that Python (pip install "
                     "'potato-annotation[train-audio]', which adds soundfile for MP3, Ogg and "
-                    "FLAC), or point the backend's python at one that has them")
+                    "FLAC)")
+DEFAULT_PYTHON_FIX = "or point the backend's python at one that has them"
 
 HF_PACKAGES = ("torch", "transformers", "peft")
 
