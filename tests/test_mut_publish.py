@@ -131,6 +131,15 @@ def test_cannot_publish_a_run_that_did_not_succeed_or_left_nothing(runs):
     empty = runs.make("r2", files=())
     assert publish.cannot_publish(cfg, view("r2"), empty.artifacts) == (
         "Run r2 left no model files on this server, so there is nothing to publish.")
+    # issue 38, item 8: files that retention deleted are said so, not "left no model files"
+    pruned = dict(view("r2"), pruned_at=time.mktime((2026, 12, 1, 9, 30, 0, 0, 0, -1)),
+                  pruned_reason="model_training.retain_runs: 1 keeps the model files of the 1 "
+                                "newest successful run (r5). Pin a run to keep its model files.")
+    assert publish.cannot_publish(cfg, pruned, empty.artifacts) == (
+        "Run r2's model files were deleted on 2026-12-01 09:30, so there is nothing left to "
+        "publish: model_training.retain_runs: 1 keeps the model files of the 1 newest "
+        "successful run (r5). Pin a run to keep its model files. Run it again for a model to "
+        "publish.")
 
 
 def test_cannot_publish_files_left_on_a_host(runs):

@@ -82,6 +82,13 @@ def cannot_publish(cfg, view: Dict[str, Any], artifacts: str) -> Optional[str]:
         return ("Only a successful run's model can be published; run %s is %s."
                 % (view["run_id"], view["status"]))
     uri = view.get("artifact_uri") or ""
+    if view.get("pruned_at"):  # retention deleted them: the run had files, they are gone
+        why = (view.get("pruned_reason") or "model_training.retain_runs keeps only the "
+               "newest runs' model files.").strip()
+        return ("Run %s's model files were deleted on %s, so there is nothing left to publish: "
+                "%s Run it again for a model to publish." % (
+                    view["run_id"], time.strftime("%Y-%m-%d %H:%M", time.localtime(
+                        view["pruned_at"])), why))
     if "://" in uri:
         backend = cfg.model_training.backends.get(view["backend"])
         machine = "agent's machine" if uri.startswith("agent://") else "GPU host"
