@@ -3,6 +3,7 @@ the config the server runs with; Reload config applies what it can live (model_t
 a new backend takes runs at once, a running run goes on), and refuses, in one sentence, a
 change only a restart applies or an invalid file, keeping the old config."""
 
+import json
 import os
 import threading
 import time
@@ -304,3 +305,32 @@ def test_a_check_that_raises_is_a_sentence_not_a_500(tmp_path, monkeypatch):
                                      "validate %s to see where." % (path, path))
     applied, sentence = on_disk.reload()
     assert not applied and sentence.startswith("Not reloaded: %s cannot be used" % path)
+
+
+def test_a_reload_reaches_the_agent_routes_and_the_publisher(tmp_path, serve):
+    # issue 38, item 9: both kept the config the server started with
+    from tests.helpers import TOKEN, active_run
+
+    path = make_project(tmp_path)
+    server, url = serve(path, training=False)
+    c = Client(url)
+    _edit(path, ANCHOR, ANCHOR + "  max_predictions_mb: 3\n  backends:\n    gpu: {type: ssh, "
+                        "host: gpu.example.org, max_artifact_mb: 7.5}\n")
+    status, out = _reload(c)
+    assert status == 200, out
+    runs = server.manager.runs
+    run_id = runs.create("text-naive-bayes", ["sentiment"], "gpu", {}).run_id
+    assert runs.transition(run_id, "queued", "running")
+    runs.finish(run_id, "success", artifact_uri="ssh://gpu.example.org/jobs/x/artifacts")
+    status, state = c.json("GET", f"/admin/training/api/runs/{run_id}/publish", headers=H)
+    assert status == 200
+    assert "larger than max_artifact_mb (7.5 MB)" in json.dumps(state), state
+    # the agent routes: what a run's agent is told, and the predictions cap it meets
+    active, _ = active_run(server)
+    auth = {"Authorization": "Bearer " + TOKEN}
+    r = c.request("GET", f"/agent/v1/runs/{active}", headers=auth)
+    assert r.status == 200 and json.loads(r.body)["max_predictions_mb"] == 3
+    r = c.request("PUT", f"/agent/v1/runs/{active}/predictions", body=b"x" * (4 << 20),
+                  headers=dict(auth, **{"Content-Type": "application/octet-stream"}))
+    assert r.status == 413 and "max_predictions_mb (3 MB)" in r.text, r.text
+    server.manager._active.clear()

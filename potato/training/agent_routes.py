@@ -198,7 +198,6 @@ def _ended(manager, run_id, ctx, upload) -> str:
 
 
 def _claim_routes(app, manager, slots) -> None:
-    cfg = manager.cfg
 
     @app.route("POST", r"/agent/v1/backends/(?P<name>[^/]+)/claim")
     def claim(h, name):
@@ -234,14 +233,13 @@ def _claim_routes(app, manager, slots) -> None:
     def wheel_file(h):
         """The server's own wheel (public: it is Potato's source, no secret)."""
         try:
-            path = wheel.wheel_path(cfg.output_dir, wait=False)  # never waits on a build
+            path = wheel.wheel_path(manager.cfg.output_dir, wait=False)  # never waits on a build
         except wheel.WheelError as e:
             raise HTTPError(503, "%s %s" % (e, wheel.checkout_hint(for_admin=False)))
         h.send_file(path, 0, os.path.getsize(path), "application/octet-stream")
 
 
 def _run_routes(app, manager, authorize) -> None:
-    cfg = manager.cfg
 
     @app.route("GET", PREFIX)
     def run_info(h, run_id):
@@ -252,7 +250,7 @@ def _run_routes(app, manager, authorize) -> None:
         h.send_json({"run_id": run_id, "protocol": "v1", "spec": spec,
                      "bundle": {"sha256": ctx.bundle_sha256, "bytes": size},
                      "grace_seconds": ctx.grace_seconds,
-                     "max_predictions_mb": cfg.model_training.max_predictions_mb,
+                     "max_predictions_mb": manager.cfg.model_training.max_predictions_mb,
                      "backend": remote.settings.to_dict()})
 
     @app.route("GET", PREFIX + r"/bundle")
@@ -336,16 +334,15 @@ def _media_routes(app, authorize) -> None:
 
 
 def _upload_routes(app, manager, authorize) -> None:
-    cfg = manager.cfg
 
     @app.route("PUT", PREFIX + r"/predictions")
     def predictions(h, run_id):
         ctx, remote = authorize(h, run_id, upload=True)
-        limit = int(cfg.model_training.max_predictions_mb * 1024 * 1024)
+        mb = manager.cfg.model_training.max_predictions_mb  # as Reload config left it
+        limit = int(mb * 1024 * 1024)
         remote.seen()
         written = h.stream_body_to(ctx.paths.predictions, limit,
-                                   "max_predictions_mb (%g MB)"
-                                   % cfg.model_training.max_predictions_mb,
+                                   "max_predictions_mb (%g MB)" % mb,
                                    on_progress=remote.seen)  # a long upload is a sign of life
         h.send_json({"ok": True, "bytes": written})
 

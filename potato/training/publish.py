@@ -147,10 +147,16 @@ def _alive(pid: Any) -> bool:
 class Publisher:
     """Starts publishes (one at a time) and reports their state from each run's publish.json."""
 
+    @property
+    def cfg(self):
+        return self._cfg() if callable(self._cfg) else self._cfg
+
     def __init__(self, cfg, paths_of: Callable[[str], RunPaths], environ=None,
                  whose: str = "the server's environment",
                  then: str = "restart the server, and publish again", holds=None):
-        self.cfg = cfg
+        """``cfg``: the config, or a function that gives the one in force now (a running
+        server's, which Reload config replaces)."""
+        self._cfg = cfg
         self.holds = holds or retention.Holds()  # retention leaves a run being published
         self.whose, self.then = whose, then  # where the token comes from, in words
         self.paths_of = paths_of

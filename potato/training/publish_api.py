@@ -43,7 +43,8 @@ def page_card(publisher: Publisher, view: Dict[str, Any],
 def add_routes(app, manager, prefix: str, get_run: Callable, run_view: Callable,
                show_run: Callable) -> Publisher:
     """``show_run(h, run_id, message, ok, status, typed)``: the run page, for a refused form."""
-    publisher = Publisher(manager.cfg, manager.paths, holds=manager.holds)
+    # the config in force at each request: Reload config replaces the manager's
+    publisher = Publisher(lambda: manager.cfg, manager.paths, holds=manager.holds)
 
     def start(run_id: str, body: Dict[str, Any]) -> Dict[str, Any]:
         view = run_view(get_run(run_id))
