@@ -322,3 +322,153 @@ def test_register_does_not_warn_when_the_server_is_reachable(tmp_path, capsys):
         sub.mkdir()
         _, out = _register_output(sub, capsys, top)
         assert "warning:" not in out.err and "listens on" not in out.out + out.err, top
+
+
+class SlowLink:
+    """A proxy in front of the server whose uplink (agent to server) carries a model-file
+    upload at ``rate`` bytes a second, and after ``stall_after`` bytes of one (if given)
+    nothing more: a slow or stalled network, as a lab's uplink can be. Everything else
+    passes at full speed."""
+
+    def __init__(self, port, rate, stall_after=None):
+        self.target, self.rate, self.stall_after = ("127.0.0.1", port), rate, stall_after
+        self.stop = threading.Event()
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.threads = [threading.Thread(target=self.accept, daemon=True)]
+        self.threads[0].start()
+
+    def close(self):
+        self.stop.set()
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+        for t in self.threads:
+            t.join(10)
+
+    def accept(self):
+        while True:
+            try:
+                client, _ = self.sock.accept()
+            except OSError:
+                return
+            t = threading.Thread(target=self.handle, args=(client,), daemon=True)
+            self.threads.append(t)
+            t.start()
+
+    def handle(self, client):
+        upstream = socket.create_connection(self.target)
+        client.settimeout(0.5)
+
+        def down():
+            try:
+                while True:
+                    data = upstream.recv(65536)
+                    if not data:
+                        break
+                    client.sendall(data)
+            except OSError:
+                pass
+            try:
+                client.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+        reader = threading.Thread(target=down, daemon=True)
+        reader.start()
+        upload, sent = False, 0
+        try:
+            while not self.stop.is_set():
+                try:
+                    data = client.recv(4096)
+                except socket.timeout:
+                    continue
+                if not data:
+                    break
+                if b"PUT /agent/v1/runs/" in data and b"/artifacts?" in data:
+                    upload, sent = True, 0
+                if upload:
+                    if self.stall_after is not None and sent >= self.stall_after:
+                        self.stop.wait(0.5)
+                        continue  # the bytes go nowhere: the link stalled
+                    time.sleep(len(data) / self.rate)
+                    sent += len(data)
+                upstream.sendall(data)
+        except OSError:
+            pass
+        for s in (client, upstream):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        reader.join(10)
+        client.close()
+        upstream.close()
+
+
+def test_a_model_copy_over_a_slow_link_arrives(tmp_path, serve, env, capsys):
+    # issue 38, item 1: bytes arriving are signs of life. Before, a copy slower than the
+    # heartbeat failed with "No word from the agent" and the predictions were not taken.
+    cfg = make_project(tmp_path, backends(heartbeat_timeout_s=3))
+    server, url = serve(cfg)
+    c = Client(url)
+    token = register(cfg, capsys)
+    link = SlowLink(server.http.server_address[1], rate=150 << 10)  # 0.15 MB/s, 1 MB: ~7 s
+    run_id = start_run(c, trainer="test-big-artifact", schemas=["sentiment"], backend="lab",
+                       params={"seconds": 1.0})
+    steps = []
+
+    def watch():
+        while not link.stop.is_set():
+            run = c.json("GET", f"/admin/training/api/runs/{run_id}", headers=H)[1]
+            steps.append(run.get("step") or "")
+            if run["status"] != "running" and run["status"] != "queued":
+                return
+            time.sleep(0.3)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        code, err = run_agent(f"http://127.0.0.1:{link.port}", token, tmp_path / "work")
+        run = wait_run(c, run_id)
+    finally:
+        link.close()
+        watcher.join(10)
+    assert run["status"] == "success", (run, err)
+    here = os.path.join(server.manager.paths(run_id).artifacts, "model.bin")
+    assert os.path.getsize(here) == 1 << 20
+    assert run["writeback"]["written"] > 1000
+    # the step said how much had come, and how fast
+    shown = [s for s in steps if re.match(r"copying the model back: model\.bin, [0-9.]+ of 1\.0 "
+                                          r"MB, 0\.[0-9]+ MB/s$", s)]
+    assert shown, steps
+
+
+def test_a_stalled_model_copy_says_so_and_keeps_the_predictions(tmp_path, serve, env, capsys,
+                                                              monkeypatch):
+    # the tutorial: "The copy from ... sent nothing for 180 s.", the predictions already kept
+    from potato.training import agent_routes
+
+    monkeypatch.setattr(agent_routes, "COPY_STALL_S", 4)  # longer than the heartbeat (2 s)
+    cfg = make_project(tmp_path, backends(heartbeat_timeout_s=2))
+    server, url = serve(cfg)
+    c = Client(url)
+    token = register(cfg, capsys)
+    link = SlowLink(server.http.server_address[1], rate=1 << 20, stall_after=100 << 10)
+    run_id = start_run(c, trainer="test-big-artifact", schemas=["sentiment"], backend="lab",
+                       params={"seconds": 0.5})
+    try:
+        code, err = run_agent(f"http://127.0.0.1:{link.port}", token, tmp_path / "work",
+                              timeout=300)
+        run = wait_run(c, run_id, timeout=120)
+    finally:
+        link.close()
+    assert run["status"] == "error", (run, err)
+    assert run["error"].startswith("The copy from %s sent nothing for 4 s. The predictions are "
+                                   "saved; only model files are missing from artifacts/"
+                                   % socket.gethostname()), run["error"]
+    assert run["writeback"]["written"] > 1000  # the predictions were taken

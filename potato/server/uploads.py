@@ -24,10 +24,11 @@ class Uploads:
             raise HTTPError(413, f"The upload ({n / 2**20:.1f} MB) is larger than {what} allows.")
         return n
 
-    def _copy_body(self, out, n: int, on_progress=None) -> int:
+    def _copy_body(self, out, n: int, on_progress=None, with_count: bool = False) -> int:
         """Copy the ``n``-byte body into the open file ``out`` as it arrives (never in memory);
-        ``on_progress()`` after each block. A full disk (found before or while writing) is
-        raised once the whole body has been read."""
+        ``on_progress()`` after each block (``on_progress(bytes so far)`` with
+        ``with_count``). A full disk (found before or while writing) is raised once the whole
+        body has been read."""
         self._body_read, self._body = True, b""
         disk = getattr(self.app, "disk", None)
         full = None
@@ -49,7 +50,7 @@ class Uploads:
                             raise
                         full = e  # read the rest, so that the sender gets the answer
                 if on_progress is not None:
-                    on_progress()
+                    on_progress(n - left) if with_count else on_progress()
         except BaseException:
             self.close_connection = True
             raise
@@ -75,8 +76,9 @@ class Uploads:
             raise
         return n
 
-    def append_body_to(self, path: str, limit: int, what: str) -> int:
-        """Append the request body to ``path`` (streamed); 413 beyond ``limit`` bytes."""
+    def append_body_to(self, path: str, limit: int, what: str, on_progress=None) -> int:
+        """Append the request body to ``path`` (streamed); 413 beyond ``limit`` bytes.
+        ``on_progress(bytes so far)`` after each block."""
         n = self._upload_length(limit, what)
         with open(path, "ab") as out:
-            return self._copy_body(out, n)
+            return self._copy_body(out, n, on_progress, with_count=True)

@@ -113,6 +113,7 @@ class AgentBackend(TrainingBackend):
         ctx.remote = remote
         agent = claim.agent or {}
         where = agent.get("host") or "the agent's machine"
+        remote.host = where  # named in a stalled copy's sentence
         # The token's hash goes on the run's record once the claim is handed out
         # (Manager.claim): a restarted server re-attaches the run, and the agent's next report
         # with its token finds it again. A run whose claim never reached its agent is queued
@@ -131,6 +132,7 @@ class AgentBackend(TrainingBackend):
         if not run.remote_token or not os.path.exists(ctx.paths.bundle_archive):
             return False
         remote = RemoteState(run.remote_token, self.settings(), hashed=True)
+        remote.host = run.remote_host or remote.host
         remote.last_seen = time.monotonic()  # the agent has heartbeat_timeout_s from now
         ctx.remote = remote
         ctx.bundle_sha256 = bundle_mod.file_sha256(ctx.paths.bundle_archive)

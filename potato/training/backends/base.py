@@ -216,6 +216,23 @@ class RemoteState:
         self.copy_error: Optional[str] = None
         self.copy_error_path: Optional[str] = None  # the model file whose copy stalled
         self.host = settings.host
+        self.predictions_in = False  # the predictions upload completed: ingest them, whatever
+        self._uploads = 0  # model-file uploads under way (their bytes are signs of life)
+        self._uploads_lock = threading.Lock()
+
+    @property
+    def uploading(self) -> bool:
+        """A model-file upload is under way: its own stall timer (COPY_STALL_S of no bytes)
+        decides whether the copy failed; the heartbeat waits for it."""
+        return self._uploads > 0
+
+    def upload_started(self) -> None:
+        with self._uploads_lock:
+            self._uploads += 1
+
+    def upload_ended(self) -> None:
+        with self._uploads_lock:
+            self._uploads -= 1
 
     def seen(self) -> None:
         self.last_seen = time.monotonic()

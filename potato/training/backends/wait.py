@@ -45,9 +45,16 @@ def wait_for_agent(ctx: RunContext, remote: RemoteState, backend: str, where: st
                 ctx.log("the agent did not confirm the cancel within grace_seconds (%g s); the "
                         "run ends here and its session is closed" % ctx.grace_seconds)
                 return Outcome("cancelled", "cancelled", ran_on=backend)
-        if now - (remote.last_seen or started) > heartbeat_s:
+        if remote.uploading:
+            pass  # a model file is arriving: its own stall timer (COPY_STALL_S) decides
+        elif now - (remote.last_seen or started) > heartbeat_s:
+            if remote.copy_error:  # the copy stalled, then the agent went silent
+                return Outcome("error", "%s The predictions are saved; only model files are "
+                                        "missing from artifacts/." % remote.copy_error,
+                               ran_on=backend, ingest=remote.predictions_in)
             return Outcome("error", errors.silent_agent(
-                backend, heartbeat_s, os.path.exists(ctx.paths.agent_log)), ran_on=backend)
+                backend, heartbeat_s, os.path.exists(ctx.paths.agent_log)), ran_on=backend,
+                ingest=remote.predictions_in)  # the predictions that arrived are kept
         if wall is not None and now - started > wall:
             return Outcome("error", "The run took longer than max_wall_seconds (%g s) and was "
                                     "stopped." % wall, ran_on=backend)
