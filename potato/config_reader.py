@@ -219,89 +219,95 @@ MAX_VALUES = 100_000  # keys, values and list entries, with every alias expanded
 MAX_DEPTH = 64        # levels of nesting, with every alias expanded
 
 
-def _bounded_loader(yaml):
-    """A SafeLoader class that refuses, with a ConfigError naming the file and line, YAML that
-    holds more than MAX_VALUES values or MAX_DEPTH levels once its aliases are expanded, and an
-    alias inside the block it names (a structure that would repeat itself forever)."""
+class _Bounds:
+    """Mixed into PyYAML's SafeLoader (``_bounded_loader``): refuses, with a ConfigError naming
+    the file and line, YAML that holds more than MAX_VALUES values or MAX_DEPTH levels once its
+    aliases are expanded, and an alias inside the block it names (a structure that would
+    repeat itself forever)."""
 
-    class Loader(yaml.SafeLoader):
-        file = ""
+    file = ""
 
-        def __init__(self, text):
-            super().__init__(text)
-            self._count = 0
-            self._depth = 0
-            self._open: set = set()  # anchors whose block is being read
-            self._sizes: Dict[int, Tuple[int, int]] = {}  # id(node): (values, depth)
+    def __init__(self, text):
+        super().__init__(text)
+        self._count = 0
+        self._depth = 0
+        self._open: set = set()  # anchors whose block is being read
+        self._sizes: Dict[int, Tuple[int, int]] = {}  # id(node): (values, depth)
 
-        def _refuse(self, mark, problem: str, fix: str) -> None:
-            line = f":{mark.line + 1}" if mark is not None else ""
-            raise ConfigError(f"{self.file}{line}: {problem} {fix}")
+    def _refuse(self, mark, problem: str, fix: str) -> None:
+        line = f":{mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{self.file}{line}: {problem} {fix}")
 
-        def _measure(self, node) -> Tuple[int, int]:
-            """(values, depth) of a finished node with its aliases expanded; each node is
-            measured once (a shared node is looked up), so this is linear in the file."""
-            known = self._sizes.get(id(node))
-            if known is not None:
-                return known
-            stack = [(node, False)]
-            while stack:
-                n, done = stack.pop()
-                if id(n) in self._sizes:
-                    continue
-                kids = ([c for pair in n.value for c in pair] if isinstance(n, yaml.MappingNode)
-                        else list(n.value) if isinstance(n, yaml.SequenceNode) else [])
-                if not done:
-                    stack.append((n, True))
-                    stack.extend((c, False) for c in kids if id(c) not in self._sizes)
-                    continue
-                values = 1 + sum(self._sizes[id(c)][0] for c in kids)
-                depth = 1 + max((self._sizes[id(c)][1] for c in kids), default=0)
-                self._sizes[id(n)] = (min(values, MAX_VALUES + 1), depth)
-            return self._sizes[id(node)]
+    def _measure(self, node) -> Tuple[int, int]:
+        """(values, depth) of a finished node with its aliases expanded; each node is measured
+        once (a shared node is looked up), so this is linear in the file."""
+        import yaml
 
-        def compose_node(self, parent, index):
-            event = self.peek_event()
-            if isinstance(event, yaml.AliasEvent):
-                if event.anchor in self._open:
-                    self._refuse(event.start_mark, f"the alias *{event.anchor} is inside the "
-                                 f"block it names (&{event.anchor}), so it would repeat itself "
-                                 f"without end.", "Remove the alias or move it out of that "
-                                 "block.")
-                target = self.anchors.get(event.anchor)
-                if target is not None:
-                    values, depth = self._measure(target)
-                    self._add(values, depth, event.start_mark, event.anchor)
-                return super().compose_node(parent, index)
-            self._add(1, 1, event.start_mark, None)
-            anchor = getattr(event, "anchor", None)
-            opened = anchor is not None and anchor not in self._open
+        known = self._sizes.get(id(node))
+        if known is not None:
+            return known
+        stack = [(node, False)]
+        while stack:
+            n, done = stack.pop()
+            if id(n) in self._sizes:
+                continue
+            kids = ([c for pair in n.value for c in pair] if isinstance(n, yaml.MappingNode)
+                    else list(n.value) if isinstance(n, yaml.SequenceNode) else [])
+            if not done:
+                stack.append((n, True))
+                stack.extend((c, False) for c in kids if id(c) not in self._sizes)
+                continue
+            values = 1 + sum(self._sizes[id(c)][0] for c in kids)
+            depth = 1 + max((self._sizes[id(c)][1] for c in kids), default=0)
+            self._sizes[id(n)] = (min(values, MAX_VALUES + 1), depth)
+        return self._sizes[id(node)]
+
+    def compose_node(self, parent, index):
+        import yaml
+
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent):
+            if event.anchor in self._open:
+                self._refuse(event.start_mark, f"the alias *{event.anchor} is inside the block "
+                             f"it names (&{event.anchor}), so it would repeat itself without "
+                             f"end.", "Remove the alias or move it out of that block.")
+            target = self.anchors.get(event.anchor)
+            if target is not None:
+                values, depth = self._measure(target)
+                self._add(values, depth, event.start_mark, event.anchor)
+            return super().compose_node(parent, index)
+        self._add(1, 1, event.start_mark, None)
+        anchor = getattr(event, "anchor", None)
+        opened = anchor is not None and anchor not in self._open
+        if opened:
+            self._open.add(anchor)
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
             if opened:
-                self._open.add(anchor)
-            self._depth += 1
-            try:
-                return super().compose_node(parent, index)
-            finally:
-                self._depth -= 1
-                if opened:
-                    self._open.discard(anchor)
+                self._open.discard(anchor)
 
-        def _add(self, values: int, depth: int, mark, alias: Optional[str]) -> None:
-            self._count += values
-            held = f"{values:,}" if values <= MAX_VALUES else f"over {MAX_VALUES:,}"
-            via = (f" once the alias *{alias} here is expanded (it repeats a block that holds "
-                   f"{held} values)" if alias else "")
-            if self._count > MAX_VALUES:
-                self._refuse(mark, f"the YAML holds more than {MAX_VALUES:,} values{via}; a "
-                             f"config holds a few hundred.", "Remove the aliases that repeat "
-                             "large blocks (or the repetition itself)." if alias else
-                             "Keep data in data_files, not in the config.")
-            if self._depth + depth > MAX_DEPTH:
-                self._refuse(mark, f"the YAML is nested more than {MAX_DEPTH} levels deep{via}; "
-                             f"a config is a few levels deep.", "Flatten the structure at "
-                             "that line.")
+    def _add(self, values: int, depth: int, mark, alias: Optional[str]) -> None:
+        self._count += values
+        held = f"{values:,}" if values <= MAX_VALUES else f"over {MAX_VALUES:,}"
+        via = (f" once the alias *{alias} here is expanded (it repeats a block that holds "
+               f"{held} values)" if alias else "")
+        if self._count > MAX_VALUES:
+            self._refuse(mark, f"the YAML holds more than {MAX_VALUES:,} values{via}; a config "
+                         f"holds a few hundred.", "Remove the aliases that repeat large blocks "
+                         "(or the repetition itself)." if alias else
+                         "Keep data in data_files, not in the config.")
+        if self._depth + depth > MAX_DEPTH:
+            self._refuse(mark, f"the YAML is nested more than {MAX_DEPTH} levels deep{via}; a "
+                         f"config is a few levels deep.", "Flatten the structure at that line.")
 
-    return Loader
+
+def _bounded_loader(yaml):
+    """PyYAML's SafeLoader with the bounds of ``_Bounds`` (PyYAML is imported only when a file
+    is read, so the class is made then)."""
+    return type("BoundedLoader", (_Bounds, yaml.SafeLoader), {})
 
 
 def read_yaml(path: str):

@@ -674,12 +674,11 @@ def test_bidi_controls_in_a_result_and_an_agent_claim_are_dropped():
 
 
 def test_an_agent_claiming_with_a_bidi_host_name_is_shown_without_it(tmp_path, serve, capsys):
-    from tests.helpers import agent_backends
-    from tests.test_agent_backend import register
+    from tests.helpers import agent_backends, register_agent
 
     cfg = make_project(tmp_path, agent_backends())
     _, url = serve(cfg)
-    token = register(cfg, capsys)
+    token = register_agent(cfg, "lab", capsys)
     c = Client(url)
     run_id = start_run(c, trainer="text-naive-bayes", schemas=["sentiment"], backend="lab")
     deadline = time.time() + 30

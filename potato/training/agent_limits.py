@@ -5,15 +5,19 @@ keep annotators out or fill the disk. So the requests of one run are few at a ti
 (``MAX_REQUESTS_PER_RUN``; the agent needs up to six, while it downloads media), all runs' requests together take at
 most a quarter of the server's connections (``MAX_AGENT_REQUESTS``), and a run's model files
 are counted as they are written: bytes are reserved before a body is read, one upload at a
-time per file, and the number of files and folders and their depth are capped.
+time per file, and the number of files and folders and their depth are capped. While a model
+file arrives, each block is a sign of life and the run's step shows the copy
+(``copy_progress``).
 """
 
 import os
 import threading
+import time
 from typing import Dict, Optional, Set, Tuple
 
 from potato.server.connections import MAX_CONNECTIONS
 from potato.server.errors import HTTPError
+from potato.training import boundary
 
 # one run's agent requests under way at once: the media download's connections
 # (media_fetch.PARALLEL, 4), the progress reports and an upload fit, with one to spare
@@ -144,3 +148,27 @@ def _missing(root: str, dest: str) -> int:
         missing += 1
         path = os.path.dirname(path)
     return missing
+
+
+STEP_EVERY_S = 1.0  # how often a model-file upload updates the run's step
+
+
+def copy_progress(ctx, remote, rel: str, offset: int, size: Optional[int]):
+    """``on_progress(got)`` of a model-file upload: each block is a sign of life, and the
+    run's step says, at most once a second, how much of the file is here and at what rate
+    ("copying the model back: model.bin, 11.9 of 20.0 MB, 0.10 MB/s")."""
+    started = last = time.monotonic()
+
+    def progress(got: int) -> None:
+        nonlocal last
+        remote.seen()
+        now = time.monotonic()
+        if now - last < STEP_EVERY_S:
+            return
+        last = now
+        rate = got / max(now - started, 1e-6) / 1048576.0
+        ctx.set_step("copying the model back: %s, %.1f%s MB, %.2f MB/s" % (
+            boundary.plain(rel)[:120], (offset + got) / 1048576.0,
+            " of %.1f" % (size / 1048576.0) if size else "", rate))
+
+    return progress

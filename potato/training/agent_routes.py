@@ -13,8 +13,6 @@ import os
 import re
 import socket
 import threading
-import time
-from typing import Optional
 from urllib.parse import unquote
 
 from potato.server import diskfull
@@ -388,7 +386,8 @@ def _artifact_routes(app, manager, authorize) -> None:
             n = h.append_body_to(dest, limit,
                                  "max_artifact_mb (each file; a run's files together: %d times "
                                  "that)" % ARTIFACTS_TOTAL_FILES_FACTOR,
-                                 on_progress=_copy_progress(ctx, remote, rel, offset, size))
+                                 on_progress=agent_limits.copy_progress(ctx, remote, rel, offset,
+                                                                      size))
         except socket.timeout as e:
             remote.copy_error, remote.copy_error_path = copy_stalled(remote.host,
                                                                      COPY_STALL_S), rel
@@ -409,30 +408,6 @@ def _artifact_routes(app, manager, authorize) -> None:
             ctx.log("the copy of %s resumed and completed" % rel)  # the stall is behind us
             remote.copy_error = remote.copy_error_path = None
         h.send_json({"ok": True, "bytes": offset + n})
-
-
-STEP_EVERY_S = 1.0  # how often a model-file upload updates the run's step
-
-
-def _copy_progress(ctx, remote, rel: str, offset: int, size: Optional[int]):
-    """``on_progress(got)`` of a model-file upload: each block is a sign of life, and the
-    run's step says, at most once a second, how much of the file is here and at what rate
-    ("copying the model back: model.bin, 11.9 of 20.0 MB, 0.10 MB/s")."""
-    started = last = time.monotonic()
-
-    def progress(got: int) -> None:
-        nonlocal last
-        remote.seen()
-        now = time.monotonic()
-        if now - last < STEP_EVERY_S:
-            return
-        last = now
-        rate = got / max(now - started, 1e-6) / 1048576.0
-        ctx.set_step("copying the model back: %s, %.1f%s MB, %.2f MB/s" % (
-            boundary.plain(rel)[:120], (offset + got) / 1048576.0,
-            " of %.1f" % (size / 1048576.0) if size else "", rate))
-
-    return progress
 
 
 def _result_routes(app, manager, authorize) -> None:

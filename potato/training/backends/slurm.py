@@ -19,7 +19,9 @@ done
 jp=$1
 v=$("$jp" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' 2>/dev/null) \
   && echo "POTATO-JOBPY $v" || echo "POTATO-JOBPY -"
-"$jp" -c 'import importlib.util as u; print("POTATO-JOBMISSING " + ",".join(m for m in ("torch", "transformers", "peft") if u.find_spec(m) is None))' 2>/dev/null
+"$jp" -c 'import importlib.util as u
+print("POTATO-JOBMISSING " + ",".join(
+    m for m in ("torch", "transformers", "peft") if u.find_spec(m) is None))' 2>/dev/null
 """
 
 

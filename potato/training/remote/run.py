@@ -233,9 +233,9 @@ class AgentRun:
 
     def clean_up(self, status):
         """Remove the bundle unless kept; the whole job directory unless ``keep_remote``, the
-        agent's ``--keep`` (``keep_job``) or model files stay here (a success whose files were not all copied back): a failed or
-        cancelled run leaves none of its training data on the host. The run's media pin goes
-        (its files stay in the cache for the next run)."""
+        agent's ``--keep`` (``keep_job``) or model files stay here (a success whose files
+        were not all copied back): a failed or cancelled run leaves none of its training data
+        on the host. The run's media pin goes (its files stay in the cache for the next run)."""
         media_cache.unpin(self.media_cache, os.path.basename(self.workdir))
         if not self.keep_bundle:
             shutil.rmtree(self.paths.bundle, ignore_errors=True)
