@@ -217,6 +217,7 @@ def _read_text(path: str) -> str:
 # these bounds. A real config holds a few hundred values, a few levels deep.
 MAX_VALUES = 100_000  # keys, values and list entries, with every alias expanded
 MAX_DEPTH = 64        # levels of nesting, with every alias expanded
+MAX_CHARS = 2 << 20   # characters of text (keys and values), with every alias expanded
 
 
 class _Bounds:
@@ -230,17 +231,18 @@ class _Bounds:
     def __init__(self, text):
         super().__init__(text)
         self._count = 0
+        self._chars = 0
         self._depth = 0
         self._open: set = set()  # anchors whose block is being read
-        self._sizes: Dict[int, Tuple[int, int]] = {}  # id(node): (values, depth)
+        self._sizes: Dict[int, Tuple[int, int, int]] = {}  # id(node): (values, depth, chars)
 
     def _refuse(self, mark, problem: str, fix: str) -> None:
         line = f":{mark.line + 1}" if mark is not None else ""
         raise ConfigError(f"{self.file}{line}: {problem} {fix}")
 
-    def _measure(self, node) -> Tuple[int, int]:
-        """(values, depth) of a finished node with its aliases expanded; each node is measured
-        once (a shared node is looked up), so this is linear in the file."""
+    def _measure(self, node) -> Tuple[int, int, int]:
+        """(values, depth, characters) of a finished node with its aliases expanded; each node
+        is measured once (a shared node is looked up), so this is linear in the file."""
         import yaml
 
         known = self._sizes.get(id(node))
@@ -259,7 +261,9 @@ class _Bounds:
                 continue
             values = 1 + sum(self._sizes[id(c)][0] for c in kids)
             depth = 1 + max((self._sizes[id(c)][1] for c in kids), default=0)
-            self._sizes[id(n)] = (min(values, MAX_VALUES + 1), depth)
+            chars = sum(self._sizes[id(c)][2] for c in kids) + (
+                len(n.value) if isinstance(n, yaml.ScalarNode) else 0)
+            self._sizes[id(n)] = (min(values, MAX_VALUES + 1), depth, min(chars, MAX_CHARS + 1))
         return self._sizes[id(node)]
 
     def compose_node(self, parent, index):
@@ -273,10 +277,11 @@ class _Bounds:
                              f"end.", "Remove the alias or move it out of that block.")
             target = self.anchors.get(event.anchor)
             if target is not None:
-                values, depth = self._measure(target)
-                self._add(values, depth, event.start_mark, event.anchor)
+                values, depth, chars = self._measure(target)
+                self._add(values, depth, event.start_mark, event.anchor, chars)
             return super().compose_node(parent, index)
-        self._add(1, 1, event.start_mark, None)
+        self._add(1, 1, event.start_mark, None,
+                  len(event.value) if isinstance(event, yaml.ScalarEvent) else 0)
         anchor = getattr(event, "anchor", None)
         opened = anchor is not None and anchor not in self._open
         if opened:
@@ -289,8 +294,9 @@ class _Bounds:
             if opened:
                 self._open.discard(anchor)
 
-    def _add(self, values: int, depth: int, mark, alias: Optional[str]) -> None:
+    def _add(self, values: int, depth: int, mark, alias: Optional[str], chars: int = 0) -> None:
         self._count += values
+        self._chars += chars
         held = f"{values:,}" if values <= MAX_VALUES else f"over {MAX_VALUES:,}"
         via = (f" once the alias *{alias} here is expanded (it repeats a block that holds "
                f"{held} values)" if alias else "")
@@ -299,6 +305,13 @@ class _Bounds:
                          f"holds a few hundred.", "Remove the aliases that repeat large blocks "
                          "(or the repetition itself)." if alias else
                          "Keep data in data_files, not in the config.")
+        if self._chars > MAX_CHARS:
+            repeated = f"{chars:,} characters" if chars <= MAX_CHARS else "over 2 MB"
+            what = (f" once the alias *{alias} here is expanded (it repeats {repeated})"
+                    if alias else "")
+            self._refuse(mark, f"the YAML holds more than {MAX_CHARS >> 20} MB of text{what}; a "
+                         f"config holds a few KB.", "Remove the aliases that repeat long texts."
+                         if alias else "Keep long texts out of the config.")
         if self._depth + depth > MAX_DEPTH:
             self._refuse(mark, f"the YAML is nested more than {MAX_DEPTH} levels deep{via}; a "
                          f"config is a few levels deep.", "Flatten the structure at that line.")
@@ -308,6 +321,15 @@ def _bounded_loader(yaml):
     """PyYAML's SafeLoader with the bounds of ``_Bounds`` (PyYAML is imported only when a file
     is read, so the class is made then)."""
     return type("BoundedLoader", (_Bounds, yaml.SafeLoader), {})
+
+
+def _short_error(e: BaseException) -> str:
+    if isinstance(e, AttributeError):  # PyYAML's own, on a tagged value of the wrong form
+        return "a tagged value of the wrong form"
+    text = ("%r is not a value of its type" % e.args[0]) if isinstance(e, KeyError) and e.args \
+        else str(e)
+    text = " ".join(text.split(";")[0].split())
+    return (text[:150] + "...") if len(text) > 150 else text or type(e).__name__
 
 
 def read_yaml(path: str):
@@ -334,6 +356,11 @@ def read_yaml(path: str):
         raise ConfigError(f"{path}{line}: YAML syntax error: {what}. Fix the YAML at that line.")
     except yaml.YAMLError as e:
         raise ConfigError(f"{path}: YAML syntax error: {e}".rstrip())
+    except (ValueError, KeyError, TypeError, OverflowError, AttributeError) as e:
+        # a value PyYAML reads but cannot build: a date like 2001-02-30, a 5,000-digit
+        # number, "!!bool maybe"
+        raise ConfigError(f"{path}: a value cannot be read as YAML ({_short_error(e)}). Quote "
+                          f"it (\"...\") to keep it as text, or fix it.")
     except RecursionError:  # the bounds above stop far earlier; this is the last guard
         raise ConfigError(f"{path}: the YAML is nested too deeply to read (at most "
                           f"{MAX_DEPTH} levels). A config is a few levels deep: fix the file.")

@@ -59,6 +59,8 @@ def _records(path: str, encoding: str = "utf-8", keys: Tuple[str, ...] = ()):
             rows = json.loads(text)
         except json.JSONDecodeError as e:
             raise DataError(f"{path}:{e.lineno}: not valid JSON ({e.msg}).")
+        except (ValueError, RecursionError) as e:  # a 5,000-digit number, nesting too deep
+            raise DataError(f"{path}: a value cannot be read ({_why(e)}). Fix the file.")
         for n, row in enumerate(rows):
             yield f"{path}: item {n + 1} of the list", row
         return
@@ -70,7 +72,16 @@ def _records(path: str, encoding: str = "utf-8", keys: Tuple[str, ...] = ()):
         except json.JSONDecodeError as e:
             raise DataError(f"{path}:{n}: not a JSON object ({e.msg}). Each line of a JSON Lines "
                             f"file must hold one item.")
+        except (ValueError, RecursionError) as e:  # a 5,000-digit number, nesting too deep
+            raise DataError(f"{path}:{n}: a value on this line cannot be read ({_why(e)}). Fix "
+                            f"the line.")
         yield f"{path}:{n}", row
+
+
+def _why(e: BaseException) -> str:
+    if isinstance(e, RecursionError):
+        return "it is nested too deeply"
+    return str(e).split(";")[0][:200] or type(e).__name__
 
 
 def _table(path: str, text: str, delimiter: str, keys: Tuple[str, ...]):

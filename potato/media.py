@@ -28,6 +28,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import unicodedata
 import stat
 from dataclasses import dataclass
 from typing import Any, Dict, NamedTuple, Optional, Tuple
@@ -300,18 +301,51 @@ MAX_PIXELS = 100_000_000
 SIZE_BYTES = 256 << 10  # how far into a JPEG its frame header is looked for (EXIF comes first)
 
 
+JPEG_SEGMENTS = 1000  # segments skipped (by seeking) before a JPEG's frame header
+
+
 def image_size(path: str) -> Optional[Tuple[int, int]]:
     """(width, height) of a PNG, GIF, BMP, WebP or JPEG image from its header, or None when
-    the file does not say (another format, a damaged header). Reads at most SIZE_BYTES."""
+    the file does not say (another format, a damaged header). Reads at most SIZE_BYTES, and
+    in a JPEG skips segments by seeking (a large EXIF or ICC block may come first)."""
     try:
         with open(path, "rb") as f:
             head = f.read(SIZE_BYTES)
+            if head.startswith(b"\xff\xd8"):
+                return _jpeg_size(f)
     except OSError:
         return None
     return _size_of(head)
 
 
+def _jpeg_size(f) -> Optional[Tuple[int, int]]:
+    """A JPEG's size from its frame header, its segments skipped by seeking."""
+    pos = 2
+    for _ in range(JPEG_SEGMENTS):
+        f.seek(pos)
+        head = f.read(9)
+        if len(head) < 4 or head[0] != 0xFF:
+            return None
+        marker = head[1]
+        if marker == 0xFF:  # fill bytes
+            pos += 1
+            continue
+        if marker in (0xD8, 0x01) or 0xD0 <= marker <= 0xD7:  # no length
+            pos += 2
+            continue
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):  # a frame header
+            if len(head) < 9:
+                return None
+            return int.from_bytes(head[7:9], "big"), int.from_bytes(head[5:7], "big")
+        length = int.from_bytes(head[2:4], "big")
+        if length < 2:
+            return None
+        pos += 2 + length
+    return None
+
+
 def _size_of(h: bytes) -> Optional[Tuple[int, int]]:
+    """The size of a PNG, GIF, BMP or WebP image from its first bytes (JPEG: ``_jpeg_size``)."""
     if h.startswith(b"\x89PNG\r\n\x1a\n") and h[12:16] == b"IHDR" and len(h) >= 24:
         return int.from_bytes(h[16:20], "big"), int.from_bytes(h[20:24], "big")
     if h[:6] in (b"GIF87a", b"GIF89a") and len(h) >= 10:
@@ -330,21 +364,6 @@ def _size_of(h: bytes) -> Optional[Tuple[int, int]]:
             bits = int.from_bytes(h[21:25], "little")
             return 1 + (bits & 0x3FFF), 1 + ((bits >> 14) & 0x3FFF)
         return None
-    if h.startswith(b"\xff\xd8"):
-        i = 2
-        while i + 9 < len(h):
-            if h[i] != 0xFF:
-                return None
-            marker = h[i + 1]
-            if marker == 0xFF:  # fill bytes
-                i += 1
-                continue
-            if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):  # a frame header
-                return int.from_bytes(h[i + 7:i + 9], "big"), int.from_bytes(h[i + 5:i + 7], "big")
-            if marker in (0xD8, 0x01) or 0xD0 <= marker <= 0xD7:
-                i += 2
-                continue
-            i += 2 + int.from_bytes(h[i + 2:i + 4], "big")
     return None
 
 
@@ -364,6 +383,8 @@ def content_type(ref: MediaRef, head: bytes) -> str:
     return found[1]
 
 
+URL_MAX = 2000  # a longer media address is no address a browser or a host should load
+
 _HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*"
                    r"[A-Za-z0-9])?)*$")
 
@@ -372,8 +393,10 @@ def url_origin(url: str) -> Optional[str]:
     """``scheme://host[:port]`` of an http(s) media URL, for the page's Content-Security-
     Policy; None for a URL the page will not load (another scheme, user info, a host that is
     not a plain name or IPv4 address, control characters)."""
-    if any(ord(c) < 0x21 or c in "\\\"'<>" for c in url):
-        return None
+    if len(url) > URL_MAX or any(ord(c) < 0x21 or c in "\\\"'<>" or
+                                 unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp", "Zs")
+                                 for c in url):
+        return None  # (a bidi override would make the address read as another)
     try:
         u = urlsplit(url)
         port = u.port

@@ -472,3 +472,40 @@ def test_a_stalled_model_copy_says_so_and_keeps_the_predictions(tmp_path, serve,
                                    "saved; only model files are missing from artifacts/"
                                    % socket.gethostname()), run["error"]
     assert run["writeback"]["written"] > 1000  # the predictions were taken
+
+
+def test_a_cancelled_run_whose_agent_goes_silent_writes_nothing_back(tmp_path, serve, env,
+                                                                   capsys):
+    # the hostile review: predictions in, then Cancel, then silence past heartbeat_timeout_s
+    # (shorter than grace_seconds): the predictions were written back and put in use
+    import json as _json
+
+    cfg = make_project(tmp_path, backends(heartbeat_timeout_s=3))
+    with open(cfg) as f:
+        text = f.read()
+    with open(cfg, "w") as f:
+        f.write(text.replace("grace_seconds: 2", "grace_seconds: 30"))
+    server, url = serve(cfg)
+    c = Client(url)
+    token = register(cfg, capsys)
+    run_id = start_run(c, trainer="text-naive-bayes", schemas=["sentiment"], backend="lab")
+    status, claim = c.json("POST", "/agent/v1/backends/lab/claim", json_body={"host": "h"},
+                           headers={"Authorization": "Bearer " + token})
+    assert status == 200 and claim["run_id"] == run_id, claim
+    auth = {"Authorization": "Bearer " + claim["token"]}
+    archive = c.get(f"/agent/v1/runs/{run_id}/bundle", headers=auth).body
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tf:
+        member = [m for m in tf.getmembers() if m.name.endswith("items.jsonl")][0]
+        items = [_json.loads(line) for line in tf.extractfile(member).read().splitlines()]
+    preds = "".join(_json.dumps({"id": it["id"], "split": it["split"], "scheme": "sentiment",
+                                 "label": "positive", "confidence": 0.99}) + "\n"
+                    for it in items if it["split"] != "train")
+    r = c.request("PUT", f"/agent/v1/runs/{run_id}/predictions", body=preds.encode(),
+                  headers=dict(auth, **{"Content-Type": "application/x-ndjson"}))
+    assert r.status == 200, r.text
+    assert c.post(f"/admin/training/api/runs/{run_id}/cancel", headers=H).status == 200
+    run = wait_run(c, run_id, timeout=60)
+    assert run["status"] in ("cancelled", "error"), run
+    assert not (run.get("writeback") or {}).get("written"), run["writeback"]
+    _, item = c.json("GET", "/admin/api/items/%s" % items[-1]["id"], headers=H)
+    assert not item["predictions"], item

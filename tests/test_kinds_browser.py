@@ -277,7 +277,8 @@ def test_an_answer_too_long_to_save_stays_in_the_form_with_the_reason(tmp_path, 
     wait_for(d, lambda d: note.is_displayed(), what="the note")
     assert note.text.startswith("Not saved: these answers take ")
     assert "the server takes at most 52428 in one save" in note.text
-    assert "everything you typed is still here" in note.text
+    assert "Shorten the longest answer (a text, or fewer spans); everything you typed is still " \
+           "here." in note.text
     assert d.execute_script("return document.querySelector(\"textarea[name='label:why']\")"
                             ".value;") == text
     assert "t1" in d.find_element("css selector", ".item-id").text

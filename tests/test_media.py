@@ -471,3 +471,13 @@ def test_image_size_reads_each_format_a_browser_shows(tmp_path, fmt, extra):
     assert media.image_size(str(path)) == (321, 47)
     path.write_bytes(b"\xff\xd8\xff\xe0\x00\x00")  # a JPEG cut in its first segment
     assert media.image_size(str(path)) is None
+
+
+def test_addresses_with_hidden_characters_or_absurd_length_are_no_origin():
+    # a bidi override makes an address read as another; 70,000 characters is no address
+    from potato import media
+    assert media.url_origin("https://img.example.org/a.png") == "https://img.example.org"
+    assert media.url_origin("https://img.example.org/\u202egnp.exe") is None
+    assert media.url_origin("https://img.example.org/a\u200bb.png") is None
+    assert media.url_origin("https://img.example.org/" + "a" * 2000) is None
+    assert media.url_origin("https://img.example.org/사진.png") == "https://img.example.org"

@@ -374,3 +374,20 @@ def test_fetch_url_answers_a_sentence_for_an_address_urllib_refuses(tmp_path):
         error = media_remote.fetch_url(bad, str(tmp_path / "x"), timeout=5)
         assert error.startswith("%s could not be fetched: " % bad), error
         assert not os.path.exists(str(tmp_path / "x.part"))
+
+
+def test_a_media_address_in_korean_is_fetched_and_a_long_one_is_named_short(tmp_path,
+                                                                           png_server):
+    # the hostile review: urllib cannot send a non-ASCII path ("ordinal not in range(128)"),
+    # so every such item failed; and a 70,000-character address went whole into the error
+    port, asked = png_server
+    dest = str(tmp_path / "a")
+    assert media_remote.fetch_url("http://127.0.0.1:%d/사진 1.png" % port, dest) is None
+    assert open(dest, "rb").read() == PNG
+    assert asked == ["/%EC%82%AC%EC%A7%84%201.png"]
+    long_url = "http://127.0.0.1:1/" + "a" * 70000
+    error = media_remote.fetch_url(long_url, str(tmp_path / "b"), timeout=5)
+    assert len(error) < 400 and "could not be fetched" in error, error[:500]
+    bidi = "http://127.0.0.1:1/\u202egnp.exe"
+    error = media_remote.fetch_url(bidi, str(tmp_path / "c"), timeout=5)
+    assert "\u202e" not in error and "\\u202e" in error

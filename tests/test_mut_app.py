@@ -141,6 +141,22 @@ def test_the_data_file_watcher(cfg, store, tmp_path, caplog):
     assert rec.getMessage().endswith("(potato start refuses the same; fix the data files)")
     assert [r["id"] for r in store.conn().execute("SELECT id FROM items WHERE active=1")] == \
         before
+    # the hostile review: a line json cannot build (a 5,000-digit number) ended the watcher's
+    # thread for good; it is one line in the log, and the watcher goes on
+    caplog.clear()
+    items.write_text('{"id": "img0", "image": "digit-0.png", "n": %s}\n' % ("9" * 5000))
+    a._stop = Stops(2)
+    a._watch_data_files()
+    [rec] = caplog.records
+    assert "a value on this line cannot be read (Exceeds the limit (4300 digits)" in \
+        rec.getMessage(), rec.getMessage()
+    caplog.clear()
+    items.write_text('{"id": "img0", "image": "digit-0.png"}\n{"id": "new", "image": '
+                     '"digit-0.png"}\n')
+    a._stop = Stops(2)
+    a._watch_data_files()  # still watching: the next good file is taken
+    assert "new" in [r["id"] for r in store.conn().execute("SELECT id FROM items WHERE "
+                                                          "active=1")]
 
 
 def test_sync_items_remembers_the_files(cfg, store, tmp_path):

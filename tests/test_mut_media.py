@@ -359,7 +359,8 @@ def test_content_type_messages():
     ("https://ex.org:443/", "https://ex.org:443"), ("https://ex.org:0/", "https://ex.org:0"),
     ("https://A.B/", "https://a.b"), ("https://a/", "https://a"),
     ("https://ex.org/a!b", "https://ex.org"), ("https://ex.org/\x21", "https://ex.org"),
-    ("https://ex.org/\x20", None), ("https://ex.org/\x7f", "https://ex.org"),
+    ("https://ex.org/\x20", None), ("https://ex.org/\x7e", "https://ex.org"),
+    ("https://ex.org/\x7f", None),  # DEL, a control character, as C1 and bidi controls
     ("https://ex.org/\\", None), ("https://ex.org/'", None), ("https://ex.org/<", None),
     ("https://ex.org/>", None), ('https://ex.org/"', None), ("ftp://ex.org/", None),
     ("https://@ex.org/", None), ("https://-a.org/", None), ("https://a-.org/", None),

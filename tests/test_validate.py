@@ -444,3 +444,39 @@ def test_a_deep_alias_counts_its_own_depth(write_config, capsys):
     code, _, err = run_validate(capsys, path)
     assert code == 1 and "nested more than 64 levels deep once the alias *a here is " \
                          "expanded" in err, err
+
+
+def test_an_alias_repeating_a_long_text_is_refused(write_config, capsys):
+    # the hostile review: a 300 KB string repeated through aliases passed the value count and
+    # cost a running server 2.9 GB on reload; text is bounded too (2 MB, aliases expanded)
+    path = write_config(BASE + "long: &s " + "x" * 300000 + "\nmany: [" +
+                        ", ".join(["*s"] * 20) + "]\n")
+    code, out, err = run_validate(capsys, path)
+    assert code == 1 and err.count("\n") == 1, err[:300]
+    assert "the YAML holds more than 2 MB of text once the alias *s here is expanded (it " \
+           "repeats 300,000 characters)" in err
+
+
+@pytest.mark.parametrize("value, says", [
+    ("2001-02-30", "day is out of range for month"),
+    ("9" * 5000, "Exceeds the limit (4300 digits)"),
+    ("!!bool maybe", "'maybe' is not a value of its type"),
+    ("!!timestamp abc", "a tagged value of the wrong form")])
+def test_a_value_yaml_cannot_build_is_one_sentence(write_config, capsys, value, says):
+    path = write_config(BASE + "odd: %s\n" % value)
+    code, out, err = run_validate(capsys, path)
+    assert code == 1 and "Traceback" not in err and err.count("\n") == 1, err
+    assert err.startswith("error: %s: a value cannot be read as YAML (" % path) and says in err
+    assert err.rstrip().endswith('Quote it ("...") to keep it as text, or fix it.')
+
+
+def test_a_long_label_list_is_checked_whole(write_config):
+    # every duplicate still found in a long list (the check was quadratic: 60,000 labels took
+    # a minute); a duplicate's message quotes a long label cut short
+    labels = ["l%d" % i for i in range(20000)] + ["l7", "x" * 500, "x" * 500]
+    path = write_config(BASE.replace("labels: [positive, negative]", "labels: [%s]" %
+                                     ", ".join(labels)))
+    _, report = check(path)
+    dups = [m for m in messages(report.errors) if "twice" in m]
+    assert len(dups) == 2 and "'l7'" in dups[0], dups
+    assert len(dups[1]) < 200 and "..." in dups[1]

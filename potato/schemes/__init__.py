@@ -12,7 +12,7 @@ import unicodedata
 from typing import Any, Dict, List
 
 from potato.config_reader import Path, Reader, dotted, suggest
-from potato.schemes.base import KEEP, Kind, LabelError, Scheme
+from potato.schemes.base import KEEP, Kind, LabelError, Scheme, short
 from potato.schemes.choice import Multiselect, Radio, Select
 from potato.schemes import logic
 from potato.schemes.expand import expand
@@ -40,11 +40,13 @@ CODEBOOK_KEY = "codebook"
 SAVE_ALLOWANCE = 64 << 10
 
 
-def save_bytes(schemes: List[Scheme]) -> int:
+def save_bytes(schemes: List[Scheme], longest_text: int = 0) -> int:
     """The most bytes one annotator's save of an item may take with these schemes (the
-    annotate form or the JSON API): the server caps an annotator's request body there, and
-    ``potato validate`` refuses a config whose saves ``server.max_body_mb`` could not take."""
-    return SAVE_ALLOWANCE + sum(s.kind.answer_bytes() for s in schemes if s.kind is not None)
+    annotate form or the JSON API), with items of at most ``longest_text`` characters: the
+    server caps an annotator's request body there, and ``potato validate`` refuses a config
+    whose saves ``server.max_body_mb`` could not take."""
+    return SAVE_ALLOWANCE + sum(s.kind.answer_bytes(longest_text) for s in schemes
+                                if s.kind is not None)
 
 
 def make_scheme(name: str, annotation_type: str, labels: List[str], description: str = "",
@@ -145,6 +147,7 @@ def _labels(r: Reader, m: Dict[str, Any], p: Path, name: str, cls):
                                  f"{len(raw)} labels; each label becomes its own box only "
                                  f"when the labels are distinct names.")
     labels, keys = [], []
+    seen_labels, first_key = set(), {}  # sets: a long label list is checked in linear time
     for j, lab in enumerate(raw):
         key = str(len(labels) + 1) if len(labels) < 9 else ""
         if isinstance(lab, dict) and isinstance(lab.get("name"), str):
@@ -154,15 +157,21 @@ def _labels(r: Reader, m: Dict[str, Any], p: Path, name: str, cls):
             r.error(p + ("labels", j), f"{dotted(p + ('labels', j))} must be a label "
                                        f"name (a string, or a mapping with name).")
             continue
-        if str(lab) in labels:
+        if str(lab) in seen_labels:
             r.error(p + ("labels", j), f"{dotted(p)} ({name}) lists the label "
-                                       f"{str(lab)!r} twice.")
+                                       f"{short(str(lab))} twice.")
+        seen_labels.add(str(lab))
         labels.append(str(lab))
         keys.append(key)
     for j, key in enumerate(keys):
-        if key and keys.index(key) != j:
+        if not key:
+            continue
+        if key in first_key:
             r.error(p + ("labels", j), f"{dotted(p)} ({name}): the key {key!r} is given to "
-                                       f"{labels[keys.index(key)]!r} and {labels[j]!r}.")
+                                       f"{short(labels[first_key[key]])} and "
+                                       f"{short(labels[j])}.")
+        else:
+            first_key[key] = j
     return labels, keys
 
 

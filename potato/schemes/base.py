@@ -76,11 +76,13 @@ class Kind:
         """The normalised value, None for "no value", or LabelError. ``text`` is the item's."""
         raise NotImplementedError
 
-    def answer_bytes(self) -> int:
+    def answer_bytes(self, longest_text: int = 0) -> int:
         """The most bytes one answer of this scheme may take in a save request beyond the
         allowance every save has (``schemes.save_bytes``), however it is sent: a kind whose
-        answers can be long (free text) says how long, so the server's cap follows from the
-        project's own schemes and no answer the page accepts is refused for its size."""
+        answers can be long (free text, spans that quote the item's text) says how long, so
+        the server's cap follows from the project's own schemes and no answer the page
+        accepts is refused for its size. ``longest_text``: the longest item text, in
+        characters."""
         return 0
 
     def from_form(self, values: List[str]) -> Any:

@@ -28,6 +28,13 @@ class Span(Kind):
     script = "spans.js"
     marks_text = True
 
+    def answer_bytes(self, longest_text: int = 0) -> int:
+        # Up to MAX_SPANS spans, each {"start", "end", "label", "text"} (about 200 bytes as a
+        # form sends them, plus its label), and their texts, which do not overlap: at most the
+        # item's text, 12 bytes a character however it is sent.
+        longest_label = max((len(label) for label in self.scheme.labels), default=0)
+        return MAX_SPANS * (200 + 12 * longest_label) + 12 * longest_text
+
     def check(self, value: Any, text: Optional[str] = None) -> Any:
         if value is None or value == "":
             return None

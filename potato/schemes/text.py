@@ -64,7 +64,7 @@ class Text(Kind):
                             f"character {bad.start()}; remove it.")
         return value
 
-    def answer_bytes(self) -> int:
+    def answer_bytes(self, longest_text: int = 0) -> int:
         # A code point is at most 4 bytes of UTF-8; a form percent-encodes each byte (3
         # characters), and JSON may escape it as a surrogate pair (12): 12 bytes each covers
         # every way a browser or a client sends it (a newline sent as CR LF takes 6).

@@ -38,9 +38,7 @@ class App:
         self.tls = tls
         self.routes = []
         self.max_body_bytes = int(cfg.server.max_body_mb * 1024 * 1024)
-        # an annotator's save: as long as the project's schemes allow (8,000 Korean
-        # characters in a text box fit), never more than max_body_mb
-        self.annotator_body_bytes = min(save_bytes(cfg.schemes), self.max_body_bytes)
+        self.annotator_body_bytes = self._annotator_cap()
         self._access_log = access_log
         self._data_sig = data_files_signature(cfg)
         self._stop = threading.Event()
@@ -58,6 +56,14 @@ class App:
         self.assignment = assignment.for_config(cfg, store)  # who gets which items
         if core_routes:  # the annotation pages and admin UI (not for potato training run)
             routes.add_core_routes(self)
+
+    def _annotator_cap(self) -> int:
+        """An annotator's save: as long as the project's schemes allow with its items (8,000
+        Korean characters in a text box fit; so do the spans of the longest item), never more
+        than max_body_mb. Made again when the data files bring other items."""
+        longest = self.store.conn().execute(
+            "SELECT COALESCE(MAX(LENGTH(text)), 0) FROM items").fetchone()[0]
+        return min(save_bytes(self.config.schemes, int(longest or 0)), self.max_body_bytes)
 
     def route(self, method: str, pattern: str, access: str = "public"):
         """Decorator: register ``func(handler, **groups)`` for ``method`` and a path regex."""
@@ -78,6 +84,7 @@ class App:
     def sync_items(self) -> dict:
         counts = self.store.sync_items(load_items(self.config))
         self._data_sig = data_files_signature(self.config)
+        self.annotator_body_bytes = self._annotator_cap()
         return counts
 
     def _watch_data_files(self) -> None:
@@ -98,6 +105,10 @@ class App:
                 self._data_sig = data_files_signature(self.config)
                 log.error("data files changed but cannot be loaded, keeping the items as they "
                           "were: %s", e)
+            except Exception as e:  # the watcher outlives any file: one line, then on it goes
+                self._data_sig = data_files_signature(self.config)
+                log.error("data files changed but reading them failed (%s: %s), keeping the "
+                          "items as they were; potato validate says where", type(e).__name__, e)
 
     def start_background(self) -> None:
         self._sync_thread = threading.Thread(target=self._watch_data_files, daemon=True,

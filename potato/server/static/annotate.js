@@ -184,7 +184,7 @@
     e.preventDefault();
     missingNote.textContent = "Not saved: these answers take " + size + " bytes as the browser " +
       "sends them, and the server takes at most " + maxBody + " in one save. Shorten the " +
-      "longest text; everything you typed is still here.";
+      "longest answer (a text, or fewer spans); everything you typed is still here.";
     missingNote.hidden = false;
   });
   document.addEventListener("keydown", function (e) {

@@ -48,13 +48,15 @@ def wait_for_agent(ctx: RunContext, remote: RemoteState, backend: str, where: st
         if remote.uploading:
             pass  # a model file is arriving: its own stall timer (COPY_STALL_S) decides
         elif now - (remote.last_seen or started) > heartbeat_s:
+            # predictions that arrived are kept, unless the admin cancelled the run
+            keep = remote.predictions_in and not ctx.cancel.is_set()
             if remote.copy_error:  # the copy stalled, then the agent went silent
                 return Outcome("error", "%s The predictions are saved; only model files are "
                                         "missing from artifacts/." % remote.copy_error,
-                               ran_on=backend, ingest=remote.predictions_in)
+                               ran_on=backend, ingest=keep)
             return Outcome("error", errors.silent_agent(
                 backend, heartbeat_s, os.path.exists(ctx.paths.agent_log)), ran_on=backend,
-                ingest=remote.predictions_in)  # the predictions that arrived are kept
+                ingest=keep)
         if wall is not None and now - started > wall:
             return Outcome("error", "The run took longer than max_wall_seconds (%g s) and was "
                                     "stopped." % wall, ran_on=backend)

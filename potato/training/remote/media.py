@@ -22,6 +22,7 @@ import http.client
 import os
 import re
 import urllib.error
+import urllib.parse
 import urllib.request
 
 URL_TIMEOUT_S = 30
@@ -79,15 +80,29 @@ class TooManyFailed(Exception):
     """More URL media failed than a run allows; the message names a few."""
 
 
+def shown_url(url):
+    """A URL for a message: as it is when it is short printable ASCII, else escaped (no
+    control, bidi or other hidden character reaches a log or a page) and cut at 200."""
+    if len(url) <= 200 and all(0x20 < ord(c) < 0x7f for c in url):
+        return url
+    return ascii(url[:200]) + ("..." if len(url) > 200 else "")
+
+
+def wire_url(url):
+    """``url`` as it goes on the wire: characters outside ASCII (a Korean file name) and
+    blanks percent-encoded as UTF-8, what is already encoded and the delimiters kept."""
+    return urllib.parse.quote(url, safe=":/?#[]@!$&'()*+,;=%~")
+
+
 def fetch_url(url, dest, timeout=URL_TIMEOUT_S, max_bytes=URL_MAX_BYTES):
     """Download ``url`` to ``dest`` (0600); an error sentence, or None when it arrived."""
     tmp = dest + ".part"
     try:
-        req = urllib.request.Request(url, headers={"User-Agent": "potato-training"})
+        req = urllib.request.Request(wire_url(url), headers={"User-Agent": "potato-training"})
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             length = resp.headers.get("Content-Length")
             if length and length.isdigit() and int(length) > max_bytes:
-                return "%s is %d bytes, over the %d MB limit" % (url, int(length),
+                return "%s is %d bytes, over the %d MB limit" % (shown_url(url), int(length),
                                                                  max_bytes >> 20)
             got = 0
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -112,14 +127,14 @@ def fetch_url(url, dest, timeout=URL_TIMEOUT_S, max_bytes=URL_MAX_BYTES):
         os.unlink(tmp)
     except OSError:
         pass
-    return "%s could not be fetched: %s" % (url, why)
+    return "%s could not be fetched: %s" % (shown_url(url), why)
 
 
 def fetched_only(url, dest):
     """The ``fetch`` of a data-parallel rank above 0: it downloads nothing and finds what the
     worker (rank 0) fetched before the ranks started, so every rank trains on the same items."""
     return ("%s was not fetched on this host: the worker (rank 0) found no file for it in %s"
-            % (url, os.path.dirname(dest)))
+            % (shown_url(url), os.path.dirname(dest)))
 
 
 def fetch_urls(items, dest_dir, on_status=None, on_error=None, fetch=fetch_url):
