@@ -14,7 +14,8 @@ from tests import slurmd as slurm_mod
 from tests import sshd as sshd_mod
 from tests.helpers import ROOT, Client
 from tests.helpers import (
-    KEY, PLUGINS, job_dirs, make_project, start_run, wait_progress, wait_run)
+    KEY, PLUGINS, job_dirs, job_mark, job_processes, make_project, start_run, wait_progress,
+    wait_run)
 
 pytestmark = pytest.mark.integration
 H = {"X-API-Key": KEY}
@@ -116,41 +117,6 @@ def test_cancel_releases_the_job(tmp_path, serve, login):
     assert job not in squeue_ids()
 
 
-def _job_mark(c, run_id, timeout=60):
-    """``/jobs/<run_id>-<unique>``, this run's own job directory (run ids repeat across the
-    tests' projects, the unique part does not): from the ssh command in the run log."""
-    import re
-
-    deadline = time.time() + timeout
-    while True:
-        log = c.get(f"/admin/training/api/runs/{run_id}/log", headers=H).text
-        m = re.search(r"/tmp/potato-%s-([0-9a-f]{6})" % re.escape(run_id), log)
-        if m:
-            return "/jobs/%s-%s" % (run_id, m.group(1))
-        assert time.time() < deadline, "no ssh session in the run log: " + log[-2000:]
-        time.sleep(0.2)
-
-
-def _run_processes(mark):
-    """Pids of processes whose command line names the run's job directory (``mark``: the
-    worker, its guard, the agent), anywhere on this single-node cluster."""
-    mark = mark.encode()
-    pids = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmdline = f.read()
-            with open(f"/proc/{pid}/stat") as f:
-                zombie = f.read().split(")")[-1].split()[0] == "Z"
-        except OSError:
-            continue
-        if mark in cmdline and not zombie:
-            pids.append(int(pid))
-    return pids
-
-
 def test_cancel_ends_a_worker_that_ignores_sigterm(tmp_path, serve, login):
     """Issue 20.2: scancel --full --signal=TERM used to kill the batch shell first; the job left
     the queue and the worker, which ignores SIGTERM, kept running under PID 1. Now job.sh waits
@@ -160,9 +126,9 @@ def test_cancel_ends_a_worker_that_ignores_sigterm(tmp_path, serve, login):
     c = Client(url)
     run_id = start_run(c, backend="cluster", schemas=["sentiment"], trainer="test-ignore-term",
                        params={"seconds": 300})
-    mark = _job_mark(c, run_id)
+    mark = job_mark(c, run_id)
     deadline = time.time() + 120
-    while not [p for p in _run_processes(mark)
+    while not [p for p in job_processes(mark)
                if b"potato.training.worker" in open(f"/proc/{p}/cmdline", "rb").read()]:
         assert time.time() < deadline, "the worker never started"
         assert wait_run(c, run_id, until=("running", "success", "error", "cancelled"))[
@@ -173,9 +139,9 @@ def test_cancel_ends_a_worker_that_ignores_sigterm(tmp_path, serve, login):
     c.json("POST", f"/admin/training/api/runs/{run_id}/cancel", headers=H)
     run = wait_run(c, run_id, timeout=60)
     assert run["status"] == "cancelled", run
-    while _run_processes(mark) and time.time() < asked + 2 + 20:
+    while job_processes(mark) and time.time() < asked + 2 + 20:
         time.sleep(0.5)
-    assert _run_processes(mark) == [], "processes of the run still running 22 s after Cancel"
+    assert job_processes(mark) == [], "processes of the run still running 22 s after Cancel"
 
 
 @pytest.mark.slow
