@@ -203,3 +203,54 @@ def test_dropped_ssh_session_cancels_the_job(tmp_path, serve, login):
     assert job not in squeue_ids(), f"SLURM job {job} still queued 30 s after the ssh drop"
     run = wait_run(c, run_id, timeout=180)
     assert run["status"] == "error"
+
+
+def _node():
+    """The single node's name and its state (sinfo)."""
+    import socket
+
+    host = socket.gethostname().split(".")[0]
+    r = subprocess.run(["sinfo", "-h", "-n", host, "-o", "%T"], capture_output=True, text=True)
+    return host, r.stdout.strip()
+
+
+def _resume_node(host, timeout=60):
+    """Bring the node back for the tests after this one (with ReturnToService=2 it may be back
+    already, and then scontrol refuses 'resume')."""
+    subprocess.run(["scontrol", "update", "nodename=" + host, "state=resume"],
+                   capture_output=True, text=True)
+    deadline = time.time() + timeout
+    while _node()[1] not in ("idle", "mixed", "allocated") and time.time() < deadline:
+        time.sleep(0.5)
+
+
+def test_a_node_failure_ends_the_run_with_its_reason_and_no_requeue(tmp_path, serve, login):
+    """Issue 38.2: with SLURM's default JobRequeue=1 a node set down while the run trained
+    requeued the job; the run stayed running and retrained from scratch. Now the job is
+    submitted with --no-requeue and the run ends with the scheduler's reason."""
+    conf, shared = login
+    _, url = serve(make_project(tmp_path, backend(conf, shared)))
+    c = Client(url)
+    run_id = start_run(c, backend="cluster", schemas=["sentiment"], trainer="test-steps",
+                       params={"seconds": 300})
+    wait_progress(c, run_id, timeout=120)
+    log = c.get(f"/admin/training/api/runs/{run_id}/log", headers=H).text
+    job = log.split("Submitted SLURM job ")[1].split()[0]
+    host, _ = _node()
+    try:
+        r = subprocess.run(["scontrol", "update", "nodename=" + host, "state=down",
+                            "reason=potato test: node failure"], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        run = wait_run(c, run_id, timeout=120)
+    finally:
+        _resume_node(host)
+    assert run["status"] == "error", run
+    assert run["error"].startswith(f"SLURM job {job} ended before the worker finished: its node "
+                                   f"failed. Start the run again"), run["error"]
+    log = c.get(f"/admin/training/api/runs/{run_id}/log", headers=H).text
+    assert "--no-requeue" in log.split("Submitted SLURM job ")[1].splitlines()[0]
+    assert "requeued after" not in log and "BeginTime" not in log
+    assert "as the cancel asked" not in log
+    shown = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True)
+    assert "Restarts=0" in shown.stdout and "JobState=NODE_FAIL" in shown.stdout, shown.stdout
+    assert job not in squeue_ids()
