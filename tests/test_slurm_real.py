@@ -254,3 +254,41 @@ def test_a_node_failure_ends_the_run_with_its_reason_and_no_requeue(tmp_path, se
     shown = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True)
     assert "Restarts=0" in shown.stdout and "JobState=NODE_FAIL" in shown.stdout, shown.stdout
     assert job not in squeue_ids()
+
+
+@pytest.mark.slow
+def test_requeue_true_restarts_the_job_after_a_node_failure_and_says_so(tmp_path, serve,
+                                                                        login):
+    """requeue: true: SLURM requeues the job when its node goes down (and holds it about two
+    minutes, BeginTime); the log and the step say so, the worker trains again from the
+    beginning and the run ends with the last attempt's result."""
+    conf, shared = login
+    _, url = serve(make_project(tmp_path, backend(conf, shared, requeue=True)))
+    c = Client(url)
+    run_id = start_run(c, backend="cluster", schemas=["sentiment"], trainer="test-steps",
+                       params={"seconds": 10})
+    wait_progress(c, run_id, timeout=120)
+    log = c.get(f"/admin/training/api/runs/{run_id}/log", headers=H).text
+    job = log.split("Submitted SLURM job ")[1].split()[0]
+    assert "--requeue" in log.split("Submitted SLURM job ")[1].splitlines()[0]
+    host, _ = _node()
+    try:
+        subprocess.run(["scontrol", "update", "nodename=" + host, "state=down",
+                        "reason=potato test: node failure"], check=True, capture_output=True)
+        deadline = time.time() + 60
+        while f"SLURM job {job} was requeued" not in log:
+            assert time.time() < deadline, log[-3000:]
+            time.sleep(0.5)
+            log = c.get(f"/admin/training/api/runs/{run_id}/log", headers=H).text
+        status, run = c.json("GET", f"/admin/training/api/runs/{run_id}", headers=H)
+        assert run["status"] == "running"
+        assert run["step"].startswith(f"SLURM job {job}: requeued after node failure, PENDING")
+    finally:
+        _resume_node(host)
+    run = wait_run(c, run_id, timeout=400)
+    assert run["status"] == "success", run
+    log = c.get(f"/admin/training/api/runs/{run_id}/log", headers=H).text
+    assert f"SLURM job {job} was requeued after node failure (requeue: true in the backend)" in log
+    assert "as the cancel asked" not in log
+    shown = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True)
+    assert "Restarts=1" in shown.stdout, shown.stdout

@@ -215,6 +215,8 @@ def _call(argv, env, timeout=60):
 
 
 SQUEUE_FAILING_S = 300  # squeue failing this long (the controller is down): the run ends
+REASON_WAITS = 6  # half-second looks at slurm.out for why a job was requeued (a dead node
+# writes none: the requeue is then "by the scheduler")
 
 
 class JobFollower:
@@ -355,7 +357,11 @@ class JobFollower:
         says so; otherwise (a cluster that ignored --no-requeue) the job is cancelled and the
         run ends with the reason. True when the run ends."""
         self.relay()
-        reason = reason_from_slurm_out(tail(self.paths.slurm_out, 50))
+        for _ in range(REASON_WAITS):  # slurmstepd may write its line just after the requeue
+            reason = reason_from_slurm_out(tail(self.paths.slurm_out, 50))
+            if reason is not None:
+                break
+            time.sleep(0.5)
         if self.term_at is not None:
             return False  # we are cancelling it: cancel_step finishes the job
         if not self.settings.requeue:
