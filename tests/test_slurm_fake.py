@@ -244,3 +244,22 @@ def test_requeue_true_lets_slurm_restart_the_job_and_says_so(tmp_path, serve, cl
     assert log.index("requeued after node failure, PENDING") < \
         log.rindex("SLURM job 4242: RUNNING on fake-node01")
     assert "as the cancel asked" not in log
+
+
+def test_a_job_requeued_despite_no_requeue_is_cancelled_and_the_run_ends(tmp_path, serve,
+                                                                        cluster, monkeypatch):
+    """A cluster that requeues the job although sbatch had --no-requeue: Potato does not let it
+    train again in silence; it cancels the job and the run ends with the reason."""
+    home, state = cluster
+    monkeypatch.setenv("FAKE_SLURM_SCENARIO", "nodefail")
+    monkeypatch.setenv("FAKE_SLURM_REQUEUE_ANYWAY", "1")
+    monkeypatch.setenv("FAKE_SLURM_PENDING_POLLS", "5")
+    _, url = serve(make_project(tmp_path, backend()))
+    c = Client(url)
+    run = run_on(c, "test-steps", seconds=30)
+    assert run["status"] == "error"
+    assert run["error"].startswith("SLURM job 4242 ended before the worker finished: its node "
+                                   "failed."), run["error"]
+    assert run["error"].endswith("Potato cancelled the requeued job.")
+    assert ["scancel", "4242"] in calls(state)
+    assert "as the cancel asked" not in log_of(c, run)

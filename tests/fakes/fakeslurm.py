@@ -10,7 +10,9 @@ $FAKE_SLURM_SCENARIO picks what happens to a submitted job:
                     of RUNNING, with that ending in scontrol and slurm.out
                     (nodefail: SIGTERM first, as slurmd sends, and, as with SLURM's default
                     JobRequeue=1, the job is requeued unless sbatch had --no-requeue: PENDING
-                    (BeginTime), then it runs again, once, with SLURM_RESTART_COUNT=1)
+                    (BeginTime), then it runs again, once, with SLURM_RESTART_COUNT=1;
+                    $FAKE_SLURM_REQUEUE_ANYWAY=1 requeues it even so, as a cluster that
+                    ignores the flag would)
   vanish            the job disappears while running: no exit code, no record, no reason
   reject            sbatch fails as a real one does for a bad partition
   cluster           sbatch --parsable prints "id;cluster"
@@ -137,7 +139,8 @@ if name == "sbatch":
     job = {"id": ids[-1] + 1, "script": args[-1], "output": opts["output"],
            "chdir": opts.get("chdir", "."), "state": "PENDING", "reason": "Priority",
            "polls": 0, "scenario": scenario, "opts": opts,
-           "requeue": "--no-requeue" not in args}
+           "requeue": "--no-requeue" not in args or
+           bool(os.environ.get("FAKE_SLURM_REQUEUE_ANYWAY"))}
     save(job)
     print("%d;fake-cluster" % job["id"] if scenario == "cluster" else job["id"])
 elif name == "squeue":
