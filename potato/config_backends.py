@@ -22,7 +22,7 @@ SBATCH_OPTIONS = {"partition": "--partition", "gres": "--gres", "time": "--time"
                   "account": "--account", "qos": "--qos", "mem": "--mem",
                   "cpus_per_task": "--cpus-per-task", "constraint": "--constraint"}
 SLURM_KEYS = tuple(k for k in SSH_KEYS if k not in ("gpus", "packages")) + (
-    "job_python", "prelude", "poll_interval_s") + tuple(SBATCH_OPTIONS)
+    "job_python", "prelude", "poll_interval_s", "requeue") + tuple(SBATCH_OPTIONS)
 AGENT_KEYS = ("type", "description", "heartbeat_timeout_s", "queue_timeout_s", "fetch_artifacts",
               "keep_remote", "max_artifact_mb")
 LOCAL_KEYS = ("type", "description")
@@ -40,6 +40,8 @@ BACKEND_KEY_HINTS = {
     ("slurm", "gpus"): "On SLURM, ask for GPUs with gres (for example gres: gpu:1).",
     ("slurm", "packages"): "A slurm backend installs nothing; load software with prelude lines "
                            "(for example prelude: [\"module load cuda\"]).",
+    ("ssh", "requeue"): "requeue is a slurm backend's key (whether SLURM may restart a job "
+                        "after a node failure); an ssh run is never requeued.",
 }
 
 
@@ -70,6 +72,7 @@ class Backend:
     job_python: Optional[str] = None
     prelude: List[str] = field(default_factory=list)
     poll_interval_s: float = 10
+    requeue: bool = False  # slurm: let SLURM requeue the job (else sbatch --no-requeue)
     sbatch: Dict[str, str] = field(default_factory=dict)  # sbatch option key -> value
 
 
@@ -149,6 +152,7 @@ def parse_backend(r: Reader, name: str, raw, path: Path, resolve) -> Optional[Ba
     b.job_python = r.text(m, "job_python", path, None, name)
     b.prelude = r.text_list(m, "prelude", path, name)
     b.poll_interval_s = r.number(m, "poll_interval_s", path, 10, positive=True, backend=name)
+    b.requeue = r.boolean(m, "requeue", path, False, name)
     b.env = _parse_env(r, m.get("env"), path, where, name)
     if "gpus" in m:
         b.gpus = parse_gpus(r, m["gpus"], path + ("gpus",), name)

@@ -184,6 +184,43 @@ def wait_progress(client, run_id, timeout=60):
         time.sleep(0.2)
 
 
+def job_mark(client, run_id, timeout=60):
+    """``/jobs/<run_id>-<unique>``, a remote run's own job directory (run ids repeat across the
+    tests' projects, the unique part does not): from the ssh command in the run log."""
+    import re
+
+    deadline = time.time() + timeout
+    while True:
+        log = client.get(f"/admin/training/api/runs/{run_id}/log",
+                         headers={"X-API-Key": KEY}).text
+        m = re.search(r"/tmp/potato-%s-([0-9a-f]{6})" % re.escape(run_id), log)
+        if m:
+            return "/jobs/%s-%s" % (run_id, m.group(1))
+        assert time.time() < deadline, "no ssh session in the run log: " + log[-2000:]
+        time.sleep(0.2)
+
+
+def job_processes(mark, also=""):
+    """Pids of live processes whose command line names a run's job directory (``mark``, from
+    job_mark: the worker, its guard, the agent), and holds ``also``, anywhere on this machine:
+    an agent whose ssh session ended is no longer a descendant of the test or of sshd."""
+    mark, also = mark.encode(), also.encode()
+    pids = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read()
+            with open(f"/proc/{pid}/stat") as f:
+                zombie = f.read().split(")")[-1].split()[0] == "Z"
+        except OSError:
+            continue
+        if mark in cmdline and also in cmdline and not zombie:
+            pids.append(int(pid))
+    return pids
+
+
 def register_agent(cfg_path, backend, capsys):
     """``potato training register`` for an agent backend of the config: the agent's token."""
     import re

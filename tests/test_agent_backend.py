@@ -339,6 +339,7 @@ def test_slurm_config_submits_the_worker(tmp_path, serve, env, capsys, monkeypat
     assert run["status"] == "success", (run, err)
     log = c.get(f"/admin/training/api/runs/{run_id}/log", headers=H).text
     assert "Submitted SLURM job 4242 with" in log and "--partition=gpu" in log
+    assert "--no-requeue" in log
     assert "SLURM job 4242: RUNNING on fake-node01" in log
 
 
@@ -351,6 +352,17 @@ def test_slurm_config_with_unknown_keys_is_refused(tmp_path):
                        env=dict(os.environ, POTATO_TRAINING_TOKEN="x"), timeout=60)
     assert r.returncode == 1
     assert "has key(s) partiton that a slurm job does not take" in r.stderr
+
+
+def test_slurm_config_requeue_must_be_true_or_false(tmp_path):
+    bad = tmp_path / "slurm.json"
+    bad.write_text('{"requeue": "yes"}')
+    r = subprocess.run([sys.executable, "-m", "potato", "training", "agent", "--server",
+                        "http://127.0.0.1:9", "--backend", "lab", "--slurm-config", str(bad)],
+                       cwd=ROOT, capture_output=True, text=True,
+                       env=dict(os.environ, POTATO_TRAINING_TOKEN="x"), timeout=60)
+    assert r.returncode == 1
+    assert "requeue must be true or false, not 'yes'" in r.stderr
 
 
 def test_a_run_no_agent_can_claim_is_refused(tmp_path, serve, env):

@@ -39,10 +39,11 @@ def test_job_script_text():
         "export PYTHONPATH=/code:/e\"${PYTHONPATH:+:$PYTHONPATH}\"",
         "export PYTHONUNBUFFERED=1",
         "cd '/j d' || exit 96",
+        "rm -f '/j d/exit_code'",
         "pid=",
         "trap '[ -n \"$pid\" ] && kill -TERM \"$pid\" 2>/dev/null' TERM INT HUP",
         "py3 -m potato.training.remote.supervise --grace 2.5 -- py3 -m potato.training.worker "
-        "--spec '/j d/spec.json' > '/j d/events.jsonl' 2> '/j d/stderr.log' &",
+        "--spec '/j d/spec.json' >> '/j d/events.jsonl' 2> '/j d/stderr.log' &",
         "pid=$!",
         "wait \"$pid\"; code=$?",
         "while kill -0 \"$pid\" 2>/dev/null; do wait \"$pid\"; code=$?; done",
@@ -60,7 +61,7 @@ def test_command_lines():
     s = RunSettings(partition="gpu", gres="", qos="q", cpus_per_task="4")
     assert slurm.sbatch_argv(s, "/j", "r7") == [
         "sbatch", "--parsable", "--job-name=potato-r7", "--output=/j/slurm.out", "--chdir=/j",
-        "--partition=gpu", "--qos=q", "--cpus-per-task=4", "/j/job.sh"]
+        "--no-requeue", "--partition=gpu", "--qos=q", "--cpus-per-task=4", "/j/job.sh"]
     assert slurm.squeue_argv(42) == ["squeue", "-h", "-j", "42", "-o", "%i|%T|%R|%N"]
     assert slurm.scontrol_argv(42) == ["scontrol", "show", "job", "42"]
     assert slurm.scancel_argv(42) == ["scancel", "42"]
@@ -266,7 +267,7 @@ def test_submit(tmp_path, monkeypatch):
     assert f.seen == [
         {"type": "log", "t": 1.0, "level": "info", "message":
          "Submitted SLURM job 77 with --parsable --job-name=potato-r1 --output=%s "
-         "--chdir=%s" % (f.paths.slurm_out, f.jobdir)},
+         "--chdir=%s --no-requeue" % (f.paths.slurm_out, f.jobdir)},
         {"type": "status", "t": 1.0, "message": "SLURM job 77 submitted"}]
     with open(f.paths.job_script) as fh:
         assert fh.read() == slurm.job_script(f.settings, f.jobdir, "/code", 5.0)
@@ -601,7 +602,7 @@ def test_follow_a_job_that_is_lost(tmp_path, monkeypatch):
 def test_every_sbatch_flag():
     s = RunSettings(partition="p", gres="gpu:1", time="1:00", account="a", qos="q", mem="4G",
                     cpus_per_task="2", constraint="c")
-    assert slurm.sbatch_argv(s, "/j", "r")[5:-1] == [
+    assert slurm.sbatch_argv(s, "/j", "r")[6:-1] == [
         "--partition=p", "--gres=gpu:1", "--time=1:00", "--account=a", "--qos=q", "--mem=4G",
         "--cpus-per-task=2", "--constraint=c"]
 

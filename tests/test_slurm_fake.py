@@ -202,3 +202,64 @@ def test_a_job_python_without_the_packages_is_named_in_the_check_and_the_error(
     assert run["error"].endswith("on the compute nodes: point the backend's job_python at an "
                                  "environment there that has them (python runs only the agent "
                                  "on the login node))"), run["error"]
+
+
+# -- issue 38.2: a node failure ends the run; requeue only when the backend allows it ----------
+
+def test_a_node_failure_ends_the_run_with_its_reason_and_no_requeue(tmp_path, serve, cluster,
+                                                                     monkeypatch):
+    """The stand-in requeues a job after a node failure unless sbatch had --no-requeue (as
+    SLURM's default JobRequeue=1 does): the run used to go on, retrain from scratch and read
+    'the worker stopped, as the cancel asked'."""
+    home, state = cluster
+    monkeypatch.setenv("FAKE_SLURM_SCENARIO", "nodefail")
+    _, url = serve(make_project(tmp_path, backend()))
+    c = Client(url)
+    run = run_on(c, "test-steps", seconds=30)
+    assert run["status"] == "error"
+    assert run["error"].startswith("SLURM job 4242 ended before the worker finished: its node "
+                                   "failed. Start the run again"), run["error"]
+    [sbatch] = [call for call in calls(state) if call[0] == "sbatch"]
+    assert "--no-requeue" in sbatch
+    log = log_of(c, run)
+    assert "was requeued" not in log and "requeued after" not in log
+    assert "as the cancel asked" not in log
+    assert "stopped on a SIGTERM that Potato did not send" in log
+
+
+def test_requeue_true_lets_slurm_restart_the_job_and_says_so(tmp_path, serve, cluster,
+                                                            monkeypatch):
+    home, state = cluster
+    monkeypatch.setenv("FAKE_SLURM_SCENARIO", "nodefail")
+    monkeypatch.setenv("FAKE_SLURM_PENDING_POLLS", "3")
+    _, url = serve(make_project(tmp_path, backend(requeue=True)))
+    c = Client(url)
+    run = run_on(c, "test-steps", seconds=3)
+    assert run["status"] == "success", run
+    [sbatch] = [call for call in calls(state) if call[0] == "sbatch"]
+    assert "--requeue" in sbatch and "--no-requeue" not in sbatch
+    log = log_of(c, run)
+    assert "SLURM job 4242 was requeued after node failure (requeue: true in the backend)" in log
+    assert "SLURM job 4242: requeued after node failure, PENDING (BeginTime)" in log
+    assert log.index("requeued after node failure, PENDING") < \
+        log.rindex("SLURM job 4242: RUNNING on fake-node01")
+    assert "as the cancel asked" not in log
+
+
+def test_a_job_requeued_despite_no_requeue_is_cancelled_and_the_run_ends(tmp_path, serve,
+                                                                        cluster, monkeypatch):
+    """A cluster that requeues the job although sbatch had --no-requeue: Potato does not let it
+    train again in silence; it cancels the job and the run ends with the reason."""
+    home, state = cluster
+    monkeypatch.setenv("FAKE_SLURM_SCENARIO", "nodefail")
+    monkeypatch.setenv("FAKE_SLURM_REQUEUE_ANYWAY", "1")
+    monkeypatch.setenv("FAKE_SLURM_PENDING_POLLS", "5")
+    _, url = serve(make_project(tmp_path, backend()))
+    c = Client(url)
+    run = run_on(c, "test-steps", seconds=30)
+    assert run["status"] == "error"
+    assert run["error"].startswith("SLURM job 4242 ended before the worker finished: its node "
+                                   "failed."), run["error"]
+    assert run["error"].endswith("Potato cancelled the requeued job.")
+    assert ["scancel", "4242"] in calls(state)
+    assert "as the cancel asked" not in log_of(c, run)

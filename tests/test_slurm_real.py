@@ -14,7 +14,8 @@ from tests import slurmd as slurm_mod
 from tests import sshd as sshd_mod
 from tests.helpers import ROOT, Client
 from tests.helpers import (
-    KEY, PLUGINS, job_dirs, make_project, start_run, wait_progress, wait_run)
+    KEY, PLUGINS, job_dirs, job_mark, job_processes, make_project, start_run, wait_progress,
+    wait_run)
 
 pytestmark = pytest.mark.integration
 H = {"X-API-Key": KEY}
@@ -116,41 +117,6 @@ def test_cancel_releases_the_job(tmp_path, serve, login):
     assert job not in squeue_ids()
 
 
-def _job_mark(c, run_id, timeout=60):
-    """``/jobs/<run_id>-<unique>``, this run's own job directory (run ids repeat across the
-    tests' projects, the unique part does not): from the ssh command in the run log."""
-    import re
-
-    deadline = time.time() + timeout
-    while True:
-        log = c.get(f"/admin/training/api/runs/{run_id}/log", headers=H).text
-        m = re.search(r"/tmp/potato-%s-([0-9a-f]{6})" % re.escape(run_id), log)
-        if m:
-            return "/jobs/%s-%s" % (run_id, m.group(1))
-        assert time.time() < deadline, "no ssh session in the run log: " + log[-2000:]
-        time.sleep(0.2)
-
-
-def _run_processes(mark):
-    """Pids of processes whose command line names the run's job directory (``mark``: the
-    worker, its guard, the agent), anywhere on this single-node cluster."""
-    mark = mark.encode()
-    pids = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmdline = f.read()
-            with open(f"/proc/{pid}/stat") as f:
-                zombie = f.read().split(")")[-1].split()[0] == "Z"
-        except OSError:
-            continue
-        if mark in cmdline and not zombie:
-            pids.append(int(pid))
-    return pids
-
-
 def test_cancel_ends_a_worker_that_ignores_sigterm(tmp_path, serve, login):
     """Issue 20.2: scancel --full --signal=TERM used to kill the batch shell first; the job left
     the queue and the worker, which ignores SIGTERM, kept running under PID 1. Now job.sh waits
@@ -160,9 +126,9 @@ def test_cancel_ends_a_worker_that_ignores_sigterm(tmp_path, serve, login):
     c = Client(url)
     run_id = start_run(c, backend="cluster", schemas=["sentiment"], trainer="test-ignore-term",
                        params={"seconds": 300})
-    mark = _job_mark(c, run_id)
+    mark = job_mark(c, run_id)
     deadline = time.time() + 120
-    while not [p for p in _run_processes(mark)
+    while not [p for p in job_processes(mark)
                if b"potato.training.worker" in open(f"/proc/{p}/cmdline", "rb").read()]:
         assert time.time() < deadline, "the worker never started"
         assert wait_run(c, run_id, until=("running", "success", "error", "cancelled"))[
@@ -173,9 +139,9 @@ def test_cancel_ends_a_worker_that_ignores_sigterm(tmp_path, serve, login):
     c.json("POST", f"/admin/training/api/runs/{run_id}/cancel", headers=H)
     run = wait_run(c, run_id, timeout=60)
     assert run["status"] == "cancelled", run
-    while _run_processes(mark) and time.time() < asked + 2 + 20:
+    while job_processes(mark) and time.time() < asked + 2 + 20:
         time.sleep(0.5)
-    assert _run_processes(mark) == [], "processes of the run still running 22 s after Cancel"
+    assert job_processes(mark) == [], "processes of the run still running 22 s after Cancel"
 
 
 @pytest.mark.slow
@@ -237,3 +203,92 @@ def test_dropped_ssh_session_cancels_the_job(tmp_path, serve, login):
     assert job not in squeue_ids(), f"SLURM job {job} still queued 30 s after the ssh drop"
     run = wait_run(c, run_id, timeout=180)
     assert run["status"] == "error"
+
+
+def _node():
+    """The single node's name and its state (sinfo)."""
+    import socket
+
+    host = socket.gethostname().split(".")[0]
+    r = subprocess.run(["sinfo", "-h", "-n", host, "-o", "%T"], capture_output=True, text=True)
+    return host, r.stdout.strip()
+
+
+def _resume_node(host, timeout=60):
+    """Bring the node back for the tests after this one (with ReturnToService=2 it may be back
+    already, and then scontrol refuses 'resume')."""
+    subprocess.run(["scontrol", "update", "nodename=" + host, "state=resume"],
+                   capture_output=True, text=True)
+    deadline = time.time() + timeout
+    while _node()[1] not in ("idle", "mixed", "allocated") and time.time() < deadline:
+        time.sleep(0.5)
+
+
+def test_a_node_failure_ends_the_run_with_its_reason_and_no_requeue(tmp_path, serve, login):
+    """Issue 38.2: with SLURM's default JobRequeue=1 a node set down while the run trained
+    requeued the job; the run stayed running and retrained from scratch. Now the job is
+    submitted with --no-requeue and the run ends with the scheduler's reason."""
+    conf, shared = login
+    _, url = serve(make_project(tmp_path, backend(conf, shared)))
+    c = Client(url)
+    run_id = start_run(c, backend="cluster", schemas=["sentiment"], trainer="test-steps",
+                       params={"seconds": 300})
+    wait_progress(c, run_id, timeout=120)
+    log = c.get(f"/admin/training/api/runs/{run_id}/log", headers=H).text
+    job = log.split("Submitted SLURM job ")[1].split()[0]
+    host, _ = _node()
+    try:
+        r = subprocess.run(["scontrol", "update", "nodename=" + host, "state=down",
+                            "reason=potato test: node failure"], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        run = wait_run(c, run_id, timeout=120)
+    finally:
+        _resume_node(host)
+    assert run["status"] == "error", run
+    assert run["error"].startswith(f"SLURM job {job} ended before the worker finished: its node "
+                                   f"failed. Start the run again"), run["error"]
+    log = c.get(f"/admin/training/api/runs/{run_id}/log", headers=H).text
+    assert "--no-requeue" in log.split("Submitted SLURM job ")[1].splitlines()[0]
+    assert "requeued after" not in log and "BeginTime" not in log
+    assert "as the cancel asked" not in log
+    shown = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True)
+    assert "Restarts=0" in shown.stdout and "JobState=NODE_FAIL" in shown.stdout, shown.stdout
+    assert job not in squeue_ids()
+
+
+@pytest.mark.slow
+def test_requeue_true_restarts_the_job_after_a_node_failure_and_says_so(tmp_path, serve,
+                                                                        login):
+    """requeue: true: SLURM requeues the job when its node goes down (and holds it about two
+    minutes, BeginTime); the log and the step say so, the worker trains again from the
+    beginning and the run ends with the last attempt's result."""
+    conf, shared = login
+    _, url = serve(make_project(tmp_path, backend(conf, shared, requeue=True)))
+    c = Client(url)
+    run_id = start_run(c, backend="cluster", schemas=["sentiment"], trainer="test-steps",
+                       params={"seconds": 10})
+    wait_progress(c, run_id, timeout=120)
+    log = c.get(f"/admin/training/api/runs/{run_id}/log", headers=H).text
+    job = log.split("Submitted SLURM job ")[1].split()[0]
+    assert "--requeue" in log.split("Submitted SLURM job ")[1].splitlines()[0]
+    host, _ = _node()
+    try:
+        subprocess.run(["scontrol", "update", "nodename=" + host, "state=down",
+                        "reason=potato test: node failure"], check=True, capture_output=True)
+        deadline = time.time() + 60
+        while f"SLURM job {job} was requeued" not in log:
+            assert time.time() < deadline, log[-3000:]
+            time.sleep(0.5)
+            log = c.get(f"/admin/training/api/runs/{run_id}/log", headers=H).text
+        status, run = c.json("GET", f"/admin/training/api/runs/{run_id}", headers=H)
+        assert run["status"] == "running"
+        assert run["step"].startswith(f"SLURM job {job}: requeued after node failure, PENDING")
+    finally:
+        _resume_node(host)
+    run = wait_run(c, run_id, timeout=400)
+    assert run["status"] == "success", run
+    log = c.get(f"/admin/training/api/runs/{run_id}/log", headers=H).text
+    assert f"SLURM job {job} was requeued after node failure (requeue: true in the backend)" in log
+    assert "as the cancel asked" not in log
+    shown = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True)
+    assert "Restarts=1" in shown.stdout, shown.stdout

@@ -31,7 +31,8 @@ def test_sbatch_argv_maps_settings():
         "partition": "gpu", "gres": "gpu:1", "time": "02:00:00", "account": "lab", "qos": None,
         "mem": "16G", "cpus_per_task": "4", "constraint": "a100"}), "/s/jobs/r1", "r1")
     assert argv == ["sbatch", "--parsable", "--job-name=potato-r1",
-                    "--output=/s/jobs/r1/slurm.out", "--chdir=/s/jobs/r1", "--partition=gpu",
+                    "--output=/s/jobs/r1/slurm.out", "--chdir=/s/jobs/r1", "--no-requeue",
+                    "--partition=gpu",
                     "--gres=gpu:1", "--time=02:00:00", "--account=lab", "--mem=16G",
                     "--cpus-per-task=4", "--constraint=a100", "/s/jobs/r1/job.sh"]
     assert not any(a.startswith("--gres") for a in slurm.sbatch_argv(RunSettings(), "/j", "r"))
@@ -237,3 +238,84 @@ def test_squeue_failing_forever_ends_the_follow(tmp_path, monkeypatch):
                         lambda: False, tick=0.05)
     assert out.reason_message.startswith("squeue kept failing for ")
     assert "Unable to contact slurm controller" in out.reason_message
+
+
+# -- issue 38.2: requeue ----------------------------------------------------------------------
+
+# Captured from slurm-wlm 22.05 after `scontrol update nodename=vm state=down` while a job ran:
+# with --requeue (or JobRequeue=1) it went back to the queue, with --no-requeue it ended.
+SLURM_OUT_NODE_DOWN = """\
+start
+slurmstepd-vm: error: *** JOB 2 ON vm CANCELLED AT 2026-12-03T19:36:04 DUE TO NODE FAILURE, \
+SEE SLURMCTLD LOG FOR DETAILS ***
+got TERM
+"""
+SCONTROL_NODE_FAIL = """\
+JobId=1 JobName=potato-r1
+   UserId=root(0) GroupId=root(0) MCS_label=N/A
+   JobState=NODE_FAIL Reason=NodeDown Dependency=(null)
+   Requeue=0 Restarts=0 BatchFlag=1 Reboot=0 ExitCode=143:0
+"""
+
+
+def test_a_job_is_submitted_with_no_requeue_unless_the_backend_allows_it():
+    assert "--no-requeue" in slurm.sbatch_argv(RunSettings(), "/j", "r1")
+    assert "--requeue" not in slurm.sbatch_argv(RunSettings(), "/j", "r1")
+    allowed = slurm.sbatch_argv(RunSettings.from_dict({"requeue": True}), "/j", "r1")
+    assert "--requeue" in allowed and "--no-requeue" not in allowed
+    # an older server sends no requeue: the job is not requeued
+    assert "--no-requeue" in slurm.sbatch_argv(RunSettings.from_dict({"partition": "gpu"}),
+                                               "/j", "r1")
+
+
+def test_a_node_failure_is_read_from_scontrol_and_slurm_out():
+    assert slurm.reason_from_scontrol(slurm.parse_scontrol(SCONTROL_NODE_FAIL)) == "node failure"
+    assert slurm.reason_from_slurm_out(SLURM_OUT_NODE_DOWN) == "node failure"
+    assert slurm.ended_message("1", "node failure").startswith(
+        "SLURM job 1 ended before the worker finished: its node failed. Start the run again")
+
+
+def test_the_latest_reason_in_slurm_out_wins():
+    twice = SLURM_OUT_NODE_DOWN + (
+        "slurmstepd: error: *** JOB 2 ON vm CANCELLED AT 2026-12-03T19:50:00 DUE TO TIME LIMIT "
+        "***\n")
+    assert slurm.reason_from_slurm_out(twice) == "time limit"
+
+
+@pytest.mark.parametrize("was_running,state,expected", [
+    (True, "PENDING", True), (False, "PENDING", False), (True, "RUNNING", False),
+    (False, "REQUEUED", True), (False, "REQUEUE_HOLD", True), (True, "COMPLETING", False)])
+def test_a_job_back_in_the_queue_is_seen_as_requeued(was_running, state, expected):
+    assert slurm.requeued(was_running, state) is expected
+
+
+def test_requeue_words_and_message():
+    assert slurm.requeue_words("node failure") == "requeued after node failure"
+    assert slurm.requeue_words(None) == "requeued by the scheduler"
+    assert slurm.requeued_message("5", "preemption").startswith(
+        "SLURM job 5 ended before the worker finished: it was preempted by another job.")
+    assert slurm.requeued_message("5", None).startswith(
+        "SLURM job 5 was requeued by the scheduler although Potato submitted it with "
+        "--no-requeue; Potato cancelled it.")
+
+
+def test_job_script_appends_events_and_forgets_an_earlier_exit_code(tmp_path):
+    """A requeued job runs job.sh again: the second attempt's events follow the first's (the
+    agent reads on from where it was), and while it runs the first attempt's exit code is not
+    there to be taken for the second's."""
+    jobdir = tmp_path / "job"
+    jobdir.mkdir()
+    fake = tmp_path / "python3"  # the "worker" says whether an exit code is there as it runs
+    fake.write_text('#!/bin/sh\n[ -e exit_code ] && m=stale || m=none\n'
+                    'echo "{\\"type\\": \\"log\\", \\"level\\": \\"info\\", '
+                    '\\"message\\": \\"$m\\"}"\nexit 3\n')
+    fake.chmod(0o755)
+    text = slurm.job_script(RunSettings(job_python=str(fake)), str(jobdir), "/code")
+    (jobdir / "exit_code").write_text("143\n")
+    (jobdir / "events.jsonl").write_text('{"type": "log", "level": "info", "message": "1st"}\n')
+    tail = slurm.EventTail(str(jobdir / "events.jsonl"))
+    assert [e["message"] for e in tail.read()] == ["1st"]
+    r = subprocess.run(["sh", "-c", text], cwd=tmp_path, capture_output=True, text=True)
+    assert r.returncode == 3, r.stderr
+    assert [e["message"] for e in tail.read()] == ["none"]
+    assert (jobdir / "exit_code").read_text().strip() == "3"

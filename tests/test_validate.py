@@ -52,11 +52,12 @@ model_training:
     ("slurm", "gpus", False), ("slurm", "packages", False), ("slurm", "job_python", True),
     ("slurm", "prelude", True), ("slurm", "account", True), ("slurm", "cpus_per_task", True),
     ("agent", "host", False), ("agent", "queue_timeout_s", True), ("agent", "python", False),
+    ("slurm", "requeue", True), ("ssh", "requeue", False), ("agent", "requeue", False),
 ])
 def test_keys_per_backend_type(write_config, btype, key, accepted):
     values = {"gpus": "auto", "packages": ["peft"], "partition": "gpu", "job_python": "python3",
               "prelude": ["module load cuda"], "account": "lab", "cpus_per_task": 4,
-              "host": "h", "queue_timeout_s": 60, "python": "python3"}
+              "host": "h", "queue_timeout_s": 60, "python": "python3", "requeue": True}
     extra = "      host: login\n      remote_dir: ~/p\n" if btype in ("ssh", "slurm") else ""
     if key == "host":
         extra = ""
@@ -70,6 +71,43 @@ model_training:
     _, report = check(path)
     unknown = [m for m in messages(report.errors) if "is not a key" in m]
     assert (unknown == []) == accepted, report.errors
+
+
+def test_requeue_must_be_true_or_false_and_reaches_the_job(write_config, capsys):
+    path = write_config(BASE + """\
+model_training:
+  backends:
+    cluster: {type: slurm, host: login, remote_dir: ~/p, requeue: "yes"}
+""")
+    _, report = check(path)
+    assert "model_training.backends.cluster.requeue must be true or false, not 'yes'." in \
+        messages(report.errors)
+    from potato.config import load
+    from potato.training.backends.slurm import SlurmBackend
+    from potato.training.remote.slurm_job import sbatch_argv
+
+    for value, flag in (("true", "--requeue"), ("false", "--no-requeue")):
+        path = write_config(BASE + """\
+model_training:
+  backends:
+    cluster: {type: slurm, host: login, remote_dir: ~/p, requeue: %s}
+""" % value)
+        code, out, _ = run_validate(capsys, path)
+        assert code == 0, out
+        cfg = load(path)[0]
+        backend = SlurmBackend(cfg.model_training.backends["cluster"], cfg)
+        assert flag in sbatch_argv(backend.settings(), "/j", "r1")
+
+
+def test_ssh_requeue_says_it_is_a_slurm_key(write_config):
+    path = write_config(BASE + """\
+model_training:
+  backends:
+    gpu: {type: ssh, host: gpu, requeue: true}
+""")
+    _, report = check(path)
+    assert any("requeue is a slurm backend's key" in m for m in messages(report.errors)), \
+        report.errors
 
 
 def test_slurm_gpus_gets_gres_hint(write_config):

@@ -8,6 +8,11 @@ $FAKE_SLURM_SCENARIO picks what happens to a submitted job:
   timelimit | nodefail | preempt | oom | cancelled
                     like ok, but the "scheduler" kills the job after $FAKE_SLURM_RUN_POLLS polls
                     of RUNNING, with that ending in scontrol and slurm.out
+                    (nodefail: SIGTERM first, as slurmd sends, and, as with SLURM's default
+                    JobRequeue=1, the job is requeued unless sbatch had --no-requeue: PENDING
+                    (BeginTime), then it runs again, once, with SLURM_RESTART_COUNT=1;
+                    $FAKE_SLURM_REQUEUE_ANYWAY=1 requeues it even so, as a cluster that
+                    ignores the flag would)
   vanish            the job disappears while running: no exit code, no record, no reason
   reject            sbatch fails as a real one does for a bad partition
   cluster           sbatch --parsable prints "id;cluster"
@@ -17,6 +22,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 name = os.path.basename(sys.argv[1])
 args = sys.argv[2:]
@@ -65,6 +71,15 @@ def kill_group(job, sig):
         pass
 
 
+def stop_group(job, within=10):
+    """SIGTERM to the job's group, then SIGKILL once ``within`` seconds passed (as slurmd)."""
+    kill_group(job, signal.SIGTERM)
+    deadline = time.time() + within
+    while alive(job) and time.time() < deadline:
+        time.sleep(0.05)
+    kill_group(job, signal.SIGKILL)
+
+
 def slurm_out_line(job, text):
     with open(job["output"], "a") as f:
         f.write("slurmstepd: error: *** JOB %s ON fake-node01 CANCELLED AT 2026-11-30T10:00:00 "
@@ -77,6 +92,8 @@ def advance(job):
         job["polls"] += 1
         if job["polls"] > int(os.environ.get("FAKE_SLURM_PENDING_POLLS", "1")):
             env = dict(os.environ, SLURM_JOB_ID=str(job["id"]), SLURMD_NODENAME="fake-node01")
+            if job.get("restarts"):
+                env["SLURM_RESTART_COUNT"] = str(job["restarts"])
             out = open(job["output"], "a")
             p = subprocess.Popen(["sh", job["script"]], cwd=job["chdir"], env=env, stdout=out,
                                  stderr=out, start_new_session=True)
@@ -85,9 +102,17 @@ def advance(job):
         job["polls"] += 1
         if not alive(job):
             job["state"] = "GONE"
-        elif job["scenario"] in ENDINGS and job["polls"] > int(
+        elif job["scenario"] in ENDINGS and not job.get("restarts") and job["polls"] > int(
                 os.environ.get("FAKE_SLURM_RUN_POLLS", "2")):
             state, reason, text = ENDINGS[job["scenario"]]
+            if job["scenario"] == "nodefail":
+                stop_group(job)
+                if job["requeue"]:
+                    slurm_out_line(job, text)
+                    job.update(state="PENDING", reason="BeginTime", polls=0,
+                               restarts=job.get("restarts", 0) + 1)
+                    save(job)
+                    return job
             kill_group(job, signal.SIGKILL)
             job.update(state=state, reason=reason, ended=True)
             if job["scenario"] == "oom":
@@ -113,7 +138,9 @@ if name == "sbatch":
     ids = sorted(int(p.split(".")[0]) for p in os.listdir(jobs_dir)) or [4241]
     job = {"id": ids[-1] + 1, "script": args[-1], "output": opts["output"],
            "chdir": opts.get("chdir", "."), "state": "PENDING", "reason": "Priority",
-           "polls": 0, "scenario": scenario, "opts": opts}
+           "polls": 0, "scenario": scenario, "opts": opts,
+           "requeue": "--no-requeue" not in args or
+           bool(os.environ.get("FAKE_SLURM_REQUEUE_ANYWAY"))}
     save(job)
     print("%d;fake-cluster" % job["id"] if scenario == "cluster" else job["id"])
 elif name == "squeue":
@@ -147,5 +174,7 @@ elif name == "scontrol":
     state = {"GONE": "COMPLETED"}.get(job["state"], job["state"])
     print("JobId=%s JobName=potato UserId=root(0) Priority=1 Nice=0\n"
           "   JobState=%s Reason=%s Dependency=(null)\n"
-          "   ExitCode=0:0 NodeList=fake-node01 TimeLimit=00:01:00" % (
-              job["id"], state, job.get("reason", "None")))
+          "   Requeue=%d Restarts=%d BatchFlag=1 Reboot=0 ExitCode=0:0\n"
+          "   NodeList=fake-node01 TimeLimit=00:01:00" % (
+              job["id"], state, job.get("reason", "None"), job.get("requeue", True),
+              job.get("restarts", 0)))

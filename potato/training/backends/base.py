@@ -62,6 +62,8 @@ class RunContext:
         # to the run is the backend's business (survives_restart, restart_error).
         self.shutdown = threading.Event()
         self.save: Callable[..., Any] = lambda **fields: None  # fields onto the run's record
+        # When the run started (monotonic): max_wall_seconds counts from here, set-up included.
+        self.started = time.monotonic()
 
     @property
     def grace_seconds(self) -> float:

@@ -50,6 +50,7 @@ class SlurmBackend(SshBackend):
                            remote_dir=self.remote_dir, host=b.host,
                            job_python=b.job_python or "python", prelude=list(b.prelude),
                            poll_interval_s=b.poll_interval_s, lost_after_s=self.lost_after_s,
+                           requeue=b.requeue,
                            **b.sbatch)
 
     def check(self) -> Dict[str, Any]:

@@ -219,11 +219,16 @@ class SshBackend(TrainingBackend):
             return Outcome("error", errors.agent_stopped(host, p.returncode, log_tail),
                            ran_on=self.name)
 
+        outcome = None
         try:
             outcome = wait_for_agent(ctx, remote, self.name, host, self.bcfg.heartbeat_timeout_s,
                                      gone)
         finally:
-            self._close(p, quick=ctx.cancel.is_set() or ctx.shutdown.is_set())
+            # Waiting ended without the agent's result (max_wall_seconds, silence, a cancel not
+            # confirmed in time, a shutdown): the run ends now, not when the agent is done;
+            # the agent sees its session close and stops the worker within grace_seconds.
+            self._close(p, quick=outcome is not None or ctx.cancel.is_set()
+                        or ctx.shutdown.is_set())
             ctx.log("agent output:\n" + tail(ctx.paths.agent_log, 30))
         if outcome is not None:
             return outcome
@@ -239,8 +244,9 @@ class SshBackend(TrainingBackend):
     def _close(self, p: subprocess.Popen, quick: bool = False) -> None:
         """Close the agent's stdin (it stops the worker if still running), then the session.
 
-        ``quick`` (a cancel): the grace period is over, so the session is closed at once; the
-        agent on the host sees its stdin close and stops the worker or cancels its job."""
+        ``quick`` (a cancel, or the server ended the run): the session is closed at once; the
+        agent on the host sees its stdin close and stops the worker (SIGTERM, SIGKILL after
+        grace_seconds) or cancels its job, on its own."""
         try:
             p.stdin.close()
         except OSError:

@@ -15,14 +15,18 @@ from potato.training.backends import errors
 
 
 SHUTDOWN = "the server is stopping"
+WALL_CLOCK = ("The run took longer than max_wall_seconds (%g s) and was stopped. Raise "
+              "model_training.max_wall_seconds or train on fewer items or epochs.")
 
 
 def wait_for_agent(ctx: RunContext, remote: RemoteState, backend: str, where: str,
                    heartbeat_s: float, gone: Optional[Callable[[], Optional[Outcome]]] = None,
                    tick: float = 0.5, started: Optional[float] = None) -> Optional[Outcome]:
     """None once ``remote.result`` is there; otherwise the Outcome that ended the wait.
-    ``started`` (monotonic) is when the run started, for max_wall_seconds; default now."""
-    started = time.monotonic() if started is None else started
+    ``started`` (monotonic) is when the run started, for max_wall_seconds; default the
+    context's start (``ctx.started``), so the time a backend spent setting up counts."""
+    started = ctx.started if started is None else started
+    waiting_since = time.monotonic()  # the agent's heartbeat_timeout_s counts from here
     cancel_at = None
     wall = ctx.max_wall_seconds
     while True:
@@ -47,7 +51,7 @@ def wait_for_agent(ctx: RunContext, remote: RemoteState, backend: str, where: st
                 return Outcome("cancelled", "cancelled", ran_on=backend)
         if remote.uploading:
             pass  # a model file is arriving: its own stall timer (COPY_STALL_S) decides
-        elif now - (remote.last_seen or started) > heartbeat_s:
+        elif now - (remote.last_seen or waiting_since) > heartbeat_s:
             # predictions that arrived are kept, unless the admin cancelled the run
             keep = remote.predictions_in and not ctx.cancel.is_set()
             if remote.copy_error:  # the copy stalled, then the agent went silent
@@ -58,8 +62,7 @@ def wait_for_agent(ctx: RunContext, remote: RemoteState, backend: str, where: st
                 backend, heartbeat_s, os.path.exists(ctx.paths.agent_log)), ran_on=backend,
                 ingest=keep)
         if wall is not None and now - started > wall:
-            return Outcome("error", "The run took longer than max_wall_seconds (%g s) and was "
-                                    "stopped." % wall, ran_on=backend)
+            return Outcome("error", WALL_CLOCK % wall, ran_on=backend)
 
 
 def outcome_of(ctx: RunContext, remote: RemoteState, backend: str, uri: Optional[str]) -> Outcome:

@@ -22,7 +22,7 @@ from potato.training.remote.client import Client, ServerError, log, send_result
 POLL_S = 5.0
 SWEEP_EVERY_S = 60.0  # how often a polling agent looks for killed agents' job directories
 SLURM_KEYS = protocol.SBATCH_KEYS + ("job_python", "prelude", "env", "num_threads",
-                                     "poll_interval_s")
+                                     "poll_interval_s", "requeue")
 
 
 def read_token(token_file):
@@ -51,6 +51,9 @@ def slurm_overrides(path):
     if unknown:
         raise SystemExit("error: %s has key(s) %s that a slurm job does not take; valid keys: %s"
                          % (path, ", ".join(unknown), ", ".join(SLURM_KEYS)))
+    if not isinstance(conf.get("requeue", False), bool):
+        raise SystemExit("error: %s: requeue must be true or false, not %r" % (path,
+                                                                            conf["requeue"]))
     out = dict(conf, scheduler="slurm", gpus="none")
     if "time" in out:
         out["time"] = str(out["time"])

@@ -113,6 +113,7 @@ class RunSettings:
     prelude: List[str] = field(default_factory=list)
     poll_interval_s: float = 10.0
     lost_after_s: float = 60.0
+    requeue: bool = False  # sbatch --requeue (SLURM restarts the job) or --no-requeue
     partition: Optional[str] = None
     gres: Optional[str] = None
     time: Optional[str] = None

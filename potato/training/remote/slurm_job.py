@@ -4,7 +4,8 @@ The agent on the login node writes ``job.sh``, submits it with ``sbatch --parsab
 ``squeue`` once per ``poll_interval_s``, relays the worker's events from ``events.jsonl`` on
 shared storage as the file grows, and decides the ending from ``exit_code``, the final events
 and — when the scheduler ended the job — the scheduler's reason, read from ``scontrol show job``
-where the cluster has scontrol, else from ``slurm.out``. It never calls srun or sacct.
+where the cluster has scontrol, else from ``slurm.out`` (put into words by
+remote/slurm_reasons.py). It never calls srun or sacct.
 
 Builders and parsers are pure functions; ``run_job`` is the loop.
 """
@@ -19,6 +20,10 @@ import time
 from potato.training.remote import proc, protocol
 from potato.training.remote import protocol as events
 from potato.training.remote.paths import RunPaths
+from potato.training.remote.slurm_reasons import (  # noqa: F401 (this module's API too)
+    REQUEUE_STATES, SENTENCES, SLURM_OUT, STATE_REASONS, WHAT_TO_DO, ended_message,
+    reason_from_scontrol, reason_from_slurm_out, requeue_words, requeued, requeued_message,
+    unasked_stop_message)
 from potato.training.remote.supervise import WorkerExit, tail
 
 SBATCH_FLAGS = (("partition", "--partition"), ("gres", "--gres"), ("time", "--time"),
@@ -62,9 +67,12 @@ def job_script(settings, jobdir, code_dir, grace_seconds=20.0):
         lines.append("export %s=%s" % (key, value))
     lines += [
         "cd %s || exit %d" % (q(jobdir), protocol.REMOTE_NO_CODE),
+        # A requeued job runs this script again: the last attempt's exit code goes, and its
+        # events are appended (the agent reads the file as it grows).
+        "rm -f %s" % q(paths.exit_code),
         "pid=",
         "trap '[ -n \"$pid\" ] && kill -TERM \"$pid\" 2>/dev/null' TERM INT HUP",
-        "%s -m potato.training.remote.supervise --grace %s -- %s > %s 2> %s &" % (
+        "%s -m potato.training.remote.supervise --grace %s -- %s >> %s 2> %s &" % (
             q(python), q("%g" % grace_seconds),
             proc.quoted(protocol.worker_argv(python, paths.spec)), q(paths.events),
             q(paths.stderr)),
@@ -79,9 +87,13 @@ def job_script(settings, jobdir, code_dir, grace_seconds=20.0):
 
 
 def sbatch_argv(settings, jobdir, run_id):
+    """The sbatch command line. A job is submitted with --no-requeue unless the backend sets
+    requeue: true: SLURM's default (JobRequeue=1) would otherwise restart it from the beginning
+    after a node failure or a preemption, while the run seemed to go on."""
     paths = RunPaths(jobdir)
     argv = ["sbatch", "--parsable", "--job-name=potato-%s" % run_id,
-            "--output=%s" % paths.slurm_out, "--chdir=%s" % paths.root]
+            "--output=%s" % paths.slurm_out, "--chdir=%s" % paths.root,
+            "--requeue" if settings.requeue else "--no-requeue"]
     options = settings.sbatch_options()
     for key, flag in SBATCH_FLAGS:
         if key in options:
@@ -138,46 +150,6 @@ def parse_scontrol(stdout):
     if "JobState" not in fields:
         raise SlurmParseError("no JobState in scontrol output: %r" % stdout[-300:])
     return fields
-
-
-WHAT_TO_DO = {
-    "time limit": "Raise time in the backend (or train on fewer items or epochs); "
-                  "keep_remote: true keeps slurm.out for a look.",
-    "node failure": "Start the run again; if it repeats, tell the cluster's admins about the node.",
-    "preemption": "Start the run again, or use a partition or qos that is not preempted.",
-    "out of memory": "Ask for more memory (mem in the backend) or lower batch_size or "
-                     "max_length.",
-    "cancelled": "Someone cancelled the job outside Potato (scancel); start the run again.",
-}
-STATE_REASONS = {"TIMEOUT": "time limit", "DEADLINE": "time limit", "NODE_FAIL": "node failure",
-                 "PREEMPTED": "preemption", "OUT_OF_MEMORY": "out of memory",
-                 "CANCELLED": "cancelled"}
-SLURM_OUT = [(re.compile(r"DUE TO TIME LIMIT"), "time limit"),
-             (re.compile(r"DUE TO NODE FAIL"), "node failure"),
-             (re.compile(r"DUE TO PREEMPTION"), "preemption"),
-             (re.compile(r"oom[-_ ]kill|Out Of Memory|OUT_OF_MEMORY", re.I), "out of memory"),
-             (re.compile(r"\*\*\* JOB \d+ ON \S+ CANCELLED AT"), "cancelled")]
-SENTENCES = {"time limit": "it reached its time limit", "node failure": "its node failed",
-             "preemption": "it was preempted by another job",
-             "out of memory": "it ran out of memory",
-             "cancelled": "it was cancelled from outside Potato"}
-
-
-def reason_from_scontrol(fields):
-    state = fields.get("JobState", "")
-    return STATE_REASONS.get(state.split("+")[0])
-
-
-def reason_from_slurm_out(text):
-    for pattern, reason in SLURM_OUT:
-        if pattern.search(text):
-            return reason
-    return None
-
-
-def ended_message(job_id, reason):
-    return "SLURM job %s ended before the worker finished: %s. %s" % (
-        job_id, SENTENCES[reason], WHAT_TO_DO[reason])
 
 
 # -- the loop ---------------------------------------------------------------------------------
@@ -243,6 +215,8 @@ def _call(argv, env, timeout=60):
 
 
 SQUEUE_FAILING_S = 300  # squeue failing this long (the controller is down): the run ends
+REASON_WAITS = 6  # half-second looks at slurm.out for why a job was requeued (a dead node
+# writes none: the requeue is then "by the scheduler")
 
 
 class JobFollower:
@@ -264,6 +238,8 @@ class JobFollower:
         self.term_at = None
         self.killed = False
         self.has_scontrol = False
+        self.was_running = False  # seen RUNNING since it was submitted or last requeued
+        self.requeue_note = None  # "requeued after node failure", until it runs again
 
     def submit(self):
         missing = missing_commands(self.env)
@@ -313,6 +289,14 @@ class JobFollower:
 
     def relay(self):
         for event in self.tailer.read():
+            if event["type"] == "error" and event.get("kind") == "cancelled" and \
+                    self.term_at is None:
+                # Potato sent no TERM: the scheduler did (or an scancel from outside). Not a
+                # cancel: the scheduler's reason, or a requeue, says what happened.
+                message = unasked_stop_message(self.job_id)
+                self.out.note(events.make("error", kind="other", message=message))
+                self.on_event(events.make("log", level="warning", message=message))
+                continue
             self.out.note(event)
             self.on_event(event)
 
@@ -350,13 +334,48 @@ class JobFollower:
         if state is not None:
             self.gone_since = None
             st, reason, nodes = state
-            text = ("SLURM job %s: %s on %s" % (self.job_id, st, nodes) if st == "RUNNING"
-                    else "SLURM job %s: %s (%s)" % (self.job_id, st, reason))
+            if requeued(self.was_running, st):
+                self.was_running = False
+                if self.on_requeue():
+                    return True
+            if st == "RUNNING":
+                self.was_running, self.requeue_note = True, None
+                text = "SLURM job %s: %s on %s" % (self.job_id, st, nodes)
+            elif self.requeue_note:
+                text = "SLURM job %s: %s, %s (%s)" % (self.job_id, self.requeue_note, st, reason)
+            else:
+                text = "SLURM job %s: %s (%s)" % (self.job_id, st, reason)
             if text != self.last_state:
                 self.last_state = text
                 self.on_event(events.make("status", message=text))
             return False
         return self.on_gone(now)
+
+    def on_requeue(self):
+        """SLURM put the job back in the queue (a node failure, a preemption): its worker will
+        start again from the beginning. With requeue: true that is a log line and the step
+        says so; otherwise (a cluster that ignored --no-requeue) the job is cancelled and the
+        run ends with the reason. True when the run ends."""
+        self.relay()
+        for _ in range(REASON_WAITS):  # slurmstepd may write its line just after the requeue
+            reason = reason_from_slurm_out(tail(self.paths.slurm_out, 50))
+            if reason is not None:
+                break
+            time.sleep(0.5)
+        if self.term_at is not None:
+            return False  # we are cancelling it: cancel_step finishes the job
+        if not self.settings.requeue:
+            _call(scancel_argv(self.job_id), self.env)
+            self.out.reason_message = requeued_message(self.job_id, reason)
+            self.log("SLURM job %s was %s although it was submitted with --no-requeue; "
+                     "scancel %s" % (self.job_id, requeue_words(reason), self.job_id))
+            return True
+        self.requeue_note = requeue_words(reason)
+        self.out.result = self.out.error = None  # the next attempt decides
+        self.on_event(events.make("log", level="info", message=(
+            "SLURM job %s was %s (requeue: true in the backend): its worker starts again from "
+            "the beginning when the job runs again" % (self.job_id, self.requeue_note))))
+        return False
 
     def on_gone(self, now):
         """The job left the queue: exit_code and the final events decide, unless the scheduler
