@@ -200,6 +200,11 @@ def test_cancel_ends_within_grace_when_the_agent_cannot_answer(tmp_path, serve, 
     finally:
         os.kill(agent, signal.SIGCONT)
     assert _wait_gone(run_id) == []
+    # said as what happens, not as a failure (issue 38, item 8)
+    log = c.get(f"/admin/training/api/runs/{run_id}/log", headers=H).text
+    assert "cancelled: grace_seconds (2 s) have passed, so the run ends here; the agent on " \
+           "gpu.example.org stops what is left of the worker (SIGKILL)" in log, log[-2000:]
+    assert "did not confirm" not in log
 
 
 def test_auto_gpu_without_kernels_fails_clearly(tmp_path, serve, fake_host, monkeypatch):
