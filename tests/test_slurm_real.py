@@ -5,6 +5,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -292,3 +293,26 @@ def test_requeue_true_restarts_the_job_after_a_node_failure_and_says_so(tmp_path
     assert "as the cancel asked" not in log
     shown = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True)
     assert "Restarts=1" in shown.stdout, shown.stdout
+
+
+def test_a_job_python_without_the_trainers_packages_is_named_with_its_fix(tmp_path, serve,
+                                                                         login):
+    # issue 38, item 4: on SLURM the fix is job_python (the compute nodes' Python), not the
+    # backend's python (the login node's, which runs the agent); check says so first
+    conf, shared = login
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")],
+                   check=True, timeout=120)
+    bare = str(tmp_path / "bare" / "bin" / "python")
+    _, url = serve(make_project(tmp_path, backend(conf, shared, job_python=bare)))
+    c = Client(url)
+    status, report = c.json("POST", "/admin/training/api/backends/cluster/check", headers=H)
+    assert report["ok"] is False and any(
+        line.startswith("trainer hf-text-classification cannot run there: it needs torch")
+        for line in report["lines"]), report["lines"]
+    run = wait_run(c, start_run(c, backend="cluster", schemas=["sentiment"],
+                                trainer="hf-text-classification"), timeout=180)
+    assert run["status"] == "error", run
+    assert run["error"].startswith("Trainer 'hf-text-classification' could not be imported. ")
+    assert "point the backend's job_python at an environment there that has them" in \
+        run["error"], run["error"]
+    assert squeue_ids() == []
