@@ -154,6 +154,10 @@ def test_dropped_session_leaves_no_process(tmp_path, serve, fake_host, monkeypat
     assert run["error"].startswith("ssh to gpu.example.org failed") or \
         run["error"].startswith("No word from the agent"), run["error"]
     assert _wait_gone(run_id) == []
+    # nothing that did not fail reads as a failure (issue 38, item 8): the socket that sshd
+    # removed with the session is not "could not remove"
+    log = c.get(f"/admin/training/api/runs/{run_id}/log", headers=H).text
+    assert "could not remove" not in log and "killed by signal" not in log, log[-2000:]
 
 
 def test_pinned_gpu_reaches_the_worker(tmp_path, serve, fake_host, monkeypatch):

@@ -414,5 +414,7 @@ def main(argv=None):
         if args.socket:  # the forwarded socket is ours: leave nothing behind in /tmp
             try:
                 os.unlink(args.socket)
+            except FileNotFoundError:
+                pass  # sshd removed it with the session: nothing failed
             except OSError as e:
                 log("could not remove %s: %s" % (args.socket, e))
