@@ -67,6 +67,7 @@ DEFAULTS = {
     "scheduler": None, "job_python": "python", "prelude": [], "poll_interval_s": 10.0,
     "lost_after_s": 60.0, "partition": None, "gres": None, "time": None, "account": None,
     "qos": None, "mem": None, "cpus_per_task": None, "constraint": None,
+    "requeue": False,  # SLURM jobs are submitted with --no-requeue unless allowed (issue 38)
 }
 
 
