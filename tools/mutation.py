@@ -537,6 +537,16 @@ EQUIVALENT = {
         "f8969a75e2": "getattr(os, 'O_DIRECTORY', default): the default (0) is only for a platform "
                       "without the flag; Linux has it",
     },
+    "potato/training/remote/spans.py": {
+        "2ebae829d5": "token_tags: open_span is only compared by identity with a span dict "
+                      "(`open_span is not span`): \"\" is no span, as None is not",
+        "b9c494b6ea": "decode: tag 0 is read as \"O\" either way: names[0] is \"O\"",
+        "34c645ce9f": "decode: tag 0 is read as \"O\" either way: names[0] is \"O\"",
+        "e6131750c2": "decode: a tag outside the set read as \"XXOXX\": its kind is neither B "
+                      "nor I, so it ends a span and starts none, as \"O\" does",
+        "bad1ec8bff": "decode: the trailing trim's `end >= start` differs only once the leading "
+                      "trim met end (a span of spaces), which `start < end` drops either way",
+    },
 }
 
 # modules whose tests run them in subprocesses too (a worker, an agent, a job), where the
