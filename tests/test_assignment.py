@@ -301,3 +301,35 @@ def test_a_store_opened_again_keeps_who_was_given_what(store, tmp_path):
         assert again.item_at("c", 0)["id"] == "i02"
     finally:
         again.store.close()
+
+
+# -- one annotator's requests racing each other (the second read its list before the first
+# committed: Limited.assigned answers what that request saw) ---------------------------------------
+
+def stale(monkeypatch, seen):
+    real = Limited.assigned
+    answers = [list(seen)]
+    monkeypatch.setattr(Limited, "assigned",
+                        lambda self, user: answers.pop() if answers else real(self, user))
+    return real
+
+
+def test_a_request_that_raced_another_gets_the_item_the_other_was_given(store, monkeypatch):
+    _, s = store(n=4)
+    q = Limited(s, 1, None)
+    assert q.item_at("a", 0)["id"] == "i00"
+    real = stale(monkeypatch, [])  # this request read "a has nothing" before i00 was given
+    assert q.item_at("a", 0)["id"] == "i00"  # the same item, not a second one
+    assert real(q, "a") == ["i00"] and q.item_at("b", 0)["id"] == "i01"
+
+
+def test_a_request_that_raced_an_item_leaving_gives_nothing_out_of_turn(store, monkeypatch):
+    _, s = store(n=4)
+    q = Limited(s, None, None)
+    for k in range(2):
+        q.item_at("a", k)
+    s.sync_items([("i00", "item 0", {}), ("i02", "item 2", {}), ("i03", "item 3", {})])
+    real = stale(monkeypatch, ["i00", "i01"])  # read before i01 left the data files
+    assert q.item_at("a", 2) is None  # a's list is one item shorter now: position 2 is not next
+    assert real(q, "a") == ["i00"]
+    assert q.item_at("a", 1)["id"] == "i02"

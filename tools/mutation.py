@@ -537,6 +537,19 @@ EQUIVALENT = {
         "f8969a75e2": "getattr(os, 'O_DIRECTORY', default): the default (0) is only for a platform "
                       "without the flag; Linux has it",
     },
+    "potato/assignment.py": {
+        "21f19079db": "AllItems.limited = None instead of False: it is only read as a truth value",
+        "4cd2a4a067": "AllItems.item_at: store.item_at(total) is past the last active item, so "
+                      "it is None, as the guard's None",
+        "353b9e147e": "AllItems.item_at: AllItems.total does not read its user",
+        "86b697fc75": "Limited.item_at: the check before the transaction is repeated inside it on "
+                      "a fresh read, which refuses the same requests (it only saves the lock)",
+        "3b29169647": "Limited.item_at: the check before the transaction is repeated inside it on "
+                      "a fresh read, which refuses the same requests (it only saves the lock)",
+        "142a470498": "Limited.item_at: the quota inside the transaction is reached only with "
+                      "position == len(ids) == the length the check before it read, which that "
+                      "check already refused at the quota",
+    },
     "potato/training/remote/spans.py": {
         "2ebae829d5": "token_tags: open_span is only compared by identity with a span dict "
                       "(`open_span is not span`): \"\" is no span, as None is not",
