@@ -126,6 +126,24 @@ def test_keys_implemented_in_one_form_refuse_the_others(data, status):
         assert len(errors) == 1 and key in errors[0] and "refused here" not in errors[0]
 
 
+def test_a_password_asked_for_anywhere_is_refused_naming_where():
+    r = Reader("c.yaml", {}, {})
+    upstream.split(r, {"user_config": {"allow_all_users": True, "require_password": True},
+                       "require_password": True, "require_no_password": False}, ())
+    assert [p.key for p in r.errors] == ["user_config.require_password", "require_password",
+                                         "require_no_password"]
+    assert "require_password: true asks for passwords" in r.errors[1].message
+    assert "require_no_password: false asks for passwords" in r.errors[2].message
+    assert all("keep the server on a network only your annotators reach." in p.message
+               for p in r.errors)
+
+
+def test_an_accepted_key_is_accepted_whatever_its_mapping_holds():
+    _, got, errors, _ = split_top({"ui": {"users": ["ann"], "require_password": True,
+                                          "allow_all_users": False}})
+    assert got.accepted == ["ui"] and errors == []
+
+
 def test_the_implemented_keys_values():
     _, got, errors, _ = split_top({
         "task_description": "  Read it.  ", "annotation_task_description": "Read it.",
@@ -133,6 +151,15 @@ def test_the_implemented_keys_values():
         "port": 8123, "require_fully_annotated": True})
     assert errors == []
     assert got.instructions == "Read it.\n\nThen label." and got.codebook_url == "HTTPS://x.org/c"
+    for key in ("task_description", "annotation_task_description", "annotation_instructions"):
+        assert split_top({key: "Only this."})[1].instructions == "Only this."
+    assert split_top({"annotation_codebook_url": "http://x.org/c"})[1].codebook_url == \
+        "http://x.org/c"
+    r = Reader("c.yaml", {}, {})
+    upstream.split(r, {"annotation_codebook_url": "x.org/c", "user_config": {
+        "allow_all_users": True, "password_file": "p", "allow_anonymous": 1}}, ())
+    assert [p.key for p in r.errors] == ["annotation_codebook_url", "user_config.password_file",
+                                         "user_config.allow_anonymous"]
     assert got.port == 8123 and got.all_required is True
     _, got, errors, _ = split_top({"annotation_instructions": " ", "task_description": "",
                                    "require_fully_annotated": False, "port": 0})
@@ -145,6 +172,8 @@ def test_the_implemented_keys_values():
     ({"annotation_codebook_url": "ftp://x.org/c"}, "give an http:// or https:// address"),
     ({"annotation_codebook_url": "javascript:alert(1)"}, "give an http:// or https://"),
     ({"annotation_codebook_url": 5}, "must be a string"),
+    ({"task_description": ["a"]}, "task_description must be a string"),
+    ({"annotation_instructions": {"a": 1}}, "annotation_instructions must be a string"),
     ({"port": 65536}, "port"), ({"port": -1}, "port"), ({"port": 80.5}, "whole number"),
     ({"require_fully_annotated": "yes"}, "true or false"),
     ({"require_password": "no"}, "true or false"),
@@ -152,6 +181,7 @@ def test_the_implemented_keys_values():
     ({"user_config": {"allow_anonymous": "yes"}}, "true or false"),
     ({"user_config": {"allow_all_users": "yes"}}, "true or false"),
     ({"user_config": {"allow_new_users": 1}}, "true or false"),
+    ({"user_config": {"allow_all_users": True, "require_password": "no"}}, "true or false"),
     ({"user_config": {"allow_all_users": True, "password_file": "p"}}, "password_file"),
     ({"max_annotations_per_user": 2.5}, "whole number"),
     ({"max_annotations_per_user": -2}, "max_annotations_per_user"),
@@ -209,6 +239,36 @@ def test_instance_display_fields_become_typed_fields_or_errors_that_name_them():
     assert got.display == [] and errors == []
 
 
+@pytest.mark.parametrize("display, key, says", [
+    (["text"], "instance_display", "instance_display must be a mapping"),
+    ({"fieldz": []}, "instance_display.fieldz", "is not a key instance_display accepts"),
+    ({"fields": "text"}, "instance_display.fields", "must be a list of {key, type}"),
+    ({"fields": ["text"]}, "instance_display.fields[0]", "fields[0] must be a mapping"),
+    ({"fields": [{"key": "k", "colour": 1}]}, "instance_display.fields[0].colour",
+     "is not a key an instance_display field accepts"),
+    ({"fields": [{"key": ["k"]}]}, "instance_display.fields[0].key", "must be a string"),
+    ({"fields": [{"key": "k", "type": ["text"]}]}, "instance_display.fields[0].type",
+     "must be a string"),
+    ({"fields": [{"key": "k", "label": ["a"]}]}, "instance_display.fields[0].label",
+     "must be a string"),
+    ({"fields": [{"key": "k", "type": "video"}]}, "instance_display.fields[0].type", "video"),
+    ({"fields": [{"key": "k", "type": "code"}]}, "instance_display.fields[0].type", "code"),
+    ({"fields": [{"type": "text"}, {"key": "t"}]}, "instance_display.fields[0]", "has no key"),
+])
+def test_a_bad_instance_display_is_an_error_at_its_place(display, key, says):
+    r = Reader("c.yaml", {}, {})
+    _, got = upstream.split(r, {"instance_display": display}, ())
+    assert r.errors[0].key == key and says in r.errors[0].message, r.errors
+    if "no key" in says:
+        assert [f.key for f in got.display] == ["t"]  # the fields after it are read
+
+
+def test_a_display_field_may_carry_upstreams_options():
+    _, got, errors, _ = split_top({"instance_display": {"fields": [
+        {"key": "k", "type": "text", "display_options": {"x": 1}, "span_target": True}]}})
+    assert errors == [] and [f.key for f in got.display] == ["k"]
+
+
 def test_data_files_as_paths_or_path_and_encoding():
     r = Reader("c.yaml", {}, {})
     assert upstream.data_files(r, None) == [] and upstream.data_files(r, "a.jsonl") == [
@@ -231,6 +291,29 @@ def test_data_files_as_paths_or_path_and_encoding():
         assert got in ([], [("a", "utf-8")])  # a bad encoding reads as utf-8
 
 
+@pytest.mark.parametrize("raw, key, says", [
+    ([{"path": "a", "encoding": "utf-8", "colour": 1}], "data_files[0].colour",
+     "is not a key a data_files entry accepts"),
+    ([{"path": ["a"]}], "data_files[0].path", "must be a string"),
+    ([{"path": "a", "encoding": 8}], "data_files[0].encoding", "not a text encoding"),
+    ([{"path": "a", "encoding": ["utf-8"]}], "data_files[0].encoding", "must be a string"),
+    (["a", {"encoding": "utf-8"}, "b"], "data_files[1]", "has no path"),
+])
+def test_a_bad_data_files_entry_is_an_error_at_its_place(raw, key, says):
+    r = Reader("c.yaml", {}, {})
+    got = upstream.data_files(r, raw)
+    assert r.errors[0].key == key and says in r.errors[0].message, r.errors
+    if "no path" in says:
+        assert got == [("a", "utf-8"), ("b", "utf-8")]  # the entries after it are read
+
+
+def test_a_data_files_entry_may_say_its_format_and_type():
+    r = Reader("c.yaml", {}, {})
+    assert upstream.data_files(r, [{"path": "a.csv", "format": "csv", "type": "csv"}]) == [
+        ("a.csv", "utf-8")]
+    assert r.errors == []
+
+
 def test_the_migration_report_counts_other_errors_and_names_unknown_keys():
     _, got, _, _ = split_top({"port": 1, "theme": "x", "mturk": 1, "colours": 1})
     assert upstream.migration_report(got, 1) == [
@@ -239,6 +322,8 @@ def test_the_migration_report_counts_other_errors_and_names_unknown_keys():
         "  unknown to both (ignored): colours"]
     lines = upstream.migration_report(got, 3)
     assert lines[4] == "  and 2 other error(s) listed above block it too."
+    assert upstream.migration_report(got, 2)[4] == \
+        "  and 1 other error(s) listed above block it too."
     assert upstream.migration_report(upstream.Upstream(), 0) == [
         "Upstream Potato keys in this config:", "  implemented (0): -",
         "  accepted but unused (0): -", "  blocking (0): -"]
