@@ -66,6 +66,12 @@ def test_the_policy_is_the_table_the_docs_give():
     documented = docs_policy()
     assert len(documented) > 90
     assert {k: p.status for k, p in POLICY.items()} == documented
+    # what each implemented key does and what to do about each refused one, word for word
+    text = open(os.path.join(ROOT, "docs", "configuration.md"), encoding="utf-8").read()
+    rows = dict(re.findall(r"^\| `([a-z_]+)` \| (.+) \|$", text, re.M))
+    for key, policy in POLICY.items():
+        if policy.status != ACCEPTED:
+            assert rows[key] == policy.why, key
 
 
 @pytest.mark.parametrize("key", sorted(k for k, p in POLICY.items() if p.status == ACCEPTED))

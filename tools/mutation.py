@@ -550,6 +550,29 @@ EQUIVALENT = {
                       "position == len(ids) == the length the check before it read, which that "
                       "check already refused at the quota",
     },
+    "potato/export.py": {
+        **{k: "json takes ensure_ascii by its truth value: None acts as False"
+           for k in ("c7a57dd47e", "eeb2e7eb45", "690df9df19")},
+        **{k: "aggregate() takes the consensus only for \"consensus\": any other method word "
+              "is the majority vote" for k in ("b88c72ea6c", "0f2b58a336", "a9c48ac539")},
+        "6b58bc99df": "aggregated: a type no kind has aggregates as a choice, as radio does",
+        **{k: "a default or jsonl()'s argument: write() gives label rows as JSON lines for any "
+              "rows but \"item\" and any format but \"csv\", so another word (or None) writes "
+              "the same bytes" for k in ("19a968e02e", "22e7e5e023", "e4bd8b47eb", "bc8b86eeea",
+                                         "886b2031cb", "ffcef55bd1", "72fe31f6c0", "442ecc6ba4",
+                                         "dd22c68d0b", "42bdd19b77", "eddd4901f6",
+                                         "76850fc534")},
+        "210a17c103": "_label_csv: the scheme passed for every column: the other columns are "
+                      "strings, which _cell writes before it looks at the scheme",
+        **{k: "item_rows: decided is aggregated over the same annotation rows, so a scheme an "
+              "item has labels in is always in it" for k in ("8c38b47148", "c210d07eab")},
+        **{k: "to_file: newline=None on write turns \"\\n\" into os.linesep, \"\\n\" on "
+              "Linux, and keeps the csv module's \"\\r\\n\"" for k in ("190866dcd4",
+                                                                 "e82c5e1fa8")},
+        **{k: "to_file: write_through changes when the bytes reach the file, not which; the "
+              "wrapper is flushed before it is detached" for k in ("f7fc21d9c6", "6ee88fa9c5")},
+        "fc408b1a9d": "filename: time.gmtime(None) is the current time, as time.gmtime(time.time())",
+    },
     "potato/training/remote/spans.py": {
         "2ebae829d5": "token_tags: open_span is only compared by identity with a span dict "
                       "(`open_span is not span`): \"\" is no span, as None is not",
