@@ -106,9 +106,12 @@ def test_a_key_of_neither_is_a_warning_and_a_near_miss_is_did_you_mean():
     assert not nothing.seen and errors == warnings == []
     _, nothing, errors, _ = split_top(None)
     assert not nothing.seen and errors == []
-    top, _, errors, _ = split_top(["port"])
+    top, got, errors, _ = split_top(["port"])
     assert top == {} and errors == ["The config must be a mapping of keys to values, not a "
                                     "list."]
+    assert not got.seen and (got.instructions, got.codebook_url, got.port, got.per_item,
+                             got.per_user, got.all_required, got.display) == (
+        "", None, None, None, None, False, [])
 
 
 @pytest.mark.parametrize("data, status", [
