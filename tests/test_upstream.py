@@ -169,6 +169,7 @@ def test_the_implemented_keys_values():
         "allow_all_users": True, "password_file": "p", "allow_anonymous": 1}}, ())
     assert [p.key for p in r.errors] == ["annotation_codebook_url", "user_config.password_file",
                                          "user_config.allow_anonymous"]
+    assert "user_config.password_file is not a key user_config accepts" in r.errors[1].message
     assert got.port == 8123 and got.all_required is True
     _, got, errors, _ = split_top({"annotation_instructions": " ", "task_description": "",
                                    "require_fully_annotated": False, "port": 0})

@@ -573,6 +573,28 @@ EQUIVALENT = {
               "wrapper is flushed before it is detached" for k in ("f7fc21d9c6", "6ee88fa9c5")},
         "fc408b1a9d": "filename: time.gmtime(None) is the current time, as time.gmtime(time.time())",
     },
+    "potato/upstream.py": {
+        "42fe3a3232": "ACCEPTED's word is only compared with ACCEPTED itself (POLICY, _parse); "
+                      "nothing shows or stores it",
+        "0317236c08": "_limit: `value and value > 0`: a 0 is already false in `value and`",
+        "0efd529ce8": "split: get_close_matches' first match is the same for n=1 or 2",
+        **{k: "split: r.mapping is only called with a value that is not a mapping, whose error "
+              "uses neither the valid keys nor `what`" for k in ("6bca4181f0", "70264e04ab")},
+        **{k: "_parse: r.boolean's default is what it returns for a missing key, and the value "
+              "is not kept (only the error for a non-boolean matters)"
+           for k in ("643fb9c96d", "740eb99026", "bc6d14fdb2", "3ff0c3560e")},
+        "728e9c9e5c": "_parse: r.text's default is None already",
+        "f6786b4300": "_parse: numbers_ok is read for its truth: None acts as False",
+        "56afe4f49e": "_parse: a refused url is only read as `url.strip() if url else None`: \"\" "
+                      "gives None as None does",
+        "904be0b6ff": "data_files: text_codec is only read for its truth: None acts as False",
+        **{k: "DisplayField.label's default: _display always passes the label"
+           for k in ("4b7ea178d1", "5c27a3e377")},
+        **{k: "_display: the label is read as `r.text(...) or \"\"`: a None default gives \"\" "
+              "too" for k in ("1bd203dbe3", "c4e8f34313")},
+        "bc652392a5": "an accepted key's `why` is read by nothing (only a refused key's is "
+                      "shown, and docs/configuration.md lists accepted keys without one)",
+    },
     "potato/training/remote/spans.py": {
         "2ebae829d5": "token_tags: open_span is only compared by identity with a span dict "
                       "(`open_span is not span`): \"\" is no span, as None is not",
