@@ -240,7 +240,8 @@ def test_instance_display_fields_become_typed_fields_or_errors_that_name_them():
     _, got, errors, _ = split_top({"instance_display": {"fields": [{"key": "k", "type": "code"},
                                                                    {"type": "text"}]}})
     assert got.display == [] and len(errors) == 2
-    assert "is 'code' (field 'k'), which is not implemented here" in errors[0]
+    assert errors[0].startswith("instance_display.fields[0].type is 'code' (field 'k'), which "
+                                "is not implemented here")
     assert errors[1].startswith("instance_display.fields[1] has no key")
     _, got, errors, _ = split_top({"instance_display": {"fields": {"key": "k"}}})
     assert got.display == [] and errors == ["instance_display.fields must be a list of {key, "
