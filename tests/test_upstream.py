@@ -280,6 +280,17 @@ def test_a_display_field_may_carry_upstreams_options():
     assert errors == [] and [f.key for f in got.display] == ["k"]
 
 
+@pytest.mark.parametrize("kind", ["image", "audio"])
+def test_an_image_or_audio_field_names_the_items_media_key(tmp_path, kind):
+    cfg, errors, _ = scheme_config(tmp_path, "instance_display:\n  fields:\n"
+                                             "    - {key: media, type: %s}\n" % kind)
+    assert errors == [] and getattr(cfg.item_properties, kind + "_key") == "media"
+    _, errors, _ = scheme_config(tmp_path, "item_properties: {%s_key: other}\n"
+                                           "instance_display:\n  fields:\n"
+                                           "    - {key: media, type: %s}\n" % (kind, kind))
+    assert len(errors) == 1 and "an item has one %s here" % kind in errors[0].message
+
+
 def test_data_files_as_paths_or_path_and_encoding():
     r = Reader("c.yaml", {}, {})
     assert upstream.data_files(r, None) == [] and upstream.data_files(r, "a.jsonl") == [
