@@ -174,7 +174,7 @@ def test_one_annotators_requests_at_once_never_beat_the_quota(tmp_path, serve):
     assert seen <= {"i00", "i01", "i02"}  # the first three, no more
 
 
-# -- the rules, one store ---------------------------------------------------------------------------
+# -- the rules, one store -------------------------------------------------------------------------
 
 def test_without_limits_everyone_walks_every_active_item(store):
     cfg, s = store()

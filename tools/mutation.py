@@ -571,7 +571,8 @@ EQUIVALENT = {
                                                                  "e82c5e1fa8")},
         **{k: "to_file: write_through changes when the bytes reach the file, not which; the "
               "wrapper is flushed before it is detached" for k in ("f7fc21d9c6", "6ee88fa9c5")},
-        "fc408b1a9d": "filename: time.gmtime(None) is the current time, as time.gmtime(time.time())",
+        "fc408b1a9d": "filename: time.gmtime(None) is the current time, as "
+                      "time.gmtime(time.time()) is",
     },
     "potato/upstream.py": {
         "42fe3a3232": "ACCEPTED's word is only compared with ACCEPTED itself (POLICY, _parse); "
