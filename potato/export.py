@@ -30,7 +30,13 @@ FORMULA = ("=", "+", "-", "@", "\t", "\r")
 
 
 def _label_text(label: Any) -> str:
-    return ";".join(label) if isinstance(label, list) else ("" if label is None else str(label))
+    """A value whose scheme is no longer in the config (so no kind writes it): a list of labels
+    joined by ";", other lists and mappings (spans, a removed span scheme's) as JSON."""
+    if isinstance(label, list) and all(isinstance(x, str) for x in label):
+        return ";".join(label)
+    if isinstance(label, (list, dict)):
+        return json.dumps(label, ensure_ascii=False)
+    return "" if label is None else str(label)
 
 
 def aggregated(cfg: Optional[Config], records, method: Optional[str] = None

@@ -8,11 +8,16 @@ import io
 import json
 import random
 import re
+import time
 
 import pytest
 
+from potato import export
 from potato.agreement import cohen_kappa, fleiss_kappa, scheme_agreement
 from potato.cli import main
+from potato.config import load
+from potato.data import load_items
+from potato.store import Store
 from tests.helpers import KEY, Client, make_project, start_run, wait_run
 
 H = {"X-API-Key": KEY}
@@ -197,3 +202,331 @@ def test_the_page_export_is_sent_from_a_file_not_built_in_memory(tmp_path, serve
     assert r.status == 200 and size == int(r.getheader("Content-Length")) > n * width
     assert peak < 1.5 * size, (peak, size)
     assert list((tmp_path / "annotation_output").glob(".export-*")) == []
+
+
+# -- the export's rows, cells and file names, without a server ----------------------------------
+
+PROJECT = """\
+annotation_task_name: {name}
+data_files: [items.jsonl]
+annotation_schemes:
+  - annotation_type: radio
+    name: sentiment
+    labels: [positive, negative]
+  - annotation_type: multiselect
+    name: aspects
+    labels: [plot, acting]
+  - annotation_type: span
+    name: who
+    labels: [person, place]
+  - annotation_type: text
+    name: note
+model_training:
+  writeback:
+    schemas: [sentiment, who]
+    include_unlabeled: true
+{more}
+"""
+TEXTS = {"i0": "=SUM(A1) alice in paris", "i1": "bob", "i2": "-carol", "i3": "dave"}
+ALICE = {"start": 9, "end": 14, "label": "person"}
+
+
+@pytest.fixture
+def project(tmp_path):
+    """(config, store) of a four-item project with four kinds of scheme, and a labeller."""
+    opened = []
+
+    def make(name="Export test", more="", items=TEXTS, text=PROJECT):
+        with open(tmp_path / "items.jsonl", "w") as f:
+            for k, v in items.items():
+                f.write(json.dumps({"id": k, "text": v}) + "\n")
+        (tmp_path / "config.yaml").write_text(text.format(name=json.dumps(name), more=more))
+        cfg, errors, _ = load(str(tmp_path / "config.yaml"))
+        assert not errors, errors
+        store = Store(cfg.db_path)
+        opened.append(store)
+        store.sync_items(load_items(cfg))
+        return cfg, store
+
+    yield make
+    for store in opened:
+        store.close()
+
+
+def label(store):
+    store.save_labels("ann", "i0", {"sentiment": "positive", "aspects": ["plot", "acting"],
+                                    "who": [ALICE], "note": "=1+1"})
+    store.save_labels("bob", "i0", {"sentiment": "negative", "aspects": ["plot", "acting"]})
+    for who, value in (("ann", "negative"), ("bob", "positive"), ("cy", "negative")):
+        store.save_labels(who, "i1", {"sentiment": value})
+    store.save_labels("ann", "i1", {"who": []})  # nothing to mark: an answer, unlike no label
+
+
+def lines(data):
+    return [json.loads(x) for x in data.decode("utf-8").splitlines()]
+
+
+def test_one_row_per_label_with_the_time_the_aggregate_and_the_text(project):
+
+    cfg, store = project()
+    label(store)
+    before = time.time()
+    rows = lines(export.build(store, cfg, "label", "jsonl"))
+    assert [(r["item_id"], r["scheme"], r["annotator"], r["label"]) for r in rows] == [
+        ("i0", "aspects", "ann", ["plot", "acting"]), ("i0", "aspects", "bob", ["plot", "acting"]),
+        ("i0", "note", "ann", "=1+1"), ("i0", "sentiment", "ann", "positive"),
+        ("i0", "sentiment", "bob", "negative"), ("i0", "who", "ann", [ALICE]),
+        ("i1", "sentiment", "ann", "negative"), ("i1", "sentiment", "bob", "positive"),
+        ("i1", "sentiment", "cy", "negative"), ("i1", "who", "ann", [])]
+    assert [list(r) for r in rows] == [list(export.COLUMNS)] * len(rows)
+    assert [r["aggregated_label"] for r in rows] == [
+        ["plot", "acting"]] * 2 + [None, None, None, [ALICE]] + ["negative"] * 3 + [[]]
+    assert [r["text"] for r in rows] == [TEXTS["i0"]] * 6 + [TEXTS["i1"]] * 4
+    for r in rows:  # when it was labelled, in UTC to the second
+        when = time.mktime(time.strptime(r["labelled_at"], "%Y-%m-%dT%H:%M:%SZ")) - time.timezone
+        assert before - 2 <= when <= time.time() + 1
+    assert export.jsonl(store, cfg) == export.build(store, cfg)  # one row per label by default
+
+
+def test_the_label_csv_writes_each_kind_its_own_way_and_defuses_formulas(project):
+
+    cfg, store = project()
+    label(store)
+    data = export.build(store, cfg, "label", "csv")
+    assert data.count(b"\r\n") == 11  # CRLF rows, as a CSV file has them
+    table = list(csv.reader(io.StringIO(data.decode("utf-8"))))
+    assert table[0] == list(export.COLUMNS)
+    by = {(r[0], r[1], r[2]): r for r in table[1:]}
+    assert by["i0", "aspects", "ann"][3:4] == ["plot;acting"] and by["i0", "aspects", "ann"][5] \
+        == "plot;acting"
+    assert json.loads(by["i0", "who", "ann"][3]) == [ALICE] == json.loads(by["i0", "who", "ann"][5])
+    assert by["i0", "note", "ann"][3] == "'=1+1" and by["i0", "note", "ann"][5] == ""
+    assert by["i0", "sentiment", "bob"][3] == "negative" and by["i0", "sentiment", "bob"][5] == ""
+    assert {r[6] for r in table[1:] if r[0] == "i0"} == {"'" + TEXTS["i0"]}
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", by["i1", "sentiment", "cy"][4])
+    assert by["i1", "who", "ann"][3] == "[]" == by["i1", "who", "ann"][5]  # not "" (no label)
+    assert [c for r in table[1:] for c in r[:3] + r[4:5] + r[6:]] == \
+        [c for r in list(csv.reader(io.StringIO(export.build(store, None, "label", "csv")
+                                                .decode())))[1:] for c in r[:3] + r[4:5] + r[6:]]
+
+
+def test_the_label_time_is_when_it_was_saved_in_utc(project, monkeypatch):
+    cfg, store = project()
+    with monkeypatch.context() as m:
+        m.setattr(time, "time", lambda: 1772600767.5)  # 2026-03-04 05:06:07.5 UTC
+        store.save_labels("ann", "i0", {"sentiment": "positive"})
+    [row] = lines(export.build(store, cfg))
+    assert row["labelled_at"] == "2026-03-04T05:06:07Z"
+    store.import_labels("ann", [("ghost", "sentiment", "negative")])  # an item never loaded
+    ghost = lines(export.build(store, cfg))[0]
+    assert (ghost["item_id"], ghost["text"]) == ("ghost", "")
+    table = list(csv.reader(io.StringIO(export.build(store, cfg, "label", "csv").decode())))
+    assert table[1][0] == "ghost" and table[1][6] == ""
+
+
+@pytest.mark.parametrize("start", ["=", "+", "-", "@", "\t", "\r"])
+def test_a_cell_a_spreadsheet_would_run_gets_an_apostrophe(project, start):
+
+    cfg, store = project(items={"i0": start + "1+2 x", "i1": "a" + start})
+    store.save_labels("ann", "i0", {"note": start + "cmd", "sentiment": "positive"})
+    store.save_labels("ann", "i1", {"note": "ok " + start})
+    for rows in ("label", "item"):
+        table = list(csv.reader(io.StringIO(export.build(store, cfg, rows, "csv").decode())))
+        cells = [c for r in table[1:] for c in r]
+        assert "'" + start + "1+2 x" in cells and "'" + start + "cmd" in cells or rows == "item"
+        assert not any(c.startswith(start) for c in cells if c), (rows, cells)
+        assert "a" + start in cells or start in "\t\r"  # a formula character inside is left
+    table = list(csv.reader(io.StringIO(export.build(store, cfg, "item", "csv").decode())))
+    assert table[1][0] == "i0" and table[1][-1] == "'" + start + "1+2 x"
+
+
+def test_the_configured_aggregation_decides_the_export_and_the_page_counts_by_majority(project):
+
+    cfg, store = project(more="  aggregation: consensus")
+    label(store)
+    for item, votes in (("i0", ("positive", "negative")), ("i1", ("negative", "positive",
+                                                                  "negative"))):
+        for who, value in zip(("ann", "bob", "cy"), votes):  # a scheme no longer in the config
+            store.save_labels(who, item, {"old": value})
+    rows = lines(export.build(store, cfg, "label", "jsonl"))
+    tied = {r["aggregated_label"] for r in rows if (r["item_id"], r["scheme"]) == ("i0",
+                                                                                   "sentiment")}
+    assert tied in ({"positive"}, {"negative"})  # Dawid-Skene decides the tie majority leaves
+    assert {r["aggregated_label"] for r in rows if r["scheme"] == "old" and r["item_id"] ==
+            "i0"} == {None}  # the same votes: the majority vote's tie
+    default, store2 = project()
+    assert {r["aggregated_label"] for r in lines(export.build(store, default)) if
+            (r["item_id"], r["scheme"]) == ("i0", "sentiment")} == {None}
+    # the page's counts: always the majority, an item once per label, ties left out
+    store.save_labels("ann", "i3", {"who": [ALICE, dict(ALICE, start=0, end=3)],
+                                    "sentiment": "negative", "aspects": ["acting"]})
+    store.save_labels("bob", "i3", {"who": [ALICE]})  # the spans both marked: ALICE
+    assert export.label_counts(cfg, store) == {
+        "sentiment": {"positive": 0, "negative": 2}, "aspects": {"plot": 1, "acting": 2},
+        "who": {"person": 2, "place": 0}}
+
+
+def test_a_span_value_with_a_label_the_scheme_lost_is_not_counted(project):
+
+    cfg, store = project()
+    store.save_labels("ann", "i0", {"who": [dict(ALICE, label="pet")], "sentiment": "neutral"})
+    assert export.label_counts(cfg, store) == {
+        "sentiment": {"positive": 0, "negative": 0}, "aspects": {"plot": 0, "acting": 0},
+        "who": {"person": 0, "place": 0}}
+
+
+def test_without_a_config_the_export_takes_every_scheme_by_majority(project):
+
+    cfg, store = project(more="  aggregation: consensus")
+    label(store)
+    rows = lines(export.build(store, None, "label", "jsonl"))
+    assert {r["aggregated_label"] for r in rows if (r["item_id"], r["scheme"]) == (
+        "i0", "sentiment")} == {None}
+    table = list(csv.reader(io.StringIO(export.build(store, None, "label", "csv").decode())))
+    assert [r[3] for r in table[1:] if r[1] == "aspects"] == ["plot;acting"] * 2
+    who = [r[3] for r in table[1:] if r[1] == "who"]
+    assert json.loads(who[0]) == [ALICE] and who[1] == ""  # [] of an unknown kind: no labels
+    items = list(csv.reader(io.StringIO(export.build(store, None, "item", "csv").decode())))
+    assert items[0] == ["id"] + ["%s:%s" % (n, c) for n in ("aspects", "note", "sentiment", "who")
+                                 for c in export.ITEM_COLUMNS] + ["text"]
+
+
+def test_one_row_per_item_with_votes_aggregate_and_the_models_prediction(project):
+    from potato.training import ingest
+
+    cfg, store = project()
+    label(store)
+    wb = ingest.write_back(store, cfg, "r1", [
+        {"id": "i1", "split": "unlabeled", "scheme": "sentiment", "label": "negative",
+         "confidence": 0.8125},
+        {"id": "i2", "split": "unlabeled", "scheme": "sentiment", "label": "positive",
+         "confidence": 0.75},
+        {"id": "i1", "split": "unlabeled", "scheme": "who", "label": [], "confidence": 0.5}],
+        None)
+    assert wb["written"] == 3
+    store.save_labels("ann", "i3", {"sentiment": "positive"})
+    # i3 (labelled) and i2 (not) leave the data files; i4 comes
+    store.sync_items([("i0", TEXTS["i0"], {}), ("i1", TEXTS["i1"], {}), ("i4", "eve", {})])
+    items = lines(export.build(store, cfg, "item", "jsonl"))
+    assert [i["id"] for i in items] == ["i0", "i1", "i4", "i3"]  # the inactive one with labels
+    assert items[0]["labels"]["sentiment"] == [{"annotator": "ann", "label": "positive"},
+                                               {"annotator": "bob", "label": "negative"}]
+    assert items[0]["aggregated_label"] == {"aspects": ["plot", "acting"], "note": None,
+                                            "sentiment": None, "who": [ALICE]}
+    assert items[1]["predictions"] == {
+        "sentiment": {"label": "negative", "confidence": 0.8125, "run_id": "r1"},
+        "who": {"label": [], "confidence": 0.5, "run_id": "r1"}}
+    assert items[2] == {"id": "i4", "text": "eve", "labels": {}, "aggregated_label": {},
+                        "predictions": {}}
+    data = export.build(store, cfg, "item", "csv").decode()
+    assert data.split("\r\n")[0] == ",".join(
+        ["id"] + ["%s:%s" % (n, c) for n in ("sentiment", "aspects", "who", "note")
+                  for c in export.ITEM_COLUMNS] + ["text"])  # the config's order
+    table = list(csv.DictReader(io.StringIO(data)))
+    assert [r["id"] for r in table] == ["i0", "i1", "i4", "i3"]
+    assert table[0]["who:labels"] == '{"ann": [{"end": 14, "label": "person", "start": 9}]}'
+    assert (table[1]["who:labels"], table[1]["who:aggregated_label"],
+            table[1]["who:prediction"], table[1]["who:confidence"]) == (
+        '{"ann": []}', "[]", "[]", "0.5")
+    assert json.loads(table[0]["sentiment:labels"]) == {"ann": "positive", "bob": "negative"}
+    assert table[0]["aspects:aggregated_label"] == "plot;acting"
+    assert json.loads(table[0]["who:aggregated_label"]) == [ALICE]
+    assert table[0]["note:aggregated_label"] == "" and "=1+1" in table[0]["note:labels"]
+    assert (table[1]["sentiment:prediction"], table[1]["sentiment:confidence"]) == (
+        "negative", "0.8125")
+    assert table[1]["sentiment:aggregated_label"] == "negative"
+    assert (table[2]["sentiment:labels"], table[2]["sentiment:prediction"],
+            table[2]["sentiment:confidence"]) == ("", "", "")
+    assert table[0]["text"] == "'" + TEXTS["i0"] and table[2]["text"] == "eve"
+
+
+def test_the_export_written_to_a_file_is_the_same_bytes_and_says_its_size(project, tmp_path):
+
+    cfg, store = project()
+    label(store)
+    store.save_labels("ann", "i2", {"note": "süß 😀"})
+    for rows in export.ROW_MODES:
+        for fmt in export.FORMATS:
+            path = tmp_path / ("out." + fmt)
+            with open(path, "wb") as f:
+                size = export.to_file(f, store, cfg, rows, fmt)
+                assert not f.closed  # the caller's file stays open
+            data = path.read_bytes()
+            assert data == export.build(store, cfg, rows, fmt) and size == len(data)
+            assert "süß 😀".encode() in data
+            assert data.endswith(b"\r\n" if fmt == "csv" else b"\n")
+
+
+def test_the_file_name_carries_the_project_the_rows_and_the_utc_time(project):
+
+    when = time.mktime((2026, 3, 4, 5, 6, 7, 0, 0, 0)) - time.timezone  # 05:06:07 UTC
+    cfg, _ = project(name="My  Project: <b>über</b>!")
+    assert export.filename(cfg, "label", "csv", when) == \
+        "my-project-b-ber-b-labels-20260304-050607.csv"
+    assert export.filename(cfg, "item", "jsonl", when) == \
+        "my-project-b-ber-b-items-20260304-050607.jsonl"
+    assert export.filename(cfg, "upstream", "zip", when) == \
+        "my-project-b-ber-b-upstream-20260304-050607.zip"
+    for name, slug in (("--a_b--", "a_b"), ("!!!", "potato"), ("", "potato"),
+                       ("x" * 70, "x" * 60), ("-" * 70 + "y", "y"), ("Ab 12", "ab-12"),
+                       ("a" * 59 + "/b", "a" * 59 + "-"), ("X-ray lab X", "x-ray-lab-x")):
+        cfg.annotation_task_name = name
+        assert export.filename(cfg, "label", "jsonl", when) == \
+            "%s-labels-20260304-050607.jsonl" % slug, name
+    cfg.annotation_task_name = None
+    assert export.filename(cfg, "label", "jsonl", when).startswith("potato-labels-")
+    name = export.filename(cfg, "item", "csv")  # now
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    assert name[len("potato-items-"):-len(".csv")] <= stamp
+
+
+def test_the_label_csv_still_exports_a_span_scheme_removed_from_the_config(project):
+    # the CSV export raised TypeError (a 500 on the admin page, a traceback from the CLI) once
+    # a span scheme whose labels the store keeps was taken out of the config
+
+    cfg, store = project()
+    label(store)
+    store.save_labels("ann", "i1", {"aspects": ["plot"], "note": 7, "score": 7})
+    store.save_labels("ann", "i2", {"who": [dict(ALICE, text="süß")], "score": 2})
+    store.save_labels("bob", "i2", {"score": 4})
+    store.close()
+    without = PROJECT.replace("  - annotation_type: span\n    name: who\n    labels: [person, "
+                              "place]\n", "").replace("  - annotation_type: multiselect\n    "
+                                                      "name: aspects\n    labels: [plot, "
+                                                      "acting]\n", "").replace(
+        "[sentiment, who]", "[sentiment]")
+    assert "who" not in without and "aspects" not in without
+    cfg, store = project(text=without)
+    table = list(csv.reader(io.StringIO(export.build(store, cfg, "label", "csv").decode())))
+    by = {(r[0], r[1], r[2]): r for r in table[1:]}
+    assert json.loads(by["i0", "who", "ann"][3]) == [ALICE] == \
+        json.loads(by["i0", "who", "ann"][5])
+    assert by["i0", "aspects", "bob"][3] == "plot;acting" == by["i0", "aspects", "bob"][5]
+    assert by["i1", "aspects", "ann"][3] == "plot" and by["i1", "note", "ann"][3] == "7"
+    assert by["i1", "score", "ann"][3] == "7" == by["i1", "score", "ann"][5]
+    assert by["i2", "score", "ann"][5] == ""  # a tie
+    assert '"text": "süß"' in by["i2", "who", "ann"][3]  # as it was written, not escaped
+
+
+def test_the_export_file_is_utf8_whatever_the_locale(project, tmp_path):
+    # a server or CLI started under the C locale (ASCII) writes the same UTF-8 file
+    import os
+    import subprocess
+    import sys
+
+    from tests.helpers import ROOT
+
+    cfg, store = project()
+    store.save_labels("ann", "i2", {"note": "süß 😀", "sentiment": "positive"})
+    env = dict(os.environ, LC_ALL="C", LANG="C", PYTHONCOERCECLOCALE="0",
+               PYTHONPATH=os.pathsep.join([ROOT] + sys.path))
+    env.pop("PYTHONUTF8", None)
+    env.pop("PYTHONIOENCODING", None)
+    for fmt in export.FORMATS:
+        out = tmp_path / ("c-locale." + fmt)
+        done = subprocess.run([sys.executable, "-X", "utf8=0", "-m", "potato", "annotations",
+                               "export", cfg.path, "--rows", "label", "--format", fmt, "-o",
+                               str(out)], env=env, capture_output=True, timeout=60)
+        assert done.returncode == 0, done.stderr.decode(errors="replace")
+        assert out.read_bytes() == export.build(store, cfg, "label", fmt)
+        assert "süß 😀".encode() in out.read_bytes()

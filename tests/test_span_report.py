@@ -52,6 +52,94 @@ def test_decode_reads_a_stray_i_as_a_start_and_trims_spaces():
         {"start": 8, "end": 13, "label": "person", "confidence": 0.7}]
 
 
+def test_the_tag_set_is_o_then_b_and_i_for_each_label_in_order():
+    assert bio.tag_names(["person", "place"]) == ["O", "B-person", "I-person", "B-place",
+                                                  "I-place"]
+    assert bio.tag_names([]) == ["O"]
+
+
+def test_special_tokens_get_the_tag_the_training_loss_ignores():
+    torch = pytest.importorskip("torch")
+    tags = bio.token_tags([(0, 0), (0, 5), (0, 0)], [{"start": 0, "end": 5, "label": "place"}],
+                          LABELS)
+    assert tags[0] == tags[2] == torch.nn.CrossEntropyLoss().ignore_index
+    assert bio.tag_names(LABELS)[tags[1]] == "B-place"
+
+
+def test_a_token_that_only_touches_a_span_is_outside_it():
+    # "alice's": the span ends where the next token starts, and "the" ends where it starts
+    text = "thealice's"
+    spans = [{"start": 3, "end": 8, "label": "person"}]
+    tags = bio.token_tags([(0, 0), (0, 3), (3, 8), (8, 10), (0, 0)], spans, LABELS)
+    names = bio.tag_names(LABELS)
+    assert [names[t] if t != bio.IGNORE else None for t in tags] == [
+        None, "O", "B-person", "O", None]
+    assert text[3:8] == "alice"
+
+
+def test_two_spans_that_touch_are_each_begun_with_b():
+    spans = [{"start": 0, "end": 5, "label": "person"}, {"start": 5, "end": 8, "label": "person"},
+             {"start": 9, "end": 12, "label": "other"}]
+    tags = bio.token_tags([(0, 3), (3, 5), (5, 8), (9, 12)], spans, LABELS)
+    assert [bio.tag_names(LABELS)[t] for t in tags] == ["B-person", "I-person", "B-person", "O"]
+    back = bio.decode("alicebob kim", [(0, 3, tags[0], 0.2), (3, 5, tags[1], 0.4),
+                                       (5, 8, tags[2], 0.9), (9, 12, tags[3], 0.9)], LABELS)
+    assert back == [{"start": 0, "end": 5, "label": "person", "confidence": pytest.approx(0.3)},
+                    {"start": 5, "end": 8, "label": "person", "confidence": 0.9}]
+
+
+@pytest.mark.parametrize("tag", [-1, bio.IGNORE, 5, 99])
+def test_a_tag_outside_the_tag_set_reads_as_outside(tag):
+    # 5 tags for two labels: O, B-person, I-person, B-place, I-place
+    tokens = [(0, 5, 1, 0.8), (6, 9, tag, 0.8), (10, 13, 2, 0.6)]
+    assert bio.decode("alice and bob", tokens, LABELS) == [
+        {"start": 0, "end": 5, "label": "person", "confidence": 0.8},
+        {"start": 10, "end": 13, "label": "person", "confidence": 0.6}]
+
+
+def test_labels_with_hyphens_decode_whole():
+    labels = ["new-york", "x-y-z"]
+    tags = bio.token_tags([(0, 3), (4, 8)], [{"start": 0, "end": 8, "label": "x-y-z"}], labels)
+    assert bio.decode("new york", [(0, 3, tags[0], 0.5), (4, 8, tags[1], 0.5)], labels) == [
+        {"start": 0, "end": 8, "label": "x-y-z", "confidence": 0.5}]
+
+
+def test_spaces_at_either_edge_are_trimmed_and_a_span_of_spaces_is_dropped():
+    text = "  alice  "
+    assert bio.decode(text, [(0, 9, 1, 0.5)], LABELS) == [
+        {"start": 2, "end": 7, "label": "person", "confidence": 0.5}]
+    assert bio.decode("alice ", [(0, 6, 1, 0.5)], LABELS) == [
+        {"start": 0, "end": 5, "label": "person", "confidence": 0.5}]
+    assert bio.decode("a   ", [(0, 1, 0, 0.9), (1, 4, 3, 0.5)], LABELS) == []
+    assert bio.decode("   b", [(0, 3, 3, 0.5), (3, 4, 0, 0.9)], LABELS) == []
+
+
+def test_a_span_that_would_overlap_the_previous_one_is_dropped():
+    # tokens out of order (a tokenizer's bug): the second span would start inside the first
+    tokens = [(0, 5, 1, 0.5), (5, 6, 0, 0.9), (2, 4, 3, 0.5)]
+    assert bio.decode("alice bob", tokens, LABELS) == [
+        {"start": 0, "end": 5, "label": "person", "confidence": 0.5}]
+
+
+def test_spans_of_a_label_outside_the_scheme_are_counted_under_that_label():
+    pairs = [([{"start": 0, "end": 3, "label": "person"}, {"start": 4, "end": 6, "label": "pet"}],
+              [{"start": 0, "end": 3, "label": "person"}, {"start": 7, "end": 9, "label": "car"},
+               {"start": 4, "end": 6, "label": "dog"}])]
+    assert bio.entity_counts(pairs, LABELS) == {"person": [1, 0, 0], "place": [0, 0, 0],
+                                                "pet": [0, 1, 0], "car": [0, 0, 1],
+                                                "dog": [0, 0, 1]}
+    assert bio.entity_counts([(None, None)], ["person"]) == {"person": [0, 0, 0]}
+
+
+@pytest.mark.parametrize("counts", [(2, 2, 2), (1, 1, 2), (1, 2, 1), (3, 0, 0), (0, 1, 0),
+                                    (0, 0, 1), (0, 0, 0), (5, 1, 3), (0, 3, 1)])
+def test_micro_f1_of_the_counts_is_the_reports_entity_f1(counts):
+    pairs = counted(person=counts, place=(1, 0, 1))
+    f1 = bio.micro_f1(bio.entity_counts(pairs, LABELS))
+    assert round(f1, 4) == span_report.scheme_report(pairs, LABELS)["micro_f1"]
+    assert bio.micro_f1(bio.entity_counts([([], [])], LABELS)) == 0.0
+
+
 def words_bio(text, spans):
     """Word-level BIO tags of word-aligned spans (the input seqeval scores)."""
     tags, pos = [], 0
@@ -126,6 +214,84 @@ def test_a_few_entities_get_a_note():
     assert "Only 4 human spans in 4 test items: too few to say much" in r["note"]
     empty = span_report.scheme_report([([], [])] * 3, LABELS)
     assert empty["micro_f1"] == 0.0 and "hold no human span" in empty["note"]
+
+
+def counted(**counts):
+    """(predicted, human) pairs, one span per item, that give each label (true positives,
+    false positives, false negatives)."""
+    out, k = [], 0
+    for label, (tp, fp, fn) in counts.items():
+        for pred, gold in [(True, True)] * tp + [(True, False)] * fp + [(False, True)] * fn:
+            span = [{"start": k, "end": k + 1, "label": label}]
+            out.append((span if pred else [], span if gold else []))
+            k += 1
+    return out
+
+
+def test_each_labels_precision_recall_and_f1_count_exact_spans_only():
+    # person: half of what it marks is right and it finds half; place and thing: F1 0.4;
+    # org: only wrong marks; date: only missed spans; event: all right; none: never seen
+    pairs = counted(person=(2, 2, 2), place=(1, 1, 2), thing=(1, 2, 1), org=(0, 1, 0),
+                    date=(0, 0, 1), event=(1, 0, 0))
+    labels = ["person", "place", "thing", "org", "date", "event", "none"]
+    r = span_report.scheme_report(pairs, labels)
+    per = r["per_label"]
+    assert per["person"] == {"precision": 0.5, "recall": 0.5, "f1": 0.5, "support": 4,
+                             "predicted": 4}
+    assert per["place"] == {"precision": 0.5, "recall": 0.3333, "f1": 0.4, "support": 3,
+                            "predicted": 2}
+    assert per["thing"] == {"precision": 0.3333, "recall": 0.5, "f1": 0.4, "support": 2,
+                            "predicted": 3}
+    assert per["org"] == {"precision": 0.0, "recall": 0.0, "f1": 0.0, "support": 0,
+                          "predicted": 1}
+    assert per["date"] == {"precision": 0.0, "recall": 0.0, "f1": 0.0, "support": 1,
+                           "predicted": 0}
+    assert per["event"] == {"precision": 1.0, "recall": 1.0, "f1": 1.0, "support": 1,
+                            "predicted": 1}
+    assert per["none"] == {"precision": 0.0, "recall": 0.0, "f1": 0.0, "support": 0,
+                           "predicted": 0}
+    # micro: 5 right of 11 marked, 5 found of 11 human spans
+    assert (r["n"], r["entities"], r["predicted"]) == (len(pairs), 11, 11)
+    assert r["precision"] == r["recall"] == r["micro_f1"] == r["score"] == 0.4545
+    # macro: over the six labels that occur (org and date count as 0, none is left out)
+    assert r["macro_f1"] == 0.3833
+
+
+def test_a_model_that_marks_more_than_humans_is_counted_as_such():
+    r = span_report.scheme_report(counted(person=(3, 5, 1)), ["person"])
+    assert (r["entities"], r["predicted"]) == (4, 8)
+    assert (r["precision"], r["recall"], r["micro_f1"]) == (0.375, 0.75, 0.5)
+
+
+def test_with_no_span_at_all_every_figure_is_zero():
+    r = span_report.scheme_report([([], [])] * 2, ["person"])
+    assert (r["precision"], r["recall"], r["micro_f1"], r["macro_f1"]) == (0.0, 0.0, 0.0, 0.0)
+    assert (r["entities"], r["predicted"], r["n"]) == (0, 0, 2)
+
+
+# docs/training.md: a note when the test split holds fewer than 50 human spans, or a label
+# fewer than 10
+
+def test_fewer_than_fifty_human_spans_get_a_note_that_says_what_one_span_moves():
+    r = span_report.scheme_report(counted(person=(40, 0, 9)), ["person"])
+    assert "Only 49 human spans in 49 test items: too few" in r["note"]
+    assert "moves recall by 0.02" in r["note"] and r["note"].endswith(" splits.test.")
+    r = span_report.scheme_report(counted(person=(2, 0, 2)), ["person"])
+    assert "moves recall by 0.25" in r["note"]
+    assert span_report.scheme_report(counted(person=(40, 3, 10)), ["person"])["note"] is None
+    empty = span_report.scheme_report([([], [])] * 3, ["person"])["note"]
+    assert "The 3 test items hold no human span" in empty and empty.endswith(" splits.test.")
+
+
+def test_a_label_with_fewer_than_ten_human_spans_is_named_in_the_note():
+    r = span_report.scheme_report(counted(person=(45, 0, 0), place=(9, 0, 0),
+                                          thing=(0, 0, 1), org=(0, 4, 0), event=(10, 0, 0)),
+                                  ["person", "place", "thing", "org", "event", "date"])
+    assert "human spans of place, thing in the test split" in r["note"]
+    assert "Fewer than 10 " in r["note"]
+    r = span_report.scheme_report(counted(person=(45, 0, 0), place=(10, 0, 0), org=(0, 4, 0)),
+                                  ["person", "place", "org", "date"])
+    assert r["note"] is None
 
 
 # -- the boundary --------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ layout, out and back in."""
 import io
 import json
 import os
+import re
 import shutil
 import zipfile
 
@@ -18,6 +19,8 @@ from potato.cli import main
 from potato.config import load
 from potato.data import DataError, load_items
 from potato.store import Store
+from potato import upstream
+from potato.config_reader import Reader
 from potato.upstream import ACCEPTED, IMPLEMENTED, POLICY, REFUSED
 from potato.validation import check
 from tests.helpers import KEY, ROOT, Client, start_run, wait_run
@@ -34,6 +37,346 @@ def up(tmp_path):
     dest = tmp_path / "upstream"
     shutil.copytree(UP, dest)
     return dest
+
+
+# -- the policy, key by key (upstream.split on a config's top level) ----------------------------
+
+def split_top(data, ours=("annotation_schemes", "data_files")):
+    """(our keys, Upstream, errors, warnings) of a config's top level."""
+    r = Reader("c.yaml", {}, {})
+    top, got = upstream.split(r, data, ours)
+    return top, got, [p.message for p in r.errors], [p.message for p in r.warnings]
+
+
+def docs_policy():
+    """docs/configuration.md's three lists of upstream keys: {key: status}."""
+    text = open(os.path.join(ROOT, "docs", "configuration.md"), encoding="utf-8").read()
+    part = text.split("**Implemented**")[1]
+    implemented, part = part.split("**Accepted, not used here**")
+    accepted, refused = part.split("**Refused**")
+    accepted = accepted.split("`host` is among them")[0].split("`--strict`:")[1]
+    rows = lambda block: re.findall(r"^\| `([a-z_]+)` \|", block, re.M)  # noqa: E731
+    out = {k: IMPLEMENTED for k in rows(implemented)}
+    out.update((k, ACCEPTED) for k in re.findall(r"`([a-z_]+)`", accepted))
+    out.update((k, REFUSED) for k in rows(refused.split("### ")[0]))
+    return out
+
+
+def test_the_policy_is_the_table_the_docs_give():
+    documented = docs_policy()
+    assert len(documented) > 90
+    assert {k: p.status for k, p in POLICY.items()} == documented
+    # what each implemented key does and what to do about each refused one, word for word
+    text = open(os.path.join(ROOT, "docs", "configuration.md"), encoding="utf-8").read()
+    rows = dict(re.findall(r"^\| `([a-z_]+)` \| (.+) \|$", text, re.M))
+    for key, policy in POLICY.items():
+        if policy.status != ACCEPTED:
+            assert rows[key] == policy.why, key
+
+
+@pytest.mark.parametrize("key", sorted(k for k, p in POLICY.items() if p.status == ACCEPTED))
+def test_an_accepted_key_is_read_and_ignored_without_a_word(key):
+    top, got, errors, warnings = split_top({key: {"anything": [1, 2]}, "data_files": ["a"]})
+    assert top == {"data_files": ["a"]} and errors == [] == warnings
+    assert (got.accepted, got.implemented, got.refused, got.unknown) == ([key], [], [], [])
+    assert got.seen and upstream.report_lists(got) == {"implemented": [], "accepted": [key],
+                                                       "blocking": []}
+
+
+@pytest.mark.parametrize("key", sorted(k for k, p in POLICY.items() if p.status == REFUSED))
+def test_a_refused_key_is_an_error_that_names_it_and_says_what_to_do(key):
+    _, got, errors, warnings = split_top({key: True})
+    assert got.refused == [key] and got.accepted == got.implemented == [] and warnings == []
+    assert errors == ["%s is upstream Potato's, and refused here: %s" % (key, POLICY[key].why)]
+    assert "Remove" in POLICY[key].why
+    assert upstream.report_lists(got)["blocking"] == [key]
+
+
+def test_a_key_of_neither_is_a_warning_and_a_near_miss_is_did_you_mean():
+    top, got, errors, warnings = split_top({"page_zoom": 1, "annotation_schemez": [],
+                                            "annotation_codebook_ur": "x"})
+    assert top == {} and got.unknown == ["page_zoom"] and got.seen
+    assert warnings == ["page_zoom is not a key of this Potato nor of upstream Potato; it "
+                        "is ignored. Remove it (or check its spelling)."]
+    assert len(errors) == 2
+    assert errors[0].startswith("annotation_schemez is not a key a Potato config accepts. Did "
+                                "you mean annotation_schemes?")
+    assert "Did you mean annotation_codebook_url?" in errors[1]
+    _, nothing, errors, warnings = split_top({"data_files": []})
+    assert not nothing.seen and errors == warnings == []
+    _, nothing, errors, _ = split_top(None)
+    assert not nothing.seen and errors == []
+    top, got, errors, _ = split_top(["port"])
+    assert top == {} and errors == ["The config must be a mapping of keys to values, not a "
+                                    "list."]
+    assert not got.seen and (got.instructions, got.codebook_url, got.port, got.per_item,
+                             got.per_user, got.all_required, got.display) == (
+        "", None, None, None, None, False, [])
+
+
+@pytest.mark.parametrize("data, status", [
+    ({"user_config": {"allow_all_users": True, "users": []}}, IMPLEMENTED),
+    ({"user_config": {"allow_new_users": True, "require_password": False}}, IMPLEMENTED),
+    ({"user_config": {"allow_all_users": True, "require_password": True}}, REFUSED),
+    ({"user_config": {"users": ["ann"]}}, REFUSED),
+    ({"user_config": {"allow_all_users": False}}, REFUSED),
+    ({"user_config": {"allow_new_users": False}}, REFUSED),
+    ({"require_password": False}, IMPLEMENTED), ({"require_password": True}, REFUSED),
+    ({"require_no_password": True}, IMPLEMENTED), ({"require_no_password": False}, REFUSED),
+    ({"num_annotators_per_item": 2}, IMPLEMENTED),
+    ({"num_annotators_per_item": {"overlap": 2}}, REFUSED),
+])
+def test_keys_implemented_in_one_form_refuse_the_others(data, status):
+    _, got, errors, _ = split_top(data)
+    key = next(iter(data))
+    assert getattr(got, status) == [key]
+    assert bool(errors) == (status == REFUSED), errors
+    if errors:
+        assert len(errors) == 1 and key in errors[0] and "refused here" not in errors[0]
+
+
+def test_a_password_asked_for_anywhere_is_refused_naming_where():
+    r = Reader("c.yaml", {}, {})
+    upstream.split(r, {"user_config": {"allow_all_users": True, "require_password": True},
+                       "require_password": True, "require_no_password": False}, ())
+    assert [p.key for p in r.errors] == ["user_config.require_password", "require_password",
+                                         "require_no_password"]
+    assert "require_password: true asks for passwords" in r.errors[1].message
+    assert "require_no_password: false asks for passwords" in r.errors[2].message
+    assert all("keep the server on a network only your annotators reach." in p.message
+               for p in r.errors)
+
+
+def test_an_accepted_key_is_accepted_whatever_its_mapping_holds():
+    _, got, errors, _ = split_top({"ui": {"users": ["ann"], "require_password": True,
+                                          "allow_all_users": False}})
+    assert got.accepted == ["ui"] and errors == []
+
+
+def test_the_implemented_keys_values():
+    _, got, errors, _ = split_top({
+        "task_description": "  Read it.  ", "annotation_task_description": "Read it.",
+        "annotation_instructions": "Then label.", "annotation_codebook_url": " HTTPS://x.org/c ",
+        "port": 8123, "require_fully_annotated": True})
+    assert errors == []
+    assert got.instructions == "Read it.\n\nThen label." and got.codebook_url == "HTTPS://x.org/c"
+    for key in ("task_description", "annotation_task_description", "annotation_instructions"):
+        assert split_top({key: "Only this."})[1].instructions == "Only this."
+    assert split_top({"annotation_codebook_url": "http://x.org/c"})[1].codebook_url == \
+        "http://x.org/c"
+    r = Reader("c.yaml", {}, {})
+    upstream.split(r, {"annotation_codebook_url": "x.org/c", "user_config": {
+        "allow_all_users": True, "password_file": "p", "allow_anonymous": 1}}, ())
+    assert [p.key for p in r.errors] == ["annotation_codebook_url", "user_config.password_file",
+                                         "user_config.allow_anonymous"]
+    assert "user_config.password_file is not a key user_config accepts" in r.errors[1].message
+    assert got.port == 8123 and got.all_required is True
+    _, got, errors, _ = split_top({"annotation_instructions": " ", "task_description": "",
+                                   "require_fully_annotated": False, "port": 0})
+    assert errors == [] and got.instructions == "" and not got.all_required and got.port == 0
+    assert got.codebook_url is None and got.per_item is None and got.per_user is None
+    assert split_top({"port": 65535})[1].port == 65535
+
+
+@pytest.mark.parametrize("data, says", [
+    ({"annotation_codebook_url": "ftp://x.org/c"}, "give an http:// or https:// address"),
+    ({"annotation_codebook_url": "javascript:alert(1)"}, "give an http:// or https://"),
+    ({"annotation_codebook_url": 5}, "must be a string"),
+    ({"task_description": ["a"]}, "task_description must be a string"),
+    ({"annotation_instructions": {"a": 1}}, "annotation_instructions must be a string"),
+    ({"port": 65536}, "port"), ({"port": -1}, "port"), ({"port": 80.5}, "whole number"),
+    ({"require_fully_annotated": "yes"}, "true or false"),
+    ({"require_password": "no"}, "true or false"),
+    ({"require_no_password": 1}, "true or false"),
+    ({"user_config": {"allow_anonymous": "yes"}}, "true or false"),
+    ({"user_config": {"allow_all_users": "yes"}}, "true or false"),
+    ({"user_config": {"allow_new_users": 1}}, "true or false"),
+    ({"user_config": {"allow_all_users": True, "require_password": "no"}}, "true or false"),
+    ({"user_config": {"allow_all_users": True, "password_file": "p"}}, "password_file"),
+    ({"max_annotations_per_user": 2.5}, "whole number"),
+    ({"max_annotations_per_user": -2}, "max_annotations_per_user"),
+    ({"max_annotations_per_item": "3"}, "whole number"),
+])
+def test_a_bad_value_of_an_implemented_key_is_an_error(data, says):
+    _, got, errors, _ = split_top(data)
+    assert len(errors) == 1 and says in errors[0], errors
+    assert got.codebook_url is None
+
+
+@pytest.mark.parametrize("limits, per_item, per_user", [
+    ({"num_annotators_per_item": 3}, 3, None),
+    ({"max_annotations_per_item": 2}, 2, None),
+    ({"num_annotators_per_item": 3, "max_annotations_per_item": 2}, 2, None),
+    ({"num_annotators_per_item": 2, "max_annotations_per_item": 3}, 2, None),
+    ({"num_annotators_per_item": -1, "max_annotations_per_item": 4}, 4, None),
+    ({"num_annotators_per_item": 0, "max_annotations_per_item": -1}, None, None),
+    ({"num_annotators_per_item": 1}, 1, None),
+    ({"max_annotations_per_user": 1}, None, 1),
+    ({"max_annotations_per_user": 0}, None, None),
+    ({"max_annotations_per_user": -1}, None, None),
+    ({"max_annotations_per_user": 7, "num_annotators_per_item": 2}, 2, 7),
+])
+def test_the_assignment_limits_the_smaller_per_item_and_no_limit_as_upstream_writes_it(
+        limits, per_item, per_user):
+    _, got, errors, _ = split_top(limits)
+    assert errors == [] and (got.per_item, got.per_user) == (per_item, per_user)
+
+
+def test_instance_display_fields_become_typed_fields_or_errors_that_name_them():
+    _, got, errors, _ = split_top({"instance_display": {"layout": "x", "fields": [
+        {"key": "text", "type": "text"}, {"key": "turns", "type": "dialogue", "label": "Chat"},
+        {"key": "table", "type": "spreadsheet"}, {"key": "pic", "type": "image"},
+        {"key": "clip", "type": "audio"}, {"key": "plain"}]}})
+    assert errors == []
+    assert [(f.key, f.type, f.label) for f in got.display] == [
+        ("text", "text", ""), ("turns", "dialogue", "Chat"), ("table", "spreadsheet", ""),
+        ("pic", "image", ""), ("clip", "audio", ""), ("plain", "text", "")]
+    for kind in ("video", "pdf", "document", "gallery", "audio_dialogue"):
+        _, got, errors, _ = split_top({"instance_display": {"fields": [
+            {"key": "k", "type": kind}, {"key": "t", "type": "text"}]}})
+        assert len(errors) == 1 and "is %s (field 'k'): only image and audio" % kind in \
+            errors[0] and errors[0].startswith("instance_display.fields[0].type")
+        assert [f.key for f in got.display] == ["t"]
+    _, got, errors, _ = split_top({"instance_display": {"fields": [{"key": "k", "type": "code"},
+                                                                   {"type": "text"}]}})
+    assert got.display == [] and len(errors) == 2
+    assert errors[0].startswith("instance_display.fields[0].type is 'code' (field 'k'), which "
+                                "is not implemented here")
+    assert errors[1].startswith("instance_display.fields[1] has no key")
+    _, got, errors, _ = split_top({"instance_display": {"fields": {"key": "k"}}})
+    assert got.display == [] and errors == ["instance_display.fields must be a list of {key, "
+                                            "type}."]
+    _, got, errors, _ = split_top({"instance_display": {"layout": "grid"}})
+    assert got.display == [] and errors == []
+
+
+@pytest.mark.parametrize("display, key, says", [
+    (["text"], "instance_display", "instance_display must be a mapping"),
+    ({"fieldz": []}, "instance_display.fieldz", "is not a key instance_display accepts"),
+    ({"fields": "text"}, "instance_display.fields", "must be a list of {key, type}"),
+    ({"fields": ["text"]}, "instance_display.fields[0]", "fields[0] must be a mapping"),
+    ({"fields": [{"key": "k", "colour": 1}]}, "instance_display.fields[0].colour",
+     "is not a key an instance_display field accepts"),
+    ({"fields": [{"key": ["k"]}]}, "instance_display.fields[0].key", "must be a string"),
+    ({"fields": [{"key": "k", "type": ["text"]}]}, "instance_display.fields[0].type",
+     "must be a string"),
+    ({"fields": [{"key": "k", "label": ["a"]}]}, "instance_display.fields[0].label",
+     "must be a string"),
+    ({"fields": [{"key": "k", "type": "video"}]}, "instance_display.fields[0].type", "video"),
+    ({"fields": [{"key": "k", "type": "code"}]}, "instance_display.fields[0].type", "code"),
+    ({"fields": [{"type": "text"}, {"key": "t"}]}, "instance_display.fields[0]", "has no key"),
+])
+def test_a_bad_instance_display_is_an_error_at_its_place(display, key, says):
+    r = Reader("c.yaml", {}, {})
+    _, got = upstream.split(r, {"instance_display": display}, ())
+    assert r.errors[0].key == key and says in r.errors[0].message, r.errors
+    if "no key" in says:
+        assert [f.key for f in got.display] == ["t"]  # the fields after it are read
+
+
+def test_a_display_field_may_carry_upstreams_options():
+    _, got, errors, _ = split_top({"instance_display": {"fields": [
+        {"key": "k", "type": "text", "display_options": {"x": 1}, "span_target": True}]}})
+    assert errors == [] and [f.key for f in got.display] == ["k"]
+
+
+@pytest.mark.parametrize("kind", ["image", "audio"])
+def test_an_image_or_audio_field_names_the_items_media_key(tmp_path, kind):
+    cfg, errors, _ = scheme_config(tmp_path, "instance_display:\n  fields:\n"
+                                             "    - {key: media, type: %s}\n" % kind)
+    assert errors == [] and getattr(cfg.item_properties, kind + "_key") == "media"
+    _, errors, _ = scheme_config(tmp_path, "item_properties: {%s_key: other}\n"
+                                           "instance_display:\n  fields:\n"
+                                           "    - {key: media, type: %s}\n" % (kind, kind))
+    assert len(errors) == 1 and "an item has one %s here" % kind in errors[0].message
+
+
+def test_data_files_as_paths_or_path_and_encoding():
+    r = Reader("c.yaml", {}, {})
+    assert upstream.data_files(r, None) == [] and upstream.data_files(r, "a.jsonl") == [
+        ("a.jsonl", "utf-8")]
+    assert upstream.data_files(r, ["a.jsonl", 7, {"path": "b.csv", "encoding": "latin-1"},
+                                   {"path": "c.tsv"}]) == [
+        ("a.jsonl", "utf-8"), ("7", "utf-8"), ("b.csv", "latin-1"), ("c.tsv", "utf-8")]
+    assert upstream.data_files(r, {"path": "d.json", "encoding": "cp1252"}) == [
+        ("d.json", "cp1252")]
+    assert r.errors == []
+    for raw, says in ((True, "data_files must be a list"), ([True], "data_files[0] must be a "
+                                                                    "path or a mapping"),
+                      ([None], "must be a path"), ([{"encoding": "utf-8"}], "has no path"),
+                      ([{"path": "a", "encoding": "rot13"}], "not a text encoding"),
+                      ([{"path": "a", "encoding": "base64"}], "not a text encoding"),
+                      ([{"path": "a", "encoding": "klingon"}], "not a text encoding")):
+        r = Reader("c.yaml", {}, {})
+        got = upstream.data_files(r, raw)
+        assert len(r.errors) == 1 and says in r.errors[0].message, (raw, r.errors)
+        assert got in ([], [("a", "utf-8")])  # a bad encoding reads as utf-8
+
+
+@pytest.mark.parametrize("raw, key, says", [
+    ([{"path": "a", "encoding": "utf-8", "colour": 1}], "data_files[0].colour",
+     "is not a key a data_files entry accepts"),
+    ([{"path": ["a"]}], "data_files[0].path", "must be a string"),
+    ([{"path": "a", "encoding": 8}], "data_files[0].encoding", "not a text encoding"),
+    ([{"path": "a", "encoding": ["utf-8"]}], "data_files[0].encoding", "must be a string"),
+    (["a", {"encoding": "utf-8"}, "b"], "data_files[1]", "has no path"),
+])
+def test_a_bad_data_files_entry_is_an_error_at_its_place(raw, key, says):
+    r = Reader("c.yaml", {}, {})
+    got = upstream.data_files(r, raw)
+    assert r.errors[0].key == key and says in r.errors[0].message, r.errors
+    if "no path" in says:
+        assert got == [("a", "utf-8"), ("b", "utf-8")]  # the entries after it are read
+
+
+def test_a_data_files_entry_may_say_its_format_and_type():
+    r = Reader("c.yaml", {}, {})
+    assert upstream.data_files(r, [{"path": "a.csv", "format": "csv", "type": "csv"}]) == [
+        ("a.csv", "utf-8")]
+    assert r.errors == []
+
+
+def test_the_migration_report_counts_other_errors_and_names_unknown_keys():
+    _, got, _, _ = split_top({"port": 1, "theme": "x", "mturk": 1, "colours": 1})
+    assert upstream.migration_report(got, 1) == [
+        "Upstream Potato keys in this config:", "  implemented (1): port",
+        "  accepted but unused (1): theme", "  blocking (1): mturk",
+        "  unknown to both (ignored): colours"]
+    lines = upstream.migration_report(got, 3)
+    assert lines[4] == "  and 2 other error(s) listed above block it too."
+    assert upstream.migration_report(got, 2)[4] == \
+        "  and 1 other error(s) listed above block it too."
+    assert upstream.migration_report(upstream.Upstream(), 0) == [
+        "Upstream Potato keys in this config:", "  implemented (0): -",
+        "  accepted but unused (0): -", "  blocking (0): -"]
+
+
+def scheme_config(tmp_path, extra):
+    (tmp_path / "items.jsonl").write_text('{"id": "a", "text": "t"}\n')
+    (tmp_path / "c.yaml").write_text(
+        "data_files: [items.jsonl]\nannotation_schemes:\n  - annotation_type: radio\n"
+        "    name: s\n    labels: [x, y]\n" + extra)
+    return load(str(tmp_path / "c.yaml"))
+
+
+def docs_looks_keys():
+    """The upstream scheme keys docs/configuration.md says are accepted with no effect."""
+    text = open(os.path.join(ROOT, "docs", "configuration.md"), encoding="utf-8").read()
+    part = text.split("\n`annotation_id`")[1].split("are accepted and have no effect")[0]
+    return ["annotation_id"] + re.findall(r"`([a-z_]+)`", part)
+
+
+@pytest.mark.parametrize("key", docs_looks_keys())
+def test_an_upstream_scheme_key_about_looks_is_accepted(tmp_path, key):
+    _, errors, warnings = scheme_config(tmp_path, "    %s: 1\n" % key)
+    assert errors == [] and not any(key in w.message for w in warnings)
+
+
+@pytest.mark.parametrize("key", ["turn_level", "turn_binding", "has_free_response"])
+def test_an_upstream_scheme_key_that_would_lose_answers_is_refused_with_why(tmp_path, key):
+    _, errors, _ = scheme_config(tmp_path, "    %s: true\n" % key)
+    assert [e.message for e in errors if upstream.SCHEME_HINTS[key] in e.message], errors
+    assert "Remove it" in upstream.SCHEME_HINTS[key]
 
 
 def test_fixture_set_covers_the_policy():

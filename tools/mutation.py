@@ -85,6 +85,13 @@ MODULES = {
     "potato/service.py": ["tests/test_mut_app.py"],
     "potato/server/app.py": ["tests/test_mut_app.py"],
     "potato/training/report_ratings.py": ["tests/test_mut_report.py"],
+    # issue 34 item 15: modules the hand-planted bugs survived in
+    "potato/training/span_report.py": ["tests/test_span_report.py"],
+    "potato/training/remote/spans.py": ["tests/test_span_report.py"],
+    "potato/training/run_cells.py": ["tests/test_run_cells.py"],
+    "potato/upstream.py": ["tests/test_upstream.py"],
+    "potato/export.py": ["tests/test_export.py"],
+    "potato/assignment.py": ["tests/test_assignment.py"],
 }
 
 # module -> {mutant id: why it cannot change behaviour}. Ids are printed with each survivor.
@@ -529,6 +536,75 @@ EQUIVALENT = {
                       "without the flag; Linux has it",
         "f8969a75e2": "getattr(os, 'O_DIRECTORY', default): the default (0) is only for a platform "
                       "without the flag; Linux has it",
+    },
+    "potato/assignment.py": {
+        "21f19079db": "AllItems.limited = None instead of False: it is only read as a truth value",
+        "4cd2a4a067": "AllItems.item_at: store.item_at(total) is past the last active item, so "
+                      "it is None, as the guard's None",
+        "353b9e147e": "AllItems.item_at: AllItems.total does not read its user",
+        "86b697fc75": "Limited.item_at: the check before the transaction is repeated inside it on "
+                      "a fresh read, which refuses the same requests (it only saves the lock)",
+        "3b29169647": "Limited.item_at: the check before the transaction is repeated inside it on "
+                      "a fresh read, which refuses the same requests (it only saves the lock)",
+        "142a470498": "Limited.item_at: the quota inside the transaction is reached only with "
+                      "position == len(ids) == the length the check before it read, which that "
+                      "check already refused at the quota",
+    },
+    "potato/export.py": {
+        **{k: "json takes ensure_ascii by its truth value: None acts as False"
+           for k in ("c7a57dd47e", "eeb2e7eb45", "690df9df19")},
+        **{k: "aggregate() takes the consensus only for \"consensus\": any other method word "
+              "is the majority vote" for k in ("b88c72ea6c", "0f2b58a336", "a9c48ac539")},
+        "6b58bc99df": "aggregated: a type no kind has aggregates as a choice, as radio does",
+        **{k: "a default or jsonl()'s argument: write() gives label rows as JSON lines for any "
+              "rows but \"item\" and any format but \"csv\", so another word (or None) writes "
+              "the same bytes" for k in ("19a968e02e", "22e7e5e023", "e4bd8b47eb", "bc8b86eeea",
+                                         "886b2031cb", "ffcef55bd1", "72fe31f6c0", "442ecc6ba4",
+                                         "dd22c68d0b", "42bdd19b77", "eddd4901f6",
+                                         "76850fc534")},
+        "210a17c103": "_label_csv: the scheme passed for every column: the other columns are "
+                      "strings, which _cell writes before it looks at the scheme",
+        **{k: "item_rows: decided is aggregated over the same annotation rows, so a scheme an "
+              "item has labels in is always in it" for k in ("8c38b47148", "c210d07eab")},
+        **{k: "to_file: newline=None on write turns \"\\n\" into os.linesep, \"\\n\" on "
+              "Linux, and keeps the csv module's \"\\r\\n\"" for k in ("190866dcd4",
+                                                                 "e82c5e1fa8")},
+        **{k: "to_file: write_through changes when the bytes reach the file, not which; the "
+              "wrapper is flushed before it is detached" for k in ("f7fc21d9c6", "6ee88fa9c5")},
+        "fc408b1a9d": "filename: time.gmtime(None) is the current time, as "
+                      "time.gmtime(time.time()) is",
+    },
+    "potato/upstream.py": {
+        "42fe3a3232": "ACCEPTED's word is only compared with ACCEPTED itself (POLICY, _parse); "
+                      "nothing shows or stores it",
+        "0317236c08": "_limit: `value and value > 0`: a 0 is already false in `value and`",
+        "0efd529ce8": "split: get_close_matches' first match is the same for n=1 or 2",
+        **{k: "split: r.mapping is only called with a value that is not a mapping, whose error "
+              "uses neither the valid keys nor `what`" for k in ("6bca4181f0", "70264e04ab")},
+        **{k: "_parse: r.boolean's default is what it returns for a missing key, and the value "
+              "is not kept (only the error for a non-boolean matters)"
+           for k in ("643fb9c96d", "740eb99026", "bc6d14fdb2", "3ff0c3560e")},
+        "728e9c9e5c": "_parse: r.text's default is None already",
+        "f6786b4300": "_parse: numbers_ok is read for its truth: None acts as False",
+        "56afe4f49e": "_parse: a refused url is only read as `url.strip() if url else None`: \"\" "
+                      "gives None as None does",
+        "904be0b6ff": "data_files: text_codec is only read for its truth: None acts as False",
+        **{k: "DisplayField.label's default: _display always passes the label"
+           for k in ("4b7ea178d1", "5c27a3e377")},
+        **{k: "_display: the label is read as `r.text(...) or \"\"`: a None default gives \"\" "
+              "too" for k in ("1bd203dbe3", "c4e8f34313")},
+        "bc652392a5": "an accepted key's `why` is read by nothing (only a refused key's is "
+                      "shown, and docs/configuration.md lists accepted keys without one)",
+    },
+    "potato/training/remote/spans.py": {
+        "2ebae829d5": "token_tags: open_span is only compared by identity with a span dict "
+                      "(`open_span is not span`): \"\" is no span, as None is not",
+        "b9c494b6ea": "decode: tag 0 is read as \"O\" either way: names[0] is \"O\"",
+        "34c645ce9f": "decode: tag 0 is read as \"O\" either way: names[0] is \"O\"",
+        "e6131750c2": "decode: a tag outside the set read as \"XXOXX\": its kind is neither B "
+                      "nor I, so it ends a span and starts none, as \"O\" does",
+        "bad1ec8bff": "decode: the trailing trim's `end >= start` differs only once the leading "
+                      "trim met end (a span of spaces), which `start < end` drops either way",
     },
 }
 
