@@ -367,6 +367,48 @@ def test_every_failure_ends_in_one_sentence(tmp_path, serve, hub, monkeypatch):
     assert "alice/x" not in hub.repos
 
 
+def test_a_token_the_hub_quotes_never_shows_even_in_part(tmp_path, serve, hub, monkeypatch,
+                                                          capsys):
+    """A Hub (or a proxy before it) that quotes the request's token in its error, at the start
+    and across the point where the Hub's words are cut: no piece of the token reaches the API's
+    answer, the run page, the run log or the command line (the Hub's words are kept, masked)."""
+    secret = "hf_" + "qP7xZ2mK9vR4tL8wN3bY6cJ1dF5gH0sAeU"
+    unknown = "hf_" + "Wm4kT9pQ2zX7vB5nR8sL3yD6gH1jC0fAeV"
+    hub.tokens[secret] = ("alice", "write")
+    hub.echo = True
+    cfg = make_project(tmp_path)
+    _, url = serve(cfg)
+    c = Client(url)
+    run_id = wait_run(c, start_run(c, trainer="text-naive-bayes", schemas=["sentiment"]))[
+        "run_id"]
+
+    def pieces(token, text):
+        return sorted({token[i:i + 8] for i in range(len(token) - 7)} & {
+            text[i:i + 8] for i in range(len(text) - 7)})
+
+    hub.add_repo("bob/taken", "bob")
+    for token, repo, fail, said in (
+            (unknown, "alice/y", {}, "(HTTP 401)"),  # the client keeps no words of a 401 here
+            (secret, "bob/taken", {}, "write to bob/taken (HTTP 403 (token ***: "),
+            (secret, "alice/y", {"/api/models/alice/y/commit": 500}, "(HTTP 500 (token ***: ")):
+        monkeypatch.setenv("HF_TOKEN", token)
+        hub.fail = fail
+        assert publish_run(c, run_id, repo_id=repo)[0] == 202
+        state = wait_published(c, run_id)
+        assert state["state"] == "failed" and said in state["error"], state
+        assert pieces(token, json.dumps(state)) == []
+        assert pieces(token, c.get(f"/admin/training/runs/{run_id}", headers=H).text) == []
+        log = c.get(f"/admin/training/api/runs/{run_id}/log", headers=H).text
+        assert said in log and pieces(token, log) == []
+
+    hub.fail = {"/api/models/alice/cli/commit": 500}
+    monkeypatch.setenv("HF_TOKEN", secret)
+    capsys.readouterr()
+    assert main(["training", "publish", run_id, cfg, "--repo", "alice/cli"]) == 1
+    out, err = capsys.readouterr()
+    assert "(HTTP 500 (token ***: " in err and pieces(secret, out + err) == []
+
+
 def test_one_publish_at_a_time(tmp_path, serve, hub, monkeypatch):
     monkeypatch.setenv("HF_TOKEN", TOKEN)
     _, url = serve(make_project(tmp_path))

@@ -44,9 +44,13 @@ def endpoint_of(environ) -> str:
 
 
 def _clean(text: Any, token: str) -> str:
-    """Text from the Hub for a sentence: one line, capped, and never the token."""
-    text = " ".join(str(text or "").split())[:SERVER_MESSAGE_MAX]
-    return text.replace(token, "***") if token else text
+    """Text from the Hub for a sentence: one line, capped, and never the token, nor a piece
+    of it: the whole token is masked before the cap cuts (a cut first would leave the head of
+    a token that straddles it)."""
+    text = str(text or "")
+    if token:
+        text = text.replace(token, "***")
+    return " ".join(text.split())[:SERVER_MESSAGE_MAX]
 
 
 class Session:

@@ -5,7 +5,10 @@
 
 Every file is answered as a "regular" (inline base64) upload, as the Hub does for small files,
 so no LFS or Xet storage is involved. Behaviour switches: ``hang`` (paths that never answer until
-the fake closes), ``fail`` ({path prefix: HTTP status}). ``requests`` records what was asked.
+the fake closes), ``fail`` ({path prefix: HTTP status}), ``echo`` (every error message quotes the
+request's token, as a careless Hub or proxy might: at its start, and again from character
+``ECHO_AT`` on, across the point where a client that keeps only the first 200 characters cuts).
+``requests`` records what was asked.
 """
 
 import base64
@@ -19,6 +22,7 @@ from typing import Any, Dict, List, Optional
 import yaml
 
 REPO = r"(?P<repo>[^/]+/[^/]+)"
+ECHO_AT = 190
 
 
 def git_hash(data: bytes) -> str:
@@ -35,6 +39,7 @@ class FakeHub:
         self.requests: List[Dict[str, Any]] = []
         self.hang: set = set()
         self.fail: Dict[str, int] = {}
+        self.echo = False
         self.release = threading.Event()
         self.pause: set = set()  # paths that wait for ``resume``, then answer as usual
         self.resume = threading.Event()
@@ -80,15 +85,20 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _error(self, status: int, message: str, code: str = "") -> None:
+        if self.fake.echo:
+            token = self._token()
+            message = ("token %s: %s " % (token, message)).ljust(ECHO_AT, ".") + token
         headers = {"X-Error-Message": message}
         if code:
             headers["X-Error-Code"] = code
         self._send(status, {"error": message}, headers)
 
-    def _user(self):
+    def _token(self) -> str:
         auth = self.headers.get("Authorization") or ""
-        token = auth[len("Bearer "):] if auth.startswith("Bearer ") else ""
-        return self.fake.tokens.get(token)
+        return auth[len("Bearer "):] if auth.startswith("Bearer ") else ""
+
+    def _user(self):
+        return self.fake.tokens.get(self._token())
 
     def _body(self) -> bytes:
         n = int(self.headers.get("Content-Length") or 0)
