@@ -85,6 +85,11 @@ MODULES = {
     "potato/service.py": ["tests/test_mut_app.py"],
     "potato/server/app.py": ["tests/test_mut_app.py"],
     "potato/training/report_ratings.py": ["tests/test_mut_report.py"],
+    # issue 34, item 15: the Hub, the disk-full spare, the server's side of media sending
+    "potato/training/hub.py": ["tests/test_publish.py"],
+    "potato/server/diskfull.py": ["tests/test_diskfull.py"],
+    "potato/training/media_bundle.py": ["tests/test_media_cache.py"],
+    "potato/training/backends/media_push.py": ["tests/test_media_stream.py"],
 }
 
 # module -> {mutant id: why it cannot change behaviour}. Ids are printed with each survivor.
@@ -529,6 +534,10 @@ EQUIVALENT = {
                       "without the flag; Linux has it",
         "f8969a75e2": "getattr(os, 'O_DIRECTORY', default): the default (0) is only for a platform "
                       "without the flag; Linux has it",
+    },
+    "potato/server/diskfull.py": {
+        "58bcabf293": "mount_point: '== path' skips the walk past missing folders; the ismount "
+                      "walk after it goes up past them by itself (a missing path is no mount)",
     },
 }
 
