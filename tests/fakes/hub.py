@@ -8,7 +8,8 @@ so no LFS or Xet storage is involved. Behaviour switches: ``hang`` (paths that n
 the fake closes), ``fail`` ({path prefix: HTTP status}), ``echo`` (every error message quotes the
 request's token, as a careless Hub or proxy might: at its start, and again from character
 ``ECHO_AT`` on, across the point where a client that keeps only the first 200 characters cuts).
-``requests`` records what was asked.
+``oid`` (the commit id the commit call answers, instead of the real one). ``requests`` records
+what was asked.
 """
 
 import base64
@@ -40,6 +41,7 @@ class FakeHub:
         self.hang: set = set()
         self.fail: Dict[str, int] = {}
         self.echo = False
+        self.oid: Optional[str] = None
         self.release = threading.Event()
         self.pause: set = set()  # paths that wait for ``resume``, then answer as usual
         self.resume = threading.Event()
@@ -110,6 +112,7 @@ class _Handler(BaseHTTPRequestHandler):
         with self.fake.lock:
             self.fake.requests.append({"method": method, "path": path,
                                        "auth": self.headers.get("Authorization"),
+                                       "agent": self.headers.get("User-Agent"),
                                        "body": body})
         if any(path.startswith(p) for p in self.fake.hang):
             self.fake.release.wait(30)
@@ -219,6 +222,7 @@ class _Handler(BaseHTTPRequestHandler):
                            + b"".join(r["files"][p] for p in changed)).hexdigest()
         r["commits"].append({"oid": oid, "summary": header["summary"],
                              "description": header.get("description"), "files": changed})
+        oid = oid if self.fake.oid is None else self.fake.oid
         self._send(200, {"success": True, "commitOid": oid,
                          "commitUrl": "%s/%s/commit/%s" % (self.fake.url, repo, oid)})
 
