@@ -6,6 +6,7 @@ import hashlib
 import json
 import io
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -600,3 +601,182 @@ def test_the_senders_pipe_to_ssh_is_widened(tmp_path):
             >= 1 << 20
     finally:
         session.close()
+
+
+# -- what the sender says: its steps, its log line, the host's summary -------------------------------
+
+MB = 1 << 20
+
+
+class Clock:
+    """media_push's clock: real time plus ``extra`` seconds (a slow copy without waiting)."""
+
+    def __init__(self):
+        self.extra = 0.0
+
+    def monotonic(self):
+        return time.monotonic() + self.extra
+
+    def time(self):
+        return time.time()
+
+
+def _summary_host(tmp_path, summary):
+    """A host that takes the whole stream, then answers ``summary`` (a dict) as what arrived."""
+    return _host_script(tmp_path, "print('POTATO-MEDIA ' + json.dumps(%r))" % (summary,))
+
+
+def test_push_says_what_it_checks_what_it_sent_how_fast_and_what_left_the_cache(tmp_path,
+                                                                                 monkeypatch):
+    from potato.training.backends import media_push
+    clock = Clock()
+    monkeypatch.setattr(media_push, "time", clock)
+    files = [os.urandom(MB), os.urandom(MB // 2), os.urandom(MB // 2)]
+    host = _summary_host(tmp_path, {"received": 3, "bad_count": 0, "evicted": 2,
+                                    "evicted_bytes": 3 * MB})
+
+    class SlowCtx(Ctx):
+        def set_step(self, step):
+            super().set_step(step)
+            if step.startswith("copying media to here: 3 of 3 files"):
+                clock.extra += 4.0  # the copy took four seconds
+
+    ctx = SlowCtx(media_index(tmp_path, files))
+    media_push.push(host, ctx, "job")
+    assert ctx.steps[0] == "checking media on here: 3 files, 2 MB"
+    assert ctx.lines[0] == "media: 3 of 3 files (2 MB) are not on here yet; sending them in " \
+                           "one stream"
+    m = re.fullmatch(r"media: sent 3 files \(2 MB\) to here in ([\d.]+) s \(([\d.]+) MB/s\); "
+                     r"the host verified 3; 2 least recently used files \(3 MB\) left its "
+                     r"cache \(max_media_cache_mb 100\)", ctx.lines[1])
+    assert m, ctx.lines
+    secs, rate = float(m.group(1)), float(m.group(2))
+    assert 4.0 <= secs < 30 and rate == round(2 / secs, 1)
+
+
+@pytest.mark.parametrize("summary, said", [
+    ({"received": 2}, "the host verified 2"),  # no eviction: no clause for it
+    ({"received": 2, "evicted": 0, "evicted_bytes": 5}, "the host verified 2"),
+    ({"received": 2, "evicted": 1}, "the host verified 2; 1 least recently used files (0 MB) "
+                                    "left its cache (max_media_cache_mb 100)"),
+])
+def test_the_log_line_says_an_eviction_only_when_there_was_one(tmp_path, summary, said):
+    from potato.training.backends import media_push
+    ctx = Ctx(media_index(tmp_path, [b"one file", b"two files"]))
+    media_push.push(_summary_host(tmp_path, summary), ctx, "job")
+    assert ctx.lines[1].endswith(said), ctx.lines
+
+
+def test_files_the_host_found_damaged_fail_the_copy_naming_three(tmp_path):
+    from potato.training.backends import errors, media_push
+    bad = ["%s: 3 bytes, not 8" % c for c in "abcd"]
+    host = _summary_host(tmp_path, {"received": 2, "bad_count": 4, "bad": bad})
+    ctx = Ctx(media_index(tmp_path, [b"one file", b"two files"]))
+    with pytest.raises(errors.TransferError) as e:
+        media_push.push(host, ctx, "job")
+    assert str(e.value).startswith("4 media file(s) arrived on here damaged or changed since "
+                                   "they were listed: %s. " % "; ".join(bad[:3]))
+    no_list = _summary_host(tmp_path, {"received": 2, "bad_count": 1})
+    with pytest.raises(errors.TransferError, match=r"^1 media file\(s\) arrived on here damaged "
+                                                   r"or changed since they were listed: \. "):
+        media_push.push(no_list, Ctx(ctx.paths.media_index), "job")
+
+
+@pytest.mark.parametrize("summary", [{}, {"received": 1, "note": "n" * 400}])
+def test_a_host_that_kept_fewer_files_quotes_its_answer_cut(tmp_path, summary):
+    from potato.training.backends import errors, media_push
+    ctx = Ctx(media_index(tmp_path, [b"one file", b"two files"]))
+    with pytest.raises(errors.TransferError) as e:
+        media_push.push(_summary_host(tmp_path, summary), ctx, "job")
+    said = str(e.value)
+    kept = summary.get("received", 0)
+    assert said.startswith("2 media files were sent to here but it kept %d of them (its "
+                           "media_receive.py answered %s)" % (kept, json.dumps(summary)[:300]))
+    assert len(json.dumps(summary)) < 300 or json.dumps(summary)[:301] not in said
+    assert "%s/media there" % (tmp_path / "remote") in said
+
+
+def test_a_host_that_says_nothing_at_the_end_kept_nothing(tmp_path):
+    from potato.training.backends import errors, media_push
+    ctx = Ctx(media_index(tmp_path, [b"one file"]))
+    with pytest.raises(errors.TransferError, match=r"^1 media files were sent to here but it "
+                                                   r"kept 0 of them \(its media_receive\.py "
+                                                   r"answered \{\}\)"):
+        media_push.push(_host_script(tmp_path, "print('no summary')"), ctx, "job")
+
+
+def test_a_host_that_fails_at_the_end_is_said_with_its_exit_and_words(tmp_path):
+    from potato.training.backends import errors, media_push
+    host = _host_script(tmp_path, "sys.stderr.write('disk on fire\\n'); sys.exit(3)")
+    ctx = Ctx(media_index(tmp_path, [b"one file"]))
+    with pytest.raises(errors.TransferError, match=r"^Copying media to here failed: exit 3: "
+                                                   r"disk on fire$"):
+        media_push.push(host, ctx, "job")
+
+
+def test_an_empty_index_sends_nothing(tmp_path):
+    from potato.training.backends import media_push
+    host = LocalHost(tmp_path / "remote")
+    for index in (None, {}):
+        if index is not None:
+            (tmp_path / "media.json").write_text(json.dumps(index))
+        ctx = Ctx(tmp_path / "media.json")
+        media_push.push(host, ctx, "job")
+        assert host.commands == [] and ctx.lines == [] and ctx.steps == []
+
+
+def test_the_host_program_runs_with_every_value_quoted(tmp_path):
+    from potato.training.backends import media_push
+    command = media_push.cache_command("/opt/py 3/python", "/w/it's here", "sync", "job;1", 2.5)
+    import shlex
+    argv = shlex.split(command)
+    assert argv[:3] == ["/opt/py 3/python", "-S", "-c"]
+    assert argv[3] == media_push.cache_source()
+    assert argv[4:] == ["sync", "/w/it's here", "job;1", "2.5"]
+    assert shlex.split(media_push.cache_command("p", "d", "need", "j", 100.0))[-1] == "100"
+
+
+def test_the_host_program_holds_its_four_modules_in_order():
+    from potato.training.backends import media_push
+    source = media_push.cache_source()
+    starts = []
+    for module in (media_tar, mc, ms, mr):
+        with open(module.__file__, encoding="utf-8") as f:
+            text = f.read()
+        starts.append(source.index(text))
+    assert starts == sorted(starts) and starts[0] == 0
+    compile(source, "<host>", "exec")  # one program
+
+
+def test_the_hosts_answer_is_found_among_other_lines():
+    from potato.training.backends import media_push
+    out = "a warning\n%s{\"missing\": []}\n%s{\"received\": 9}\n" % (mc.MARK, mc.MARK)
+    assert media_push.parse(out) == {"missing": []}  # the first such line
+    for bad in ("", "no answer\n", " %s{}\n" % mc.MARK):
+        with pytest.raises(ValueError, match="no media line"):
+            media_push.parse(bad)
+
+
+def test_progress_counts_files_and_megabytes():
+    from potato.training.backends import media_push
+    assert media_push.progress_words("gpu", 1234, 5678, MB // 2, 1500 * MB) == (
+        "copying media to gpu: 1,234 of 5,678 files, 0.5 of 1,500 MB")
+
+
+@pytest.mark.parametrize("size", [0, 1, 8 ** 11 - 1, 8 ** 11, 2 ** 88 - 1])
+def test_a_header_holds_every_size_tar_reads_back(size):
+    name = sha(b"%d" % size)
+    block = tar_header(name, size, 1700000000)
+    assert len(block) == 512
+    info = tarfile.TarInfo.frombuf(block, "utf-8", "strict")
+    assert (info.name, info.size, info.mtime, info.mode, info.isfile()) == (
+        name, size, 1700000000, 0o600, True)
+    assert media_tar.tar_header(block) == (name, b"0", size)
+
+
+def test_a_header_name_must_fit_its_field():
+    assert tarfile.TarInfo.frombuf(tar_header("n" * 99, 1, 0), "utf-8", "strict").name == \
+        "n" * 99
+    for name in ("n" * 100, "n" * 300):
+        with pytest.raises(ValueError, match="tar member name 'n+' is too long"):
+            tar_header(name, 1, 0)

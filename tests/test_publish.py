@@ -844,6 +844,9 @@ def test_without_the_library_publishing_says_how_to_install_it(bare_hub, tmp_pat
     assert hub_mod.available() is False
     assert Publish(bare_hub, tmp_path).fails() == hub_mod.NO_LIBRARY
     assert "pip install 'potato-annotation[publish]'" in hub_mod.NO_LIBRARY
+    import types
+    monkeypatch.setitem(sys.modules, "huggingface_hub", types.ModuleType("huggingface_hub"))
+    assert hub_mod.available() is False  # a stand-in without a spec: it cannot be told
     monkeypatch.delitem(sys.modules, "huggingface_hub")
     assert hub_mod.available() is True
 
@@ -852,7 +855,7 @@ def test_without_the_library_publishing_says_how_to_install_it(bare_hub, tmp_pat
     (None, "https://huggingface.co"), ("", "https://huggingface.co"),
     (" https://hub.example.org/ ", "https://hub.example.org"),
     ("http://127.0.0.1:8080//", "http://127.0.0.1:8080"),
-    ("https://[::1]:9/hub/", "https://[::1]:9/hub")])
+    ("https://[::1]:9/hub/", "https://[::1]:9/hub"), ("https://HUBX/X/", "https://HUBX/X")])
 def test_the_endpoint_comes_from_hf_endpoint(value, endpoint):
     environ = {} if value is None else {"HF_ENDPOINT": value}
     assert hub_mod.endpoint_of(environ) == endpoint
