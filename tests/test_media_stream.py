@@ -780,3 +780,15 @@ def test_a_header_name_must_fit_its_field():
     for name in ("n" * 100, "n" * 300):
         with pytest.raises(ValueError, match="tar member name 'n+' is too long"):
             tar_header(name, 1, 0)
+
+
+def test_a_host_command_that_cannot_start_is_said(tmp_path):
+    from potato.training.backends import errors, media_push
+
+    class NoSsh(LocalHost):
+        def argv(self, command):
+            return [str(tmp_path / "no-such-ssh"), command]
+
+    ctx = Ctx(media_index(tmp_path, [b"one file"]))
+    with pytest.raises(errors.TransferError, match=r"^cannot start .*no-such-ssh"):
+        media_push.push(NoSsh(tmp_path / "remote"), ctx, "job")

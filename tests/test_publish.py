@@ -709,7 +709,7 @@ def test_publish_commits_the_files_and_the_card_and_answers_where(bare_hub, tmp_
     assert m and (int(m.group(1)), m.group(2)) == (3, "1.5")  # the card is the third
     assert "alice/m" in pub.steps[2] and len(pub.steps) == 3
     assert all(r["auth"] == "Bearer " + TOKEN for r in bare_hub.requests)
-    assert all("potato-annotation" in r["agent"] for r in bare_hub.requests)
+    assert all(r["agent"].startswith("potato-annotation/") for r in bare_hub.requests)
     again = pub(repo="alice/m", private=False, card=CARD + b"again\n")  # the repo exists
     assert again["commit"] == repo["commits"][1]["oid"] != oid
     assert repo["commits"][1]["files"] == ["README.md"] and repo["files"]["README.md"].endswith(
@@ -746,6 +746,22 @@ def test_a_token_check_without_an_account_name_is_said(bare_hub, tmp_path, accou
     assert said.startswith("The Hugging Face Hub at %s answered the token check without an "
                            "account name" % bare_hub.url)
     assert [r["path"] for r in bare_hub.requests] == ["/api/whoami-v2"]  # nothing made
+
+
+@pytest.mark.parametrize("answer", [["alice"], "alice", {"name": 7}, {"user": "alice"}])
+def test_a_token_check_answered_in_another_shape_is_said(bare_hub, tmp_path, answer):
+    bare_hub.whoami = answer
+    said = Publish(bare_hub, tmp_path).fails()
+    assert said.startswith("The Hugging Face Hub at %s answered the token check without an "
+                           "account name" % bare_hub.url)
+
+
+@pytest.mark.parametrize("auth", [None, "write", {"accessToken": "read"},
+                                  {"accessToken": {"role": None}}])
+def test_a_token_check_that_does_not_say_the_role_lets_the_hub_decide(bare_hub, tmp_path,
+                                                                      auth):
+    bare_hub.whoami = {"name": "alice", "auth": auth}
+    assert Publish(bare_hub, tmp_path)()["account"] == "alice"
 
 
 def test_a_read_token_is_refused_before_anything_is_made(bare_hub, tmp_path):

@@ -8,7 +8,8 @@ so no LFS or Xet storage is involved. Behaviour switches: ``hang`` (paths that n
 the fake closes), ``fail`` ({path prefix: HTTP status}), ``echo`` (every error message quotes the
 request's token, as a careless Hub or proxy might: at its start, and again from character
 ``ECHO_AT`` on, across the point where a client that keeps only the first 200 characters cuts).
-``oid`` (the commit id the commit call answers, instead of the real one). ``requests`` records
+``oid`` (the commit id the commit call answers, instead of the real one), ``whoami`` (the token
+check's answer, instead of the account's). ``requests`` records
 what was asked.
 """
 
@@ -42,6 +43,7 @@ class FakeHub:
         self.fail: Dict[str, int] = {}
         self.echo = False
         self.oid: Optional[str] = None
+        self.whoami: Any = None
         self.release = threading.Event()
         self.pause: set = set()  # paths that wait for ``resume``, then answer as usual
         self.resume = threading.Event()
@@ -140,6 +142,8 @@ class _Handler(BaseHTTPRequestHandler):
         user = self._user()
         if user is None:
             return self._error(401, "Invalid credentials in Authorization header")
+        if self.fake.whoami is not None:
+            return self._send(200, self.fake.whoami)
         self._send(200, {"type": "user", "name": user[0], "orgs": [],
                          "auth": {"type": "access_token",
                                   "accessToken": {"displayName": "t", "role": user[1]}}})
