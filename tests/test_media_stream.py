@@ -792,3 +792,54 @@ def test_a_host_command_that_cannot_start_is_said(tmp_path):
     ctx = Ctx(media_index(tmp_path, [b"one file"]))
     with pytest.raises(errors.TransferError, match=r"^cannot start .*no-such-ssh"):
         media_push.push(NoSsh(tmp_path / "remote"), ctx, "job")
+
+
+@pytest.mark.parametrize("when", ["check", "stream", "finish"])
+def test_ssh_failing_on_its_own_is_a_connection_failure_with_its_words(tmp_path, when):
+    """ssh's own failure (exit 255) while the host checks, takes the stream or ends: ssh's
+    sentence (user@host named), not "the copy failed"."""
+    from potato.training.backends import errors, media_push
+    fail = ("echo 'Permission denied (publickey).' >&2; exec 1>&-; sleep 0.2; exit 255")
+    answer = "head -n 1 >/dev/null; echo 'POTATO-MEDIA {\"missing\": %s}'; "
+    files = [os.urandom(1 << 20) for _ in range(3)]
+    missing = json.dumps([[sha(d), len(d)] for d in files])
+    script = {"check": "head -n 1 >/dev/null; " + fail,
+              "stream": answer % missing + "head -c 100 >/dev/null; " + fail,
+              "finish": answer % missing + "cat >/dev/null; " + fail}[when]
+
+    class Ssh(LocalHost):
+        def argv(self, command):
+            self.commands.append(command)
+            return ["sh", "-c", script]
+
+    host = Ssh(tmp_path / "remote")
+    host.bcfg.user = "ann"
+    ctx = Ctx(media_index(tmp_path, files))
+    with pytest.raises(errors.ConnectError) as e:
+        media_push.push(host, ctx, "job")
+    assert str(e.value) == errors.ssh_failure("here", "ann", 255, "Permission denied")
+    assert "ann@here" in str(e.value)
+
+
+@pytest.mark.parametrize("when", ["check", "stream"])
+def test_a_host_that_fails_otherwise_is_said_with_its_last_five_lines(tmp_path, when):
+    from potato.training.backends import errors, media_push
+    words = "; ".join("echo line%d >&2" % i for i in range(8))
+    files = [os.urandom(1 << 20) for _ in range(3)]
+    missing = json.dumps([[sha(d), len(d)] for d in files])
+    script = {"check": "head -n 1 >/dev/null; %s; exit 4" % words,
+              "stream": "head -n 1 >/dev/null; echo 'POTATO-MEDIA {\"missing\": %s}'; "
+                        "head -c 100 >/dev/null; %s; exit 4" % (missing, words)}[when]
+
+    class Host(LocalHost):
+        def argv(self, command):
+            return ["sh", "-c", script]
+
+    ctx = Ctx(media_index(tmp_path, files))
+    with pytest.raises(errors.TransferError) as e:
+        media_push.push(Host(tmp_path / "remote"), ctx, "job")
+    said = str(e.value)
+    assert said.endswith(": line3\nline4\nline5\nline6\nline7") and "line2" not in said, said
+    assert said.startswith({"check": "Checking the media cache on here failed (exit 4)",
+                            "stream": "Copying media to here failed: the stream to here closed "
+                                      "early"}[when]), said
