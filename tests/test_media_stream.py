@@ -843,3 +843,68 @@ def test_a_host_that_fails_otherwise_is_said_with_its_last_five_lines(tmp_path, 
     assert said.startswith({"check": "Checking the media cache on here failed (exit 4)",
                             "stream": "Copying media to here failed: the stream to here closed "
                                       "early"}[when]), said
+
+
+def test_a_host_that_never_answers_the_list_names_the_wait(tmp_path, monkeypatch):
+    from potato.training.backends import errors, media_push
+    monkeypatch.setattr(media_push, "CHECK_S", 1)
+    fake = tmp_path / "slow-python"
+    fake.write_text("#!%s\nimport time\ntime.sleep(600)\n" % sys.executable)
+    fake.chmod(0o755)
+    ctx = Ctx(media_index(tmp_path, [b"one file"]))
+    started = time.monotonic()
+    with pytest.raises(errors.ConnectError, match=r"^ssh to here did not answer within 1 s\. "
+                                                   r"Check the host and the network\.$"):
+        media_push.push(LocalHost(tmp_path / "remote", python=str(fake)), ctx, "job")
+    assert time.monotonic() - started < 30
+
+
+def test_a_host_that_fails_without_a_word_is_said_with_its_exit(tmp_path):
+    from potato.training.backends import errors, media_push
+
+    class Host(LocalHost):
+        def argv(self, command):
+            return ["sh", "-c", "head -n 1 >/dev/null; exit 4"]
+
+    ctx = Ctx(media_index(tmp_path, [b"one file"]))
+    with pytest.raises(errors.TransferError) as e:
+        media_push.push(Host(tmp_path / "remote"), ctx, "job")
+    assert str(e.value) == "Checking the media cache on here failed (exit 4)"
+
+
+class FrozenClock(Clock):
+    def monotonic(self):
+        return 1000.0  # a copy that takes no time: only the first and last steps are said
+
+
+def test_the_copy_says_its_progress_at_the_start_and_the_end(tmp_path, monkeypatch):
+    from potato.training.backends import media_push
+    monkeypatch.setattr(media_push, "time", FrozenClock())
+    files = [os.urandom(1000 + i) for i in range(50)]
+    ctx = Ctx(media_index(tmp_path, files))
+    media_push.push(LocalHost(tmp_path / "remote"), ctx, "job")
+    assert ctx.steps == ["checking media on here: 50 files, 0.0 MB",
+                         "copying media to here: 0 of 50 files, 0 of 0.0 MB",
+                         "copying media to here: 50 of 50 files, 0.0 of 0.0 MB"], ctx.steps
+
+
+def test_a_large_file_goes_in_blocks_and_arrives_whole(tmp_path):
+    from potato.training.backends import media_push
+    files = [os.urandom(9 * MB + 7), b"small", os.urandom(5 * MB)]
+    ctx = Ctx(media_index(tmp_path, files))
+    media_push.push(LocalHost(tmp_path / "remote"), ctx, "job")
+    for data in files:
+        assert mc.have(str(tmp_path / "remote" / "media"), sha(data), len(data))
+    assert "the host verified 3" in ctx.lines[-1]
+
+
+def test_a_large_file_that_shrank_since_it_was_listed_is_named(tmp_path):
+    from potato.training.backends import errors, media_push
+    ctx = Ctx(media_index(tmp_path, [os.urandom(6 * MB)]))
+    with open(tmp_path / "0.png", "r+b") as f:
+        f.truncate(5 * MB)
+    with pytest.raises(errors.TransferError) as e:
+        media_push.push(LocalHost(tmp_path / "remote"), ctx, "job")
+    # the whole file's sizes, not those of the block that came short
+    assert "0.png cannot be read (it has %d bytes, not the %d listed" % (5 * MB, 6 * MB) in \
+        str(e.value), str(e.value)
