@@ -703,6 +703,7 @@ def test_a_host_that_says_nothing_at_the_end_kept_nothing(tmp_path):
                                                    r"kept 0 of them \(its media_receive\.py "
                                                    r"answered \{\}\)"):
         media_push.push(_host_script(tmp_path, "print('no summary')"), ctx, "job")
+    assert ctx.lines[-1].endswith("the host verified 0")  # the log says so before the error
 
 
 def test_a_host_that_fails_at_the_end_is_said_with_its_exit_and_words(tmp_path):
@@ -772,6 +773,16 @@ def test_a_header_holds_every_size_tar_reads_back(size):
     assert (info.name, info.size, info.mtime, info.mode, info.isfile()) == (
         name, size, 1700000000, 0o600, True)
     assert media_tar.tar_header(block) == (name, b"0", size)
+
+
+@pytest.mark.parametrize("size", [0, 88, 1000, 8 ** 11 - 1])
+def test_a_size_in_tars_octal_range_is_written_as_tarfile_writes_it(size):
+    """Octal digits, as every tar reads (base-256 only where octal cannot hold the size)."""
+    info = tarfile.TarInfo("a" * 64)
+    info.size, info.mtime, info.mode = size, 1700000000, 0o600
+    ours = tar_header("a" * 64, size, 1700000000)
+    theirs = info.tobuf(format=tarfile.USTAR_FORMAT)
+    assert ours[:148] == theirs[:148]  # name, mode, ids, size and time: the same bytes
 
 
 def test_a_header_name_must_fit_its_field():
@@ -886,6 +897,7 @@ def test_the_copy_says_its_progress_at_the_start_and_the_end(tmp_path, monkeypat
     assert ctx.steps == ["checking media on here: 50 files, 0.0 MB",
                          "copying media to here: 0 of 50 files, 0 of 0.0 MB",
                          "copying media to here: 50 of 50 files, 0.0 of 0.0 MB"], ctx.steps
+    assert " in 0.0 s (" in ctx.lines[-1], ctx.lines  # no time passed: no division by zero
 
 
 def test_a_large_file_goes_in_blocks_and_arrives_whole(tmp_path):

@@ -731,6 +731,59 @@ def test_a_commit_answered_without_a_valid_id_is_said(bare_hub, tmp_path, oid):
     said = Publish(bare_hub, tmp_path).fails()
     assert said.startswith("The Hugging Face Hub at %s accepted the commit to alice/m but "
                            "answered no valid commit id" % bare_hub.url)
+    assert said.endswith("open the repo's page to see whether it is there.")
+
+
+def test_each_failure_of_the_client_is_a_sentence_of_its_own(bare_hub):
+    """The client's own exceptions (named as httpx, requests, h11 and huggingface_hub name
+    them), each made here so that no other name in its class tree matches."""
+    session = hub_mod.Session(bare_hub.url, TOKEN, 7, "LAB_TOKEN")
+    where = "The Hugging Face Hub at %s" % bare_hub.url
+
+    def said(exc):
+        return session.explain(exc, "alice/m")
+
+    try:
+        for name in ("ConnectError", "NetworkError", "ConnectionError", "ProtocolError",
+                     "OfflineModeIsEnabled"):
+            kind = type(name, (Exception,), {})
+            assert said(kind("no route\nwith %s" % TOKEN)).startswith(
+                "%s could not be reached from this server while checking the token (no route "
+                "with ***). " % where), name
+            assert "checking the token (%s). " % name in said(kind()), name
+        assert said(type("ReadTimeout", (Exception,), {})()) == (
+            "%s did not answer within 7 s while checking the token. It may be slow or "
+            "unreachable from this server; try again later, or raise "
+            "model_training.publish.timeout_s." % where)
+        assert said(FileNotFoundError(2, "No such file", "/run/w.bin")) == session.vanished(
+            "/run/w.bin")
+        assert "/run/w.bin is gone" in session.vanished("/run/w.bin")
+        assert said(FileNotFoundError("gone")) == session.vanished("a model file")
+        assert said(ValueError("Provided path: '/x' is not a file on the local file "
+                               "system")) == session.vanished("a model file")
+        assert said(ValueError("Invalid metadata in README.md: %s" % TOKEN)) == (
+            "%s rejected the model card's metadata: Invalid metadata in README.md: ***. This "
+            "is a Potato bug; please report it." % where)
+        assert said(RuntimeError("README.md is not a file %s" % TOKEN)) == (
+            "Publishing failed while checking the token: RuntimeError: README.md is not a "
+            "file ***. The server log has the details.")
+        assert said(hub_mod.HubFailure("As it is.")) == "As it is."
+    finally:
+        session.close()
+
+
+def test_an_http_error_without_the_hubs_words_is_said_by_its_status(bare_hub):
+    """An HTTP error of the client's stack that carries a response but no words of the Hub."""
+    class HTTPStatusError(Exception):
+        response = type("Response", (), {"status_code": 503})()
+
+    session = hub_mod.Session(bare_hub.url, TOKEN, 5, "LAB_TOKEN")
+    try:
+        said = session.explain(HTTPStatusError("boom"), "alice/m")
+    finally:
+        session.close()
+    assert said == ("The Hugging Face Hub at %s failed (HTTP 503) while checking the token; it "
+                    "may be down for a while. Try again later." % bare_hub.url)
 
 
 @pytest.mark.parametrize("account", ["a", "a" * 96, "Org.Name_x-1", "9lives"])
@@ -817,7 +870,8 @@ def test_a_hub_that_cannot_be_reached_is_said(bare_hub, tmp_path):
 def test_a_card_the_hub_refuses_is_said_as_a_bug(bare_hub, tmp_path, card):
     said = Publish(bare_hub, tmp_path).fails(card=card)
     assert said.startswith("The Hugging Face Hub at %s rejected the model card's metadata: "
-                           % bare_hub.url) and said.endswith("please report it.")
+                           "Invalid metadata in README.md. - " % bare_hub.url)
+    assert said.endswith("This is a Potato bug; please report it.")
     assert not bare_hub.repos["alice/m"]["commits"]
 
 

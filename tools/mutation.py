@@ -546,6 +546,26 @@ EQUIVALENT = {
         "64bf075b5f": "file_sha256: the read size (2 MB) changes memory, not the hash",
         "95856f3b80": "file_sha256: the read size (2 MB) changes memory, not the hash",
     },
+    "potato/training/hub.py": {
+        "02ad1c41e4": "Session: account None for '': read only as 'account or ...' until whoami "
+                      "sets it (a read-only sentence comes after whoami)",
+        "31452c27c5": "Session: role None for '': role is only compared with 'read'",
+        "ad5b66c84d": "Session: role 'XXXX' for '': role is only compared with 'read'",
+        "fdc433d12f": "whoami: role 'XXXX' for a missing role: role is only compared with 'read'",
+        "46f548c1b6": "create_repo: repo_type None is huggingface_hub's default, a model repo",
+        "96448757c5": "create_repo: repo_type left out is huggingface_hub's default, a model repo",
+        "43e957d1d1": "create_commit: num_threads (upload threads) changes speed, not the commit",
+        "cba76db2bf": "create_commit: num_threads (upload threads) changes speed, not the commit",
+        "101ee81a74": "create_commit: num_threads 3 for 2 changes speed, not the commit",
+        "69e9ffbc2b": "push: getattr's default dropped: huggingface_hub's CommitInfo always has "
+                      "an oid",
+    },
+    "potato/training/backends/media_push.py": {
+        "619cb179fa": "cache_source: the four host modules are ASCII: any encoding reads them the "
+                      "same",
+        "d29446d813": "cache_source: the four host modules are ASCII: any encoding reads them the "
+                      "same",
+    },
 }
 
 # modules whose tests run them in subprocesses too (a worker, an agent, a job), where the
