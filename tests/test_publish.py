@@ -692,7 +692,7 @@ from potato.training import hub as hub_mod  # noqa: E402
 
 
 def test_publish_commits_the_files_and_the_card_and_answers_where(bare_hub, tmp_path):
-    pub = Publish(bare_hub, tmp_path, sizes=(1_000_000, 500_000))
+    pub = Publish(bare_hub, tmp_path, sizes=(1_000_000, 150_001))
     out = pub(repo="m", private=True)  # a bare name goes under the token's account
     repo = bare_hub.repos["alice/m"]
     oid = repo["commits"][0]["oid"]
@@ -700,13 +700,13 @@ def test_publish_commits_the_files_and_the_card_and_answers_where(bare_hub, tmp_
                    "url": "%s/alice/m" % bare_hub.url,
                    "commit_url": "%s/alice/m/commit/%s" % (bare_hub.url, oid)}
     assert repo["private"] is True and pub.cards == ["alice/m"]
-    assert repo["files"] == {"w0.bin": b"w" * 1_000_000, "w1.bin": b"w" * 500_000,
+    assert repo["files"] == {"w0.bin": b"w" * 1_000_000, "w1.bin": b"w" * 150_001,
                              "README.md": CARD}
     assert (repo["commits"][0]["summary"], repo["commits"][0]["description"]) == (
         "the message", "the description")
     assert pub.steps[0] == "checking the token with %s" % bare_hub.url
     m = re.search(r"(\d+) files \(([\d.]+) MB\) to alice/m", pub.steps[1])
-    assert m and (int(m.group(1)), m.group(2)) == (3, "1.5")  # the card is the third
+    assert m and (int(m.group(1)), m.group(2)) == (3, "1.2")  # the card is the third
     assert "alice/m" in pub.steps[2] and len(pub.steps) == 3
     assert all(r["auth"] == "Bearer " + TOKEN for r in bare_hub.requests)
     assert all(r["agent"].startswith("potato-annotation/") for r in bare_hub.requests)
@@ -815,6 +815,33 @@ def test_a_token_check_that_does_not_say_the_role_lets_the_hub_decide(bare_hub, 
                                                                       auth):
     bare_hub.whoami = {"name": "alice", "auth": auth}
     assert Publish(bare_hub, tmp_path)()["account"] == "alice"
+
+
+def test_a_repo_of_another_account_is_refused_with_where_to_publish_instead(bare_hub,
+                                                                          tmp_path):
+    bare_hub.add_repo("bob/taken", "bob")
+    said = Publish(bare_hub, tmp_path).fails(repo="bob/taken")
+    assert said.startswith("The Hugging Face Hub at %s did not let alice write to bob/taken "
+                           "(HTTP 403 (" % bare_hub.url)
+    assert said.endswith("Publish to alice/taken, or ask the owner for write access.")
+    assert not bare_hub.repos["bob/taken"]["commits"]
+
+
+def test_a_failure_before_the_conversation_starts_is_one_sentence(bare_hub, tmp_path,
+                                                                  monkeypatch):
+    def broken(*args):
+        raise RuntimeError("the client\nbroke with %s" % TOKEN)
+
+    monkeypatch.setattr(hub_mod, "Session", broken)
+    assert Publish(bare_hub, tmp_path).fails() == (
+        "Publishing could not start: RuntimeError: the client broke with ***.")
+
+    def refused(*args):
+        raise hub_mod.HubFailure("As the Hub said.")
+
+    monkeypatch.setattr(hub_mod, "Session", refused)
+    assert Publish(bare_hub, tmp_path).fails() == "As the Hub said."
+    assert not bare_hub.requests
 
 
 def test_a_read_token_is_refused_before_anything_is_made(bare_hub, tmp_path):

@@ -559,6 +559,14 @@ EQUIVALENT = {
         "101ee81a74": "create_commit: num_threads 3 for 2 changes speed, not the commit",
         "69e9ffbc2b": "push: getattr's default dropped: huggingface_hub's CommitInfo always has "
                       "an oid",
+        "97f9ce5bc9": "_status_sentence: the read-only branch is unreachable: a read token fails "
+                      "in whoami, before any other call",
+        "9a06c70f6b": "_status_sentence: the read-only branch is unreachable: a read token fails "
+                      "in whoami, before any other call",
+        "faeb31f901": "_status_sentence: the read-only branch is unreachable: a read token fails "
+                      "in whoami, before any other call",
+        "a7810f2909": "_size: a file gone counts 1 byte (0.0 MB) in the step that push replaces "
+                      "at once with the file-gone sentence",
     },
     "potato/training/backends/media_push.py": {
         "619cb179fa": "cache_source: the four host modules are ASCII: any encoding reads them the "
