@@ -567,6 +567,8 @@ EQUIVALENT = {
                       "in whoami, before any other call",
         "a7810f2909": "_size: a file gone counts 1 byte (0.0 MB) in the step that push replaces "
                       "at once with the file-gone sentence",
+        "899461bcf0": "_status_sentence: a repo id here always holds one '/' (checked, or the "
+                      "account put before a bare name): [1] is [-1]",
     },
     "potato/training/backends/media_push.py": {
         "619cb179fa": "cache_source: the four host modules are ASCII: any encoding reads them the "
