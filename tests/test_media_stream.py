@@ -920,3 +920,95 @@ def test_a_large_file_that_shrank_since_it_was_listed_is_named(tmp_path):
     # the whole file's sizes, not those of the block that came short
     assert "0.png cannot be read (it has %d bytes, not the %d listed" % (5 * MB, 6 * MB) in \
         str(e.value), str(e.value)
+
+
+class FixedClock(Clock):
+    def time(self):
+        return 1700000000.0  # the files' time in the stream's headers
+
+
+def test_the_stream_is_exactly_a_tar_of_the_missing_files(tmp_path, monkeypatch):
+    """Each file: its header, its bytes, zeros to a 512-byte boundary; then two zero blocks
+    (what a tar reader takes as the end)."""
+    from potato.training.backends import media_push
+    monkeypatch.setattr(media_push, "time", FixedClock())
+    saved = tmp_path / "stream.tar"
+    host = _host_script(tmp_path, "")
+    host.bcfg.python = str(tmp_path / "saving-python")
+    (tmp_path / "saving-python").write_text(
+        "#!%s\nimport json, sys\nw = json.loads(sys.stdin.readline())\n"
+        "print('POTATO-MEDIA ' + json.dumps({'missing': w}), flush=True)\n"
+        "data = sys.stdin.buffer.read()\nopen(%r, 'wb').write(data)\n"
+        "print('POTATO-MEDIA ' + json.dumps({'received': len(w)}))\n"
+        % (sys.executable, str(saved)))
+    (tmp_path / "saving-python").chmod(0o755)
+    files = [b"", b"x" * 511, b"y" * 512, b"z" * 513, os.urandom(5 * MB + 1)]
+    ctx = Ctx(media_index(tmp_path, files))
+    media_push.push(host, ctx, "job")
+    by_sha = sorted(files, key=sha)  # the host asked for them in the list's order
+    assert saved.read_bytes() == stream_of(by_sha)
+
+
+def test_an_answer_that_comes_in_pieces_is_read_whole(tmp_path):
+    from potato.training.backends import media_push
+    fake = tmp_path / "slow-link-python"
+    fake.write_text(
+        "#!%s\nimport json, sys, time\nw = json.loads(sys.stdin.readline())\n"
+        "line = 'POTATO-MEDIA ' + json.dumps({'missing': w})\n"
+        "for part in (line[:5], line[5:20], line[20:] + '\\n'):\n"
+        "    sys.stdout.write(part)\n    sys.stdout.flush()\n    time.sleep(0.2)\n"
+        "while sys.stdin.buffer.read(1 << 20):\n    pass\n"
+        "end = 'POTATO-MEDIA ' + json.dumps({'received': len(w)}) + '\\n'\n"
+        "sys.stdout.write(end[:7])\nsys.stdout.flush()\ntime.sleep(0.2)\nprint(end[7:])\n"
+        % sys.executable)
+    fake.chmod(0o755)
+    ctx = Ctx(media_index(tmp_path, [b"one file", b"two files"]))
+    media_push.push(LocalHost(tmp_path / "remote", python=str(fake)), ctx, "job")
+    assert ctx.lines[-1].endswith("the host verified 2"), ctx.lines
+
+
+def test_a_host_whose_words_are_not_utf8_is_still_said(tmp_path):
+    from potato.training.backends import errors, media_push
+
+    class Host(LocalHost):
+        def argv(self, command):
+            return ["sh", "-c", "head -n 1 >/dev/null; printf 'bad \\377\\376 bytes\\n' >&2; "
+                                "exit 4"]
+
+    ctx = Ctx(media_index(tmp_path, [b"one file"]))
+    with pytest.raises(errors.TransferError) as e:
+        media_push.push(Host(tmp_path / "remote"), ctx, "job")
+    assert str(e.value).endswith(": bad \ufffd\ufffd bytes")
+
+
+def test_ssh_failing_for_another_reason_says_its_exit_and_words(tmp_path):
+    from potato.training.backends import errors, media_push
+
+    class Ssh(LocalHost):
+        def argv(self, command):
+            return ["sh", "-c", "head -n 1 >/dev/null; echo 'kex_exchange_identification: read: "
+                                "Connection reset by peer' >&2; exit 255"]
+
+    ctx = Ctx(media_index(tmp_path, [b"one file"]))
+    with pytest.raises(errors.ConnectError) as e:
+        media_push.push(Ssh(tmp_path / "remote"), ctx, "job")
+    assert str(e.value) == ("ssh to here failed (exit 255): kex_exchange_identification: read: "
+                            "Connection reset by peer")
+
+
+def test_a_host_that_stops_taking_the_stream_is_not_a_file_that_cannot_be_read(tmp_path):
+    """The host closes its side while still running: the large file's write breaks the pipe,
+    which is the stream closing early, not the file failing to read."""
+    from potato.training.backends import errors, media_push
+    files = [os.urandom(5 * MB)]
+    missing = json.dumps([[sha(d), len(d)] for d in files])
+
+    class Host(LocalHost):
+        def argv(self, command):
+            return ["sh", "-c", "head -n 1 >/dev/null; echo 'POTATO-MEDIA {\"missing\": %s}'; "
+                                "exec 0<&-; sleep 1; exit 4" % missing]
+
+    ctx = Ctx(media_index(tmp_path, files))
+    with pytest.raises(errors.TransferError) as e:
+        media_push.push(Host(tmp_path / "remote"), ctx, "job")
+    assert str(e.value) == "Copying media to here failed: the stream to here closed early"
