@@ -1016,10 +1016,36 @@ def test_a_host_that_stops_taking_the_stream_is_not_a_file_that_cannot_be_read(t
 
 def test_a_stalled_copy_counts_the_streams_headers_in_its_total(tmp_path, monkeypatch):
     """The stall's sentence says how much of the whole stream went: the files, a 512-byte
-    header each and the end (here 2.5 MB less 1,000 bytes of file, so 3 MB with them)."""
+    header each and the end (here 2.5 MB less 1,000 bytes of files, so 3 MB with them)."""
     from potato.training.backends import errors, media_push
     monkeypatch.setattr(media_push, "WRITE_STALL_S", 1)
-    ctx = Ctx(media_index(tmp_path, [os.urandom(5 * MB // 2 - 1000)]))
+    first = 600_000  # written alone; then the rest, of which the 1 MB pipe takes a part
+    ctx = Ctx(media_index(tmp_path, [os.urandom(first),
+                                     os.urandom(5 * MB // 2 - 1000 - first - 512)]))
     with pytest.raises(errors.TransferError) as e:
         media_push.push(_stuck_host(tmp_path), ctx, "job")
-    assert re.search(r"\([\d.]+ of 3 MB sent\)", str(e.value)), str(e.value)
+    assert "(1 of 3 MB sent)" in str(e.value), str(e.value)  # all the pipe took, of the whole
+
+
+def test_a_push_that_fails_on_this_side_ends_the_host_command(tmp_path):
+    """A failure here mid-stream (the run's step cannot be written): the host's command does
+    not outlive the push."""
+    from potato.training.backends import media_push
+    host = _stuck_host(tmp_path)
+    pid_file = tmp_path / "pid"
+    text = (tmp_path / "stuck-python").read_text().replace(
+        "import json, sys, time\n", "import json, os, sys, time\nopen(%r, 'w').write(str("
+        "os.getpid()))\n" % str(pid_file))
+    (tmp_path / "stuck-python").write_text(text)
+
+    class Failing(Ctx):
+        def set_step(self, step):
+            if step.startswith("copying"):
+                raise RuntimeError("the run's state cannot be written")
+            super().set_step(step)
+
+    ctx = Failing(media_index(tmp_path, [b"one file"]))
+    with pytest.raises(RuntimeError):
+        media_push.push(host, ctx, "job")
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pid_file.read_text()), 0)
