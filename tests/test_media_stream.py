@@ -942,7 +942,7 @@ def test_the_stream_is_exactly_a_tar_of_the_missing_files(tmp_path, monkeypatch)
         "print('POTATO-MEDIA ' + json.dumps({'received': len(w)}))\n"
         % (sys.executable, str(saved)))
     (tmp_path / "saving-python").chmod(0o755)
-    files = [b"", b"x" * 511, b"y" * 512, b"z" * 513, os.urandom(5 * MB + 1)]
+    files = [b"", b"x" * 511, b"y" * 512, b"z" * 513, os.urandom(4 * MB + 1)]  # a block + 1
     ctx = Ctx(media_index(tmp_path, files))
     media_push.push(host, ctx, "job")
     by_sha = sorted(files, key=sha)  # the host asked for them in the list's order
@@ -1049,3 +1049,38 @@ def test_a_push_that_fails_on_this_side_ends_the_host_command(tmp_path):
         media_push.push(host, ctx, "job")
     with pytest.raises(ProcessLookupError):
         os.kill(int(pid_file.read_text()), 0)
+
+
+def test_a_line_from_the_host_that_is_not_utf8_does_not_hide_its_answer(tmp_path):
+    from potato.training.backends import media_push
+    fake = tmp_path / "banner-python"
+    fake.write_text("#!%s\nimport json, sys\nw = json.loads(sys.stdin.readline())\n"
+                    "sys.stdout.buffer.write(b'welcome \\xff\\xfe\\n')\n"
+                    "print('POTATO-MEDIA ' + json.dumps({'missing': w}), flush=True)\n"
+                    "while sys.stdin.buffer.read(1 << 20):\n    pass\n"
+                    "sys.stdout.buffer.write(b'bye \\xff\\n')\n"
+                    "print('POTATO-MEDIA ' + json.dumps({'received': len(w)}))\n"
+                    % sys.executable)
+    fake.chmod(0o755)
+    ctx = Ctx(media_index(tmp_path, [b"one file"]))
+    media_push.push(LocalHost(tmp_path / "remote", python=str(fake)), ctx, "job")
+    assert ctx.lines[-1].endswith("the host verified 1"), ctx.lines
+
+
+def test_a_host_command_that_ignores_sigterm_is_killed(tmp_path, monkeypatch):
+    """The host's side does not answer and ignores SIGTERM: after a few seconds it is killed,
+    and the push ends with the wait named."""
+    from potato.training.backends import errors, media_push
+    monkeypatch.setattr(media_push, "CHECK_S", 1)
+
+    class Deaf(LocalHost):
+        def argv(self, command):
+            return ["sh", "-c", "trap '' TERM; echo $$ > %s; sleep 600" % (tmp_path / "pid")]
+
+    ctx = Ctx(media_index(tmp_path, [b"one file"]))
+    started = time.monotonic()
+    with pytest.raises(errors.ConnectError, match="did not answer within 1 s"):
+        media_push.push(Deaf(tmp_path / "remote"), ctx, "job")
+    assert time.monotonic() - started < 60
+    with pytest.raises(ProcessLookupError):
+        os.kill(int((tmp_path / "pid").read_text()), 0)

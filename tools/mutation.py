@@ -609,6 +609,12 @@ EQUIVALENT = {
         "4e9d673f0e": "_write_one: '>=' for '>' WRITE_STALL_S: float times are never exactly equal",
         "d45cf77b4e": "_ready: register's default mask also asks POLLOUT of a read end, which "
                       "never has it (and POLLIN of a write end)",
+        "0932ed09a9": "_ready: each wait in ms for s (tuning: the loops around it wait again)",
+        "5c3a21e9df": "_ready: 1001 for 1000 ms a second (tuning)",
+        "8b215591a8": "_small: '<=' reads once more after the whole file: an empty read, then "
+                      "the same check",
+        "3600e6ac51": "_end: 6 s for 5 before SIGKILL (tuning)",
+        "96bffbe8e9": "_end: 601 s for 600 for the host's last word (tuning)",
     },
 }
 
