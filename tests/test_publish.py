@@ -772,6 +772,22 @@ def test_each_failure_of_the_client_is_a_sentence_of_its_own(bare_hub):
         session.close()
 
 
+def test_the_hubs_words_are_one_line_cut_at_200_characters(bare_hub):
+    """docs/security.md: the Hub's words in a sentence are masked, then cut to 200
+    characters."""
+    class HubError(Exception):
+        response = type("Response", (), {"status_code": 500})()
+        server_message = "first\n  line " + "w" * 1000
+
+    session = hub_mod.Session(bare_hub.url, TOKEN, 5, "LAB_TOKEN")
+    try:
+        said = session.explain(HubError(), "alice/m")
+    finally:
+        session.close()
+    kept = ("first line " + "w" * 1000)[:200]
+    assert "(HTTP 500 (%s)) while checking the token" % kept in said, said
+
+
 def test_an_http_error_without_the_hubs_words_is_said_by_its_status(bare_hub):
     """An HTTP error of the client's stack that carries a response but no words of the Hub."""
     class HTTPStatusError(Exception):
