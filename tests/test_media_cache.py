@@ -5,6 +5,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import stat
 import tarfile
 import time
@@ -177,6 +178,188 @@ def test_server_hashes_each_file_once(tmp_path):
         assert again[1][2]["sha256"] == sha(b"changed!")
     finally:
         media_bundle.file_sha256 = real
+
+
+def _project(tmp_path):
+    from potato.config import Config
+
+    cfg = Config(path=str(tmp_path / "c.yaml"), task_dir=str(tmp_path))
+    cfg.output_dir = str(tmp_path / "out")
+    return cfg
+
+
+def _image(folder, name, data):
+    folder.mkdir(exist_ok=True)
+    (folder / name).write_bytes(data)
+    return {"kind": "image", "path": str(folder / name)}
+
+
+def _hashed(lines):
+    """What the run log's media line says: (files listed, their plural, files hashed now)."""
+    said = [line for line in lines if line.startswith("media: ")]
+    assert len(said) == 1, lines
+    m = re.search(r"(\d+) (files?) .* (\d+) hashed", said[0])
+    return int(m.group(1)), m.group(2), int(m.group(3))
+
+
+def test_the_hashes_are_kept_in_the_output_folder_as_documented(tmp_path, monkeypatch):
+    cfg = _project(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    items = [("a", "t", _image(tmp_path / "img", "a.png", b"png a"))]
+    media_bundle.to_cache_form(cfg, items, str(tmp_path / "run" / "media.json"))
+    kept = os.path.join(cfg.output_dir, "training", "media-hashes.json")  # docs/backends/ssh.md
+    assert media_bundle.hashes_path(cfg) == kept
+    with open(kept) as f:
+        assert json.load(f) == {items[0][2]["path"]: [os.stat(items[0][2]["path"]).st_mtime_ns,
+                                                      5, sha(b"png a")]}
+    assert sorted(os.listdir(tmp_path)) == ["img", "out", "run"]  # nothing beside the project
+
+
+def test_each_item_keeps_its_id_and_text_and_the_index_says_where_each_file_is(tmp_path):
+    cfg = _project(tmp_path)
+    folder = tmp_path / "img"
+    items = [("a", "first", _image(folder, "a.png", b"png a")),
+             ("b", "second", None),
+             ("c", "third", _image(folder, "c.png", b"png a")),  # the same bytes as a.png
+             ("d", "fourth", _image(folder, "d.png", b"png dd"))]
+    index_path = str(tmp_path / "run" / "media.json")
+    out = media_bundle.to_cache_form(cfg, items, index_path)
+    assert [o[:2] for o in out] == [i[:2] for i in items]
+    assert out[1][2] is None
+    assert out[2][2] == {"kind": "image", "sha256": sha(b"png a"), "size": 5, "name": "c.png"}
+    assert media_bundle.load_index(index_path) == {
+        sha(b"png a"): {"path": str(folder / "a.png"), "size": 5, "name": "a.png"},
+        sha(b"png dd"): {"path": str(folder / "d.png"), "size": 6, "name": "d.png"}}
+
+
+def test_the_run_log_counts_the_files_listed_and_those_hashed_now(tmp_path):
+    cfg = _project(tmp_path)
+    folder = tmp_path / "img"
+    one = [("a", "t", _image(folder, "a.png", b"png a"))]
+    lines = []
+    media_bundle.to_cache_form(cfg, one, str(tmp_path / "r1.json"), lines.append)
+    assert _hashed(lines) == (1, "file", 1)
+    three = one + [("b", "t", _image(folder, "b.png", b"png b")),
+                   ("b2", "t", {"kind": "image", "path": str(folder / "b.png")}),  # listed twice
+                   ("c", "t", _image(folder, "c.png", b"png c"))]
+    lines = []
+    media_bundle.to_cache_form(cfg, three, str(tmp_path / "r2.json"), lines.append)
+    assert _hashed(lines) == (3, "files", 2)  # b.png once, though two items name it
+    lines = []
+    media_bundle.to_cache_form(cfg, three, str(tmp_path / "r3.json"), lines.append)
+    assert _hashed(lines) == (3, "files", 0)
+
+
+def test_a_file_listed_twice_in_a_new_cache_is_hashed_once(tmp_path, monkeypatch):
+    cfg = _project(tmp_path)
+    item = _image(tmp_path / "img", "a.png", b"png a")
+    calls = []
+    real = media_bundle.file_sha256
+    monkeypatch.setattr(media_bundle, "file_sha256", lambda p: calls.append(p) or real(p))
+    out = media_bundle.to_cache_form(cfg, [("a", "t", item), ("b", "t", dict(item))],
+                                     str(tmp_path / "media.json"))
+    assert calls == [item["path"]] and out[0][2] == out[1][2]
+
+
+def test_a_file_hashed_in_pieces_has_the_sha256_of_its_bytes(tmp_path):
+    data = os.urandom(3 << 20) + b"tail"  # more than one read
+    (tmp_path / "big").write_bytes(data)
+    assert media_bundle.file_sha256(str(tmp_path / "big")) == sha(data)
+    (tmp_path / "empty").write_bytes(b"")
+    assert media_bundle.file_sha256(str(tmp_path / "empty")) == sha(b"")
+
+
+@pytest.mark.parametrize("kept", ["[1, 2]", "\"text\"", "{not json", "7"])
+def test_a_damaged_hashes_file_is_hashed_again_and_replaced(tmp_path, kept):
+    cfg = _project(tmp_path)
+    os.makedirs(os.path.dirname(media_bundle.hashes_path(cfg)))
+    with open(media_bundle.hashes_path(cfg), "w") as f:
+        f.write(kept)
+    item = _image(tmp_path / "img", "a.png", b"png a")
+    lines = []
+    out = media_bundle.to_cache_form(cfg, [("a", "t", item)], str(tmp_path / "m.json"),
+                                     lines.append)
+    assert out[0][2]["sha256"] == sha(b"png a") and _hashed(lines) == (1, "file", 1)
+    with open(media_bundle.hashes_path(cfg)) as f:
+        assert list(json.load(f)) == [item["path"]]
+
+
+def test_a_stale_hash_is_not_trusted(tmp_path):
+    cfg = _project(tmp_path)
+    item = _image(tmp_path / "img", "a.png", b"png a")
+    st = os.stat(item["path"])
+    os.makedirs(os.path.dirname(media_bundle.hashes_path(cfg)))
+    for entry in ([st.st_mtime_ns, 5, "f" * 64, "extra"], [st.st_mtime_ns, 4, "f" * 64],
+                  [st.st_mtime_ns + 1, 5, "f" * 64], {"sha": "f" * 64}):
+        with open(media_bundle.hashes_path(cfg), "w") as f:
+            json.dump({item["path"]: entry}, f)
+        out = media_bundle.to_cache_form(cfg, [("a", "t", item)], str(tmp_path / "m.json"))
+        assert out[0][2]["sha256"] == sha(b"png a"), entry
+
+
+def test_an_unreadable_file_leaves_its_item_without_media_and_says_so(tmp_path):
+    cfg = _project(tmp_path)
+    folder = tmp_path / "img"
+    items = [("gone", "t", {"kind": "image", "path": str(folder / "gone.png")}),
+             ("b", "t", _image(folder, "b.png", b"png b"))]
+    lines = []
+    out = media_bundle.to_cache_form(cfg, items, str(tmp_path / "m.json"), lines.append)
+    assert out[0] == ("gone", "t", None) and out[1][2]["sha256"] == sha(b"png b")
+    said = [line for line in lines if "gone" in line]
+    assert len(said) == 1 and "No such file or directory" in said[0]
+    assert "Errno" not in said[0]  # the reason in words, not an exception's repr
+    assert list(media_bundle.load_index(str(tmp_path / "m.json"))) == [sha(b"png b")]
+
+
+def test_hashes_that_cannot_be_saved_are_said_and_the_run_goes_on(tmp_path):
+    cfg = _project(tmp_path)
+    os.makedirs(cfg.output_dir)
+    with open(os.path.join(cfg.output_dir, "training"), "w") as f:
+        f.write("a file where the folder should be")
+    lines = []
+    out = media_bundle.to_cache_form(
+        cfg, [("a", "t", _image(tmp_path / "img", "a.png", b"png a"))],
+        str(tmp_path / "m.json"), lines.append)
+    assert out[0][2]["sha256"] == sha(b"png a")
+    said = [line for line in lines if media_bundle.hashes_path(cfg) in line]
+    assert len(said) == 1 and "Errno" not in said[0]  # the reason in words
+    assert _hashed(lines) == (1, "file", 1)
+
+
+def test_a_run_without_media_empties_an_index_left_from_before(tmp_path):
+    cfg = _project(tmp_path)
+    index_path = str(tmp_path / "m.json")
+    with open(index_path, "w") as f:
+        json.dump({"a" * 64: {"path": "/old", "size": 1, "name": "old"}}, f)
+    lines = []
+    assert media_bundle.to_cache_form(cfg, [("a", "t", None)], index_path, lines.append) == [
+        ("a", "t", None)]
+    assert media_bundle.load_index(index_path) == {} and lines == []
+    assert not os.path.exists(str(tmp_path / "none.json"))
+    media_bundle.to_cache_form(cfg, [("a", "t", None)], str(tmp_path / "none.json"))
+    assert not os.path.exists(str(tmp_path / "none.json"))  # no index where none was
+
+
+def test_an_index_that_is_not_a_mapping_reads_as_empty(tmp_path):
+    for text in ("[1]", "3", "{bad"):
+        (tmp_path / "m.json").write_text(text)
+        assert media_bundle.load_index(str(tmp_path / "m.json")) == {}
+    assert media_bundle.load_index(str(tmp_path / "missing.json")) == {}
+
+
+def test_the_wanted_list_is_each_file_and_its_size_by_hash(tmp_path):
+    index = {"b" * 64: {"path": "/x/b", "size": 7, "name": "b"},
+             "a" * 64: {"path": "/x/a", "size": 0, "name": "a"}}
+    assert json.loads(media_bundle.dumps_wanted(index)) == [["a" * 64, 0], ["b" * 64, 7]]
+    assert json.loads(media_bundle.dumps_wanted({})) == []
+
+
+@pytest.mark.parametrize("n, said", [
+    (0, "0"), (1, "0.0"), (52429, "0.1"), (1 << 19, "0.5"), ((1 << 20) - 1, "1.0"),
+    (1 << 20, "1"), (int(1.4 * (1 << 20)), "1"), (int(1.6 * (1 << 20)), "2"),
+    (1500 << 20, "1,500")])
+def test_megabytes_are_whole_from_one_and_tenths_below(n, said):
+    assert media_bundle.mb(n) == said
 
 
 def test_url_media_failures_are_named_and_bounded(tmp_path):

@@ -6,6 +6,7 @@ import hashlib
 import json
 import io
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -600,3 +601,486 @@ def test_the_senders_pipe_to_ssh_is_widened(tmp_path):
             >= 1 << 20
     finally:
         session.close()
+
+
+# -- what the sender says: its steps, its log line, the host's summary -------------------------------
+
+MB = 1 << 20
+
+
+class Clock:
+    """media_push's clock: real time plus ``extra`` seconds (a slow copy without waiting)."""
+
+    def __init__(self):
+        self.extra = 0.0
+
+    def monotonic(self):
+        return time.monotonic() + self.extra
+
+    def time(self):
+        return time.time()
+
+
+def _summary_host(tmp_path, summary):
+    """A host that takes the whole stream, then answers ``summary`` (a dict) as what arrived."""
+    return _host_script(tmp_path, "print('POTATO-MEDIA ' + json.dumps(%r))" % (summary,))
+
+
+def test_push_says_what_it_checks_what_it_sent_how_fast_and_what_left_the_cache(tmp_path,
+                                                                                 monkeypatch):
+    from potato.training.backends import media_push
+    clock = Clock()
+    monkeypatch.setattr(media_push, "time", clock)
+    files = [os.urandom(MB), os.urandom(MB // 2), os.urandom(MB // 2)]
+    host = _summary_host(tmp_path, {"received": 3, "bad_count": 0, "evicted": 2,
+                                    "evicted_bytes": 3 * MB})
+
+    class SlowCtx(Ctx):
+        def set_step(self, step):
+            super().set_step(step)
+            if step.startswith("copying media to here: 3 of 3 files"):
+                clock.extra += 4.0  # the copy took four seconds
+
+    ctx = SlowCtx(media_index(tmp_path, files))
+    media_push.push(host, ctx, "job")
+    assert ctx.steps[0] == "checking media on here: 3 files, 2 MB"
+    assert ctx.lines[0] == "media: 3 of 3 files (2 MB) are not on here yet; sending them in " \
+                           "one stream"
+    m = re.fullmatch(r"media: sent 3 files \(2 MB\) to here in ([\d.]+) s \(([\d.]+) MB/s\); "
+                     r"the host verified 3; 2 least recently used files \(3 MB\) left its "
+                     r"cache \(max_media_cache_mb 100\)", ctx.lines[1])
+    assert m, ctx.lines
+    secs, rate = float(m.group(1)), float(m.group(2))
+    assert 4.0 <= secs < 30 and rate == round(2 / secs, 1)
+
+
+@pytest.mark.parametrize("summary, said", [
+    ({"received": 2}, "the host verified 2"),  # no eviction: no clause for it
+    ({"received": 2, "evicted": 0, "evicted_bytes": 5}, "the host verified 2"),
+    ({"received": 2, "evicted": 1}, "the host verified 2; 1 least recently used files (0 MB) "
+                                    "left its cache (max_media_cache_mb 100)"),
+])
+def test_the_log_line_says_an_eviction_only_when_there_was_one(tmp_path, summary, said):
+    from potato.training.backends import media_push
+    ctx = Ctx(media_index(tmp_path, [b"one file", b"two files"]))
+    media_push.push(_summary_host(tmp_path, summary), ctx, "job")
+    assert ctx.lines[1].endswith(said), ctx.lines
+
+
+def test_files_the_host_found_damaged_fail_the_copy_naming_three(tmp_path):
+    from potato.training.backends import errors, media_push
+    bad = ["%s: 3 bytes, not 8" % c for c in "abcd"]
+    host = _summary_host(tmp_path, {"received": 2, "bad_count": 4, "bad": bad})
+    ctx = Ctx(media_index(tmp_path, [b"one file", b"two files"]))
+    with pytest.raises(errors.TransferError) as e:
+        media_push.push(host, ctx, "job")
+    assert str(e.value).startswith("4 media file(s) arrived on here damaged or changed since "
+                                   "they were listed: %s. " % "; ".join(bad[:3]))
+    no_list = _summary_host(tmp_path, {"received": 2, "bad_count": 1})
+    with pytest.raises(errors.TransferError, match=r"^1 media file\(s\) arrived on here damaged "
+                                                   r"or changed since they were listed: \. "):
+        media_push.push(no_list, Ctx(ctx.paths.media_index), "job")
+
+
+@pytest.mark.parametrize("summary", [{}, {"received": 1, "note": "n" * 400}])
+def test_a_host_that_kept_fewer_files_quotes_its_answer_cut(tmp_path, summary):
+    from potato.training.backends import errors, media_push
+    ctx = Ctx(media_index(tmp_path, [b"one file", b"two files"]))
+    with pytest.raises(errors.TransferError) as e:
+        media_push.push(_summary_host(tmp_path, summary), ctx, "job")
+    said = str(e.value)
+    kept = summary.get("received", 0)
+    assert said.startswith("2 media files were sent to here but it kept %d of them (its "
+                           "media_receive.py answered %s)" % (kept, json.dumps(summary)[:300]))
+    assert len(json.dumps(summary)) < 300 or json.dumps(summary)[:301] not in said
+    assert "%s/media there" % (tmp_path / "remote") in said
+
+
+def test_a_host_that_says_nothing_at_the_end_kept_nothing(tmp_path):
+    from potato.training.backends import errors, media_push
+    ctx = Ctx(media_index(tmp_path, [b"one file"]))
+    with pytest.raises(errors.TransferError, match=r"^1 media files were sent to here but it "
+                                                   r"kept 0 of them \(its media_receive\.py "
+                                                   r"answered \{\}\)"):
+        media_push.push(_host_script(tmp_path, "print('no summary')"), ctx, "job")
+    assert ctx.lines[-1].endswith("the host verified 0")  # the log says so before the error
+
+
+def test_a_host_that_fails_at_the_end_is_said_with_its_exit_and_words(tmp_path):
+    from potato.training.backends import errors, media_push
+    host = _host_script(tmp_path, "sys.stderr.write('disk on fire\\n'); sys.exit(3)")
+    ctx = Ctx(media_index(tmp_path, [b"one file"]))
+    with pytest.raises(errors.TransferError, match=r"^Copying media to here failed: exit 3: "
+                                                   r"disk on fire$"):
+        media_push.push(host, ctx, "job")
+
+
+def test_an_empty_index_sends_nothing(tmp_path):
+    from potato.training.backends import media_push
+    host = LocalHost(tmp_path / "remote")
+    for index in (None, {}):
+        if index is not None:
+            (tmp_path / "media.json").write_text(json.dumps(index))
+        ctx = Ctx(tmp_path / "media.json")
+        media_push.push(host, ctx, "job")
+        assert host.commands == [] and ctx.lines == [] and ctx.steps == []
+
+
+def test_the_host_program_runs_with_every_value_quoted(tmp_path):
+    from potato.training.backends import media_push
+    command = media_push.cache_command("/opt/py 3/python", "/w/it's here", "sync", "job;1", 2.5)
+    import shlex
+    argv = shlex.split(command)
+    assert argv[:3] == ["/opt/py 3/python", "-S", "-c"]
+    assert argv[3] == media_push.cache_source()
+    assert argv[4:] == ["sync", "/w/it's here", "job;1", "2.5"]
+    assert shlex.split(media_push.cache_command("p", "d", "need", "j", 100.0))[-1] == "100"
+
+
+def test_the_host_program_holds_its_four_modules_in_order():
+    from potato.training.backends import media_push
+    source = media_push.cache_source()
+    starts = []
+    for module in (media_tar, mc, ms, mr):
+        with open(module.__file__, encoding="utf-8") as f:
+            text = f.read()
+        starts.append(source.index(text))
+    assert starts == sorted(starts) and starts[0] == 0
+    compile(source, "<host>", "exec")  # one program
+
+
+def test_the_hosts_answer_is_found_among_other_lines():
+    from potato.training.backends import media_push
+    out = "a warning\n%s{\"missing\": []}\n%s{\"received\": 9}\n" % (mc.MARK, mc.MARK)
+    assert media_push.parse(out) == {"missing": []}  # the first such line
+    for bad in ("", "no answer\n", " %s{}\n" % mc.MARK):
+        with pytest.raises(ValueError, match="no media line"):
+            media_push.parse(bad)
+
+
+def test_progress_counts_files_and_megabytes():
+    from potato.training.backends import media_push
+    assert media_push.progress_words("gpu", 1234, 5678, MB // 2, 1500 * MB) == (
+        "copying media to gpu: 1,234 of 5,678 files, 0.5 of 1,500 MB")
+
+
+@pytest.mark.parametrize("size", [0, 1, 8 ** 11 - 1, 8 ** 11, 2 ** 88 - 1])
+def test_a_header_holds_every_size_tar_reads_back(size):
+    name = sha(b"%d" % size)
+    block = tar_header(name, size, 1700000000)
+    assert len(block) == 512
+    info = tarfile.TarInfo.frombuf(block, "utf-8", "strict")
+    assert (info.name, info.size, info.mtime, info.mode, info.isfile()) == (
+        name, size, 1700000000, 0o600, True)
+    assert media_tar.tar_header(block) == (name, b"0", size)
+
+
+@pytest.mark.parametrize("size", [0, 88, 1000, 8 ** 11 - 1])
+def test_a_size_in_tars_octal_range_is_written_as_tarfile_writes_it(size):
+    """Octal digits, as every tar reads (base-256 only where octal cannot hold the size)."""
+    info = tarfile.TarInfo("a" * 64)
+    info.size, info.mtime, info.mode = size, 1700000000, 0o600
+    ours = tar_header("a" * 64, size, 1700000000)
+    theirs = info.tobuf(format=tarfile.USTAR_FORMAT)
+    assert ours[:148] == theirs[:148]  # name, mode, ids, size and time: the same bytes
+
+
+def test_a_header_name_must_fit_its_field():
+    assert tarfile.TarInfo.frombuf(tar_header("n" * 99, 1, 0), "utf-8", "strict").name == \
+        "n" * 99
+    for name in ("n" * 100, "n" * 300):
+        with pytest.raises(ValueError, match="tar member name 'n+' is too long"):
+            tar_header(name, 1, 0)
+
+
+def test_a_host_command_that_cannot_start_is_said(tmp_path):
+    from potato.training.backends import errors, media_push
+
+    class NoSsh(LocalHost):
+        def argv(self, command):
+            return [str(tmp_path / "no-such-ssh"), command]
+
+    ctx = Ctx(media_index(tmp_path, [b"one file"]))
+    with pytest.raises(errors.TransferError, match=r"^cannot start .*no-such-ssh"):
+        media_push.push(NoSsh(tmp_path / "remote"), ctx, "job")
+
+
+@pytest.mark.parametrize("when", ["check", "stream", "finish"])
+def test_ssh_failing_on_its_own_is_a_connection_failure_with_its_words(tmp_path, when):
+    """ssh's own failure (exit 255) while the host checks, takes the stream or ends: ssh's
+    sentence (user@host named), not "the copy failed"."""
+    from potato.training.backends import errors, media_push
+    fail = ("echo 'Permission denied (publickey).' >&2; exec 1>&-; sleep 0.2; exit 255")
+    answer = "head -n 1 >/dev/null; echo 'POTATO-MEDIA {\"missing\": %s}'; "
+    files = [os.urandom(1 << 20) for _ in range(3)]
+    missing = json.dumps([[sha(d), len(d)] for d in files])
+    script = {"check": "head -n 1 >/dev/null; " + fail,
+              "stream": answer % missing + "head -c 100 >/dev/null; " + fail,
+              "finish": answer % missing + "cat >/dev/null; " + fail}[when]
+
+    class Ssh(LocalHost):
+        def argv(self, command):
+            self.commands.append(command)
+            return ["sh", "-c", script]
+
+    host = Ssh(tmp_path / "remote")
+    host.bcfg.user = "ann"
+    ctx = Ctx(media_index(tmp_path, files))
+    with pytest.raises(errors.ConnectError) as e:
+        media_push.push(host, ctx, "job")
+    assert str(e.value) == errors.ssh_failure("here", "ann", 255, "Permission denied")
+    assert "ann@here" in str(e.value)
+
+
+@pytest.mark.parametrize("when", ["check", "stream"])
+def test_a_host_that_fails_otherwise_is_said_with_its_last_five_lines(tmp_path, when):
+    from potato.training.backends import errors, media_push
+    words = "; ".join("echo line%d >&2" % i for i in range(8))
+    files = [os.urandom(1 << 20) for _ in range(3)]
+    missing = json.dumps([[sha(d), len(d)] for d in files])
+    script = {"check": "head -n 1 >/dev/null; %s; exit 4" % words,
+              "stream": "head -n 1 >/dev/null; echo 'POTATO-MEDIA {\"missing\": %s}'; "
+                        "head -c 100 >/dev/null; %s; exit 4" % (missing, words)}[when]
+
+    class Host(LocalHost):
+        def argv(self, command):
+            return ["sh", "-c", script]
+
+    ctx = Ctx(media_index(tmp_path, files))
+    with pytest.raises(errors.TransferError) as e:
+        media_push.push(Host(tmp_path / "remote"), ctx, "job")
+    said = str(e.value)
+    assert said.endswith(": line3\nline4\nline5\nline6\nline7") and "line2" not in said, said
+    assert said.startswith({"check": "Checking the media cache on here failed (exit 4)",
+                            "stream": "Copying media to here failed: the stream to here closed "
+                                      "early"}[when]), said
+
+
+def test_a_host_that_never_answers_the_list_names_the_wait(tmp_path, monkeypatch):
+    from potato.training.backends import errors, media_push
+    monkeypatch.setattr(media_push, "CHECK_S", 1)
+    fake = tmp_path / "slow-python"
+    fake.write_text("#!%s\nimport time\ntime.sleep(600)\n" % sys.executable)
+    fake.chmod(0o755)
+    ctx = Ctx(media_index(tmp_path, [b"one file"]))
+    started = time.monotonic()
+    with pytest.raises(errors.ConnectError, match=r"^ssh to here did not answer within 1 s\. "
+                                                   r"Check the host and the network\.$"):
+        media_push.push(LocalHost(tmp_path / "remote", python=str(fake)), ctx, "job")
+    assert time.monotonic() - started < 30
+
+
+def test_a_host_that_fails_without_a_word_is_said_with_its_exit(tmp_path):
+    from potato.training.backends import errors, media_push
+
+    class Host(LocalHost):
+        def argv(self, command):
+            return ["sh", "-c", "head -n 1 >/dev/null; exit 4"]
+
+    ctx = Ctx(media_index(tmp_path, [b"one file"]))
+    with pytest.raises(errors.TransferError) as e:
+        media_push.push(Host(tmp_path / "remote"), ctx, "job")
+    assert str(e.value) == "Checking the media cache on here failed (exit 4)"
+
+
+class FrozenClock(Clock):
+    def monotonic(self):
+        return 1000.0  # a copy that takes no time: only the first and last steps are said
+
+
+def test_the_copy_says_its_progress_at_the_start_and_the_end(tmp_path, monkeypatch):
+    from potato.training.backends import media_push
+    monkeypatch.setattr(media_push, "time", FrozenClock())
+    files = [os.urandom(1000 + i) for i in range(50)]
+    ctx = Ctx(media_index(tmp_path, files))
+    media_push.push(LocalHost(tmp_path / "remote"), ctx, "job")
+    assert ctx.steps == ["checking media on here: 50 files, 0.0 MB",
+                         "copying media to here: 0 of 50 files, 0 of 0.0 MB",
+                         "copying media to here: 50 of 50 files, 0.0 of 0.0 MB"], ctx.steps
+    assert " in 0.0 s (" in ctx.lines[-1], ctx.lines  # no time passed: no division by zero
+
+
+def test_a_large_file_goes_in_blocks_and_arrives_whole(tmp_path):
+    from potato.training.backends import media_push
+    files = [os.urandom(9 * MB + 7), b"small", os.urandom(5 * MB)]
+    ctx = Ctx(media_index(tmp_path, files))
+    media_push.push(LocalHost(tmp_path / "remote"), ctx, "job")
+    for data in files:
+        assert mc.have(str(tmp_path / "remote" / "media"), sha(data), len(data))
+    assert "the host verified 3" in ctx.lines[-1]
+
+
+def test_a_large_file_that_shrank_since_it_was_listed_is_named(tmp_path):
+    from potato.training.backends import errors, media_push
+    ctx = Ctx(media_index(tmp_path, [os.urandom(6 * MB)]))
+    with open(tmp_path / "0.png", "r+b") as f:
+        f.truncate(5 * MB)
+    with pytest.raises(errors.TransferError) as e:
+        media_push.push(LocalHost(tmp_path / "remote"), ctx, "job")
+    # the whole file's sizes, not those of the block that came short
+    assert "0.png cannot be read (it has %d bytes, not the %d listed" % (5 * MB, 6 * MB) in \
+        str(e.value), str(e.value)
+
+
+class FixedClock(Clock):
+    def time(self):
+        return 1700000000.0  # the files' time in the stream's headers
+
+
+def test_the_stream_is_exactly_a_tar_of_the_missing_files(tmp_path, monkeypatch):
+    """Each file: its header, its bytes, zeros to a 512-byte boundary; then two zero blocks
+    (what a tar reader takes as the end)."""
+    from potato.training.backends import media_push
+    monkeypatch.setattr(media_push, "time", FixedClock())
+    saved = tmp_path / "stream.tar"
+    host = _host_script(tmp_path, "")
+    host.bcfg.python = str(tmp_path / "saving-python")
+    (tmp_path / "saving-python").write_text(
+        "#!%s\nimport json, sys\nw = json.loads(sys.stdin.readline())\n"
+        "print('POTATO-MEDIA ' + json.dumps({'missing': w}), flush=True)\n"
+        "data = sys.stdin.buffer.read()\nopen(%r, 'wb').write(data)\n"
+        "print('POTATO-MEDIA ' + json.dumps({'received': len(w)}))\n"
+        % (sys.executable, str(saved)))
+    (tmp_path / "saving-python").chmod(0o755)
+    files = [b"", b"x" * 511, b"y" * 512, b"z" * 513, os.urandom(4 * MB + 1)]  # a block + 1
+    ctx = Ctx(media_index(tmp_path, files))
+    media_push.push(host, ctx, "job")
+    by_sha = sorted(files, key=sha)  # the host asked for them in the list's order
+    assert saved.read_bytes() == stream_of(by_sha)
+
+
+def test_an_answer_that_comes_in_pieces_is_read_whole(tmp_path):
+    from potato.training.backends import media_push
+    fake = tmp_path / "slow-link-python"
+    fake.write_text(
+        "#!%s\nimport json, sys, time\nw = json.loads(sys.stdin.readline())\n"
+        "line = 'POTATO-MEDIA ' + json.dumps({'missing': w})\n"
+        "for part in (line[:5], line[5:20], line[20:] + '\\n'):\n"
+        "    sys.stdout.write(part)\n    sys.stdout.flush()\n    time.sleep(0.2)\n"
+        "while sys.stdin.buffer.read(1 << 20):\n    pass\n"
+        "end = 'POTATO-MEDIA ' + json.dumps({'received': len(w)}) + '\\n'\n"
+        "sys.stdout.write(end[:7])\nsys.stdout.flush()\ntime.sleep(0.2)\nprint(end[7:])\n"
+        % sys.executable)
+    fake.chmod(0o755)
+    ctx = Ctx(media_index(tmp_path, [b"one file", b"two files"]))
+    media_push.push(LocalHost(tmp_path / "remote", python=str(fake)), ctx, "job")
+    assert ctx.lines[-1].endswith("the host verified 2"), ctx.lines
+
+
+def test_a_host_whose_words_are_not_utf8_is_still_said(tmp_path):
+    from potato.training.backends import errors, media_push
+
+    class Host(LocalHost):
+        def argv(self, command):
+            return ["sh", "-c", "head -n 1 >/dev/null; printf 'bad \\377\\376 bytes\\n' >&2; "
+                                "exit 4"]
+
+    ctx = Ctx(media_index(tmp_path, [b"one file"]))
+    with pytest.raises(errors.TransferError) as e:
+        media_push.push(Host(tmp_path / "remote"), ctx, "job")
+    assert str(e.value).endswith(": bad \ufffd\ufffd bytes")
+
+
+def test_ssh_failing_for_another_reason_says_its_exit_and_words(tmp_path):
+    from potato.training.backends import errors, media_push
+
+    class Ssh(LocalHost):
+        def argv(self, command):
+            return ["sh", "-c", "head -n 1 >/dev/null; echo 'kex_exchange_identification: read: "
+                                "Connection reset by peer' >&2; exit 255"]
+
+    ctx = Ctx(media_index(tmp_path, [b"one file"]))
+    with pytest.raises(errors.ConnectError) as e:
+        media_push.push(Ssh(tmp_path / "remote"), ctx, "job")
+    assert str(e.value) == ("ssh to here failed (exit 255): kex_exchange_identification: read: "
+                            "Connection reset by peer")
+
+
+def test_a_host_that_stops_taking_the_stream_is_not_a_file_that_cannot_be_read(tmp_path):
+    """The host closes its side while still running: the large file's write breaks the pipe,
+    which is the stream closing early, not the file failing to read."""
+    from potato.training.backends import errors, media_push
+    files = [os.urandom(5 * MB)]
+    missing = json.dumps([[sha(d), len(d)] for d in files])
+
+    class Host(LocalHost):
+        def argv(self, command):
+            return ["sh", "-c", "head -n 1 >/dev/null; echo 'POTATO-MEDIA {\"missing\": %s}'; "
+                                "exec 0<&-; sleep 1; exit 4" % missing]
+
+    ctx = Ctx(media_index(tmp_path, files))
+    with pytest.raises(errors.TransferError) as e:
+        media_push.push(Host(tmp_path / "remote"), ctx, "job")
+    assert str(e.value) == "Copying media to here failed: the stream to here closed early"
+
+
+def test_a_stalled_copy_counts_the_streams_headers_in_its_total(tmp_path, monkeypatch):
+    """The stall's sentence says how much of the whole stream went: the files, a 512-byte
+    header each and the end (here 2.5 MB less 1,000 bytes of files, so 3 MB with them)."""
+    from potato.training.backends import errors, media_push
+    monkeypatch.setattr(media_push, "WRITE_STALL_S", 1)
+    first = 600_000  # written alone; then the rest, of which the 1 MB pipe takes a part
+    ctx = Ctx(media_index(tmp_path, [os.urandom(first),
+                                     os.urandom(5 * MB // 2 - 1000 - first - 512)]))
+    with pytest.raises(errors.TransferError) as e:
+        media_push.push(_stuck_host(tmp_path), ctx, "job")
+    assert "(1 of 3 MB sent)" in str(e.value), str(e.value)  # all the pipe took, of the whole
+
+
+def test_a_push_that_fails_on_this_side_ends_the_host_command(tmp_path):
+    """A failure here mid-stream (the run's step cannot be written): the host's command does
+    not outlive the push."""
+    from potato.training.backends import media_push
+    host = _stuck_host(tmp_path)
+    pid_file = tmp_path / "pid"
+    text = (tmp_path / "stuck-python").read_text().replace(
+        "import json, sys, time\n", "import json, os, sys, time\nopen(%r, 'w').write(str("
+        "os.getpid()))\n" % str(pid_file))
+    (tmp_path / "stuck-python").write_text(text)
+
+    class Failing(Ctx):
+        def set_step(self, step):
+            if step.startswith("copying"):
+                raise RuntimeError("the run's state cannot be written")
+            super().set_step(step)
+
+    ctx = Failing(media_index(tmp_path, [b"one file"]))
+    with pytest.raises(RuntimeError):
+        media_push.push(host, ctx, "job")
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pid_file.read_text()), 0)
+
+
+def test_a_line_from_the_host_that_is_not_utf8_does_not_hide_its_answer(tmp_path):
+    from potato.training.backends import media_push
+    fake = tmp_path / "banner-python"
+    fake.write_text("#!%s\nimport json, sys\nw = json.loads(sys.stdin.readline())\n"
+                    "sys.stdout.buffer.write(b'welcome \\xff\\xfe\\n')\n"
+                    "print('POTATO-MEDIA ' + json.dumps({'missing': w}), flush=True)\n"
+                    "while sys.stdin.buffer.read(1 << 20):\n    pass\n"
+                    "sys.stdout.buffer.write(b'bye \\xff\\n')\n"
+                    "print('POTATO-MEDIA ' + json.dumps({'received': len(w)}))\n"
+                    % sys.executable)
+    fake.chmod(0o755)
+    ctx = Ctx(media_index(tmp_path, [b"one file"]))
+    media_push.push(LocalHost(tmp_path / "remote", python=str(fake)), ctx, "job")
+    assert ctx.lines[-1].endswith("the host verified 1"), ctx.lines
+
+
+def test_a_host_command_that_ignores_sigterm_is_killed(tmp_path, monkeypatch):
+    """The host's side does not answer and ignores SIGTERM: after a few seconds it is killed,
+    and the push ends with the wait named."""
+    from potato.training.backends import errors, media_push
+    monkeypatch.setattr(media_push, "CHECK_S", 1)
+
+    class Deaf(LocalHost):
+        def argv(self, command):
+            return ["sh", "-c", "trap '' TERM; echo $$ > %s; sleep 600" % (tmp_path / "pid")]
+
+    ctx = Ctx(media_index(tmp_path, [b"one file"]))
+    started = time.monotonic()
+    with pytest.raises(errors.ConnectError, match="did not answer within 1 s"):
+        media_push.push(Deaf(tmp_path / "remote"), ctx, "job")
+    assert time.monotonic() - started < 60
+    with pytest.raises(ProcessLookupError):
+        os.kill(int((tmp_path / "pid").read_text()), 0)

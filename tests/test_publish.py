@@ -5,6 +5,7 @@ real huggingface_hub client talks to a fake of the Hub's HTTP API on loopback
 import html
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -369,6 +370,48 @@ def test_every_failure_ends_in_one_sentence(tmp_path, serve, hub, monkeypatch):
     assert "alice/x" not in hub.repos
 
 
+def test_a_token_the_hub_quotes_never_shows_even_in_part(tmp_path, serve, hub, monkeypatch,
+                                                          capsys):
+    """A Hub (or a proxy before it) that quotes the request's token in its error, at the start
+    and across the point where the Hub's words are cut: no piece of the token reaches the API's
+    answer, the run page, the run log or the command line (the Hub's words are kept, masked)."""
+    secret = "hf_" + "qP7xZ2mK9vR4tL8wN3bY6cJ1dF5gH0sAeU"
+    unknown = "hf_" + "Wm4kT9pQ2zX7vB5nR8sL3yD6gH1jC0fAeV"
+    hub.tokens[secret] = ("alice", "write")
+    hub.echo = True
+    cfg = make_project(tmp_path)
+    _, url = serve(cfg)
+    c = Client(url)
+    run_id = wait_run(c, start_run(c, trainer="text-naive-bayes", schemas=["sentiment"]))[
+        "run_id"]
+
+    def pieces(token, text):
+        return sorted({token[i:i + 8] for i in range(len(token) - 7)} & {
+            text[i:i + 8] for i in range(len(text) - 7)})
+
+    hub.add_repo("bob/taken", "bob")
+    for token, repo, fail, said in (
+            (unknown, "alice/y", {}, "(HTTP 401)"),  # the client keeps no words of a 401 here
+            (secret, "bob/taken", {}, "write to bob/taken (HTTP 403 (token ***: "),
+            (secret, "alice/y", {"/api/models/alice/y/commit": 500}, "(HTTP 500 (token ***: ")):
+        monkeypatch.setenv("HF_TOKEN", token)
+        hub.fail = fail
+        assert publish_run(c, run_id, repo_id=repo)[0] == 202
+        state = wait_published(c, run_id)
+        assert state["state"] == "failed" and said in state["error"], state
+        assert pieces(token, json.dumps(state)) == []
+        assert pieces(token, c.get(f"/admin/training/runs/{run_id}", headers=H).text) == []
+        log = c.get(f"/admin/training/api/runs/{run_id}/log", headers=H).text
+        assert said in log and pieces(token, log) == []
+
+    hub.fail = {"/api/models/alice/cli/commit": 500}
+    monkeypatch.setenv("HF_TOKEN", secret)
+    capsys.readouterr()
+    assert main(["training", "publish", run_id, cfg, "--repo", "alice/cli"]) == 1
+    out, err = capsys.readouterr()
+    assert "(HTTP 500 (token ***: " in err and pieces(secret, out + err) == []
+
+
 def test_one_publish_at_a_time(tmp_path, serve, hub, monkeypatch):
     monkeypatch.setenv("HF_TOKEN", TOKEN)
     _, url = serve(make_project(tmp_path))
@@ -608,3 +651,346 @@ def test_card_code_spans_hold_backticks_and_newlines_as_one_span():
     assert "- base model: ``org/m`x``" in text
     assert "- ``weird`name.bin``" in text and "- `two lines.txt`" in text
     assert "(radio): `` `tick ``, ```a``b```" in text
+
+
+# -- hub.py against the fake Hub, without a server -------------------------------------------------
+
+CARD = b"---\nlicense: mit\n---\n# model\n"
+
+
+@pytest.fixture
+def bare_hub(monkeypatch):
+    """The fake Hub, reached only through the endpoint hub.publish is given: the library's
+    own default (HF_ENDPOINT) points at a closed port."""
+    fake = FakeHub()
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    use_endpoint(monkeypatch, "http://127.0.0.1:%d" % closed.getsockname()[1])
+    closed.close()
+    yield fake
+    fake.close()
+
+
+class Publish:
+    """hub.publish with a model file, what card_for was asked and each step said."""
+
+    def __init__(self, fake, tmp_path, sizes=(7,)):
+        self.fake, self.steps, self.cards = fake, [], []
+        self.files = []
+        for i, size in enumerate(sizes):
+            path = tmp_path / ("w%d.bin" % i)
+            path.write_bytes(b"w" * size)
+            self.files.append(("w%d.bin" % i, str(path)))
+
+    def __call__(self, repo="alice/m", token=TOKEN, endpoint=None, card=CARD, timeout_s=5,
+                 private=False, step=None):
+        def card_for(repo_id):
+            self.cards.append(repo_id)
+            if isinstance(card, BaseException):
+                raise card
+            return card
+
+        return hub_mod.publish(endpoint or self.fake.url, token, timeout_s, "LAB_TOKEN", repo,
+                               private, "the message", "the description", self.files, card_for,
+                               step or self.steps.append)
+
+    def fails(self, **kw):
+        with pytest.raises(hub_mod.HubFailure) as e:
+            self(**kw)
+        return str(e.value)
+
+
+from potato.training import hub as hub_mod  # noqa: E402
+
+
+def test_publish_commits_the_files_and_the_card_and_answers_where(bare_hub, tmp_path):
+    pub = Publish(bare_hub, tmp_path, sizes=(1_000_000, 150_001))
+    out = pub(repo="m", private=True)  # a bare name goes under the token's account
+    repo = bare_hub.repos["alice/m"]
+    oid = repo["commits"][0]["oid"]
+    assert out == {"repo_id": "alice/m", "account": "alice", "commit": oid,
+                   "url": "%s/alice/m" % bare_hub.url,
+                   "commit_url": "%s/alice/m/commit/%s" % (bare_hub.url, oid)}
+    assert repo["private"] is True and pub.cards == ["alice/m"]
+    assert repo["files"] == {"w0.bin": b"w" * 1_000_000, "w1.bin": b"w" * 150_001,
+                             "README.md": CARD}
+    assert (repo["commits"][0]["summary"], repo["commits"][0]["description"]) == (
+        "the message", "the description")
+    assert pub.steps[0] == "checking the token with %s" % bare_hub.url
+    m = re.search(r"(\d+) files \(([\d.]+) MB\) to alice/m", pub.steps[1])
+    assert m and (int(m.group(1)), m.group(2)) == (3, "1.2")  # the card is the third
+    assert "alice/m" in pub.steps[2] and len(pub.steps) == 3
+    assert all(r["auth"] == "Bearer " + TOKEN for r in bare_hub.requests)
+    assert all(r["agent"].startswith("potato-annotation/") for r in bare_hub.requests)
+    again = pub(repo="alice/m", private=False, card=CARD + b"again\n")  # the repo exists
+    assert again["commit"] == repo["commits"][1]["oid"] != oid
+    assert repo["commits"][1]["files"] == ["README.md"] and repo["files"]["README.md"].endswith(
+        b"again\n")
+    assert repo["private"] is True  # an existing repo keeps its visibility
+
+
+@pytest.mark.parametrize("oid", ["a" * 40, "0123456789abcdef" * 4])
+def test_a_commit_id_of_sha1_or_sha256_is_taken(bare_hub, tmp_path, oid):
+    bare_hub.oid = oid
+    out = Publish(bare_hub, tmp_path)()
+    assert out["commit"] == oid and out["commit_url"].endswith("/commit/" + oid)
+
+
+@pytest.mark.parametrize("oid", ["", "a" * 39, "a" * 41, "A" * 40, "g" * 40, "a" * 63,
+                                 "a" * 40 + "\n", "a" * 40 + "/x"])
+def test_a_commit_answered_without_a_valid_id_is_said(bare_hub, tmp_path, oid):
+    bare_hub.oid = oid
+    said = Publish(bare_hub, tmp_path).fails()
+    assert said.startswith("The Hugging Face Hub at %s accepted the commit to alice/m but "
+                           "answered no valid commit id" % bare_hub.url)
+    assert said.endswith("open the repo's page to see whether it is there.")
+
+
+def test_each_failure_of_the_client_is_a_sentence_of_its_own(bare_hub):
+    """The client's own exceptions (named as httpx, requests, h11 and huggingface_hub name
+    them), each made here so that no other name in its class tree matches."""
+    session = hub_mod.Session(bare_hub.url, TOKEN, 7, "LAB_TOKEN")
+    where = "The Hugging Face Hub at %s" % bare_hub.url
+
+    def said(exc):
+        return session.explain(exc, "alice/m")
+
+    try:
+        for name in ("ConnectError", "NetworkError", "ConnectionError", "ProtocolError",
+                     "OfflineModeIsEnabled"):
+            kind = type(name, (Exception,), {})
+            assert said(kind("no route\nwith %s" % TOKEN)).startswith(
+                "%s could not be reached from this server while checking the token (no route "
+                "with ***). " % where), name
+            assert "checking the token (%s). " % name in said(kind()), name
+        assert said(type("ReadTimeout", (Exception,), {})()) == (
+            "%s did not answer within 7 s while checking the token. It may be slow or "
+            "unreachable from this server; try again later, or raise "
+            "model_training.publish.timeout_s." % where)
+        assert said(FileNotFoundError(2, "No such file", "/run/w.bin")) == session.vanished(
+            "/run/w.bin")
+        assert "/run/w.bin is gone" in session.vanished("/run/w.bin")
+        assert said(FileNotFoundError("gone")) == session.vanished("a model file")
+        assert said(ValueError("Provided path: '/x' is not a file on the local file "
+                               "system")) == session.vanished("a model file")
+        assert said(ValueError("Invalid metadata in README.md: %s" % TOKEN)) == (
+            "%s rejected the model card's metadata: Invalid metadata in README.md: ***. This "
+            "is a Potato bug; please report it." % where)
+        assert said(RuntimeError("README.md is not a file %s" % TOKEN)) == (
+            "Publishing failed while checking the token: RuntimeError: README.md is not a "
+            "file ***. The server log has the details.")
+        assert said(hub_mod.HubFailure("As it is.")) == "As it is."
+    finally:
+        session.close()
+
+
+def test_the_hubs_words_are_one_line_cut_at_200_characters(bare_hub):
+    """docs/security.md: the Hub's words in a sentence are masked, then cut to 200
+    characters."""
+    class HubError(Exception):
+        response = type("Response", (), {"status_code": 500})()
+        server_message = "first\n  line " + "w" * 1000
+
+    session = hub_mod.Session(bare_hub.url, TOKEN, 5, "LAB_TOKEN")
+    try:
+        said = session.explain(HubError(), "alice/m")
+    finally:
+        session.close()
+    kept = ("first line " + "w" * 1000)[:200]
+    assert "(HTTP 500 (%s)) while checking the token" % kept in said, said
+
+
+def test_an_http_error_without_the_hubs_words_is_said_by_its_status(bare_hub):
+    """An HTTP error of the client's stack that carries a response but no words of the Hub."""
+    class HTTPStatusError(Exception):
+        response = type("Response", (), {"status_code": 503})()
+
+    session = hub_mod.Session(bare_hub.url, TOKEN, 5, "LAB_TOKEN")
+    try:
+        said = session.explain(HTTPStatusError("boom"), "alice/m")
+    finally:
+        session.close()
+    assert said == ("The Hugging Face Hub at %s failed (HTTP 503) while checking the token; it "
+                    "may be down for a while. Try again later." % bare_hub.url)
+
+
+@pytest.mark.parametrize("account", ["a", "a" * 96, "Org.Name_x-1", "9lives"])
+def test_an_account_name_of_the_hubs_shape_is_taken(bare_hub, tmp_path, account):
+    bare_hub.tokens["hf_new"] = (account, "write")
+    assert Publish(bare_hub, tmp_path)(repo="m", token="hf_new")["account"] == account
+
+
+@pytest.mark.parametrize("account", ["", "a" * 97, "-a", ".a", "a b", "a/b", "<b>", "alice\n"])
+def test_a_token_check_without_an_account_name_is_said(bare_hub, tmp_path, account):
+    bare_hub.tokens["hf_new"] = (account, "write")
+    said = Publish(bare_hub, tmp_path).fails(token="hf_new")
+    assert said.startswith("The Hugging Face Hub at %s answered the token check without an "
+                           "account name" % bare_hub.url)
+    assert [r["path"] for r in bare_hub.requests] == ["/api/whoami-v2"]  # nothing made
+
+
+@pytest.mark.parametrize("answer", [["alice"], "alice", {"name": 7}, {"user": "alice"}])
+def test_a_token_check_answered_in_another_shape_is_said(bare_hub, tmp_path, answer):
+    bare_hub.whoami = answer
+    said = Publish(bare_hub, tmp_path).fails()
+    assert said.startswith("The Hugging Face Hub at %s answered the token check without an "
+                           "account name" % bare_hub.url)
+
+
+@pytest.mark.parametrize("auth", [None, "write", {"accessToken": "read"},
+                                  {"accessToken": {"role": None}}])
+def test_a_token_check_that_does_not_say_the_role_lets_the_hub_decide(bare_hub, tmp_path,
+                                                                      auth):
+    bare_hub.whoami = {"name": "alice", "auth": auth}
+    assert Publish(bare_hub, tmp_path)()["account"] == "alice"
+
+
+def test_a_repo_of_another_account_is_refused_with_where_to_publish_instead(bare_hub,
+                                                                          tmp_path):
+    bare_hub.add_repo("bob/taken", "bob")
+    said = Publish(bare_hub, tmp_path).fails(repo="bob/taken")
+    assert said.startswith("The Hugging Face Hub at %s did not let alice write to bob/taken "
+                           "(HTTP 403 (" % bare_hub.url)
+    assert said.endswith("Publish to alice/taken, or ask the owner for write access.")
+    assert not bare_hub.repos["bob/taken"]["commits"]
+
+
+def test_a_failure_before_the_conversation_starts_is_one_sentence(bare_hub, tmp_path,
+                                                                  monkeypatch):
+    def broken(*args):
+        raise RuntimeError("the client\nbroke with %s" % TOKEN)
+
+    monkeypatch.setattr(hub_mod, "Session", broken)
+    assert Publish(bare_hub, tmp_path).fails() == (
+        "Publishing could not start: RuntimeError: the client broke with ***.")
+
+    def refused(*args):
+        raise hub_mod.HubFailure("As the Hub said.")
+
+    monkeypatch.setattr(hub_mod, "Session", refused)
+    assert Publish(bare_hub, tmp_path).fails() == "As the Hub said."
+    assert not bare_hub.requests
+
+
+def test_a_read_token_is_refused_before_anything_is_made(bare_hub, tmp_path):
+    said = Publish(bare_hub, tmp_path).fails(token="hf_read_alice")
+    assert said.startswith("The token in LAB_TOKEN (account alice) can only read")
+    assert "%s/settings/tokens" % bare_hub.url in said
+    assert [r["path"] for r in bare_hub.requests] == ["/api/whoami-v2"]
+
+
+@pytest.mark.parametrize("path, status, said", [
+    ("/api/whoami-v2", 403, "did not let the token's account write to alice/m (HTTP 403 ("),
+    ("/api/repos/create", 401, "refused the token in LAB_TOKEN (HTTP 401 ("),
+    ("/api/repos/create", 403, "did not let alice write to alice/m (HTTP 403 ("),
+    ("/api/repos/create", 429, "(HTTP 429 (the fake Hub fails here <b>on purpose</b>)) while "
+                               "creating the repo alice/m;"),
+    ("/api/repos/create", 418, "answered HTTP 418 (the fake Hub fails here <b>on purpose</b>) "
+                               "while creating the repo alice/m."),
+    ("/api/repos/create", 499, "answered HTTP 499 ("),
+    ("/api/models/alice/m/commit", 500, "failed (HTTP 500 (the fake Hub fails here <b>on "
+                                        "purpose</b>)) while committing to alice/m;"),
+    ("/api/models/alice/m/commit", 503, "failed (HTTP 503 ("),
+])
+def test_each_answer_of_the_hub_is_a_sentence_of_its_own(bare_hub, tmp_path, path, status,
+                                                         said):
+    bare_hub.fail = {path: status}
+    out = Publish(bare_hub, tmp_path).fails()
+    assert out.startswith("The Hugging Face Hub at %s " % bare_hub.url) and said in out, out
+    assert "\n" not in out
+
+
+def test_a_hub_that_does_not_answer_names_what_was_being_done(bare_hub, tmp_path):
+    for path, doing in (("/api/whoami-v2", "checking the token"),
+                        ("/api/models/alice/m/commit", "committing to alice/m")):
+        bare_hub.hang = {path}
+        said = Publish(bare_hub, tmp_path).fails(timeout_s=1)
+        assert said.startswith("The Hugging Face Hub at %s did not answer within 1 s while %s."
+                               % (bare_hub.url, doing)), said
+    bare_hub.release.set()
+
+
+def test_a_hub_that_cannot_be_reached_is_said(bare_hub, tmp_path):
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    dead = "http://127.0.0.1:%d" % closed.getsockname()[1]
+    closed.close()
+    said = Publish(bare_hub, tmp_path).fails(endpoint=dead)
+    assert said.startswith("The Hugging Face Hub at %s could not be reached from this server "
+                           "while checking the token (" % dead), said
+    assert "()" not in said
+
+
+@pytest.mark.parametrize("card", [b"---\n- [a\n---\n# m\n", b"---\n[1, 2]\n---\n# m\n"])
+def test_a_card_the_hub_refuses_is_said_as_a_bug(bare_hub, tmp_path, card):
+    said = Publish(bare_hub, tmp_path).fails(card=card)
+    assert said.startswith("The Hugging Face Hub at %s rejected the model card's metadata: "
+                           "Invalid metadata in README.md. - " % bare_hub.url)
+    assert said.endswith("This is a Potato bug; please report it.")
+    assert not bare_hub.repos["alice/m"]["commits"]
+
+
+def test_a_model_file_gone_on_the_way_is_said_and_nothing_committed(bare_hub, tmp_path):
+    pub = Publish(bare_hub, tmp_path)
+
+    def step(text):
+        if "alice/m" in text and not text.startswith("uploading"):
+            os.unlink(pub.files[0][1])  # once the repo is made, before the commit reads it
+
+    said = pub.fails(step=step)
+    assert said.startswith("The run's model files changed on this server while committing to "
+                           "alice/m: ")
+    assert not bare_hub.repos["alice/m"]["commits"]
+    gone = pub.fails()  # gone before the publish: named, with the step it was found in
+    assert gone.startswith("The run's model files changed on this server while preparing the "
+                           "upload: %s is gone" % pub.files[0][1])
+    m = re.search(r"(\d+) files \(([\d.]+) MB\)", pub.steps[-1])
+    assert m and m.groups() == ("2", "0.0")  # a file gone counts nothing
+
+
+def test_any_other_failure_is_one_sentence_with_the_token_masked(bare_hub, tmp_path):
+    said = Publish(bare_hub, tmp_path).fails(
+        card=RuntimeError("the card\nbroke <b>here</b> with %s in it" % TOKEN))
+    assert said == ("Publishing failed while checking the token: RuntimeError: the card broke "
+                    "<b>here</b> with *** in it. The server log has the details.")
+
+    def step(text):
+        raise OSError("the state file %s cannot be written" % TOKEN)
+
+    asked = len(bare_hub.requests)
+    said = Publish(bare_hub, tmp_path).fails(step=step)
+    assert said == ("Publishing failed while checking the token: OSError: the state file *** "
+                    "cannot be written. The server log has the details.")
+    assert len(bare_hub.requests) == asked  # it stopped before its first request
+
+
+def test_without_the_library_publishing_says_how_to_install_it(bare_hub, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # as if not installed
+    assert hub_mod.available() is False
+    assert Publish(bare_hub, tmp_path).fails() == hub_mod.NO_LIBRARY
+    assert "pip install 'potato-annotation[publish]'" in hub_mod.NO_LIBRARY
+    import types
+    monkeypatch.setitem(sys.modules, "huggingface_hub", types.ModuleType("huggingface_hub"))
+    assert hub_mod.available() is False  # a stand-in without a spec: it cannot be told
+    monkeypatch.delitem(sys.modules, "huggingface_hub")
+    assert hub_mod.available() is True
+
+
+@pytest.mark.parametrize("value, endpoint", [
+    (None, "https://huggingface.co"), ("", "https://huggingface.co"),
+    (" https://hub.example.org/ ", "https://hub.example.org"),
+    ("http://127.0.0.1:8080//", "http://127.0.0.1:8080"),
+    ("https://[::1]:9/hub/", "https://[::1]:9/hub"), ("https://HUBX/X/", "https://HUBX/X")])
+def test_the_endpoint_comes_from_hf_endpoint(value, endpoint):
+    environ = {} if value is None else {"HF_ENDPOINT": value}
+    assert hub_mod.endpoint_of(environ) == endpoint
+
+
+@pytest.mark.parametrize("value", ["ftp://hub.example.org", "hub.example.org",
+                                   "https://hub example.org", "https://hub.example.org/a b",
+                                   "javascript:alert(1)", "https://", "https://x/?q=1"])
+def test_an_endpoint_that_is_not_an_http_url_is_refused_with_what_to_do(value):
+    with pytest.raises(hub_mod.HubFailure) as e:
+        hub_mod.endpoint_of({"HF_ENDPOINT": value})
+    assert str(e.value).startswith("HF_ENDPOINT in the server's environment is not an http(s) "
+                                   "URL")

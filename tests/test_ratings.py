@@ -12,7 +12,7 @@ import random
 import pytest
 
 from potato.schemes import make_scheme
-from potato.training import boundary, ingest, report, report_ratings, summary
+from potato.training import boundary, ingest, rating_cells, report, report_ratings, summary
 from potato.training.pages import holdout_section
 from potato.training.remote import llm_prompt, trainers
 
@@ -117,6 +117,105 @@ def test_holdout_report_of_a_number_scheme_and_of_mixed_schemes():
     assert "Spearman correlation" in page and "quadratic-weighted kappa" in page
     one = {"run_id": "r2", "status": "success", "holdout": only, "schemas": ["temp"]}
     assert "Held-out score (test split, n=2)" in "\n".join(summary.summary_lines(one))
+
+
+# -- constant values: every figure defined, never NaN -------------------------------------------
+
+def _constant_case(case):
+    """(items, predictions) of a slider's test split where something is constant."""
+    gold = {"constant prediction": lambda i: i % 5, "constant gold": lambda i: 3,
+            "both constant": lambda i: 3, "one item": lambda i: 2}[case]
+    guess = {"constant prediction": lambda i: 4.0, "constant gold": lambda i: float(i % 5),
+             "both constant": lambda i: 3.0, "one item": lambda i: 9.0}[case]
+    n = 1 if case == "one item" else 40
+    items = [{"id": "t%d" % i, "split": "test", "labels": {"temp": gold(i)}} for i in range(n)]
+    items += [{"id": "r%d" % i, "split": "train", "labels": {"temp": 4}} for i in range(5)]
+    preds = [{"id": "t%d" % i, "split": "test", "scheme": "temp", "label": guess(i),
+              "confidence": 1.0} for i in range(n)]
+    return items, preds
+
+
+@pytest.mark.parametrize("case, mae, rmse, base_mae", [
+    ("constant prediction", 2.0, round(math.sqrt(6), 4), 2.0),  # errors 4, 3, 2, 1, 0
+    ("constant gold", 1.4, round(math.sqrt(3), 4), 1.0),  # errors 3, 2, 1, 0, 1
+    ("both constant", 0.0, 0.0, 1.0),
+    ("one item", 7.0, 7.0, 2.0)])
+def test_constant_values_give_defined_errors_and_an_undefined_correlation(case, mae, rmse,
+                                                                          base_mae):
+    """A model that always answers one value (or a test split whose gold values are all the
+    same, or a single item) has an error, an RMSE and a baseline; only Spearman's correlation
+    is undefined: None in the record (valid JSON, never NaN), "undefined" in the report's
+    note, text and page."""
+    items, preds = _constant_case(case)
+    r = report.holdout_report(preds, items, SLIDER)
+    assert json.loads(json.dumps(r, allow_nan=False)) == r
+    assert (r["mae"], r["rmse"], r["spearman"]) == (mae, rmse, None)
+    assert r["baseline"] == {"value": 4, "mae": base_mae, "rmse": r["baseline"]["rmse"]}
+    assert math.isfinite(r["baseline"]["rmse"])
+    assert r["mae_below_baseline"] == round(base_mae - mae, 4)
+    assert "Spearman's correlation is undefined" in r["note"] or case == "one item"
+    run = {"run_id": "r1", "status": "success", "holdout": r, "schemas": ["temp"]}
+    text = "\n".join(summary.summary_lines(run))
+    assert "mean absolute error %.3f, RMSE %.3f, Spearman undefined" % (mae, rmse) in text
+    page = str(holdout_section(run))
+    assert "Mean absolute error <b>%.3f</b>, RMSE <b>%.3f</b>, Spearman correlation " \
+           "<b>undefined</b>, on %d held-out" % (mae, rmse, r["n"]) in page
+    assert "nan" not in page.lower() and "nan" not in text.lower()
+    assert str(rating_cells.holdout_cell(r)) == 'MAE %.3f <span class="hint">(n=%d)</span>' % (
+        mae, r["n"])
+
+
+def test_a_model_that_always_answers_the_median_learned_nothing():
+    items, preds = _constant_case("constant prediction")  # it answers 4, the train median
+    r = report.holdout_report(preds, items, SLIDER)
+    assert report.learned_nothing("temp", r).startswith(
+        "temp: the held-out mean absolute error (2.000) is not below the median baseline's "
+        "(2.000, always answering 4)")
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf"), True, "0.5", None,
+                                 [1.0]])
+def test_a_stored_figure_that_is_not_a_finite_number_is_shown_undefined(bad):
+    """The page reads the stored record: a NaN, an infinity, a boolean or a string there
+    (a record from an older or broken run) is shown as undefined, never as "nan"."""
+    r = {"n": 40, "mae": 0.5, "rmse": bad, "spearman": bad, "note": None,
+         "baseline": {"value": bad, "mae": bad}}
+    page = str(rating_cells.number_report("temp", r))
+    assert "<h3>temp</h3>" in page and "Mean absolute error <b>0.500</b>" in page
+    assert page.count("<b>undefined</b>") == 2 and "(undefined)" in page
+    assert "of undefined." in page and "nan" not in page.lower() and "inf" not in page
+    # without a usable error there is no number report (nor a runs-table cell) at all
+    for mae in (bad, float("nan")):
+        assert str(rating_cells.number_report("temp", dict(r, mae=mae))) == ""
+        assert str(rating_cells.holdout_cell({"mae": mae, "n": 3})) == ""
+
+
+def test_a_number_report_shows_its_figures_its_note_and_its_count():
+    r = {"n": 12, "mae": 0.25, "rmse": 0.5, "spearman": -0.125, "note": "Only <12> items",
+         "baseline": {"value": 3.5, "mae": 1}}
+    page = str(rating_cells.number_report("a<b", r))
+    assert page.startswith("<h3>a&lt;b</h3>")
+    assert ("Mean absolute error <b>0.250</b>, RMSE <b>0.500</b>, Spearman correlation "
+            "<b>-0.125</b>, on 12 held-out (test split) items. Always answering the train median "
+            "(3.500) would have a mean absolute error of 1.000.") in page
+    assert page.endswith('<p class="warning report-note" role="note">Only &lt;12&gt; items</p>')
+    assert str(rating_cells.number_report("t", dict(r, note=None))).endswith(
+        "would have a mean absolute error of 1.000.</p>")  # no note after it
+    assert "on 0 held-out" in str(rating_cells.number_report("t", dict(r, n=None)))
+    assert "on 7 held-out" in str(rating_cells.number_report("t", dict(r, n=7.9)))
+    assert "(undefined)" in str(rating_cells.number_report("t", dict(r, baseline=[3.5])))
+    assert str(rating_cells.number_report("t", dict(r, accuracy=0.5))) == ""  # a choice report
+    assert str(rating_cells.holdout_cell({"mae": 2, "n": 7.9})) == (
+        'MAE 2.000 <span class="hint">(n=7)</span>')
+    assert str(rating_cells.holdout_cell({"mae": 2})) == 'MAE 2.000 <span class="hint">(n=0)</span>'
+
+
+def test_a_likert_report_adds_its_error_and_kappa_and_others_nothing():
+    line = str(rating_cells.ordinal_line({"mae": 0.5, "qwk": float("nan")}))
+    assert line.startswith('<p class="report-ordinal">Mean absolute error <b>0.500</b> points; '
+                           "quadratic-weighted kappa <b>undefined</b>")
+    assert "<b>0.750</b>" in str(rating_cells.ordinal_line({"mae": 1, "qwk": 0.75}))
+    assert str(rating_cells.ordinal_line({"mae": 0.5, "accuracy": 0.5})) == ""
 
 
 # -- the boundary -------------------------------------------------------------------------------

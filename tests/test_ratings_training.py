@@ -6,6 +6,7 @@ the run's own files (and checked against scikit-learn and SciPy), write-back per
 suggestions on the annotate page, and free text refused as annotate-only."""
 
 import json
+import math
 import os
 import random
 
@@ -325,3 +326,44 @@ def test_likert_with_hf_text_classification_in_the_worker(tmp_path, tiny_bert):
     assert config["id2label"] == {str(i): str(i + 1) for i in range(5)}
     meta = json.load(open(os.path.join(paths.artifacts, "model", "labels.json")))
     assert meta["labels"] == [1, 2, 3, 4, 5]
+
+
+def test_a_slider_whose_train_values_are_all_the_same_trains_and_answers_that_value(
+        tmp_path, tiny_bert):
+    """hf-text-regression on train values that are all 7: nothing to standardise by (a
+    standard deviation of 0), so the scale is 1, not a division by zero; the run succeeds,
+    its model files say so, and every prediction is a finite number near 7, within the
+    slider's range. Its held-out report then has errors and an undefined correlation."""
+    import io
+
+    from potato.training import report
+    from potato.training.remote import bundle, worker
+    from potato.training.remote import protocol as events
+    from potato.training.remote.paths import write_json
+    from potato.training.remote.trainers import REGISTRY, resolve_params
+
+    rng = random.Random(3)
+    items = [("c%d" % k, " ".join(rng.sample(FILLER, 4))) for k in range(60)]
+    labels = {item_id: {"score": [7]} for item_id, _ in items[:50]}
+    schemas = {"score": {"type": "slider", "labels": [], "min_value": 0, "max_value": 10}}
+    paths = RunPaths(str(tmp_path / "run")).create()
+    bundle.build(paths.bundle, items, labels, schemas, include_unlabeled=True)
+    params = resolve_params(REGISTRY["hf-text-regression"], {
+        "model": tiny_bert, "epochs": 2, "batch_size": 8, "max_length": 16, "lora": False,
+        "learning_rate": 1e-3})
+    write_json(paths.spec, {"run_id": "t", "trainer": "hf-text-regression",
+                            "schemas": schemas, "params": params, "device": "cpu"})
+    out = io.StringIO()
+    assert worker.run(paths.spec, events.Emitter(out)) == 0, out.getvalue()[-2000:]
+    meta = json.load(open(os.path.join(paths.artifacts, "model", "regression.json")))
+    assert (meta["mean"], meta["scale"]) == (7.0, 1.0)
+    preds = [json.loads(line) for line in open(paths.predictions)]
+    assert {p["split"] for p in preds} == {"val", "test", "unlabeled"}
+    assert all(math.isfinite(p["label"]) and abs(p["label"] - 7) < 1 for p in preds), preds
+    val = [json.loads(line) for line in out.getvalue().splitlines()
+           if '"metric"' in line and '"mae"' in line]
+    assert val and all(math.isfinite(v["value"]) for v in val), val
+    gold = [json.loads(line) for line in open(os.path.join(paths.bundle, "items.jsonl"))]
+    h = report.holdout_report(preds, gold, schemas)
+    assert h["spearman"] is None and math.isfinite(h["mae"]) and h["baseline"]["value"] == 7
+    assert json.loads(json.dumps(h, allow_nan=False)) == h

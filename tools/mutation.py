@@ -92,6 +92,13 @@ MODULES = {
     "potato/upstream.py": ["tests/test_upstream.py"],
     "potato/export.py": ["tests/test_export.py"],
     "potato/assignment.py": ["tests/test_assignment.py"],
+    # issue 34, item 15: the Hub, the disk-full spare, the server's side of media sending
+    "potato/training/hub.py": ["tests/test_publish.py"],
+    "potato/server/diskfull.py": ["tests/test_diskfull.py"],
+    "potato/training/media_bundle.py": ["tests/test_media_cache.py"],
+    "potato/training/backends/media_push.py": ["tests/test_media_stream.py"],
+    # regression figures on constant values: the page's cells and the trainer's standardising
+    "potato/training/rating_cells.py": ["tests/test_ratings.py"],
 }
 
 # module -> {mutant id: why it cannot change behaviour}. Ids are printed with each survivor.
@@ -605,6 +612,85 @@ EQUIVALENT = {
                       "nor I, so it ends a span and starts none, as \"O\" does",
         "bad1ec8bff": "decode: the trailing trim's `end >= start` differs only once the leading "
                       "trim met end (a span of spaces), which `start < end` drops either way",
+    },
+    "potato/server/diskfull.py": {
+        "58bcabf293": "mount_point: '== path' skips the walk past missing folders; the ismount "
+                      "walk after it goes up past them by itself (a missing path is no mount)",
+    },
+    "potato/training/media_bundle.py": {
+        "29b1dbc662": "file_sha256: the read size (whole file for None) changes memory, not the hash",
+        "64bf075b5f": "file_sha256: the read size (2 MB) changes memory, not the hash",
+        "95856f3b80": "file_sha256: the read size (2 MB) changes memory, not the hash",
+    },
+    "potato/training/hub.py": {
+        "02ad1c41e4": "Session: account None for '': read only as 'account or ...' until whoami "
+                      "sets it (a read-only sentence comes after whoami)",
+        "31452c27c5": "Session: role None for '': role is only compared with 'read'",
+        "ad5b66c84d": "Session: role 'XXXX' for '': role is only compared with 'read'",
+        "fdc433d12f": "whoami: role 'XXXX' for a missing role: role is only compared with 'read'",
+        "46f548c1b6": "create_repo: repo_type None is huggingface_hub's default, a model repo",
+        "96448757c5": "create_repo: repo_type left out is huggingface_hub's default, a model repo",
+        "43e957d1d1": "create_commit: num_threads (upload threads) changes speed, not the commit",
+        "cba76db2bf": "create_commit: num_threads (upload threads) changes speed, not the commit",
+        "101ee81a74": "create_commit: num_threads 3 for 2 changes speed, not the commit",
+        "69e9ffbc2b": "push: getattr's default dropped: huggingface_hub's CommitInfo always has "
+                      "an oid",
+        "97f9ce5bc9": "_status_sentence: the read-only branch is unreachable: a read token fails "
+                      "in whoami, before any other call",
+        "9a06c70f6b": "_status_sentence: the read-only branch is unreachable: a read token fails "
+                      "in whoami, before any other call",
+        "faeb31f901": "_status_sentence: the read-only branch is unreachable: a read token fails "
+                      "in whoami, before any other call",
+        "a7810f2909": "_size: a file gone counts 1 byte (0.0 MB) in the step that push replaces "
+                      "at once with the file-gone sentence",
+        "899461bcf0": "_status_sentence: a repo id here always holds one '/' (checked, or the "
+                      "account put before a bare name): [1] is [-1]",
+    },
+    "potato/training/backends/media_push.py": {
+        "619cb179fa": "cache_source: the four host modules are ASCII: any encoding reads them the "
+                      "same",
+        "d29446d813": "cache_source: the four host modules are ASCII: any encoding reads them the "
+                      "same",
+        "1cc4bb25d4": "_read: '< 0' for '<= 0': the time left is a float, never exactly 0",
+        "c581998394": "_read: each wait 2 s for 1 (tuning: the cancel is still looked at each wait)",
+        "4441b20b0a": "_read: the read size changes memory, not what is read",
+        "26bb543fbb": "_read: the read size changes memory, not what is read",
+        "281ad6b060": "missing: rindex for index: one answer line comes before the stream",
+        "2b2996eda7": "missing: the ValueError's words are caught at once, never shown",
+        "bdd6ebfdc4": "send: rindex for index: one answer line comes before the stream",
+        "43acbb9503": "send: the host says nothing more before the stream ends; a leftover piece "
+                      "of the answer line is no answer line",
+        "df8f61ddef": "send: the host says nothing more before the stream ends: one newline",
+        "49e0359ade": "send: the host says nothing more before the stream ends: nothing to skip",
+        "f26a9b04ab": "finish: None for False from the 'enough' test, read only for its truth",
+        "d0af576c01": "finish: stop=None for False, read only for its truth",
+        "9854edc38a": "Session: sent and total are set by _stream before the stream; before it "
+                      "only the one-line list goes, into a 1 MB pipe",
+        "88150053c2": "_stream: how the stream is cut into writes: the same bytes go",
+        "7c3b531126": "_stream: how the stream is cut into writes: the same bytes go",
+        "d11b463f80": "_stream: how the stream is cut into writes: the same bytes go",
+        "6cdb7b44a3": "_stream: how the stream is cut into writes: the same bytes go",
+        "3914cdb713": "_stream: how the stream is cut into writes: the same bytes go",
+        "d40c2e1186": "_stream: how the stream is cut into writes: the same bytes go",
+        "f8cc5dbc8b": "_stream: how the stream is cut into writes: the same bytes go",
+        "b707f91bad": "_stream: the first step's 'last' 1.0 for 0.0: the monotonic clock is far "
+                      "past 1.5 s on a running server",
+        "2a123e1cab": "_stream: '>' for '>=' PROGRESS_S: float times are never exactly equal",
+        "b74ed28a59": "_stream: a file of exactly ONE_READ read in one block either way",
+        "b3a65d078c": "_write_one: the cancel's _Failed words are replaced by the cancel's own "
+                      "sentence in _failure",
+        "5014c2d6dc": "_write_one: writing without the poll: a full pipe raises BlockingIOError, "
+                      "taken as 0 bytes (the same outcome, a busier loop)",
+        "f413b81c66": "_write_one: n None for 0, read only for its truth",
+        "4e9d673f0e": "_write_one: '>=' for '>' WRITE_STALL_S: float times are never exactly equal",
+        "d45cf77b4e": "_ready: register's default mask also asks POLLOUT of a read end, which "
+                      "never has it (and POLLIN of a write end)",
+        "0932ed09a9": "_ready: each wait in ms for s (tuning: the loops around it wait again)",
+        "5c3a21e9df": "_ready: 1001 for 1000 ms a second (tuning)",
+        "8b215591a8": "_small: '<=' reads once more after the whole file: an empty read, then "
+                      "the same check",
+        "3600e6ac51": "_end: 6 s for 5 before SIGKILL (tuning)",
+        "96bffbe8e9": "_end: 601 s for 600 for the host's last word (tuning)",
     },
 }
 

@@ -16,7 +16,7 @@ EXTRA = "pip install 'potato-annotation[publish]'"
 NO_LIBRARY = ("Publishing to the Hugging Face Hub needs the huggingface_hub package, which this "
               "server's Python does not have: %s (or pip install huggingface_hub) where the "
               "server runs, restart the server, and publish again." % EXTRA)
-OID = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
+OID = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")  # fullmatch: "$" would take a final newline
 SERVER_MESSAGE_MAX = 200
 
 
@@ -44,9 +44,13 @@ def endpoint_of(environ) -> str:
 
 
 def _clean(text: Any, token: str) -> str:
-    """Text from the Hub for a sentence: one line, capped, and never the token."""
-    text = " ".join(str(text or "").split())[:SERVER_MESSAGE_MAX]
-    return text.replace(token, "***") if token else text
+    """Text from the Hub for a sentence: one line, capped, and never the token, nor a piece
+    of it: the whole token is masked before the cap cuts (a cut first would leave the head of
+    a token that straddles it)."""
+    text = str(text or "")
+    if token:
+        text = text.replace(token, "***")
+    return " ".join(text.split())[:SERVER_MESSAGE_MAX]
 
 
 class Session:
@@ -84,7 +88,7 @@ class Session:
         self.doing = "checking the token"
         info = self.api.whoami()
         name = info.get("name") if isinstance(info, dict) else None
-        if not isinstance(name, str) or not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}$", name):
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}", name):
             raise HubFailure("The Hugging Face Hub at %s answered the token check without an "
                              "account name; check that HF_ENDPOINT points at a Hub." % self.endpoint)
         self.account = name
@@ -120,7 +124,7 @@ class Session:
         info = self.api.create_commit(repo_id, ops, commit_message=message,
                                       commit_description=description, num_threads=2)
         oid = getattr(info, "oid", None)
-        if not isinstance(oid, str) or not OID.match(oid):
+        if not isinstance(oid, str) or not OID.fullmatch(oid):
             raise HubFailure("The Hugging Face Hub at %s accepted the commit to %s but answered "
                              "no valid commit id; open the repo's page to see whether it is "
                              "there." % (self.endpoint, repo_id))

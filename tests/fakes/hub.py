@@ -5,7 +5,12 @@
 
 Every file is answered as a "regular" (inline base64) upload, as the Hub does for small files,
 so no LFS or Xet storage is involved. Behaviour switches: ``hang`` (paths that never answer until
-the fake closes), ``fail`` ({path prefix: HTTP status}). ``requests`` records what was asked.
+the fake closes), ``fail`` ({path prefix: HTTP status}), ``echo`` (every error message quotes the
+request's token, as a careless Hub or proxy might: at its start, and again from character
+``ECHO_AT`` on, across the point where a client that keeps only the first 200 characters cuts).
+``oid`` (the commit id the commit call answers, instead of the real one), ``whoami`` (the token
+check's answer, instead of the account's). ``requests`` records
+what was asked.
 """
 
 import base64
@@ -19,6 +24,7 @@ from typing import Any, Dict, List, Optional
 import yaml
 
 REPO = r"(?P<repo>[^/]+/[^/]+)"
+ECHO_AT = 190
 
 
 def git_hash(data: bytes) -> str:
@@ -35,6 +41,9 @@ class FakeHub:
         self.requests: List[Dict[str, Any]] = []
         self.hang: set = set()
         self.fail: Dict[str, int] = {}
+        self.echo = False
+        self.oid: Optional[str] = None
+        self.whoami: Any = None
         self.release = threading.Event()
         self.pause: set = set()  # paths that wait for ``resume``, then answer as usual
         self.resume = threading.Event()
@@ -80,15 +89,20 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _error(self, status: int, message: str, code: str = "") -> None:
+        if self.fake.echo:
+            token = self._token()
+            message = ("token %s: %s " % (token, message)).ljust(ECHO_AT, ".") + token
         headers = {"X-Error-Message": message}
         if code:
             headers["X-Error-Code"] = code
         self._send(status, {"error": message}, headers)
 
-    def _user(self):
+    def _token(self) -> str:
         auth = self.headers.get("Authorization") or ""
-        token = auth[len("Bearer "):] if auth.startswith("Bearer ") else ""
-        return self.fake.tokens.get(token)
+        return auth[len("Bearer "):] if auth.startswith("Bearer ") else ""
+
+    def _user(self):
+        return self.fake.tokens.get(self._token())
 
     def _body(self) -> bytes:
         n = int(self.headers.get("Content-Length") or 0)
@@ -100,6 +114,7 @@ class _Handler(BaseHTTPRequestHandler):
         with self.fake.lock:
             self.fake.requests.append({"method": method, "path": path,
                                        "auth": self.headers.get("Authorization"),
+                                       "agent": self.headers.get("User-Agent"),
                                        "body": body})
         if any(path.startswith(p) for p in self.fake.hang):
             self.fake.release.wait(30)
@@ -127,6 +142,8 @@ class _Handler(BaseHTTPRequestHandler):
         user = self._user()
         if user is None:
             return self._error(401, "Invalid credentials in Authorization header")
+        if self.fake.whoami is not None:
+            return self._send(200, self.fake.whoami)
         self._send(200, {"type": "user", "name": user[0], "orgs": [],
                          "auth": {"type": "access_token",
                                   "accessToken": {"displayName": "t", "role": user[1]}}})
@@ -209,6 +226,7 @@ class _Handler(BaseHTTPRequestHandler):
                            + b"".join(r["files"][p] for p in changed)).hexdigest()
         r["commits"].append({"oid": oid, "summary": header["summary"],
                              "description": header.get("description"), "files": changed})
+        oid = oid if self.fake.oid is None else self.fake.oid
         self._send(200, {"success": True, "commitOid": oid,
                          "commitUrl": "%s/%s/commit/%s" % (self.fake.url, repo, oid)})
 

@@ -328,14 +328,6 @@ def _ready(fd: int, event: int, timeout: float) -> bool:
     return bool(poller.poll(timeout * 1000))
 
 
-def _exactly(f, size: int) -> bytes:
-    data = f.read(size)
-    if len(data) != size:
-        raise OSError("it has %d bytes, not the %d listed: it changed since the run started"
-                      % (len(data), size))
-    return data
-
-
 def _small(path: str, size: int) -> bytes:
     """A small file's bytes, read whole (no file object: most of a small file's cost)."""
     fd = os.open(path, os.O_RDONLY)
@@ -355,11 +347,17 @@ def _small(path: str, size: int) -> bytes:
 
 
 def _copy(f, size: int, write) -> None:
+    """A large file's ``size`` bytes, in blocks; a file that came short names its own sizes
+    (not the block's)."""
     left = size
     while left > 0:
-        data = _exactly(f, min(left, ONE_READ))
+        want = min(left, ONE_READ)
+        data = f.read(want)
+        if len(data) != want:
+            raise OSError("it has %d bytes, not the %d listed: it changed since the run started"
+                          % (size - left + len(data), size))
         write(data)
-        left -= len(data)
+        left -= want
 
 
 def _parse(out: bytes) -> dict:
