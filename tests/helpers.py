@@ -15,6 +15,7 @@ import time
 import pytest
 
 from potato.cli import main
+from potato.server.http import Handler
 from potato.training.backends.base import RemoteState, RunContext
 from potato.training.intake import RunEvents
 from potato.training.remote import bundle as bundle_mod
@@ -849,8 +850,6 @@ def handle_in_memory(app, raw: bytes):
     """Every response the real handler gives to ``raw`` (its requests, pipelined), in order:
     [(status, {lower-case header: value}, body)]; a ``100 Continue`` is one too. The
     connection's fate: the last response's ``connection`` header, and how many were answered."""
-    from potato.server.http import Handler
-
     class Server:
         pass
 
