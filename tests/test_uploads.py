@@ -5,7 +5,9 @@ disk answered 507 once the whole body has been read, so the connection stays usa
 handler runs in-process (``helpers.handle_in_memory``); progress in pieces over a real socket."""
 
 import json
+import logging
 import os
+import socket
 import time
 
 import pytest
@@ -31,10 +33,17 @@ def add_routes(app, folder):
 
     @app.route("PUT", r"/t/stream", access="admin")
     def stream(h):
-        calls = []
-        n = h.stream_body_to(target(h), limit(h), "the test's cap",
-                             on_progress=lambda: calls.append(1))
-        h.send_json({"bytes": n, "progress": len(calls)})
+        calls = []  # what the folder held at each progress call
+        if "stall" in h.query:
+            h.allow_stall(float(h.query["stall"][0]))
+        try:
+            n = h.stream_body_to(target(h), limit(h), "the test's cap",
+                                 on_progress=lambda: calls.append(sorted(os.listdir(folder))))
+        except socket.timeout as e:  # as the model-file route does
+            h.close_connection = True
+            return h.send_json({"stalled": str(e)}, 504)
+        h.send_json({"bytes": n, "progress": len(calls), "after": len(h.body()),
+                     "folder": calls[0]})
 
     @app.route("PUT", r"/t/append", access="admin")
     def append(h):
@@ -72,7 +81,11 @@ NEXT = http_request("GET", "/t/nothing", b"", {"Accept": "application/json"})
 def test_an_upload_replaces_the_file_whole_and_leaves_no_temporary_file(app):
     (app.folder / "p.jsonl").write_bytes(b"old")
     (r,) = put(app, "/t/stream?name=p.jsonl", b'{"id": "a"}\n')
-    assert r[0] == 200 and json.loads(r[2]) == {"bytes": 12, "progress": 1}
+    got = json.loads(r[2])
+    assert r[0] == 200 and got["bytes"] == 12 and got["progress"] == 1
+    assert got["after"] == 0  # the body went to the file: it is not read again
+    # while it arrived it was a hidden file beside the old one (renamed over it at the end)
+    assert got["folder"][0].startswith(".") and got["folder"][1:] == ["p.jsonl"]
     assert (app.folder / "p.jsonl").read_bytes() == b'{"id": "a"}\n'
     assert os.listdir(app.folder) == ["p.jsonl"]
 
@@ -118,13 +131,15 @@ def test_appending_adds_to_the_file(app):
 FULL = "The server's disk is full (output_annotation_dir on "
 
 
-def test_too_little_free_space_is_a_507_after_the_body_and_the_connection_stays(app):
+def test_too_little_free_space_is_a_507_after_the_body_and_the_connection_stays(app, caplog):
+    caplog.set_level(logging.WARNING, "potato.server")
     app.disk.free_bytes = lambda: 5 * MB  # the upload would leave less than the spare
     (app.folder / "p.jsonl").write_bytes(b"old")
     out = put(app, "/t/stream?name=p.jsonl&limit=%d" % (8 * MB), b"x" * (4 * MB + 1),
               then=NEXT)
     assert [r[0] for r in out] == [507, 404]  # the body was read: the next request is apart
     assert error(out[0]).startswith(FULL) and "nothing more can be stored" in error(out[0])
+    assert "less free space than the upload needs" in caplog.text  # the server log says why
     assert (app.folder / "p.jsonl").read_bytes() == b"old" and os.listdir(app.folder) == [
         "p.jsonl"]
     app.disk.free_bytes = lambda: 5 * MB + MB  # room with the spare: stored
@@ -172,3 +187,26 @@ def test_progress_comes_after_each_block_as_it_arrives(live):
         else:  # bytes so far, rising to the whole
             assert len(got["progress"]) >= 3 and got["progress"][-1] == 3000
             assert got["progress"] == sorted(set(got["progress"]))
+
+
+def test_an_upload_behind_the_rate_floor_gets_408_and_leaves_no_file(live):
+    port, folder = live
+    s = raw(port, b"PUT /t/stream?name=p.bin&stall=1 HTTP/1.1\r\nHost: 127.0.0.1\r\nX-API-Key: "
+                  b"%s\r\nAccept: application/json\r\nContent-Length: 100000\r\n\r\n"
+            % KEY.encode())
+    data = read_all(s)
+    assert data.startswith(b"HTTP/1.1 408"), data
+    assert json.loads(data.partition(b"\r\n\r\n")[2])["error"].startswith(
+        "The request body did not arrive in time: 0 of 100000 bytes")
+    assert os.listdir(folder) == []
+
+
+def test_an_upload_that_pauses_past_its_stall_leaves_no_file(live):
+    port, folder = live
+    s = raw(port, b"PUT /t/stream?name=p.bin&stall=1 HTTP/1.1\r\nHost: 127.0.0.1\r\nX-API-Key: "
+                  b"%s\r\nAccept: application/json\r\nContent-Length: 100000\r\n\r\n"
+            % KEY.encode() + b"x" * 40000)  # 40 KB: 2.4 s ahead of the floor
+    data = read_all(s)
+    assert data.startswith(b"HTTP/1.1 504"), data
+    assert json.loads(data.partition(b"\r\n\r\n")[2]) == {"stalled": "nothing sent for 1 s"}
+    assert os.listdir(folder) == []
