@@ -8,11 +8,13 @@ server on port 0."""
 import json
 import re
 import socket
+import threading
 import time
 
 import pytest
 
 from potato.config import load
+from potato.server import connections
 from potato.server.app import App
 from potato.server.errors import HTTPError
 from potato.store import Store
@@ -69,8 +71,23 @@ def add_routes(app):
         try:
             h.send_json({"n": len(h.body())})
         except socket.timeout as e:  # as the model-file route does
+            app.stalls.append(str(e))
             h.close_connection = True
             h.send_json({"stalled": str(e)}, 504)
+
+    app.released, app.stop, app.stalls = [], threading.Event(), []
+
+    @app.route("POST", r"/t/release", access="admin")
+    def release(h):
+        h.when_done(lambda: app.released.append(h.query["n"][0]))
+        if h.query.get("fail"):
+            raise HTTPError(409, "Refused after taking a slot.")
+        h.send_json({"n": len(h.body())})
+
+    @app.route("POST", r"/t/watched", access="admin")
+    def watched(h):
+        h.watch(lambda: "The run ended while its body arrived." if app.stop.is_set() else None)
+        h.send_json({"n": len(h.body())})
 
     @app.route("POST", r"/t/stall-public")
     def stall_public(h):
@@ -315,6 +332,14 @@ def test_100_continue_is_sent_only_when_the_body_is_read(app):
     assert [r[0] for r in out] == [413]  # never invited
     out = handle_in_memory(app, http_request("POST", "/t/refuse", b"abc", h))
     assert [r[0] for r in out] == [409]
+    out = handle_in_memory(app, http_request("POST", "/t/public", b"", h))
+    assert [r[0] for r in out] == [200]  # no body: nothing to invite
+
+
+def test_what_a_request_took_is_released_once_it_is_answered_or_refused(app):
+    assert ask(app, "/t/release?n=1", b"abc", ADMIN)[0] == 200
+    assert ask(app, "/t/release?n=2&fail=1", b"abc", ADMIN)[0] == 409
+    assert app.released == ["1", "2"]
 
 
 def test_only_an_authenticated_sender_may_pause_its_body(app):
@@ -328,7 +353,7 @@ def test_only_an_authenticated_sender_may_pause_its_body(app):
 def live(tmp_path, serve):
     server, _ = serve(make_project(tmp_path, labels=False), training=False)
     add_routes(server.app)
-    return server.http.server_address[1]
+    return server.http.server_address[1], server.app, server.access_lines
 
 
 def head(path, n, extra=b""):
@@ -343,7 +368,7 @@ def reply_of(data):
 
 
 def test_a_body_sent_in_pieces_arrives_whole(live):
-    s = raw(live, head("/t/admin", 3000))
+    s = raw(live[0], head("/t/admin", 3000))
     for i in range(3):
         time.sleep(0.05)
         s.sendall(b"%d" % i * 1000)
@@ -352,7 +377,7 @@ def test_a_body_sent_in_pieces_arrives_whole(live):
 
 
 def test_a_body_behind_the_rate_floor_gets_408(live):
-    s = raw(live, head("/t/stall?s=1", 100))
+    s = raw(live[0], head("/t/stall?s=1", 100))
     t0 = time.monotonic()
     status, got = reply_of(read_all(s))
     assert status == 408 and got["error"] == (
@@ -362,14 +387,14 @@ def test_a_body_behind_the_rate_floor_gets_408(live):
 
 
 def test_a_pause_past_the_allowed_stall_is_named_while_the_floor_is_still_ahead(live):
-    s = raw(live, head("/t/stall?s=1", 100000) + b"x" * 40000)  # 40 KB: 2.4 s ahead of the floor
+    s = raw(live[0], head("/t/stall?s=1", 100000) + b"x" * 40000)  # 40 KB: 2.4 s ahead of the floor
     status, got = reply_of(read_all(s))
     assert status == 504 and got == {"stalled": "nothing sent for 1 s"}
 
 
 def test_pipelined_requests_are_answered_in_turn(live):
     one = b"GET /login HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
-    s = raw(live, one + one + one.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n"))
+    s = raw(live[0], one + one + one.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n"))
     t0 = time.monotonic()
     data = read_all(s)
     assert data.count(b"HTTP/1.1 200") == 3 and time.monotonic() - t0 < 5
@@ -378,7 +403,7 @@ def test_pipelined_requests_are_answered_in_turn(live):
 def test_a_refused_body_still_in_flight_does_not_reset_the_answer(live):
     """The server shuts its side and drops what still comes for a moment before it closes:
     the client reads its 413 and a clean end, however much it was still sending."""
-    s = raw(live, b"POST /login HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: application/json\r\n"
+    s = raw(live[0], b"POST /login HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: application/json\r\n"
                   b"Content-Length: 1000000\r\n\r\n" + b"u" * 30000, timeout=10)
     data = b""
     t0 = time.monotonic()
@@ -392,3 +417,67 @@ def test_a_refused_body_still_in_flight_does_not_reset_the_answer(live):
     status, got = reply_of(data)
     assert status == 413 and "before a key, session or token is shown" in got["error"]
     assert time.monotonic() - t0 < 5
+
+
+def test_a_watched_body_is_cut_off_with_the_servers_reason(live):
+    port, app, _ = live
+    s = raw(port, head("/t/watched", 1000) + b"x" * 10)
+    time.sleep(0.2)
+    app.stop.set()
+    status, got = reply_of(read_all(s))
+    assert status == 409 and got == {"error": "The run ended while its body arrived."}
+
+
+def test_a_pause_within_the_allowed_stall_is_not_cut_by_the_servers_backstop(live, monkeypatch):
+    """The server's own check of slow bodies (a backstop, after the default floor and a grace)
+    uses the floor this body was given, not the default."""
+    monkeypatch.setattr(connections, "BODY_FLOOR_S", 0.2)
+    s = raw(live[0], head("/t/stall?s=4", 100))
+    time.sleep(2.8)
+    s.sendall(b"z" * 100)
+    status, got = reply_of(read_all(s))
+    assert status == 200 and got == {"n": 100}
+
+
+def test_a_trickled_body_is_cut_at_its_floor_however_long_it_goes_on(live):
+    s = raw(live[0], head("/t/stall?s=1", 1000))
+    s.setblocking(False)
+    t0, data = time.monotonic(), b""
+    while time.monotonic() - t0 < 6:  # a byte every 0.1 s: each read is quick, the whole is not
+        try:
+            s.sendall(b"t")
+            data = s.recv(65536)
+        except (BlockingIOError, OSError):
+            pass
+        if data:
+            break
+        time.sleep(0.1)
+    took = time.monotonic() - t0
+    s.setblocking(True)
+    s.settimeout(10)
+    status, got = reply_of(data + read_all(s))
+    assert status == 408 and "did not arrive in time" in got["error"]
+    assert took < 3  # at the floor (1 s), not when the sender gives up
+
+
+def test_a_reset_connection_is_no_stall(live):
+    """A client that resets its connection within the allowed pause has not paused: the route
+    is not told "nothing sent for N s" (an agent's run log would blame a stall)."""
+    port, app, _ = live
+    s = raw(port, head("/t/stall?s=4", 1000) + b"r" * 10)
+    time.sleep(0.3)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\1\0\0\0\0\0\0\0")  # close: reset
+    s.close()
+    time.sleep(1)  # the server's read fails at once
+    assert app.stalls == []
+
+
+def test_a_long_body_that_keeps_up_the_rate_is_not_cut(live, monkeypatch):
+    """The server's own check (a backstop past the floor and a grace) counts the bytes that
+    came: a body longer than floor + grace that keeps up is read whole."""
+    s = raw(live[0], head("/t/stall?s=1", 8 * 20000))
+    for _ in range(8):  # 40 KB/s for 4 s
+        s.sendall(b"k" * 20000)
+        time.sleep(0.5)
+    status, got = reply_of(read_all(s))
+    assert status == 200 and got == {"n": 160000}
