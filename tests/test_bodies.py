@@ -61,6 +61,15 @@ def add_routes(app):
     def refuse(h):
         raise HTTPError(409, "Refused before the body.")
 
+    @app.route("GET", r"/t/page")
+    def page(h):
+        h.send(200, b"p" * 12000, "text/plain")
+
+    @app.route("POST", r"/t/read-then-refuse")
+    def read_then_refuse(h):
+        h.body()
+        raise HTTPError(409, "Refused after the body.")
+
     @app.route("POST", r"/t/refuse-admin", access="admin")
     def refuse_admin(h):
         raise HTTPError(409, "Refused before the body.")
@@ -250,6 +259,9 @@ def test_a_json_route_refuses_another_type_with_415(app):
     r = ask(app, "/t/json", b'{"a": 1}')
     assert r[0] == 415 and error(r) == ("Send the body as JSON with Content-Type: "
                                         "application/json (not without one).")
+    r = ask(app, "/t/json", b'{"a": 1}', dict(JSON, **{"Content-Type": "text/" + "x" * 70}))
+    assert r[0] == 415 and error(r) == ("Send the body as JSON with Content-Type: "
+                                        "application/json (not 'text/%s')." % ("x" * 55))
 
 
 def test_an_empty_body_of_any_type_is_judged_as_json(app):
@@ -257,6 +269,8 @@ def test_an_empty_body_of_any_type_is_judged_as_json(app):
     assert r[0] == 200 and json.loads(r[2]) == {"got": None}
     r = ask(app, "/t/json", b"", dict(JSON, **{"Content-Type": "text/plain"}))
     assert r[0] == 400 and error(r) == "The request body must be a JSON object."
+    r = ask(app, "/t/json-any", b"", dict(JSON, **{"Content-Type": "text/plain"}), length=False)
+    assert r[0] == 200 and json.loads(r[2]) == {"got": None}
 
 
 def test_bad_json_and_json_that_is_no_object_are_400s(app):
@@ -312,6 +326,11 @@ def test_an_unread_body_is_drained_so_the_next_request_is_read_apart(app):
 def test_a_refused_body_without_credentials_is_never_read_and_the_connection_closes(app):
     out = pipelined(app, http_request("POST", "/t/refuse", b"x=1&y=2", JSON))
     assert [r[0] for r in out] == [409] and out[0][1]["connection"] == "close"
+    # a refusal with no body, or after its body was read, leaves nothing unread: kept
+    out = pipelined(app, http_request("POST", "/t/refuse", b"", JSON))
+    assert [r[0] for r in out] == [409, 404]
+    out = pipelined(app, http_request("POST", "/t/read-then-refuse", b"x=1&y=2", JSON))
+    assert [r[0] for r in out] == [409, 404]
 
 
 def test_an_unread_body_too_large_to_drain_closes_the_connection(app):
@@ -390,6 +409,17 @@ def test_a_pause_past_the_allowed_stall_is_named_while_the_floor_is_still_ahead(
     s = raw(live[0], head("/t/stall?s=1", 100000) + b"x" * 40000)  # 40 KB: 2.4 s ahead of the floor
     status, got = reply_of(read_all(s))
     assert status == 504 and got == {"stalled": "nothing sent for 1 s"}
+
+
+def test_a_body_in_pieces_ends_where_its_length_says_and_the_next_request_follows(live):
+    first = head("/t/admin", 3000).replace(b"Connection: close\r\n", b"")
+    s = raw(live[0], first + b"a" * 1000)
+    time.sleep(0.1)
+    s.sendall(b"b" * 2000 + b"GET /t/nothing HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: "
+                            b"application/json\r\nConnection: close\r\n\r\n")
+    data = read_all(s)
+    assert data.count(b"HTTP/1.1 ") == 2 and b"HTTP/1.1 404" in data, data
+    assert b'{"n": 3000, "same": true, "head": "aaaaaaaa"}' in data, data
 
 
 def test_pipelined_requests_are_answered_in_turn(live):
@@ -481,3 +511,20 @@ def test_a_long_body_that_keeps_up_the_rate_is_not_cut(live, monkeypatch):
         time.sleep(0.5)
     status, got = reply_of(read_all(s))
     assert status == 200 and got == {"n": 160000}
+
+
+def test_a_pipelined_request_waits_until_the_previous_answer_has_left(live):
+    """A client that sends requests but does not read the answers gets no more work done: the
+    next request is read only once the previous answer has left the server."""
+    port, app, lines = live
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 2048)  # takes little until it reads
+    s.settimeout(10)
+    s.connect(("127.0.0.1", port))
+    one = b"GET /t/page HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    s.sendall(one + one.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n"))
+    time.sleep(0.5)
+    assert sum("/t/page" in line for line in lines) == 1  # the second is not read yet
+    data = read_all(s)
+    assert data.count(b"HTTP/1.1 200") == 2
+    assert sum("/t/page" in line for line in lines) == 2
