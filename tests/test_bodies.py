@@ -65,6 +65,10 @@ def add_routes(app):
     def page(h):
         h.send(200, b"p" * 12000, "text/plain")
 
+    @app.route("POST", r"/t/refuse-at-length")
+    def refuse_at_length(h):
+        raise HTTPError(409, "Refused: " + "x" * 12000)
+
     @app.route("POST", r"/t/read-then-refuse")
     def read_then_refuse(h):
         h.body()
@@ -528,3 +532,18 @@ def test_a_pipelined_request_waits_until_the_previous_answer_has_left(live):
     data = read_all(s)
     assert data.count(b"HTTP/1.1 200") == 2
     assert sum("/t/page" in line for line in lines) == 2
+
+
+def test_a_long_refusal_reaches_a_slow_reader_whose_body_was_never_read(live):
+    """The server never reads a refused body, but before it closes it shuts its sending side and
+    drops what the client sent: closing on unread bytes would reset the connection and lose
+    the part of the answer the client had not taken yet."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 2048)  # takes the answer slowly
+    s.settimeout(10)
+    s.connect(("127.0.0.1", live[0]))
+    s.sendall(b"POST /t/refuse-at-length HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: application/"
+              b"json\r\nContent-Length: 100000\r\n\r\n" + b"u" * 30000)
+    time.sleep(0.5)  # the answer is out, mostly still on the server's side
+    status, got = reply_of(read_all(s))  # a reset would raise, or cut the answer short
+    assert status == 409 and got == {"error": "Refused: " + "x" * 12000}
