@@ -15,6 +15,7 @@ import time
 import pytest
 
 from potato.cli import main
+from potato.server.http import Handler
 from potato.training.backends.base import RemoteState, RunContext
 from potato.training.intake import RunEvents
 from potato.training.remote import bundle as bundle_mod
@@ -851,3 +852,68 @@ def media_project(tmp_path, items=None, config=MEDIA_CONFIG):
     path = tmp_path / "config.yaml"
     path.write_text(config)
     return str(path)
+
+
+# -- the request handler in-process (no socket, no thread) --------------------------------------
+
+class MemorySocket:
+    """What the request handler needs of a socket: ``raw`` to read (every request the client
+    sent, pipelined), and what the server wrote (``sent``)."""
+
+    def __init__(self, raw: bytes):
+        self.rfile = io.BytesIO(raw)
+        self.sent = bytearray()
+
+    def makefile(self, mode, *args, **kwargs):
+        return self.rfile
+
+    def sendall(self, data):
+        self.sent += data
+
+    def settimeout(self, timeout):
+        pass
+
+    def setsockopt(self, *args):
+        pass
+
+    def shutdown(self, how):
+        pass
+
+    def recv(self, n):
+        return self.rfile.read(n)
+
+
+def handle_in_memory(app, raw: bytes):
+    """Every response the real handler gives to ``raw`` (its requests, pipelined), in order:
+    [(status, {lower-case header: value}, body)]; a ``100 Continue`` is one too. The
+    connection's fate: the last response's ``connection`` header, and how many were answered."""
+    class Server:
+        pass
+
+    server = Server()
+    server.app = app
+    conn = MemorySocket(raw)
+    Handler(conn, ("127.0.0.1", 40000), server)
+    out, data = [], bytes(conn.sent)
+    while data:
+        head, _, data = data.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        headers = {}
+        for line in lines[1:]:
+            k, _, v = line.partition(":")
+            headers[k.strip().lower()] = v.strip()
+        n = int(headers.get("content-length", 0))
+        out.append((int(lines[0].split()[1]), headers, data[:n]))
+        data = data[n:]
+    return out
+
+
+def http_request(method, path, body=b"", headers=None, length=True):
+    """One HTTP/1.1 request's bytes; ``headers`` may be a list of pairs (a header twice)."""
+    pairs = [("Host", "127.0.0.1")]
+    if length:
+        pairs.append(("Content-Length", str(len(body))))
+    pairs += list(headers.items()) if isinstance(headers, dict) else list(headers or [])
+    head = "%s %s HTTP/1.1\r\n%s\r\n\r\n" % (method, path, "\r\n".join(
+        "%s: %s" % kv for kv in pairs))
+    return head.encode() + body

@@ -99,6 +99,9 @@ MODULES = {
     "potato/training/backends/media_push.py": ["tests/test_media_stream.py"],
     # regression figures on constant values: the page's cells and the trainer's standardising
     "potato/training/rating_cells.py": ["tests/test_ratings.py"],
+    # issue 34, item 15: the trust boundary's request bodies and streamed uploads
+    "potato/server/bodies.py": ["tests/test_bodies.py", "tests/test_handler.py"],
+    "potato/server/uploads.py": ["tests/test_uploads.py"],
 }
 
 # module -> {mutant id: why it cannot change behaviour}. Ids are printed with each survivor.
@@ -691,6 +694,85 @@ EQUIVALENT = {
                       "the same check",
         "3600e6ac51": "_end: 6 s for 5 before SIGKILL (tuning)",
         "96bffbe8e9": "_end: 601 s for 600 for the host's last word (tuning)",
+    },
+    "potato/server/bodies.py": {
+        "19e2b765db": "body: getattr(annotator_session) default: the handler sets "
+                      "annotator_session for every request before a route runs",
+        "1372988c7e": "body: getattr(annotator_session) default: the handler sets "
+                      "annotator_session for every request before a route runs",
+        "ad8ff8d8b4": "body: getattr(annotator_session) default: the handler sets "
+                      "annotator_session for every request before a route runs",
+        "2208c473a9": "body: its Transfer-Encoding refusal is a second guard: _check_host answers "
+                      "411 to every such request before a route can read a body",
+        "af25029221": "body: its Transfer-Encoding refusal is a second guard: _check_host answers "
+                      "411 first",
+        "71d5b2290c": "body: its Transfer-Encoding refusal is a second guard: _check_host answers "
+                      "411 first",
+        "699f92000b": "body: its Transfer-Encoding refusal is a second guard: _check_host answers "
+                      "411 first",
+        "3ee555ddba": "body: its Transfer-Encoding refusal is a second guard: _check_host answers "
+                      "411 first",
+        "4bc7e53324": "body: its Transfer-Encoding refusal is a second guard: _check_host answers "
+                      "411 first",
+        "3bd146f8b0": "body: its Transfer-Encoding refusal is a second guard: _check_host answers "
+                      "411 first",
+        "b3d241d062": "body: its Transfer-Encoding refusal is a second guard: _check_host answers "
+                      "411 first",
+        "9397e13b0e": "body: close on 413: _drain closes every connection whose refused body is "
+                      "left unread (at once without credentials, else body() refuses again)",
+        "b3b1ff876e": "body: close on 413: _drain closes every connection whose refused body is "
+                      "left unread (at once without credentials, else body() refuses again)",
+        "7feab49f09": "body: _body before the read: replaced by the data, or the read fails the "
+                      "request and closes the connection; nothing reads it in between",
+        "8ca6b14ed6": "content_length: _body_read on a bad length: the connection closes either "
+                      "way; only whether the server lingers (<= 2 s) before closing differs, "
+                      "which the client cannot tell",
+        "1b11c1e9a3": "content_length: _body_read on a bad length: the connection closes either "
+                      "way; only whether the server lingers (<= 2 s) before closing differs, "
+                      "which the client cannot tell",
+        "2e222c8c42": "_floor_s: getattr(_stall_s) default: parse_request sets _stall_s for every "
+                      "request",
+        "54e7184f94": "read_body_block: getattr(_stall_s) default: parse_request sets _stall_s "
+                      "for every request",
+        "75848295a5": "begin_body: getattr(_continue_wanted) default: parse_request sets it for "
+                      "every request",
+        "c74f90e53f": "begin_body: getattr(_continue_wanted) default: parse_request sets it for "
+                      "every request",
+        "5ceacb903f": "begin_body: getattr(_continue_wanted) default: parse_request sets it for "
+                      "every request",
+        "5ec381b962": "begin_body: _continue_wanted = None: only read for its truth",
+        "0fd6c2fc2e": "begin_body: _continue_wanted left True: begin_body runs once a request "
+                      "(body() and the uploads mark the body read first)",
+        "a1e707048d": "read_body_block: getattr(_body_began) default: begin_body sets it before "
+                      "any block is read",
+        "3136b0766d": "read_body_block: getattr(_body_began) default: begin_body sets it before "
+                      "any block is read",
+        "5b34b486c0": "body_ended: getattr(_body_began) default: body_ended follows begin_body",
+        "9bf20ee8f2": "body_ended: getattr(_body_began) default: body_ended follows begin_body",
+        "6d4323ba2f": "read_body_block: at most 4 MB a read: a tuning value (every byte is read "
+                      "either way)",
+        "d0d29cea7f": "read_body_block: at most 4 MB a read: a tuning value (every byte is read "
+                      "either way)",
+        "486ab3561f": "read_body_block: now < cut or <= cut: two monotonic floats equal to the "
+                      "nanosecond",
+        "7943315229": "body_ended: close_connection: both callers close the connection as the "
+                      "error passes (except BaseException)",
+        "d7338ffc8d": "body_ended: close_connection: both callers close the connection as the "
+                      "error passes (except BaseException)",
+        "6fb62aee07": "form: a missing Content-Type as '' or 'XXXX': neither holds the form type",
+        "b1af190fc3": "_drain: getattr(_body_read) default: _dispatch sets it before any response "
+                      "(_drain runs from _head)",
+        "b7e94ccdfe": "_drain: getattr(_body_read) default: _dispatch sets it before any response "
+                      "(_drain runs from _head)",
+        "8a4eb9c990": "_drain: getattr(_body_read) default: _dispatch sets it before any response "
+                      "(_drain runs from _head)",
+        "937588f060": "_drain: getattr(_refusing) default: _dispatch sets it before any response",
+        "35d969c2f2": "_drain: getattr(_refusing) default: _dispatch sets it before any response",
+        "99d3e636e7": "_drain: getattr(_refusing) default: _dispatch sets it before any response",
+    },
+    "potato/server/uploads.py": {
+        "2566603380": "_copy_body: getattr(app, 'disk') without its default: App always "
+                      "makes a DiskWatch (self.disk), so the default is never used",
     },
 }
 

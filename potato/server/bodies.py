@@ -116,9 +116,10 @@ class Bodies:
         self.connection.settimeout(wait)
         try:  # the read itself ends at the floor: over TLS too the 408 can still be sent
             block = self.rfile.read1(min(left, 4 << 20))
-        except (TimeoutError, ssl.SSLError, ConnectionResetError):  # behind, cut off, reset
-            if stall and wait >= stall and time.monotonic() < cut:
-                raise socket.timeout("nothing sent for %d s" % stall)  # an agent's pause
+        except (TimeoutError, ssl.SSLError, ConnectionResetError) as e:  # behind, cut, reset
+            if (isinstance(e, TimeoutError) and stall and wait >= stall
+                    and time.monotonic() < cut):  # an agent's pause (a reset is none)
+                raise socket.timeout("nothing sent for %d s" % stall)
             block = b""
         progress = getattr(self.server, "body_progress", None)
         if progress is not None:
