@@ -197,6 +197,23 @@ def test_an_annotator_cap_never_lifts_a_routes_lower_one(app, write_config):
                                                  "server.max_body_mb caps every request")
 
 
+def test_when_max_body_mb_is_what_bounds_a_save_the_413_names_it(app):
+    # schemes that need exactly what max_body_mb allows: raising max_body_mb is the fix, so
+    # the sentence names it, not the schemes
+    app.annotator_body_bytes = MAX_BODY
+    headers = dict(JSON, Cookie=annotator_cookie(app))
+    r = ask(app, "/t/annotator", b"d" * (MAX_BODY + 1), headers)
+    assert r[0] == 413 and error(r) == too_large(MAX_BODY + 1, MAX_BODY,
+                                                 "server.max_body_mb caps every request")
+
+
+def test_when_max_body_mb_is_4_kb_an_unauthenticated_413_names_it(app):
+    app.max_body_bytes = 4096  # server.max_body_mb as small as the login cap
+    r = ask(app, "/t/public", b"a" * 4097)
+    assert r[0] == 413 and error(r) == too_large(4097, 4096,
+                                                 "server.max_body_mb caps every request")
+
+
 def test_a_request_without_content_length_has_an_empty_body(app):
     status, _, body = ask(app, "/t/public", length=False)
     assert status == 200 and json.loads(body) == {"n": 0, "same": True, "head": ""}
@@ -547,3 +564,23 @@ def test_a_long_refusal_reaches_a_slow_reader_whose_body_was_never_read(live):
     time.sleep(0.5)  # the answer is out, mostly still on the server's side
     status, got = reply_of(read_all(s))  # a reset would raise, or cut the answer short
     assert status == 409 and got == {"error": "Refused: " + "x" * 12000}
+
+
+def test_a_refused_client_that_goes_on_sending_is_cut_off_after_a_little(live):
+    """After a refusal the server drops at most 64 KB of what still comes, for at most 2 s,
+    then closes: a client streaming a huge body into a 409 is stopped long before it has sent
+    it (over loopback 2 s of reading would take hundreds of MB)."""
+    s = socket.socket()
+    s.settimeout(10)
+    s.connect(("127.0.0.1", live[0]))
+    s.sendall(b"POST /t/refuse HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: application/json\r\n"
+              b"Content-Length: 1000000000\r\n\r\n")
+    sent, block = 0, b"z" * 65536
+    try:
+        while sent < 1000000000:
+            sent += s.send(block)
+    except OSError:
+        pass  # reset: the server closed
+    finally:
+        s.close()
+    assert sent < 50 << 20, sent
