@@ -109,16 +109,12 @@ def test_a_model_file_over_the_cap_stays_and_says_why(tmp_path, serve, env, caps
     assert r.status == 404 and "no model files on this server" in r.text
 
 
-class UploadCutter:
-    """Forwards to the server; cuts the first PUT of a model file after ``limit`` body bytes,
-    and counts the model-file body bytes that reach the server."""
+class Proxy:
+    """A loopback proxy in front of the server: each connection is ``handle``d in a thread."""
 
-    def __init__(self, target_port, limit):
+    def __init__(self, target_port):
         self.target = ("127.0.0.1", target_port)
-        self.limit = limit
-        self.cut_done = 0
-        self.artifact_bytes = 0
-        self.lock = threading.Lock()
+        self.stop = threading.Event()
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(16)
@@ -127,6 +123,7 @@ class UploadCutter:
         self.threads[0].start()
 
     def close(self):
+        self.stop.set()
         try:
             self.sock.shutdown(socket.SHUT_RDWR)
         except OSError:
@@ -144,6 +141,18 @@ class UploadCutter:
             t = threading.Thread(target=self.handle, args=(client,), daemon=True)
             self.threads.append(t)
             t.start()
+
+
+class UploadCutter(Proxy):
+    """Forwards to the server; cuts the first PUT of a model file after ``limit`` body bytes,
+    and counts the model-file body bytes that reach the server."""
+
+    def __init__(self, target_port, limit):
+        self.limit = limit
+        self.cut_done = 0
+        self.artifact_bytes = 0
+        self.lock = threading.Lock()
+        super().__init__(target_port)
 
     def handle(self, client):
         upstream = socket.create_connection(self.target)
@@ -324,41 +333,15 @@ def test_register_does_not_warn_when_the_server_is_reachable(tmp_path, capsys):
         assert "warning:" not in out.err and "listens on" not in out.out + out.err, top
 
 
-class SlowLink:
+class SlowLink(Proxy):
     """A proxy in front of the server whose uplink (agent to server) carries a model-file
     upload at ``rate`` bytes a second, and after ``stall_after`` bytes of one (if given)
     nothing more: a slow or stalled network, as a lab's uplink can be. Everything else
     passes at full speed."""
 
     def __init__(self, port, rate, stall_after=None):
-        self.target, self.rate, self.stall_after = ("127.0.0.1", port), rate, stall_after
-        self.stop = threading.Event()
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.port = self.sock.getsockname()[1]
-        self.threads = [threading.Thread(target=self.accept, daemon=True)]
-        self.threads[0].start()
-
-    def close(self):
-        self.stop.set()
-        try:
-            self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self.sock.close()
-        for t in self.threads:
-            t.join(10)
-
-    def accept(self):
-        while True:
-            try:
-                client, _ = self.sock.accept()
-            except OSError:
-                return
-            t = threading.Thread(target=self.handle, args=(client,), daemon=True)
-            self.threads.append(t)
-            t.start()
+        self.rate, self.stall_after = rate, stall_after
+        super().__init__(port)
 
     def handle(self, client):
         upstream = socket.create_connection(self.target)
