@@ -2,7 +2,6 @@
 driven through the real Handler over in-memory streams — no socket, no thread, no server loop.
 The live-server tests (test_server.py and the others) are the second tier."""
 
-import io
 import json
 
 import pytest
@@ -11,35 +10,9 @@ from potato.config import load
 from potato.server.app import App
 from potato.server.http import Handler, HTTPError
 from potato.store import Store
-from tests.helpers import BASE
+from tests.helpers import BASE, MemorySocket
 
 KEY = "test-admin-key-0123456789"
-
-
-class MemoryConnection:
-    """What BaseHTTPRequestHandler needs of a socket: makefile for reading, sendall for writing."""
-
-    def __init__(self, raw: bytes):
-        self.rfile = io.BytesIO(raw)
-        self.sent = bytearray()
-
-    def makefile(self, mode, *args, **kwargs):
-        return self.rfile
-
-    def sendall(self, data):
-        self.sent += data
-
-    def settimeout(self, timeout):
-        pass
-
-    def setsockopt(self, *args):
-        pass
-
-    def shutdown(self, how):  # the server closes its side after a refused, unread body
-        pass
-
-    def recv(self, n):
-        return self.rfile.read(n)
 
 
 class MemoryServer:
@@ -62,7 +35,7 @@ def app(write_config, tmp_path):
 
 def drive(app, raw: bytes):
     """(status, headers dict, body bytes) of the response to ``raw`` (one HTTP/1.1 request)."""
-    conn = MemoryConnection(raw)
+    conn = MemorySocket(raw)
     Handler(conn, ("127.0.0.1", 40000), MemoryServer(app))
     head, _, body = bytes(conn.sent).partition(b"\r\n\r\n")
     lines = head.decode("latin-1").split("\r\n")
@@ -145,6 +118,6 @@ def test_cross_origin_post_is_refused(app):
 @pytest.mark.parametrize("raw", [b"GET /login HTTP/1.1 extra\r\n\r\n",
                                  b"GET /login HTTP/7.0\r\n\r\n"])
 def test_malformed_request_line_gets_an_answer(app, raw):
-    conn = MemoryConnection(raw)
+    conn = MemorySocket(raw)
     Handler(conn, ("127.0.0.1", 40000), MemoryServer(app))
     assert bytes(conn.sent) and b"400" in bytes(conn.sent) or b"505" in bytes(conn.sent)
