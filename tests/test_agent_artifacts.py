@@ -142,6 +142,38 @@ class Proxy:
             self.threads.append(t)
             t.start()
 
+    @staticmethod
+    def answers(upstream, client):
+        """Starts passing the server's answers back to the client as they come: the thread."""
+        def down():
+            try:
+                while True:
+                    data = upstream.recv(65536)
+                    if not data:
+                        break
+                    client.sendall(data)
+            except OSError:
+                pass
+            try:
+                client.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+        reader = threading.Thread(target=down, daemon=True)
+        reader.start()
+        return reader
+
+    @staticmethod
+    def end(client, upstream, reader):
+        for s in (client, upstream):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        reader.join(10)
+        client.close()
+        upstream.close()
+
 
 class UploadCutter(Proxy):
     """Forwards to the server; cuts the first PUT of a model file after ``limit`` body bytes,
@@ -178,21 +210,7 @@ class UploadCutter(Proxy):
             upstream.sendall(data)
             sent[0] += len(data)
 
-        done = threading.Event()
-
-        def down():
-            try:
-                while True:
-                    data = upstream.recv(65536)
-                    if not data:
-                        break
-                    client.sendall(data)
-            except OSError:
-                pass
-            done.set()
-
-        reader = threading.Thread(target=down, daemon=True)
-        reader.start()
+        reader = self.answers(upstream, client)
         try:
             upstream.sendall(head[:body_start])
             rest = head[body_start:]
@@ -209,14 +227,7 @@ class UploadCutter(Proxy):
                 rest = data
         except OSError:
             pass
-        for s in (client, upstream):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-        reader.join(10)
-        client.close()
-        upstream.close()
+        self.end(client, upstream, reader)
 
 
 def test_an_interrupted_upload_resumes(tmp_path, serve, env, capsys):
@@ -346,23 +357,7 @@ class SlowLink(Proxy):
     def handle(self, client):
         upstream = socket.create_connection(self.target)
         client.settimeout(0.5)
-
-        def down():
-            try:
-                while True:
-                    data = upstream.recv(65536)
-                    if not data:
-                        break
-                    client.sendall(data)
-            except OSError:
-                pass
-            try:
-                client.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-        reader = threading.Thread(target=down, daemon=True)
-        reader.start()
+        reader = self.answers(upstream, client)
         upload, sent = False, 0
         try:
             while not self.stop.is_set():
@@ -383,14 +378,7 @@ class SlowLink(Proxy):
                 upstream.sendall(data)
         except OSError:
             pass
-        for s in (client, upstream):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-        reader.join(10)
-        client.close()
-        upstream.close()
+        self.end(client, upstream, reader)
 
 
 def test_a_model_copy_over_a_slow_link_arrives(tmp_path, serve, env, capsys):
