@@ -222,6 +222,46 @@ def job_processes(mark, also=""):
     return pids
 
 
+def wall_limited(cfg_path, limit, grace):
+    """The project at ``cfg_path`` with runs of at most ``limit`` seconds and ``grace``
+    seconds between SIGTERM and SIGKILL."""
+    with open(cfg_path) as f:
+        text = f.read().replace("model_training:\n", "model_training:\n  max_wall_seconds: "
+                                "%g\n" % limit, 1).replace("grace_seconds: 2\n",
+                                                            "grace_seconds: %g\n" % grace)
+    with open(cfg_path, "w") as f:
+        f.write(text)
+    return cfg_path
+
+
+def stuck_run_frees_the_queue(c, limit, grace):
+    """Issue 38.3, on any ssh host: a worker that ignores SIGTERM, run on backend gpu-server
+    past ``limit``, ends with the max_wall_seconds sentence within seconds of the limit, the
+    queued local run starts then, and nothing of the job runs on the host after ``grace``.
+    Returns the stuck run's id."""
+    stuck = start_run(c, backend="gpu-server", schemas=["sentiment"],
+                      trainer="test-ignore-term", params={"seconds": 300})
+    mark = job_mark(c, stuck)
+    following = start_run(c, backend="local", schemas=["sentiment"], trainer="text-naive-bayes")
+    deadline = time.time() + 60
+    while not job_processes(mark, also="potato.training.worker"):
+        assert time.time() < deadline, "the worker never started"
+        time.sleep(0.2)
+    run = wait_run(c, stuck, timeout=limit + 60)
+    assert run["status"] == "error"
+    assert run["error"].startswith("The run took longer than max_wall_seconds (%g s) and was "
+                                   "stopped." % limit), run["error"]
+    assert run["finished_at"] - run["started_at"] <= limit + 5, run
+    after = wait_run(c, following, timeout=60)
+    assert after["status"] == "success", after
+    assert after["started_at"] - run["started_at"] <= limit + 5
+    deadline = run["finished_at"] + grace + 5
+    while job_processes(mark) and time.time() < deadline:
+        time.sleep(0.2)
+    assert job_processes(mark) == [], "the run's processes outlived grace_seconds on the host"
+    return stuck
+
+
 def register_agent(cfg_path, backend, capsys):
     """``potato training register`` for an agent backend of the config: the agent's token."""
     import re

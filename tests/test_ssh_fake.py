@@ -10,8 +10,8 @@ import pytest
 
 from tests import leaks
 from tests.helpers import (
-    KEY, Client, fake_ssh_for_agent_session, job_dirs, job_mark, job_processes, make_project,
-    start_run, wait_progress, wait_run)
+    KEY, Client, fake_ssh_for_agent_session, job_dirs, make_project, start_run,
+    stuck_run_frees_the_queue, wait_progress, wait_run, wall_limited)
 from tests.helpers import ssh_backend as backend
 
 H = {"X-API-Key": KEY}
@@ -391,48 +391,12 @@ def test_check_judges_the_trainers_the_projects_schemes_can_use(tmp_path, serve,
     assert main(["training", "check", "gpu-server", cfg2]) == 0, capsys.readouterr().out
 
 
-def wall_limited_project(tmp_path, limit, grace):
-    """A project whose runs may take ``limit`` seconds, with ``grace`` between SIGTERM and
-    SIGKILL."""
-    cfg = make_project(tmp_path, "  max_wall_seconds: %g\n" % limit + backend())
-    with open(cfg) as f:
-        text = f.read().replace("grace_seconds: 2\n", "grace_seconds: %g\n" % grace)
-    with open(cfg, "w") as f:
-        f.write(text)
-    return cfg
-
-
-def wait_worker(mark, timeout=60):
-    """Wait until the worker of the job directory ``mark`` runs on the host."""
-    deadline = time.time() + timeout
-    while not job_processes(mark, also="potato.training.worker"):
-        assert time.time() < deadline, "the worker never started"
-        time.sleep(0.2)
-
-
 def test_a_worker_that_ignores_term_does_not_hold_the_queue_past_max_wall_seconds(
         tmp_path, serve, fake_host):
     """Issue 38.3: the run ends with the max_wall_seconds sentence and the next queued run
     starts soon after the limit, although the worker ignores SIGTERM and grace_seconds (10)
     is longer; the agent on the host still stops the worker itself, leaving nothing."""
     limit, grace = 6, 10
-    _, url = serve(wall_limited_project(tmp_path, limit, grace))
-    c = Client(url)
-    stuck = start_run(c, backend="gpu-server", schemas=["sentiment"],
-                      trainer="test-ignore-term", params={"seconds": 300})
-    mark = job_mark(c, stuck)
-    following = start_run(c, backend="local", schemas=["sentiment"], trainer="text-naive-bayes")
-    wait_worker(mark)
-    run = wait_run(c, stuck, timeout=limit + 60)
-    assert run["status"] == "error"
-    assert run["error"].startswith("The run took longer than max_wall_seconds (6 s) and was "
-                                   "stopped."), run["error"]
-    assert run["finished_at"] - run["started_at"] <= limit + 5, run
-    after = wait_run(c, following, timeout=60)
-    assert after["status"] == "success", after
-    assert after["started_at"] - run["started_at"] <= limit + 5
-    deadline = run["finished_at"] + grace + 5
-    while job_processes(mark) and time.time() < deadline:
-        time.sleep(0.2)
-    assert job_processes(mark) == [], "the run's processes outlived grace_seconds on the host"
+    _, url = serve(wall_limited(make_project(tmp_path, backend()), limit, grace))
+    stuck = stuck_run_frees_the_queue(Client(url), limit, grace)
     assert job_dirs(remote_root(fake_host), stuck) == []

@@ -20,8 +20,8 @@ from tests import leaks
 from tests import sshd as sshd_mod
 from tests.helpers import ROOT, Client
 from tests.helpers import (
-    KEY, PLUGINS, job_dirs, job_mark, job_processes, make_project, start_run, wait_progress,
-    wait_run)
+    KEY, PLUGINS, job_dirs, make_project, start_run, stuck_run_frees_the_queue, wait_progress,
+    wait_run, wall_limited)
 
 pytestmark = pytest.mark.integration
 H = {"X-API-Key": KEY}
@@ -292,31 +292,6 @@ def test_a_worker_that_ignores_term_does_not_hold_the_queue_past_max_wall_second
     15 s). The run now ends within seconds of the limit and the next run starts; the agent on
     the host stops the worker within grace_seconds, and nothing of the job is left."""
     limit, grace = 6, 10
-    cfg = make_project(tmp_path, "  max_wall_seconds: %g\n" % limit + backend(real_host))
-    with open(cfg) as f:
-        text = f.read().replace("grace_seconds: 2\n", "grace_seconds: %g\n" % grace)
-    with open(cfg, "w") as f:
-        f.write(text)
-    _, url = serve(cfg)
-    c = Client(url)
-    stuck = start_run(c, backend="gpu-server", schemas=["sentiment"],
-                      trainer="test-ignore-term", params={"seconds": 300})
-    mark = job_mark(c, stuck)
-    following = start_run(c, backend="local", schemas=["sentiment"], trainer="text-naive-bayes")
-    deadline = time.time() + 60
-    while not job_processes(mark, also="potato.training.worker"):
-        assert time.time() < deadline, "the worker never started"
-        time.sleep(0.2)
-    run = wait_run(c, stuck, timeout=limit + 60)
-    assert run["status"] == "error"
-    assert run["error"].startswith("The run took longer than max_wall_seconds (6 s) and was "
-                                   "stopped."), run["error"]
-    assert run["finished_at"] - run["started_at"] <= limit + 5, run
-    after = wait_run(c, following, timeout=60)
-    assert after["status"] == "success", after
-    assert after["started_at"] - run["started_at"] <= limit + 5
-    deadline = run["finished_at"] + grace + 5
-    while job_processes(mark) and time.time() < deadline:
-        time.sleep(0.2)
-    assert job_processes(mark) == [], "the run's processes outlived grace_seconds on the host"
+    _, url = serve(wall_limited(make_project(tmp_path, backend(real_host)), limit, grace))
+    stuck = stuck_run_frees_the_queue(Client(url), limit, grace)
     assert wait_no_job_dir(real_host, stuck, timeout=5) == []
