@@ -48,7 +48,7 @@ MODULES = {
     "potato/server/safety.py": ["tests/test_mut_safety.py"],
     "potato/markup.py": ["tests/test_mut_safety.py"],
     "potato/training/wheel.py": ["tests/test_mut_wheel.py"],
-    "potato/training/remote/gpus.py": ["tests/test_mut_gpus.py"],
+    "potato/training/remote/gpus.py": ["tests/test_gpus.py"],
     "potato/training/remote/protocol.py": ["tests/test_mut_protocol.py"],
     "potato/config.py": ["tests/test_validate.py", "tests/test_mut_config.py"],
     "potato/validation.py": ["tests/test_validate.py", "tests/test_mut_validation.py"],
@@ -72,7 +72,7 @@ MODULES = {
     "potato/training/remote/media_receive.py": ["tests/test_mut_media_host.py",
                                                 "tests/test_media_stream.py",
                                                 "tests/test_media_cache.py"],
-    "potato/training/retention.py": ["tests/test_mut_retention.py"],
+    "potato/training/retention.py": ["tests/test_retention.py"],
     "potato/aggregate.py": ["tests/test_mut_aggregate.py"],
     "potato/agreement.py": ["tests/test_mut_aggregate.py"],
     "potato/schemes/span.py": ["tests/test_mut_schemes.py"],
@@ -456,6 +456,11 @@ EQUIVALENT = {
     "potato/training/retention.py": {
         "5c7f4b6cd3": "Holds.held: a Counter reads 0 for a missing run (without adding it), "
                       "so the 'in' test only saves the lookup",
+        "9db9f33172": "Holds.release: <= 0 -> < 0 keeps a run's zero count in the Counter "
+                      "(one small entry per run ever held) instead of deleting it; held() reads "
+                      "0 as not held either way, so no caller sees it",
+        "2dd37d9e8a": "Holds.held: > 0 -> >= 0: release deletes a count at 0 and never leaves "
+                      "one below it, so a run in the Counter always has a count above 0",
     },
     "potato/training/publish.py": {
         "6b8e5edfe2": "check_repo_id: len(v) >= 200: REPO_ID matches at most 96 + 1 + 96 = 193 "

@@ -1,10 +1,11 @@
 """Fast unit tests for choosing a GPU on a host (potato/training/remote/gpus.py): nvidia-smi's
 output, torch's kernels, the choice and its sentences, the host lock, and take(). A fake
-nvidia-smi and a fake python (shell scripts on PATH) stand in for the real ones. Written so
-that tools/mutation.py's mutants of gpus.py fail (docs/testing.md, "Mutation testing")."""
+nvidia-smi and a fake python (shell scripts on PATH) stand in for the real ones. Also the tests
+tools/mutation.py runs against gpus.py (docs/testing.md, "Mutation testing")."""
 
 import os
 import stat
+import sys
 
 import pytest
 
@@ -16,11 +17,35 @@ SMI = ("0, NVIDIA A100-SXM4-80GB, 81920, 1000, 80920, 35, 8.0\n"
        "1, Tesla V100, 16384, 384, 16000, [N/A], 7.0\n")
 
 
-def test_query_and_argv():
-    assert gpus.QUERY == ("index,name,memory.total,memory.used,memory.free,utilization.gpu,"
-                          "compute_cap")
-    assert gpus.nvidia_smi_argv() == ["nvidia-smi", "--query-gpu=" + gpus.QUERY,
-                                      "--format=csv,noheader,nounits"]
+# What a real nvidia-smi answers for each field of --query-gpu (csv, noheader, nounits); a field
+# it does not know is refused the way it refuses one.
+FAKE_SMI = r"""#!/bin/sh
+case "$1" in --query-gpu=*) ;; *) echo "bad argument $1" >&2; exit 2;; esac
+[ "$2" = --format=csv,noheader,nounits ] || { echo "bad format $2" >&2; exit 2; }
+line=""
+for f in $(echo "${1#--query-gpu=}" | tr ',' ' '); do
+  case "$f" in
+    index) v=0;; name) v="NVIDIA A100-SXM4-80GB";; memory.total) v=81920;;
+    memory.used) v=1000;; memory.free) v=80920;; utilization.gpu) v=35;;
+    compute_cap) v=8.0;;
+    *) echo "Field \"$f\" is not a valid field to query." >&2; exit 2;;
+  esac
+  line="${line:+$line, }$v"
+done
+echo "$line"
+"""
+
+
+def test_read_gpus_asks_nvidia_smi_for_every_field_it_reads(tmp_path):
+    d = tmp_path / "bin"
+    d.mkdir()
+    (d / "nvidia-smi").write_text(FAKE_SMI)
+    (d / "nvidia-smi").chmod(0o755)
+    assert gpus.read_gpus(_env(d)) == [
+        {"index": 0, "name": "NVIDIA A100-SXM4-80GB", "memory_total_mb": 81920,
+         "memory_used_mb": 1000, "memory_free_mb": 80920, "utilization_pct": 35,
+         "compute_cap": "8.0"}]
+    assert gpus.nvidia_smi_argv()[0] == "nvidia-smi"
     assert issubclass(gpus.NvidiaSmiParseError, gpus.GpuError)
 
 
@@ -45,11 +70,6 @@ def test_parse_nvidia_smi_refuses(line):
     with pytest.raises(gpus.NvidiaSmiParseError) as e:
         gpus.parse_nvidia_smi("0, G, 10, 1, 9, 0, 8.0\n" + line + "\n")
     assert str(e.value) == "unexpected nvidia-smi line (want %s): %r" % (gpus.QUERY, line)
-
-
-def test_int_or_none():
-    assert gpus._int_or_none("7") == 7
-    assert gpus._int_or_none("[N/A]") is None
 
 
 def _exe(d, name, body):
@@ -108,9 +128,27 @@ def test_torch_archs(tmp_path):
 
 
 def test_torch_archs_runs_the_probe(tmp_path):
-    py = _python(tmp_path, 'printf "%s" "$2" > "$(dirname "$0")/code"\necho "{}"\n')
-    assert gpus.torch_archs(py, env=_env(tmp_path)) == {}
-    assert (tmp_path / "py" / "code").read_text() == gpus.TORCH_ARCHS
+    # a stand-in torch package: the probe reports its version, its kernels and its CUDA
+    torch = tmp_path / "site" / "torch"
+    torch.mkdir(parents=True)
+    (torch / "__init__.py").write_text(
+        "__version__ = '2.4.1'\n"
+        "class version:\n    cuda = '12.1'\n"
+        "class cuda:\n    @staticmethod\n    def get_arch_list():\n"
+        "        return ['sm_80', 'sm_90']\n")
+    env = dict(_env(tmp_path), PYTHONPATH=str(tmp_path / "site"))
+    assert gpus.torch_archs(sys.executable, env=env) == {
+        "version": "2.4.1", "archs": ["sm_80", "sm_90"], "cuda": "12.1"}
+    # a CPU-only torch has no CUDA kernels at all
+    (torch / "__init__.py").write_text(
+        "__version__ = '2.4.1+cpu'\n"
+        "class version:\n    cuda = None\n"
+        "class cuda:\n    @staticmethod\n    def get_arch_list():\n        return ['sm_80']\n")
+    assert gpus.torch_archs(sys.executable, env=env) == {
+        "version": "2.4.1+cpu", "archs": [], "cuda": None}
+    # a torch that does not import (as without torch)
+    (torch / "__init__.py").write_text("raise ImportError('No module named torch')\n")
+    assert gpus.torch_archs(sys.executable, env=env) is None
 
 
 def test_has_kernels():
@@ -268,7 +306,19 @@ def test_take_releases_the_lock_when_it_fails(tmp_path):
     gpus.HostLock(str(tmp_path / "rd" / "gpu.lock"), timeout=0).release()
 
 
-def test_default_timeouts():
-    import inspect
-    assert inspect.signature(gpus.read_gpus).parameters["timeout"].default == 20
-    assert inspect.signature(gpus.torch_archs).parameters["timeout"].default == 120
+def test_how_long_the_probes_may_take(tmp_path, monkeypatch):
+    # nvidia-smi answers in a second or it is hung (20 s); a cold torch import on a network
+    # file system can take a minute (120 s)
+    given = []
+    run = gpus.proc.run
+
+    def timed(argv, **kw):
+        given.append((os.path.basename(argv[0]), kw["timeout"]))
+        return run(argv, **kw)
+
+    monkeypatch.setattr(gpus.proc, "run", timed)
+    d = tmp_path / "bin"
+    _exe(d, "nvidia-smi", "exit 0\n")
+    assert gpus.read_gpus(_env(d)) == []
+    assert gpus.torch_archs(_exe(d, "python", "echo '{}'\n"), env=_env(d)) == {}
+    assert given == [("nvidia-smi", 20), ("python", 120)]
