@@ -1,31 +1,66 @@
 """Fast unit tests for what the server and the shipped code agree on
 (potato/training/remote/protocol.py): exit codes and their sentences, the run settings an agent
-reads, the worker's environment and command line, and the event lines. Written so that
-tools/mutation.py's mutants of protocol.py fail (docs/testing.md, "Mutation testing")."""
+reads, the worker's environment and command line, and the event lines. Also the tests
+tools/mutation.py runs against protocol.py (docs/testing.md, "Mutation testing")."""
 
 import io
 import json
 import os
 import re
+from pathlib import Path
 
 import pytest
 
 from potato.training.remote import protocol as p
 
 
-def test_version_and_documented_constants():
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+
+def _table(text, heading):
+    """The first column -> second column of the markdown table under ``heading`` (its rows
+    below the header)."""
+    rows = {}
+    section = text.split(heading, 1)[1].split("|---", 1)[1]
+    for line in section.splitlines()[1:]:
+        if line.startswith("|"):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            rows[cells[0]] = cells[1]
+        elif rows and not line.startswith("|"):
+            break
+    return rows
+
+
+def test_version_is_a_release_number():
     assert re.fullmatch(r"\d+\.\d+\.\d+", p.VERSION)
-    # docs/training.md: an agent waits out a server outage of up to 300 s
-    assert p.LOST_CONTACT_S == 300
-    # docs/agent-protocol.md, "Exit codes": these numbers are the protocol between layers
-    assert (p.EXIT_OK, p.EXIT_OTHER, p.EXIT_BAD_SPEC, p.EXIT_MISSING_DEPENDENCY,
-            p.EXIT_CANCELLED, p.EXIT_OUT_OF_MEMORY) == (0, 1, 64, 65, 66, 67)
-    assert (p.AGENT_USAGE, p.AGENT_REJECTED, p.AGENT_LOST) == (2, 3, 4)
-    assert (p.REMOTE_ENV_FAILED, p.REMOTE_NO_CODE, p.REMOTE_NO_PYTHON,
-            p.REMOTE_OLD_PYTHON) == (95, 96, 97, 98)
-    assert sorted(p.EXIT_MEANINGS) == [0, 1, 64, 65, 66, 67]
-    assert sorted(p.AGENT_MEANINGS) == [2, 3, 4, 95, 96, 97, 98]
-    assert p.MAX_LINE == 1048576
+
+
+def test_the_worker_exit_codes_are_the_documented_ones():
+    # docs/agent-protocol.md, "Exit codes": the numbers are the protocol between layers
+    table = _table((DOCS / "agent-protocol.md").read_text(), "## Exit codes")
+    documented = {int(k): v for k, v in table.items() if k.isdigit()}
+    assert sorted(documented) == [0, 1, 64, 65, 66, 67]
+    for code, meaning in documented.items():
+        assert meaning.startswith(p.exit_sentence(code)), code
+
+
+def test_the_codes_the_agent_and_the_host_scripts_reserve_have_sentences():
+    # docs/agent-protocol.md: the agent exits 2, 3, 4; the ssh and slurm scripts 95 to 98
+    text = (DOCS / "agent-protocol.md").read_text()
+    for code in (2, 3, 4, 95, 96, 97, 98):
+        assert "exit %d" % code in text or " %d (" % code in text, code
+        assert p.exit_sentence(code) != "it stopped with exit status %d" % code
+    # the numbers nobody reserved read as a plain exit status
+    for code in (5, 63, 68, 94, 99):
+        assert p.exit_sentence(code) == "it stopped with exit status %d" % code
+
+
+def test_an_agent_waits_out_the_documented_outage():
+    # docs/training.md and docs/agent-protocol.md tell users an agent waits 300 s for the server
+    assert "could not reach the server for %d s" % p.LOST_CONTACT_S in \
+        (DOCS / "training.md").read_text().replace("\n  ", " ")
+    assert "up to %d seconds" % p.LOST_CONTACT_S in \
+        (DOCS / "agent-protocol.md").read_text().replace("\n", " ")
 
 
 def test_exit_sentence():
@@ -113,9 +148,10 @@ def test_run_settings_from_dict_types():
 
 
 def test_sbatch_options():
-    assert p.SBATCH_KEYS == ("partition", "gres", "time", "account", "qos", "mem",
-                             "cpus_per_task", "constraint")
     assert p.RunSettings().sbatch_options() == {}
+    every = dict(partition="p", gres="gpu:1", time="1:00:00", account="a", qos="q", mem="4G",
+                 cpus_per_task="2", constraint="a100")
+    assert p.RunSettings(host="h", gpus="0", **every).sbatch_options() == every
     s = p.RunSettings(partition="gpu", gres="", time="1:00:00", account=None, qos="q",
                       mem="4G", cpus_per_task="2", constraint="a100", host="h")
     assert s.sbatch_options() == {"partition": "gpu", "time": "1:00:00", "qos": "q",
@@ -141,7 +177,6 @@ def test_worker_env():
 
 
 def test_worker_argv():
-    assert p.WORKER_MODULE == "potato.training.worker"
     assert p.worker_argv("py3", "/s/spec.json") == \
         ["py3", "-m", "potato.training.worker", "--spec", "/s/spec.json"]
 
@@ -163,9 +198,22 @@ def test_here(monkeypatch):
     assert p.here() == {"host": "box", "slurm_job": "77"}
 
 
+def test_the_event_types_are_the_documented_ones():
+    # docs/agent-protocol.md, "Events": make and parse take exactly the types of its table
+    table = _table((DOCS / "agent-protocol.md").read_text(), "## Events")
+    documented = [k.strip("`") for k in table]
+    assert sorted(documented) == sorted(["status", "progress", "metric", "log", "artifact",
+                                         "result", "error", "where"])
+    for t in documented:
+        assert p.make(t)["type"] == t
+        assert p.parse(json.dumps({"type": t})) == {"type": t}
+    for t in ("Status", "event", "", "warning"):
+        with pytest.raises(ValueError):
+            p.make(t)
+        assert p.parse(json.dumps({"type": t})) is None
+
+
 def test_make_and_dumps(monkeypatch):
-    assert p.TYPES == ("status", "progress", "metric", "log", "artifact", "result", "error",
-                       "where")
     monkeypatch.setattr(p.time, "time", lambda: 1000.123456)
     assert p.make("status", message="m") == {"type": "status", "t": 1000.123, "message": "m"}
     with pytest.raises(ValueError) as e:
@@ -177,8 +225,6 @@ def test_make_and_dumps(monkeypatch):
 def test_parse():
     assert p.parse('  {"type":"status","t":1,"message":"x"}\n') == \
         {"type": "status", "t": 1, "message": "x"}
-    for t in p.TYPES:
-        assert p.parse(json.dumps({"type": t})) == {"type": t}
     assert p.parse("stray output") is None
     assert p.parse('x{"type":"status"}') is None
     assert p.parse("{not json") is None
@@ -186,10 +232,11 @@ def test_parse():
     assert p.parse('{"message":"no type"}') is None
     assert p.parse("[1]") is None
     assert p.parse("{" + "[" * 100000 + "]" * 100000 + "}") is None
-    # the line cap: exactly MAX_LINE characters is still an event, one more is not
-    pad = p.MAX_LINE - len('{"type":"log","m":""}')
+    # the line cap (a worker that prints a whole tensor): a line of 1 MiB is still an event,
+    # one character more is not
+    pad = 1048576 - len('{"type":"log","m":""}')
     line = '{"type":"log","m":"%s"}' % ("a" * pad)
-    assert len(line) == p.MAX_LINE and p.parse(line)["type"] == "log"
+    assert len(line) == 1048576 and p.parse(line)["type"] == "log"
     line = '{"type":"log","m":"%s"}' % ("a" * (pad + 1))
     assert p.parse(line) is None
 

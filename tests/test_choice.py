@@ -1,6 +1,6 @@
 """Fast unit tests for the admin's choice of the run in use (potato/training/choice.py): use, pin,
-unpin, their refusals and messages; written so that tools/mutation.py's mutants of the module fail
-(issue 26). A real store, a stand-in for the training manager."""
+unpin, their refusals and messages. A real store, a stand-in for the training manager. Also the
+tests tools/mutation.py runs against the module (issue 26)."""
 
 from types import SimpleNamespace as NS
 

@@ -1,5 +1,5 @@
 """Fast unit tests for auto-retraining's decision (potato/training/autoretrain.py): when a run is
-queued and why not; written so that tools/mutation.py's mutants of the module fail."""
+queued and why not. Also the tests tools/mutation.py runs against the module."""
 
 import time
 from types import SimpleNamespace as NS
