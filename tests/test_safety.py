@@ -1,49 +1,15 @@
-"""Fast unit tests for page escaping (potato/markup.py) and the server's safety rules
-(potato/server/safety.py), written so that tools/mutation.py's mutants of those modules fail."""
+"""The server's safety rules (potato/server/safety.py): request JSON, output JSON, redirects,
+Host and Origin checks, the login limiter. Also the tests tools/mutation.py runs against the
+module (docs/testing.md, "Mutation testing")."""
 
-from potato.markup import Safe, esc, join, render
+import json
+import socket
+import types
 
+import pytest
 
-def test_esc_escapes_markup_and_both_quotes():
-    assert esc('<a href="x">\'&') == "&lt;a href=&quot;x&quot;&gt;&#x27;&amp;"
-    assert esc(3) == "3"
-
-
-def test_render_escapes_attribute_values_and_keeps_safe_markup():
-    out = render('<a title="{t}">{b}</a>', t='" onmouseover="x', b=Safe("<b>ok</b>"))
-    assert out == '<a title="&quot; onmouseover=&quot;x"><b>ok</b></a>'
-    assert isinstance(out, Safe)
-
-
-def test_render_fields_by_type():
-    assert render("{v}", v=None) == ""
-    assert render("{v}", v=True) == "True"
-    assert render("{v}", v=False) == "False"
-    assert render("{v:.2f}", v=1.5) == "1.50"  # numbers keep their format specs
-    assert render("{v:d}", v=7) == "7"
-    assert render("{v}", v=float("nan")) == "0"
-    assert render("{v}", v=float("inf")) == "0"
-    assert render("{v}", v="<i>") == "&lt;i&gt;"
-
-
-def test_join_escapes_all_but_safe_parts():
-    out = join([Safe("<p>"), "<x>", Safe("</p>")])
-    assert out == "<p>&lt;x&gt;</p>"
-    assert isinstance(out, Safe)
-    assert join([]) == ""
-
-
-# -- potato/server/safety.py ------------------------------------------------------------------
-
-import json  # noqa: E402
-import socket  # noqa: E402
-import types  # noqa: E402
-
-import pytest  # noqa: E402
-
-from potato.server import safety  # noqa: E402
-from potato.server.safety import (BadInput, LoginLimiter, _check_tree, _too_deep,  # noqa: E402
-                                  default_allowed_hosts, dumps, finite, host_allowed,
+from potato.server import safety
+from potato.server.safety import (BadInput, LoginLimiter, default_allowed_hosts, dumps, finite, host_allowed,
                                   host_is_loopback, host_of, origin, parse_json, safe_next)
 
 
@@ -102,36 +68,39 @@ def test_parse_json_turns_decoder_failures_into_bad_input(monkeypatch):
     assert _bad(b"[]") == "v" * 200  # the reason, cut to 200 characters
 
 
-def test_check_tree_counts_depth_for_keys_values_and_items():
-    for value in ({"\ud800": 1}, {"k": "\ud800"}, ["\ud800"]):
-        with pytest.raises(BadInput) as e:
-            _check_tree(value, 63)  # the children are at 64: checked, not too deep
-        assert "surrogate" in str(e.value)
-        with pytest.raises(BadInput) as e:
-            _check_tree(value, 64)  # the children are at 65: too deep, before anything else
-        assert "nested" in str(e.value)
-    _check_tree({"k": ["v"]}, 62)
-    with pytest.raises(BadInput):
-        _check_tree({"k": ["v"]}, 63)  # the key and the list are at 64, "v" at 65
-    nested = "x"
-    for _ in range(64):
-        nested = [nested]
-    _check_tree(nested)  # the string is at depth 64
-    with pytest.raises(BadInput):
-        _check_tree([nested])
+NESTED = "it is nested more than 64 levels deep"
 
 
-def test_too_deep_counts_open_brackets_outside_strings():
-    assert _too_deep("[" * 64 + "]" * 64) is False
-    assert _too_deep("{" * 64) is False
-    assert _too_deep("[" * 65) is True
-    assert _too_deep("{" * 65) is True
-    assert _too_deep("[]" * 200) is False  # closing brackets bring the depth back down
-    assert _too_deep("[" * 40 + "]" * 40 + "[" * 64) is False
-    assert _too_deep("[" * 60 + "[]" + "[" * 5) is True  # 60 + 5 open
-    assert _too_deep('"' + "[" * 100 + '"') is False
-    assert _too_deep('"\\"' + "[" * 100 + '"') is False  # an escaped quote does not end it
-    assert _too_deep('"\\\n' + "[" * 100 + '"') is False  # nor does an escaped line break
+def test_parse_json_counts_depth_for_keys_values_and_items():
+    # 64 levels is the most: a value inside 64 containers is read, checked like any other
+    def inside(n, inner):
+        return "[" * n + inner + "]" * n
+
+    for inner in ('{"\\ud800": 1}', '{"k": "\\ud800"}', '["\\ud800"]'):
+        assert "surrogate" in _bad(inside(63, inner).encode())
+        assert _bad(inside(64, inner).encode()) == NESTED
+    assert parse_json(inside(62, '{"k": ["v"]}').encode()) is not None  # "v" inside 64
+    assert parse_json(inside(62, '{"k": {"v": 1}}').encode()) is not None
+    assert _bad(inside(63, '{"k": {"v": 1}}').encode()) == NESTED
+    assert parse_json(inside(64, '"x"').encode()) is not None
+    assert parse_json(inside(63, '{"k": 1}').encode()) is not None  # "k" inside 64
+    assert _bad(inside(65, '"x"').encode()) == NESTED
+
+
+def test_parse_json_counts_open_brackets_outside_strings():
+    # a nesting refused before the decoder sees it: the depth, not the decoder's reason
+    assert _bad(b"[" * 100000 + b"]" * 100000) == NESTED  # never a RecursionError
+    assert _bad(b"{" * 65) == NESTED
+    assert _bad(b"[" * 65) == NESTED
+    assert _bad(b"[" * 60 + b"[]" + b"[" * 5) == NESTED  # 60 + 5 open
+    # at most 64 open at once: the decoder's own reason (unbalanced), not the depth
+    for raw in (b"[" * 64, b"{" * 64, b"[" * 40 + b"]" * 40 + b"[" * 64):
+        assert _bad(raw) != NESTED and "nested" not in _bad(raw)
+    assert parse_json(b"[" + b"[]," * 200 + b"[]]") is not None  # closing brings it down
+    # brackets inside strings, even after an escaped quote or line break, do not count
+    assert parse_json(b'["\\"' + b"[" * 100 + b'"]') == ['"' + "[" * 100]
+    msg = _bad(b'["\\\n' + b"[" * 100 + b'"]')
+    assert msg != NESTED and "nested" not in msg  # the decoder's reason: the line break
 
 
 def test_finite_and_dumps_never_write_nan_or_infinity():
@@ -245,10 +214,17 @@ def test_login_limiter_defaults(clock):
     assert lim.retry_after("a") == 1
     clock.now += 0.5  # exactly 60 s after: the window has passed
     assert lim.retry_after("a") == 0
-    for i in range(4097):  # one more address than it remembers
-        lim.failed("c%d" % i)
-    assert "a" not in lim._failures and "c0" not in lim._failures
-    assert "c1" in lim._failures and len(lim._failures) == 4096
+    for _ in range(10):
+        lim.failed("a")
+    assert lim.retry_after("a") == 61
+    # it remembers 4096 addresses: the oldest is forgotten first
+    for i in range(4096):
+        for _ in range(10):
+            lim.failed("c%d" % i)
+    assert lim.retry_after("a") == 0  # 4097 addresses: "a" is forgotten
+    assert lim.retry_after("c0") == 61 and lim.retry_after("c4095") == 61
+    lim.failed("c4096")
+    assert lim.retry_after("c0") == 0 and lim.retry_after("c1") == 61
 
 
 def test_login_limiter_counts_a_window_per_client(clock):
@@ -260,17 +236,28 @@ def test_login_limiter_counts_a_window_per_client(clock):
     # failures at 1000, 1001, 1002; now 1003: the first leaves the window at 1010
     assert lim.retry_after("a") == 8
     assert lim.retry_after("b") == 0
-    lim.failed("a")  # a fourth: only the last three are kept, the oldest now 1001
-    assert lim._failures["a"] == [1001.0, 1002.0, 1003.0]
+    lim.failed("a")  # a fourth: only the last three count, the oldest now 1001
     assert lim.retry_after("a") == 9
+    clock.now = 1010.5  # 1000 would have left too; 1001 has not
+    assert lim.retry_after("a") == 1
     clock.now = 1011.0  # 1001 has left the window: two remain
     assert lim.retry_after("a") == 0
-    lim.succeeded("a")
-    assert "a" not in lim._failures
+    lim.failed("a")
+    assert lim.retry_after("a") == 2  # 1002, 1003, 1011: 1002 leaves at 1012
+    lim.succeeded("a")  # a login that succeeds forgets the failures
+    assert lim.retry_after("a") == 0
+    lim.failed("a")
+    lim.failed("a")
+    assert lim.retry_after("a") == 0  # counted afresh: two of three
     lim.succeeded("never-seen")
+
+
+def test_login_limiter_forgets_the_oldest_client_first(clock):
+    lim = LoginLimiter(limit=1, window_s=10.0, max_clients=2)  # one failure blocks
     lim.failed("b")
     lim.failed("c")
-    assert set(lim._failures) == {"b", "c"}
+    assert lim.retry_after("b") > 0 and lim.retry_after("c") > 0
     lim.failed("b")  # b failed again: now c is the oldest
     lim.failed("d")
-    assert set(lim._failures) == {"b", "d"}
+    assert lim.retry_after("c") == 0
+    assert lim.retry_after("b") > 0 and lim.retry_after("d") > 0
