@@ -481,3 +481,379 @@ def test_addresses_with_hidden_characters_or_absurd_length_are_no_origin():
     assert media.url_origin("https://img.example.org/a\u200bb.png") is None
     assert media.url_origin("https://img.example.org/" + "a" * 2000) is None
     assert media.url_origin("https://img.example.org/사진.png") == "https://img.example.org"
+
+
+# -- media.py unit by unit (from the mutation run's tests, issue 26): a stand-in config (a
+# namespace with the fields media.py reads), files in tmp_path --------------------------------
+
+import errno  # noqa: E402
+import socket  # noqa: E402
+import stat  # noqa: E402
+from types import SimpleNamespace  # noqa: E402
+
+
+def make_cfg(tmp_path, media_directory="media", image_key="image", audio_key="audio"):
+    folder = tmp_path / "media"
+    folder.mkdir(exist_ok=True)
+    (folder / "a.png").write_bytes(PNG)
+    (folder / "t.wav").write_bytes(wav_bytes(0.01))
+    return SimpleNamespace(
+        media_directory=str(tmp_path / media_directory) if media_directory else None,
+        task_dir=str(tmp_path / "media"),
+        item_properties=SimpleNamespace(image_key=image_key, audio_key=audio_key, id_key="id"))
+
+
+@pytest.fixture
+def ns_cfg(tmp_path):
+    return make_cfg(tmp_path)
+
+
+# -- shown / quoted -----------------------------------------------------------------------------
+
+def test_shown_escapes_each_width_and_caps_exactly():
+    assert media.shown("\x9f") == "\\x9f"  # a C1 control: two hex digits
+    assert media.shown("\u200b") == "\\u200b"  # below 0x10000: four
+    assert media.shown("\U000e0001") == "\\U000e0001"  # a tag character: eight
+    assert media.shown("\u0100\U00010000") == "\u0100\U00010000"  # printable: as is
+    assert media.shown("abc", 3) == "abc"
+    assert media.shown("abcd", 3) == "abc…"
+    assert media.shown("x" * media.NAME_CAP) == "x" * media.NAME_CAP
+    assert media.shown("x" * (media.NAME_CAP + 1)) == "x" * media.NAME_CAP + "…"
+    assert media.shown("\x00", 3) == "\\x0…"  # the escape counts towards the cap
+    assert media.quoted("abcd", 2) == "'ab…'"
+    assert media.quoted("x" * 200) == "'" + "x" * 120 + "…'"
+
+
+# -- item_media ---------------------------------------------------------------------------------
+
+def test_item_media_fields_kinds_and_urls(tmp_path):
+    ns_cfg = make_cfg(tmp_path)
+    both = {"image": "a.png", "audio": "t.wav"}
+    assert media.item_media(ns_cfg, both) == media.MediaRef("image", "a.png")
+    assert media.item_media(ns_cfg, both, ("audio",)) == media.MediaRef("audio", "t.wav")
+    assert media.item_media(ns_cfg, both, ("image",)) == media.MediaRef("image", "a.png")
+    assert media.item_media(ns_cfg, {"audio": "t.wav"}) == media.MediaRef("audio", "t.wav")
+    assert media.item_media(ns_cfg, {"image": None, "audio": "t.wav"}).kind == "audio"
+    assert media.item_media(ns_cfg, {"image": "", "audio": ""}) is None
+    assert media.item_media(ns_cfg, {}) is None
+    assert media.item_media(ns_cfg, both, ()) is None
+    ref = media.item_media(ns_cfg, {"image": "  HTTPS://Ex.org/A.png "})
+    assert ref == media.MediaRef("image", "  HTTPS://Ex.org/A.png ", url="HTTPS://Ex.org/A.png")
+    assert ref.is_url
+    ref = media.item_media(ns_cfg, {"image": "http://ex.org/a.png"})
+    assert ref.url == "http://ex.org/a.png" and ref.kind == "image"
+    assert not media.MediaRef("image", "a.png").is_url
+    for other in (" JavaScript:x", "vbscript:x", "blob:x", "mailto+x://y"):
+        with pytest.raises(media.MediaError, match="only http"):
+            media.item_media(ns_cfg, {"image": other})
+    assert media.item_media(ns_cfg, {"image": "javascript"}).source == "javascript"
+    assert media.item_media(ns_cfg, {"image": "a:b.png"}).source == "a:b.png"
+    with pytest.raises(media.MediaError, match="'image' field must be a path or URL, not int"):
+        media.item_media(ns_cfg, {"image": 3})
+    with pytest.raises(media.MediaError, match="'audio' field must be"):
+        media.item_media(ns_cfg, {"audio": 3})
+    # a kind without a key is never looked at, even when a field has its name
+    no_image = make_cfg(tmp_path, image_key=None)
+    assert media.item_media(no_image, both) == media.MediaRef("audio", "t.wav")
+    no_audio = make_cfg(tmp_path, audio_key="")
+    assert media.item_media(no_audio, {"audio": "t.wav"}) is None
+    assert media.item_media(no_audio, {"audio": 3}) is None
+
+
+# -- local_path and open_media --------------------------------------------------------------------
+
+def test_local_path_uses_the_task_dir_without_a_media_directory(tmp_path):
+    ns_cfg = make_cfg(tmp_path, media_directory=None)
+    assert media.local_path(ns_cfg, image("a.png")) == os.path.realpath(tmp_path / "media" / "a.png")
+
+
+def test_local_path_refuses_urls_and_names_the_folder(ns_cfg, tmp_path):
+    root = os.path.realpath(tmp_path / "media")
+    with pytest.raises(media.MediaError, match="is a URL") as e:
+        media.local_path(ns_cfg, media.MediaRef("image", "http://x/a.png", url="http://x/a.png"))
+    assert type(e.value) is media.MediaError
+    with pytest.raises(media.MediaRefused) as e:
+        media.local_path(ns_cfg, image("/a.png"))
+    assert str(e.value) == f"'/a.png' is not a path relative to the media folder {root}"
+    with pytest.raises(media.MediaRefused) as e:
+        media.local_path(ns_cfg, image("a\x00.png"))
+    assert "not a path relative" in str(e.value)
+    with pytest.raises(media.MediaRefused) as e:
+        media.local_path(ns_cfg, image("x/../a.png"))
+    assert str(e.value) == f"'x/../a.png' leaves the media folder {root}"
+    with pytest.raises(media.MediaRefused, match="leaves the media folder"):
+        media.local_path(ns_cfg, image("./"))
+    (tmp_path / "media" / "up").symlink_to(tmp_path)
+    (tmp_path / "s.png").write_bytes(PNG)
+    with pytest.raises(media.MediaRefused) as e:
+        media.local_path(ns_cfg, image("up/s.png"))
+    assert str(e.value) == f"'up/s.png' leads outside the media folder {root} (a symlink)"
+    assert media.local_path(ns_cfg, image("up/media/a.png")) == os.path.join(root, "a.png")
+    with pytest.raises(media.MediaMissing) as e:
+        media.local_path(ns_cfg, image("b.png"))
+    assert type(e.value) is media.MediaMissing
+    assert str(e.value) == f"'b.png': no such file in the media folder {root}"
+    assert media.local_path(ns_cfg, image("a.png")) == os.path.join(root, "a.png")
+    assert media.local_path(ns_cfg, image("./a.png")) == os.path.join(root, "a.png")
+    (tmp_path / "media" / "XX").mkdir()  # no name is refused for how it begins
+    (tmp_path / "media" / "XX" / "XX.png").write_bytes(PNG)
+    assert media.local_path(ns_cfg, image("XX/XX.png")) == os.path.join(root, "XX", "XX.png")
+
+
+def test_a_sibling_folder_with_the_same_prefix_is_outside(tmp_path):
+    ns_cfg = make_cfg(tmp_path)
+    (tmp_path / "media2").mkdir()
+    (tmp_path / "media2" / "a.png").write_bytes(PNG)
+    (tmp_path / "media" / "s").symlink_to(tmp_path / "media2")
+    with pytest.raises(media.MediaRefused):
+        media.local_path(ns_cfg, image("s/a.png"))
+    assert media._inside("/a/b", "/a/b/c") and media._inside("/a/b", "/a/b")
+    assert not media._inside("/a/b", "/a/bc") and not media._inside("/a/b", "b/c")
+
+
+def test_what_is_not_a_file(ns_cfg, tmp_path):
+    folder = tmp_path / "media"
+    (folder / "dir").mkdir()
+    os.mkfifo(folder / "fifo")
+    sock = socket.socket(socket.AF_UNIX)
+    try:
+        sock.bind(str(folder / "sock"))
+        for name, what in (("dir", "a folder"), ("fifo", "a FIFO (named pipe)"),
+                           ("sock", "a socket")):
+            with pytest.raises(media.MediaNotAFile) as e:
+                media.local_path(ns_cfg, image(name))
+            assert e.value.what == what
+            assert str(e.value) == (f"'{name}' is {what}, not a file, in the media folder "
+                                    f"{os.path.realpath(folder)}")
+    finally:
+        sock.close()
+    with pytest.raises(media.MediaNotAFile) as e:
+        media._regular(image("d"), stat.S_IFCHR | 0o600, "/r")
+    assert e.value.what == "a device" and str(e.value) == "'d' is a device, not a file, in the " \
+                                                          "media folder /r"
+    with pytest.raises(media.MediaNotAFile, match="is a device"):
+        media._regular(image("d"), stat.S_IFBLK | 0o600, "/r")
+    assert media._regular(image("f"), stat.S_IFREG | 0o600, "/r") is None
+
+
+def test_open_media_gives_the_descriptor_path_and_type(ns_cfg, tmp_path):
+    opened = media.open_media(ns_cfg, image("a.png"))
+    try:
+        assert opened.path == os.path.realpath(tmp_path / "media" / "a.png")
+        assert opened.ctype == "image/png"
+        assert os.pread(opened.fd, 8, 0) == PNG[:8]
+        assert os.get_inheritable(opened.fd) is False
+    finally:
+        os.close(opened.fd)
+    assert media.probe(ns_cfg, media.MediaRef("audio", "t.wav")) == (
+        os.path.realpath(tmp_path / "media" / "t.wav"), "audio/wav")
+
+
+def fail_open(monkeypatch, err):
+    def refuse(root, path):
+        raise OSError(err, os.strerror(err))
+    monkeypatch.setattr(media, "_open_inside", refuse)
+
+
+@pytest.mark.parametrize("err", [errno.ELOOP, errno.ENOTDIR, errno.EXDEV])
+def test_open_media_says_a_symlink_appeared(ns_cfg, tmp_path, monkeypatch, err):
+    fail_open(monkeypatch, err)
+    with pytest.raises(media.MediaRefused) as e:
+        media.open_media(ns_cfg, image("a.png"))
+    assert str(e.value) == (f"'a.png' leads outside the media folder "
+                            f"{os.path.realpath(tmp_path / 'media')} (it changed into a symlink)")
+
+
+def test_open_media_says_a_file_vanished_or_cannot_be_read(ns_cfg, tmp_path, monkeypatch):
+    root = os.path.realpath(tmp_path / "media")
+    fail_open(monkeypatch, errno.ENOENT)
+    with pytest.raises(media.MediaMissing) as e:
+        media.open_media(ns_cfg, image("a.png"))
+    assert type(e.value) is media.MediaMissing
+    assert str(e.value) == f"'a.png': no such file in the media folder {root}"
+    fail_open(monkeypatch, errno.EACCES)
+    with pytest.raises(media.MediaMissing) as e:
+        media.open_media(ns_cfg, image("a.png"))
+    assert str(e.value) == "'a.png' cannot be read (Permission denied)"
+
+    def no_strerror(root, path):
+        raise OSError(errno.EIO, "")
+    monkeypatch.setattr(media, "_open_inside", no_strerror)
+    with pytest.raises(media.MediaMissing, match=r"cannot be read \(\[Errno 5\] \)"):
+        media.open_media(ns_cfg, image("a.png"))
+
+
+def test_open_media_closes_what_it_opened_on_every_failure(ns_cfg, tmp_path, monkeypatch):
+    (tmp_path / "media" / "t.png").write_bytes(b"text")
+    closed = []
+    real_close = os.close
+    monkeypatch.setattr(media.os, "close", lambda fd: (closed.append(fd), real_close(fd)))
+    with pytest.raises(media.MediaUnsupported):
+        media.open_media(ns_cfg, image("t.png"))
+    assert len(closed) == 1
+
+    def bad_pread(fd, n, at):
+        raise OSError(errno.EIO, "I/O error")
+    monkeypatch.setattr(media.os, "pread", bad_pread)
+    with pytest.raises(media.MediaMissing) as e:
+        media.open_media(ns_cfg, image("a.png"))
+    assert str(e.value) == "'a.png' cannot be read (I/O error)" and len(closed) == 2
+
+    def bad_pread_bare(fd, n, at):
+        raise OSError()
+    monkeypatch.setattr(media.os, "pread", bad_pread_bare)
+    with pytest.raises(media.MediaMissing, match=r"^'a.png' cannot be read \(\)$"):
+        media.open_media(ns_cfg, image("a.png"))
+    assert len(closed) == 3
+
+
+def test_pread_reads_the_first_sniff_bytes(ns_cfg, tmp_path, monkeypatch):
+    asked = []
+    real = os.pread
+    monkeypatch.setattr(media.os, "pread", lambda fd, n, at: (asked.append((n, at)),
+                                                             real(fd, n, at))[1])
+    os.close(media.open_media(ns_cfg, image("a.png")).fd)
+    assert asked == [(media.SNIFF_BYTES, 0)] and media.SNIFF_BYTES == 32
+
+
+def test_open_inside_without_proc_walks_the_folders(ns_cfg, tmp_path, monkeypatch):
+    root = os.path.realpath(tmp_path / "media")
+    (tmp_path / "media" / "x" / "y").mkdir(parents=True)
+    (tmp_path / "media" / "x" / "y" / "b.png").write_bytes(PNG)
+    monkeypatch.setattr(media, "PROC_FD", str(tmp_path / "no-proc"))
+    fd = media._open_inside(root, os.path.join(root, "x", "y", "b.png"))
+    try:
+        assert os.pread(fd, 8, 0) == PNG[:8]
+    finally:
+        os.close(fd)
+    fd = media._open_inside(root, os.path.join(root, "a.png"))
+    os.close(fd)
+    (tmp_path / "media" / "l").symlink_to(tmp_path / "media" / "x")
+    with pytest.raises(OSError) as e:
+        media._open_inside(root, os.path.join(root, "l", "y", "b.png"))
+    assert e.value.errno in (errno.ELOOP, errno.ENOTDIR)
+    (tmp_path / "media" / "x" / "y" / "c.png").symlink_to(tmp_path / "media" / "a.png")
+    with pytest.raises(OSError) as e:
+        media._open_inside(root, os.path.join(root, "x", "y", "c.png"))
+    assert e.value.errno == errno.ELOOP
+
+
+def test_open_inside_falls_back_to_the_walk_when_proc_cannot_say(ns_cfg, tmp_path, monkeypatch):
+    root = os.path.realpath(tmp_path / "media")
+    walked = []
+    real_walk = media._walk_open
+    monkeypatch.setattr(media, "_walk_open", lambda r, p: (walked.append(p), real_walk(r, p))[1])
+    real_readlink = os.readlink
+
+    def no_readlink(path):
+        raise OSError(errno.EACCES, "no")
+    monkeypatch.setattr(media.os, "readlink", no_readlink)
+    fd = media._open_inside(root, os.path.join(root, "a.png"))
+    os.close(fd)
+    assert walked == [os.path.join(root, "a.png")]
+    monkeypatch.setattr(media.os, "readlink", lambda p: "/elsewhere/a.png")
+    with pytest.raises(OSError) as e:
+        media._open_inside(root, os.path.join(root, "a.png"))
+    assert e.value.errno == errno.EXDEV
+    monkeypatch.setattr(media.os, "readlink", real_readlink)
+    fd = media._open_inside(root, os.path.join(root, "a.png"))
+    os.close(fd)
+    assert len(walked) == 1
+
+
+def test_open_flags_never_follow_block_or_leak():
+    assert media.OPEN_FLAGS & os.O_NOFOLLOW and media.OPEN_FLAGS & os.O_NONBLOCK
+    assert media.OPEN_FLAGS & os.O_CLOEXEC
+    assert media.OPEN_FLAGS & (os.O_WRONLY | os.O_RDWR) == 0
+    assert media._DIR_FLAGS & os.O_DIRECTORY and media._DIR_FLAGS & os.O_CLOEXEC
+    assert media._NOFOLLOW == os.O_NOFOLLOW and media._CLOEXEC == os.O_CLOEXEC
+    assert media.PROC_FD == "/proc/self/fd"
+
+
+# -- sniff, is_svg, content_type ------------------------------------------------------------------
+
+BMP = b"BM" + b"\x36\x0c\0\0" + b"\0\0\0\0" + b"\x36\0\0\0" + b"\x28" + b"\0" * 15
+
+
+@pytest.mark.parametrize("head,found", [
+    (b"\x89PNG\r\n\x1a\n", ("image", "image/png")), (b"\x89PNG\r\n\x1a", None),
+    (b"\xff\xd8\xff", ("image", "image/jpeg")), (b"GIF87a", ("image", "image/gif")),
+    (b"GIF89a", ("image", "image/gif")), (b"GIF88a", None),
+    (b"RIFF\0\0\0\0WEBP", ("image", "image/webp")), (b"RIFX\0\0\0\0WEBP", None),
+    (b"RIFF\0\0\0\0WAVE", ("audio", "audio/wav")), (b"RIFX\0\0\0\0WAVE", None),
+    (b"RIFF\0\0\0\0AVI ", None),
+    (BMP, ("image", "image/bmp")), (BMP[:26], ("image", "image/bmp")), (BMP[:25], None),
+    (BMP[:6] + b"\0\0\0\1" + BMP[10:], None), (b"BX" + BMP[2:], None),
+    (b"\0\0\0\x1cftypavis", ("image", "image/avif")), (b"\0\0\0\x1cftypheix", None),
+    (b"\0\0\0\x1cftyphevc", None), (b"\0\0\0\x1cftypmif1", None),
+    (b"\0\0\0\x1cftypisom", ("audio", "audio/mp4")), (b"\0\0\0\x1cftyp", ("audio", "audio/mp4")),
+    (b"\0\0\0\x1cftxpavif", None),
+    (b"OggS", ("audio", "audio/ogg")), (b"fLaC", ("audio", "audio/flac")),
+    (b"\x1a\x45\xdf\xa3", ("audio", "audio/webm")), (b"ID3", ("audio", "audio/mpeg")),
+    (b"ID", None), (b"Ogg", None),
+    (b"\xff\xe2", ("audio", "audio/mpeg")), (b"\xff\xfb", ("audio", "audio/mpeg")),
+    (b"\xff\xe3", ("audio", "audio/mpeg")), (b"\xff\xe0", None), (b"\xff\xe4", None),
+    (b"\xff\xf0", ("audio", "audio/aac")), (b"\xff\xf9", ("audio", "audio/aac")),
+    (b"\xff\xf2", ("audio", "audio/mpeg")), (b"\xff\xf4", None), (b"\xff\xe8", None),
+    (b"\xff\x00", None), (b"\xfe\xf0", None), (b"\xff", None), (b"", None)])
+def test_sniff_edges(head, found):
+    assert media.sniff(head) == found
+
+
+@pytest.mark.parametrize("head,svg", [
+    (b"<svg>", True), (b"<?xml ?>", True), (b"<!DOCTYPE SVG x>", True), (b"<SVG>", True),
+    (b"\xef\xbb\xbf \t\r\n<svg>", True), (b" <svg", True), (b"\n<?xml", True),
+    (b"\t<svg", True), (b"\r<svg", True), (b"\xef\xbb\xbf<svg", True),
+    (b"<html>", False), (b"x<svg>", False), (b"", False), (b"<!doctype html>", False)])
+def test_is_svg(head, svg):
+    assert media.is_svg(head) is svg
+
+
+def test_content_type_messages():
+    with pytest.raises(media.MediaUnsupported) as e:
+        media.content_type(image("a.svg"), b"<svg/>")
+    assert str(e.value) == ("'a.svg' is an SVG (not served: it can carry scripts; convert it to "
+                            "PNG)")
+    with pytest.raises(media.MediaUnsupported) as e:
+        media.content_type(image("a.txt"), b"hello")
+    assert str(e.value) == "'a.txt' is not an image or audio format a browser shows"
+    with pytest.raises(media.MediaUnsupported) as e:
+        media.content_type(image("t.wav"), b"RIFF\0\0\0\0WAVE")
+    assert str(e.value) == "'t.wav' is audio (audio/wav), and the item names it as its image"
+    assert media.content_type(media.MediaRef("audio", "x"), b"OggS") == "audio/ogg"
+    assert media.content_type(image("x"), PNG) == "image/png"
+
+
+# -- url_origin ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("url,origin", [
+    ("https://ex.org", "https://ex.org"), ("http://a-b.c0.org/x", "http://a-b.c0.org"),
+    ("https://ex.org:443/", "https://ex.org:443"), ("https://ex.org:0/", "https://ex.org:0"),
+    ("https://A.B/", "https://a.b"), ("https://a/", "https://a"),
+    ("https://ex.org/a!b", "https://ex.org"), ("https://ex.org/\x21", "https://ex.org"),
+    ("https://ex.org/\x20", None), ("https://ex.org/\x7e", "https://ex.org"),
+    ("https://ex.org/\x7f", None),  # DEL, a control character, as C1 and bidi controls
+    ("https://ex.org/\\", None), ("https://ex.org/'", None), ("https://ex.org/<", None),
+    ("https://ex.org/>", None), ('https://ex.org/"', None), ("ftp://ex.org/", None),
+    ("https://@ex.org/", None), ("https://-a.org/", None), ("https://a-.org/", None),
+    ("https://a..b/", None), ("https://a_b.org/", None), ("https://ex.org:x/", None),
+    ("https://ex.org./", None), ("HTTPS://ex.org/", "https://ex.org"),
+    ("https://ex.org/X", "https://ex.org")])
+def test_url_origin_edges(url, origin):
+    assert media.url_origin(url) == origin
+
+
+def test_a_file_swapped_for_a_fifo_after_the_check_is_no_file(ns_cfg, tmp_path, monkeypatch):
+    check = media.local_path
+
+    def then_swap(ns_cfg, ref):
+        path = check(ns_cfg, ref)
+        os.remove(path)
+        os.mkfifo(path)
+        return path
+
+    monkeypatch.setattr(media, "local_path", then_swap)
+    with pytest.raises(media.MediaNotAFile) as e:
+        media.probe(ns_cfg, image("a.png"))
+    assert str(e.value) == ("'a.png' is a FIFO (named pipe), not a file, in the media folder "
+                            f"{os.path.realpath(tmp_path / 'media')}")

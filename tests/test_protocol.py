@@ -93,6 +93,8 @@ def test_describe_exit():
     assert p.describe_exit(0) == "finished"
     assert p.describe_exit(66) == "the run was cancelled"
     assert p.describe_exit(3) == "the training process exited with status 3"
+    assert p.describe_exit(77) == "the training process exited with status 77"
+    assert p.describe_exit(67) == "the training process ran out of memory"
 
 
 DEFAULTS = {

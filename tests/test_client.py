@@ -1,8 +1,8 @@
 """Fast unit tests for the agent's HTTP client (potato/training/remote/client.py): log lines,
 signals, requests over a unix socket and over a URL, the resumable bundle download, patience
 with a restarting server, and sending the result. A tiny loopback HTTP server (a thread in this
-process) plays the server; sleeps and clocks are faked, so nothing waits. Written so that
-tools/mutation.py's mutants of client.py fail (docs/testing.md, "Mutation testing")."""
+process) plays the server; sleeps and clocks are faked, so nothing waits. Also the tests
+tools/mutation.py runs against client.py (docs/testing.md, "Mutation testing")."""
 
 import hashlib
 import http.client

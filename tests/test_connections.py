@@ -1,5 +1,5 @@
-"""Request deadlines and connection caps, unit by unit (issue 26: the mutation run's tests for
-potato/server/connections.py). A BoundedServer bound to a loopback port that never serves: its
+"""Request deadlines and connection caps (potato/server/connections.py), unit by unit; also the
+tests tools/mutation.py runs against the module (issue 26). A BoundedServer bound to a loopback port that never serves: its
 hooks are called directly with socket pairs standing in for accepted connections, and
 socketserver's thread start is recorded instead of run."""
 

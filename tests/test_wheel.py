@@ -1,5 +1,5 @@
-"""Fast unit tests for the server's own wheel (potato/training/wheel.py), written so that
-tools/mutation.py's mutants of that module fail. A small fake checkout stands in for the
+"""The server's own wheel (potato/training/wheel.py); also the tests tools/mutation.py runs
+against the module. A small fake checkout stands in for the
 source, and a fake ``setuptools.build_meta`` (first on PYTHONPATH) for the build backend, so
 the real child process runs in well under a second."""
 

@@ -1,7 +1,7 @@
 """Fast unit tests for the worker's supervisor (potato/training/remote/supervise.py): events,
-cancel, wall clock, memory, grace, the SLURM guard and the error sentences. Written so that
-tools/mutation.py's mutants of supervise.py fail (docs/testing.md, "Mutation testing"); the
-children are tiny Python scripts, limits are small, and no test asserts on timings."""
+cancel, wall clock, memory, grace, the SLURM guard and the error sentences. Also the tests
+tools/mutation.py runs against supervise.py (docs/testing.md, "Mutation testing"); the children
+are tiny Python scripts, limits are small, and no test asserts on timings."""
 
 import os
 import queue
@@ -312,6 +312,14 @@ def test_guard_kills_what_the_worker_left(own_signals, tmp_path):
         time.sleep(0.05)
     else:
         raise AssertionError("the worker's leftover process %d still runs" % pid)
+
+
+def test_supervised_status_of_a_killed_worker(own_signals):
+    assert sv.guard([sys.executable, "-c", "import sys; sys.exit(5)"], 5) == 5
+    assert sv.guard([sys.executable, "-c", "import os; os.kill(os.getpid(), 9)"], 5) == 137
+    assert sv.guard([sys.executable, "-c", "import os; os.kill(os.getpid(), 15)"], 5) \
+        == 143
+    assert sv.guard(["/nonexistent/worker"], 5) == 127
 
 
 def test_guard_exit_statuses(own_signals):

@@ -1,6 +1,6 @@
 """Fast unit tests for a run's bundle (potato/training/remote/bundle.py): splits, votes, the
-files build() writes, read()'s checks, pack() and safe_extract(). Written so that
-tools/mutation.py's mutants of bundle.py fail (docs/testing.md, "Mutation testing")."""
+files build() writes, read()'s checks, pack() and safe_extract(). Also the tests
+tools/mutation.py runs against bundle.py (docs/testing.md, "Mutation testing")."""
 
 import hashlib
 import io
