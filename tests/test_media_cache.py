@@ -937,3 +937,241 @@ def test_need_looks_at_no_file_of_a_folder_that_is_not_there(tmp_path, monkeypat
         (sha(gone[0]), 99)]
     with pytest.raises(mc.CacheError, match="is not a sha256"):
         mc.need(cache, "job", [("../../etc/passwd", 1)])
+
+
+# -- the host's cache, exactly (from the mutation run's tests, issue 26): pins, entries, eviction,
+# the lock -----------------------------------------------------------------------------------------
+
+import io  # noqa: E402
+import os  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+
+import pytest  # noqa: E402
+
+from potato.training.remote import media_cache as mc  # noqa: E402
+from potato.training.remote import media_store as ms  # noqa: E402
+from tests.media_host import _Clock, _pins, host, sha  # noqa: E402
+
+
+def test_dot_names_are_not_pins():
+    assert not mc.valid_pin(".") and not mc.valid_pin("..") and mc.valid_pin("job-1.a_b")
+
+
+def test_a_bad_hash_or_pin_name_is_quoted_in_its_error(tmp_path):
+    with pytest.raises(mc.CacheError) as e:
+        mc.file_path(str(tmp_path), "x" * 100)
+    assert str(e.value) == "'%s' is not a sha256 in hex" % ("x" * 80)
+    with pytest.raises(mc.CacheError, match=r"^5 is not a sha256 in hex$"):
+        mc.file_path(str(tmp_path), 5)
+    for call in (lambda n: mc.pin(str(tmp_path), n, []), lambda n: mc.pin_path(str(tmp_path), n)):
+        with pytest.raises(mc.CacheError) as e:
+            call("/" * 100)
+        assert str(e.value) == "'%s' is not a pin name" % ("/" * 80)
+
+
+def test_pins_and_stored_files_are_written_beside_their_place(tmp_path, monkeypatch):
+    """Not in the system's temporary folder (another file system: the rename would fail)."""
+    monkeypatch.setattr(mc.tempfile, "tempdir", str(tmp_path / "no such folder"))
+    cache = str(tmp_path / "media")
+    mc.pin(cache, "job", [(sha(b"x"), 1)])
+    ms.store(cache, sha(b"x"), 1, io.BytesIO(b"x").read)
+    assert mc.have(cache, sha(b"x"), 1) and mc.read_pin(cache, "job") == {sha(b"x"): 1}
+
+
+def test_a_pin_file_keeps_only_hash_size_lines(tmp_path):
+    cache = str(tmp_path / "media")
+    mc.pin(cache, "job", [])
+    good = sha(b"good")
+    with open(mc.pin_path(cache, "job"), "w") as f:
+        f.write("nothex 5\n%s x\n%s 7 extra\n%s 7\n" % (good, good, good))
+    assert mc.read_pin(cache, "job") == {good: 7}
+
+
+def test_pinned_reads_the_clock_itself_and_drops_stale_pins(tmp_path):
+    cache = str(tmp_path / "media")
+    _pins(cache, [("fresh", 10), ("stale", mc.PIN_STALE_S + 100)], time.time())
+    assert mc.pinned(cache) == {sha(b"fresh")}
+    assert not os.path.exists(mc.pin_path(cache, "stale"))
+
+
+def test_a_pin_is_stale_only_past_pin_stale_s(tmp_path):
+    cache = str(tmp_path / "media")
+    _pins(cache, [("edge", mc.PIN_STALE_S), ("just-over", mc.PIN_STALE_S + 0.5)], 10000.0)
+    assert mc.pinned(cache, now=10000.0) == {sha(b"edge")}
+
+
+def test_pinned_goes_on_past_stale_gone_and_foreign_files(tmp_path, monkeypatch):
+    cache = str(tmp_path / "media")
+    _pins(cache, [("b-stale", mc.PIN_STALE_S + 100), ("c-fresh", 1)], 10000.0)
+    with open(os.path.join(cache, ".pins", "bad name"), "w") as f:
+        f.write("%s 1\n" % sha(b"foreign"))
+    real = os.listdir
+    monkeypatch.setattr(mc.os, "listdir", lambda d: (
+        ["a-gone"] + sorted(real(d)) if d.endswith(".pins") else real(d)))
+    assert mc.pinned(cache, now=10000.0) == {sha(b"c-fresh")}
+
+
+def test_need_holds_the_lock_shared(tmp_path):
+    """Two runs check at once; only an eviction holds the lock alone."""
+    import fcntl
+    import threading
+    cache = str(tmp_path / "media")
+    os.makedirs(cache)
+    fd = os.open(os.path.join(cache, ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    done = []
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)  # another run's need() in progress
+        t = threading.Thread(target=lambda: done.append(mc.need(cache, "job", [(sha(b"x"), 1)])))
+        t.start()
+        t.join(10)
+        assert done == [[(sha(b"x"), 1)]]
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+        t.join()
+
+
+def test_entries_of_a_cache_that_is_not_there_is_empty(tmp_path):
+    assert mc.entries(str(tmp_path / "nothing")) == []
+
+
+def test_entries_count_only_hashes_in_their_own_folder(tmp_path):
+    cache = str(tmp_path / "media")
+    ms.put(cache, sha(b"kept"), b"kept")
+    os.makedirs(os.path.join(cache, "00"))
+    other = sha(b"elsewhere")
+    with open(os.path.join(cache, "00", other if other[:2] != "00" else sha(b"e2")), "wb") as f:
+        f.write(b"misplaced")
+    folder = os.path.join(cache, sha(b"kept")[:2])
+    with open(os.path.join(folder, sha(b"kept")[:2] + "cdef"), "wb") as f:
+        f.write(b"not a hash")
+    with open(os.path.join(cache, "ab"), "wb") as f:  # a file, not a folder
+        f.write(b"x")
+    os.makedirs(os.path.join(cache, "abc"))
+    with open(os.path.join(cache, "abc", sha(b"y")), "wb") as f:
+        f.write(b"y")
+    assert [(size, h) for _, size, h in mc.entries(cache)] == [(4, sha(b"kept"))]
+
+
+def test_a_partial_file_is_stale_only_past_incoming_stale_s(tmp_path, monkeypatch):
+    cache = str(tmp_path / "media")
+    incoming = ms.incoming_dir(cache)
+    for name, age in (("edge.part", mc.INCOMING_STALE_S), ("old.part", mc.INCOMING_STALE_S + 0.5)):
+        with open(os.path.join(incoming, name), "wb") as f:
+            f.write(b"part")
+        os.utime(os.path.join(incoming, name), (10000 - age, 10000 - age))
+    monkeypatch.setattr(mc, "time", _Clock(10000.0))
+    assert mc.evict(cache, 1 << 30, now=10000.0) == (0, 0, 0)
+    assert sorted(os.listdir(incoming)) == ["edge.part"]
+
+
+def test_evict_reads_the_clock_itself(tmp_path):
+    cache = str(tmp_path / "media")
+    for data in (b"pinned", b"free"):
+        ms.put(cache, sha(data), data)
+    mc.pin(cache, "job", [(sha(b"pinned"), 6)])
+    assert mc.evict(cache, 0)[:2] == (1, 4)
+    assert mc.have(cache, sha(b"pinned"), 6) and not mc.have(cache, sha(b"free"), 4)
+
+
+def test_evict_stops_at_the_limit_and_counts_exactly(tmp_path):
+    cache = str(tmp_path / "media")
+    for i, data in enumerate((b"a" * 10, b"b" * 20, b"c" * 30)):
+        ms.put(cache, sha(data), data)
+        os.utime(mc.file_path(cache, sha(data)), (1000 + i, 1000 + i))
+    assert mc.evict(cache, 60) == (0, 0, 60)  # exactly at the limit: nothing goes
+    assert mc.evict(cache, 50) == (1, 10, 50)
+
+
+def test_evict_keeps_what_it_is_asked_to_and_what_fresh_pins_hold(tmp_path):
+    cache = str(tmp_path / "media")
+    for data in (b"kept", b"pinned", b"free"):
+        ms.put(cache, sha(data), data)
+    mc.pin(cache, "job", [(sha(b"pinned"), 6)])
+    assert mc.evict(cache, 0, now=time.time(), keep={sha(b"kept")})[:2] == (1, 4)
+    assert mc.have(cache, sha(b"pinned"), 6) and mc.have(cache, sha(b"kept"), 4)
+    assert mc.evict(cache, 0, now=time.time() + 10 * mc.PIN_STALE_S)[:2] == (2, 10)
+
+
+def test_a_link_or_a_folder_of_the_listed_size_is_not_a_cached_file(tmp_path):
+    cache = str(tmp_path / "media")
+    data = b"z" * 7
+    path = mc.file_path(cache, sha(data))
+    os.makedirs(os.path.dirname(path))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_bytes(b"7 bytes")
+    os.symlink(str(elsewhere), path)
+    assert not mc.have(cache, sha(data), 7)
+    assert mc.need(cache, "job", [(sha(data), 7)]) == [(sha(data), 7)]
+    os.unlink(path)
+    os.mkdir(path)
+    assert not mc.have(cache, sha(data), os.path.getsize(path))
+
+
+def test_the_times_are_the_documented_ones():
+    """docs/backends/ssh.md: a pin nobody touched for 15 minutes no longer counts;
+    docs/backends/agent.md: a killed download's partial file goes once it is an hour old."""
+    assert mc.PIN_STALE_S == 15 * 60 and mc.INCOMING_STALE_S == 60 * 60
+    assert mc.USAGE_STALE_S == 60 * 60  # ssh.md: a record over an hour old is counted again
+
+
+def test_evicting_a_cache_that_is_not_there_is_nothing(tmp_path):
+    assert mc.evict(str(tmp_path / "nothing"), 0) == (0, 0, 0)
+
+
+def test_entries_and_evict_go_on_past_a_file_that_went_or_stays(tmp_path, monkeypatch):
+    """A file removed between the listing and its stat, and one that cannot be removed: the
+    others are still counted and evicted."""
+    cache = str(tmp_path / "media")
+    files = [b"a" * 10, b"b" * 20, b"c" * 30]
+    for i, data in enumerate(files):
+        ms.put(cache, sha(data), data)
+        os.utime(mc.file_path(cache, sha(data)), (1000 + i, 1000 + i))
+    sub = sha(files[1])[:2]
+    gone = sub + "f" * 62  # listed first in that folder, then gone before its stat
+    real_listdir, real_unlink = os.listdir, os.unlink
+    monkeypatch.setattr(mc.os, "listdir", lambda d: (
+        [gone] + real_listdir(d) if d == os.path.join(cache, sub) else real_listdir(d)))
+    assert sorted(size for _, size, _ in mc.entries(cache)) == [10, 20, 30]
+
+    def unlink(path):
+        if path.endswith(sha(files[0])):
+            raise PermissionError(13, "Permission denied", path)
+        real_unlink(path)
+    monkeypatch.setattr(mc.os, "unlink", unlink)
+    assert mc.evict(cache, 30) == (2, 50, 10)  # the oldest stays; the next two go
+
+
+def test_a_pin_that_cannot_be_written_leaves_nothing_and_hidden_pins_hold_nothing(
+        tmp_path, monkeypatch):
+    """A full disk while a pin is written: its temporary file goes. A leftover of one (a
+    killed host) holds no file, and goes once stale like a pin."""
+    cache = str(tmp_path / "media")
+    mc.pin(cache, "job", [(sha(b"x"), 1)])
+    real_fdopen = os.fdopen
+
+    class Full:
+        def __init__(self, fd, mode):
+            self.f = real_fdopen(fd, mode)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+        def write(self, text):
+            raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(mc.os, "fdopen", Full)
+    with pytest.raises(OSError, match="No space left"):
+        mc.pin(cache, "other", [(sha(b"y"), 1)])
+    monkeypatch.undo()
+    assert sorted(os.listdir(os.path.join(cache, ".pins"))) == ["job"]
+    leftover = os.path.join(cache, ".pins", ".tmp-leftover")
+    with open(leftover, "w") as f:
+        f.write("%s 1\n" % sha(b"z"))
+    assert mc.pinned(cache) == {sha(b"x")}
+    assert mc.pinned(cache, now=time.time() + 2 * mc.PIN_STALE_S) == set()
+    assert not os.path.exists(leftover)

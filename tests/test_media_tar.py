@@ -1,0 +1,73 @@
+"""The tar header reader the host runs (potato/training/remote/media_tar.py): its fields,
+numbers, names and checksums, read exactly. Also the tests tools/mutation.py runs against the
+host's media modules (docs/testing.md); the slower end-to-end cases are in test_media_stream.py."""
+
+import io
+import tarfile
+
+import pytest
+
+from potato.training.backends.media_push import tar_header as header
+from potato.training.remote import media_tar as mt
+from tests.media_host import _checked, member, sha
+
+
+def test_a_base_256_number_reads_every_byte_after_the_flag():
+    assert mt._tar_number(b"\x80" + (123456789).to_bytes(11, "big")) == 123456789
+    assert mt._tar_number(b"\x81" + bytes(11)) == 1 << 88  # the flag byte's low bits count
+
+
+def test_an_octal_field_ends_at_its_first_nul_and_may_be_empty():
+    assert mt._tar_number(b"17\x0012\x00") == 15  # what follows the NUL is not read
+    assert mt._tar_number(b"\0" * 8) == 0
+    assert mt._tar_number(b" " * 8) == 0
+    with pytest.raises(mt.CacheError, match="damaged"):
+        mt._tar_number(b"1X\0")
+    with pytest.raises(mt.CacheError, match="damaged"):
+        mt._tar_number(b"18\0")
+
+
+def test_a_checksum_field_of_eight_digits_without_a_terminator_is_read():
+    block = bytearray(header(sha(b"x"), 1, 0))
+    block[148:156] = b" " * 8
+    block[148:156] = b"%08o" % sum(block)
+    assert mt.tar_header(bytes(block)) == (sha(b"x"), b"0", 1)
+
+
+def test_a_name_may_fill_its_whole_field():
+    block = bytearray(member("n" * 100, b"")[:512])
+    assert mt.tar_header(bytes(block))[0] == "n" * 100
+
+
+def test_a_ustar_prefix_is_part_of_the_name():
+    info = tarfile.TarInfo("p/" + "n" * 99)  # too long for the name field: "p" goes to prefix
+    info.size = 0
+    block = info.tobuf(format=tarfile.USTAR_FORMAT)[:512]
+    assert block[345:347] == b"p\0"
+    assert mt.tar_header(block)[0] == "p/" + "n" * 99
+    other = bytearray(block)
+    other[257:263] = b"gnutar"  # not ustar: no prefix field
+    assert mt.tar_header(_checked(other))[0] == "n" * 99
+
+
+def test_a_name_that_is_not_ascii_is_escaped_not_an_error():
+    block = member(b"caf\xc3\xa9", b"")[:512]
+    assert mt.tar_header(block)[0] == "caf\\xc3\\xa9"
+
+
+def test_skip_reads_exactly_and_says_when_the_stream_ended():
+    s = io.BytesIO(b"abc")
+    assert mt._skip(s, 1) is True and s.read() == b"bc"
+    assert mt._skip(io.BytesIO(b"ab"), 3) is False
+    assert mt._skip(io.BytesIO(b""), 0) is True
+
+
+def test_a_checksum_with_a_leading_digit_is_read_whole():
+    """Names of high bytes: the checksum passes 8**5 and its six digits fill the field."""
+    info = tarfile.TarInfo("p/n")
+    block = bytearray(info.tobuf(format=tarfile.USTAR_FORMAT)[:512])
+    block[0:100] = b"\xff" * 100
+    block[345:500] = b"\xfe" * 155
+    block = _checked(block)
+    assert block[148:149] != b"0"
+    assert mt.tar_header(block)[0] == "\\xfe" * 155 + "/" + "\\xff" * 100
