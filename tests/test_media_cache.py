@@ -951,7 +951,7 @@ import pytest  # noqa: E402
 
 from potato.training.remote import media_cache as mc  # noqa: E402
 from potato.training.remote import media_store as ms  # noqa: E402
-from tests.media_host import _Clock, _pins, host, sha  # noqa: E402
+from tests.media_host import _Clock, _pins, sha  # noqa: E402
 
 
 def test_dot_names_are_not_pins():

@@ -9,7 +9,6 @@ from types import SimpleNamespace
 
 import pytest
 
-from potato import media
 from potato.server import media_route as mr
 from potato.server.errors import HTTPError
 from tests.helpers import DIGITS, wav_bytes

@@ -90,8 +90,8 @@ MODULES = {
     "potato/server/media_route.py": ["tests/test_media_route.py", "tests/test_media.py"],
     "potato/training/publish.py": ["tests/test_mut_publish.py"],
     "potato/server/connections.py": ["tests/test_connections.py"],
-    "potato/service.py": ["tests/test_mut_app.py"],
-    "potato/server/app.py": ["tests/test_mut_app.py"],
+    "potato/service.py": ["tests/test_service.py", "tests/test_app.py"],
+    "potato/server/app.py": ["tests/test_app.py", "tests/test_service.py"],
     "potato/training/report_ratings.py": ["tests/test_mut_report.py"],
     # issue 34 item 15: modules the hand-planted bugs survived in
     "potato/training/span_report.py": ["tests/test_span_report.py"],
