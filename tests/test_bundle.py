@@ -66,14 +66,18 @@ def test_label_names():
     assert bundle.label_names(None) == []
 
 
-def test_count_key():
-    assert bundle._count_key("x") == "x"
-    assert bundle._count_key(["a", "b"]) == "a+b"
-    assert bundle._count_key([]) == ""
-    assert bundle._count_key([{"label": "y"}, {"label": "x"}, {"label": "y"}]) == "x+y"
-    assert bundle._count_key(["a", {"label": "b"}]) == "a+b"
-    assert bundle._count_key(3) == "3"
-    assert bundle._count_key({"a": 1}) == '{"a": 1}'
+def test_label_counts_key_each_kind_of_aggregated_value(tmp_path):
+    # the manifest counts an aggregated value by its text: a label, labels joined by "+" as
+    # they come, spans by their sorted distinct labels, anything else as JSON
+    values = {"i1": "x", "i2": ["b", "a", "b"], "i3": [], "i4": [{"label": "y"}, {"label": "x"},
+                                                            {"label": "y"}],
+              "i5": ["b", {"label": "a"}], "i6": 3, "i7": {"a": 1}}
+    m = bundle.build(str(tmp_path / "b"), [(i, "t") for i in values],
+                     {i: {"s": ["vote"]} for i in values},
+                     {"s": {"type": "multiselect", "labels": ["a", "b"]}},
+                     agree=lambda item_id, scheme, votes: values[item_id])
+    assert m["label_counts"] == {"s": {"x": 1, "b+a+b": 1, "": 1, "x+y": 1, "a+b": 1,
+                                       "3": 1, '{"a": 1}': 1}}
 
 
 def _lines(path):

@@ -34,9 +34,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 # module -> the tests that cover it (fast ones; end-to-end tiers are not run per mutant).
-# Order is the priority of issue 26; a module joins with its tests, see docs/testing.md. The
-# test_mut_* files were written against this run; the other entries are the existing tests that
-# cover the module (docs/testing.md says which modules were run and their score).
+# Order is the priority of issue 26; a module joins with its tests, see docs/testing.md. Each
+# module's tests are in tests/test_<module>.py (the test_mut_* files written against this run
+# are being folded into them, issue 33), with the other tests that cover the module
+# (docs/testing.md says which modules were run and their score).
 MODULES = {
     "potato/training/boundary.py": ["tests/test_mut_boundary.py"],
     "potato/training/intake.py": ["tests/test_mut_intake.py"],
