@@ -201,6 +201,38 @@ EQUIVALENT = {
                       "exactly sm/compute or the number not all digits, so both skip the name",
     },
     "potato/server/safety.py": {
+        "b7dec84672": ("_check_tree: its depth count is unreachable from parse_json, which "
+                      "refuses a text with more than MAX_JSON_DEPTH open brackets (_too_deep) "
+                      "before decoding, so no decoded tree is deeper than the limit; a lower or "
+                      "missing count lets nothing through (issue 33: it only backs _too_deep up)"),
+        "3000bfa823": ("_check_tree: its depth count is unreachable from parse_json, which "
+                      "refuses a text with more than MAX_JSON_DEPTH open brackets (_too_deep) "
+                      "before decoding, so no decoded tree is deeper than the limit; a lower or "
+                      "missing count lets nothing through (issue 33: it only backs _too_deep up)"),
+        "639d0a1bd1": ("_check_tree: its depth count is unreachable from parse_json, which "
+                      "refuses a text with more than MAX_JSON_DEPTH open brackets (_too_deep) "
+                      "before decoding, so no decoded tree is deeper than the limit; a lower or "
+                      "missing count lets nothing through (issue 33: it only backs _too_deep up)"),
+        "1c22a2cd9d": ("_check_tree: its depth count is unreachable from parse_json, which "
+                      "refuses a text with more than MAX_JSON_DEPTH open brackets (_too_deep) "
+                      "before decoding, so no decoded tree is deeper than the limit; a lower or "
+                      "missing count lets nothing through (issue 33: it only backs _too_deep up)"),
+        "d13c77d6a6": ("_check_tree: its depth count is unreachable from parse_json, which "
+                      "refuses a text with more than MAX_JSON_DEPTH open brackets (_too_deep) "
+                      "before decoding, so no decoded tree is deeper than the limit; a lower or "
+                      "missing count lets nothing through (issue 33: it only backs _too_deep up)"),
+        "8cc91168f9": ("_check_tree: its depth count is unreachable from parse_json, which "
+                      "refuses a text with more than MAX_JSON_DEPTH open brackets (_too_deep) "
+                      "before decoding, so no decoded tree is deeper than the limit; a lower or "
+                      "missing count lets nothing through (issue 33: it only backs _too_deep up)"),
+        "16af7ddd74": ("_check_tree: its depth count is unreachable from parse_json, which "
+                      "refuses a text with more than MAX_JSON_DEPTH open brackets (_too_deep) "
+                      "before decoding, so no decoded tree is deeper than the limit; a lower or "
+                      "missing count lets nothing through (issue 33: it only backs _too_deep up)"),
+        "6442ef02bb": ("_check_tree: its depth count is unreachable from parse_json, which "
+                      "refuses a text with more than MAX_JSON_DEPTH open brackets (_too_deep) "
+                      "before decoding, so no decoded tree is deeper than the limit; a lower or "
+                      "missing count lets nothing through (issue 33: it only backs _too_deep up)"),
         "cda704e0a4": "_too_deep: a match is one bracket or a quoted string (starts with a quote); "
                       "'XX[{XX' holds the same brackets and no quote",
         "2927618e3f": "_too_deep: a match is one bracket or a quoted string (starts with a quote); "
