@@ -620,3 +620,28 @@ def test_run_key_check_can_fail(tmp_path):
     in_api = run_key_reads("potato/training/api.py", str(planted))
     assert [b.split(" ")[0] for b in in_api] == ["potato/training/api.py:%d" % n
                                                 for n in (2, 2, 2, 4)]  # not run_view's line 6
+
+
+# -- backends own their keys (issue 33) -----------------------------------------------------------
+
+def config_layer(files):
+    """The modules that read and check a config (``potato/config*.py``, ``validation*.py``):
+    a layer below training, which learns the backend kinds through the injected registry."""
+    return [(rel, path) for rel, path in files
+            if re.match(r"potato/(config|validation)[a-z_]*\.py$", rel)]
+
+
+def test_the_config_layer_imports_nothing_of_training():
+    files = config_layer(py_files())
+    assert len(files) >= 4 and server_imports_of_training(files) == []
+
+
+def test_config_layer_check_can_fail(tmp_path):
+    planted = tmp_path / "potato" / "config_kinds.py"
+    planted.parent.mkdir(parents=True)
+    planted.write_text("from potato.training.backends import TYPES\n")
+    files = config_layer([("potato/config_kinds.py", str(planted)),
+                          ("potato/training/queue.py", str(planted))])
+    assert [rel for rel, _ in files] == ["potato/config_kinds.py"]
+    assert [m for _, _, m in server_imports_of_training(files)] == [
+        "potato.training.backends", "potato.training.backends.TYPES"]
