@@ -133,6 +133,7 @@ class SlurmBackend(SshBackend):
     python_fix = ("on the compute nodes: point the backend's job_python at an environment there "
                   "that has them (python runs only the agent on the login node)")
     builds_venv = False  # a venv made on the login node may not run on compute nodes
+    packages = ()  # nothing is installed (software comes from prelude lines)
     lost_after_s = slurm_job.LOST_AFTER_S
 
     def restart_error(self) -> str:

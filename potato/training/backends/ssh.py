@@ -154,7 +154,7 @@ class SshBackend(TrainingBackend):
 
     @property
     def venv_key(self) -> str:
-        return hashlib.sha256(json.dumps(sorted(self.options.packages)).encode()).hexdigest()[:16]
+        return hashlib.sha256(json.dumps(sorted(self.packages)).encode()).hexdigest()[:16]
 
     def _ssh(self, command: str, input_bytes=None, timeout=120):
         r = proc.run(self.argv(command), self.stdin(input_bytes or b""), timeout)
@@ -204,14 +204,19 @@ class SshBackend(TrainingBackend):
 
     def make_venv(self) -> None:
         r = self._ssh(sshcmd.venv_command(self.options.python, self.remote_dir, self.venv_key,
-                                          self.options.packages), timeout=3600)
+                                          self.packages), timeout=3600)
         if r.returncode != 0:
             raise errors.SetupError("Installing %s into a venv on %s failed (exit %s): %s" % (
-                ", ".join(self.options.packages), self.options.host, r.returncode, r.stderr_tail()))
+                ", ".join(self.packages), self.options.host, r.returncode, r.stderr_tail()))
 
     @property
     def host(self) -> Optional[str]:
         return self.options.host
+
+    @property
+    def packages(self) -> List[str]:
+        """What goes into a venv on the host before a run (the ssh kind's own key)."""
+        return self.options.packages
 
     def settings(self) -> RunSettings:
         b = self.options
@@ -252,9 +257,9 @@ class SshBackend(TrainingBackend):
             else:
                 ctx.log("Potato's code %s is already on %s" % (code_hash(), host))
             python = self.options.python
-            if self.options.packages and self.builds_venv:
+            if self.packages and self.builds_venv:
                 if not info.get("venv"):
-                    ctx.set_step("installing %s on %s" % (", ".join(self.options.packages), host))
+                    ctx.set_step("installing %s on %s" % (", ".join(self.packages), host))
                     self.make_venv()
                 python = sshcmd.venv_python(self.remote_dir)
             unique = secrets.token_hex(6)  # names the job directory and the media pin
@@ -378,7 +383,7 @@ class SshBackend(TrainingBackend):
             lines.append(str(e))
             return report
         report.update(python=info["python"], gpus=info["gpus"])
-        if not self.options.packages:  # else the venv made at the first run brings them
+        if not self.packages:  # else the venv made at the first run brings them
             report["missing_packages"] = info["missing"]
         lines.append("%s: Python %s (%s)" % (host, info["python"], info["executable"]))
         torch_info = None
@@ -413,16 +418,16 @@ class SshBackend(TrainingBackend):
         except gpus_mod.GpuError as e:
             lines.append(str(e))
             ok = False
-        if self.options.packages:
+        if self.packages:
             lines.append("packages %s are installed into %s/venv at the first run"
-                         % (", ".join(self.options.packages), self.remote_dir))
+                         % (", ".join(self.packages), self.remote_dir))
         elif info["missing"]:
             lines.append("missing on %s for hf-text-classification: %s (pip install "
                          "torch transformers peft there, or set packages)"
                          % (host, ", ".join(info["missing"])))
         else:
             lines.append("training packages present: %s" % ", ".join(TRAINER_PACKAGES))
-        if not self.options.packages and "missing_4bit" in info:
+        if not self.packages and "missing_4bit" in info:
             lines.append(four_bit_line(host, info["missing_4bit"], bool(info["gpus"])))
             report["missing_4bit"] = info["missing_4bit"]
         lines.append("Potato's code %s %s on %s" % (code_hash(), "is already" if info["code"]
