@@ -161,6 +161,7 @@ def _check_or_exit(path: str, acknowledge: bool = True):
     """(config, report) for ``path``; prints one line and returns None when it cannot be read.
     ``acknowledge``: apply ``validation.acknowledge`` (potato validate alone reads it)."""
     from potato.config import ConfigError
+    from potato.training import backends  # noqa: F401 (registers the kinds whose keys it reads)
     from potato.validation import check
 
     try:

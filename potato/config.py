@@ -7,7 +7,8 @@ collected as ``Problem`` records with the file, the line and the dotted key path
 Code below this module reads only the dataclasses, never the raw YAML.
 
 PyYAML is imported inside ``load`` so that importing ``potato.config`` stays cheap and
-standard-library only (the SLURM time parser is used on remote hosts too).
+standard-library only. The backends' keys are declared by the backend kinds themselves
+(``config_backends.KINDS``, filled by ``potato.training.backends``).
 """
 
 from __future__ import annotations
@@ -19,13 +20,12 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 from urllib.parse import urlsplit
 
-from potato.config_backends import Backend, parse_backend, slurm_time_seconds
+from potato.config_backends import Backend, implicit_backends, parse_backend
 from potato.config_reader import ConfigError, Path, Problem, Reader, dotted, read_yaml, suggest
 from potato.schemes import Scheme, parse_schemes
 from potato.upstream import MEDIA_FIELDS, Upstream, data_files, split
 
-__all__ = ["ConfigError", "Problem", "Config", "Backend", "Scheme", "load", "dotted", "suggest",
-           "slurm_time_seconds"]
+__all__ = ["ConfigError", "Problem", "Config", "Backend", "Scheme", "load", "dotted", "suggest"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -393,7 +393,7 @@ def _model_training(r: Reader, raw, resolve) -> ModelTraining:
     mt.auto_retrain = auto
 
     backends_raw = m.get("backends")
-    mt.backends = {"local": Backend("local", "local")}
+    mt.backends = implicit_backends()
     if backends_raw is not None and not isinstance(backends_raw, dict):
         r.error(path + ("backends",), "model_training.backends must be a mapping from a backend "
                                       "name to its settings.")

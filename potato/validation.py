@@ -15,7 +15,7 @@ from typing import List, Tuple
 from urllib.parse import urlsplit
 
 from potato.config import Config, Problem, dotted, load, suggest
-from potato.config_backends import arrives_as_loopback, kind_rules, polled_by_agents
+from potato.config_backends import arrives_as_loopback, host_of, kind_rules, polled_by_agents
 from potato.netaddr import is_loopback
 from potato.schemes import save_bytes
 from potato.validation_media import media_rules
@@ -161,7 +161,7 @@ def _backend_rules(cfg: Config, report: Report, err, warn) -> None:
                  f"debug: true gives admin rights to every request from loopback, and runs on "
                  f"backend {name} reach the server through a reverse-forwarded socket that "
                  f"arrives as loopback, so anyone who can log into "
-                 f"{mt.backends[name].host or 'that host'} could act as admin. Set debug: false "
+                 f"{host_of(mt.backends[name]) or 'that host'} could act as admin. Set debug: false "
                  f"when {name} is configured.", name)
 
 

@@ -13,6 +13,7 @@ import io
 
 import pytest
 
+from potato.training import backends
 from potato.training.backends import ship
 from potato.training.remote import protocol
 from tests.helpers import ROOT
@@ -302,7 +303,8 @@ def test_shell_scripts_use_the_table():
     assert "exit %d" % protocol.REMOTE_NO_CODE in sshcmd.AGENT_SH
     assert "exit %d" % protocol.REMOTE_NO_PYTHON in sshcmd.PROBE_SH
     assert "exit %d" % protocol.REMOTE_ENV_FAILED in sshcmd.ENV_SH
-    job_sh = slurm_job.job_script(protocol.RunSettings(scheduler="slurm"), "/jobs/r1", "/code")
+    job_sh = slurm_job.job_script(
+        protocol.RunSettings(scheduler=slurm_job.SlurmSettings()), "/jobs/r1", "/code")
     assert "|| exit %d\n" % protocol.REMOTE_NO_CODE in job_sh
     for name, text in (("AGENT_SH", sshcmd.AGENT_SH), ("PROBE_SH", sshcmd.PROBE_SH),
                        ("ENV_SH", sshcmd.ENV_SH), ("job.sh", job_sh)):
@@ -413,10 +415,10 @@ def test_server_import_check_can_fail(tmp_path):
 
 # -- 9. backends own their behaviour -------------------------------------------------------------
 
-BACKEND_TYPES = {"local", "ssh", "slurm", "agent"}
-# The config parser reads (and validates) the type key; backends/ are the kinds themselves.
-MAY_NAME_TYPES = ("potato/training/backends/", "potato/config.py", "potato/config_backends.py",
-                  "potato/config_reader.py")
+# The backend kinds, from the backends registry (the config reads each kind's keys from its
+# class there, so no module outside backends/ needs a kind's name).
+BACKEND_TYPES = set(backends.TYPES)
+MAY_NAME_TYPES = ("potato/training/backends/",)
 
 
 def type_comparisons(path):
@@ -450,9 +452,9 @@ def test_no_backend_type_comparisons_outside_backends():
 
 
 # Where a backend kind's name may appear as a string at all (beyond the files above): the CLI's
-# `training agent` subcommand, and the shipped agent's RunSettings.scheduler value "slurm".
-KIND_NAME_ALLOWED = {("potato/cli.py", "agent"), ("potato/training/remote/poll.py", "slurm"),
-                     ("potato/training/remote/run.py", "slurm")}
+# `training agent` subcommand, and the shipped SLURM scheduler's own name on the wire
+# (RunSettings.scheduler, in its own module).
+KIND_NAME_ALLOWED = {("potato/cli.py", "agent"), ("potato/training/remote/slurm_job.py", "slurm")}
 
 
 def kind_name_strings(rel, path):
@@ -618,3 +620,28 @@ def test_run_key_check_can_fail(tmp_path):
     in_api = run_key_reads("potato/training/api.py", str(planted))
     assert [b.split(" ")[0] for b in in_api] == ["potato/training/api.py:%d" % n
                                                 for n in (2, 2, 2, 4)]  # not run_view's line 6
+
+
+# -- backends own their keys (issue 33) -----------------------------------------------------------
+
+def config_layer(files):
+    """The modules that read and check a config (``potato/config*.py``, ``validation*.py``):
+    a layer below training, which learns the backend kinds through the injected registry."""
+    return [(rel, path) for rel, path in files
+            if re.match(r"potato/(config|validation)[a-z_]*\.py$", rel)]
+
+
+def test_the_config_layer_imports_nothing_of_training():
+    files = config_layer(py_files())
+    assert len(files) >= 4 and server_imports_of_training(files) == []
+
+
+def test_config_layer_check_can_fail(tmp_path):
+    planted = tmp_path / "potato" / "config_kinds.py"
+    planted.parent.mkdir(parents=True)
+    planted.write_text("from potato.training.backends import TYPES\n")
+    files = config_layer([("potato/config_kinds.py", str(planted)),
+                          ("potato/training/queue.py", str(planted))])
+    assert [rel for rel, _ in files] == ["potato/config_kinds.py"]
+    assert [m for _, _, m in server_imports_of_training(files)] == [
+        "potato.training.backends", "potato.training.backends.TYPES"]

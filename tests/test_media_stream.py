@@ -198,8 +198,8 @@ class LocalHost:
     """What media_push needs of an ssh backend; its commands run here, under sh."""
 
     def __init__(self, remote_dir, python=sys.executable):
-        self.bcfg = type("Cfg", (), {"host": "here", "user": None, "python": python,
-                                     "max_media_cache_mb": 100})()
+        self.options = type("Cfg", (), {"host": "here", "user": None, "python": python,
+                                        "max_media_cache_mb": 100})()
         self.remote_dir = str(remote_dir)
         self.commands = []
 
@@ -573,7 +573,7 @@ def test_a_cancel_is_a_cancel_when_ssh_exits_255_on_its_signal(tmp_path):
             self.commands.append(command)
             return ["sh", "-c", "trap 'echo Killed by signal 15. >&2; exit 255' TERM; "
                                 "%s; exit $?" % command]
-    host = Ssh255(stuck.remote_dir, python=stuck.bcfg.python)
+    host = Ssh255(stuck.remote_dir, python=stuck.options.python)
     ctx = Ctx(media_index(tmp_path, [os.urandom(1 << 20) for _ in range(4)]))
     _push_cancelled_after(host, ctx)
 
@@ -824,7 +824,7 @@ def test_ssh_failing_on_its_own_is_a_connection_failure_with_its_words(tmp_path,
             return ["sh", "-c", script]
 
     host = Ssh(tmp_path / "remote")
-    host.bcfg.user = "ann"
+    host.options.user = "ann"
     ctx = Ctx(media_index(tmp_path, files))
     with pytest.raises(errors.ConnectError) as e:
         media_push.push(host, ctx, "job")
@@ -934,7 +934,7 @@ def test_the_stream_is_exactly_a_tar_of_the_missing_files(tmp_path, monkeypatch)
     monkeypatch.setattr(media_push, "time", FixedClock())
     saved = tmp_path / "stream.tar"
     host = _host_script(tmp_path, "")
-    host.bcfg.python = str(tmp_path / "saving-python")
+    host.options.python = str(tmp_path / "saving-python")
     (tmp_path / "saving-python").write_text(
         "#!%s\nimport json, sys\nw = json.loads(sys.stdin.readline())\n"
         "print('POTATO-MEDIA ' + json.dumps({'missing': w}), flush=True)\n"

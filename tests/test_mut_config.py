@@ -216,7 +216,7 @@ def test_backends(parse):
     assert errors == []
     assert list(cfg.model_training.backends) == ["local", "gpu", "7"]
     b = cfg.model_training.backends["gpu"]
-    assert (b.name, b.type, b.host) == ("gpu", "ssh", "h")
+    assert (b.name, b.type, b.options.host) == ("gpu", "ssh", "h")
     cfg, errors, _ = parse("model_training:\n  backends:\n    bad: 3\n")
     assert list(cfg.model_training.backends) == ["local"]
     assert [k for k, _ in errors] == ["model_training.backends.bad"]
@@ -545,5 +545,5 @@ def test_the_modules_public_names():
     """``from potato.config import *`` gives exactly these, and each is there."""
     import potato.config as config
     assert config.__all__ == ["ConfigError", "Problem", "Config", "Backend", "Scheme", "load",
-                              "dotted", "suggest", "slurm_time_seconds"]
+                              "dotted", "suggest"]
     assert all(hasattr(config, name) for name in config.__all__)

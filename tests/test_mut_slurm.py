@@ -14,16 +14,22 @@ from potato.training.remote import slurm_job as slurm
 from potato.training.remote.protocol import RunSettings
 
 
+def slurm_settings(**keys):
+    """A run's settings for a SLURM job: RunSettings's own keys, the rest the scheduler's."""
+    own = {k: keys.pop(k) for k in ("host", "env", "num_threads") if k in keys}
+    return RunSettings(scheduler=slurm.SlurmSettings.from_dict(keys), **own)
+
+
 def test_constants():
     assert slurm.SQUEUE_FORMAT == "%i|%T|%R|%N"
-    assert slurm.LOST_AFTER_S == 60 == RunSettings().lost_after_s
+    assert slurm.LOST_AFTER_S == 60 == slurm.SlurmSettings().lost_after_s
     assert slurm.SQUEUE_FAILING_S == 300
     assert slurm.NEEDED == ("sbatch", "squeue", "scancel")
     assert issubclass(slurm.SlurmParseError, slurm.SlurmError)
 
 
 def test_job_script_text():
-    s = RunSettings(job_python="py3", prelude=["module load cuda", "echo hi"],
+    s = slurm_settings(job_python="py3", prelude=["module load cuda", "echo hi"],
                     env={"B": "x y", "PYTHONPATH": "/e"}, num_threads=2)
     text = slurm.job_script(s, "/j d", "/code", grace_seconds=2.5)
     assert text == "\n".join([
@@ -52,13 +58,13 @@ def test_job_script_text():
 
 
 def test_job_script_defaults():
-    text = slurm.job_script(RunSettings(job_python=""), "/j", "/c")
+    text = slurm.job_script(slurm_settings(job_python=""), "/j", "/c")
     assert "\npython -m potato.training.remote.supervise --grace 20 -- python -m " in text
     assert "export PYTHONPATH=/c\"${PYTHONPATH:+:$PYTHONPATH}\"\n" in text
 
 
 def test_command_lines():
-    s = RunSettings(partition="gpu", gres="", qos="q", cpus_per_task="4")
+    s = slurm_settings(partition="gpu", gres="", qos="q", cpus_per_task="4")
     assert slurm.sbatch_argv(s, "/j", "r7") == [
         "sbatch", "--parsable", "--job-name=potato-r7", "--output=/j/slurm.out", "--chdir=/j",
         "--no-requeue", "--partition=gpu", "--qos=q", "--cpus-per-task=4", "/j/job.sh"]
@@ -236,9 +242,10 @@ def _follower(tmp_path, monkeypatch, cluster, cancel=lambda: False, grace=5.0, s
     jobdir = tmp_path / "job"
     jobdir.mkdir(exist_ok=True)
     seen, logs = [], []
-    f = slurm.JobFollower(settings or RunSettings(host="login1", poll_interval_s=3),
-                          str(jobdir), "/code", "r1", {"PATH": _bin(tmp_path)}, seen.append,
-                          logs.append, cancel, grace_seconds=grace, tick=0.5, clock=clock, **kw)
+    f = slurm.JobFollower(slurm.Job(
+        settings or slurm_settings(host="login1", poll_interval_s=3), str(jobdir), "/code",
+        "r1", {"PATH": _bin(tmp_path)}, seen.append, logs.append, cancel, grace_seconds=grace,
+        tick=0.5, clock=clock, **kw))
     f.slept, f.seen, f.logs, f.fake_clock = slept, seen, logs, clock
     return f
 
@@ -336,7 +343,7 @@ def test_follow_to_a_result(tmp_path, monkeypatch):
 
 def test_follow_poll_interval_default(tmp_path, monkeypatch):
     cluster = Cluster(squeue=[RUNNING, RUNNING, GONE])
-    f = _follower(tmp_path, monkeypatch, cluster, settings=RunSettings(poll_interval_s=0),
+    f = _follower(tmp_path, monkeypatch, cluster, settings=slurm_settings(poll_interval_s=0),
                   step=2.0)
     f.job_id = "77"
     _write(f.paths.exit_code, "1")
@@ -499,7 +506,7 @@ def test_on_gone_after_our_cancel(tmp_path, monkeypatch):
 
 def test_on_gone_lost(tmp_path, monkeypatch):
     f = _follower(tmp_path, monkeypatch, Cluster(),
-                  settings=RunSettings(lost_after_s=30.0, poll_interval_s=3))
+                  settings=slurm_settings(lost_after_s=30.0, poll_interval_s=3))
     f.job_id = "77"
     assert f.on_gone(100.0) is False and f.gone_since == 100.0
     assert f.on_gone(130.0) is False and f.gone_since == 100.0
@@ -541,9 +548,9 @@ def test_run_job(tmp_path, monkeypatch):
     _write(f.paths.exit_code, "0")
     _write(f.paths.events, '{"type":"result","metrics":{"a":1}}\n')
     seen = []
-    out = slurm.run_job(RunSettings(poll_interval_s=1), f.jobdir, "/code", "r9",
+    out = slurm.run_job(slurm.Job(slurm_settings(poll_interval_s=1), f.jobdir, "/code", "r9",
                         {"PATH": _bin(tmp_path)}, seen.append, lambda m: None, lambda: False,
-                        grace_seconds=3.0, tick=0.2, clock=f.fake_clock)
+                        grace_seconds=3.0, tick=0.2, clock=f.fake_clock))
     assert out.ok and out.job_id == "77"
     assert cluster.calls[0][0][:3] == ["sbatch", "--parsable", "--job-name=potato-r9"]
     with open(f.paths.job_script) as fh:
@@ -581,7 +588,7 @@ def test_poll_queue_failing_quotes_the_last_200_characters(tmp_path, monkeypatch
 def test_follow_cancel_then_scancel_after_the_grace(tmp_path, monkeypatch):
     cluster = Cluster(squeue=[RUNNING] * 6 + [GONE])
     f = _follower(tmp_path, monkeypatch, cluster, cancel=lambda: True, grace=2.0,
-                  settings=RunSettings(poll_interval_s=1))
+                  settings=slurm_settings(poll_interval_s=1))
     f.job_id = "77"
     out = f.follow()
     assert out.stopped == "cancelled"
@@ -592,7 +599,7 @@ def test_follow_cancel_then_scancel_after_the_grace(tmp_path, monkeypatch):
 def test_follow_a_job_that_is_lost(tmp_path, monkeypatch):
     cluster = Cluster(squeue=[GONE])
     f = _follower(tmp_path, monkeypatch, cluster,
-                  settings=RunSettings(poll_interval_s=1, lost_after_s=5))
+                  settings=slurm_settings(poll_interval_s=1, lost_after_s=5))
     f.job_id = "77"
     out = f.follow()
     assert out.reason_message.startswith("SLURM job 77 left the queue without an exit code")
@@ -600,7 +607,7 @@ def test_follow_a_job_that_is_lost(tmp_path, monkeypatch):
 
 
 def test_every_sbatch_flag():
-    s = RunSettings(partition="p", gres="gpu:1", time="1:00", account="a", qos="q", mem="4G",
+    s = slurm_settings(partition="p", gres="gpu:1", time="1:00", account="a", qos="q", mem="4G",
                     cpus_per_task="2", constraint="c")
     assert slurm.sbatch_argv(s, "/j", "r")[6:-1] == [
         "--partition=p", "--gres=gpu:1", "--time=1:00", "--account=a", "--qos=q", "--mem=4G",
@@ -621,10 +628,10 @@ def test_run_job_passes_everything_on(tmp_path, monkeypatch):
     cluster = Cluster(squeue=[RUNNING] * 8 + [GONE])
     f = _follower(tmp_path, monkeypatch, cluster)
     logs, ticks = [], []
-    out = slurm.run_job(RunSettings(poll_interval_s=1), f.jobdir, "/code", "r9",
+    out = slurm.run_job(slurm.Job(slurm_settings(poll_interval_s=1), f.jobdir, "/code", "r9",
                         {"PATH": _bin(tmp_path)}, lambda e: None, logs.append, lambda: True,
                         grace_seconds=2.0, tick=0.2, clock=f.fake_clock,
-                        on_tick=lambda: ticks.append(1))
+                        on_tick=lambda: ticks.append(1)))
     assert out.stopped == "cancelled"
     assert logs == ["sent SIGTERM to SLURM job 77 (scancel --full --signal=TERM)",
                     "the worker did not stop within 2 s; scancel 77"]
@@ -634,6 +641,7 @@ def test_run_job_passes_everything_on(tmp_path, monkeypatch):
 def test_defaults():
     import inspect
     assert inspect.signature(slurm._call).parameters["timeout"].default == 60
-    for f in (slurm.JobFollower.__init__, slurm.run_job):
-        params = inspect.signature(f).parameters
-        assert (params["grace_seconds"].default, params["tick"].default) == (20.0, 0.5)
+    job = slurm.Job(slurm_settings(), "/j", "/c", "r1", {}, print, print, lambda: False)
+    assert (job.grace_seconds, job.tick) == (20.0, 0.5)
+    follower = slurm.JobFollower(job)
+    assert (follower.grace, follower.tick) == (20.0, 0.5)

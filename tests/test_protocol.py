@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from potato.training.remote import protocol as p
+from potato.training.remote.slurm_job import SlurmSettings
 
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
@@ -101,61 +102,76 @@ DEFAULTS = {
     "host": "the agent's machine", "remote_dir": None, "gpus": "auto",
     "min_free_gpu_mb": 2000.0, "env": {}, "num_threads": None, "fetch_artifacts": True,
     "keep_remote": False, "max_artifact_mb": 2048.0, "max_media_cache_mb": 10240.0,
-    "scheduler": None, "job_python": "python", "prelude": [], "poll_interval_s": 10.0,
+    "scheduler": None,  # the agent runs the worker itself
+}
+SLURM_DEFAULTS = {
+    "name": "slurm", "job_python": "python", "prelude": [], "poll_interval_s": 10.0,
     "lost_after_s": 60.0, "partition": None, "gres": None, "time": None, "account": None,
     "qos": None, "mem": None, "cpus_per_task": None, "constraint": None,
     "requeue": False,  # SLURM jobs are submitted with --no-requeue unless allowed (issue 38)
 }
+SCHEDULERS = {"slurm": SlurmSettings}
 
 
 def test_run_settings_defaults_and_round_trip():
     assert p.RunSettings().to_dict() == DEFAULTS
     assert p.RunSettings.from_dict(None).to_dict() == DEFAULTS
     assert p.RunSettings.from_dict({}).to_dict() == DEFAULTS
+    assert SlurmSettings().to_dict() == SLURM_DEFAULTS
+    assert SlurmSettings.from_dict({}).to_dict() == SLURM_DEFAULTS
     a, b = p.RunSettings(), p.RunSettings()
     a.env["X"] = "1"
-    a.prelude.append("module load x")
-    assert b.env == {} and b.prelude == []  # no shared mutable defaults
-    s = p.RunSettings(host="h", gpus="0,1", env={"A": "b"}, num_threads=4, partition="gpu")
-    assert p.RunSettings.from_dict(s.to_dict()) == s
+    assert b.env == {}  # no shared mutable defaults
+    c, d = SlurmSettings(), SlurmSettings()
+    c.prelude.append("module load x")
+    assert d.prelude == []
+    s = p.RunSettings(host="h", gpus="0,1", env={"A": "b"}, num_threads=4,
+                      scheduler=SlurmSettings(partition="gpu"))
+    assert s.to_dict()["scheduler"] == dict(SLURM_DEFAULTS, partition="gpu")
+    assert p.RunSettings.from_dict(s.to_dict(), SCHEDULERS) == s
+    # an agent that knows no such scheduler runs the worker itself
+    assert p.RunSettings.from_dict(s.to_dict()).scheduler is None
+    assert p.RunSettings.from_dict(dict(s.to_dict(), scheduler={"name": "k8s"}),
+                                   SCHEDULERS).scheduler is None
 
 
 def test_run_settings_from_dict_types():
     s = p.RunSettings.from_dict({
         "host": 7, "remote_dir": "/r", "min_free_gpu_mb": "300", "env": {"A": 1, 2: "b"},
-        "num_threads": "3", "fetch_artifacts": 0, "keep_remote": "yes",
-        "prelude": ("a", 5), "poll_interval_s": 2, "partition": "gpu", "unknown": "x",
-        "gres": None, "cpus_per_task": 8,
-    })
+        "num_threads": "3", "fetch_artifacts": 0, "keep_remote": "yes", "unknown": "x",
+        "scheduler": {"name": "slurm", "prelude": ("a", 5), "poll_interval_s": 2,
+                      "partition": "gpu", "gres": None, "cpus_per_task": 8, "requeue": 1},
+    }, SCHEDULERS)
     assert s.host == "7"
     assert s.remote_dir == "/r"
     assert s.min_free_gpu_mb == 300.0 and isinstance(s.min_free_gpu_mb, float)
     assert s.env == {"A": "1", "2": "b"}
     assert s.num_threads == 3 and isinstance(s.num_threads, int)
     assert s.fetch_artifacts is False and s.keep_remote is True
-    assert s.prelude == ["a", "5"]
-    assert s.poll_interval_s == 2.0 and isinstance(s.poll_interval_s, float)
-    assert s.partition == "gpu" and s.gres is None and s.cpus_per_task == "8"
     assert not hasattr(s, "unknown")
+    slurm = s.scheduler
+    assert slurm.prelude == ["a", "5"] and slurm.requeue is True
+    assert slurm.poll_interval_s == 2.0 and isinstance(slurm.poll_interval_s, float)
+    assert slurm.partition == "gpu" and slurm.gres is None and slurm.cpus_per_task == "8"
     # a None or a wrong type keeps the default, and the keys after it are still read
     s = p.RunSettings.from_dict({"host": None, "min_free_gpu_mb": "lots", "env": 5,
-                                 "num_threads": "many", "prelude": 3, "qos": "high",
-                                 "constraint": "a100"})
+                                 "num_threads": "many", "scheduler": 3}, SCHEDULERS)
     assert s.host == "the agent's machine" and s.min_free_gpu_mb == 2000.0
-    assert s.env == {} and s.num_threads is None and s.prelude == []
-    assert s.qos == "high" and s.constraint == "a100"
+    assert s.env == {} and s.num_threads is None and s.scheduler is None
+    slurm = SlurmSettings.from_dict({"prelude": 3, "qos": "high", "constraint": "a100"})
+    assert slurm.prelude == [] and slurm.qos == "high" and slurm.constraint == "a100"
     # env values are str() of the value, keys too
     assert p.RunSettings.from_dict({"env": [("K", 2)]}).env == {"K": "2"}
     assert p.RunSettings.from_dict({"num_threads": 2.7}).num_threads == 2
 
 
 def test_sbatch_options():
-    assert p.RunSettings().sbatch_options() == {}
+    assert SlurmSettings().sbatch_options() == {}
     every = dict(partition="p", gres="gpu:1", time="1:00:00", account="a", qos="q", mem="4G",
                  cpus_per_task="2", constraint="a100")
-    assert p.RunSettings(host="h", gpus="0", **every).sbatch_options() == every
-    s = p.RunSettings(partition="gpu", gres="", time="1:00:00", account=None, qos="q",
-                      mem="4G", cpus_per_task="2", constraint="a100", host="h")
+    assert SlurmSettings(**every).sbatch_options() == every
+    s = SlurmSettings(partition="gpu", gres="", time="1:00:00", account=None, qos="q",
+                      mem="4G", cpus_per_task="2", constraint="a100")
     assert s.sbatch_options() == {"partition": "gpu", "time": "1:00:00", "qos": "q",
                                   "mem": "4G", "cpus_per_task": "2", "constraint": "a100"}
 

@@ -42,7 +42,7 @@ def test_the_worker_says_where_it_runs():
     ("lab-pc", "agent", {}, "lab-pc (agent)"),
 ])
 def test_ran_on_in_words(backend, btype, where, expected):
-    bcfg = SimpleNamespace(name=backend, host="h", remote_dir=None)
+    bcfg = SimpleNamespace(name=backend, options=SimpleNamespace(host="h", remote_dir=None))
     assert backend_class(btype)(bcfg, None).ran_on(where) == expected
 
 

@@ -8,6 +8,12 @@ import pytest
 from potato.training.remote import slurm_job as slurm
 from potato.training.remote.protocol import RunSettings
 
+
+def slurm_settings(**keys):
+    """A run's settings for a SLURM job: RunSettings's own keys, the rest the scheduler's."""
+    own = {k: keys.pop(k) for k in ("host", "env", "num_threads") if k in keys}
+    return RunSettings(scheduler=slurm.SlurmSettings.from_dict(keys), **own)
+
 # Captured from slurm-wlm 22.05 (`scontrol show job 7` after a job hit its time limit).
 SCONTROL_TIMEOUT = """\
 JobId=7 JobName=potato-r3
@@ -27,7 +33,7 @@ HOSTILE = "/shared/pt dir/it's; $(touch HACKED)"
 
 
 def test_sbatch_argv_maps_settings():
-    argv = slurm.sbatch_argv(RunSettings.from_dict({
+    argv = slurm.sbatch_argv(slurm_settings(**{
         "partition": "gpu", "gres": "gpu:1", "time": "02:00:00", "account": "lab", "qos": None,
         "mem": "16G", "cpus_per_task": "4", "constraint": "a100"}), "/s/jobs/r1", "r1")
     assert argv == ["sbatch", "--parsable", "--job-name=potato-r1",
@@ -35,14 +41,15 @@ def test_sbatch_argv_maps_settings():
                     "--partition=gpu",
                     "--gres=gpu:1", "--time=02:00:00", "--account=lab", "--mem=16G",
                     "--cpus-per-task=4", "--constraint=a100", "/s/jobs/r1/job.sh"]
-    assert not any(a.startswith("--gres") for a in slurm.sbatch_argv(RunSettings(), "/j", "r"))
+    assert not any(a.startswith("--gres") for a in slurm.sbatch_argv(slurm_settings(), "/j", "r"))
 
 
 def test_job_script_quotes_every_value(tmp_path):
     jobdir = str(tmp_path / "job dir; $(touch HACKED)")
     os.makedirs(jobdir)
-    text = slurm.job_script(RunSettings(job_python="python3", env={"MSG": "it's $(touch HACKED)"},
-                                        num_threads=2, prelude=["export FROM_PRELUDE=yes"]),
+    text = slurm.job_script(slurm_settings(job_python="python3",
+                                           env={"MSG": "it's $(touch HACKED)"}, num_threads=2,
+                                           prelude=["export FROM_PRELUDE=yes"]),
                             jobdir, HOSTILE)
     assert "export FROM_PRELUDE=yes" in text
     assert "export MSG='it'\"'\"'s $(touch HACKED)'" in text
@@ -99,7 +106,7 @@ fi
 exec %s "$@"
 """ % (sys.executable, sys.executable))
     fake.chmod(0o755)
-    text = slurm.job_script(RunSettings(job_python=str(fake)), str(jobdir), ROOT,
+    text = slurm.job_script(slurm_settings(job_python=str(fake)), str(jobdir), ROOT,
                             grace_seconds=2)
     (jobdir / "job.sh").write_text(text)
     shell = subprocess.Popen(["sh", str(jobdir / "job.sh")], start_new_session=True)
@@ -207,9 +214,10 @@ def test_a_failure_while_following_the_job_still_cancels_it(tmp_path, monkeypatc
         raise BrokenPipeError(32, "Broken pipe")
 
     with pytest.raises(BrokenPipeError):
-        slurm.run_job(RunSettings(job_python="python3", poll_interval_s=0.1), str(jobdir),
-                      "/code", "r1", dict(os.environ), lambda e: None, lambda m: None,
-                      lambda: False, tick=0.05, on_tick=broken_tick)
+        slurm.run_job(slurm.Job(slurm_settings(job_python="python3", poll_interval_s=0.1),
+                                str(jobdir), "/code", "r1", dict(os.environ), lambda e: None,
+                                lambda m: None, lambda: False, tick=0.05,
+                                on_tick=broken_tick))
     import json
 
     calls = [json.loads(line) for line in (state / "calls.log").read_text().splitlines()]
@@ -233,9 +241,9 @@ def test_squeue_failing_forever_ends_the_follow(tmp_path, monkeypatch):
     monkeypatch.setattr(slurm, "SQUEUE_FAILING_S", 0.5)
     jobdir = tmp_path / "job"
     jobdir.mkdir()
-    out = slurm.run_job(RunSettings(job_python="python3", poll_interval_s=0.1), str(jobdir),
-                        "/code", "r1", dict(os.environ), lambda e: None, lambda m: None,
-                        lambda: False, tick=0.05)
+    out = slurm.run_job(slurm.Job(slurm_settings(job_python="python3", poll_interval_s=0.1),
+                                  str(jobdir), "/code", "r1", dict(os.environ), lambda e: None,
+                                  lambda m: None, lambda: False, tick=0.05))
     assert out.reason_message.startswith("squeue kept failing for ")
     assert "Unable to contact slurm controller" in out.reason_message
 
@@ -259,12 +267,12 @@ JobId=1 JobName=potato-r1
 
 
 def test_a_job_is_submitted_with_no_requeue_unless_the_backend_allows_it():
-    assert "--no-requeue" in slurm.sbatch_argv(RunSettings(), "/j", "r1")
-    assert "--requeue" not in slurm.sbatch_argv(RunSettings(), "/j", "r1")
-    allowed = slurm.sbatch_argv(RunSettings.from_dict({"requeue": True}), "/j", "r1")
+    assert "--no-requeue" in slurm.sbatch_argv(slurm_settings(), "/j", "r1")
+    assert "--requeue" not in slurm.sbatch_argv(slurm_settings(), "/j", "r1")
+    allowed = slurm.sbatch_argv(slurm_settings(**{"requeue": True}), "/j", "r1")
     assert "--requeue" in allowed and "--no-requeue" not in allowed
     # an older server sends no requeue: the job is not requeued
-    assert "--no-requeue" in slurm.sbatch_argv(RunSettings.from_dict({"partition": "gpu"}),
+    assert "--no-requeue" in slurm.sbatch_argv(slurm_settings(**{"partition": "gpu"}),
                                                "/j", "r1")
 
 
@@ -310,7 +318,7 @@ def test_job_script_appends_events_and_forgets_an_earlier_exit_code(tmp_path):
                     'echo "{\\"type\\": \\"log\\", \\"level\\": \\"info\\", '
                     '\\"message\\": \\"$m\\"}"\nexit 3\n')
     fake.chmod(0o755)
-    text = slurm.job_script(RunSettings(job_python=str(fake)), str(jobdir), "/code")
+    text = slurm.job_script(slurm_settings(job_python=str(fake)), str(jobdir), "/code")
     (jobdir / "exit_code").write_text("143\n")
     (jobdir / "events.jsonl").write_text('{"type": "log", "level": "info", "message": "1st"}\n')
     tail = slurm.EventTail(str(jobdir / "events.jsonl"))

@@ -7,10 +7,10 @@ import sys
 
 import pytest
 
-from potato.config import Backend
 from potato.training.remote import gpus
 from potato.training.backends import errors
 from potato.training.backends import sshcmd
+from potato.training.backends.ssh import SshOptions
 from potato.training.remote import protocol
 
 HOSTILE = "/tmp/pt dir/it's; $(touch HACKED) `touch HACKED2` \"q\"\nline"
@@ -24,8 +24,7 @@ REAL_SMI = """\
 
 
 def test_ssh_argv_has_safe_defaults_and_maps_keys():
-    b = Backend("gpu", "ssh", host="gpu.example.org", user="ann", port=2222,
-                identity_file="/keys/id")
+    b = SshOptions(host="gpu.example.org", user="ann", port=2222, identity_file="/keys/id")
     argv = sshcmd.ssh_argv(b, "true", "/tmp/ctl", forward="/tmp/s.sock:127.0.0.1:8000")
     assert argv[0] == "ssh"
     opts = [argv[i + 1] for i, a in enumerate(argv) if a == "-o"]
@@ -40,7 +39,7 @@ def test_ssh_argv_has_safe_defaults_and_maps_keys():
 
 
 def test_ssh_argv_minimal():
-    argv = sshcmd.ssh_argv(Backend("gpu", "ssh", host="alias"), "cmd")
+    argv = sshcmd.ssh_argv(SshOptions(host="alias"), "cmd")
     assert "-l" not in argv and "-p" not in argv and "-i" not in argv and "-R" not in argv
     assert argv[-3:] == ["--", "alias", "cmd"]
 

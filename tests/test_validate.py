@@ -5,7 +5,8 @@ import json
 import pytest
 
 from potato.cli import main
-from potato.config import ConfigError, slurm_time_seconds
+from potato.config import ConfigError
+from potato.training.backends.slurm import slurm_time_seconds
 from potato.validation import check
 from tests.helpers import BASE, EXAMPLE
 

@@ -367,7 +367,7 @@ def _artifact_routes(app, manager, authorize) -> None:
         rel = (h.query.get("path") or [""])[0]
         offset, size, sha = _upload_query(h)
         dest = _artifact_path(ctx.paths.artifacts, rel)
-        mb = manager.cfg.model_training.backends[ctx.run.backend].max_artifact_mb
+        mb = manager.cfg.model_training.backends[ctx.run.backend].options.max_artifact_mb
         per_file = int(mb * 1024 * 1024)
         total = per_file * ARTIFACTS_TOTAL_FILES_FACTOR
         book = agent_limits.ledger(remote, ctx.paths.artifacts)

@@ -90,9 +90,10 @@ def cannot_publish(cfg, view: Dict[str, Any], artifacts: str) -> Optional[str]:
                     view["run_id"], time.strftime("%Y-%m-%d %H:%M", time.localtime(
                         view["pruned_at"])), why))
     if "://" in uri:
-        backend = cfg.model_training.backends.get(view["backend"])
+        bcfg = cfg.model_training.backends.get(view["backend"])
+        backend = bcfg.options if bcfg is not None else None  # a remote kind's keys
         machine = "agent's machine" if uri.startswith("agent://") else "GPU host"
-        if backend is not None and not backend.fetch_artifacts:
+        if backend is not None and not getattr(backend, "fetch_artifacts", True):
             why = "fetch_artifacts: false kept the model files on the %s" % machine
         elif uri.startswith("agent://") and not model_files.files(artifacts):
             why = ("the model files stayed on the agent's machine (over max_artifact_mb, a copy "
@@ -101,7 +102,7 @@ def cannot_publish(cfg, view: Dict[str, Any], artifacts: str) -> Optional[str]:
         else:
             why = ("some model files were larger than max_artifact_mb (%g MB), so they stayed on "
                    "the %s (the run log names them)" % (
-                       backend.max_artifact_mb if backend is not None else 2048, machine))
+                       getattr(backend, "max_artifact_mb", 2048), machine))
         return ("This model cannot be published from the run page: %s, at %s, and publishing "
                 "needs the files on this server. Upload them from there (huggingface_hub's "
                 "hf upload), or train again with the files fetched." % (why, uri))

@@ -53,7 +53,7 @@ def recover(manager) -> List[RunContext]:
                         "running on %s" % (run.remote_host or "its machine")
                     ctx.set_step("the server restarted: waiting for the agent on %s to report "
                                  "again (up to %g s)" % (run.remote_host or "its machine",
-                                                         backend.bcfg.heartbeat_timeout_s))
+                                                         backend.options.heartbeat_timeout_s))
                 resumed.append(ctx)
                 continue
         message = backend.restart_error() if backend is not None else RESTARTED

@@ -7,6 +7,7 @@
 from typing import Any, Dict, Optional
 
 from potato.config import Config
+from potato.config_backends import KINDS
 from potato.training.backends.agent import AgentBackend
 from potato.training.backends.base import Outcome, RunContext, TrainingBackend
 from potato.training.backends.local import LocalBackend
@@ -17,7 +18,16 @@ from potato.training.remote import trainers
 __all__ = ["Outcome", "RunContext", "TrainingBackend", "make_backends", "check_backend",
            "backend_class"]
 # The registry of kinds: a new kind of backend is a module in this folder and a line here.
-TYPES = {"local": LocalBackend, "ssh": SshBackend, "slurm": SlurmBackend, "agent": AgentBackend}
+# It is the config's registry too (config_backends.KINDS, the same mapping): the config reads
+# each kind's keys, rules, hints and traits from its class, so one line makes a kind known to
+# both.
+TYPES = KINDS
+TYPES.update({
+    "local": LocalBackend,
+    "ssh": SshBackend,
+    "slurm": SlurmBackend,
+    "agent": AgentBackend,
+})
 
 
 def backend_class(type_name: str):

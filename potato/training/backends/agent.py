@@ -10,8 +10,10 @@ import os
 import shlex
 import sqlite3
 import time
+from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
+from potato.config_backends import boolean, heartbeat_timeout, key, number
 from potato.training.backends.base import Outcome, RemoteState, RunContext, TrainingBackend
 from potato.training.backends.wait import outcome_of, wait_for_agent
 from potato.training.remote import bundle as bundle_mod
@@ -58,8 +60,19 @@ def _kept_result(ctx: RunContext) -> Optional[Dict[str, Any]]:
     return kept if isinstance(kept, dict) else None
 
 
+@dataclass
+class AgentOptions:
+    heartbeat_timeout_s: float = key(heartbeat_timeout, 120)
+    queue_timeout_s: Optional[float] = key(number(positive=True))
+    fetch_artifacts: bool = key(boolean, True)
+    keep_remote: bool = key(boolean, False)
+    max_artifact_mb: float = key(number(minimum=0), 2048)
+
+
 class AgentBackend(TrainingBackend):
     type = "agent"
+    Options = AgentOptions
+    article = "an"
     python_fix = ("or start the agent with --python pointing at one that has them (default: "
                   "the agent's own)")
     polled_by_agents = True
@@ -70,7 +83,7 @@ class AgentBackend(TrainingBackend):
 
     @property
     def queue_timeout_s(self):
-        return self.bcfg.queue_timeout_s
+        return self.options.queue_timeout_s
 
     def _config(self) -> str:
         """The config file as a command line names it (the server knows its own)."""
@@ -101,7 +114,7 @@ class AgentBackend(TrainingBackend):
     def settings(self) -> RunSettings:
         # Model files come back as an ssh run's do (fetch_artifacts, max_artifact_mb); those
         # that stay on the agent's machine are named in the run log, and the run records where.
-        b = self.bcfg
+        b = self.options
         return RunSettings(gpus="auto", fetch_artifacts=b.fetch_artifacts,
                            keep_remote=b.keep_remote, max_artifact_mb=b.max_artifact_mb)
 
@@ -151,20 +164,20 @@ class AgentBackend(TrainingBackend):
 
     def _follow(self, ctx: RunContext, remote: RemoteState, where: str,
                 started: Optional[float] = None) -> Outcome:
-        outcome = wait_for_agent(ctx, remote, self.name, where, self.bcfg.heartbeat_timeout_s,
+        outcome = wait_for_agent(ctx, remote, self.name, where, self.options.heartbeat_timeout_s,
                                  started=started)
         if ctx.shutdown.is_set() and remote.result is None:
             ctx.log("the server is stopping: the run stays with the agent on %s, which keeps "
                     "training; the server picks it up again when it starts (the agent waits up "
                     "to %d s for it, then stops the worker; the restarted server waits %g s for "
-                    "the agent)" % (where, LOST_CONTACT_S, self.bcfg.heartbeat_timeout_s))
+                    "the agent)" % (where, LOST_CONTACT_S, self.options.heartbeat_timeout_s))
             return Outcome("detached")
         if outcome is not None:
             return outcome
         result = remote.result or {}
         uri = ctx.paths.artifacts
         stayed = [a for a in result.get("artifacts") or [] if not a.get("fetched")]
-        if result.get("workdir") and (stayed or not self.bcfg.fetch_artifacts
+        if result.get("workdir") and (stayed or not self.options.fetch_artifacts
                                       or remote.copy_error):
             uri = "agent://%s%s/artifacts" % (result.get("host") or where, result["workdir"])
         return outcome_of(ctx, remote, self.name, uri)

@@ -94,9 +94,17 @@ def placement_words(head: str, where: Optional[Dict[str, Any]], show_host: bool)
 class TrainingBackend:
     """One configured backend. What the queue, the claim, registration and the pages need to
     know about a kind of backend is an attribute or method here, overridden by each kind:
-    no code outside ``backends/`` compares a backend's type string."""
+    no code outside ``backends/`` compares a backend's type string.
+
+    The config reads a kind's keys from its class too (``potato/config_backends.py``):
+    ``Options`` (a dataclass of ``key(...)`` fields, with ``hints`` and ``rules``), ``article``,
+    ``implicit``, ``arrives_as_loopback`` and ``polled_by_agents``."""
 
     type = "base"
+    Options: Any = None  # the kind's own config keys (None: only type and description)
+    article = "a"  # "a local backend", "an ssh backend" (the config's messages)
+    implicit = False  # always configured, under the kind's name (local)
+    arrives_as_loopback = False  # its agent reaches the server through an ssh-forwarded socket
     on_server = False  # the worker runs on the annotation server itself
     polled_by_agents = False  # runs start only when an agent polling the server claims them
     builds_venv = False  # ``packages`` become a virtual environment on the host
@@ -107,6 +115,7 @@ class TrainingBackend:
     def __init__(self, bcfg: BackendConfig, cfg: Config, tokens=None):
         self.name = bcfg.name
         self.bcfg = bcfg
+        self.options = bcfg.options  # an instance of the kind's Options (None without keys)
         self.cfg = cfg
         self.tokens = tokens  # AgentTokens on the project's store, for kinds that use tokens
 
@@ -156,7 +165,8 @@ class TrainingBackend:
 
     @property
     def host(self) -> Optional[str]:
-        return self.bcfg.host
+        """The machine the backend logs into, for the API's backend list (None: none)."""
+        return None
 
     # What a server restart does to a run of this backend. A backend whose runs survive one
     # leaves them running when the server stops (``execute`` returns Outcome("detached")) and

@@ -14,6 +14,7 @@ class LocalBackend(TrainingBackend):
     """A child process on the annotation server."""
 
     type = "local"
+    implicit = True  # every config has it, under this name
     on_server = True
     python_fix = "or start the server with a Python that has them (the local worker runs in it)"
 

@@ -72,8 +72,8 @@ def push(backend, ctx, pin: str) -> None:
     index = media_bundle.load_index(ctx.paths.media_index)
     if not index:
         return
-    host = backend.bcfg.host
-    limit = backend.bcfg.max_media_cache_mb
+    host = backend.options.host
+    limit = backend.options.max_media_cache_mb
     total = sum(v["size"] for v in index.values())
     ctx.set_step("checking media on %s: %s files, %s MB" % (host, count(len(index)),
                                                              media_bundle.mb(total)))
@@ -140,14 +140,14 @@ class Session:
     then the tar stream of those goes in and what arrived comes back."""
 
     def __init__(self, backend, pin: str, limit: float, cancel=None):
-        self.backend, self.host, self.limit = backend, backend.bcfg.host, limit
+        self.backend, self.host, self.limit = backend, backend.options.host, limit
         self.err = tempfile.TemporaryFile()
         self.sent = self.total = 0
         self.out = b""
         self.cancel = cancel  # the run's: looked at in every wait on the host
         try:
             self.p = proc.spawn(backend.argv(cache_command(
-                backend.bcfg.python, backend.remote_dir, "sync", pin, limit)),
+                backend.options.python, backend.remote_dir, "sync", pin, limit)),
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err)
         except proc.SpawnError as e:
             self.err.close()
@@ -190,7 +190,7 @@ class Session:
                                         "copied on %s" % self.host)
         stderr = self._stderr()
         if self.p.returncode == 255:
-            return errors.ConnectError(errors.ssh_failure(self.host, self.backend.bcfg.user,
+            return errors.ConnectError(errors.ssh_failure(self.host, self.backend.options.user,
                                                           255, stderr))
         return errors.TransferError("%s%s" % (what, ": " + "\n".join(stderr.splitlines()[-5:])
                                               if stderr else ""))

@@ -1,12 +1,15 @@
 """The slurm backend: the ssh backend's agent, started on a login node, submits the worker
 with sbatch (see potato/training/remote/slurm_job.py for the job side)."""
 
-from typing import Any, Dict
+import re
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar, Dict, List, Optional
 
+from potato.config_backends import KeyContext, boolean, dotted, key, number, text, text_list
 from potato.training.backends import errors
 from potato.training.backends import sshcmd
 from potato.training.backends.ship import code_hash
-from potato.training.backends.ssh import SshBackend
+from potato.training.backends.ssh import LoginOptions, SshBackend
 from potato.training.remote.protocol import RunSettings
 from potato.training.remote import slurm_job
 
@@ -25,36 +28,137 @@ print("POTATO-JOBMISSING " + ",".join(
 """
 
 
+# -- SLURM time limits ----------------------------------------------------------------------------
+
+_SLURM_TIME = [  # (pattern, names of the groups in order)
+    (re.compile(r"^(\d+)$"), ("m",)),
+    (re.compile(r"^(\d+):(\d+)$"), ("m", "s")),
+    (re.compile(r"^(\d+):(\d+):(\d+)$"), ("h", "m", "s")),
+    (re.compile(r"^(\d+)-(\d+)$"), ("d", "h")),
+    (re.compile(r"^(\d+)-(\d+):(\d+)$"), ("d", "h", "m")),
+    (re.compile(r"^(\d+)-(\d+):(\d+):(\d+)$"), ("d", "h", "m", "s")),
+]
+_UNIT_SECONDS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+SIX_HOURS = 6 * 3600
+
+
+def slurm_time_seconds(text: str) -> Optional[float]:
+    """Seconds in an sbatch ``--time`` value, ``inf`` for no limit, None when not a valid format.
+
+    Accepts the formats sbatch documents: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS,
+    and INFINITE/UNLIMITED.
+    """
+    text = text.strip()
+    if text.upper() in ("INFINITE", "UNLIMITED"):
+        return float("inf")
+    for pattern, units in _SLURM_TIME:
+        m = pattern.match(text)
+        if m:
+            return float(sum(int(v) * _UNIT_SECONDS[u] for v, u in zip(m.groups(), units)))
+    return None
+
+
+def slurm_time(ctx: KeyContext, name: str, default) -> Optional[str]:
+    """``time``: an sbatch time limit, as the config's text says it."""
+    value = ctx.m.get(name)
+    if value is None:
+        return default
+    path = ctx.path + (name,)
+    # PyYAML reads 1:30:00 as a base-60 number; the source text is what the user meant.
+    source = ctx.r.scalars.get(path, str(value))
+    if isinstance(value, (dict, list, bool)):
+        ctx.r.error(path, f"{dotted(path)} must be a SLURM time such as 02:00:00.", ctx.name)
+    elif slurm_time_seconds(source) is None:
+        ctx.r.error(path, f"{dotted(path)} is {source!r}, which sbatch does not accept. Use MM, "
+                          f"MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS (for example "
+                          f"02:00:00).", ctx.name)
+    elif slurm_time_seconds(source) == 0:
+        ctx.r.error(path, f"{dotted(path)} is {source}, which means no limit on SLURM. Give the "
+                          f"job a limit such as 02:00:00.", ctx.name)
+    else:
+        return source
+    return default
+
+
+@dataclass
+class SlurmOptions(LoginOptions):
+    job_python: Optional[str] = key(text)
+    prelude: List[str] = key(text_list, default_factory=list)
+    poll_interval_s: float = key(number(positive=True), 10)
+    requeue: bool = key(boolean, False)  # let SLURM requeue the job (else sbatch --no-requeue)
+    # sbatch options (key -> --key, _ as -)
+    partition: Optional[str] = key(text)
+    gres: Optional[str] = key(text)
+    time: Optional[str] = key(slurm_time)
+    account: Optional[str] = key(text)
+    qos: Optional[str] = key(text)
+    mem: Optional[str] = key(text)
+    cpus_per_task: Optional[str] = key(text)
+    constraint: Optional[str] = key(text)
+
+    hints: ClassVar[Dict[str, str]] = {
+        "gpus": "On SLURM, ask for GPUs with gres (for example gres: gpu:1).",
+        "packages": "A slurm backend installs nothing; load software with prelude lines (for "
+                    "example prelude: [\"module load cuda\"]).",
+    }
+
+    @property
+    def sbatch(self) -> Dict[str, str]:
+        """The sbatch options set (key -> value)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if f.name in slurm_job.SlurmSettings.SBATCH_KEYS
+                and getattr(self, f.name) is not None}
+
+    def rules(self, b, bpath, where: str, err, warn) -> None:
+        super().rules(b, bpath, where, err, warn)
+        if not self.remote_dir:
+            err(bpath, f"{where} has no remote_dir. A slurm backend needs a directory on "
+                       f"storage that the login and compute nodes share (for example "
+                       f"~/potato-training or /scratch/$USER/potato).", b.name)
+        elif re.match(r"^/(var/)?tmp(/|$)", self.remote_dir.strip()):
+            err(bpath + ("remote_dir",),
+                f"{where}.remote_dir is {self.remote_dir}, which is node-local on compute "
+                f"nodes: the job would not see the files the login node wrote. Use a "
+                f"directory on shared storage (for example ~/potato-training).", b.name)
+        if self.time is not None and slurm_time_seconds(self.time) > SIX_HOURS:
+            warn(bpath + ("time",),
+                 f"{where}.time is {self.time}. A job that holds a GPU for more than 6 hours "
+                 f"is long on a shared cluster; check its policy", b.name)
+
+
 class SlurmBackend(SshBackend):
     type = "slurm"
+    Options = SlurmOptions
+    article = "a"
     python_fix = ("on the compute nodes: point the backend's job_python at an environment there "
                   "that has them (python runs only the agent on the login node)")
     builds_venv = False  # a venv made on the login node may not run on compute nodes
+    packages = ()  # nothing is installed (software comes from prelude lines)
     lost_after_s = slurm_job.LOST_AFTER_S
 
     def restart_error(self) -> str:
         return ("The run was ended by a server restart: the server's ssh session to %s closed "
                 "with it, and the agent there cancelled its SLURM job. Start the run again."
-                % self.bcfg.host)
+                % self.options.host)
 
     @property
     def label(self) -> str:
-        return "%s (SLURM via %s)" % (self.name, self.bcfg.host)
+        return "%s (SLURM via %s)" % (self.name, self.options.host)
 
     def settings(self) -> RunSettings:
-        b = self.bcfg
-        return RunSettings(scheduler="slurm", gpus="none", env=dict(b.env),
-                           num_threads=b.num_threads, fetch_artifacts=b.fetch_artifacts,
-                           keep_remote=b.keep_remote, max_artifact_mb=b.max_artifact_mb,
+        b = self.options
+        return RunSettings(gpus="none", env=dict(b.env), num_threads=b.num_threads,
+                           fetch_artifacts=b.fetch_artifacts, keep_remote=b.keep_remote,
+                           max_artifact_mb=b.max_artifact_mb,
                            max_media_cache_mb=b.max_media_cache_mb,
                            remote_dir=self.remote_dir, host=b.host,
-                           job_python=b.job_python or "python", prelude=list(b.prelude),
-                           poll_interval_s=b.poll_interval_s, lost_after_s=self.lost_after_s,
-                           requeue=b.requeue,
-                           **b.sbatch)
+                           scheduler=slurm_job.SlurmSettings(
+                               job_python=b.job_python or "python", prelude=list(b.prelude),
+                               poll_interval_s=b.poll_interval_s,
+                               lost_after_s=self.lost_after_s, requeue=b.requeue, **b.sbatch))
 
     def check(self) -> Dict[str, Any]:
-        host = self.bcfg.host
+        host = self.options.host
         report = self.report(host=host)
         lines = report["lines"]
         if self.remote_dir.startswith(("/tmp", "/var/tmp")):
@@ -68,7 +172,7 @@ class SlurmBackend(SshBackend):
             return report
         lines.append("%s: Python %s (%s) runs the agent" % (host, info["python"],
                                                             info["executable"]))
-        job_python = self.bcfg.job_python or "python"
+        job_python = self.options.job_python or "python"
         r = self._ssh(sshcmd.sh(CHECK_SH, job_python), timeout=60)
         found = {}
         job_py = None

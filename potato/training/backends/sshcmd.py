@@ -28,25 +28,26 @@ def ssh_options(control_dir: Optional[str]) -> List[str]:
     return opts
 
 
-def ssh_argv(bcfg, remote_command: str, control_dir: Optional[str] = None,
+def ssh_argv(login, remote_command: str, control_dir: Optional[str] = None,
              forward: Optional[str] = None) -> List[str]:
-    """``ssh [options] [-l user] [-p port] [-i key] [-R forward] -- host command``."""
+    """``ssh [options] [-l user] [-p port] [-i key] [-R forward] -- host command``; ``login``:
+    the backend's options (``ssh.LoginOptions``: host, user, port, identity_file)."""
     argv = ["ssh"] + ssh_options(control_dir)
-    if bcfg.user:
-        argv += ["-l", bcfg.user]
-    if bcfg.port:
-        argv += ["-p", str(bcfg.port)]
-    if bcfg.identity_file:
-        argv += ["-i", bcfg.identity_file]
+    if login.user:
+        argv += ["-l", login.user]
+    if login.port:
+        argv += ["-p", str(login.port)]
+    if login.identity_file:
+        argv += ["-i", login.identity_file]
     if forward:
         argv += ["-R", forward]
-    return argv + ["--", bcfg.host, remote_command]
+    return argv + ["--", login.host, remote_command]
 
 
-def control_exit_argv(bcfg, control_dir: str) -> List[str]:
+def control_exit_argv(login, control_dir: str) -> List[str]:
     """``ssh [options] -O exit -- host``: ends the shared connection (ControlMaster)."""
-    argv = ssh_argv(bcfg, "true", control_dir)
-    return argv[:argv.index("--")] + ["-O", "exit", "--", bcfg.host]
+    argv = ssh_argv(login, "true", control_dir)
+    return argv[:argv.index("--")] + ["-O", "exit", "--", login.host]
 
 
 def shown(argv: List[str], what: str = "<agent command>") -> str:

@@ -15,14 +15,15 @@ import sys
 import time
 from urllib.parse import urlsplit
 
-from potato.training.remote import alive, protocol
+from potato.training.remote import alive, protocol, slurm_job
 from potato.training.remote import run as agent_mod
 from potato.training.remote.client import Client, ServerError, log, send_result
 
 POLL_S = 5.0
 SWEEP_EVERY_S = 60.0  # how often a polling agent looks for killed agents' job directories
-SLURM_KEYS = protocol.SBATCH_KEYS + ("job_python", "prelude", "env", "num_threads",
-                                     "poll_interval_s", "requeue")
+# --slurm-config's keys: the slurm scheduler's own, and two of every run's settings
+RUN_KEYS = ("env", "num_threads")
+SLURM_KEYS = slurm_job.SlurmSettings.CONFIG_KEYS + RUN_KEYS
 
 
 def read_token(token_file):
@@ -54,10 +55,11 @@ def slurm_overrides(path):
     if not isinstance(conf.get("requeue", False), bool):
         raise SystemExit("error: %s: requeue must be true or false, not %r" % (path,
                                                                             conf["requeue"]))
-    out = dict(conf, scheduler="slurm", gpus="none")
-    if "time" in out:
-        out["time"] = str(out["time"])
-    return out
+    scheduler = {k: v for k, v in conf.items() if k not in RUN_KEYS}
+    scheduler["name"] = slurm_job.SlurmSettings.name
+    if "time" in scheduler:
+        scheduler["time"] = str(scheduler["time"])
+    return dict({k: conf[k] for k in RUN_KEYS if k in conf}, scheduler=scheduler, gpus="none")
 
 
 def plain_http_warning(server):

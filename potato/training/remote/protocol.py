@@ -88,14 +88,40 @@ def exit_sentence(code: Optional[int], meanings: Optional[Dict[int, str]] = None
 
 # -- the settings of one remote run ----------------------------------------------------------------
 
-SBATCH_KEYS = ("partition", "gres", "time", "account", "qos", "mem", "cpus_per_task",
-               "constraint")
+def read_fields(out, data: Optional[Dict[str, Any]]):
+    """``out`` (a dataclass instance of defaults) with the known keys of ``data`` set, each
+    converted to its field's type; unknown keys (a newer server may send more) are ignored and
+    wrong types keep the default."""
+    for f in fields(out):
+        if not data or data.get(f.name) is None or f.name == "scheduler":
+            continue
+        value = data[f.name]
+        try:
+            if f.name == "env":
+                value = {str(k): str(v) for k, v in dict(value).items()}
+            elif f.name == "prelude":
+                value = [str(v) for v in value]
+            elif f.type in (bool, "bool"):
+                value = bool(value)
+            elif f.type in (float, "float"):
+                value = float(value)
+            elif f.name == "num_threads":
+                value = int(value)
+            else:
+                value = str(value)
+        except (TypeError, ValueError):
+            continue
+        setattr(out, f.name, value)
+    return out
 
 
 @dataclass
 class RunSettings:
     """How an agent runs one run: sent by the server with the run (``to_dict``), read once by
-    the agent (``from_dict``); code below reads attributes, never raw keys."""
+    the agent (``from_dict``); code below reads attributes, never raw keys. A run handed to a
+    scheduler carries the scheduler's own part in ``scheduler`` (an object with a ``name``,
+    ``to_dict()`` and ``run(job)``, such as ``slurm_job.SlurmSettings``); without one the agent
+    runs the worker itself."""
 
     host: str = "the agent's machine"
     remote_dir: Optional[str] = None
@@ -107,53 +133,24 @@ class RunSettings:
     keep_remote: bool = False
     max_artifact_mb: float = 2048.0
     max_media_cache_mb: float = 10240.0  # the host's media cache (remote_dir/media)
-    # slurm: the worker is submitted with sbatch instead of run by the agent
-    scheduler: Optional[str] = None
-    job_python: str = "python"
-    prelude: List[str] = field(default_factory=list)
-    poll_interval_s: float = 10.0
-    lost_after_s: float = 60.0
-    requeue: bool = False  # sbatch --requeue (SLURM restarts the job) or --no-requeue
-    partition: Optional[str] = None
-    gres: Optional[str] = None
-    time: Optional[str] = None
-    account: Optional[str] = None
-    qos: Optional[str] = None
-    mem: Optional[str] = None
-    cpus_per_task: Optional[str] = None
-    constraint: Optional[str] = None
+    scheduler: Any = None
 
     def to_dict(self) -> Dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Optional[Dict[str, Any]]) -> "RunSettings":
-        """Known keys only (a newer server may send more); wrong types fall back to defaults."""
-        out = cls()
-        for f in fields(cls):
-            if not data or data.get(f.name) is None:
-                continue
-            value = data[f.name]
-            try:
-                if f.name == "env":
-                    value = {str(k): str(v) for k, v in dict(value).items()}
-                elif f.name == "prelude":
-                    value = [str(v) for v in value]
-                elif f.type is bool:
-                    value = bool(value)
-                elif f.type is float:
-                    value = float(value)
-                elif f.name == "num_threads":
-                    value = int(value)
-                else:
-                    value = str(value)
-            except (TypeError, ValueError):
-                continue
-            setattr(out, f.name, value)
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "scheduler"}
+        out["env"] = dict(self.env)
+        out["scheduler"] = self.scheduler.to_dict() if self.scheduler is not None else None
         return out
 
-    def sbatch_options(self) -> Dict[str, str]:
-        return {k: getattr(self, k) for k in SBATCH_KEYS if getattr(self, k) not in (None, "")}
+    @classmethod
+    def from_dict(cls, data: Optional[Dict[str, Any]],
+                  schedulers: Optional[Dict[str, Any]] = None) -> "RunSettings":
+        """``schedulers``: name -> settings class (with ``from_dict``) of the schedulers this
+        agent can hand a run to; a ``scheduler`` it does not know is left out."""
+        out = read_fields(cls(), data)
+        part = (data or {}).get("scheduler")
+        if isinstance(part, dict) and part.get("name") in (schedulers or {}):
+            out.scheduler = schedulers[part["name"]].from_dict(part)
+        return out
 
 
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")

@@ -45,6 +45,9 @@ LOST_CONTACT_S = protocol.LOST_CONTACT_S  # no server this long: the worker is s
 UNREACHABLE = "the agent could not reach the server for %d s and stopped the worker"
 ALIVE = ".alive"  # in the job directory, touched while its agent runs (see remote/alive.py)
 GPU_LOCK_HOLD_S = 120  # the GPU choice is held until the worker speaks, at most this long
+# The schedulers an agent can hand a run's worker to, by the name in the run's settings (the
+# server's slurm backend names one; without one the agent runs the worker itself).
+SCHEDULERS = {slurm_job.SlurmSettings.name: slurm_job.SlurmSettings}
 CODE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))  # the folder that holds potato/
 
@@ -121,7 +124,7 @@ class AgentRun:
             self.client.request("GET", "/agent/v1/runs/%s" % self.run_id)))
         backend = dict(self.info.get("backend") or {})
         backend.update(self.overrides or {})
-        self.settings = RunSettings.from_dict(backend)
+        self.settings = RunSettings.from_dict(backend, SCHEDULERS)
         self.grace = float(self.info.get("grace_seconds", 20))
         self.paths = RunPaths(self.workdir).create()
         set_log_file(self.paths.agent_log)
@@ -162,10 +165,10 @@ class AgentRun:
         self.on_event(protocol.make("log", level="info", message="agent on %s: Python %s (%s)"
                                     % (platform.node(), platform.python_version(),
                                        self.python)))
-        if s.scheduler == "slurm":
-            return slurm_job.run_job(s, self.paths.root, self.code_dir, self.run_id, self.env,
-                                     self.on_event, log, self.should_cancel,
-                                     grace_seconds=self.grace, on_tick=self.report_events)
+        if s.scheduler is not None:  # the scheduler runs the worker (a SLURM job)
+            return s.scheduler.run(slurm_job.Job(
+                s, self.paths.root, self.code_dir, self.run_id, self.env, self.on_event, log,
+                self.should_cancel, grace_seconds=self.grace, on_tick=self.report_events))
         gpu_lock = None
         if s.gpus == "none":
             self.env["CUDA_VISIBLE_DEVICES"] = ""  # the CPU, as asked, even on a GPU host

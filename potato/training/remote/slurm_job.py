@@ -12,14 +12,18 @@ Builders and parsers are pure functions; ``run_job`` is the loop.
 
 import os
 import platform
-import re
 import shlex
 import shutil
 import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, ClassVar, Dict, List, Optional
 
 from potato.training.remote import proc, protocol
 from potato.training.remote import protocol as events
 from potato.training.remote.paths import RunPaths
+from potato.training.remote.slurm_parse import (  # noqa: F401 (this module's API too)
+    SQUEUE_FORMAT, EventTail, SlurmError, SlurmParseError, parse_sbatch, parse_scontrol,
+    parse_squeue)
 from potato.training.remote.slurm_reasons import (  # noqa: F401 (this module's API too)
     REQUEUE_STATES, SENTENCES, SLURM_OUT, STATE_REASONS, WHAT_TO_DO, ended_message,
     reason_from_scontrol, reason_from_slurm_out, requeue_words, requeued, requeued_message,
@@ -29,33 +33,85 @@ from potato.training.remote.supervise import WorkerExit, tail
 SBATCH_FLAGS = (("partition", "--partition"), ("gres", "--gres"), ("time", "--time"),
                 ("account", "--account"), ("qos", "--qos"), ("mem", "--mem"),
                 ("cpus_per_task", "--cpus-per-task"), ("constraint", "--constraint"))
-SQUEUE_FORMAT = "%i|%T|%R|%N"
 LOST_AFTER_S = 60  # a job gone from the queue with no exit code and no reason: wait this long
 
 
-class SlurmError(Exception):
-    pass
+@dataclass
+class SlurmSettings:
+    """The slurm scheduler's part of a run's settings (``RunSettings.scheduler``): with it, the
+    agent submits the worker with sbatch instead of running it (``run``)."""
+
+    name: ClassVar[str] = "slurm"
+    SBATCH_KEYS: ClassVar = tuple(k for k, _ in SBATCH_FLAGS)
+    # what an agent's --slurm-config may set (lost_after_s is the server's to say)
+    CONFIG_KEYS: ClassVar = SBATCH_KEYS + ("job_python", "prelude", "poll_interval_s", "requeue")
+
+    job_python: str = "python"
+    prelude: List[str] = field(default_factory=list)
+    poll_interval_s: float = 10.0
+    lost_after_s: float = float(LOST_AFTER_S)
+    requeue: bool = False  # sbatch --requeue (SLURM restarts the job) or --no-requeue
+    partition: Optional[str] = None
+    gres: Optional[str] = None
+    time: Optional[str] = None
+    account: Optional[str] = None
+    qos: Optional[str] = None
+    mem: Optional[str] = None
+    cpus_per_task: Optional[str] = None
+    constraint: Optional[str] = None
+
+    def to_dict(self) -> Dict[str, Any]:
+        return dict(asdict(self), name=self.name)
+
+    @classmethod
+    def from_dict(cls, data: Optional[Dict[str, Any]]) -> "SlurmSettings":
+        return protocol.read_fields(cls(), data)
+
+    def sbatch_options(self) -> Dict[str, str]:
+        return {k: getattr(self, k) for k in self.SBATCH_KEYS
+                if getattr(self, k) not in (None, "")}
+
+    def run(self, job: "Job") -> "JobExit":
+        """The scheduler's hook: run the job's worker under SLURM, to its end."""
+        return run_job(job)
 
 
-class SlurmParseError(SlurmError):
-    pass
+@dataclass
+class Job:
+    """One run handed to SLURM: what ``run_job`` needs (``settings.scheduler`` is its
+    SlurmSettings)."""
+
+    settings: Any  # the run's protocol.RunSettings
+    jobdir: str
+    code_dir: str
+    run_id: str
+    env: Dict[str, str]  # the agent's environment for the SLURM commands
+    on_event: Callable[[dict], None]
+    log: Callable[[str], None]
+    should_cancel: Callable[[], bool]
+    grace_seconds: float = 20.0
+    tick: float = 0.5
+    clock: Callable[[], float] = time.monotonic
+    on_tick: Optional[Callable[[], None]] = None
 
 
 # -- builders ---------------------------------------------------------------------------------
 
 def job_script(settings, jobdir, code_dir, grace_seconds=20.0):
-    """The text of job.sh. Every value is shell-quoted; ``prelude`` lines are shell code the
-    user wrote for this purpose (module loads, environment activation) and go in as written.
+    """The text of job.sh (``settings``: the run's RunSettings, a SlurmSettings its
+    scheduler). Every value is shell-quoted; ``prelude`` lines are shell code the user wrote
+    for this purpose (module loads, environment activation) and go in as written.
 
     The script never exits before its worker: the worker runs under ``supervise.guard`` (its
     own process group; a TERM is passed on, and the group is killed ``grace_seconds`` later),
     and the shell itself survives a TERM (it passes it on to the guard) and waits."""
     q = shlex.quote
     paths = RunPaths(jobdir)
-    python = settings.job_python or "python"
+    slurm = settings.scheduler or SlurmSettings()
+    python = slurm.job_python or "python"
     lines = ["#!/bin/sh", "# Written by Potato: runs the training worker of this job.",
              "# prelude (from the backend's config)"]
-    lines += list(settings.prelude)
+    lines += list(slurm.prelude)
     # The worker's environment as protocol.worker_env makes it, written as exports (the job
     # runs on another node, so the agent's own environment cannot be handed over).
     made = protocol.worker_env({}, code_dir, settings.num_threads, settings.env)
@@ -87,9 +143,11 @@ def job_script(settings, jobdir, code_dir, grace_seconds=20.0):
 
 
 def sbatch_argv(settings, jobdir, run_id):
-    """The sbatch command line. A job is submitted with --no-requeue unless the backend sets
-    requeue: true: SLURM's default (JobRequeue=1) would otherwise restart it from the beginning
-    after a node failure or a preemption, while the run seemed to go on."""
+    """The sbatch command line (``settings``: the run's RunSettings, a SlurmSettings its
+    scheduler). A job is submitted with --no-requeue unless the backend sets requeue: true:
+    SLURM's default (JobRequeue=1) would otherwise restart it from the beginning after a node
+    failure or a preemption, while the run seemed to go on."""
+    settings = settings.scheduler or SlurmSettings()
     paths = RunPaths(jobdir)
     argv = ["sbatch", "--parsable", "--job-name=potato-%s" % run_id,
             "--output=%s" % paths.slurm_out, "--chdir=%s" % paths.root,
@@ -114,71 +172,6 @@ def scancel_argv(job_id, signal_term=False):
     if signal_term:
         return ["scancel", "--full", "--signal=TERM", str(job_id)]
     return ["scancel", str(job_id)]
-
-
-# -- parsers ----------------------------------------------------------------------------------
-
-def parse_sbatch(stdout):
-    """The job id from ``sbatch --parsable`` output (``id`` or ``id;cluster``)."""
-    for line in stdout.strip().splitlines():
-        first = line.strip().split(";")[0]
-        if first.isdigit():
-            return first
-    raise SlurmParseError("sbatch printed no job id: %r" % stdout[-300:])
-
-
-def parse_squeue(stdout, job_id):
-    """(state, reason, nodes) of the job, or None when squeue no longer lists it."""
-    for line in stdout.strip().splitlines():
-        parts = line.strip().split("|")
-        if len(parts) != 4:
-            raise SlurmParseError("unexpected squeue line (want %s): %r" % (SQUEUE_FORMAT, line))
-        if parts[0].split("_")[0] == str(job_id):
-            # squeue shows a pending job's reason in parentheses: "(Priority)"
-            reason = parts[2].strip()
-            if reason.startswith("(") and reason.endswith(")"):
-                reason = reason[1:-1]
-            return parts[1], reason, parts[3]
-    return None
-
-
-def parse_scontrol(stdout):
-    """``scontrol show job`` output as a dict of its Key=Value fields."""
-    fields = {}
-    for token in re.findall(r"(\w[\w:/]*)=(\S*)", stdout):
-        fields.setdefault(token[0], token[1])
-    if "JobState" not in fields:
-        raise SlurmParseError("no JobState in scontrol output: %r" % stdout[-300:])
-    return fields
-
-
-# -- the loop ---------------------------------------------------------------------------------
-
-class EventTail:
-    """Reads complete lines appended to events.jsonl (a partial last line waits for its newline)."""
-
-    def __init__(self, path):
-        self.path = path
-        self.offset = 0
-        self.partial = b""
-
-    def read(self):
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(self.offset)
-                data = f.read()
-        except OSError:
-            return []
-        self.offset += len(data)
-        data = self.partial + data
-        lines = data.split(b"\n")
-        self.partial = lines.pop()
-        out = []
-        for raw in lines:
-            event = events.parse(raw.decode("utf-8", "replace"))
-            if event is not None:
-                out.append(event)
-        return out
 
 
 class JobExit(WorkerExit):
@@ -222,14 +215,14 @@ REASON_WAITS = 6  # half-second looks at slurm.out for why a job was requeued (a
 class JobFollower:
     """Submit the worker with sbatch and follow the job until it leaves the queue."""
 
-    def __init__(self, settings, jobdir, code_dir, run_id, env, on_event, log, should_cancel,
-                 grace_seconds=20.0, tick=0.5, clock=time.monotonic, on_tick=None):
-        self.settings, self.jobdir, self.code_dir = settings, jobdir, code_dir
-        self.run_id, self.env, self.on_event, self.log = run_id, env, on_event, log
-        self.should_cancel, self.grace, self.tick = should_cancel, grace_seconds, tick
-        self.clock, self.on_tick = clock, on_tick
+    def __init__(self, job):
+        self.settings, self.jobdir, self.code_dir = job.settings, job.jobdir, job.code_dir
+        self.slurm = job.settings.scheduler or SlurmSettings()
+        self.run_id, self.env, self.on_event, self.log = job.run_id, job.env, job.on_event, job.log
+        self.should_cancel, self.grace, self.tick = job.should_cancel, job.grace_seconds, job.tick
+        self.clock, self.on_tick = job.clock, job.on_tick
         self.out = JobExit()
-        self.paths = RunPaths(jobdir)
+        self.paths = RunPaths(job.jobdir)
         self.tailer = EventTail(self.paths.events)
         self.job_id = None
         self.last_state = None
@@ -262,7 +255,7 @@ class JobFollower:
 
     def follow(self):
         """Poll until the job has left the queue; scancel whatever stops this early."""
-        poll = self.settings.poll_interval_s or 10
+        poll = self.slurm.poll_interval_s or 10
         next_poll = self.clock()
         left_queue = False
         try:
@@ -364,7 +357,7 @@ class JobFollower:
             time.sleep(0.5)
         if self.term_at is not None:
             return False  # we are cancelling it: cancel_step finishes the job
-        if not self.settings.requeue:
+        if not self.slurm.requeue:
             _call(scancel_argv(self.job_id), self.env)
             self.out.reason_message = requeued_message(self.job_id, reason)
             self.log("SLURM job %s was %s although it was submitted with --no-requeue; "
@@ -401,7 +394,7 @@ class JobFollower:
             return True  # the worker's own failure: its exit code and error event say why
         if self.gone_since is None:
             self.gone_since = now
-        elif now - self.gone_since > self.settings.lost_after_s:
+        elif now - self.gone_since > self.slurm.lost_after_s:
             out.reason_message = ("SLURM job %s left the queue without an exit code or a "
                                   "reason from the scheduler; it is treated as lost. "
                                   "keep_remote: true keeps slurm.out for a look." % self.job_id)
@@ -422,10 +415,8 @@ class JobFollower:
         return reason
 
 
-def run_job(settings, jobdir, code_dir, run_id, env, on_event, log, should_cancel,
-            grace_seconds=20.0, tick=0.5, clock=time.monotonic, on_tick=None):
-    """Submit the worker and follow it to the end; returns a JobExit."""
-    follower = JobFollower(settings, jobdir, code_dir, run_id, env, on_event, log,
-                           should_cancel, grace_seconds, tick, clock, on_tick)
+def run_job(job):
+    """Submit the worker of ``job`` (a Job) and follow it to the end; returns a JobExit."""
+    follower = JobFollower(job)
     follower.submit()
     return follower.follow()
