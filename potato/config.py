@@ -71,7 +71,7 @@ class Writeback:
 @dataclass
 class AutoRetrain:
     enabled: bool = False
-    trainer: str = "text-naive-bayes"
+    trainer: Optional[str] = None  # None: the trainer registry's default (trainers.default)
     schemas: List[str] = field(default_factory=list)
     params: Dict[str, Any] = field(default_factory=dict)
     update_frequency: int = 100

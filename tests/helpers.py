@@ -957,3 +957,76 @@ def http_request(method, path, body=b"", headers=None, length=True):
     head = "%s %s HTTP/1.1\r\n%s\r\n\r\n" % (method, path, "\r\n".join(
         "%s: %s" % kv for kv in pairs))
     return head.encode() + body
+
+
+# -- tiny models for the image, audio and LLM trainers (random weights, no download) -----------
+
+def build_tiny_image_model(d, family):
+    """A model for 32x32 images with random weights and its image processor, saved in ``d``:
+    a ResNet (it learns the digits in seconds) or a ViT (attention layers for LoRA)."""
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    if family == "resnet":
+        transformers.ResNetModel(transformers.ResNetConfig(
+            num_channels=3, embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1],
+            layer_type="basic", downsample_in_first_stage=False)).save_pretrained(d)
+    else:
+        transformers.ViTModel(transformers.ViTConfig(
+            image_size=32, patch_size=8, num_channels=3, hidden_size=48, num_hidden_layers=2,
+            num_attention_heads=2, intermediate_size=96)).save_pretrained(d)
+    transformers.ViTImageProcessor(size={"height": 32, "width": 32}, image_mean=[0.5] * 3,
+                                   image_std=[0.5] * 3).save_pretrained(d)
+    return d
+
+
+def build_tiny_audio_model(d):
+    """A Wav2Vec2 classifier small enough to train in seconds, random weights, and its feature
+    extractor at 16 kHz, saved in ``d``."""
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    transformers.Wav2Vec2Model(transformers.Wav2Vec2Config(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+        conv_dim=(16, 16, 16), conv_stride=(5, 4, 4), conv_kernel=(10, 8, 8),
+        num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4, classifier_proj_size=16,
+        feat_extract_norm="layer", do_stable_layer_norm=True,
+        mask_time_prob=0.0)).save_pretrained(d)
+    transformers.Wav2Vec2FeatureExtractor(
+        feature_size=1, sampling_rate=16000, padding_value=0.0, do_normalize=True,
+        return_attention_mask=True).save_pretrained(d)
+    return d
+
+
+def word_tokenizer(texts):
+    """A word-level fast tokenizer over ``texts``, with BOS and EOS but no pad token (like
+    most causal LMs)."""
+    import transformers
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
+
+    tk = Tokenizer(models.WordLevel(unk_token="<unk>"))
+    tk.pre_tokenizer = pre_tokenizers.Whitespace()
+    tk.train_from_iterator(texts, trainers.WordLevelTrainer(
+        vocab_size=3000, special_tokens=["<unk>", "<s>", "</s>"]))
+    tk.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[
+        ("<s>", tk.token_to_id("<s>"))])
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="<unk>",
+                                                bos_token="<s>", eos_token="</s>")
+
+
+def build_tiny_llama(d, tokenizer):
+    """A two-layer Llama with random weights over ``tokenizer``, saved with it in ``d``."""
+    import torch
+    import transformers
+
+    cfg = transformers.LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=256,
+        initializer_range=0.3,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
+    torch.manual_seed(0)
+    transformers.LlamaForCausalLM(cfg).save_pretrained(str(d))
+    tokenizer.save_pretrained(str(d))
+    return str(d)

@@ -19,7 +19,8 @@ from potato.training.remote import protocol as events
 from potato.training.remote.paths import RunPaths, write_json
 from potato.training.remote.trainers import REGISTRY, resolve_params
 from tests.helpers import (
-    KEY, Client, agent_once, media_cached, real_ssh_backends, register_agent, start_run, wait_run)
+    KEY, Client, agent_once, build_tiny_audio_model, media_cached, real_ssh_backends,
+    register_agent, start_run, wait_run)
 
 H = {"X-API-Key": KEY}
 LABELS = ["high", "low"]
@@ -80,20 +81,7 @@ def tiny_model(d):
     extractor at 16 kHz (no download)."""
     if not os.environ.get("CI"):
         pytest.importorskip("torch", reason="needs the train-audio extra (torch)")
-    import torch
-    import transformers
-
-    torch.manual_seed(0)
-    transformers.Wav2Vec2Model(transformers.Wav2Vec2Config(
-        hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-        conv_dim=(16, 16, 16), conv_stride=(5, 4, 4), conv_kernel=(10, 8, 8),
-        num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4, classifier_proj_size=16,
-        feat_extract_norm="layer", do_stable_layer_norm=True,
-        mask_time_prob=0.0)).save_pretrained(d)
-    transformers.Wav2Vec2FeatureExtractor(
-        feature_size=1, sampling_rate=16000, padding_value=0.0, do_normalize=True,
-        return_attention_mask=True).save_pretrained(d)
-    return d
+    return build_tiny_audio_model(d)
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from potato.training.remote import protocol as events
 from potato.training.remote.paths import RunPaths, write_json
 from potato.training.remote.trainers import REGISTRY, resolve_params
 from tests.helpers import (
-    KEY, ROOT, Client, agent_once, media_cached, real_ssh_backends, register_agent, start_run,
+    KEY, ROOT, Client, agent_once, build_tiny_image_model, media_cached, real_ssh_backends, register_agent, start_run,
     wait_run)
 
 DIGITS = os.path.join(ROOT, "bench", "data", "digits")
@@ -50,22 +50,7 @@ def tiny_model(tmp_path_factory, family):
     if not os.environ.get("CI"):
         pytest.importorskip("torch", reason="needs the train-image extra (torch)")
         pytest.importorskip("PIL", reason="needs the train-image extra (Pillow)")
-    import torch
-    import transformers
-
-    d = str(tmp_path_factory.mktemp("tiny-" + family))
-    torch.manual_seed(0)
-    if family == "resnet":
-        transformers.ResNetModel(transformers.ResNetConfig(
-            num_channels=3, embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1],
-            layer_type="basic", downsample_in_first_stage=False)).save_pretrained(d)
-    else:
-        transformers.ViTModel(transformers.ViTConfig(
-            image_size=32, patch_size=8, num_channels=3, hidden_size=48, num_hidden_layers=2,
-            num_attention_heads=2, intermediate_size=96)).save_pretrained(d)
-    transformers.ViTImageProcessor(size={"height": 32, "width": 32}, image_mean=[0.5] * 3,
-                                   image_std=[0.5] * 3).save_pretrained(d)
-    return d
+    return build_tiny_image_model(str(tmp_path_factory.mktemp("tiny-" + family)), family)
 
 
 @pytest.fixture(scope="module")

@@ -29,7 +29,7 @@ from potato.training.remote.paths import RunPaths, write_json  # noqa: E402
 from potato.training.remote.trainers import REGISTRY, ParamError, resolve_params  # noqa: E402
 from potato.training.remote import llm_prompt  # noqa: E402
 from potato.training.remote.trainers import hf_llm  # noqa: E402
-from tests.helpers import ROOT  # noqa: E402
+from tests.helpers import ROOT, build_tiny_llama, word_tokenizer  # noqa: E402
 
 TRAINER = "hf-llm-classification"
 SST2 = os.path.join(ROOT, "bench", "data", "sst2-2000-labelled.jsonl")
@@ -48,18 +48,9 @@ def _sst2(n=240):
 def tokenizer(tmp_path_factory):
     """A word-level tokenizer over SST-2, the prompt and the labels,
     with BOS and EOS but no pad token (like most causal LMs)."""
-    from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
-
     texts = [t for _, t, _ in _sst2(2000)]
     texts += [llm_prompt.DEFAULT_TEMPLATE, " ".join(LABELS), SCHEMAS["sentiment"]["description"]]
-    tk = Tokenizer(models.WordLevel(unk_token="<unk>"))
-    tk.pre_tokenizer = pre_tokenizers.Whitespace()
-    tk.train_from_iterator(texts, trainers.WordLevelTrainer(
-        vocab_size=3000, special_tokens=["<unk>", "<s>", "</s>"]))
-    tk.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[
-        ("<s>", tk.token_to_id("<s>"))])
-    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="<unk>",
-                                               bos_token="<s>", eos_token="</s>")
+    tok = word_tokenizer(texts)
     assert tok.pad_token is None
     return tok
 
@@ -72,14 +63,7 @@ def _save_model(d, model, tok):
 
 @pytest.fixture(scope="module")
 def tiny_llama(tmp_path_factory, tokenizer):
-    cfg = transformers.LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=256,
-        initializer_range=0.3,
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
-    torch.manual_seed(0)
-    return _save_model(tmp_path_factory.mktemp("tiny-llama"),
-                       transformers.LlamaForCausalLM(cfg), tokenizer)
+    return build_tiny_llama(tmp_path_factory.mktemp("tiny-llama"), tokenizer)
 
 
 @pytest.fixture(scope="module")

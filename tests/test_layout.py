@@ -645,3 +645,72 @@ def test_config_layer_check_can_fail(tmp_path):
     assert [rel for rel, _ in files] == ["potato/config_kinds.py"]
     assert [m for _, _, m in server_imports_of_training(files)] == [
         "potato.training.backends", "potato.training.backends.TYPES"]
+
+# -- trainers (issue 33): trainer names live in the trainer registry ----------------------------
+
+TRAINERS_DIR = "potato/training/remote/trainers/"
+
+
+def trainer_name_uses(rel, path, names):
+    """Where a trainer name (a string equal to one of ``names``) is compared (``==``, ``in``,
+    in a tuple or set compared against), used as a dict key (a literal's key, a subscript,
+    ``.get``/``.pop``/``.setdefault``'s key), or given as a default value: the behaviour that
+    belongs on the trainer's registry entry."""
+    found = []
+
+    def named(node):  # the name constants of a value or of a tuple, list or set of them
+        elts = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node]
+        return [e for e in elts if isinstance(e, ast.Constant) and e.value in names]
+
+    tree = ast.parse(open(path).read())
+    for node in ast.walk(tree):
+        hits = []
+        if isinstance(node, ast.Compare):
+            for side in [node.left] + node.comparators:
+                hits += named(side)
+        elif isinstance(node, ast.Dict):
+            for key in node.keys:
+                hits += named(key) if key is not None else []
+        elif isinstance(node, ast.Subscript):
+            hits += named(node.slice)
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr in ("get", "pop", "setdefault") and node.args):
+            hits += named(node.args[0])
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            hits += named(node.value)  # a dataclass field's default (a config default)
+        elif isinstance(node, ast.arguments):
+            for default in node.defaults + [d for d in node.kw_defaults if d is not None]:
+                hits += named(default)
+        found += ["%s:%d %s" % (rel, h.lineno, h.value) for h in hits]
+    return found
+
+
+def test_trainer_names_are_used_only_in_the_trainer_registry():
+    """No trainer name is compared or used as a key outside the trainers' folder: a trainer
+    carries what it knows (load code, Hub metadata, kinds and media, the config's default)."""
+    from potato.training.remote.trainers import REGISTRY
+
+    names = set(REGISTRY)
+    bad = []
+    for rel, path in py_files():
+        if not rel.startswith(TRAINERS_DIR):
+            bad += trainer_name_uses(rel, path, names)
+    assert bad == []
+
+
+def test_trainer_name_check_can_fail(tmp_path):
+    planted = tmp_path / "bad.py"
+    planted.write_text(
+        'from dataclasses import dataclass\n'
+        'TABLE = {"hf-text-regression": 1, ("hf-text-classification", True): 2}\n'
+        '@dataclass\nclass Auto:\n    trainer: str = "text-naive-bayes"\n'
+        'def f(run, meta, trainer="hf-llm-classification"):\n'
+        '    if run.trainer == "decision-calibrate" or run.trainer in ("hf-image-classification",'
+        ' "other"):\n'
+        '        return meta["hf-audio-classification"], meta.get("hf-token-classification")\n'
+        '    return "hf-text-classification is named in a sentence", run.trainer == "x"\n')
+    from potato.training.remote.trainers import REGISTRY
+
+    found = trainer_name_uses("potato/training/bad.py", str(planted), set(REGISTRY))
+    # each name once; the sentence and "x" are no use of a name
+    assert sorted(f.split(" ", 1)[1] for f in found) == sorted(REGISTRY)

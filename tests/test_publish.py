@@ -163,7 +163,8 @@ def test_card_of_a_lora_text_classifier():
     from potato import __version__
 
     assert "- Potato version: %s" % __version__ in text
-    assert 'AutoPeftModelForSequenceClassification.from_pretrained("alice/reviews")' in text
+    assert ('AutoPeftModelForSequenceClassification.from_pretrained("alice/reviews", '
+            'num_labels=len(labels))') in text
     assert "(publish 2 of run r7)" in text
 
 

@@ -146,7 +146,7 @@ def test_naive_bayes_download_and_load_code(tmp_path, serve):
         model = json.load(tar.extractfile(f"{run_id}-model/sentiment.naive-bayes.json"))
     assert model
     page = c.get(f"/admin/training/runs/{run_id}", headers=H).text
-    assert "load-code" in page and f"{run_id}-model/SCHEME.naive-bayes.json" in page
+    assert "load-code" in page and f"{run_id}-model/sentiment.naive-bayes.json" in page
 
 
 def test_no_download_for_a_run_without_files(tmp_path, serve):

@@ -6,7 +6,7 @@ from typing import Any, Dict, Optional
 from urllib.parse import unquote
 
 from potato.server.errors import HTTPError
-from potato.training import (choice, compare, history, model_files, pages, publish_api,
+from potato.training import (choice, compare, fit, history, model_files, pages, publish_api,
                              run_actions, runlog)
 from potato.training import live as live_card
 from potato.training import reload
@@ -63,12 +63,15 @@ def backend_list(manager: Manager, for_page: bool = False):
     return out
 
 
-def trainer_list_data():
-    """Trainers with their params, and the packages each lacks in the server's Python."""
+def trainer_list_data(manager: Manager):
+    """Trainers with their params, the packages each lacks in the server's Python, and why
+    it does not fit the project (``unfit``: "" when it fits, fit.py)."""
     out = []
-    for info in trainers.all_trainers().values():
+    unfit = fit.reasons(manager.cfg, manager.store)
+    for name, info in trainers.all_trainers().items():
         d = info.as_dict()
         d["missing_packages"] = info.missing_packages()
+        d["unfit"] = unfit.get(name, "")
         out.append(d)
     return out
 
@@ -199,11 +202,11 @@ def _api_routes(app, manager: Manager, get_run) -> None:
             raise HTTPError(400, "A check takes an optional JSON object {trainer, params} (a "
                                  "trainer name and its params), to resolve the trainer's model "
                                  "where runs execute.")
-        h.send_json(check_backend(backend, trainer, params))
+        h.send_json(check_backend(backend, trainer, params, manager.store))
 
     @app.route("GET", PREFIX + r"/trainers", "admin")
     def trainer_list(h):
-        h.send_json({"trainers": trainer_list_data(),
+        h.send_json({"trainers": trainer_list_data(manager),
                      "annotate_only": annotate_only_schemes(manager.cfg)})
 
 
@@ -230,7 +233,7 @@ def _page_routes(app, manager: Manager, get_run, on_disk) -> None:
         runs = [run_view(r) for r in manager.runs.list()]
         live = live_run(manager)
         tail, end = live_card.log_tail(manager.paths(live.run_id).log) if live else ("", 0)
-        trainers_data = trainer_list_data()
+        trainers_data = trainer_list_data(manager)
         h.send_html(pages.training_page(
             manager.cfg, backend_list(manager, for_page=True), trainers_data, runs,
             live_card.live_fragment(run_view(live) if live else None, tail, end),

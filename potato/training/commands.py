@@ -221,11 +221,13 @@ def check_command(cfg, name: str, as_json: bool, trainer: Optional[str] = None,
         print("error: backend %s is of type %s, which this version of Potato cannot run yet; "
               "use another backend." % (name, bcfg.type), file=sys.stderr)
         return 1
-    store = Store(cfg.db_path) if polled_by_agents(bcfg.type) else None
+    agents = polled_by_agents(bcfg.type)
+    # the store also says whether a media project's items have text (which trainers fit)
+    store = Store(cfg.db_path) if agents or os.path.exists(cfg.db_path) else None
     try:
-        backend = make_backends(cfg, AgentTokens(store) if store else None)[name]
+        backend = make_backends(cfg, AgentTokens(store) if agents else None)[name]
         try:
-            report = check_backend(backend, trainer, params)
+            report = check_backend(backend, trainer, params, store)
         finally:
             backend.close()
     finally:

@@ -12,52 +12,7 @@ from typing import Any, Dict, List, Optional
 
 from potato import __version__
 from potato.training import report_ratings
-
-# Hub metadata by trainer: (pipeline tag, library) -- library None where no Hub library loads it.
-HUB_META = {
-    "hf-text-classification": ("text-classification", "transformers"),
-    "hf-text-regression": ("text-classification", "transformers"),
-    "hf-token-classification": ("token-classification", "transformers"),
-    "hf-llm-classification": ("text-generation", "peft"),
-    "text-naive-bayes": ("text-classification", None),
-}
-
-# How the published files load, with REPO the repo id (files of the run's model/ sit at the root).
-LOAD_CODE = {
-    ("hf-text-classification", True): (
-        "import json\n"
-        "from huggingface_hub import hf_hub_download\n"
-        "from peft import AutoPeftModelForSequenceClassification\n"
-        "from transformers import AutoTokenizer\n\n"
-        "model = AutoPeftModelForSequenceClassification.from_pretrained(\"REPO\")\n"
-        "tokenizer = AutoTokenizer.from_pretrained(\"REPO\")\n"
-        "labels = json.load(open(hf_hub_download(\"REPO\", \"labels.json\")))[\"labels\"]\n"
-        "logits = model(**tokenizer([\"a text to label\"], return_tensors=\"pt\")).logits\n"
-        "print(labels[int(logits.argmax(-1)[0])])"),
-    ("hf-text-classification", False): (
-        "import json\n"
-        "from huggingface_hub import hf_hub_download\n"
-        "from transformers import AutoModelForSequenceClassification, AutoTokenizer\n\n"
-        "model = AutoModelForSequenceClassification.from_pretrained(\"REPO\")\n"
-        "tokenizer = AutoTokenizer.from_pretrained(\"REPO\")\n"
-        "labels = json.load(open(hf_hub_download(\"REPO\", \"labels.json\")))[\"labels\"]\n"
-        "logits = model(**tokenizer([\"a text to label\"], return_tensors=\"pt\")).logits\n"
-        "print(labels[int(logits.argmax(-1)[0])])"),
-    ("hf-llm-classification", None): (
-        "import json\n"
-        "from huggingface_hub import hf_hub_download\n"
-        "from peft import AutoPeftModelForCausalLM\n"
-        "from transformers import AutoTokenizer\n\n"
-        "model = AutoPeftModelForCausalLM.from_pretrained(\"REPO\")\n"
-        "tokenizer = AutoTokenizer.from_pretrained(\"REPO\")\n"
-        "# the labels, the prompt template and how an answer is scored\n"
-        "info = json.load(open(hf_hub_download(\"REPO\", \"labels.json\")))"),
-    ("text-naive-bayes", None): (
-        "import json\n"
-        "from huggingface_hub import hf_hub_download\n\n"
-        "# word counts per label, one file per scheme\n"
-        "model = json.load(open(hf_hub_download(\"REPO\", \"FILE\")))"),
-}
+from potato.training.remote import trainers
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -88,21 +43,33 @@ def _num(value: Any) -> Optional[float]:
     return float(value)
 
 
-def load_code(trainer: str, lora: bool, repo_id: str, files: List[str]) -> str:
-    """The Python that loads the published files, or "" for a trainer this card cannot say."""
-    code = LOAD_CODE.get((trainer, lora)) or LOAD_CODE.get((trainer, None)) or ""
-    nb = next((f for f in files if f.endswith(".naive-bayes.json")), "SCHEME.naive-bayes.json")
-    return code.replace("REPO", repo_id).replace("FILE", nb)
+def load_code(view: Dict[str, Any], repo_id: str, files: List[str]) -> str:
+    """The Python that loads the published files (the trainer's ``load_code``, reading the repo
+    ``repo_id`` whose ``files`` are listed), or "" for a trainer without one."""
+    info = trainers.get(view["trainer"]) if isinstance(view.get("trainer"), str) else None
+    if info is None:
+        return ""
+    params = view.get("params") if isinstance(view.get("params"), dict) else {}
+    used = []
+
+    def hub_file(rel: str) -> str:  # publish.repo_files put model/'s files at the root
+        name = rel[len("model/"):] if rel.startswith("model/") and rel not in files else rel
+        used.append(name)
+        return "hf_hub_download(%s, %s)" % (json.dumps(repo_id), json.dumps(name))
+
+    schemas = view.get("schemas") or []
+    code = trainers.fill_load_code(info.load_template(params), repo_id, hub_file,
+                                   str(schemas[0]) if schemas else "SCHEME")
+    if used:
+        code = "from huggingface_hub import hf_hub_download\n" + code
+    return code
 
 
 def metadata(view: Dict[str, Any], license: Optional[str]) -> List[str]:
     """The YAML header's lines (between the --- lines)."""
     params = view.get("params") if isinstance(view.get("params"), dict) else {}
-    tag, library = HUB_META.get(view["trainer"], (None, None))
-    if view["trainer"] == "hf-text-classification" and params.get("lora", True):
-        library = "peft"
-    if view["trainer"] == "hf-token-classification" and params.get("lora"):  # LoRA off by default
-        library = "peft"
+    info = trainers.get(view["trainer"]) if isinstance(view.get("trainer"), str) else None
+    tag, library = info.hub_meta(params) if info is not None else (None, None)
     lines = []
     base = params.get("model")
     if library and isinstance(base, str) and HUB_ID.match(base):  # not a local directory
@@ -217,7 +184,7 @@ def card(view: Dict[str, Any], repo_id: str, files: List[str], schemes: Dict[str
             int(counts.get(k) or 0) for k in ("train", "val", "test")))
     out += ["- Potato version: %s" % __version__, "", "## Files", ""]
     out += ["- %s" % _code(f) for f in files] + [""]
-    code = load_code(view["trainer"], bool(params.get("lora", True)), repo_id, files)
+    code = load_code(view, repo_id, files)
     if code:
         out += ["## Use it", "", "```python", code, "```", "",
                 "A private repo needs a token with read access (`HF_TOKEN`) to download.", ""]

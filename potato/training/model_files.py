@@ -2,59 +2,17 @@
 few lines of Python that load them. Only files on this server are offered (a run whose files
 stayed on its host names where they are instead)."""
 
+import json
 import logging
 import os
 import tarfile
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from potato.markup import Safe, join, render
+from potato.training.remote import trainers
 from potato.training.runs import Run
 
 log = logging.getLogger(__name__)
-
-# How each built-in trainer's files load, with the archive unpacked in the current directory.
-LOAD_CODE = {
-    ("hf-text-classification", True): (
-        "from peft import AutoPeftModelForSequenceClassification\n"
-        "from transformers import AutoTokenizer\n"
-        "model = AutoPeftModelForSequenceClassification.from_pretrained(\"{d}/model\")\n"
-        "tokenizer = AutoTokenizer.from_pretrained(\"{d}/model\")"),
-    ("hf-text-classification", False): (
-        "from transformers import AutoModelForSequenceClassification, AutoTokenizer\n"
-        "model = AutoModelForSequenceClassification.from_pretrained(\"{d}/model\")\n"
-        "tokenizer = AutoTokenizer.from_pretrained(\"{d}/model\")"),
-    ("hf-llm-classification", True): (
-        "from peft import AutoPeftModelForCausalLM\n"
-        "from transformers import AutoTokenizer\n"
-        "model = AutoPeftModelForCausalLM.from_pretrained(\"{d}/model\")\n"
-        "tokenizer = AutoTokenizer.from_pretrained(\"{d}/model\")"),
-    ("hf-token-classification", True): (
-        "from peft import AutoPeftModelForTokenClassification\n"
-        "from transformers import AutoTokenizer\n"
-        "model = AutoPeftModelForTokenClassification.from_pretrained(\"{d}/model\")\n"
-        "tokenizer = AutoTokenizer.from_pretrained(\"{d}/model\")  # tags: model/labels.json"),
-    ("hf-token-classification", False): (
-        "from transformers import AutoModelForTokenClassification, AutoTokenizer\n"
-        "model = AutoModelForTokenClassification.from_pretrained(\"{d}/model\")\n"
-        "tokenizer = AutoTokenizer.from_pretrained(\"{d}/model\")  # tags: model/labels.json"),
-    ("hf-text-regression", True): (
-        "import json\n"
-        "from peft import AutoPeftModelForSequenceClassification\n"
-        "from transformers import AutoTokenizer\n"
-        "model = AutoPeftModelForSequenceClassification.from_pretrained(\"{d}/model\")\n"
-        "tokenizer = AutoTokenizer.from_pretrained(\"{d}/model\")\n"
-        "scale = json.load(open(\"{d}/model/regression.json\"))  # value = out * scale + mean"),
-    ("hf-text-regression", False): (
-        "import json\n"
-        "from transformers import AutoModelForSequenceClassification, AutoTokenizer\n"
-        "model = AutoModelForSequenceClassification.from_pretrained(\"{d}/model\")\n"
-        "tokenizer = AutoTokenizer.from_pretrained(\"{d}/model\")\n"
-        "scale = json.load(open(\"{d}/model/regression.json\"))  # value = out * scale + mean"),
-    ("text-naive-bayes", None): (
-        "import json\n"
-        "model = json.load(open(\"{d}/SCHEME.naive-bayes.json\"))  # word counts per label"),
-}
-
 
 FILES_MAX = 10000  # a run's page lists (and an archive holds) at most this many files
 BLOCK, RECORD = 512, 10240  # tar's block and record sizes
@@ -150,13 +108,16 @@ def _padded(size: int) -> int:
 
 
 def load_code(run: Run) -> str:
-    """The Python that loads the run's unpacked archive, or "" for an unknown trainer."""
+    """The Python that loads the run's unpacked archive (its trainer's ``load_code``, with the
+    archive unpacked in the current directory), or "" for a trainer without one."""
+    info = trainers.get(run.trainer) if isinstance(run.trainer, str) else None
+    if info is None:
+        return ""
     params = run.params if isinstance(run.params, dict) else {}
-    trainer = run.trainer
-    for key in ((trainer, bool(params.get("lora", True))), (trainer, True), (trainer, None)):
-        if key in LOAD_CODE:
-            return LOAD_CODE[key].replace("{d}", "%s-model" % run.run_id)
-    return ""
+    top = "%s-model" % run.run_id
+    return trainers.fill_load_code(info.load_template(params), top + "/model",
+                                   lambda rel: json.dumps("%s/%s" % (top, rel)),
+                                   str(run.schemas[0]) if run.schemas else "SCHEME")
 
 
 def model_files_cell(view: Dict[str, Any], where: str, here: List[str], code: str) -> Safe:

@@ -142,7 +142,10 @@ def _trainer_options(trainers: List[Dict[str, Any]], on_server: bool, first) -> 
 
 
 def unavailable_reason(trainer: Dict[str, Any], on_server: bool) -> str:
-    """Why a trainer cannot run on a backend (``on_server``: the backend runs here)."""
+    """Why a trainer cannot run on a backend (``on_server``: the backend runs here), or for
+    this project at all (``unfit``: fit.py)."""
+    if trainer.get("unfit"):
+        return trainer["unfit"]
     if trainer.get("local_only") and not on_server:
         return "it reads the server's store, so it runs only on local"
     if on_server and trainer.get("missing_packages"):
@@ -194,12 +197,14 @@ def param_inputs(trainer: Dict[str, Any], shown: bool, remembered=None) -> str:
 
 def _prefill(backends, trainers, form: Dict[str, Any]):
     """(backend, trainer) the form starts with: ``form``'s (a run to run again) when they
-    exist and can run, else the default backend and the first trainer that can run there."""
+    exist and can run, else the default backend and the first trainer that fits the project
+    and can run there (else the first that fits)."""
     default = next((b for b in backends if b["name"] == form.get("backend")),
                    next((b for b in backends if b["default"]), backends[0]))
     usable = [t for t in trainers if not unavailable_reason(t, default["on_server"])]
+    fitting = [t for t in trainers if not t.get("unfit")] or trainers
     first = next((t for t in usable if t["name"] == form.get("trainer")),
-                 usable[0] if usable else trainers[0])
+                 usable[0] if usable else fitting[0])
     return default, first
 
 
@@ -214,8 +219,10 @@ def training_page(cfg, backends: List[Dict[str, Any]], trainers: List[Dict[str, 
         esc(b["name"]), esc(b["type"]), esc(b.get("description") or ""),
         " selected" if b is default else "", esc(b["label"])) for b in backends)
     only = {s.name: trainers_mod.annotate_only(s.annotation_type) for s in cfg.schemes}
-    checked = form.get("schemas") or [next((s.name for s in cfg.schemes if not only[s.name]),
-                                           None)]
+    trainable = [s for s in cfg.schemes if not only[s.name]]  # the first the trainer takes
+    checked = form.get("schemas") or [next((s.name for s in trainable if s.annotation_type in
+                                            first["schema_types"]),
+                                           trainable[0].name if trainable else None)]
     schemes = "".join(  # an annotate-only scheme (free text) is shown, disabled, with why
         '<label class="option"><input type="checkbox" name="schemas" value="%s"%s> %s '
         '<span class="hint">(%s%s)</span></label>' % (

@@ -21,8 +21,8 @@ from potato.training.remote import bundle as bundle_mod
 from potato.training.remote import proc, trainers
 from potato.training.backends import Outcome, RunContext, make_backends
 from potato.training.backends.base import Claim
-from potato.training import (admission, autoretrain, choice, ingest, prepare, report, restarts,
-                             retention, run_texts, runlog)
+from potato.training import (admission, autoretrain, choice, fit, ingest, prepare, report,
+                             restarts, retention, run_texts, runlog)
 from potato.training.intake import RunEvents
 from potato.training.ingest import PredictionsError, read_predictions, write_back
 from potato.training.remote.paths import RunPaths
@@ -122,6 +122,7 @@ class Manager:
                     s, ", ".join(x.name for x in self.cfg.schemes)))
             if scheme.annotation_type not in info.schema_types:
                 raise RequestError(400, trainers.cannot_train(info, scheme.annotation_type, s))
+        fit.refuse(info, self.cfg, self.store)  # e.g. a text model on image items
         if info.max_schemas and len(schemas) > info.max_schemas:
             raise RequestError(400, "Trainer %s trains one scheme per run; start one run per "
                                     "scheme." % info.name)
@@ -439,7 +440,8 @@ class Manager:
         if decision.start:
             ar = self.cfg.model_training.auto_retrain
             try:
-                run = self.submit(ar.trainer, ar.schemas, ar.backend, ar.params, auto=True)
+                trainer = ar.trainer or trainers.default_trainer()
+                run = self.submit(trainer, ar.schemas, ar.backend, ar.params, auto=True)
                 self.store.meta_set("auto_retrain.labels", str(decision.labels))
                 decision.status["reason"] = "started automatic run %s" % run.run_id
             except RequestError as e:

@@ -13,6 +13,7 @@ from potato.training.backends.base import Outcome, RunContext, TrainingBackend
 from potato.training.backends.local import LocalBackend
 from potato.training.backends.slurm import SlurmBackend
 from potato.training.backends.ssh import SshBackend
+from potato.training import fit
 from potato.training.remote import trainers
 
 __all__ = ["Outcome", "RunContext", "TrainingBackend", "make_backends", "check_backend",
@@ -42,11 +43,13 @@ def polled_by_agents(type_name: str) -> bool:
 
 
 def check_backend(backend: TrainingBackend, trainer: Optional[str] = None,
-                  params: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+                  params: Optional[Dict[str, Any]] = None, store=None) -> Dict[str, Any]:
     """The report of ``potato training check`` and of the Check button (one code path); with
-    a trainer (and the params the form holds), its model is resolved where runs execute."""
+    a trainer (and the params the form holds), its model is resolved where runs execute.
+    ``store``: the project's (whether a media project's items have text too), when open."""
     report = backend.check()
-    _check_packages(backend, trainer, report)
+    _check_fit(backend, trainer, report, store)
+    _check_packages(backend, trainer, report, store)
     if trainer and report.get("ok"):
         _check_models(backend, trainer, params, report)
     if not backend.cfg.model_training.enabled:
@@ -64,7 +67,18 @@ def check_backend(backend: TrainingBackend, trainer: Optional[str] = None,
     return report
 
 
-def _check_packages(backend, trainer: Optional[str], report: Dict[str, Any]) -> None:
+def _check_fit(backend, trainer: Optional[str], report: Dict[str, Any], store) -> None:
+    """A named trainer that does not fit the project's schemes and items fails the check with
+    the sentence a run of it would be refused with."""
+    info = trainers.get(trainer) if trainer else None
+    why = fit.refusal(info, backend.cfg, store) if info is not None else None
+    if why:
+        report.setdefault("lines", []).append(why)
+        report["ok"] = False
+
+
+def _check_packages(backend, trainer: Optional[str], report: Dict[str, Any],
+                    store=None) -> None:
     """Where the backend's check saw which training packages the worker's Python lacks
     (``missing_packages``), each trainer the project can use (``trainer`` alone when given)
     is judged: one that lacks its packages there makes the check fail, with the trainer, the
@@ -73,15 +87,13 @@ def _check_packages(backend, trainer: Optional[str], report: Dict[str, Any]) -> 
     missing = report.get("missing_packages")
     if not isinstance(missing, list) or not report.get("ok"):
         return
-    types = {s.annotation_type for s in backend.cfg.schemes}
     if trainer:
         named = trainers.get(trainer)
         candidates = {trainer: named} if named is not None else {}
-    else:
-        ip = backend.cfg.item_properties  # a trainer that reads media needs items with them
+    else:  # the trainers that fit the project's schemes and items (fit.py)
+        unfit = fit.reasons(backend.cfg, store)
         candidates = {n: i for n, i in trainers.all_trainers().items()
-                      if not i.local_only and types & set(i.schema_types) and all(
-                          getattr(ip, "%s_key" % m, None) for m in i.media)}
+                      if not i.local_only and not unfit.get(n)}
     lines = report.setdefault("lines", [])
     blocked = {}
     for name, info in sorted(candidates.items()):

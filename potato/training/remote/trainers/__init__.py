@@ -13,48 +13,48 @@ A trainer module defines a class with this interface, used only by the worker::
                                               # {start, end, label, confidence}
 """
 
-import difflib
 import importlib
-import math
 import importlib.util
+import json
 import os
+import re
 
 from potato.training.remote import llm_prompt  # standard library only
+from potato.training.remote.trainers import load_code as code  # standard library only
+from potato.training.remote.trainers.params import (  # noqa: F401 (the registry's names)
+    STR_MAX, TEXT_MAX, TYPES, Param, ParamError, coerce, did_you_mean, model_sources,
+    resolve_params)
 
-TYPES = {"int": int, "float": float, "bool": bool, "str": str}
+class Hub:
+    """A trainer's model as the Hugging Face Hub files it: ``pipeline_tag`` (the task its
+    widget and search show, None where no Hub task fits) and ``library_name`` (the library
+    that loads it, None where none does); ``lora_library``: the library instead when the run
+    trained a LoRA adapter (peft loads the adapter and its base)."""
 
-
-class Param:
-    """A trainer param. ``check``: a standard-library function that raises ValueError with a
-    sentence when a value cannot work (run by the server before a run is queued, so a bad
-    value never waits in the queue or travels to a host). ``multiline``: a text box.
-    ``model_source``: a Hugging Face Hub id or a model directory, which Check and the worker's
-    start resolve where the run executes (``model_source.resolve``)."""
-
-    def __init__(self, name, type, default, help, minimum=None, maximum=None, choices=None,
-                 check=None, multiline=False, model_source=False):
-        self.check = check
-        self.model_source = model_source
-        self.multiline = multiline
-        self.name = name
-        self.type = type
-        self.default = default
-        self.help = help
-        self.minimum = minimum
-        self.maximum = maximum
-        self.choices = choices
-
-    def as_dict(self):
-        return {"name": self.name, "type": self.type, "default": self.default, "help": self.help,
-                "minimum": self.minimum, "maximum": self.maximum, "choices": self.choices,
-                "multiline": self.multiline}
+    def __init__(self, pipeline_tag=None, library_name=None, lora_library="peft"):
+        self.pipeline_tag = pipeline_tag
+        self.library_name = library_name
+        self.lora_library = lora_library if library_name else None
 
 
 class TrainerInfo:
+    """One trainer: what it takes (``schema_types``: the annotation kinds; ``media``: the
+    media kinds its model reads, () for item text; ``reads_items=False`` for one that reads
+    no item at all), its params, and its model's card: ``load_code`` (and ``load_code_lora``
+    for a run with ``lora`` true), the Python that loads a run's files and predicts, with the
+    placeholders of ``fill_load_code``; ``hub``: its Hub metadata. ``default``: the trainer
+    the config's defaults name (auto_retrain.trainer)."""
+
     def __init__(self, name, module, description, params, schema_types, packages=(),
                  local_only=False, max_schemas=None, install_hint="", class_name="Trainer",
-                 media=()):
+                 media=(), load_code="", load_code_lora=None, hub=None, reads_items=True,
+                 default=False):
         self.name = name
+        self.load_code = load_code
+        self.load_code_lora = load_code_lora
+        self.hub = hub or Hub()
+        self.reads_items = reads_items
+        self.default = default
         # the media kinds ("image", "audio") its model reads: only those travel with a run,
         # and only their URLs are fetched (a text model on an image project fetches nothing)
         self.media = tuple(media)
@@ -77,7 +77,33 @@ class TrainerInfo:
                 "params": [p.as_dict() for p in self.params],
                 "schema_types": sorted(self.schema_types), "packages": self.packages,
                 "local_only": self.local_only, "max_schemas": self.max_schemas,
-                "media": list(self.media)}
+                "media": list(self.media), "reads_items": self.reads_items}
+
+    def lora(self, params):
+        """Whether a run with ``params`` trained a LoRA adapter (the param's default when it
+        is not given; a trainer without the param: its one way)."""
+        declared = dict((p.name, p.default) for p in self.params)
+        if "lora" not in declared:
+            return self.load_code_lora is not None and not self.load_code
+        value = (params or {}).get("lora", declared["lora"])
+        return bool(value) and value != "false"
+
+    def load_template(self, params):
+        """The load code's template for a run with ``params`` ("" when it has none)."""
+        if self.lora(params) and self.load_code_lora:
+            return self.load_code_lora
+        return self.load_code or self.load_code_lora or ""
+
+    def hub_meta(self, params):
+        """(pipeline_tag, library_name) of a run with ``params``, each None where none fits."""
+        library = self.hub.lora_library if self.lora(params) else self.hub.library_name
+        return self.hub.pipeline_tag, library
+
+    def reads(self):
+        """What of an item its model reads: its media kinds, ("text",), or () for none."""
+        if not self.reads_items:
+            return ()
+        return self.media or ("text",)
 
 
 # How to install a trainer's packages; the worker ends the sentence with the backend's own way
@@ -129,12 +155,16 @@ REGISTRY = {
          Param("ngrams", "int", 2, "use word n-grams up to this length", 1, 3),
          Param("min_count", "int", 1, "ignore n-grams seen fewer times in training", 1),
          Param("calibrate", "bool", True, "temperature-scale probabilities on the val split")],
-        {"radio", "multiselect", "likert"}),
+        {"radio", "multiselect", "likert"}, load_code=code.NAIVE_BAYES,
+        # a Hub task, but no Hub library loads it (potato's own module does, in the card)
+        hub=Hub("text-classification"), default=True),
     "hf-text-classification": TrainerInfo(
         "hf-text-classification", "potato.training.remote.trainers.hf_text",
         "Fine-tune a transformers encoder (full or with a PEFT LoRA adapter).",
         _encoder_params(epochs=3),
-        {"radio", "likert"}, packages=HF_PACKAGES, max_schemas=1, install_hint=TRAIN_TEXT_HINT),
+        {"radio", "likert"}, packages=HF_PACKAGES, max_schemas=1, install_hint=TRAIN_TEXT_HINT,
+        load_code=code.SEQUENCE, load_code_lora=code.SEQUENCE_LORA,
+        hub=Hub("text-classification", "transformers")),
     "hf-llm-classification": TrainerInfo(
         "hf-llm-classification", "potato.training.remote.trainers.hf_llm",
         "Fine-tune a causal LM (Llama, Qwen, Mistral, Phi, GPT-2 ...) with a LoRA adapter to "
@@ -166,7 +196,8 @@ REGISTRY = {
          Param("prompt_template", "str", "", "the prompt before the answer, with placeholders "
                "{text}, {labels}, {scheme}, {description}; empty: the built-in template",
                check=llm_prompt.check_template_param, multiline=True)],
-        {"radio", "likert"}, packages=HF_PACKAGES, max_schemas=1, install_hint=TRAIN_LLM_HINT),
+        {"radio", "likert"}, packages=HF_PACKAGES, max_schemas=1, install_hint=TRAIN_LLM_HINT,
+        load_code_lora=code.LLM, hub=Hub("text-generation", "peft")),
     "hf-token-classification": TrainerInfo(
         "hf-token-classification", "potato.training.remote.trainers.hf_tokens",
         "Tag spans: fine-tune a transformers token-classification model (BIO tags over "
@@ -193,7 +224,9 @@ REGISTRY = {
                "while it trains (null: the model's own, 0.1 in BERT-like models)", 0.0, 0.9),
          Param("lora_r", "int", 8, "LoRA rank", 1, 512),
          Param("lora_alpha", "int", 16, "LoRA scaling", 1, 4096)] + HF_SHARED_PARAMS,
-        {"span"}, packages=HF_PACKAGES, max_schemas=1, install_hint=TRAIN_TEXT_HINT),
+        {"span"}, packages=HF_PACKAGES, max_schemas=1, install_hint=TRAIN_TEXT_HINT,
+        load_code=code.TOKENS, load_code_lora=code.TOKENS_LORA,
+        hub=Hub("token-classification", "transformers")),
     "hf-image-classification": TrainerInfo(
         "hf-image-classification", "potato.training.remote.trainers.hf_image",
         "Fine-tune an image classifier (any AutoModelForImageClassification: ViT, ConvNeXt, "
@@ -212,7 +245,8 @@ REGISTRY = {
          Param("lora_r", "int", 8, "LoRA rank", 1, 512),
          Param("lora_alpha", "int", 16, "LoRA scaling", 1, 4096)] + HF_SHARED_PARAMS,
         {"radio", "multiselect"}, packages=HF_PACKAGES + ("PIL",), max_schemas=1,
-        install_hint=TRAIN_IMAGE_HINT, media=("image",)),
+        install_hint=TRAIN_IMAGE_HINT, media=("image",), load_code=code.IMAGE,
+        load_code_lora=code.IMAGE_LORA, hub=Hub("image-classification", "transformers")),
     "hf-audio-classification": TrainerInfo(
         "hf-audio-classification", "potato.training.remote.trainers.hf_audio",
         "Fine-tune an audio classifier (any AutoModelForAudioClassification: Wav2Vec2, HuBERT, "
@@ -232,26 +266,63 @@ REGISTRY = {
          Param("lora_r", "int", 8, "LoRA rank", 1, 512),
          Param("lora_alpha", "int", 16, "LoRA scaling", 1, 4096)] + HF_SHARED_PARAMS,
         {"radio", "multiselect"}, packages=HF_PACKAGES + ("numpy",), max_schemas=1,
-        install_hint=TRAIN_AUDIO_HINT, media=("audio",)),
+        install_hint=TRAIN_AUDIO_HINT, media=("audio",), load_code=code.AUDIO,
+        load_code_lora=code.AUDIO_LORA, hub=Hub("audio-classification", "transformers")),
     "hf-text-regression": TrainerInfo(
         "hf-text-regression", "potato.training.remote.trainers.hf_regression",
         "Fine-tune a transformers encoder with a regression head (full or with a PEFT LoRA "
         "adapter) to predict a slider's or number scheme's value.",
         _encoder_params(epochs=5),
         {"slider", "number"}, packages=HF_PACKAGES, max_schemas=1,
-        install_hint=TRAIN_TEXT_HINT),
+        install_hint=TRAIN_TEXT_HINT, load_code=code.REGRESSION,
+        load_code_lora=code.REGRESSION_LORA, hub=Hub("text-classification", "transformers")),
     "decision-calibrate": TrainerInfo(
         "decision-calibrate", "potato.training.remote.trainers.calibrate",
         "Platt-scale the latest successful run's confidences against the human labels and find "
         "the threshold that reaches a target precision. Reads the server's store: local only.",
         [Param("target_precision", "float", 0.9, "precision the reported threshold reaches",
                0.5, 1.0)],
-        {"radio"}, local_only=True, max_schemas=1),
+        {"radio"}, local_only=True, max_schemas=1, reads_items=False,
+        # no model of its own: a threshold and two numbers for the base run's confidences
+        load_code=code.CALIBRATION, hub=Hub()),
 }
 
 
-class ParamError(ValueError):
-    pass
+
+FILE_PLACEHOLDER = re.compile(r"\{file:((?:\{scheme\}|[^{}\n])+)\}")
+
+
+def fill_load_code(template, model, file, scheme):
+    """A trainer's load code with its placeholders filled: ``{model}`` becomes ``model`` (the
+    model directory or Hub repo id) as a Python string; ``{file:PATH}`` the Python expression
+    ``file(PATH)`` gives for that file of the run's artifacts (PATH relative to them, e.g.
+    ``model/labels.json``); ``{scheme}`` (also inside a PATH) the run's first scheme."""
+    code = FILE_PLACEHOLDER.sub(lambda m: file(m.group(1).replace("{scheme}", scheme)),
+                                template)
+    return code.replace("{model}", json.dumps(model)).replace("{scheme}", scheme)
+
+
+MEDIA_WORDS = {"text": "item text", "image": "images", "audio": "audio"}
+
+
+def unfit(info, kinds, holds):
+    """Why ``info`` cannot train this project ("" when it can): ``kinds``: the annotation
+    kinds of its schemes; ``holds``: what its items hold ("text", "image", "audio")."""
+    takes = set(info.schema_types) & set(kinds)
+    if not takes:
+        return "it trains %s schemes and this project has %s" % (
+            ", ".join(sorted(info.schema_types)), ", ".join(sorted(set(kinds))) or "none")
+    lacking = [m for m in info.reads() if m not in holds]
+    if lacking:
+        return "it reads %s and this project's items have none (they hold %s)" % (
+            " and ".join(MEDIA_WORDS.get(m, m) for m in lacking),
+            " and ".join(MEDIA_WORDS.get(m, m) for m in sorted(holds)) or "nothing")
+    return ""
+
+
+def default_trainer():
+    """The name of the trainer marked ``default`` (the config's auto_retrain.trainer)."""
+    return next(name for name, info in REGISTRY.items() if info.default)
 
 
 PLUGINS_ENV = "POTATO_TRAINER_PLUGINS"
@@ -271,13 +342,6 @@ def get(name):
     return all_trainers().get(name)
 
 
-def did_you_mean(word, choices, lead=" "):
-    """``lead`` + "did you mean X?" for the closest of ``choices`` (a typo), else ""."""
-    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
-    return "%s%s you mean %s?" % (lead, "Did" if lead == " " else "did", close[0]) \
-        if close else ""
-
-
 def sentence(text):
     """``text`` ended with a full stop, unless it ends with one already or with a question
     (a "did you mean X?" last): never "X?."."""
@@ -290,23 +354,6 @@ def unknown_trainer(name):
     names = list(all_trainers())
     return "Unknown trainer %r. Trainers: %s.%s" % (name, ", ".join(names),
                                                     did_you_mean(name, names))
-
-
-STR_MAX = 1000  # a one-line string param (a model id or path) is never longer
-TEXT_MAX = 20000  # a multiline one (a prompt template)
-
-
-def _check_text(param, value):
-    """No control characters (a multiline param may hold newlines and tabs), and a cap."""
-    cap = TEXT_MAX if param.multiline else STR_MAX
-    if len(value) > cap:
-        raise ParamError("%s is %d characters long; at most %d are allowed"
-                         % (param.name, len(value), cap))
-    allowed = "\n\r\t" if param.multiline else ""
-    if any((ord(ch) < 32 or ord(ch) == 127) and ch not in allowed for ch in value):
-        raise ParamError("%s must not contain control characters (%s)" % (
-            param.name, "only newlines and tabs" if param.multiline
-            else "such as a newline or a null byte"))
 
 
 ANNOTATE_ONLY = ("no trainer trains %s schemes: they are annotate-only (their answers are "
@@ -326,83 +373,6 @@ def annotate_only(annotation_type):
     if any(annotation_type in info.schema_types for info in all_trainers().values()):
         return ""
     return ANNOTATE_ONLY % annotation_type
-
-
-def coerce(param, value):
-    """``value`` as the param's type (strings from the CLI are parsed), or ParamError."""
-    kind = TYPES[param.type]
-    if isinstance(value, str) and kind is not str:
-        text = value.strip()
-        if kind is bool:
-            if text.lower() in ("true", "yes", "1", "on"):
-                return True
-            if text.lower() in ("false", "no", "0", "off"):
-                return False
-            raise ParamError("%s must be true or false, not %r" % (param.name, value))
-        try:
-            value = kind(text)
-        except ValueError:
-            raise ParamError("%s must be %s, not %r" % (
-                param.name, "a whole number" if kind is int else "a number", value))
-    if kind is bool and not isinstance(value, bool):
-        raise ParamError("%s must be true or false, not %r" % (param.name, value))
-    if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        else:
-            raise ParamError("%s must be a whole number, not %r" % (param.name, value))
-    if kind is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ParamError("%s must be a number, not %r" % (param.name, value))
-        try:
-            value = float(value)
-        except OverflowError:
-            raise ParamError("%s is too large a number" % param.name)
-        if not math.isfinite(value):
-            raise ParamError("%s must be a finite number, not %r" % (param.name, value))
-    if kind is str and param.choices and isinstance(value, bool):
-        value = "true" if value else "false"  # bf16: true from JSON means "true"
-    if kind is str and not isinstance(value, str):
-        raise ParamError("%s must be a string, not %r" % (param.name, value))
-    if kind is str:
-        _check_text(param, value)
-    if kind is str and param.choices:
-        value = value.strip().lower()
-    if param.choices and value not in param.choices:
-        raise ParamError("%s must be one of %s, not %r" % (param.name, ", ".join(
-            str(c) for c in param.choices), value))
-    if param.minimum is not None and value < param.minimum:
-        raise ParamError("%s must be at least %s, not %s" % (param.name, param.minimum, value))
-    if param.maximum is not None and value > param.maximum:
-        raise ParamError("%s must be at most %s, not %s" % (param.name, param.maximum, value))
-    if param.check is not None:
-        try:
-            param.check(value)
-        except ValueError as e:
-            raise ParamError("%s: %s" % (param.name, e))
-    return value
-
-
-def resolve_params(info, given):
-    """Every declared param with its value (given or default); ParamError lists what is wrong."""
-    given = dict(given or {})
-    declared = dict((p.name, p) for p in info.params)
-    unknown = sorted(k for k in given if k not in declared)
-    if unknown:
-        raise ParamError("unknown param%s %s for trainer %s; valid params: %s%s" % (
-            "s" if len(unknown) > 1 else "", ", ".join(unknown), info.name,
-            ", ".join(declared), did_you_mean(unknown[0], declared, "; ")))
-    out = {}
-    for name, p in declared.items():
-        out[name] = coerce(p, given[name]) if name in given else p.default
-    return out
-
-
-def model_sources(info, params):
-    """The values of a trainer's model-source params (given, else their defaults)."""
-    params = params or {}
-    return [str(params.get(p.name, p.default)) for p in info.params
-            if p.model_source and params.get(p.name, p.default)]
 
 
 def load(info):

@@ -100,6 +100,55 @@ class Model:
                 "temperature": self.temperature, "log_prior": self.log_prior,
                 "log_unseen": self.log_unseen, "log_lik": self.log_lik}
 
+    @classmethod
+    def from_json(cls, data):
+        """The model back from ``to_json``'s dict as JSON returns it (class keys as text)."""
+        m = cls(data["classes"], data["alpha"], data["ngrams"])
+        m.temperature = data["temperature"]
+        for c in m.classes:
+            m.log_prior[c] = data["log_prior"][str(c)]
+            m.log_lik[c] = data["log_lik"][str(c)]
+            m.log_unseen[c] = data["log_unseen"][str(c)]
+        m.vocab = set(w for lik in m.log_lik.values() for w in lik)  # every kept n-gram
+        return m
+
+
+def predict(model, texts):
+    """(label, confidence) per text of a scheme's Model; a multiselect scheme's {label:
+    Model}: (the labels said yes to, the least sure of those yes/no answers)."""
+    out = []
+    if isinstance(model, Model):
+        for text in texts:
+            probs = model.proba(text)
+            k = max(range(len(probs)), key=probs.__getitem__)
+            out.append((model.classes[k], probs[k]))
+        return out
+    for text in texts:
+        chosen, confidence = [], 1.0
+        for label, m in model.items():
+            p_yes = m.proba(text)[0]
+            if p_yes >= 0.5:
+                chosen.append(label)
+            confidence = min(confidence, max(p_yes, 1 - p_yes))
+        out.append((chosen, confidence))
+    return out
+
+
+class Saved:
+    """A saved scheme's model (``SCHEME.naive-bayes.json``) loaded back: ``predict(texts)``
+    answers as the run did. The run page's and the model card's load code use it."""
+
+    def __init__(self, path):
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        if isinstance(data.get("classes"), list):
+            self.model = Model.from_json(data)
+        else:  # multiselect: a yes/no model per label
+            self.model = dict((label, Model.from_json(d)) for label, d in data.items())
+
+    def predict(self, texts):
+        return predict(self.model, texts)
+
 
 class Trainer:
     def __init__(self, ctx):
@@ -148,23 +197,7 @@ class Trainer:
         return metrics
 
     def predict(self, scheme, texts):
-        model = self.models[scheme]
-        out = []
-        if isinstance(model, Model):
-            for text in texts:
-                probs = model.proba(text)
-                k = max(range(len(probs)), key=probs.__getitem__)
-                out.append((model.classes[k], probs[k]))
-            return out
-        for text in texts:
-            chosen, confidence = [], 1.0
-            for label, m in model.items():
-                p_yes = m.proba(text)[0]
-                if p_yes >= 0.5:
-                    chosen.append(label)
-                confidence = min(confidence, max(p_yes, 1 - p_yes))
-            out.append((chosen, confidence))
-        return out
+        return predict(self.models[scheme], texts)
 
     def _save(self):
         for name, model in self.models.items():
