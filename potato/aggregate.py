@@ -21,7 +21,7 @@ an item whose annotators do not settle on a label.
 import math
 from typing import Any, Dict, List, Optional, Tuple
 
-from potato.schemes import KINDS
+from potato.schemes import kind_class
 from potato.training.remote.bundle import majority
 
 METHODS = ("majority", "consensus")
@@ -44,15 +44,16 @@ class Result:
         self.note = note
 
 
-def aggregate(annotation_type: str, votes: Votes, method: str = "majority") -> Result:
-    """Aggregate one scheme's votes with ``method`` (see the module docstring)."""
-    kind = KINDS.get(annotation_type)
-    shape = kind.aggregate_as if kind is not None else "choice"  # each kind says how
+def aggregate(annotation_type: Optional[str], votes: Votes, method: str = "majority") -> Result:
+    """Aggregate one scheme's votes with ``method`` (see the module docstring); each kind says
+    how (``Kind.aggregate_as``); an unknown type (None: a scheme no longer in the config) is
+    aggregated as a choice."""
+    shape = kind_class(annotation_type).aggregate_as
     if shape == "spans":
         return Result({i: agreed_spans(list(v.values())) for i, v in votes.items()}, "spans")
-    if shape == "number":
+    if shape == "median":
         return Result({i: median(list(v.values())) for i, v in votes.items()}, "median")
-    if shape == "text":
+    if shape == "none":
         return Result({i: TIE for i in votes}, "none",
                       "free text is not aggregated" if votes else "")
     plain = {i: majority(list(v.values())) for i, v in votes.items()}

@@ -95,8 +95,7 @@ def summary(cfg: Config, store: Store) -> Dict[str, Dict[str, Any]]:
     out = {}
     for s in cfg.schemes:
         mine = votes[s.name]
-        one_label = s.annotation_type in ("radio", "select", "likert")
-        found = scheme_agreement(mine) if one_label else {
+        found = scheme_agreement(mine) if s.kind is not None and s.kind.one_label else {
             "ties": None, "cohen": [], "more_pairs": 0, "fleiss": None}
         out[s.name] = dict(found, items=len(active), labelled=len(active & set(mine)),
                            unlabelled=len(active - set(mine)))

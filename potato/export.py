@@ -52,7 +52,7 @@ def aggregated(cfg: Optional[Config], records, method: Optional[str] = None
     out = {}
     for scheme, by_item in votes.items():
         s = cfg.scheme(scheme) if cfg is not None else None
-        out[scheme] = aggregate(s.annotation_type if s else "radio", by_item,
+        out[scheme] = aggregate(s.annotation_type if s else None, by_item,
                                 method if s else "majority").labels
     return out
 

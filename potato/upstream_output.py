@@ -9,8 +9,10 @@ holding ``annotated_instances.jsonl``, one line per item that annotator labelled
 
 ``potato annotations export --format upstream -o DIR`` writes it (the admin page offers it as a
 zip); ``potato annotations import --format upstream DIR`` reads it back, all or nothing, every
-value checked by its scheme (``check_label``) as any import is. How each kind's value is written
-is the table ``WRITERS`` (by ``annotation_type``); reading inverts it.
+value checked by its scheme (``check_label``) as any import is. Each kind writes its value as a
+``label_annotations`` entry and reads it back (``Kind.upstream_cell``, ``from_upstream_cell``);
+a kind with ``upstream_spans`` puts its spans in ``span_annotations`` (its empty answer: an
+empty entry).
 """
 
 from __future__ import annotations
@@ -22,50 +24,16 @@ import os
 import re
 import sys
 import zipfile
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 from urllib.parse import quote, unquote
 
 from potato.annotations import LabelError, check_label, open_store_or_say
-from potato.config import Config, Scheme
+from potato.config import Config
 from potato.data import jsonl_lines
 
 FILE = "annotated_instances.jsonl"
 MAX_FOLDER = 200  # characters of an annotator's folder name
 SAFE_NAME = re.compile(r"^[A-Za-z0-9_@+-][A-Za-z0-9_.@+-]{0,63}$")
-
-
-def _choice(s: Scheme, v: Any) -> Dict[str, str]:
-    return {label: "true" for label in (v if isinstance(v, list) else [v])}
-
-
-def _likert(s: Scheme, v: Any) -> Dict[str, str]:
-    return {f"scale_{v}": str(v)}
-
-
-def _named(s: Scheme, v: Any) -> Dict[str, str]:
-    return {{"text": "text_box"}.get(s.annotation_type, s.annotation_type): str(v)}
-
-
-WRITERS: Dict[str, Callable[[Scheme, Any], Dict[str, str]]] = {
-    "radio": _choice, "select": _choice, "multiselect": _choice, "likert": _likert,
-    "slider": _named, "number": _named, "text": _named}
-
-
-def _read_cell(s: Scheme, cell: Dict[str, Any]) -> Any:
-    """The value of an upstream ``label_annotations`` entry, for ``check_label`` to judge."""
-    kind = s.annotation_type
-    if kind in ("radio", "select"):
-        picked = [k for k, v in cell.items() if str(v).lower() not in ("false", "0", "")]
-        return picked[0] if len(picked) == 1 else picked or None
-    if kind == "multiselect":
-        return [k for k, v in cell.items() if str(v).lower() not in ("false", "0", "")]
-    value = next(iter(cell.values()), None) if cell else None
-    if kind in ("likert", "slider", "number") and isinstance(value, str):
-        try:
-            return int(value) if re.fullmatch(r"-?\d+", value.strip()) else float(value)
-        except ValueError:
-            return value
-    return value
 
 
 def folder_name(annotator: str) -> str:
@@ -116,16 +84,14 @@ def user_files(cfg: Config, store) -> Iterator[Tuple[str, bytes]]:
                    "label_annotations": {}, "span_annotations": [], "behavioral_data": {}}
             for name, value in labels.items():
                 s = cfg.scheme(name)
-                if s is None:
+                if s is None or s.kind is None:
                     continue  # a scheme no longer in the config
-                if s.annotation_type == "span" and not value:
-                    rec["label_annotations"][name] = {}  # submitted, nothing marked
-                elif s.annotation_type == "span":
+                if s.kind.upstream_spans and value:
                     rec["span_annotations"] += [
                         {"schema": name, "annotation": sp["label"], "start": sp["start"],
                          "end": sp["end"], "span": sp.get("text", "")} for sp in value]
-                elif s.annotation_type in WRITERS:
-                    rec["label_annotations"][name] = WRITERS[s.annotation_type](s, value)
+                else:  # a span scheme's: submitted, nothing marked
+                    rec["label_annotations"][name] = s.kind.upstream_cell(value)
             lines.append(json.dumps(rec, ensure_ascii=False) + "\n")
         yield folders[annotator], "".join(lines).encode("utf-8")
 
@@ -197,19 +163,17 @@ def _record_values(cfg: Config, rec: Dict[str, Any], where: str
         problems.append(f"{where}: span_annotations must be a list, not "
                         f"{type(spans).__name__}.")
         spans = []
-    span_schemes = [s.name for s in cfg.schemes if s.annotation_type == "span"]
+    span_schemes = [s.name for s in cfg.schemes if s.kind is not None and s.kind.upstream_spans]
     for name, cell in cells.items():
         s = cfg.scheme(name)
-        if s is None or not isinstance(cell, dict):
+        if s is None or s.kind is None or not isinstance(cell, dict):
             problems.append(f"{where}: {name!r} is not a scheme of this config (or its "
                             f"value is not a mapping).")
-        elif s.annotation_type == "span" and cell:
+        elif s.kind.upstream_spans and cell:
             problems.append(f"{where}: {name!r} is a span scheme: its spans belong in "
                             f"span_annotations.")
-        elif s.annotation_type == "span":
-            values[name] = []  # submitted, nothing marked
-        else:
-            values[name] = _read_cell(s, cell)
+        else:  # a span scheme's empty entry: submitted, nothing marked
+            values[name] = s.kind.from_upstream_cell(cell)
     for sp in spans:
         name = sp.get("schema", span_schemes[0] if len(span_schemes) == 1 else None) \
             if isinstance(sp, dict) else None

@@ -714,3 +714,86 @@ def test_trainer_name_check_can_fail(tmp_path):
     found = trainer_name_uses("potato/training/bad.py", str(planted), set(REGISTRY))
     # each name once; the sentence and "x" are no use of a name
     assert sorted(f.split(" ", 1)[1] for f in found) == sorted(REGISTRY)
+
+# -- 13. kinds own their behaviour (issue 33) ------------------------------------------------------
+
+from potato.schemes import KINDS  # noqa: E402  (this section's own names, kept at its end)
+
+# An annotation kind is decided by its class in potato/schemes/ (attributes and methods of
+# Kind); trainers declare which kinds they take (their registry, owned by trainers/).
+KINDS_MAY_BE_NAMED = ("potato/schemes/", "potato/training/remote/trainers/")
+# Words that are a kind's name and also something else in one file: display.py's field
+# types (upstream's item displays: text, dialogue, image ...) are not annotation kinds.
+KIND_WORD_ELSEWHERE = {("potato/display.py", "text")}
+# An expression that holds an annotation type: a scheme's annotation_type, a kind, a bundle
+# schema's "type", a stored report's "kind" ...
+KIND_EXPR = re.compile(r"annotation_type|type_name|\bkinds?\b|\bkind_name\b|\b\w*type\b|"
+                       r"\[['\"](type|kind)['\"]\]|\.get\(['\"](type|kind)['\"]")
+
+
+def _kind_names_in(node, names):
+    """The kind names a comparison side is, or lists in a literal tuple, set or list."""
+    elts = node.elts if isinstance(node, (ast.Tuple, ast.Set, ast.List)) else [node]
+    return [e.value for e in elts if isinstance(e, ast.Constant) and e.value in names]
+
+
+def kind_name_decisions(rel, path, kinds=None):
+    """(line, code) of every place that decides by a kind's name: a comparison (==, !=, in,
+    not in a literal) of a kind name with an annotation type, kind or type expression, and a
+    dict literal keyed by kind names (two or more, or any used as a lookup: d[...] / d.get)."""
+    names = set(kinds if kinds is not None else KINDS)
+    names -= {word for (where, word) in KIND_WORD_ELSEWHERE if where == rel}
+    tree = ast.parse(open(path).read())
+    looked_up = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Subscript)} | {
+        id(n.func.value) for n in ast.walk(tree) if isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute) and n.func.attr == "get"}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            sides = [node.left] + list(node.comparators)
+            for i, side in enumerate(sides):
+                others = sides[:i] + sides[i + 1:]
+                if _kind_names_in(side, names) and any(KIND_EXPR.search(ast.unparse(o))
+                                                       for o in others):
+                    found.append((node.lineno, ast.unparse(node)))
+                    break
+        elif isinstance(node, ast.Dict):
+            keyed = [k.value for k in node.keys if isinstance(k, ast.Constant)
+                     and k.value in names]
+            if len(keyed) >= 2 or keyed and len(keyed) == len(node.keys) and \
+                    id(node) in looked_up:
+                found.append((node.lineno, ast.unparse(node)[:80]))
+    return sorted(found)
+
+
+def test_no_kind_name_decisions_outside_schemes():
+    """Adding a kind is its module and a line in KINDS: nothing outside potato/schemes/ decides
+    by a kind's name (the names come from the registry, so a new kind is covered)."""
+    bad = []
+    for rel, path in py_files():
+        if rel.startswith(KINDS_MAY_BE_NAMED):
+            continue
+        bad += ["%s:%d %s" % (rel, line, text) for line, text in kind_name_decisions(rel, path)]
+    assert bad == []
+
+
+def test_kind_name_decision_check_can_fail(tmp_path):
+    planted = tmp_path / "bad.py"
+    planted.write_text(
+        'def f(s, info, r, kind, item, field):\n'
+        '    a = s.annotation_type in ("radio", "select") or info["type"] == "span"\n'
+        '    b = r.get("kind") != "span" or kind == "multiselect"\n'
+        '    c = {"likert": 1, "slider": 2}\n'
+        '    d = {"text": "text_box"}.get(s.annotation_type)\n'
+        '    e = item["text"] == "text" or field.input == "number" or "radio" in item\n'
+        '    g = s.kind.type_name == "pairwise"\n'
+        '    return {"text": item, "id": 1}\n')
+    assert [line for line, _ in kind_name_decisions("potato/bad.py", str(planted))] == [
+        2, 2, 3, 3, 4, 5]
+    # the names come from the registry: a kind added there is checked too
+    assert [line for line, _ in kind_name_decisions(
+        "potato/bad.py", str(planted), list(KINDS) + ["pairwise"])] == [2, 2, 3, 3, 4, 5, 7]
+    # a word that is something else in a named file is not a kind's name there
+    assert kind_name_decisions("potato/display.py", str(planted)) == [
+        (line, text) for line, text in kind_name_decisions("potato/bad.py", str(planted))
+        if line != 5]

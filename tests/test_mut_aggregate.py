@@ -378,6 +378,7 @@ def test_summary_per_scheme(tmp_path):
     from types import SimpleNamespace as NS
 
     from potato.agreement import summary
+    from potato.schemes import make_scheme
     from potato.store import Store
 
     store = Store(str(tmp_path / "potato.db"))
@@ -391,10 +392,10 @@ def test_summary_per_scheme(tmp_path):
                 db.execute("INSERT INTO annotations VALUES (?, ?, ?, ?, 0)",
                            (item, who, scheme, _json.dumps(label)))
         store.sync_items([("i1", "t", {}), ("i2", "t", {}), ("i3", "t", {}), ("i4", "t", {})])
-        cfg = NS(schemes=[NS(name="s", annotation_type="radio"),
-                          NS(name="t", annotation_type="text"),
-                          NS(name="l", annotation_type="likert"),
-                          NS(name="m", annotation_type="select")])
+        cfg = NS(schemes=[make_scheme("s", "radio", ["x", "y"]),
+                          make_scheme("t", "text", []),
+                          make_scheme("l", "likert", []),
+                          make_scheme("m", "select", ["x", "y"])])
         out = summary(cfg, store)
     finally:
         store.close()

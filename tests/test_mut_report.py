@@ -12,7 +12,22 @@ from potato.training import report, report_ratings as rr
 
 def test_constants():
     assert report.Z95 == 1.959964 and report.MIN_N == 30 and rr.MIN_N == 30
-    assert report.NUMBER_TYPES == ("slider", "number")
+
+
+def test_slider_and_number_schemes_are_scored_as_numbers_and_others_as_classes():
+    """Which report a scheme gets follows its kind: numbers (MAE ...) for slider and number,
+    classes (accuracy, macro-F1) for the choice and Likert kinds, entities for spans."""
+    items = [{"id": "t1", "split": "test", "labels": {"s": 2}},
+             {"id": "t2", "split": "test", "labels": {"s": 1}},
+             {"id": "r1", "split": "train", "labels": {"s": 2}}]
+    preds = [pred("t1", "s", 2), pred("t2", "s", 2)]
+    for kind in ("slider", "number"):
+        r = report.holdout_report(preds, items, {"s": {"type": kind, "labels": []}})
+        assert r == rr.number_report([(2, 2), (2, 1)], [2])
+    for kind in ("radio", "select", "likert"):
+        r = report.holdout_report(preds, items, {"s": {"type": kind, "labels": [1, 2]}})
+        assert r == report.scheme_report([(2, 2), (2, 1)], [1, 2], kind, [2])
+        assert "accuracy" in r and "mae" not in r or kind == "likert"
 
 
 # -- report.py -------------------------------------------------------------------------------

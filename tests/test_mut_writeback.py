@@ -8,6 +8,7 @@ from types import SimpleNamespace as NS
 import pytest
 
 from potato.config import AutoRetrain, Writeback
+from potato.schemes import make_scheme
 from potato.store import Store
 from potato.training import ingest
 from potato.training.runs import RunStore
@@ -32,7 +33,7 @@ def store(tmp_path):
 def cfg(schemas=("s",), min_confidence=0.0, unlabeled=False, policy="best", tolerance=0.01,
         numbers=()):
     wb = Writeback(list(schemas), min_confidence, unlabeled, policy, tolerance)
-    kinds = {n: NS(kind=NS(aggregate_as="number")) for n in numbers}
+    kinds = {n: make_scheme(n, "number", []) for n in numbers}  # real number schemes
     return NS(model_training=NS(writeback=wb), scheme=lambda name: kinds.get(name))
 
 

@@ -1,15 +1,17 @@
 """Annotation kinds: one class per ``annotation_type``, found by the registry ``KINDS``.
 
 Each kind (``potato/schemes/<module>.py``) owns its config keys, its value check, its inputs on
-the annotate page, how a posted form holds its value and its export cell. Adding a kind means a
-class and a line in ``KINDS``; nothing else compares annotation types. The keys are upstream
-Potato's, so an upstream scheme block works unchanged.
+the annotate page, how a posted form holds its value, its export cell and upstream output cell,
+and says (``Kind``'s class attributes) how its values are aggregated, agreed on, suggested,
+predicted and scored. Adding a kind means a class and a line in ``KINDS``; nothing else
+compares annotation types (tests/test_layout.py checks it). The keys are upstream Potato's, so
+an upstream scheme block works unchanged.
 """
 
 from __future__ import annotations
 
 import unicodedata
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from potato.config_reader import Path, Reader, dotted, suggest
 from potato.schemes.base import KEEP, Kind, LabelError, Scheme, short
@@ -22,11 +24,18 @@ from potato.schemes.span import Span
 from potato.schemes.text import Text
 from potato.upstream import LOOKS_KEYS, SCHEME_HINTS
 
-__all__ = ["KEEP", "KINDS", "Kind", "LabelError", "Scheme", "make_scheme", "parse_schemes",
-           "save_bytes"]
+__all__ = ["KEEP", "KINDS", "Kind", "LabelError", "Scheme", "kind_class", "make_scheme",
+           "parse_schemes", "save_bytes"]
 
 KINDS: Dict[str, type] = {k.type_name: k for k in (
     Radio, Multiselect, Select, Likert, Slider, Number, Text, Span)}
+
+
+def kind_class(annotation_type: Optional[str]) -> type:
+    """The class of an annotation type named in stored data (a run's bundle schemas, an
+    export's scheme no longer in the config): its class attributes say what the server does
+    with its values. An unknown or missing type is the base ``Kind``: one of the labels."""
+    return KINDS.get(annotation_type, Kind) if isinstance(annotation_type, str) else Kind
 
 COMMON_KEYS = ("annotation_type", "name", "description", "labels", "label_requirement",
                "sequential_key_binding", "display_logic")

@@ -56,9 +56,29 @@ class Kind:
     label_rule = "required"      # "required": a non-empty list; "none"; "optional-one"
     script: Optional[str] = None  # a static script the annotate page needs for this type
     label_values = False         # values are made of the scheme's labels (counted per label)
-    aggregate_as = "choice"      # how annotators' values become one (potato/aggregate.py):
-    #                              choice, multi (label lists), spans, number (median), text
     marks_text = False           # the page gives its script the item's exact text (data-text)
+    # What the server does with the values. Each attribute names one of a few ways, which the
+    # module that does it implements; a new kind picks among them (or its module and that one
+    # grow a way). None of the ways is named after a kind.
+    aggregate_as = "choice"      # annotators' values become one (potato/aggregate.py): "choice"
+    #                              (majority, or Dawid-Skene), "multi" (label lists: majority),
+    #                              "spans" (agreed spans), "median", "none" (not aggregated)
+    one_label = False            # a value is one of a fixed set (a label, a scale point): the
+    #                              annotators' agreement (Cohen's and Fleiss' kappa) applies
+    suggests_labels = False      # the annotate page offers a model's label(s) to accept
+    quantity = False             # a value is a quantity (not counted per label; a model needs
+    #                              min_labels_per_class train items in all, not per label)
+    predicts = "label"           # the prediction a run may return (potato/training/boundary.py):
+    #                              "label" (one of the labels), "labels" (a set of them),
+    #                              "point" (a scale's integer point), "value" (a bounded number),
+    #                              "spans" (spans of the item's text)
+    report_as = "classes"        # the held-out report (potato/training/report.py): "classes"
+    #                              (accuracy, macro-F1, per label), "numbers" (MAE, RMSE,
+    #                              Spearman), "entities" (entity-level F1)
+    multi_label = False          # "classes": a value is a set of labels, scored label by label
+    ordinal = False              # "classes": the labels are ordered points (adds MAE and kappa)
+    confusion = False            # "classes": the report has a confusion matrix
+    upstream_spans = False       # upstream's output holds the values in span_annotations
 
     def __init__(self, scheme: Scheme):
         self.scheme = scheme
@@ -96,6 +116,15 @@ class Kind:
     def summary(self) -> str:
         """One line for the admin page: what this scheme asks."""
         return ", ".join(self.scheme.labels)
+
+    # -- upstream Potato's output (potato/upstream_output.py) -----------------------------------
+    def upstream_cell(self, value: Any) -> Dict[str, str]:
+        """The value as upstream's ``label_annotations`` entry: by default ``{type: value}``."""
+        return {self.type_name: str(value)}
+
+    def from_upstream_cell(self, cell: Dict[str, Any]) -> Any:
+        """The value an upstream ``label_annotations`` entry holds, for ``check`` to judge."""
+        return next(iter(cell.values()), None) if cell else None
 
     def preselect(self, predicted: Any) -> Optional[str]:
         """The form value a model's prediction pre-selects on the annotate page (as a

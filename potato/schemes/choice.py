@@ -4,7 +4,7 @@ scheme's order."""
 
 from __future__ import annotations
 
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
 from potato.schemes.base import KEEP, Kind, LabelError, short
 from potato.markup import Safe, join, render
@@ -21,9 +21,17 @@ def _key(n: int) -> str:
     return str(n) if n <= 9 else "0" if n == 10 else ""
 
 
+def _picked(cell: Dict[str, Any]) -> List[str]:
+    """The labels an upstream label_annotations entry marks (any value but false, 0, "")."""
+    return [k for k, v in cell.items() if str(v).lower() not in ("false", "0", "")]
+
+
 class Radio(Kind):
     type_name = "radio"
     label_values = True
+    one_label = True
+    suggests_labels = True
+    confusion = True
     input_type = "radio"
 
     def check(self, value: Any, text: Optional[str] = None) -> Any:
@@ -41,6 +49,13 @@ class Radio(Kind):
 
     def key_count(self) -> int:
         return len(self.scheme.labels)
+
+    def upstream_cell(self, value: Any) -> Dict[str, str]:
+        return {label: "true" for label in (value if isinstance(value, list) else [value])}
+
+    def from_upstream_cell(self, cell: Dict[str, Any]) -> Any:
+        picked = _picked(cell)
+        return picked[0] if len(picked) == 1 else picked or None
 
     def inputs(self, current: Any, first_key: int) -> Safe:
         chosen = current if isinstance(current, list) else ([current] if current else [])
@@ -60,6 +75,10 @@ class Radio(Kind):
 class Multiselect(Radio):
     type_name = "multiselect"
     aggregate_as = "multi"
+    one_label = False
+    predicts = "labels"
+    multi_label = True
+    confusion = False
     input_type = "checkbox"
 
     def check(self, value: Any, text: Optional[str] = None) -> Any:
@@ -77,11 +96,15 @@ class Multiselect(Radio):
     def cell(self, value: Any) -> str:
         return ";".join(value) if isinstance(value, list) else super().cell(value)
 
+    def from_upstream_cell(self, cell: Dict[str, Any]) -> Any:
+        return _picked(cell)
+
 
 class Select(Radio):
     """A dropdown of the labels; the empty choice clears it."""
 
     type_name = "select"
+    confusion = False  # as it always was: the held-out report draws radio's and likert's
 
     def from_form(self, values: List[str]) -> Any:
         return values[-1] if values else None

@@ -5,7 +5,8 @@ Stored as the number itself: an int for likert, an int or a float for slider and
 from __future__ import annotations
 
 import math
-from typing import Any, List, Optional
+import re
+from typing import Any, Dict, List, Optional
 
 from potato.config_reader import dotted
 from potato.schemes.base import (KEEP, MAX_MAGNITUDE, Kind, LabelError, number_key,
@@ -23,6 +24,17 @@ def _as_int(value: Any) -> Any:
     return value
 
 
+def _upstream_number(cell: Dict[str, Any]) -> Any:
+    """An upstream entry's number (upstream writes it as a string), or the value as it is."""
+    value = next(iter(cell.values()), None) if cell else None
+    if isinstance(value, str):
+        try:
+            return int(value) if re.fullmatch(r"-?\d+", value.strip()) else float(value)
+        except ValueError:
+            return value
+    return value
+
+
 def _end_label(r, m, key: str, p) -> str:
     """A scale end's text as written: YAML 1.1 reads a bare No or Yes as false or true."""
     if isinstance(m.get(key), bool) and p + (key,) in r.scalars:
@@ -34,6 +46,10 @@ class Likert(Kind):
     type_name = "likert"
     keys = ("min_label", "max_label", "size")
     label_rule = "none"
+    one_label = True
+    predicts = "point"
+    ordinal = True
+    confusion = True
 
     def __init__(self, scheme):
         super().__init__(scheme)
@@ -61,6 +77,12 @@ class Likert(Kind):
 
     def key_count(self) -> int:
         return self.size
+
+    def upstream_cell(self, value: Any) -> Dict[str, str]:
+        return {f"scale_{value}": str(value)}
+
+    def from_upstream_cell(self, cell: Dict[str, Any]) -> Any:
+        return _upstream_number(cell)
 
     def preselect(self, predicted: Any) -> Optional[str]:
         try:
@@ -97,7 +119,10 @@ class Likert(Kind):
 
 class Number(Kind):
     type_name = "number"
-    aggregate_as = "number"
+    aggregate_as = "median"
+    quantity = True
+    predicts = "value"
+    report_as = "numbers"
     keys = ("min_value", "max_value")
     label_rule = "none"
 
@@ -130,6 +155,9 @@ class Number(Kind):
 
     def from_form(self, values: List[str]) -> Any:
         return parse_number_text(values[-1]) if values else None
+
+    def from_upstream_cell(self, cell: Dict[str, Any]) -> Any:
+        return _upstream_number(cell)
 
     def preselect(self, predicted: Any) -> Optional[str]:
         try:

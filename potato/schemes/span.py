@@ -24,6 +24,9 @@ MAX_FORM_CHARS = 2_000_000
 class Span(Kind):
     type_name = "span"
     aggregate_as = "spans"
+    predicts = "spans"
+    report_as = "entities"
+    upstream_spans = True  # an empty answer (nothing marked) is an empty label_annotations entry
     label_values = True
     script = "spans.js"
     marks_text = True
@@ -98,6 +101,12 @@ class Span(Kind):
 
     def cell(self, value: Any) -> str:
         return "" if value is None else json.dumps(value, ensure_ascii=False)
+
+    def upstream_cell(self, value: Any) -> Dict[str, str]:
+        return {}  # submitted with nothing marked; marked spans go to span_annotations
+
+    def from_upstream_cell(self, cell: Dict[str, Any]) -> Any:
+        return []
 
     def summary(self) -> str:
         return "spans of the text: " + ", ".join(self.scheme.labels)

@@ -5,7 +5,7 @@ true, rows: N}`` or ``multiline: true`` and ``rows``), stored as the string, at 
 from __future__ import annotations
 
 import re
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
 from potato.config_reader import dotted
 from potato.schemes.base import Kind, short
@@ -20,7 +20,7 @@ CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 class Text(Kind):
     type_name = "text"
-    aggregate_as = "text"
+    aggregate_as = "none"
     keys = ("textarea", "multiline", "rows", "cols", "max_length", "placeholder",
             "text_box_single_line")
     label_rule = "optional-one"
@@ -72,6 +72,9 @@ class Text(Kind):
 
     def from_form(self, values: List[str]) -> Any:
         return values[-1] if values else None
+
+    def upstream_cell(self, value: Any) -> Dict[str, str]:
+        return {"text_box": str(value)}  # upstream's name for its text box
 
     def summary(self) -> str:
         return f"free text, at most {self.max_length} characters"

@@ -104,7 +104,7 @@ def annotate_page(cfg: Config, user: str, item, position: int, total: int, done:
     suggestions = []
     for scheme in cfg.schemes:
         p = predictions.get(scheme.name)
-        if p and scheme.kind.aggregate_as in ("choice", "multi") and _choice_label(p["label"]):
+        if p and scheme.kind.suggests_labels and _choice_label(p["label"]):
             label = ", ".join(p["label"]) if isinstance(p["label"], list) else p["label"]
             labels_json = json.dumps(p["label"] if isinstance(p["label"], list)
                                      else [p["label"]])

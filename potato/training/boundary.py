@@ -13,6 +13,7 @@ import re
 import unicodedata
 from typing import Any, Dict, List, Optional, Tuple
 
+from potato.schemes import kind_class
 from potato.training.remote.protocol import TYPES
 
 TEXT_MAX = 2000  # a message, an error
@@ -240,8 +241,8 @@ def prediction(raw: Any, splits: Dict[str, str], schemas: Dict[str, Dict[str, An
     if scheme not in schemas:
         raise Invalid("scheme %s is not a scheme of the run" % json.dumps(scheme)[:80])
     info = schemas[scheme]
-    label = _LABELS.get(info["type"], _one_label)(raw.get("label"), scheme, info,
-                                                  (texts or {}).get(item))
+    label = _LABELS[kind_class(info["type"]).predicts](raw.get("label"), scheme, info,
+                                                       (texts or {}).get(item))
     confidence = number(raw.get("confidence"), "confidence", 0, 1, required=True)
     return {"id": item, "split": split, "scheme": scheme, "label": label,
             "confidence": confidence}
@@ -318,10 +319,10 @@ def _spans(label, scheme, info, item_text=None):
     return span_label(label, item_text, scheme, info["labels"])
 
 
-# How each scheme type's predicted value is checked (the others: one of the labels); each
-# takes the value, the scheme's name and info, and the item's text (which only spans need).
-_LABELS = {"multiselect": _label_set, "likert": _point, "slider": _value, "number": _value,
-           "span": _spans}
+# How a predicted value is checked, by what its scheme's kind predicts (``Kind.predicts``);
+# each takes the value, the scheme's name and info, and the item's text (which only spans need).
+_LABELS = {"label": _one_label, "labels": _label_set, "point": _point, "value": _value,
+           "spans": _spans}
 
 
 def predictions(lines, splits: Dict[str, str], schemas: Dict[str, Dict[str, Any]],

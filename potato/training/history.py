@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional
 
 from potato.markup import Safe, join, render
 from potato.server.pages import layout
-from potato.training import pages
+from potato.training import heldout, pages
 from potato.training.runs import RequestError
 
 STATUSES = ("queued", "running", "success", "error", "cancelled")
@@ -86,10 +86,7 @@ def parse_query(query: Dict[str, List[str]]) -> RunQuery:
 def score(view: Dict[str, Any]) -> Optional[float]:
     """A run's held-out score for sorting and filtering: macro-F1 (entity micro-F1 for spans);
     None for a run without one (numbers-only schemes are scored by MAE, not compared here)."""
-    h = view.get("holdout") if isinstance(view.get("holdout"), dict) else {}
-    value = h.get("micro_f1") if h.get("kind") == "span" else h.get("macro_f1")
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
-        else None
+    return heldout.HeldOut.from_dict(view.get("holdout")).f1
 
 
 def select_runs(manager, q: RunQuery, run_view) -> List[Dict[str, Any]]:

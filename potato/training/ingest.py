@@ -51,7 +51,7 @@ def write_back(store: Store, cfg: Config, run_id: str, predictions,
     if not schemes:
         return counts
     numbers = {s for s in schemes if cfg.scheme(s) is not None and cfg.scheme(s).kind is not None
-               and cfg.scheme(s).kind.aggregate_as == "number"}
+               and cfg.scheme(s).kind.quantity}
     rows = []
     for p in predictions:
         if p["scheme"] not in schemes or p["split"] == "train":

@@ -11,7 +11,7 @@ import time
 from typing import Any, Dict, List, Optional
 
 from potato import __version__
-from potato.training import report_ratings
+from potato.training import heldout, report_ratings
 from potato.training.remote import trainers
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -113,7 +113,7 @@ def _span_lines(name: str, r: Dict[str, Any]) -> List[str]:
 
 
 def _scheme_lines(name: str, r: Dict[str, Any]) -> List[str]:
-    if r.get("kind") == "span":
+    if heldout.HeldOut.from_dict(r).shape == heldout.ENTITIES:
         return _span_lines(name, r)
     acc = _num(r.get("accuracy"))
     rating = report_ratings.summary_line("", r)  # Likert: MAE and kappa; numbers: their report

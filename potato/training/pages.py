@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional
 
 from potato.markup import Safe, esc, join, render
 from potato.server.pages import json_script, layout
-from potato.training import rating_cells, run_actions
+from potato.training import heldout, rating_cells, run_actions
 from potato.training.chart import chart_svg
 from potato.training.run_cells import (in_use_cell, message_box, metrics_table, pin_cell,
                                        runs_table_marks, span_holdout_cell, span_report)
@@ -46,12 +46,13 @@ number = _num  # for the live card (live.py)
 def _holdout(view: Dict[str, Any]) -> Safe:
     """Held-out macro-F1 first (what ``writeback.policy: best`` compares), then accuracy and n."""
     h = view.get("holdout")
-    if isinstance(h, dict) and h.get("kind") == "span":
-        return span_holdout_cell(h)
-    if isinstance(h, dict) and _num(h.get("accuracy")) is None:
-        return rating_cells.holdout_cell(h)  # a run scored as numbers (slider, number)
     if not isinstance(h, dict):
         return Safe("")
+    shape = heldout.HeldOut.from_dict(h).shape
+    if shape == heldout.ENTITIES:
+        return span_holdout_cell(h)
+    if shape == heldout.NUMBERS:
+        return rating_cells.holdout_cell(h)  # a run scored as numbers (slider, number)
     return render('{f1:.3f} <span class="hint">(accuracy {acc:.3f}, n={n})</span>',
                   acc=_num(h.get("accuracy")), f1=_num(h.get("macro_f1")) or 0.0,
                   n=_num(h.get("n"), True) or 0)
@@ -282,9 +283,10 @@ def training_page(cfg, backends: List[Dict[str, Any]], trainers: List[Dict[str, 
 
 def _scheme_report(name: str, r: Dict[str, Any]) -> Safe:
     """One scheme's held-out report: a sentence, the per-label table, the confusion matrix."""
-    if r.get("kind") == "span":
+    shape = heldout.HeldOut.from_dict(r).shape
+    if shape == heldout.ENTITIES:
         return span_report(name, r)
-    if _num(r.get("accuracy")) is None:
+    if shape == heldout.NUMBERS:
         return rating_cells.number_report(name, r)
     ci = r.get("accuracy_ci95") or [0, 1]
     base = r.get("baseline") or {}

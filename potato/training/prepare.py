@@ -153,7 +153,7 @@ def refusal(cfg: Config, store: Store, schemes: List[str]) -> Optional[str]:
             return ("Scheme %s has %d labelled item(s) with %r in the train split; a model needs "
                     "at least %d per label (model_training.min_labels_per_class). Label more "
                     "items before training." % (name, n, label, mt.min_labels_per_class))
-        if not classes and scheme.kind.aggregate_as == "number" and \
+        if not classes and scheme.kind.quantity and \
                 in_train < mt.min_labels_per_class:
             return ("Scheme %s has %d labelled item(s) in the train split; a model needs at "
                     "least %d (model_training.min_labels_per_class). Label more items before "

@@ -1,19 +1,21 @@
 """The held-out report: what a run's test-split predictions say, and how much they can say.
 
 For each scheme: n; accuracy with its 95 % Wilson interval; macro-F1; precision, recall, F1 and
-support per label; the confusion matrix (radio schemes); the majority-class baseline (always
-answering the train split's most common label) and how far above it the model is; and a
+support per label; the confusion matrix (radio and Likert schemes); the majority-class baseline
+(always answering the train split's most common label) and how far above it the model is; and a
 sentence when the test split is too small to tell the model from the baseline. Likert schemes
 add the mean absolute error and the quadratic-weighted kappa; slider and number schemes have a
 report of their own (report_ratings.py: MAE, RMSE, Spearman, the median baseline); span schemes
-get entity-level figures instead (span_report.py).
+get entity-level figures instead (span_report.py). Which report, and which of its parts, each
+scheme's kind says (``Kind.report_as``, ``multi_label``, ``ordinal``, ``confusion``).
 """
 
 import math
 from collections import Counter
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from potato.training import report_ratings, span_report
+from potato.schemes import kind_class
+from potato.training import heldout, report_ratings, span_report
 
 Z95 = 1.959964
 MIN_N = 30
@@ -42,11 +44,12 @@ def _prf(tp: int, fp: int, fn: int) -> Dict[str, float]:
             "support": tp + fn}
 
 
-def _per_label(pairs, labels: List[str], kind: str):
-    """(precision, recall, F1 and support per label, macro-F1) of (predicted, gold) pairs."""
+def _per_label(pairs, labels: List[str], multi: bool):
+    """(precision, recall, F1 and support per label, macro-F1) of (predicted, gold) pairs;
+    ``multi``: each value is a set of labels."""
     per_label, scored = {}, []
     for label in labels:
-        if kind == "multiselect":
+        if multi:
             tp = sum(1 for p, g in pairs if label in p and label in g)
             fp = sum(1 for p, g in pairs if label in p and label not in g)
             fn = sum(1 for p, g in pairs if label not in p and label in g)
@@ -60,19 +63,21 @@ def _per_label(pairs, labels: List[str], kind: str):
     return per_label, round(sum(scored) / len(scored), 4) if scored else 0.0
 
 
-def scheme_report(pairs: Sequence[Tuple[Any, Any]], labels: List[str], kind: str,
+def scheme_report(pairs: Sequence[Tuple[Any, Any]], labels: List[str], annotation_type: str,
                   train_labels: Sequence[Any] = ()) -> Dict[str, Any]:
-    """The report of one scheme from (predicted, gold) pairs on the test split."""
+    """The report of one scheme scored as classes from (predicted, gold) pairs on the test
+    split; its kind says which parts it has."""
+    kind = kind_class(annotation_type)
     n = len(pairs)
     correct = sum(1 for pred, gold in pairs if _key(pred) == _key(gold))
     lo, hi = wilson(correct, n)
-    per_label, macro_f1 = _per_label(pairs, labels, kind)
+    per_label, macro_f1 = _per_label(pairs, labels, kind.multi_label)
     out = {"n": n, "accuracy": round(correct / n, 4) if n else 0.0,
            "accuracy_ci95": [round(lo, 4), round(hi, 4)],
            "macro_f1": macro_f1, "per_label": per_label}
-    if kind == "likert":
+    if kind.ordinal:
         out.update(report_ratings.ordinal(pairs, labels))
-    if kind in ("radio", "likert"):
+    if kind.confusion:
         index = {label: i for i, label in enumerate(labels)}
         matrix = [[0] * len(labels) for _ in labels]
         for pred, gold in pairs:
@@ -80,13 +85,13 @@ def scheme_report(pairs: Sequence[Tuple[Any, Any]], labels: List[str], kind: str
                 matrix[index[gold]][index[pred]] += 1
         out["confusion"] = {"labels": list(labels), "rows": "gold", "columns": "predicted",
                             "matrix": matrix}
-    out["baseline"] = _baseline(pairs, train_labels, labels, kind)
+    out["baseline"] = _baseline(pairs, train_labels, labels, kind.multi_label)
     out["above_baseline"] = round(out["accuracy"] - out["baseline"]["accuracy"], 4)
     out["note"] = _note(out)
     return out
 
 
-def _baseline(pairs, train_labels, labels: List[str], kind: str) -> Dict[str, Any]:
+def _baseline(pairs, train_labels, labels: List[str], multi: bool) -> Dict[str, Any]:
     """Always answering the most common train label (the test split's, without train labels):
     its accuracy and its macro-F1 on the same items."""
     source = [_key(g) for g in train_labels] or [_key(g) for _, g in pairs]
@@ -96,7 +101,7 @@ def _baseline(pairs, train_labels, labels: List[str], kind: str) -> Dict[str, An
     label = list(label) if isinstance(label, tuple) else label
     hits = sum(1 for _, g in pairs if _key(g) == _key(label))
     return {"label": label, "accuracy": round(hits / len(pairs), 4) if pairs else 0.0,
-            "macro_f1": _per_label([(label, g) for _, g in pairs], labels, kind)[1]}
+            "macro_f1": _per_label([(label, g) for _, g in pairs], labels, multi)[1]}
 
 
 def learned_nothing(name: str, r: Dict[str, Any]) -> Optional[str]:
@@ -151,12 +156,7 @@ def holdout_report(predictions, items, schemas: Dict[str, Dict[str, Any]]):
             continue
         train = [it["labels"][scheme] for it in items
                  if it["split"] == "train" and scheme in it["labels"]]
-        if info["type"] == "span":  # entity-level figures (span_report.py)
-            per[scheme] = span_report.scheme_report(pairs, info["labels"])
-        elif info["type"] in NUMBER_TYPES:
-            per[scheme] = report_ratings.number_report(pairs, train)
-        else:
-            per[scheme] = scheme_report(pairs, info["labels"], info["type"], train)
+        per[scheme] = SCORERS[kind_class(info["type"]).report_as](pairs, info, train)
     if not per:
         return None
     if len(per) == 1:
@@ -170,5 +170,11 @@ def holdout_report(predictions, items, schemas: Dict[str, Dict[str, Any]]):
     return out
 
 
-# Scheme types scored as numbers (report_ratings.number_report), not as classes.
-NUMBER_TYPES = ("slider", "number")
+# How a scheme is scored, by its kind's ``report_as``: from the (predicted, gold) pairs, the
+# scheme's bundle schema and the train split's gold values.
+SCORERS = {
+    heldout.CLASSES: lambda pairs, info, train: scheme_report(pairs, info["labels"], info["type"],
+                                                        train),
+    heldout.NUMBERS: lambda pairs, info, train: report_ratings.number_report(pairs, train),
+    heldout.ENTITIES: lambda pairs, info, train: span_report.scheme_report(pairs, info["labels"]),
+}

@@ -6,6 +6,8 @@ import json
 import time
 from typing import Any, Dict, Optional
 
+from potato.training import heldout
+
 # A cancelled run's step and error: what happened, not the status said twice.
 CANCELLED_QUEUED = "never started: it was cancelled while queued"
 CANCELLED_RUNNING = "stopped while it ran, as asked"
@@ -26,9 +28,10 @@ def _score(name: str, r: Dict[str, Any]) -> str:
     n = int(_num(r.get("n")) or 0)
     name = name + ": " if name else ""
     items = "on %d test item%s" % (n, "" if n == 1 else "s")
-    if r.get("kind") == "span":
+    shape = heldout.HeldOut.from_dict(r).shape
+    if shape == heldout.ENTITIES:
         return "%sentity F1 %.3f %s" % (name, _num(r.get("micro_f1")) or 0.0, items)
-    if _num(r.get("accuracy")) is None:
+    if shape == heldout.NUMBERS:
         mae = _num(r.get("mae"))
         return "%s%s%s" % (name, "MAE %.3f " % mae if mae is not None else "", items)
     text = "%saccuracy %.3f, macro-F1 %.3f %s" % (name, _num(r["accuracy"]),

@@ -62,10 +62,11 @@ def answer(label):
 
 
 def scale_note(schema):
-    """A Likert scheme's ends for the prompt's description ("1 means ..., 5 means ..."), or
-    "" for other schemes and for scales without named ends."""
+    """A scale's named ends for the prompt's description ("1 means ..., 5 means ..."): a
+    scheme whose classes are points between a min_label and a max_label (Likert's bundle
+    schema); "" for other schemes and for scales without named ends."""
     points = schema.get("labels") or []
-    if schema.get("type") != "likert" or not points:
+    if not points or not (schema.get("min_label") or schema.get("max_label")):
         return ""
     ends = [("%s means %s" % (point, schema.get(key)))
             for point, key in ((points[0], "min_label"), (points[-1], "max_label"))
