@@ -2,7 +2,7 @@
 
 THE MODEL IS RANDOMLY INITIALISED. No pretrained causal LM can be downloaded here, so the bench
 builds one: a small Llama (4 layers, hidden 128, 4 heads, initializer_range 0.3 as in
-tests/test_hf_llm.py, seed 0) over a word-level tokenizer
+tests/training/remote/trainers/test_hf_llm.py, seed 0) over a word-level tokenizer
 trained with the ``tokenizers`` library on the SST-2 texts of bench/data (BOS and EOS, no pad
 token, like most causal LMs), saved to a temporary directory that both sides load. Its held-out
 accuracy measures only that both sides learn the same thing from the same work, not the quality

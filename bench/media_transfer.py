@@ -36,8 +36,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from potato.cli import main as cli  # noqa: E402
-from potato.config import Backend, load  # noqa: E402
+from potato.commands.cli import main as cli  # noqa: E402
+from potato.config.settings import Backend, load  # noqa: E402
 from potato.service import Service  # noqa: E402
 from potato.training.backends import media_push, sshcmd  # noqa: E402
 from potato.training.backends.ssh import SshBackend  # noqa: E402

@@ -21,7 +21,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from potato.config import load  # noqa: E402
+from potato.config.settings import load  # noqa: E402
 from potato.service import Service  # noqa: E402
 from tests import slurmd, sshd  # noqa: E402
 from tests.helpers import Client  # noqa: E402

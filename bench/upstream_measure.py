@@ -8,7 +8,7 @@ keeps relative data paths working). The tree is copied to a temporary folder fir
 configs are never changed and every project writes its store there. For each config:
 
 1. ``potato validate --upstream`` (``validation.check``, what the command runs): errors whose
-   key is refused by the policy table (``potato.upstream.POLICY``) make the config
+   key is refused by the policy table (``potato.config.upstream.POLICY``) make the config
    *refused-with-reason*; any other error makes it *failed* with the first message. A data file
    the config names but DIR lacks is synthesised first (40+ items with the config's id and text
    keys, and its instance_display keys; an image or audio field names a 1x1 PNG or a short WAV
@@ -51,11 +51,11 @@ from collections import Counter
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from potato.config import load  # noqa: E402
-from potato.config_reader import ConfigError  # noqa: E402
+from potato.config.settings import load  # noqa: E402
+from potato.config.reader import ConfigError  # noqa: E402
 from potato.service import Service  # noqa: E402
-from potato.upstream import POLICY, SCHEME_HINTS, migration_report  # noqa: E402
-from potato.validation import check  # noqa: E402
+from potato.config.upstream import POLICY, SCHEME_HINTS, migration_report  # noqa: E402
+from potato.project.validation import check  # noqa: E402
 
 KEY = "bench-admin-key-0123456789abcdef"
 NB_TYPES = ("radio", "multiselect", "likert")

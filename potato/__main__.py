@@ -1,5 +1,5 @@
 import sys
 
-from potato.cli import main
+from potato.commands.cli import main
 
 sys.exit(main())

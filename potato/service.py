@@ -8,7 +8,7 @@ the manager and the agent endpoints on loopback, no annotation pages or admin UI
 tests' server fixture all go through it, so start-up and shutdown are written once.
 
 The HTTP layer (``potato.server``) knows nothing of training: training adds its routes to the
-app here, through ``potato.training.api.add_routes`` and ``agent_routes.add_routes``.
+app here, through ``potato.training.web.api.add_routes`` and ``agent_routes.add_routes``.
 """
 
 from __future__ import annotations
@@ -21,15 +21,16 @@ import sys
 import threading
 from typing import Callable, Optional
 
-from potato.config import Config
-from potato.data import DataError, load_items
-from potato.netaddr import is_loopback
-from potato.paths_server import remove_server_file, write_server_file
+from potato.config.settings import Config
+from potato.project.data import DataError, load_items
+from potato.config.netaddr import is_loopback
+from potato.project.paths import remove_server_file, write_server_file
 from potato.server import safety
 from potato.server.app import App, Server
-from potato.store import Store
-from potato.training import agent_routes, api, reload
-from potato.training.queue import Manager, QueueLock
+from potato.project.store import Store
+from potato.training.web import agent_routes, api
+from potato.training.lifecycle import reload
+from potato.training.lifecycle.queue import Manager, QueueLock
 
 log = logging.getLogger("potato.server")
 

@@ -72,7 +72,7 @@ def serve():
     """Start a real server for a config path on 127.0.0.1:0 through the composition root
     (``potato.service.Service``, as ``potato start`` does); returns (service, url) and closes
     it afterwards. No queue lock: a test may serve one project twice."""
-    from potato.config import load
+    from potato.config.settings import load
     from potato.service import Service
 
     started = []

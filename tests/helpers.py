@@ -14,10 +14,10 @@ import time
 
 import pytest
 
-from potato.cli import main
+from potato.commands.cli import main
 from potato.server.http import Handler
 from potato.training.backends.base import RemoteState, RunContext
-from potato.training.intake import RunEvents
+from potato.training.exchange.intake import RunEvents
 from potato.training.remote import bundle as bundle_mod
 from potato.training.remote.protocol import RunSettings
 from potato.training.remote import bundle

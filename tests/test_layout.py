@@ -131,9 +131,9 @@ def test_shipped_files_run_alone(tmp_path):
 def test_isolation_check_can_fail(tmp_path):
     bad = tmp_path / "potato" / "training" / "remote" / "bad.py"
     bad.parent.mkdir(parents=True)
-    bad.write_text("from potato.training.queue import Manager\nimport yaml\n")
+    bad.write_text("from potato.training.lifecycle.queue import Manager\nimport yaml\n")
     found = [n for n, _, _ in imports(str(bad))]
-    assert "potato.training.queue" in found and "yaml" in found
+    assert "potato.training.lifecycle.queue" in found and "yaml" in found
 
 
 # -- 2. only what travels is shipped ------------------------------------------------------------
@@ -166,7 +166,7 @@ def test_archive_holds_the_shipped_files_only():
     assert names == sorted(shipped())
     assert "potato/training/remote/run.py" in names and "potato/training/worker.py" in names
     assert not any(n.startswith(("potato/server/", "potato/training/backends/"))
-                   or n in ("potato/config.py", "potato/training/queue.py") for n in names)
+                   or n in ("potato/config/settings.py", "potato/training/lifecycle/queue.py") for n in names)
 
 
 # -- 3. no cycles, small modules, short functions ----------------------------------------------
@@ -408,9 +408,9 @@ def test_server_imports_nothing_of_training():
 def test_server_import_check_can_fail(tmp_path):
     planted = tmp_path / "potato" / "server" / "bad.py"
     planted.parent.mkdir(parents=True)
-    planted.write_text("def f():\n    from potato.training.queue import Manager\n")
+    planted.write_text("def f():\n    from potato.training.lifecycle.queue import Manager\n")
     found = server_imports_of_training([("potato/server/bad.py", str(planted))])
-    assert [m for _, _, m in found] == ["potato.training.queue", "potato.training.queue.Manager"]
+    assert [m for _, _, m in found] == ["potato.training.lifecycle.queue", "potato.training.lifecycle.queue.Manager"]
 
 
 # -- 9. backends own their behaviour -------------------------------------------------------------
@@ -454,7 +454,7 @@ def test_no_backend_type_comparisons_outside_backends():
 # Where a backend kind's name may appear as a string at all (beyond the files above): the CLI's
 # `training agent` subcommand, and the shipped SLURM scheduler's own name on the wire
 # (RunSettings.scheduler, in its own module).
-KIND_NAME_ALLOWED = {("potato/cli.py", "agent"), ("potato/training/remote/slurm_job.py", "slurm")}
+KIND_NAME_ALLOWED = {("potato/commands/cli.py", "agent"), ("potato/training/remote/slurm_job.py", "slurm")}
 
 
 def kind_name_strings(rel, path):
@@ -512,7 +512,7 @@ def test_potato_imports_are_at_module_level():
     ``# deferred: <reason>``) may import potato modules inside a function."""
     bad = []
     for rel, path in py_files():
-        if rel == "potato/cli.py":
+        if rel == "potato/commands/cli.py":
             continue
         bad += local_potato_imports(rel, path)
     assert bad == []
@@ -521,10 +521,10 @@ def test_potato_imports_are_at_module_level():
 def test_local_import_check_can_fail(tmp_path):
     planted = tmp_path / "potato" / "bad.py"
     planted.parent.mkdir(parents=True)
-    planted.write_text("def f():\n    from potato import store\n"
+    planted.write_text("def f():\n    from potato.project import store\n"
                        "    from potato import config  # deferred: a reason\n")
     assert local_potato_imports("potato/bad.py", str(planted)) == [
-        "potato/bad.py:2 potato", "potato/bad.py:2 potato.store"]
+        "potato/bad.py:2 potato.project", "potato/bad.py:2 potato.project.store"]
 
 
 # -- 11. tests share through one helpers module and conftest.py -----------------------------------
@@ -564,9 +564,9 @@ def test_cross_test_import_check_can_fail(tmp_path):
 # run by string key: api.run_view turns a Run into the API's JSON, and the CLI modules read that
 # JSON back over HTTP (commands.py, summary.py, publish_cli.py). The pages and the publish card
 # take run_view's dict under the name ``view``, never ``run``.
-RUN_DICT_MODULES = ("potato/training/commands.py", "potato/training/summary.py",
-                    "potato/training/publish_cli.py")
-RUN_DICT_FUNCTIONS = {("potato/training/api.py", "run_view")}
+RUN_DICT_MODULES = ("potato/commands/training.py", "potato/commands/summary.py",
+                    "potato/commands/publish.py")
+RUN_DICT_FUNCTIONS = {("potato/training/web/api.py", "run_view")}
 
 
 def _names_a_run(node):
@@ -617,34 +617,104 @@ def test_run_key_check_can_fail(tmp_path):
                                                         str(planted))] == [
         "run['status']", "run.get('step')", "ctx.run['backend']", "ctx.run.get('remote_host')",
         "run['status']"]
-    in_api = run_key_reads("potato/training/api.py", str(planted))
-    assert [b.split(" ")[0] for b in in_api] == ["potato/training/api.py:%d" % n
+    in_api = run_key_reads("potato/training/web/api.py", str(planted))
+    assert [b.split(" ")[0] for b in in_api] == ["potato/training/web/api.py:%d" % n
                                                 for n in (2, 2, 2, 4)]  # not run_view's line 6
 
 
-# -- backends own their keys (issue 33) -----------------------------------------------------------
+# -- floors: no import runs from a lower layer to a higher one (issue 33) ---------------------
 
-def config_layer(files):
-    """The modules that read and check a config (``potato/config*.py``, ``validation*.py``):
-    a layer below training, which learns the backend kinds through the injected registry."""
-    return [(rel, path) for rel, path in files
-            if re.match(r"potato/(config|validation)[a-z_]*\.py$", rel)]
+# Lowest first. A module's floor is the first entry whose file or folder holds it; it may import
+# its own floor and those below, never one above. The config reader sits below the kinds (a
+# kind reads its keys with it) and the config record above them (it holds the schemes); the
+# backend kinds reach the config through the injected registry (config/backends.py), so the
+# config layer imports nothing of training.
+FLOORS = [
+    ("kernel", ("potato/__init__.py", "potato/markup.py", "potato/training/__init__.py",
+                "potato/training/agent.py", "potato/training/worker.py",
+                "potato/training/remote/")),
+    ("config reader", ("potato/config/__init__.py", "potato/config/reader.py",
+                       "potato/config/upstream.py", "potato/config/netaddr.py")),
+    ("kinds", ("potato/schemes/",)),
+    ("config", ("potato/config/",)),
+    ("project", ("potato/project/",)),
+    ("labels", ("potato/labels/",)),
+    ("server", ("potato/server/",)),
+    ("training reports", ("potato/training/reports/",)),
+    ("training core", ("potato/training/core/",)),
+    ("training exchange", ("potato/training/exchange/",)),
+    ("training backends", ("potato/training/backends/",)),
+    ("training lifecycle", ("potato/training/lifecycle/",)),
+    ("training hub", ("potato/training/hub/",)),
+    ("training web", ("potato/training/web/",)),
+    ("composition root", ("potato/service.py",)),
+    ("commands", ("potato/commands/", "potato/__main__.py")),
+]
 
 
-def test_the_config_layer_imports_nothing_of_training():
-    files = config_layer(py_files())
-    assert len(files) >= 4 and server_imports_of_training(files) == []
+def floor_of(rel):
+    for i, (_, places) in enumerate(FLOORS):
+        if rel in places or rel.startswith(tuple(p for p in places if p.endswith("/"))):
+            return i
+    return None
 
 
-def test_config_layer_check_can_fail(tmp_path):
-    planted = tmp_path / "potato" / "config_kinds.py"
-    planted.parent.mkdir(parents=True)
-    planted.write_text("from potato.training.backends import TYPES\n")
-    files = config_layer([("potato/config_kinds.py", str(planted)),
-                          ("potato/training/queue.py", str(planted))])
-    assert [rel for rel, _ in files] == ["potato/config_kinds.py"]
-    assert [m for _, _, m in server_imports_of_training(files)] == [
-        "potato.training.backends", "potato.training.backends.TYPES"]
+def module_file(module, root):
+    """The file (relative to ``root``) that a dotted potato module name is, or None."""
+    path = module.replace(".", "/")
+    if os.path.isdir(os.path.join(root, path)):
+        return path + "/__init__.py"
+    if os.path.exists(os.path.join(root, path + ".py")):
+        return path + ".py"
+    return None
+
+
+def upward_imports(files, root):
+    """``file:line floor -> module floor`` for every import (function-local ones included) of a
+    module on a higher floor than the importing file's."""
+    out = []
+    for rel, path in files:
+        mine = floor_of(rel)
+        for node in ast.walk(ast.parse(open(path).read())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("potato"):
+                names = [module_file(node.module + "." + a.name, root) or
+                         module_file(node.module, root) for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [module_file(a.name, root) for a in node.names
+                         if a.name.startswith("potato")]
+            else:
+                continue
+            for target in names:
+                theirs = floor_of(target) if target else None
+                if mine is not None and theirs is not None and theirs > mine:
+                    out.append("%s:%d %s -> %s %s" % (rel, node.lineno, FLOORS[mine][0], target,
+                                                      FLOORS[theirs][0]))
+    return sorted(set(out))
+
+
+def test_every_module_has_a_floor():
+    assert [rel for rel, _ in py_files() if floor_of(rel) is None] == []
+
+
+def test_no_import_runs_from_a_lower_floor_to_a_higher_one():
+    assert upward_imports(py_files(), ROOT) == []
+
+
+def test_floor_check_can_fail(tmp_path):
+    for rel, text in (("potato/config/reader.py", "from potato.schemes import KINDS\n"),
+                      ("potato/config/settings.py", "def f():\n    import potato.training.backends\n"),
+                      ("potato/schemes/__init__.py", ""), ("potato/training/backends/__init__.py", ""),
+                      ("potato/project/ok.py", "from potato.config import settings\n")):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    files = [(rel, str(tmp_path / rel)) for rel in ("potato/config/reader.py",
+                                                      "potato/config/settings.py",
+                                                      "potato/project/ok.py")]
+    assert upward_imports(files, str(tmp_path)) == [
+        "potato/config/reader.py:1 config reader -> potato/schemes/__init__.py kinds",
+        "potato/config/settings.py:2 config -> potato/training/backends/__init__.py "
+        "training backends"]
+
 
 # -- trainers (issue 33): trainer names live in the trainer registry ----------------------------
 
@@ -724,7 +794,7 @@ from potato.schemes import KINDS  # noqa: E402  (this section's own names, kept 
 KINDS_MAY_BE_NAMED = ("potato/schemes/", "potato/training/remote/trainers/")
 # Words that are a kind's name and also something else in one file: display.py's field
 # types (upstream's item displays: text, dialogue, image ...) are not annotation kinds.
-KIND_WORD_ELSEWHERE = {("potato/display.py", "text")}
+KIND_WORD_ELSEWHERE = {("potato/project/display.py", "text")}
 # An expression that holds an annotation type: a scheme's annotation_type, a kind, a bundle
 # schema's "type", a stored report's "kind" ...
 KIND_EXPR = re.compile(r"annotation_type|type_name|\bkinds?\b|\bkind_name\b|\b\w*type\b|"
@@ -794,6 +864,6 @@ def test_kind_name_decision_check_can_fail(tmp_path):
     assert [line for line, _ in kind_name_decisions(
         "potato/bad.py", str(planted), list(KINDS) + ["pairwise"])] == [2, 2, 3, 3, 4, 5, 7]
     # a word that is something else in a named file is not a kind's name there
-    assert kind_name_decisions("potato/display.py", str(planted)) == [
+    assert kind_name_decisions("potato/project/display.py", str(planted)) == [
         (line, text) for line, text in kind_name_decisions("potato/bad.py", str(planted))
         if line != 5]

@@ -56,8 +56,8 @@ def test_every_command_has_help(argv):
 
 
 def test_importing_potato_stays_light():
-    code = ("import sys, potato, potato.training, potato.training.remote, potato.cli, "
-            "potato.config, potato.validation\n"
+    code = ("import sys, potato, potato.training, potato.training.remote, potato.commands.cli, "
+            "potato.config.settings, potato.project.validation\n"
             "heavy = [m for m in ('yaml', 'torch', 'transformers', 'peft', 'potato.server') "
             "if m in sys.modules]\n"
             "print(heavy)")

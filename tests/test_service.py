@@ -10,10 +10,10 @@ from types import SimpleNamespace
 import pytest
 
 from potato import service as svc
-from potato.config import load
-from potato.data import DataError
+from potato.config.settings import load
+from potato.project.data import DataError
 from potato.server import safety
-from potato.store import Store
+from potato.project.store import Store
 from tests.helpers import MEDIA_CONFIG, media_project
 
 

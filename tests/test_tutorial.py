@@ -12,7 +12,7 @@ import time
 import pytest
 
 import potato
-from potato.cli import main
+from potato.commands.cli import main
 from tests.helpers import ROOT, Client
 from tests.helpers import slurm_backend
 from tests.helpers import ssh_backend
@@ -280,7 +280,7 @@ def test_validate_server_url(tmp_path, capsys):
 
 
 def test_register_never_guesses_loopback(monkeypatch):
-    from potato.training import register
+    from potato.commands import register
 
     monkeypatch.setattr(register.socket, "getfqdn", lambda: "localhost")
     monkeypatch.setattr(register.socket, "gethostname", lambda: "vm")
@@ -357,7 +357,7 @@ def test_served_wheel_installs_and_runs_the_agent(tmp_path, serve, capsys):
 
 
 def test_wheel_route_answers_when_it_cannot_build(tmp_path, serve, monkeypatch):
-    from potato.training import wheel
+    from potato.training.exchange import wheel
 
     monkeypatch.setattr(wheel, "PROJECT_FILES", ("no-such-pyproject.toml",))
     monkeypatch.setattr(wheel, "SOURCE_ROOT", str(tmp_path / "installed"))
@@ -374,7 +374,7 @@ def test_wheel_route_answers_when_it_cannot_build(tmp_path, serve, monkeypatch):
 def test_wheel_head_and_get_on_one_connection(tmp_path, serve):
     import http.client
 
-    from potato.training import wheel
+    from potato.training.exchange import wheel
 
     _, url = serve(agent_project(tmp_path))
     port = int(url.rstrip("/").rsplit(":", 1)[1])
@@ -447,7 +447,7 @@ def case_silent_agent(tmp_path, serve, monkeypatch):
 
 
 def case_copy_stalled(tmp_path, serve, monkeypatch):
-    from potato.training import agent_routes as agent_api
+    from potato.training.web import agent_routes as agent_api
 
     monkeypatch.setattr(agent_api, "COPY_STALL_S", 1)
     c, run_id = _ssh_case(tmp_path, serve, monkeypatch, trainer="test-big-artifact",

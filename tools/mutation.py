@@ -9,7 +9,7 @@ touches the working tree, and it mutates module-level values too (defaults, rang
 mutmut's own runner leaves alone.
 
     python3 tools/mutation.py                     # every listed module, in order
-    python3 tools/mutation.py --module potato/training/boundary.py
+    python3 tools/mutation.py --module potato/training/exchange/boundary.py
     python3 tools/mutation.py --module boundary --show-survivors
 
 Each mutant ends as killed (the tests failed), survived (they passed), timeout (they ran past
@@ -39,89 +39,89 @@ ROOT = Path(__file__).resolve().parent.parent
 # are being folded into them, issue 33), with the other tests that cover the module
 # (docs/testing.md says which modules were run and their score).
 MODULES = {
-    "potato/training/boundary.py": ["tests/test_mut_boundary.py"],
-    "potato/training/intake.py": ["tests/test_mut_intake.py"],
-    "potato/training/choice.py": ["tests/test_choice.py"],
-    "potato/training/autoretrain.py": ["tests/test_autoretrain.py"],
-    "potato/training/ingest.py": ["tests/test_mut_writeback.py"],
-    "potato/training/report.py": ["tests/test_mut_report.py"],
-    "potato/training/remote/proc.py": ["tests/test_proc.py"],
-    "potato/server/safety.py": ["tests/test_safety.py"],
-    "potato/markup.py": ["tests/test_markup.py"],
-    "potato/training/wheel.py": ["tests/test_wheel.py"],
-    "potato/training/remote/gpus.py": ["tests/test_gpus.py"],
-    "potato/training/remote/protocol.py": ["tests/test_protocol.py"],
-    "potato/config.py": ["tests/test_validate.py", "tests/test_mut_config.py"],
-    "potato/validation.py": ["tests/test_validate.py", "tests/test_mut_validation.py"],
-    "potato/training/backends/sshcmd.py": ["tests/test_mut_sshcmd.py"],
-    "potato/training/runs.py": ["tests/test_mut_runs.py"],
-    "potato/training/remote/bundle.py": ["tests/test_training_units.py",
-                                         "tests/test_bundle.py"],
-    "potato/training/remote/supervise.py": ["tests/test_supervise.py"],
-    "potato/training/remote/client.py": ["tests/test_client.py"],
-    "potato/training/remote/slurm_job.py": ["tests/test_mut_slurm.py"],
+    "potato/training/exchange/boundary.py": ["tests/training/exchange/test_boundary.py"],
+    "potato/training/exchange/intake.py": ["tests/training/exchange/test_intake.py"],
+    "potato/training/lifecycle/in_use.py": ["tests/training/lifecycle/test_in_use.py"],
+    "potato/training/lifecycle/autoretrain.py": ["tests/training/lifecycle/test_autoretrain.py"],
+    "potato/training/exchange/ingest.py": ["tests/training/exchange/test_ingest.py"],
+    "potato/training/reports/report.py": ["tests/training/reports/test_report.py"],
+    "potato/training/remote/proc.py": ["tests/training/remote/test_proc.py"],
+    "potato/server/safety.py": ["tests/server/test_safety.py"],
+    "potato/markup.py": ["tests/project/test_markup.py"],
+    "potato/training/exchange/wheel.py": ["tests/training/exchange/test_wheel.py"],
+    "potato/training/remote/gpus.py": ["tests/training/remote/test_gpus.py"],
+    "potato/training/remote/protocol.py": ["tests/training/remote/test_protocol.py"],
+    "potato/config/settings.py": ["tests/project/test_validate.py", "tests/config/test_settings.py"],
+    "potato/project/validation.py": ["tests/project/test_validate.py", "tests/project/test_validate.py"],
+    "potato/training/backends/sshcmd.py": ["tests/training/backends/test_sshcmd.py"],
+    "potato/training/core/runs.py": ["tests/training/core/test_runs.py"],
+    "potato/training/remote/bundle.py": ["tests/training/test_training_units.py",
+                                         "tests/training/remote/test_bundle.py"],
+    "potato/training/remote/supervise.py": ["tests/training/remote/test_supervise.py"],
+    "potato/training/remote/client.py": ["tests/training/remote/test_client.py"],
+    "potato/training/remote/slurm_job.py": ["tests/training/remote/test_slurm_job.py"],
     # issue 22's host side of the media cache (item 3 of issue 26: modules other issues added)
-    "potato/training/remote/media_cache.py": ["tests/test_media_cache.py",
-                                              "tests/test_media_store.py",
-                                              "tests/test_media_receive.py",
-                                              "tests/test_media_tar.py",
-                                              "tests/test_media_stream.py"],
-    "potato/training/remote/media_store.py": ["tests/test_media_store.py",
-                                              "tests/test_media_cache.py",
-                                              "tests/test_media_receive.py",
-                                              "tests/test_media_tar.py",
-                                              "tests/test_media_stream.py"],
-    "potato/training/remote/media_tar.py": ["tests/test_media_tar.py",
-                                            "tests/test_media_receive.py",
-                                            "tests/test_media_store.py",
-                                            "tests/test_media_cache.py",
-                                            "tests/test_media_stream.py"],
-    "potato/training/remote/media_receive.py": ["tests/test_media_receive.py",
-                                                "tests/test_media_tar.py",
-                                                "tests/test_media_store.py",
-                                                "tests/test_media_cache.py",
-                                                "tests/test_media_stream.py"],
-    "potato/training/retention.py": ["tests/test_retention.py"],
-    "potato/aggregate.py": ["tests/test_mut_aggregate.py"],
-    "potato/agreement.py": ["tests/test_mut_aggregate.py"],
-    "potato/schemes/span.py": ["tests/test_mut_schemes.py"],
-    "potato/schemes/rating.py": ["tests/test_mut_schemes.py"],
-    "potato/media.py": ["tests/test_media.py"],
-    "potato/validation_media.py": ["tests/test_validation_media.py", "tests/test_media.py"],
-    "potato/server/media_route.py": ["tests/test_media_route.py", "tests/test_media.py"],
-    "potato/training/publish.py": ["tests/test_mut_publish.py"],
-    "potato/server/connections.py": ["tests/test_connections.py"],
-    "potato/service.py": ["tests/test_service.py", "tests/test_app.py"],
-    "potato/server/app.py": ["tests/test_app.py", "tests/test_service.py"],
-    "potato/training/report_ratings.py": ["tests/test_mut_report.py"],
+    "potato/training/remote/media_cache.py": ["tests/training/remote/test_media_cache.py",
+                                              "tests/training/remote/test_media_store.py",
+                                              "tests/training/remote/test_media_receive.py",
+                                              "tests/training/remote/test_media_tar.py",
+                                              "tests/training/remote/test_media_stream.py"],
+    "potato/training/remote/media_store.py": ["tests/training/remote/test_media_store.py",
+                                              "tests/training/remote/test_media_cache.py",
+                                              "tests/training/remote/test_media_receive.py",
+                                              "tests/training/remote/test_media_tar.py",
+                                              "tests/training/remote/test_media_stream.py"],
+    "potato/training/remote/media_tar.py": ["tests/training/remote/test_media_tar.py",
+                                            "tests/training/remote/test_media_receive.py",
+                                            "tests/training/remote/test_media_store.py",
+                                            "tests/training/remote/test_media_cache.py",
+                                            "tests/training/remote/test_media_stream.py"],
+    "potato/training/remote/media_receive.py": ["tests/training/remote/test_media_receive.py",
+                                                "tests/training/remote/test_media_tar.py",
+                                                "tests/training/remote/test_media_store.py",
+                                                "tests/training/remote/test_media_cache.py",
+                                                "tests/training/remote/test_media_stream.py"],
+    "potato/training/lifecycle/retention.py": ["tests/training/lifecycle/test_retention.py"],
+    "potato/labels/aggregate.py": ["tests/labels/test_aggregate.py"],
+    "potato/labels/agreement.py": ["tests/labels/test_aggregate.py"],
+    "potato/schemes/span.py": ["tests/schemes/test_kinds.py"],
+    "potato/schemes/rating.py": ["tests/schemes/test_kinds.py"],
+    "potato/project/media.py": ["tests/project/test_media.py"],
+    "potato/project/validation_media.py": ["tests/project/test_validation_media.py", "tests/project/test_media.py"],
+    "potato/server/media_route.py": ["tests/server/test_media_route.py", "tests/project/test_media.py"],
+    "potato/training/hub/publish.py": ["tests/training/hub/test_publish.py"],
+    "potato/server/connections.py": ["tests/server/test_connections.py"],
+    "potato/service.py": ["tests/test_service.py", "tests/server/test_app.py"],
+    "potato/server/app.py": ["tests/server/test_app.py", "tests/test_service.py"],
+    "potato/training/reports/ratings.py": ["tests/training/reports/test_report.py"],
     # issue 34 item 15: modules the hand-planted bugs survived in
-    "potato/training/span_report.py": ["tests/test_span_report.py"],
-    "potato/training/remote/spans.py": ["tests/test_span_report.py"],
-    "potato/training/run_cells.py": ["tests/test_run_cells.py"],
-    "potato/upstream.py": ["tests/test_upstream.py"],
-    "potato/export.py": ["tests/test_export.py"],
-    "potato/assignment.py": ["tests/test_assignment.py"],
+    "potato/training/reports/spans.py": ["tests/training/reports/test_span_report.py"],
+    "potato/training/remote/spans.py": ["tests/training/reports/test_span_report.py"],
+    "potato/training/web/run_cells.py": ["tests/training/web/test_run_cells.py"],
+    "potato/config/upstream.py": ["tests/config/test_upstream.py"],
+    "potato/labels/export.py": ["tests/labels/test_export.py"],
+    "potato/project/assignment.py": ["tests/project/test_assignment.py"],
     # issue 34, item 15: the Hub, the disk-full spare, the server's side of media sending
-    "potato/training/hub.py": ["tests/test_publish.py"],
-    "potato/server/diskfull.py": ["tests/test_diskfull.py"],
-    "potato/training/media_bundle.py": ["tests/test_media_cache.py"],
-    "potato/training/backends/media_push.py": ["tests/test_media_stream.py"],
+    "potato/training/hub/client.py": ["tests/training/hub/test_publish.py"],
+    "potato/server/diskfull.py": ["tests/server/test_diskfull.py"],
+    "potato/training/exchange/media_bundle.py": ["tests/training/remote/test_media_cache.py"],
+    "potato/training/backends/media_push.py": ["tests/training/remote/test_media_stream.py"],
     # regression figures on constant values: the page's cells and the trainer's standardising
-    "potato/training/rating_cells.py": ["tests/test_ratings.py"],
+    "potato/training/web/rating_cells.py": ["tests/training/reports/test_ratings.py"],
     # issue 34, item 15: the trust boundary's request bodies and streamed uploads
-    "potato/server/bodies.py": ["tests/test_bodies.py", "tests/test_handler.py"],
-    "potato/server/uploads.py": ["tests/test_uploads.py"],
+    "potato/server/bodies.py": ["tests/server/test_bodies.py", "tests/server/test_handler.py"],
+    "potato/server/uploads.py": ["tests/server/test_uploads.py"],
 }
 
 # module -> {mutant id: why it cannot change behaviour}. Ids are printed with each survivor.
 EQUIVALENT = {
-    "potato/training/boundary.py": {
+    "potato/training/exchange/boundary.py": {
         "812e8b5316": "_progress: dropping hi=BIG from number() keeps its default, hi=BIG",
         "3cb6a4c1e0": "_progress: dropping hi=BIG from number() keeps its default, hi=BIG",
         "c2fbfbc9da": "_metric: dropping hi=BIG from number() keeps its default, hi=BIG",
         "0a1024bb1b": "_artifact: dropping hi=BIG from number() keeps its default, hi=BIG",
     },
-    "potato/training/intake.py": {
+    "potato/training/exchange/intake.py": {
         "04c8c75bd9": "__call__: events.jsonl's line is json.dumps' (non-ASCII escaped): "
                       "every locale encoding writes the same bytes, with or without utf-8",
         "cf51f13edb": "__call__: events.jsonl's line is json.dumps' (non-ASCII escaped): "
@@ -135,7 +135,7 @@ EQUIVALENT = {
         "3586068fa9": "record: a log event (always a level, never a kind) reads the same "
                       "through run_texts.worker_error_line: level: message",
     },
-    "potato/training/report.py": {
+    "potato/training/reports/report.py": {
         "d0db7592c3": "scheme_report: above_baseline is the difference of two values already "
                       "rounded to 4 places: rounding it to 4 or to 5 places gives the same float",
         "3571556a1f": "_baseline: most_common(n)[0] is the same pair for any n (and None): "
@@ -143,7 +143,7 @@ EQUIVALENT = {
         "8287bf60df": "_baseline: most_common(n)[0] is the same pair for any n (and None): "
                       "Counter sorts the same way for each, ties in first-seen order",
     },
-    "potato/training/report_ratings.py": {
+    "potato/training/reports/ratings.py": {
         "d65835a938": "_ranks: every slot of the list is assigned in the loop (order is a "
                       "permutation of its indices), so its initial value is never read",
         "31a72ce23b": "spearman: sum((a + mx)(b - my)) = sum(a(b - my)) + mx * sum(b - my), "
@@ -262,7 +262,7 @@ EQUIVALENT = {
         "ea2b25f9e0": "model_check_command: model_source.py is ASCII (test_mut_sshcmd checks), "
                       "which the locale's encoding reads as UTF-8 does",
     },
-    "potato/training/wheel.py": {
+    "potato/training/exchange/wheel.py": {
         "5a55aaca46": "_source_digest: the digest is only compared with digests this same code "
                       "made (the stamp, the cache); any fixed separator keeps names and "
                       "contents apart",
@@ -272,7 +272,7 @@ EQUIVALENT = {
         "6456144acd": "_source_digest: the digest is only compared with digests this same code "
                       "made; 17 hex digits tell sources apart as 16 do",
     },
-    "potato/validation.py": {
+    "potato/project/validation.py": {
         "4de9a3f9bf": "_rules: a missing server_url as '' or 'xxxx' does not start with https:// "
                       "either way",
         "95e653d478": "_backend_rules: config.load keeps server_url only with a host name "
@@ -280,7 +280,7 @@ EQUIVALENT = {
         "5e7c45ff14": "_acknowledge: matched is only read for its truth: None is false as "
                       "False is",
     },
-    "potato/config.py": {
+    "potato/config/settings.py": {
         "083c69e58c": "<module>: a field load() sets on every load; nothing but load() makes a ServerConfig",
         "ae733dd88e": "<module>: a field load() sets on every load; nothing but load() makes a ServerConfig",
         "365d9cd887": "<module>: a field load() sets on every load; nothing but load() makes a Writeback",
@@ -459,7 +459,7 @@ EQUIVALENT = {
         "df6400eb7a": "BLOCK: only the size of the reads that skip a member",
         "fb461ef95f": "BLOCK: only the size of the reads that skip a member",
     },
-    "potato/training/runs.py": {
+    "potato/training/core/runs.py": {
         "7bbe686b59": "with_status: in_use_schemes() also read when no row matched: unused then",
     },
     "potato/schemes/span.py": {
@@ -482,7 +482,7 @@ EQUIVALENT = {
         "6ca5feffe8": "Slider.check: Number.check never reads the item's text",
         "9fc7b5ef4f": "Slider.check: Number.check never reads the item's text (default None)",
     },
-    "potato/aggregate.py": {
+    "potato/labels/aggregate.py": {
         "e5d136e185": "aggregate: an unknown kind's shape \"XXchoiceXX\" instead of \"choice\": "
                       "only spans, number, text and multi are tested for, so both are choices",
         "e57b37adc0": "aggregate: method's default \"XXmajorityXX\": only \"consensus\" is "
@@ -494,7 +494,7 @@ EQUIVALENT = {
                       "same count, length and start mean the same end, so the label decides "
                       "either way",
     },
-    "potato/training/retention.py": {
+    "potato/training/lifecycle/retention.py": {
         "5c7f4b6cd3": "Holds.held: a Counter reads 0 for a missing run (without adding it), "
                       "so the 'in' test only saves the lookup",
         "9db9f33172": "Holds.release: <= 0 -> < 0 keeps a run's zero count in the Counter "
@@ -503,7 +503,7 @@ EQUIVALENT = {
         "2dd37d9e8a": "Holds.held: > 0 -> >= 0: release deletes a count at 0 and never leaves "
                       "one below it, so a run in the Counter always has a count above 0",
     },
-    "potato/training/publish.py": {
+    "potato/training/hub/publish.py": {
         "6b8e5edfe2": "check_repo_id: len(v) >= 200: REPO_ID matches at most 96 + 1 + 96 = 193 "
                       "characters, so a longer id is refused by the pattern either way",
         "19b1c7fdf8": "check_repo_id: len(v) > 201: REPO_ID matches at most 193 characters, so "
@@ -552,12 +552,12 @@ EQUIVALENT = {
         "8ffb6e4478": "_item_for: an admin's annotator session is looked up too (a read, no "
                       "side effect) and never used: admins skip every check that reads it",
     },
-    "potato/validation_media.py": {
+    "potato/project/validation_media.py": {
         "7570195c89": "_one_kind: 'an' for every kind: both kinds (image, audio) begin with a vowel",
         "149ac7e23f": "_one_kind: 'XXaeiouXX' still holds every vowel, so kind[0] in it is the same",
         "22f0ea67b2": "_one_kind: the 'a' branch is never taken: image and audio take 'an'",
     },
-    "potato/media.py": {
+    "potato/project/media.py": {
         "aebf76637c": "shown: < 0x100 -> <= 0x100: U+0100 is printable, so never escaped",
         "c5ffa6560c": "shown: 0x100 -> 257: U+0100 is printable, so never escaped",
         "b9318e67ef": "shown: < 0x10000 -> <= 0x10000: U+10000 is printable, so never escaped",
@@ -593,7 +593,7 @@ EQUIVALENT = {
         "f8969a75e2": "getattr(os, 'O_DIRECTORY', default): the default (0) is only for a platform "
                       "without the flag; Linux has it",
     },
-    "potato/assignment.py": {
+    "potato/project/assignment.py": {
         "21f19079db": "AllItems.limited = None instead of False: it is only read as a truth value",
         "4cd2a4a067": "AllItems.item_at: store.item_at(total) is past the last active item, so "
                       "it is None, as the guard's None",
@@ -606,7 +606,7 @@ EQUIVALENT = {
                       "position == len(ids) == the length the check before it read, which that "
                       "check already refused at the quota",
     },
-    "potato/export.py": {
+    "potato/labels/export.py": {
         **{k: "json takes ensure_ascii by its truth value: None acts as False"
            for k in ("c7a57dd47e", "eeb2e7eb45", "690df9df19")},
         **{k: "aggregate() takes the consensus only for \"consensus\": any other method word "
@@ -630,7 +630,7 @@ EQUIVALENT = {
         "fc408b1a9d": "filename: time.gmtime(None) is the current time, as "
                       "time.gmtime(time.time()) is",
     },
-    "potato/upstream.py": {
+    "potato/config/upstream.py": {
         "42fe3a3232": "ACCEPTED's word is only compared with ACCEPTED itself (POLICY, _parse); "
                       "nothing shows or stores it",
         "0317236c08": "_limit: `value and value > 0`: a 0 is already false in `value and`",
@@ -666,12 +666,12 @@ EQUIVALENT = {
         "58bcabf293": "mount_point: '== path' skips the walk past missing folders; the ismount "
                       "walk after it goes up past them by itself (a missing path is no mount)",
     },
-    "potato/training/media_bundle.py": {
+    "potato/training/exchange/media_bundle.py": {
         "29b1dbc662": "file_sha256: the read size (whole file for None) changes memory, not the hash",
         "64bf075b5f": "file_sha256: the read size (2 MB) changes memory, not the hash",
         "95856f3b80": "file_sha256: the read size (2 MB) changes memory, not the hash",
     },
-    "potato/training/hub.py": {
+    "potato/training/hub/client.py": {
         "02ad1c41e4": "Session: account None for '': read only as 'account or ...' until whoami "
                       "sets it (a read-only sentence comes after whoami)",
         "31452c27c5": "Session: role None for '': role is only compared with 'read'",

@@ -13,7 +13,7 @@ from __future__ import annotations
 import unicodedata
 from typing import Any, Dict, List, Optional
 
-from potato.config_reader import Path, Reader, dotted, suggest
+from potato.config.reader import Path, Reader, dotted, suggest
 from potato.schemes.base import KEEP, Kind, LabelError, Scheme, short
 from potato.schemes.choice import Multiselect, Radio, Select
 from potato.schemes import logic
@@ -22,7 +22,7 @@ from potato.schemes.rating import Likert, Number, Slider
 from potato.schemes.variants import VARIANT_TYPES
 from potato.schemes.span import Span
 from potato.schemes.text import Text
-from potato.upstream import LOOKS_KEYS, SCHEME_HINTS
+from potato.config.upstream import LOOKS_KEYS, SCHEME_HINTS
 
 __all__ = ["KEEP", "KINDS", "Kind", "LabelError", "Scheme", "kind_class", "make_scheme",
            "parse_schemes", "save_bytes"]

@@ -4,7 +4,7 @@ form reading and export cell.
 
 Values are checked against the scheme (and, for spans, the item's text) by ``Kind.check``, the
 one place that decides whether a value may be stored; the annotate page, the JSON API and
-``potato annotations import`` all go through it (``potato.annotations.check_label``).
+``potato annotations import`` all go through it (``potato.labels.annotations.check_label``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
-from potato.config_reader import Path, Reader, dotted
+from potato.config.reader import Path, Reader, dotted
 from potato.markup import Safe, render
 
 # The largest magnitude a number scheme without bounds stores: beyond it a float has no
@@ -60,7 +60,7 @@ class Kind:
     # What the server does with the values. Each attribute names one of a few ways, which the
     # module that does it implements; a new kind picks among them (or its module and that one
     # grow a way). None of the ways is named after a kind.
-    aggregate_as = "choice"      # annotators' values become one (potato/aggregate.py): "choice"
+    aggregate_as = "choice"      # annotators' values become one (potato/labels/aggregate.py): "choice"
     #                              (majority, or Dawid-Skene), "multi" (label lists: majority),
     #                              "spans" (agreed spans), "median", "none" (not aggregated)
     one_label = False            # a value is one of a fixed set (a label, a scale point): the
@@ -68,11 +68,11 @@ class Kind:
     suggests_labels = False      # the annotate page offers a model's label(s) to accept
     quantity = False             # a value is a quantity (not counted per label; a model needs
     #                              min_labels_per_class train items in all, not per label)
-    predicts = "label"           # the prediction a run may return (potato/training/boundary.py):
+    predicts = "label"           # the prediction a run may return (potato/training/exchange/boundary.py):
     #                              "label" (one of the labels), "labels" (a set of them),
     #                              "point" (a scale's integer point), "value" (a bounded number),
     #                              "spans" (spans of the item's text)
-    report_as = "classes"        # the held-out report (potato/training/report.py): "classes"
+    report_as = "classes"        # the held-out report (potato/training/reports/report.py): "classes"
     #                              (accuracy, macro-F1, per label), "numbers" (MAE, RMSE,
     #                              Spearman), "entities" (entity-level F1)
     multi_label = False          # "classes": a value is a set of labels, scored label by label
@@ -117,7 +117,7 @@ class Kind:
         """One line for the admin page: what this scheme asks."""
         return ", ".join(self.scheme.labels)
 
-    # -- upstream Potato's output (potato/upstream_output.py) -----------------------------------
+    # -- upstream Potato's output (potato/labels/upstream_output.py) -----------------------------------
     def upstream_cell(self, value: Any) -> Dict[str, str]:
         """The value as upstream's ``label_annotations`` entry: by default ``{type: value}``."""
         return {self.type_name: str(value)}
@@ -136,7 +136,7 @@ class Kind:
     def training_schema(self) -> Dict[str, Any]:
         """The scheme's entry in a run's bundle beyond its type: what a trainer predicts
         (``labels``: the classes, as the values the store holds) and what bounds a prediction
-        (checked by potato/training/boundary.py)."""
+        (checked by potato/training/exchange/boundary.py)."""
         return {"labels": list(self.scheme.labels)}
 
     # -- the annotate page ---------------------------------------------------------------------

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
-from potato.config_reader import Path, Reader, dotted
-from potato.upstream import LOOKS_KEYS, SCHEME_HINTS
+from potato.config.reader import Path, Reader, dotted
+from potato.config.upstream import LOOKS_KEYS, SCHEME_HINTS
 from potato.schemes.variants import VARIANT_TYPES, check_targets, rewrite
 from potato.schemes.variants import _written as written
 

@@ -22,7 +22,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-from potato.config_reader import Path, Reader, dotted
+from potato.config.reader import Path, Reader, dotted
 
 OPERATORS = ("equals", "not_equals", "contains", "not_contains", "in_range", "empty",
              "not_empty")

@@ -8,7 +8,7 @@ import math
 import re
 from typing import Any, Dict, List, Optional
 
-from potato.config_reader import dotted
+from potato.config.reader import dotted
 from potato.schemes.base import (KEEP, MAX_MAGNITUDE, Kind, LabelError, number_key,
                                  parse_number_text, short)
 from potato.markup import Safe, join, render

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Optional
 
-from potato.config_reader import dotted
+from potato.config.reader import dotted
 from potato.schemes.base import Kind, short
 from potato.markup import Safe, render
 

@@ -13,15 +13,15 @@ import sys
 import threading
 from typing import Callable, Optional
 
-from potato import assignment
-from potato.config import Config
+from potato.project import assignment
+from potato.config.settings import Config
 from potato.schemes import save_bytes
-from potato.data import DataError, data_files_signature, load_items
+from potato.project.data import DataError, data_files_signature, load_items
 from potato.server import diskfull, routes, safety
 from potato.server.connections import BoundedServer
-from potato.validation_media import data_errors
+from potato.project.validation_media import data_errors
 from potato.server.http import Handler
-from potato.store import Store
+from potato.project.store import Store
 
 log = logging.getLogger("potato.server")
 

@@ -37,7 +37,7 @@ import time
 from http.server import ThreadingHTTPServer
 from typing import Dict, List, Optional
 
-from potato.netaddr import in_networks
+from potato.config.netaddr import in_networks
 
 MAX_CONNECTIONS = 128
 IDLE_TIMEOUT_S = 60.0

@@ -19,7 +19,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any, Callable, Dict, List, Optional, Tuple
 from urllib.parse import parse_qs, urlsplit
 
-from potato.netaddr import in_networks
+from potato.config.netaddr import in_networks
 from potato.server import diskfull, safety
 from potato.server.connections import (
     HEADER_DEADLINE_S, IDLE_TIMEOUT_S, address_key, write_deadline_s)

@@ -1,7 +1,7 @@
 """The media route: an item's image or audio file, served from the media folder only.
 
 ``GET /media/<kind>/<item_id>`` (kind: image or audio) answers with the file the item names
-(``potato.media``): only to a logged-in annotator the item is given to, or an admin. The path
+(``potato.project.media``): only to a logged-in annotator the item is given to, or an admin. The path
 comes from the item's record, never from the request, and is resolved inside the media folder
 (``media.local_path``: no ``..``, no absolute path, no symlink out) and opened once
 (``media.open_media``: the opened file itself is checked, so a folder swapped for a symlink
@@ -16,7 +16,7 @@ whole file (RFC 9110 lets a server ignore Range). The file is sent in ``CHUNK`` 
 A file that is missing (or a folder, FIFO ...), refused or of a type no browser shows is a
 404, 403 or 415 whose message says which and what to do (names escaped and shortened,
 ``media.quoted``); the annotate page shows a placeholder for it instead of
-an image that does not load (``potato.display``).
+an image that does not load (``potato.project.display``).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from email.utils import formatdate
 from typing import Dict, Optional, Tuple
 from urllib.parse import unquote
 
-from potato import media
+from potato.project import media
 from potato.server.errors import HTTPError
 from potato.server.http import SECURITY_HEADERS
 

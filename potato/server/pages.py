@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, Optional
 
-from potato import display
-from potato.config import Config
+from potato.project import display
+from potato.config.settings import Config
 from potato.markup import Safe, esc, render
 
 

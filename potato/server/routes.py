@@ -1,6 +1,6 @@
 """The annotation server's own routes: login, annotation, and the admin pages.
 
-Training adds its routes (``potato.training.api``, ``potato.training.agent_routes``) with
+Training adds its routes (``potato.training.web.api``, ``potato.training.web.agent_routes``) with
 ``App.route`` the same way.
 """
 
@@ -12,10 +12,11 @@ import shutil
 import tempfile
 from urllib.parse import unquote
 
-from potato.annotations import LabelError, check_label, item_record
+from potato.labels.annotations import LabelError, check_label, item_record
 from potato.schemes import KEEP
 from potato.schemes import logic as display_logic
-from potato import agreement, display, export, upstream_output
+from potato.labels import agreement, export, upstream_output
+from potato.project import display
 from potato.server import media_route, pages, safety
 from potato.server.errors import HTTPError
 
@@ -246,7 +247,7 @@ def _upstream_zip(cfg, store) -> bytes:
 
 
 def _export_routes(app) -> None:
-    """The admin's downloads: the one export (potato.export) and upstream Potato's layout."""
+    """The admin's downloads: the one export (potato.labels.export) and upstream Potato's layout."""
     cfg = app.config
 
     @app.route("GET", r"/admin/export\.(?P<kind>jsonl|csv)", "admin")

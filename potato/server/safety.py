@@ -12,7 +12,7 @@ import time
 from typing import Any, Dict, Iterable, List, Optional
 from urllib.parse import unquote, urlsplit
 
-from potato.netaddr import is_loopback
+from potato.config.netaddr import is_loopback
 
 MAX_JSON_DEPTH = 64
 

@@ -8,8 +8,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from potato.cli import main  # noqa: E402
-from potato.training import queue  # noqa: E402
+from potato.commands.cli import main  # noqa: E402
+from potato.training.lifecycle import queue  # noqa: E402
 
 WHEN = os.environ["SLOW_INGEST"]
 MARKER = os.environ["SLOW_INGEST_MARKER"]

@@ -1,5 +1,5 @@
 // The Training page: Check, start, cancel, and a live card updated in place every second from
-// server-rendered fragments (potato/training/live.py): only the parts whose HTML changed are
+// server-rendered fragments (potato/training/web/live.py): only the parts whose HTML changed are
 // replaced, and the log is appended to, so a selection in it survives and its scroll position
 // stays (it follows the tail only when scrolled to the bottom). The page reads fine without
 // this script (reload it to see more).

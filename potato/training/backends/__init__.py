@@ -6,14 +6,14 @@
 
 from typing import Any, Dict, Optional
 
-from potato.config import Config
-from potato.config_backends import KINDS
+from potato.config.settings import Config
+from potato.config.backends import KINDS
 from potato.training.backends.agent import AgentBackend
 from potato.training.backends.base import Outcome, RunContext, TrainingBackend
 from potato.training.backends.local import LocalBackend
 from potato.training.backends.slurm import SlurmBackend
 from potato.training.backends.ssh import SshBackend
-from potato.training import fit
+from potato.training.core import fit
 from potato.training.remote import trainers
 
 __all__ = ["Outcome", "RunContext", "TrainingBackend", "make_backends", "check_backend",

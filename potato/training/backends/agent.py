@@ -13,13 +13,13 @@ import time
 from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
-from potato.config_backends import boolean, heartbeat_timeout, key, number
+from potato.config.backends import boolean, heartbeat_timeout, key, number
 from potato.training.backends.base import Outcome, RemoteState, RunContext, TrainingBackend
 from potato.training.backends.wait import outcome_of, wait_for_agent
 from potato.training.remote import bundle as bundle_mod
 from potato.training.remote.paths import read_json
 from potato.training.remote.protocol import LOST_CONTACT_S, VERSION, RunSettings
-from potato.training.runs import Run
+from potato.training.core.runs import Run
 
 CLAIM_WAIT_S = 60  # how long a claim waits for the server to prepare the run
 AGENT_POLL_S = 5.0  # the agent's default --poll-interval (agents before 2.15 do not say theirs)

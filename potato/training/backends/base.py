@@ -11,10 +11,10 @@ import threading
 import time
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from potato.config import Backend as BackendConfig, Config
+from potato.config.settings import Backend as BackendConfig, Config
 from potato.training.remote.paths import RunPaths
 from potato.training.remote.protocol import RunSettings
-from potato.training.runs import Run
+from potato.training.core.runs import Run
 
 
 class Outcome:
@@ -96,7 +96,7 @@ class TrainingBackend:
     know about a kind of backend is an attribute or method here, overridden by each kind:
     no code outside ``backends/`` compares a backend's type string.
 
-    The config reads a kind's keys from its class too (``potato/config_backends.py``):
+    The config reads a kind's keys from its class too (``potato/config/backends.py``):
     ``Options`` (a dataclass of ``key(...)`` fields, with ``hints`` and ``rules``), ``article``,
     ``implicit``, ``arrives_as_loopback`` and ``polled_by_agents``."""
 

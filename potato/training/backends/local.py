@@ -4,7 +4,7 @@ import os
 import sys
 from typing import Any, Dict, Optional, Tuple
 
-from potato.training import devices
+from potato.training.core import devices
 from potato.training.backends.base import Outcome, RunContext, TrainingBackend
 from potato.training.backends.ship import SOURCE_ROOT
 from potato.training.remote import model_source, proc, protocol, supervise

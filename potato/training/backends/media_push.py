@@ -18,7 +18,7 @@ import tempfile
 import time
 from typing import Dict, List, Tuple
 
-from potato.training import media_bundle
+from potato.training.exchange import media_bundle
 from potato.training.backends import errors
 from potato.training.remote import media_cache, media_receive, media_store, media_tar, proc
 

@@ -5,7 +5,7 @@ import re
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Dict, List, Optional
 
-from potato.config_backends import KeyContext, boolean, dotted, key, number, text, text_list
+from potato.config.backends import KeyContext, boolean, dotted, key, number, text, text_list
 from potato.training.backends import errors
 from potato.training.backends import sshcmd
 from potato.training.backends.ship import code_hash

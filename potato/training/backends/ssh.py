@@ -19,7 +19,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any, ClassVar, Dict, List, Optional, Tuple
 
-from potato.config_backends import (KeyContext, boolean, dotted, env_mapping, file_path,
+from potato.config.backends import (KeyContext, boolean, dotted, env_mapping, file_path,
                                     heartbeat_timeout, key, number, text, text_list)
 
 from potato.training.remote import bundle as bundle_mod
@@ -31,7 +31,7 @@ from potato.training.remote.protocol import RunSettings
 from potato.training.backends import errors
 from potato.training.backends import media_push, sshcmd
 from potato.training.backends.wait import outcome_of, wait_for_agent
-from potato.training.devices import four_bit_line
+from potato.training.core.devices import four_bit_line
 from potato.training.remote.supervise import tail
 
 DEFAULT_REMOTE_DIR = "~/.cache/potato-training"

@@ -12,7 +12,7 @@ Layout of ``bundle/``::
                     also has "media" (remote/media.py says its forms)
 
 Labels are aggregated per scheme (by majority vote over annotators, or as the server's
-``agree`` says: potato/aggregate.py); an item whose labels do not settle is left out of that
+``agree`` says: potato/labels/aggregate.py); an item whose labels do not settle is left out of that
 scheme and counted in ``ties_skipped``. Splits come from a seeded hash
 of the item id, so an item stays in the same split from run to run.
 """

@@ -2,7 +2,7 @@
 shown on the run page (for the downloaded archive) and in the Hub model card (for the
 published repo) from the same template (``fill_load_code``'s placeholders: ``{model}`` the
 model directory or repo id, ``{file:PATH}`` a file of the run's artifacts, ``{scheme}``).
-tests/test_load_code.py trains each trainer's tiny model and runs this text. Standard
+tests/training/remote/trainers/test_load_code.py trains each trainer's tiny model and runs this text. Standard
 library only (the registry imports it).
 """
 

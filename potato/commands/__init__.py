@@ -1,0 +1,2 @@
+"""The command line (``potato ...``): above the composition root it drives.
+"""

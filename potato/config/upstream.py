@@ -1,0 +1,384 @@
+"""Upstream Potato's config vocabulary: what this Potato does with each of its top-level keys.
+
+A lab that already runs upstream Potato (github.com/davidjurgens/potato) brings its config. Every
+upstream top-level key has one row in ``POLICY``:
+
+- ``implemented``: it works here as it does upstream (``port``, the open forms of
+  ``user_config``, ``annotation_codebook_url`` ...);
+- ``accepted``: it changes looks or features nothing here relies on; it is read and ignored, and
+  ``potato validate`` names all of them in one note (never a --strict failure);
+- ``refused``: ignoring it would change who gets in, what annotators consent to, how they are
+  paid or where items come from, so the config is refused with the reason and what to do.
+
+A key in neither this table nor ours is a warning naming it, unless it is close to a known key,
+which stays the "did you mean" error it always was. ``split`` sorts a config's top level;
+``parse`` turns the implemented keys into ``Upstream`` (read by config, pages and assignment).
+docs/configuration.md carries the same table.
+"""
+
+from __future__ import annotations
+
+import codecs
+import difflib
+import re
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+from potato.config.reader import Path, Reader, dotted
+
+IMPLEMENTED, ACCEPTED, REFUSED = "implemented", "accepted", "refused"
+
+
+@dataclass(frozen=True)
+class Policy:
+    status: str
+    why: str  # implemented: what it does here; accepted: what it is; refused: what to do
+
+
+def _acc(what: str) -> Policy:
+    return Policy(ACCEPTED, what)
+
+
+def _ref(why: str) -> Policy:
+    return Policy(REFUSED, why)
+
+
+_LOOKS = "page looks and templates"
+_CROWD = ("crowd-worker payment is not handled here: workers would not get their completion "
+          "code. Remove it and pay through your platform, or keep this project on upstream "
+          "Potato.")
+_COHORT = ("per-cohort assignment is not implemented here: every annotator would get the same "
+           "items. Remove it and use num_annotators_per_item / max_annotations_per_user, or "
+           "run one project per cohort.")
+_AGENT = ("live-agent annotation (a model acting while annotators watch) is not implemented "
+          "here. Remove it; this Potato trains models from labels (model_training).")
+
+POLICY: Dict[str, Policy] = {
+    # implemented --------------------------------------------------------------------------
+    "port": Policy(IMPLEMENTED, "the port, as server.port"),
+    "user_config": Policy(IMPLEMENTED, "allow_all_users (or allow_new_users) true without a "
+                                       "user list, require_password false: anyone may log in "
+                                       "with a user name, as here"),
+    "require_password": Policy(IMPLEMENTED, "false: annotators log in with a user name alone"),
+    "require_no_password": Policy(IMPLEMENTED, "true: annotators log in with a user name alone"),
+    "annotation_codebook_url": Policy(IMPLEMENTED, "a link to the codebook on the annotate page"),
+    "task_description": Policy(IMPLEMENTED, "shown to annotators above the item"),
+    "annotation_task_description": Policy(IMPLEMENTED, "shown to annotators above the item"),
+    "annotation_instructions": Policy(IMPLEMENTED, "shown to annotators above the item"),
+    "num_annotators_per_item": Policy(IMPLEMENTED, "an integer: how many annotators get each "
+                                                   "item"),
+    "max_annotations_per_item": Policy(IMPLEMENTED, "an integer: at most this many annotators "
+                                                    "per item (-1: no limit)"),
+    "max_annotations_per_user": Policy(IMPLEMENTED, "an integer: at most this many items per "
+                                                    "annotator (-1: no limit)"),
+    "require_fully_annotated": Policy(IMPLEMENTED, "true: every scheme needs an answer"),
+    "instance_display": Policy(IMPLEMENTED, "text, dialogue, spreadsheet, image and audio "
+                                            "fields on the annotate page"),
+    # accepted, not used here ----------------------------------------------------------------
+    **{k: _acc(_LOOKS) for k in (
+        "site_dir", "site_file", "base_html_template", "header_file", "html_layout",
+        "customjs", "customjs_hostname", "hide_navbar", "ui", "ui_config", "ui_language",
+        "layout", "list_as_text", "highlight_linebreaks", "horizontal_key_bindings",
+        "keyword_highlights_file", "emphasis_corpus_to_color", "label_colors", "theme",
+        "show_progress", "keyboard_shortcuts", "jumping_to_id_disabled")},
+    **{k: _acc("output formats (the store here is potato.db; export with potato annotations "
+               "export)") for k in ("output_annotation_format", "export_annotation_format",
+                                    "annotation_output_format", "export")},
+    **{k: _acc("features not in this Potato") for k in (
+        "alert_time_each_instance", "max_session_seconds", "ai_support", "active_learning",
+        "assignment_strategy", "automatic_assignment", "random_seed", "chat_support",
+        "icl_labeling", "llm_labeling", "pre_annotation", "agreement_metrics", "adjudication",
+        "quality_control", "min_annotators_per_instance", "persist_sessions",
+        "session_lifetime_days", "secret_key", "partial_loading",
+        "data_cache", "watch_data_directory", "watch_poll_interval",
+        "host", "base_css", "allow_skip", "annotation_codebook")},
+    # refused --------------------------------------------------------------------------------
+    "phases": _ref("upstream's phases (consent, instructions, training, post-study pages) are "
+                   "not run here: annotators would skip what they must read or agree to. "
+                   "Remove phases and put the instructions in annotation_instructions, or keep "
+                   "this project on upstream Potato."),
+    "surveyflow": _ref("survey pages (consent, pre- and post-study questions) are not shown "
+                       "here. Remove surveyflow, or ask those questions as annotation schemes."),
+    "training": _ref("upstream's training quiz (annotators pass it before real items) is not "
+                     "run here. Remove training; model training here is model_training."),
+    "login": _ref("login types (password, url_direct for crowd workers) are not supported: "
+                  "annotators log in with a user name. Remove login."),
+    "authentication": _ref("accounts, passwords and single sign-on are not supported: "
+                           "annotators log in with a user name. Remove authentication and "
+                           "keep the server on a network only your annotators reach."),
+    "rbac": _ref("roles are not supported: admins use admin_api_key. Remove rbac."),
+    "user_roles": _ref("per-user roles and quotas are not supported. Remove user_roles; use "
+                       "max_annotations_per_user for a quota."),
+    "crowdsourcing": _ref(_CROWD), "prolific": _ref(_CROWD), "mturk": _ref(_CROWD),
+    "completion_code": _ref(_CROWD),
+    "data_sources": _ref("remote data sources (URLs, S3, Hugging Face, sheets, databases) are "
+                         "not read here. Remove data_sources, download the items and list the "
+                         "files in data_files."),
+    "trace_ingestion": _ref("traces posted to the server while it runs (its webhook, a "
+                            "Langfuse poller) are not received here: annotators would never "
+                            "see them. Remove trace_ingestion and add the traces to a file in "
+                            "data_files (a data file that changes is read again)."),
+    "data_directory": _ref("a data directory is not read here. Remove data_directory and "
+                           "list its files in data_files."),
+    "database": _ref("upstream's database storage is not used: the store here is SQLite in "
+                     "output_annotation_dir. Remove database."),
+    "attention_checks": _ref("attention checks add items from another file and block "
+                             "annotators who fail them; neither happens here. Remove "
+                             "attention_checks, or add those items to data_files."),
+    "gold_standards": _ref("gold items that score and block annotators are not used here. "
+                           "Remove gold_standards; put known items in data_files."),
+    "gold_standards_file": _ref("gold items are not used here. Remove gold_standards_file."),
+    "live_agent": _ref(_AGENT), "agent_proxy": _ref(_AGENT), "live_coding_agent": _ref(_AGENT),
+    "interactive_chat": _ref(_AGENT),
+    "cohorts": _ref(_COHORT), "cohort_assignment": _ref(_COHORT),
+    "cohort_schemes": _ref(_COHORT), "batch_assignment": _ref(_COHORT),
+    "scheme_sets": _ref(_COHORT), "category_assignment": _ref(_COHORT),
+}
+
+# Upstream scheme keys about looks only: accepted so that an upstream block loads, with no
+# effect (ai_support: per-scheme AI help, a feature not here, as the top-level ai_support);
+# every kind and every upstream variant (potato.schemes.variants, multirate) takes them.
+LOOKS_KEYS = ("annotation_id", "tooltip", "horizontal", "displaying_score", "label_colors",
+              "layout", "columns", "display_config", "title", "ai_support")
+
+# Scheme keys of upstream that are refused with a reason (any other unknown scheme key is the
+# usual error listing the kind's keys).
+SCHEME_HINTS: Dict[str, str] = {
+    k: "Upstream's turn-level annotation (one answer per dialogue turn) is not implemented "
+       "here: the scheme would get one answer per item. Remove it, or make one item per turn."
+    for k in ("turn_level", "turn_binding")}
+SCHEME_HINTS["has_free_response"] = (
+    "Upstream's free-response box beside the labels is not implemented here: what annotators "
+    "type in it would be lost. Remove it and add a text scheme for the free response.")
+
+
+@dataclass
+class DisplayField:
+    """One ``instance_display.fields`` entry: the item's ``key`` shown as ``type``."""
+    key: str
+    type: str
+    label: str = ""
+
+
+@dataclass
+class Upstream:
+    """What an upstream config asked for, sorted by policy, and the implemented keys' values."""
+    implemented: List[str] = field(default_factory=list)
+    accepted: List[str] = field(default_factory=list)
+    refused: List[str] = field(default_factory=list)
+    unknown: List[str] = field(default_factory=list)
+    instructions: str = ""
+    codebook_url: Optional[str] = None
+    port: Optional[int] = None
+    per_item: Optional[int] = None   # annotators per item; None: every annotator gets it
+    per_user: Optional[int] = None   # items per annotator; None: all of them
+    all_required: bool = False
+    display: List[DisplayField] = field(default_factory=list)
+
+    @property
+    def seen(self) -> bool:
+        return bool(self.implemented or self.accepted or self.refused or self.unknown)
+
+
+def split(r: Reader, data: Any, ours: Tuple[str, ...]) -> Tuple[Dict[str, Any], Upstream]:
+    """(our top-level keys, Upstream) of a config's top level, with problems recorded."""
+    up = Upstream()
+    if data is not None and not isinstance(data, dict):
+        return r.mapping(data, (), ours, "a Potato config"), up
+    top: Dict[str, Any] = {}
+    raw: Dict[str, Any] = {}
+    for key, value in (data or {}).items():
+        if key in ours:
+            top[key] = value
+        elif key in POLICY:
+            raw[key] = value
+        else:
+            close = difflib.get_close_matches(str(key), list(ours) + list(POLICY), 1, 0.8)
+            if close:
+                r.error((key,), f"{key} is not a key a Potato config accepts. Did you mean "
+                                f"{close[0]}? Valid keys: {', '.join(ours)}.")
+            else:
+                up.unknown.append(str(key))
+                r.warn((key,), f"{key} is not a key of this Potato nor of upstream Potato; it "
+                               f"is ignored. Remove it (or check its spelling).")
+    _parse(r, raw, up)
+    return top, up
+
+
+def _status(r: Reader, key: str, value: Any) -> str:
+    """The policy of ``key`` for this value (some keys are implemented in one form only)."""
+    status = POLICY[key].status
+    if key == "user_config" and isinstance(value, dict):
+        users = value.get("users")
+        if value.get("require_password") is True:
+            r.error((key, "require_password"), "user_config.require_password: true asks for "
+                    "passwords; annotators log in here with a user name alone. Remove it (or "
+                    "set it to false), and keep the server on a network only your annotators "
+                    "reach.")
+            return REFUSED
+        if users or value.get("allow_all_users") is False or \
+                value.get("allow_new_users") is False:
+            r.error((key,), "user_config lists the users who may log in (or sets "
+                            "allow_all_users or allow_new_users to false); this Potato lets "
+                            "anyone with a user name "
+                            "in. Remove the user list and set allow_all_users: true, and keep "
+                            "the server on a network only your annotators reach.")
+            return REFUSED
+    if key == "require_password" and value is True or key == "require_no_password" and \
+            value is False:
+        r.error((key,), f"{key}: {str(value).lower()} asks for passwords; annotators log in "
+                        f"here with a user name alone. Remove {key} (or set require_password: "
+                        f"false), and keep the server on a network only your annotators reach.")
+        return REFUSED
+    if key == "num_annotators_per_item" and isinstance(value, dict):
+        r.error((key,), "num_annotators_per_item is a mapping (overlap sampling and adaptive "
+                        "rules), which is not implemented here. Give an integer: how many "
+                        "annotators get each item.")
+        return REFUSED
+    if status == REFUSED:
+        r.error((key,), f"{key} is upstream Potato's, and refused here: {POLICY[key].why}")
+    return status
+
+
+_HTML_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9-]*(\s[^<>]*)?/?>")
+
+
+def _parse(r: Reader, raw: Dict[str, Any], up: Upstream) -> None:
+    for key, value in raw.items():
+        status = _status(r, key, value)
+        getattr(up, {IMPLEMENTED: "implemented", ACCEPTED: "accepted",
+                     REFUSED: "refused"}[status]).append(key)
+    m = {k: raw[k] for k in up.implemented}
+    texts = [r.text(m, k, ()) for k in ("task_description", "annotation_task_description",
+                                        "annotation_instructions")]
+    up.instructions = "\n\n".join(dict.fromkeys(t.strip() for t in texts if t and t.strip()))
+    for key, t in zip(("task_description", "annotation_task_description",
+                       "annotation_instructions"), texts):
+        tag = _HTML_TAG.search(t or "")
+        if tag:
+            r.warn((key,), f"{key} holds HTML ({tag.group()[:40]}): upstream Potato renders it, "
+                           f"this Potato shows it as text, the tags as written (a page never "
+                           f"runs markup from a config). Write the instructions as plain text.")
+    url = r.text(m, "annotation_codebook_url", (), None, numbers_ok=False)
+    if url and not url.strip().lower().startswith(("http://", "https://")):
+        r.error(("annotation_codebook_url",), f"annotation_codebook_url is {url!r}; give an "
+                                              f"http:// or https:// address.")
+        url = None
+    up.codebook_url = url.strip() if url else None
+    up.port = r.number(m, "port", (), None, 0, 65535, integer=True)
+    if "user_config" in m:
+        uc = r.mapping(m["user_config"], ("user_config",), (
+            "allow_all_users", "allow_anonymous", "allow_new_users", "require_password",
+            "users"), "user_config")
+        for key in ("allow_all_users", "allow_anonymous", "allow_new_users", "require_password"):
+            r.boolean(uc, key, ("user_config",), False)
+    for key in ("require_password", "require_no_password", "require_fully_annotated"):
+        r.boolean(m, key, (), False)
+    up.all_required = m.get("require_fully_annotated") is True
+    per_item = _limit(r, m, "num_annotators_per_item")
+    cap = _limit(r, m, "max_annotations_per_item")
+    up.per_item = min(x for x in (per_item, cap) if x) if per_item or cap else None
+    up.per_user = _limit(r, m, "max_annotations_per_user")
+    if "instance_display" in m:
+        up.display = _display(r, m["instance_display"])
+
+
+def _limit(r: Reader, m: Dict[str, Any], key: str) -> Optional[int]:
+    """A count of at least 1, or None for "no limit" (absent, -1 or 0 as upstream writes it)."""
+    value = r.number(m, key, (), None, -1, integer=True)
+    return value if value and value > 0 else None
+
+
+DISPLAY_TYPES = ("text", "dialogue", "spreadsheet", "image", "audio")
+MEDIA_FIELDS = ("image", "audio")  # shown from the media folder or a URL (potato/project/media.py)
+MEDIA_TYPES = ("video", "pdf", "document", "gallery", "audio_dialogue")  # not shown here
+
+
+def _display(r: Reader, raw: Any) -> List[DisplayField]:
+    path: Path = ("instance_display",)
+    m = r.mapping(raw, path, ("fields", "layout"), "instance_display")
+    fields = m.get("fields")
+    if fields is None:
+        return []
+    if not isinstance(fields, list):
+        r.error(path + ("fields",), "instance_display.fields must be a list of {key, type}.")
+        return []
+    out = []
+    for i, f in enumerate(fields):
+        p = path + ("fields", i)
+        fm = r.mapping(f, p, ("key", "type", "label", "display_options", "span_target"),
+                       "an instance_display field")
+        key, kind = r.text(fm, "key", p), r.text(fm, "type", p, "text")
+        if not key:
+            r.error(p, f"{dotted(p)} has no key: name the item field it shows.")
+            continue
+        if kind in MEDIA_TYPES:
+            r.error(p + ("type",), f"{dotted(p + ('type',))} is {kind} (field {key!r}): only "
+                                  f"image and audio media are shown here. Remove the field, "
+                                  f"or show a still image (type: image) instead.")
+        elif kind not in DISPLAY_TYPES:
+            r.error(p + ("type",), f"{dotted(p + ('type',))} is {kind!r} (field {key!r}), which "
+                                  f"is not implemented here (traces, code, pairwise and the "
+                                  f"like). Use one of {', '.join(DISPLAY_TYPES)}, or remove "
+                                  f"the field.")
+        else:
+            out.append(DisplayField(key, kind, r.text(fm, "label", p, "") or ""))
+    return out
+
+
+def report_lists(up: Upstream) -> Dict[str, List[str]]:
+    """The migration report's three lists: implemented, accepted but unused, blocking."""
+    return {"implemented": list(up.implemented), "accepted": list(up.accepted),
+            "blocking": list(up.refused)}
+
+
+def data_files(r: Reader, raw: Any) -> List[Tuple[str, str]]:
+    """``data_files`` as (path, encoding) pairs: each entry a path, or upstream's mapping
+    ``{path, encoding}`` (encoding defaults to utf-8)."""
+    path: Path = ("data_files",)
+    if raw is None:
+        return []
+    if isinstance(raw, (str, dict)):
+        raw = [raw]
+    if not isinstance(raw, list):
+        r.error(path, "data_files must be a list of paths (or {path, encoding} mappings).")
+        return []
+    out = []
+    for i, entry in enumerate(raw):
+        p = path + (i,)
+        if isinstance(entry, dict):
+            m = r.mapping(entry, p, ("path", "encoding", "format", "type"), "a data_files entry")
+            where, encoding = r.text(m, "path", p), r.text(m, "encoding", p, "utf-8")
+            if not where:
+                r.error(p, f"{dotted(p)} has no path: give the data file's path.")
+                continue
+            try:  # a codec Python knows, for text (not rot13, base64), that can encode
+                text_codec = (codecs.lookup(encoding)._is_text_encoding
+                              and "".encode(encoding) == b"")
+            except (LookupError, UnicodeError):
+                text_codec = False
+            if not text_codec:
+                r.error(p + ("encoding",), f"{dotted(p)}.encoding is {encoding!r}, which is not "
+                                           f"a text encoding Python knows; use utf-8, latin-1, "
+                                           f"cp1252 ...")
+                encoding = "utf-8"
+            out.append((where, encoding))
+        elif isinstance(entry, (str, int, float)) and not isinstance(entry, bool):
+            out.append((str(entry), "utf-8"))
+        else:
+            r.error(p, f"{dotted(p)} must be a path or a mapping {{path, encoding}}.")
+    return out
+
+
+def migration_report(up: Upstream, errors: int) -> List[str]:
+    """``potato validate --upstream``: three short lists, as lines."""
+    lines = ["Upstream Potato keys in this config:"]
+    for title, keys in (("implemented", up.implemented),
+                        ("accepted but unused", up.accepted), ("blocking", up.refused)):
+        lines.append(f"  {title} ({len(keys)}): {', '.join(keys) if keys else '-'}")
+    other = errors - len(up.refused)
+    if other > 0:
+        lines.append(f"  and {other} other error(s) listed above block it too.")
+    if up.unknown:
+        lines.append(f"  unknown to both (ignored): {', '.join(up.unknown)}")
+    return lines

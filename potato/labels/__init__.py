@@ -1,0 +1,3 @@
+"""What annotators gave, read together: import, aggregation, agreement, export (ours and
+upstream Potato's output format).
+"""

@@ -1,0 +1,118 @@
+"""Which items an annotator gets, and in what order.
+
+Without limits (the default) every annotator walks every item in data-file order. With
+upstream Potato's ``num_annotators_per_item`` / ``max_annotations_per_item`` (at most N
+annotators per item) or ``max_annotations_per_user`` (at most N items per annotator), each
+annotator gets items one at a time, the first item in data-file order that fewer than N
+annotators have been given; what was given stays theirs (table ``assignments``, in the
+project's store). Handing out an item is one write transaction, so two annotators arriving at
+once never push an item past its limit.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import List, Optional
+
+from potato.project.store import Store
+
+TABLE = """CREATE TABLE IF NOT EXISTS assignments (
+    annotator TEXT NOT NULL,
+    item_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,          -- the order in which this annotator got it
+    assigned_at REAL NOT NULL,
+    PRIMARY KEY (annotator, item_id)
+);
+CREATE INDEX IF NOT EXISTS assignments_item ON assignments(item_id);"""
+
+
+class AllItems:
+    """Every annotator gets every active item, in order."""
+
+    limited = False
+
+    def __init__(self, store: Store):
+        self.store = store
+
+    def total(self, user: str) -> int:
+        return self.store.item_count()
+
+    def item_at(self, user: str, position: int):
+        return self.store.item_at(position) if 0 <= position < self.total(user) else None
+
+    def first_unlabelled(self, user: str) -> int:
+        return self.store.first_unlabelled(user)
+
+    def may_label(self, user: str, item_id: str) -> bool:
+        return True
+
+
+class Limited(AllItems):
+    """At most ``per_item`` annotators per item and ``per_user`` items per annotator."""
+
+    limited = True
+
+    def __init__(self, store: Store, per_item: Optional[int], per_user: Optional[int]):
+        super().__init__(store)
+        self.per_item, self.per_user = per_item, per_user
+        store.conn().executescript(TABLE)
+
+    def assigned(self, user: str) -> List[str]:
+        return [r[0] for r in self.store.conn().execute(
+            "SELECT a.item_id FROM assignments a JOIN items i ON i.id=a.item_id WHERE "
+            "a.annotator=? AND i.active=1 ORDER BY a.seq", (user,))]
+
+    def _open_sql(self) -> str:
+        cap = "" if self.per_item is None else (
+            " AND (SELECT COUNT(*) FROM assignments b WHERE b.item_id=i.id) < %d" % self.per_item)
+        return ("FROM items i WHERE i.active=1 AND NOT EXISTS (SELECT 1 FROM assignments a "
+                "WHERE a.item_id=i.id AND a.annotator=?)" + cap)
+
+    def total(self, user: str) -> int:
+        mine = len(self.assigned(user))
+        more = self.store.conn().execute("SELECT COUNT(*) " + self._open_sql(),
+                                         (user,)).fetchone()[0]
+        room = more if self.per_user is None else max(0, min(more, self.per_user - mine))
+        return mine + room
+
+    def item_at(self, user: str, position: int):
+        ids = self.assigned(user)
+        if 0 <= position < len(ids):
+            return self.store.item(ids[position])
+        if position != len(ids) or self.per_user is not None and len(ids) >= self.per_user:
+            return None
+        with self.store.tx() as db:
+            # again inside the write lock: the same user's concurrent request may have taken
+            # an item since ``ids`` was read (the per-user cap would be beaten otherwise)
+            ids = [r[0] for r in db.execute(
+                "SELECT a.item_id FROM assignments a JOIN items i ON i.id=a.item_id WHERE "
+                "a.annotator=? AND i.active=1 ORDER BY a.seq", (user,))]
+            if position < len(ids):
+                return self.store.item(ids[position])
+            if position != len(ids) or self.per_user is not None and len(ids) >= self.per_user:
+                return None
+            row = db.execute("SELECT i.id " + self._open_sql() + " ORDER BY i.position LIMIT 1",
+                             (user,)).fetchone()
+            if row is None:
+                return None
+            seq = db.execute("SELECT COALESCE(MAX(seq), -1) + 1 FROM assignments WHERE "
+                             "annotator=?", (user,)).fetchone()[0]
+            db.execute("INSERT INTO assignments(annotator, item_id, seq, assigned_at) VALUES "
+                       "(?, ?, ?, ?)", (user, row[0], seq, time.time()))
+        return self.store.item(row[0])
+
+    def first_unlabelled(self, user: str) -> int:
+        ids = self.assigned(user)
+        done = {r[0] for r in self.store.conn().execute(
+            "SELECT DISTINCT item_id FROM annotations WHERE annotator=?", (user,))}
+        return next((n for n, i in enumerate(ids) if i not in done), len(ids))
+
+    def may_label(self, user: str, item_id: str) -> bool:
+        return item_id in self.assigned(user)
+
+
+def for_config(cfg, store: Store) -> AllItems:
+    up = cfg.upstream
+    if up.per_item is None and up.per_user is None:
+        return AllItems(store)
+    return Limited(store, up.per_item, up.per_user)

@@ -1,0 +1,190 @@
+"""What the annotate page shows of an item besides the schemes: the task's instructions and
+codebook link (upstream's ``task_description`` / ``annotation_instructions`` /
+``annotation_codebook_url``), and upstream's ``instance_display`` fields of type text, dialogue
+(a list of turns with speakers) and spreadsheet (a small table); and the item's image or audio
+(``item_properties.image_key`` / ``audio_key``, or upstream's image and audio fields): the
+image scaled to fit (full size on click, or Enter on its button), an audio player, or a
+placeholder that says why the file cannot be shown.
+
+Every value comes from a data file and is escaped (``markup.render``); nothing here writes a
+script or a style attribute (the page's Content-Security-Policy allows neither). Dialogues and
+tables are cut at ``MAX_ROWS`` rows and ``MAX_COLUMNS`` columns, with a line that says so.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, List
+from urllib.parse import quote
+
+from potato.project import media
+from potato.markup import Safe, join, render
+
+MAX_ROWS = 200
+MAX_COLUMNS = 30
+
+
+def instructions(cfg) -> Safe:
+    up = cfg.upstream
+    parts = []
+    if up.instructions:
+        parts.append(render('<div class="instructions">{t}</div>', t=up.instructions))
+    if up.codebook_url:
+        parts.append(render('<p class="codebook"><a href="{u}" target="_blank" '
+                            'rel="noopener noreferrer">Codebook</a></p>', u=up.codebook_url))
+    return join(parts)
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False) if value is not None else ""
+
+
+def _more(n: int, shown: int, what: str) -> Safe:
+    return render('<p class="hint">{k} more {w} not shown.</p>', k=n - shown, w=what) \
+        if n > shown else Safe("")
+
+
+def _dialogue(value: Any) -> Safe:
+    turns = value if isinstance(value, list) else [value]
+    rows = []
+    for turn in turns[:MAX_ROWS]:
+        speaker, text = "", turn
+        if isinstance(turn, dict):
+            speaker = turn.get("speaker", turn.get("role", ""))
+            text = turn.get("text", turn.get("content", ""))
+        elif isinstance(turn, str) and ":" in turn[:40]:
+            speaker, text = (x.strip() for x in turn.split(":", 1))
+        rows.append(render('<li class="turn"><span class="speaker">{s}</span> '
+                           '<span class="turn-text">{t}</span></li>', s=_cell(speaker),
+                           t=_cell(text)))
+    return render('<ol class="dialogue">{r}</ol>{m}', r=join(rows),
+                  m=_more(len(turns), MAX_ROWS, "turns"))
+
+
+def _as_list(value: Any) -> list:
+    """A list as it is; nothing for None; anything else as one cell."""
+    return value if isinstance(value, list) else [] if value is None else [value]
+
+
+def _table_rows(value: Any):
+    """(header, rows) of a list of mappings, a list of lists (first row: header) or
+    ``{headers, rows}``; a headers or rows that is not a list is one cell."""
+    if isinstance(value, dict):
+        return [_cell(h) for h in _as_list(value.get("headers"))], _as_list(value.get("rows"))
+    rows = value if isinstance(value, list) else [[value]]
+    if rows and all(isinstance(r, dict) for r in rows):
+        header = list(dict.fromkeys(k for r in rows for k in r))
+        return header, [[r.get(k) for k in header] for r in rows]
+    if rows and isinstance(rows[0], list):
+        return [_cell(h) for h in rows[0]], rows[1:]
+    return [], [[r] for r in rows]
+
+
+def _spreadsheet(value: Any) -> Safe:
+    header, rows = _table_rows(value)
+    head = join(render('<th scope="col">{h}</th>', h=h) for h in header[:MAX_COLUMNS])
+    body = join(render('<tr>{c}</tr>', c=join(render('<td>{v}</td>', v=_cell(v))
+                                              for v in (r if isinstance(r, list) else [r])
+                                              [:MAX_COLUMNS]))
+                for r in rows[:MAX_ROWS])
+    return render('<table class="spreadsheet"><thead><tr>{h}</tr></thead><tbody>{b}</tbody>'
+                  '</table>{m}', h=head, b=body, m=_more(len(rows), MAX_ROWS, "rows"))
+
+
+RENDERERS = {"text": lambda v: render('<div class="field-text">{t}</div>', t=_cell(v)),
+             "dialogue": _dialogue, "spreadsheet": _spreadsheet}
+
+
+def record(item) -> Dict[str, Any]:
+    """The item's record as read from its data file ({} when it cannot be read)."""
+    try:
+        rec = json.loads(item["data"]) if item["data"] else {}
+    except (ValueError, TypeError, IndexError, KeyError):
+        rec = {}
+    return rec if isinstance(rec, dict) else {}
+
+
+def media_kinds(cfg) -> List[str]:
+    """The kinds of media this project's items may name (image, audio)."""
+    ip = cfg.item_properties
+    return [k for k, key in (("image", ip.image_key), ("audio", ip.audio_key)) if key]
+
+
+def _placeholder(kind: str, why: str) -> Safe:
+    return render('<div class="media-missing" role="note" data-kind="{k}"><p><b>The {k} of '
+                  'this item cannot be shown:</b> {w}.</p><p class="hint">Label what you can or '
+                  'move on, and tell the project\'s admin (<code>potato validate</code> lists '
+                  'such items).</p></div>', k=kind, w=why)
+
+
+def media_block(cfg, item_id: str, rec: Dict[str, Any], kind: str, field: bool = False) -> Safe:
+    """The item's image or audio player (``kind``), or a placeholder saying why not; an item
+    without that kind of media shows nothing (a display ``field`` says it has none)."""
+    try:
+        ref = media.item_media(cfg, rec, (kind,))
+    except media.MediaError as e:
+        return _placeholder(kind, str(e))
+    if ref is None:
+        return render('<p class="hint media-none">(this item has no {k})</p>', k=kind) \
+            if field else Safe("")
+    if ref.is_url:
+        if media.url_origin(ref.url) is None:
+            return _placeholder(kind, f"{media.quoted(ref.source)} is not an http(s) address "
+                                      f"the page loads")
+        src = ref.url
+    else:
+        try:
+            media.probe(cfg, ref)
+        except media.MediaRefused:
+            return _placeholder(kind, f"{media.quoted(ref.source)} is not inside the media "
+                                      f"folder")
+        except media.MediaNotAFile as e:
+            return _placeholder(kind, f"{media.quoted(ref.source)} is {e.what}, not a file")
+        except media.MediaMissing:
+            return _placeholder(kind, f"{media.quoted(ref.source)} is missing from the media "
+                                      f"folder")
+        except media.MediaUnsupported as e:
+            return _placeholder(kind, str(e))
+        src = "/media/%s/%s" % (kind, quote(item_id, safe=""))
+    name = ref.source.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+    if kind == "image":
+        return render('<figure class="media media-image" data-kind="image"><button type="button" '
+                      'class="media-zoom" aria-pressed="false" title="Full size (click again '
+                      'to fit)"><img class="media-img" src="{s}" alt="{n}"></button><figcaption '
+                      'class="hint">{n} · click the image (or press Enter on it) for full size '
+                      '· <a href="{s}" target="_blank" rel="noopener noreferrer">open</a>'
+                      '</figcaption></figure>', s=src, n=name)
+    return render('<figure class="media media-audio" data-kind="audio"><audio class="media-audio-'
+                  'player" controls preload="metadata" src="{s}">Your browser cannot play this '
+                  'audio: <a href="{s}">download it</a>.</audio><figcaption class="hint">{n}'
+                  '</figcaption></figure>', s=src, n=name)
+
+
+def fields(cfg, item, item_text: Safe) -> Safe:
+    """The item as the page shows it: its media, ``item_text`` (the text spans mark,
+    ``text_key``) and, with ``instance_display``, each field in its order (the text_key field
+    is ``item_text``, an image or audio field the item's media)."""
+    shown = cfg.upstream.display
+    rec = record(item)
+    shown_kinds = {f.type for f in shown}
+    out: List[Safe] = [media_block(cfg, item["id"], rec, k) for k in media_kinds(cfg)
+                       if k not in shown_kinds]
+    if not shown:
+        return join(out + [item_text])
+    text_key = cfg.item_properties.text_key
+    out += [] if any(f.key == text_key for f in shown) else [item_text]
+    for f in shown:
+        title = render('<h2 class="field-label">{l}</h2>', l=f.label) if f.label else Safe("")
+        if f.key == text_key and f.type == "text":
+            inner = item_text
+        elif f.type in media.KINDS:
+            inner = media_block(cfg, item["id"], rec, f.type, field=True)
+        elif f.key not in rec:
+            inner = render('<p class="hint">(this item has no {k})</p>', k=f.key)
+        else:
+            inner = RENDERERS[f.type](rec[f.key])
+        out.append(render('<section class="display-field display-{t}" data-key="{k}">{h}{i}'
+                          '</section>', t=f.type, k=f.key, h=title, i=inner))
+    return join(out)

@@ -1,0 +1,165 @@
+"""A run's inputs, from the server's store: the bundle (items, labels, splits) and the spec the
+worker reads. Server side; what it writes is what travels to the run (potato/training/remote/)."""
+
+import json
+import os
+import shutil
+from typing import Any, Callable, Dict, List, Optional
+
+from potato.labels import aggregate
+from potato.project import media
+from potato.config.settings import Config
+from potato.project.store import Store
+from potato.training.exchange import media_bundle
+from potato.training.backends import Outcome
+from potato.training.remote import bundle as bundle_mod, trainers
+from potato.training.remote.paths import RunPaths, write_json
+from potato.training.core.runs import Run
+
+
+def prepare(cfg: Config, store: Store, run: Run, paths: RunPaths, local: bool,
+            set_step: Callable[[str], None], log: Callable[[str], None],
+            heldout_on_server: Optional[bool] = None,
+            python_fix: Optional[str] = None) -> Optional[Outcome]:
+    """Build the run's bundle and spec in ``paths``; an Outcome when the run cannot start.
+    ``local``: the worker runs on this server (the spec gets its device, threads, store);
+    ``heldout_on_server`` (default: not ``local``): the test split's labels stay here;
+    ``python_fix``: the backend's way to a Python with the trainer's packages (the worker
+    quotes it when a trainer cannot be imported)."""
+    if heldout_on_server is None:
+        heldout_on_server = not local
+    if os.path.isdir(paths.bundle):
+        shutil.rmtree(paths.bundle)
+    paths.create()
+    schemas = {}
+    for name in run.schemas:
+        scheme = cfg.scheme(name)
+        if scheme is None:
+            return Outcome("error", "Scheme %s is no longer in the config." % name)
+        schemas[name] = dict({"type": scheme.annotation_type}, **scheme.kind.training_schema())
+        if scheme.description:  # the LLM trainer's prompt quotes it
+            schemas[name]["description"] = scheme.description
+    mt = cfg.model_training
+    info = trainers.get(run.trainer)
+    reads = info.media if info is not None else ()  # a text model travels without images
+    items = [(r["id"], r["text"], bundle_media(cfg, r["data"], reads)) for r in
+             store.conn().execute("SELECT id, text, data FROM items WHERE active=1 "
+                                  "ORDER BY position")]
+    if not local:  # the files travel by content: listed by sha256 (training/media_bundle.py)
+        items = media_bundle.to_cache_form(cfg, items, paths.media_index, log)
+    labels: Dict[str, Dict[str, List[Any]]] = {}
+    decided: Dict[str, Dict[str, Any]] = {}
+    for name in schemas:
+        votes = scheme_votes(store, name)
+        result = aggregate.aggregate(schemas[name]["type"], votes, mt.aggregation)
+        decided[name] = result.labels
+        log("%s: labels aggregated by %s%s" % (name, result.method, "; " + result.note
+                                                 if result.note else ""))
+        for item_id, by_annotator in votes.items():
+            labels.setdefault(item_id, {})[name] = list(by_annotator.values())
+    manifest = bundle_mod.build(paths.bundle, items, labels, schemas,
+                                (mt.splits.train, mt.splits.val, mt.splits.test),
+                                mt.split_seed, mt.writeback.include_unlabeled,
+                                heldout=paths.heldout if heldout_on_server else None,
+                                agree=lambda item_id, name, _: decided[name].get(item_id))
+    c = manifest["counts"]
+    log("bundle: %d train, %d val, %d test, %d unlabeled items; ties skipped: %s" % (
+        c["train"], c["val"], c["test"], c["unlabeled"], manifest["ties_skipped"]))
+    if c["train"] == 0:
+        return Outcome("error", "No labelled items in the train split for %s: label some "
+                                "items (or import labels) before training."
+                       % ", ".join(run.schemas))
+    spec = dict(RunPaths.SPEC_NAMES, run_id=run.run_id, trainer=run.trainer,
+                schemas=schemas, params=run.params, device="auto", num_threads=None,
+                extra={})
+    if python_fix:  # the backend's words for a Python with the trainer's packages
+        spec["python_fix"] = python_fix
+    if local:
+        # device, num_threads and max_ram_mb describe this machine. A remote run uses its
+        # backend's num_threads (set by the agent) and device auto over the GPUs it got;
+        # the server's paths never leave it.
+        spec.update(device=mt.device, num_threads=mt.num_threads,
+                    extra={"db_path": cfg.db_path, "runs_dir": cfg.runs_dir})
+    write_json(paths.spec, spec)
+    set_step("bundle ready: %d items" % sum(c.values()))
+    return None
+
+
+def bundle_media(cfg: Config, data: str, reads=("image", "audio")) -> Optional[Dict[str, Any]]:
+    """An item's "media" entry in the bundle (remote/media.py), from its stored record: the
+    file in place or the URL; None unless its kind is one of ``reads`` (the trainer's
+    ``media``). A file that cannot be used is left out here; ``potato validate`` and the
+    annotate page report it. A URL no host should fetch (not a plain http(s) address: a tab,
+    a space, user info ...) travels with its ``error``, so that item alone is left out."""
+    if not reads or not (cfg.item_properties.image_key or cfg.item_properties.audio_key):
+        return None
+    try:
+        ref = media.item_media(cfg, json.loads(data))
+        if ref is None or ref.kind not in reads:
+            return None
+        if ref.is_url:
+            if media.url_origin(ref.url) is None:
+                return {"kind": ref.kind, "url": ref.url[:2000], "error": "%s is not a plain "
+                        "http:// or https:// address (potato validate lists it)"
+                        % ascii(ref.url[:200])}
+            return {"kind": ref.kind, "url": ref.url}
+        return {"kind": ref.kind, "path": media.probe(cfg, ref)[0]}
+    except (media.MediaError, ValueError):
+        return None
+
+
+def scheme_votes(store: Store, scheme: str, active=None) -> Dict[str, Dict[str, Any]]:
+    """One scheme's labels as ``{item_id: {annotator: label}}`` (only ``active`` items when
+    given: those still in the data files)."""
+    votes: Dict[str, Dict[str, Any]] = {}
+    for item_id, annotator, label in store.conn().execute(
+            "SELECT item_id, annotator, label FROM annotations WHERE scheme=?", (scheme,)):
+        if active is None or item_id in active:
+            votes.setdefault(item_id, {})[annotator] = json.loads(label)
+    return votes
+
+
+def refusal(cfg: Config, store: Store, schemes: List[str]) -> Optional[str]:
+    """Why a run on ``schemes`` could say nothing (too few labels per label in the train split,
+    or no labelled test item to score it on), or None. The same splits as the bundle's."""
+    mt = cfg.model_training
+    fractions = (mt.splits.train, mt.splits.val, mt.splits.test)
+    active = {r[0] for r in store.conn().execute("SELECT id FROM items WHERE active=1")}
+    for name in schemes:
+        scheme = cfg.scheme(name)
+        if scheme is None:
+            continue
+        decided = aggregate.aggregate(scheme.annotation_type, scheme_votes(store, name, active),
+                                      mt.aggregation).labels
+        # The classes a model learns: the labels, or a Likert scale's points (integers);
+        # none for a number scheme, which needs as many train items in all instead.
+        classes = scheme.kind.training_schema()["labels"]
+        train: Dict[Any, int] = {label: 0 for label in classes}
+        test = in_train = 0
+        for item_id, label in decided.items():
+            if label is None:
+                continue
+            split = bundle_mod.split_of(item_id, mt.split_seed, fractions)
+            if split == "test":
+                test += 1
+            elif split == "train":
+                in_train += 1
+                points = [label] if isinstance(label, int) else []  # a Likert point
+                for one in dict.fromkeys(bundle_mod.label_names(label) or points):
+                    if one in train:
+                        train[one] += 1
+        short = [(label, n) for label, n in train.items() if n < mt.min_labels_per_class]
+        if short:
+            label, n = short[0]
+            return ("Scheme %s has %d labelled item(s) with %r in the train split; a model needs "
+                    "at least %d per label (model_training.min_labels_per_class). Label more "
+                    "items before training." % (name, n, label, mt.min_labels_per_class))
+        if not classes and scheme.kind.quantity and \
+                in_train < mt.min_labels_per_class:
+            return ("Scheme %s has %d labelled item(s) in the train split; a model needs at "
+                    "least %d (model_training.min_labels_per_class). Label more items before "
+                    "training." % (name, in_train, mt.min_labels_per_class))
+        if test == 0:
+            return ("Scheme %s has no labelled item in the test split, so the run could not be "
+                    "scored. Label more items (or raise model_training.splits.test)." % name)
+    return None

@@ -1,0 +1,82 @@
+"""What a run's log and status say, in words: the held-out score and write-back as one
+sentence (their JSON goes to the run's events file, for tools), and how a cancelled run
+ended."""
+
+import json
+import time
+from typing import Any, Dict, Optional
+
+from potato.training.reports import heldout
+
+# A cancelled run's step and error: what happened, not the status said twice.
+CANCELLED_QUEUED = "never started: it was cancelled while queued"
+CANCELLED_RUNNING = "stopped while it ran, as asked"
+
+
+def said(status: str, error: Optional[str]) -> Optional[str]:
+    """A run's error as it is recorded: a cancelled run's reads as what happened (the
+    backends and the worker say only "cancelled")."""
+    return CANCELLED_RUNNING if status == "cancelled" and error in (None, "cancelled") else error
+
+
+def _num(v: Any) -> Optional[float]:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _score(name: str, r: Dict[str, Any]) -> str:
+    """One scheme's held-out result in words."""
+    n = int(_num(r.get("n")) or 0)
+    name = name + ": " if name else ""
+    items = "on %d test item%s" % (n, "" if n == 1 else "s")
+    shape = heldout.HeldOut.from_dict(r).shape
+    if shape == heldout.ENTITIES:
+        return "%sentity F1 %.3f %s" % (name, _num(r.get("micro_f1")) or 0.0, items)
+    if shape == heldout.NUMBERS:
+        mae = _num(r.get("mae"))
+        return "%s%s%s" % (name, "MAE %.3f " % mae if mae is not None else "", items)
+    text = "%saccuracy %.3f, macro-F1 %.3f %s" % (name, _num(r["accuracy"]),
+                                                   _num(r.get("macro_f1")) or 0.0, items)
+    base = r.get("baseline") if isinstance(r.get("baseline"), dict) else {}
+    if _num(base.get("accuracy")) is not None:
+        text += " (always answering %s would score %.3f)" % (base.get("label"),
+                                                              _num(base["accuracy"]))
+    return text
+
+
+def scored_sentence(holdout: Optional[Dict[str, Any]], wb: Optional[Dict[str, Any]]) -> str:
+    """The held-out score and the write-back as one line of the run log."""
+    if not isinstance(holdout, dict):
+        held = "held-out: no score (no labelled item fell in the test split)"
+    else:
+        per = holdout.get("per_scheme") if isinstance(holdout.get("per_scheme"), dict) else {
+            "": holdout}
+        held = "held-out: " + "; ".join(_score(str(k), v) for k, v in per.items()
+                                        if isinstance(v, dict))
+    wb = wb if isinstance(wb, dict) else {}
+    schemes = ", ".join(map(str, wb.get("schemes") or []))
+    if not schemes:
+        return held + ". Write-back: none (no scheme of this run is in writeback.schemas)."
+    written = int(_num(wb.get("written")) or 0)
+    text = "%s. Write-back: %d prediction%s written for %s" % (
+        held, written, "" if written == 1 else "s", schemes)
+    below = int(_num(wb.get("below_min_confidence")) or 0)
+    if below:
+        text += ", %d below min_confidence %s not written" % (below, wb.get("min_confidence"))
+    skipped = int(_num(wb.get("unlabeled_skipped")) or 0)
+    if skipped:
+        text += ", %d unlabelled items skipped (include_unlabeled: false)" % skipped
+    return text + "."
+
+
+def record_scored(events_path: str, holdout: Any, wb: Any) -> None:
+    """The held-out report and write-back as JSON, one ``scored`` line in the events file."""
+    with open(events_path, "a", encoding="utf-8") as f:
+        f.write(json.dumps({"type": "scored", "t": round(time.time(), 3), "holdout": holdout,
+                            "writeback": wb}) + "\n")
+
+
+def worker_error_line(event: Dict[str, Any]) -> str:
+    """A worker's error event as a log line; a cancel is what was asked for, not an error."""
+    if event.get("kind") == "cancelled":
+        return "the worker stopped, as the cancel asked"
+    return "%s: %s" % (event.get("level", "error"), event["message"])

@@ -1,0 +1,423 @@
+"""The Training page (``/admin/training``) and a run's page, rendered on the server.
+
+The live parts (the current run, ``live.py``, and the runs table) are HTML fragments the server
+renders too; ``static/training.js`` fetches them every second and updates the page in place,
+so there is one renderer and the page reads fine without JavaScript.
+"""
+
+import json
+import math
+import time
+from typing import Any, Dict, List, Optional
+
+from potato.markup import Safe, esc, join, render
+from potato.server.pages import json_script, layout
+from potato.training.reports import heldout
+from potato.training.web import rating_cells, run_actions
+from potato.training.web.chart import chart_svg
+from potato.training.web.run_cells import (in_use_cell, message_box, metrics_table, pin_cell,
+                                       runs_table_marks, span_holdout_cell, span_report)
+from potato.training.remote import trainers as trainers_mod
+from potato.training.core.runs import TERMINAL
+
+STATUS_TEXT = {"queued": "queued", "running": "running", "success": "success",
+               "error": "error", "cancelled": "cancelled"}
+
+
+def _duration(view: Dict[str, Any]) -> str:
+    d = view.get("duration_s")
+    if d is None:
+        return ""
+    d = int(round(d))
+    return "%dm %02ds" % (d // 60, d % 60) if d >= 60 else "%ds" % d
+
+
+def _num(value: Any, integer: bool = False) -> Optional[float]:
+    """A finite number from stored data, else None: old or odd records never break a page."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if not math.isfinite(value):
+        return None
+    return int(value) if integer else float(value)
+
+
+number = _num  # for the live card (live.py)
+
+
+def _holdout(view: Dict[str, Any]) -> Safe:
+    """Held-out macro-F1 first (what ``writeback.policy: best`` compares), then accuracy and n."""
+    h = view.get("holdout")
+    if not isinstance(h, dict):
+        return Safe("")
+    shape = heldout.HeldOut.from_dict(h).shape
+    if shape == heldout.ENTITIES:
+        return span_holdout_cell(h)
+    if shape == heldout.NUMBERS:
+        return rating_cells.holdout_cell(h)  # a run scored as numbers (slider, number)
+    return render('{f1:.3f} <span class="hint">(accuracy {acc:.3f}, n={n})</span>',
+                  acc=_num(h.get("accuracy")), f1=_num(h.get("macro_f1")) or 0.0,
+                  n=_num(h.get("n"), True) or 0)
+
+
+def _written(view: Dict[str, Any]) -> Safe:
+    wb = view.get("writeback")
+    n = _num(wb.get("written"), True) if isinstance(wb, dict) else None
+    return render("{n}", n=n) if n is not None else Safe("")
+
+
+def _when(t: Any) -> str:
+    t = _num(t)
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(t)) if t else ""
+
+
+def _params(view: Dict[str, Any]) -> Safe:
+    """The params that differ from the defaults; a long one is cut with an ellipsis and shows
+    in full on hover."""
+    changed = view.get("params_changed") or {}
+    if not changed:
+        return Safe('<span class="hint">defaults</span>')
+    return join(_param(k, json.dumps(v, default=str)) for k, v in sorted(changed.items()))
+
+
+def _param(k: str, v: str, cut: int = 60) -> Safe:
+    if len(v) <= cut:
+        return render("<code>{k}={v}</code> ", k=k, v=v)
+    return render('<code class="cut" title="{k}={v}">{k}={short}…</code> ', k=k, v=v,
+                  short=v[:cut - 1])
+
+
+def status_badge(view: Dict[str, Any]) -> Safe:
+    """The run's status; a success that reported warnings is shown as such, not as plain
+    success (the warnings are in the tooltip and on the run's page)."""
+    warnings = [str(w) for w in view.get("warnings") or []]
+    if view["status"] == "success" and warnings:
+        return render('<span class="status status-warning" title="{tip}">success, {n} '
+                      'warning{s}</span>', tip="\n".join(warnings), n=len(warnings),
+                      s="" if len(warnings) == 1 else "s")
+    return render('<span class="status status-{status}">{text}</span>', status=view["status"],
+                  text=STATUS_TEXT.get(view["status"], view["status"]))
+
+
+RUNS_HEAD = ("Run", "Started", "Duration", "Trainer", "Params (not default)", "Schemes",
+             "Ran on", "Status", "Held-out macro-F1", "Predictions written", "In use")
+
+
+def runs_rows(runs: List[Dict[str, Any]], pick: bool = False) -> Safe:
+    """The runs table's rows; ``pick``: first a checkbox that picks the run to compare."""
+    if not runs:
+        return render('<tr><td colspan="{n}">No runs yet.</td></tr>', n=len(RUNS_HEAD))
+    return join(render(
+        '<tr data-run="{id}">{pick}<td><a href="/admin/training/runs/{id}">{id}</a>{name}</td>'
+        '<td class="started">{started}</td><td>{duration}</td><td>{trainer}</td>'
+        '<td class="params">{params}</td><td>{schemas}</td><td class="ran-on">{ran_on}</td>'
+        '<td>{status}</td><td class="holdout">{holdout}</td><td class="written">{written}</td>'
+        '<td class="in-use">{in_use}</td></tr>',
+        id=r["run_id"], started=_when(r.get("started_at")), trainer=r["trainer"],
+        params=_params(r), schemas=", ".join(map(str, r["schemas"])),
+        ran_on=r.get("ran_on") or r["backend"], status=status_badge(r), holdout=_holdout(r),
+        written=_written(r), duration=_duration(r), in_use=runs_table_marks(r),
+        name=render(' <span class="run-name">{n}</span>', n=r["name"]) if r.get("name") else "",
+        pick=render('<td><input type="checkbox" name="runs" value="{id}" form="compare-form" '
+                    'aria-label="Compare {id}"></td>', id=r["run_id"]) if pick else "")
+        for r in runs)
+
+
+def cancel_button(view: Dict[str, Any]) -> Safe:
+    """Cancel run (the page asks first); disabled once a cancel is on its way."""
+    if view["status"] in TERMINAL:
+        return Safe("")
+    if view.get("step") == "cancelling":
+        return render('<button type="button" class="danger" data-cancel="{id}" disabled>'
+                      'Cancelling…</button>', id=view["run_id"])
+    return render('<button type="button" class="danger" data-cancel="{id}">Cancel run</button>',
+                  id=view["run_id"])
+
+
+def _trainer_options(trainers: List[Dict[str, Any]], on_server: bool, first) -> str:
+    out = []
+    for t in trainers:
+        reason = unavailable_reason(t, on_server)
+        out.append('<option value="%s"%s%s>%s%s</option>' % (
+            esc(t["name"]), " disabled" if reason else "", " selected" if t is first else "",
+            esc(t["name"]), " (unavailable: %s)" % esc(reason) if reason else ""))
+    return "".join(out)
+
+
+def unavailable_reason(trainer: Dict[str, Any], on_server: bool) -> str:
+    """Why a trainer cannot run on a backend (``on_server``: the backend runs here), or for
+    this project at all (``unfit``: fit.py)."""
+    if trainer.get("unfit"):
+        return trainer["unfit"]
+    if trainer.get("local_only") and not on_server:
+        return "it reads the server's store, so it runs only on local"
+    if on_server and trainer.get("missing_packages"):
+        return "needs %s here" % ", ".join(trainer["missing_packages"])
+    return ""
+
+
+def param_inputs(trainer: Dict[str, Any], shown: bool, remembered=None) -> str:
+    """One trainer's param inputs; hidden (and disabled, so not submitted) unless ``shown``.
+    ``remembered``: (run_id, {param: text}) of this trainer's last run, whose values the
+    inputs start with (run_actions.form_values)."""
+    off = "" if shown else " disabled"
+    out = ['<div class="param-set" data-trainer="%s"%s>' % (esc(trainer["name"]),
+                                                           "" if shown else " hidden")]
+    from_run, values = remembered or (None, {})
+    if from_run:
+        out.append('<p class="hint remembered">Filled in with the params of run <a href="/admin/'
+                   'training/runs/%s">%s</a>; clear a box for its default.</p>' % (
+                       esc(from_run), esc(from_run)))
+    for p in trainer["params"]:
+        pid = "param-%s-%s" % (trainer["name"], p["name"])
+        default = values.get(p["name"], "" if p["default"] is None else p["default"])
+        if p["type"] == "bool":
+            out.append('<label for="%s">%s</label><select id="%s" name="param:%s"%s>'
+                       '<option value="true"%s>true</option><option value="false"%s>false'
+                       '</option></select>' % (pid, esc(p["name"]), pid, esc(p["name"]), off,
+                                               " selected" if default in (True, "true") else "",
+                                               " selected" if default in (False, "false")
+                                               else ""))
+        elif p.get("choices"):
+            out.append('<label for="%s">%s</label><select id="%s" name="param:%s"%s>%s'
+                       '</select>' % (pid, esc(p["name"]), pid, esc(p["name"]), off, "".join(
+                           '<option value="%s"%s>%s</option>' % (
+                               esc(c), " selected" if str(c) == str(default) else "", esc(c))
+                           for c in p["choices"])))
+        elif p.get("multiline"):
+            out.append('<label for="%s">%s</label><textarea id="%s" name="param:%s" rows="6" '
+                       'placeholder="default"%s>%s</textarea>' % (
+                           pid, esc(p["name"]), pid, esc(p["name"]), off, esc(default)))
+        else:
+            out.append('<label for="%s">%s</label><input id="%s" name="param:%s" value="%s" '
+                       'placeholder="default"%s>' % (pid, esc(p["name"]), pid, esc(p["name"]),
+                                                     esc(default), off))
+        out.append('<p class="hint">%s</p>' % esc(p["help"]))
+    if not trainer["params"]:
+        out.append('<p class="hint">This trainer has no params.</p>')
+    return "".join(out) + "</div>"
+
+
+def _prefill(backends, trainers, form: Dict[str, Any]):
+    """(backend, trainer) the form starts with: ``form``'s (a run to run again) when they
+    exist and can run, else the default backend and the first trainer that fits the project
+    and can run there (else the first that fits)."""
+    default = next((b for b in backends if b["name"] == form.get("backend")),
+                   next((b for b in backends if b["default"]), backends[0]))
+    usable = [t for t in trainers if not unavailable_reason(t, default["on_server"])]
+    fitting = [t for t in trainers if not t.get("unfit")] or trainers
+    first = next((t for t in usable if t["name"] == form.get("trainer")),
+                 usable[0] if usable else fitting[0])
+    return default, first
+
+
+def training_page(cfg, backends: List[Dict[str, Any]], trainers: List[Dict[str, Any]],
+                  runs: List[Dict[str, Any]], live: str, message: str = "",
+                  notice: str = "", form: Optional[Dict[str, Any]] = None) -> str:
+    """``form``: what the Run form starts with: ``remembered`` {trainer: (run_id, values)},
+    and for a run to run again its ``trainer``, ``backend``, ``schemas`` and ``notice``."""
+    form = form or {}
+    default, first = _prefill(backends, trainers, form)
+    backend_opts = "".join('<option value="%s" data-type="%s" title="%s"%s>%s</option>' % (
+        esc(b["name"]), esc(b["type"]), esc(b.get("description") or ""),
+        " selected" if b is default else "", esc(b["label"])) for b in backends)
+    only = {s.name: trainers_mod.annotate_only(s.annotation_type) for s in cfg.schemes}
+    trainable = [s for s in cfg.schemes if not only[s.name]]  # the first the trainer takes
+    checked = form.get("schemas") or [next((s.name for s in trainable if s.annotation_type in
+                                            first["schema_types"]),
+                                           trainable[0].name if trainable else None)]
+    schemes = "".join(  # an annotate-only scheme (free text) is shown, disabled, with why
+        '<label class="option"><input type="checkbox" name="schemas" value="%s"%s> %s '
+        '<span class="hint">(%s%s)</span></label>' % (
+            esc(s.name), " disabled" if only[s.name] else " checked" if s.name in checked
+            else "", esc(s.name), esc(s.annotation_type), ": " + esc(only[s.name]) if
+            only[s.name] else "") for s in cfg.schemes)
+    msg = '<p class="error">%s</p>' % esc(message) if message else (
+        '<p class="ok" id="again-notice">%s</p>' % esc(form["notice"]) if form.get("notice")
+        else "")
+    disabled = form_hidden = ""
+    if not cfg.model_training.enabled:
+        disabled = ('<p class="notice" id="training-disabled">Training is disabled '
+                    '(model_training.enabled: false). Annotation works as usual; set '
+                    '<code>enabled: true</code> under <code>model_training</code> in %s and '
+                    'restart the server to train models.</p>' % esc(cfg.path))
+        form_hidden = " hidden"
+    data = {"unavailable": {b["name"]: {t["name"]: unavailable_reason(t, b["on_server"])
+                                        for t in trainers} for b in backends},
+            "descriptions": {b["name"]: b.get("description") or "" for b in backends},
+            "trainers": {t["name"]: {"schema_types": t["schema_types"],
+                                     "max_schemas": t["max_schemas"]} for t in trainers}}
+    body = """<h1>Training</h1>{notice}
+<section class="card" aria-labelledby="start-h"><h2 id="start-h">Start a run</h2>{disabled}
+<div id="message" role="alert" aria-live="assertive">{msg}</div>
+<form id="run-form" method="post" action="/admin/training/start"{form_hidden}>
+  <div class="row">
+    <div><label for="backend">Runs on</label>
+    <select id="backend" name="backend">{backend_opts}</select></div>
+    <button type="button" id="check" class="secondary">Check</button>
+  </div>
+  <p class="hint" id="backend-description">{description}</p>
+  <div id="check-report" aria-live="polite"></div>
+  <label for="trainer">Trainer</label>
+  <select id="trainer" name="trainer">{trainer_opts}</select>
+  <fieldset><legend>Schemes</legend>{schemes}</fieldset>
+  <fieldset id="params"><legend>Params</legend>{params}</fieldset>
+  <button type="submit" id="start-run" class="primary">Start run</button>
+</form></section>
+<section class="card" aria-labelledby="live-h"><h2 id="live-h">Current run</h2>
+<div id="live-run">{live}</div></section>
+<section class="card" aria-labelledby="runs-h"><h2 id="runs-h">Runs</h2>
+<p><a href="/admin/training/runs" id="all-runs">All runs: sort, filter, name and compare them
+</a></p>
+<div class="table-wrap"><table id="runs-table"><thead><tr>{runs_head}</tr></thead>
+<tbody id="runs-body">{rows}</tbody></table></div></section>
+<script type="application/json" id="training-data">{data}</script>""".format(
+        msg=msg, notice=notice, backend_opts=backend_opts, disabled=disabled,
+        form_hidden=form_hidden,
+        description=esc(default.get("description") or ""),
+        trainer_opts=_trainer_options(trainers, default["on_server"], first), schemes=schemes,
+        params="".join(param_inputs(t, t is first, form.get("remembered", {}).get(t["name"]))
+                       for t in trainers), live=live, rows=runs_rows(runs), data=json_script(data),
+        runs_head="".join('<th scope="col">%s</th>' % esc(h) for h in RUNS_HEAD))
+    return layout("Training", body, cfg, admin=True,
+                  scripts='<script src="/static/training.js"></script>')
+
+
+def _scheme_report(name: str, r: Dict[str, Any]) -> Safe:
+    """One scheme's held-out report: a sentence, the per-label table, the confusion matrix."""
+    shape = heldout.HeldOut.from_dict(r).shape
+    if shape == heldout.ENTITIES:
+        return span_report(name, r)
+    if shape == heldout.NUMBERS:
+        return rating_cells.number_report(name, r)
+    ci = r.get("accuracy_ci95") or [0, 1]
+    base = r.get("baseline") or {}
+    head = render('<h3>{name}</h3><p class="report-summary">Accuracy <b>{acc:.3f}</b> (95% '
+                  'interval {lo:.2f} to {hi:.2f}), macro-F1 <b>{f1:.3f}</b>, on {n} held-out '
+                  '(test split) items. Always answering <q>{bl}</q> would score {ba:.3f}: the '
+                  'model is {diff:+.3f} above that.</p>', name=name, acc=_num(r["accuracy"]),
+                  lo=_num(ci[0]) or 0.0, hi=_num(ci[1]) or 0.0, f1=_num(r.get("macro_f1")) or 0.0,
+                  n=_num(r.get("n"), True) or 0, bl=str(base.get("label")),
+                  ba=_num(base.get("accuracy")) or 0.0,
+                  diff=_num(r.get("above_baseline")) or 0.0)
+    note = (render('<p class="warning report-note" role="note">{n}</p>', n=r["note"])
+            if r.get("note") else Safe(""))
+    rows = join(render('<tr><th scope="row">{label}</th><td>{p:.3f}</td><td>{r:.3f}</td>'
+                       '<td>{f:.3f}</td><td>{s}</td></tr>', label=label,
+                       p=_num(v.get("precision")) or 0.0, r=_num(v.get("recall")) or 0.0,
+                       f=_num(v.get("f1")) or 0.0, s=_num(v.get("support"), True) or 0)
+                for label, v in (r.get("per_label") or {}).items())
+    table = render('<table class="report-labels"><thead><tr><th scope="col">Label</th>'
+                   '<th scope="col">Precision</th><th scope="col">Recall</th>'
+                   '<th scope="col">F1</th><th scope="col">Support</th></tr></thead>'
+                   '<tbody>{rows}</tbody></table>', rows=rows)
+    return join([head, rating_cells.ordinal_line(r), note, table, _confusion(r.get("confusion"))])
+
+
+def _confusion(c: Optional[Dict[str, Any]]) -> Safe:
+    if not isinstance(c, dict) or not c.get("labels"):
+        return Safe("")
+    labels = [str(x) for x in c["labels"]]
+    head = join(render('<th scope="col">{l}</th>', l=label) for label in labels)
+    body = join(render('<tr><th scope="row">{l}</th>{cells}</tr>', l=label, cells=join(
+        render("<td>{v}</td>", v=_num(v, True) or 0) for v in row))
+                for label, row in zip(labels, c.get("matrix") or []))
+    return render('<table class="confusion"><caption>Confusion matrix: rows are the human '
+                  'label, columns the model\'s</caption><thead><tr><td></td>{head}</tr></thead>'
+                  '<tbody>{body}</tbody></table>', head=head, body=body)
+
+
+def holdout_section(view: Dict[str, Any]) -> Safe:
+    h = view.get("holdout")
+    if not isinstance(h, dict):
+        return Safe("")
+    per = h.get("per_scheme") if isinstance(h.get("per_scheme"), dict) else {
+        ", ".join(map(str, view["schemas"])): h}
+    return render('<section class="card" id="holdout-report"><h2>Held-out report</h2>'
+                  '{parts}</section>', parts=join(_scheme_report(str(k), v)
+                                                 for k, v in per.items() if isinstance(v, dict)))
+
+
+def writeback_section(view: Dict[str, Any]) -> Safe:
+    """Write-back as a sentence and a table by label, not raw JSON."""
+    wb = view.get("writeback")
+    if not isinstance(wb, dict):
+        return Safe("")
+    written = _num(wb.get("written"), True) or 0
+    below = _num(wb.get("below_min_confidence"), True) or 0
+    skipped = _num(wb.get("unlabeled_skipped"), True) or 0
+    schemes = ", ".join(map(str, wb.get("schemes") or [])) or "no scheme"
+    sentence = render('<p class="writeback-summary">{w} prediction{s} written for {schemes}; '
+                      '{b} below <code>min_confidence</code> ({mc}) were not written{sk}.</p>',
+                      w=written, s="" if written == 1 else "s", schemes=schemes, b=below,
+                      mc=_num(wb.get("min_confidence")) or 0.0,
+                      sk=render("; {n} unlabelled items skipped (include_unlabeled: false)",
+                                n=skipped) if skipped else "")
+    kept = {}
+    for key in ("took_over", "kept_in_use"):
+        kept.update(wb.get(key) if isinstance(wb.get(key), dict) else {})
+    notes = join(render('<p class="hint">{scheme}: {why}</p>', scheme=k, why=v)
+                 for k, v in kept.items())
+    by_label = wb.get("by_label") if isinstance(wb.get("by_label"), dict) else {}
+    if not by_label:
+        return join([sentence, notes])
+    rows = join(render('<tr><th scope="row">{label}</th><td>{n}</td></tr>', label=k,
+                       n=_num(v, True) or 0) for k, v in sorted(by_label.items()))
+    return join([sentence, notes, render(
+        '<table class="writeback-labels"><thead><tr><th scope="col">Predicted label</th>'
+        '<th scope="col">Written</th></tr></thead><tbody>{rows}</tbody></table>', rows=rows)])
+
+
+def _warnings(view: Dict[str, Any]) -> Safe:
+    warnings = [str(w) for w in view.get("warnings") or []]
+    if not warnings:
+        return Safe("")
+    return render('<ul class="warning run-warnings">{items}</ul>',
+                  items=join(render("<li>{w}</li>", w=w) for w in warnings))
+
+
+def run_page(cfg, view: Dict[str, Any], log: str, where: Any, message: str = "",
+             ok: bool = True, publish: Safe = Safe("")) -> str:
+    def row(k, v):
+        return render('<tr><th scope="row">{k}</th><td>{v}</td></tr>', k=k, v=v)
+
+    def when(t):
+        t = _num(t)
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if t else ""
+
+    def code(value):
+        return render("<code>{v}</code>", v=json.dumps(value, default=str)) if value else ""
+
+    rows = [row("Status", status_badge(view)), row("Warnings", _warnings(view))
+            if view.get("warnings") else "",
+            row("Step", view.get("step") or ""),
+            row("Error", render('<span class="error">{e}</span>', e=view["error"]))
+            if view.get("error") and view["status"] == "error" else "",
+            row("Trainer", view["trainer"]), row("Schemes", ", ".join(map(str, view["schemas"]))),
+            row("Params", join([_params(view), render(
+                '<details><summary>all</summary>{all}</details>',
+                all=code(view.get("params") or {}))])),
+            row("Ran on", view.get("ran_on") or view["backend"]),
+            row("Created", when(view.get("created_at"))),
+            row("Started", when(view.get("started_at"))),
+            row("Finished", when(view.get("finished_at"))), row("Duration", _duration(view)),
+            row("Held-out macro-F1", _holdout(view)),
+            row("Write-back", writeback_section(view)) if view.get("writeback") else "",
+            row("Metrics", metrics_table(view)) if view.get("metrics") else "",
+            row("Model files", where), row("In use", in_use_cell(view)),
+            row("Pinned", pin_cell(view)) if view["status"] == "success" else "",
+            row("Name and note", run_actions.label_cell(view))]
+    cancel = cancel_button(view)
+    body = render("""<p><a href="/admin/training">&larr; Training</a></p>
+<h1>Run {id}{name}</h1>{message}
+<div class="table-wrap"><table class="details">{rows}</table></div>{cancel}{again}
+{report}{publish}
+<section class="card"><h2>Loss and accuracy</h2>{chart}</section>
+<section class="card"><h2>Run log</h2><pre class="log">{log}</pre></section>""",
+                  id=view["run_id"], rows=join(r for r in rows if r), cancel=cancel or Safe(""),
+                  again=run_actions.again_cell(view, cfg.path),
+                  chart=chart_svg(view.get("history"), pending=view["status"] not in TERMINAL),
+                  log=log, report=holdout_section(view), message=message_box(message, ok),
+                  publish=publish, name=render(' · <span id="run-name-head">{n}</span>',
+                                               n=view["name"]) if view.get("name") else "")
+    return layout("Run %s" % view["run_id"], body, cfg, admin=True,
+                  scripts='<script src="/static/training.js"></script>')

@@ -1,0 +1,194 @@
+"""The app's state (potato/server/app.py): routes, the access log, the data file watcher,
+background start and stop. A small media project; servers bind loopback port 0 and are closed by
+each test. Also the tests tools/mutation.py runs against the module (docs/testing.md)."""
+
+import hashlib
+import logging
+from types import SimpleNamespace
+
+import pytest
+
+from potato.config.settings import load
+from potato.server import app as app_mod
+from potato.server import safety
+from potato.project.store import Store
+from tests.helpers import MEDIA_CONFIG, media_project
+
+
+@pytest.fixture
+def cfg(tmp_path):
+    c, errors, _ = load(media_project(tmp_path, config=MEDIA_CONFIG + "server: {port: 0}\n"))
+    assert not errors, errors
+    return c
+
+
+@pytest.fixture
+def store(cfg):
+    s = Store(cfg.db_path)
+    yield s
+    s.close()
+
+
+def test_the_apps_state(cfg, store):
+    cfg.server.host, cfg.server_url = "127.0.0.3", "https://x.example.org/"
+    cfg.server.max_body_mb = 1.5
+    cfg.server.new_names_per_hour = 7
+    a = app_mod.App(cfg, store, tls=True, core_routes=False)
+    assert a.config is cfg and a.store is store and a.tls is True and a.routes == []
+    assert a.max_body_bytes == 1572864 and isinstance(a.max_body_bytes, int)
+    key = cfg.admin_api_key.encode()
+    assert a.admin_session_name == "admin:" + hashlib.sha256(b"potato-admin\0" + key).hexdigest()[
+        :32]
+    assert a.allowed_hosts == safety.default_allowed_hosts(cfg.server.host, cfg.server_url)
+    assert "127.0.0.3" in a.allowed_hosts and "x.example.org" in a.allowed_hosts
+    assert (a.login_limiter.limit, a.login_limiter.window_s) == (10, 60.0)
+    assert (a.new_name_limiter.limit, a.new_name_limiter.window_s) == (7, 3600.0)
+    assert a.disk.output_dir == cfg.output_dir and a.assignment.store is store
+    assert app_mod.App(cfg, store, core_routes=False).tls is False
+    cfg.allowed_hosts = ["annotate.example.org"]
+    cfg.admin_api_key = None
+    b = app_mod.App(cfg, store, core_routes=False)
+    assert b.allowed_hosts == ["annotate.example.org"]
+    assert b.admin_session_name == "admin:" + hashlib.sha256(b"potato-admin\0").hexdigest()[:32]
+    assert len(app_mod.App(cfg, store).routes) > 10  # the annotation pages and admin UI
+
+
+def test_routes_and_the_access_log(cfg, store, capsys):
+    a = app_mod.App(cfg, store, core_routes=False)
+
+    @a.route("GET", r"/x/(?P<n>\d+)", access="admin")
+    def handler(h, n):
+        return n
+
+    [(method, pattern, func, access)] = a.routes
+    assert (method, pattern.pattern, func, access) == ("GET", r"/x/(?P<n>\d+)", handler, "admin")
+    assert handler(None, "3") == "3"  # the function itself is kept
+    a.route("POST", "/y")(handler)
+    assert a.routes[1][3] == "public" and a.routes[1][1].match("/y")
+    a.access_log("line one")
+    assert capsys.readouterr().err == "line one\n"
+    lines = []
+    b = app_mod.App(cfg, store, access_log=lines.append, core_routes=False)
+    b.access_log("line two")
+    assert lines == ["line two"] and capsys.readouterr().err == ""
+
+
+class Stops:
+    """An Event stand-in: wait() says "not stopped" ``n`` times, then "stopped"."""
+
+    def __init__(self, n):
+        self.n, self.waits = n, []
+
+    def wait(self, timeout):
+        self.waits.append(timeout)
+        self.n -= 1
+        return self.n < 0
+
+
+def test_the_data_file_watcher(cfg, store, tmp_path, caplog):
+    caplog.set_level(logging.WARNING, "potato.server")
+    fresh = app_mod.App(cfg, store, core_routes=False)
+    fresh._stop = Stops(1)
+    fresh._watch_data_files()  # the files as the app found them: nothing to sync
+    assert caplog.records == []
+    a = app_mod.App(cfg, store, core_routes=False)
+    assert a.sync_items() == {"added": 4, "updated": 0, "deactivated": 0, "total": 4}
+    a._stop = Stops(1)
+    a._watch_data_files()  # nothing changed: nothing synced
+    assert a._stop.waits == [app_mod.SYNC_INTERVAL_S, app_mod.SYNC_INTERVAL_S]
+    assert caplog.records == [] and app_mod.SYNC_INTERVAL_S == 5.0
+    items = tmp_path / "items.jsonl"
+    items.write_text('{"id": "img0", "image": "digit-0.png"}\n{"id": "n", "image": "x.png"}\n')
+    a._stop = Stops(2)
+    a._watch_data_files()
+    [rec] = caplog.records
+    assert rec.name == "potato.server" and rec.levelname == "WARNING"
+    assert rec.getMessage() == ("data files changed: 1 item(s) added, 0 updated, 3 no longer in "
+                                "the files (kept with their labels)")
+    caplog.clear()
+    items.write_text("{broken\n")
+    a._stop = Stops(2)
+    a._watch_data_files()
+    [rec] = caplog.records
+    assert rec.levelname == "ERROR"
+    assert rec.getMessage().startswith("data files changed but cannot be loaded, keeping the "
+                                       "items as they were: ")
+    assert "items.jsonl" in rec.getMessage()  # what is wrong, from the DataError
+    caplog.clear()
+    a._stop = Stops(1)
+    a._watch_data_files()  # the broken file was noted once: not again until it changes
+    assert caplog.records == []
+    # issue 34, item 8: an item potato start refuses (its image outside the media folder) is
+    # refused here too, named, and the items stay as they were
+    before = [r["id"] for r in store.conn().execute("SELECT id FROM items WHERE active=1")]
+    items.write_text('{"id": "img0", "image": "digit-0.png"}\n'
+                     '{"id": "evil", "image": "../../etc/passwd"}\n')
+    a._stop = Stops(2)
+    a._watch_data_files()
+    [rec] = caplog.records
+    assert rec.levelname == "ERROR"
+    assert rec.getMessage().startswith("data files changed but cannot be loaded, keeping the "
+                                       "items as they were: 1 of 2 items name an image outside "
+                                       "the media folder "), rec.getMessage()
+    assert "../../etc/passwd" in rec.getMessage()
+    assert rec.getMessage().endswith("(potato start refuses the same; fix the data files)")
+    assert [r["id"] for r in store.conn().execute("SELECT id FROM items WHERE active=1")] == \
+        before
+    # the hostile review: a line json cannot build (a 5,000-digit number) ended the watcher's
+    # thread for good; it is one line in the log, and the watcher goes on
+    caplog.clear()
+    items.write_text('{"id": "img0", "image": "digit-0.png", "n": %s}\n' % ("9" * 5000))
+    a._stop = Stops(2)
+    a._watch_data_files()
+    [rec] = caplog.records
+    assert "a value on this line cannot be read (Exceeds the limit (4300 digits)" in \
+        rec.getMessage(), rec.getMessage()
+    caplog.clear()
+    items.write_text('{"id": "img0", "image": "digit-0.png"}\n{"id": "new", "image": '
+                     '"digit-0.png"}\n')
+    a._stop = Stops(2)
+    a._watch_data_files()  # still watching: the next good file is taken
+    assert "new" in [r["id"] for r in store.conn().execute("SELECT id FROM items WHERE "
+                                                          "active=1")]
+
+
+def test_sync_items_remembers_the_files(cfg, store, tmp_path):
+    a = app_mod.App(cfg, store, core_routes=False)
+    (tmp_path / "items.jsonl").write_text('{"id": "z", "image": "digit-0.png"}\n')
+    assert a._data_sig != app_mod.data_files_signature(cfg)
+    assert a.sync_items()["added"] == 1
+    assert a._data_sig == app_mod.data_files_signature(cfg)
+
+
+def test_background_start_and_stop(cfg, store):
+    a = app_mod.App(cfg, store, core_routes=False)
+    a.start_background()
+    t = a._sync_thread
+    assert t.daemon and t.name == "potato-data-sync" and t.is_alive()
+    a.stop_background()
+    assert not t.is_alive() and a._stop.is_set()
+    b = app_mod.App(cfg, store, core_routes=False)
+    b.stop_background()  # never started: nothing to join
+    assert b._stop.is_set() and b._sync_thread is None
+    joined = []
+    b._sync_thread = SimpleNamespace(join=lambda timeout: joined.append(timeout))
+    b.stop_background()
+    assert joined == [app_mod.SYNC_INTERVAL_S + 1]
+
+
+def test_the_server_logs_a_failed_connection_briefly(cfg, store, caplog):
+    a = app_mod.App(cfg, store, core_routes=False)
+    s = app_mod.Server(("127.0.0.1", 0), a)
+    try:
+        assert s.app is a and s.RequestHandlerClass is app_mod.Handler
+        try:
+            raise ValueError("boom")
+        except ValueError:
+            s.handle_error(None, ("10.0.0.1", 5))
+        assert caplog.records[-1].getMessage() == ("connection from ('10.0.0.1', 5) ended with "
+                                                   "an error: boom")
+        assert caplog.records[-1].levelname == "WARNING"
+    finally:
+        s.server_close()
+
+
