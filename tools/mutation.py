@@ -52,7 +52,7 @@ MODULES = {
     "potato/training/remote/gpus.py": ["tests/training/remote/test_gpus.py"],
     "potato/training/remote/protocol.py": ["tests/training/remote/test_protocol.py"],
     "potato/config/settings.py": ["tests/project/test_validate.py", "tests/config/test_settings.py"],
-    "potato/project/validation.py": ["tests/project/test_validate.py", "tests/project/test_validate.py"],
+    "potato/project/validation.py": ["tests/project/test_validate.py"],
     "potato/training/backends/sshcmd.py": ["tests/training/backends/test_sshcmd.py"],
     "potato/training/core/runs.py": ["tests/training/core/test_runs.py"],
     "potato/training/remote/bundle.py": ["tests/training/test_training_units.py",
