@@ -181,6 +181,10 @@ def parse_backend(r: Reader, name: str, raw, path: Path, resolve) -> Optional[Ba
     if btype is None:
         r.error(path, f"{where} has no type. Set type to one of: {', '.join(names)}.", name)
         return None
+    if not isinstance(btype, str):
+        r.error(path + ("type",), f"{where}.type must be one word, one of: {', '.join(names)} "
+                                  f"(it is a {type(btype).__name__}).", name)
+        return None
     if btype not in registry:
         r.error(path + ("type",), f"{where}.type is {btype!r}, which is not a backend type."
                                   f"{suggest(btype, names)} Valid types: "

@@ -18,7 +18,9 @@ from potato.config.settings import Config, Problem, dotted, load, suggest
 from potato.config.backends import arrives_as_loopback, host_of, kind_rules, polled_by_agents
 from potato.config.netaddr import is_loopback
 from potato.schemes import save_bytes
+from potato.project import display
 from potato.project.validation_media import media_rules
+from potato.training.remote import trainers
 
 MIN_ACK_LENGTH = 12
 
@@ -87,6 +89,7 @@ def _rules(cfg: Config, report: Report) -> None:
             err(ref_path, f"{dotted(ref_path)} is {ref!r}, which names no configured backend."
                           f"{suggest(ref, names)} Configured: {', '.join(names)}.")
 
+    _auto_retrain_rules(cfg, err, warn)
     scheme_names = [s.name for s in cfg.schemes]
     for i, name in enumerate(mt.writeback.schemas):
         if name not in scheme_names:
@@ -112,6 +115,31 @@ def _rules(cfg: Config, report: Report) -> None:
     _backend_rules(cfg, report, err, warn)
     _upstream_rules(cfg, report, warn)
     media_rules(cfg, report, err, warn)
+
+
+def _auto_retrain_rules(cfg: Config, err, warn) -> None:
+    """The trainer automatic runs would start: known, and fitting the project's schemes and
+    items (else every automatic run would be refused at its moment, far from the config)."""
+    for problem in trainers.plugin_problems():
+        warn(("model_training",), problem[0].upper() + problem[1:] + ".")
+    ar = cfg.model_training.auto_retrain
+    if not ar.enabled or not cfg.schemes:
+        return
+    path = ("model_training", "auto_retrain", "trainer")
+    name = ar.trainer or trainers.default_trainer()
+    info = trainers.get(name) if isinstance(name, str) else None
+    if info is None:
+        err(path, f"{dotted(path)}: {trainers.unknown_trainer(name)}")
+        return
+    # the items may hold text beside their media (the store knows; validate reads no store)
+    holds = {"text"} | set(display.media_kinds(cfg))
+    why = trainers.unfit(info, {s.annotation_type for s in cfg.schemes}, holds)
+    if why:
+        fitting = [n for n, i in trainers.all_trainers().items()
+                   if not trainers.unfit(i, {s.annotation_type for s in cfg.schemes}, holds)]
+        err(path, f"{dotted(path)} is {name}, which does not fit this project: {why}. Set it to "
+                  f"one that does ({', '.join(fitting) or 'none fits its schemes'}), or turn "
+                  f"automatic runs off (model_training.auto_retrain.enabled: false).")
 
 
 def _upstream_rules(cfg: Config, report: Report, warn) -> None:

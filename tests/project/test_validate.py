@@ -162,6 +162,43 @@ model_training:
     assert any(m.startswith("model_training.auto_retrain.backend is 'nowhere'") for m in msgs)
 
 
+@pytest.mark.parametrize("value, word", [("[ssh]", "list"), ("{ssh: 1}", "dict"), ("3", "int")])
+def test_a_backend_type_that_is_not_a_word_is_an_error_not_a_crash(write_config, value, word):
+    path = write_config(BASE + "model_training:\n  backends:\n    g: {type: %s}\n" % value)
+    _, report = check(path)
+    assert messages(report.errors) == [
+        "model_training.backends.g.type must be one word, one of: local, ssh, slurm, agent "
+        "(it is a %s)." % word]
+
+
+def test_auto_retrain_trainer_must_be_known_and_fit_the_project(write_config):
+    path = write_config(BASE + "model_training:\n  auto_retrain: {enabled: true, trainer: "
+                               "text-naive-bayse}\n")
+    msgs = messages(check(path)[1].errors)
+    assert len(msgs) == 1 and msgs[0].startswith(
+        "model_training.auto_retrain.trainer: Unknown trainer 'text-naive-bayse'.")
+    assert "text-naive-bayes" in msgs[0]
+    path = write_config(BASE + "model_training:\n  auto_retrain: {enabled: true, trainer: "
+                               "hf-image-classification}\n")
+    msgs = messages(check(path)[1].errors)
+    assert len(msgs) == 1 and msgs[0].startswith(
+        "model_training.auto_retrain.trainer is hf-image-classification, which does not fit "
+        "this project: it reads images")
+    assert "text-naive-bayes" in msgs[0] and "auto_retrain.enabled: false" in msgs[0]
+    # the default trainer fits the text project; automatic runs off: no trainer is judged
+    for block in ("  auto_retrain: {enabled: true}\n",
+                  "  auto_retrain: {enabled: false, trainer: hf-image-classification}\n"):
+        assert check(write_config(BASE + "model_training:\n" + block))[1].errors == []
+
+
+def test_a_trainer_plugin_that_cannot_be_imported_is_a_warning(write_config, monkeypatch):
+    monkeypatch.setenv("POTATO_TRAINER_PLUGINS", "no_such_potato_plugin")
+    _, report = check(write_config(BASE))
+    assert report.errors == []
+    assert any("no_such_potato_plugin" in m and "could not be imported" in m
+               for m in messages(report.warnings))
+
+
 def test_local_is_always_configured(write_config):
     path = write_config(BASE + "model_training:\n  backend: local\n")
     _, report = check(path)

@@ -177,3 +177,19 @@ def test_bundle_items_with_unicode_line_breaks_read_back(tmp_path):
     (tmp_path / "b" / "items.jsonl").write_bytes(raw)
     assert [it["text"] for it in bundle.read(str(tmp_path / "b"), verify=False).items] == [
         ODD_BREAKS, "plain"]
+
+
+def test_a_trainer_plugin_that_cannot_load_leaves_the_built_in_trainers_and_is_named(monkeypatch):
+    from potato.training.remote import trainers
+    monkeypatch.setenv("POTATO_TRAINER_PLUGINS", "no_such_potato_plugin, ")
+    assert set(trainers.all_trainers()) == set(trainers.REGISTRY)
+    said = trainers.unknown_trainer("plugin-trainer")
+    assert said.startswith("Unknown trainer 'plugin-trainer'.")
+    assert "no_such_potato_plugin" in said and "could not be imported" in said
+    assert "$POTATO_TRAINER_PLUGINS" in said
+
+
+def test_an_unknown_trainer_name_is_quoted_short():
+    from potato.training.remote import trainers
+    said = trainers.unknown_trainer("x" * 200_000)
+    assert len(said) < 2000 and "x" * 80 + "..." in said

@@ -10,6 +10,7 @@ import os
 import sys
 from typing import Any, Dict
 
+from potato.training.core import fit
 from potato.training.remote import proc, trainers
 
 PROBE = r"""
@@ -98,13 +99,16 @@ def local_report(cfg) -> Dict[str, Any]:
     if warning:
         lines.append("warning: " + warning)
     missing = {}
-    for name, info in trainers.all_trainers().items():
+    unfit = fit.reasons(cfg)  # only the trainers that fit the project's schemes and items
+    fitting = {n: i for n, i in trainers.all_trainers().items() if not unfit.get(n)}
+    for name, info in fitting.items():
         gone = info.missing_packages()
         if gone:
             missing[name] = gone
             lines.append("trainer %s needs %s (%s)" % (name, ", ".join(gone), info.install_hint))
-    usable = [n for n in trainers.all_trainers() if n not in missing]
-    lines.append("trainers ready: %s" % ", ".join(usable))
+    usable = [n for n in fitting if n not in missing]
+    lines.append("trainers ready for this project: %s" % (", ".join(usable) or "none"))
+    lines += ["warning: " + p for p in trainers.plugin_problems()]
     missing_4bit = [p for p in ("bitsandbytes", "accelerate")
                     if importlib.util.find_spec(p) is None]
     lines.append(four_bit_line("this machine", missing_4bit, bool(found.get("cuda"))))

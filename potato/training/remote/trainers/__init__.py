@@ -333,9 +333,28 @@ def all_trainers():
     (comma-separated importable modules, each with a ``TRAINERS`` dict of TrainerInfo)."""
     out = dict(REGISTRY)
     for name in filter(None, (m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(","))):
-        module = importlib.import_module(name)
-        out.update(getattr(module, "TRAINERS", {}))
+        try:
+            module = importlib.import_module(name)
+        except Exception as e:  # a plugin that cannot load: its trainers are unknown, said once
+            PLUGIN_ERRORS[name] = "%s: %s" % (type(e).__name__, str(e)[:300])
+            continue
+        found = getattr(module, "TRAINERS", {})
+        if isinstance(found, dict):
+            out.update((k, v) for k, v in found.items()
+                       if isinstance(k, str) and isinstance(v, TrainerInfo))
     return out
+
+
+# Plugin modules of $POTATO_TRAINER_PLUGINS that could not be imported: module -> the error.
+PLUGIN_ERRORS = {}
+
+
+def plugin_problems():
+    """One sentence per plugin module that could not be imported, for messages and Check."""
+    all_trainers()
+    return ["the trainer plugin module %s (named in $%s) could not be imported (%s); fix or "
+            "install it, or remove it from $%s" % (m, PLUGINS_ENV, e, PLUGINS_ENV)
+            for m, e in sorted(PLUGIN_ERRORS.items())]
 
 
 def get(name):
@@ -352,8 +371,10 @@ def unknown_trainer(name):
     """The sentence for a trainer name the registry does not know: every trainer, and the
     closest one when it looks like a typo."""
     names = list(all_trainers())
-    return "Unknown trainer %r. Trainers: %s.%s" % (name, ", ".join(names),
-                                                    did_you_mean(name, names))
+    shown = name if not isinstance(name, str) or len(name) <= 80 else name[:80] + "..."
+    problems = "".join(" Also: %s." % p for p in plugin_problems())
+    return "Unknown trainer %r. Trainers: %s.%s%s" % (shown, ", ".join(names),
+                                                      did_you_mean(name, names), problems)
 
 
 ANNOTATE_ONLY = ("no trainer trains %s schemes: they are annotate-only (their answers are "
