@@ -180,7 +180,10 @@ def test_model_training_defaults(parse):
     assert (wb.schemas, wb.min_confidence, wb.include_unlabeled, wb.policy, wb.tolerance) == (
         [], 0.0, False, "best", 0.01)
     ar = mt.auto_retrain
-    assert (ar.enabled, ar.trainer, ar.schemas, ar.params) == (False, "text-naive-bayes", [], {})
+    assert (ar.enabled, ar.trainer, ar.schemas, ar.params) == (False, None, [], {})
+    # no trainer named: automatic runs take the registry's default, the tutorial's naive Bayes
+    from potato.training.remote import trainers
+    assert trainers.default_trainer() == "text-naive-bayes"
     assert (ar.update_frequency, ar.min_interval_s, ar.backend) == (100, 600, None)
     assert (mt.publish.token_env, mt.publish.license, mt.publish.timeout_s) == (
         "HF_TOKEN", None, 60)

@@ -47,7 +47,8 @@ def test_report_in_use_and_use_this_model(tmp_path, serve, browser):
     assert re.match(r"val_accuracy \(sentiment\): 0\.\d+ \(epoch 1\)$", numbers), numbers
     assert d.find_element("id", "model-download").get_attribute("href").endswith(
         f"/admin/training/runs/{good}/model.tar")
-    assert "import json" in text_of(d, ".load-code")
+    code = text_of(d, ".load-code")  # the trainer's load code, with this run's scheme file
+    assert "import Saved" in code and "sentiment.naive-bayes.json" in code
     os.makedirs(SHOTS, exist_ok=True)
     d.save_screenshot(os.path.join(SHOTS, "run-page-report.png"))
     d.execute_script("document.querySelector('ul.chart-numbers').scrollIntoView()")
