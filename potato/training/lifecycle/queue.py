@@ -417,7 +417,7 @@ class Manager:
         else:
             wb = ingest.write_back(self.store, self.cfg, run.run_id, predictions, holdout)
             self.runs.update(run.run_id, holdout=holdout, writeback=wb)  # the mark of it
-            for scheme, why in list(wb["kept_in_use"].items()) + list(wb["took_over"].items()):
+            for scheme, why in list(wb.kept_in_use.items()) + list(wb.took_over.items()):
                 self._log(run.run_id, "%s: %s" % (scheme, why))
         metrics = None
         for line in ingest.read_lines(paths.events):
