@@ -876,3 +876,45 @@ def test_kind_name_decision_check_can_fail(tmp_path):
     assert kind_name_decisions("potato/project/display.py", str(planted)) == [
         (line, text) for line, text in kind_name_decisions("potato/bad.py", str(planted))
         if line != 5]
+
+
+# -- records: one options object, not long argument lists (issue 33) ---------------------------
+
+# A function that needs ten or more values takes a record of them (supervise.Supervision,
+# hub.Commit, model_card.Release, pages.Annotating, prepare.Destination). A class's __init__
+# is left out: a record's constructor holds its fields.
+MAX_PARAMS = 9
+
+
+def long_signatures(rel, path):
+    """``file:line name (n)`` for every function with more than MAX_PARAMS parameters (keyword-
+    only ones included; self and cls not counted), __init__ aside."""
+    found = []
+    for node in ast.walk(ast.parse(open(path).read())):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name != "__init__":
+            a = node.args
+            n = len([x for x in a.posonlyargs + a.args + a.kwonlyargs
+                     if x.arg not in ("self", "cls")])
+            if n > MAX_PARAMS:
+                found.append("%s:%d %s (%d)" % (rel, node.lineno, node.name, n))
+    return found
+
+
+def test_no_function_takes_a_long_argument_list():
+    bad = []
+    for rel, path in py_files():
+        bad += long_signatures(rel, path)
+    assert bad == []
+
+
+def test_long_signature_check_can_fail(tmp_path):
+    planted = tmp_path / "bad.py"
+    planted.write_text(
+        "def f(a, b, c, d, e, f, g, h, i, j):\n    pass\n"
+        "def ok(a, b, c, d, e, f, g, h, i):\n    pass\n"
+        "class C:\n"
+        "    def __init__(self, a, b, c, d, e, f, g, h, i, j):\n        pass\n"
+        "    def m(self, a, b, c, d, e, *, f, g, h, i, j=1):\n        pass\n"
+        "    async def n(self, a, b, c, d, e, f, g, h, i):\n        pass\n")
+    assert long_signatures("potato/bad.py", str(planted)) == [
+        "potato/bad.py:1 f (10)", "potato/bad.py:8 m (10)"]

@@ -3,6 +3,7 @@
 from typing import Any, Dict, List, Optional
 
 from potato.training.reports import ratings as report_ratings
+from potato.training.reports.writeback import WriteBack
 from potato.training.web.run_actions import again_command
 
 
@@ -40,18 +41,18 @@ def summary_lines(run: Dict[str, Any], config_path: Optional[str] = None) -> Lis
                 lines.append("  " + r["note"])
     elif run["status"] == "success":
         lines.append("Held-out score: none (no labelled items fell in the test split)")
-    wb = run.get("writeback")
-    if wb:
+    if run.get("writeback"):
+        wb = WriteBack.from_dict(run["writeback"])
         extra = []
-        if wb.get("below_min_confidence"):
-            extra.append("%d below min_confidence %s" % (wb["below_min_confidence"],
-                                                         wb.get("min_confidence")))
-        if wb.get("unlabeled_skipped"):
+        if wb.below_min_confidence:
+            extra.append("%d below min_confidence %s" % (wb.below_min_confidence,
+                                                         wb.min_confidence))
+        if wb.unlabeled_skipped:
             extra.append("%d unlabeled not written (include_unlabeled is false)"
-                         % wb["unlabeled_skipped"])
-        if wb.get("schemes"):
+                         % wb.unlabeled_skipped)
+        if wb.schemes:
             lines.append("Predictions written: %d for %s%s" % (
-                wb["written"], ", ".join(wb["schemes"]),
+                wb.written, ", ".join(wb.schemes),
                 " (%s)" % "; ".join(extra) if extra else ""))
         else:
             lines.append("Predictions written: none (no scheme of this run is in "
@@ -71,8 +72,7 @@ def summary_lines(run: Dict[str, Any], config_path: Optional[str] = None) -> Lis
 
 def _in_use_lines(run: Dict[str, Any]) -> List[str]:
     """Whether the run is now the model in use (its predictions are what annotators see)."""
-    wb = run.get("writeback") if isinstance(run.get("writeback"), dict) else {}
-    why = dict(wb.get("took_over") or {}, **(wb.get("kept_in_use") or {}))
+    why = WriteBack.from_dict(run.get("writeback")).why
     if run.get("in_use"):
         lines = ["In use: yes, for %s (annotators see its predictions as suggestions)"
                  % ", ".join(run["in_use"])]

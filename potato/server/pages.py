@@ -5,6 +5,7 @@ set by the handler, so inline event handlers and injected scripts do not run."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from typing import Any, Dict, Optional
 
 from potato.project import display
@@ -73,11 +74,30 @@ def admin_login_page(cfg: Config, error: str = "", next_url: str = "/admin") -> 
 </form>""", cfg)
 
 
-def annotate_page(cfg: Config, user: str, item, position: int, total: int, done: int,
-                  labels: Dict[str, Any], predictions: Dict[str, Dict[str, Any]],
-                  admin: bool, first_unlabelled: int = 0, max_body: int = 0) -> str:
+@dataclass
+class Annotating:
+    """What the annotate page shows one annotator now: ``item`` (None: the end of the queue)
+    at ``position`` of ``total`` in their queue, ``done`` of them labelled by them, the first
+    they have not labelled at ``first_unlabelled``; their ``labels`` of the item and the
+    model's ``predictions`` for it, by scheme."""
+
+    user: str
+    item: Optional[Dict[str, Any]]
+    position: int
+    total: int
+    done: int
+    labels: Dict[str, Any] = field(default_factory=dict)
+    predictions: Dict[str, Dict[str, Any]] = field(default_factory=dict)
+    admin: bool = False
+    first_unlabelled: int = 0
+
+
+def annotate_page(cfg: Config, now: Annotating, max_body: int = 0) -> str:
     """``max_body``: the most bytes the server takes in one save (the page checks before it
     sends, so that an answer too long to save stays in the form with the reason)."""
+    user, item, position, total, done = now.user, now.item, now.position, now.total, now.done
+    labels, predictions, admin = now.labels, now.predictions, now.admin
+    first_unlabelled = now.first_unlabelled
     progress = (f'<p class="progress"><progress max="{total}" value="{done}"></progress> '
                 f'{done} of {total} items labelled by you</p>')
     if item is None:

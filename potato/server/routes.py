@@ -128,10 +128,10 @@ def _annotate_routes(app) -> None:
         total = queue.total(user)
         labels = app.store.labels_of(user, item["id"]) if item else {}
         preds = app.store.item_predictions(item["id"]) if item else {}
-        h.send_html(pages.annotate_page(cfg, user, item, position, total,
-                                        app.store.labelled_count(user), labels, preds,
-                                        h.is_admin(), queue.first_unlabelled(user),
-                                        max_body=app.annotator_body_bytes),
+        now = pages.Annotating(user, item, position, total, done=app.store.labelled_count(user),
+                               labels=labels, predictions=preds, admin=h.is_admin(),
+                               first_unlabelled=queue.first_unlabelled(user))
+        h.send_html(pages.annotate_page(cfg, now, max_body=app.annotator_body_bytes),
                     headers=media_route.page_headers(cfg, display.record(item)) if item else None)
 
     @app.route("POST", r"/annotate", "annotator")

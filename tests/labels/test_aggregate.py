@@ -158,7 +158,7 @@ def test_bundle_and_export_follow_the_configured_aggregation(write_config, tmp_p
     from potato.config.settings import load
     from potato.labels.export import jsonl, label_counts
     from potato.project.store import Store
-    from potato.training.lifecycle.prepare import prepare, scheme_votes
+    from potato.training.lifecycle.prepare import Destination, prepare, scheme_votes
     from potato.training.remote import bundle
     from potato.training.remote.paths import RunPaths
     from potato.training.core.runs import Run
@@ -188,7 +188,8 @@ def test_bundle_and_export_follow_the_configured_aggregation(write_config, tmp_p
             paths = RunPaths(str(tmp_path / ("run-" + method)))
             run = Run(seq=1, run_id="r1", trainer="text-naive-bayes", schemas=["sentiment"],
                       backend="local", params={}, status="running")
-            prepare(cfg, store, run, paths, True, lambda s: None, lambda m: None)
+            prepare(cfg, store, run, paths, Destination(local=True), lambda s: None,
+                    lambda m: None)
             got = {it["id"]: it["labels"].get("sentiment")
                    for it in bundle.read(paths.bundle).items if it["labels"]}
             assert got == {i: lab for i, lab in expected.items() if lab is not None}

@@ -403,7 +403,7 @@ def test_one_row_per_item_with_votes_aggregate_and_the_models_prediction(project
          "confidence": 0.75},
         {"id": "i1", "split": "unlabeled", "scheme": "who", "label": [], "confidence": 0.5}],
         None)
-    assert wb["written"] == 3
+    assert wb.written == 3
     store.save_labels("ann", "i3", {"sentiment": "positive"})
     # i3 (labelled) and i2 (not) leave the data files; i4 comes
     store.sync_items([("i0", TEXTS["i0"], {}), ("i1", TEXTS["i1"], {}), ("i4", "eve", {})])

@@ -476,7 +476,8 @@ def test_a_worker_line_that_breaks_the_parser_leaves_nothing_running(tmp_path):
     script.write_text("import sys, time\nsys.stdout.write('{\"type\":\"log\",\"x\":' + "
                       "'[' * 200000 + '\\n')\nsys.stdout.flush()\ntime.sleep(30)\n")
     out = supervise.run_worker([sys.executable, str(script)], dict(os.environ),
-                               str(tmp_path / "err.log"), lambda e: None, max_wall_seconds=5)
+                               str(tmp_path / "err.log"), lambda e: None,
+                               supervise.Supervision(max_wall_seconds=5))
     assert out.returncode is not None  # it was stopped, not left behind
 
 

@@ -289,7 +289,8 @@ def test_bundle_and_refusal_read_every_value_shape(project, serve):
     log = []
     run = Run(seq=1, run_id="r1", trainer="t", schemas=["sentiment", "ner"], backend="local",
               params={}, status="running")
-    outcome = prepare.prepare(cfg, store, run, paths, True, log.append, log.append)
+    outcome = prepare.prepare(cfg, store, run, paths, prepare.Destination(local=True),
+                              log.append, log.append)
     assert outcome is None or "train split" in outcome.error
     assert any("bundle:" in line for line in log)
     with open(os.path.join(paths.bundle, "manifest.json")) as f:
@@ -321,7 +322,8 @@ def test_annotators_who_marked_nothing_count_in_the_span_vote(project, serve):
     paths = RunPaths(str(tmp_run_dir(cfg)))
     run = Run(seq=1, run_id="r1", trainer="t", schemas=["ner"], backend="local",
               params={}, status="running")
-    prepare.prepare(cfg, store, run, paths, True, lambda _: None, lambda _: None)
+    prepare.prepare(cfg, store, run, paths, prepare.Destination(local=True), lambda _: None,
+                    lambda _: None)
     got = {it["id"]: it["labels"] for it in bundle.read(paths.bundle).items}
     assert got == {"t1": {"ner": []}, "t2": {"ner": []}}
 

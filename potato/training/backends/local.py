@@ -30,13 +30,13 @@ class LocalBackend(TrainingBackend):
         ctx.set_step("starting the worker")
         argv = protocol.worker_argv(sys.executable, ctx.paths.spec)
         ctx.log("local: %s" % " ".join(argv))
-        result = supervise.run_worker(
-            argv, self.worker_env(), ctx.paths.stderr, ctx.on_event,
+        how = supervise.Supervision(
             should_cancel=lambda: ctx.cancel.is_set() or ctx.shutdown.is_set(),
             max_wall_seconds=mt.max_wall_seconds, grace_seconds=mt.grace_seconds,
-            max_rss_mb=mt.max_ram_mb, cwd=ctx.paths.root, hurry=ctx.shutdown.is_set)
-        status, error = supervise.explain(result, mt.max_wall_seconds, mt.grace_seconds,
-                                          mt.max_ram_mb)
+            max_rss_mb=mt.max_ram_mb, hurry=ctx.shutdown.is_set)
+        result = supervise.run_worker(argv, self.worker_env(), ctx.paths.stderr, ctx.on_event,
+                                      how, cwd=ctx.paths.root)
+        status, error = supervise.explain(result, how)
         if result.stderr_tail and status == "error":
             ctx.log("worker stderr (last lines):\n" + result.stderr_tail)
         return Outcome(status, error, ran_on="local", artifact_uri=ctx.paths.artifacts)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Dict, List, Optional
 
 from potato.project.store import Store
+from potato.training.reports.writeback import WriteBack
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -72,7 +73,7 @@ class Run:
     error: Optional[str] = None
     metrics: Optional[Dict[str, Any]] = None
     holdout: Optional[Dict[str, Any]] = None
-    writeback: Optional[Dict[str, Any]] = None
+    writeback: Optional[WriteBack] = None
     progress: Optional[Dict[str, Any]] = None
     history: List[Dict[str, Any]] = field(default_factory=list)
     ran_on: Optional[str] = None
@@ -98,6 +99,14 @@ class Run:
 COLUMNS = tuple(f.name for f in fields(Run) if f.name != "in_use")
 
 
+def _column(k: str, v: Any) -> Any:
+    """A field's value as its column holds it: JSON for the JSON fields (a typed record by its
+    ``as_dict``)."""
+    if k not in JSON_FIELDS or v is None:
+        return v
+    return json.dumps(v.as_dict() if hasattr(v, "as_dict") else v)
+
+
 def _row(r, in_use: Dict[str, List[str]]) -> Optional[Run]:
     """A row of ``runs`` as a Run (None for no row); ``in_use``: in_use_schemes()."""
     if r is None:
@@ -106,6 +115,8 @@ def _row(r, in_use: Dict[str, List[str]]) -> Optional[Run]:
     for k in JSON_FIELDS:
         if d[k] is not None:
             d[k] = json.loads(d[k])
+    if d["writeback"] is not None:
+        d["writeback"] = WriteBack.from_dict(d["writeback"])
     for k in ("cancel_requested", "auto", "pinned"):
         d[k] = bool(d[k])
     return Run(in_use=list(in_use.get(d["run_id"], [])), **d)
@@ -186,7 +197,7 @@ class RunStore:
         sets, values = [], []
         for k, v in fields.items():
             sets.append("%s=?" % k)
-            values.append(json.dumps(v) if k in JSON_FIELDS and v is not None else v)
+            values.append(_column(k, v))
         values.append(run_id)
         with self.store.tx() as db:
             cur = db.execute("UPDATE runs SET %s WHERE run_id=? AND status IN ('queued', "
@@ -198,8 +209,7 @@ class RunStore:
         ``fields``) only if it is still in ``from_status``; returns whether it moved."""
         fields["status"] = to_status
         sets = ", ".join("%s=?" % k for k in fields)
-        values = [json.dumps(v) if k in JSON_FIELDS and v is not None else v
-                  for k, v in fields.items()]
+        values = [_column(k, v) for k, v in fields.items()]
         with self.store.tx() as db:
             cur = db.execute("UPDATE runs SET %s WHERE run_id=? AND status=?" % sets,
                              values + [run_id, from_status])
@@ -210,8 +220,7 @@ class RunStore:
         An agent's run token (its hash) is forgotten: nothing may report for the run now."""
         fields.update(status=status, error=error, finished_at=time.time(), remote_token=None)
         sets = ", ".join("%s=?" % k for k in fields)
-        values = [json.dumps(v) if k in JSON_FIELDS and v is not None else v
-                  for k, v in fields.items()]
+        values = [_column(k, v) for k, v in fields.items()]
         with self.store.tx() as db:
             cur = db.execute("UPDATE runs SET %s WHERE run_id=? AND status NOT IN "
                              "('success','error','cancelled')" % sets, values + [run_id])

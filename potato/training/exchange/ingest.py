@@ -11,6 +11,7 @@ from potato.config.settings import Config
 from potato.project.store import Store
 from potato.training.exchange import boundary
 from potato.training.reports import report, spans as span_report
+from potato.training.reports.writeback import WriteBack
 from potato.training.core.runs import Run
 
 
@@ -38,19 +39,17 @@ CHOICE = threading.RLock()
 
 
 def write_back(store: Store, cfg: Config, run_id: str, predictions,
-               holdout: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+               holdout: Optional[Dict[str, Any]] = None) -> WriteBack:
     """Keep this run's predictions for the write-back schemes, and put them in use where the
     policy says so (``writeback.policy``: ``best`` or ``newest``).
 
     Human labels are never touched; train-split items never get a prediction. A run's kept
     predictions can be put in use later (``use``), instantly: no retraining, no re-upload."""
     wb = cfg.model_training.writeback
-    counts: Dict[str, Any] = {"written": 0, "below_min_confidence": 0, "unlabeled_skipped": 0,
-                              "schemes": [], "min_confidence": wb.min_confidence,
-                              "by_label": {}, "in_use": [], "kept_in_use": {}, "took_over": {}}
+    out = WriteBack(min_confidence=wb.min_confidence)
     schemes = [s for s in wb.schemas if any(p["scheme"] == s for p in predictions)]
     if not schemes:
-        return counts
+        return out
     numbers = {s for s in schemes if cfg.scheme(s) is not None and cfg.scheme(s).kind is not None
                and cfg.scheme(s).kind.quantity}
     rows = []
@@ -58,10 +57,10 @@ def write_back(store: Store, cfg: Config, run_id: str, predictions,
         if p["scheme"] not in schemes or p["split"] == "train":
             continue
         if p["split"] == "unlabeled" and not wb.include_unlabeled:
-            counts["unlabeled_skipped"] += 1
+            out.unlabeled_skipped += 1
             continue
         value, below = _confident(p, wb.min_confidence)
-        counts["below_min_confidence"] += below
+        out.below_min_confidence += below
         if value is None:
             continue
         label = json.dumps(value)
@@ -69,12 +68,12 @@ def write_back(store: Store, cfg: Config, run_id: str, predictions,
         if p["scheme"] in numbers:  # a slider's or number scheme's value: not counted by label
             continue
         for key in _count_keys(p["label"], value):
-            counts["by_label"][key] = counts["by_label"].get(key, 0) + 1
+            out.by_label[key] = out.by_label.get(key, 0) + 1
     with store.tx() as db:
         db.executemany("INSERT OR REPLACE INTO run_predictions(run_id, item_id, scheme, label, "
                        "confidence) VALUES (?,?,?,?,?)", rows)
-    counts["written"] = len(rows)
-    counts["schemes"] = schemes
+    out.written = len(rows)
+    out.schemes = schemes
     with CHOICE:  # the decision and the switch, with no use/pin/unpin in between
         for scheme in schemes:
             take, reason = takes_over(store, cfg, run_id, scheme, holdout)
@@ -83,12 +82,12 @@ def write_back(store: Store, cfg: Config, run_id: str, predictions,
                                        "in use" % (run_id, scheme))
             if take:
                 use(store, scheme, run_id)
-                counts["in_use"].append(scheme)
+                out.in_use.append(scheme)
                 if reason:
-                    counts["took_over"][scheme] = reason
+                    out.took_over[scheme] = reason
             else:
-                counts["kept_in_use"][scheme] = reason
-    return counts
+                out.kept_in_use[scheme] = reason
+    return out
 
 
 def _is_spans(label: Any) -> bool:
@@ -207,7 +206,7 @@ def use(store: Store, scheme: str, run_id: str) -> int:
     return n
 
 
-def warnings(cfg, run: Run, wb: Dict[str, Any],
+def warnings(cfg, run: Run, wb: WriteBack,
              holdout: Optional[Dict[str, Any]] = None) -> List[str]:
     """What makes a successful run's held-out score or write-back worth a second look, in
     sentences."""
@@ -217,9 +216,9 @@ def warnings(cfg, run: Run, wb: Dict[str, Any],
         out.append("no predictions were written: none of this run's schemes (%s) is listed in "
                    "model_training.writeback.schemas, so annotators see no suggestions from it"
                    % ", ".join(run.schemas))
-    elif wb.get("schemes") and not wb.get("written") and wb.get("below_min_confidence"):
+    elif wb.schemes and wb.all_below:
         out.append("no predictions were written: all %d were below writeback.min_confidence "
-                   "(%s)" % (wb["below_min_confidence"], wb.get("min_confidence")))
+                   "(%s)" % (wb.below_min_confidence, wb.min_confidence))
     if isinstance(holdout, dict):
         per = holdout.get("per_scheme") if isinstance(holdout.get("per_scheme"), dict) \
             else {"": holdout}

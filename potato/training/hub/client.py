@@ -9,6 +9,7 @@ the client talks only to ``endpoint`` (``HF_ENDPOINT``, default https://huggingf
 
 import os
 import re
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
@@ -18,6 +19,19 @@ NO_LIBRARY = ("Publishing to the Hugging Face Hub needs the huggingface_hub pack
               "server runs, restart the server, and publish again." % EXTRA)
 OID = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")  # fullmatch: "$" would take a final newline
 SERVER_MESSAGE_MAX = 200
+
+
+@dataclass(frozen=True)
+class Commit:
+    """What one publish commits: to ``repo_id`` (a bare name goes under the token's account),
+    made ``private`` or not when it is new, with the commit ``message`` and ``description``;
+    ``files``: (path in the repo, local path) each; the card is added as README.md."""
+
+    repo_id: str
+    private: bool
+    message: str
+    description: str
+    files: List[Tuple[str, str]]
 
 
 class HubFailure(Exception):
@@ -105,11 +119,12 @@ class Session:
                 "starts, restart the server, and publish again." % (
                     self.token_env, self.account, self.endpoint, self.token_env))
 
-    def push(self, repo_id: str, private: bool, message: str, description: str,
-             files: List[Tuple[str, str]], card: bytes, step: Callable[[str], None]) -> str:
-        """Create the repo if it is new, commit ``files`` ((path in repo, local path)) and the
-        card as README.md; returns the commit id."""
+    def push(self, commit: Commit, card: bytes, step: Callable[[str], None]) -> str:
+        """Create the repo (``commit.repo_id``, the account's part included) if it is new,
+        commit the files and the card as README.md; returns the commit id."""
         from huggingface_hub import CommitOperationAdd
+
+        repo_id, files = commit.repo_id, commit.files
 
         self.doing = "preparing the upload"
         gone = [local for _, local in files if not os.path.isfile(local)]
@@ -117,12 +132,12 @@ class Session:
             raise HubFailure(self.vanished(gone[0]))
         self.doing = "creating the repo %s" % repo_id
         step("creating the repo %s (or finding it)" % repo_id)
-        self.api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
+        self.api.create_repo(repo_id, private=commit.private, exist_ok=True, repo_type="model")
         self.doing = "committing to %s" % repo_id
         ops = [CommitOperationAdd(path_in_repo=p, path_or_fileobj=local) for p, local in files]
         ops.append(CommitOperationAdd(path_in_repo="README.md", path_or_fileobj=card))
-        info = self.api.create_commit(repo_id, ops, commit_message=message,
-                                      commit_description=description, num_threads=2)
+        info = self.api.create_commit(repo_id, ops, commit_message=commit.message,
+                                      commit_description=commit.description, num_threads=2)
         oid = getattr(info, "oid", None)
         if not isinstance(oid, str) or not OID.fullmatch(oid):
             raise HubFailure("The Hugging Face Hub at %s accepted the commit to %s but answered "
@@ -191,13 +206,14 @@ class Session:
         return ("%s answered HTTP %d%s while %s." % (where, status, said, self.doing))
 
 
-def publish(endpoint: str, token: str, timeout_s: float, token_env: str, repo_id: str,
-            private: bool, message: str, description: str, files: List[Tuple[str, str]],
+def publish(endpoint: str, token: str, timeout_s: float, token_env: str, commit: Commit,
             card_for: Callable[[str], bytes], step: Callable[[str], None]) -> Dict[str, Any]:
-    """The whole conversation; ``card_for(repo_id)`` makes the card once the repo id is final
-    (a bare name goes under the token's account). Returns {repo_id, account, commit, url,
-    commit_url}; raises HubFailure with the sentence."""
+    """The whole conversation with the Hub at ``endpoint``, as the account of ``token`` (read
+    from the server's ``token_env``), each request given ``timeout_s``; ``card_for(repo_id)``
+    makes the card once the repo id is final (a bare name goes under the token's account).
+    Returns {repo_id, account, commit, url, commit_url}; raises HubFailure with the sentence."""
     session: Optional[Session] = None
+    repo_id, files = commit.repo_id, commit.files
     try:
         session = Session(endpoint, token, timeout_s, token_env)
         step("checking the token with %s" % endpoint)
@@ -207,8 +223,7 @@ def publish(endpoint: str, token: str, timeout_s: float, token_env: str, repo_id
         size = sum(_size(local) for _, local in files)
         step("uploading %d files (%.1f MB) to %s and committing" % (
             len(files) + 1, size / 1e6, repo_id))
-        oid = session.push(repo_id, private, message, description, files, card_for(repo_id),
-                           step)
+        oid = session.push(replace(commit, repo_id=repo_id), card_for(repo_id), step)
     except Exception as e:  # every failure of the client becomes a sentence
         if session is None:
             raise HubFailure(str(e) if isinstance(e, HubFailure) else "Publishing could not "

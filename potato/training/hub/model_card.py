@@ -8,6 +8,7 @@ the same string), so the server needs no YAML writer; the Hub checks it before t
 import json
 import re
 import time
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from potato import __version__
@@ -151,13 +152,28 @@ def holdout_lines(view: Dict[str, Any]) -> List[str]:
     return out
 
 
-def card(view: Dict[str, Any], repo_id: str, files: List[str], schemes: Dict[str, Any],
-         counts: Optional[Dict[str, int]], params_changed: Dict[str, Any],
-         license: Optional[str] = None, number: int = 1, now: Optional[float] = None) -> str:
-    """README.md for ``repo_id``: metadata, what the model labels, how well (the held-out
-    report), how it was trained, and the Python that loads it. The last line names the publish
+@dataclass(frozen=True)
+class Release:
+    """The publish a card is for: into ``repo_id``, committing ``files`` (paths in the repo),
+    under ``license`` (None: no license line); the ``number``-th publish of the run, made at
+    ``now`` (None: when the card is made)."""
+
+    repo_id: str
+    files: List[str] = field(default_factory=list)
+    license: Optional[str] = None
+    number: int = 1
+    now: Optional[float] = None
+
+
+def card(view: Dict[str, Any], release: Release, schemes: Dict[str, Any],
+         counts: Optional[Dict[str, int]], params_changed: Dict[str, Any]) -> str:
+    """README.md for ``release``: metadata, what the model labels (``schemes``: the bundle's),
+    how well (the held-out report), how it was trained (on ``counts`` items per split, with
+    ``params_changed``), and the Python that loads it. The last line names the publish
     (``number`` of this run, ``now``), so publishing the same run again changes the card and
     makes a new commit."""
+    repo_id, files, license = release.repo_id, release.files, release.license
+    number, now = release.number, release.now
     params = view.get("params") if isinstance(view.get("params"), dict) else {}
     name = repo_id.split("/")[-1]
     finished = _num(view.get("finished_at"))

@@ -285,10 +285,12 @@ class Publisher:
 
         pub = self.cfg.model_training.publish
         try:
+            commit = hub.Commit(
+                repo_id=req["repo_id"], private=req["private"], message=req["message"],
+                description="Run %s (trainer %s), published by Potato %s." % (
+                    run_id, view["trainer"], __version__), files=files)
             result = hub.publish(
-                endpoint, token, pub.timeout_s, pub.token_env, req["repo_id"], req["private"],
-                req["message"], "Run %s (trainer %s), published by Potato %s." % (
-                    run_id, view["trainer"], __version__), files,
+                endpoint, token, pub.timeout_s, pub.token_env, commit,
                 lambda repo_id: self.card(view, paths, repo_id, files,
                                           len(state["history"]) + 1).encode("utf-8"), step)
         except hub.HubFailure as e:
@@ -324,6 +326,7 @@ class Publisher:
             s.name: {"type": s.annotation_type, "labels": list(s.labels or [])}
             for s in self.cfg.schemes}
         counts = manifest.get("counts") if isinstance(manifest.get("counts"), dict) else None
-        return model_card.card(view, repo_id, [p for p, _ in files] + ["README.md"], schemes,
-                               counts, view.get("params_changed") or {},
-                               self.cfg.model_training.publish.license, number)
+        release = model_card.Release(repo_id, [p for p, _ in files] + ["README.md"],
+                                     self.cfg.model_training.publish.license, number)
+        return model_card.card(view, release, schemes, counts,
+                               view.get("params_changed") or {})

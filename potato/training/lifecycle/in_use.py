@@ -11,6 +11,7 @@ from typing import List, Optional
 
 from potato.training.exchange import ingest
 from potato.training.core.runs import RequestError, Run
+from potato.training.reports.writeback import WriteBack
 
 
 def usable_schemes(manager, run: Run) -> List[str]:
@@ -36,13 +37,13 @@ def use_refusal(manager, run: Run) -> str:
     if usable_schemes(manager, run):
         return ""
     wb_schemes = manager.cfg.model_training.writeback.schemas
-    wb = run.writeback if isinstance(run.writeback, dict) else {}
+    wb = run.writeback or WriteBack()
     if not any(s in wb_schemes for s in run.schemas):
         why = ("none of its schemes (%s) is in model_training.writeback.schemas (%s)"
                % (", ".join(run.schemas), ", ".join(wb_schemes) or "none"))
-    elif wb.get("below_min_confidence") and not wb.get("written"):
+    elif wb.all_below:
         why = ("all %d of its predictions were below writeback.min_confidence (%s)"
-               % (wb["below_min_confidence"], wb.get("min_confidence")))
+               % (wb.below_min_confidence, wb.min_confidence))
     else:
         why = ("it kept no predictions for a scheme in model_training.writeback.schemas (%s)"
                % ", ".join(wb_schemes))

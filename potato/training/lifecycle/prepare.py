@@ -4,6 +4,7 @@ worker reads. Server side; what it writes is what travels to the run (potato/tra
 import json
 import os
 import shutil
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional
 
 from potato.labels import aggregate
@@ -17,17 +18,25 @@ from potato.training.remote.paths import RunPaths, write_json
 from potato.training.core.runs import Run
 
 
-def prepare(cfg: Config, store: Store, run: Run, paths: RunPaths, local: bool,
-            set_step: Callable[[str], None], log: Callable[[str], None],
-            heldout_on_server: Optional[bool] = None,
-            python_fix: Optional[str] = None) -> Optional[Outcome]:
-    """Build the run's bundle and spec in ``paths``; an Outcome when the run cannot start.
-    ``local``: the worker runs on this server (the spec gets its device, threads, store);
-    ``heldout_on_server`` (default: not ``local``): the test split's labels stay here;
-    ``python_fix``: the backend's way to a Python with the trainer's packages (the worker
-    quotes it when a trainer cannot be imported)."""
-    if heldout_on_server is None:
-        heldout_on_server = not local
+@dataclass(frozen=True)
+class Destination:
+    """Where the run's worker executes, as far as its inputs differ: ``local``: on this
+    server (the spec gets its device, threads, store); ``heldout_on_server`` (None: not
+    ``local``): the test split's labels stay here; ``python_fix``: the backend's way to a
+    Python with the trainer's packages (the worker quotes it when a trainer cannot be
+    imported)."""
+
+    local: bool
+    heldout_on_server: Optional[bool] = None
+    python_fix: Optional[str] = None
+
+
+def prepare(cfg: Config, store: Store, run: Run, paths: RunPaths, dest: Destination,
+            set_step: Callable[[str], None], log: Callable[[str], None]) -> Optional[Outcome]:
+    """Build the run's bundle and spec in ``paths`` for a worker at ``dest``; an Outcome when
+    the run cannot start."""
+    local, python_fix = dest.local, dest.python_fix
+    heldout_on_server = not local if dest.heldout_on_server is None else dest.heldout_on_server
     if os.path.isdir(paths.bundle):
         shutil.rmtree(paths.bundle)
     paths.create()
@@ -58,8 +67,9 @@ def prepare(cfg: Config, store: Store, run: Run, paths: RunPaths, local: bool,
         for item_id, by_annotator in votes.items():
             labels.setdefault(item_id, {})[name] = list(by_annotator.values())
     manifest = bundle_mod.build(paths.bundle, items, labels, schemas,
-                                (mt.splits.train, mt.splits.val, mt.splits.test),
-                                mt.split_seed, mt.writeback.include_unlabeled,
+                                fractions=(mt.splits.train, mt.splits.val, mt.splits.test),
+                                seed=mt.split_seed,
+                                include_unlabeled=mt.writeback.include_unlabeled,
                                 heldout=paths.heldout if heldout_on_server else None,
                                 agree=lambda item_id, name, _: decided[name].get(item_id))
     c = manifest["counts"]

@@ -397,10 +397,10 @@ class Manager:
     def _prepare(self, run: Run, paths: RunPaths, set_step) -> Optional[Outcome]:
         """Bundle and spec for a run; an Outcome when it cannot start."""
         backend = self.backends[run.backend]
-        return prepare.prepare(self.cfg, self.store, run, paths, backend.on_server, set_step,
-                               lambda m: self._log(run.run_id, m),
-                               heldout_on_server=backend.heldout_on_server,
-                               python_fix=backend.python_fix)
+        dest = prepare.Destination(backend.on_server, backend.heldout_on_server,
+                                   backend.python_fix)
+        return prepare.prepare(self.cfg, self.store, run, paths, dest, set_step,
+                               lambda m: self._log(run.run_id, m))
 
     def _ingest(self, run: Run, paths: RunPaths) -> Dict[str, Any]:
         b = bundle_mod.read(paths.bundle, verify=False)
@@ -417,7 +417,7 @@ class Manager:
         else:
             wb = ingest.write_back(self.store, self.cfg, run.run_id, predictions, holdout)
             self.runs.update(run.run_id, holdout=holdout, writeback=wb)  # the mark of it
-            for scheme, why in list(wb["kept_in_use"].items()) + list(wb["took_over"].items()):
+            for scheme, why in list(wb.kept_in_use.items()) + list(wb.took_over.items()):
                 self._log(run.run_id, "%s: %s" % (scheme, why))
         metrics = None
         for line in ingest.read_lines(paths.events):

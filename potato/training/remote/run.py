@@ -189,9 +189,9 @@ class AgentRun:
 
         argv = protocol.worker_argv(self.python, self.paths.spec)
         try:
-            return supervise.run_worker(argv, self.env, self.paths.stderr, self.on_event,
-                                        should_cancel=self.should_cancel,
-                                        grace_seconds=self.grace, on_tick=tick,
+            how = supervise.Supervision(should_cancel=self.should_cancel,
+                                        grace_seconds=self.grace, on_tick=tick)
+            return supervise.run_worker(argv, self.env, self.paths.stderr, self.on_event, how,
                                         cwd=self.paths.root)
         finally:
             if gpu_lock is not None:

@@ -13,9 +13,32 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
+from typing import Callable, Optional
 
 from potato.training.remote import proc as procs
 from potato.training.remote import protocol as events
+
+
+def _never() -> bool:
+    return False
+
+
+@dataclass
+class Supervision:
+    """How ``run_worker`` watches a worker: when to stop it and what to call while it runs.
+    ``should_cancel()`` true: stop it (SIGTERM to its group, SIGKILL ``grace_seconds``
+    later; half a second while ``hurry()`` is true, the server is stopping). Past
+    ``max_wall_seconds`` or ``max_rss_mb`` (None: no limit) it is stopped as well, and
+    ``explain`` quotes that limit. ``on_tick()`` runs every ``tick`` seconds."""
+
+    should_cancel: Callable[[], bool] = _never
+    max_wall_seconds: Optional[float] = None
+    grace_seconds: float = 20.0
+    max_rss_mb: Optional[float] = None
+    tick: float = 0.5
+    on_tick: Optional[Callable[[], None]] = None
+    hurry: Callable[[], bool] = _never
 
 
 class WorkerExit:
@@ -102,11 +125,12 @@ def _end(proc, lines, reader):
         pass
 
 
-def run_worker(argv, env, stderr_path, on_event, should_cancel=lambda: False,
-               max_wall_seconds=None, grace_seconds=20.0, max_rss_mb=None, tick=0.5,
-               on_tick=None, cwd=None, hurry=lambda: False):
-    """Run ``argv`` to the end; returns a WorkerExit. ``on_event(event)`` sees every event.
-    While ``hurry()`` is true (the server is stopping) the grace period is half a second."""
+def run_worker(argv, env, stderr_path, on_event, supervision=None, cwd=None):
+    """Run ``argv`` (in ``cwd``, its stderr appended to ``stderr_path``) to the end, watched
+    as ``supervision`` says (None: the defaults); returns a WorkerExit. ``on_event(event)``
+    sees every event."""
+    w = supervision if supervision is not None else Supervision()
+    tick = w.tick
     out = WorkerExit()
     with open(stderr_path, "ab") as err:
         proc = procs.spawn(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
@@ -151,21 +175,21 @@ def run_worker(argv, env, stderr_path, on_event, should_cancel=lambda: False,
                     proc.wait(timeout=tick)
                 except subprocess.TimeoutExpired:
                     pass
-            if should_cancel():
+            if w.should_cancel():
                 stop("cancelled")
-            if max_wall_seconds is not None and now - started > max_wall_seconds:
+            if w.max_wall_seconds is not None and now - started > w.max_wall_seconds:
                 stop("wall_clock")
-            if max_rss_mb is not None:
+            if w.max_rss_mb is not None:
                 used = rss_mb(proc.pid)
                 out.peak_rss_mb = max(out.peak_rss_mb, used)
-                if used > max_rss_mb:
+                if used > w.max_rss_mb:
                     out.stopped = out.stopped or "memory"
                     _signal_group(proc, signal.SIGKILL)
             if term_sent is not None and now - term_sent > (
-                    min(grace_seconds, 0.5) if hurry() else grace_seconds):
+                    min(w.grace_seconds, 0.5) if w.hurry() else w.grace_seconds):
                 _signal_group(proc, signal.SIGKILL)
-            if on_tick is not None:
-                on_tick()
+            if w.on_tick is not None:
+                w.on_tick()
         while not eof and (t.is_alive() or not lines.empty()):  # the last lines, then EOF
             eof = _drain(lines, handle, tick)
     finally:
@@ -231,8 +255,10 @@ def main(argv=None):
     return guard(argv[3:], float(argv[1]))
 
 
-def explain(result, max_wall_seconds=None, grace_seconds=None, max_rss_mb=None):
-    """(status, one-line error) for a finished WorkerExit."""
+def explain(result, supervision=None):
+    """(status, one-line error) for a finished WorkerExit; ``supervision``: the one it ran
+    under (the limit a stopped run passed is quoted from it)."""
+    w = supervision if supervision is not None else Supervision()
     if result.ok:
         return "success", None
     if result.stopped == "cancelled":
@@ -240,11 +266,11 @@ def explain(result, max_wall_seconds=None, grace_seconds=None, max_rss_mb=None):
     if result.stopped == "wall_clock":
         return "error", ("The run took longer than max_wall_seconds (%g s) and was stopped. Raise "
                          "model_training.max_wall_seconds or train on fewer items or epochs."
-                         % max_wall_seconds)
+                         % w.max_wall_seconds)
     if result.stopped == "memory":
         return "error", ("The training process used more than max_ram_mb (%g MB) and was killed. "
                          "Lower batch_size or max_length, or raise model_training.max_ram_mb."
-                         % max_rss_mb)
+                         % w.max_rss_mb)
     if result.error is not None and result.error.get("kind") == "cancelled":
         return "cancelled", "cancelled"
     if result.returncode == -signal.SIGKILL:

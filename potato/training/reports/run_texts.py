@@ -7,6 +7,7 @@ import time
 from typing import Any, Dict, Optional
 
 from potato.training.reports import heldout
+from potato.training.reports.writeback import WriteBack
 
 # A cancelled run's step and error: what happened, not the status said twice.
 CANCELLED_QUEUED = "never started: it was cancelled while queued"
@@ -43,7 +44,7 @@ def _score(name: str, r: Dict[str, Any]) -> str:
     return text
 
 
-def scored_sentence(holdout: Optional[Dict[str, Any]], wb: Optional[Dict[str, Any]]) -> str:
+def scored_sentence(holdout: Optional[Dict[str, Any]], wb: WriteBack) -> str:
     """The held-out score and the write-back as one line of the run log."""
     if not isinstance(holdout, dict):
         held = "held-out: no score (no labelled item fell in the test split)"
@@ -52,27 +53,24 @@ def scored_sentence(holdout: Optional[Dict[str, Any]], wb: Optional[Dict[str, An
             "": holdout}
         held = "held-out: " + "; ".join(_score(str(k), v) for k, v in per.items()
                                         if isinstance(v, dict))
-    wb = wb if isinstance(wb, dict) else {}
-    schemes = ", ".join(map(str, wb.get("schemes") or []))
+    schemes = ", ".join(wb.schemes)
     if not schemes:
         return held + ". Write-back: none (no scheme of this run is in writeback.schemas)."
-    written = int(_num(wb.get("written")) or 0)
     text = "%s. Write-back: %d prediction%s written for %s" % (
-        held, written, "" if written == 1 else "s", schemes)
-    below = int(_num(wb.get("below_min_confidence")) or 0)
-    if below:
-        text += ", %d below min_confidence %s not written" % (below, wb.get("min_confidence"))
-    skipped = int(_num(wb.get("unlabeled_skipped")) or 0)
-    if skipped:
-        text += ", %d unlabelled items skipped (include_unlabeled: false)" % skipped
+        held, wb.written, "" if wb.written == 1 else "s", schemes)
+    if wb.below_min_confidence:
+        text += ", %d below min_confidence %s not written" % (wb.below_min_confidence,
+                                                             wb.min_confidence)
+    if wb.unlabeled_skipped:
+        text += ", %d unlabelled items skipped (include_unlabeled: false)" % wb.unlabeled_skipped
     return text + "."
 
 
-def record_scored(events_path: str, holdout: Any, wb: Any) -> None:
+def record_scored(events_path: str, holdout: Any, wb: WriteBack) -> None:
     """The held-out report and write-back as JSON, one ``scored`` line in the events file."""
     with open(events_path, "a", encoding="utf-8") as f:
         f.write(json.dumps({"type": "scored", "t": round(time.time(), 3), "holdout": holdout,
-                            "writeback": wb}) + "\n")
+                            "writeback": wb.as_dict()}) + "\n")
 
 
 def worker_error_line(event: Dict[str, Any]) -> str:

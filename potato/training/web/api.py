@@ -39,6 +39,7 @@ def run_view(run: Run) -> Dict[str, Any]:
     """The one place a Run becomes the JSON the API returns (and the pages are given): the
     record's fields, and what is computed from them (params_changed, duration_s, terminal)."""
     out = {k: getattr(run, k) for k in RUN_FIELDS}
+    out["writeback"] = run.writeback.as_dict() if run.writeback is not None else None
     out["placement"] = out["placement"] or {}
     out["warnings"] = out["warnings"] or []
     out["params_changed"] = params_changed(run)

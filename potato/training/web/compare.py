@@ -13,6 +13,7 @@ from potato.server.pages import layout
 from potato.training.web import pages
 from potato.training.web.run_cells import metric_name, metric_text
 from potato.training.core.runs import RequestError
+from potato.training.reports.writeback import WriteBack
 
 MAX_RUNS = 12
 RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,40}")
@@ -100,7 +101,7 @@ def _score_rows(views: List[Dict[str, Any]]) -> Safe:
         rows.append(_row(words, [render("<td>{b}</td>", b=render(
             '<b class="best">{x}</b>', x=text) if x == best and len(views) > 1 else text)
             for x, text in zip(values, shown)], len(set(values)) > 1))
-    written = [(v.get("writeback") or {}).get("written") if isinstance(
+    written = [WriteBack.from_dict(v["writeback"]).written if isinstance(
         v.get("writeback"), dict) else None for v in views]
     rows.append(_row("predictions written", [MISSING if w is None else w for w in written]))
     return join(rows)

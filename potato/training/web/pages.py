@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Optional
 from potato.markup import Safe, esc, join, render
 from potato.server.pages import json_script, layout
 from potato.training.reports import heldout
+from potato.training.reports.writeback import WriteBack
 from potato.training.web import rating_cells, run_actions
 from potato.training.web.chart import chart_svg
 from potato.training.web.run_cells import (in_use_cell, message_box, metrics_table, pin_cell,
@@ -60,9 +61,9 @@ def _holdout(view: Dict[str, Any]) -> Safe:
 
 
 def _written(view: Dict[str, Any]) -> Safe:
-    wb = view.get("writeback")
-    n = _num(wb.get("written"), True) if isinstance(wb, dict) else None
-    return render("{n}", n=n) if n is not None else Safe("")
+    if not isinstance(view.get("writeback"), dict):  # not finished, or nothing to write
+        return Safe("")
+    return render("{n}", n=WriteBack.from_dict(view["writeback"]).written)
 
 
 def _when(t: Any) -> str:
@@ -339,29 +340,23 @@ def holdout_section(view: Dict[str, Any]) -> Safe:
 
 def writeback_section(view: Dict[str, Any]) -> Safe:
     """Write-back as a sentence and a table by label, not raw JSON."""
-    wb = view.get("writeback")
-    if not isinstance(wb, dict):
+    if not isinstance(view.get("writeback"), dict):
         return Safe("")
-    written = _num(wb.get("written"), True) or 0
-    below = _num(wb.get("below_min_confidence"), True) or 0
-    skipped = _num(wb.get("unlabeled_skipped"), True) or 0
-    schemes = ", ".join(map(str, wb.get("schemes") or [])) or "no scheme"
+    wb = WriteBack.from_dict(view["writeback"])
+    written, below, skipped = wb.written, wb.below_min_confidence, wb.unlabeled_skipped
+    schemes = ", ".join(wb.schemes) or "no scheme"
     sentence = render('<p class="writeback-summary">{w} prediction{s} written for {schemes}; '
                       '{b} below <code>min_confidence</code> ({mc}) were not written{sk}.</p>',
                       w=written, s="" if written == 1 else "s", schemes=schemes, b=below,
-                      mc=_num(wb.get("min_confidence")) or 0.0,
+                      mc=float(wb.min_confidence or 0.0),
                       sk=render("; {n} unlabelled items skipped (include_unlabeled: false)",
                                 n=skipped) if skipped else "")
-    kept = {}
-    for key in ("took_over", "kept_in_use"):
-        kept.update(wb.get(key) if isinstance(wb.get(key), dict) else {})
     notes = join(render('<p class="hint">{scheme}: {why}</p>', scheme=k, why=v)
-                 for k, v in kept.items())
-    by_label = wb.get("by_label") if isinstance(wb.get("by_label"), dict) else {}
-    if not by_label:
+                 for k, v in wb.why.items())
+    if not wb.by_label:
         return join([sentence, notes])
-    rows = join(render('<tr><th scope="row">{label}</th><td>{n}</td></tr>', label=k,
-                       n=_num(v, True) or 0) for k, v in sorted(by_label.items()))
+    rows = join(render('<tr><th scope="row">{label}</th><td>{n}</td></tr>', label=k, n=v)
+                for k, v in sorted(wb.by_label.items()))
     return join([sentence, notes, render(
         '<table class="writeback-labels"><thead><tr><th scope="col">Predicted label</th>'
         '<th scope="col">Written</th></tr></thead><tbody>{rows}</tbody></table>', rows=rows)])

@@ -69,10 +69,11 @@ class ToyBackend(TrainingBackend):
         ctx.set_step("the toy starts the worker")
         env = protocol.worker_env(os.environ, SOURCE_ROOT, 1)
         argv = [sys.executable, "-m", "potato.training.worker", "--spec", ctx.paths.spec]
-        result = supervise.run_worker(argv, env, ctx.paths.stderr, ctx.on_event,
-                                      should_cancel=ctx.cancel.is_set, max_wall_seconds=60,
-                                      grace_seconds=2, cwd=ctx.paths.root)
-        status, error = supervise.explain(result, 60, 2, None)
+        how = supervise.Supervision(should_cancel=ctx.cancel.is_set, max_wall_seconds=60,
+                                    grace_seconds=2)
+        result = supervise.run_worker(argv, env, ctx.paths.stderr, ctx.on_event, how,
+                                      cwd=ctx.paths.root)
+        status, error = supervise.explain(result, how)
         return Outcome(status, error, ran_on=self.name)
 
     def check(self):

@@ -3,6 +3,7 @@ record and its JSON columns, the schema upgrade; written so that tools/mutation.
 module fail (issue 26)."""
 
 import dataclasses
+import json
 import os
 import sqlite3
 
@@ -11,6 +12,7 @@ import pytest
 from potato.project.store import Store
 from potato.training.core import runs as runs_mod
 from potato.training.core.runs import COLUMNS, JSON_FIELDS, RequestError, Run, RunStore
+from potato.training.reports.writeback import WriteBack
 
 
 @pytest.fixture
@@ -75,7 +77,8 @@ def test_get_unknown_and_in_use(store, rs):
 
 def test_every_json_field_round_trips(rs):
     rs.create("t", ["s"], "local", {"k": [1, 2]})
-    values = {"metrics": {"acc": 0.5}, "holdout": {"n": 3}, "writeback": {"written": 2},
+    values = {"metrics": {"acc": 0.5}, "holdout": {"n": 3},
+              "writeback": WriteBack(written=2, schemes=["s"], took_over={"s": "why"}),
               "progress": {"epoch": 1}, "history": [{"loss": 1.0}], "placement": {"host": "h"},
               "warnings": ["w1"], "schemas": ["s", "u"], "params": {"C": 2}}
     assert rs.update("r1", **values) is True
@@ -86,6 +89,30 @@ def test_every_json_field_round_trips(rs):
     assert rs.update("r1", step="epoch 1", ran_on="here", progress=None) is True
     r = rs.get("r1")
     assert (r.step, r.ran_on, r.progress) == ("epoch 1", "here", None)
+
+
+def test_a_write_back_is_kept_as_its_json_and_read_back_as_a_record(rs, store):
+    """The column holds the JSON it always held; a record written before a key existed (or
+    with one since dropped) still reads, the missing counts as empty."""
+    rs.create("t", ["s"], "local", {})
+    wb = WriteBack(written=3, below_min_confidence=1, schemes=["s"], min_confidence=0.5,
+                   by_label={"pos": 3}, in_use=["s"])
+    assert rs.finish("r1", "success", writeback=wb)
+    stored = store.conn().execute("SELECT writeback FROM runs WHERE run_id='r1'").fetchone()[0]
+    assert json.loads(stored) == {
+        "written": 3, "below_min_confidence": 1, "unlabeled_skipped": 0, "schemes": ["s"],
+        "min_confidence": 0.5, "by_label": {"pos": 3}, "in_use": ["s"], "kept_in_use": {},
+        "took_over": {}}
+    assert rs.get("r1").writeback == wb
+    rs.create("t", ["s"], "local", {})
+    with store.tx() as db:
+        db.execute("UPDATE runs SET writeback=? WHERE run_id='r2'", (json.dumps(
+            {"written": 4, "schemes": ["s"], "min_confidence": 1, "later": "key"}),))
+    old = rs.get("r2").writeback
+    assert old == WriteBack(written=4, schemes=["s"], min_confidence=1)
+    assert "%s" % old.min_confidence == "1"  # quoted as it was configured
+    assert rs.get("r1").writeback is not None and rs.create("t", ["s"], "local", {}) \
+        .writeback is None
 
 
 def test_update_never_the_status_nor_a_finished_run(rs):

@@ -3,6 +3,7 @@ which predictions are kept and counted; written so that tools/mutation.py's muta
 module fail. Auto-retraining's decision: tests/test_mut_autoretrain.py."""
 
 import json
+from dataclasses import replace
 from types import SimpleNamespace as NS
 
 import pytest
@@ -12,6 +13,7 @@ from potato.schemes import make_scheme
 from potato.project.store import Store
 from potato.training.exchange import ingest
 from potato.training.core.runs import RunStore
+from potato.training.reports.writeback import WriteBack
 
 
 def test_writeback_defaults():
@@ -160,7 +162,7 @@ def test_write_back_keeps_and_counts(store):
             p("d", "pos", 0.9, split="unlabeled"), p("e", "neg", 0.7, scheme="other"),
             p("f", ["x", "y"], 0.8)]
     out = ingest.write_back(store, cfg(min_confidence=0.5), "r1", rows, None)
-    assert out == {"written": 2, "below_min_confidence": 1, "unlabeled_skipped": 1,
+    assert out.as_dict() == {"written": 2, "below_min_confidence": 1, "unlabeled_skipped": 1,
                    "schemes": ["s"], "min_confidence": 0.5,
                    "by_label": {"pos": 1, "x, y": 1}, "in_use": ["s"], "kept_in_use": {},
                    "took_over": {}}
@@ -172,10 +174,10 @@ def test_write_back_keeps_and_counts(store):
 def test_write_back_unlabeled_and_numbers(store):
     skipped = ingest.write_back(store, cfg(), "r0", [p("d", "a", split="unlabeled"),
                                                      p("e", "a", split="unlabeled")], None)
-    assert skipped["unlabeled_skipped"] == 2 and skipped["written"] == 0
+    assert skipped.unlabeled_skipped == 2 and skipped.written == 0
     rows = [p("d", 3.5, 0.9, split="unlabeled"), p("e", 2, 0.9)]
     out = ingest.write_back(store, cfg(unlabeled=True, numbers=("s",)), "r1", rows, None)
-    assert out["written"] == 2 and out["unlabeled_skipped"] == 0 and out["by_label"] == {}
+    assert out.written == 2 and out.unlabeled_skipped == 0 and out.by_label == {}
     assert shown(store) == [("d", 3.5, "r1"), ("e", 2, "r1")]
 
 
@@ -184,14 +186,14 @@ def test_write_back_spans_one_by_one(store):
              {"start": 2, "end": 3, "label": "B", "confidence": 0.2},
              {"start": 4, "end": 5, "label": "A", "confidence": 0.5}]
     out = ingest.write_back(store, cfg(min_confidence=0.5), "r1", [p("a", spans, 0.1)], None)
-    assert out["written"] == 1 and out["below_min_confidence"] == 1
-    assert out["by_label"] == {"A": 2}
+    assert out.written == 1 and out.below_min_confidence == 1
+    assert out.by_label == {"A": 2}
     assert [s["label"] for s in shown(store)[0][1]] == ["A", "A"]
 
 
 def test_write_back_nothing_for_other_schemes(store):
     out = ingest.write_back(store, cfg(schemas=("t",)), "r1", [p("a", "pos")], None)
-    assert out["written"] == 0 and out["schemes"] == [] and out["in_use"] == []
+    assert out.written == 0 and out.schemes == [] and out.in_use == []
     assert shown(store) == []
 
 
@@ -199,7 +201,7 @@ def test_write_back_nothing_kept_is_not_put_in_use(store):
     old = new_run(store)
     ingest.write_back(store, cfg(), old, [p("a", "pos")], None)
     out = ingest.write_back(store, cfg(min_confidence=0.95), "r2", [p("a", "neg", 0.9)], None)
-    assert out["in_use"] == [] and out["kept_in_use"] == {
+    assert out.in_use == [] and out.kept_in_use == {
         "s": "run r2 kept no predictions for s, so it is not put in use"}
     assert shown(store) == [("a", "pos", old)]
 
@@ -208,10 +210,10 @@ def test_write_back_policy_decides(store):
     old = new_run(store, {"macro_f1": 0.9})
     ingest.write_back(store, cfg(), old, [p("a", "pos")], {"macro_f1": 0.9})
     out = ingest.write_back(store, cfg(), "r2", [p("a", "neg")], {"macro_f1": 0.5})
-    assert out["in_use"] == [] and "by more than" in out["kept_in_use"]["s"]
+    assert out.in_use == [] and "by more than" in out.kept_in_use["s"]
     assert shown(store) == [("a", "pos", old)]
     out = ingest.write_back(store, cfg(policy="newest"), "r3", [p("a", "neg")], None)
-    assert out["in_use"] == ["s"] and out["took_over"] == {
+    assert out.in_use == ["s"] and out.took_over == {
         "s": "run r3 replaces %s in use (writeback.policy: newest)" % old}
     assert shown(store) == [("a", "neg", "r3")]
     assert ingest.use(store, "s", old) == 1 and shown(store) == [("a", "pos", old)]
@@ -228,15 +230,15 @@ def test_confident_and_count_keys():
 
 def test_warnings():
     run = NS(schemas=["s"])
-    assert ingest.warnings(cfg(schemas=("t",)), run, {}) == [
+    assert ingest.warnings(cfg(schemas=("t",)), run, WriteBack()) == [
         "no predictions were written: none of this run's schemes (s) is listed in "
         "model_training.writeback.schemas, so annotators see no suggestions from it"]
-    wb = {"schemes": ["s"], "written": 0, "below_min_confidence": 4, "min_confidence": 0.7}
+    wb = WriteBack(schemes=["s"], written=0, below_min_confidence=4, min_confidence=0.7)
     assert ingest.warnings(cfg(), run, wb) == [
         "no predictions were written: all 4 were below writeback.min_confidence (0.7)"]
-    assert ingest.warnings(cfg(), run, dict(wb, written=1)) == []
-    assert ingest.warnings(cfg(), run, dict(wb, below_min_confidence=0)) == []
-    assert ingest.warnings(cfg(), run, dict(wb, schemes=[])) == []
+    assert ingest.warnings(cfg(), run, replace(wb, written=1)) == []
+    assert ingest.warnings(cfg(), run, replace(wb, below_min_confidence=0)) == []
+    assert ingest.warnings(cfg(), run, replace(wb, schemes=[])) == []
 
 
 def test_warnings_from_the_report(monkeypatch):
@@ -244,12 +246,12 @@ def test_warnings_from_the_report(monkeypatch):
     monkeypatch.setattr(ingest.report, "learned_nothing",
                         lambda k, v: seen.append((k, v)) or ("w:%s" % k if k == "b" else None))
     run = NS(schemas=["s"])
-    assert ingest.warnings(cfg(), run, {}, {"per_scheme": {"a": 1, "b": 2}}) == ["w:b"]
+    assert ingest.warnings(cfg(), run, WriteBack(), {"per_scheme": {"a": 1, "b": 2}}) == ["w:b"]
     assert seen == [("a", 1), ("b", 2)]
     seen.clear()
-    assert ingest.warnings(cfg(), run, {}, {"macro_f1": 1}) == []
+    assert ingest.warnings(cfg(), run, WriteBack(), {"macro_f1": 1}) == []
     assert seen == [("", {"macro_f1": 1})]
-    assert ingest.warnings(cfg(), run, {}, None) == [] and len(seen) == 1
+    assert ingest.warnings(cfg(), run, WriteBack(), None) == [] and len(seen) == 1
 
 
 def test_with_heldout_and_read_lines(tmp_path):

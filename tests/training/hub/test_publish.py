@@ -147,11 +147,13 @@ def test_card_of_a_lora_text_classifier():
     run = {"run_id": "r7", "trainer": "hf-text-classification", "schemas": ["sentiment"],
            "params": {"model": "distilbert/distilbert-base-uncased", "lora": True,
                       "epochs": 5}, "holdout": _holdout(), "finished_at": 1.7e9}
-    text = model_card.card(run, "alice/reviews", ["adapter_config.json", "labels.json",
-                                                  "README.md"],
+    release = model_card.Release("alice/reviews", ["adapter_config.json", "labels.json",
+                                                   "README.md"],
+                                 license="apache-2.0", number=2, now=1.8e9)
+    text = model_card.card(run, release,
                            {"sentiment": {"type": "radio", "labels": ["positive", "neg|<b>"]}},
                            {"train": 420, "val": 90, "test": 90, "unlabeled": 1400},
-                           {"epochs": 5}, license="apache-2.0", number=2, now=1.8e9)
+                           {"epochs": 5})
     head = text.split("\n---\n")[0]
     assert head.splitlines() == [
         "---", 'base_model: "distilbert/distilbert-base-uncased"', 'library_name: "peft"',
@@ -178,7 +180,7 @@ def test_card_of_a_lora_text_classifier():
 def test_card_without_a_hub_base_model_or_report():
     run = {"run_id": "r1", "trainer": "hf-llm-classification", "schemas": ["s"],
            "params": {"model": "/models/local-llama"}, "holdout": None}
-    text = model_card.card(run, "bob/x", ["labels.json"], {}, None, {})
+    text = model_card.card(run, model_card.Release("bob/x", ["labels.json"]), {}, None, {})
     assert "base_model" not in text.split("\n---\n")[0]  # a local directory is no Hub id
     assert 'pipeline_tag: "text-generation"' in text and "license" not in text
     assert "No held-out report" in text and "AutoPeftModelForCausalLM" in text
@@ -193,7 +195,7 @@ def test_card_of_a_span_model_has_its_entity_figures():
     report = span_report.scheme_report(pairs, ["PER", "LOC"])  # 1 found of 3, 1 right of 2
     run = {"run_id": "r3", "trainer": "hf-token-classification", "schemas": ["ner"],
            "params": {"model": "bert-base-cased", "lora": False}, "holdout": report}
-    text = model_card.card(run, "alice/ner", ["labels.json"],
+    text = model_card.card(run, model_card.Release("alice/ner", ["labels.json"]),
                            {"ner": {"type": "span", "labels": ["PER", "LOC"]}}, None, {})
     head = text.split("\n---\n")[0]
     assert 'pipeline_tag: "token-classification"' in head
@@ -204,7 +206,8 @@ def test_card_of_a_span_model_has_its_entity_figures():
     assert "| LOC | 0.000 | 0.000 | 0.000 | 1 |" in text
     assert "> Only 3 human spans in 2 test items: too few to say much" in text
     lora = dict(run, params={"model": "bert-base-cased", "lora": True})
-    assert 'library_name: "peft"' in model_card.card(lora, "alice/ner", [], {}, None, {})
+    assert 'library_name: "peft"' in model_card.card(lora, model_card.Release("alice/ner"),
+                                                      {}, None, {})
 
 
 def test_card_of_rating_models_has_their_figures():
@@ -213,13 +216,13 @@ def test_card_of_rating_models_has_their_figures():
               "above_baseline": 0.2, "mae": 0.625, "qwk": 0.71}
     run = {"run_id": "r4", "trainer": "text-naive-bayes", "schemas": ["stars"], "params": {},
            "holdout": likert}
-    text = model_card.card(run, "alice/stars", [], {}, None, {})
+    text = model_card.card(run, model_card.Release("alice/stars"), {}, None, {})
     assert "mean absolute error 0.625 points, quadratic-weighted kappa 0.710" in text
     number = {"n": 30, "mae": 1.25, "rmse": 2.5, "spearman": 0.6,
               "baseline": {"value": 50, "mae": 3.0}}
     run = {"run_id": "r5", "trainer": "hf-text-regression", "schemas": ["score"],
            "params": {"model": "m"}, "holdout": number}
-    text = model_card.card(run, "alice/score", [], {}, None, {})
+    text = model_card.card(run, model_card.Release("alice/score"), {}, None, {})
     assert ("n=30: mean absolute error 1.250, RMSE 2.500, Spearman 0.600; always answering the "
             "median (50) 3.000") in text
 
@@ -469,7 +472,8 @@ def test_a_model_file_gone_while_publishing_is_said(tmp_path):
     session = hub_mod.Session("http://127.0.0.1:9", TOKEN, 5, "HF_TOKEN")
     try:
         with pytest.raises(hub_mod.HubFailure) as e:
-            session.push("alice/x", False, "m", "d", [("w.bin", str(tmp_path / "w.bin"))],
+            session.push(hub_mod.Commit("alice/x", False, "m", "d",
+                                        [("w.bin", str(tmp_path / "w.bin"))]),
                          b"card", lambda s: None)
     finally:
         session.close()
@@ -586,7 +590,7 @@ def test_without_the_library(tmp_path, serve, hub, monkeypatch):
 def test_the_server_starts_without_the_library():
     code = ("import sys; sys.modules['huggingface_hub'] = None\n"
             "import potato.server.app, potato.training.web.api, potato.commands.publish\n"
-            "from potato.training import hub; assert not hub.available()\n"
+            "from potato.training.hub import client; assert not client.available()\n"
             "print('ok')")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                          text=True, timeout=60, env=dict(os.environ, PYTHONPATH=ROOT))
@@ -654,7 +658,8 @@ def test_cli_goes_through_the_running_server(tmp_path, serve, hub, monkeypatch, 
 def test_card_code_spans_hold_backticks_and_newlines_as_one_span():
     run = {"run_id": "r2", "trainer": "hf-text-classification", "schemas": ["s"],
            "params": {"model": "org/m`x", "lora": True}, "holdout": None}
-    text = model_card.card(run, "alice/x", ["weird`name.bin", "two\nlines.txt"],
+    text = model_card.card(run, model_card.Release("alice/x", ["weird`name.bin",
+                                                               "two\nlines.txt"]),
                            {"s": {"type": "radio", "labels": ["`tick", "a``b"]}}, None, {})
     assert "- base model: ``org/m`x``" in text
     assert "- ``weird`name.bin``" in text and "- `two lines.txt`" in text
@@ -698,9 +703,10 @@ class Publish:
                 raise card
             return card
 
-        return hub_mod.publish(endpoint or self.fake.url, token, timeout_s, "LAB_TOKEN", repo,
-                               private, "the message", "the description", self.files, card_for,
-                               step or self.steps.append)
+        commit = hub_mod.Commit(repo_id=repo, private=private, message="the message",
+                                description="the description", files=self.files)
+        return hub_mod.publish(endpoint or self.fake.url, token, timeout_s, "LAB_TOKEN", commit,
+                               card_for, step or self.steps.append)
 
     def fails(self, **kw):
         with pytest.raises(hub_mod.HubFailure) as e:
@@ -1228,7 +1234,7 @@ def test_alive(sleeper, monkeypatch):
 
 # -- the publisher ----------------------------------------------------------------------------------
 
-class FakeHub:
+class HubStandIn:
     """hub.publish's stand-in: records its arguments, says each step, returns a result or
     raises ``fail``; ``gate`` holds it until set."""
 
@@ -1239,14 +1245,15 @@ class FakeHub:
         self.before = threading.Event()  # held before the first step
         self.before.set()
         self.steps_seen = []
-        monkeypatch.setattr(hub, "publish", self)
-        monkeypatch.setattr(hub, "available", lambda: True)
+        monkeypatch.setattr(hub_mod, "publish", self)
+        monkeypatch.setattr(hub_mod, "available", lambda: True)
 
-    def __call__(self, endpoint, token, timeout_s, token_env, repo_id, private, message,
-                 description, files, card_for, step):
+    def __call__(self, endpoint, token, timeout_s, token_env, commit, card_for, step):
+        repo_id = commit.repo_id
         self.calls.append(dict(endpoint=endpoint, token=token, timeout_s=timeout_s,
-                               token_env=token_env, repo_id=repo_id, private=private,
-                               message=message, description=description, files=files))
+                               token_env=token_env, repo_id=repo_id, private=commit.private,
+                               message=commit.message, description=commit.description,
+                               files=commit.files))
         self.before.wait(20)
         step("uploading")
         self.steps_seen.append(self.state_file and json.load(open(self.state_file)))
@@ -1263,7 +1270,7 @@ class FakeHub:
 
 @pytest.fixture
 def fake(monkeypatch):
-    return FakeHub(monkeypatch)
+    return HubStandIn(monkeypatch)
 
 
 def publisher(runs, environ=None, cfg=None, **kw):
@@ -1316,9 +1323,9 @@ def test_a_publish_its_server_did_not_finish_is_interrupted(runs, monkeypatch, s
 
 
 def test_readiness(runs, monkeypatch):
-    monkeypatch.setattr(hub, "available", lambda: False)
-    assert publisher(runs).readiness() == hub.NO_LIBRARY
-    monkeypatch.setattr(hub, "available", lambda: True)
+    monkeypatch.setattr(hub_mod, "available", lambda: False)
+    assert publisher(runs).readiness() == hub_mod.NO_LIBRARY
+    monkeypatch.setattr(hub_mod, "available", lambda: True)
     assert publisher(runs).readiness() == ""
     assert publisher(runs, environ={"MY_TOK": "t"}, cfg=make_cfg(token_env="MY_TOK")) \
         .readiness() == ""
@@ -1432,11 +1439,11 @@ def test_a_publish_from_start_to_published(runs, fake, monkeypatch):
     [during] = fake.steps_seen
     assert during["state"] == "publishing" and during["step"] == "uploading"
     assert during["pid"] == os.getpid() and during["started_at"] > 0
-    assert fake.cards == [("CARD ü %r" % ((view(params_changed={"epochs": 2}), "alice/m",
-                                           ["config.json", "w.bin", "README.md"],
+    release = model_card.Release("alice/m", ["config.json", "w.bin", "README.md"], "mit", 1)
+    assert fake.cards == [("CARD ü %r" % ((view(params_changed={"epochs": 2}), release,
                                            {"s": {"type": "radio", "labels": ["a", "b"]},
                                             "t": {"type": "span", "labels": []}},
-                                           None, {"epochs": 2}, "mit", 1),)).encode("utf-8")]
+                                           None, {"epochs": 2}),)).encode("utf-8")]
     assert seen_holds == [True]
     s = pub.state("r1")
     assert s["state"] == "published" and s["step"] == "published"
@@ -1451,7 +1458,7 @@ def test_a_publish_from_start_to_published(runs, fake, monkeypatch):
     assert "publishing to the Hugging Face Hub: m (private)" in log
     assert "published to https://huggingface.co/alice/m, commit c0ffee" in log
     # again: the history grows, the card's number counts the publishes
-    monkeypatch.setattr(model_card, "card", lambda *a: "n=%d" % a[-1])
+    monkeypatch.setattr(model_card, "card", lambda *a: "n=%d" % a[1].number)
     pub.start(view(), {"repo_id": "m"})
     assert pub.wait(20)
     assert fake.cards[-1] == b"n=2" and len(pub.state("r1")["history"]) == 2
@@ -1479,7 +1486,7 @@ def test_a_failure_at_the_hub_or_inside_ends_in_one_sentence(runs, fake, monkeyp
     holds = retention.Holds()
     pub = publisher(runs, holds=holds, environ={"HF_TOKEN": "t", "HF_ENDPOINT": "http://h:1/"})
     p = runs.make("r1")
-    fake.fail = hub.HubFailure("The Hub said no.")
+    fake.fail = hub_mod.HubFailure("The Hub said no.")
     pub.start(view(), {"repo_id": "m"})
     assert pub.wait(20)
     assert fake.calls[-1]["endpoint"] == "http://h:1" and fake.calls[-1]["token"] == "t"
@@ -1534,7 +1541,7 @@ def test_a_run_removed_while_it_is_published_stays_removed(runs, fake, monkeypat
     pub = publisher(runs)
     p = runs.make("r1")
     fake.gate.clear()
-    fake.fail = hub.HubFailure("The Hub said no.") if fails else None
+    fake.fail = hub_mod.HubFailure("The Hub said no.") if fails else None
     pub.start(view(), {"repo_id": "m"})
     deadline = time.time() + 20
     while not fake.steps_seen and time.time() < deadline:  # its first state is written
@@ -1557,20 +1564,22 @@ def test_the_card_reads_the_bundles_manifest(runs, monkeypatch):
     p = runs.make("r1")
     files = [("w.bin", "/x/w.bin")]
     assert pub.card(view(), p, "a/m", files, 3) == "C"
-    assert got[-1] == (view(), "a/m", ["w.bin", "README.md"],
+    assert got[-1] == (view(), model_card.Release("a/m", ["w.bin", "README.md"], "apache-2.0",
+                                                  3),
                        {"s": {"type": "radio", "labels": ["a", "b"]},
-                        "t": {"type": "span", "labels": []}}, None, {}, "apache-2.0", 3)
+                        "t": {"type": "span", "labels": []}}, None, {})
     os.makedirs(p.bundle)
     with open(os.path.join(p.bundle, "manifest.json"), "w") as f:
         json.dump({"schemas": {"q": {"type": "radio"}}, "counts": {"train": 4}}, f)
     pub.card(view(params_changed={"lr": 1}), p, "a/m", files)
-    assert got[-1][3:] == ({"q": {"type": "radio"}}, {"train": 4}, {"lr": 1}, "apache-2.0", 1)
+    assert got[-1][2:] == ({"q": {"type": "radio"}}, {"train": 4}, {"lr": 1})
+    assert (got[-1][1].license, got[-1][1].number) == ("apache-2.0", 1)
     with open(os.path.join(p.bundle, "manifest.json"), "w") as f:
         json.dump({"schemas": ["q"], "counts": [4]}, f)
     pub.card(view(params_changed=None), p, "a/m", files)
-    assert got[-1][3]["s"] == {"type": "radio", "labels": ["a", "b"]}
-    assert got[-1][4] is None and got[-1][5] == {}
+    assert got[-1][2]["s"] == {"type": "radio", "labels": ["a", "b"]}
+    assert got[-1][3] is None and got[-1][4] == {}
     with open(os.path.join(p.bundle, "manifest.json"), "w") as f:
         f.write("{bad")
     pub.card(view(), p, "a/m", files)
-    assert got[-1][4] is None and "s" in got[-1][3]
+    assert got[-1][3] is None and "s" in got[-1][2]

@@ -135,7 +135,8 @@ def _run(tmp_path, body, **kw):
     if kw.get("should_cancel") == "after_up":  # once the child has said it is up
         kw["should_cancel"] = lambda: bool(seen)
     err = str(tmp_path / "stderr.log")
-    out = sv.run_worker(_script(tmp_path, body), dict(os.environ), err, seen.append, **kw)
+    out = sv.run_worker(_script(tmp_path, body), dict(os.environ), err, seen.append,
+                        sv.Supervision(**kw))
     return out, seen
 
 
@@ -153,8 +154,8 @@ def test_run_worker_reads_events_to_the_end(tmp_path):
     seen = []
     env = dict(os.environ, PM_Y="yes")
     out = sv.run_worker(_script(tmp_path, body), env, str(tmp_path / "stderr.log"),
-                        seen.append, tick=0.05, cwd=str(tmp_path),
-                        on_tick=lambda: ticks.append(1))
+                        seen.append, sv.Supervision(tick=0.05, on_tick=lambda: ticks.append(1)),
+                        cwd=str(tmp_path))
     assert [(e["type"], e.get("message")) for e in seen] == [
         ("status", str(tmp_path)), ("log", "yes"), ("log", "''"), ("error", "e"),
         ("result", None)]
@@ -236,7 +237,7 @@ def test_run_worker_a_failing_callback_still_ends_the_worker(tmp_path):
 
     with pytest.raises(RuntimeError):
         sv.run_worker(_script(tmp_path, "ev(type='status', message='x')\ntime.sleep(30)\n"),
-                      dict(os.environ), str(tmp_path / "e.log"), boom, tick=0.05)
+                      dict(os.environ), str(tmp_path / "e.log"), boom, sv.Supervision(tick=0.05))
 
 
 def test_run_worker_cannot_start(tmp_path):
@@ -352,9 +353,10 @@ def test_explain():
     ok = _exit(0, result={"type": "result"})
     assert sv.explain(ok) == ("success", None)
     assert sv.explain(_exit(stopped="cancelled")) == ("cancelled", "cancelled")
-    status, msg = sv.explain(_exit(-15, stopped="wall_clock"), max_wall_seconds=2.5)
+    status, msg = sv.explain(_exit(-15, stopped="wall_clock"),
+                             sv.Supervision(max_wall_seconds=2.5))
     assert status == "error" and "max_wall_seconds (2.5 s)" in msg
-    status, msg = sv.explain(_exit(-9, stopped="memory"), max_rss_mb=300)
+    status, msg = sv.explain(_exit(-9, stopped="memory"), sv.Supervision(max_rss_mb=300))
     assert status == "error" and "max_ram_mb (300 MB)" in msg
     assert sv.explain(_exit(66, error={"kind": "cancelled", "message": "c"})) == \
         ("cancelled", "cancelled")
@@ -476,7 +478,7 @@ def test_run_worker_queue_reader_and_line_limit(tmp_path, monkeypatch):
                        if t is not threading.current_thread() and t.name.startswith("worker"))
 
     sv.run_worker(_script(tmp_path, "ev(type='status', message='a')\n"), dict(os.environ),
-                  str(tmp_path / "e.log"), on_event, tick=0.05)
+                  str(tmp_path / "e.log"), on_event, sv.Supervision(tick=0.05))
     assert sizes == [10000]
     assert limits and set(limits) == {protocol.MAX_LINE + 2}
     assert threads == [("worker-stdout", True)]
@@ -546,7 +548,7 @@ def test_run_worker_waits_for_the_child_only_after_eof(tmp_path, monkeypatch):
             "sys.stdout.close(); os.close(1)\n"
             "time.sleep(0.4)\n")
     out = sv.run_worker(_script(tmp_path, body), dict(os.environ), str(tmp_path / "e.log"),
-                        seen.append, tick=0.05)
+                        seen.append, sv.Supervision(tick=0.05))
     assert [e["message"] for e in seen] == ["a", "b"] and out.returncode == 0
     ticks = [w for w in waits if w[0] != 5]  # _end's own wait(timeout=5) aside
     assert ticks and set(ticks) == {(0.05, 2)}
@@ -560,7 +562,7 @@ def test_run_worker_ends_when_its_reader_fails(tmp_path, monkeypatch):
     monkeypatch.setattr(threading, "excepthook", lambda args: None)
     body = "ev(type='status', message='a')\ntime.sleep(0.3)\n"
     out = sv.run_worker(_script(tmp_path, body), dict(os.environ), str(tmp_path / "e.log"),
-                        seen.append, tick=0.05)
+                        seen.append, sv.Supervision(tick=0.05))
     assert [e["message"] for e in seen] == ["a"] and out.returncode == 0
 
 
@@ -693,11 +695,11 @@ def test_defaults():
     import inspect
     assert inspect.signature(sv.guard).parameters["tick"].default == 0.2
     params = inspect.signature(sv.run_worker).parameters
-    assert {k: params[k].default for k in ("max_wall_seconds", "grace_seconds", "max_rss_mb",
-                                           "tick", "on_tick", "cwd")} == {
-        "max_wall_seconds": None, "grace_seconds": 20.0, "max_rss_mb": None, "tick": 0.5,
-        "on_tick": None, "cwd": None}
-    assert params["should_cancel"].default() is False and params["hurry"].default() is False
+    assert (params["supervision"].default, params["cwd"].default) == (None, None)
+    w = sv.Supervision()
+    assert (w.max_wall_seconds, w.grace_seconds, w.max_rss_mb, w.tick, w.on_tick) == (
+        None, 20.0, None, 0.5, None)
+    assert w.should_cancel() is False and w.hurry() is False
 
 
 def test_module_main_exits_with_the_status(tmp_path):

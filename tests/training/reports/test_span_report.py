@@ -379,14 +379,14 @@ def test_span_write_back_keeps_confident_spans_and_compares_entity_f1(tmp_path):
         wb = ingest.write_back(store, cfg, "r1", pred(0.9), holdout(0.8))
         # the item is kept (its confidence 0.3 is the least sure token's) with its one span
         # at or above min_confidence; the other span is counted below it
-        assert wb["written"] == 1 and wb["below_min_confidence"] == 1
-        assert wb["by_label"] == {"person": 1} and wb["in_use"] == ["who"]
+        assert wb.written == 1 and wb.below_min_confidence == 1
+        assert wb.by_label == {"person": 1} and wb.in_use == ["who"]
         shown = store.item_predictions(rows[0]["id"])["who"]["label"]
         assert [s["label"] for s in shown] == ["person"]
         # policy best compares the entity micro-F1 (not the macro-F1, equal here), in words
         wb2 = ingest.write_back(store, cfg, "r2", pred(0.95), holdout(0.5))
-        assert wb2["in_use"] == [] and "held-out entity micro-F1 0.500 is below r1's 0.800" \
-            in wb2["kept_in_use"]["who"]
+        assert wb2.in_use == [] and "held-out entity micro-F1 0.500 is below r1's 0.800" \
+            in wb2.kept_in_use["who"]
     finally:
         store.close()
 
@@ -408,7 +408,7 @@ def test_an_item_whose_spans_are_all_below_min_confidence_shows_no_suggestion(tm
                            "text": item["text"][:2], "confidence": conf}]}
 
     wb = ingest.write_back(store, cfg, "r1", [pred(rows[0], 0.2), pred(rows[1], 0.9)], None)
-    assert wb["below_min_confidence"] == 1 and wb["in_use"] == ["who"]
+    assert wb.below_min_confidence == 1 and wb.in_use == ["who"]
     c = Client(url)
     c.login("dana")
     page = c.get("/annotate").text

@@ -7,6 +7,7 @@ import os
 import pytest
 
 from potato.training.reports import run_texts
+from potato.training.reports.writeback import WriteBack
 from potato.training.remote.paths import RunPaths
 from potato.training.remote import trainers
 from tests.helpers import KEY, Client, make_project, start_run, wait_progress, wait_run
@@ -22,7 +23,8 @@ WB = {"schemes": ["sentiment"], "written": 1234, "below_min_confidence": 12,
 
 
 def test_the_scored_sentence_reads_as_words():
-    line = run_texts.scored_sentence({"per_scheme": {"sentiment": CLASSES}}, WB)
+    line = run_texts.scored_sentence({"per_scheme": {"sentiment": CLASSES}},
+                                     WriteBack.from_dict(WB))
     assert line == ("held-out: sentiment: accuracy 0.812, macro-F1 0.790 on 90 test items "
                     "(always answering positive would score 0.550). Write-back: 1234 "
                     "predictions written for sentiment, 12 below min_confidence 0.5 not "
@@ -43,7 +45,7 @@ def test_the_scored_sentence_reads_as_words():
                                      "of this run is in writeback.schemas)."),  # never breaks
 ])
 def test_the_scored_sentence_for_every_kind(holdout, wb, expected):
-    assert run_texts.scored_sentence(holdout, wb) == expected
+    assert run_texts.scored_sentence(holdout, WriteBack.from_dict(wb)) == expected
 
 
 def test_a_runs_log_has_the_sentence_and_its_events_file_the_json(tmp_path, serve):

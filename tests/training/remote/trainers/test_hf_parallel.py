@@ -215,9 +215,10 @@ def test_supervised_stop_reaches_every_rank(tmp_path, tiny_bert, how):
     result = supervise.run_worker(
         [sys.executable, "-m", "potato.training.worker", "--spec", paths.spec],
         protocol.worker_env(os.environ, ROOT), os.path.join(paths.root, "stderr.log"), on_event,
-        should_cancel=lambda: how == "cancel" and bool(ranks),
-        max_wall_seconds=None if how == "cancel" else 1.0, grace_seconds=20, tick=0.2)
-    status, message = supervise.explain(result, max_wall_seconds=1.0)
+        supervise.Supervision(should_cancel=lambda: how == "cancel" and bool(ranks),
+                        max_wall_seconds=None if how == "cancel" else 1.0, grace_seconds=20,
+                        tick=0.2))
+    status, message = supervise.explain(result, supervise.Supervision(max_wall_seconds=1.0))
     assert time.monotonic() - started < 60
     if how == "cancel":
         assert len(ranks) == 1 and (status, message) == ("cancelled", "cancelled"), seen[-3:]
@@ -242,7 +243,7 @@ def test_a_stuck_rank_0_is_ended_by_its_watch(tmp_path, tiny_bert, monkeypatch):
     result = supervise.run_worker(
         [sys.executable, "-m", "potato.training.worker", "--spec", paths.spec],
         protocol.worker_env(os.environ, ROOT), os.path.join(paths.root, "stderr.log"),
-        lambda event: None, tick=0.2)
+        lambda event: None, supervise.Supervision(tick=0.2))
     status, message = supervise.explain(result)
     assert time.monotonic() - started < 60
     assert result.returncode == protocol.EXIT_OTHER and status == "error", message

@@ -104,7 +104,8 @@ def test_a_toy_trainer_is_offered_trains_and_has_its_card(tmp_path, serve, monke
     exec(code, {})
     assert capsys.readouterr().out.strip() in ("positive", "negative")
 
-    card = model_card.card(run, "alice/toy", ["sentiment.toy.json"], {}, None, {})
+    card = model_card.card(run, model_card.Release("alice/toy", ["sentiment.toy.json"]), {},
+                           None, {})
     head = card.split("\n---\n")[0]
     assert 'pipeline_tag: "text-classification"' in head and "library_name" not in head
     assert '- "toy-words"' in head
