@@ -215,7 +215,7 @@ def test_bundle_and_export_follow_the_configured_aggregation(write_config, tmp_p
 # (issue 26). tests/labels/test_aggregate.py keeps the end-to-end checks and crowd-kit as an oracle.
 
 
-def simulated(seed, items=60, classes=("a", "b", "c"), skills=(0.9, 0.75, 0.5, 0.35),
+def simulated_votes(seed, items=60, classes=("a", "b", "c"), skills=(0.9, 0.75, 0.5, 0.35),
               cover=0.85):
     rng = random.Random(seed)
     votes = {}
@@ -288,7 +288,7 @@ def test_consensus_that_does_not_converge_names_the_limit(monkeypatch):
 
 
 def test_likert_consensus():
-    votes = simulated(3, classes=(1, 2, 3))
+    votes = simulated_votes(3, classes=(1, 2, 3))
     r = aggregate.aggregate("likert", votes, "consensus")
     assert r.method == "consensus" and set(r.labels.values()) <= {1, 2, 3, None}
 
@@ -418,7 +418,7 @@ def test_lower_bound_is_the_evidence_bound_per_vote():
 # -- Dawid-Skene, the whole fit ------------------------------------------------------------------
 
 def test_fit_shape_and_its_probabilities():
-    votes = simulated(1)
+    votes = simulated_votes(1)
     votes["empty"] = {}
     fit = dawid_skene(votes)
     assert fit.converged is True and 2 < fit.iterations < 100
@@ -444,7 +444,7 @@ def test_a_label_an_annotator_never_gave_has_no_error_entry():
 
 
 def test_iterations_and_convergence_flags():
-    votes = simulated(2)
+    votes = simulated_votes(2)
     fit = dawid_skene(votes, max_iter=0)
     assert (fit.iterations, fit.converged) == (0, False)
     shares = {i: {c: list(v.values()).count(c) / len(v) for c in "abc"} for i, v in

@@ -303,14 +303,14 @@ def test_majority_and_bundle_take_every_value_shape(tmp_path):
 # those modules fail (issue 26).
 
 
-TEXT = "Ana met Bo in Oslo"
+SHORT_TEXT = "Ana met Bo in Oslo"
 
 
 def ner():
     return make_scheme("ner", "span", ["PER", "LOC"]).kind
 
 
-def _err(kind, value, text=TEXT):
+def _err(kind, value, text=SHORT_TEXT):
     with pytest.raises(LabelError) as e:
         kind.check(value, text)
     msg = str(e.value)
@@ -331,20 +331,20 @@ def test_span_kind_is_registered_with_its_traits():
 
 def test_span_check_empty_and_sorted():
     k = ner()
-    assert k.check(None, TEXT) is None and k.check("", TEXT) is None and k.check("", None) is None
-    assert k.check([], TEXT) == [] and k.check([], None) == []
+    assert k.check(None, SHORT_TEXT) is None and k.check("", SHORT_TEXT) is None and k.check("", None) is None
+    assert k.check([], SHORT_TEXT) == [] and k.check([], None) == []
     got = k.check([{"start": 14, "end": 18, "label": "LOC"},
                    {"start": 8, "end": 10, "label": "PER", "text": "Bo"},
-                   {"start": 0, "end": 3, "label": "PER"}], TEXT)
+                   {"start": 0, "end": 3, "label": "PER"}], SHORT_TEXT)
     assert got == [{"start": 0, "end": 3, "label": "PER", "text": "Ana"},
                    {"start": 8, "end": 10, "label": "PER", "text": "Bo"},
                    {"start": 14, "end": 18, "label": "LOC", "text": "Oslo"}]
     # same start: the shorter first; touching spans do not overlap
     got = k.check([{"start": 0, "end": 7, "label": "PER"}, {"start": 7, "end": 8, "label": "LOC"},
-                   {"start": 8, "end": 18, "label": "LOC"}], TEXT)
+                   {"start": 8, "end": 18, "label": "LOC"}], SHORT_TEXT)
     assert [(s["start"], s["end"]) for s in got] == [(0, 7), (7, 8), (8, 18)]
-    whole = k.check([{"start": 0, "end": len(TEXT), "label": "LOC"}], TEXT)
-    assert whole[0]["text"] == TEXT
+    whole = k.check([{"start": 0, "end": len(SHORT_TEXT), "label": "LOC"}], SHORT_TEXT)
+    assert whole[0]["text"] == SHORT_TEXT
 
 
 def test_span_check_refusals():
@@ -366,10 +366,10 @@ def test_span_check_refusals():
     assert _err(k, [dict(ok, end=3.0)]).startswith("span 1: end must be a whole number")
     assert _err(k, [{"end": 3, "label": "PER"}]).startswith("span 1: start must be a whole")
     assert _err(k, [{"start": 0, "label": "PER"}]).startswith("span 1: end must be a whole")
-    for start, end in ((-1, 3), (3, 3), (4, 3), (0, len(TEXT) + 1)):
+    for start, end in ((-1, 3), (3, 3), (4, 3), (0, len(SHORT_TEXT) + 1)):
         assert _err(k, [dict(ok, start=start, end=end)]) == (
             "span 1: start %d and end %d must satisfy 0 <= start < end <= %d (the item's text "
-            "has %d characters)." % (start, end, len(TEXT), len(TEXT)))
+            "has %d characters)." % (start, end, len(SHORT_TEXT), len(SHORT_TEXT)))
     assert _err(k, [dict(ok, label="ORG")]) == (
         "span 1: 'ORG' is not a label of this scheme (labels: PER, LOC).")
     assert _err(k, [dict(ok, label=None)]).startswith("span 1: None is not a label")

@@ -1015,7 +1015,6 @@ def test_an_endpoint_that_is_not_an_http_url_is_refused_with_what_to_do(value):
 # the config by a namespace with the fields publish reads, runs by folders in tmp_path.
 
 
-TOKEN = "hf_write_alice"
 
 
 def make_cfg(backends=None, token_env="HF_TOKEN", license=None):
@@ -1141,8 +1140,9 @@ def test_cannot_publish_a_run_that_did_not_succeed_or_left_nothing(runs):
 
 
 def test_cannot_publish_files_left_on_a_host(runs):
-    kept = SimpleNamespace(fetch_artifacts=False, max_artifact_mb=5)
-    fetched = SimpleNamespace(fetch_artifacts=True, max_artifact_mb=5.5)
+    # a backend's own keys are its options (config/backends.py's Backend)
+    kept = SimpleNamespace(options=SimpleNamespace(fetch_artifacts=False, max_artifact_mb=5))
+    fetched = SimpleNamespace(options=SimpleNamespace(fetch_artifacts=True, max_artifact_mb=5.5))
     cfg = make_cfg({"kept": kept, "fetched": fetched})
     p = runs.make("r1")
     empty = runs.make("r2", files=())
@@ -1372,7 +1372,8 @@ def test_start_refuses_what_cannot_be_published_and_lets_go_of_the_run(runs, fak
     with pytest.raises(publish.Refused) as e:
         publisher(runs, holds=holds).start(view(status="failed"), {"repo_id": "a/b"})
     assert e.value.status == 409 and e.value.message.startswith("Only a successful run's")
-    kept = make_cfg({"kept": SimpleNamespace(fetch_artifacts=False, max_artifact_mb=5)})
+    kept = make_cfg({"kept": SimpleNamespace(options=SimpleNamespace(fetch_artifacts=False,
+                                                                      max_artifact_mb=5))})
     with pytest.raises(publish.Refused) as e:
         publisher(runs, holds=holds, cfg=kept).start(view(uri="ssh://h/x", backend="kept"),
                                                      {"repo_id": "a/b"})
