@@ -312,10 +312,10 @@ def unfit(info, kinds, holds):
     if not takes:
         return "it trains %s schemes and this project has %s" % (
             ", ".join(sorted(info.schema_types)), ", ".join(sorted(set(kinds))) or "none")
-    lacking = [m for m in info.reads() if m not in holds]
-    if lacking:
+    reads = info.reads()  # a model that reads images or audio fits items with either
+    if reads and not any(m in holds for m in reads):
         return "it reads %s and this project's items have none (they hold %s)" % (
-            " and ".join(MEDIA_WORDS.get(m, m) for m in lacking),
+            " or ".join(MEDIA_WORDS.get(m, m) for m in reads),
             " and ".join(MEDIA_WORDS.get(m, m) for m in sorted(holds)) or "nothing")
     return ""
 
