@@ -54,16 +54,21 @@ def test_caps():
 
 
 def test_a_new_door_is_empty(tmp_path):
-    runs, log, step = Runs(), (lambda m: None), (lambda s: None)
-    e = RunEvents(runs, log, "r7", RunPaths(str(tmp_path)), step)
-    assert (e.runs, e._log, e.run_id, e.set_step, e.ran_on) == (runs, log, "r7", step, None)
+    runs, logged, step = Runs(), [], (lambda s: None)
+    e = RunEvents(runs, logged.append, "r7", RunPaths(str(tmp_path)), step)
+    assert (e.runs, e.run_id, e.set_step, e.ran_on) == (runs, "r7", step, None)
     assert e.paths.events == str(tmp_path / "events.jsonl")
     assert (e.placement, e.warnings, e.server_warnings) == ({}, [], [])
     assert (e.warnings_dropped, e.last_warning_write, e.last_progress) == (0, 0.0, 0.0)
-    assert (e.dropped, e.written, e._logs, e._metrics) == (0, 0, None, None)
+    assert (e.dropped, e.written) == (0, 0)
     assert e.eta.rate is None and e.eta.last is None
+    # outside a batch a log line and a metric go out at once
+    e.log("first")
+    e({"type": "metric", "name": "a", "value": 1})
+    assert logged == ["first", "metric a = 1.0"]
+    assert runs.calls == [("history", "r7", [{"type": "metric", "name": "a", "value": 1.0}])]
     where = lambda p: "there"  # noqa: E731
-    assert RunEvents(runs, log, "r7", e.paths, step, where).ran_on is where
+    assert RunEvents(runs, logged.append, "r7", e.paths, step, where).ran_on is where
 
 
 def test_status_sets_the_step_and_is_kept(ev):
@@ -185,9 +190,12 @@ def test_many_writes_once(ev):
     lines = ev.logs[0].split("\n")
     assert lines[0] == "metric a = 1.0" and lines[2] == "metric b = 2.0 (epoch 1)"
     assert lines[1].startswith("warning: dropped an event") and lines[3] == "info: hi"
-    assert ev._logs is None and ev._metrics is None
+    # after the batch, a log line and a metric go out at once again
     ev.log("after")
-    assert ev.logs[-1] == "after"
+    ev({"type": "metric", "name": "c", "value": 3})
+    assert ev.logs[1:] == ["after", "metric c = 3.0"]
+    assert ev.runs.calls[1:] == [("history", "r1", [{"type": "metric", "name": "c",
+                                                      "value": 3.0}])]
 
 
 def test_many_with_nothing_to_write(ev):
@@ -206,7 +214,11 @@ def test_many_writes_what_it_had_when_a_record_fails(ev):
         ev.many([{"type": "metric", "name": "a", "value": 1}, {"type": "status", "message": "x"}])
     assert ev.runs.calls == [("history", "r1", [{"type": "metric", "name": "a", "value": 1.0}])]
     assert ev.logs == ["metric a = 1.0"]
-    assert ev._logs is None and ev._metrics is None
+    ev.log("after")
+    ev({"type": "metric", "name": "c", "value": 3})
+    assert ev.logs[1:] == ["after", "metric c = 3.0"]
+    assert ev.runs.calls[1:] == [("history", "r1", [{"type": "metric", "name": "c",
+                                                      "value": 3.0}])]
 
 
 def test_where_records_the_placement_when_it_changes(ev):
