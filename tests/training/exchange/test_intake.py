@@ -3,6 +3,7 @@ event records, the bounds on events.jsonl, dropped events and warnings; written 
 tools/mutation.py's mutants of the module fail. The clock is a fake one (no test waits)."""
 
 import json
+import os
 from types import SimpleNamespace as NS
 
 import pytest
@@ -48,9 +49,16 @@ def events_file(e):
         return []
 
 
-def test_caps():
-    assert (intake.EVENTS_MAX_BYTES, intake.RESULT_ROOM, intake.WARNINGS_MAX) == (
-        8 * 1024 * 1024, 1024 * 1024, 20)
+def test_events_file_keeps_8_mib_and_then_the_result(ev):
+    # docs/security.md: events.jsonl at most 8 MB, plus room for the result
+    status = {"type": "status", "message": "m" * 2000}
+    line = len(json.dumps(status)) + 1
+    for _ in range(8 * 1024 * 1024 // line + 1):
+        ev(status)
+    size = os.path.getsize(ev.paths.events)
+    assert size == (8 * 1024 * 1024 // line) * line == ev.written
+    ev({"type": "result", "metrics": {"a": 1}})
+    assert events_file(ev)[-1] == {"type": "result", "metrics": {"a": 1.0}}
 
 
 def test_a_new_door_is_empty(tmp_path):
