@@ -331,3 +331,16 @@ def test_a_new_unit_is_a_new_phase_of_the_eta(ev, clock):
     ev({"type": "progress", "current": 8, "total": 10, "unit": "prediction", "t": 6})
     assert ev.runs.calls[-1][2]["progress"] == {"type": "progress", "t": 6.0, "current": 8,
                                                 "total": 10, "unit": "prediction"}
+
+
+def test_a_reattached_run_gets_its_step_back_with_the_first_event(ev):
+    # restarts.py sets resume_step when it re-attaches a run: the first event puts it back
+    ev.resume_step = "training"
+    ev({"type": "metric", "name": "a", "value": 1})
+    assert ev.steps == ["training"] and ev.resume_step is None
+    ev({"type": "metric", "name": "a", "value": 2})
+    assert ev.steps == ["training"]
+    # a status event says the step itself: it is not put back first
+    ev.resume_step = "training"
+    ev({"type": "status", "message": "predicting"})
+    assert ev.steps == ["training", "predicting"] and ev.resume_step is None
