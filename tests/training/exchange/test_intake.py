@@ -8,7 +8,7 @@ from types import SimpleNamespace as NS
 
 import pytest
 
-from potato.training.exchange import intake
+from potato.training.exchange import boundary, intake
 from potato.training.exchange.intake import RunEvents
 from potato.training.remote.paths import RunPaths
 
@@ -49,16 +49,30 @@ def events_file(e):
         return []
 
 
-def test_events_file_keeps_8_mib_and_then_the_result(ev):
+def test_events_file_keeps_8_mib_and_then_1_mib_of_results(ev):
     # docs/security.md: events.jsonl at most 8 MB, plus room for the result
     status = {"type": "status", "message": "m" * 2000}
     line = len(json.dumps(status)) + 1
     for _ in range(8 * 1024 * 1024 // line + 1):
         ev(status)
-    size = os.path.getsize(ev.paths.events)
-    assert size == (8 * 1024 * 1024 // line) * line == ev.written
-    ev({"type": "result", "metrics": {"a": 1}})
-    assert events_file(ev)[-1] == {"type": "result", "metrics": {"a": 1.0}}
+    assert os.path.getsize(ev.paths.events) == (8 * 1024 * 1024 // line) * line == ev.written
+    small = {"type": "status", "message": "m"}
+    while True:  # fill what is left, until not even a small line fits
+        before = ev.written
+        ev(small)
+        if ev.written == before:
+            break
+    full = ev.written
+    assert 8 * 1024 * 1024 - len(json.dumps(small)) - 1 < full <= 8 * 1024 * 1024
+    # results (the biggest an agent may send: 500 metrics) go on for 1 MiB more
+    result = {"type": "result",
+              "metrics": {"m%03d" % i + "n" * 96: "v" * 200 for i in range(500)}}
+    kept = len(json.dumps(boundary.event(result))) + 1
+    for _ in range(20):
+        ev(result)
+    assert ev.written == full + (8 * 1024 * 1024 + 1024 * 1024 - full) // kept * kept
+    assert os.path.getsize(ev.paths.events) == ev.written
+    assert events_file(ev)[-1]["type"] == "result"
 
 
 def test_a_new_door_is_empty(tmp_path):
