@@ -503,6 +503,11 @@ EQUIVALENT = {
         "c25b898bd8": "agreed_spans' sort key (count, -length, start, end, label): end -> label; "
                       "same count, length and start mean the same end, so the label decides "
                       "either way",
+        "0c510f1f1c": "_lower_bound: a total started at 1.0 adds 1/n to every bound of the same "
+                      "votes (n, their count, is fixed), and only the bounds' differences "
+                      "decide convergence; with no votes the bound is a constant either way",
+        "2f6c40e29c": "_lower_bound: max(n, 2) differs from max(n, 1) at n = 1 only, and one "
+                      "vote is one class, whose bound is always 0 (prior 1, confusion 1)",
     },
     "potato/training/lifecycle/retention.py": {
         "5c7f4b6cd3": "Holds.held: a Counter reads 0 for a missing run (without adding it), "
