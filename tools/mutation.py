@@ -135,6 +135,12 @@ EQUIVALENT = {
         "3586068fa9": "record: a log event (always a level, never a kind) reads the same "
                       "through run_texts.worker_error_line: level: message",
     },
+    "potato/training/exchange/ingest.py": {
+        **{k: "_score_kind: the fallback figure (no score in the report) is only returned when "
+              "the report has none of SCORES' keys, and takes_over then reads it from a report "
+              "that has none either (the old run's, or both): None whichever key, so the "
+              "sentence is the same" for k in ("4e26401dcd", "9df4537e02")},
+    },
     "potato/training/reports/report.py": {
         "d0db7592c3": "scheme_report: above_baseline is the difference of two values already "
                       "rounded to 4 places: rounding it to 4 or to 5 places gives the same float",
@@ -146,6 +152,10 @@ EQUIVALENT = {
     "potato/training/reports/ratings.py": {
         "d65835a938": "_ranks: every slot of the list is assigned in the loop (order is a "
                       "permutation of its indices), so its initial value is never read",
+        "dd83a8c8a1": "_ranks: its only reader is spearman, Pearson's r of the ranks, which an affine map of every rank (- 1 for + 1) leaves as it is",
+        "e7fbcfa772": "_ranks: its only reader is spearman, Pearson's r of the ranks, which an affine map of every rank ((i + j) * 2 for (i + j) / 2) leaves as it is",
+        "3e07cdb673": "_ranks: its only reader is spearman, Pearson's r of the ranks, which an affine map of every rank (/ 3 for / 2) leaves as it is",
+        "0ce04cfd3d": "_ranks: its only reader is spearman, Pearson's r of the ranks, which an affine map of every rank (+ 2 for + 1) leaves as it is",
         "31a72ce23b": "spearman: sum((a + mx)(b - my)) = sum(a(b - my)) + mx * sum(b - my), "
                       "and sum(b - my) = 0: the same sum (to the last bit's rounding)",
         "e2343cb16c": "spearman: sum((a - mx)(b + my)) = sum((a - mx)b) + my * sum(a - mx), "
@@ -493,6 +503,11 @@ EQUIVALENT = {
         "c25b898bd8": "agreed_spans' sort key (count, -length, start, end, label): end -> label; "
                       "same count, length and start mean the same end, so the label decides "
                       "either way",
+        "0c510f1f1c": "_lower_bound: a total started at 1.0 adds 1/n to every bound of the same "
+                      "votes (n, their count, is fixed), and only the bounds' differences "
+                      "decide convergence; with no votes the bound is a constant either way",
+        "2f6c40e29c": "_lower_bound: max(n, 2) differs from max(n, 1) at n = 1 only, and one "
+                      "vote is one class, whose bound is always 0 (prior 1, confusion 1)",
     },
     "potato/training/lifecycle/retention.py": {
         "5c7f4b6cd3": "Holds.held: a Counter reads 0 for a missing run (without adding it), "

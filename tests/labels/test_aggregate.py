@@ -345,74 +345,115 @@ def test_median():
     assert median([1.5, 2.5, 100, -100, 0, 9]) == 2.0
 
 
-# -- Dawid-Skene, step by step -------------------------------------------------------------------
+# -- Dawid-Skene, step by step (through the fit after 0, 1, 2 ... EM steps) ---------------------
 
-OBS = [[(0, 0), (1, 0)], [(0, 1), (1, 0)]]  # two items, two annotators, two classes
-POST = [[0.8, 0.2], [0.3, 0.7]]
-SEEN = [[True, True], [True, False]]
-
-
-def test_m_step_is_each_annotators_confusion_in_logs():
-    got = aggregate._m_step(OBS, POST, SEEN, 2, 2)
-    want = [[[math.log(0.8 / 1.1), math.log(0.2 / 0.9)], [math.log(0.3 / 1.1),
-                                                           math.log(0.7 / 0.9)]],
-            [[0.0, 0.0], None]]
-    assert got[1][1] is None
-    for a in range(2):
-        for o in range(2):
-            if want[a][o] is not None:
-                assert got[a][o] == pytest.approx(want[a][o], abs=1e-12), (a, o)
+VOTES = {"i0": {"w0": "a", "w1": "a"}, "i1": {"w0": "b", "w1": "a"}}
+EPS = 1e-10  # a share never given is floored at this, not a log of 0
 
 
-def test_m_step_floors_at_epsilon():
-    got = aggregate._m_step([[(0, 0)], [(0, 1)]], [[1.0, 0.0], [0.0, 1.0]],
-                            [[True, True]], 1, 2)
-    total = 1.0 + 1e-10
-    assert got[0][0] == pytest.approx([math.log(1 / total), math.log(1e-10 / total)], rel=1e-9)
-    assert got[0][1] == pytest.approx([math.log(1e-10 / total), math.log(1 / total)], rel=1e-9)
+def steps(votes, n):
+    """The fit after exactly n EM steps (a tolerance nothing is below)."""
+    return dawid_skene(votes, max_iter=n, tol=-math.inf)
 
 
-def _log_err():
-    return aggregate._m_step(OBS, POST, SEEN, 2, 2)
+def confusions(votes, posteriors):
+    """The M-step by hand: P(annotator says o | truth t) = the posterior mass of t over the
+    items where it said o, floored at EPS, over the same for every label it gave."""
+    classes = sorted({lab for v in votes.values() for lab in v.values()}, key=repr)
+    out = {}
+    for a in sorted({a for v in votes.values() for a in v}):
+        said = sorted({v[a] for v in votes.values() if a in v}, key=repr)
+        mass = {(o, t): max(sum(posteriors[i][t] for i, v in votes.items() if v.get(a) == o),
+                            EPS) for o in said for t in classes}
+        out[a] = {(o, t): mass[o, t] / sum(mass[x, t] for x in said)
+                  for o in said for t in classes}
+    return out
 
 
-def test_joint_and_e_step():
-    log_err = _log_err()
-    priors = [0.6, 0.4]
-    lp = [math.log(0.6), math.log(0.4)]
-    joint = aggregate._joint(OBS[1], lp, log_err, 2)
-    want = [lp[t] + log_err[0][1][t] + log_err[1][0][t] for t in range(2)]
-    assert joint == pytest.approx(want, abs=1e-12)
-    post = aggregate._e_step(OBS, priors, log_err, 2)
-    for i, pairs in enumerate(OBS):
-        raw = [priors[t] * math.prod(math.exp(log_err[a][o][t]) for a, o in pairs)
-               for t in range(2)]
-        assert post[i] == pytest.approx([x / sum(raw) for x in raw], abs=1e-12), i
-    # a zero prior is floored, not a log of 0; large logs do not overflow
-    post = aggregate._e_step(OBS, [1.0, 0.0], log_err, 2)
-    assert post[0][1] > 0 and sum(post[0]) == pytest.approx(1.0)
-    big = [[[-2000.0, -2001.0]]]
-    assert aggregate._e_step([[(0, 0)]], [0.5, 0.5], big, 2)[0] == pytest.approx(
-        [1 / (1 + math.exp(-1)), math.exp(-1) / (1 + math.exp(-1))])
+def same_errors(got, want, **tol):
+    """Two fits' confusions alike: the same annotators, each within tol (approx takes no
+    nesting)."""
+    return set(got) == set(want) and all(got[a] == pytest.approx(want[a], **tol) for a in want)
 
 
-def test_lower_bound_is_the_evidence_bound_per_vote():
-    log_err = _log_err()
-    priors = [0.6, 0.4]
-    post = [[0.9, 0.1], [0.0, 1.0]]
+def bayes(votes, priors, errors):
+    """The E-step by hand: P(truth t | votes) from the priors and the confusions."""
+    out = {}
+    for i, v in votes.items():
+        raw = {t: max(q, EPS) * math.prod(errors[a][o, t] for a, o in v.items())
+               for t, q in priors.items()}
+        out[i] = {t: x / sum(raw.values()) for t, x in raw.items()}
+    return out
+
+
+def test_the_start_is_the_majority_share_and_its_confusions():
+    fit = steps(VOTES, 0)
+    assert (fit.iterations, fit.converged) == (0, False)
+    assert fit.posteriors == {"i0": {"a": 1.0, "b": 0.0}, "i1": {"a": 0.5, "b": 0.5}}
+    assert fit.priors == {"a": 0.75, "b": 0.25}
+    # w0 said a on i0 (a: 1) and b on i1 (a: 0.5, b: 0.5); w1 said a on both
+    assert fit.errors["w0"] == pytest.approx({
+        ("a", "a"): 1 / 1.5, ("b", "a"): 0.5 / 1.5,
+        ("a", "b"): EPS / (0.5 + EPS), ("b", "b"): 0.5 / (0.5 + EPS)}, rel=1e-12)
+    assert fit.errors["w1"] == pytest.approx({("a", "a"): 1.0, ("a", "b"): 1.0}, rel=1e-12)
+    assert same_errors(fit.errors, confusions(VOTES, fit.posteriors), rel=1e-12)
+
+
+def test_a_label_never_seen_with_a_truth_is_floored_at_epsilon():
+    fit = steps({"i1": {"w": "a"}, "i2": {"w": "b"}, "i3": {"v": "a"}}, 0)
+    total = 1.0 + EPS
+    assert fit.errors["w"] == pytest.approx({("a", "a"): 1 / total, ("b", "a"): EPS / total,
+                                             ("a", "b"): EPS / total, ("b", "b"): 1 / total},
+                                            rel=1e-9)
+    assert fit.errors["w"][("b", "a")] > 0
+
+
+@pytest.mark.parametrize("votes", [VOTES, simulated_votes(3, items=40)])
+def test_each_em_step_is_bayes_then_the_confusions(votes):
+    before = steps(votes, 0)
+    for n in range(1, 4):
+        fit = steps(votes, n)
+        want = bayes(votes, before.priors, before.errors)
+        for i in votes:
+            assert fit.posteriors[i] == pytest.approx(want[i], abs=1e-9), (n, i)
+        assert fit.priors == pytest.approx(
+            {t: sum(p[t] for p in want.values()) / len(want) for t in fit.priors}, abs=1e-9)
+        assert same_errors(fit.errors, confusions(votes, fit.posteriors), abs=1e-9)
+        before = fit
+
+
+def test_many_votes_on_one_item_do_not_underflow():
+    # 20 items every annotator agrees on (10 a, 10 b), and one that 240 call a and 240 call b:
+    # each vote on it weighs log(0.5 / 20.5) against the other label, about -3.7, so either
+    # label's likelihood is about exp(-890): below what a float holds
+    votes = {"i%d" % n: {"w%d" % a: "ab"[n % 2] for a in range(480)} for n in range(20)}
+    votes["x"] = {"w%d" % a: "ab"[a // 240] for a in range(480)}
+    fit = steps(votes, 1)
+    assert fit.posteriors["x"] == pytest.approx({"a": 0.5, "b": 0.5})
+    assert fit.labels["i0"] == "a" and fit.labels["i1"] == "b"
+
+
+def bound(votes, fit):
+    """The evidence lower bound per vote of a fit, by hand from its public figures."""
     total = 0.0
-    for pairs, q in zip(OBS, post):
-        for t in range(2):
-            joint = math.log(priors[t]) + sum(log_err[a][o][t] for a, o in pairs)
-            total += q[t] * joint - (q[t] * math.log(q[t]) if q[t] > 0 else 0.0)
-    got = aggregate._lower_bound(OBS, post, priors, log_err, 2)
-    assert got == pytest.approx(total / 4, abs=1e-9)
-    assert aggregate._lower_bound([], [], priors, log_err, 2) == 0.0
-    one = aggregate._lower_bound([[(0, 0)]], [[0.5, 0.5]], priors, log_err, 2)
-    assert one == pytest.approx(sum(0.5 * (math.log(priors[t]) + log_err[0][0][t])
-                                    - 0.5 * math.log(0.5) for t in range(2)), abs=1e-12)
-    zero = aggregate._lower_bound(OBS, post, [1.0, 0.0], log_err, 2)
-    assert math.isfinite(zero) and zero < got
+    for i, v in votes.items():
+        for t, q in fit.posteriors[i].items():
+            joint = math.log(max(fit.priors[t], EPS)) + sum(
+                math.log(fit.errors[a][o, t]) for a, o in v.items())
+            total += q * joint - q * math.log(max(q, EPS))
+    return total / sum(len(v) for v in votes.values())
+
+
+def test_convergence_is_a_gain_of_the_bound_per_vote_below_tol():
+    votes = simulated_votes(4, items=60)
+    bounds = [bound(votes, steps(votes, n)) for n in range(1, 6)]
+    gains = [b - a for a, b in zip(bounds, bounds[1:])]
+    assert all(g > 0 for g in gains) and gains == sorted(gains, reverse=True)
+    for n, g in enumerate(gains, start=2):  # the step whose gain is g is step n
+        fit = dawid_skene(votes, max_iter=50, tol=g * (1 + 1e-6))
+        assert (fit.iterations, fit.converged) == (n, True), n
+        fit = dawid_skene(votes, max_iter=50, tol=g * (1 - 1e-6))
+        assert fit.iterations > n, n
 
 
 # -- Dawid-Skene, the whole fit ------------------------------------------------------------------

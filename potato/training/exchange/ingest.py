@@ -122,7 +122,7 @@ SCORES = (("micro_f1", span_report.SCORE_NAME, True), ("qwk", "quadratic-weighte
           ("mae", "MAE", False), ("macro_f1", "macro-F1", True))
 
 
-def _f1(holdout: Optional[Dict[str, Any]], scheme: str, key: str = "macro_f1"):
+def _f1(holdout: Optional[Dict[str, Any]], scheme: str, key: str):
     if not isinstance(holdout, dict):
         return None
     per = holdout.get("per_scheme")

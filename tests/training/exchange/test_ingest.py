@@ -127,20 +127,43 @@ def test_missing_scores(store):
         % r2)
 
 
-def test_score_lookup():
+def compared(store, old, new, scheme="s"):
+    """What takes_over says of a run with held-out report ``new`` against one with ``old``."""
+    r = new_run(store, old, schemas=(scheme,))
+    ingest.use(store, scheme, r)
+    took, why = ingest.takes_over(store, cfg(tolerance=0.0), "rX", scheme, new)
+    return took, why.replace(r, "R")
+
+
+def test_the_score_compared_is_the_schemes_own(store):
     per = {"per_scheme": {"s": {"macro_f1": 0.5, "qwk": 0.7}, "t": {"mae": 1}}}
-    assert ingest._f1(per, "s") == 0.5 and ingest._f1(per, "s", "qwk") == 0.7
-    assert ingest._f1(per, "t", "mae") == 1.0 and isinstance(ingest._f1(per, "t", "mae"), float)
-    assert ingest._f1(per, "u") is None
-    assert ingest._f1({"macro_f1": 0.25}, "s") == 0.25  # a single-scheme report
-    assert ingest._f1({"macro_f1": "0.3"}, "s") is None
-    assert ingest._f1({"per_scheme": {"s": 3}}, "s") is None
-    assert ingest._f1(None, "s") is None and ingest._f1([], "s") is None
-    assert ingest._score_kind(per, "s") == ("qwk", "quadratic-weighted kappa", True)
-    assert ingest._score_kind(per, "t") == ("mae", "MAE", False)
-    assert ingest._score_kind({"micro_f1": 0.1, "qwk": 0.2}, "s") == (
-        "micro_f1", "entity micro-F1", True)
-    assert ingest._score_kind(None, "s") == ("macro_f1", "macro-F1", True)
+    # a Likert scheme is compared by its kappa, before its macro-F1
+    assert compared(store, per, {"per_scheme": {"s": {"macro_f1": 0.9, "qwk": 0.6}}}) == (
+        False, "run rX's held-out quadratic-weighted kappa 0.600 is below R's 0.700 by more "
+               "than writeback.tolerance (0): R stays in use (writeback.policy: best)")
+    # a number scheme by its MAE (lower is better), an int read as a number
+    assert compared(store, per, {"per_scheme": {"t": {"mae": 2}}}, "t") == (
+        False, "run rX's held-out MAE 2.000 is above R's 1.000 by more than "
+               "writeback.tolerance (0): R stays in use (writeback.policy: best)")
+    # spans by the entity micro-F1, before anything else
+    took, why = compared(store, {"micro_f1": 0.1, "qwk": 0.9}, {"micro_f1": 0.2, "qwk": 0.1})
+    assert took and why.startswith("run rX's held-out entity micro-F1 0.200 is not below R's "
+                                   "0.100")
+    # a single-scheme report is its scheme's
+    assert compared(store, {"qwk": 0.5}, per)[1].startswith(
+        "run rX's held-out quadratic-weighted kappa 0.700 is not below R's 0.500")
+    assert compared(store, {"macro_f1": 0.25}, {"macro_f1": 0.5})[1].startswith(
+        "run rX's held-out macro-F1 0.500 is not below R's 0.250")
+
+
+@pytest.mark.parametrize("holdout", [
+    None, [], {"macro_f1": "0.3"}, {"per_scheme": {"s": 3}}, {"per_scheme": {"u": {"qwk": 1}}},
+    {"per_scheme": [1]}, {"n": 3}])
+def test_a_report_without_the_schemes_score(store, holdout):
+    assert compared(store, holdout, {"macro_f1": 0.5}) == (
+        True, "run rX replaces R in use (R has no held-out score)")
+    assert compared(store, {"per_scheme": {"s": {"macro_f1": 0.4}}}, holdout) == (
+        False, "run rX has no held-out score; R (macro-F1 0.400) stays in use")
 
 
 def test_in_use_falls_back_to_the_predictions_table(store):
@@ -219,13 +242,15 @@ def test_write_back_policy_decides(store):
     assert ingest.use(store, "s", old) == 1 and shown(store) == [("a", "pos", old)]
 
 
-def test_confident_and_count_keys():
-    assert ingest._confident({"label": "a", "confidence": 0.5}, 0.5) == ("a", 0)
-    assert ingest._confident({"label": "a", "confidence": 0.4}, 0.5) == (None, 1)
-    assert ingest._confident({"label": [], "confidence": 0.9}, 0.5) == ([], 0)
-    assert not ingest._is_spans([]) and not ingest._is_spans(["a"]) and not ingest._is_spans("a")
-    assert ingest._count_keys(["a", "b"], ["a", "b"]) == ["a, b"]
-    assert ingest._count_keys(4, 4) == ["4"]
+def test_write_back_counts_by_label(store):
+    rows = [p("a", "x", 0.5), p("b", "y", 0.4), p("c", [], 0.9), p("d", ["x"], 0.9),
+            p("e", 4, 0.9), p("f", ["y", "x"], 0.9), p("g", "x", 0.6)]
+    out = ingest.write_back(store, cfg(min_confidence=0.5), "r1", rows, None)
+    # a label at min_confidence is kept; an empty answer is a value (counted as ""), not spans
+    assert out["written"] == 6 and out["below_min_confidence"] == 1
+    assert out["by_label"] == {"x": 3, "": 1, "4": 1, "y, x": 1}
+    assert shown(store) == [("a", "x", "r1"), ("c", [], "r1"), ("d", ["x"], "r1"),
+                            ("e", 4, "r1"), ("f", ["y", "x"], "r1"), ("g", "x", "r1")]
 
 
 def test_warnings():

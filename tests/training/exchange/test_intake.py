@@ -3,11 +3,12 @@ event records, the bounds on events.jsonl, dropped events and warnings; written 
 tools/mutation.py's mutants of the module fail. The clock is a fake one (no test waits)."""
 
 import json
+import os
 from types import SimpleNamespace as NS
 
 import pytest
 
-from potato.training.exchange import intake
+from potato.training.exchange import boundary, intake
 from potato.training.exchange.intake import RunEvents
 from potato.training.remote.paths import RunPaths
 
@@ -48,22 +49,48 @@ def events_file(e):
         return []
 
 
-def test_caps():
-    assert (intake.EVENTS_MAX_BYTES, intake.RESULT_ROOM, intake.WARNINGS_MAX) == (
-        8 * 1024 * 1024, 1024 * 1024, 20)
+def test_events_file_keeps_8_mib_and_then_1_mib_of_results(ev):
+    # docs/security.md: events.jsonl at most 8 MB, plus room for the result
+    status = {"type": "status", "message": "m" * 2000}
+    line = len(json.dumps(status)) + 1
+    for _ in range(8 * 1024 * 1024 // line + 1):
+        ev(status)
+    assert os.path.getsize(ev.paths.events) == (8 * 1024 * 1024 // line) * line == ev.written
+    small = {"type": "status", "message": "m"}
+    while True:  # fill what is left, until not even a small line fits
+        before = ev.written
+        ev(small)
+        if ev.written == before:
+            break
+    full = ev.written
+    assert 8 * 1024 * 1024 - len(json.dumps(small)) - 1 < full <= 8 * 1024 * 1024
+    # results (the biggest an agent may send: 500 metrics) go on for 1 MiB more
+    result = {"type": "result",
+              "metrics": {"m%03d" % i + "n" * 96: "v" * 200 for i in range(500)}}
+    kept = len(json.dumps(boundary.event(result))) + 1
+    for _ in range(20):
+        ev(result)
+    assert ev.written == full + (8 * 1024 * 1024 + 1024 * 1024 - full) // kept * kept
+    assert os.path.getsize(ev.paths.events) == ev.written
+    assert events_file(ev)[-1]["type"] == "result"
 
 
 def test_a_new_door_is_empty(tmp_path):
-    runs, log, step = Runs(), (lambda m: None), (lambda s: None)
-    e = RunEvents(runs, log, "r7", RunPaths(str(tmp_path)), step)
-    assert (e.runs, e._log, e.run_id, e.set_step, e.ran_on) == (runs, log, "r7", step, None)
+    runs, logged, step = Runs(), [], (lambda s: None)
+    e = RunEvents(runs, logged.append, "r7", RunPaths(str(tmp_path)), step)
+    assert (e.runs, e.run_id, e.set_step, e.ran_on) == (runs, "r7", step, None)
     assert e.paths.events == str(tmp_path / "events.jsonl")
     assert (e.placement, e.warnings, e.server_warnings) == ({}, [], [])
     assert (e.warnings_dropped, e.last_warning_write, e.last_progress) == (0, 0.0, 0.0)
-    assert (e.dropped, e.written, e._logs, e._metrics) == (0, 0, None, None)
+    assert (e.dropped, e.written) == (0, 0)
     assert e.eta.rate is None and e.eta.last is None
+    # outside a batch a log line and a metric go out at once
+    e.log("first")
+    e({"type": "metric", "name": "a", "value": 1})
+    assert logged == ["first", "metric a = 1.0"]
+    assert runs.calls == [("history", "r7", [{"type": "metric", "name": "a", "value": 1.0}])]
     where = lambda p: "there"  # noqa: E731
-    assert RunEvents(runs, log, "r7", e.paths, step, where).ran_on is where
+    assert RunEvents(runs, logged.append, "r7", e.paths, step, where).ran_on is where
 
 
 def test_status_sets_the_step_and_is_kept(ev):
@@ -185,9 +212,12 @@ def test_many_writes_once(ev):
     lines = ev.logs[0].split("\n")
     assert lines[0] == "metric a = 1.0" and lines[2] == "metric b = 2.0 (epoch 1)"
     assert lines[1].startswith("warning: dropped an event") and lines[3] == "info: hi"
-    assert ev._logs is None and ev._metrics is None
+    # after the batch, a log line and a metric go out at once again
     ev.log("after")
-    assert ev.logs[-1] == "after"
+    ev({"type": "metric", "name": "c", "value": 3})
+    assert ev.logs[1:] == ["after", "metric c = 3.0"]
+    assert ev.runs.calls[1:] == [("history", "r1", [{"type": "metric", "name": "c",
+                                                      "value": 3.0}])]
 
 
 def test_many_with_nothing_to_write(ev):
@@ -206,7 +236,11 @@ def test_many_writes_what_it_had_when_a_record_fails(ev):
         ev.many([{"type": "metric", "name": "a", "value": 1}, {"type": "status", "message": "x"}])
     assert ev.runs.calls == [("history", "r1", [{"type": "metric", "name": "a", "value": 1.0}])]
     assert ev.logs == ["metric a = 1.0"]
-    assert ev._logs is None and ev._metrics is None
+    ev.log("after")
+    ev({"type": "metric", "name": "c", "value": 3})
+    assert ev.logs[1:] == ["after", "metric c = 3.0"]
+    assert ev.runs.calls[1:] == [("history", "r1", [{"type": "metric", "name": "c",
+                                                      "value": 3.0}])]
 
 
 def test_where_records_the_placement_when_it_changes(ev):
@@ -311,3 +345,16 @@ def test_a_new_unit_is_a_new_phase_of_the_eta(ev, clock):
     ev({"type": "progress", "current": 8, "total": 10, "unit": "prediction", "t": 6})
     assert ev.runs.calls[-1][2]["progress"] == {"type": "progress", "t": 6.0, "current": 8,
                                                 "total": 10, "unit": "prediction"}
+
+
+def test_a_reattached_run_gets_its_step_back_with_the_first_event(ev):
+    # restarts.py sets resume_step when it re-attaches a run: the first event puts it back
+    ev.resume_step = "training"
+    ev({"type": "metric", "name": "a", "value": 1})
+    assert ev.steps == ["training"] and ev.resume_step is None
+    ev({"type": "metric", "name": "a", "value": 2})
+    assert ev.steps == ["training"]
+    # a status event says the step itself: it is not put back first
+    ev.resume_step = "training"
+    ev({"type": "status", "message": "predicting"})
+    assert ev.steps == ["training", "predicting"] and ev.resume_step is None

@@ -195,36 +195,62 @@ def test_wilson():
     assert report.wilson(20, 20)[1] == 1.0 and report.wilson(0, 7)[0] == 0.0
 
 
-def test_key_and_prf():
-    assert report._key(["b", "a"]) == ("a", "b") and report._key("x") == "x"
-    assert report._key(3) == 3
-    assert report._prf(0, 0, 0) == {"precision": 0.0, "recall": 0.0, "f1": 0.0, "support": 0}
-    assert report._prf(1, 2, 0) == {"precision": 0.3333, "recall": 1.0, "f1": 0.5,
-                                    "support": 1}
-    assert report._prf(2, 0, 1) == {"precision": 1.0, "recall": 0.6667, "f1": 0.8,
-                                    "support": 3}
-    assert report._prf(0, 1, 0) == {"precision": 0.0, "recall": 0.0, "f1": 0.0, "support": 0}
-    assert report._prf(0, 0, 2) == {"precision": 0.0, "recall": 0.0, "f1": 0.0, "support": 2}
-    assert report._prf(3, 1, 2) == {"precision": 0.75, "recall": 0.6, "f1": 0.6667,
-                                    "support": 5}
+def per_label(pairs, labels, kind="radio"):
+    r = report.scheme_report(pairs, labels, kind)
+    return r["per_label"], r["macro_f1"]
+
+
+ZERO = {"precision": 0.0, "recall": 0.0, "f1": 0.0, "support": 0}
+
+
+def test_multiselect_labels_are_sets_and_others_values():
+    # a multiselect answer is right whatever the order of its labels; any other is compared
+    # as a value
+    m = report.scheme_report([(["b", "a"], ["a", "b"]), (["a"], ["a", "b"])], ["a", "b"],
+                             "multiselect", [["b", "a"], ["a", "b"], ["a"]])
+    assert m["accuracy"] == 0.5 and m["baseline"]["label"] == ["a", "b"]
+    assert m["baseline"]["accuracy"] == 1.0
+    assert report.scheme_report([("x", "x"), ("x", "y")], ["x", "y"], "radio")["accuracy"] == 0.5
+    likert = report.scheme_report([(3, 3), (2, 3), (3, 3)], [1, 2, 3], "likert")
+    assert likert["accuracy"] == 0.6667 and likert["baseline"]["label"] == 3
+
+
+def test_precision_recall_f1_and_support_per_label():
+    # multiselect: each label counted on its own, so each row below sets one label's counts
+    # (tp, fp, fn): a (0, 0, 0), b (1, 2, 0), c (2, 0, 1), d (0, 1, 0), e (0, 0, 2), f (3, 1, 2)
+    pairs = [(["b"], ["b"]), (["b"], []), (["b"], []),
+             (["c"], ["c"]), (["c"], ["c"]), ([], ["c"]),
+             (["d"], []),
+             ([], ["e"]), ([], ["e"]),
+             (["f"], ["f"]), (["f"], ["f"]), (["f"], ["f"]), (["f"], []), ([], ["f"]),
+             ([], ["f"])]
+    per, macro = per_label(pairs, ["a", "b", "c", "d", "e", "f"], "multiselect")
+    assert per == {
+        "a": ZERO,
+        "b": {"precision": 0.3333, "recall": 1.0, "f1": 0.5, "support": 1},
+        "c": {"precision": 1.0, "recall": 0.6667, "f1": 0.8, "support": 3},
+        "d": ZERO,
+        "e": {"precision": 0.0, "recall": 0.0, "f1": 0.0, "support": 2},
+        "f": {"precision": 0.75, "recall": 0.6, "f1": 0.6667, "support": 5}}
+    # a is neither predicted nor present: not averaged; d and e are
+    assert macro == round((0.5 + 0.8 + 0.0 + 0.0 + 0.6667) / 5, 4) == 0.3933
 
 
 def test_per_label_single():
     pairs = [("a", "a"), ("a", "b"), ("b", "b"), ("c", "b")]
-    per, macro = report._per_label(pairs, ["a", "b", "c", "d"], "radio")
+    per, macro = per_label(pairs, ["a", "b", "c", "d"])
     assert per["a"] == {"precision": 0.5, "recall": 1.0, "f1": 0.6667, "support": 1}
     assert per["b"] == {"precision": 1.0, "recall": 0.3333, "f1": 0.5, "support": 3}
-    assert per["c"] == {"precision": 0.0, "recall": 0.0, "f1": 0.0, "support": 0}
-    assert per["d"] == {"precision": 0.0, "recall": 0.0, "f1": 0.0, "support": 0}
+    assert per["c"] == ZERO and per["d"] == ZERO
     # d is neither predicted nor present: not averaged; c is predicted once: it is
     assert macro == round((0.6667 + 0.5 + 0.0) / 3, 4) == 0.3889
-    assert report._per_label([], ["a"], "radio") == ({"a": report._prf(0, 0, 0)}, 0.0)
-    assert report._per_label([("a", "a")], [], "radio") == ({}, 0.0)
+    assert per_label([], ["a"]) == ({"a": ZERO}, 0.0)
+    assert per_label([("a", "a")], []) == ({}, 0.0)
 
 
 def test_per_label_multiselect():
     pairs = [(["a"], ["a", "b"]), (["a", "b"], ["b"]), ([], ["a"])]
-    per, macro = report._per_label(pairs, ["a", "b"], "multiselect")
+    per, macro = per_label(pairs, ["a", "b"], "multiselect")
     # a: tp 1, fp 1 (second), fn 1 (third); b: tp 1, fp 0, fn 1 (first)
     assert per["a"] == {"precision": 0.5, "recall": 0.5, "f1": 0.5, "support": 2}
     assert per["b"] == {"precision": 1.0, "recall": 0.5, "f1": 0.6667, "support": 2}
@@ -239,9 +265,10 @@ def test_scheme_report_radio():
     assert r["accuracy_ci95"] == [round(lo, 4), round(hi, 4)]
     assert r["confusion"] == {"labels": ["a", "b"], "rows": "gold", "columns": "predicted",
                               "matrix": [[1, 0], [1, 1]]}
-    assert r["per_label"]["a"] == report._prf(1, 2, 0)
-    assert r["macro_f1"] == round((report._prf(1, 2, 0)["f1"] + report._prf(1, 0, 2)["f1"]) / 2,
-                                  4)
+    # a: tp 1, fp 2, fn 0; b: tp 1, fp 0, fn 2
+    assert r["per_label"] == {"a": {"precision": 0.3333, "recall": 1.0, "f1": 0.5, "support": 1},
+                              "b": {"precision": 1.0, "recall": 0.3333, "f1": 0.5, "support": 3}}
+    assert r["macro_f1"] == 0.5
     # always "b" (the train majority): right on 3 of 5
     assert r["baseline"]["label"] == "b" and r["baseline"]["accuracy"] == 0.6
     assert r["above_baseline"] == -0.2
@@ -264,8 +291,8 @@ def test_scheme_report_likert_and_multiselect():
                              "multiselect")
     assert m["accuracy"] == 0.5 and "confusion" not in m and "mae" not in m
     # a: tp 1, fn 0, fp 1; b: tp 1, fn 1, fp 0 (labels as sets, not as values)
-    assert m["per_label"]["a"] == report._prf(1, 1, 0)
-    assert m["per_label"]["b"] == report._prf(1, 0, 1)
+    assert m["per_label"]["a"] == {"precision": 0.5, "recall": 1.0, "f1": 0.6667, "support": 1}
+    assert m["per_label"]["b"] == {"precision": 1.0, "recall": 0.5, "f1": 0.6667, "support": 2}
     assert m["macro_f1"] == 0.6667
     assert m["baseline"]["label"] == ["a", "b"] or m["baseline"]["label"] == ["b"]
 
@@ -277,20 +304,22 @@ def test_scheme_report_empty():
     assert r["above_baseline"] == 0.0
 
 
+def baseline(pairs, train, labels, kind="radio"):
+    return report.scheme_report(pairs, labels, kind, train)["baseline"]
+
+
 def test_baseline():
     pairs = [("p", "a"), ("p", "b"), ("p", "b")]
-    assert report._baseline(pairs, [], ["a", "b"], "radio") == {
-        "label": "b", "accuracy": 0.6667, "macro_f1": 0.4}
-    assert report._baseline(pairs, ["a", "a", "b"], ["a", "b"], "radio") == {
+    # no train labels: the test split's commonest
+    assert baseline(pairs, [], ["a", "b"]) == {"label": "b", "accuracy": 0.6667, "macro_f1": 0.4}
+    assert baseline(pairs, ["a", "a", "b"], ["a", "b"]) == {
         "label": "a", "accuracy": 0.3333, "macro_f1": 0.25}
-    assert report._baseline([], ["a"], ["a"], "radio") == {"label": "a", "accuracy": 0.0,
-                                                           "macro_f1": 0.0}
-    multi = report._baseline([(["x"], ["b", "a"]), (["x"], ["a"])], [["a", "b"], ["b", "a"],
-                                                                     ["a"]], ["a", "b"],
-                             "multiselect")
+    assert baseline([], ["a"], ["a"]) == {"label": "a", "accuracy": 0.0, "macro_f1": 0.0}
+    multi = baseline([(["x"], ["b", "a"]), (["x"], ["a"])], [["a", "b"], ["b", "a"], ["a"]],
+                     ["a", "b"], "multiselect")
+    # always {a, b}: a tp 2; b tp 1, fp 1: F1 1.0 and 0.6667
     assert multi["label"] == ["a", "b"] and multi["accuracy"] == 0.5
-    assert multi["macro_f1"] == round((report._prf(2, 0, 0)["f1"] + report._prf(1, 1, 0)["f1"])
-                                      / 2, 4)
+    assert multi["macro_f1"] == round((1.0 + 0.6667) / 2, 4)
 
 
 def test_learned_nothing():
@@ -322,17 +351,26 @@ def test_learned_nothing():
     assert report.learned_nothing("x", dict(number, accuracy=0.5)) is None
 
 
+def note(n, correct, base_hits):
+    """The note of a radio report on n items, ``correct`` of them right, where always
+    answering the train majority (a) is right on ``base_hits``."""
+    gold = ["a"] * base_hits + ["b"] * (n - base_hits)
+    pred = [g if i < correct else ("b" if g == "a" else "a") for i, g in enumerate(gold)]
+    return report.scheme_report(list(zip(pred, gold)), ["a", "b"], "radio", ["a"])["note"]
+
+
 def test_note():
-    base = {"accuracy": 0.5, "label": "a"}
-    assert report._note({"n": 29, "accuracy_ci95": [0.6, 0.9], "baseline": base}) == (
-        "Only 29 test items: too few to say much (the 95% interval of the accuracy is 0.60 to "
-        "0.90). Label more items, or raise splits.test.")
-    assert report._note({"n": 30, "accuracy_ci95": [0.6, 0.9], "baseline": base}) is None
-    assert report._note({"n": 30, "accuracy_ci95": [0.5, 0.9], "baseline": base}) == (
-        "The 95% interval of the accuracy (0.50 to 0.90) includes the majority-class baseline "
-        "(0.50): this test split cannot tell the model from always answering a.")
-    assert report._note({"n": 31, "accuracy_ci95": [0.49, 0.9], "baseline": base}) \
-        .startswith("The 95% interval")
+    # 20 of 29: Wilson 95 % (0.5077, 0.8272)
+    assert note(29, 20, 0) == (
+        "Only 29 test items: too few to say much (the 95% interval of the accuracy is 0.51 to "
+        "0.83). Label more items, or raise splits.test.")
+    # 29 of 30: Wilson 95 % (0.8333, 0.9941); always a: 24 of 30 (0.8), below the interval
+    assert note(30, 29, 24) is None
+    # ... 25 of 30 (0.8333): the interval's lower end itself
+    assert note(30, 29, 25) == (
+        "The 95% interval of the accuracy (0.83 to 0.99) includes the majority-class baseline "
+        "(0.83): this test split cannot tell the model from always answering a.")
+    assert note(31, 29, 28).startswith("The 95% interval")
 
 
 def item(iid, split, **labels):
@@ -443,11 +481,26 @@ def test_qwk():
     assert rr.qwk(pairs, [1, 2]) == pytest.approx(-0.2)
 
 
-def test_ranks_and_spearman():
-    assert rr._ranks([]) == []
-    assert rr._ranks([10, 30, 20]) == [1.0, 3.0, 2.0]
-    assert rr._ranks([5, 5, 1, 5]) == [3.0, 3.0, 1.0, 3.0]
-    assert rr._ranks([2, 1, 2, 1, 3]) == [3.5, 1.5, 3.5, 1.5, 5.0]
+def pearson(x, y):
+    mx, my = sum(x) / len(x), sum(y) / len(y)
+    sxy = sum((a - mx) * (b - my) for a, b in zip(x, y))
+    return sxy / math.sqrt(sum((a - mx) ** 2 for a in x) * sum((b - my) ** 2 for b in y))
+
+
+def test_spearman_ranks_ties_by_their_average():
+    # Pearson's r of the ranks (ties share their average rank, as scipy.stats.rankdata)
+    assert rr.spearman([(5, 1), (5, 2), (1, 3), (5, 4)]) == pytest.approx(
+        pearson([3.0, 3.0, 1.0, 3.0], [1, 2, 3, 4]))
+    assert rr.spearman([(2, 10), (1, 30), (2, 20), (1, 50), (3, 40)]) == pytest.approx(
+        pearson([3.5, 1.5, 3.5, 1.5, 5.0], [1, 3, 2, 5, 4]))
+    assert rr.spearman([(10, 1), (30, 2), (20, 3)]) == pytest.approx(
+        pearson([1, 3, 2], [1, 2, 3]))
+    # the gold side is ranked the same way
+    assert rr.spearman([(1, 2), (2, 1), (3, 2), (4, 1), (5, 3)]) == pytest.approx(
+        pearson([1, 2, 3, 4, 5], [3.5, 1.5, 3.5, 1.5, 5.0]))
+
+
+def test_spearman():
     assert rr.spearman([]) is None and rr.spearman([(1, 2)]) is None
     assert rr.spearman([(1, 2), (2, 3)]) == 1.0
     assert rr.spearman([(1, 3), (2, 2), (3, 1)]) == -1.0
@@ -458,7 +511,6 @@ def test_ranks_and_spearman():
 
 
 def test_r_ordinal_median():
-    assert rr._r(None) is None and rr._r(1 / 3) == 0.3333 and rr._r(2) == 2
     out = rr.ordinal([(1, 1), (2, 3), (3, 3), (9, 1), (1, 9)], [1, 2, 3])
     assert out == {"mae": 0.3333, "qwk": 0.8}
     assert rr.ordinal([], [1, 2]) == {"mae": 0.0, "qwk": None}
@@ -511,8 +563,8 @@ def test_ratings_learned_nothing():
 
 
 def test_fmt_and_summary_line():
-    assert rr._fmt(None) == "undefined" and rr._fmt("x") == "undefined"
-    assert rr._fmt(1) == "1.000" and rr._fmt(0.12345) == "0.123"
+    assert rr.summary_line("s", {"qwk": "x", "mae": 0.12345}) == (
+        "  s: mean absolute error 0.123 points, quadratic-weighted kappa undefined")
     assert rr.summary_line("s", {"qwk": 0.5, "mae": 1, "accuracy": 1}) == (
         "  s: mean absolute error 1.000 points, quadratic-weighted kappa 0.500")
     assert rr.summary_line("", {"qwk": None}) == (
