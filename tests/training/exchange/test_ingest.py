@@ -247,8 +247,8 @@ def test_write_back_counts_by_label(store):
             p("e", 4, 0.9), p("f", ["y", "x"], 0.9), p("g", "x", 0.6)]
     out = ingest.write_back(store, cfg(min_confidence=0.5), "r1", rows, None)
     # a label at min_confidence is kept; an empty answer is a value (counted as ""), not spans
-    assert out["written"] == 6 and out["below_min_confidence"] == 1
-    assert out["by_label"] == {"x": 3, "": 1, "4": 1, "y, x": 1}
+    assert out.written == 6 and out.below_min_confidence == 1
+    assert out.by_label == {"x": 3, "": 1, "4": 1, "y, x": 1}
     assert shown(store) == [("a", "x", "r1"), ("c", [], "r1"), ("d", ["x"], "r1"),
                             ("e", 4, "r1"), ("f", ["y", "x"], "r1"), ("g", "x", "r1")]
 

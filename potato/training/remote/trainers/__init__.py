@@ -331,30 +331,31 @@ PLUGINS_ENV = "POTATO_TRAINER_PLUGINS"
 def all_trainers():
     """The built-in trainers plus those of plugin modules named in $POTATO_TRAINER_PLUGINS
     (comma-separated importable modules, each with a ``TRAINERS`` dict of TrainerInfo)."""
-    out = dict(REGISTRY)
+    return _with_plugins()[0]
+
+
+def _with_plugins():
+    """(every trainer, {plugin module: why it could not be imported}) for the environment now:
+    a plugin that cannot load leaves the others, and is said by ``plugin_problems``."""
+    out, errors = dict(REGISTRY), {}
     for name in filter(None, (m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(","))):
         try:
             module = importlib.import_module(name)
-        except Exception as e:  # a plugin that cannot load: its trainers are unknown, said once
-            PLUGIN_ERRORS[name] = "%s: %s" % (type(e).__name__, str(e)[:300])
+        except Exception as e:
+            errors[name] = "%s: %s" % (type(e).__name__, str(e)[:300])
             continue
         found = getattr(module, "TRAINERS", {})
         if isinstance(found, dict):
             out.update((k, v) for k, v in found.items()
                        if isinstance(k, str) and isinstance(v, TrainerInfo))
-    return out
-
-
-# Plugin modules of $POTATO_TRAINER_PLUGINS that could not be imported: module -> the error.
-PLUGIN_ERRORS = {}
+    return out, errors
 
 
 def plugin_problems():
     """One sentence per plugin module that could not be imported, for messages and Check."""
-    all_trainers()
     return ["the trainer plugin module %s (named in $%s) could not be imported (%s); fix or "
             "install it, or remove it from $%s" % (m, PLUGINS_ENV, e, PLUGINS_ENV)
-            for m, e in sorted(PLUGIN_ERRORS.items())]
+            for m, e in sorted(_with_plugins()[1].items())]
 
 
 def get(name):
