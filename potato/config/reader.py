@@ -8,6 +8,7 @@ with its file, line and dotted key path. PyYAML is imported only when a file is 
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import stat
 from dataclasses import dataclass
@@ -127,6 +128,9 @@ class Reader:
             kind = "a whole number" if integer else "a number"
             self.error(path + (key,), f"{where} must be {kind}, not {_kind(value)} "
                                       f"({value!r}).", backend)
+            return default
+        if not math.isfinite(value):  # YAML's .nan and .inf: no limit, count or size is either
+            self.error(path + (key,), f"{where} must be a finite number, not {value}.", backend)
             return default
         if positive and value <= 0:
             self.error(path + (key,), f"{where} must be more than 0, not {value}.", backend)

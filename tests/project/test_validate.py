@@ -199,6 +199,14 @@ def test_a_trainer_plugin_that_cannot_be_imported_is_a_warning(write_config, mon
                for m in messages(report.warnings))
 
 
+@pytest.mark.parametrize("value", [".nan", ".inf", "-.inf"])
+def test_numbers_must_be_finite(write_config, value):
+    path = write_config(BASE + "model_training:\n  backends:\n    gpu: {type: ssh, host: h, "
+                               "min_free_gpu_mb: %s, max_media_cache_mb: %s}\n" % (value, value))
+    msgs = messages(check(path)[1].errors)
+    assert len(msgs) == 2 and all("must be a finite number, not" in m for m in msgs), msgs
+
+
 def test_local_is_always_configured(write_config):
     path = write_config(BASE + "model_training:\n  backend: local\n")
     _, report = check(path)
