@@ -136,10 +136,17 @@ def env_mapping(ctx: KeyContext, name: str, default) -> Dict[str, str]:
     r, path, where, value = ctx.r, ctx.path, ctx.where, ctx.m.get(name)
     if value is None:
         return {}
-    if not isinstance(value, dict) or not all(
-            isinstance(k, str) and re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", k) for k in value):
+    bad_names = [k for k in value if not (isinstance(k, str) and re.match(
+        r"^[A-Za-z_][A-Za-z0-9_]*$", k))] if isinstance(value, dict) else []
+    if not isinstance(value, dict) or bad_names:
+        named = (" (%s is not one)" % ", ".join(repr(k)[:40] for k in bad_names[:3])
+                 if bad_names else "")
         r.error(path + (name,), f"{where}.{name} must map variable names (letters, digits, _) "
-                                f"to values.", ctx.name)
+                                f"to values{named}.", ctx.name)
+    elif any(isinstance(v, (dict, list)) for v in value.values()):
+        bad = sorted(k for k, v in value.items() if isinstance(v, (dict, list)))
+        r.error(path + (name,), f"{where}.{name}: {', '.join(bad[:3])} must be one text, number "
+                                f"or true/false, not a list or mapping.", ctx.name)
     elif any(isinstance(v, str) and any(c in v for c in "\n\r\0") for v in value.values()):
         r.error(path + (name,), f"{where}.{name} has a value with a line break or a NUL; each "
                                 f"variable must fit on one line.", ctx.name)

@@ -207,6 +207,19 @@ def test_numbers_must_be_finite(write_config, value):
     assert len(msgs) == 2 and all("must be a finite number, not" in m for m in msgs), msgs
 
 
+def test_env_values_are_one_value_and_a_bad_name_is_named(write_config):
+    path = write_config(BASE + "model_training:\n  backends:\n    gpu: {type: ssh, host: h, "
+                               "env: {X: [1, 2], Y: {a: b}, Z: 3}}\n")
+    assert messages(check(path)[1].errors) == [
+        "model_training.backends.gpu.env: X, Y must be one text, number or true/false, not a "
+        "list or mapping."]
+    path = write_config(BASE + "model_training:\n  backends:\n    gpu: {type: ssh, host: h, "
+                               "env: {OK: 1, 2BAD: x}}\n")
+    assert messages(check(path)[1].errors) == [
+        "model_training.backends.gpu.env must map variable names (letters, digits, _) to values "
+        "('2BAD' is not one)."]
+
+
 def test_local_is_always_configured(write_config):
     path = write_config(BASE + "model_training:\n  backend: local\n")
     _, report = check(path)
