@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict
 
 from potato.project.paths import running_server
 from potato.project.store import Store
-from potato.training.web.api import run_view
+from potato.training.core.view import RunView
 from potato.commands.training import _api
 from potato.training.hub.publish import Publisher, Refused
 from potato.training.remote.paths import RunPaths
@@ -98,7 +98,7 @@ def _in_process(cfg, run_id: str, body: Dict[str, Any]) -> int:
     publisher = Publisher(cfg, lambda rid: RunPaths(os.path.join(cfg.runs_dir, rid)),
                           whose="this command's environment", then="and run it again")
     try:
-        publisher.start(run_view(run), body)
+        publisher.start(RunView.from_run(run), body)
     except Refused as e:
         print("error: %s" % e.message, file=sys.stderr)
         return 1

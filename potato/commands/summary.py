@@ -2,24 +2,24 @@
 
 from typing import Any, Dict, List, Optional
 
+from potato.training.core.view import RunView
 from potato.training.reports import ratings as report_ratings
-from potato.training.reports.writeback import WriteBack
 from potato.training.web.run_actions import again_command
 
 
 def summary_lines(run: Dict[str, Any], config_path: Optional[str] = None) -> List[str]:
-    """The run in a few lines; with ``config_path``, the last one is the command that runs it
-    again."""
+    """The run (the API's JSON for it, read here as a RunView) in a few lines; with
+    ``config_path``, the last one is the command that runs it again."""
+    view = RunView.from_dict(run)
     lines = []
-    took = " in %.1f s" % run["duration_s"] if run.get("duration_s") is not None else ""
-    status = run["status"] + (" (with warnings)" if run.get("warnings") and
-                              run["status"] == "success" else "")
-    head = "Run %s %s%s on %s" % (run["run_id"], status, took,
-                                  run.get("ran_on") or run.get("backend"))
-    if run["status"] == "error" and run.get("error"):
-        head += ": " + run["error"]
+    took = " in %.1f s" % view.duration_s if view.duration_s is not None else ""
+    status = view.status + (" (with warnings)" if view.warnings and
+                            view.status == "success" else "")
+    head = "Run %s %s%s on %s" % (view.run_id, status, took, view.ran_on or view.backend)
+    if view.status == "error" and view.error:
+        head += ": " + view.error
     lines.append(head)
-    h = run.get("holdout")
+    h = view.holdout.as_dict() if view.holdout is not None else None
     if h:
         lines.append("Held-out score (test split, n=%d)%s" % (h["n"], (
             ": accuracy %.3f, macro-F1 %.3f" % (h["accuracy"], h["macro_f1"]))
@@ -39,10 +39,10 @@ def summary_lines(run: Dict[str, Any], config_path: Optional[str] = None) -> Lis
                                               r["baseline"]["accuracy"], r["above_baseline"]))
             if r.get("note"):
                 lines.append("  " + r["note"])
-    elif run["status"] == "success":
+    elif view.status == "success":
         lines.append("Held-out score: none (no labelled items fell in the test split)")
-    if run.get("writeback"):
-        wb = WriteBack.from_dict(run["writeback"])
+    if view.writeback is not None:
+        wb = view.writeback
         extra = []
         if wb.below_min_confidence:
             extra.append("%d below min_confidence %s" % (wb.below_min_confidence,
@@ -57,25 +57,25 @@ def summary_lines(run: Dict[str, Any], config_path: Optional[str] = None) -> Lis
         else:
             lines.append("Predictions written: none (no scheme of this run is in "
                          "model_training.writeback.schemas)")
-    if run["status"] == "success":
-        lines.extend(_in_use_lines(run))
-    warnings = run.get("warnings") or []
+    if view.status == "success":
+        lines.extend(_in_use_lines(view))
+    warnings = view.warnings
     if warnings:
         lines.append("%d warning%s:" % (len(warnings), "" if len(warnings) == 1 else "s"))
         lines.extend("  " + str(w) for w in warnings)
-    if run.get("artifact_uri") and run["status"] == "success":
-        lines.append("Model files: %s" % run["artifact_uri"])
+    if view.artifact_uri and view.status == "success":
+        lines.append("Model files: %s" % view.artifact_uri)
     if config_path:
-        lines.append("Run it again: %s" % again_command(config_path, run))
+        lines.append("Run it again: %s" % again_command(config_path, view))
     return lines
 
 
-def _in_use_lines(run: Dict[str, Any]) -> List[str]:
+def _in_use_lines(view: RunView) -> List[str]:
     """Whether the run is now the model in use (its predictions are what annotators see)."""
-    why = WriteBack.from_dict(run.get("writeback")).why
-    if run.get("in_use"):
+    why = view.writeback.why if view.writeback is not None else {}
+    if view.in_use:
         lines = ["In use: yes, for %s (annotators see its predictions as suggestions)"
-                 % ", ".join(run["in_use"])]
+                 % ", ".join(view.in_use)]
     else:
         lines = ["In use: no (annotators see another run's predictions, or none)"]
     lines.extend("  %s: %s" % (scheme, text) for scheme, text in sorted(why.items()))

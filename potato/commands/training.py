@@ -17,7 +17,7 @@ from potato.project.data import DataError
 from potato.project.paths import running_server
 from potato.service import LockHeld, Service
 from potato.project.store import Store
-from potato.training.web.api import run_view
+from potato.training.core.view import RunView
 from potato.training.backends import (
     backend_class, check_backend, make_backends, polled_by_agents)
 from potato.training.lifecycle.queue import DISABLED, RequestError
@@ -199,7 +199,7 @@ def _run_in_process(cfg, args, schemas, params) -> int:
             print("error: %s" % e.message, file=sys.stderr)
             return 1
         service.start(training=True)
-        run = _follow(lambda: run_view(manager.runs.get(run_id)),
+        run = _follow(lambda: RunView.from_run(manager.runs.get(run_id)).as_dict(),
                       lambda: manager.cancel(run_id))
     return _finish(run, cfg.path)
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from potato import __version__
+from potato.training.core.view import RunView
 from potato.training.reports import heldout, ratings as report_ratings
 from potato.training.remote import trainers
 
@@ -44,13 +45,13 @@ def _num(value: Any) -> Optional[float]:
     return float(value)
 
 
-def load_code(view: Dict[str, Any], repo_id: str, files: List[str]) -> str:
+def load_code(view: RunView, repo_id: str, files: List[str]) -> str:
     """The Python that loads the published files (the trainer's ``load_code``, reading the repo
     ``repo_id`` whose ``files`` are listed), or "" for a trainer without one."""
-    info = trainers.get(view["trainer"]) if isinstance(view.get("trainer"), str) else None
+    info = trainers.get(view.trainer) if isinstance(view.trainer, str) else None
     if info is None:
         return ""
-    params = view.get("params") if isinstance(view.get("params"), dict) else {}
+    params = view.params if isinstance(view.params, dict) else {}
     used = []
 
     def hub_file(rel: str) -> str:  # publish.repo_files put model/'s files at the root
@@ -58,7 +59,7 @@ def load_code(view: Dict[str, Any], repo_id: str, files: List[str]) -> str:
         used.append(name)
         return "hf_hub_download(%s, %s)" % (json.dumps(repo_id), json.dumps(name))
 
-    schemas = view.get("schemas") or []
+    schemas = view.schemas or []
     code = trainers.fill_load_code(info.load_template(params), repo_id, hub_file,
                                    str(schemas[0]) if schemas else "SCHEME")
     if used:
@@ -66,10 +67,10 @@ def load_code(view: Dict[str, Any], repo_id: str, files: List[str]) -> str:
     return code
 
 
-def metadata(view: Dict[str, Any], license: Optional[str]) -> List[str]:
+def metadata(view: RunView, license: Optional[str]) -> List[str]:
     """The YAML header's lines (between the --- lines)."""
-    params = view.get("params") if isinstance(view.get("params"), dict) else {}
-    info = trainers.get(view["trainer"]) if isinstance(view.get("trainer"), str) else None
+    params = view.params if isinstance(view.params, dict) else {}
+    info = trainers.get(view.trainer) if isinstance(view.trainer, str) else None
     tag, library = info.hub_meta(params) if info is not None else (None, None)
     lines = []
     base = params.get("model")
@@ -82,7 +83,7 @@ def metadata(view: Dict[str, Any], license: Optional[str]) -> List[str]:
     if license:
         lines.append("license: %s" % json.dumps(license))
     lines.append("tags:")
-    lines.extend("- %s" % json.dumps(t) for t in ("potato-annotation", view["trainer"]))
+    lines.extend("- %s" % json.dumps(t) for t in ("potato-annotation", view.trainer))
     return lines
 
 
@@ -139,12 +140,12 @@ def _scheme_lines(name: str, r: Dict[str, Any]) -> List[str]:
     return out
 
 
-def holdout_lines(view: Dict[str, Any]) -> List[str]:
-    h = view.get("holdout")
-    if not isinstance(h, dict):
+def holdout_lines(view: RunView) -> List[str]:
+    if view.holdout is None:
         return ["No held-out report: the run had no labelled test item to score.", ""]
+    h = view.holdout.as_dict()
     per = h.get("per_scheme") if isinstance(h.get("per_scheme"), dict) else {
-        ", ".join(map(str, view["schemas"])): h}
+        ", ".join(map(str, view.schemas)): h}
     out: List[str] = []
     for name, r in per.items():
         if isinstance(r, dict):
@@ -165,7 +166,7 @@ class Release:
     now: Optional[float] = None
 
 
-def card(view: Dict[str, Any], release: Release, schemes: Dict[str, Any],
+def card(view: RunView, release: Release, schemes: Dict[str, Any],
          counts: Optional[Dict[str, int]], params_changed: Dict[str, Any]) -> str:
     """README.md for ``release``: metadata, what the model labels (``schemes``: the bundle's),
     how well (the held-out report), how it was trained (on ``counts`` items per split, with
@@ -174,22 +175,22 @@ def card(view: Dict[str, Any], release: Release, schemes: Dict[str, Any],
     makes a new commit."""
     repo_id, files, license = release.repo_id, release.files, release.license
     number, now = release.number, release.now
-    params = view.get("params") if isinstance(view.get("params"), dict) else {}
+    params = view.params if isinstance(view.params, dict) else {}
     name = repo_id.split("/")[-1]
-    finished = _num(view.get("finished_at"))
+    finished = _num(view.finished_at)
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(finished)) if finished else "?"
     out = ["---"] + metadata(view, license) + ["---", "", "# %s" % _md(name), "",
            "A model trained with Potato (potato-annotation %s) from human annotations: trainer "
-           "%s, run %s, finished %s." % (__version__, _code(view["trainer"]),
-                                          _md(view["run_id"]), when), ""]
+           "%s, run %s, finished %s." % (__version__, _code(view.trainer),
+                                          _md(view.run_id), when), ""]
     out += ["## What it labels", ""]
-    for scheme in view["schemas"]:
+    for scheme in view.schemas:
         info = schemes.get(scheme) if isinstance(schemes.get(scheme), dict) else {}
         labels = ", ".join(_code(x) for x in info.get("labels") or []) or "?"
         out.append("- scheme **%s** (%s): %s" % (_md(scheme), _md(info.get("type") or "?"),
                                                 labels))
     out += ["", "## Held-out report", ""] + holdout_lines(view)
-    out += ["## Training", "", "- trainer: %s" % _code(view["trainer"])]
+    out += ["## Training", "", "- trainer: %s" % _code(view.trainer)]
     if isinstance(params.get("model"), str):
         out.append("- base model: %s" % _code(params["model"]))
     changed = ", ".join(_code("%s=%s" % (k, json.dumps(v, default=str)))
@@ -206,5 +207,5 @@ def card(view: Dict[str, Any], release: Release, schemes: Dict[str, Any],
                 "A private repo needs a token with read access (`HF_TOKEN`) to download.", ""]
     out += ["---", "", "Published by Potato on %s (publish %d of run %s)." % (
         time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(time.time() if now is None else now)),
-        number, _md(view["run_id"])), ""]
+        number, _md(view.run_id)), ""]
     return "\n".join(out)

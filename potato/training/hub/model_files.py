@@ -6,11 +6,12 @@ import json
 import logging
 import os
 import tarfile
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 from potato.markup import Safe, join, render
 from potato.training.remote import trainers
 from potato.training.core.runs import Run
+from potato.training.core.view import RunView
 
 log = logging.getLogger(__name__)
 
@@ -120,10 +121,10 @@ def load_code(run: Run) -> str:
                                    str(run.schemas[0]) if run.schemas else "SCHEME")
 
 
-def model_files_cell(view: Dict[str, Any], where: str, here: List[str], code: str) -> Safe:
+def model_files_cell(view: RunView, where: str, here: List[str], code: str) -> Safe:
     """Where the model files are; when they are on this server and the run succeeded: the
     download link, the list of files, and the Python that loads them."""
-    if view["status"] != "success" or not here:
+    if view.status != "success" or not here:
         return render("{w}", w=where)
     size = "%d file%s" % (len(here), "" if len(here) == 1 else "s")
     load = render('<p class="hint">Unpack it, then load it in Python:</p><pre class="load-code">'
@@ -131,6 +132,6 @@ def model_files_cell(view: Dict[str, Any], where: str, here: List[str], code: st
     return render('<a class="download" id="model-download" href="/admin/training/runs/{id}/'
                   'model.tar" download>Download the model ({size}, one .tar archive)</a>'
                   '<details><summary>files</summary><ul>{files}</ul></details>{load}'
-                  '<p class="hint">On the server: <code>{where}</code></p>', id=view["run_id"],
+                  '<p class="hint">On the server: <code>{where}</code></p>', id=view.run_id,
                   size=size, files=join(render("<li><code>{f}</code></li>", f=shown(f))
                                         for f in here[:200]), load=load, where=where)

@@ -8,6 +8,7 @@ import time
 from typing import Any, Dict
 
 from potato.markup import Safe, join, render
+from potato.training.core.view import RunView
 
 
 def _when(t: Any) -> str:
@@ -74,7 +75,7 @@ def _form(run_id: str, state: Dict[str, Any], busy: bool) -> Safe:
         else Safe(""), off=Safe(" disabled") if busy else Safe(""))
 
 
-def section(view: Dict[str, Any], state: Dict[str, Any], blocked: str, unready: str) -> Safe:
+def section(view: RunView, state: Dict[str, Any], blocked: str, unready: str) -> Safe:
     """The inside of the run page's publish card (``blocked``: why this run cannot be
     published; ``unready``: why this server cannot publish now)."""
     if blocked:
@@ -84,16 +85,16 @@ def section(view: Dict[str, Any], state: Dict[str, Any], blocked: str, unready: 
     if unready:
         parts.append(render('<p class="notice" id="publish-unready">{w}</p>', w=unready))
     else:
-        parts.append(_form(view["run_id"], state, busy))
+        parts.append(_form(view.run_id, state, busy))
     return join(parts)
 
 
-def card(view: Dict[str, Any], state: Dict[str, Any], blocked: str, unready: str) -> Safe:
+def card(view: RunView, state: Dict[str, Any], blocked: str, unready: str) -> Safe:
     """The publish card on a successful run's page (nothing for other runs)."""
-    if view["status"] != "success":
+    if view.status != "success":
         return Safe("")
     return render('<section class="card" aria-labelledby="publish-h"><h2 id="publish-h">'
                   'Publish to Hugging Face Hub</h2><div id="publish-message" role="alert"></div>'
                   '<div id="publish" data-run="{id}" data-state="{s}">{inner}</div></section>'
-                  '<script src="/static/publish.js"></script>', id=view["run_id"],
+                  '<script src="/static/publish.js"></script>', id=view.run_id,
                   s=state.get("state") or "", inner=section(view, state, blocked, unready))

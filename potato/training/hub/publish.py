@@ -22,6 +22,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from potato import __version__
 from potato.training.hub import client as hub, model_card
 from potato.training.hub import model_files
+from potato.training.core.view import RunView
 from potato.training.lifecycle import retention
 from potato.training.core import runlog
 from potato.training.remote.paths import RunPaths, read_json, write_json
@@ -78,22 +79,22 @@ def check_message(value: Any, run_id: str) -> str:
     return text
 
 
-def cannot_publish(cfg, view: Dict[str, Any], artifacts: str) -> Optional[str]:
+def cannot_publish(cfg, view: RunView, artifacts: str) -> Optional[str]:
     """Why this run's model cannot be published from this server (and where its files are),
     or None."""
-    if view["status"] != "success":
+    if view.status != "success":
         return ("Only a successful run's model can be published; run %s is %s."
-                % (view["run_id"], view["status"]))
-    uri = view.get("artifact_uri") or ""
-    if view.get("pruned_at"):  # retention deleted them: the run had files, they are gone
-        why = (view.get("pruned_reason") or "model_training.retain_runs keeps only the "
+                % (view.run_id, view.status))
+    uri = view.artifact_uri or ""
+    if view.pruned_at:  # retention deleted them: the run had files, they are gone
+        why = (view.pruned_reason or "model_training.retain_runs keeps only the "
                "newest runs' model files.").strip()
         return ("Run %s's model files were deleted on %s, so there is nothing left to publish: "
                 "%s Run it again for a model to publish." % (
-                    view["run_id"], time.strftime("%Y-%m-%d %H:%M", time.localtime(
-                        view["pruned_at"])), why))
+                    view.run_id, time.strftime("%Y-%m-%d %H:%M", time.localtime(
+                        view.pruned_at)), why))
     if "://" in uri:
-        bcfg = cfg.model_training.backends.get(view["backend"])
+        bcfg = cfg.model_training.backends.get(view.backend)
         backend = bcfg.options if bcfg is not None else None  # a remote kind's keys
         machine = "agent's machine" if uri.startswith("agent://") else "GPU host"
         if backend is not None and not getattr(backend, "fetch_artifacts", True):
@@ -111,7 +112,7 @@ def cannot_publish(cfg, view: Dict[str, Any], artifacts: str) -> Optional[str]:
                 "hf upload), or train again with the files fetched." % (why, uri))
     if not model_files.files(artifacts):
         return ("Run %s left no model files on this server, so there is nothing to publish."
-                % view["run_id"])
+                % view.run_id)
     return None
 
 
@@ -223,14 +224,14 @@ class Publisher:
         return not self.busy()
 
     # -- starting ------------------------------------------------------------------------------
-    def start(self, view: Dict[str, Any], body: Dict[str, Any]) -> Dict[str, Any]:
-        """Check a request ({repo_id, private, commit_message}) and start publishing ``run``
-        (a run view, with params_changed); returns the new state. Raises Refused."""
+    def start(self, view: RunView, body: Dict[str, Any]) -> Dict[str, Any]:
+        """Check a request ({repo_id, private, commit_message}) and start publishing the run
+        ``view`` shows; returns the new state. Raises Refused."""
         unknown = sorted(set(body) - set(FIELDS))
         if unknown:
             raise Refused(400, "Unknown field(s) %s; a publish request has %s."
                           % (", ".join(map(str, unknown))[:200], ", ".join(FIELDS)))
-        run_id = view["run_id"]
+        run_id = view.run_id
         req = {"repo_id": check_repo_id(body.get("repo_id")),
                "private": check_private(body.get("private")),
                "message": check_message(body.get("commit_message"), run_id)}
@@ -243,8 +244,8 @@ class Publisher:
                 self.holds.release(run_id)
             raise
 
-    def _start(self, view: Dict[str, Any], req: Dict[str, Any], started: List[bool]):
-        run_id = view["run_id"]
+    def _start(self, view: RunView, req: Dict[str, Any], started: List[bool]):
+        run_id = view.run_id
         paths = self.paths_of(run_id)
         why = cannot_publish(self.cfg, view, paths.artifacts) or self.readiness()
         if why:
@@ -275,9 +276,9 @@ class Publisher:
         return self.state(run_id)
 
     # -- the background part -------------------------------------------------------------------
-    def _work(self, view, paths: RunPaths, req, files, token: str, endpoint: str,
+    def _work(self, view: RunView, paths: RunPaths, req, files, token: str, endpoint: str,
               state: Dict[str, Any]) -> None:
-        run_id = view["run_id"]
+        run_id = view.run_id
 
         def step(text: str) -> None:
             state["step"] = text
@@ -288,7 +289,7 @@ class Publisher:
             commit = hub.Commit(
                 repo_id=req["repo_id"], private=req["private"], message=req["message"],
                 description="Run %s (trainer %s), published by Potato %s." % (
-                    run_id, view["trainer"], __version__), files=files)
+                    run_id, view.trainer, __version__), files=files)
             result = hub.publish(
                 endpoint, token, pub.timeout_s, pub.token_env, commit,
                 lambda repo_id: self.card(view, paths, repo_id, files,
@@ -316,7 +317,7 @@ class Publisher:
                 self._active = None
             self.holds.release(run_id)
 
-    def card(self, view, paths: RunPaths, repo_id: str, files, number: int = 1) -> str:
+    def card(self, view: RunView, paths: RunPaths, repo_id: str, files, number: int = 1) -> str:
         manifest: Dict[str, Any] = {}
         try:
             manifest = read_json(os.path.join(paths.bundle, "manifest.json"))
@@ -328,5 +329,4 @@ class Publisher:
         counts = manifest.get("counts") if isinstance(manifest.get("counts"), dict) else None
         release = model_card.Release(repo_id, [p for p, _ in files] + ["README.md"],
                                      self.cfg.model_training.publish.license, number)
-        return model_card.card(view, release, schemes, counts,
-                               view.get("params_changed") or {})
+        return model_card.card(view, release, schemes, counts, view.params_changed or {})

@@ -12,31 +12,32 @@ from typing import Any, Callable, Dict, Optional
 from potato.server.errors import HTTPError
 from potato.markup import Safe
 from potato.training.hub import page as publish_page
+from potato.training.core.view import RunView
 from potato.training.hub.publish import Publisher, Refused, cannot_publish
 
 RUN = r"/runs/(?P<run_id>[A-Za-z0-9_-]+)/publish"
 
 
-def state_view(publisher: Publisher, view: Dict[str, Any]) -> Dict[str, Any]:
-    """The publish state the API returns for a run (``view``: its ``run_view``)."""
-    state = publisher.state(view["run_id"])
-    blocked = cannot_publish(publisher.cfg, view, publisher.paths_of(view["run_id"]).artifacts) \
-        if view["status"] == "success" else ""
-    out = dict(state, run_id=view["run_id"], can_publish=not blocked, reason=blocked or None,
+def state_view(publisher: Publisher, view: RunView) -> Dict[str, Any]:
+    """The publish state the API returns for a run (``view``: the run's RunView)."""
+    state = publisher.state(view.run_id)
+    blocked = cannot_publish(publisher.cfg, view, publisher.paths_of(view.run_id).artifacts) \
+        if view.status == "success" else ""
+    out = dict(state, run_id=view.run_id, can_publish=not blocked, reason=blocked or None,
                ready=publisher.readiness() or None)
     out["html"] = publish_page.section(view, state, blocked or "", publisher.readiness()) \
-        if view["status"] == "success" else ""
+        if view.status == "success" else ""
     return out
 
 
-def page_card(publisher: Publisher, view: Dict[str, Any],
+def page_card(publisher: Publisher, view: RunView,
               typed: Optional[Dict[str, Any]] = None) -> Safe:
-    """The publish card for the run page (``view``: the run's ``run_view``); ``typed``: a
-    refused form's input, shown again."""
-    if view["status"] != "success":
+    """The publish card for the run page (``view``: the run's RunView); ``typed``: a refused
+    form's input, shown again."""
+    if view.status != "success":
         return Safe("")
-    blocked = cannot_publish(publisher.cfg, view, publisher.paths_of(view["run_id"]).artifacts)
-    return publish_page.card(view, dict(publisher.state(view["run_id"]), **(typed or {})),
+    blocked = cannot_publish(publisher.cfg, view, publisher.paths_of(view.run_id).artifacts)
+    return publish_page.card(view, dict(publisher.state(view.run_id), **(typed or {})),
                              blocked or "", publisher.readiness())
 
 

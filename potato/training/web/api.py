@@ -2,7 +2,7 @@
 
 import os
 import time
-from typing import Any, Dict, Optional
+from typing import Optional
 from urllib.parse import unquote
 
 from potato.server.errors import HTTPError
@@ -15,43 +15,10 @@ from potato.training.lifecycle import in_use, reload
 from potato.training.remote import trainers
 from potato.training.backends import check_backend
 from potato.training.lifecycle.queue import Manager, RequestError
-from potato.training.core.runs import TERMINAL, Run
+from potato.training.core.runs import Run
+from potato.training.core.view import RunView
 
 PREFIX = "/admin/training/api"
-RUN_FIELDS = ("run_id", "trainer", "schemas", "backend", "ran_on", "status", "step", "error",
-              "metrics", "holdout", "writeback", "created_at", "started_at", "finished_at",
-              "artifact_uri", "params", "progress", "history", "auto", "in_use", "placement",
-              "warnings", "pinned", "pruned_at", "pruned_reason", "name", "note")
-
-
-def params_changed(run: Run) -> Dict[str, Any]:
-    """The run's params whose value is not the trainer's default (all of them for a trainer
-    this server no longer knows)."""
-    params = run.params if isinstance(run.params, dict) else {}
-    info = trainers.get(run.trainer) if isinstance(run.trainer, str) else None
-    if info is None:
-        return dict(params)
-    defaults = dict((p.name, p.default) for p in info.params)
-    return dict((k, v) for k, v in params.items() if k not in defaults or defaults[k] != v)
-
-
-def run_view(run: Run) -> Dict[str, Any]:
-    """The one place a Run becomes the JSON the API returns (and the pages are given): the
-    record's fields, and what is computed from them (params_changed, duration_s, terminal)."""
-    out = {k: getattr(run, k) for k in RUN_FIELDS}
-    out["writeback"] = run.writeback.as_dict() if run.writeback is not None else None
-    out["placement"] = out["placement"] or {}
-    out["warnings"] = out["warnings"] or []
-    out["params_changed"] = params_changed(run)
-    if run.started_at:
-        end = run.finished_at or time.time()
-        out["duration_s"] = round(end - run.started_at, 1)
-    else:
-        out["duration_s"] = None
-    out["terminal"] = run.status in TERMINAL
-    return out
-
-
 def backend_list(manager: Manager, for_page: bool = False):
     """The backends as the API lists them; ``for_page`` adds what the Training page needs to
     know of each kind (whether it runs on this server)."""
@@ -121,13 +88,13 @@ def add_routes(app, manager: Manager, on_disk=None) -> None:
 
     _api_routes(app, manager, get_run)
     pages_of = {}  # the run page, for the publish form's refusals
-    publisher = publish_api.add_routes(app, manager, PREFIX, get_run, run_view,
+    publisher = publish_api.add_routes(app, manager, PREFIX, get_run, RunView.from_run,
                                        lambda *a, **k: pages_of["run"](*a, **k))
     _page_routes(app, manager, get_run, on_disk)
     if on_disk is not None:
         reload.add_routes(app, on_disk, PREFIX)
-    history.add_routes(app, manager, run_view)
-    compare.add_routes(app, manager, run_view)
+    history.add_routes(app, manager, RunView.from_run)
+    compare.add_routes(app, manager, RunView.from_run)
     pages_of["run"] = _run_page_routes(app, manager, get_run, publisher)
 
 
@@ -148,11 +115,11 @@ def _api_routes(app, manager: Manager, get_run) -> None:
 
     @app.route("GET", PREFIX + r"/runs", "admin")
     def list_runs(h):
-        h.send_json({"runs": [run_view(r) for r in manager.runs.list()]})
+        h.send_json({"runs": [RunView.from_run(r).as_dict() for r in manager.runs.list()]})
 
     @app.route("GET", PREFIX + r"/runs/(?P<run_id>[A-Za-z0-9_-]+)", "admin")
     def one(h, run_id):
-        h.send_json(run_view(get_run(run_id)))
+        h.send_json(RunView.from_run(get_run(run_id)).as_dict())
 
     @app.route("GET", PREFIX + r"/runs/(?P<run_id>[A-Za-z0-9_-]+)/log", "admin")
     def run_log(h, run_id):
@@ -165,7 +132,7 @@ def _api_routes(app, manager: Manager, get_run) -> None:
     @app.route("POST", PREFIX + r"/runs/(?P<run_id>[A-Za-z0-9_-]+)/cancel", "admin")
     def cancel(h, run_id):
         get_run(run_id)
-        h.send_json(run_view(manager.cancel(run_id)))
+        h.send_json(RunView.from_run(manager.cancel(run_id)).as_dict())
 
     @app.route("POST", PREFIX + r"/runs/(?P<run_id>[A-Za-z0-9_-]+)/use", "admin")
     def use(h, run_id):
@@ -174,7 +141,7 @@ def _api_routes(app, manager: Manager, get_run) -> None:
             switched = manager.use(run_id)
         except RequestError as e:
             raise HTTPError(e.status, e.message)
-        h.send_json(dict(run_view(get_run(run_id)), switched=switched))
+        h.send_json(dict(RunView.from_run(get_run(run_id)).as_dict(), switched=switched))
 
     @app.route("POST", PREFIX + r"/runs/(?P<run_id>[A-Za-z0-9_-]+)/(?P<action>pin|unpin)",
                "admin")
@@ -184,7 +151,7 @@ def _api_routes(app, manager: Manager, get_run) -> None:
             run = (in_use.pin if action == "pin" else in_use.unpin)(manager, run_id)
         except RequestError as e:
             raise HTTPError(e.status, e.message)
-        h.send_json(run_view(run))
+        h.send_json(RunView.from_run(run).as_dict())
 
     @app.route("GET", PREFIX + r"/backends", "admin")
     def backends(h):
@@ -233,13 +200,13 @@ def form_memory(manager: Manager, trainer_names, again: Optional[Run] = None):
 
 def _page_routes(app, manager: Manager, get_run, on_disk) -> None:
     def page(h, message="", status=200, again=None):
-        runs = [run_view(r) for r in manager.runs.list()]
+        runs = [RunView.from_run(r) for r in manager.runs.list()]
         live = live_run(manager)
         tail, end = live_card.log_tail(manager.paths(live.run_id).log) if live else ("", 0)
         trainers_data = trainer_list_data(manager)
         h.send_html(pages.training_page(
             manager.cfg, backend_list(manager, for_page=True), trainers_data, runs,
-            live_card.live_fragment(run_view(live) if live else None, tail, end),
+            live_card.live_fragment(RunView.from_run(live) if live else None, tail, end),
             message, reload.page_notice(on_disk, h.query),
             form_memory(manager, [t["name"] for t in trainers_data], again)), status)
 
@@ -281,9 +248,9 @@ def _page_routes(app, manager: Manager, get_run, on_disk) -> None:
         except ValueError as e:
             raise HTTPError(400, str(e))
         live = live_run(manager)
-        out = live_card.fragments(run_view(live) if live else None,
+        out = live_card.fragments(RunView.from_run(live) if live else None,
                                   manager.paths(live.run_id).log if live else None, h.query)
-        out["runs"] = pages.runs_rows([run_view(r) for r in manager.runs.list()])
+        out["runs"] = pages.runs_rows([RunView.from_run(r) for r in manager.runs.list()])
         out["config"] = on_disk.notice() if on_disk is not None else ""
         h.send_json(out)
 
@@ -297,13 +264,14 @@ def _run_page_routes(app, manager: Manager, get_run, publisher):
 
     def show_run(h, run_id, message="", ok=True, status=200, typed=None):
         run = get_run(run_id)
-        view = dict(run_view(run), use_refusal=in_use.use_refusal(manager, run))
+        view = RunView.from_run(run)
         here = model_files.files(manager.paths(run_id).artifacts) \
             if run.status == "success" else []
         h.send_html(pages.run_page(manager.cfg, view, read_log(manager, run_id),
                                    model_files.model_files_cell(view, model_location(run), here,
                                                           model_files.load_code(run)),
-                                   message, ok, publish_api.page_card(publisher, view, typed)),
+                                   message, ok, publish_api.page_card(publisher, view, typed),
+                                   in_use.use_refusal(manager, run)),
                     status)
 
     @app.route("GET", r"/admin/training/runs/(?P<run_id>[A-Za-z0-9_-]+)", "admin")
@@ -352,7 +320,7 @@ def _action_routes(app, manager: Manager, get_run, show_run) -> None:
         except RequestError as e:
             raise HTTPError(e.status, e.message)
         manager.runs.set_label(run_id, name, note)
-        h.send_json(run_view(get_run(run_id)))
+        h.send_json(RunView.from_run(get_run(run_id)).as_dict())
 
     @app.route("POST", r"/admin/training/runs/(?P<run_id>[A-Za-z0-9_-]+)/label", "admin")
     def label_form(h, run_id):

@@ -13,7 +13,7 @@ from potato.server.pages import layout
 from potato.training.web import pages
 from potato.training.web.run_cells import metric_name, metric_text
 from potato.training.core.runs import RequestError
-from potato.training.reports.writeback import WriteBack
+from potato.training.core.view import RunView
 
 MAX_RUNS = 12
 RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,40}")
@@ -57,11 +57,11 @@ def _same(value: Any) -> Any:
     return _text(value)
 
 
-def differing(views: List[Dict[str, Any]]) -> List[str]:
+def differing(views: List[RunView]) -> List[str]:
     """The params whose values are not the same in every run (a param one run lacks counts)."""
-    keys = sorted(set().union(*[set(v.get("params") or {}) for v in views]))
+    keys = sorted(set().union(*[set(v.params or {}) for v in views]))
     return [k for k in keys
-            if len({_same((v.get("params") or {}).get(k)) for v in views}) > 1]
+            if len({_same((v.params or {}).get(k)) for v in views}) > 1]
 
 
 def _row(label: str, cells: List[Any], differs: bool = False) -> Safe:
@@ -73,18 +73,17 @@ def _row(label: str, cells: List[Any], differs: bool = False) -> Safe:
                              for c in cells))
 
 
-def _params_rows(views: List[Dict[str, Any]]) -> Safe:
-    keys = sorted(set().union(*[set(v.get("params") or {}) for v in views]))
+def _params_rows(views: List[RunView]) -> Safe:
+    keys = sorted(set().union(*[set(v.params or {}) for v in views]))
     diff = set(differing(views))
     return join(_row(k, [render("<td><code>{v}</code></td>", v=_text(
-        (v.get("params") or {}).get(k))) for v in views], k in diff) for k in keys)
+        (v.params or {}).get(k))) for v in views], k in diff) for k in keys)
 
 
-def _score_rows(views: List[Dict[str, Any]]) -> Safe:
+def _score_rows(views: List[RunView]) -> Safe:
     """Held-out scores (the best macro-F1 in bold) and predictions written."""
     def h(v, key):
-        hold = v.get("holdout") if isinstance(v.get("holdout"), dict) else {}
-        x = hold.get(key)
+        x = v.holdout.as_dict().get(key) if v.holdout is not None else None
         return x if isinstance(x, (int, float)) and not isinstance(x, bool) else None
 
     rows = []
@@ -101,35 +100,34 @@ def _score_rows(views: List[Dict[str, Any]]) -> Safe:
         rows.append(_row(words, [render("<td>{b}</td>", b=render(
             '<b class="best">{x}</b>', x=text) if x == best and len(views) > 1 else text)
             for x, text in zip(values, shown)], len(set(values)) > 1))
-    written = [WriteBack.from_dict(v["writeback"]).written if isinstance(
-        v.get("writeback"), dict) else None for v in views]
+    written = [v.writeback.written if v.writeback is not None else None for v in views]
     rows.append(_row("predictions written", [MISSING if w is None else w for w in written]))
     return join(rows)
 
 
-def _metric_rows(views: List[Dict[str, Any]]) -> Safe:
-    metrics = [v.get("metrics") if isinstance(v.get("metrics"), dict) else {} for v in views]
+def _metric_rows(views: List[RunView]) -> Safe:
+    metrics = [v.metrics if isinstance(v.metrics, dict) else {} for v in views]
     keys = sorted(set().union(*[set(m) for m in metrics]))
     return join(_row(metric_name(str(k)), [metric_text(m[k]) if k in m else MISSING
                                            for m in metrics],
                      len({_same(m.get(k)) for m in metrics}) > 1) for k in keys)
 
 
-def compare_page(cfg, views: List[Dict[str, Any]]) -> str:
+def compare_page(cfg, views: List[RunView]) -> str:
     head = join(render('<th scope="col"><a href="/admin/training/runs/{id}">{id}</a>{name}</th>',
-                       id=v["run_id"], name=render('<br><span class="run-name">{n}</span>',
-                                                   n=v["name"]) if v.get("name") else "")
+                       id=v.run_id, name=render('<br><span class="run-name">{n}</span>',
+                                                n=v.name) if v.name else "")
                 for v in views)
     diff = differing(views)
     said = render("{n} param{s} differ: {names}. They are highlighted.", n=len(diff),
                   s="" if len(diff) == 1 else "s", names=", ".join(diff)) if diff else \
         "Every param is the same in these runs."
     about = join([
-        _row("Trainer", [v["trainer"] for v in views], len({v["trainer"] for v in views}) > 1),
-        _row("Schemes", [", ".join(map(str, v["schemas"])) for v in views]),
-        _row("Ran on", [v.get("ran_on") or v["backend"] for v in views]),
+        _row("Trainer", [v.trainer for v in views], len({v.trainer for v in views}) > 1),
+        _row("Schemes", [", ".join(map(str, v.schemas)) for v in views]),
+        _row("Ran on", [v.ran_on or v.backend for v in views]),
         _row("Status", [render("<td>{b}</td>", b=pages.status_badge(v)) for v in views]),
-        _row("Note", [v.get("note") or "" for v in views])])
+        _row("Note", [v.note or "" for v in views])])
     body = render(
         '<p><a href="/admin/training/runs">&larr; Runs</a></p><h1>Compare {n} runs</h1>'
         '<div class="table-wrap"><table id="compare" class="compare"><thead><tr><td></td>{head}'

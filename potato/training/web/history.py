@@ -8,13 +8,13 @@ import datetime
 import time
 import unicodedata
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional
+from typing import Dict, List, Optional
 
 from potato.markup import Safe, join, render
 from potato.server.pages import layout
-from potato.training.reports import heldout
 from potato.training.web import pages
 from potato.training.core.runs import RequestError
+from potato.training.core.view import RunView
 
 STATUSES = ("queued", "running", "success", "error", "cancelled")
 # what runs sort by, in words
@@ -84,13 +84,13 @@ def parse_query(query: Dict[str, List[str]]) -> RunQuery:
     return q
 
 
-def score(view: Dict[str, Any]) -> Optional[float]:
+def score(view: RunView) -> Optional[float]:
     """A run's held-out score for sorting and filtering: macro-F1 (entity micro-F1 for spans);
     None for a run without one (numbers-only schemes are scored by MAE, not compared here)."""
-    return heldout.HeldOut.from_dict(view.get("holdout")).f1
+    return view.holdout.f1 if view.holdout is not None else None
 
 
-def select_runs(manager, q: RunQuery, run_view) -> List[Dict[str, Any]]:
+def select_runs(manager, q: RunQuery, run_view) -> List[RunView]:
     """The runs that match ``q`` as views, in its order (at most LIMIT)."""
     since = _day("since", q.since) if q.since else None
     until = _day("until", q.until) + 86400 if q.until else None
@@ -98,11 +98,12 @@ def select_runs(manager, q: RunQuery, run_view) -> List[Dict[str, Any]]:
                                                      trainer=q.trainer, backend=q.backend)]
     if q.min_score is not None:
         views = [v for v in views if (score(v) or 0.0) >= q.min_score]
-    key = {"created": lambda v: v["created_at"] or 0.0,
-           "duration": lambda v: v["duration_s"] if v["duration_s"] is not None else -1.0,
+    key = {"created": lambda v: v.created_at or 0.0,
+           "duration": lambda v: v.duration_s if v.duration_s is not None else -1.0,
            "score": lambda v: score(v) if score(v) is not None else -1.0,
-           "name": lambda v: (v.get("name") or "").lower()}.get(q.sort,
-                                                                 lambda v: str(v[q.sort]))
+           "name": lambda v: (v.name or "").lower(),
+           "trainer": lambda v: str(v.trainer), "status": lambda v: str(v.status),
+           "backend": lambda v: str(v.backend)}[q.sort]
     return sorted(views, key=key, reverse=q.order == "desc")
 
 
@@ -141,7 +142,7 @@ def filter_form(q: RunQuery, trainers: List[str], backends: List[str]) -> Safe:
         asc=Safe(" selected") if q.order == "asc" else "")
 
 
-def runs_page(cfg, q: RunQuery, views: List[Dict[str, Any]], trainers: List[str],
+def runs_page(cfg, q: RunQuery, views: List[RunView], trainers: List[str],
               backends: List[str], message: str = "") -> str:
     head = join(render('<th scope="col">{h}</th>', h=h) for h in ("Compare",) + pages.RUNS_HEAD)
     rows = pages.runs_rows(views, pick=True) if views else render(

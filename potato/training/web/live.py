@@ -17,6 +17,7 @@ from potato.markup import Safe, render
 from potato.training.web.chart import chart_svg
 from potato.training.web.pages import cancel_button, number
 from potato.training.core.runs import TERMINAL
+from potato.training.core.view import RunView
 
 TAIL_LINES = 15  # what the card shows of the log when it is drawn afresh
 MORE_MAX = 64 << 10  # what one update appends at most (more: the card starts the log again)
@@ -29,13 +30,13 @@ def duration_text(seconds: float) -> str:
     return "%dm %02ds" % (s // 60, s % 60) if s >= 60 else "%ds" % s
 
 
-def progress_bar(view: Dict[str, Any]) -> Safe:
+def progress_bar(view: RunView) -> Safe:
     """The bar, ``current/total unit`` and the ETA of the phase (training steps, then
     predictions), smoothed by the server (``eta.py``)."""
-    progress = view.get("progress") if isinstance(view.get("progress"), dict) else {}
+    progress = view.progress if isinstance(view.progress, dict) else {}
     total = number(progress.get("total"), True)
     current = number(progress.get("current"), True) or 0
-    if not total or view["status"] != "running":
+    if not total or view.status != "running":
         return Safe("")
     eta = number(progress.get("eta_s"))
     unit = str(progress.get("unit") or "")[:40]
@@ -46,14 +47,14 @@ def progress_bar(view: Dict[str, Any]) -> Safe:
                   if eta is not None else "")
 
 
-def live_fragment(view: Optional[Dict[str, Any]], log_tail: str, log_end: int = 0) -> Safe:
+def live_fragment(view: Optional[RunView], log_tail: str, log_end: int = 0) -> Safe:
     """The card: ``log_tail`` is the log's last lines, ``log_end`` the byte offset they end at
     (the page asks for what comes after it)."""
     if view is None:
         return Safe('<p class="hint">No run yet. Start one above.</p>')
-    error = (render('<p class="error">{e}</p>', e=view["error"])
-             if view["status"] == "error" and view.get("error") else Safe(""))
-    warnings = [str(w) for w in view.get("warnings") or []]
+    error = (render('<p class="error">{e}</p>', e=view.error)
+             if view.status == "error" and view.error else Safe(""))
+    warnings = [str(w) for w in view.warnings]
     warned = render(' <span class="status status-warning" title="{t}">({n} warning{s})</span>',
                     t="\n".join(warnings), n=len(warnings),
                     s="" if len(warnings) == 1 else "s") if warnings else ""
@@ -70,12 +71,12 @@ def live_fragment(view: Optional[Dict[str, Any]], log_tail: str, log_end: int = 
 <noscript><p class="hint">This card does not update without JavaScript: reload the page to
  see the run's progress.</p></noscript>
 <div data-part="cancel">{cancel}</div>
-</div>""", id=view["run_id"], trainer=view["trainer"],
-                  schemas=", ".join(map(str, view["schemas"])),
-                  ran_on=view.get("ran_on") or view["backend"], status=view["status"],
-                  step=view.get("step") or "", bar=progress_bar(view), error=error,
+</div>""", id=view.run_id, trainer=view.trainer,
+                  schemas=", ".join(map(str, view.schemas)),
+                  ran_on=view.ran_on or view.backend, status=view.status,
+                  step=view.step or "", bar=progress_bar(view), error=error,
                   warned=warned, end=log_end,
-                  chart=chart_svg(view.get("history"), pending=view["status"] not in TERMINAL),
+                  chart=chart_svg(view.history, pending=view.status not in TERMINAL),
                   log=log_tail, cancel=cancel_button(view))
 
 
@@ -115,10 +116,10 @@ def log_since(path: str, offset: int) -> Dict[str, Any]:
     return {"text": text, "end": end, "reset": True}
 
 
-def fragments(live_view: Optional[Dict[str, Any]], log_path: Optional[str], query) -> Dict:
+def fragments(live_view: Optional[RunView], log_path: Optional[str], query) -> Dict:
     """The live card's update for ``GET .../fragments``: the card, and the log's new part when
     the page shows the same run (``?run=ID&log_from=N``), else the log's tail."""
-    out: Dict[str, Any] = {"active": bool(live_view and not live_view["terminal"])}
+    out: Dict[str, Any] = {"active": bool(live_view and not live_view.terminal)}
     if live_view is None or log_path is None:
         out["live"] = live_fragment(None, "")
         return out
@@ -126,7 +127,7 @@ def fragments(live_view: Optional[Dict[str, Any]], log_path: Optional[str], quer
     out["live"] = live_fragment(live_view, tail, end)
     shown = (query.get("run") or [""])[0]
     offset = log_offset(query)
-    if shown == live_view["run_id"] and offset is not None:
+    if shown == live_view.run_id and offset is not None:
         out["log"] = log_since(log_path, offset)
     return out
 

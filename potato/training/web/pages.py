@@ -13,20 +13,20 @@ from typing import Any, Dict, List, Optional
 from potato.markup import Safe, esc, join, render
 from potato.server.pages import json_script, layout
 from potato.training.reports import heldout
-from potato.training.reports.writeback import WriteBack
 from potato.training.web import rating_cells, run_actions
 from potato.training.web.chart import chart_svg
 from potato.training.web.run_cells import (in_use_cell, message_box, metrics_table, pin_cell,
                                        runs_table_marks, span_holdout_cell, span_report)
 from potato.training.remote import trainers as trainers_mod
 from potato.training.core.runs import TERMINAL
+from potato.training.core.view import RunView
 
 STATUS_TEXT = {"queued": "queued", "running": "running", "success": "success",
                "error": "error", "cancelled": "cancelled"}
 
 
-def _duration(view: Dict[str, Any]) -> str:
-    d = view.get("duration_s")
+def _duration(view: RunView) -> str:
+    d = view.duration_s
     if d is None:
         return ""
     d = int(round(d))
@@ -45,12 +45,11 @@ def _num(value: Any, integer: bool = False) -> Optional[float]:
 number = _num  # for the live card (live.py)
 
 
-def _holdout(view: Dict[str, Any]) -> Safe:
+def _holdout(view: RunView) -> Safe:
     """Held-out macro-F1 first (what ``writeback.policy: best`` compares), then accuracy and n."""
-    h = view.get("holdout")
-    if not isinstance(h, dict):
+    if view.holdout is None:
         return Safe("")
-    shape = heldout.HeldOut.from_dict(h).shape
+    h, shape = view.holdout.as_dict(), view.holdout.shape
     if shape == heldout.ENTITIES:
         return span_holdout_cell(h)
     if shape == heldout.NUMBERS:
@@ -60,10 +59,10 @@ def _holdout(view: Dict[str, Any]) -> Safe:
                   n=_num(h.get("n"), True) or 0)
 
 
-def _written(view: Dict[str, Any]) -> Safe:
-    if not isinstance(view.get("writeback"), dict):  # not finished, or nothing to write
+def _written(view: RunView) -> Safe:
+    if view.writeback is None:  # not finished, or nothing to write
         return Safe("")
-    return render("{n}", n=WriteBack.from_dict(view["writeback"]).written)
+    return render("{n}", n=view.writeback.written)
 
 
 def _when(t: Any) -> str:
@@ -71,10 +70,10 @@ def _when(t: Any) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(t)) if t else ""
 
 
-def _params(view: Dict[str, Any]) -> Safe:
+def _params(view: RunView) -> Safe:
     """The params that differ from the defaults; a long one is cut with an ellipsis and shows
     in full on hover."""
-    changed = view.get("params_changed") or {}
+    changed = view.params_changed
     if not changed:
         return Safe('<span class="hint">defaults</span>')
     return join(_param(k, json.dumps(v, default=str)) for k, v in sorted(changed.items()))
@@ -87,23 +86,23 @@ def _param(k: str, v: str, cut: int = 60) -> Safe:
                   short=v[:cut - 1])
 
 
-def status_badge(view: Dict[str, Any]) -> Safe:
+def status_badge(view: RunView) -> Safe:
     """The run's status; a success that reported warnings is shown as such, not as plain
     success (the warnings are in the tooltip and on the run's page)."""
-    warnings = [str(w) for w in view.get("warnings") or []]
-    if view["status"] == "success" and warnings:
+    warnings = [str(w) for w in view.warnings]
+    if view.status == "success" and warnings:
         return render('<span class="status status-warning" title="{tip}">success, {n} '
                       'warning{s}</span>', tip="\n".join(warnings), n=len(warnings),
                       s="" if len(warnings) == 1 else "s")
-    return render('<span class="status status-{status}">{text}</span>', status=view["status"],
-                  text=STATUS_TEXT.get(view["status"], view["status"]))
+    return render('<span class="status status-{status}">{text}</span>', status=view.status,
+                  text=STATUS_TEXT.get(view.status, view.status))
 
 
 RUNS_HEAD = ("Run", "Started", "Duration", "Trainer", "Params (not default)", "Schemes",
              "Ran on", "Status", "Held-out macro-F1", "Predictions written", "In use")
 
 
-def runs_rows(runs: List[Dict[str, Any]], pick: bool = False) -> Safe:
+def runs_rows(runs: List[RunView], pick: bool = False) -> Safe:
     """The runs table's rows; ``pick``: first a checkbox that picks the run to compare."""
     if not runs:
         return render('<tr><td colspan="{n}">No runs yet.</td></tr>', n=len(RUNS_HEAD))
@@ -113,25 +112,25 @@ def runs_rows(runs: List[Dict[str, Any]], pick: bool = False) -> Safe:
         '<td class="params">{params}</td><td>{schemas}</td><td class="ran-on">{ran_on}</td>'
         '<td>{status}</td><td class="holdout">{holdout}</td><td class="written">{written}</td>'
         '<td class="in-use">{in_use}</td></tr>',
-        id=r["run_id"], started=_when(r.get("started_at")), trainer=r["trainer"],
-        params=_params(r), schemas=", ".join(map(str, r["schemas"])),
-        ran_on=r.get("ran_on") or r["backend"], status=status_badge(r), holdout=_holdout(r),
+        id=r.run_id, started=_when(r.started_at), trainer=r.trainer,
+        params=_params(r), schemas=", ".join(map(str, r.schemas)),
+        ran_on=r.ran_on or r.backend, status=status_badge(r), holdout=_holdout(r),
         written=_written(r), duration=_duration(r), in_use=runs_table_marks(r),
-        name=render(' <span class="run-name">{n}</span>', n=r["name"]) if r.get("name") else "",
+        name=render(' <span class="run-name">{n}</span>', n=r.name) if r.name else "",
         pick=render('<td><input type="checkbox" name="runs" value="{id}" form="compare-form" '
-                    'aria-label="Compare {id}"></td>', id=r["run_id"]) if pick else "")
+                    'aria-label="Compare {id}"></td>', id=r.run_id) if pick else "")
         for r in runs)
 
 
-def cancel_button(view: Dict[str, Any]) -> Safe:
+def cancel_button(view: RunView) -> Safe:
     """Cancel run (the page asks first); disabled once a cancel is on its way."""
-    if view["status"] in TERMINAL:
+    if view.status in TERMINAL:
         return Safe("")
-    if view.get("step") == "cancelling":
+    if view.step == "cancelling":
         return render('<button type="button" class="danger" data-cancel="{id}" disabled>'
-                      'Cancelling…</button>', id=view["run_id"])
+                      'Cancelling…</button>', id=view.run_id)
     return render('<button type="button" class="danger" data-cancel="{id}">Cancel run</button>',
-                  id=view["run_id"])
+                  id=view.run_id)
 
 
 def _trainer_options(trainers: List[Dict[str, Any]], on_server: bool, first) -> str:
@@ -212,7 +211,7 @@ def _prefill(backends, trainers, form: Dict[str, Any]):
 
 
 def training_page(cfg, backends: List[Dict[str, Any]], trainers: List[Dict[str, Any]],
-                  runs: List[Dict[str, Any]], live: str, message: str = "",
+                  runs: List[RunView], live: str, message: str = "",
                   notice: str = "", form: Optional[Dict[str, Any]] = None) -> str:
     """``form``: what the Run form starts with: ``remembered`` {trainer: (run_id, values)},
     and for a run to run again its ``trainer``, ``backend``, ``schemas`` and ``notice``."""
@@ -327,22 +326,22 @@ def _confusion(c: Optional[Dict[str, Any]]) -> Safe:
                   '<tbody>{body}</tbody></table>', head=head, body=body)
 
 
-def holdout_section(view: Dict[str, Any]) -> Safe:
-    h = view.get("holdout")
-    if not isinstance(h, dict):
+def holdout_section(view: RunView) -> Safe:
+    if view.holdout is None:
         return Safe("")
+    h = view.holdout.as_dict()
     per = h.get("per_scheme") if isinstance(h.get("per_scheme"), dict) else {
-        ", ".join(map(str, view["schemas"])): h}
+        ", ".join(map(str, view.schemas)): h}
     return render('<section class="card" id="holdout-report"><h2>Held-out report</h2>'
                   '{parts}</section>', parts=join(_scheme_report(str(k), v)
                                                  for k, v in per.items() if isinstance(v, dict)))
 
 
-def writeback_section(view: Dict[str, Any]) -> Safe:
+def writeback_section(view: RunView) -> Safe:
     """Write-back as a sentence and a table by label, not raw JSON."""
-    if not isinstance(view.get("writeback"), dict):
+    wb = view.writeback
+    if wb is None:
         return Safe("")
-    wb = WriteBack.from_dict(view["writeback"])
     written, below, skipped = wb.written, wb.below_min_confidence, wb.unlabeled_skipped
     schemes = ", ".join(wb.schemes) or "no scheme"
     sentence = render('<p class="writeback-summary">{w} prediction{s} written for {schemes}; '
@@ -362,16 +361,17 @@ def writeback_section(view: Dict[str, Any]) -> Safe:
         '<th scope="col">Written</th></tr></thead><tbody>{rows}</tbody></table>', rows=rows)])
 
 
-def _warnings(view: Dict[str, Any]) -> Safe:
-    warnings = [str(w) for w in view.get("warnings") or []]
+def _warnings(view: RunView) -> Safe:
+    warnings = [str(w) for w in view.warnings]
     if not warnings:
         return Safe("")
     return render('<ul class="warning run-warnings">{items}</ul>',
                   items=join(render("<li>{w}</li>", w=w) for w in warnings))
 
 
-def run_page(cfg, view: Dict[str, Any], log: str, where: Any, message: str = "",
-             ok: bool = True, publish: Safe = Safe("")) -> str:
+def run_page(cfg, view: RunView, log: str, where: Any, message: str = "",
+             ok: bool = True, publish: Safe = Safe(""), use_refusal: str = "") -> str:
+    """``use_refusal``: why the run cannot be put in use ("" when it can: in_use.use_refusal)."""
     def row(k, v):
         return render('<tr><th scope="row">{k}</th><td>{v}</td></tr>', k=k, v=v)
 
@@ -383,23 +383,23 @@ def run_page(cfg, view: Dict[str, Any], log: str, where: Any, message: str = "",
         return render("<code>{v}</code>", v=json.dumps(value, default=str)) if value else ""
 
     rows = [row("Status", status_badge(view)), row("Warnings", _warnings(view))
-            if view.get("warnings") else "",
-            row("Step", view.get("step") or ""),
-            row("Error", render('<span class="error">{e}</span>', e=view["error"]))
-            if view.get("error") and view["status"] == "error" else "",
-            row("Trainer", view["trainer"]), row("Schemes", ", ".join(map(str, view["schemas"]))),
+            if view.warnings else "",
+            row("Step", view.step or ""),
+            row("Error", render('<span class="error">{e}</span>', e=view.error))
+            if view.error and view.status == "error" else "",
+            row("Trainer", view.trainer), row("Schemes", ", ".join(map(str, view.schemas))),
             row("Params", join([_params(view), render(
                 '<details><summary>all</summary>{all}</details>',
-                all=code(view.get("params") or {}))])),
-            row("Ran on", view.get("ran_on") or view["backend"]),
-            row("Created", when(view.get("created_at"))),
-            row("Started", when(view.get("started_at"))),
-            row("Finished", when(view.get("finished_at"))), row("Duration", _duration(view)),
+                all=code(view.params or {}))])),
+            row("Ran on", view.ran_on or view.backend),
+            row("Created", when(view.created_at)),
+            row("Started", when(view.started_at)),
+            row("Finished", when(view.finished_at)), row("Duration", _duration(view)),
             row("Held-out macro-F1", _holdout(view)),
-            row("Write-back", writeback_section(view)) if view.get("writeback") else "",
-            row("Metrics", metrics_table(view)) if view.get("metrics") else "",
-            row("Model files", where), row("In use", in_use_cell(view)),
-            row("Pinned", pin_cell(view)) if view["status"] == "success" else "",
+            row("Write-back", writeback_section(view)) if view.writeback is not None else "",
+            row("Metrics", metrics_table(view)) if view.metrics else "",
+            row("Model files", where), row("In use", in_use_cell(view, use_refusal)),
+            row("Pinned", pin_cell(view, use_refusal)) if view.status == "success" else "",
             row("Name and note", run_actions.label_cell(view))]
     cancel = cancel_button(view)
     body = render("""<p><a href="/admin/training">&larr; Training</a></p>
@@ -408,11 +408,11 @@ def run_page(cfg, view: Dict[str, Any], log: str, where: Any, message: str = "",
 {report}{publish}
 <section class="card"><h2>Loss and accuracy</h2>{chart}</section>
 <section class="card"><h2>Run log</h2><pre class="log">{log}</pre></section>""",
-                  id=view["run_id"], rows=join(r for r in rows if r), cancel=cancel or Safe(""),
+                  id=view.run_id, rows=join(r for r in rows if r), cancel=cancel or Safe(""),
                   again=run_actions.again_cell(view, cfg.path),
-                  chart=chart_svg(view.get("history"), pending=view["status"] not in TERMINAL),
+                  chart=chart_svg(view.history, pending=view.status not in TERMINAL),
                   log=log, report=holdout_section(view), message=message_box(message, ok),
                   publish=publish, name=render(' · <span id="run-name-head">{n}</span>',
-                                               n=view["name"]) if view.get("name") else "")
-    return layout("Run %s" % view["run_id"], body, cfg, admin=True,
+                                               n=view.name) if view.name else "")
+    return layout("Run %s" % view.run_id, body, cfg, admin=True,
                   scripts='<script src="/static/training.js"></script>')

@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from potato.markup import Safe, render
 from potato.training.exchange import boundary
 from potato.training.core.runs import RequestError
+from potato.training.core.view import RunView
 
 NAME_MAX = 80
 NOTE_MAX = 2000
@@ -42,10 +43,10 @@ def parse_label(name: Any, note: Any) -> Tuple[str, str]:
     return (_clean(name, "name", NAME_MAX, False), _clean(note, "note", NOTE_MAX, True))
 
 
-def label_cell(view: Dict[str, Any]) -> Safe:
+def label_cell(view: RunView) -> Safe:
     """The run page's name and note, with the form that edits them."""
-    note = render('<p class="run-note" id="run-note">{n}</p>', n=view["note"]) \
-        if view.get("note") else Safe('<p class="hint">No note.</p>')
+    note = render('<p class="run-note" id="run-note">{n}</p>', n=view.note) \
+        if view.note else Safe('<p class="hint">No note.</p>')
     return render(
         '{note}<details id="edit-label"><summary>Edit name and note</summary>'
         '<form method="post" action="/admin/training/runs/{id}/label" class="label-form">'
@@ -54,14 +55,14 @@ def label_cell(view: Dict[str, Any]) -> Safe:
         '<label for="run-note-text">Note (at most {tmax} characters)</label>'
         '<textarea id="run-note-text" name="note" rows="4" maxlength="{tmax}">{text}</textarea>'
         '<button type="submit" class="secondary" id="save-label">Save</button></form>'
-        '</details>', note=note, id=view["run_id"], nmax=NAME_MAX, tmax=NOTE_MAX,
-        name=view.get("name") or "", text=view.get("note") or "")
+        '</details>', note=note, id=view.run_id, nmax=NAME_MAX, tmax=NOTE_MAX,
+        name=view.name or "", text=view.note or "")
 
 
-def again_cell(view: Dict[str, Any], config_path: str) -> Safe:
+def again_cell(view: RunView, config_path: str) -> Safe:
     """Run again: start the same request now (a POST, the confirm), or open the Training form
     filled with it to change something first; and the equivalent command line."""
-    if view["status"] in ("queued", "running"):
+    if view.status in ("queued", "running"):
         return Safe("")
     return render(
         '<section class="card" id="again-card"><h2>Run again</h2>'
@@ -70,16 +71,16 @@ def again_cell(view: Dict[str, Any], config_path: str) -> Safe:
         '</button></form> <a id="run-again-form" href="/admin/training?again={id}">or change '
         'them first in the Training form</a><p class="hint">The same trainer, schemes, backend '
         '({backend}) and params. From a shell:</p><pre class="again-command"><code>{cmd}</code>'
-        '</pre></section>', id=view["run_id"], backend=view["backend"],
+        '</pre></section>', id=view.run_id, backend=view.backend,
         cmd=again_command(config_path, view))
 
 
-def again_command(config_path: str, view: Dict[str, Any]) -> str:
+def again_command(config_path: str, view: RunView) -> str:
     """The ``potato training run`` line that asks for the same run (params that differ from
     the trainer's defaults, so the line stays short), every value shell-quoted."""
-    argv = ["potato", "training", "run", config_path, "--trainer", str(view["trainer"]),
-            "--schemas", ",".join(map(str, view["schemas"])), "--backend", str(view["backend"])]
-    for k, v in sorted((view.get("params_changed") or {}).items()):
+    argv = ["potato", "training", "run", config_path, "--trainer", str(view.trainer),
+            "--schemas", ",".join(map(str, view.schemas)), "--backend", str(view.backend)]
+    for k, v in sorted(view.params_changed.items()):
         argv += ["--param", "%s=%s" % (k, param_text(v))]
     return " ".join(shlex.quote(a) for a in argv)
 

@@ -6,39 +6,40 @@ import math
 from typing import Any, Dict
 
 from potato.markup import Safe, join, render
+from potato.training.core.view import RunView
 
 PIN_HINT = ("a pinned run stays in use until you change it, whatever writeback.policy says, "
             "and retain_runs never deletes its model files")
 
 
-def in_use_cell(view: Dict[str, Any]) -> Safe:
+def in_use_cell(view: RunView, refusal: str = "") -> Safe:
     """In use (for which schemes), else the Use button, else why it cannot be used.
-    ``view["use_refusal"]`` is choice.use_refusal's sentence ("" when the run can be used)."""
-    if view.get("in_use"):
+    ``refusal`` is in_use.use_refusal's sentence ("" when the run can be used)."""
+    if view.in_use:
         return render('<b class="in-use-badge">in use for {s}</b> (its predictions are the '
-                      'suggestions annotators see)', s=", ".join(map(str, view["in_use"])))
-    refusal = view.get("use_refusal")
-    if refusal or view["status"] != "success":
+                      'suggestions annotators see)', s=", ".join(map(str, view.in_use)))
+    if refusal or view.status != "success":
         return render('no <span class="hint" id="use-refusal">{r}</span>', r=refusal or "")
     return render('<form method="post" action="/admin/training/runs/{id}/use" class="inline">'
                   '<button type="submit" class="secondary" id="use-run">Use this model'
                   '</button></form> <span class="hint">its predictions become the suggestions '
-                  'annotators see</span>', id=view["run_id"])
+                  'annotators see</span>', id=view.run_id)
 
 
-def pin_cell(view: Dict[str, Any]) -> Safe:
-    """Pinned or not, with the button that changes it (successful runs only)."""
-    if view["status"] != "success":
+def pin_cell(view: RunView, refusal: str = "") -> Safe:
+    """Pinned or not, with the button that changes it (successful runs only); ``refusal``:
+    why the run cannot be put in use, as for ``in_use_cell``."""
+    if view.status != "success":
         return Safe("")
-    if view.get("pinned"):
+    if view.pinned:
         return render('<b class="pinned-badge">pinned</b> <form method="post" '
                       'action="/admin/training/runs/{id}/unpin" class="inline"><button '
                       'type="submit" class="secondary" id="unpin-run">Unpin</button></form> '
-                      '<span class="hint">{hint}</span>', id=view["run_id"], hint=PIN_HINT)
-    what = "Pin" if view.get("in_use") or view.get("use_refusal") else "Use and pin"
+                      '<span class="hint">{hint}</span>', id=view.run_id, hint=PIN_HINT)
+    what = "Pin" if view.in_use or refusal else "Use and pin"
     return render('not pinned <form method="post" action="/admin/training/runs/{id}/pin" '
                   'class="inline"><button type="submit" class="secondary" id="pin-run">{what}'
-                  '</button></form> <span class="hint">{hint}</span>', id=view["run_id"],
+                  '</button></form> <span class="hint">{hint}</span>', id=view.run_id,
                   what=what, hint=PIN_HINT)
 
 
@@ -50,14 +51,14 @@ def message_box(message: str, ok: bool) -> Safe:
                   kind="ok" if ok else "error", m=message)
 
 
-def runs_table_marks(view: Dict[str, Any]) -> Safe:
+def runs_table_marks(view: RunView) -> Safe:
     """The runs table's In use cell."""
     parts = []
-    if view.get("in_use"):
+    if view.in_use:
         parts.append(render('<span class="badge in-use-badge" title="its predictions are the '
                             'suggestions annotators see">in use: {s}</span>',
-                            s=", ".join(map(str, view["in_use"]))))
-    if view.get("pinned"):
+                            s=", ".join(map(str, view.in_use))))
+    if view.pinned:
         parts.append(render(' <span class="badge pinned-badge" title="{t}">pinned</span>',
                             t=PIN_HINT))
     return join(parts)
@@ -116,8 +117,8 @@ def metric_text(v: Any) -> str:
     return "%.4g" % v if isinstance(v, float) and math.isfinite(v) else str(v)
 
 
-def metrics_table(view: Dict[str, Any]) -> Safe:
-    metrics = view.get("metrics") if isinstance(view.get("metrics"), dict) else {}
+def metrics_table(view: RunView) -> Safe:
+    metrics = view.metrics if isinstance(view.metrics, dict) else {}
     if not metrics:
         return Safe("")
     return render('<table class="metrics">{rows}</table>', rows=join(

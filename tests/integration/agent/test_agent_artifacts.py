@@ -64,9 +64,10 @@ def test_an_agent_runs_model_files_arrive_and_download(tmp_path, serve, env, cap
                                           f"{run_id}-model/model/weights.bin"]
     page = c.get(f"/admin/training/runs/{run_id}", headers=H).text
     assert f'href="/admin/training/runs/{run_id}/model.tar"' in page
+    from potato.training.core.view import RunView
     from potato.training.hub import publish
 
-    view = c.json("GET", f"/admin/training/api/runs/{run_id}", headers=H)[1]
+    view = RunView.from_dict(c.json("GET", f"/admin/training/api/runs/{run_id}", headers=H)[1])
     assert publish.cannot_publish(server.cfg, view, artifacts) is None
     assert publish.repo_files(artifacts) == [
         ("labels.json", os.path.join(artifacts, "model", "labels.json")),

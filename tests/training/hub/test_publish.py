@@ -17,6 +17,7 @@ from potato.commands.cli import main
 from potato.project.store import Store
 from potato.training.hub import model_card, publish
 from potato.training.core.runs import RunStore
+from potato.training.core.view import RunView
 from tests.helpers import ROOT, Client, use_endpoint
 from tests.fakes.hub import FakeHub
 from tests.helpers import KEY, PLUGINS, make_project, start_run, wait_run
@@ -150,7 +151,7 @@ def test_card_of_a_lora_text_classifier():
     release = model_card.Release("alice/reviews", ["adapter_config.json", "labels.json",
                                                    "README.md"],
                                  license="apache-2.0", number=2, now=1.8e9)
-    text = model_card.card(run, release,
+    text = model_card.card(RunView.from_dict(run), release,
                            {"sentiment": {"type": "radio", "labels": ["positive", "neg|<b>"]}},
                            {"train": 420, "val": 90, "test": 90, "unlabeled": 1400},
                            {"epochs": 5})
@@ -180,7 +181,8 @@ def test_card_of_a_lora_text_classifier():
 def test_card_without_a_hub_base_model_or_report():
     run = {"run_id": "r1", "trainer": "hf-llm-classification", "schemas": ["s"],
            "params": {"model": "/models/local-llama"}, "holdout": None}
-    text = model_card.card(run, model_card.Release("bob/x", ["labels.json"]), {}, None, {})
+    text = model_card.card(RunView.from_dict(run), model_card.Release("bob/x", ["labels.json"]),
+                           {}, None, {})
     assert "base_model" not in text.split("\n---\n")[0]  # a local directory is no Hub id
     assert 'pipeline_tag: "text-generation"' in text and "license" not in text
     assert "No held-out report" in text and "AutoPeftModelForCausalLM" in text
@@ -195,7 +197,8 @@ def test_card_of_a_span_model_has_its_entity_figures():
     report = span_report.scheme_report(pairs, ["PER", "LOC"])  # 1 found of 3, 1 right of 2
     run = {"run_id": "r3", "trainer": "hf-token-classification", "schemas": ["ner"],
            "params": {"model": "bert-base-cased", "lora": False}, "holdout": report}
-    text = model_card.card(run, model_card.Release("alice/ner", ["labels.json"]),
+    text = model_card.card(RunView.from_dict(run),
+                           model_card.Release("alice/ner", ["labels.json"]),
                            {"ner": {"type": "span", "labels": ["PER", "LOC"]}}, None, {})
     head = text.split("\n---\n")[0]
     assert 'pipeline_tag: "token-classification"' in head
@@ -206,8 +209,8 @@ def test_card_of_a_span_model_has_its_entity_figures():
     assert "| LOC | 0.000 | 0.000 | 0.000 | 1 |" in text
     assert "> Only 3 human spans in 2 test items: too few to say much" in text
     lora = dict(run, params={"model": "bert-base-cased", "lora": True})
-    assert 'library_name: "peft"' in model_card.card(lora, model_card.Release("alice/ner"),
-                                                      {}, None, {})
+    assert 'library_name: "peft"' in model_card.card(
+        RunView.from_dict(lora), model_card.Release("alice/ner"), {}, None, {})
 
 
 def test_card_of_rating_models_has_their_figures():
@@ -216,13 +219,13 @@ def test_card_of_rating_models_has_their_figures():
               "above_baseline": 0.2, "mae": 0.625, "qwk": 0.71}
     run = {"run_id": "r4", "trainer": "text-naive-bayes", "schemas": ["stars"], "params": {},
            "holdout": likert}
-    text = model_card.card(run, model_card.Release("alice/stars"), {}, None, {})
+    text = model_card.card(RunView.from_dict(run), model_card.Release("alice/stars"), {}, None, {})
     assert "mean absolute error 0.625 points, quadratic-weighted kappa 0.710" in text
     number = {"n": 30, "mae": 1.25, "rmse": 2.5, "spearman": 0.6,
               "baseline": {"value": 50, "mae": 3.0}}
     run = {"run_id": "r5", "trainer": "hf-text-regression", "schemas": ["score"],
            "params": {"model": "m"}, "holdout": number}
-    text = model_card.card(run, model_card.Release("alice/score"), {}, None, {})
+    text = model_card.card(RunView.from_dict(run), model_card.Release("alice/score"), {}, None, {})
     assert ("n=30: mean absolute error 1.250, RMSE 2.500, Spearman 0.600; always answering the "
             "median (50) 3.000") in text
 
@@ -658,8 +661,8 @@ def test_cli_goes_through_the_running_server(tmp_path, serve, hub, monkeypatch, 
 def test_card_code_spans_hold_backticks_and_newlines_as_one_span():
     run = {"run_id": "r2", "trainer": "hf-text-classification", "schemas": ["s"],
            "params": {"model": "org/m`x", "lora": True}, "holdout": None}
-    text = model_card.card(run, model_card.Release("alice/x", ["weird`name.bin",
-                                                               "two\nlines.txt"]),
+    text = model_card.card(RunView.from_dict(run),
+                           model_card.Release("alice/x", ["weird`name.bin", "two\nlines.txt"]),
                            {"s": {"type": "radio", "labels": ["`tick", "a``b"]}}, None, {})
     assert "- base model: ``org/m`x``" in text
     assert "- ``weird`name.bin``" in text and "- `two lines.txt`" in text
@@ -1027,10 +1030,11 @@ def make_cfg(backends=None, token_env="HF_TOKEN", license=None):
 
 
 def view(run_id="r1", status="success", uri="", backend="local", **kw):
+    """A run's view, from the API's JSON (its keys; the rest as a fresh run's)."""
     v = {"run_id": run_id, "status": status, "artifact_uri": uri, "backend": backend,
          "trainer": "tr"}
     v.update(kw)
-    return v
+    return RunView.from_dict(v)
 
 
 @pytest.fixture
@@ -1123,15 +1127,15 @@ def test_cannot_publish_a_run_that_did_not_succeed_or_left_nothing(runs):
         "Only a successful run's model can be published; run r1 is failed.")
     assert publish.cannot_publish(cfg, view(), p.artifacts) is None
     assert publish.cannot_publish(cfg, view(uri=None), p.artifacts) is None
-    assert publish.cannot_publish(cfg, {"run_id": "r1", "status": "success", "backend": "x"},
+    assert publish.cannot_publish(cfg, RunView(run_id="r1", status="success", backend="x"),
                                   p.artifacts) is None
     empty = runs.make("r2", files=())
     assert publish.cannot_publish(cfg, view("r2"), empty.artifacts) == (
         "Run r2 left no model files on this server, so there is nothing to publish.")
     # issue 38, item 8: files that retention deleted are said so, not "left no model files"
-    pruned = dict(view("r2"), pruned_at=time.mktime((2026, 12, 1, 9, 30, 0, 0, 0, -1)),
-                  pruned_reason="model_training.retain_runs: 1 keeps the model files of the 1 "
-                                "newest successful run (r5). Pin a run to keep its model files.")
+    pruned = view("r2", pruned_at=time.mktime((2026, 12, 1, 9, 30, 0, 0, 0, -1)),
+                   pruned_reason="model_training.retain_runs: 1 keeps the model files of the 1 "
+                                 "newest successful run (r5). Pin a run to keep its model files.")
     assert publish.cannot_publish(cfg, pruned, empty.artifacts) == (
         "Run r2's model files were deleted on 2026-12-01 09:30, so there is nothing left to "
         "publish: model_training.retain_runs: 1 keeps the model files of the 1 newest "

@@ -9,6 +9,7 @@ from potato.project.store import Store
 from potato.training.web import run_actions
 from potato.training.core.runs import RequestError, RunStore
 from potato.commands.summary import summary_lines
+from potato.training.core.view import RunView
 from tests.helpers import KEY, Client, injected, make_project, old_runs_table, start_run, wait_run
 
 H = {"X-API-Key": KEY}
@@ -169,8 +170,8 @@ def test_label_boundary_keeps_a_notes_lines_and_trims():
 
 
 def test_the_again_command_quotes_every_value():
-    view = {"trainer": "hf-text-classification", "schemas": ["my scheme"], "backend": "gpu; rm",
-            "params_changed": {"prompt": "it's $(x)", "lora": True, "lr": 2e-05}}
+    view = RunView(trainer="hf-text-classification", schemas=["my scheme"], backend="gpu; rm",
+                   params_changed={"prompt": "it's $(x)", "lora": True, "lr": 2e-05})
     cmd = run_actions.again_command("/p/my config.yaml", view)
     assert cmd == ("potato training run '/p/my config.yaml' --trainer hf-text-classification "
                    "--schemas 'my scheme' --backend 'gpu; rm' --param lora=true --param "

@@ -16,6 +16,7 @@ from potato.training.exchange import boundary, ingest
 from potato.training.web import rating_cells
 from potato.training.reports import report, ratings as report_ratings
 from potato.commands import summary
+from potato.training.core.view import RunView
 from potato.training.web.pages import holdout_section
 from potato.training.remote import llm_prompt, trainers
 
@@ -116,7 +117,7 @@ def test_holdout_report_of_a_number_scheme_and_of_mixed_schemes():
     lines = "\n".join(summary.summary_lines(run))
     assert "temp: n=2: mean absolute error 0.750, RMSE" in lines
     assert "rating: mean absolute error 0.500 points, quadratic-weighted kappa" in lines
-    page = str(holdout_section(run))
+    page = str(holdout_section(RunView.from_dict(run)))
     assert "Spearman correlation" in page and "quadratic-weighted kappa" in page
     one = {"run_id": "r2", "status": "success", "holdout": only, "schemas": ["temp"]}
     assert "Held-out score (test split, n=2)" in "\n".join(summary.summary_lines(one))
@@ -160,7 +161,7 @@ def test_constant_values_give_defined_errors_and_an_undefined_correlation(case, 
     run = {"run_id": "r1", "status": "success", "holdout": r, "schemas": ["temp"]}
     text = "\n".join(summary.summary_lines(run))
     assert "mean absolute error %.3f, RMSE %.3f, Spearman undefined" % (mae, rmse) in text
-    page = str(holdout_section(run))
+    page = str(holdout_section(RunView.from_dict(run)))
     assert "Mean absolute error <b>%.3f</b>, RMSE <b>%.3f</b>, Spearman correlation " \
            "<b>undefined</b>, on %d held-out" % (mae, rmse, r["n"]) in page
     assert "nan" not in page.lower() and "nan" not in text.lower()

@@ -8,6 +8,7 @@ import pytest
 
 from potato.training.web import compare, history
 from potato.training.core.runs import RequestError
+from potato.training.core.view import RunView
 from tests.helpers import KEY, Client, injected, make_project, start_run, wait_run
 
 H = {"X-API-Key": KEY}
@@ -128,8 +129,8 @@ def test_compare_refuses_with_a_way_back(tmp_path, serve, query, status, says):
 
 
 def test_differing_counts_a_missing_param():
-    views = [{"params": {"a": 1, "b": "x"}}, {"params": {"a": 1}}, {"params": {"a": 1.0,
-                                                                               "b": "x"}}]
+    views = [RunView(params={"a": 1, "b": "x"}), RunView(params={"a": 1}),
+             RunView(params={"a": 1.0, "b": "x"})]
     assert compare.differing(views) == ["b"]
 
 

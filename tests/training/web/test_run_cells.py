@@ -9,6 +9,7 @@ import re
 
 import pytest
 
+from potato.training.core.view import RunView
 from potato.training.web import run_cells
 from tests.helpers import Elements
 
@@ -34,20 +35,33 @@ def buttons(markup):
 
 
 def run(**kw):
+    """A run's view as the API's JSON; ``use_refusal``: in_use.use_refusal's sentence."""
     return dict({"run_id": "r7", "status": "success"}, **kw)
+
+
+def in_use_cell(view):
+    return run_cells.in_use_cell(RunView.from_dict(view), view.get("use_refusal", ""))
+
+
+def pin_cell(view):
+    return run_cells.pin_cell(RunView.from_dict(view), view.get("use_refusal", ""))
+
+
+def runs_table_marks(view):
+    return run_cells.runs_table_marks(RunView.from_dict(view))
 
 
 # -- in use ---------------------------------------------------------------------------------------
 
 def test_a_run_in_use_names_its_schemes_and_offers_no_button():
-    out = run_cells.in_use_cell(run(in_use=["who", "<b>x</b>"]))
+    out = in_use_cell(run(in_use=["who", "<b>x</b>"]))
     assert text(out).startswith("in use for who, <b>x</b>")
     assert "<b>x</b>" not in out and forms(out) == [] and buttons(out) == []
     assert [a.get("class") for t, a in tags(out) if t == "b"] == ["in-use-badge"]
 
 
 def test_a_successful_run_not_in_use_offers_the_use_button():
-    out = run_cells.in_use_cell(run(run_id="r<9>", in_use=[], use_refusal=""))
+    out = in_use_cell(run(run_id="r<9>", in_use=[], use_refusal=""))
     assert forms(out) == ["/admin/training/runs/r<9>/use"] and "r<9>" not in out
     assert buttons(out) == ["use-run"] and text(out).startswith("Use this model")
 
@@ -58,7 +72,7 @@ def test_a_successful_run_not_in_use_offers_the_use_button():
     (run(status="running", use_refusal="it is still running"), "no it is still running"),
 ])
 def test_a_run_that_cannot_be_used_says_why_in_place_of_the_button(view, says):
-    out = run_cells.in_use_cell(view)
+    out = in_use_cell(view)
     assert text(out) == says and forms(out) == [] and buttons(out) == []
     assert [a.get("id") for t, a in tags(out) if t == "span"] == ["use-refusal"]
     assert "<old>" not in out
@@ -68,12 +82,12 @@ def test_a_run_that_cannot_be_used_says_why_in_place_of_the_button(view, says):
 
 @pytest.mark.parametrize("status", ["error", "running", "cancelled"])
 def test_only_a_successful_run_can_be_pinned(status):
-    assert run_cells.pin_cell(run(status=status, pinned=True)) == ""
-    assert run_cells.pin_cell(run(status=status)) == ""
+    assert pin_cell(run(status=status, pinned=True)) == ""
+    assert pin_cell(run(status=status)) == ""
 
 
 def test_a_pinned_run_offers_unpin_and_says_what_a_pin_does():
-    out = run_cells.pin_cell(run(run_id="r&1", pinned=True))
+    out = pin_cell(run(run_id="r&1", pinned=True))
     assert forms(out) == ["/admin/training/runs/r&1/unpin"] and buttons(out) == ["unpin-run"]
     assert text(out).startswith("pinned Unpin ") and run_cells.PIN_HINT in text(out)
     assert [a.get("class") for t, a in tags(out) if t == "b"] == ["pinned-badge"]
@@ -85,7 +99,7 @@ def test_a_pinned_run_offers_unpin_and_says_what_a_pin_does():
     (run(use_refusal="its scheme is gone"), "Pin"),  # it cannot be used: only pinned
 ])
 def test_an_unpinned_run_offers_pin_or_use_and_pin(view, word):
-    out = run_cells.pin_cell(view)
+    out = pin_cell(view)
     assert forms(out) == ["/admin/training/runs/r7/pin"] and buttons(out) == ["pin-run"]
     assert text(out) == "not pinned %s %s" % (word, run_cells.PIN_HINT)
 
@@ -105,14 +119,14 @@ def test_the_message_line_is_there_when_empty_and_says_ok_or_error():
 # -- the runs table's marks -----------------------------------------------------------------------
 
 def test_the_runs_table_marks_in_use_and_pinned_runs():
-    assert run_cells.runs_table_marks(run()) == ""
-    both = run_cells.runs_table_marks(run(in_use=["who", "<i>"], pinned=True))
+    assert runs_table_marks(run()) == ""
+    both = runs_table_marks(run(in_use=["who", "<i>"], pinned=True))
     assert text(both) == "in use: who, <i> pinned" and "<i>" not in both
     assert [a["class"] for t, a in tags(both)] == ["badge in-use-badge", "badge pinned-badge"]
     assert [a["title"] for t, a in tags(both)][1] == run_cells.PIN_HINT
-    pinned = run_cells.runs_table_marks(run(pinned=True))
+    pinned = runs_table_marks(run(pinned=True))
     assert text(pinned) == "pinned"
-    in_use = run_cells.runs_table_marks(run(in_use=["who"]))
+    in_use = runs_table_marks(run(in_use=["who"]))
     assert text(in_use) == "in use: who"
 
 
@@ -205,11 +219,11 @@ def test_metric_values_are_short_and_a_non_finite_one_is_said_as_it_is():
 
 
 def test_the_metrics_table_lists_the_metrics_by_key_in_words():
-    out = run_cells.metrics_table({"metrics": {"who.val_accuracy": 0.5, "a<b": "<x>",
-                                               "train_loss": 0.123456}})
+    out = run_cells.metrics_table(RunView(metrics={"who.val_accuracy": 0.5, "a<b": "<x>",
+                                                   "train_loss": 0.123456}))
     assert [text(r) for r in out.split("</tr>") if text(r)] == [
         "a<b <x>", "training loss (last epoch) 0.1235",
         "who: validation accuracy (val split, seen while training) 0.5"]
     assert "<x>" not in out and out.startswith('<table class="metrics">')
-    for view in ({}, {"metrics": {}}, {"metrics": [["a", 1]]}, {"metrics": "a"}):
-        assert run_cells.metrics_table(view) == ""
+    for metrics in (None, {}, [["a", 1]], "a"):
+        assert run_cells.metrics_table(RunView(metrics=metrics)) == ""

@@ -16,6 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from potato.training.core.view import RunView
 from potato.training.hub import model_card, publish
 from potato.training.hub import model_files
 from potato.training.remote import bundle, worker
@@ -55,7 +56,7 @@ def both_views(tmp_path, paths, trainer, params, scheme, monkeypatch, capsys, in
         for name, data in inputs:
             (folder / name).write_bytes(data)
     page_code = model_files.load_code(SimpleNamespace(**view))
-    card_code = model_card.load_code(view, str(repo), [p for p, _ in files])
+    card_code = model_card.load_code(RunView.from_dict(view), str(repo), [p for p, _ in files])
     assert page_code and card_code and "{" not in page_code.replace("{}", "")
     assert card_code.startswith("from huggingface_hub import hf_hub_download\n")
     import huggingface_hub

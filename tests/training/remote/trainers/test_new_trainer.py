@@ -11,6 +11,7 @@ import sys
 import tarfile
 import textwrap
 
+from potato.training.core.view import RunView
 from potato.training.hub import model_card
 from potato.training.remote.trainers import REGISTRY
 from tests.helpers import KEY, Client, make_project, start_run, wait_run
@@ -104,8 +105,8 @@ def test_a_toy_trainer_is_offered_trains_and_has_its_card(tmp_path, serve, monke
     exec(code, {})
     assert capsys.readouterr().out.strip() in ("positive", "negative")
 
-    card = model_card.card(run, model_card.Release("alice/toy", ["sentiment.toy.json"]), {},
-                           None, {})
+    card = model_card.card(RunView.from_dict(run),
+                           model_card.Release("alice/toy", ["sentiment.toy.json"]), {}, None, {})
     head = card.split("\n---\n")[0]
     assert 'pipeline_tag: "text-classification"' in head and "library_name" not in head
     assert '- "toy-words"' in head
