@@ -558,68 +558,68 @@ def test_cross_test_import_check_can_fail(tmp_path):
         "test_bad.py:3 imports tests.test_hostile.injected"]
 
 
-# -- 12. a run is a typed record below the store (issue 19) ---------------------------------------
+# -- 12. a run is a typed record below the store (issue 19), and a typed view above it (33) --
 
-# A run read from the store is a ``runs.Run``: code reads its attributes. These alone may read a
-# run by string key: api.run_view turns a Run into the API's JSON, and the CLI modules read that
-# JSON back over HTTP (commands.py, summary.py, publish_cli.py). The pages and the publish card
-# take run_view's dict under the name ``view``, never ``run``.
-RUN_DICT_MODULES = ("potato/commands/training.py", "potato/commands/summary.py",
-                    "potato/commands/publish.py")
-RUN_DICT_FUNCTIONS = {("potato/training/web/api.py", "run_view")}
+# A run read from the store is a ``runs.Run``; what the API returns and the pages, the publish
+# card, the model card and the CLI show is its ``view.RunView`` (``from_run`` builds it,
+# ``as_dict`` is the API's JSON, ``from_dict`` reads that JSON back where the CLI gets it over
+# HTTP). Both are read by attribute: no ``run["key"]`` or ``run.get("key")``, and no
+# ``view["key"]`` or ``view.get("key")`` (``ctx.run``, ``self.view`` and ``live_view`` too) under
+# potato/training/ or potato/commands/, outside the record's own module.
+RECORD_MODULES = ("potato/training/core/view.py",)
 
 
-def _names_a_run(node):
-    """``run`` or ``<something>.run`` (``ctx.run``)."""
-    return (isinstance(node, ast.Name) and node.id == "run") or (
-        isinstance(node, ast.Attribute) and node.attr == "run")
+def _names_a_run_or_view(node):
+    """``run``, ``view`` or ``<something>_view``, or ``<something>.run`` / ``.view``."""
+    return (isinstance(node, ast.Name) and (node.id in ("run", "view") or
+                                            node.id.endswith("_view"))) or (
+        isinstance(node, ast.Attribute) and node.attr in ("run", "view"))
 
 
 def run_key_reads(rel, path):
-    """``file:line code`` for every ``run["key"]`` and ``run.get("key")`` (``ctx.run`` too)
-    outside the functions allowed to read the API's dict."""
+    """``file:line code`` for every string-key read of a run or a run's view (``x["key"]``,
+    ``x.get("key")``) in a module other than the record's own."""
+    if rel in RECORD_MODULES:
+        return []
     found = []
-
-    def visit(node, function):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            function = node.name
+    for node in ast.walk(ast.parse(open(path).read())):
         hit = False
-        if isinstance(node, ast.Subscript) and _names_a_run(node.value):
+        if isinstance(node, ast.Subscript) and _names_a_run_or_view(node.value):
             hit = isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str)
         elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-              and node.func.attr == "get" and _names_a_run(node.func.value) and node.args):
+              and node.func.attr == "get" and _names_a_run_or_view(node.func.value)
+              and node.args):
             hit = isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
-        if hit and (rel, function) not in RUN_DICT_FUNCTIONS:
-            found.append("%s:%d %s" % (rel, node.lineno, ast.unparse(node)))
-        for child in ast.iter_child_nodes(node):
-            visit(child, function)
-
-    visit(ast.parse(open(path).read()), None)
-    return found
+        if hit:
+            found.append((node.lineno, node.col_offset, "%s:%d %s" % (rel, node.lineno,
+                                                                       ast.unparse(node))))
+    return [text for _, _, text in sorted(found)]
 
 
-def test_runs_are_read_by_attribute():
+def test_runs_and_their_views_are_read_by_attribute():
     bad = []
     for rel, path in py_files():
-        if rel.startswith("potato/training/") and rel not in RUN_DICT_MODULES:
+        if rel.startswith(("potato/training/", "potato/commands/")):
             bad += run_key_reads(rel, path)
     assert bad == []
 
 
 def test_run_key_check_can_fail(tmp_path):
     planted = tmp_path / "bad.py"
-    planted.write_text('def f(run, ctx, view, runs):\n'
+    planted.write_text('def f(run, ctx, view, runs, live_view, self):\n'
                        '    a = run["status"], run.get("step"), ctx.run["backend"]\n'
                        '    b = view["status"], runs["r1"], run.status, run[0], run.get(k)\n'
-                       '    return ctx.run.get("remote_host")\n'
-                       'def run_view(run):\n    return run["status"]\n')
+                       '    c = view.get("holdout"), live_view["run_id"], self.view["name"]\n'
+                       '    d = view.status, view[0], views["r1"], review["x"], data.get("run")\n'
+                       '    return ctx.run.get("remote_host")\n')
     assert [b.split(" ", 1)[1] for b in run_key_reads("potato/training/bad.py",
                                                         str(planted))] == [
-        "run['status']", "run.get('step')", "ctx.run['backend']", "ctx.run.get('remote_host')",
-        "run['status']"]
-    in_api = run_key_reads("potato/training/web/api.py", str(planted))
-    assert [b.split(" ")[0] for b in in_api] == ["potato/training/web/api.py:%d" % n
-                                                for n in (2, 2, 2, 4)]  # not run_view's line 6
+        "run['status']", "run.get('step')", "ctx.run['backend']", "view['status']",
+        "view.get('holdout')", "live_view['run_id']", "self.view['name']",
+        "ctx.run.get('remote_host')"]
+    assert [b.split(" ")[0] for b in run_key_reads("potato/commands/bad.py", str(planted))] == [
+        "potato/commands/bad.py:%d" % n for n in (2, 2, 2, 3, 4, 4, 4, 6)]
+    assert run_key_reads("potato/training/core/view.py", str(planted)) == []  # the record's
 
 
 # -- floors: no import runs from a lower layer to a higher one (issue 33) ---------------------

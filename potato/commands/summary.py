@@ -1,16 +1,15 @@
 """Plain-text lines that sum up a finished run, for the CLI and logs."""
 
-from typing import Any, Dict, List, Optional
+from typing import List, Optional
 
 from potato.training.core.view import RunView
 from potato.training.reports import ratings as report_ratings
 from potato.training.web.run_actions import again_command
 
 
-def summary_lines(run: Dict[str, Any], config_path: Optional[str] = None) -> List[str]:
-    """The run (the API's JSON for it, read here as a RunView) in a few lines; with
-    ``config_path``, the last one is the command that runs it again."""
-    view = RunView.from_dict(run)
+def summary_lines(view: RunView, config_path: Optional[str] = None) -> List[str]:
+    """The run in a few lines; with ``config_path``, the last one is the command that runs it
+    again."""
     lines = []
     took = " in %.1f s" % view.duration_s if view.duration_s is not None else ""
     status = view.status + (" (with warnings)" if view.warnings and

@@ -11,7 +11,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from typing import Any, Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 from potato.project.data import DataError
 from potato.project.paths import running_server
@@ -47,9 +47,9 @@ class Follower:
         self.last_step = None
         self.drawn = False
 
-    def update(self, run: Dict[str, Any]) -> None:
-        step = "%s: %s" % (run["status"], run.get("step") or "")
-        progress = run.get("progress") or {}
+    def update(self, view: RunView) -> None:
+        step = "%s: %s" % (view.status, view.step or "")
+        progress = view.progress if isinstance(view.progress, dict) else {}
         if self.tty and progress.get("total"):
             cur, total = progress.get("current", 0), progress["total"]
             width = 30
@@ -57,7 +57,7 @@ class Follower:
             eta = progress.get("eta_s")
             eta_text = " ETA %ds" % eta if eta is not None else ""
             line = "\r[%s%s] %d/%d %s%s  %s" % ("#" * filled, "." * (width - filled), cur, total,
-                                               progress.get("unit", ""), eta_text, run.get("step"))
+                                               progress.get("unit", ""), eta_text, view.step)
             self.stream.write(line[:120].ljust(120))
             self.stream.flush()
             self.drawn = True
@@ -65,7 +65,7 @@ class Follower:
             if self.drawn:
                 self.stream.write("\n")
                 self.drawn = False
-            self.stream.write("%s %s\n" % (run["run_id"], step))
+            self.stream.write("%s %s\n" % (view.run_id, step))
             self.stream.flush()
         self.last_step = step
 
@@ -74,17 +74,17 @@ class Follower:
             self.stream.write("\n")
 
 
-def _follow(get: Callable[[], Dict[str, Any]], cancel: Callable[[], None],
-            interval: float = 0.5) -> Dict[str, Any]:
+def _follow(get: Callable[[], RunView], cancel: Callable[[], None],
+            interval: float = 0.5) -> RunView:
     follower = Follower()
     cancelling = False
     while True:
         try:
-            run = get()
-            follower.update(run)
-            if run["status"] in TERMINAL:
+            view = get()
+            follower.update(view)
+            if view.status in TERMINAL:
                 follower.done()
-                return run
+                return view
             time.sleep(interval)
         except KeyboardInterrupt:
             if cancelling:
@@ -135,10 +135,10 @@ def run_command(cfg, args) -> int:
     return _run_in_process(cfg, args, schemas, params)
 
 
-def _finish(run: Dict[str, Any], config_path: str) -> int:
-    for line in summary_lines(run, config_path):
+def _finish(view: RunView, config_path: str) -> int:
+    for line in summary_lines(view, config_path):
         print(line)
-    return 0 if run["status"] == "success" else 1
+    return 0 if view.status == "success" else 1
 
 
 def _run_via_server(cfg, url, args, schemas, params) -> int:
@@ -161,11 +161,11 @@ def _run_via_server(cfg, url, args, schemas, params) -> int:
         code, run = _api(url, key, "GET", "/admin/training/api/runs/%s" % run_id)
         if code != 200:
             raise RuntimeError("the server answered %d for run %s" % (code, run_id))
-        return run
+        return RunView.from_dict(run)
 
-    run = _follow(get, lambda: _api(url, key, "POST",
-                                    "/admin/training/api/runs/%s/cancel" % run_id))
-    return _finish(run, cfg.path)
+    view = _follow(get, lambda: _api(url, key, "POST",
+                                     "/admin/training/api/runs/%s/cancel" % run_id))
+    return _finish(view, cfg.path)
 
 
 def _run_in_process(cfg, args, schemas, params) -> int:
@@ -199,9 +199,9 @@ def _run_in_process(cfg, args, schemas, params) -> int:
             print("error: %s" % e.message, file=sys.stderr)
             return 1
         service.start(training=True)
-        run = _follow(lambda: RunView.from_run(manager.runs.get(run_id)).as_dict(),
-                      lambda: manager.cancel(run_id))
-    return _finish(run, cfg.path)
+        view = _follow(lambda: RunView.from_run(manager.runs.get(run_id)),
+                       lambda: manager.cancel(run_id))
+    return _finish(view, cfg.path)
 
 
 def check_command(cfg, name: str, as_json: bool, trainer: Optional[str] = None,

@@ -60,7 +60,8 @@ ADDED_COLUMNS = (("placement", "TEXT"), ("warnings", "TEXT"),  # stores made bef
 class Run:
     """One run's record, as read from the store: a field per column of ``runs`` (JSON columns
     decoded, flags as booleans) and ``in_use``, the schemes it is in use for. Code below the
-    store reads these attributes; ``api.run_view`` alone turns a Run into the API's JSON."""
+    store reads these attributes; ``view.RunView.from_run`` alone turns a Run into what
+    the API returns and the pages show."""
 
     seq: int
     run_id: str

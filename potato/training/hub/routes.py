@@ -41,14 +41,13 @@ def page_card(publisher: Publisher, view: RunView,
                              blocked or "", publisher.readiness())
 
 
-def add_routes(app, manager, prefix: str, get_run: Callable, run_view: Callable,
-               show_run: Callable) -> Publisher:
+def add_routes(app, manager, prefix: str, get_run: Callable, show_run: Callable) -> Publisher:
     """``show_run(h, run_id, message, ok, status, typed)``: the run page, for a refused form."""
     # the config in force at each request: Reload config replaces the manager's
     publisher = Publisher(lambda: manager.cfg, manager.paths, holds=manager.holds)
 
     def start(run_id: str, body: Dict[str, Any]) -> Dict[str, Any]:
-        view = run_view(get_run(run_id))
+        view = RunView.from_run(get_run(run_id))
         try:
             publisher.start(view, body)
         except Refused as e:
@@ -61,7 +60,7 @@ def add_routes(app, manager, prefix: str, get_run: Callable, run_view: Callable,
 
     @app.route("GET", prefix + RUN, "admin")
     def publish_state(h, run_id):
-        h.send_json(state_view(publisher, run_view(get_run(run_id))))
+        h.send_json(state_view(publisher, RunView.from_run(get_run(run_id))))
 
     @app.route("POST", r"/admin/training" + RUN, "admin")
     def publish_form(h, run_id):
@@ -73,7 +72,7 @@ def add_routes(app, manager, prefix: str, get_run: Callable, run_view: Callable,
         body = {"repo_id": first("repo_id"), "private": first("private") == "true",
                 "commit_message": first("commit_message")}
         try:
-            publisher.start(run_view(get_run(run_id)), body)
+            publisher.start(RunView.from_run(get_run(run_id)), body)
         except Refused as e:  # the run page again, with the reason and what was typed
             typed = {"repo_id": (body["repo_id"] or "")[:200], "private": body["private"],
                      "form_message": (body["commit_message"] or "")[:200]}

@@ -88,13 +88,13 @@ def add_routes(app, manager: Manager, on_disk=None) -> None:
 
     _api_routes(app, manager, get_run)
     pages_of = {}  # the run page, for the publish form's refusals
-    publisher = publish_api.add_routes(app, manager, PREFIX, get_run, RunView.from_run,
+    publisher = publish_api.add_routes(app, manager, PREFIX, get_run,
                                        lambda *a, **k: pages_of["run"](*a, **k))
     _page_routes(app, manager, get_run, on_disk)
     if on_disk is not None:
         reload.add_routes(app, on_disk, PREFIX)
-    history.add_routes(app, manager, RunView.from_run)
-    compare.add_routes(app, manager, RunView.from_run)
+    history.add_routes(app, manager)
+    compare.add_routes(app, manager)
     pages_of["run"] = _run_page_routes(app, manager, get_run, publisher)
 
 

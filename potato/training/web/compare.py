@@ -142,7 +142,7 @@ def compare_page(cfg, views: List[RunView]) -> str:
     return layout("Compare runs", body, cfg, admin=True)
 
 
-def add_routes(app, manager, run_view) -> None:
+def add_routes(app, manager) -> None:
     @app.route("GET", r"/admin/training/compare", "admin")
     def compare(h):
         try:
@@ -153,4 +153,4 @@ def add_routes(app, manager, run_view) -> None:
         missing = [rid for rid, r in zip(ids, runs) if r is None]
         if missing:
             raise HTTPError(404, "No run %s; pick runs from the runs table." % ", ".join(missing))
-        h.send_html(compare_page(manager.cfg, [run_view(r) for r in runs]))
+        h.send_html(compare_page(manager.cfg, [RunView.from_run(r) for r in runs]))

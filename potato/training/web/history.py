@@ -90,12 +90,12 @@ def score(view: RunView) -> Optional[float]:
     return view.holdout.f1 if view.holdout is not None else None
 
 
-def select_runs(manager, q: RunQuery, run_view) -> List[RunView]:
+def select_runs(manager, q: RunQuery) -> List[RunView]:
     """The runs that match ``q`` as views, in its order (at most LIMIT)."""
     since = _day("since", q.since) if q.since else None
     until = _day("until", q.until) + 86400 if q.until else None
-    views = [run_view(r) for r in manager.runs.find(LIMIT, since, until, status=q.status,
-                                                     trainer=q.trainer, backend=q.backend)]
+    views = [RunView.from_run(r) for r in manager.runs.find(
+        LIMIT, since, until, status=q.status, trainer=q.trainer, backend=q.backend)]
     if q.min_score is not None:
         views = [v for v in views if (score(v) or 0.0) >= q.min_score]
     key = {"created": lambda v: v.created_at or 0.0,
@@ -168,7 +168,7 @@ def runs_page(cfg, q: RunQuery, views: List[RunView], trainers: List[str],
     return layout("Runs", body, cfg, admin=True)
 
 
-def add_routes(app, manager, run_view) -> None:
+def add_routes(app, manager) -> None:
     @app.route("GET", r"/admin/training/runs", "admin")
     def runs_list(h):
         trainers, backends = manager.runs.distinct("trainer"), manager.runs.distinct("backend")
@@ -176,7 +176,7 @@ def add_routes(app, manager, run_view) -> None:
             q = parse_query(h.query)
         except RequestError as e:  # said above the table of every run
             h.send_html(runs_page(manager.cfg, RunQuery(), select_runs(
-                manager, RunQuery(), run_view), trainers, backends, e.message), e.status)
+                manager, RunQuery()), trainers, backends, e.message), e.status)
             return
-        h.send_html(runs_page(manager.cfg, q, select_runs(manager, q, run_view), trainers,
+        h.send_html(runs_page(manager.cfg, q, select_runs(manager, q), trainers,
                               backends))

@@ -179,8 +179,8 @@ def test_the_again_command_quotes_every_value():
 
 
 def test_the_cli_summary_prints_the_command_that_runs_it_again():
-    run = {"run_id": "r3", "status": "success", "backend": "local", "trainer": "t",
-           "schemas": ["s"], "params_changed": {"ngrams": 1}, "duration_s": 1.0}
+    run = RunView(run_id="r3", status="success", backend="local", trainer="t", schemas=["s"],
+                  params_changed={"ngrams": 1}, duration_s=1.0)
     lines = summary_lines(run, "cfg.yaml")
     assert lines[-1] == ("Run it again: potato training run cfg.yaml --trainer t --schemas s "
                          "--backend local --param ngrams=1")

@@ -14,6 +14,7 @@ from potato.training.lifecycle import retention
 from potato.training.remote.paths import RunPaths
 from potato.training.core.runs import RunStore
 from potato.commands.summary import summary_lines
+from potato.training.core.view import RunView
 from tests.helpers import KEY, Client, make_project, old_runs_table, start_run, wait_run
 
 H = {"X-API-Key": KEY}
@@ -146,7 +147,7 @@ def test_pin_keeps_a_run_in_use_and_its_files_while_older_files_go(tmp_path, ser
     r2 = worse["run_id"]
     assert worse["in_use"] == [] and "stays in use" in worse["writeback"]["kept_in_use"][
         "sentiment"]
-    assert any(line.startswith("In use: no") for line in summary_lines(worse))
+    assert any(line.startswith("In use: no") for line in summary_lines(RunView.from_dict(worse)))
     page = c.get(f"/admin/training/runs/{r2}", headers=H).text
     assert 'id="use-run"' in page and 'id="pin-run"' in page and ">Use and pin<" in page
     # Pinning the worse run puts it in use; a better run then does not take over.
@@ -158,7 +159,7 @@ def test_pin_keeps_a_run_in_use_and_its_files_while_older_files_go(tmp_path, ser
     assert better["in_use"] == []
     why = better["writeback"]["kept_in_use"]["sentiment"]
     assert why.startswith(f"run {r2} is pinned: it stays in use for sentiment")
-    text = "\n".join(summary_lines(better))
+    text = "\n".join(summary_lines(RunView.from_dict(better)))
     assert "In use: no" in text and f"sentiment: run {r2} is pinned" in text
     # r1 is neither in use nor pinned, and two newer successes exist: only its files go.
     _, listing = c.json("GET", "/admin/training/api/runs", headers=H)
@@ -231,7 +232,7 @@ def test_a_newer_run_within_tolerance_says_that_it_took_over(tmp_path, serve):
     why = second["writeback"]["took_over"]["sentiment"]
     assert why.startswith("run %s's held-out macro-F1" % second["run_id"])
     assert "it replaces %s in use" % first["run_id"] in why
-    assert "In use: yes, for sentiment" in "\n".join(summary_lines(second))
+    assert "In use: yes, for sentiment" in "\n".join(summary_lines(RunView.from_dict(second)))
     log = c.get("/admin/training/api/runs/%s/log" % second["run_id"], headers=H).text
     assert "sentiment: " + why in log
 

@@ -114,12 +114,13 @@ def test_holdout_report_of_a_number_scheme_and_of_mixed_schemes():
     # The run's text and its page show the figures.
     run = {"run_id": "r1", "status": "success", "holdout": json.loads(json.dumps(both)),
            "schemas": ["temp", "rating"], "ran_on": "local"}
-    lines = "\n".join(summary.summary_lines(run))
+    lines = "\n".join(summary.summary_lines(RunView.from_dict(run)))
     assert "temp: n=2: mean absolute error 0.750, RMSE" in lines
     assert "rating: mean absolute error 0.500 points, quadratic-weighted kappa" in lines
     page = str(holdout_section(RunView.from_dict(run)))
     assert "Spearman correlation" in page and "quadratic-weighted kappa" in page
     one = {"run_id": "r2", "status": "success", "holdout": only, "schemas": ["temp"]}
+    one = RunView.from_dict(one)
     assert "Held-out score (test split, n=2)" in "\n".join(summary.summary_lines(one))
 
 
@@ -159,7 +160,7 @@ def test_constant_values_give_defined_errors_and_an_undefined_correlation(case, 
     assert r["mae_below_baseline"] == round(base_mae - mae, 4)
     assert "Spearman's correlation is undefined" in r["note"] or case == "one item"
     run = {"run_id": "r1", "status": "success", "holdout": r, "schemas": ["temp"]}
-    text = "\n".join(summary.summary_lines(run))
+    text = "\n".join(summary.summary_lines(RunView.from_dict(run)))
     assert "mean absolute error %.3f, RMSE %.3f, Spearman undefined" % (mae, rmse) in text
     page = str(holdout_section(RunView.from_dict(run)))
     assert "Mean absolute error <b>%.3f</b>, RMSE <b>%.3f</b>, Spearman correlation " \

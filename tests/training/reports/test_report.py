@@ -95,8 +95,9 @@ def test_the_run_page_and_the_api_show_the_report(tmp_path, serve):
     assert "Confusion matrix: rows are the human label" in page
     assert '<th scope="row">positive</th>' in page and injected(page) == []
     from potato.commands.summary import summary_lines
+    from potato.training.core.view import RunView
 
-    text = "\n".join(summary_lines(run))
+    text = "\n".join(summary_lines(RunView.from_dict(run)))
     assert "95% interval" in text and "majority-class baseline (" in text
 
 

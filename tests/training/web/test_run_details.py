@@ -90,8 +90,9 @@ def test_a_run_that_warned_is_not_plain_success(tmp_path, serve):
     page = c.get(f"/admin/training/runs/{run_id}", headers=H).text
     assert "run-warnings" in page and "&lt;b&gt;reaches&lt;/b&gt;" in page
     from potato.commands.summary import summary_lines
+    from potato.training.core.view import RunView
 
-    text = "\n".join(summary_lines(run))
+    text = "\n".join(summary_lines(RunView.from_dict(run)))
     assert f"Run {run_id} success (with warnings)" in text
     assert "2 warnings:\n  %s\n  no threshold <b>reaches</b> the target" % nothing in text
 
