@@ -4,6 +4,7 @@ each test. Also the tests tools/mutation.py runs against the module (docs/testin
 
 import hashlib
 import logging
+import threading
 from types import SimpleNamespace
 
 import pytest
@@ -73,58 +74,110 @@ def test_routes_and_the_access_log(cfg, store, capsys):
     assert lines == ["line two"] and capsys.readouterr().err == ""
 
 
-class Stops:
-    """An Event stand-in: wait() says "not stopped" ``n`` times, then "stopped"."""
+class Ticks:
+    """threading.Event as the data-file watcher sees it (``_stop``): each wait(timeout) blocks
+    until the test calls tick() (one round of the watcher: "not stopped") or set()."""
 
-    def __init__(self, n):
-        self.n, self.waits = n, []
+    def __init__(self):
+        self.cond = threading.Condition()
+        self.waits, self.pending, self.stopped = [], 0, False
 
-    def wait(self, timeout):
-        self.waits.append(timeout)
-        self.n -= 1
-        return self.n < 0
+    def wait(self, timeout=None):
+        with self.cond:
+            self.waits.append(timeout)
+            self.cond.notify_all()
+            assert self.cond.wait_for(lambda: self.pending or self.stopped, 30)
+            if self.stopped:
+                return True
+            self.pending -= 1
+            return False
+
+    def set(self):
+        with self.cond:
+            self.stopped = True
+            self.cond.notify_all()
+
+    def is_set(self):
+        return self.stopped
+
+    def tick(self):
+        """Let the watcher's wait return once, and wait until it has waited again."""
+        with self.cond:
+            assert self.cond.wait_for(lambda: self.waits, 30)  # it has started
+            n = len(self.waits)
+            self.pending += 1
+            self.cond.notify_all()
+            assert self.cond.wait_for(lambda: len(self.waits) > n, 30)
 
 
-def test_the_data_file_watcher(cfg, store, tmp_path, caplog):
-    caplog.set_level(logging.WARNING, "potato.server")
-    fresh = app_mod.App(cfg, store, core_routes=False)
-    fresh._stop = Stops(1)
-    fresh._watch_data_files()  # the files as the app found them: nothing to sync
-    assert caplog.records == []
+@pytest.fixture
+def ticks(monkeypatch):
+    """The watcher's clock, in the test's hands: App() after this fixture takes a Ticks as its
+    stop event, and start_background's thread is recorded in ``ticks.threads``."""
+    t = Ticks()
+    t.threads = []
+
+    class Thread(threading.Thread):
+        def __init__(self, **kw):
+            threading.Thread.__init__(self, **kw)
+            t.threads.append((self, kw))
+
+        def join(self, timeout=None):
+            t.joins.append(timeout)
+            threading.Thread.join(self, timeout)
+
+    t.joins = []
+    monkeypatch.setattr(app_mod, "threading",
+                        SimpleNamespace(Event=lambda: t, Thread=Thread))
+    return t
+
+
+def _watching(cfg, store, ticks):
     a = app_mod.App(cfg, store, core_routes=False)
+    a.start_background()
+    return a
+
+
+def test_the_data_file_watcher(cfg, store, tmp_path, caplog, ticks):
+    caplog.set_level(logging.WARNING, "potato.server")
+    fresh = _watching(cfg, store, ticks)
+    ticks.tick()  # the files as the app found them: nothing to sync
+    assert caplog.records == []
+    fresh.stop_background()
+    ticks.__init__()
+    ticks.threads, ticks.joins = [], []
+    a = _watching(cfg, store, ticks)
     assert a.sync_items() == {"added": 4, "updated": 0, "deactivated": 0, "total": 4}
-    a._stop = Stops(1)
-    a._watch_data_files()  # nothing changed: nothing synced
-    assert a._stop.waits == [app_mod.SYNC_INTERVAL_S, app_mod.SYNC_INTERVAL_S]
+    ticks.tick()  # nothing changed: nothing synced
+    assert ticks.waits == [app_mod.SYNC_INTERVAL_S, app_mod.SYNC_INTERVAL_S]
     assert caplog.records == [] and app_mod.SYNC_INTERVAL_S == 5.0
     items = tmp_path / "items.jsonl"
     items.write_text('{"id": "img0", "image": "digit-0.png"}\n{"id": "n", "image": "x.png"}\n')
-    a._stop = Stops(2)
-    a._watch_data_files()
+    ticks.tick()
+    ticks.tick()
     [rec] = caplog.records
     assert rec.name == "potato.server" and rec.levelname == "WARNING"
     assert rec.getMessage() == ("data files changed: 1 item(s) added, 0 updated, 3 no longer in "
                                 "the files (kept with their labels)")
     caplog.clear()
     items.write_text("{broken\n")
-    a._stop = Stops(2)
-    a._watch_data_files()
+    ticks.tick()
+    ticks.tick()
     [rec] = caplog.records
     assert rec.levelname == "ERROR"
     assert rec.getMessage().startswith("data files changed but cannot be loaded, keeping the "
                                        "items as they were: ")
     assert "items.jsonl" in rec.getMessage()  # what is wrong, from the DataError
     caplog.clear()
-    a._stop = Stops(1)
-    a._watch_data_files()  # the broken file was noted once: not again until it changes
+    ticks.tick()  # the broken file was noted once: not again until it changes
     assert caplog.records == []
     # issue 34, item 8: an item potato start refuses (its image outside the media folder) is
     # refused here too, named, and the items stay as they were
     before = [r["id"] for r in store.conn().execute("SELECT id FROM items WHERE active=1")]
     items.write_text('{"id": "img0", "image": "digit-0.png"}\n'
                      '{"id": "evil", "image": "../../etc/passwd"}\n')
-    a._stop = Stops(2)
-    a._watch_data_files()
+    ticks.tick()
+    ticks.tick()
     [rec] = caplog.records
     assert rec.levelname == "ERROR"
     assert rec.getMessage().startswith("data files changed but cannot be loaded, keeping the "
@@ -138,42 +191,44 @@ def test_the_data_file_watcher(cfg, store, tmp_path, caplog):
     # thread for good; it is one line in the log, and the watcher goes on
     caplog.clear()
     items.write_text('{"id": "img0", "image": "digit-0.png", "n": %s}\n' % ("9" * 5000))
-    a._stop = Stops(2)
-    a._watch_data_files()
+    ticks.tick()
+    ticks.tick()
     [rec] = caplog.records
     assert "a value on this line cannot be read (Exceeds the limit (4300 digits)" in \
         rec.getMessage(), rec.getMessage()
     caplog.clear()
     items.write_text('{"id": "img0", "image": "digit-0.png"}\n{"id": "new", "image": '
                      '"digit-0.png"}\n')
-    a._stop = Stops(2)
-    a._watch_data_files()  # still watching: the next good file is taken
+    ticks.tick()
+    ticks.tick()  # still watching: the next good file is taken
     assert "new" in [r["id"] for r in store.conn().execute("SELECT id FROM items WHERE "
                                                           "active=1")]
+    a.stop_background()
 
 
-def test_sync_items_remembers_the_files(cfg, store, tmp_path):
-    a = app_mod.App(cfg, store, core_routes=False)
+def test_sync_items_remembers_the_files(cfg, store, tmp_path, caplog, ticks):
+    """Items synced by hand are not synced again by the watcher."""
+    caplog.set_level(logging.WARNING, "potato.server")
+    a = _watching(cfg, store, ticks)
     (tmp_path / "items.jsonl").write_text('{"id": "z", "image": "digit-0.png"}\n')
-    assert a._data_sig != app_mod.data_files_signature(cfg)
     assert a.sync_items()["added"] == 1
-    assert a._data_sig == app_mod.data_files_signature(cfg)
+    ticks.tick()
+    assert caplog.records == []
+    a.stop_background()
 
 
-def test_background_start_and_stop(cfg, store):
+def test_background_start_and_stop(cfg, store, ticks):
     a = app_mod.App(cfg, store, core_routes=False)
     a.start_background()
-    t = a._sync_thread
-    assert t.daemon and t.name == "potato-data-sync" and t.is_alive()
+    [(t, kw)] = ticks.threads
+    assert kw["daemon"] is True and kw["name"] == "potato-data-sync" and t.is_alive()
     a.stop_background()
-    assert not t.is_alive() and a._stop.is_set()
+    assert not t.is_alive() and ticks.is_set()
+    assert ticks.joins == [app_mod.SYNC_INTERVAL_S + 1]
+    ticks.__init__()
     b = app_mod.App(cfg, store, core_routes=False)
-    b.stop_background()  # never started: nothing to join
-    assert b._stop.is_set() and b._sync_thread is None
-    joined = []
-    b._sync_thread = SimpleNamespace(join=lambda timeout: joined.append(timeout))
-    b.stop_background()
-    assert joined == [app_mod.SYNC_INTERVAL_S + 1]
+    b.stop_background()  # never started: nothing to join, and a later start ends at once
+    assert ticks.is_set() and ticks.joins == [app_mod.SYNC_INTERVAL_S + 1]
 
 
 def test_the_server_logs_a_failed_connection_briefly(cfg, store, caplog):
