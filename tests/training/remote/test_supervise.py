@@ -415,7 +415,7 @@ def test_run_worker_ends_within_bounded_waits(monkeypatch):
 
     class Stdout:
         def readline(self, limit=-1):
-            stuck.wait(60)
+            stuck.wait(10)
             return b""
 
         def close(self):
