@@ -3,7 +3,6 @@ against the module. A small fake checkout stands in for the
 source, and a fake ``setuptools.build_meta`` (first on PYTHONPATH) for the build backend, so
 the real child process runs in well under a second."""
 
-import json
 import os
 import sys
 import tempfile
