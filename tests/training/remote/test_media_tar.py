@@ -2,6 +2,7 @@
 numbers, names and checksums, read exactly. Also the tests tools/mutation.py runs against the
 host's media modules (docs/testing.md); the slower end-to-end cases are in test_media_stream.py."""
 
+import io
 import tarfile
 
 import pytest
@@ -71,3 +72,21 @@ def test_a_checksum_with_a_leading_digit_is_read_whole():
     block = _checked(block)
     assert block[148:149] != b"0"
     assert mt.tar_header(block)[0] == "\\xfe" * 155 + "/" + "\\xff" * 100
+
+
+@pytest.mark.parametrize("cut", [1, 700])
+def test_a_stream_that_ends_inside_a_member_it_skips_ends_there(tmp_path, cut):
+    """A member the run does not need is skipped to its last byte; a stream that ends before
+    that byte (one byte short, or more) ends the reading there: the member is named once and
+    nothing more is read or said."""
+    from potato.training.remote import media_cache as mc
+    from potato.training.remote import media_receive as mr
+    cache = str(tmp_path / "media")
+    mc.pin(cache, "job", [(sha(b"wanted"), 6)])
+    skipped = member("x" * 100, b"y" * 1000)
+    out = mr.receive(cache, "job", io.BytesIO(skipped[:-cut]), 1 << 30)
+    assert (out["received"], out["bad"], out["bad_count"]) == (
+        0, ["'%s' (not a file this run needs)" % ("x" * 80)], 1)
+    whole = mr.receive(cache, "job", io.BytesIO(skipped + member(sha(b"wanted"), b"wanted")
+                                               + bytes(1024)), 1 << 30)
+    assert (whole["received"], whole["bad_count"]) == (1, 1)  # skipped exactly: the next is read
