@@ -101,13 +101,22 @@ class Ticks:
         return self.stopped
 
     def tick(self):
-        """Let the watcher's wait return once, and wait until it has waited again."""
+        """Let the watcher's wait return once, and wait until it has waited again (a watcher
+        that died fails the test at once)."""
         with self.cond:
-            assert self.cond.wait_for(lambda: self.waits, 30)  # it has started
+            self._until(lambda: self.waits)  # it has started
             n = len(self.waits)
             self.pending += 1
             self.cond.notify_all()
-            assert self.cond.wait_for(lambda: len(self.waits) > n, 30)
+            self._until(lambda: len(self.waits) > n)
+
+    def _until(self, done):
+        for _ in range(600):
+            if done():
+                return
+            assert all(t.is_alive() for t, _ in self.threads), "the watcher's thread died"
+            self.cond.wait(0.05)
+        raise AssertionError("the watcher did not come back within 30 s")
 
 
 @pytest.fixture
@@ -184,9 +193,29 @@ def test_the_data_file_watcher(cfg, store, tmp_path, caplog, ticks):
                                        "items as they were: 1 of 2 items name an image outside "
                                        "the media folder "), rec.getMessage()
     assert "../../etc/passwd" in rec.getMessage()
-    assert rec.getMessage().endswith("(potato start refuses the same; fix the data files)")
+    assert rec.getMessage().endswith("../../etc/passwd. Give paths relative to media_directory. "
+                                     "(potato start refuses the same; fix the data files)")
     assert [r["id"] for r in store.conn().execute("SELECT id FROM items WHERE active=1")] == \
         before
+    caplog.clear()
+    items.write_text('{"id": "img0", "image": "digit-0.png"}\n'
+                     '{"id": "evil", "image": "../../etc/passwd"}\n'
+                     '{"id": "evil2", "audio": "/etc/shadow"}\n')
+    ticks.tick()
+    [rec] = caplog.records  # two findings (images, sounds): the first, and a count of the rest
+    assert "1 of 3 items name an image outside the media folder" in rec.getMessage()
+    assert "/etc/shadow" not in rec.getMessage()
+    assert rec.getMessage().endswith(". (and 1 more) (potato start refuses the same; fix the "
+                                     "data files)"), rec.getMessage()
+    caplog.clear()
+    items.write_text('{"id": "img0", "image": "digit-0.png"}\n'
+                     '{"id": "evil", "image": "../../etc/passwd"}\n'
+                     '{"id": "evil2", "audio": "/etc/shadow"}\n'
+                     '{"id": "evil3", "audio": "/etc/hosts"}\n')
+    ticks.tick()
+    [rec] = caplog.records
+    assert rec.getMessage().endswith(". (and 1 more) (potato start refuses the same; fix the "
+                                     "data files)"), rec.getMessage()
     # the hostile review: a line json cannot build (a 5,000-digit number) ended the watcher's
     # thread for good; it is one line in the log, and the watcher goes on
     caplog.clear()
@@ -203,6 +232,26 @@ def test_the_data_file_watcher(cfg, store, tmp_path, caplog, ticks):
     ticks.tick()  # still watching: the next good file is taken
     assert "new" in [r["id"] for r in store.conn().execute("SELECT id FROM items WHERE "
                                                           "active=1")]
+    # a failure that is not the data's (here the store's): one line, and the watcher goes on
+    caplog.clear()
+    real_sync = store.sync_items
+
+    def gone(items):
+        raise RuntimeError("the disk is gone")
+
+    store.sync_items = gone
+    items.write_text('{"id": "img0", "image": "digit-0.png"}\n')
+    ticks.tick()
+    ticks.tick()  # the failure was noted once: not again until the files change
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("ERROR", "data files changed but reading them failed (RuntimeError: the disk is gone), "
+                  "keeping the items as they were; potato validate says where")]
+    store.sync_items = real_sync
+    items.write_text('{"id": "img0", "image": "digit-0.png"}\n{"id": "back", "image": '
+                     '"digit-0.png"}\n')
+    ticks.tick()
+    assert "back" in [r["id"] for r in store.conn().execute("SELECT id FROM items WHERE "
+                                                           "active=1")]
     a.stop_background()
 
 
@@ -215,6 +264,33 @@ def test_sync_items_remembers_the_files(cfg, store, tmp_path, caplog, ticks):
     ticks.tick()
     assert caplog.records == []
     a.stop_background()
+
+
+def test_an_annotators_save_is_capped_by_the_schemes_and_the_longest_item(cfg, store, tmp_path):
+    """As much as the project's schemes need with its longest item text, never more than
+    max_body_mb; synced items with longer texts raise it."""
+    from potato.schemes import make_scheme, save_bytes
+    cfg.schemes.append(make_scheme("where", "span", ["x"]))
+    a = app_mod.App(cfg, store, core_routes=False)
+    a.sync_items()
+    longest = len("Which sound?")
+    assert a.annotator_body_bytes == save_bytes(cfg.schemes, longest) < a.max_body_bytes
+    (tmp_path / "items.jsonl").write_text('{"id": "t", "text": "%s"}\n' % ("w" * 5000))
+    a.sync_items()
+    assert a.annotator_body_bytes == save_bytes(cfg.schemes, 5000) == \
+        save_bytes(cfg.schemes, longest) + 12 * (5000 - longest)
+    b = app_mod.App(cfg, store, core_routes=False)  # items already there when it starts
+    assert b.annotator_body_bytes == a.annotator_body_bytes
+    cfg.server.max_body_mb = 0.01
+    assert app_mod.App(cfg, store, core_routes=False).annotator_body_bytes == 10485
+    fresh = Store(str(tmp_path / "empty.db"))
+    try:  # no items yet: the schemes' need for an empty text
+        assert app_mod.App(cfg, fresh, core_routes=False).annotator_body_bytes == 10485
+        cfg.server.max_body_mb = 100
+        assert app_mod.App(cfg, fresh, core_routes=False).annotator_body_bytes == \
+            save_bytes(cfg.schemes, 0)
+    finally:
+        fresh.close()
 
 
 def test_background_start_and_stop(cfg, store, ticks):
