@@ -104,13 +104,13 @@ class Ticks:
         """Let the watcher's wait return once, and wait until it has waited again (a watcher
         that died fails the test at once)."""
         with self.cond:
-            self._until(lambda: self.waits)  # it has started
+            self.until(lambda: self.waits)  # it has started
             n = len(self.waits)
             self.pending += 1
             self.cond.notify_all()
-            self._until(lambda: len(self.waits) > n)
+            self.until(lambda: len(self.waits) > n)
 
-    def _until(self, done):
+    def until(self, done):
         for _ in range(600):
             if done():
                 return
