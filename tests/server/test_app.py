@@ -138,7 +138,10 @@ def ticks(monkeypatch):
     t.joins = []
     monkeypatch.setattr(app_mod, "threading",
                         SimpleNamespace(Event=lambda: t, Thread=Thread))
-    return t
+    yield t
+    t.set()  # a test that failed half-way leaves no watcher waiting
+    for thread, _ in t.threads:
+        threading.Thread.join(thread, 5)
 
 
 def _watching(cfg, store, ticks):
