@@ -5,6 +5,7 @@ module (docs/testing.md)."""
 
 import logging
 import socket
+import threading
 from types import SimpleNamespace
 
 import pytest
@@ -45,13 +46,14 @@ def test_a_service_builds_serves_and_closes_in_order(cfg, monkeypatch):
         assert s.http.ssl_context is None
         assert s.store.item_count() == 4
         s.start(training=False, data_sync=False, poll_interval=0.05)
-        assert s._serving.name == "potato-http" and s._serving.daemon
+        [serving] = [t for t in threading.enumerate() if t.name == "potato-http"]
+        assert serving.daemon
         with socket.create_connection(("127.0.0.1", port), timeout=10) as c:
             c.sendall(b"GET /nothing HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
             assert c.recv(12).startswith(b"HTTP/1.")
     finally:
         s.close()
-    assert not s._serving.is_alive()
+    assert not serving.is_alive()
     s.close()  # once only
 
 
@@ -83,7 +85,7 @@ def test_a_service_that_cannot_listen_closes_what_it_built(cfg):
         with pytest.raises(svc.CannotListen) as e:
             s.open()
         assert isinstance(e.value, OSError) and e.value.errno is not None and e.value.strerror
-        assert s._closed and s.http is None
+        assert s.http is None
         assert svc.Service(cfg, host="127.0.0.1", owner="t").open().close() is None
     finally:
         taken.close()
@@ -123,12 +125,31 @@ def test_the_host_given_is_answered_unless_hosts_are_configured(cfg):
         s.close()
 
 
-def test_close_runs_every_step_and_raises_the_first_failure(cfg, caplog):
+@pytest.fixture
+def joins(monkeypatch):
+    """The service's serving thread, its joins recorded (timeout) in the returned list."""
+    seen = []
+
+    class Thread(threading.Thread):
+        def join(self, timeout=None):
+            seen.append(("join", timeout))
+            threading.Thread.join(self, timeout)
+
+    monkeypatch.setattr(svc, "threading", SimpleNamespace(Thread=Thread))
+    return seen
+
+
+def _join_serving():
+    for t in threading.enumerate():
+        if t.name == "potato-http":
+            t.join(5)
+
+
+def test_close_runs_every_step_and_raises_the_first_failure(cfg, caplog, joins):
     s = svc.Service(cfg, owner=None)
-    order = []
-    s.manager = SimpleNamespace(stop=lambda: order.append("stop"),
+    order = joins
+    s.manager = SimpleNamespace(start=lambda: None, stop=lambda: order.append("stop"),
                                 close_backends=lambda: order.append("close_backends"))
-    s._training = True
 
     def fail(what):
         def step():
@@ -136,11 +157,14 @@ def test_close_runs_every_step_and_raises_the_first_failure(cfg, caplog):
             raise RuntimeError(what)
         return step
     s.http = SimpleNamespace(shutdown=lambda: order.append("shutdown"),
-                             server_close=fail("server_close"))
-    s._serving = SimpleNamespace(join=lambda timeout: order.append(("join", timeout)))
+                             server_close=fail("server_close"),
+                             serve_forever=lambda poll_interval: None)
     s.app = SimpleNamespace(stop_background=fail("background"))
     s.store = SimpleNamespace(close=lambda: order.append("store"))
     s.lock = SimpleNamespace(release=lambda: order.append("lock"))
+    s.start()  # the queue and the server's thread
+    _join_serving()
+    order.clear()
     with pytest.raises(RuntimeError, match="server_close"):
         s.close()
     assert order == ["stop", "shutdown", ("join", 5), "server_close", "background", "store",
@@ -166,9 +190,11 @@ def test_close_without_training_closes_the_backends(cfg):
 def test_start_training_and_apply_config(cfg, monkeypatch):
     s = svc.Service(cfg, owner=None)
     started = []
-    s.manager = SimpleNamespace(start=lambda: started.append(1))
+    s.manager = SimpleNamespace(start=lambda: started.append(1),
+                                stop=lambda: started.append("stop"),
+                                close_backends=lambda: started.append("close_backends"))
     s.start_training()
-    assert s._training and started == [1]
+    assert started == [1]
     calls = []
     monkeypatch.setattr(svc.reload, "apply_to_manager",
                         lambda m, c, port: calls.append((m, c, port)) or ["gone"])
@@ -180,6 +206,9 @@ def test_start_training_and_apply_config(cfg, monkeypatch):
     s.http = None
     s.apply_config(cfg)
     assert calls[-1] == (s.manager, cfg, None)
+    s.app.stop_background = lambda: None
+    s.close()  # the queue was started: it is stopped, not merely its backends closed
+    assert started == [1, "stop"]
 
 
 def test_start_starts_the_queue_and_the_watcher_when_asked(cfg, monkeypatch):
@@ -190,18 +219,19 @@ def test_start_starts_the_queue_and_the_watcher_when_asked(cfg, monkeypatch):
                                                                                 poll_interval)))
     s.app = SimpleNamespace(start_background=lambda: calls.append("watch"))
     assert s.start() is s
-    s._serving.join(5)
+    _join_serving()
     assert calls == ["queue", ("serve", 0.2)]
     calls.clear()
     s.start(training=False, data_sync=True, poll_interval=0.5)
-    s._serving.join(5)
+    _join_serving()
     assert sorted(map(str, calls)) == sorted(map(str, [("serve", 0.5), "watch"]))
 
 
 def test_a_service_is_a_context_manager(cfg):
-    with svc.Service(cfg, host="127.0.0.1", owner=None) as s:
+    with svc.Service(cfg, host="127.0.0.1", owner="first") as s:
         s.open()
-    assert s._closed
+    assert s.http.socket.fileno() == -1  # closed on the way out, and its lock let go:
+    svc.Service(cfg, host="127.0.0.1", owner="second").open().close()
 
 
 def test_warn_debug(cfg, caplog):

@@ -182,6 +182,10 @@ EQUIVALENT = {
     "potato/training/remote/supervise.py": {
         "1437add4ed": "run_worker: eof = None instead of False: it is only read as a truth value "
                       "(`_drain(...) or eof`, `if eof`, `while not eof`)",
+        "bd232b3e95": "explain: None instead of a default Supervision when none is given: w is "
+                      "read only for a run stopped at a limit, and a default Supervision has no "
+                      "limit (None, which %g refuses): an AttributeError instead of a TypeError, "
+                      "for a call no caller makes (a run stopped at a limit ran under one)",
     },
     "potato/training/remote/slurm_job.py": {
         "81ff82b7d4": "reason_from_scontrol: a missing JobState read as \"XXXX\" instead of \"\": "

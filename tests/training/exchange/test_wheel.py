@@ -3,7 +3,6 @@ against the module. A small fake checkout stands in for the
 source, and a fake ``setuptools.build_meta`` (first on PYTHONPATH) for the build backend, so
 the real child process runs in well under a second."""
 
-import json
 import os
 import sys
 import tempfile
@@ -23,6 +22,17 @@ import os, sys
 NAME = %r
 def build_wheel(out):
     mode = os.environ.get("FAKE_BUILD", "ok")
+    if os.environ.get("FAKE_LOG"):
+        with open(os.environ["FAKE_LOG"], "a") as f:
+            f.write(mode + "\n")
+    if mode.startswith("block"):  # another build under way: until the test says go (10 s at most)
+        import time
+        open(os.environ["FAKE_STARTED"], "w").close()
+        for _ in range(200):
+            if os.path.exists(os.environ["FAKE_GO"]):
+                break
+            time.sleep(0.05)
+        mode = mode[len("block"):] or "ok"
     if mode == "missing":
         sys.stderr.write("ModuleNotFoundError: No module named 'setuptools'\n")
         sys.exit(1)
@@ -85,12 +95,22 @@ def src(tmp_path, monkeypatch):
     temp = tmp_path / "tmp"
     temp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(temp))
-    monkeypatch.setattr(wheel, "SOURCE_ROOT", str(root))
-    monkeypatch.setattr(wheel, "_digests", {})
-    monkeypatch.setattr(wheel, "_failures", {})
+    monkeypatch.setattr(wheel, "SOURCE_ROOT", str(root))  # the caches are keyed by it: fresh
+    monkeypatch.setenv("FAKE_LOG", str(tmp_path / "builds.log"))
     clock = Clock()
     monkeypatch.setattr(wheel, "time", clock)
-    return types.SimpleNamespace(root=root, out=tmp_path / "out", temp=temp, clock=clock)
+    return types.SimpleNamespace(root=root, out=tmp_path / "out", temp=temp, clock=clock,
+                                 log=tmp_path / "builds.log")
+
+
+def _builds(src):
+    """The builds the fake backend has run, in order (their FAKE_BUILD modes)."""
+    return src.log.read_text().split() if src.log.exists() else []
+
+
+def _stamp(src):
+    """The digest of the source the wheel was built from, as wheel_path wrote it beside it."""
+    return (src.out / "training" / "wheel" / (wheel.NAME + ".source")).read_text()
 
 
 def test_names_and_install_line():
@@ -117,53 +137,119 @@ def test_checkout_hint_names_the_folder_only_for_the_admin(src, tmp_path, monkey
     assert str(tmp_path / "installed") not in wheel.checkout_hint(True)
 
 
-def test_source_digest_follows_the_source_only(src, tmp_path, monkeypatch):
-    d0 = wheel._source_digest()
-    assert wheel._source_digest() == d0
+def test_wheel_path_rebuilds_for_a_change_of_the_source_only(src, tmp_path, monkeypatch):
+    """The stamp beside the wheel is a digest of what the wheel holds: the project files and
+    potato/ without compiled files and caches, by name and content."""
+    wheel.wheel_path(str(src.out))
+    d0 = _stamp(src)
+    assert len(d0) == 16 and _builds(src) == ["ok"]
+
+    def again():
+        src.clock.now += 10
+        wheel.wheel_path(str(src.out))
+        return _stamp(src)
+
     monkeypatch.chdir(tmp_path)  # the same source from another working directory
-    assert wheel._source_digest() == d0
+    assert again() == d0
     # not the source: compiled files and caches
     (src.root / "potato" / "b.pyc").write_bytes(b"other")
     (src.root / "potato" / "d.pyo").write_bytes(b"other")
     (src.root / "potato" / "__pycache__" / "junk.txt").write_text("other")
     (src.root / "tests" / "t.py").write_text("other")  # outside potato/: not in the wheel
-    assert wheel._source_digest() == d0
+    assert again() == d0 and _builds(src) == ["ok"]
     seen = {d0}
     for path, text in (("pyproject.toml", "p2"), ("setup.cfg", "s2"), ("README.md", "r2"),
                        ("potato/a.py", "a2"), ("potato/c.py", "c2"), ("potato/sub/x.py", "x2")):
         (src.root / path).write_text(text)
-        d = wheel._source_digest()
+        d = again()
         assert d not in seen, path
         seen.add(d)
     os.rename(src.root / "potato" / "sub" / "x.py", src.root / "potato" / "sub" / "y.py")
-    assert wheel._source_digest() not in seen  # a renamed file is another source
+    d = again()
+    assert d not in seen  # a renamed file is another source
+    seen.add(d)
     monkeypatch.setattr(wheel, "PROJECT_FILES", ())
-    assert wheel._source_digest() not in seen
+    assert again() not in seen
+    assert len(_builds(src)) == 2 + len(seen) - 1
 
 
-def test_current_digest_hashes_at_most_every_10_s(src, monkeypatch):
-    calls = []
-    monkeypatch.setattr(wheel, "_source_digest", lambda: calls.append(1) or "d%d" % len(calls))
-    assert wheel._current_digest() == "d1"
+def test_wheel_path_hashes_the_source_at_most_every_10_s(src):
+    path = wheel.wheel_path(str(src.out))
+    d0 = _stamp(src)
+    (src.root / "potato" / "a.py").write_text("changed")
     src.clock.now += 9.9
-    assert wheel._current_digest() == "d1" and len(calls) == 1
-    src.clock.now += 0.1  # 10 s exactly: hashed again
-    assert wheel._current_digest() == "d2"
-    assert wheel._digests[str(src.root)] == (src.clock.now, "d2")
-    assert not wheel._digest_lock.locked()
+    assert wheel.wheel_path(str(src.out)) == path and _stamp(src) == d0  # not hashed yet
+    src.clock.now += 0.1  # 10 s exactly: hashed again, the wheel rebuilt
+    assert wheel.wheel_path(str(src.out)) == path
+    d1 = _stamp(src)
+    assert d1 != d0 and len(_builds(src)) == 2
+    (src.root / "potato" / "a.py").write_text("changed again")
+    src.clock.now += 9.9  # counted from the last hash
+    assert wheel.wheel_path(str(src.out)) == path and _stamp(src) == d1
+    src.clock.now += 0.1
+    wheel.wheel_path(str(src.out))
+    assert _stamp(src) not in (d0, d1) and len(_builds(src)) == 3
 
 
-def test_current_digest_does_not_wait_for_another_hash(src, monkeypatch):
-    calls = []
-    monkeypatch.setattr(wheel, "_source_digest", lambda: calls.append(1) or "d%d" % len(calls))
-    assert wheel._digest_lock.acquire(blocking=False)  # another thread is hashing
+def _blocking_hash(monkeypatch):
+    """sha256 whose first hash (in the thread that starts it) waits until ``go`` is set."""
+    started, go = threading.Event(), threading.Event()
+    real = wheel.hashlib.sha256
+    first = []
+
+    def sha256(data=b""):
+        if not first:
+            first.append(threading.current_thread())
+            started.set()
+            assert go.wait(10)
+        return real(data)
+
+    monkeypatch.setattr(wheel, "hashlib", types.SimpleNamespace(sha256=sha256))
+    return started, go
+
+
+def test_a_caller_does_not_wait_while_another_thread_hashes(src, monkeypatch):
+    path = wheel.wheel_path(str(src.out))
+    d0 = _stamp(src)
+    (src.root / "potato" / "a.py").write_text("changed")
+    src.clock.now += 60
+    started, go = _blocking_hash(monkeypatch)
+    t = threading.Thread(target=wheel.wheel_path, args=(str(src.out),))
+    t.start()
     try:
-        assert wheel._current_digest() == "d1"  # nothing to fall back on: hash anyway
-        src.clock.now += 60
-        assert wheel._current_digest() == "d1" and len(calls) == 1  # stale, but not waited
+        assert started.wait(10)
+        # stale, but not waited for: the last digest, and the wheel built from it
+        assert wheel.wheel_path(str(src.out), wait=False) == path and _stamp(src) == d0
     finally:
-        wheel._digest_lock.release()
-    assert wheel._current_digest() == "d2"
+        go.set()
+        t.join(30)
+    assert _stamp(src) != d0 and len(_builds(src)) == 2
+    (src.root / "potato" / "a.py").write_text("changed again")
+    src.clock.now += 10  # the hashing thread let go of the hash: this caller hashes
+    d1 = _stamp(src)
+    wheel.wheel_path(str(src.out))
+    assert _stamp(src) not in (d0, d1)
+
+
+def test_a_first_caller_hashes_even_while_another_thread_hashes(src, monkeypatch):
+    """With no digest to fall back on (a wheel left by an earlier server), a caller hashes for
+    itself rather than wait for the thread that is hashing."""
+    folder = src.out / "training" / "wheel"
+    folder.mkdir(parents=True)
+    (folder / wheel.NAME).write_text("left")
+    (folder / (wheel.NAME + ".source")).write_text("an older source")
+    started, go = _blocking_hash(monkeypatch)
+    t = threading.Thread(target=wheel.wheel_path, args=(str(src.out),))
+    t.start()
+    try:
+        assert started.wait(10)
+        assert wheel.wheel_path(str(src.out), wait=False) == str(folder / wheel.NAME)
+        assert not go.is_set() and t.is_alive()  # done while the other still hashes
+        assert _builds(src) == ["ok"] and _stamp(src) != "an older source"
+    finally:
+        go.set()
+        t.join(30)
+    assert _builds(src) == ["ok"]  # the other found the wheel built
 
 
 def test_wheel_path_builds_once_with_the_real_child(src, tmp_path, monkeypatch):
@@ -174,7 +260,7 @@ def test_wheel_path_builds_once_with_the_real_child(src, tmp_path, monkeypatch):
     assert os.stat(folder).st_mode & 0o777 == 0o700
     assert os.stat(path).st_mode & 0o777 == 0o644
     assert sorted(os.listdir(folder)) == [wheel.NAME, wheel.NAME + ".source"]
-    assert (folder / (wheel.NAME + ".source")).read_text() == wheel._source_digest()
+    assert len((folder / (wheel.NAME + ".source")).read_text()) == 16
     built = eval((folder / wheel.NAME).read_text())
     assert os.path.dirname(built["cwd"]) == str(src.temp)
     assert os.path.basename(built["cwd"]).startswith("potato-wheel-")
@@ -190,15 +276,15 @@ def test_wheel_path_builds_once_with_the_real_child(src, tmp_path, monkeypatch):
 
 def test_wheel_path_rebuilds_when_the_source_or_the_wheel_changes(src, monkeypatch):
     builds = []
-    real = wheel._build
-    monkeypatch.setattr(wheel, "_build", lambda folder, timeout: builds.append(timeout) or real(
-        folder, timeout))
+    real = wheel.proc.run
+    monkeypatch.setattr(wheel, "proc", types.SimpleNamespace(
+        run=lambda argv, **kw: builds.append(kw["timeout"]) or real(argv, **kw)))
     path = wheel.wheel_path(str(src.out), timeout=33)
     assert builds == [33]
     (src.root / "potato" / "a.py").write_text("changed")
     src.clock.now += 10
     assert wheel.wheel_path(str(src.out)) == path and builds == [33, 300]
-    assert open(path + ".source").read() == wheel._source_digest()
+    assert open(path + ".source").read() == _stamp(src)
     os.remove(path)
     assert wheel.wheel_path(str(src.out)) == path and len(builds) == 3
     assert wheel.wheel_path(str(src.out)) == path and len(builds) == 3
@@ -232,58 +318,52 @@ def test_a_failed_build_is_remembered_for_60_s(src, monkeypatch):
     assert os.path.isfile(wheel.wheel_path(str(src.out)))
 
 
-class FakeLock:
-    """Stands in for wheel._lock: records how it was taken; ``on_acquire`` plays another
-    thread that finished while this one waited."""
-
-    def __init__(self, give=True, on_acquire=None):
-        self.give, self.on_acquire, self.taken = give, on_acquire, []
-
-    def acquire(self, blocking=True):
-        self.taken.append(blocking)
-        if self.on_acquire:
-            self.on_acquire()
-        return self.give
-
-    def release(self):
-        self.taken.append("released")
-
-
-def test_wheel_path_waits_for_the_lock_unless_told_not_to(src, monkeypatch):
-    lock = FakeLock(give=False)
-    monkeypatch.setattr(wheel, "_lock", lock)
-    with pytest.raises(wheel.WheelError) as e:
-        wheel.wheel_path(str(src.out), wait=False)
-    assert "building" in str(e.value) and lock.taken == [False]
-    lock = FakeLock()
-    monkeypatch.setattr(wheel, "_lock", lock)
-    wheel.wheel_path(str(src.out))
-    assert lock.taken == [True, "released"]
-
-
-def test_a_remembered_failure_is_told_before_the_lock_is_asked_for(src, monkeypatch):
-    folder = str(src.out / "training" / "wheel")
-    wheel._failures[folder] = (src.clock.now - 30, "it failed 30 s ago")
-    lock = FakeLock(give=False)
-    monkeypatch.setattr(wheel, "_lock", lock)
-    with pytest.raises(wheel.WheelError) as e:
-        wheel.wheel_path(str(src.out), wait=False)
-    assert str(e.value) == "it failed 30 s ago" and lock.taken == []
-
-
-def test_the_module_caches_in_use(tmp_path):
-    """Without the fixture: the module's own failure and digest caches."""
-    saved = dict(wheel._digests)
+def test_wheel_path_waits_for_a_build_under_way_unless_told_not_to(src, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_STARTED", str(tmp_path / "started"))
+    monkeypatch.setenv("FAKE_GO", str(tmp_path / "go"))
+    monkeypatch.setenv("FAKE_BUILD", "block")
+    t = threading.Thread(target=wheel.wheel_path, args=(str(tmp_path / "other"),))
+    t.start()
     try:
-        folder = tmp_path / "training" / "wheel"
-        folder.mkdir(parents=True)
-        (folder / wheel.NAME).write_text("wheel")
-        (folder / (wheel.NAME + ".source")).write_text(wheel._current_digest())
-        assert wheel.wheel_path(str(tmp_path)) == str(folder / wheel.NAME)
-        assert str(folder) not in wheel._failures
+        for _ in range(400):
+            if (tmp_path / "started").exists():
+                break
+            t.join(0.05)
+        with pytest.raises(wheel.WheelError, match="building its wheel right now"):
+            wheel.wheel_path(str(src.out), wait=False)
+        assert not (tmp_path / "go").exists() and _builds(src) == ["block"]
+        (tmp_path / "go").write_text("")
+        monkeypatch.setenv("FAKE_BUILD", "ok")
+        assert os.path.isfile(wheel.wheel_path(str(src.out)))  # waits, then builds its own
     finally:
-        wheel._digests.clear()
-        wheel._digests.update(saved)
+        (tmp_path / "go").write_text("")
+        t.join(30)
+    assert _builds(src) == ["block", "ok"]
+    assert os.path.isfile(wheel.wheel_path(str(src.out), wait=False))  # the lock let go
+
+
+def test_a_remembered_failure_is_told_before_the_lock_is_asked_for(src, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_BUILD", "fail")
+    with pytest.raises(wheel.WheelError) as e:
+        wheel.wheel_path(str(src.out))
+    failed = str(e.value)
+    monkeypatch.setenv("FAKE_STARTED", str(tmp_path / "started"))
+    monkeypatch.setenv("FAKE_GO", str(tmp_path / "go"))
+    monkeypatch.setenv("FAKE_BUILD", "block")
+    t = threading.Thread(target=wheel.wheel_path, args=(str(tmp_path / "other"),))
+    t.start()
+    try:
+        for _ in range(400):
+            if (tmp_path / "started").exists():
+                break
+            t.join(0.05)
+        src.clock.now += 30
+        with pytest.raises(wheel.WheelError) as e:
+            wheel.wheel_path(str(src.out), wait=False)
+        assert str(e.value) == failed  # not "building right now"
+    finally:
+        (tmp_path / "go").write_text("")
+        t.join(30)
 
 
 def test_build_ignores_a_build_folder_already_gone(src, tmp_path, monkeypatch):
@@ -291,42 +371,55 @@ def test_build_ignores_a_build_folder_already_gone(src, tmp_path, monkeypatch):
     keep.mkdir()
     monkeypatch.setenv("FAKE_BUILD", "selfclean")
     monkeypatch.setenv("FAKE_KEEP", str(keep))
-    folder = src.out
-    folder.mkdir()
-    wheel._build(str(folder), 60)
-    assert (folder / wheel.NAME).read_text() == "kept"
+    path = wheel.wheel_path(str(src.out))
+    assert open(path).read() == "kept"
     assert os.listdir(src.temp) == []
 
 
+class FakeLock:
+    """Stands in for wheel._lock (the one private handle left here: it is the only way to put
+    another caller's finished build exactly between wheel_path's first look and its lock).
+    ``on_acquire`` plays, once, that other caller."""
+
+    def __init__(self, on_acquire):
+        self.on_acquire = on_acquire
+
+    def acquire(self, blocking=True):
+        once, self.on_acquire = self.on_acquire, None
+        if once:
+            once()
+        return True
+
+    def release(self):
+        pass
+
+
 def test_wheel_path_checks_again_once_it_has_the_lock(src, monkeypatch):
-    folder = str(src.out / "training" / "wheel")
-    monkeypatch.setattr(wheel, "_build", lambda *a: pytest.fail("built"))
+    def other(mode):
+        def build():
+            monkeypatch.setenv("FAKE_BUILD", mode)
+            try:
+                wheel.wheel_path(str(src.out))
+            except wheel.WheelError:
+                pass
+            monkeypatch.setenv("FAKE_BUILD", "ok")
+        return build
 
-    def other_failed():
-        wheel._failures[folder] = (src.clock.now, "the other build failed")
-
-    monkeypatch.setattr(wheel, "_lock", FakeLock(on_acquire=other_failed))
-    with pytest.raises(wheel.WheelError) as e:
-        wheel.wheel_path(str(src.out))
-    assert str(e.value) == "the other build failed"
-    wheel._failures.clear()
-
-    def other_built():
-        os.makedirs(folder, exist_ok=True)
-        with open(os.path.join(folder, wheel.NAME), "w") as f:
-            f.write("wheel")
-        with open(os.path.join(folder, wheel.NAME + ".source"), "w") as f:
-            f.write(wheel._current_digest())
-
-    monkeypatch.setattr(wheel, "_lock", FakeLock(on_acquire=other_built))
-    assert wheel.wheel_path(str(src.out)) == os.path.join(folder, wheel.NAME)
+    monkeypatch.setattr(wheel, "_lock", FakeLock(other("fail")))
+    with pytest.raises(wheel.WheelError, match="boom-end"):
+        wheel.wheel_path(str(src.out))  # the other's failure, not built again
+    assert _builds(src) == ["fail"]
+    src.clock.now += 60
+    monkeypatch.setattr(wheel, "_lock", FakeLock(other("ok")))
+    path = wheel.wheel_path(str(src.out))  # the other's wheel, not built again
+    assert os.path.isfile(path) and _builds(src) == ["fail", "ok"]
 
 
 def test_a_build_that_makes_no_wheel(src, monkeypatch):
-    monkeypatch.setattr(wheel, "_build", lambda folder, timeout: None)
+    monkeypatch.setattr(wheel.os, "replace", lambda a, b: None)  # the wheel never lands
     with pytest.raises(wheel.WheelError) as e:
         wheel.wheel_path(str(src.out))
-    assert wheel.NAME in str(e.value)
+    assert str(e.value) == "The build made no %s." % wheel.NAME
 
 
 def test_build_runs_the_backend_in_its_copy_and_places_the_wheel_atomically(src, monkeypatch):
@@ -337,10 +430,9 @@ def test_build_runs_the_backend_in_its_copy_and_places_the_wheel_atomically(src,
         return Completed(argv, -9, "", "", timed_out=True)
 
     monkeypatch.setattr(wheel, "proc", types.SimpleNamespace(run=run))
-    folder = str(src.out)
-    os.makedirs(folder)
+    folder = str(src.out / "training" / "wheel")
     with pytest.raises(wheel.WheelError) as e:
-        wheel._build(folder, 7)
+        wheel.wheel_path(str(src.out), timeout=7)
     assert "7 s" in str(e.value)
     (argv, kw), = calls
     work = kw["cwd"]
@@ -358,6 +450,7 @@ def test_build_runs_the_backend_in_its_copy_and_places_the_wheel_atomically(src,
                                                   fromlist=["run"]))
     monkeypatch.setattr(wheel, "tempfile", types.SimpleNamespace(mkdtemp=tempfile.mkdtemp,
                                                                  mkstemp=mkstemp))
-    wheel._build(folder, 60)
+    src.clock.now += 60  # past the remembered failure
+    wheel.wheel_path(str(src.out))
     assert made == [{"prefix": ".%s." % wheel.NAME, "dir": folder}]
-    assert os.listdir(folder) == [wheel.NAME]
+    assert sorted(os.listdir(folder)) == [wheel.NAME, wheel.NAME + ".source"]

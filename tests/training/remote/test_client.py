@@ -13,6 +13,7 @@ import os
 import re
 import signal
 import socketserver
+import ssl
 import threading
 
 import pytest
@@ -116,13 +117,13 @@ class FlushFails(io.StringIO):
 
 
 def test_log_falls_back_to_the_file(tmp_path, monkeypatch):
-    saved = list(c._log_file)
     try:
-        a = tmp_path / "agent.log"
-        c.set_log_file(str(a))
-        assert c._log_file == [str(a)]
-        c.set_log_file(str(a))
-        assert c._log_file == [str(a)]
+        a, b = tmp_path / "agent.log", tmp_path / "before.log"
+        monkeypatch.setattr(c.sys, "stderr", None)
+        c.log("nowhere")  # no file yet: the line is lost, quietly
+        c.set_log_file(str(b))
+        c.set_log_file(str(a))  # the file instead of the one before, not beside it
+        c.set_log_file(str(a))  # and once, however often it is set
         monkeypatch.setattr(c.sys, "stderr", Closed())
         c.log("one")
         monkeypatch.setattr(c.sys, "stderr", FlushFails())
@@ -131,6 +132,7 @@ def test_log_falls_back_to_the_file(tmp_path, monkeypatch):
         c.log("three")
         lines = a.read_text().splitlines()
         assert [x.split("] ", 1)[1] for x in lines] == ["one", "two", "three"]
+        assert not b.exists()
         assert all(re.fullmatch(r"\[agent \d\d:\d\d:\d\d\] \w+", x) for x in lines)
         c.set_log_file(str(tmp_path / "no" / "such" / "dir.log"))
         c.log("lost, quietly")  # never raises
@@ -141,7 +143,7 @@ def test_log_falls_back_to_the_file(tmp_path, monkeypatch):
         assert ok.getvalue().endswith("] four\n")
         assert "four" not in a.read_text()
     finally:
-        c._log_file[:] = saved
+        c.set_log_file(os.devnull)  # as good as none for the tests that follow
 
 
 @pytest.fixture
@@ -182,21 +184,35 @@ def test_server_error():
     assert e.status == 409 and str(e) == "taken"
 
 
-def test_client_defaults_and_connections(tmp_path):
+def test_client_defaults():
     cl = c.Client("tok")
     assert (cl.token, cl.socket_path, cl.server, cl.timeout, cl.patience) == \
         ("tok", None, None, 60, 15)
-    conn, prefix = c.Client("t", socket_path="/s", timeout=7)._conn()
-    assert isinstance(conn, c.UnixHTTPConnection) and prefix == ""
-    assert conn.socket_path == "/s" and conn.timeout == 7
-    conn, prefix = c.Client("t", server="http://h.example:8123/base/", timeout=9)._conn()
-    assert type(conn) is http.client.HTTPConnection
-    assert (conn.host, conn.port, conn.timeout, conn.blocksize, prefix) == \
-        ("h.example", 8123, 9, 1 << 20, "/base")
-    assert c.Client("t", server="http://h.example/baseX//")._conn()[1] == "/baseX"
-    conn, prefix = c.Client("t", server="https://h.example")._conn()
-    assert type(conn) is http.client.HTTPSConnection
-    assert (conn.host, conn.port, prefix) == ("h.example", 443, "")
+
+
+def test_request_connections(unix, tcp):
+    """Which connection a request takes: a unix socket, or the URL's host, port and scheme,
+    with the client's timeout and 1 MiB reads; the URL's path prefixes every request path.
+    A streamed answer hands the caller its connection."""
+    status, resp, conn = c.Client("t", socket_path=unix.path, timeout=7).request(
+        "GET", "/x", stream_to=True)
+    assert isinstance(conn, c.UnixHTTPConnection) and unix.seen[-1][1] == "/x"
+    assert conn.socket_path == unix.path and conn.timeout == 7
+    resp.read()
+    conn.close()
+    status, resp, conn = c.Client("t", server=_url(tcp, "/base/"), timeout=9).request(
+        "GET", "/x", stream_to=True)
+    assert type(conn) is http.client.HTTPConnection and tcp.seen[-1][1] == "/base/x"
+    assert (conn.host, conn.port, conn.timeout, conn.blocksize) == \
+        ("127.0.0.1", tcp.server_address[1], 9, 1 << 20)
+    resp.read()
+    conn.close()
+    c.Client("t", server=_url(tcp, "/baseX//")).request("GET", "/y")
+    assert tcp.seen[-1][1] == "/baseX/y"
+    n = len(tcp.seen)
+    with pytest.raises(ssl.SSLError):  # https: TLS, which this plain server does not speak
+        c.Client("t", server="https://127.0.0.1:%d" % tcp.server_address[1]).request("GET", "/z")
+    assert len(tcp.seen) == n
 
 
 def test_request_over_a_unix_socket(unix):

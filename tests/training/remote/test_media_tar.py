@@ -12,19 +12,27 @@ from potato.training.remote import media_tar as mt
 from tests.media_host import _checked, member, sha
 
 
+def _size(field):
+    """The size tar_header reads from a (correctly summed) header whose size field is
+    ``field``, NUL-padded to its 12 bytes."""
+    block = bytearray(member("n", b"")[:512])
+    block[124:136] = field.ljust(12, b"\0")
+    return mt.tar_header(_checked(block))[2]
+
+
 def test_a_base_256_number_reads_every_byte_after_the_flag():
-    assert mt._tar_number(b"\x80" + (123456789).to_bytes(11, "big")) == 123456789
-    assert mt._tar_number(b"\x81" + bytes(11)) == 1 << 88  # the flag byte's low bits count
+    assert _size(b"\x80" + (123456789).to_bytes(11, "big")) == 123456789
+    assert _size(b"\x81" + bytes(11)) == 1 << 88  # the flag byte's low bits count
 
 
 def test_an_octal_field_ends_at_its_first_nul_and_may_be_empty():
-    assert mt._tar_number(b"17\x0012\x00") == 15  # what follows the NUL is not read
-    assert mt._tar_number(b"\0" * 8) == 0
-    assert mt._tar_number(b" " * 8) == 0
+    assert _size(b"17\x0012\x00") == 15  # what follows the NUL is not read
+    assert _size(b"\0" * 12) == 0
+    assert _size(b" " * 12) == 0
     with pytest.raises(mt.CacheError, match="damaged"):
-        mt._tar_number(b"1X\0")
+        _size(b"1X\0")
     with pytest.raises(mt.CacheError, match="damaged"):
-        mt._tar_number(b"18\0")
+        _size(b"18\0")
 
 
 def test_a_checksum_field_of_eight_digits_without_a_terminator_is_read():
@@ -55,13 +63,6 @@ def test_a_name_that_is_not_ascii_is_escaped_not_an_error():
     assert mt.tar_header(block)[0] == "caf\\xc3\\xa9"
 
 
-def test_skip_reads_exactly_and_says_when_the_stream_ended():
-    s = io.BytesIO(b"abc")
-    assert mt._skip(s, 1) is True and s.read() == b"bc"
-    assert mt._skip(io.BytesIO(b"ab"), 3) is False
-    assert mt._skip(io.BytesIO(b""), 0) is True
-
-
 def test_a_checksum_with_a_leading_digit_is_read_whole():
     """Names of high bytes: the checksum passes 8**5 and its six digits fill the field."""
     info = tarfile.TarInfo("p/n")
@@ -71,3 +72,21 @@ def test_a_checksum_with_a_leading_digit_is_read_whole():
     block = _checked(block)
     assert block[148:149] != b"0"
     assert mt.tar_header(block)[0] == "\\xfe" * 155 + "/" + "\\xff" * 100
+
+
+@pytest.mark.parametrize("cut", [1, 700])
+def test_a_stream_that_ends_inside_a_member_it_skips_ends_there(tmp_path, cut):
+    """A member the run does not need is skipped to its last byte; a stream that ends before
+    that byte (one byte short, or more) ends the reading there: the member is named once and
+    nothing more is read or said."""
+    from potato.training.remote import media_cache as mc
+    from potato.training.remote import media_receive as mr
+    cache = str(tmp_path / "media")
+    mc.pin(cache, "job", [(sha(b"wanted"), 6)])
+    skipped = member("x" * 100, b"y" * 1000)
+    out = mr.receive(cache, "job", io.BytesIO(skipped[:-cut]), 1 << 30)
+    assert (out["received"], out["bad"], out["bad_count"]) == (
+        0, ["'%s' (not a file this run needs)" % ("x" * 80)], 1)
+    whole = mr.receive(cache, "job", io.BytesIO(skipped + member(sha(b"wanted"), b"wanted")
+                                               + bytes(1024)), 1 << 30)
+    assert (whole["received"], whole["bad_count"]) == (1, 1)  # skipped exactly: the next is read

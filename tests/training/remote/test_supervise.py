@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -73,52 +74,6 @@ def test_tail(tmp_path):
     assert sv.tail(str(p)) == "x" * (16384 - 4) + "\nend"
     assert sv.tail(str(p), max_bytes=6) == "xx\nend"
     assert sv.tail(str(tmp_path / "missing")) == ""
-
-
-def test_signal_group_of_a_gone_process_is_quiet():
-    p = subprocess.Popen([PY, "-c", "pass"], start_new_session=True)
-    p.wait()
-    sv._signal_group(p, signal.SIGKILL)
-
-
-def test_signal_group_reaches_the_whole_group(tmp_path):
-    p = subprocess.Popen([PY, "-c", "import time; time.sleep(30)"], start_new_session=True)
-    sv._signal_group(p, signal.SIGTERM)
-    assert p.wait(timeout=30) == -signal.SIGTERM
-
-
-def test_drain():
-    seen = []
-    q = queue.Queue()
-    assert sv._drain(q, seen.append, 0.01) is False and seen == []
-    q.put("a")
-    q.put("b")
-    assert sv._drain(q, seen.append, 0.01) is False and seen == ["a", "b"]
-    q.put("c")
-    q.put(None)
-    q.put("after")
-    assert sv._drain(q, seen.append, 0.01) is True and seen == ["a", "b", "c"]
-    q = queue.Queue()
-    q.put(None)
-    assert sv._drain(q, seen.append, 0.01) is True
-
-
-def test_end_kills_the_group_and_empties_a_full_queue():
-    p = subprocess.Popen([PY, "-c", "import time; time.sleep(30)"], start_new_session=True,
-                         stdout=subprocess.PIPE)
-    q = queue.Queue(maxsize=1)
-    q.put("full")
-
-    def reader():
-        for n in range(3):
-            q.put(n)
-
-    t = threading.Thread(target=reader, daemon=True)
-    t.start()
-    sv._end(p, q, t)
-    assert p.returncode == -signal.SIGKILL
-    assert not t.is_alive()
-    p.stdout.close()
 
 
 def _script(tmp_path, body, name="w.py"):
@@ -231,13 +186,55 @@ def test_run_worker_memory_after_a_cancel_keeps_the_cancel(tmp_path):
     assert out.stopped == "cancelled" and out.returncode < 0
 
 
-def test_run_worker_a_failing_callback_still_ends_the_worker(tmp_path):
+def test_run_worker_a_failing_callback_still_ends_the_worker(tmp_path, monkeypatch):
+    """A callback that fails while the worker floods its stdout and the line queue is full:
+    the worker's whole group is killed, the reader stuck on the full queue is freed and ends,
+    and the failure reaches the caller."""
+    queues = []
+    real_queue = queue.Queue
+
+    class Queue(real_queue):
+        def __init__(self, maxsize=0):
+            real_queue.__init__(self, maxsize)
+            queues.append(self)
+
+    monkeypatch.setattr(sv.queue, "Queue", Queue)
+    pids = []
+
     def boom(event):
+        pids.append(int(event["message"]))
+        for _ in range(600):  # until the reader waits on a full queue
+            if queues[0].full():
+                break
+            time.sleep(0.05)
         raise RuntimeError("callback failed")
 
-    with pytest.raises(RuntimeError):
-        sv.run_worker(_script(tmp_path, "ev(type='status', message='x')\ntime.sleep(30)\n"),
-                      dict(os.environ), str(tmp_path / "e.log"), boom, sv.Supervision(tick=0.05))
+    body = ("child = os.fork()\n"
+            "if child == 0:\n"
+            "    time.sleep(30)\n"
+            "    os._exit(0)\n"
+            "ev(type='status', message=str(child))\n"
+            "for n in range(30000):\n"
+            "    ev(type='log', level='info', message=str(n))\n"
+            "time.sleep(30)\n")
+    with pytest.raises(RuntimeError, match="callback failed"):
+        sv.run_worker(_script(tmp_path, body), dict(os.environ), str(tmp_path / "e.log"),
+                      boom, sv.Supervision(tick=0.05))
+    assert not [t for t in threading.enumerate() if t.name == "worker-stdout"]
+    _wait_gone(pids[0])  # the worker's own child, in its group: killed with it
+
+
+def _wait_gone(pid):
+    for _ in range(200):
+        try:
+            with open("/proc/%d/stat" % pid) as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return
+        if state in ("Z", "X"):
+            return
+        time.sleep(0.05)
+    raise AssertionError("process %d still runs" % pid)
 
 
 def test_run_worker_cannot_start(tmp_path):
@@ -391,37 +388,70 @@ def test_explain():
         ("error", "the training process did not report how it ended")
 
 
-def test_end_waits_bounded(monkeypatch):
-    """_end: SIGKILL to the group, then at most 5 s of emptying the queue (0.1 s a wait) while
-    the reader lives, a 1 s join and a 5 s wait: a stuck reader or child cannot hang us."""
+def test_run_worker_ends_within_bounded_waits(monkeypatch):
+    """However the run ends (here an ``on_tick`` that fails), with a reader that never ends and a
+    child that never exits: SIGKILL to the group, then at most 5 s of emptying the queue (0.1 s
+    a wait) while the reader lives, a 1 s join and a 5 s wait; a stuck reader or child cannot
+    hang the supervisor."""
     calls = []
     now = [0.0]
+    ending = []
+    stuck = threading.Event()
     monkeypatch.setattr(sv.time, "monotonic", lambda: now[0])
-    monkeypatch.setattr(sv, "_signal_group", lambda p, sig: calls.append(("signal", sig)))
+    monkeypatch.setattr(sv.os, "killpg", lambda pid, sig: calls.append(("signal", pid, sig)))
+    real_queue, real_thread = queue.Queue, threading.Thread
 
-    class Lines:
-        def get(self, timeout=None):
-            calls.append(("get", timeout))
-            now[0] += 1.0
-            raise queue.Empty
+    class Queue(real_queue):
+        def get(self, block=True, timeout=None):
+            if ending:
+                calls.append(("get", timeout))
+                now[0] += 1.0
+            return real_queue.get(self, block, timeout)
 
-    class Reader:
-        def is_alive(self):
-            return True
-
+    class Thread(real_thread):
         def join(self, timeout=None):
             calls.append(("join", timeout))
+            real_thread.join(self, timeout)
+
+    class Stdout:
+        def readline(self, limit=-1):
+            stuck.wait(10)
+            return b""
+
+        def close(self):
+            pass
 
     class Proc:
-        pid = 0
+        pid = 4242
+        returncode = None
+        stdout = Stdout()
+
+        def poll(self):
+            return None
 
         def wait(self, timeout=None):
-            calls.append(("wait", timeout))
+            if ending:
+                calls.append(("wait", timeout))
             raise subprocess.TimeoutExpired("w", timeout)
 
-    sv._end(Proc(), Lines(), Reader())
-    assert calls == [("signal", signal.SIGKILL)] + [("get", 0.1)] * 5 + \
+    def on_tick():
+        ending.append(1)
+        raise RuntimeError("tick failed")
+
+    monkeypatch.setattr(sv.queue, "Queue", Queue)
+    monkeypatch.setattr(sv.threading, "Thread", Thread)
+    monkeypatch.setattr(sv.procs, "spawn", lambda *a, **k: Proc())
+    try:
+        with pytest.raises(RuntimeError, match="tick failed"):
+            sv.run_worker(["w"], {}, os.devnull, lambda e: None,
+                          sv.Supervision(tick=0.01, on_tick=on_tick))
+    finally:
+        stuck.set()
+    assert calls == [("signal", 4242, signal.SIGKILL)] + [("get", 0.1)] * 5 + \
         [("join", 1), ("wait", 5)]
+    for t in threading.enumerate():
+        if t.name == "worker-stdout":
+            t.join(5)
 
 
 def test_run_worker_gives_the_child_no_stdin(tmp_path):
@@ -550,7 +580,7 @@ def test_run_worker_waits_for_the_child_only_after_eof(tmp_path, monkeypatch):
     out = sv.run_worker(_script(tmp_path, body), dict(os.environ), str(tmp_path / "e.log"),
                         seen.append, sv.Supervision(tick=0.05))
     assert [e["message"] for e in seen] == ["a", "b"] and out.returncode == 0
-    ticks = [w for w in waits if w[0] != 5]  # _end's own wait(timeout=5) aside
+    ticks = [w for w in waits if w[0] != 5]  # the final wait(timeout=5) aside
     assert ticks and set(ticks) == {(0.05, 2)}
 
 
@@ -606,10 +636,10 @@ def test_run_worker_grace_and_hurry(tmp_path, monkeypatch, grace, hurry, low, hi
         return now[0]
 
     sent = []
-    real = sv._signal_group
+    real = os.killpg
     monkeypatch.setattr(sv.time, "monotonic", clock)
-    monkeypatch.setattr(sv, "_signal_group", lambda p, sig: (sent.append((sig, now[0])),
-                                                             real(p, sig)))
+    monkeypatch.setattr(sv.os, "killpg", lambda pid, sig: (sent.append((sig, now[0])),
+                                                           real(pid, sig)))
     out, seen = _run(tmp_path, IGNORE_TERM, should_cancel="after_up", grace_seconds=grace,
                      hurry=lambda: hurry)
     assert out.returncode == -signal.SIGKILL
