@@ -271,9 +271,11 @@ EQUIVALENT = {
                       "'--' on, so which command ssh_argv was given never shows",
         "ca8697ddde": "control_exit_argv: the remote command is cut off with everything from "
                       "'--' on, so which command ssh_argv was given never shows",
-        "18eb10126e": "model_check_command: model_source.py is ASCII (test_mut_sshcmd checks), "
+        "cd311b6d0d": "control_exit_argv: the remote command is cut off with everything from "
+                      "'--' on, so which command ssh_argv was given never shows (None too)",
+        "18eb10126e": "model_check_command: model_source.py is ASCII (test_sshcmd checks), "
                       "which the locale's encoding reads as UTF-8 does",
-        "ea2b25f9e0": "model_check_command: model_source.py is ASCII (test_mut_sshcmd checks), "
+        "ea2b25f9e0": "model_check_command: model_source.py is ASCII (test_sshcmd checks), "
                       "which the locale's encoding reads as UTF-8 does",
     },
     "potato/training/exchange/wheel.py": {
