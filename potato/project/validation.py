@@ -133,10 +133,11 @@ def _auto_retrain_rules(cfg: Config, err, warn) -> None:
         return
     # the items may hold text beside their media (the store knows; validate reads no store)
     holds = {"text"} | set(display.media_kinds(cfg))
-    why = trainers.unfit(info, {s.annotation_type for s in cfg.schemes}, holds)
+    kinds = {s.annotation_type for s in cfg.schemes}
+    why = trainers.unfit(info, kinds, holds)
     if why:
         fitting = [n for n, i in trainers.all_trainers().items()
-                   if not trainers.unfit(i, {s.annotation_type for s in cfg.schemes}, holds)]
+                   if not trainers.unfit(i, kinds, holds)]
         err(path, f"{dotted(path)} is {name}, which does not fit this project: {why}. Set it to "
                   f"one that does ({', '.join(fitting) or 'none fits its schemes'}), or turn "
                   f"automatic runs off (model_training.auto_retrain.enabled: false).")
