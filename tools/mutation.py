@@ -188,6 +188,10 @@ EQUIVALENT = {
                       "for a call no caller makes (a run stopped at a limit ran under one)",
     },
     "potato/training/remote/slurm_job.py": {
+        "9e621aff3d": "__init__: was_running None instead of False: only its truth is read",
+        "c4792a5690": "poll_queue: was_running None instead of False: only its truth is read",
+        "5a87bf4ec0": "__init__: requeue_note \"\" instead of None: only its truth is read",
+        "67b28321ae": "on_requeue: 51 lines of slurm.out instead of 50: one line more looked at",
         "81ff82b7d4": "reason_from_scontrol: a missing JobState read as \"XXXX\" instead of \"\": "
                       "neither is a state in STATE_REASONS, so both give None",
         "97e4f984a2": "follow: left_queue = None instead of False: it is only read as a truth "

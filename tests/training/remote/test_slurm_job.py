@@ -645,3 +645,180 @@ def test_defaults():
     assert (job.grace_seconds, job.tick) == (20.0, 0.5)
     follower = slurm.JobFollower(job)
     assert (follower.grace, follower.tick) == (20.0, 0.5)
+
+
+# -- the scheduler's part of the settings, and requeues (issue 38) --------------------------------
+
+def test_slurm_settings_travel_as_a_dict_and_run_the_job(monkeypatch):
+    s = slurm.SlurmSettings.from_dict({"job_python": "/opt/py", "prelude": ["module load x"],
+                                       "poll_interval_s": 2.5, "requeue": True,
+                                       "partition": "gpu", "gres": "gpu:1"})
+    d = s.to_dict()
+    assert d["name"] == "slurm" and d["job_python"] == "/opt/py" and d["requeue"] is True
+    assert d["partition"] == "gpu" and d["prelude"] == ["module load x"]
+    assert slurm.SlurmSettings.from_dict(d) == s  # the agent reads back what the server sent
+    assert s.sbatch_options() == {"partition": "gpu", "gres": "gpu:1"}
+    ran = []
+    monkeypatch.setattr(slurm, "run_job", lambda job: ran.append(job) or "the exit")
+    assert s.run("the job") == "the exit" and ran == ["the job"]
+
+
+def test_sbatch_asks_for_a_requeue_only_when_the_backend_allows_it():
+    argv = slurm.sbatch_argv(slurm_settings(requeue=True), "/j", "r1")
+    assert "--requeue" in argv and "--no-requeue" not in argv
+    argv = slurm.sbatch_argv(slurm_settings(), "/j", "r1")
+    assert "--no-requeue" in argv and "--requeue" not in argv
+
+
+def test_a_cancel_potato_did_not_send_is_the_schedulers_not_the_users(tmp_path, monkeypatch):
+    f = _follower(tmp_path, monkeypatch, Cluster())
+    f.job_id = "77"
+    _write(f.paths.events, '{"type":"error","kind":"cancelled","message":"stopped"}\n')
+    f.relay()
+    said = slurm.unasked_stop_message("77")
+    assert f.out.error == {"type": "error", "kind": "other", "message": said,
+                           "t": f.out.error["t"]}
+    assert [(e["type"], e.get("level"), e["message"]) for e in f.seen] == [
+        ("log", "warning", said)]
+    # Once Potato has sent its TERM, the worker's "cancelled" is the cancel it asked for.
+    f.term_at = 1.0
+    _write(f.paths.events, '{"type":"error","kind":"cancelled","message":"stopped"}\n')
+    f.relay()
+    assert f.out.error["kind"] == "cancelled" and f.seen[-1]["kind"] == "cancelled"
+
+
+REQUEUED = (0, "77|PENDING|(BeginTime)|\n", "")
+
+
+def _requeued_follower(tmp_path, monkeypatch, requeue, slurm_out="", **kw):
+    cluster = Cluster(squeue=[RUNNING, REQUEUED, REQUEUED, RUNNING])
+    f = _follower(tmp_path, monkeypatch, cluster, settings=slurm_settings(
+        host="login1", poll_interval_s=3, requeue=requeue), **kw)
+    f.job_id = "77"
+    if slurm_out:
+        _write(f.paths.slurm_out, slurm_out)
+    return f, cluster
+
+
+def test_a_requeue_against_no_requeue_cancels_the_job_and_says_why(tmp_path, monkeypatch):
+    f, cluster = _requeued_follower(
+        tmp_path, monkeypatch, False,
+        "slurmstepd: error: *** JOB 77 ON n1 CANCELLED AT 2026-12-07 DUE TO NODE FAILURE ***\n")
+    assert f.poll_queue(1.0) is False  # RUNNING
+    assert f.poll_queue(2.0) is True   # back to PENDING: requeued
+    assert cluster.calls[-1] == (["scancel", "77"], 60)
+    assert f.out.reason_message == slurm.requeued_message("77", "node failure")
+    assert "its node failed" in f.out.reason_message
+    assert f.logs == ["SLURM job 77 was requeued after node failure although it was submitted "
+                      "with --no-requeue; scancel 77"]
+
+
+def test_a_requeue_with_no_reason_in_slurm_out(tmp_path, monkeypatch):
+    f, cluster = _requeued_follower(tmp_path, monkeypatch, False)
+    f.poll_queue(1.0)
+    assert f.poll_queue(2.0) is True
+    assert f.out.reason_message == slurm.requeued_message("77", None)
+    assert "requeued by the scheduler" in f.logs[0]
+    assert len(f.slept) == slurm.REASON_WAITS  # it looked for the reason, half a second apart
+    assert set(f.slept) == {0.5}
+
+
+def test_a_requeue_the_backend_allows_is_followed_to_the_next_attempt(tmp_path, monkeypatch):
+    f, cluster = _requeued_follower(
+        tmp_path, monkeypatch, True,
+        "slurmstepd: error: *** JOB 77 ON n1 CANCELLED AT 2026-12-07 DUE TO PREEMPTION ***\n")
+    f.out.note({"type": "result", "metrics": {}})  # the first attempt's last word is not final
+    assert f.poll_queue(1.0) is False
+    assert f.poll_queue(2.0) is False
+    assert "scancel" not in cluster.names()
+    assert f.out.result is None and f.out.error is None and f.out.reason_message is None
+    logs = [e for e in f.seen if e["type"] == "log"]
+    assert [(e["level"], e["message"]) for e in logs] == [(
+        "info", "SLURM job 77 was requeued after preemption (requeue: true in the backend): its "
+                "worker starts again from the beginning when the job runs again")]
+    statuses = [e["message"] for e in f.seen if e["type"] == "status"]
+    assert statuses[-1] == "SLURM job 77: requeued after preemption, PENDING (BeginTime)"
+    assert f.poll_queue(3.0) is False  # still pending: no second requeue, same status
+    assert len([e for e in f.seen if e["type"] == "log"]) == 1
+    assert f.poll_queue(4.0) is False  # running again: the note goes
+    assert f.seen[-1]["message"] == "SLURM job 77: RUNNING on n1"
+
+
+def test_a_requeue_while_potato_cancels_is_left_to_the_cancel(tmp_path, monkeypatch):
+    f, cluster = _requeued_follower(tmp_path, monkeypatch, False)
+    f.poll_queue(1.0)
+    f.term_at = 1.5
+    assert f.poll_queue(2.0) is False
+    assert "scancel" not in cluster.names() and f.out.reason_message is None
+
+
+def test_requeue_states_count_even_when_never_seen_running(tmp_path, monkeypatch):
+    cluster = Cluster(squeue=[(0, "77|REQUEUED|(None)|\n", "")])
+    f = _follower(tmp_path, monkeypatch, cluster)
+    f.job_id = "77"
+    assert f.poll_queue(1.0) is True and cluster.names()[-1] == "scancel"
+    # A job that was never running and is pending is just waiting.
+    f = _follower(tmp_path, monkeypatch, Cluster(squeue=[REQUEUED]))
+    f.job_id = "77"
+    assert f.poll_queue(1.0) is False and f.out.reason_message is None
+
+
+def test_the_defaults_a_slurm_backend_starts_from():
+    # docs/backends/slurm.md: job_python python, poll_interval_s 10, no requeue, no sbatch flag
+    s = slurm.SlurmSettings()
+    assert (s.job_python, s.prelude, s.poll_interval_s, s.requeue) == ("python", [], 10.0, False)
+    assert s.sbatch_options() == {}
+    assert slurm.sbatch_argv(RunSettings(scheduler=s), "/j", "r1")[-2] == "--no-requeue"
+    assert all(s.to_dict()[k] is None for k in s.SBATCH_KEYS)
+
+
+def test_an_agents_slurm_config_takes_the_schedulers_keys(tmp_path):
+    from potato.training.remote import poll
+    conf = tmp_path / "slurm.json"
+    conf.write_text('{"job_python": "/opt/py", "prelude": ["module load cuda"], '
+                    '"poll_interval_s": 5, "requeue": true, "partition": "gpu", '
+                    '"num_threads": 4}')
+    got = poll.slurm_overrides(str(conf))
+    assert got["num_threads"] == 4 and got["scheduler"]["name"] == "slurm"
+    s = slurm.SlurmSettings.from_dict(got["scheduler"])
+    assert (s.job_python, s.prelude, s.poll_interval_s, s.requeue, s.partition) == (
+        "/opt/py", ["module load cuda"], 5, True, "gpu")
+    conf.write_text('{"job_pyton": "x"}')
+    with pytest.raises(SystemExit, match="job_pyton.*valid keys: .*job_python, prelude, "
+                                         "poll_interval_s, requeue"):
+        poll.slurm_overrides(str(conf))
+
+
+def test_a_job_keeps_the_monotonic_clock_by_default(tmp_path):
+    job = slurm.Job(slurm_settings(), str(tmp_path), "/c", "r1", {}, print, print,
+                    lambda: False)
+    import time as _time
+    before = _time.monotonic()
+    assert before <= job.clock() <= _time.monotonic()
+
+
+def test_events_after_an_unasked_cancel_are_relayed_too(tmp_path, monkeypatch):
+    f = _follower(tmp_path, monkeypatch, Cluster())
+    f.job_id = "77"
+    _write(f.paths.events, '{"type":"error","kind":"cancelled","message":"stopped"}\n'
+                           '{"type":"status","message":"after"}\n')
+    f.relay()
+    assert [e["type"] for e in f.seen] == ["log", "status"]
+
+
+def test_the_requeue_reason_is_found_among_slurmstepds_last_lines(tmp_path, monkeypatch):
+    f, cluster = _requeued_follower(
+        tmp_path, monkeypatch, False,
+        "slurmstepd: error: *** JOB 77 ON n1 CANCELLED AT 2026-12-07 DUE TO NODE FAILURE ***\n"
+        + "".join("srun: line %d after it\n" % i for i in range(45)))
+    f.poll_queue(1.0)
+    assert f.poll_queue(2.0) is True
+    assert "its node failed" in f.out.reason_message
+    assert f.slept == []  # found at the first look
+
+
+def test_a_requeue_reason_is_waited_for_about_three_seconds(tmp_path, monkeypatch):
+    f, cluster = _requeued_follower(tmp_path, monkeypatch, False)
+    f.poll_queue(1.0)
+    f.poll_queue(2.0)
+    assert sum(f.slept) == 3.0
