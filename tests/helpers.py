@@ -1030,3 +1030,23 @@ def build_tiny_llama(d, tokenizer):
     transformers.LlamaForCausalLM(cfg).save_pretrained(str(d))
     tokenizer.save_pretrained(str(d))
     return str(d)
+
+
+# What the held-out report says of a model that beats its baseline (report.py's
+# versus_baseline, docs/training.md "Which run is in use"): only such a run is put in use
+# automatically. For tests of what the write-back policy decides once a run has earned that.
+BEATS = {"figure": "macro-F1", "higher_is_better": True, "model": 0.9, "baseline": 0.3,
+         "baseline_is": "always answering pos", "n": 100, "resamples": 1000,
+         "difference": 0.6, "ci95": [0.4, 0.75], "beats": True}
+
+
+def beats_baseline(holdout=None):
+    """``holdout`` (a run's held-out report) with the verdict that its model beat the baseline,
+    for every scheme it reports on."""
+    h = dict(holdout or {})
+    if isinstance(h.get("per_scheme"), dict):
+        h["per_scheme"] = {k: dict(v, versus_baseline=BEATS) if isinstance(v, dict) else v
+                           for k, v in h["per_scheme"].items()}
+    else:
+        h["versus_baseline"] = BEATS
+    return h

@@ -18,7 +18,7 @@ from potato.commands.cli import main
 from potato.config.settings import load
 from potato.project.data import load_items
 from potato.project.store import Store
-from tests.helpers import KEY, Client, make_project, start_run, wait_run
+from tests.helpers import KEY, Client, beats_baseline, make_project, start_run, wait_run
 
 H = {"X-API-Key": KEY}
 NAME = r"training-test-%ss-\d{8}-\d{6}\.%s"
@@ -402,7 +402,7 @@ def test_one_row_per_item_with_votes_aggregate_and_the_models_prediction(project
         {"id": "i2", "split": "unlabeled", "scheme": "sentiment", "label": "positive",
          "confidence": 0.75},
         {"id": "i1", "split": "unlabeled", "scheme": "who", "label": [], "confidence": 0.5}],
-        None)
+        beats_baseline())
     assert wb.written == 3
     store.save_labels("ann", "i3", {"sentiment": "positive"})
     # i3 (labelled) and i2 (not) leave the data files; i4 comes

@@ -4,22 +4,38 @@
 - test-sigkill: kills its own process with SIGKILL (as the kernel's OOM killer would)
 - test-steps: reports progress every 0.1 s for ``seconds`` and honours cancellation
 - test-ignore-term: ignores SIGTERM (for the SIGKILL after the grace period)
+- test-constant: always answers the first label (a model that learned nothing)
+
+Except test-constant, test-warns and test-many-warnings (always the first label), their
+predictions come from a tiny real model of the train split.
 """
 
 import os
 import signal
 import time
 
-from potato.training.remote.trainers import Param, TrainerInfo
+from potato.training.remote.trainers import Param, TrainerInfo, naive_bayes
 
 
 class _Base:
+    """Whatever ``train`` does, predictions come from a real (tiny) model of the train split,
+    naive Bayes over words, so that a run's write-back behaves as a real trainer's: its model
+    beats the majority-class baseline where the labels can be learned, and only then is put in
+    use. A multiselect scheme gets its first label."""
+
     def __init__(self, ctx):
         self.ctx = ctx
+        self.models = {}
 
     def predict(self, scheme, texts):
         labels = self.ctx.schemas[scheme]["labels"]
-        return [(labels[0], 0.99) for _ in texts]
+        train = self.ctx.bundle.labelled("train", scheme)
+        if self.ctx.schemas[scheme]["type"] == "multiselect" or not train:
+            return [(labels[0], 0.99) for _ in texts]
+        if scheme not in self.models:
+            self.models[scheme] = naive_bayes.Model(labels, 1.0, 1)
+            self.models[scheme].fit(train, 1)
+        return naive_bayes.predict(self.models[scheme], texts)
 
 
 class Silent(_Base):
@@ -73,7 +89,20 @@ def _info(name, cls):
                        {"radio", "multiselect"}, class_name=cls.__name__)
 
 
+class Constant(_Base):
+    """Learns nothing: always answers the scheme's first label (a model that must not reach
+    annotators on its own)."""
+
+    def train(self):
+        return {}
+
+    def predict(self, scheme, texts):
+        labels = self.ctx.schemas[scheme]["labels"]
+        return [(labels[0], 0.99) for _ in texts]
+
+
 TRAINERS = {
+    "test-constant": _info("test-constant", Constant),
     "test-silent": _info("test-silent", Silent),
     "test-sigkill": _info("test-sigkill", SigKill),
     "test-steps": _info("test-steps", Steps),
@@ -146,9 +175,10 @@ class BadPredictions(_Base):
 TRAINERS["test-bad-predictions"] = _info("test-bad-predictions", BadPredictions)
 
 
-class Warns(_Base):
+class Warns(Constant):
     """Succeeds, saying first that something is off (as decision-calibrate does when no
-    threshold reaches its target); writes a model file with a hostile name too."""
+    threshold reaches its target); writes a model file with a hostile name too. Learns
+    nothing: always answers the first label."""
 
     def train(self):
         self.ctx.log("no threshold <b>reaches</b> the target", "warning")
@@ -164,8 +194,8 @@ class Warns(_Base):
 TRAINERS["test-warns"] = _info("test-warns", Warns)
 
 
-class ManyWarnings(_Base):
-    """Warns 25 times (more than a run's status keeps)."""
+class ManyWarnings(Constant):
+    """Warns 25 times (more than a run's status keeps); always answers the first label."""
 
     def train(self):
         for i in range(25):

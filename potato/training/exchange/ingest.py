@@ -122,13 +122,47 @@ SCORES = (("micro_f1", span_report.SCORE_NAME, True), ("qwk", "quadratic-weighte
           ("mae", "MAE", False), ("macro_f1", "macro-F1", True))
 
 
-def _f1(holdout: Optional[Dict[str, Any]], scheme: str, key: str):
+def _scheme_report(holdout: Optional[Dict[str, Any]], scheme: str) -> Optional[Dict[str, Any]]:
+    """The scheme's part of a run's held-out report (None when the scheme was not scored)."""
     if not isinstance(holdout, dict):
         return None
     per = holdout.get("per_scheme")
-    h = per.get(scheme) if isinstance(per, dict) else holdout
-    value = h.get(key) if isinstance(h, dict) else None
-    return float(value) if isinstance(value, (int, float)) else None
+    if isinstance(per, dict):
+        h = per.get(scheme)
+    elif holdout.get("scheme", scheme) == scheme:  # one scheme scored: the top level, named
+        h = holdout
+    else:
+        h = None
+    return h if isinstance(h, dict) else None
+
+
+def _f1(holdout: Optional[Dict[str, Any]], scheme: str, key: str):
+    h = _scheme_report(holdout, scheme)
+    value = h.get(key) if h is not None else None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
+        else None
+
+
+def earns_its_place(run_id: str, scheme: str, holdout) -> str:
+    """"" when the run's model beats its baseline on the held-out items by a margin the 95 %
+    interval supports (report.py, versus.py); else why not, as a sentence's start. Only such a
+    run takes over automatically; the admin may still put any successful run in use."""
+    h = _scheme_report(holdout, scheme)
+    v = h.get("versus_baseline") if h is not None else None
+    if not isinstance(v, dict):
+        return ("run %s has no held-out score for %s (no labelled test item was scored), so "
+                "nothing shows that it beats the baseline" % (run_id, scheme))
+    if v.get("beats") is True:
+        return ""
+    lo, hi = (list(v.get("ci95") or []) + [None, None])[:2]
+    return ("run %s's held-out %s (%s) does not beat the baseline's (%s, %s) by a margin its "
+            "%d test items support (the 95 %% interval of the difference is %s to %s)"
+            % (run_id, v.get("figure"), _fig(v.get("model")), _fig(v.get("baseline")),
+               v.get("baseline_is"), v.get("n") or 0, _fig(lo), _fig(hi)))
+
+
+def _fig(value: Any) -> str:
+    return "%.3f" % value if isinstance(value, (int, float)) else "?"
 
 
 def _score_kind(holdout: Optional[Dict[str, Any]], scheme: str):
@@ -153,14 +187,21 @@ def takes_over(store: Store, cfg: Config, run_id: str, scheme: str, holdout) -> 
     sentence is "" when no other run was in use). A pinned run in use is never replaced."""
     wb = cfg.model_training.writeback
     current = in_use(store, scheme)
-    if current is None or current == run_id:
+    if current == run_id:
         return True, ""
     row = store.conn().execute("SELECT holdout, pinned FROM runs WHERE run_id=?",
-                               (current,)).fetchone()
+                               (current,)).fetchone() if current is not None else None
     if row is not None and row[1]:
         return False, ("run %s is pinned: it stays in use for %s until the admin changes it "
                        "(Use this model on another run, or Unpin on %s's page)"
                        % (current, scheme, current))
+    short = earns_its_place(run_id, scheme, holdout)
+    if short:
+        return False, ("%s: it is trained, not in use, and annotators see no suggestions from "
+                       "it%s. Label more items, or put it in use knowingly with Use this model "
+                       "on its page" % (short, "; %s stays in use" % current if current else ""))
+    if current is None:
+        return True, ""
     if wb.policy == "newest":
         return True, "run %s replaces %s in use (writeback.policy: newest)" % (run_id, current)
     old_holdout = json.loads(row[0]) if row and row[0] else None

@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from potato.schemes import kind_class
 from potato.training.reports import heldout, ratings as report_ratings, spans as span_report
+from potato.training.reports import versus
 
 Z95 = 1.959964
 MIN_N = 30
@@ -156,11 +157,16 @@ def holdout_report(predictions, items, schemas: Dict[str, Dict[str, Any]]):
             continue
         train = [it["labels"][scheme] for it in items
                  if it["split"] == "train" and scheme in it["labels"]]
-        per[scheme] = SCORERS[kind_class(info["type"]).report_as](pairs, info, train)
+        shape = kind_class(info["type"]).report_as
+        per[scheme] = SCORERS[shape](pairs, info, train)
+        against = VERSUS[shape](pairs, info, per[scheme])
+        if against is not None:
+            per[scheme]["versus_baseline"] = against
     if not per:
         return None
-    if len(per) == 1:
-        return dict(next(iter(per.values())))
+    if len(per) == 1:  # the report of the one scheme scored, which it names
+        name, only = next(iter(per.items()))
+        return dict(only, scheme=name)
     out = {"n": sum(v["n"] for v in per.values())}
     for key in ("accuracy", "macro_f1"):  # over the schemes that have it (numbers do not)
         values = [v[key] for v in per.values() if key in v]
@@ -178,3 +184,47 @@ SCORERS = {
     heldout.NUMBERS: lambda pairs, info, train: report_ratings.number_report(pairs, train),
     heldout.ENTITIES: lambda pairs, info, train: span_report.scheme_report(pairs, info["labels"]),
 }
+
+
+# The model against its baseline, by the report's shape (versus.py): the headline figure with
+# the 95 % interval of the difference. Choices: macro-F1 against always answering the train
+# split's most common label (Likert: the quadratic-weighted kappa, the figure runs are compared
+# by); numbers: the mean absolute error against always answering the train median; spans: the
+# entity micro-F1 against marking nothing.
+def _versus_classes(pairs, info, r):
+    kind = kind_class(info["type"])
+    labels = list(info["labels"])
+    base = r["baseline"]["label"]
+    if base is None:
+        return None
+    if kind.ordinal:
+        cells = [(versus.cell_stats(p, g, labels), versus.cell_stats(base, g, labels))
+                 for p, g in pairs]
+        cells = [c for c in cells if c[0] is not None and c[1] is not None]
+        return versus.compare("quadratic-weighted kappa", True, [m for m, _ in cells],
+                              [b for _, b in cells], versus.qwk_of(len(labels)),
+                              "always answering %s" % (base,))
+    multi = kind.multi_label
+    return versus.compare(
+        "macro-F1", True, [versus.class_stats(p, g, labels, multi) for p, g in pairs],
+        [versus.class_stats(base, g, labels, multi) for _, g in pairs],
+        versus.macro_f1_of(len(labels)),
+        "always answering %s" % (", ".join(base) if isinstance(base, list) else base))
+
+
+def _versus_numbers(pairs, info, r):
+    value = r["baseline"]["value"]
+    return versus.compare("MAE", False, [(abs(p - g), 1.0) for p, g in pairs],
+                          [(abs(value - g), 1.0) for _, g in pairs], versus.mae,
+                          "always answering the train median, %g" % value)
+
+
+def _versus_entities(pairs, info, r):
+    return versus.compare(span_report.SCORE_NAME, True,
+                          [versus.entity_stats(p, g) for p, g in pairs],
+                          [versus.entity_stats([], g) for _, g in pairs], versus.micro_f1,
+                          "marking nothing")
+
+
+VERSUS = {heldout.CLASSES: _versus_classes, heldout.NUMBERS: _versus_numbers,
+          heldout.ENTITIES: _versus_entities}

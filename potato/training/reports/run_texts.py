@@ -56,8 +56,7 @@ def scored_sentence(holdout: Optional[Dict[str, Any]], wb: WriteBack) -> str:
     schemes = ", ".join(wb.schemes)
     if not schemes:
         return held + ". Write-back: none (no scheme of this run is in writeback.schemas)."
-    text = "%s. Write-back: %d prediction%s written for %s" % (
-        held, wb.written, "" if wb.written == 1 else "s", schemes)
+    text = "%s. Write-back: %s" % (held, wb.kept_words())
     if wb.below_min_confidence:
         text += ", %d below min_confidence %s not written" % (wb.below_min_confidence,
                                                              wb.min_confidence)

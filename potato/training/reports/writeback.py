@@ -79,6 +79,22 @@ class WriteBack:
         """Per scheme, why the run was or was not put in use (a sentence each)."""
         return dict(self.took_over, **self.kept_in_use)
 
+    def kept_words(self, in_use: Optional[List[str]] = None) -> str:
+        """"872 predictions written for sentiment" when annotators see them (the run is in use
+        for its schemes: ``in_use``, the ones it took over unless given), else "872
+        predictions kept for sentiment, not shown (the run is not in use)"; both for a run in
+        use for some of its schemes."""
+        n = "%d prediction%s" % (self.written, "" if self.written == 1 else "s")
+        in_use = self.in_use if in_use is None else in_use
+        shown = [s for s in self.schemes if s in in_use]
+        hidden = [s for s in self.schemes if s not in in_use]
+        if not hidden:
+            return "%s written for %s" % (n, ", ".join(self.schemes))
+        if not shown:
+            return "%s kept for %s, not shown (the run is not in use)" % (n, ", ".join(hidden))
+        return "%s written for %s; for %s kept, not shown (not in use)" % (
+            n, ", ".join(shown), ", ".join(hidden))
+
     @property
     def all_below(self) -> bool:
         """Nothing was written because every prediction fell below min_confidence."""

@@ -62,7 +62,9 @@ def _holdout(view: RunView) -> Safe:
 def _written(view: RunView) -> Safe:
     if view.writeback is None:  # not finished, or nothing to write
         return Safe("")
-    return render("{n}", n=view.writeback.written)
+    if view.in_use or not view.writeback.written:
+        return render("{n}", n=view.writeback.written)
+    return render('{n} <span class="hint">kept, not shown</span>', n=view.writeback.written)
 
 
 def _when(t: Any) -> str:
@@ -344,9 +346,11 @@ def writeback_section(view: RunView) -> Safe:
         return Safe("")
     written, below, skipped = wb.written, wb.below_min_confidence, wb.unlabeled_skipped
     schemes = ", ".join(wb.schemes) or "no scheme"
-    sentence = render('<p class="writeback-summary">{w} prediction{s} written for {schemes}; '
+    sentence = render('<p class="writeback-summary">{kept}; '
                       '{b} below <code>min_confidence</code> ({mc}) were not written{sk}.</p>',
-                      w=written, s="" if written == 1 else "s", schemes=schemes, b=below,
+                      kept=wb.kept_words(list(view.in_use)) if wb.schemes else
+                      render("{w} prediction{s} written for {schemes}", w=written,
+                             s="" if written == 1 else "s", schemes=schemes), b=below,
                       mc=float(wb.min_confidence or 0.0),
                       sk=render("; {n} unlabelled items skipped (include_unlabeled: false)",
                                 n=skipped) if skipped else "")

@@ -51,11 +51,29 @@ def p(item, label, conf=0.9, split="test", scheme="s"):
     return {"id": item, "split": split, "scheme": scheme, "label": label, "confidence": conf}
 
 
+# What report.py says of a model that beats its baseline (the held-out report's
+# versus_baseline): only such a run takes over automatically; these tests are about what the
+# write-back policy decides once it has.
+BEATS = {"figure": "macro-F1", "higher_is_better": True, "model": 0.9, "baseline": 0.3,
+         "baseline_is": "always answering pos", "n": 100, "ci95": [0.4, 0.75], "beats": True}
+
+
+def won(holdout=None):
+    """``holdout`` with the verdict that its model beat the baseline, for every scheme."""
+    h = dict(holdout or {})
+    if isinstance(h.get("per_scheme"), dict):
+        h["per_scheme"] = {k: dict(v, versus_baseline=BEATS) if isinstance(v, dict) else v
+                           for k, v in h["per_scheme"].items()}
+    else:
+        h["versus_baseline"] = BEATS
+    return h
+
+
 def test_takes_over_first_and_same_run(store):
-    assert ingest.takes_over(store, cfg(), "r9", "s", None) == (True, "")
+    assert ingest.takes_over(store, cfg(), "r9", "s", won(None)) == (True, "")
     ingest.use(store, "s", "r9")
     assert ingest.in_use(store, "s") == "r9"
-    assert ingest.takes_over(store, cfg(), "r9", "s", None) == (True, "")
+    assert ingest.takes_over(store, cfg(), "r9", "s", won(None)) == (True, "")
 
 
 def test_pinned_run_is_never_replaced(store):
@@ -65,7 +83,7 @@ def test_pinned_run_is_never_replaced(store):
         db.execute("UPDATE runs SET status='success' WHERE run_id=?", (old,))
     assert RunStore(store).set_pinned(old, True)
     for policy in ("best", "newest"):
-        took, why = ingest.takes_over(store, cfg(policy=policy), "rX", "s", {"macro_f1": 0.9})
+        took, why = ingest.takes_over(store, cfg(policy=policy), "rX", "s", won({"macro_f1": 0.9}))
         assert took is False
         assert why == ("run %s is pinned: it stays in use for s until the admin changes it "
                        "(Use this model on another run, or Unpin on %s's page)" % (old, old))
@@ -74,7 +92,7 @@ def test_pinned_run_is_never_replaced(store):
 def test_newest_policy(store):
     old = new_run(store, {"macro_f1": 0.9})
     ingest.use(store, "s", old)
-    assert ingest.takes_over(store, cfg(policy="newest"), "rX", "s", {"macro_f1": 0.1}) == (
+    assert ingest.takes_over(store, cfg(policy="newest"), "rX", "s", won({"macro_f1": 0.1})) == (
         True, "run rX replaces %s in use (writeback.policy: newest)" % old)
 
 
@@ -90,39 +108,39 @@ def test_newest_policy(store):
 def test_best_policy_and_tolerance(store, old, new, take, words):
     r = new_run(store, {"macro_f1": old})
     ingest.use(store, "s", r)
-    took, why = ingest.takes_over(store, cfg(), "rX", "s", {"macro_f1": new})
+    took, why = ingest.takes_over(store, cfg(), "rX", "s", won({"macro_f1": new}))
     assert took is take and words.replace("R", r) in why, why
 
 
 def test_tolerance_is_read_from_the_config(store):
     r = new_run(store, {"macro_f1": 0.8})
     ingest.use(store, "s", r)
-    assert ingest.takes_over(store, cfg(tolerance=0.2), "rX", "s", {"macro_f1": 0.65})[0]
-    assert not ingest.takes_over(store, cfg(tolerance=0.0), "rX", "s", {"macro_f1": 0.7999})[0]
-    assert ingest.takes_over(store, cfg(tolerance=0.0), "rX", "s", {"macro_f1": 0.8})[0]
+    assert ingest.takes_over(store, cfg(tolerance=0.2), "rX", "s", won({"macro_f1": 0.65}))[0]
+    assert not ingest.takes_over(store, cfg(tolerance=0.0), "rX", "s", won({"macro_f1": 0.7999}))[0]
+    assert ingest.takes_over(store, cfg(tolerance=0.0), "rX", "s", won({"macro_f1": 0.8}))[0]
 
 
 def test_lower_is_better_for_mae(store):
     r = new_run(store, {"mae": 2.0})
     ingest.use(store, "s", r)
-    took, why = ingest.takes_over(store, cfg(tolerance=0.1), "rX", "s", {"mae": 2.05})
+    took, why = ingest.takes_over(store, cfg(tolerance=0.1), "rX", "s", won({"mae": 2.05}))
     assert took and "MAE 2.050 is above %s's 2.000 but within" % r in why
-    took, why = ingest.takes_over(store, cfg(tolerance=0.1), "rX", "s", {"mae": 2.2})
+    took, why = ingest.takes_over(store, cfg(tolerance=0.1), "rX", "s", won({"mae": 2.2}))
     assert not took and "MAE 2.200 is above %s's 2.000 by more than" % r in why
-    took, why = ingest.takes_over(store, cfg(tolerance=0.1), "rX", "s", {"mae": 1.0})
+    took, why = ingest.takes_over(store, cfg(tolerance=0.1), "rX", "s", won({"mae": 1.0}))
     assert took and "MAE 1.000 is not above" in why
 
 
 def test_missing_scores(store):
     r = new_run(store)
     ingest.use(store, "s", r)
-    assert ingest.takes_over(store, cfg(), "rX", "s", None) == (
+    assert ingest.takes_over(store, cfg(), "rX", "s", won(None)) == (
         True, "run rX replaces %s in use (neither has a held-out score)" % r)
-    assert ingest.takes_over(store, cfg(), "rX", "s", {"macro_f1": 0.5}) == (
+    assert ingest.takes_over(store, cfg(), "rX", "s", won({"macro_f1": 0.5})) == (
         True, "run rX replaces %s in use (%s has no held-out score)" % (r, r))
     r2 = new_run(store, {"qwk": 0.4})
     ingest.use(store, "s", r2)
-    assert ingest.takes_over(store, cfg(), "rX", "s", {"n": 3}) == (
+    assert ingest.takes_over(store, cfg(), "rX", "s", won({"n": 3})) == (
         False, "run rX has no held-out score; %s (quadratic-weighted kappa 0.400) stays in use"
         % r2)
 
@@ -131,7 +149,7 @@ def compared(store, old, new, scheme="s"):
     """What takes_over says of a run with held-out report ``new`` against one with ``old``."""
     r = new_run(store, old, schemas=(scheme,))
     ingest.use(store, scheme, r)
-    took, why = ingest.takes_over(store, cfg(tolerance=0.0), "rX", scheme, new)
+    took, why = ingest.takes_over(store, cfg(tolerance=0.0), "rX", scheme, won(new))
     return took, why.replace(r, "R")
 
 
@@ -156,14 +174,60 @@ def test_the_score_compared_is_the_schemes_own(store):
         "run rX's held-out macro-F1 0.500 is not below R's 0.250")
 
 
-@pytest.mark.parametrize("holdout", [
-    None, [], {"macro_f1": "0.3"}, {"per_scheme": {"s": 3}}, {"per_scheme": {"u": {"qwk": 1}}},
-    {"per_scheme": [1]}, {"n": 3}])
-def test_a_report_without_the_schemes_score(store, holdout):
-    assert compared(store, holdout, {"macro_f1": 0.5}) == (
+NO_SCORE = "run rX has no held-out score; R (macro-F1 0.400) stays in use"
+
+
+@pytest.mark.parametrize("holdout, new_run_says", [
+    (None, NO_SCORE), ([], NO_SCORE), ({"macro_f1": "0.3"}, NO_SCORE),
+    # no report of s at all, so no verdict against the baseline either
+    ({"per_scheme": {"s": 3}}, None), ({"per_scheme": {"u": {"qwk": 1}}}, None),
+    ({"per_scheme": [1]}, NO_SCORE), ({"n": 3}, NO_SCORE)])
+def test_a_report_without_the_schemes_score(store, holdout, new_run_says):
+    assert compared(store, holdout, won({"macro_f1": 0.5})) == (
         True, "run rX replaces R in use (R has no held-out score)")
     assert compared(store, {"per_scheme": {"s": {"macro_f1": 0.4}}}, holdout) == (
-        False, "run rX has no held-out score; R (macro-F1 0.400) stays in use")
+        False, new_run_says or NOT_SCORED % "; R stays in use")
+
+
+NOT_SCORED = ("run rX has no held-out score for s (no labelled test item was scored), so nothing "
+              "shows that it beats the baseline: it is trained, not in use, and annotators see "
+              "no suggestions from it%s. Label more items, or put it in use knowingly with Use "
+              "this model on its page")
+
+
+@pytest.mark.parametrize("holdout", [
+    None, [], {"macro_f1": 0.9}, {"per_scheme": {"s": {"macro_f1": 0.9}}},
+    {"per_scheme": {"t": {"macro_f1": 0.9, "versus_baseline": BEATS}}},
+    {"scheme": "t", "macro_f1": 0.9, "versus_baseline": BEATS},
+    {"macro_f1": 0.9, "versus_baseline": "beats"}])
+def test_a_run_with_no_verdict_against_the_baseline_never_takes_over(store, holdout):
+    # The first run of a scheme too: nothing in use is better than a model nobody measured.
+    assert ingest.takes_over(store, cfg(), "rX", "s", holdout) == (False, NOT_SCORED % "")
+    r = new_run(store, {"macro_f1": 0.1})
+    ingest.use(store, "s", r)
+    for policy in ("best", "newest"):
+        assert ingest.takes_over(store, cfg(policy=policy), "rX", "s", holdout) == (
+            False, NOT_SCORED % ("; %s stays in use" % r))
+
+
+def test_a_model_that_does_not_beat_its_baseline_is_kept_not_in_use(store):
+    lost = dict(BEATS, model=0.0, baseline=0.333, baseline_is="always answering six", n=120,
+                ci95=[-0.41, -0.25], beats=False)
+    took, why = ingest.takes_over(store, cfg(), "rX", "s", {"macro_f1": 0.0,
+                                                            "versus_baseline": lost})
+    assert took is False and why == (
+        "run rX's held-out macro-F1 (0.000) does not beat the baseline's (0.333, always "
+        "answering six) by a margin its 120 test items support (the 95 % interval of the "
+        "difference is -0.410 to -0.250): it is trained, not in use, and annotators see no "
+        "suggestions from it. Label more items, or put it in use knowingly with Use this "
+        "model on its page")
+    # A gap the interval does not support (it reaches below 0) is not enough either.
+    near = dict(lost, model=0.4, ci95=[-0.02, 0.15], beats=False)
+    assert ingest.takes_over(store, cfg(policy="newest"), "rX", "s",
+                             {"per_scheme": {"s": {"versus_baseline": near}}})[0] is False
+    # A one-scheme report named for another scheme says nothing of this one.
+    assert ingest.takes_over(store, cfg(), "rX", "s", {"scheme": "s", "macro_f1": 0.9,
+                                                       "versus_baseline": BEATS}) == (True, "")
 
 
 def test_in_use_falls_back_to_the_predictions_table(store):
@@ -184,7 +248,7 @@ def test_write_back_keeps_and_counts(store):
     rows = [p("a", "pos", 0.5), p("b", "neg", 0.49), p("c", "pos", 1.0, split="train"),
             p("d", "pos", 0.9, split="unlabeled"), p("e", "neg", 0.7, scheme="other"),
             p("f", ["x", "y"], 0.8)]
-    out = ingest.write_back(store, cfg(min_confidence=0.5), "r1", rows, None)
+    out = ingest.write_back(store, cfg(min_confidence=0.5), "r1", rows, won(None))
     assert out.as_dict() == {"written": 2, "below_min_confidence": 1, "unlabeled_skipped": 1,
                    "schemes": ["s"], "min_confidence": 0.5,
                    "by_label": {"pos": 1, "x, y": 1}, "in_use": ["s"], "kept_in_use": {},
@@ -199,7 +263,7 @@ def test_write_back_unlabeled_and_numbers(store):
                                                      p("e", "a", split="unlabeled")], None)
     assert skipped.unlabeled_skipped == 2 and skipped.written == 0
     rows = [p("d", 3.5, 0.9, split="unlabeled"), p("e", 2, 0.9)]
-    out = ingest.write_back(store, cfg(unlabeled=True, numbers=("s",)), "r1", rows, None)
+    out = ingest.write_back(store, cfg(unlabeled=True, numbers=("s",)), "r1", rows, won(None))
     assert out.written == 2 and out.unlabeled_skipped == 0 and out.by_label == {}
     assert shown(store) == [("d", 3.5, "r1"), ("e", 2, "r1")]
 
@@ -208,7 +272,7 @@ def test_write_back_spans_one_by_one(store):
     spans = [{"start": 0, "end": 1, "label": "A", "confidence": 0.9},
              {"start": 2, "end": 3, "label": "B", "confidence": 0.2},
              {"start": 4, "end": 5, "label": "A", "confidence": 0.5}]
-    out = ingest.write_back(store, cfg(min_confidence=0.5), "r1", [p("a", spans, 0.1)], None)
+    out = ingest.write_back(store, cfg(min_confidence=0.5), "r1", [p("a", spans, 0.1)], won(None))
     assert out.written == 1 and out.below_min_confidence == 1
     assert out.by_label == {"A": 2}
     assert [s["label"] for s in shown(store)[0][1]] == ["A", "A"]
@@ -222,8 +286,8 @@ def test_write_back_nothing_for_other_schemes(store):
 
 def test_write_back_nothing_kept_is_not_put_in_use(store):
     old = new_run(store)
-    ingest.write_back(store, cfg(), old, [p("a", "pos")], None)
-    out = ingest.write_back(store, cfg(min_confidence=0.95), "r2", [p("a", "neg", 0.9)], None)
+    ingest.write_back(store, cfg(), old, [p("a", "pos")], won(None))
+    out = ingest.write_back(store, cfg(min_confidence=0.95), "r2", [p("a", "neg", 0.9)], won(None))
     assert out.in_use == [] and out.kept_in_use == {
         "s": "run r2 kept no predictions for s, so it is not put in use"}
     assert shown(store) == [("a", "pos", old)]
@@ -231,11 +295,11 @@ def test_write_back_nothing_kept_is_not_put_in_use(store):
 
 def test_write_back_policy_decides(store):
     old = new_run(store, {"macro_f1": 0.9})
-    ingest.write_back(store, cfg(), old, [p("a", "pos")], {"macro_f1": 0.9})
-    out = ingest.write_back(store, cfg(), "r2", [p("a", "neg")], {"macro_f1": 0.5})
+    ingest.write_back(store, cfg(), old, [p("a", "pos")], won({"macro_f1": 0.9}))
+    out = ingest.write_back(store, cfg(), "r2", [p("a", "neg")], won({"macro_f1": 0.5}))
     assert out.in_use == [] and "by more than" in out.kept_in_use["s"]
     assert shown(store) == [("a", "pos", old)]
-    out = ingest.write_back(store, cfg(policy="newest"), "r3", [p("a", "neg")], None)
+    out = ingest.write_back(store, cfg(policy="newest"), "r3", [p("a", "neg")], won(None))
     assert out.in_use == ["s"] and out.took_over == {
         "s": "run r3 replaces %s in use (writeback.policy: newest)" % old}
     assert shown(store) == [("a", "neg", "r3")]
@@ -245,7 +309,7 @@ def test_write_back_policy_decides(store):
 def test_write_back_counts_by_label(store):
     rows = [p("a", "x", 0.5), p("b", "y", 0.4), p("c", [], 0.9), p("d", ["x"], 0.9),
             p("e", 4, 0.9), p("f", ["y", "x"], 0.9), p("g", "x", 0.6)]
-    out = ingest.write_back(store, cfg(min_confidence=0.5), "r1", rows, None)
+    out = ingest.write_back(store, cfg(min_confidence=0.5), "r1", rows, won(None))
     # a label at min_confidence is kept; an empty answer is a value (counted as ""), not spans
     assert out.written == 6 and out.below_min_confidence == 1
     assert out.by_label == {"x": 3, "": 1, "4": 1, "y, x": 1}
@@ -343,22 +407,22 @@ def test_files_are_read_as_utf8_whatever_the_locale(tmp_path, monkeypatch):
 def test_tolerance_is_in_the_score_s_units(store):
     r = new_run(store, {"macro_f1": 0.8})
     ingest.use(store, "s", r)
-    assert ingest.takes_over(store, cfg(tolerance=0.01), "rX", "s", {"macro_f1": 0.792})[0]
+    assert ingest.takes_over(store, cfg(tolerance=0.01), "rX", "s", won({"macro_f1": 0.792}))[0]
     r = new_run(store, {"mae": 2.0})
     ingest.use(store, "s", r)
-    assert ingest.takes_over(store, cfg(tolerance=0.1), "rX", "s", {"mae": 2.08})[0]
+    assert ingest.takes_over(store, cfg(tolerance=0.1), "rX", "s", won({"mae": 2.08}))[0]
 
 
 def test_the_new_run_s_kind_of_score_is_compared(store):
     # the new run has a kappa only, the old one a macro-F1 only: no common score
     r = new_run(store, {"macro_f1": 0.9})
     ingest.use(store, "s", r)
-    assert ingest.takes_over(store, cfg(), "rX", "s", {"qwk": 0.6}) == (
+    assert ingest.takes_over(store, cfg(), "rX", "s", won({"qwk": 0.6})) == (
         True, "run rX replaces %s in use (%s has no held-out score)" % (r, r))
     # both have both: the new run's first kind (kappa) decides, not macro-F1
     r = new_run(store, {"qwk": 0.5, "macro_f1": 0.9})
     ingest.use(store, "s", r)
-    took, why = ingest.takes_over(store, cfg(), "rX", "s", {"qwk": 0.6, "macro_f1": 0.1})
+    took, why = ingest.takes_over(store, cfg(), "rX", "s", won({"qwk": 0.6, "macro_f1": 0.1}))
     assert took and "held-out quadratic-weighted kappa 0.600 is not below" in why
 
 
@@ -369,15 +433,15 @@ def per(**schemes):
 def test_the_scheme_s_own_scores_are_compared(store):
     r = new_run(store, per(s={"qwk": 0.5}))
     ingest.use(store, "s", r)
-    assert ingest.takes_over(store, cfg(), "rX", "s", per(s={"qwk": 0.45})) == (
+    assert ingest.takes_over(store, cfg(), "rX", "s", won(per(s={"qwk": 0.45}))) == (
         False, "run rX's held-out quadratic-weighted kappa 0.450 is below %s's 0.500 by more "
         "than writeback.tolerance (0.01): %s stays in use (writeback.policy: best)" % (r, r))
     r = new_run(store, per(s={"macro_f1": 0.2}))
     ingest.use(store, "s", r)
-    assert ingest.takes_over(store, cfg(), "rX", "s", per(s={"qwk": 0.45})) == (
+    assert ingest.takes_over(store, cfg(), "rX", "s", won(per(s={"qwk": 0.45}))) == (
         True, "run rX replaces %s in use (%s has no held-out score)" % (r, r))
     r = new_run(store, per(s={"qwk": 0.4}))
     ingest.use(store, "s", r)
-    assert ingest.takes_over(store, cfg(), "rX", "s", per(s={"n": 3})) == (
+    assert ingest.takes_over(store, cfg(), "rX", "s", won(per(s={"n": 3}))) == (
         False, "run rX has no held-out score; %s (quadratic-weighted kappa 0.400) stays in use"
         % r)

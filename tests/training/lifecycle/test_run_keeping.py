@@ -330,11 +330,11 @@ def test_a_test_split_of_one_gold_class_is_not_called_learned_nothing():
 def test_a_run_that_predicts_one_class_is_a_warning_not_a_plain_success(tmp_path, serve):
     _, url = serve(make_project(tmp_path))
     c = Client(url)
-    run = wait_run(c, start_run(c, trainer="test-steps", schemas=["sentiment"],
-                                params={"seconds": 0.1}))
+    run = wait_run(c, start_run(c, trainer="test-constant", schemas=["sentiment"]))
     assert run["status"] == "success"
     assert [w for w in run["warnings"] if "not above the majority-class baseline" in w] == [
         report.learned_nothing("", run["holdout"])]
+    assert run["in_use"] == []  # and it does not reach the annotators
     good = wait_run(c, start_run(c, trainer="text-naive-bayes", schemas=["sentiment"]))
     assert good["holdout"]["macro_f1"] > good["holdout"]["baseline"]["macro_f1"]
     assert good["warnings"] == []

@@ -16,6 +16,7 @@ from potato.training.exchange import boundary, ingest
 from potato.training.web import rating_cells
 from potato.training.reports import report, ratings as report_ratings
 from potato.commands import summary
+from tests.helpers import beats_baseline
 from potato.training.core.view import RunView
 from potato.training.web.pages import holdout_section
 from potato.training.remote import llm_prompt, trainers
@@ -340,9 +341,9 @@ class _Cfg:
     ({"mae": 2.0}, {"mae": 1.5}, True, "held-out MAE 1.500 is not above r1's 2.000"),
     ({"mae": 2.0}, {"mae": 2.005}, True, "held-out MAE 2.005 is above r1's 2.000 but within"),
     ({"mae": 2.0}, {"mae": 2.5}, False, "held-out MAE 2.500 is above r1's 2.000 by more than"),
-    ({"mae": 2.0}, None, False, "run r2 has no held-out score; r1 (MAE 2.000) stays in use"),
+    ({"mae": 2.0}, {}, False, "run r2 has no held-out score; r1 (MAE 2.000) stays in use"),
     ({"macro_f1": 0.8}, {"macro_f1": 0.7}, False,
      "held-out macro-F1 0.700 is below r1's 0.800 by more than")])
 def test_best_policy_compares_kappa_for_likert_and_mae_for_numbers(old, new, take, words):
-    took, why = ingest.takes_over(_Store("r1", old), _Cfg, "r2", "s", new)
+    took, why = ingest.takes_over(_Store("r1", old), _Cfg, "r2", "s", beats_baseline(new))
     assert took is take and words in why

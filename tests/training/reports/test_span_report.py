@@ -354,7 +354,7 @@ def test_span_write_back_keeps_confident_spans_and_compares_entity_f1(tmp_path):
     from potato.project.store import Store
     from potato.training.exchange import ingest
     from potato.training.core.runs import RunStore
-    from tests.helpers import make_span_project
+    from tests.helpers import beats_baseline, make_span_project
 
     cfg_path, rows = make_span_project(tmp_path, "    min_confidence: 0.5\n", n=4, labelled=0)
     cfg = load(cfg_path)[0]
@@ -369,8 +369,8 @@ def test_span_write_back_keeps_confident_spans_and_compares_entity_f1(tmp_path):
                           "confidence": 0.2}]}]
 
         def holdout(f1):
-            return {"kind": "span", "n": 60, "micro_f1": f1, "macro_f1": 0.1, "score": f1,
-                    "score_name": span_report.SCORE_NAME}
+            return beats_baseline({"kind": "span", "n": 60, "micro_f1": f1, "macro_f1": 0.1,
+                                   "score": f1, "score_name": span_report.SCORE_NAME})
 
         runs = RunStore(store)
         for f1 in (0.8, 0.5):
@@ -396,7 +396,7 @@ def test_an_item_whose_spans_are_all_below_min_confidence_shows_no_suggestion(tm
     empty prediction, and its annotate page offers nothing (no empty "Model suggests" line,
     no accept button for an empty label list); an item with a confident span still does."""
     from potato.training.exchange import ingest
-    from tests.helpers import Client, make_span_project
+    from tests.helpers import Client, beats_baseline, make_span_project
 
     cfg_path, rows = make_span_project(tmp_path, "    min_confidence: 0.5\n", n=2, labelled=0)
     server, url = serve(cfg_path, training=False)
@@ -407,7 +407,8 @@ def test_an_item_whose_spans_are_all_below_min_confidence_shows_no_suggestion(tm
                 "label": [{"start": 0, "end": 2, "label": "person",
                            "text": item["text"][:2], "confidence": conf}]}
 
-    wb = ingest.write_back(store, cfg, "r1", [pred(rows[0], 0.2), pred(rows[1], 0.9)], None)
+    wb = ingest.write_back(store, cfg, "r1", [pred(rows[0], 0.2), pred(rows[1], 0.9)],
+                           beats_baseline())
     assert wb.below_min_confidence == 1 and wb.in_use == ["who"]
     c = Client(url)
     c.login("dana")

@@ -48,3 +48,13 @@ def test_why_and_all_below():
     assert WriteBack(below_min_confidence=3).all_below
     assert not WriteBack(below_min_confidence=3, written=1).all_below
     assert not WriteBack().all_below
+
+
+def test_predictions_of_a_run_not_in_use_read_as_kept_not_shown():
+    wb = WriteBack.from_dict(FULL)  # took over s, not t
+    assert wb.kept_words() == "5 predictions written for s; for t kept, not shown (not in use)"
+    assert wb.kept_words(["s", "t"]) == "5 predictions written for s, t"
+    assert wb.kept_words([]) == "5 predictions kept for s, t, not shown (the run is not in use)"
+    one = WriteBack(written=1, schemes=["s"])
+    assert one.kept_words() == "1 prediction kept for s, not shown (the run is not in use)"
+    assert one.kept_words(["s"]) == "1 prediction written for s"
