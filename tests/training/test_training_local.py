@@ -223,12 +223,13 @@ def test_too_few_labels_are_refused_before_a_run_starts(tmp_path, serve):
     status, body = c.json("POST", "/admin/training/api/runs", headers=H, json_body={
         "trainer": "text-naive-bayes", "schemas": ["sentiment"]})
     assert status == 400 and body["error"] == (
-        "Scheme sentiment has 0 labelled item(s) with 'positive' in the train split; a model "
-        "needs at least 2 per label (model_training.min_labels_per_class). Label more items "
+        "Scheme sentiment has 0 labelled items with positive; 0 labelled items with negative in "
+        "the train split; a model needs at least two labels with 2 labelled items each "
+        "(model_training.min_labels_per_class), so it can tell them apart. Label more items "
         "before training.")
     r = c.post("/admin/training/start", headers=H, form={"trainer": "text-naive-bayes",
                                                           "schemas": "sentiment"})
-    assert r.status == 400 and "a model needs at least 2 per label" in r.text
+    assert r.status == 400 and "a model needs at least two labels with 2" in r.text
     status, runs = c.json("GET", "/admin/training/api/runs", headers=H)
     assert runs["runs"] == []
 

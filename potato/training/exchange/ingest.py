@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional
 from potato.config.settings import Config
 from potato.project.store import Store
 from potato.training.exchange import boundary
-from potato.training.reports import report, spans as span_report
+from potato.training.reports import report, run_texts, spans as span_report
 from potato.training.reports.writeback import WriteBack
 from potato.training.core.runs import Run
 
@@ -247,11 +247,17 @@ def use(store: Store, scheme: str, run_id: str) -> int:
     return n
 
 
-def warnings(cfg, run: Run, wb: WriteBack,
-             holdout: Optional[Dict[str, Any]] = None) -> List[str]:
+def warnings(cfg, run: Run, wb: WriteBack, holdout: Optional[Dict[str, Any]] = None,
+             schemas: Optional[Dict[str, Any]] = None) -> List[str]:
     """What makes a successful run's held-out score or write-back worth a second look, in
-    sentences."""
+    sentences (``schemas``: the bundle's, which name the labels the run left out)."""
     out = []
+    for name, info in (schemas or {}).items():
+        short = info.get("left_out") if isinstance(info, dict) else None
+        if isinstance(short, list) and short:
+            out.append(run_texts.left_out_sentence(
+                name, [tuple(x) for x in short if isinstance(x, list) and len(x) == 2],
+                cfg.model_training.min_labels_per_class))
     schemes = cfg.model_training.writeback.schemas
     if not any(s in schemes for s in run.schemas):
         out.append("no predictions were written: none of this run's schemes (%s) is listed in "

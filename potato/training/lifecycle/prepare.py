@@ -16,6 +16,7 @@ from potato.training.backends import Outcome
 from potato.training.remote import bundle as bundle_mod, trainers
 from potato.training.remote.paths import RunPaths, write_json
 from potato.training.core.runs import Run
+from potato.training.reports import run_texts
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,8 @@ def prepare(cfg: Config, store: Store, run: Run, paths: RunPaths, dest: Destinat
         items = media_bundle.to_cache_form(cfg, items, paths.media_index, log)
     labels: Dict[str, Dict[str, List[Any]]] = {}
     decided: Dict[str, Dict[str, Any]] = {}
+    fractions = (mt.splits.train, mt.splits.val, mt.splits.test)
+    active = {item[0] for item in items}
     for name in schemas:
         votes = scheme_votes(store, name)
         result = aggregate.aggregate(schemas[name]["type"], votes, mt.aggregation)
@@ -66,15 +69,41 @@ def prepare(cfg: Config, store: Store, run: Run, paths: RunPaths, dest: Destinat
                                                  if result.note else ""))
         for item_id, by_annotator in votes.items():
             labels.setdefault(item_id, {})[name] = list(by_annotator.values())
-    manifest = bundle_mod.build(paths.bundle, items, labels, schemas,
-                                fractions=(mt.splits.train, mt.splits.val, mt.splits.test),
+        short = left_out(cfg, decided[name], schemas[name]["labels"], active)
+        if short:  # a label too few items have: this run does not learn it (issue 35, item 4)
+            schemas[name]["labels"] = [x for x in schemas[name]["labels"] if x not in short]
+            schemas[name]["left_out"] = [[x, n] for x, n in short.items()]
+            log(run_texts.left_out_sentence(name, short, mt.min_labels_per_class))
+    skipped: Dict[str, int] = {}
+
+    def agree(item_id, name, _):
+        label = decided[name].get(item_id)
+        drop = [x for x, _ in schemas[name].get("left_out", ())]
+        if not drop or label is None or \
+                bundle_mod.split_of(item_id, mt.split_seed, fractions) == "test":
+            return label  # the test split keeps its gold labels: the report stays honest
+        if isinstance(label, list):  # labels of a multi-label item, or spans: keep the rest
+            return [x for x in label if (x.get("label") if isinstance(x, dict) else x)
+                    not in drop]
+        if label in drop:
+            skipped[name] = skipped.get(name, 0) + 1
+            return None
+        return label
+
+    manifest = bundle_mod.build(paths.bundle, items, labels, schemas, fractions=fractions,
                                 seed=mt.split_seed,
                                 include_unlabeled=mt.writeback.include_unlabeled,
                                 heldout=paths.heldout if heldout_on_server else None,
-                                agree=lambda item_id, name, _: decided[name].get(item_id))
+                                agree=agree)
     c = manifest["counts"]
-    log("bundle: %d train, %d val, %d test, %d unlabeled items; ties skipped: %s" % (
-        c["train"], c["val"], c["test"], c["unlabeled"], manifest["ties_skipped"]))
+    ties = sum(manifest["ties_skipped"].values()) - sum(skipped.values())
+    log("bundle: %d train, %d val, %d test, %d unlabeled items; %s%s" % (
+        c["train"], c["val"], c["test"], c["unlabeled"],
+        "no tie skipped" if not ties else "%d tied item%s skipped (no label agreed)" % (
+            ties, "" if ties == 1 else "s"),
+        "; not trained on, for a left-out label: %s" % ", ".join(
+            "%d %s label%s" % (n, name, "" if n == 1 else "s") for name, n in skipped.items())
+        if skipped else ""))
     if c["train"] == 0:
         return Outcome("error", "No labelled items in the train split for %s: label some "
                                 "items (or import labels) before training."
@@ -129,6 +158,34 @@ def scheme_votes(store: Store, scheme: str, active=None) -> Dict[str, Dict[str, 
     return votes
 
 
+def _train_counts(cfg: Config, decided: Dict[str, Any], classes: List[Any],
+                  active=None) -> Dict[Any, int]:
+    """How many train-split items have each class (a label, or a Likert point) as their
+    aggregated label; the same splits as the bundle's."""
+    mt = cfg.model_training
+    fractions = (mt.splits.train, mt.splits.val, mt.splits.test)
+    train: Dict[Any, int] = {label: 0 for label in classes}
+    for item_id, label in decided.items():
+        if label is None or (active is not None and item_id not in active):
+            continue
+        if bundle_mod.split_of(item_id, mt.split_seed, fractions) == "train":
+            points = [label] if isinstance(label, int) else []  # a Likert point
+            for one in dict.fromkeys(bundle_mod.label_names(label) or points):
+                if one in train:
+                    train[one] += 1
+    return train
+
+
+def left_out(cfg: Config, decided: Dict[str, Any], classes: List[Any],
+             active=None) -> Dict[Any, int]:
+    """The classes a run leaves out, with their count of train items: those fewer than
+    ``model_training.min_labels_per_class`` train items have (a Likert point nobody chose, a
+    rare label). The model does not predict them; the test split still scores them."""
+    counts = _train_counts(cfg, decided, classes, active)
+    return {label: n for label, n in counts.items()
+            if n < cfg.model_training.min_labels_per_class}
+
+
 def refusal(cfg: Config, store: Store, schemes: List[str]) -> Optional[str]:
     """Why a run on ``schemes`` could say nothing (too few labels per label in the train split,
     or no labelled test item to score it on), or None. The same splits as the bundle's."""
@@ -144,26 +201,18 @@ def refusal(cfg: Config, store: Store, schemes: List[str]) -> Optional[str]:
         # The classes a model learns: the labels, or a Likert scale's points (integers);
         # none for a number scheme, which needs as many train items in all instead.
         classes = scheme.kind.training_schema()["labels"]
-        train: Dict[Any, int] = {label: 0 for label in classes}
-        test = in_train = 0
-        for item_id, label in decided.items():
-            if label is None:
-                continue
-            split = bundle_mod.split_of(item_id, mt.split_seed, fractions)
-            if split == "test":
-                test += 1
-            elif split == "train":
-                in_train += 1
-                points = [label] if isinstance(label, int) else []  # a Likert point
-                for one in dict.fromkeys(bundle_mod.label_names(label) or points):
-                    if one in train:
-                        train[one] += 1
-        short = [(label, n) for label, n in train.items() if n < mt.min_labels_per_class]
-        if short:
-            label, n = short[0]
-            return ("Scheme %s has %d labelled item(s) with %r in the train split; a model needs "
-                    "at least %d per label (model_training.min_labels_per_class). Label more "
-                    "items before training." % (name, n, label, mt.min_labels_per_class))
+        train = _train_counts(cfg, decided, classes)
+        splits = [bundle_mod.split_of(item_id, mt.split_seed, fractions)
+                  for item_id, label in decided.items() if label is not None]
+        test, in_train = splits.count("test"), splits.count("train")
+        kept = [label for label, n in train.items() if n >= mt.min_labels_per_class]
+        if classes and len(kept) < 2:
+            return ("Scheme %s has %s in the train split; a model needs at least two labels with "
+                    "%d labelled items each (model_training.min_labels_per_class), so it can "
+                    "tell them apart. Label more items before training."
+                    % (name, "; ".join("%d labelled item%s with %s" % (
+                        n, "" if n == 1 else "s", label) for label, n in train.items()),
+                       mt.min_labels_per_class))
         if not classes and scheme.kind.quantity and \
                 in_train < mt.min_labels_per_class:
             return ("Scheme %s has %d labelled item(s) in the train split; a model needs at "

@@ -426,7 +426,7 @@ class Manager:
         self._log(run.run_id, run_texts.scored_sentence(holdout, wb))
         run_texts.record_scored(paths.events, holdout, wb)  # the JSON, for tools
         return {"holdout": holdout, "writeback": wb, "metrics": metrics,
-                "warnings": ingest.warnings(self.cfg, run, wb, holdout)}
+                "warnings": ingest.warnings(self.cfg, run, wb, holdout, b.schemas)}
 
     def _retain(self) -> None:
         retention.prune(self.runs, self.paths, self.cfg.model_training.retain_runs, self._log,

@@ -77,3 +77,16 @@ def worker_error_line(event: Dict[str, Any]) -> str:
     if event.get("kind") == "cancelled":
         return "the worker stopped, as the cancel asked"
     return "%s: %s" % (event.get("level", "error"), event["message"])
+
+
+def left_out_sentence(name: str, short, minimum: int) -> str:
+    """The run's warning for the classes it leaves out (``short``: class -> its train items,
+    a mapping or (class, count) pairs)."""
+    short = dict(short)
+    return ("%s: the model will not predict %s: %s in the train split, fewer than "
+            "model_training.min_labels_per_class (%d). Label items that deserve %s if any do"
+            % (name, " or ".join(str(x) for x in short),
+               "; ".join("%s has %s" % (x, "no labelled item" if not n else
+                                         "%d labelled item%s" % (n, "" if n == 1 else "s"))
+                         for x, n in short.items()),
+               minimum, "it" if len(short) == 1 else "them"))

@@ -132,15 +132,38 @@ def test_likert_with_naive_bayes_on_local(tmp_path, serve):
     assert "held-out quadratic-weighted kappa" in why, why
 
 
-def test_likert_points_short_of_labels_are_refused(tmp_path, serve):
-    """min_labels_per_class holds for each Likert point, as for each label of a choice."""
+def test_a_likert_point_nobody_chose_is_left_out_not_a_refusal(tmp_path, serve):
+    """Issue 35, item 4: a point with fewer than min_labels_per_class train items (here none:
+    no item deserved a 2) does not block the run: the model does not learn it, the run says
+    so, and the test split still scores every point."""
     _, url = serve(write_project(tmp_path, without=(2,)))
+    c = Client(url)
+    run = wait_run(c, start_run(c, trainer="text-naive-bayes", schemas=["rating"]))
+    assert run["status"] == "success", run
+    said = ("rating: the model will not predict 2: 2 has no labelled item in the train split, "
+            "fewer than model_training.min_labels_per_class (2). Label items that deserve it "
+            "if any do")
+    assert said in run["warnings"]
+    log = c.get("/admin/training/api/runs/%s/log" % run["run_id"], headers=H).text
+    assert said in log
+    page = c.get("/admin/training/runs/%s" % run["run_id"], headers=H).text
+    assert "the model will not predict 2" in page
+    # no prediction of the point it did not learn; its gold items in the test split are scored
+    paths, items, preds = run_files(tmp_path, run["run_id"])
+    predicted = {p["label"] for p in preds if p["scheme"] == "rating"}
+    assert predicted and 2 not in predicted
+    assert not any(it["labels"].get("rating") == 2 for it in items if it["split"] != "test")
+
+
+def test_a_scheme_with_fewer_than_two_learnable_labels_is_refused(tmp_path, serve):
+    _, url = serve(write_project(tmp_path, without=(2, 3, 4, 5)))
     status, body = Client(url).json("POST", "/admin/training/api/runs", headers=H, json_body={
         "trainer": "text-naive-bayes", "schemas": ["rating"]})
-    assert status == 400 and body["error"] == (
-        "Scheme rating has 0 labelled item(s) with 2 in the train split; a model needs at "
-        "least 2 per label (model_training.min_labels_per_class). Label more items before "
-        "training.")
+    assert status == 400 and body["error"].startswith("Scheme rating has ")
+    assert body["error"].endswith(" in the train split; a model needs at least two labels with "
+                                  "2 labelled items each (model_training.min_labels_per_class), "
+                                  "so it can tell them apart. Label more items before training.")
+    assert "0 labelled items with 2" in body["error"]
 
 
 def test_a_number_scheme_short_of_train_items_is_refused(tmp_path, serve):
