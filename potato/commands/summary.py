@@ -3,7 +3,7 @@
 from typing import List, Optional
 
 from potato.training.core.view import RunView
-from potato.training.reports import ratings as report_ratings
+from potato.training.reports import heldout, ratings as report_ratings, run_texts
 from potato.training.web.run_actions import again_command
 
 
@@ -24,6 +24,9 @@ def summary_lines(view: RunView, config_path: Optional[str] = None) -> List[str]
             ": accuracy %.3f, macro-F1 %.3f" % (h["accuracy"], h["macro_f1"]))
             if "accuracy" in h else ""))
         for name, r in (h.get("per_scheme") or {"": h}).items():
+            versus = heldout.HeldOut.from_dict(r).versus
+            if versus is not None:
+                lines.append("  %s%s" % (name + ": " if name else "", versus.sentence()))
             rating = report_ratings.summary_line(name, r)
             if rating:
                 lines.append(rating)
@@ -31,11 +34,11 @@ def summary_lines(view: RunView, config_path: Optional[str] = None) -> List[str]
                 if r.get("note") and rating:
                     lines.append("  " + r["note"])
                 continue
-            lines.append("  %s95%% interval %.2f to %.2f; majority-class baseline (%s) %.3f, "
-                         "the model %+.3f" % (name + ": " if name else "",
-                                              r["accuracy_ci95"][0], r["accuracy_ci95"][1],
-                                              r["baseline"]["label"],
-                                              r["baseline"]["accuracy"], r["above_baseline"]))
+            lines.append("  %saccuracy's 95%% interval %.2f to %.2f; always answering %s "
+                         "(the majority-class baseline) scores accuracy %.3f; the model's is %s"
+                         % (name + ": " if name else "", r["accuracy_ci95"][0],
+                            r["accuracy_ci95"][1], r["baseline"]["label"],
+                            r["baseline"]["accuracy"], run_texts.above(r["above_baseline"])))
             if r.get("note"):
                 lines.append("  " + r["note"])
     elif view.status == "success":

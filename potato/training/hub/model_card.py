@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional
 
 from potato import __version__
 from potato.training.core.view import RunView
-from potato.training.reports import heldout, ratings as report_ratings
+from potato.training.reports import heldout, ratings as report_ratings, run_texts
 from potato.training.remote import trainers
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -126,10 +126,14 @@ def _scheme_lines(name: str, r: Dict[str, Any]) -> List[str]:
     out = ["### %s" % _md(name), "",
            "Accuracy **%.3f** (95%% interval %.2f to %.2f), macro-F1 **%.3f**, on %d held-out "
            "(test split) items. Always answering \"%s\" (the most common label in the train "
-           "split) would score %.3f: the model is %+.3f above that." % (
+           "split) scores accuracy %.3f; the model's is %s." % (
                acc, _num(ci[0]) or 0.0, _num(ci[1]) or 0.0, _num(r.get("macro_f1")) or 0.0,
                int(_num(r.get("n")) or 0), _md(base.get("label")),
-               _num(base.get("accuracy")) or 0.0, _num(r.get("above_baseline")) or 0.0), ""]
+               _num(base.get("accuracy")) or 0.0,
+               run_texts.above(_num(r.get("above_baseline")) or 0.0)), ""]
+    versus = heldout.HeldOut.from_dict(r).versus
+    if versus is not None:
+        out += [_md(versus.sentence()), ""]
     if rating:
         out += [_md(rating.strip()), ""]
     if r.get("note"):

@@ -60,8 +60,12 @@ class HeldOut:
 
     @property
     def headline(self) -> Headline:
-        """The figure that sums the report up: macro-F1 for classes, entity micro-F1 for spans,
-        the mean absolute error for numbers (None where the report lacks it)."""
+        """The figure that sums the report up, the one runs are compared by: macro-F1 for
+        classes, the quadratic-weighted kappa for an ordinal scale (a Likert report has
+        ``qwk``), entity micro-F1 for spans, the mean absolute error for numbers (None where the
+        report lacks it)."""
+        if self.shape == CLASSES and _num(self.data.get("qwk")) is not None:
+            return Headline(KAPPA, _num(self.data.get("qwk")), True)
         name, key, higher = _HEADLINES[self.shape]
         return Headline(name, _num(self.data.get(key)), higher)
 
@@ -70,6 +74,54 @@ class HeldOut:
         """The F1 that runs are sorted and filtered by (``min_score``): the headline where it is
         an F1, else the top level's macro-F1 (None for numbers alone)."""
         headline = self.headline
-        if headline.higher_is_better:
+        if headline.name.endswith("F1"):
             return headline.value
         return _num(self.data.get("macro_f1"))
+
+    @property
+    def versus(self) -> Optional["Versus"]:
+        """The model against its baseline (report.py's ``versus_baseline``), when recorded."""
+        return Versus.from_dict(self.data.get("versus_baseline"))
+
+
+KAPPA = "quadratic-weighted kappa"
+
+
+@dataclass(frozen=True)
+class Versus:
+    """The headline figure of the model against its baseline's on the same test items, with
+    the 95 % interval of the difference (better counted positive); ``beats``: the interval is
+    above zero (reports/versus.py)."""
+
+    figure: str
+    model: float
+    baseline: float
+    baseline_is: str
+    n: int
+    low: float
+    high: float
+    beats: bool
+
+    @classmethod
+    def from_dict(cls, d: Any) -> Optional["Versus"]:
+        if not isinstance(d, dict):
+            return None
+        ci = d.get("ci95") if isinstance(d.get("ci95"), list) and len(d["ci95"]) == 2 else []
+        nums = [_num(d.get("model")), _num(d.get("baseline"))] + [_num(x) for x in ci]
+        if len(nums) != 4 or any(x is None for x in nums):
+            return None
+        return cls(str(d.get("figure") or "score")[:80], nums[0], nums[1],
+                   str(d.get("baseline_is") or "the baseline")[:200],
+                   int(_num(d.get("n")) or 0), nums[2], nums[3], d.get("beats") is True)
+
+    def sentence(self) -> str:
+        """The verdict in words, for the run page, the CLI and the model card."""
+        gap = abs(self.model - self.baseline)
+        side = "higher" if self.model > self.baseline else "lower"
+        return ("%s %.3f against %.3f for the baseline (%s): %s (95 %% interval of the "
+                "improvement %.3f to %.3f, on %d test items), so the model %s." % (
+                    self.figure, self.model, self.baseline, self.baseline_is,
+                    "the same" if gap == 0 else "%s by %.3f" % (side, gap), self.low, self.high,
+                    self.n,
+                    "beats the baseline" if self.beats else
+                    "does not beat the baseline by a margin the test split supports"))

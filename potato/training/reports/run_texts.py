@@ -24,6 +24,13 @@ def _num(v: Any) -> Optional[float]:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
+def above(diff: float) -> str:
+    """How far a model's figure is from the baseline's, in words ("0.100 higher")."""
+    if diff == 0:
+        return "the same"
+    return "%.3f %s" % (abs(diff), "higher" if diff > 0 else "lower")
+
+
 def _score(name: str, r: Dict[str, Any]) -> str:
     """One scheme's held-out result in words."""
     n = int(_num(r.get("n")) or 0)
@@ -31,16 +38,18 @@ def _score(name: str, r: Dict[str, Any]) -> str:
     items = "on %d test item%s" % (n, "" if n == 1 else "s")
     shape = heldout.HeldOut.from_dict(r).shape
     if shape == heldout.ENTITIES:
-        return "%sentity F1 %.3f %s" % (name, _num(r.get("micro_f1")) or 0.0, items)
+        return "%sentity micro-F1 %.3f %s" % (name, _num(r.get("micro_f1")) or 0.0, items)
     if shape == heldout.NUMBERS:
         mae = _num(r.get("mae"))
         return "%s%s%s" % (name, "MAE %.3f " % mae if mae is not None else "", items)
-    text = "%saccuracy %.3f, macro-F1 %.3f %s" % (name, _num(r["accuracy"]),
-                                                   _num(r.get("macro_f1")) or 0.0, items)
+    kappa = _num(r.get("qwk"))
+    text = "%s%saccuracy %.3f, macro-F1 %.3f %s" % (
+        name, "quadratic-weighted kappa %.3f, " % kappa if kappa is not None else "",
+        _num(r["accuracy"]), _num(r.get("macro_f1")) or 0.0, items)
     base = r.get("baseline") if isinstance(r.get("baseline"), dict) else {}
     if _num(base.get("accuracy")) is not None:
-        text += " (always answering %s would score %.3f)" % (base.get("label"),
-                                                              _num(base["accuracy"]))
+        text += " (always answering %s scores accuracy %.3f)" % (base.get("label"),
+                                                                  _num(base["accuracy"]))
     return text
 
 

@@ -88,13 +88,14 @@ def _score_rows(views: List[RunView]) -> Safe:
 
     rows = []
     for key, words in (("macro_f1", "held-out macro-F1"), ("accuracy", "held-out accuracy"),
-                       ("micro_f1", "held-out entity F1 (spans)"), ("mae", "held-out MAE"),
+                       ("qwk", "held-out quadratic-weighted kappa (Likert)"),
+                       ("micro_f1", "held-out entity micro-F1 (spans)"), ("mae", "held-out MAE"),
                        ("n", "held-out items (test split)")):
         values = [h(v, key) for v in views]
         if all(x is None for x in values):
             continue
         best = max((x for x in values if x is not None), default=None) \
-            if key in ("macro_f1", "accuracy", "micro_f1") else None
+            if key in ("macro_f1", "accuracy", "qwk", "micro_f1") else None
         shown = [MISSING if x is None else "%d" % x if key == "n" else "%.3f" % x
                  for x in values]
         rows.append(_row(words, [render("<td>{b}</td>", b=render(

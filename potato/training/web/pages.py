@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional
 
 from potato.markup import Safe, esc, join, render
 from potato.server.pages import json_script, layout
-from potato.training.reports import heldout
+from potato.training.reports import heldout, run_texts
 from potato.training.web import rating_cells, run_actions
 from potato.training.web.chart import chart_svg
 from potato.training.web.run_cells import (in_use_cell, message_box, metrics_table, pin_cell,
@@ -46,7 +46,8 @@ number = _num  # for the live card (live.py)
 
 
 def _holdout(view: RunView) -> Safe:
-    """Held-out macro-F1 first (what ``writeback.policy: best`` compares), then accuracy and n."""
+    """The held-out headline, named (what ``writeback.policy: best`` compares: macro-F1, the
+    kappa of an ordinal scale, entity micro-F1, MAE), then accuracy and n."""
     if view.holdout is None:
         return Safe("")
     h, shape = view.holdout.as_dict(), view.holdout.shape
@@ -54,7 +55,12 @@ def _holdout(view: RunView) -> Safe:
         return span_holdout_cell(h)
     if shape == heldout.NUMBERS:
         return rating_cells.holdout_cell(h)  # a run scored as numbers (slider, number)
-    return render('{f1:.3f} <span class="hint">(accuracy {acc:.3f}, n={n})</span>',
+    headline = view.holdout.headline
+    if headline.name == heldout.KAPPA:  # an ordinal scale: its kappa, as runs are compared
+        return render('κ {k:.3f} <span class="hint">(quadratic-weighted kappa; macro-F1 {f1:.3f}, '
+                      'n={n})</span>', k=headline.value or 0.0,
+                      f1=_num(h.get("macro_f1")) or 0.0, n=_num(h.get("n"), True) or 0)
+    return render('macro-F1 {f1:.3f} <span class="hint">(accuracy {acc:.3f}, n={n})</span>',
                   acc=_num(h.get("accuracy")), f1=_num(h.get("macro_f1")) or 0.0,
                   n=_num(h.get("n"), True) or 0)
 
@@ -101,7 +107,7 @@ def status_badge(view: RunView) -> Safe:
 
 
 RUNS_HEAD = ("Run", "Started", "Duration", "Trainer", "Params (not default)", "Schemes",
-             "Ran on", "Status", "Held-out macro-F1", "Predictions written", "In use")
+             "Ran on", "Status", "Held-out score", "Predictions written", "In use")
 
 
 def runs_rows(runs: List[RunView], pick: bool = False) -> Safe:
@@ -286,21 +292,24 @@ def training_page(cfg, backends: List[Dict[str, Any]], trainers: List[Dict[str, 
 
 def _scheme_report(name: str, r: Dict[str, Any]) -> Safe:
     """One scheme's held-out report: a sentence, the per-label table, the confusion matrix."""
-    shape = heldout.HeldOut.from_dict(r).shape
-    if shape == heldout.ENTITIES:
-        return span_report(name, r)
-    if shape == heldout.NUMBERS:
-        return rating_cells.number_report(name, r)
+    held = heldout.HeldOut.from_dict(r)
+    versus = (render('<p class="versus{cls}">{s}</p>', s=held.versus.sentence(),
+                     cls="" if held.versus.beats else " warning")
+              if held.versus is not None else Safe(""))
+    if held.shape == heldout.ENTITIES:
+        return join([span_report(name, r), versus])
+    if held.shape == heldout.NUMBERS:
+        return join([rating_cells.number_report(name, r), versus])
     ci = r.get("accuracy_ci95") or [0, 1]
     base = r.get("baseline") or {}
     head = render('<h3>{name}</h3><p class="report-summary">Accuracy <b>{acc:.3f}</b> (95% '
                   'interval {lo:.2f} to {hi:.2f}), macro-F1 <b>{f1:.3f}</b>, on {n} held-out '
-                  '(test split) items. Always answering <q>{bl}</q> would score {ba:.3f}: the '
-                  'model is {diff:+.3f} above that.</p>', name=name, acc=_num(r["accuracy"]),
+                  '(test split) items. Always answering <q>{bl}</q> scores accuracy {ba:.3f}; '
+                  'the model\'s is {diff}.</p>', name=name, acc=_num(r["accuracy"]),
                   lo=_num(ci[0]) or 0.0, hi=_num(ci[1]) or 0.0, f1=_num(r.get("macro_f1")) or 0.0,
                   n=_num(r.get("n"), True) or 0, bl=str(base.get("label")),
                   ba=_num(base.get("accuracy")) or 0.0,
-                  diff=_num(r.get("above_baseline")) or 0.0)
+                  diff=run_texts.above(_num(r.get("above_baseline")) or 0.0))
     note = (render('<p class="warning report-note" role="note">{n}</p>', n=r["note"])
             if r.get("note") else Safe(""))
     rows = join(render('<tr><th scope="row">{label}</th><td>{p:.3f}</td><td>{r:.3f}</td>'
@@ -312,7 +321,8 @@ def _scheme_report(name: str, r: Dict[str, Any]) -> Safe:
                    '<th scope="col">Precision</th><th scope="col">Recall</th>'
                    '<th scope="col">F1</th><th scope="col">Support</th></tr></thead>'
                    '<tbody>{rows}</tbody></table>', rows=rows)
-    return join([head, rating_cells.ordinal_line(r), note, table, _confusion(r.get("confusion"))])
+    return join([head, rating_cells.ordinal_line(r), versus, note, table,
+                 _confusion(r.get("confusion"))])
 
 
 def _confusion(c: Optional[Dict[str, Any]]) -> Safe:
@@ -399,7 +409,7 @@ def run_page(cfg, view: RunView, log: str, where: Any, message: str = "",
             row("Created", when(view.created_at)),
             row("Started", when(view.started_at)),
             row("Finished", when(view.finished_at)), row("Duration", _duration(view)),
-            row("Held-out macro-F1", _holdout(view)),
+            row("Held-out score", _holdout(view)),
             row("Write-back", writeback_section(view)) if view.writeback is not None else "",
             row("Metrics", metrics_table(view)) if view.metrics else "",
             row("Model files", where), row("In use", in_use_cell(view, use_refusal)),

@@ -96,7 +96,8 @@ def span_holdout_cell(h: Dict[str, Any]) -> Safe:
     """The runs table's held-out cell for a span scheme: its entity micro-F1 first."""
     f1 = h.get("micro_f1") if isinstance(h.get("micro_f1"), (int, float)) else 0.0
     n = h.get("n") if isinstance(h.get("n"), int) else 0
-    return render('{f1:.3f} <span class="hint">(entity F1, n={n})</span>', f1=float(f1), n=n)
+    return render('entity micro-F1 {f1:.3f} <span class="hint">(n={n})</span>', f1=float(f1),
+                  n=n)
 
 
 METRIC_NAMES = (("val_accuracy", "validation accuracy (val split, seen while training)"),

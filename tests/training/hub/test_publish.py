@@ -165,7 +165,7 @@ def test_card_of_a_lora_text_classifier():
     assert "- `adapter_config.json`" in text and "\\_" not in text
     assert ("Accuracy **0.800** (95% interval 0.71 to 0.87), macro-F1 **0.790**, on 90 "
             "held-out (test split) items. Always answering \"positive\"") in text
-    assert "would score 0.522: the model is +0.278 above that." in text
+    assert "scores accuracy 0.522; the model's is 0.278 higher." in text
     assert "| Label | Precision | Recall | F1 | Support |" in text
     assert "| neg\\|\\<b\\> | 0.810 | 0.740 | 0.770 | 43 |" in text  # no broken table, no tag
     assert "- params that differ from the trainer's defaults: `epochs=5`" in text

@@ -189,10 +189,10 @@ def test_a_span_report_with_no_usable_labels_has_an_empty_table():
 
 def test_the_runs_table_shows_a_span_runs_entity_f1_and_its_test_items():
     assert text(run_cells.span_holdout_cell({"micro_f1": 0.76522, "n": 60})) == \
-        "0.765 (entity F1, n=60)"
-    assert text(run_cells.span_holdout_cell({"micro_f1": 1, "n": 3})) == "1.000 (entity F1, n=3)"
+        "entity micro-F1 0.765 (n=60)"
+    assert text(run_cells.span_holdout_cell({"micro_f1": 1, "n": 3})) == "entity micro-F1 1.000 (n=3)"
     for bad in ({}, {"micro_f1": "0.9", "n": "60"}, {"micro_f1": None, "n": 6.0}):
-        assert text(run_cells.span_holdout_cell(bad)) == "0.000 (entity F1, n=0)"
+        assert text(run_cells.span_holdout_cell(bad)) == "entity micro-F1 0.000 (n=0)"
 
 
 # -- metrics --------------------------------------------------------------------------------------

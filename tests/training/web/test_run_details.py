@@ -68,7 +68,7 @@ def test_a_local_run_records_where_it_ran_and_the_params_that_differ(tmp_path, s
     assert run["params_changed"] == {"ngrams": 1}  # alpha=1.0 is the default
     assert run["warnings"] == []
     page = c.get("/admin/training", headers=H).text
-    for head in ("Started", "Params (not default)", "Held-out macro-F1", "Ran on", "In use"):
+    for head in ("Started", "Params (not default)", "Held-out score", "Ran on", "In use"):
         assert f'<th scope="col">{head}</th>' in page
     assert "<code>ngrams=1</code>" in page and "alpha=" not in page.split("runs-body")[1]
 

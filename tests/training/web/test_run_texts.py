@@ -19,26 +19,33 @@ pytestmark = pytest.mark.usefixtures("env")  # the test trainers, for server and
 CLASSES = {"n": 90, "accuracy": 0.8123, "macro_f1": 0.79,
            "baseline": {"label": "positive", "accuracy": 0.55}}
 WB = {"schemes": ["sentiment"], "written": 1234, "below_min_confidence": 12,
-      "min_confidence": 0.5, "unlabeled_skipped": 0}
+      "min_confidence": 0.5, "unlabeled_skipped": 0, "in_use": ["sentiment"]}
 
 
 def test_the_scored_sentence_reads_as_words():
     line = run_texts.scored_sentence({"per_scheme": {"sentiment": CLASSES}},
                                      WriteBack.from_dict(WB))
     assert line == ("held-out: sentiment: accuracy 0.812, macro-F1 0.790 on 90 test items "
-                    "(always answering positive would score 0.550). Write-back: 1234 "
+                    "(always answering positive scores accuracy 0.550). Write-back: 1234 "
                     "predictions written for sentiment, 12 below min_confidence 0.5 not "
                     "written.")
     assert "{" not in line
+    # the same run, not put in use: its predictions are kept, not shown
+    line = run_texts.scored_sentence({"per_scheme": {"sentiment": CLASSES}},
+                                     WriteBack.from_dict(dict(WB, in_use=[])))
+    assert line.endswith("Write-back: 1234 predictions kept for sentiment, not shown (the run "
+                         "is not in use), 12 below min_confidence 0.5 not written.")
 
 
 @pytest.mark.parametrize("holdout, wb, expected", [
     (None, {"schemes": []}, "held-out: no score (no labelled item fell in the test split). "
                             "Write-back: none (no scheme of this run is in writeback.schemas)."),
-    ({"kind": "span", "n": 1, "micro_f1": 0.5}, {"schemes": ["ents"], "written": 1},
-     "held-out: entity F1 0.500 on 1 test item. Write-back: 1 prediction written for ents."),
+    ({"kind": "span", "n": 1, "micro_f1": 0.5}, {"schemes": ["ents"], "written": 1,
+                                                 "in_use": ["ents"]},
+     "held-out: entity micro-F1 0.500 on 1 test item. Write-back: 1 prediction written for ents."),
     ({"per_scheme": {"stars": {"n": 4, "mae": 0.25}}}, {"schemes": ["stars"], "written": 3,
-                                                        "unlabeled_skipped": 2},
+                                                        "unlabeled_skipped": 2,
+                                                        "in_use": ["stars"]},
      "held-out: stars: MAE 0.250 on 4 test items. Write-back: 3 predictions written for stars, "
      "2 unlabelled items skipped (include_unlabeled: false)."),
     ({"per_scheme": "junk"}, "junk", "held-out: on 0 test items. Write-back: none (no scheme "

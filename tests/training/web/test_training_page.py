@@ -76,11 +76,11 @@ def test_runs_on_check_start_watch_cancel(page):
     cells = [c.text for c in row.find_elements("css selector", "td")]
     heads = [h.text for h in d.find_elements("css selector", "#runs-table thead th")]
     assert heads == ["Run", "Started", "Duration", "Trainer", "Params (not default)", "Schemes",
-                     "Ran on", "Status", "Held-out macro-F1", "Predictions written", "In use"]
+                     "Ran on", "Status", "Held-out score", "Predictions written", "In use"]
     assert re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d$", cells[1]) and cells[4] == "defaults"
     assert cells[3] == "text-naive-bayes" and cells[5] == "sentiment"
     assert cells[6] == "local" and cells[7] == "success"
-    assert cells[8].split()[0].startswith("0.") and cells[9].isdigit() and int(cells[9]) > 0
+    assert cells[8].startswith("macro-F1 0.") and cells[9].isdigit() and int(cells[9]) > 0
     assert cells[10] == "in use: sentiment"
     assert "success" == text_of(d, "#live-status")
 
