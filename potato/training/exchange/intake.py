@@ -4,7 +4,7 @@ recorded — the step, progress, metrics for the chart, the run log, and events.
 
 import json
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Set
 
 from potato.training.exchange import boundary
 from potato.training.reports import run_texts
@@ -42,6 +42,7 @@ class RunEvents:
         # a re-attached run's step before the restart: the first event after it puts it back
         # (its step said "waiting for the agent ... to report again" meanwhile)
         self.resume_step: Optional[str] = None
+        self.errors_said: Set[str] = set()  # the worker's errors already in the run log
 
     def many(self, batch) -> None:
         """A report's events: each checked and recorded, with one log write and one history
@@ -129,8 +130,11 @@ class RunEvents:
                 self._metrics.append(event)
             else:
                 runs.append_history(self.run_id, event)
-            self.log("metric %s = %s%s" % (event["name"], event["value"], " (epoch %s)"
-                                            % event["epoch"] if "epoch" in event else ""))
+            if not ("step" in event and event.get("split") == "train"):
+                # a training step's figure goes to the chart and the events file; the log
+                # keeps one line per epoch (and each validation figure)
+                self.log("metric %s = %s%s" % (event["name"], event["value"], " (epoch %s)"
+                                                % event["epoch"] if "epoch" in event else ""))
         elif kind == "where":
             before = dict(self.placement)
             self.placement.update((k, v) for k, v in event.items() if k not in ("type", "t"))
@@ -142,6 +146,8 @@ class RunEvents:
         elif kind in ("log", "error"):
             if kind == "log" and event["level"] == "warning":
                 self.warn(event["message"])
+            if kind == "error":
+                self.errors_said.add(event["message"])
             self.log(run_texts.worker_error_line(event) if kind == "error" else "%s: %s" % (
                 event.get("level", "info"), event["message"]))
         elif kind == "artifact":

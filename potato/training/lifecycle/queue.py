@@ -7,7 +7,6 @@ Only one process may own a project's queue at a time (``QueueLock``).
 """
 
 import fcntl
-import json
 import logging
 import os
 import secrets
@@ -148,8 +147,8 @@ class Manager:
     def submit(self, trainer, schemas, backend=None, params=None, auto=False) -> Run:
         req = self.resolve_request(trainer, schemas, backend, params)
         run, step = admission.admit(self, req, auto)  # under the lock a reload swaps under
-        self._log(run.run_id, "queued: trainer %s, schemas %s, backend %s, params %s" % (
-            run.trainer, ",".join(run.schemas), run.backend, json.dumps(run.params)))
+        self._log(run.run_id, "queued: trainer %s on %s, backend %s; params: %s" % (
+            run.trainer, ", ".join(run.schemas), run.backend, run_texts.params_words(run.params)))
         if step:
             self.runs.update(run.run_id, step=step)
             self._log(run.run_id, step)
@@ -378,8 +377,14 @@ class Manager:
             outcome.error = run_texts.said(outcome.status, outcome.error)
             step = {"success": "finished", "cancelled": outcome.error}.get(outcome.status, "failed")
             self.runs.finish(run_id, outcome.status, outcome.error, step=step, **fields)
-            self._log(run_id, "%s%s" % (outcome.status, ": " + outcome.error
-                                        if outcome.error and outcome.status != "success" else ""))
+            if outcome.status == "error" and outcome.error in on_event.errors_said:
+                self._log(run_id, "failed (the worker's error above)")  # said once
+            elif outcome.status == "error":
+                self._log(run_id, "failed: %s" % outcome.error)
+            else:
+                self._log(run_id, "%s%s" % (outcome.status, ": " + outcome.error
+                                            if outcome.error and outcome.status != "success"
+                                            else ""))
         except Exception as e:
             log.exception("run %s failed in the server", run_id)
             if ctx.shutdown.is_set() and backend.survives_restart:

@@ -99,3 +99,21 @@ def left_out_sentence(name: str, short, minimum: int) -> str:
                                          "%d labelled item%s" % (n, "" if n == 1 else "s"))
                          for x, n in short.items()),
                minimum, "it" if len(short) == 1 else "them"))
+
+
+def params_words(params: Any) -> str:
+    """A run's params for its log: ``alpha 0.5, model "distilbert-base-uncased"`` (strings
+    quoted, lists and mappings as short JSON), "none" without any."""
+    if not isinstance(params, dict) or not params:
+        return "none"
+    out = []
+    for key, value in params.items():
+        if isinstance(value, bool):
+            text = "true" if value else "false"
+        elif isinstance(value, (int, float)) or value is None:
+            text = "none" if value is None else "%g" % value
+        else:
+            text = json.dumps(value, ensure_ascii=False)
+            text = text if len(text) <= 120 else text[:117] + "..."
+        out.append("%s %s" % (key, text))
+    return ", ".join(out)

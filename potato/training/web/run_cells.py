@@ -103,15 +103,19 @@ def span_holdout_cell(h: Dict[str, Any]) -> Safe:
 METRIC_NAMES = (("val_accuracy", "validation accuracy (val split, seen while training)"),
                 ("train_loss", "training loss (last epoch)"),
                 ("train_seconds", "training time, seconds"),
+                ("train_items", "items trained on (train split)"),
+                ("val_items", "validation items (val split)"),
                 ("predictions", "predictions made"))
 
 
 def metric_name(key: str) -> str:
-    """A metric's key in words (``sentiment.val_accuracy``: "sentiment: validation ...")."""
+    """A metric's key in words (``sentiment.val_accuracy``: "sentiment: validation ...";
+    an unknown ``sentiment.best_epoch``: "sentiment: best epoch")."""
     for suffix, words in METRIC_NAMES:
         if key == suffix or key.endswith("." + suffix):
             return "%s%s" % (key[:-len(suffix) - 1] + ": " if key != suffix else "", words)
-    return key
+    scheme, dot, name = key.rpartition(".")
+    return "%s%s" % (scheme + ": " if dot else "", name.replace("_", " "))
 
 
 def metric_text(v: Any) -> str:

@@ -201,6 +201,17 @@ def test_metric_goes_to_the_history_and_the_log(ev):
     assert len(events_file(ev)) == 2
 
 
+def test_a_training_steps_metric_goes_to_the_chart_not_the_log(ev):
+    for step in (1, 2, 3):
+        ev({"type": "metric", "name": "loss", "value": 1.0 / step, "step": step, "epoch": 1,
+            "split": "train"})
+    ev({"type": "metric", "name": "accuracy", "value": 0.8, "step": 3, "epoch": 1,
+        "split": "val"})
+    assert [c[0] for c in ev.runs.calls] == ["history"] * 4  # all four on the chart
+    assert ev.logs == ["metric accuracy = 0.8 (epoch 1)"]  # the validation figure only
+    assert len(events_file(ev)) == 4
+
+
 def test_many_writes_once(ev):
     ev.many([{"type": "metric", "name": "a", "value": 1}, {"type": "bad"},
              {"type": "metric", "name": "b", "value": 2, "epoch": 1},

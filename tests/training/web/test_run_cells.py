@@ -205,7 +205,13 @@ def test_metric_names_are_said_in_words_with_their_scheme():
     assert run_cells.metric_name("a.b.train_loss") == "a.b: training loss (last epoch)"
     assert run_cells.metric_name("train_seconds") == "training time, seconds"
     assert run_cells.metric_name("who.predictions") == "who: predictions made"
-    for other in ("xval_accuracy", "val_accuracy.x", "loss", ""):
+    assert run_cells.metric_name("sentiment.train_items") == \
+        "sentiment: items trained on (train split)"
+    # a name it does not know, in words: its scheme before a colon, underscores as spaces
+    assert run_cells.metric_name("xval_accuracy") == "xval accuracy"
+    assert run_cells.metric_name("sentiment.best_epoch") == "sentiment: best epoch"
+    assert run_cells.metric_name("val_accuracy.x") == "val_accuracy: x"
+    for other in ("loss", ""):
         assert run_cells.metric_name(other) == other
 
 

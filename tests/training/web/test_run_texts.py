@@ -167,3 +167,31 @@ def test_the_help_lists_trainers_and_their_params(action, capsys):
     out = "".join(capsys.readouterr().out.split())  # help wraps lines, at hyphens too
     assert "text-naive-bayes,hf-text-classification" in out
     assert "text-naive-bayes:alpha,ngrams,min_count,calibrate" in out
+
+
+def test_params_are_logged_as_words_not_json():
+    assert run_texts.params_words({"alpha": 0.5, "ngrams": 2, "calibrate": True,
+                                   "model": "distilbert-base-uncased", "seed": None,
+                                   "layers": [1, 2]}) == (
+        'alpha 0.5, ngrams 2, calibrate true, model "distilbert-base-uncased", seed none, '
+        'layers [1, 2]')
+    assert run_texts.params_words({}) == "none" and run_texts.params_words(None) == "none"
+    long = run_texts.params_words({"prompt": "x" * 500})
+    assert long.endswith('..."') is False and long.endswith("...") and len(long) < 140
+
+
+def test_a_runs_log_reads_as_sentences(tmp_path, serve):
+    """Issue 35, item 9: no JSON or Python reprs, one line per epoch, the error said once."""
+    _, url = serve(make_project(tmp_path))
+    c = Client(url)
+    run = wait_run(c, start_run(c, trainer="text-naive-bayes", schemas=["sentiment"],
+                                params={"alpha": 0.5}))
+    log = c.get("/admin/training/api/runs/%s/log" % run["run_id"], headers=H).text
+    queued = next(x for x in log.splitlines() if "queued: " in x)
+    assert "queued: trainer text-naive-bayes on sentiment, backend local; params: " in queued
+    assert "alpha 0.5" in queued and "{" not in queued
+    assert "ties skipped: {" not in log and "no tie skipped" in log
+    failed = wait_run(c, start_run(c, trainer="test-sigkill", schemas=["sentiment"]))
+    assert failed["status"] == "error"
+    log = c.get("/admin/training/api/runs/%s/log" % failed["run_id"], headers=H).text
+    assert log.count(failed["error"]) == 1, log
