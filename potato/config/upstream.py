@@ -72,6 +72,11 @@ POLICY: Dict[str, Policy] = {
     "max_annotations_per_user": Policy(IMPLEMENTED, "an integer: at most this many items per "
                                                     "annotator (-1: no limit)"),
     "require_fully_annotated": Policy(IMPLEMENTED, "true: every scheme needs an answer"),
+    "assignment_strategy": Policy(IMPLEMENTED, "fixed_order (data-file order, the default), "
+                                               "random (one shuffled order, the same for every "
+                                               "annotator) or least_annotated (the items the "
+                                               "fewest annotators have labelled or been given "
+                                               "first)"),
     "instance_display": Policy(IMPLEMENTED, "text, dialogue, spreadsheet, image and audio "
                                             "fields on the annotate page"),
     # accepted, not used here ----------------------------------------------------------------
@@ -86,7 +91,7 @@ POLICY: Dict[str, Policy] = {
                                     "annotation_output_format", "export")},
     **{k: _acc("features not in this Potato") for k in (
         "alert_time_each_instance", "max_session_seconds", "ai_support", "active_learning",
-        "assignment_strategy", "automatic_assignment", "random_seed", "chat_support",
+        "automatic_assignment", "random_seed", "chat_support",
         "icl_labeling", "llm_labeling", "pre_annotation", "agreement_metrics", "adjudication",
         "quality_control", "min_annotators_per_instance", "persist_sessions",
         "session_lifetime_days", "secret_key", "partial_loading",
@@ -172,6 +177,7 @@ class Upstream:
     port: Optional[int] = None
     per_item: Optional[int] = None   # annotators per item; None: every annotator gets it
     per_user: Optional[int] = None   # items per annotator; None: all of them
+    strategy: str = "fixed_order"    # assignment_strategy: one of STRATEGIES
     all_required: bool = False
     display: List[DisplayField] = field(default_factory=list)
 
@@ -279,8 +285,27 @@ def _parse(r: Reader, raw: Dict[str, Any], up: Upstream) -> None:
     cap = _limit(r, m, "max_annotations_per_item")
     up.per_item = min(x for x in (per_item, cap) if x) if per_item or cap else None
     up.per_user = _limit(r, m, "max_annotations_per_user")
+    if "assignment_strategy" in m:
+        up.strategy = _strategy(r, m["assignment_strategy"])
     if "instance_display" in m:
         up.display = _display(r, m["instance_display"])
+
+
+STRATEGIES = ("fixed_order", "least_annotated", "random")
+
+
+def _strategy(r: Reader, value: Any) -> str:
+    """upstream's assignment_strategy: the ones implemented here, or a warning that says what
+    annotators get instead (data-file order)."""
+    if isinstance(value, str) and value.strip().lower() in STRATEGIES:
+        return value.strip().lower()
+    r.warn(("assignment_strategy",), "assignment_strategy %s is upstream Potato's and not "
+                                     "implemented here: annotators get items in data-file order "
+                                     "(fixed_order). Use fixed_order, random or "
+                                     "least_annotated (the items the fewest annotators have "
+                                     "labelled first)."
+           % (repr(value)[:60] if not isinstance(value, str) else value[:60]))
+    return "fixed_order"
 
 
 def _limit(r: Reader, m: Dict[str, Any], key: str) -> Optional[int]:

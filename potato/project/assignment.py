@@ -5,7 +5,9 @@ upstream Potato's ``num_annotators_per_item`` / ``max_annotations_per_item`` (at
 annotators per item) or ``max_annotations_per_user`` (at most N items per annotator), each
 annotator gets items one at a time, the first item in data-file order that fewer than N
 annotators have been given; what was given stays theirs (table ``assignments``, in the
-project's store). Handing out an item is one write transaction, so two annotators arriving at
+project's store). With ``assignment_strategy: least_annotated`` the next item is instead the
+one the fewest annotators have labelled or been given (data-file order among equals), so a new
+annotator of a project whose first items are labelled starts where labels are needed. Handing out an item is one write transaction, so two annotators arriving at
 once never push an item past its limit.
 """
 
@@ -43,6 +45,10 @@ class AllItems:
     def first_unlabelled(self, user: str) -> int:
         return self.store.first_unlabelled(user)
 
+    def position_of(self, user: str, item_id: str) -> Optional[int]:
+        """Where an item is in this annotator's walk (None: not an active item)."""
+        return self.store.position_of(item_id)
+
     def may_label(self, user: str, item_id: str) -> bool:
         return True
 
@@ -52,9 +58,11 @@ class Limited(AllItems):
 
     limited = True
 
-    def __init__(self, store: Store, per_item: Optional[int], per_user: Optional[int]):
+    def __init__(self, store: Store, per_item: Optional[int], per_user: Optional[int],
+                 strategy: str = "fixed_order"):
         super().__init__(store)
         self.per_item, self.per_user = per_item, per_user
+        self.strategy = strategy
         store.conn().executescript(TABLE)
 
     def assigned(self, user: str) -> List[str]:
@@ -91,8 +99,8 @@ class Limited(AllItems):
                 return self.store.item(ids[position])
             if position != len(ids) or self.per_user is not None and len(ids) >= self.per_user:
                 return None
-            row = db.execute("SELECT i.id " + self._open_sql() + " ORDER BY i.position LIMIT 1",
-                             (user,)).fetchone()
+            row = db.execute("SELECT i.id " + self._open_sql() + " ORDER BY " + self._order()
+                             + " LIMIT 1", (user,)).fetchone()
             if row is None:
                 return None
             seq = db.execute("SELECT COALESCE(MAX(seq), -1) + 1 FROM assignments WHERE "
@@ -101,11 +109,25 @@ class Limited(AllItems):
                        "(?, ?, ?, ?)", (user, row[0], seq, time.time()))
         return self.store.item(row[0])
 
+    def _order(self) -> str:
+        if self.strategy == "least_annotated":  # fewest annotators (labelled or given) first
+            return ("(SELECT COUNT(*) FROM (SELECT annotator FROM annotations WHERE "
+                    "item_id=i.id UNION SELECT annotator FROM assignments WHERE "
+                    "item_id=i.id)), i.position")
+        if self.strategy == "random":  # one shuffled order: a fixed permutation of positions
+            return "(i.position * 2654435761 + 40503) % 4294967291, i.position"
+        return "i.position"
+
     def first_unlabelled(self, user: str) -> int:
         ids = self.assigned(user)
         done = {r[0] for r in self.store.conn().execute(
             "SELECT DISTINCT item_id FROM annotations WHERE annotator=?", (user,))}
         return next((n for n, i in enumerate(ids) if i not in done), len(ids))
+
+    def position_of(self, user: str, item_id: str) -> Optional[int]:
+        """Where an item is among those given to this annotator (None: not given to them)."""
+        ids = self.assigned(user)
+        return ids.index(item_id) if item_id in ids else None
 
     def may_label(self, user: str, item_id: str) -> bool:
         return item_id in self.assigned(user)
@@ -113,6 +135,6 @@ class Limited(AllItems):
 
 def for_config(cfg, store: Store) -> AllItems:
     up = cfg.upstream
-    if up.per_item is None and up.per_user is None:
+    if up.per_item is None and up.per_user is None and up.strategy == "fixed_order":
         return AllItems(store)
-    return Limited(store, up.per_item, up.per_user)
+    return Limited(store, up.per_item, up.per_user, up.strategy)

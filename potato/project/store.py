@@ -178,6 +178,15 @@ class Store:
             "SELECT id, text, data FROM items WHERE active=1 ORDER BY position LIMIT 1 OFFSET ?",
             (index,)).fetchone()
 
+    def position_of(self, item_id: str) -> Optional[int]:
+        """An active item's place in data-file order, from 0 (None: no such active item)."""
+        row = self.conn().execute("SELECT position FROM items WHERE id=? AND active=1",
+                                  (item_id,)).fetchone()
+        if row is None:
+            return None
+        return self.conn().execute("SELECT COUNT(*) FROM items WHERE active=1 AND position < ?",
+                                   (row[0],)).fetchone()[0]
+
     def item(self, item_id: str) -> Optional[sqlite3.Row]:
         return self.conn().execute("SELECT id, text, data, active FROM items WHERE id=?",
                                    (item_id,)).fetchone()

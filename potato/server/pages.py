@@ -144,6 +144,8 @@ def annotate_page(cfg: Config, now: Annotating, max_body: int = 0) -> str:
     if with_media and not item["text"] and not text_attr:  # an image or audio item alone
         item_text = ""
     first_open = min(first_unlabelled, total)
+    zero = (" (<kbd>0</kbd> the tenth)" if any(k == "0" for s in cfg.schemes
+                                                for k in s.label_keys) else "")
     resume = (f'<a href="/annotate?resume=1" id="resume">Go to the first item you have not '
               f'labelled (item {first_open + 1})</a>' if first_open < position else "")
     body = f"""{progress}{display.instructions(cfg)}
@@ -164,10 +166,13 @@ def annotate_page(cfg: Config, now: Annotating, max_body: int = 0) -> str:
   <p class="error" id="required-missing" role="alert" hidden></p>
   <p class="warning" id="nothing-chosen" role="alert" hidden>Nothing is chosen for this item.
   Choose a label (<kbd>1</kbd>–<kbd>9</kbd>), or press <kbd>Enter</kbd> again to skip it.</p>
-  <p class="hint">Keys: <kbd>1</kbd>–<kbd>9</kbd> choose a label, <kbd>A</kbd> accepts the
+  <p class="hint">Keys: <kbd>1</kbd>–<kbd>9</kbd>{zero} choose a label, <kbd>A</kbd> accepts the
   model's suggestion, <kbd>Enter</kbd> saves and moves on, <kbd>&larr;</kbd> goes back.
   {resume}</p>
-</form>{'</div>' if with_media else ''}"""
+</form>
+<form method="get" action="/annotate" class="jump"><label>Go to item
+  <input name="item" size="14" maxlength="200" placeholder="id or number" autocomplete="off">
+  </label> <button type="submit">Go</button></form>{'</div>' if with_media else ''}"""
     return layout("Annotate", body, cfg, user, admin, "".join(scripts))
 
 

@@ -123,6 +123,10 @@ def _annotate_routes(app) -> None:
             app.store.set_position(user, queue.first_unlabelled(user))
             h.redirect("/annotate")
             return
+        if h.query.get("item"):  # the jump box: an item's id, or its number
+            app.store.set_position(user, _jump(queue, user, h.query["item"][-1]))
+            h.redirect("/annotate")
+            return
         position = max(0, min(_position(h, user), queue.total(user)))
         item = queue.item_at(user, position)
         total = queue.total(user)
@@ -164,6 +168,20 @@ def _annotate_routes(app) -> None:
         else:
             app.store.set_position(user, new_position)
         h.redirect("/annotate")
+
+
+def _jump(queue, user: str, wanted: str) -> int:
+    """The position of the item an annotator asked for in the jump box (an id, or a number
+    counted from 1), or an HTTPError that says why there is none."""
+    wanted = wanted.strip()[:200]
+    total = queue.total(user)
+    position = queue.position_of(user, wanted)
+    if position is not None:
+        return position
+    if wanted.isdigit() and 1 <= int(wanted) <= total:
+        return int(wanted) - 1
+    raise HTTPError(404, "There is no item %r among your %d items: give an item's id (as shown "
+                         "above its text) or its number, 1 to %d." % (wanted, total, total))
 
 
 def _form_labels(cfg, form, text: str) -> dict:

@@ -14,6 +14,7 @@ from potato.project.assignment import AllItems, Limited, for_config
 from potato.config.settings import load
 from potato.project.data import load_items
 from potato.project.store import Store
+from potato.project.validation import check
 from tests.helpers import Client
 
 CONFIG = """\
@@ -333,3 +334,77 @@ def test_a_request_that_raced_an_item_leaving_gives_nothing_out_of_turn(store, m
     assert q.item_at("a", 2) is None  # a's list is one item shorter now: position 2 is not next
     assert real(q, "a") == ["i00"]
     assert q.item_at("a", 1)["id"] == "i02"
+
+
+# -- assignment_strategy (issue 35, item 2) and the jump box ---------------------------------------
+
+def walk(queue, user, n):
+    return [queue.item_at(user, k)["id"] for k in range(n)]
+
+
+def test_least_annotated_starts_a_new_annotator_where_labels_are_needed(store):
+    cfg, s = store("assignment_strategy: least_annotated")
+    assert cfg.upstream.strategy == "least_annotated"
+    for k in range(8):  # the first eight items were labelled by gold (imported, say)
+        s.save_labels("gold", "i%02d" % k, {"sentiment": "positive"})
+    s.save_labels("ann", "i09", {"sentiment": "negative"})
+    s.save_labels("bob", "i09", {"sentiment": "negative"})
+    queue = for_config(cfg, s)
+    # nobody has i08, i10, i11; then the items one annotator has, in order; i09 (two) last
+    expected = ["i08", "i10", "i11"] + ["i%02d" % k for k in range(8)] + ["i09"]
+    assert walk(queue, "dana", 12) == expected
+    assert walk(queue, "dana", 12) == expected  # what was given stays theirs, in that order
+    assert queue.item_at("eve", 0)["id"] == "i08"  # one annotator each now (dana): i08 first
+    # with a per-item limit as well (the same project: every item was given to dana), the
+    # limit holds
+    cfg, s = store("assignment_strategy: least_annotated\nnum_annotators_per_item: 1")
+    assert for_config(cfg, s).item_at("fay", 0) is None
+
+
+def test_random_is_one_shuffled_order_for_everyone(store):
+    cfg, s = store("assignment_strategy: random")
+    queue = for_config(cfg, s)
+    first = walk(queue, "a", 12)
+    assert sorted(first) == ["i%02d" % k for k in range(12)]  # every item, once
+    assert first != sorted(first)  # shuffled
+    assert walk(queue, "b", 12) == first  # the same order for another annotator
+
+
+def test_fixed_order_is_the_data_file_and_other_strategies_say_so(store, tmp_path):
+    cfg, s = store("assignment_strategy: fixed_order")
+    assert isinstance(for_config(cfg, s), AllItems) and not for_config(cfg, s).limited
+    path = project(tmp_path, "assignment_strategy: active_learning")
+    cfg, errors, _ = load(path)
+    assert not errors and cfg.upstream.strategy == "fixed_order"
+    _, report = check(path)
+    assert any("assignment_strategy active_learning is upstream Potato's and not implemented "
+               "here: annotators get items in data-file order" in w.message
+               for w in report.warnings)
+
+
+def test_the_jump_box_opens_an_item_by_id_or_number(tmp_path, serve):
+    _, url = serve(project(tmp_path))
+    c = Client(url)
+    c.login("dana")
+    page = c.get("/annotate").text
+    assert '<form method="get" action="/annotate" class="jump">' in page and shown(page) == "i00"
+    r = c.get("/annotate?item=i07")
+    assert r.status == 303
+    assert shown(c.get("/annotate").text) == "i07"
+    c.get("/annotate?item=3")
+    assert shown(c.get("/annotate").text) == "i02"
+    r = c.get("/annotate?item=%3Cb%3Enope")
+    assert r.status == 404 and "There is no item" in r.text and "<b>nope" not in r.text
+    assert "&lt;b&gt;nope" in r.text and "among your 12 items" in r.text
+    assert "or its number, 1 to 12." in r.text
+    assert c.get("/annotate?item=13").status == 404
+    assert shown(c.get("/annotate").text) == "i02"  # where it was
+
+
+def test_the_jump_box_keeps_to_the_items_given_under_limits(tmp_path, serve):
+    _, url = serve(project(tmp_path, "max_annotations_per_user: 2"))
+    c = Client(url)
+    c.login("dana")
+    assert shown(c.get("/annotate").text) == "i00"
+    assert c.get("/annotate?item=i05").status == 404  # not given to dana
+    assert c.get("/annotate?item=i00").status == 303

@@ -36,5 +36,12 @@
       return;
     }
     el.addEventListener("error", function () { failed(fig, kind); });
+    // A small image (a 32-pixel digit) scaled up stays sharp: its pixels, not a blur.
+    function sharpen() {
+      if (el.naturalWidth > 0 && el.naturalWidth <= 128) el.classList.add("pixelated");
+    }
+    if (el.tagName === "IMG") {
+      if (el.complete) sharpen(); else el.addEventListener("load", sharpen);
+    }
   });
 })();
