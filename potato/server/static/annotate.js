@@ -102,16 +102,18 @@
   function next() {
     if (mayGo()) form.querySelector('button[value="next"]').click();
   }
-  // A slider holds no answer until it is moved: its hidden field gets the value then.
+  // A slider holds no answer until it is moved or clicked (a click at its start value is an
+  // answer too, though the value does not change): its hidden field gets the value then.
   form.querySelectorAll("input[type=range][data-slider]").forEach(function (r) {
     var wrap = r.closest("fieldset");
-    r.addEventListener("input", function () {
+    function set() {
       wrap.querySelector("input[type=hidden][name^='label:']").value = r.value;
       wrap.querySelector("output.slider-value").textContent = r.value;
       var unset = wrap.querySelector(".slider-unset");
       if (unset) unset.hidden = true;
       mark();
-    });
+    }
+    ["input", "change", "click"].forEach(function (name) { r.addEventListener(name, set); });
   });
   // A Likert, slider or number suggestion pre-selects its value, only in a scheme where the
   // annotator has no answer yet (never over their own); the scheme is marked "suggested"

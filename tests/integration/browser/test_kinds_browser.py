@@ -231,7 +231,9 @@ def test_likert_keys_slider_and_text_box(tmp_path, serve, browser):
     assert hidden.get_attribute("value") == ""
     assert d.find_element("css selector", ".slider-unset").is_displayed()
     slider = d.find_element("css selector", "input[type=range][data-slider=temp]")
-    slider.click()
+    slider.click()  # at its middle, the start value: an answer, though nothing moved
+    wait_for(d, lambda d: hidden.get_attribute("value") == "5", what="the start value set")
+    assert not d.find_element("css selector", ".slider-unset").is_displayed()
     keys(d, Keys.HOME, Keys.ARROW_RIGHT, Keys.ARROW_RIGHT, Keys.ARROW_LEFT)
     assert hidden.get_attribute("value") == "1"
     assert d.find_element("css selector", "output.slider-value").text == "1"
