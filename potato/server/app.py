@@ -7,6 +7,7 @@ adds training's routes with ``App.route``. This package imports nothing of ``pot
 from __future__ import annotations
 
 import hashlib
+import os
 import logging
 import re
 import sys
@@ -47,6 +48,11 @@ class App:
             cfg.server.host, cfg.server_url)
         key = (cfg.admin_api_key or "").encode("utf-8")
         self.admin_session_name = "admin:" + hashlib.sha256(b"potato-admin\0" + key).hexdigest()[:32]
+        # Cookies are per host, not per port: each project's names its own (its store's path),
+        # so two projects on one host do not log each other out.
+        project = hashlib.sha256(os.path.abspath(cfg.db_path).encode("utf-8", "replace"))
+        self.session_cookie = "potato_session_" + project.hexdigest()[:10]
+        self.admin_cookie = "potato_admin_" + project.hexdigest()[:10]
         self.login_limiter = safety.LoginLimiter()
         # New annotator names per client (each makes a row and a session): a class behind one
         # NAT address fits, a script making thousands does not (server.new_names_per_hour).

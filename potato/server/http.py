@@ -264,7 +264,7 @@ class Handler(Bodies, Uploads, Downloads, BaseHTTPRequestHandler):
             if hmac.compare_digest(given.encode("utf-8", "replace"), key.encode()):
                 return True
             self.app.login_limiter.failed(client)
-        token = self.cookie("potato_admin")
+        token = self.cookie(self.app.admin_cookie)
         if token and self.app.store.session(token, "admin") == self.app.admin_session_name:
             return True  # a session made under the current admin_api_key, not an older one
         return bool(self.app.config.debug and self.client_is_loopback()
@@ -278,7 +278,7 @@ class Handler(Bodies, Uploads, Downloads, BaseHTTPRequestHandler):
                    for k in self.headers.keys())
 
     def annotator(self) -> Optional[str]:
-        token = self.cookie("potato_session")
+        token = self.cookie(self.app.session_cookie)
         return self.app.store.session(token, "annotator") if token else None
 
     def _check_access(self, access: str) -> None:

@@ -77,7 +77,7 @@ def _login_routes(app) -> None:
         app.store.set_position(username, app.store.first_unlabelled(username))
         token = secrets.token_urlsafe(32)
         app.store.add_session(token, "annotator", username, SESSION_TTL_S)
-        h.set_cookie("potato_session", token, SESSION_TTL_S, same_site="Lax")
+        h.set_cookie(app.session_cookie, token, SESSION_TTL_S, same_site="Lax")
         if "json" in (h.headers.get("Content-Type") or ""):
             h.send_json({"ok": True, "username": username})
         else:
@@ -85,10 +85,10 @@ def _login_routes(app) -> None:
 
     @app.route("POST", r"/logout")
     def logout(h):
-        token = h.cookie("potato_session")
+        token = h.cookie(app.session_cookie)
         if token:
             app.store.drop_session(token)
-        h.set_cookie("potato_session", "", 0, same_site="Lax")
+        h.set_cookie(app.session_cookie, "", 0, same_site="Lax")
         h.redirect("/login")
 
 
@@ -324,15 +324,15 @@ def _admin_routes(app) -> None:
         token = secrets.token_urlsafe(32)
         # The session names the key it was made under: a new admin_api_key ends old sessions.
         app.store.add_session(token, "admin", app.admin_session_name, ADMIN_SESSION_TTL_S)
-        h.set_cookie("potato_admin", token, ADMIN_SESSION_TTL_S, same_site="Strict")
+        h.set_cookie(app.admin_cookie, token, ADMIN_SESSION_TTL_S, same_site="Strict")
         h.redirect(nxt)
 
     @app.route("POST", r"/admin/logout")
     def admin_logout(h):
-        token = h.cookie("potato_admin")
+        token = h.cookie(app.admin_cookie)
         if token:
             app.store.drop_session(token)
-        h.set_cookie("potato_admin", "", 0)
+        h.set_cookie(app.admin_cookie, "", 0)
         h.redirect("/admin/login")
 
     def _stats():

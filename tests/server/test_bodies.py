@@ -142,7 +142,7 @@ def annotator_cookie(app):
     out = handle_in_memory(app, http_request("POST", "/login", b"username=alice", {
         "Content-Type": "application/x-www-form-urlencoded"}))
     assert out[0][0] == 303, out
-    return re.search(r"potato_session=[^;]+", out[0][1]["set-cookie"]).group(0)
+    return re.search(r"potato_session_[0-9a-f]+=[^;]+", out[0][1]["set-cookie"]).group(0)
 
 
 # -- the caps ---------------------------------------------------------------------------------

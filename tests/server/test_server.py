@@ -111,14 +111,16 @@ def test_admin_api_key_and_session(project, serve):
     r = c.post("/admin/login", form={"key": ADMIN_KEY, "next": "https://evil.example/"})
     assert r.status == 303 and r.headers["Location"] == "/admin"
     cookie = r.headers["Set-Cookie"]
-    assert "potato_admin=" in cookie and "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    assert re.match(r"potato_admin_[0-9a-f]{10}=", cookie)  # the project's own name
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
     page = c.get("/admin")
     assert page.status == 200 and "6 items" in page.text
     assert c.json("GET", "/admin/api/stats")[1]["items"] == 6
     # Logged out: the cookie no longer works.
-    token = c.cookies["potato_admin"]
+    [name] = [k for k in c.cookies if k.startswith("potato_admin_")]
+    token = c.cookies[name]
     c.post("/admin/logout")
-    c.cookies["potato_admin"] = token
+    c.cookies[name] = token
     assert c.get("/admin").status == 303
 
 
@@ -274,3 +276,26 @@ def test_watcher_picks_up_new_items(project, serve, tmp_path, monkeypatch):
     while "late" not in server.app.store.item_ids() and time.time() < deadline:
         time.sleep(0.05)
     assert "late" in server.app.store.item_ids()
+
+
+def test_two_projects_on_one_host_keep_their_own_sessions(tmp_path, serve):
+    """Issue 35, item 10: cookies are per host, not per port; each project names its own, so
+    logging in to one does not log the browser out of the other."""
+    from tests.helpers import make_project
+
+    urls = []
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        urls.append(serve(make_project(tmp_path / name))[1])
+    jar = {}  # one browser: one cookie jar for the host
+    for url in urls:
+        c = Client(url)
+        c.login("dana")
+        assert c.post("/admin/login", form={"key": ADMIN_KEY, "next": "/admin"}).status == 303
+        jar.update(c.cookies)
+    assert len(jar) == 4  # a session and an admin cookie for each project, none overwritten
+    for url in urls:
+        c = Client(url)
+        c.cookies.update(jar)
+        assert c.get("/annotate").status == 200
+        assert c.get("/admin").status == 200
