@@ -30,7 +30,8 @@ from potato.server.app import App, Server
 from potato.project.store import Store
 from potato.training.web import agent_routes, api
 from potato.training.lifecycle import reload
-from potato.training.lifecycle.queue import Manager, QueueLock
+from potato.training.lifecycle.queue import Manager
+from potato.training.lifecycle.queue_lock import QueueLock
 
 log = logging.getLogger("potato.server")
 
@@ -103,6 +104,8 @@ class Service:
             except OSError as e:
                 raise CannotListen(e.errno, e.strerror) from e
             self.manager.listening_on(self.http.server_address[1])
+            if self.lock is not None:
+                self.lock.note_port(self.http.server_address[1])
             if tls:
                 ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
                 ctx.load_cert_chain(cfg.server.tls_cert, cfg.server.tls_key)

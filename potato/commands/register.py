@@ -11,6 +11,7 @@ from potato.project.store import Store
 from potato.training.exchange import wheel
 from potato.training.backends import polled_by_agents
 from potato.training.core.tokens import AgentTokens
+from potato.training.lifecycle.queue_lock import QueueLock
 
 
 def guess_host(bound: str) -> str:
@@ -66,14 +67,17 @@ def torch_hint(install: str) -> str:
 
 
 def server_url(cfg) -> Tuple[str, bool]:
-    """(the URL agents use to reach this server, whether it is only a guess)."""
+    """(the URL agents use to reach this server, whether it is only a guess): server_url, else
+    this machine's address with the port of the project's running server (``potato start
+    --port`` may differ from server.port), else server.port."""
     if cfg.server_url:
         return cfg.server_url, False
     host = guess_host(cfg.server.host)
     if ":" in host:
         host = "[%s]" % host  # an IPv6 address in a URL
     scheme = "https" if cfg.server.tls_cert else "http"
-    return "%s://%s:%d" % (scheme, host, cfg.server.port), True
+    port = QueueLock(cfg.output_dir).running_port() or cfg.server.port
+    return "%s://%s:%d" % (scheme, host, port), True
 
 
 def register(cfg, name: str) -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from potato.project import display
 from potato.config.settings import Config
@@ -121,25 +121,7 @@ def annotate_page(cfg: Config, now: Annotating, max_body: int = 0) -> str:
     # The exact text as JSON: HTML turns CR LF into LF, and span offsets count every character.
     text_attr = (f' data-text="{esc(json.dumps(item["text"]))}"'
                  if any(s.kind.marks_text for s in cfg.schemes) else "")
-    suggestions = []
-    for scheme in cfg.schemes:
-        p = predictions.get(scheme.name)
-        if p and scheme.kind.suggests_labels and _choice_label(p["label"]):
-            label = ", ".join(p["label"]) if isinstance(p["label"], list) else p["label"]
-            labels_json = json.dumps(p["label"] if isinstance(p["label"], list)
-                                     else [p["label"]])
-            suggestions.append(f'<p class="suggestion" data-scheme="{esc(scheme.name)}" '
-                               f'data-labels="{esc(labels_json)}">Model suggests: '
-                               f'<b>{esc(label)}</b>, {p["confidence"]:.2f} '
-                               f'<button type="button" class="link accept-suggestion">accept '
-                               f'(<kbd>A</kbd>)</button></p>')
-        elif p and scheme.kind.preselect(p["label"]) is not None:  # likert, slider, number
-            value = scheme.kind.preselect(p["label"])
-            suggestions.append(f'<p class="suggestion suggestion-value" data-scheme='
-                               f'"{esc(scheme.name)}" data-value="{esc(value)}">Model suggests '
-                               f'for {esc(scheme.name)}: <b>{esc(value)}</b> (pre-selected '
-                               f'where you have not answered; change it if you disagree)</p>')
-    suggestions += [str(s.kind.suggestion(predictions.get(s.name))) for s in cfg.schemes]
+    suggestions = _suggestions(cfg, predictions)
     item_text = f'<div class="item-text" id="item-text"{text_attr}>{esc(item["text"])}</div>'
     if with_media and not item["text"] and not text_attr:  # an image or audio item alone
         item_text = ""
@@ -174,6 +156,30 @@ def annotate_page(cfg: Config, now: Annotating, max_body: int = 0) -> str:
   <input name="item" size="14" maxlength="200" placeholder="id or number" autocomplete="off">
   </label> <button type="submit">Go</button></form>{'</div>' if with_media else ''}"""
     return layout("Annotate", body, cfg, user, admin, "".join(scripts))
+
+
+def _suggestions(cfg: Config, predictions: Dict[str, Any]) -> List[str]:
+    """The model's suggestions for an item, one per scheme that has one: a label to accept,
+    a pre-selected value, or the kind's own (spans)."""
+    suggestions = []
+    for scheme in cfg.schemes:
+        p = predictions.get(scheme.name)
+        if p and scheme.kind.suggests_labels and _choice_label(p["label"]):
+            label = ", ".join(p["label"]) if isinstance(p["label"], list) else p["label"]
+            labels_json = json.dumps(p["label"] if isinstance(p["label"], list)
+                                     else [p["label"]])
+            suggestions.append(f'<p class="suggestion" data-scheme="{esc(scheme.name)}" '
+                               f'data-labels="{esc(labels_json)}">Model suggests: '
+                               f'<b>{esc(label)}</b>, {p["confidence"]:.2f} '
+                               f'<button type="button" class="link accept-suggestion">accept '
+                               f'(<kbd>A</kbd>)</button></p>')
+        elif p and scheme.kind.preselect(p["label"]) is not None:  # likert, slider, number
+            value = scheme.kind.preselect(p["label"])
+            suggestions.append(f'<p class="suggestion suggestion-value" data-scheme='
+                               f'"{esc(scheme.name)}" data-value="{esc(value)}">Model suggests '
+                               f'for {esc(scheme.name)}: <b>{esc(value)}</b> (pre-selected '
+                               f'where you have not answered; change it if you disagree)</p>')
+    return suggestions + [str(s.kind.suggestion(predictions.get(s.name))) for s in cfg.schemes]
 
 
 def _choice_label(label: Any) -> bool:

@@ -75,21 +75,7 @@ def prepare(cfg: Config, store: Store, run: Run, paths: RunPaths, dest: Destinat
             schemas[name]["left_out"] = [[x, n] for x, n in short.items()]
             log(run_texts.left_out_sentence(name, short, mt.min_labels_per_class))
     skipped: Dict[str, int] = {}
-
-    def agree(item_id, name, _):
-        label = decided[name].get(item_id)
-        drop = [x for x, _ in schemas[name].get("left_out", ())]
-        if not drop or label is None or \
-                bundle_mod.split_of(item_id, mt.split_seed, fractions) == "test":
-            return label  # the test split keeps its gold labels: the report stays honest
-        if isinstance(label, list):  # labels of a multi-label item, or spans: keep the rest
-            return [x for x in label if (x.get("label") if isinstance(x, dict) else x)
-                    not in drop]
-        if label in drop:
-            skipped[name] = skipped.get(name, 0) + 1
-            return None
-        return label
-
+    agree = _agreed(cfg, schemas, decided, skipped)
     manifest = bundle_mod.build(paths.bundle, items, labels, schemas, fractions=fractions,
                                 seed=mt.split_seed,
                                 include_unlabeled=mt.writeback.include_unlabeled,
@@ -156,6 +142,28 @@ def scheme_votes(store: Store, scheme: str, active=None) -> Dict[str, Dict[str, 
         if active is None or item_id in active:
             votes.setdefault(item_id, {})[annotator] = json.loads(label)
     return votes
+
+
+def _agreed(cfg: Config, schemas, decided, skipped: Dict[str, int]):
+    """The bundle's ``agree``: an item's aggregated label, without the labels a scheme leaves
+    out outside the test split (a single label left out: no label, counted in ``skipped``)."""
+    mt = cfg.model_training
+    fractions = (mt.splits.train, mt.splits.val, mt.splits.test)
+
+    def agree(item_id, name, _):
+        label = decided[name].get(item_id)
+        drop = [x for x, _ in schemas[name].get("left_out", ())]
+        if not drop or label is None or \
+                bundle_mod.split_of(item_id, mt.split_seed, fractions) == "test":
+            return label  # the test split keeps its gold labels: the report stays honest
+        if isinstance(label, list):  # labels of a multi-label item, or spans: keep the rest
+            return [x for x in label if (x.get("label") if isinstance(x, dict) else x)
+                    not in drop]
+        if label in drop:
+            skipped[name] = skipped.get(name, 0) + 1
+            return None
+        return label
+    return agree
 
 
 def _train_counts(cfg: Config, decided: Dict[str, Any], classes: List[Any],

@@ -3,10 +3,9 @@
 ``Manager.submit`` validates a request and records a ``queued`` run; a background thread
 starts the oldest queued run when none is active, builds its bundle and spec, hands it to its
 backend, then ingests the predictions (held-out score, write-back) and records the outcome.
-Only one process may own a project's queue at a time (``QueueLock``).
+Only one process may own a project's queue at a time (``queue_lock.QueueLock``).
 """
 
-import fcntl
 import logging
 import os
 import secrets
@@ -31,39 +30,6 @@ from potato.training.reports import report, run_texts
 log = logging.getLogger("potato.training")
 
 DISABLED = "training is disabled (model_training.enabled: false)"
-
-
-class QueueLock:
-    """An exclusive lock on a project's training queue (a file lock; freed if the owner dies)."""
-
-    def __init__(self, output_dir: str):
-        os.makedirs(os.path.join(output_dir, "training"), exist_ok=True)
-        self.path = os.path.join(output_dir, "training", "queue.lock")
-        self.fd = None
-
-    def acquire(self, owner: str) -> bool:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            return False
-        os.ftruncate(fd, 0)
-        os.write(fd, ("%s pid %d\n" % (owner, os.getpid())).encode())
-        self.fd = fd
-        return True
-
-    def holder(self) -> str:
-        try:
-            with open(self.path) as f:
-                return f.read().strip() or "another Potato process"
-        except OSError:
-            return "another Potato process"
-
-    def release(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
 
 
 class Manager:

@@ -472,3 +472,27 @@ def test_a_queued_run_says_how_long_no_agent_has_polled(tmp_path, serve, env, ca
         time.sleep(0.1)
     assert c.json("POST", f"/admin/training/api/runs/{run_id}/cancel",
                   headers=H)[1]["status"] == "cancelled"
+
+
+def test_register_prints_the_port_the_running_server_listens_on(tmp_path, capsys):
+    """Issue 35, item 11: `potato start --port 8123` on a config that says 8000: register
+    names the port agents can reach, from the running server; with no server, the config's."""
+    from potato.config.settings import load
+    from potato.service import Service
+
+    cfg_path = make_project(tmp_path, backends())
+    cfg = load(cfg_path)[0]
+    capsys.readouterr()
+    assert main(["training", "register", "lab", cfg_path]) == 0
+    assert ":%d --backend lab" % cfg.server.port in capsys.readouterr().out
+    service = Service(cfg, "127.0.0.1", 0).open()
+    try:
+        port = service.http.server_address[1]
+        assert port != cfg.server.port
+        assert main(["training", "register", "lab", cfg_path]) == 0
+        out = capsys.readouterr().out
+        assert ":%d --backend lab" % port in out, out
+    finally:
+        service.close()
+    assert main(["training", "register", "lab", cfg_path]) == 0
+    assert ":%d --backend lab" % cfg.server.port in capsys.readouterr().out
