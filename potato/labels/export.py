@@ -183,17 +183,19 @@ def filename(cfg: Config, rows: str, fmt: str, now: Optional[float] = None) -> s
 
 
 def label_counts(cfg: Config, store: Store) -> Dict[str, Dict[str, int]]:
-    """Per scheme whose values are labels (choices, spans): how many items have each label in
-    their majority value (ties and unlabelled left out). Always the majority vote: the admin
-    page counts on every load, and Dawid-Skene over many items takes seconds."""
+    """Per scheme whose values are classes (choices, spans, a Likert scale's points): how many
+    items have each in their majority value (ties and unlabelled left out). Always the majority
+    vote: the admin page counts on every load, and Dawid-Skene over many items takes seconds."""
     records = store.conn().execute(
         "SELECT item_id, scheme, annotator, label FROM annotations").fetchall()
-    out = {s.name: Counter({label: 0 for label in s.labels}) for s in cfg.schemes
-           if s.kind is not None and s.kind.label_values}
+    out = {s.name: Counter({str(c): 0 for c in s.kind.training_schema().get("labels") or []})
+           for s in cfg.schemes if s.kind is not None}
+    out = {k: v for k, v in out.items() if v}  # numbers and free text have no classes
     for scheme, by_item in aggregated(cfg, records, "majority").items():
         for top in by_item.values():
             if scheme in out and top is not None:
-                for one in dict.fromkeys(label_names(top)):  # an item counts once per label
-                    if one in out[scheme]:
-                        out[scheme][one] += 1
+                points = [top] if isinstance(top, int) and not isinstance(top, bool) else []
+                for one in dict.fromkeys(label_names(top) or points):  # once per label
+                    if str(one) in out[scheme]:
+                        out[scheme][str(one)] += 1
     return {k: dict(v) for k, v in out.items()}

@@ -200,23 +200,29 @@ def admin_page(cfg: Config, stats: Dict[str, Any], debug_note: str = "",
     counts_html = _label_counts(counts or {}) + agreement_html(agreement or {})
     return layout("Admin", f"""<h1>Admin</h1>{note}
 <section class="card"><h2>Project</h2>
-<p>{stats["items"]} items · {stats["annotations"]} labels · {len(stats["annotators"])} annotators</p>
+<p>{_count(stats["items"], "item")} · {_count(stats["annotations"], "label")} ·
+{_count(len(stats["annotators"]), "annotator")}</p>
 <ul>{schemes}</ul>
-<p><a href="/admin/training">Training</a> · export the labels, one row per label (with the
-annotator, the time and the item's aggregated label):
-<a href="/admin/export.jsonl" id="export-jsonl" download>JSON Lines</a> ·
-<a href="/admin/export.csv" id="export-csv" download>CSV</a>; one row per item (with every
-annotator's label, the aggregated label and the model's prediction and confidence):
-<a href="/admin/export.jsonl?rows=item" id="export-items-jsonl" download>JSON Lines</a> ·
-<a href="/admin/export.csv?rows=item" id="export-items-csv" download>CSV</a> ·
+<p><a href="/admin/training">Training</a> · <a href="/admin/training/runs">All runs</a> ·
+export the labels, one row per item (with every annotator's label, the aggregated label and the
+model's prediction and confidence):
+<a href="/admin/export.jsonl" id="export-items-jsonl" download>JSON Lines</a> ·
+<a href="/admin/export.csv" id="export-items-csv" download>CSV</a>; one row per label (with
+the annotator, the time and the item's aggregated label):
+<a href="/admin/export.jsonl?rows=label" id="export-jsonl" download>JSON Lines</a> ·
+<a href="/admin/export.csv?rows=label" id="export-csv" download>CSV</a> ·
 <a href="/admin/export-upstream.zip" id="export-upstream" download>upstream Potato's layout
 (a folder per annotator, zipped)</a>. The same as <code>potato annotations export CONFIG
---rows label|item --format jsonl|csv</code>.</p>{counts_html}</section>
+--rows item|label --format jsonl|csv</code> (one row per item unless told).</p>{counts_html}</section>
 <section class="card"><h2>Annotators</h2>
 <table><thead><tr><th scope="col">Annotator</th><th scope="col">Items labelled</th></tr></thead>
 <tbody>{rows}</tbody></table></section>
 <form method="post" action="/admin/logout"><button type="submit">Log out of admin</button></form>
 """, cfg, admin=True)
+
+
+def _count(n: int, noun: str) -> str:
+    return "%d %s%s" % (n, noun, "" if n == 1 else "s")
 
 
 def _label_counts(counts: Dict[str, Dict[str, int]]) -> str:

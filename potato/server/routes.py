@@ -270,7 +270,7 @@ def _export_routes(app) -> None:
 
     @app.route("GET", r"/admin/export\.(?P<kind>jsonl|csv)", "admin")
     def admin_export(h, kind):
-        rows = (h.query.get("rows") or ["label"])[0]
+        rows = (h.query.get("rows") or ["item"])[0]  # as the CLI's default
         if rows not in export.ROW_MODES:
             raise HTTPError(400, "rows must be label (one row per label) or item (one row per "
                                  "item, with the model's predictions), not %s." % ascii(rows[:40]))

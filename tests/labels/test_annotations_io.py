@@ -152,7 +152,7 @@ def test_admin_export_jsonl_csv_and_label_counts(tmp_path, serve):
             "item_id": "sst-train-00000", "labels": {"sentiment": label}})
         assert status == 200
     c = Client(url)
-    r = c.get("/admin/export.jsonl", headers=h)
+    r = c.get("/admin/export.jsonl?rows=label", headers=h)
     assert r.status == 200 and "attachment" in r.headers["Content-Disposition"]
     rows = [json.loads(line) for line in r.text.splitlines()]
     assert [(x["annotator"], x["label"]) for x in rows] == [("ann", "positive"),
@@ -160,7 +160,7 @@ def test_admin_export_jsonl_csv_and_label_counts(tmp_path, serve):
                                                            ("eve", "negative")]
     assert all(x["aggregated_label"] == "positive" and x["labelled_at"].endswith("Z")
                for x in rows)
-    r = c.get("/admin/export.csv", headers=h)
+    r = c.get("/admin/export.csv?rows=label", headers=h)
     table = list(csv.reader(io.StringIO(r.text)))
     assert table[0] == ["item_id", "scheme", "annotator", "label", "labelled_at",
                         "aggregated_label", "text"] and len(table) == 4

@@ -121,11 +121,10 @@ def test_page_and_cli_give_the_same_export_in_both_row_modes(tmp_path, serve, ca
         labelled["sentiment:aggregated_label"]
     predicted = next(r for r in table if r["sentiment:prediction"])
     assert 0 < float(predicted["sentiment:confidence"]) <= 1
-    # The default rows of each: the page's links one row per label, the CLI one per item.
+    # The same default rows in both (issue 35, item 16): one row per item.
     assert c.get("/admin/export.jsonl", headers=H).body == \
-        c.get("/admin/export.jsonl?rows=label", headers=H).body
-    assert _cli(capsys, cfg)[1].encode() == c.get("/admin/export.jsonl?rows=item",
-                                                  headers=H).body
+        c.get("/admin/export.jsonl?rows=item", headers=H).body
+    assert _cli(capsys, cfg)[1].encode() == c.get("/admin/export.jsonl", headers=H).body
     r = c.get("/admin/export.csv?rows=<b>", headers=H)
     assert r.status == 400 and "rows must be label" in r.text and "<b>" not in r.text
     r = c.get("/admin/export-upstream.zip", headers=H)

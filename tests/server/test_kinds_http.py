@@ -6,6 +6,7 @@ import csv
 import html
 import io
 import json
+import re
 import os
 
 import pytest
@@ -77,11 +78,11 @@ def test_api_stores_every_kind_and_the_export_carries_it(project, serve):
     assert body["labels"] == GOOD
     admin = Client(url)
     h = {"X-API-Key": KEY}
-    rows = {r["scheme"]: r for r in map(json.loads, admin.get("/admin/export.jsonl",
+    rows = {r["scheme"]: r for r in map(json.loads, admin.get("/admin/export.jsonl?rows=label",
                                                                headers=h).text.splitlines())}
     assert {k: r["label"] for k, r in rows.items()} == GOOD
     assert rows["ner"]["aggregated_label"] == SPANS and rows["agree"]["aggregated_label"] == 4
-    table = list(csv.DictReader(io.StringIO(admin.get("/admin/export.csv", headers=h).text)))
+    table = list(csv.DictReader(io.StringIO(admin.get("/admin/export.csv?rows=label", headers=h).text)))
     cells = {r["scheme"]: r["label"] for r in table}
     assert json.loads(cells["ner"]) == SPANS  # spans as JSON in one cell
     assert (cells["agree"], cells["temp"], cells["count"]) == ("4", "0.3", "7")
@@ -266,8 +267,8 @@ def test_trainers_refuse_kinds_they_cannot_train_and_the_pages_show_every_kind(p
     # naive Bayes takes a Likert scheme (classes over its points): here it has no labels yet
     status, body = admin.json("POST", "/admin/training/api/runs", headers=h, json_body={
         "trainer": "text-naive-bayes", "schemas": ["agree"]})
-    assert status == 400 and "Scheme agree has 0 labelled item(s) with 1 in the train" in \
-        body["error"]
+    assert status == 400 and body["error"].startswith(
+        "Scheme agree has 0 labelled items with 1; 0 labelled items with 2;")
     assert admin.get("/admin/training", headers=h).status == 200
     assert admin.get("/admin", headers=h).status == 200
 
@@ -420,3 +421,19 @@ annotation_schemes:
                                                    ensure_ascii=True).encode(),
                headers={"Content-Type": "application/json"})
     assert r.status == 200, r.text[:300]
+
+
+def test_the_admin_page_counts_every_kinds_classes_in_words(project, serve):
+    """Issue 35, item 16: a Likert scale's points are counted as a choice's labels are; one
+    annotator is "1 annotator"; the page links the runs list; its export links give the rows
+    the CLI gives by default (one per item)."""
+    server, url = serve(project, training=False)
+    server.app.store.save_labels("ann", "t1", GOOD)
+    page = Client(url).get("/admin", headers={"X-API-Key": KEY}).text
+    assert re.search(r"· 7 labels ·\s+1 annotator</p>", page) and "1 annotators" not in page
+    assert "agree: items by majority label" in page
+    assert '<th scope="row">4</th><td>1</td>' in page and '<th scope="row">1</th><td>0</td>' \
+        in page
+    assert 'href="/admin/training/runs"' in page
+    assert '<a href="/admin/export.csv" id="export-items-csv" download>' in page
+    assert "temp: items by majority label" not in page  # a slider has no classes
