@@ -24,6 +24,7 @@ from potato.project import validation
 from potato.config.settings import Config, ConfigError
 from potato.markup import Safe, render
 from potato.training.backends import backend_class
+from potato.training.lifecycle import retention
 
 
 log = logging.getLogger("potato.server")
@@ -85,7 +86,8 @@ class ConfigOnDisk:
             else:
                 keys = config_diff.changes(self.manager.cfg, cfg)
                 state = {"differs": bool(keys), "changes": keys, "error": None,
-                         "restart": [k for k in keys if not config_diff.live(k)]}
+                         "restart": [k for k in keys if not config_diff.live(k)],
+                         "prunes": self._prunes(cfg)}
             self._seen, self._state = seen, state
             return state
 
@@ -127,6 +129,16 @@ class ConfigOnDisk:
         log.warning("%s", sentence)
         return True, sentence
 
+    def _prunes(self, cfg: Config) -> List[str]:
+        """Named or annotated runs whose model files a reload to ``cfg`` would delete (it lowers
+        retain_runs), as words; warned of before it happens."""
+        keep = cfg.model_training.retain_runs
+        if keep >= self.manager.cfg.model_training.retain_runs:
+            return []
+        runs = self.manager.runs
+        return retention.named_words(runs, retention.would_prune(runs, self.manager.paths,
+                                                                 keep))
+
     def notice(self) -> Safe:
         """The Training page's notice: empty while the file matches the running config."""
         state = self.state()
@@ -140,6 +152,11 @@ class ConfigOnDisk:
         else:
             what = render("changed: {k}. Reload applies it without stopping the queue or a "
                           "running run.", k=", ".join(state["changes"]))
+            if state.get("prunes"):
+                what = render("{w} <b class=\"warning\">Reloading deletes the model files of "
+                              "named or annotated runs: {runs} (model_training.retain_runs is "
+                              "lower in the file). Pin them first to keep their files.</b>",
+                              w=what, runs=", ".join(state["prunes"]))
         return render(
             '<div class="notice" id="config-differs"><p>The config file on disk (<code>{path}'
             '</code>) differs from the one this server runs with: {what}</p><form method="post" '

@@ -83,6 +83,30 @@ def prune(runs, paths_of: Callable, keep: int, log: Callable[[str, str], None],
     return pruned
 
 
+def would_prune(runs, paths_of: Callable, keep: int) -> List[str]:
+    """The runs whose model files ``prune`` would delete with ``retain_runs: keep`` (the runs
+    being read aside): what a reload that lowers retain_runs warns of, before it happens."""
+    in_use = runs.runs_in_use()
+    newer, out = 0, []
+    for run_id, status, pinned, pruned_at in runs.finished_newest_first():
+        if newer >= keep and not pinned and pruned_at is None and run_id not in in_use and \
+                _has_files(paths_of(run_id).artifacts):
+            out.append(run_id)
+        newer += status == "success"
+    return out
+
+
+def named_words(runs, run_ids: List[str]) -> List[str]:
+    """The named or annotated runs among ``run_ids``, as words ("r3 (baseline)"): the ones an
+    admin meant to keep, so the ones a warning names."""
+    out = []
+    for run_id in run_ids:
+        run = runs.get(run_id)
+        if run is not None and (run.name or run.note):
+            out.append("%s (%s)" % (run_id, run.name or "noted: " + run.note[:60]))
+    return out
+
+
 def _delete(runs, run_id: str, artifacts: str, why: str, log, holds: Holds) -> bool:
     with holds.lock:
         if holds.held(run_id) or not _has_files(artifacts):

@@ -149,3 +149,53 @@ def test_a_failed_delete_is_logged_and_not_marked(tree, monkeypatch):
     art = paths("r1").artifacts
     assert log == [("r1", "could not delete the model files in %s (%s): %s" % (
         art, retention.reason(1, ["r2"]), PermissionError(13, "Permission denied", art)))]
+
+
+# -- warned of before it happens (issue 35, item 14) ------------------------------------------------
+
+def test_would_prune_names_what_prune_deletes_and_deletes_nothing(tree):
+    paths = tree("r1", "r2", "r3", "r4", "r5", empty=("r4",))
+    finished = [("r5", "success", 0, None), ("r4", "success", 0, None),
+                ("r3", "error", 0, None), ("r2", "success", 1, None),
+                ("r1", "success", 0, None)]
+    runs = Runs(finished, in_use={"r5"})
+    assert retention.would_prune(runs, paths, 1) == ["r3", "r1"]  # r4 empty, r2 pinned
+    assert all(_exists(tree, r) for r in ("r1", "r3"))  # nothing deleted
+    assert retention.would_prune(runs, paths, 3) == ["r1"]
+    assert retention.would_prune(runs, paths, 4) == []
+    # what prune then deletes is what it said
+    assert retention.prune(runs, paths, 1, lambda r, line: None) == ["r3", "r1"]
+
+
+def test_the_named_and_annotated_runs_are_the_ones_named():
+    records = {"r1": NS(name="baseline", note=None), "r2": NS(name=None, note=None),
+               "r3": NS(name=None, note="the one with the long context " * 5)}
+    runs = NS(get=records.get)
+    words = retention.named_words(runs, ["r1", "r2", "r3", "r9"])
+    assert words[0] == "r1 (baseline)" and len(words) == 2
+    assert words[1].startswith("r3 (noted: the one with the long context") and len(words[1]) < 80
+
+
+def test_a_reload_that_lowers_retain_runs_warns_before_it_deletes(tmp_path, serve):
+    """The reload notice names the named or annotated runs whose model files the new
+    retain_runs would delete, and says to pin them; a pinned one is not named."""
+    from tests.helpers import KEY, Client, make_project, start_run, wait_run
+
+    h = {"X-API-Key": KEY}
+    path = make_project(tmp_path, "    policy: newest\n  retain_runs: 3")
+    _, url = serve(path)
+    c = Client(url)
+    ids = [wait_run(c, start_run(c, trainer="text-naive-bayes", schemas=["sentiment"],
+                                 params={"alpha": a}))["run_id"] for a in (0.5, 1.0, 2.0)]
+    for run_id, name in zip(ids, ("first", "second", "third")):
+        c.json("POST", "/admin/training/api/runs/%s/label" % run_id, headers=h,
+               json_body={"name": name})
+    text = open(path).read()
+    open(path, "w").write(text.replace("  retain_runs: 3", "  retain_runs: 1"))
+    notice = c.get("/admin/training", headers=h).text
+    assert "Reloading deletes the model files of named or annotated runs: %s (second), %s "\
+           "(first)" % (ids[1], ids[0]) in notice, notice[:3000]
+    c.json("POST", "/admin/training/api/runs/%s/pin" % ids[0], headers=h)
+    open(path, "a").write("\n")  # the file changed again: the notice is looked at afresh
+    notice = c.get("/admin/training", headers=h).text
+    assert "runs: %s (second)" % ids[1] in notice and "(first)" not in notice
