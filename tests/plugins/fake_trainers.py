@@ -4,7 +4,8 @@
 - test-sigkill: kills its own process with SIGKILL (as the kernel's OOM killer would)
 - test-steps: reports progress every 0.1 s for ``seconds`` and honours cancellation
 - test-ignore-term: ignores SIGTERM (for the SIGKILL after the grace period)
-- test-constant: always answers the first label (a model that learned nothing)
+- test-constant: always answers the first label (a model that learned nothing);
+  test-image-constant the same for an image project
 
 Except test-constant, test-warns and test-many-warnings (always the first label), their
 predictions come from a tiny real model of the train split.
@@ -103,6 +104,9 @@ class Constant(_Base):
 
 TRAINERS = {
     "test-constant": _info("test-constant", Constant),
+    "test-image-constant": TrainerInfo(
+        "test-image-constant", __name__, "test trainer: reads images, learns nothing", [],
+        {"radio"}, class_name="Constant", media=("image",)),
     "test-silent": _info("test-silent", Silent),
     "test-sigkill": _info("test-sigkill", SigKill),
     "test-steps": _info("test-steps", Steps),
