@@ -503,6 +503,14 @@ EQUIVALENT = {
                       "against each other, 12 bytes more for every span scheme",
     },
     "potato/schemes/rating.py": {
+        "7502dfff79": "_upstream_number: `if cell` always true: an empty cell gives None from "
+                      "next()'s default either way",
+        "59f9c362d4": "_upstream_number: next() without its default: only reached with a "
+                      "non-empty cell (the `if cell` guard), whose first value exists",
+        "aa26d87151": "_upstream_number: a whole number read as float (\"70\" -> 70.0): the "
+                      "kinds' check makes a whole float an int again (_as_int)",
+        "7eae138d45": "_upstream_number: the integer pattern never matches, so float(): the "
+                      "kinds' check makes a whole float an int again (_as_int)",
         "42770b76b2": "_end_label: r.text's default None instead of \"\": the `or \"\"` after it "
                       "gives \"\" either way",
         "dd3a03b1e4": "_end_label: r.text's default dropped (None): the `or \"\"` after it gives "

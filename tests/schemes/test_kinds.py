@@ -19,6 +19,7 @@ from potato.schemes.base import KEEP, LabelError
 from potato.schemes import span as span_mod
 from potato.schemes import save_bytes
 from potato.project.store import Store
+from potato.project.data import load_items
 from potato.commands.cli import main
 from potato.training.exchange import boundary
 from potato.training.reports import heldout, report
@@ -861,3 +862,108 @@ def test_slider_parse_starting_value():
     assert errs == [] and k.starting_value == 0
     k, errs = parsed("slider", {"min_value": 0, "max_value": 10, "show_labels": "yes"})
     assert errs[0][0] == "annotation_schemes[0].show_labels"
+
+
+# -- Likert, slider, number through their callers (the kinds' traits) ------------------------------
+
+def _rating_project(tmp_path):
+    (tmp_path / "d.jsonl").write_text("".join(
+        json.dumps({"id": "i%d" % k, "text": "text %d" % k}) + "\n" for k in range(3)))
+    conf = ("data_files: [d.jsonl]\nannotation_schemes:\n"
+            "  - {annotation_type: likert, name: agree, size: 5, min_label: no, max_label: yes}\n"
+            "  - {annotation_type: slider, name: temp, min_value: 0, max_value: 10, step: 0.5}\n"
+            "  - {annotation_type: number, name: count, min_value: -5, max_value: 100}\n")
+    (tmp_path / "c.yaml").write_text(conf)
+    (tmp_path / "fresh.yaml").write_text(conf + "output_annotation_dir: fresh_output/\n")
+    return tmp_path / "c.yaml", tmp_path / "fresh.yaml"
+
+
+def test_ratings_go_to_upstreams_layout_and_back_as_numbers(tmp_path, capsys):
+    cfg, fresh = _rating_project(tmp_path)
+    answers = [{"id": "i0", "agree": 4, "temp": 2.5, "count": -3},
+               {"id": "i1", "agree": 1, "temp": 10, "count": 70}]
+    (tmp_path / "l.jsonl").write_text("".join(json.dumps(a) + "\n" for a in answers))
+    assert main(["annotations", "import", str(cfg), str(tmp_path / "l.jsonl"),
+                 "--annotator", "ana"]) == 0
+    out = tmp_path / "out"
+    assert main(["annotations", "export", str(cfg), "--format", "upstream", "-o", str(out)]) == 0
+    rows = {r["id"]: r for r in map(json.loads, open(out / "ana" / "annotated_instances.jsonl"))}
+    assert rows["i0"]["label_annotations"]["agree"] == {"scale_4": "4"}
+    assert list(rows["i0"]["label_annotations"]["temp"].values()) == ["2.5"]
+    assert list(rows["i1"]["label_annotations"]["count"].values()) == ["70"]
+    capsys.readouterr()
+    assert main(["annotations", "import", str(fresh), str(out), "--format", "upstream"]) == 0, \
+        capsys.readouterr().err
+    store = Store(load(str(fresh))[0].db_path)
+    try:
+        for a in answers:
+            back = store.labels_of("ana", a["id"])
+            assert back == {k: v for k, v in a.items() if k != "id"}
+            assert type(back["count"]) is int and type(back["agree"]) is int
+            assert type(back["temp"]) is type(a["temp"])
+    finally:
+        store.close()
+
+
+def test_a_likert_scale_has_agreement_points_and_a_kappa_report(tmp_path):
+    from potato.labels import agreement
+    cfg_path, _ = _rating_project(tmp_path)
+    cfg = load(str(cfg_path))[0]
+    store = Store(cfg.db_path)
+    try:
+        store.sync_items(load_items(cfg))
+        for who, points in (("a", (1, 2, 3)), ("b", (1, 2, 4))):
+            for item, point in zip(("i0", "i1", "i2"), points):
+                store.save_labels(who, item, {"agree": point, "temp": 5, "count": 1})
+        found = agreement.summary(cfg, store)
+        assert found["agree"]["cohen"] and found["agree"]["cohen"][0]["items"] == 3
+        assert found["temp"]["cohen"] == [] and found["count"]["cohen"] == []  # quantities
+    finally:
+        store.close()
+    schemas = {"agree": dict({"type": "likert"}, **cfg.scheme("agree").kind.training_schema()),
+               "temp": dict({"type": "slider"}, **cfg.scheme("temp").kind.training_schema())}
+    splits = {"t%d" % k: "test" for k in range(6)}
+
+    def pred(item, scheme, label):
+        return boundary.prediction({"id": item, "split": "test", "scheme": scheme,
+                                    "label": label, "confidence": 0.9}, splits, schemas)
+
+    assert pred("t0", "agree", 3)["label"] == 3 and pred("t0", "agree", 3.0)["label"] == 3
+    with pytest.raises(boundary.Invalid):
+        pred("t0", "agree", 6)  # off the scale
+    with pytest.raises(boundary.Invalid):
+        pred("t0", "agree", "three")
+    assert pred("t0", "temp", 7.5)["label"] == 7.5
+    with pytest.raises(boundary.Invalid):
+        pred("t0", "temp", "hot")
+    items = [{"id": "t%d" % k, "split": "test", "labels": {"agree": 1 + k % 5, "temp": k}}
+             for k in range(6)]
+    preds = [pred("t%d" % k, "agree", 1 + k % 5) for k in range(6)] + \
+        [pred("t%d" % k, "temp", k + 1.0) for k in range(6)]
+    r = report.holdout_report(preds, items, schemas)["per_scheme"]
+    agree = heldout.HeldOut.from_dict(r["agree"])
+    assert agree.shape == heldout.CLASSES and agree.headline.name == heldout.KAPPA
+    assert agree.headline.value == 1.0 and r["agree"]["confusion"]["labels"] == [1, 2, 3, 4, 5]
+    temp = heldout.HeldOut.from_dict(r["temp"])
+    assert temp.shape == heldout.NUMBERS and temp.headline == heldout.Headline("MAE", 1.0, False)
+
+
+def test_a_number_schemes_predictions_are_quantities_not_labels(tmp_path):
+    from potato.training.exchange import ingest
+    from tests.helpers import beats_baseline
+
+    cfg_path, _ = _rating_project(tmp_path)
+    cfg_path.write_text(cfg_path.read_text() + "model_training:\n  writeback:\n"
+                        "    schemas: [count, agree]\n    include_unlabeled: true\n")
+    cfg = load(str(cfg_path))[0]
+    store = Store(cfg.db_path)
+    try:
+        store.sync_items(load_items(cfg))
+        rows = [{"id": "i%d" % k, "split": "unlabeled", "scheme": s, "label": v,
+                 "confidence": 0.9} for k in range(3) for s, v in (("count", 7 + k),
+                                                                   ("agree", 2))]
+        wb = ingest.write_back(store, cfg, "r1", rows, beats_baseline())
+        assert wb.written == 6
+        assert wb.by_label == {"2": 3}  # a Likert point is counted; a number is not a label
+    finally:
+        store.close()
