@@ -48,12 +48,13 @@ def test_no_page_logs_a_console_error(tmp_path, serve, browser):
     # The admin: every page of the admin and training pages.
     admin_login(d, url, "/admin")
     errors["/admin"] = _severe(d)
-    for path, ready in (("/admin/training", "run-form"), ("/admin/training/runs", "runs-list"),
+    for path, ready in (("/admin/training", "run-form"),
                         ("/admin/training/runs/%s" % runs[0], "again-card"),
                         ("/admin/training?again=%s" % runs[0], "again-notice"),
-                        ("/admin/training/compare?runs=%s&runs=%s" % tuple(runs), "compare")):
+                        ("/admin/training/compare?runs=%s&runs=%s" % tuple(runs), "compare"),
+                        ("/admin/training/runs", "runs-list")):
         errors[path] = _visit(d, url, path, ready)
-    time.sleep(1.5)  # an error the last page's script logs later (its first live update)
+    time.sleep(2.5)  # an error the last page's script logs later (its first live update)
     errors["after the last page"] = _severe(d)
     found = {p: e for p, e in errors.items() if e}
     assert not found, "\n".join("%s: %s" % (p, x["message"]) for p, e in found.items() for x in e)
