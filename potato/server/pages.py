@@ -27,6 +27,7 @@ def layout(title: str, body: str, cfg: Config, user: Optional[str] = None,
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{esc(title)} · {esc(cfg.annotation_task_name)}</title>
 <link rel="stylesheet" href="/static/style.css">
+<link rel="icon" href="data:,">
 </head><body>
 <header><a class="brand" href="/">{esc(cfg.annotation_task_name)}</a><nav>{''.join(nav)}</nav></header>
 <main>
@@ -56,7 +57,7 @@ def login_page(cfg: Config, error: str = "", next_url: str = "/annotate") -> str
   <input type="hidden" name="next" value="{esc(next_url)}">
   <label for="username">Your username</label>
   <input id="username" name="username" autocomplete="username" required maxlength="64"
-         pattern="[A-Za-z0-9_.@+-]+" autofocus>
+         pattern="[A-Za-z0-9_.@+\\-]+" autofocus>
   <p class="hint">Letters, digits and <code>_ . @ + -</code>. Use the same name next time to
   resume where you left off.</p>
   <button type="submit">Start annotating</button>

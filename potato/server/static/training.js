@@ -1,17 +1,41 @@
 // The Training page: Check, start, cancel, and a live card updated in place every second from
 // server-rendered fragments (potato/training/web/live.py): only the parts whose HTML changed are
 // replaced, and the log is appended to, so a selection in it survives and its scroll position
-// stays (it follows the tail only when scrolled to the bottom). The page reads fine without
-// this script (reload it to see more).
+// stays (it follows the tail only when scrolled to the bottom). A run's page follows its run the
+// same way, and the runs list its rows. Every page reads fine without this script (reload it to
+// see more).
 (function () {
   "use strict";
   var $ = function (id) { return document.getElementById(id); };
   var message = $("message");
+  var afterCancel = function () {};  // what the page does once a cancel is on its way
 
   function show(text, kind) {
     if (!message) return;
     message.textContent = text || "";
     message.className = kind || "error";
+  }
+
+  // A run, said in words: [sentence, class]. A failure is a failure, with its reason.
+  function said(run) {
+    var id = "Run " + run.run_id;
+    var warnings = (run.warnings || []).length;
+    if (run.status === "error") return [id + " failed: " + (run.error || "no reason was given."), "error"];
+    if (run.status === "cancelled") return [id + " was cancelled.", "warning"];
+    if (run.status === "success") {
+      return [id + " succeeded" + (warnings ? ", with " + warnings + " warning" +
+        (warnings === 1 ? "" : "s") : "") + ".", warnings ? "warning" : "ok"];
+    }
+    if (run.step === "cancelling") return ["Cancelling run " + run.run_id + "…", "warning"];
+    return [id + " is " + run.status + ".", "ok"];
+  }
+
+  // Replaces an element's content only when the new HTML differs (parsed the same way, so the
+  // browser's serialisation is compared with itself).
+  function patch(el, html) {
+    var tpl = document.createElement("template");
+    tpl.innerHTML = html;
+    if (el.innerHTML !== tpl.innerHTML) el.innerHTML = html;
   }
 
   function api(method, path, body) {
@@ -41,7 +65,7 @@
     b.disabled = true;
     b.textContent = "Cancelling…";
     api("POST", "/admin/training/api/runs/" + encodeURIComponent(b.getAttribute("data-cancel")) + "/cancel")
-      .then(function (run) { show("Run " + run.run_id + ": " + run.status + ".", "ok"); refresh(); })
+      .then(function (run) { var s = said(run); show(s[0], s[1]); afterCancel(); })
       .catch(function (err) { b.disabled = false; show(err.message); });
   });
 
@@ -104,8 +128,67 @@
     appendLog($("live-log"), f.log);
   }
 
+  // A run's page while its run is queued or running: its parts and log follow the run; once
+  // the run has ended the page is loaded again, with the report and Run again.
+  var follow = document.querySelector("[data-follow-run]");
+  if (follow) {
+    var runId = follow.getAttribute("data-follow-run"), runBusy = false, runTimer = null;
+    var followRun = function () {
+      if (runBusy) return;
+      runBusy = true;
+      var log = $("run-log");
+      api("GET", "/admin/training/api/fragments/runs/" + encodeURIComponent(runId) +
+          "?log_from=" + encodeURIComponent(log.getAttribute("data-log-end") || "0"))
+        .then(function (f) {
+          Object.keys(f.parts).forEach(function (name) {
+            var el = document.querySelector('[data-part="' + name + '"]');
+            if (el) patch(el, f.parts[name]);
+          });
+          if (f.log) appendLog(log, f.log);
+          if (f.terminal) {
+            clearInterval(runTimer);
+            window.location.reload();
+          }
+        })
+        .catch(function (err) { show("Lost contact with the server: " + err.message); })
+        .then(function () { runBusy = false; });
+    };
+    afterCancel = followRun;
+    followTail($("run-log"), true);
+    runTimer = setInterval(followRun, 1000);
+    return;
+  }
+
+  // The runs list: its rows follow the runs (the filters as the page shows them); a ticked
+  // run stays ticked.
+  var list = $("runs-list");
+  if (list && list.hasAttribute("data-query")) {
+    var listBusy = false, lastRows = null;
+    setInterval(function () {
+      if (listBusy) return;
+      listBusy = true;
+      var query = list.getAttribute("data-query");
+      api("GET", "/admin/training/api/fragments/runs" + (query ? "?" + query : ""))
+        .then(function (f) {
+          if (f.rows === lastRows) return;
+          lastRows = f.rows;
+          var ticked = Array.prototype.map.call(list.querySelectorAll("input[name=runs]:checked"),
+                                                function (el) { return el.value; });
+          patch(list, f.rows);
+          Array.prototype.forEach.call(list.querySelectorAll("input[name=runs]"), function (el) {
+            if (ticked.indexOf(el.value) >= 0) el.checked = true;
+          });
+          var head = $("list-h");
+          if (head && head.textContent !== f.heading) head.textContent = f.heading;
+        })
+        .catch(function (err) { show("Lost contact with the server: " + err.message); })
+        .then(function () { listBusy = false; });
+    }, 2000);
+    return;
+  }
+
   var form = $("run-form");
-  if (!form) return;  // the run page needs only the cancel handler
+  if (!form) return;  // other pages need only the cancel handler
   var data = JSON.parse($("training-data").textContent);
   var backend = $("backend"), trainer = $("trainer"), report = $("check-report");
 
@@ -147,13 +230,26 @@
     return params;
   }
 
-  backend.addEventListener("change", function () { report.innerHTML = ""; syncDescription(); syncTrainers(); });
-  trainer.addEventListener("change", syncParams);
+  // Check's verdict holds for the backend, trainer and params it was given: a change to any of
+  // them clears it (and a Check still on its way is not shown). After a failed Check, Start asks
+  // first, until something changes.
+  var checkSeq = 0, checkFailed = null;
+  function clearCheck() {
+    checkSeq += 1;
+    checkFailed = null;
+    report.innerHTML = "";
+  }
+
+  backend.addEventListener("change", function () { clearCheck(); syncDescription(); syncTrainers(); });
+  trainer.addEventListener("change", function () { clearCheck(); syncParams(); });
+  $("params").addEventListener("input", clearCheck);
+  $("params").addEventListener("change", clearCheck);
 
   $("check").addEventListener("click", function () {
     var name = backend.value, button = this;
     button.disabled = true;
-    report.innerHTML = "";
+    clearCheck();
+    var seq = checkSeq;
     var p = document.createElement("p");
     p.textContent = "Checking " + name + " ...";
     report.appendChild(p);
@@ -161,6 +257,8 @@
     api("POST", "/admin/training/api/backends/" + encodeURIComponent(name) + "/check",
         { trainer: trainer.value, params: formParams() })
       .then(function (r) {
+        if (seq !== checkSeq) return;  // the form changed meanwhile: this verdict is stale
+        checkFailed = r.ok ? null : r.label;
         report.innerHTML = "";
         var verdict = document.createElement("p");
         verdict.className = "verdict " + (r.ok ? "ok" : "error");
@@ -174,36 +272,75 @@
         report.appendChild(verdict);
         report.appendChild(ul);
       })
-      .catch(function (err) { report.innerHTML = ""; show("Check of " + name + " failed: " + err.message); })
+      .catch(function (err) {
+        if (seq !== checkSeq) return;
+        report.innerHTML = "";
+        var p = document.createElement("p");
+        p.className = "error";
+        p.textContent = "Check of " + name + " failed: " + err.message;
+        report.appendChild(p);
+      })
       .then(function () { button.disabled = false; });
   });
 
+  // After Start run, what happened is said where the eye is: the message under the button and
+  // the live card come into view, and the card takes the focus.
+  function showStarted() {
+    var card = $("live-card");
+    if (message) message.scrollIntoView({ block: "start" });
+    if (card) card.focus({ preventScroll: true });
+  }
+
   form.addEventListener("submit", function (e) {
     e.preventDefault();
+    if (checkFailed && !window.confirm("Check said " + checkFailed + " cannot start a run with " +
+        "this trainer and these params. Start it anyway?")) return;
     var schemas = Array.prototype.map.call(form.querySelectorAll('input[name="schemas"]:checked'),
       function (el) { return el.value; });
     var params = formParams();
     var button = $("start-run");
     button.disabled = true;
     show("", "");
+    startedRun = null;
     api("POST", "/admin/training/api/runs",
         { trainer: trainer.value, schemas: schemas, backend: backend.value, params: params })
-      .then(function (r) { startedRun = r.run_id; show("Run " + r.run_id + " is " + r.status + ".", "ok"); refresh(); })
-      .catch(function (err) { show(err.message); })
+      .then(function (r) {
+        startedRun = r.run_id;
+        startedEnded = false;
+        var s = said(r);
+        show(s[0], s[1]);
+        refresh(showStarted);
+      })
+      .catch(function (err) { show(err.message); if (message) message.scrollIntoView({ block: "nearest" }); })
       .then(function () { button.disabled = false; });
   });
 
-  var busy = false, startedRun = null;
-  // The message about a run we started follows that run's status, never goes stale.
+  var busy = false, startedRun = null, startedEnded = false;
+  // The message about a run we started follows that run's status, never goes stale; once the
+  // run has ended it says how, with the reason of a failure.
   function followStarted() {
-    if (!startedRun || !message || message.className !== "ok") return;
-    var row = document.querySelector('#runs-body tr[data-run="' + startedRun + '"] .status');
-    if (row) message.textContent = "Run " + startedRun + " is " + row.textContent + ".";
+    if (!startedRun || startedEnded || !message) return;
+    var badge = document.querySelector('#runs-body tr[data-run="' + startedRun + '"] .status');
+    if (!badge) return;
+    if (!/\bstatus-(success|warning|error|cancelled)\b/.test(badge.className)) {
+      message.textContent = "Run " + startedRun + " is " + badge.textContent + ".";
+      return;
+    }
+    startedEnded = true;
+    var id = startedRun;
+    api("GET", "/admin/training/api/runs/" + encodeURIComponent(id))
+      .then(function (run) { if (startedRun === id) { var s = said(run); show(s[0], s[1]); } })
+      .catch(function (err) { show("Lost contact with the server: " + err.message); });
   }
 
   var lastRuns = null, lastConfig = null;
-  function refresh() {
-    if (busy) return;
+  // ``then``: what to do once this update is on the page (a refresh already on its way is
+  // waited for).
+  function refresh(then) {
+    if (busy) {
+      if (then) setTimeout(function () { refresh(then); }, 100);
+      return;
+    }
     busy = true;
     var card = document.querySelector("#live-run .live"), log = $("live-log");
     var path = "/admin/training/api/fragments";
@@ -224,12 +361,14 @@
           lastConfig = f.config;
         }
         followStarted();
+        if (then) then();
       })
       .catch(function (err) { show("Lost contact with the server: " + err.message); })
       .then(function () { busy = false; });
   }
+  afterCancel = refresh;
 
   syncTrainers();
   followTail($("live-log"), true);
-  setInterval(refresh, 1000);
+  setInterval(function () { refresh(); }, 1000);
 })();

@@ -249,6 +249,13 @@ class RunStore:
                                       "seq DESC LIMIT 1", (trainer,)).fetchone()
         return _row(r, {})
 
+    def last_asked(self) -> Optional[Run]:
+        """The newest run an admin asked for (automatic runs are left out): the Training
+        form's memory of the backend and trainer last used."""
+        r = self.store.conn().execute("SELECT * FROM runs WHERE auto=0 ORDER BY seq DESC "
+                                      "LIMIT 1").fetchone()
+        return _row(r, {})
+
     def finished_newest_first(self):
         """(run_id, status, pinned, pruned_at) of every finished run, newest first: what
         retention needs, without the runs' JSON."""

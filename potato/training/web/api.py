@@ -19,6 +19,9 @@ from potato.training.core.runs import Run
 from potato.training.core.view import RunView
 
 PREFIX = "/admin/training/api"
+LIVE_LOG_LINES, LIVE_LOG_BYTES = 100000, 256 << 10  # what a live run page shows of its log
+
+
 def backend_list(manager: Manager, for_page: bool = False):
     """The backends as the API lists them; ``for_page`` adds what the Training page needs to
     know of each kind (whether it runs on this server)."""
@@ -183,14 +186,19 @@ def _api_routes(app, manager: Manager, get_run) -> None:
 
 def form_memory(manager: Manager, trainer_names, again: Optional[Run] = None):
     """What the Training form starts with: each trainer's params from its newest run an admin
-    asked for; with ``again``, that run's trainer, backend, schemes and params."""
+    asked for, and the backend and trainer of the newest such run (``last``: its id); with
+    ``again``, that run's trainer, backend, schemes and params."""
     remembered = {}
     for name in trainer_names:
         last = manager.runs.last_by_trainer(name)
         if last is not None:
             remembered[name] = (last.run_id, run_actions.form_values(last))
-    if again is None:
-        return {"remembered": remembered}
+    if again is None:  # the backend and trainer of the last run an admin started
+        last = manager.runs.last_asked()
+        if last is None:
+            return {"remembered": remembered}
+        return {"remembered": remembered, "trainer": last.trainer, "backend": last.backend,
+                "last": last.run_id}
     remembered[again.trainer] = (again.run_id, run_actions.form_values(again))
     return {"remembered": remembered, "trainer": again.trainer, "backend": again.backend,
             "schemas": list(again.schemas),
@@ -254,6 +262,15 @@ def _page_routes(app, manager: Manager, get_run, on_disk) -> None:
         out["config"] = on_disk.notice() if on_disk is not None else ""
         h.send_json(out)
 
+    @app.route("GET", PREFIX + r"/fragments/runs/(?P<run_id>[A-Za-z0-9_-]+)", "admin")
+    def run_fragments(h, run_id):
+        try:
+            live_card.log_offset(h.query)
+        except ValueError as e:
+            raise HTTPError(400, str(e))
+        h.send_json(live_card.run_fragments(RunView.from_run(get_run(run_id)),
+                                            manager.paths(run_id).log, h.query))
+
     @app.route("GET", PREFIX + r"/auto_retrain", "admin")
     def auto(h):
         h.send_json(manager.auto_status)
@@ -267,11 +284,18 @@ def _run_page_routes(app, manager: Manager, get_run, publisher):
         view = RunView.from_run(run)
         here = model_files.files(manager.paths(run_id).artifacts) \
             if run.status == "success" else []
-        h.send_html(pages.run_page(manager.cfg, view, read_log(manager, run_id),
+        if view.terminal:
+            log, live, end = read_log(manager, run_id), None, 0
+        else:  # the page follows the run: its log in whole lines, and where they end
+            log, end = live_card.log_tail(manager.paths(run_id).log, LIVE_LOG_LINES,
+                                          LIVE_LOG_BYTES)
+            live = live_card.run_parts(view)
+        h.send_html(pages.run_page(manager.cfg, view, log,
                                    model_files.model_files_cell(view, model_location(run), here,
                                                           model_files.load_code(run)),
                                    message, ok, publish_api.page_card(publisher, view, typed),
-                                   in_use.use_refusal(manager, run)),
+                                   in_use.use_refusal(manager, run),
+                                   (live, end) if live else None),
                     status)
 
     @app.route("GET", r"/admin/training/runs/(?P<run_id>[A-Za-z0-9_-]+)", "admin")

@@ -131,7 +131,7 @@ def chart_svg(history: Any, pending: bool = True) -> Safe:
                     'this run reported.</p>')
 
 
-def one_point(axis: str, single: Dict[str, Tuple[float, float]]) -> Safe:
+def one_point(axis: str, single: Dict[str, Tuple[float, float]], colour=colour_of) -> Safe:
     """Series with one point, as numbers (a lone dot on empty axes says less)."""
     if not single:
         return Safe("")
@@ -139,13 +139,57 @@ def one_point(axis: str, single: Dict[str, Tuple[float, float]]) -> Safe:
         render('<li data-series="{name}"><svg class="swatch" width="12" height="12" aria-hidden="true">'
                '<rect width="12" height="12" fill="{c}"/></svg> '
                '{name}: <b>{v}</b> <span class="hint">({axis} {at})</span></li>', name=name,
-               c=colour_of(name), v="%.4g" % v, axis=axis, at=_label(x))
+               c=colour(name), v="%.4g" % v, axis=axis, at=_label(x))
         for name, (x, v) in sorted(single.items())))
+
+
+def run_colour(position: int) -> str:
+    """The colour of the run at ``position`` on the compare page (its chart and its column)."""
+    return COLOURS[position % len(COLOURS)]
+
+
+def overlay_svg(runs: List[Tuple[str, Any]]) -> Safe:
+    """The compare page's chart: every run's series (``runs``: (run id, history)) on one
+    chart, a colour per run (``run_colour`` by position), loss solid on the left axis, the
+    rest dashed on the right, each named ``r3 · loss (train)``. Runs whose history is by
+    another axis (epoch where the first drawn is by step) are named in a note, not drawn."""
+    try:
+        return _overlay(runs)
+    except (ArithmeticError, ValueError, StopIteration):
+        return Safe('<p class="hint chart-empty">The chart cannot be drawn from the values '
+                    'these runs reported.</p>')
+
+
+def _overlay(runs: List[Tuple[str, Any]]) -> Safe:
+    drawn = [(rid, k) + series(history) for k, (rid, history) in enumerate(runs)]
+    drawn = [d for d in drawn if d[3]]
+    if not drawn:
+        return Safe('<p class="hint chart-empty">No chart: none of these runs reported a loss '
+                    'or accuracy.</p>')
+    axis = drawn[0][2]
+    data, colours = {}, {}
+    for rid, k, run_axis, run_data in drawn:
+        if run_axis != axis:
+            continue
+        for name, pts in run_data.items():
+            data["%s · %s" % (rid, name)] = pts
+            colours["%s · %s" % (rid, name)] = run_colour(k)
+    other = [rid for rid, _, run_axis, _ in drawn if run_axis != axis]
+    note = render('<p class="hint chart-other-axis">Not drawn: {ids} report by {a}, the '
+                  'others by {b}.</p>', ids=", ".join(other), a="epoch" if axis == "step"
+                  else "step", b=axis) if other else Safe("")
+    label = "Loss and metrics of runs %s by %s" % (", ".join(r[0] for r in drawn), axis)
+    return join([_draw(axis, data, True, colours.__getitem__, label), note])
 
 
 def _chart(history: Any, pending: bool) -> Safe:
     axis, data = series(history)
-    numbers = one_point(axis, {k: pts[0] for k, pts in data.items() if len(pts) == 1})
+    return _draw(axis, data, pending, colour_of, "Training loss and accuracy by %s" % axis)
+
+
+def _draw(axis: str, data: Dict[str, List[Tuple[float, float]]], pending: bool, colour,
+          label: str) -> Safe:
+    numbers = one_point(axis, {k: pts[0] for k, pts in data.items() if len(pts) == 1}, colour)
     data = {k: pts for k, pts in data.items() if len(pts) > 1}
     if not data and numbers:
         return numbers
@@ -176,16 +220,16 @@ def _chart(history: Any, pending: bool) -> Safe:
         return TOP + plot_h - (v - lo) / ((hi - lo) or 1) * plot_h
 
     parts = [render('<svg class="chart" role="img" viewBox="0 0 {w} {h}" width="100%" '
-                    'preserveAspectRatio="xMidYMid meet" aria-label="Training loss and '
-                    'accuracy by {axis}"><rect x="{l}" y="{t}" width="{pw}" height="{ph}" '
-                    'fill="#fff" stroke="#999"/>', w=WIDTH, axis=axis, l=LEFT,
+                    'preserveAspectRatio="xMidYMid meet" aria-label="{label}"><rect x="{l}" '
+                    'y="{t}" width="{pw}" height="{ph}" fill="#fff" stroke="#999"/>', w=WIDTH,
+                    label=label, l=LEFT,
                     t=TOP, pw=plot_w, ph=plot_h, h=height)]
     right = [k for k in data if not is_loss(k)]
     parts.append(_axes(axis, x_ticks, px, py, loss_vals, (loss_lo, loss_hi), other_vals,
                        (acc_lo, acc_hi), "accuracy" if all("acc" in k.lower() for k in right)
                        else "value"))
     for k, (name, pts) in enumerate(sorted(data.items())):
-        parts.append(_series(name, pts, colour_of(name), k, px, py, axis))
+        parts.append(_series(name, pts, colour(name), k, px, py, axis))
     parts.append(Safe("</svg>"))
     return join(parts + [numbers])
 

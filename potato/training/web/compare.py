@@ -1,5 +1,6 @@
 """The compare page (``/admin/training/compare?runs=r1&runs=r2``): two or more runs side by
-side, their params (the ones that differ highlighted) and their scores and metrics.
+side, their params (the ones that differ highlighted) and their scores and metrics, and their
+loss and metric curves overlaid on one chart, a colour per run (``chart.overlay_svg``).
 
 The run ids come from the query and are checked here once: known runs, 2 to MAX_RUNS."""
 
@@ -10,7 +11,7 @@ from typing import Any, Dict, List
 from potato.markup import Safe, join, render
 from potato.server.errors import HTTPError
 from potato.server.pages import layout
-from potato.training.web import pages
+from potato.training.web import chart, pages
 from potato.training.web.run_cells import metric_name, metric_text
 from potato.training.core.runs import RequestError
 from potato.training.core.view import RunView
@@ -114,11 +115,18 @@ def _metric_rows(views: List[RunView]) -> Safe:
                      len({_same(m.get(k)) for m in metrics}) > 1) for k in keys)
 
 
+def _swatch(position: int) -> Safe:
+    """The run's colour in the overlaid chart, beside its id."""
+    return render('<svg class="swatch" width="12" height="12" aria-hidden="true"><rect '
+                  'width="12" height="12" fill="{c}"/></svg> ', c=chart.run_colour(position))
+
+
 def compare_page(cfg, views: List[RunView]) -> str:
-    head = join(render('<th scope="col"><a href="/admin/training/runs/{id}">{id}</a>{name}</th>',
-                       id=v.run_id, name=render('<br><span class="run-name">{n}</span>',
-                                                n=v.name) if v.name else "")
-                for v in views)
+    head = join(render('<th scope="col">{swatch}<a href="/admin/training/runs/{id}">{id}</a>'
+                       '{name}</th>', id=v.run_id, swatch=_swatch(k),
+                       name=render('<br><span class="run-name">{n}</span>',
+                                   n=v.name) if v.name else "")
+                for k, v in enumerate(views))
     diff = differing(views)
     said = render("{n} param{s} differ: {names}. They are highlighted.", n=len(diff),
                   s="" if len(diff) == 1 else "s", names=", ".join(diff)) if diff else \
@@ -137,7 +145,10 @@ def compare_page(cfg, views: List[RunView]) -> str:
         '<tr><th colspan="{cols}" scope="rowgroup" class="group">Params</th></tr>'
         '<tr><td colspan="{cols}" class="hint" id="params-differ">{said}</td></tr>{params}'
         '<tr><th colspan="{cols}" scope="rowgroup" class="group">Metrics the runs reported</th>'
-        '</tr>{metrics}</tbody></table></div>',
+        '</tr>{metrics}</tbody></table></div>'
+        '<section class="card" id="compare-chart" aria-labelledby="compare-chart-h">'
+        '<h2 id="compare-chart-h">Loss and metrics, a colour per run</h2>{chart}</section>',
+        chart=chart.overlay_svg([(v.run_id, v.history) for v in views]),
         n=len(views), head=head, about=about, cols=len(views) + 1, scores=_score_rows(views),
         said=said, params=_params_rows(views), metrics=_metric_rows(views))
     return layout("Compare runs", body, cfg, admin=True)

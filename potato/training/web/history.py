@@ -7,10 +7,12 @@ names the param, what it got and what it takes."""
 import datetime
 import time
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Dict, List, Optional
+from urllib.parse import urlencode
 
 from potato.markup import Safe, join, render
+from potato.server.errors import HTTPError
 from potato.server.pages import layout
 from potato.training.web import pages
 from potato.training.core.runs import RequestError
@@ -142,12 +144,29 @@ def filter_form(q: RunQuery, trainers: List[str], backends: List[str]) -> Safe:
         asc=Safe(" selected") if q.order == "asc" else "")
 
 
+def query_string(q: RunQuery) -> str:
+    """``q`` as the runs page's query string (the values that differ from the defaults): what
+    the page's live updates ask for, so they show the rows the page shows."""
+    plain = RunQuery()
+    return urlencode([(k, "%g" % v if isinstance(v, float) else v)
+                      for k, v in asdict(q).items() if v != getattr(plain, k)])
+
+
+def list_rows(views: List[RunView]) -> Safe:
+    """The runs page's rows (one renderer for the page and its live updates)."""
+    return pages.runs_rows(views, pick=True) if views else render(
+        '<tr><td colspan="{n}">No run matches these filters.</td></tr>',
+        n=len(pages.RUNS_HEAD) + 1)
+
+
+def heading(views: List[RunView]) -> str:
+    return "%d run%s" % (len(views), "" if len(views) == 1 else "s")
+
+
 def runs_page(cfg, q: RunQuery, views: List[RunView], trainers: List[str],
               backends: List[str], message: str = "") -> str:
     head = join(render('<th scope="col">{h}</th>', h=h) for h in ("Compare",) + pages.RUNS_HEAD)
-    rows = pages.runs_rows(views, pick=True) if views else render(
-        '<tr><td colspan="{n}">No run matches these filters.</td></tr>',
-        n=len(pages.RUNS_HEAD) + 1)
+    rows = list_rows(views)
     more = render('<p class="hint">Showing the newest {n} runs that match; narrow the filters '
                   'to see older ones.</p>', n=LIMIT) if len(views) >= LIMIT else Safe("")
     error = render('<p class="error" role="alert" id="message">{m}</p>', m=message) \
@@ -156,16 +175,19 @@ def runs_page(cfg, q: RunQuery, views: List[RunView], trainers: List[str],
         '<p><a href="/admin/training">&larr; Training</a></p><h1>Runs</h1>{error}'
         '<section class="card" aria-labelledby="filter-h"><h2 id="filter-h">Filter and sort'
         '</h2>{form}</section>'
-        '<section class="card" aria-labelledby="list-h"><h2 id="list-h">{n} run{s}</h2>'
+        '<section class="card" aria-labelledby="list-h"><h2 id="list-h">{heading}</h2>'
         '<form method="get" action="/admin/training/compare" id="compare-form">'
         '<p class="hint">Tick two or more runs, then compare their params and scores side by '
         'side.</p><button type="submit" class="primary" id="compare-runs">Compare the ticked '
         'runs</button></form>{more}'
         '<div class="table-wrap"><table id="runs-table"><thead><tr>{head}</tr></thead>'
-        '<tbody id="runs-list">{rows}</tbody></table></div></section>',
-        error=error, form=filter_form(q, trainers, backends), n=len(views),
-        s="" if len(views) == 1 else "s", more=more, head=head, rows=rows)
-    return layout("Runs", body, cfg, admin=True)
+        '<tbody data-query="{query}" id="runs-list">{rows}</tbody></table></div></section>'
+        '<noscript><p class="hint">Without JavaScript this list does not update: reload the '
+        'page to see new runs.</p></noscript>',
+        error=error, form=filter_form(q, trainers, backends), heading=heading(views),
+        more=more, head=head, rows=rows, query=query_string(q))
+    return layout("Runs", body, cfg, admin=True,
+                  scripts='<script src="/static/training.js"></script>')
 
 
 def add_routes(app, manager) -> None:
@@ -180,3 +202,13 @@ def add_routes(app, manager) -> None:
             return
         h.send_html(runs_page(manager.cfg, q, select_runs(manager, q), trainers,
                               backends))
+
+    @app.route("GET", r"/admin/training/api/fragments/runs", "admin")
+    def runs_fragment(h):
+        """The runs page's live update: its rows and heading for the same query."""
+        try:
+            q = parse_query(h.query)
+        except RequestError as e:
+            raise HTTPError(e.status, e.message)
+        views = select_runs(manager, q)
+        h.send_json({"rows": list_rows(views), "heading": heading(views)})

@@ -8,6 +8,13 @@ replaces only the parts whose HTML changed and *appends* to the log the bytes wr
 offset ``N`` (``data-log-end``): a selection in the log survives an update, the log keeps its
 scroll position (it follows the tail only when it was scrolled to the bottom), and only the
 status line is ``aria-live`` (a screen reader hears the status change, not every log line).
+
+A run's page (``/admin/training/runs/ID``) is the same live view of one run: while the run is
+queued or running, its parts (``run_parts``: status, step, progress bar, started, ran on, chart,
+cancel) carry ``data-part`` and its log ``data-log-end``; ``static/training.js`` asks
+``GET /admin/training/api/fragments/runs/ID?log_from=N`` every second, patches the parts and
+appends to the log as above, and reloads the page once the run has ended (the held-out report,
+write-back and Run again appear). Without JavaScript the page is complete as it was rendered.
 """
 
 import os
@@ -15,7 +22,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from potato.markup import Safe, render
 from potato.training.web.chart import chart_svg
-from potato.training.web.pages import cancel_button, number
+from potato.training.web.pages import cancel_button, clock, number, status_badge
 from potato.training.core.runs import TERMINAL
 from potato.training.core.view import RunView
 
@@ -128,6 +135,27 @@ def fragments(live_view: Optional[RunView], log_path: Optional[str], query) -> D
     shown = (query.get("run") or [""])[0]
     offset = log_offset(query)
     if shown == live_view.run_id and offset is not None:
+        out["log"] = log_since(log_path, offset)
+    return out
+
+
+def run_parts(view: RunView) -> Dict[str, Safe]:
+    """The parts of a run's page that change while it runs (one renderer for the page and its
+    updates)."""
+    return {"status": status_badge(view), "step": render("{s}", s=view.step or ""),
+            "bar": progress_bar(view), "started": render("{t}", t=clock(view.started_at)),
+            "ran_on": render("{r}", r=view.ran_on or view.backend),
+            "chart": chart_svg(view.history, pending=view.status not in TERMINAL),
+            "cancel": cancel_button(view)}
+
+
+def run_fragments(view: RunView, log_path: str, query) -> Dict[str, Any]:
+    """A run page's update for ``GET .../fragments/runs/ID``: its parts, whether it has ended
+    (the page then reloads), and with ``?log_from=N`` what its log gained after byte N."""
+    out: Dict[str, Any] = {"run_id": view.run_id, "status": view.status,
+                           "terminal": view.status in TERMINAL, "parts": run_parts(view)}
+    offset = log_offset(query)
+    if offset is not None:
         out["log"] = log_since(log_path, offset)
     return out
 

@@ -8,12 +8,14 @@ so there is one renderer and the page reads fine without JavaScript.
 import json
 import math
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from potato.markup import Safe, esc, join, render
 from potato.server.pages import json_script, layout
 from potato.training.reports import heldout, run_texts
 from potato.training.web import rating_cells, run_actions
+from potato.training.web.form_cells import (param_inputs, remembered_choice, trainer_options,
+                                            unavailable_reason)
 from potato.training.web.chart import chart_svg
 from potato.training.web.run_cells import (in_use_cell, message_box, metrics_table, pin_cell,
                                        runs_table_marks, span_holdout_cell, span_report)
@@ -76,6 +78,12 @@ def _written(view: RunView) -> Safe:
 def _when(t: Any) -> str:
     t = _num(t)
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(t)) if t else ""
+
+
+def clock(t: Any) -> str:
+    """A time on a run's page, to the second (local time); "" for none."""
+    t = _num(t)
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if t else ""
 
 
 def _params(view: RunView) -> Safe:
@@ -141,70 +149,6 @@ def cancel_button(view: RunView) -> Safe:
                   id=view.run_id)
 
 
-def _trainer_options(trainers: List[Dict[str, Any]], on_server: bool, first) -> str:
-    out = []
-    for t in trainers:
-        reason = unavailable_reason(t, on_server)
-        out.append('<option value="%s"%s%s>%s%s</option>' % (
-            esc(t["name"]), " disabled" if reason else "", " selected" if t is first else "",
-            esc(t["name"]), " (unavailable: %s)" % esc(reason) if reason else ""))
-    return "".join(out)
-
-
-def unavailable_reason(trainer: Dict[str, Any], on_server: bool) -> str:
-    """Why a trainer cannot run on a backend (``on_server``: the backend runs here), or for
-    this project at all (``unfit``: fit.py)."""
-    if trainer.get("unfit"):
-        return trainer["unfit"]
-    if trainer.get("local_only") and not on_server:
-        return "it reads the server's store, so it runs only on local"
-    if on_server and trainer.get("missing_packages"):
-        return "needs %s here" % ", ".join(trainer["missing_packages"])
-    return ""
-
-
-def param_inputs(trainer: Dict[str, Any], shown: bool, remembered=None) -> str:
-    """One trainer's param inputs; hidden (and disabled, so not submitted) unless ``shown``.
-    ``remembered``: (run_id, {param: text}) of this trainer's last run, whose values the
-    inputs start with (run_actions.form_values)."""
-    off = "" if shown else " disabled"
-    out = ['<div class="param-set" data-trainer="%s"%s>' % (esc(trainer["name"]),
-                                                           "" if shown else " hidden")]
-    from_run, values = remembered or (None, {})
-    if from_run:
-        out.append('<p class="hint remembered">Filled in with the params of run <a href="/admin/'
-                   'training/runs/%s">%s</a>; clear a box for its default.</p>' % (
-                       esc(from_run), esc(from_run)))
-    for p in trainer["params"]:
-        pid = "param-%s-%s" % (trainer["name"], p["name"])
-        default = values.get(p["name"], "" if p["default"] is None else p["default"])
-        if p["type"] == "bool":
-            out.append('<label for="%s">%s</label><select id="%s" name="param:%s"%s>'
-                       '<option value="true"%s>true</option><option value="false"%s>false'
-                       '</option></select>' % (pid, esc(p["name"]), pid, esc(p["name"]), off,
-                                               " selected" if default in (True, "true") else "",
-                                               " selected" if default in (False, "false")
-                                               else ""))
-        elif p.get("choices"):
-            out.append('<label for="%s">%s</label><select id="%s" name="param:%s"%s>%s'
-                       '</select>' % (pid, esc(p["name"]), pid, esc(p["name"]), off, "".join(
-                           '<option value="%s"%s>%s</option>' % (
-                               esc(c), " selected" if str(c) == str(default) else "", esc(c))
-                           for c in p["choices"])))
-        elif p.get("multiline"):
-            out.append('<label for="%s">%s</label><textarea id="%s" name="param:%s" rows="6" '
-                       'placeholder="default"%s>%s</textarea>' % (
-                           pid, esc(p["name"]), pid, esc(p["name"]), off, esc(default)))
-        else:
-            out.append('<label for="%s">%s</label><input id="%s" name="param:%s" value="%s" '
-                       'placeholder="default"%s>' % (pid, esc(p["name"]), pid, esc(p["name"]),
-                                                     esc(default), off))
-        out.append('<p class="hint">%s</p>' % esc(p["help"]))
-    if not trainer["params"]:
-        out.append('<p class="hint">This trainer has no params.</p>')
-    return "".join(out) + "</div>"
-
-
 def _prefill(backends, trainers, form: Dict[str, Any]):
     """(backend, trainer) the form starts with: ``form``'s (a run to run again) when they
     exist and can run, else the default backend and the first trainer that fits the project
@@ -239,9 +183,9 @@ def training_page(cfg, backends: List[Dict[str, Any]], trainers: List[Dict[str, 
             esc(s.name), " disabled" if only[s.name] else " checked" if s.name in checked
             else "", esc(s.name), esc(s.annotation_type), ": " + esc(only[s.name]) if
             only[s.name] else "") for s in cfg.schemes)
-    msg = '<p class="error">%s</p>' % esc(message) if message else (
-        '<p class="ok" id="again-notice">%s</p>' % esc(form["notice"]) if form.get("notice")
-        else "")
+    msg = '<p class="error">%s</p>' % esc(message) if message else ""
+    again = '<p class="ok" id="again-notice">%s</p>' % esc(form["notice"]) \
+        if form.get("notice") else ""
     disabled = form_hidden = ""
     if not cfg.model_training.enabled:
         disabled = ('<p class="notice" id="training-disabled">Training is disabled '
@@ -256,7 +200,7 @@ def training_page(cfg, backends: List[Dict[str, Any]], trainers: List[Dict[str, 
                                      "max_schemas": t["max_schemas"]} for t in trainers}}
     body = """<h1>Training</h1>{notice}
 <section class="card" aria-labelledby="start-h"><h2 id="start-h">Start a run</h2>{disabled}
-<div id="message" role="alert" aria-live="assertive">{msg}</div>
+{again}{top_msg}
 <form id="run-form" method="post" action="/admin/training/start"{form_hidden}>
   <div class="row">
     <div><label for="backend">Runs on</label>
@@ -266,23 +210,29 @@ def training_page(cfg, backends: List[Dict[str, Any]], trainers: List[Dict[str, 
   <p class="hint" id="backend-description">{description}</p>
   <div id="check-report" aria-live="polite"></div>
   <label for="trainer">Trainer</label>
-  <select id="trainer" name="trainer">{trainer_opts}</select>
+  <select id="trainer" name="trainer">{trainer_opts}</select>{chosen}
   <fieldset><legend>Schemes</legend>{schemes}</fieldset>
   <fieldset id="params"><legend>Params</legend>{params}</fieldset>
   <button type="submit" id="start-run" class="primary">Start run</button>
-</form></section>
-<section class="card" aria-labelledby="live-h"><h2 id="live-h">Current run</h2>
-<div id="live-run">{live}</div></section>
+</form>{bottom_msg}</section>
+<section class="card" aria-labelledby="live-h" id="live-card" tabindex="-1"><h2 id="live-h">
+Current run</h2><div id="live-run">{live}</div></section>
 <section class="card" aria-labelledby="runs-h"><h2 id="runs-h">Runs</h2>
 <p><a href="/admin/training/runs" id="all-runs">All runs: sort, filter, name and compare them
 </a></p>
 <div class="table-wrap"><table id="runs-table"><thead><tr>{runs_head}</tr></thead>
 <tbody id="runs-body">{rows}</tbody></table></div></section>
 <script type="application/json" id="training-data">{data}</script>""".format(
-        msg=msg, notice=notice, backend_opts=backend_opts, disabled=disabled,
+        # A refusal of the form sent without JavaScript is said at the top, where the page
+        # opens; the script's messages go under Start run, beside the live card.
+        top_msg='<div id="message" role="alert" aria-live="assertive">%s</div>' % msg
+        if message else "", bottom_msg="" if message else
+        '<div id="message" role="alert" aria-live="assertive"></div>',
+        again=again, chosen=remembered_choice(form, default, first),
+        notice=notice, backend_opts=backend_opts, disabled=disabled,
         form_hidden=form_hidden,
         description=esc(default.get("description") or ""),
-        trainer_opts=_trainer_options(trainers, default["on_server"], first), schemes=schemes,
+        trainer_opts=trainer_options(trainers, default["on_server"], first), schemes=schemes,
         params="".join(param_inputs(t, t is first, form.get("remembered", {}).get(t["name"]))
                        for t in trainers), live=live, rows=runs_rows(runs), data=json_script(data),
         runs_head="".join('<th scope="col">%s</th>' % esc(h) for h in RUNS_HEAD))
@@ -384,30 +334,42 @@ def _warnings(view: RunView) -> Safe:
 
 
 def run_page(cfg, view: RunView, log: str, where: Any, message: str = "",
-             ok: bool = True, publish: Safe = Safe(""), use_refusal: str = "") -> str:
-    """``use_refusal``: why the run cannot be put in use ("" when it can: in_use.use_refusal)."""
-    def row(k, v):
+             ok: bool = True, publish: Safe = Safe(""), use_refusal: str = "",
+             live: Optional[Tuple[Dict[str, Safe], int]] = None) -> str:
+    """``use_refusal``: why the run cannot be put in use ("" when it can: in_use.use_refusal).
+    ``live``: for a run not finished, (its parts (live.run_parts), the byte offset ``log``
+    ends at): the page follows the run (static/training.js)."""
+    parts, log_end = live or ({}, 0)
+
+    def row(k, v, part=""):
+        if part:  # a part the live page patches
+            return render('<tr><th scope="row">{k}</th><td data-part="{p}">{v}</td></tr>',
+                          k=k, v=parts.get(part, v), p=part)
         return render('<tr><th scope="row">{k}</th><td>{v}</td></tr>', k=k, v=v)
 
-    def when(t):
-        t = _num(t)
-        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if t else ""
+    when = clock
 
     def code(value):
         return render("<code>{v}</code>", v=json.dumps(value, default=str)) if value else ""
 
-    rows = [row("Status", status_badge(view)), row("Warnings", _warnings(view))
+    follow = render('<p class="hint" id="run-follows" data-follow-run="{id}">This page follows '
+                    'the run: it updates every second and shows the report when the run ends.'
+                    '</p><noscript><p class="hint">Without JavaScript this page does not '
+                    'update: reload it to see the run\'s progress.</p></noscript>',
+                    id=view.run_id) if live else Safe("")
+    rows = [row("Status", status_badge(view), "status"), row("Warnings", _warnings(view))
             if view.warnings else "",
-            row("Step", view.step or ""),
+            row("Step", view.step or "", "step"),
+            row("Progress", "", "bar") if live else "",
             row("Error", render('<span class="error">{e}</span>', e=view.error))
             if view.error and view.status == "error" else "",
             row("Trainer", view.trainer), row("Schemes", ", ".join(map(str, view.schemas))),
             row("Params", join([_params(view), render(
                 '<details><summary>all</summary>{all}</details>',
                 all=code(view.params or {}))])),
-            row("Ran on", view.ran_on or view.backend),
+            row("Ran on", view.ran_on or view.backend, "ran_on" if live else ""),
             row("Created", when(view.created_at)),
-            row("Started", when(view.started_at)),
+            row("Started", when(view.started_at), "started" if live else ""),
             row("Finished", when(view.finished_at)), row("Duration", _duration(view)),
             row("Held-out score", _holdout(view)),
             row("Write-back", writeback_section(view)) if view.writeback is not None else "",
@@ -415,16 +377,21 @@ def run_page(cfg, view: RunView, log: str, where: Any, message: str = "",
             row("Model files", where), row("In use", in_use_cell(view, use_refusal)),
             row("Pinned", pin_cell(view, use_refusal)) if view.status == "success" else "",
             row("Name and note", run_actions.label_cell(view))]
-    cancel = cancel_button(view)
+    cancel = render('<div data-part="cancel">{c}</div>', c=parts["cancel"]) if live else \
+        cancel_button(view)
     body = render("""<p><a href="/admin/training">&larr; Training</a></p>
-<h1>Run {id}{name}</h1>{message}
+<h1>Run {id}{name}</h1>{message}{follow}
 <div class="table-wrap"><table class="details">{rows}</table></div>{cancel}{again}
 {report}{publish}
-<section class="card"><h2>Loss and accuracy</h2>{chart}</section>
-<section class="card"><h2>Run log</h2><pre class="log">{log}</pre></section>""",
+<section class="card"><h2>Loss and accuracy</h2><div class="chart-box"{chart_part}>{chart}</div>
+</section>
+<section class="card"><h2>Run log</h2><pre class="log" id="run-log"{end}>{log}</pre></section>""",
                   id=view.run_id, rows=join(r for r in rows if r), cancel=cancel or Safe(""),
+                  follow=follow, chart_part=Safe(' data-part="chart"') if live else "",
+                  end=render(' data-log-end="{e}"', e=log_end) if live else "",
                   again=run_actions.again_cell(view, cfg.path),
-                  chart=chart_svg(view.history, pending=view.status not in TERMINAL),
+                  chart=parts.get("chart") or chart_svg(view.history,
+                                                        pending=view.status not in TERMINAL),
                   log=log, report=holdout_section(view), message=message_box(message, ok),
                   publish=publish, name=render(' · <span id="run-name-head">{n}</span>',
                                                n=view.name) if view.name else "")

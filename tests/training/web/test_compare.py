@@ -150,3 +150,63 @@ def test_a_filter_value_with_a_control_character_is_refused_by_code_point(name, 
         history.parse_query({name: ["queued" + char]})
     assert e.value.status == 400 and char not in e.value.message
     assert "U+%04X" % ord(char) in e.value.message
+
+
+def _loss(scale, n=6, name="loss"):
+    return [{"name": name, "split": "train", "value": scale / (i + 1), "step": i + 1}
+            for i in range(n)]
+
+
+def _lines(svg):
+    return re.findall(r'<polyline class="series" data-series="([^"]*)" fill="none" '
+                      r'stroke="([^"]*)"', str(svg))
+
+
+def test_compare_overlays_the_runs_curves_a_colour_per_run():
+    from potato.training.web import chart
+
+    acc = [{"name": "accuracy", "split": "val", "value": 0.5 + 0.1 * e, "step": 2 * e}
+           for e in (1, 2, 3)]
+    svg = str(chart.overlay_svg([("r1", _loss(1.0)), ("r2", _loss(0.5) + acc)]))
+    lines = dict(_lines(svg))
+    assert set(lines) == {"r1 · loss (train)", "r2 · loss (train)", "r2 · accuracy (val)"}
+    assert lines["r1 · loss (train)"] == chart.run_colour(0)
+    assert lines["r2 · loss (train)"] == lines["r2 · accuracy (val)"] == chart.run_colour(1)
+    assert chart.run_colour(0) != chart.run_colour(1)
+    assert svg.count("<svg") == 1  # one chart
+    assert 'aria-label="Loss and metrics of runs r1, r2 by step"' in svg
+    assert "r2 · accuracy (val) (right axis)" in svg and "r1 · loss (train) (left axis)" in svg
+    # a run's colour follows its place in the comparison, not its series' names
+    swapped = dict(_lines(chart.overlay_svg([("r2", _loss(0.5)), ("r1", _loss(1.0))])))
+    assert swapped["r2 · loss (train)"] == chart.run_colour(0)
+
+
+def test_compare_chart_numbers_other_axes_and_hostile_names():
+    from potato.training.web import chart
+
+    nb = [{"name": "val_accuracy", "value": 0.81, "scheme": "sentiment", "epoch": 1}]
+    out = str(chart.overlay_svg([("r1", nb), ("r2", [dict(e, value=0.7) for e in nb])]))
+    assert "<svg class=\"chart\"" not in out  # one point each: numbers, in the runs' colours
+    assert re.search(r'fill="%s"/></svg> r1 · val_accuracy \(sentiment\): <b>0.81</b>'
+                     % chart.run_colour(0), out)
+    assert re.search(r'fill="%s"/></svg> r2 · val_accuracy \(sentiment\): <b>0.7</b>'
+                     % chart.run_colour(1), out)
+    by_epoch = [{"name": "loss", "value": v, "epoch": e} for e, v in ((1, 0.9), (2, 0.5))]
+    out = str(chart.overlay_svg([("r1", _loss(1.0)), ("r2", []), ("r3", by_epoch)]))
+    assert dict(_lines(out)).keys() == {"r1 · loss (train)"}
+    assert "Not drawn: r3 report by epoch, the others by step." in out
+    assert "No chart: none of these runs reported a loss or accuracy." in str(
+        chart.overlay_svg([("r1", []), ("r2", None)]))
+    hostile = str(chart.overlay_svg([("r1", _loss(1.0, name="<script>x</script>")),
+                                     ("r2", _loss(0.5))]))
+    assert "<script>" not in hostile and "&lt;script&gt;x&lt;/script&gt;" in hostile
+
+
+def test_the_compare_page_draws_the_overlay(three_runs):
+    service, c, ids, cancelled = three_runs
+    page = c.get("/admin/training/compare?runs=%s&runs=%s" % (ids[0], ids[1]), headers=H).text
+    chart_part = page.split('id="compare-chart"', 1)[1]
+    # naive Bayes reports one val accuracy per scheme: each run's number, in its colour
+    assert "%s · val_accuracy (sentiment)" % ids[0] in chart_part
+    assert "%s · val_accuracy (sentiment)" % ids[1] in chart_part
+    assert not injected(page)

@@ -67,7 +67,7 @@ def test_runs_on_check_start_watch_cancel(page):
     select(d, "trainer", "text-naive-bayes")
     assert d.find_element("id", "param-text-naive-bayes-ngrams").get_attribute("value") == "2"
     d.find_element("id", "start-run").click()
-    wait_for(d, lambda d: re.match(r"Run r\d+ is (queued|running|success)\.$",
+    wait_for(d, lambda d: re.match(r"Run r\d+ (is queued|is running|succeeded)\.$",
                                    text_of(d, "#message")), what="the run's message")
     row = wait_for(d, lambda d: d.find_elements("css selector", "#runs-body tr[data-run]") and
                    "success" in text_of(d, "#runs-body tr[data-run]") and
