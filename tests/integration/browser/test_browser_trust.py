@@ -113,7 +113,8 @@ def test_a_too_small_project_is_refused_on_the_page(tmp_path, serve, browser):
     select(d, "trainer", "text-naive-bayes")
     d.find_element("id", "start-run").click()
     msg = wait_for(d, lambda d: text_of(d, "#message"), what="the refusal")
-    assert "Scheme sentiment has 0 labelled item(s) with 'positive' in the train split" in msg
+    assert "Scheme sentiment has 0 labelled items with positive; 0 labelled items with negative in " \
+        "the train split" in msg
     assert "model_training.min_labels_per_class" in msg
     assert d.find_elements("css selector", "#runs-body tr[data-run]") == []
 
