@@ -445,9 +445,9 @@ EQUIVALENT = {
                       "same wanted (one read saved, nothing else)",
         "e6a7bb94c0": "receive: keep_pin just refreshed (or wrote again) this run's pin, which "
                       "evict's pinned() reads: the same hashes are kept",
-        "b38fe350d4": "_wide_pipe: getattr on None falls back to 1031, Linux's F_SETPIPE_SZ: "
+        "09446389f3": "wide_pipe: getattr on None falls back to 1031, Linux's F_SETPIPE_SZ: "
                       "the same number",
-        "b4e6f923d9": "_wide_pipe: a name fcntl lacks falls back to 1031, Linux's "
+        "b60e3107b5": "wide_pipe: a name fcntl lacks falls back to 1031, Linux's "
                       "F_SETPIPE_SZ: the same number",
     },
     "potato/training/remote/media_store.py": {
