@@ -619,6 +619,28 @@ def test_the_media_folder_itself_is_inside_it_but_not_a_file(ns_cfg, tmp_path):
     assert media.local_path(ns_cfg, image("self/a.png")) == os.path.join(root, "a.png")
 
 
+@pytest.mark.parametrize("err, said", [(OSError(errno.EINVAL, "Invalid argument"),
+                                         "Invalid argument"),
+                                        (ValueError("embedded null"), "embedded null"),
+                                        (OSError(), "")])
+def test_a_link_swapped_while_the_path_is_resolved_is_changed(ns_cfg, tmp_path, monkeypatch,
+                                                              err, said):
+    """realpath reads each link it meets: one swapped meanwhile fails it (EINVAL)."""
+    root = os.path.realpath(tmp_path / "media")
+    real = os.path.realpath
+
+    def racing(path, *a, **kw):
+        if str(path).endswith("a.png"):
+            raise err
+        return real(path, *a, **kw)
+    monkeypatch.setattr(media.os.path, "realpath", racing)
+    with pytest.raises(media.MediaChanged) as e:
+        media.local_path(ns_cfg, image("a.png"))
+    assert isinstance(e.value, media.MediaMissing)
+    assert str(e.value) == (f"'a.png' changed while it was looked up in the media folder {root} "
+                            f"({said or err})")
+
+
 def test_what_is_not_a_file(ns_cfg, tmp_path):
     folder = tmp_path / "media"
     (folder / "dir").mkdir()
