@@ -525,6 +525,8 @@ EQUIVALENT = {
                       "one below it, so a run in the Counter always has a count above 0",
     },
     "potato/training/hub/publish.py": {
+        "37dbe4dca0": "Publisher.__init__: _active starts as \"\" instead of None: it is only "
+                      "compared with a run id, and no run id is empty",
         "6b8e5edfe2": "check_repo_id: len(v) >= 200: REPO_ID matches at most 96 + 1 + 96 = 193 "
                       "characters, so a longer id is refused by the pattern either way",
         "19b1c7fdf8": "check_repo_id: len(v) > 201: REPO_ID matches at most 193 characters, so "

@@ -1147,7 +1147,8 @@ def test_cannot_publish_files_left_on_a_host(runs):
     # a backend's own keys are its options (config/backends.py's Backend)
     kept = SimpleNamespace(options=SimpleNamespace(fetch_artifacts=False, max_artifact_mb=5))
     fetched = SimpleNamespace(options=SimpleNamespace(fetch_artifacts=True, max_artifact_mb=5.5))
-    cfg = make_cfg({"kept": kept, "fetched": fetched})
+    keyless = SimpleNamespace(options=SimpleNamespace(max_artifact_mb=6))  # a kind without it
+    cfg = make_cfg({"kept": kept, "fetched": fetched, "keyless": keyless})
     p = runs.make("r1")
     empty = runs.make("r2", files=())
 
@@ -1175,6 +1176,9 @@ def test_cannot_publish_files_left_on_a_host(runs):
         "some model files were larger than max_artifact_mb (2048 MB), so they stayed on the "
         "GPU host (the run log names them)")
     assert why("xagent://m/x", "gone").endswith("on the GPU host (the run log names them)")
+    assert why("ssh://h/x", "keyless") == (  # a kind without the key fetches its files
+        "some model files were larger than max_artifact_mb (6 MB), so they stayed on the GPU "
+        "host (the run log names them)")
 
 
 def test_repo_files_flat_unless_names_clash(runs):
