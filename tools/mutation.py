@@ -409,7 +409,7 @@ EQUIVALENT = {
         "262872dc62": "receive: two writer threads at least instead of one: the same files",
         "52477a53ff": "receive: the drain after the end reads the rest in one read instead of "
                       "1 MB reads",
-        "f88faa56c6": "receive: keep_pin just refreshed (or wrote again) this run's pin, which "
+        "42a5886b04": "receive: keep_pin just refreshed (or wrote again) this run's pin, which "
                       "evict's pinned() reads: the same hashes are kept",
         "65fe2a8bb4": "_read_stream: the loop is the try's last statement: break and return "
                       "both reach the finally",
@@ -439,12 +439,10 @@ EQUIVALENT = {
         "ce22707b4c": "_write: kept() ignores the size when it is given an error",
         "57c6fadfd2": "receive: the pin main() just wrote holds the same pairs: read back, the "
                       "same wanted (one read saved, nothing else)",
-        "225f9f673f": "main: the pin just written holds the same pairs: receive reads back the "
+        "eee7180b36": "main: the pin just written holds the same pairs: receive reads back the "
                       "same wanted (one read saved, nothing else)",
-        "d7647b4015": "main: the pin just written holds the same pairs: receive reads back the "
+        "9cbf131840": "main: the pin just written holds the same pairs: receive reads back the "
                       "same wanted (one read saved, nothing else)",
-        "e6a7bb94c0": "receive: keep_pin just refreshed (or wrote again) this run's pin, which "
-                      "evict's pinned() reads: the same hashes are kept",
         "09446389f3": "wide_pipe: getattr on None falls back to 1031, Linux's F_SETPIPE_SZ: "
                       "the same number",
         "b60e3107b5": "wide_pipe: a name fcntl lacks falls back to 1031, Linux's "

@@ -391,6 +391,17 @@ def test_sync_answers_then_receives(tmp_path, host):
     assert oct(os.stat(tmp_path / "r").st_mode & 0o777) == "0o700"  # made under umask 077
 
 
+def test_a_syncs_trim_trusts_the_record_its_reservation_updated(tmp_path, host, monkeypatch):
+    """The sync reserves the missing files' bytes before the stream: its trim then trusts the
+    cache's record (within the limit, counted before the reservation) and lists nothing."""
+    files = [b"one", b"two"]
+    wanted = json.dumps([[sha(d), len(d)] for d in files]).encode() + b"\n"
+    mc.open_cache(str(tmp_path / "r" / "media"))  # a record: 0 bytes
+    monkeypatch.setattr(mc, "entries", lambda c: pytest.fail("listed the cache"))
+    code, lines = host(["sync", str(tmp_path / "r"), "job", "100"], wanted + stream_of(files))
+    assert code is None and lines[1]["held_bytes"] == 6 and lines[1]["received"] == 2
+
+
 def test_sync_with_nothing_missing_reads_no_stream(tmp_path, host):
     cache = str(tmp_path / "r" / "media")
     ms.put(cache, sha(b"one"), b"one")
