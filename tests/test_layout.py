@@ -145,19 +145,19 @@ def copy_of_source(tmp_path):
 
 
 def test_hash_covers_only_what_travels(tmp_path):
-    root = copy_of_source(tmp_path)
-    before = ship.code_hash(root)
-    ship._hashes.clear()
+    """Three copies of the source (a hash is kept per folder): as it is, with changes that stay
+    on the server, with one that travels."""
+    before = ship.code_hash(copy_of_source(tmp_path / "as-is"))
+    root = copy_of_source(tmp_path / "server-only")
     with open(os.path.join(root, "potato", "server", "static", "style.css"), "a") as f:
         f.write("\n/* a CSS-only change */\n")
-    with open(os.path.join(root, "potato", "training", "queue.py"), "a") as f:
+    with open(os.path.join(root, "potato", "training", "lifecycle", "queue.py"), "a") as f:
         f.write("\n# a server-only change\n")
     assert ship.code_hash(root) == before
-    ship._hashes.clear()
+    root = copy_of_source(tmp_path / "travels")
     with open(os.path.join(root, "potato", "training", "remote", "bundle.py"), "a") as f:
         f.write("\n# a change that travels\n")
     assert ship.code_hash(root) != before
-    ship._hashes.clear()
 
 
 def test_archive_holds_the_shipped_files_only():

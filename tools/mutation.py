@@ -413,7 +413,7 @@ EQUIVALENT = {
         "262872dc62": "receive: two writer threads at least instead of one: the same files",
         "52477a53ff": "receive: the drain after the end reads the rest in one read instead of "
                       "1 MB reads",
-        "f88faa56c6": "receive: keep_pin just refreshed (or wrote again) this run's pin, which "
+        "42a5886b04": "receive: keep_pin just refreshed (or wrote again) this run's pin, which "
                       "evict's pinned() reads: the same hashes are kept",
         "65fe2a8bb4": "_read_stream: the loop is the try's last statement: break and return "
                       "both reach the finally",
@@ -443,15 +443,13 @@ EQUIVALENT = {
         "ce22707b4c": "_write: kept() ignores the size when it is given an error",
         "57c6fadfd2": "receive: the pin main() just wrote holds the same pairs: read back, the "
                       "same wanted (one read saved, nothing else)",
-        "225f9f673f": "main: the pin just written holds the same pairs: receive reads back the "
+        "eee7180b36": "main: the pin just written holds the same pairs: receive reads back the "
                       "same wanted (one read saved, nothing else)",
-        "d7647b4015": "main: the pin just written holds the same pairs: receive reads back the "
+        "9cbf131840": "main: the pin just written holds the same pairs: receive reads back the "
                       "same wanted (one read saved, nothing else)",
-        "e6a7bb94c0": "receive: keep_pin just refreshed (or wrote again) this run's pin, which "
-                      "evict's pinned() reads: the same hashes are kept",
-        "b38fe350d4": "_wide_pipe: getattr on None falls back to 1031, Linux's F_SETPIPE_SZ: "
+        "09446389f3": "wide_pipe: getattr on None falls back to 1031, Linux's F_SETPIPE_SZ: "
                       "the same number",
-        "b4e6f923d9": "_wide_pipe: a name fcntl lacks falls back to 1031, Linux's "
+        "b60e3107b5": "wide_pipe: a name fcntl lacks falls back to 1031, Linux's "
                       "F_SETPIPE_SZ: the same number",
     },
     "potato/training/remote/media_store.py": {
@@ -549,6 +547,8 @@ EQUIVALENT = {
                       "one below it, so a run in the Counter always has a count above 0",
     },
     "potato/training/hub/publish.py": {
+        "37dbe4dca0": "Publisher.__init__: _active starts as \"\" instead of None: it is only "
+                      "compared with a run id, and no run id is empty",
         "6b8e5edfe2": "check_repo_id: len(v) >= 200: REPO_ID matches at most 96 + 1 + 96 = 193 "
                       "characters, so a longer id is refused by the pattern either way",
         "19b1c7fdf8": "check_repo_id: len(v) > 201: REPO_ID matches at most 193 characters, so "

@@ -170,9 +170,28 @@ def test_admin_export_jsonl_csv_and_label_counts(tmp_path, serve):
     assert c.get("/admin/export.csv").status in (303, 401)  # admin only
 
 
-def test_csv_cells_that_would_run_as_formulas_are_defused():
-    from potato.labels.export import _cell
+def test_csv_cells_that_would_run_as_formulas_are_defused(tmp_path):
+    """A cell a spreadsheet would run (=, +, -, @ first) is written with a ' before it, in
+    both CSV exports; a list label is its values joined by ;."""
+    import csv
+    import io
 
-    assert _cell("=HYPERLINK(\"http://evil\")") == "'=HYPERLINK(\"http://evil\")"
-    assert _cell("+1") == "'+1" and _cell("-x") == "'-x" and _cell("@a") == "'@a"
-    assert _cell(["a", "b"]) == "a;b" and _cell("plain") == "plain"
+    from potato.labels import export
+    from potato.project.store import Store
+
+    store = Store(str(tmp_path / "potato.db"))
+    try:
+        store.sync_items([("=id", '=HYPERLINK("http://evil")', {}), ("i2", "+1", {}),
+                          ("i3", "-x", {}), ("i4", "@a", {}), ("i5", "plain", {})])
+        store.save_labels("ann", "i5", {"s": ["a", "b"]})
+        store.save_labels("ann", "i4", {"s": "=1+1"})
+        items = list(csv.reader(io.StringIO(export.build(store, None, "item", "csv").decode())))
+        assert [(r[0], r[-1]) for r in items[1:]] == [
+            ("'=id", '\'=HYPERLINK("http://evil")'), ("i2", "'+1"), ("i3", "'-x"),
+            ("i4", "'@a"), ("i5", "plain")]
+        labels = list(csv.reader(io.StringIO(export.build(store, None, "label", "csv")
+                                             .decode())))
+        by = {r[0]: r for r in labels[1:]}
+        assert by["i5"][3] == "a;b" and by["i4"][3] == "'=1+1" and by["i4"][6] == "'@a"
+    finally:
+        store.close()

@@ -607,8 +607,38 @@ def test_a_sibling_folder_with_the_same_prefix_is_outside(tmp_path):
     (tmp_path / "media" / "s").symlink_to(tmp_path / "media2")
     with pytest.raises(media.MediaRefused):
         media.local_path(ns_cfg, image("s/a.png"))
-    assert media._inside("/a/b", "/a/b/c") and media._inside("/a/b", "/a/b")
-    assert not media._inside("/a/b", "/a/bc") and not media._inside("/a/b", "b/c")
+
+
+def test_the_media_folder_itself_is_inside_it_but_not_a_file(ns_cfg, tmp_path):
+    (tmp_path / "media" / "self").symlink_to(tmp_path / "media")
+    root = os.path.realpath(tmp_path / "media")
+    with pytest.raises(media.MediaNotAFile) as e:  # not MediaRefused: the folder is inside
+        media.local_path(ns_cfg, image("self"))
+    assert e.value.what == "a folder" and str(e.value) == (
+        f"'self' is a folder, not a file, in the media folder {root}")
+    assert media.local_path(ns_cfg, image("self/a.png")) == os.path.join(root, "a.png")
+
+
+@pytest.mark.parametrize("err, said", [(OSError(errno.EINVAL, "Invalid argument"),
+                                         "Invalid argument"),
+                                        (ValueError("embedded null"), "embedded null"),
+                                        (OSError(), "")])
+def test_a_link_swapped_while_the_path_is_resolved_is_changed(ns_cfg, tmp_path, monkeypatch,
+                                                              err, said):
+    """realpath reads each link it meets: one swapped meanwhile fails it (EINVAL)."""
+    root = os.path.realpath(tmp_path / "media")
+    real = os.path.realpath
+
+    def racing(path, *a, **kw):
+        if str(path).endswith("a.png"):
+            raise err
+        return real(path, *a, **kw)
+    monkeypatch.setattr(media.os.path, "realpath", racing)
+    with pytest.raises(media.MediaChanged) as e:
+        media.local_path(ns_cfg, image("a.png"))
+    assert isinstance(e.value, media.MediaMissing)
+    assert str(e.value) == (f"'a.png' changed while it was looked up in the media folder {root} "
+                            f"({said or err})")
 
 
 def test_what_is_not_a_file(ns_cfg, tmp_path):
@@ -627,13 +657,25 @@ def test_what_is_not_a_file(ns_cfg, tmp_path):
                                     f"{os.path.realpath(folder)}")
     finally:
         sock.close()
-    with pytest.raises(media.MediaNotAFile) as e:
-        media._regular(image("d"), stat.S_IFCHR | 0o600, "/r")
-    assert e.value.what == "a device" and str(e.value) == "'d' is a device, not a file, in the " \
-                                                          "media folder /r"
-    with pytest.raises(media.MediaNotAFile, match="is a device"):
-        media._regular(image("d"), stat.S_IFBLK | 0o600, "/r")
-    assert media._regular(image("f"), stat.S_IFREG | 0o600, "/r") is None
+    assert media.local_path(ns_cfg, image("a.png")) == os.path.realpath(folder / "a.png")
+
+
+def test_a_device_is_not_a_file(tmp_path, monkeypatch):
+    dev = make_cfg(tmp_path, media_directory=None)
+    dev.media_directory = "/dev"  # a character device every POSIX system has
+    for reader in (media.local_path, media.open_media):
+        with pytest.raises(media.MediaNotAFile) as e:
+            reader(dev, image("null"))
+        assert e.value.what == "a device" and str(e.value) == (
+            f"'null' is a device, not a file, in the media folder {os.path.realpath('/dev')}")
+    real_fstat = os.fstat  # a block device: only root can make one, so the file says it is one
+
+    def block(fd):
+        st = real_fstat(fd)
+        return os.stat_result((stat.S_IFBLK | 0o600,) + tuple(st)[1:])
+    monkeypatch.setattr(media.os, "fstat", block)
+    with pytest.raises(media.MediaNotAFile, match="^'a.png' is a device, not a file"):
+        media.open_media(make_cfg(tmp_path), image("a.png"))
 
 
 def test_open_media_gives_the_descriptor_path_and_type(ns_cfg, tmp_path):
@@ -649,10 +691,15 @@ def test_open_media_gives_the_descriptor_path_and_type(ns_cfg, tmp_path):
         os.path.realpath(tmp_path / "media" / "t.wav"), "audio/wav")
 
 
-def fail_open(monkeypatch, err):
-    def refuse(root, path):
-        raise OSError(err, os.strerror(err))
-    monkeypatch.setattr(media, "_open_inside", refuse)
+def fail_open(monkeypatch, err, strerror=None):
+    """The open of a media file (and only that) fails with ``err``."""
+    real_open = os.open
+
+    def refuse(path, flags, *args, **kwargs):
+        if str(path).endswith(".png"):
+            raise OSError(err, os.strerror(err) if strerror is None else strerror)
+        return real_open(path, flags, *args, **kwargs)
+    monkeypatch.setattr(media.os, "open", refuse)
 
 
 @pytest.mark.parametrize("err", [errno.ELOOP, errno.ENOTDIR, errno.EXDEV])
@@ -675,10 +722,7 @@ def test_open_media_says_a_file_vanished_or_cannot_be_read(ns_cfg, tmp_path, mon
     with pytest.raises(media.MediaMissing) as e:
         media.open_media(ns_cfg, image("a.png"))
     assert str(e.value) == "'a.png' cannot be read (Permission denied)"
-
-    def no_strerror(root, path):
-        raise OSError(errno.EIO, "")
-    monkeypatch.setattr(media, "_open_inside", no_strerror)
+    fail_open(monkeypatch, errno.EIO, "")
     with pytest.raises(media.MediaMissing, match=r"cannot be read \(\[Errno 5\] \)"):
         media.open_media(ns_cfg, image("a.png"))
 
@@ -716,57 +760,152 @@ def test_pread_reads_the_first_sniff_bytes(ns_cfg, tmp_path, monkeypatch):
     assert asked == [(media.SNIFF_BYTES, 0)] and media.SNIFF_BYTES == 32
 
 
-def test_open_inside_without_proc_walks_the_folders(ns_cfg, tmp_path, monkeypatch):
+def swap_after_lookup(monkeypatch, target, swap):
+    """``swap()`` runs once ``local_path`` has checked ``target`` (its last look, a stat),
+    before ``open_media`` opens it: a rename racing the server."""
+    real_stat = os.stat
+
+    def racing(path, *args, **kwargs):
+        st = real_stat(path, *args, **kwargs)
+        if path == target:
+            swap()
+        return st
+    monkeypatch.setattr(media.os, "stat", racing)
+
+
+def folder_to_symlink(media_dir, name):
+    """``name`` moved aside and put back as a symlink to where it went (still inside)."""
+    os.rename(media_dir / name, media_dir / (name + "-moved"))
+    (media_dir / name).symlink_to(media_dir / (name + "-moved"))
+
+
+def opens(monkeypatch):
+    """Each ``os.open`` of ``media`` as (path, flags, dir_fd given)."""
+    seen, real_open = [], os.open
+
+    def recording(path, flags, *args, **kwargs):
+        seen.append((path, flags, kwargs.get("dir_fd") is not None))
+        return real_open(path, flags, *args, **kwargs)
+    monkeypatch.setattr(media.os, "open", recording)
+    return seen
+
+
+@pytest.mark.parametrize("proc", [True, False])
+def test_open_media_reads_a_nested_file_with_or_without_proc(ns_cfg, tmp_path, monkeypatch, proc):
+    (tmp_path / "media" / "x" / "y").mkdir(parents=True)
+    (tmp_path / "media" / "x" / "y" / "b.png").write_bytes(PNG)
+    if not proc:
+        monkeypatch.setattr(media, "PROC_FD", str(tmp_path / "no-proc"))
+    for name in ("x/y/b.png", "a.png"):
+        opened = media.open_media(ns_cfg, image(name))
+        try:
+            assert os.pread(opened.fd, 8, 0) == PNG[:8] and opened.ctype == "image/png"
+            assert os.get_inheritable(opened.fd) is False
+        finally:
+            os.close(opened.fd)
+
+
+def test_without_proc_the_walk_opens_each_folder_without_following_or_leaking(
+        ns_cfg, tmp_path, monkeypatch):
     root = os.path.realpath(tmp_path / "media")
     (tmp_path / "media" / "x" / "y").mkdir(parents=True)
     (tmp_path / "media" / "x" / "y" / "b.png").write_bytes(PNG)
     monkeypatch.setattr(media, "PROC_FD", str(tmp_path / "no-proc"))
-    fd = media._open_inside(root, os.path.join(root, "x", "y", "b.png"))
-    try:
-        assert os.pread(fd, 8, 0) == PNG[:8]
-    finally:
-        os.close(fd)
-    fd = media._open_inside(root, os.path.join(root, "a.png"))
-    os.close(fd)
-    (tmp_path / "media" / "l").symlink_to(tmp_path / "media" / "x")
-    with pytest.raises(OSError) as e:
-        media._open_inside(root, os.path.join(root, "l", "y", "b.png"))
-    assert e.value.errno in (errno.ELOOP, errno.ENOTDIR)
-    (tmp_path / "media" / "x" / "y" / "c.png").symlink_to(tmp_path / "media" / "a.png")
-    with pytest.raises(OSError) as e:
-        media._open_inside(root, os.path.join(root, "x", "y", "c.png"))
-    assert e.value.errno == errno.ELOOP
+    seen = opens(monkeypatch)
+    os.close(media.open_media(ns_cfg, image("x/y/b.png")).fd)
+    assert [(p, d) for p, _, d in seen] == [(root, False), ("x", True), ("y", True),
+                                            ("b.png", True)]
+    for path, flags, _ in seen[:-1]:  # the folders: never a symlink, never left to a child
+        assert flags & os.O_DIRECTORY and flags & os.O_CLOEXEC and not flags & os.O_WRONLY
+        assert (flags & os.O_NOFOLLOW) == (0 if path == root else os.O_NOFOLLOW)
+    assert seen[-1][1] == media.OPEN_FLAGS
 
 
-def test_open_inside_falls_back_to_the_walk_when_proc_cannot_say(ns_cfg, tmp_path, monkeypatch):
-    root = os.path.realpath(tmp_path / "media")
-    walked = []
-    real_walk = media._walk_open
-    monkeypatch.setattr(media, "_walk_open", lambda r, p: (walked.append(p), real_walk(r, p))[1])
+@pytest.mark.parametrize("proc", [True, False])
+def test_a_folder_swapped_for_a_symlink_before_the_open_is_refused(ns_cfg, tmp_path,
+                                                                   monkeypatch, proc):
+    folder = tmp_path / "media"
+    root = os.path.realpath(folder)
+    (folder / "x" / "y").mkdir(parents=True)
+    (folder / "x" / "y" / "b.png").write_bytes(PNG)
+    (tmp_path / "elsewhere" / "y").mkdir(parents=True)
+    (tmp_path / "elsewhere" / "y" / "b.png").write_bytes(PNG)
+    if not proc:
+        monkeypatch.setattr(media, "PROC_FD", str(tmp_path / "no-proc"))
+
+    def out():  # x now leads outside the folder
+        os.rename(folder / "x", folder / "x-moved")
+        (folder / "x").symlink_to(tmp_path / "elsewhere")
+    swap_after_lookup(monkeypatch, os.path.join(root, "x", "y", "b.png"), out)
+    with pytest.raises(media.MediaRefused) as e:
+        media.open_media(ns_cfg, image("x/y/b.png"))
+    assert str(e.value) == f"'x/y/b.png' leads outside the media folder {root} " \
+                           f"(it changed into a symlink)"
+
+
+def test_without_proc_a_symlink_anywhere_on_the_way_is_refused(ns_cfg, tmp_path, monkeypatch):
+    """The walk cannot tell where a symlink leads, so it refuses any, even one inside."""
+    folder = tmp_path / "media"
+    root = os.path.realpath(folder)
+    (folder / "x" / "y").mkdir(parents=True)
+    (folder / "x" / "y" / "b.png").write_bytes(PNG)
+    monkeypatch.setattr(media, "PROC_FD", str(tmp_path / "no-proc"))
+    target = os.path.join(root, "x", "y", "b.png")
+    swap_after_lookup(monkeypatch, target, lambda: folder_to_symlink(folder, "x"))
+    with pytest.raises(media.MediaRefused, match="it changed into a symlink"):
+        media.open_media(ns_cfg, image("x/y/b.png"))
+    os.unlink(folder / "x")
+    os.rename(folder / "x-moved", folder / "x")
+
+    def last_part():  # the file itself becomes a symlink to another file inside
+        os.unlink(target)
+        os.symlink(os.path.join(root, "a.png"), target)
+    swap_after_lookup(monkeypatch, target, last_part)
+    with pytest.raises(media.MediaRefused, match="it changed into a symlink"):
+        media.open_media(ns_cfg, image("x/y/b.png"))
+
+
+def test_when_proc_cannot_say_the_walk_still_refuses_a_swapped_folder(ns_cfg, tmp_path,
+                                                                      monkeypatch):
+    folder = tmp_path / "media"
+    root = os.path.realpath(folder)
+    (folder / "x").mkdir()
+    (folder / "x" / "b.png").write_bytes(PNG)
     real_readlink = os.readlink
 
     def no_readlink(path):
         raise OSError(errno.EACCES, "no")
     monkeypatch.setattr(media.os, "readlink", no_readlink)
-    fd = media._open_inside(root, os.path.join(root, "a.png"))
-    os.close(fd)
-    assert walked == [os.path.join(root, "a.png")]
-    monkeypatch.setattr(media.os, "readlink", lambda p: "/elsewhere/a.png")
-    with pytest.raises(OSError) as e:
-        media._open_inside(root, os.path.join(root, "a.png"))
-    assert e.value.errno == errno.EXDEV
+    seen = opens(monkeypatch)
+    os.close(media.open_media(ns_cfg, image("a.png")).fd)  # opened, then again by the walk
+    assert [(p, d) for p, _, d in seen] == [(os.path.join(root, "a.png"), False),
+                                            (root, False), ("a.png", True)]
+    swap_after_lookup(monkeypatch, os.path.join(root, "x", "b.png"),
+                      lambda: folder_to_symlink(folder, "x"))
+    with pytest.raises(media.MediaRefused, match="it changed into a symlink"):
+        media.open_media(ns_cfg, image("x/b.png"))
     monkeypatch.setattr(media.os, "readlink", real_readlink)
-    fd = media._open_inside(root, os.path.join(root, "a.png"))
-    os.close(fd)
-    assert len(walked) == 1
+    del seen[:]
+    os.close(media.open_media(ns_cfg, image("a.png")).fd)
+    assert seen == [(os.path.join(root, "a.png"), media.OPEN_FLAGS, False)]  # no walk
+
+
+@pytest.mark.parametrize("said", ["/elsewhere/a.png", "media/a.png", "pipe:[42]"])
+def test_a_file_proc_places_outside_the_folder_is_refused(ns_cfg, tmp_path, monkeypatch, said):
+    closed, real_close = [], os.close
+    monkeypatch.setattr(media.os, "readlink", lambda p: said)
+    monkeypatch.setattr(media.os, "close", lambda fd: (closed.append(fd), real_close(fd)))
+    with pytest.raises(media.MediaRefused) as e:
+        media.open_media(ns_cfg, image("a.png"))
+    assert str(e.value) == (f"'a.png' leads outside the media folder "
+                            f"{os.path.realpath(tmp_path / 'media')} (it changed into a symlink)")
+    assert len(closed) == 1  # the descriptor it opened
 
 
 def test_open_flags_never_follow_block_or_leak():
     assert media.OPEN_FLAGS & os.O_NOFOLLOW and media.OPEN_FLAGS & os.O_NONBLOCK
     assert media.OPEN_FLAGS & os.O_CLOEXEC
     assert media.OPEN_FLAGS & (os.O_WRONLY | os.O_RDWR) == 0
-    assert media._DIR_FLAGS & os.O_DIRECTORY and media._DIR_FLAGS & os.O_CLOEXEC
-    assert media._NOFOLLOW == os.O_NOFOLLOW and media._CLOEXEC == os.O_CLOEXEC
     assert media.PROC_FD == "/proc/self/fd"
 
 

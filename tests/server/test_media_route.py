@@ -280,64 +280,67 @@ def test_a_range_past_the_end_is_416(app, tmp_path):
                                f"({size} bytes).")
 
 
-class Shrinking(io.BytesIO):
-    """A file that ends before its stat said."""
+def opened_file(monkeypatch, then=None):
+    """The reads of the file the route opens (from the descriptor open_media gave);
+    ``then(f)`` runs on the file as the route gets it, ``first_read()`` at its first read."""
+    reads, real_fdopen = [], os.fdopen
 
-    def __init__(self, data, real):
-        super().__init__(data)
-        self.real = real
-
-    def fileno(self):
-        return self.real.fileno()
-
-
-def test_send_streams_in_chunks_and_stops_when_the_file_shrank(tmp_path):
-    path = tmp_path / "f"
-    path.write_bytes(b"x" * (mr.CHUNK * 2 + 5))
-    reads = []
-    with open(path, "rb") as f:
+    def fdopen(fd, mode="r", *a, **kw):
+        f = real_fdopen(fd, mode, *a, **kw)
         read = f.read
-        f.read = lambda n: (reads.append(n), read(n))[1]
-        h = Handler()
-        mr._send(h, f, "image/png")
-    assert reads == [mr.CHUNK, mr.CHUNK, 5] and not h.close_connection
-    assert h.wfile.getvalue() == b"x" * (mr.CHUNK * 2 + 5)
-    reads.clear()
-    with open(path, "rb") as real:
-        f = Shrinking(b"y" * (mr.CHUNK + 3), real)
-        read = f.read
-        f.read = lambda n: (reads.append(n), read(n))[1]
-        h = Handler()
-        mr._send(h, f, "image/png")
-    assert h.started[2] == mr.CHUNK * 2 + 5
-    assert reads == [mr.CHUNK, mr.CHUNK, mr.CHUNK]
-    assert h.wfile.getvalue() == b"y" * (mr.CHUNK + 3) and h.close_connection is True
+        f.read = lambda n=-1: (reads.append(n), then and not reads[1:] and then(), read(n))[2]
+        return f
+    monkeypatch.setattr(mr.os, "fdopen", fdopen)
+    return reads
+
+
+def test_a_file_is_sent_in_chunks(app, tmp_path, monkeypatch):
+    data = (tmp_path / "media" / "big.png").read_bytes()
+    assert 2 * mr.CHUNK < len(data) < 3 * mr.CHUNK
+    reads = opened_file(monkeypatch)
+    h = get(app, "big", admin=True)
+    assert reads == [mr.CHUNK, mr.CHUNK, len(data) - 2 * mr.CHUNK] and not h.close_connection
+    assert h.wfile.getvalue() == data
     assert mr.CHUNK == 65536
 
 
-def test_send_reads_from_the_start_of_the_range(tmp_path):
-    path = tmp_path / "f"
-    path.write_bytes(bytes(range(100)))
-    with open(path, "rb") as f:
-        f.read(50)
-        h = Handler(headers={"Range": "bytes=-3"})
-        mr._send(h, f, "image/png")
-    assert h.wfile.getvalue() == bytes([97, 98, 99]) and not h.close_connection
-    with open(path, "rb") as f:
-        f.read(50)
-        h = Handler()
-        mr._send(h, f, "image/png")
-    assert h.wfile.getvalue() == bytes(range(100))
+def test_a_file_that_shrank_while_it_was_sent_ends_the_connection(app, tmp_path, monkeypatch):
+    """The length was promised in the headers: a shorter body cannot be followed by another
+    response on the same connection."""
+    path = tmp_path / "media" / "big.png"
+    data = path.read_bytes()
+    reads = opened_file(monkeypatch, lambda: os.truncate(path, mr.CHUNK + 3))
+    h = get(app, "big", admin=True)
+    assert h.started[:3] == (200, "image/png", len(data))
+    assert reads == [mr.CHUNK, mr.CHUNK, mr.CHUNK]
+    assert h.wfile.getvalue() == data[:mr.CHUNK + 3] and h.close_connection is True
 
 
-def test_an_empty_file_is_sent_as_nothing(tmp_path):
-    path = tmp_path / "f"
-    path.write_bytes(b"")
-    with open(path, "rb") as f:
-        h = Handler()
-        mr._send(h, f, "audio/wav")
+def test_a_file_emptied_after_it_was_checked_is_sent_as_nothing(app, tmp_path, monkeypatch):
+    real_fdopen = os.fdopen
+
+    def emptied(fd, *a, **kw):  # between open_media's look at its bytes and the send
+        os.truncate(tmp_path / "media" / "t.wav", 0)
+        return real_fdopen(fd, *a, **kw)
+    monkeypatch.setattr(mr.os, "fdopen", emptied)
+    h = get(app, "i1", "audio")
     assert h.started[:3] == (200, "audio/wav", 0) and h.wfile.getvalue() == b""
     assert not h.close_connection
+
+
+def test_the_body_is_read_from_the_start_of_the_range(app, tmp_path, monkeypatch):
+    """Wherever the file's position was, each response reads from its range's first byte."""
+    data = (tmp_path / "media" / "big.png").read_bytes()
+    real_fdopen = os.fdopen
+
+    def moved(fd, *a, **kw):
+        f = real_fdopen(fd, *a, **kw)
+        f.read(50)
+        return f
+    monkeypatch.setattr(mr.os, "fdopen", moved)
+    h = get(app, "big", admin=True, headers={"Range": "bytes=-3"})
+    assert h.wfile.getvalue() == data[-3:] and not h.close_connection
+    assert get(app, "big", admin=True).wfile.getvalue() == data
 
 
 def test_the_media_policy_runs_nothing():

@@ -153,7 +153,7 @@ class Session:
             self.err.close()
             raise errors.TransferError(str(e))
         os.set_blocking(self.p.stdin.fileno(), False)  # see _write_one
-        media_receive._wide_pipe(self.p.stdin.fileno())  # ssh reads on while we read files
+        media_receive.wide_pipe(self.p.stdin.fileno())  # ssh reads on while we read files
 
     def _read(self, within: float, enough) -> bool:
         """Read the host's stdout into ``self.out`` until ``enough()``, its end (False) or

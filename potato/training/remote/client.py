@@ -233,7 +233,7 @@ class StdinWatch:
 CHUNK = 64 << 20  # per request: large enough that a request's set-up cost is noise
 
 
-class _Slice:
+class Slice:
     """Up to ``n`` bytes of an open file, read as http.client sends a body (no copy in memory)."""
 
     def __init__(self, f, n):

@@ -183,7 +183,7 @@ def _read_stream(read, stream, wanted, seen, bad, out, store_large, kept):
 PIPE_BYTES = 1 << 20  # a pipe of the stream holds this much (the default is 64 KB)
 
 
-def _wide_pipe(fd):
+def wide_pipe(fd):
     """Let the pipe ``fd`` hold PIPE_BYTES (Linux's F_SETPIPE_SZ; elsewhere, or where it is
     not a pipe or the system allows less, nothing changes): while the reader writes a batch
     of files, the stream goes on arriving instead of stopping the sender."""
@@ -216,7 +216,7 @@ def main(argv):
     command, remote_dir, name, limit = argv
     cache = os.path.join(os.path.expanduser(remote_dir), "media")
     if command != "need":  # (a wide pipe counts against the user's allowance of pipe pages)
-        _wide_pipe(sys.stdin.fileno())
+        wide_pipe(sys.stdin.fileno())
     stdin = open(sys.stdin.fileno(), "rb", buffering=BLOCK, closefd=False)
     try:
         open_cache(cache)

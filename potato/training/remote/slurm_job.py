@@ -199,8 +199,10 @@ def no_command_message(host, command):
                                                                       WHAT_FOR[command]))
 
 
-def _call(argv, env, timeout=60):
-    """(exit status or None on a timeout, stdout, stderr) of a SLURM command, via proc.run."""
+def call(argv, env, timeout=60):
+    """(exit status or None on a timeout, stdout, stderr) of a SLURM command, via proc.run.
+    Every SLURM command the follower runs goes through here (a test's scripted cluster
+    replaces it)."""
     r = proc.run(argv, timeout=timeout, env=env)
     if r.timed_out:
         return None, "", "%s did not answer within %d s" % (argv[0], timeout)
@@ -243,7 +245,7 @@ class JobFollower:
             f.write(job_script(self.settings, self.jobdir, self.code_dir, self.grace))
         os.chmod(self.paths.job_script, 0o755)
         argv = sbatch_argv(self.settings, self.jobdir, self.run_id)
-        rc, stdout, stderr = _call(argv, self.env, timeout=120)
+        rc, stdout, stderr = call(argv, self.env, timeout=120)
         if rc != 0:
             raise SlurmError("sbatch refused the job (exit %s): %s. The command was: %s" % (
                 rc, stderr.strip()[-400:] or stdout.strip()[-400:], proc.quoted(argv)))
@@ -275,7 +277,7 @@ class JobFollower:
             if not left_queue:
                 # Whatever stopped the loop (a closed pipe, a signal, a bug), the job must not
                 # keep its GPUs: cancel it before anything else can fail.
-                _call(scancel_argv(self.job_id), self.env)
+                call(scancel_argv(self.job_id), self.env)
         self.relay()
         self.out.stderr_tail = tail(self.paths.stderr)
         return self.out
@@ -298,17 +300,17 @@ class JobFollower:
         if self.should_cancel() and self.term_at is None:
             self.out.stopped = "cancelled"
             self.term_at = now
-            _call(scancel_argv(self.job_id, signal_term=True), self.env)
+            call(scancel_argv(self.job_id, signal_term=True), self.env)
             self.log("sent SIGTERM to SLURM job %s (scancel --full --signal=TERM)" % self.job_id)
         if self.term_at is not None and not self.killed and now - self.term_at > self.grace:
-            _call(scancel_argv(self.job_id), self.env)
+            call(scancel_argv(self.job_id), self.env)
             self.killed = True
             self.log("the worker did not stop within %g s; scancel %s" % (self.grace,
                                                                          self.job_id))
 
     def poll_queue(self, now):
         """One squeue; True once the job's ending is known."""
-        rc, stdout, stderr = _call(squeue_argv(self.job_id), self.env)
+        rc, stdout, stderr = call(squeue_argv(self.job_id), self.env)
         if rc != 0 and "Invalid job id" not in stderr:
             self.log("squeue failed (exit %s): %s" % (rc, stderr.strip()[-200:]))
             self.failing_since = self.failing_since or now
@@ -319,7 +321,7 @@ class JobFollower:
                     "it was cancelled. Check the cluster's controller." % (
                         now - self.failing_since, stderr.strip()[-200:] or "no output",
                         self.job_id))
-                _call(scancel_argv(self.job_id), self.env)
+                call(scancel_argv(self.job_id), self.env)
                 return True
             return False
         self.failing_since = None
@@ -358,7 +360,7 @@ class JobFollower:
         if self.term_at is not None:
             return False  # we are cancelling it: cancel_step finishes the job
         if not self.slurm.requeue:
-            _call(scancel_argv(self.job_id), self.env)
+            call(scancel_argv(self.job_id), self.env)
             self.out.reason_message = requeued_message(self.job_id, reason)
             self.log("SLURM job %s was %s although it was submitted with --no-requeue; "
                      "scancel %s" % (self.job_id, requeue_words(reason), self.job_id))
@@ -404,7 +406,7 @@ class JobFollower:
     def scheduler_reason(self):
         reason = None
         if self.has_scontrol:
-            rc, sc_out, _ = _call(scontrol_argv(self.job_id), self.env)
+            rc, sc_out, _ = call(scontrol_argv(self.job_id), self.env)
             if rc == 0:
                 try:
                     reason = reason_from_scontrol(parse_scontrol(sc_out))

@@ -14,7 +14,7 @@ import time
 from urllib.parse import quote
 
 from potato.training.remote.bundle import file_sha256
-from potato.training.remote.client import CHUNK, ServerError, _Slice, log, patiently
+from potato.training.remote.client import CHUNK, ServerError, Slice, log, patiently
 
 UPLOAD_TRIES = 6  # per file: the first try and five resumes
 
@@ -62,7 +62,7 @@ def send_file(client, run_id, root, rel, on_offset, chunk=CHUNK, tries=UPLOAD_TR
                     f.seek(offset)
                     _, reply, _ = client.request(
                         "PUT", base + "&offset=%d&size=%d&sha256=%s" % (offset, size, sha),
-                        body=_Slice(f, n), headers={"Content-Length": str(n),
+                        body=Slice(f, n), headers={"Content-Length": str(n),
                                                     "Content-Type": "application/octet-stream"})
                     offset = offset + n if not isinstance((reply or {}).get("bytes"), int) \
                         else reply["bytes"]

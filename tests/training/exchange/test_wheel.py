@@ -376,43 +376,46 @@ def test_build_ignores_a_build_folder_already_gone(src, tmp_path, monkeypatch):
     assert os.listdir(src.temp) == []
 
 
-class FakeLock:
-    """Stands in for wheel._lock (the one private handle left here: it is the only way to put
-    another caller's finished build exactly between wheel_path's first look and its lock).
-    ``on_acquire`` plays, once, that other caller."""
+def test_wheel_path_checks_again_once_it_has_the_lock(src, tmp_path, monkeypatch):
+    """A caller that waited for another's build takes its outcome, its wheel or its failure,
+    and builds nothing itself."""
+    out = str(src.out)
+    for mode, want in (("blockfail", ["blockfail"]), ("blockok", ["blockfail", "blockok"])):
+        started, go = tmp_path / ("started-" + mode), tmp_path / ("go-" + mode)
+        monkeypatch.setenv("FAKE_STARTED", str(started))
+        monkeypatch.setenv("FAKE_GO", str(go))
+        monkeypatch.setenv("FAKE_BUILD", mode)
+        got = {}
 
-    def __init__(self, on_acquire):
-        self.on_acquire = on_acquire
-
-    def acquire(self, blocking=True):
-        once, self.on_acquire = self.on_acquire, None
-        if once:
-            once()
-        return True
-
-    def release(self):
-        pass
-
-
-def test_wheel_path_checks_again_once_it_has_the_lock(src, monkeypatch):
-    def other(mode):
-        def build():
-            monkeypatch.setenv("FAKE_BUILD", mode)
+        def call(who):
             try:
-                wheel.wheel_path(str(src.out))
-            except wheel.WheelError:
-                pass
-            monkeypatch.setenv("FAKE_BUILD", "ok")
-        return build
-
-    monkeypatch.setattr(wheel, "_lock", FakeLock(other("fail")))
-    with pytest.raises(wheel.WheelError, match="boom-end"):
-        wheel.wheel_path(str(src.out))  # the other's failure, not built again
-    assert _builds(src) == ["fail"]
-    src.clock.now += 60
-    monkeypatch.setattr(wheel, "_lock", FakeLock(other("ok")))
-    path = wheel.wheel_path(str(src.out))  # the other's wheel, not built again
-    assert os.path.isfile(path) and _builds(src) == ["fail", "ok"]
+                got[who] = wheel.wheel_path(out)
+            except wheel.WheelError as e:
+                got[who] = e
+        first = threading.Thread(target=call, args=("first",))
+        first.start()
+        second = threading.Thread(target=call, args=("second",))
+        try:
+            for _ in range(400):
+                if started.exists():
+                    break
+                first.join(0.05)
+            assert started.exists()
+            monkeypatch.setenv("FAKE_BUILD", "again")  # what a second build would log
+            second.start()
+            second.join(0.5)  # at the lock, behind the build under way
+            assert second.is_alive()
+        finally:
+            go.write_text("")
+            first.join(30)
+            if second.ident:
+                second.join(30)
+        assert _builds(src) == want  # the second caller built nothing
+        if mode == "blockfail":
+            assert "boom-end" in str(got["first"]) and str(got["second"]) == str(got["first"])
+            src.clock.now += 60
+        else:
+            assert os.path.isfile(got["first"]) and got["second"] == got["first"]
 
 
 def test_a_build_that_makes_no_wheel(src, monkeypatch):

@@ -1147,7 +1147,8 @@ def test_cannot_publish_files_left_on_a_host(runs):
     # a backend's own keys are its options (config/backends.py's Backend)
     kept = SimpleNamespace(options=SimpleNamespace(fetch_artifacts=False, max_artifact_mb=5))
     fetched = SimpleNamespace(options=SimpleNamespace(fetch_artifacts=True, max_artifact_mb=5.5))
-    cfg = make_cfg({"kept": kept, "fetched": fetched})
+    keyless = SimpleNamespace(options=SimpleNamespace(max_artifact_mb=6))  # a kind without it
+    cfg = make_cfg({"kept": kept, "fetched": fetched, "keyless": keyless})
     p = runs.make("r1")
     empty = runs.make("r2", files=())
 
@@ -1175,6 +1176,9 @@ def test_cannot_publish_files_left_on_a_host(runs):
         "some model files were larger than max_artifact_mb (2048 MB), so they stayed on the "
         "GPU host (the run log names them)")
     assert why("xagent://m/x", "gone").endswith("on the GPU host (the run log names them)")
+    assert why("ssh://h/x", "keyless") == (  # a kind without the key fetches its files
+        "some model files were larger than max_artifact_mb (6 MB), so they stayed on the GPU "
+        "host (the run log names them)")
 
 
 def test_repo_files_flat_unless_names_clash(runs):
@@ -1212,28 +1216,38 @@ def test_repo_files_refuses_a_name_that_is_not_utf8(runs, tmp_path):
                                % p.artifacts)
 
 
-def test_alive(sleeper, monkeypatch):
-    assert publish._alive(sleeper.pid) is True
+def test_a_publish_is_interrupted_unless_its_pid_is_a_live_process(runs, sleeper, monkeypatch):
+    """A state file that says publishing, left by a server: it still runs while its pid is a
+    live process (asked with signal 0, never signalled), else it was interrupted."""
+    pub = publisher(runs)
+    p = runs.make("r1")
+
+    def said(pid):
+        with open(os.path.join(p.root, "publish.json"), "w") as f:
+            json.dump({"state": "publishing", "step": "uploading", "pid": pid}, f)
+        return pub.state("r1")["state"]
+    assert said(sleeper.pid) == "publishing"
     assert sleeper.poll() is None  # asked, not signalled
-    for pid in (None, "12", 0, -1, os.getpid(), 1.5, True if False else 0):
-        assert publish._alive(pid) is False
+    for pid in (None, "12", 0, -1, os.getpid(), 1.5, [4]):
+        assert said(pid) == "failed", pid
     dead = []
 
     def with_kill(kill):  # publish's own os, so that the test runner's stays as it is
-        monkeypatch.setattr(publish, "os", SimpleNamespace(kill=kill, getpid=os.getpid))
+        monkeypatch.setattr(publish, "os", SimpleNamespace(kill=kill, getpid=os.getpid,
+                                                           path=os.path))
 
     def kill(pid, sig):
         dead.append((pid, sig))
         raise ProcessLookupError()
     with_kill(kill)
-    assert publish._alive(4242) is False and dead == [(4242, 0)]
+    assert said(4242) == "failed" and dead == [(4242, 0)]
 
     def not_ours(pid, sig):
         raise PermissionError(errno.EPERM, "not permitted")
     with_kill(not_ours)
-    assert publish._alive(4242) is True
+    assert said(4242) == "publishing"  # alive, only not ours to signal
     with_kill(lambda pid, sig: None)
-    assert publish._alive(1) is True
+    assert said(1) == "publishing"
 
 
 # -- the publisher ----------------------------------------------------------------------------------
@@ -1320,10 +1334,24 @@ def test_a_publish_its_server_did_not_finish_is_interrupted(runs, monkeypatch, s
     with open(os.path.join(p.root, "publish.json"), "w") as f:
         json.dump({"state": "publishing", "step": "uploading", "pid": os.getpid()}, f)
     assert pub.state("r1")["state"] == "failed"  # our own pid, but not ours to run now
-    pub._active = "r1"
-    assert pub.state("r1")["state"] == "publishing"
-    pub._active = "r2"
-    assert pub.state("r1")["state"] == "failed"
+
+
+def test_only_the_run_being_published_now_reads_as_publishing(runs, fake, monkeypatch):
+    """Its state file carries our own pid, which alone says nothing: the publisher knows
+    which run it publishes now."""
+    monkeypatch.setattr(model_card, "card", lambda *a: "c")
+    pub = publisher(runs)
+    p1, p2 = runs.make("r1"), runs.make("r2")
+    fake.gate.clear()
+    pub.start(view("r2"), {"repo_id": "m"})
+    with open(os.path.join(p1.root, "publish.json"), "w") as f:
+        json.dump({"state": "publishing", "step": "uploading", "pid": os.getpid()}, f)
+    assert pub.state("r2")["state"] == "publishing"
+    assert state_on_disk(runs, "r2")["pid"] == os.getpid()
+    assert pub.state("r1")["state"] == "failed"  # a leftover: r2 is the one running
+    fake.gate.set()
+    assert pub.wait(20)
+    assert pub.state("r2")["state"] == "published" and pub.state("r1")["state"] == "failed"
 
 
 def test_readiness(runs, monkeypatch):
@@ -1412,7 +1440,7 @@ def test_a_publish_from_start_to_published(runs, fake, monkeypatch):
     fake.state_file = os.path.join(p.root, "publish.json")
     fake.gate.clear()
     fake.before.clear()
-    assert pub._active is None and pub._thread is None
+    assert not pub.busy() and pub.wait(0) is True
     seen_holds = []
     monkeypatch.setattr(model_card, "card", lambda *a: (seen_holds.append(holds.held("r1")),
                                                          "CARD ü %r" % (a,))[1])
@@ -1422,8 +1450,9 @@ def test_a_publish_from_start_to_published(runs, fake, monkeypatch):
     assert (s["repo_id"], s["private"], s["message"], s["error"]) == ("m", True, "go now", None)
     assert s["history"] == [] and s["step"] == "starting" and s["started_at"] > 0
     assert state_on_disk(runs)["pid"] == os.getpid()
-    assert pub.busy() and holds.held("r1") and pub._active == "r1"
-    assert pub._thread.daemon and pub._thread.name == "potato-publish"
+    assert pub.busy() and holds.held("r1") and pub.state("r1")["state"] == "publishing"
+    [worker] = [t for t in threading.enumerate() if t.name == "potato-publish"]
+    assert worker.daemon  # a publish never holds the server's exit
     assert pub.wait(0.05) is False
     fake.before.set()
     with pytest.raises(publish.Refused) as e:
@@ -1434,7 +1463,8 @@ def test_a_publish_from_start_to_published(runs, fake, monkeypatch):
     assert holds.held("r1")
     fake.gate.set()
     assert pub.wait(20) is True and not pub.busy()
-    assert not holds.held("r1") and pub._active is None
+    assert not holds.held("r1")
+    assert not [t for t in threading.enumerate() if t.name == "potato-publish"]
     [call] = fake.calls
     assert call == dict(endpoint="https://huggingface.co", token=TOKEN, timeout_s=7,
                         token_env="HF_TOKEN", repo_id="m", private=True, message="go now",
@@ -1525,16 +1555,10 @@ def test_a_state_that_cannot_be_written_is_logged(runs, fake, monkeypatch, caplo
     pub.start(view(), {"repo_id": "m"})
     assert pub.wait(20)
     assert "run r1: the publish state cannot be written: [Errno 28] No space left" in caplog.text
-    assert pub._active is None and not holds.held("r1")
-
-
-def test_a_run_removed_meanwhile_gets_no_state_file(runs):
-    pub = publisher(runs)
-    pub._write("gone", {"state": "publishing"})
-    assert not os.path.exists(runs.paths_of("gone").root)
-    p = runs.make("r1")
-    pub._write("r1", {"state": "publishing"})
-    assert state_on_disk(runs) == {"state": "publishing"}
+    assert not holds.held("r1")
+    # the file still says publishing, with our pid: no longer ours, so interrupted
+    assert state_on_disk(runs)["state"] == "publishing"
+    assert (pub.state("r1")["state"], pub.state("r1")["step"]) == ("failed", "interrupted")
 
 
 @pytest.mark.parametrize("fails", [False, True])

@@ -300,11 +300,11 @@ def test_a_check_that_raises_is_a_sentence_not_a_500(tmp_path, monkeypatch):
         raise OverflowError("cannot convert float infinity to integer")
 
     monkeypatch.setattr(validation, "check", boom)
-    assert on_disk._load() == (None, "%s cannot be used: checking it failed (OverflowError: "
-                                     "cannot convert float infinity to integer); run potato "
-                                     "validate %s to see where." % (path, path))
+    why = ("%s cannot be used: checking it failed (OverflowError: cannot convert float infinity "
+           "to integer); run potato validate %s to see where." % (path, path))
+    assert on_disk.state() == {"differs": True, "changes": [], "restart": [], "error": why}
     applied, sentence = on_disk.reload()
-    assert not applied and sentence.startswith("Not reloaded: %s cannot be used" % path)
+    assert not applied and sentence == "Not reloaded: " + why
 
 
 def test_a_reload_reaches_the_agent_routes_and_the_publisher(tmp_path, serve):

@@ -15,6 +15,7 @@ import signal
 import socketserver
 import ssl
 import threading
+import time
 
 import pytest
 
@@ -281,18 +282,6 @@ def test_request_closes_on_failure(tmp_path):
         cl.request("GET", "/")
 
 
-def test_hasher():
-    h = c._Hasher()
-    assert h.q.maxsize == 16 and h.t.daemon is True  # bounded: 16 blocks wait at most
-    h.update(b"abc")
-    h.restart()
-    h.update(b"de")
-    h.update(b"f")
-    assert h.hexdigest() == hashlib.sha256(b"def").hexdigest()
-    assert not h.t.is_alive()
-    assert c._Hasher().hexdigest() == hashlib.sha256(b"").hexdigest()
-
-
 DATA = bytes(range(256)) * 5000  # 1.28 MB: more than one read1 block
 
 
@@ -347,6 +336,56 @@ def test_download_restarts_when_the_server_ignores_the_range(tcp, tmp_path, no_s
     cl = c.Client("tok", server=_url(tcp))
     c.download_bundle(cl, "r1", str(dest), hashlib.sha256(DATA).hexdigest(), len(DATA))
     assert dest.read_bytes() == DATA
+
+
+def test_download_hashes_on_a_daemon_thread_at_most_16_blocks_behind(tcp, tmp_path, no_sleep,
+                                                                     monkeypatch):
+    """The checksum is computed on a second thread as the bytes arrive; a hashing that falls
+    behind holds the download back at 16 blocks (of at most 1 MiB) waiting, and its thread,
+    a daemon, ends with the download."""
+    big = os.urandom(1 << 16) * 400  # 25 MiB: many more than 18 reads
+    want = hashlib.sha256(big).hexdigest()
+    tcp.script[:] = [lambda h: h.reply(200, big, length=len(big))]
+    reads = []
+    real_read1 = http.client.HTTPResponse.read1
+    monkeypatch.setattr(http.client.HTTPResponse, "read1",
+                        lambda self, n=-1: (reads.append(n), real_read1(self, n))[1])
+    gate, hashing, real_sha = threading.Event(), [], hashlib.sha256
+
+    class Stuck:  # the first block's hashing waits for the gate
+        def __init__(self):
+            self.h = real_sha()
+
+        def update(self, block):
+            hashing.append(threading.current_thread())
+            assert gate.wait(20)
+            self.h.update(block)
+
+        def hexdigest(self):
+            return self.h.hexdigest()
+    monkeypatch.setattr(c.hashlib, "sha256", Stuck)
+    dest, failed = tmp_path / "b.tar.gz", []
+
+    def download():
+        try:
+            c.download_bundle(c.Client("tok", server=_url(tcp)), "r1", str(dest), want, len(big))
+        except BaseException as e:  # noqa: B902 (said below)
+            failed.append(e)
+    t = threading.Thread(target=download, daemon=True)
+    t.start()
+    try:
+        deadline = time.monotonic() + 20
+        while len(reads) < 18 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.3)
+        # one block being hashed, 16 waiting, one read and waiting for room
+        assert len(reads) == 18
+        assert hashing[0] is not t and hashing[0].daemon
+    finally:
+        gate.set()
+        t.join(20)
+    assert not t.is_alive() and failed == [] and dest.read_bytes() == big
+    assert not hashing[0].is_alive()
 
 
 def test_download_gives_up(tcp, tmp_path, no_sleep):
@@ -411,16 +450,16 @@ def test_stdin_watch():
 
 
 def test_slice():
-    s = c._Slice(io.BytesIO(b"abcdefgh"), 5)
+    s = c.Slice(io.BytesIO(b"abcdefgh"), 5)
     assert s.read(2) == b"ab" and s.left == 3
     assert s.read() == b"cde" and s.left == 0
     assert s.read(3) == b""
-    s = c._Slice(io.BytesIO(b"abcdefgh"), 4)
+    s = c.Slice(io.BytesIO(b"abcdefgh"), 4)
     assert s.read(None) == b"abcd"
-    s = c._Slice(io.BytesIO(b"ab"), 4)
+    s = c.Slice(io.BytesIO(b"ab"), 4)
     assert s.read(10) == b"ab" and s.left == 2
     assert s.read(-1) == b""
-    assert c._Slice(io.BytesIO(b"ab"), 0).read() == b""
+    assert c.Slice(io.BytesIO(b"ab"), 0).read() == b""
 
 
 class Clock:
@@ -570,7 +609,7 @@ def test_slice_edges():
             return self.f.read(n)
 
     f = File(b"abcdef")
-    s = c._Slice(f, 1)
+    s = c.Slice(f, 1)
     assert s.read(0) == b"" and s.left == 1
     assert s.read() == b"a" and s.left == 0
     assert s.read() == b"" and s.read(5) == b""

@@ -8,6 +8,7 @@ import os
 import re
 import stat
 import tarfile
+import threading
 import time
 
 import pytest
@@ -732,14 +733,22 @@ def test_a_trim_counts_again_when_the_record_is_over_the_limit_stale_or_unreadab
             os.symlink(str(tmp_path / "elsewhere"), usage)
         else:
             os.mkdir(usage)
-        assert mc._usage(cache, time.time()) == (None, None), odd
-        if odd == "folder":
+        assert mc.evict(cache, 1 << 30, recorded=LATER) == (0, 0, 1000), odd  # counted
+        if odd == "folder":  # no record can take its place
+            assert os.path.isdir(usage)
             os.rmdir(usage)
         else:
-            assert mc.evict(cache, 1 << 30, recorded=LATER) == (0, 0, 1000), odd
             assert _record(cache) == 1000 and not os.path.islink(usage)
     assert mc.evict(cache, 1 << 30, recorded=LATER) == (0, 0, 1000)  # no record: counted
     assert [n for n in os.listdir(cache) if n.startswith(".usage.")] == []
+
+
+def trusts(cache, record, now):
+    """Whether a trim after a copy at ``now`` trusts ``record`` (5 bytes; the cache holds
+    none, so a count says 0)."""
+    with open(os.path.join(cache, ".usage"), "w") as f:
+        f.write(record)
+    return {5: True, 0: False}[mc.evict(cache, 1 << 30, now=now, recorded=LATER)[2]]
 
 
 def test_a_record_counted_a_moment_ahead_is_trusted(tmp_path):
@@ -749,9 +758,7 @@ def test_a_record_counted_a_moment_ahead_is_trusted(tmp_path):
     mc.open_cache(cache)
     now = time.time()
     for ahead, trusted in ((0.0005, True), (0.999, True), (1.01, False)):
-        with open(os.path.join(cache, ".usage"), "w") as f:
-            f.write("5 %.3f" % (now + ahead))
-        assert (mc._usage(cache, now)[0] == 5) is trusted, ahead
+        assert trusts(cache, "5 %.3f" % (now + ahead), now) is trusted, ahead
 
 
 def test_the_record_is_private_written_beside_it_and_read_to_its_bounds(tmp_path, monkeypatch):
@@ -774,21 +781,41 @@ def test_the_record_is_private_written_beside_it_and_read_to_its_bounds(tmp_path
     for record, trusted in (("5 %.3f" % (now + 1), True),  # a second ahead, exactly
                             ("5 %.3f" % (now - mc.USAGE_STALE_S), True),  # an hour, exactly
                             ("5 " + "0" * 93 + "%d" % now, False)):  # 101 bytes: not ours
-        with open(usage, "w") as f:
-            f.write(record)
-        assert (mc._usage(cache, now)[0] == 5) is trusted, record
+        assert trusts(cache, record, now) is trusted, record
+    assert os.path.exists(usage)
 
 
-def test_a_reservation_holds_the_lock_alone(tmp_path, monkeypatch):
-    """Two runs reserving at once must not both read the old record."""
+def test_a_reservation_holds_the_lock_alone(tmp_path):
+    """Two runs reserving at once must not both read the old record: a check (need) shares
+    the cache's lock with another holder, a reservation waits until it holds it alone."""
+    import fcntl
     cache = str(tmp_path / "media")
     mc.open_cache(cache)
-    seen = []
-    real = mc._locked
-    monkeypatch.setattr(mc, "_locked", lambda c, exclusive: seen.append(exclusive)
-                        or real(c, exclusive))
-    mc.reserve(cache, mc.need(cache, "job", [(sha(b"one"), 3)]))
-    assert seen == [False, True]  # the check shares the lock; the reservation holds it alone
+    other = os.open(os.path.join(cache, ".lock"), os.O_RDWR | os.O_CREAT, 0o600)  # a run's
+    try:
+        fcntl.flock(other, fcntl.LOCK_SH)  # another run checking now
+        missing = mc.need(cache, "job", [(sha(b"one"), 3)])  # shares it: no wait
+        assert missing == [(sha(b"one"), 3)]
+        done = []
+        t = threading.Thread(target=lambda: done.append(mc.reserve(cache, missing)),
+                             daemon=True)
+        t.start()
+        t.join(0.3)
+        assert t.is_alive() and _record(cache) == 0  # waits for the other run
+        fcntl.flock(other, fcntl.LOCK_UN)
+        t.join(20)
+        assert not t.is_alive() and done[0] is not None and _record(cache) == 3
+        fcntl.flock(other, fcntl.LOCK_EX)  # another run trimming: a check waits for it
+        t = threading.Thread(target=lambda: done.append(mc.need(cache, "job", missing)),
+                             daemon=True)
+        t.start()
+        t.join(0.3)
+        assert t.is_alive()
+        fcntl.flock(other, fcntl.LOCK_UN)
+        t.join(20)
+        assert not t.is_alive() and done[1] == missing
+    finally:
+        os.close(other)
 
 
 def test_a_reservation_without_a_record_writes_none(tmp_path):
@@ -859,8 +886,10 @@ def test_the_agents_download_and_the_hosts_stream_trust_the_record(tmp_path, mon
     monkeypatch.setattr(mc, "evict", lambda *a, **k: seen.append(k.get("recorded"))
                         or (0, 0, 0))
     before = time.time()
-    assert media_fetch._sync(None, "run", cache, "job2", str(items), 10, "lab",
-                             lambda line: None) == 1
+    from potato.training.remote.protocol import RunSettings
+    assert media_fetch.sync(None, "run", cache, str(tmp_path / "job2"), str(items),
+                            RunSettings(host="lab", max_media_cache_mb=10),
+                            lambda line: None) == 1
     assert len(seen) == 2 and before <= seen[1] <= time.time() and _record(cache) == 1250
 
 
@@ -910,14 +939,14 @@ def test_a_new_cache_is_recorded_as_empty_and_its_first_trim_lists_nothing(tmp_p
 
 def test_a_cache_made_by_two_processes_at_once_keeps_the_first_record(tmp_path, monkeypatch):
     cache = str(tmp_path / "media")
-    real = mc._private_dir
+    real = os.chmod
 
-    def raced(path):  # the other process writes its record between the check and ours
-        real(path)
+    def raced(path, mode, *a, **kw):  # the other process writes its record between the
+        real(path, mode, *a, **kw)  # folder's making and ours
         if path == cache and not os.path.exists(os.path.join(cache, ".usage")):
             with open(os.path.join(cache, ".usage"), "w") as f:
                 f.write("42 %f" % time.time())
-    monkeypatch.setattr(mc, "_private_dir", raced)
+    monkeypatch.setattr(mc.os, "chmod", raced)
     mc.open_cache(cache)
     assert _record(cache) == 42
 

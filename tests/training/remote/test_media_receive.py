@@ -89,29 +89,49 @@ def test_at_most_twenty_problems_are_listed_and_all_are_counted(tmp_path):
     assert (len(out["bad"]), out["bad_count"]) == (20, 25)
 
 
+class Reading(io.BytesIO):
+    """A stream that says how far it has been read."""
+
+
+def puts_by_position(monkeypatch, stream):
+    """Each file's write, as how far the stream had been read when it was written."""
+    at, real = [], mr.put
+    monkeypatch.setattr(mr, "put", lambda *a: at.append(stream.tell()) or real(*a))
+    return at
+
+
 @pytest.mark.parametrize("sizes, batches", [
     ([1535, 1536] * 6, [3, 3, 3, 3]),   # header and bytes: 2047 + 2048 = 4095, one short of 4096
     ([1536] * 6, [2, 2, 2]),            # 2048 + 2048: a batch of exactly BATCH goes at once
 ])
 def test_small_files_are_written_in_batches_of_batch_bytes(tmp_path, monkeypatch, sizes,
                                                             batches):
+    """The reader reads a batch (BATCH bytes with their headers), then writes its files."""
     monkeypatch.setattr(mr, "BATCH", 4096)
-    seen = []
-    real = mr._Writers.write
-    monkeypatch.setattr(mr._Writers, "write", lambda self, batch: seen.append(len(batch))
-                        or real(self, batch))
     files = [os.urandom(n) for n in sizes]
     cache = _pinned(tmp_path, files)
-    out = mr.receive(cache, "job", io.BytesIO(stream_of(files)), 1 << 30)
-    assert out["received"] == len(files) and seen == batches
+    stream = Reading(stream_of(files))
+    at = puts_by_position(monkeypatch, stream)
+    out = mr.receive(cache, "job", stream, 1 << 30)
+    assert out["received"] == len(files)
+    assert [at.count(pos) for pos in sorted(set(at))] == batches
+    assert at[-1] == len(stream_of(files, end=False))  # the last batch: read, then written
 
 
 def _writers_started(monkeypatch):
-    """The threads each receive() started, a list a call."""
-    started = []
-    real = mr._Writers.close
-    monkeypatch.setattr(mr._Writers, "close", lambda self: started.append(
-        len(self.threads)) or real(self))
+    """The writer threads each receive() started, a count a call (the start of a batch's
+    writes in the reader's own thread starts none)."""
+    started, real_start, real_receive = [], threading.Thread.start, mr.receive
+
+    def start(self):
+        real_start(self)
+        started[-1] += 1
+
+    def receive(*a, **kw):
+        started.append(0)
+        return real_receive(*a, **kw)
+    monkeypatch.setattr(threading.Thread, "start", start)
+    monkeypatch.setattr(mr, "receive", receive)
     return started
 
 
@@ -121,8 +141,13 @@ def test_quick_writes_stay_in_the_readers_thread(tmp_path, monkeypatch):
     monkeypatch.setattr(mr, "BATCH", 4096)
     monkeypatch.setattr(mr, "SLOW_WRITE_S", 10.0)
     started = _writers_started(monkeypatch)
+    where = []
+    real = mr.put
+    monkeypatch.setattr(mr, "put", lambda *a: where.append(threading.current_thread())
+                        or real(*a))
     out = mr.receive(cache, "job", io.BytesIO(stream_of(files)), 1 << 30)
     assert out["received"] == 200 and started == [0]
+    assert set(where) == {threading.current_thread()}
 
 
 def test_slow_writes_move_to_the_writer_threads_after_slow_after_files(tmp_path, monkeypatch):
@@ -153,23 +178,37 @@ def test_slow_writes_move_to_the_writer_threads_after_slow_after_files(tmp_path,
     assert out["received"] == 200 and started == [0]  # one writer: the reader's own thread
 
 
-def test_the_move_to_threads_needs_slow_after_files_at_over_slow_write_s(monkeypatch):
-    monkeypatch.setattr(mr, "put", lambda *a: None)
+def writes_taking(monkeypatch, secs, also=None):
+    """Each file's write takes ``secs[i]`` seconds on a clock of its own (nothing else moves
+    it: the stream's reads take no time); ``also()`` is called at each."""
+    clock, secs = [0.0], list(secs)
+
+    def put(cache, sha_, data, whole_first=False):
+        clock[0] += secs.pop(0) if secs else 0.0
+        if also:
+            also()
+    monkeypatch.setattr(mr, "put", put)
+    monkeypatch.setattr(mr.time, "monotonic", lambda: clock[0])
+
+
+def test_the_move_to_threads_needs_slow_after_files_at_over_slow_write_s(tmp_path, monkeypatch):
     monkeypatch.setattr(mr, "SLOW_AFTER", 6)
-    monkeypatch.setattr(mr, "SLOW_WRITE_S", 0.001)
+    monkeypatch.setattr(mr, "SLOW_WRITE_S", 0.125)  # a binary fraction: sums are exact
+    started = _writers_started(monkeypatch)
 
     def threads(files, secs, count=4):
-        w = mr._Writers("unused", count, lambda size, error=None: None)
-        times = [0.0, secs]
-        monkeypatch.setattr(mr.time, "monotonic", lambda: times.pop(0) if times else secs)
-        w.write([("sha", b"")] * files)
-        w.close()
-        return len(w.threads)
-    assert threads(6, 0.006) == 0  # exactly 1 ms each: not over it
-    assert threads(6, 0.00601) == 4
-    assert threads(5, 1.0) == 0  # fewer than SLOW_AFTER files
-    assert threads(6, 1.0, count=1) == 0  # one writer: the reader's own thread
-    assert threads(6, 1.0, count=2) == 2
+        data = [b"%d" % i for i in range(files)]  # one batch: the stream's whole
+        writes_taking(monkeypatch, secs)
+        out = mr.receive(_pinned(tmp_path / str(len(started)), data), "job",
+                         io.BytesIO(stream_of(data)), 1 << 30, writers=count)
+        assert out["received"] == files
+        return started[-1]
+    assert threads(6, [0.125] * 6) == 0  # exactly SLOW_WRITE_S each: not over it
+    assert threads(6, [0.125] * 5 + [0.125 + 2 ** -20]) == 4
+    assert threads(5, [1.0] * 5) == 0  # fewer than SLOW_AFTER files
+    assert threads(6, [1.0] * 6, count=1) == 0  # one writer: the reader's own thread
+    assert threads(6, [1.0] * 6, count=2) == 2
+    assert threads(6, [1.0] * 6, count=0) == 0  # none asked: the reader's own thread
 
 
 def test_threads_that_cannot_start_leave_the_writing_to_the_reader(tmp_path, monkeypatch):
@@ -197,20 +236,22 @@ def test_threads_that_cannot_start_leave_the_writing_to_the_reader(tmp_path, mon
         assert not any(t.is_alive() for t in started) and all(t.daemon for t in started)
 
 
-def test_the_move_to_threads_weighs_every_file_so_far(monkeypatch):
+def test_the_move_to_threads_weighs_every_file_so_far(tmp_path, monkeypatch):
     """The average is over all the files written so far, not the last batch's: a slow
     start followed by a quick batch still moves the rest to the threads."""
-    monkeypatch.setattr(mr, "put", lambda *a: None)
     monkeypatch.setattr(mr, "SLOW_AFTER", 6)
-    monkeypatch.setattr(mr, "SLOW_WRITE_S", 0.001)
-    w = mr._Writers("unused", 2, lambda size, error=None: None)
-    times = [0.0, 0.01, 0.02, 0.0201]  # 3 files in 10 ms, then 3 in 0.1 ms: 10.1 ms for 6
-    monkeypatch.setattr(mr.time, "monotonic", lambda: times.pop(0) if times else 1.0)
-    w.write([("sha", b"")] * 3)
-    assert w.threads == []  # fewer than SLOW_AFTER yet
-    w.write([("sha", b"")] * 3)
-    w.close()
-    assert len(w.threads) == 2
+    monkeypatch.setattr(mr, "SLOW_WRITE_S", 2 ** -10)
+    monkeypatch.setattr(mr, "BATCH", 3 * 1024)  # 3 files a batch (512 header + 512 bytes)
+    started = _writers_started(monkeypatch)
+    files = [os.urandom(512) for _ in range(9)]
+    slow, quick = 2 ** -7, 2 ** -14  # 3 files in 24 ms, then 3 in 0.2 ms: 24.2 ms for 6
+    stream = Reading(stream_of(files))
+    where = []
+    writes_taking(monkeypatch, [slow] * 3 + [quick] * 3, lambda: where.append(
+        threading.current_thread() is threading.main_thread()))
+    out = mr.receive(_pinned(tmp_path, files), "job", stream, 1 << 30, writers=2)
+    assert out["received"] == 9 and started == [2]
+    assert where == [True] * 6 + [False] * 3  # the third batch: on the threads
 
 
 def test_a_python_without_the_fcntl_name_uses_linuxs_number(monkeypatch):
@@ -219,15 +260,53 @@ def test_a_python_without_the_fcntl_name_uses_linuxs_number(monkeypatch):
     calls = []
     monkeypatch.delattr(fcntl, "F_SETPIPE_SZ", raising=False)
     monkeypatch.setattr(fcntl, "fcntl", lambda fd, cmd, arg: calls.append((fd, cmd, arg)))
-    mr._wide_pipe(7)
+    mr.wide_pipe(7)
     assert calls == [(7, 1031, 1 << 20)]
 
 
-def test_the_write_ahead_is_bounded_in_bytes():
-    """The queue holds whole batches; a batch is at most BATCH plus one small file."""
-    w = mr._Writers("unused", 4, None)
-    assert w.batches.maxsize == mr.WRITE_AHEAD // (mr.BATCH + mr.SMALL_FILE) == 15
-    assert w.batches.maxsize * (mr.BATCH + mr.SMALL_FILE) <= mr.WRITE_AHEAD
+def test_the_reader_runs_at_most_write_ahead_bytes_ahead_of_the_writers(tmp_path, monkeypatch):
+    """Writers that are stuck (a hung network disk) hold the reader back: it reads on while
+    whole batches (each at most BATCH plus one small file) fit in WRITE_AHEAD, then waits;
+    every file still arrives once they go on."""
+    monkeypatch.setattr(mr, "SMALL_FILE", 1024)
+    monkeypatch.setattr(mr, "BATCH", 3072)  # 2 files a batch (512 header + 1024 bytes each)
+    monkeypatch.setattr(mr, "WRITE_AHEAD", 3 * (3072 + 1024) + 4095)  # 3 batches
+    monkeypatch.setattr(mr, "SLOW_AFTER", 1)
+    monkeypatch.setattr(mr, "SLOW_WRITE_S", -1.0)  # threads after the first batch
+    files = [os.urandom(1024) for _ in range(40)]
+    cache = _pinned(tmp_path, files)
+    stream = Reading(stream_of(files))
+    gate, holding, real = threading.Event(), threading.Semaphore(0), mr.put
+    reader = []
+
+    def put(*a):
+        if threading.current_thread() not in reader:  # a writer thread: stuck until the gate
+            holding.release()
+            assert gate.wait(20)
+        real(*a)
+    monkeypatch.setattr(mr, "put", put)
+    done = []
+
+    def run():
+        reader.append(threading.current_thread())
+        done.append(mr.receive(cache, "job", stream, 1 << 30, writers=2))
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    try:
+        assert holding.acquire(timeout=20) and holding.acquire(timeout=20)  # both writers
+        # read: the first batch (written by the reader), one each for the writers, three
+        # queued and the one waiting to be queued: 7 batches, 14 files
+        ahead = 14 * 1536
+        deadline = time.monotonic() + 20
+        while stream.tell() < ahead and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.3)
+        assert stream.tell() == ahead
+    finally:
+        gate.set()
+        t.join(20)
+    assert not t.is_alive() and done[0]["received"] == 40
+    assert all(mc.have(cache, sha(d), len(d)) for d in files)
 
 
 def test_the_writers_numbers_are_the_documented_ones():
@@ -312,6 +391,17 @@ def test_sync_answers_then_receives(tmp_path, host):
     assert oct(os.stat(tmp_path / "r").st_mode & 0o777) == "0o700"  # made under umask 077
 
 
+def test_a_syncs_trim_trusts_the_record_its_reservation_updated(tmp_path, host, monkeypatch):
+    """The sync reserves the missing files' bytes before the stream: its trim then trusts the
+    cache's record (within the limit, counted before the reservation) and lists nothing."""
+    files = [b"one", b"two"]
+    wanted = json.dumps([[sha(d), len(d)] for d in files]).encode() + b"\n"
+    mc.open_cache(str(tmp_path / "r" / "media"))  # a record: 0 bytes
+    monkeypatch.setattr(mc, "entries", lambda c: pytest.fail("listed the cache"))
+    code, lines = host(["sync", str(tmp_path / "r"), "job", "100"], wanted + stream_of(files))
+    assert code is None and lines[1]["held_bytes"] == 6 and lines[1]["received"] == 2
+
+
 def test_sync_with_nothing_missing_reads_no_stream(tmp_path, host):
     cache = str(tmp_path / "r" / "media")
     ms.put(cache, sha(b"one"), b"one")
@@ -377,13 +467,23 @@ def _python38():
     return None
 
 
+def base256_sized(size):
+    """A member's header whose size field is GNU base-256 (first byte 0x80)."""
+    block = bytearray(member(sha(b"x"), b"")[:512])
+    block[124:136] = b"\x80" + size.to_bytes(11, "big")
+    block[148:156] = b" " * 8
+    block[148:156] = b"%06o\0 " % sum(block)
+    return bytes(block)
+
+
 def test_the_host_program_runs_on_python_3_8(tmp_path):
     """What travels to hosts must run on Python 3.8 (int.from_bytes needs its byte order
     there, for one): the host program, as media_push sends it, on a real 3.8 when this
     machine has one."""
     import subprocess
     from potato.training.backends.media_push import cache_source
-    assert mt._tar_number(b"\x80" + (5).to_bytes(11, "big")) == 5  # here, too
+    big = base256_sized(5)
+    assert mt.tar_header(big)[2] == 5  # here, too
     py38 = _python38()
     if py38 is None:
         pytest.skip("no Python 3.8 on this machine")
@@ -394,8 +494,7 @@ def test_the_host_program_runs_on_python_3_8(tmp_path):
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout.decode().splitlines()[-1][len(mr.MARK):])["received"] == 2
     r = subprocess.run([py38, "-S", "-c", open(mt.__file__).read() +
-                        "\nprint(_tar_number(b'\\x80' + (5).to_bytes(11, 'big')))"],
-                       capture_output=True, timeout=120)
+                        "\nprint(tar_header(%r)[2])" % big], capture_output=True, timeout=120)
     assert r.stdout.strip() == b"5", r.stderr
 
 
@@ -413,17 +512,17 @@ def test_the_streams_pipe_is_widened_where_the_system_allows(tmp_path, monkeypat
     import fcntl
     r, w = os.pipe()
     try:
-        mr._wide_pipe(r)
+        mr.wide_pipe(r)
         assert fcntl.fcntl(r, getattr(fcntl, "F_GETPIPE_SZ", 1032)) >= mr.PIPE_BYTES == 1 << 20
     finally:
         os.close(r)
         os.close(w)
     with open(tmp_path / "f", "wb") as f:
-        mr._wide_pipe(f.fileno())  # not a pipe: EBADF/EINVAL, ignored
+        mr.wide_pipe(f.fileno())  # not a pipe: EBADF/EINVAL, ignored
     monkeypatch.setitem(__import__("sys").modules, "fcntl", None)  # no fcntl here
     r, w = os.pipe()
     try:
-        mr._wide_pipe(r)
+        mr.wide_pipe(r)
     finally:
         os.close(r)
         os.close(w)
@@ -431,7 +530,7 @@ def test_the_streams_pipe_is_widened_where_the_system_allows(tmp_path, monkeypat
 
 def test_the_host_program_widens_its_stdin(tmp_path, host, monkeypatch):
     seen = []
-    monkeypatch.setattr(mr, "_wide_pipe", lambda fd: seen.append(os.fstat(fd).st_ino))
+    monkeypatch.setattr(mr, "wide_pipe", lambda fd: seen.append(os.fstat(fd).st_ino))
     host(["sync", str(tmp_path / "r"), "job", "1"], b"[]\n")
     host(["receive", str(tmp_path / "r"), "job", "1"], bytes(1024))
     stdin = os.stat(tmp_path / "stdin").st_ino

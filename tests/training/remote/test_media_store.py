@@ -138,12 +138,48 @@ def test_the_slow_path_writes_each_file_whole_before_its_name(tmp_path, monkeypa
     assert [n for n in os.listdir(folder) if n.startswith(".")] == []
 
 
-def test_unique_names_carry_the_pid_random_and_a_count(monkeypatch):
-    monkeypatch.setattr(mc, "_TOKEN", [None, ""])  # as in a new process: the token is made here
-    a, b = mc._unique(), mc._unique()
-    pid, rand, count = a.split(".")
-    assert pid == str(os.getpid()) and len(rand) == 12 and int(rand, 16) >= 0
-    assert b == "%s.%s.%d" % (pid, rand, int(count) + 1)
+def hidden_opens(monkeypatch, before=None):
+    """The hidden names put() opens (``.SHA.UNIQUE`` beside the file); ``before(path)`` runs
+    just before each is opened: another writer, there first."""
+    names, real_open = [], os.open
+
+    def opening(path, *a, **kw):
+        if os.path.basename(path).startswith("."):
+            names.append(path)
+            if before:
+                before(path)
+        return real_open(path, *a, **kw)
+    monkeypatch.setattr(ms.os, "open", opening)
+    return names
+
+
+def test_hidden_names_carry_the_pid_random_and_a_count(tmp_path, monkeypatch):
+    """Writers on one network file system may share a pid: each process's names carry its
+    pid, its own random part and a count; a forked child makes its own."""
+    cache = str(tmp_path / "media")
+    names = hidden_opens(monkeypatch)
+    for d in (b"one", b"two"):
+        ms.put(cache, sha(d), d, whole_first=True)
+    a, b = dict.fromkeys(os.path.basename(n) for n in names)  # (a first file: opened again
+    # once its folder is made)
+    _, sha_a, pid, rand, count = a.split(".")
+    assert sha_a == sha(b"one") and pid == str(os.getpid())
+    assert len(rand) == 12 and int(rand, 16) >= 0
+    assert b == ".%s.%s.%s.%d" % (sha(b"two"), pid, rand, int(count) + 1)
+    r, w = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover (the child's)
+        try:
+            ms.put(cache, sha(b"three"), b"three", whole_first=True)
+            os.write(w, os.path.basename(names[-1]).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        said = f.read().decode()
+    os.waitpid(child, 0)
+    _, _, child_pid, child_rand, _ = said.split(".")
+    assert child_pid == str(child) and child_rand != rand and len(child_rand) == 12
 
 
 def test_cached_files_are_0600_in_new_and_existing_folders(tmp_path):
@@ -167,8 +203,7 @@ def test_a_link_at_the_hidden_name_is_not_followed(tmp_path, monkeypatch):
     path = _short(cache, data, b"li")  # short: put replaces it through a hidden name
     victim = tmp_path / "victim"
     victim.write_bytes(b"untouched")
-    monkeypatch.setattr(ms, "_unique", lambda: "fixed")
-    os.symlink(str(victim), os.path.join(os.path.dirname(path), ".%s.fixed" % sha(data)))
+    hidden_opens(monkeypatch, lambda hidden: os.symlink(str(victim), hidden))
     with pytest.raises(OSError):
         ms.put(cache, sha(data), data)
     assert victim.read_bytes() == b"untouched" and open(path, "rb").read() == b"li"
@@ -204,11 +239,12 @@ def test_a_hidden_name_that_exists_is_never_written_through(tmp_path, monkeypatc
     cache = str(tmp_path / "media")
     data = b"collides"
     path = _short(cache, data, b"coll")  # short: replaced through a hidden name
-    monkeypatch.setattr(ms, "_unique", lambda: "fixed")
-    taken = os.path.join(os.path.dirname(path), ".%s.fixed" % sha(data))
-    with open(taken, "wb") as f:
-        f.write(b"another writer's")
+    def taken(hidden):
+        with open(hidden, "wb") as f:
+            f.write(b"another writer's")
+    names = hidden_opens(monkeypatch, taken)
     with pytest.raises(FileExistsError):
         ms.put(cache, sha(data), data)
-    assert open(taken, "rb").read() == b"another writer's"
+    hidden = names[-1]
+    assert open(hidden, "rb").read() == b"another writer's"
     assert open(path, "rb").read() == b"coll"

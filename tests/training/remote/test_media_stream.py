@@ -530,20 +530,23 @@ def test_the_push_waits_on_descriptors_above_1023(tmp_path):
     if hard != resource.RLIM_INFINITY and hard < 1200:
         pytest.skip("the hard limit on descriptors is %d here" % hard)
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
-    r, w = os.pipe()
-    high_r, high_w = os.dup2(r, 1100), os.dup2(w, 1101)
+    held = []
     try:
-        os.close(r)
-        os.close(w)
-        assert not media_push._ready(high_r, select.POLLIN, 0.05)  # nothing to read yet
-        assert media_push._ready(high_w, select.POLLOUT, 0.05)
-        os.write(high_w, b"x")
-        assert media_push._ready(high_r, select.POLLIN, 0.05)
+        null = os.open(os.devnull, os.O_RDONLY)
+        held.append(null)
+        while held[-1] < 1100:  # every lower descriptor taken: ssh's pipes come above
+            held.append(os.dup(null))
         with pytest.raises(ValueError):
-            select.select([high_r], [], [], 0)  # what the push used before
+            select.select([held[-1]], [], [], 0)  # what the push used before
+        files = [b"one file", os.urandom(70000)]
+        ctx = Ctx(media_index(tmp_path, files))
+        media_push.push(LocalHost(tmp_path / "remote"), ctx, "job")
+        assert any(line.startswith("media: sent 2 files") for line in ctx.lines), ctx.lines
+        for data in files:
+            assert mc.have(str(tmp_path / "remote" / "media"), sha(data), len(data))
     finally:
-        os.close(high_r)
-        os.close(high_w)
+        for fd in held:
+            os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
@@ -579,16 +582,25 @@ def test_a_cancel_is_a_cancel_when_ssh_exits_255_on_its_signal(tmp_path):
 
 
 def test_a_small_file_read_in_pieces_is_read_whole(tmp_path, monkeypatch):
-    """The sender reads a small file with os.read (no file object); a read may return less."""
-    from potato.training.backends import media_push
-    path = tmp_path / "f.png"
-    path.write_bytes(b"0123456789")
+    """The sender reads a small file with os.read (no file object); a read may return less.
+    It sends the bytes listed: a file grown since goes as it was listed, one shrunk is named."""
+    from potato.training.backends import errors, media_push
     real = os.read
-    monkeypatch.setattr(media_push.os, "read", lambda fd, n: real(fd, min(n, 3)))
-    assert media_push._small(str(path), 10) == b"0123456789"
-    assert media_push._small(str(path), 4) == b"0123"  # grown since listed: the listed bytes
-    with pytest.raises(OSError, match="it has 10 bytes, not the 11 listed"):
-        media_push._small(str(path), 11)
+    monkeypatch.setattr(media_push.os, "read", lambda fd, n: real(fd, min(n, 3) if n < 100
+                                                                  else n))
+    files = [b"0123456789", b"0123"]
+    ctx = Ctx(media_index(tmp_path, files))
+    with open(tmp_path / "1.png", "ab") as f:
+        f.write(b"456789")  # grown since it was listed
+    media_push.push(LocalHost(tmp_path / "remote"), ctx, "job")
+    for data in files:
+        assert mc.have(str(tmp_path / "remote" / "media"), sha(data), len(data))
+    (tmp_path / "shrunk").mkdir()
+    ctx = Ctx(media_index(tmp_path / "shrunk", [b"0123456789a"]))
+    (tmp_path / "shrunk" / "0.png").write_bytes(b"0123456789")
+    with pytest.raises(errors.TransferError, match=r"0\.png cannot be read \(it has 10 bytes, "
+                                                   r"not the 11 listed"):
+        media_push.push(LocalHost(tmp_path / "remote"), ctx, "job2")
 
 
 def test_the_senders_pipe_to_ssh_is_widened(tmp_path):

@@ -1,6 +1,6 @@
 """Fast unit tests for the SLURM job follower (potato/training/remote/slurm_job.py): job.sh's
 exact text, the sbatch/squeue/scontrol/scancel command lines and parsers, and JobFollower's
-decisions driven by a scripted ``_call`` and a fake clock (no scheduler, no waiting). Written
+decisions driven by a scripted ``call`` and a fake clock (no scheduler, no waiting). Written
 so that tools/mutation.py's mutants of slurm_job.py fail (docs/testing.md)."""
 
 import os
@@ -185,18 +185,18 @@ def test_no_command_message():
 
 def test_call():
     env = dict(os.environ)
-    assert slurm._call([sys.executable, "-c", "import sys; print('o'); "
+    assert slurm.call([sys.executable, "-c", "import sys; print('o'); "
                         "sys.stderr.write('e'); sys.exit(3)"], env) == (3, "o\n", "e")
-    rc, out, err = slurm._call([sys.executable, "-c", "import time; time.sleep(30)"], env,
+    rc, out, err = slurm.call([sys.executable, "-c", "import time; time.sleep(30)"], env,
                                timeout=0.3)
     assert (rc, out) == (None, "")
     assert err == "%s did not answer within 0 s" % sys.executable
-    assert slurm._call([sys.executable, "-c", "import os; print(os.environ['PM_Z'])"],
+    assert slurm.call([sys.executable, "-c", "import os; print(os.environ['PM_Z'])"],
                        dict(env, PM_Z="z")) == (0, "z\n", "")
 
 
 class Cluster:
-    """A scripted ``_call``: answers by command name, records every call."""
+    """A scripted ``call``: answers by command name, records every call."""
 
     def __init__(self, squeue=(), sbatch=(0, "77\n", ""), scontrol=(1, "", "")):
         self.calls = []
@@ -231,7 +231,7 @@ class Clock:
 def _follower(tmp_path, monkeypatch, cluster, cancel=lambda: False, grace=5.0, step=1.0,
               settings=None, **kw):
     clock = Clock()
-    monkeypatch.setattr(slurm, "_call", cluster)
+    monkeypatch.setattr(slurm, "call", cluster)
     slept = []
 
     def sleep(s):
@@ -640,7 +640,7 @@ def test_run_job_passes_everything_on(tmp_path, monkeypatch):
 
 def test_defaults():
     import inspect
-    assert inspect.signature(slurm._call).parameters["timeout"].default == 60
+    assert inspect.signature(slurm.call).parameters["timeout"].default == 60
     job = slurm.Job(slurm_settings(), "/j", "/c", "r1", {}, print, print, lambda: False)
     assert (job.grace_seconds, job.tick) == (20.0, 0.5)
     follower = slurm.JobFollower(job)

@@ -91,7 +91,7 @@ class Trainer(hf_text.Trainer):
 
     def _image(self, path, augment):
         with Image.open(path) as im:
-            im = _to_rgb(im, self._max_side)
+            im = to_rgb(im, self._max_side)
         if augment:
             w, h = im.size
             scale = self._rng.uniform(0.85, 1.0)
@@ -204,7 +204,7 @@ def max_side(processor):
     return max([1024] + [2 * v for v in sides])
 
 
-def _to_rgb(im, limit):
+def to_rgb(im, limit):
     """An 8-bit RGB copy of a decoded image no larger than ``limit`` on its longest side.
     16-bit and 32-bit greyscale (modes I;16, I) are scaled to 8 bits by their bit depth, and
     floating-point ones (F) by their own range: a plain convert("RGB") clips them to white."""

@@ -106,6 +106,14 @@ class Trainer(Scoring):
         return torch.autocast(self.device.type, enabled=False)
 
     # -- the model ------------------------------------------------------------------------------
+    def load(self):
+        """The tokenizer, the label answers' tokens and the model (``tokenizer``, ``model``),
+        as training loads them: a max_length or labels that cannot work fail before the
+        model is loaded. After it, ``label_scores`` and ``prompt_ids`` work untrained."""
+        self._load_tokenizer()
+        self._prepare_tokens()
+        self._load_model()
+
     def _load_tokenizer(self):
         p, ctx = self.p, self.ctx
         ctx.emitter.status("loading %s" % p["model"])
@@ -245,9 +253,7 @@ class Trainer(Scoring):
         val = ctx.bundle.labelled("val", self.scheme)
         ctx.log("device: %s; torch %s; transformers %s" % (self.device, torch.__version__,
                                                            transformers.__version__))
-        self._load_tokenizer()
-        self._prepare_tokens()  # a max_length or labels that cannot work fail before the model
-        self._load_model()
+        self.load()
         torch.manual_seed(p["seed"] + group.rank)  # LoRA dropout differs between ranks
         emit.emit("where", device=describe_device(self.device))
         examples = [(self.prompt_ids(t), self.answers[self.labels.index(lab)])

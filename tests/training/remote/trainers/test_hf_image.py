@@ -217,12 +217,12 @@ def test_deep_and_huge_images_become_bounded_8_bit_rgb():
     deep = Image.new("I;16", grey.size)
     deep.putdata([v * 257 for v in grey.getdata()])
     assert set(deep.convert("RGB").getdata()) == {(255, 255, 255)}
-    rgb = hf_image._to_rgb(deep, 1024)
+    rgb = hf_image.to_rgb(deep, 1024)
     assert rgb.mode == "RGB" and sorted({r for r, _, _ in rgb.getdata()}) == levels
     floats = Image.new("F", grey.size)
     floats.putdata([v / 255.0 for v in grey.getdata()])
-    assert len({r for r, _, _ in hf_image._to_rgb(floats, 1024).getdata()}) == len(levels)
-    big = hf_image._to_rgb(Image.new("RGB", (3000, 2000), "white"), 1024)
+    assert len({r for r, _, _ in hf_image.to_rgb(floats, 1024).getdata()}) == len(levels)
+    big = hf_image.to_rgb(Image.new("RGB", (3000, 2000), "white"), 1024)
     assert big.size == (1024, 683)
     assert hf_image.max_side(type("P", (), {"size": {"height": 224, "width": 224}})()) == 1024
     assert hf_image.max_side(type("P", (), {"size": {"shortest_edge": 800}})()) == 1600

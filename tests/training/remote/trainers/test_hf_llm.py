@@ -410,9 +410,7 @@ def test_long_labels_short_prompts_and_control_strings(tmp_path, tiny_gpt2):
         "good", "the film is clearly and strongly bad from the start"]}}
     trainer, _ = _trainer(tmp_path, tiny_gpt2, schemas=schemas, epochs=1, batch_size=1,
                           max_length=64, prompt_template="{text}")
-    trainer._load_tokenizer()
-    trainer._prepare_tokens()
-    trainer._load_model()
+    trainer.load()
     texts = ["fine", "ok", "", "a long and rather dull film that goes on and on"]
     batched = trainer.label_scores(texts)
     for text, row in zip(texts, batched):
@@ -429,9 +427,7 @@ def test_bf16_false_means_float32_even_for_a_bf16_checkpoint(tmp_path, tiny_llam
     d = _save_model(tmp_path / "bf16-llama", model, tok)
     for setting in ("false", "auto"):  # auto on a CPU: no bf16
         trainer, _ = _trainer(tmp_path / setting, d, bf16=setting)
-        trainer._load_tokenizer()
-        trainer._prepare_tokens()
-        trainer._load_model()
+        trainer.load()
         assert {w.dtype for w in trainer.model.parameters()} == {torch.float32}, setting
 
 
