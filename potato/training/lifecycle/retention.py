@@ -96,6 +96,21 @@ def would_prune(runs, paths_of: Callable, keep: int) -> List[str]:
     return out
 
 
+def goes_next(runs, paths_of: Callable, keep: int) -> List[str]:
+    """The runs whose model files go when the next successful run finishes (their page says
+    so before it happens)."""
+    now = set(would_prune(runs, paths_of, keep))
+    return [r for r in would_prune(runs, paths_of, keep - 1) if r not in now]
+
+
+def next_sentence(keep: int) -> str:
+    """What a run's page says when its model files go at the next successful run."""
+    return ("These model files are deleted when the next successful run finishes "
+            "(model_training.retain_runs: %d keeps those of the %d newest successful run%s, of "
+            "runs in use and of pinned runs). Pin the run to keep them." % (
+                keep, keep, "" if keep == 1 else "s"))
+
+
 def named_words(runs, run_ids: List[str]) -> List[str]:
     """The named or annotated runs among ``run_ids``, as words ("r3 (baseline)"): the ones an
     admin meant to keep, so the ones a warning names."""

@@ -5,13 +5,14 @@ import time
 from typing import Optional
 from urllib.parse import unquote
 
+from potato.markup import join, render
 from potato.server.errors import HTTPError
 from potato.training.core import fit, runlog
 from potato.training.web import compare, history, pages, run_actions
 from potato.training.hub import model_files
 from potato.training.hub import routes as publish_api
 from potato.training.web import live as live_card
-from potato.training.lifecycle import in_use, reload
+from potato.training.lifecycle import in_use, reload, retention
 from potato.training.remote import trainers
 from potato.training.backends import check_backend
 from potato.training.lifecycle.queue import Manager, RequestError
@@ -290,9 +291,13 @@ def _run_page_routes(app, manager: Manager, get_run, publisher):
             log, end = live_card.log_tail(manager.paths(run_id).log, LIVE_LOG_LINES,
                                           LIVE_LOG_BYTES)
             live = live_card.run_parts(view)
-        h.send_html(pages.run_page(manager.cfg, view, log,
-                                   model_files.model_files_cell(view, model_location(run), here,
-                                                          model_files.load_code(run)),
+        where = model_files.model_files_cell(view, model_location(run), here,
+                                             model_files.load_code(run))
+        keep = manager.cfg.model_training.retain_runs
+        if here and run_id in retention.goes_next(manager.runs, manager.paths, keep):
+            where = join([where, render('<p class="warning" id="files-go-next">{s}</p>',
+                                        s=retention.next_sentence(keep))])
+        h.send_html(pages.run_page(manager.cfg, view, log, where,
                                    message, ok, publish_api.page_card(publisher, view, typed),
                                    in_use.use_refusal(manager, run),
                                    (live, end) if live else None),

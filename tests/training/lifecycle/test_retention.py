@@ -199,3 +199,34 @@ def test_a_reload_that_lowers_retain_runs_warns_before_it_deletes(tmp_path, serv
     open(path, "a").write("\n")  # the file changed again: the notice is looked at afresh
     notice = c.get("/admin/training", headers=h).text
     assert "runs: %s (second)" % ids[1] in notice and "(first)" not in notice
+
+
+def test_goes_next_is_what_the_next_successful_run_prunes(tree):
+    paths = tree("r1", "r2", "r3")
+    runs = Runs([("r3", "success", 0, None), ("r2", "success", 0, None),
+                 ("r1", "success", 0, None)])
+    assert retention.would_prune(runs, paths, 2) == ["r1"]
+    assert retention.goes_next(runs, paths, 2) == ["r2"]  # the next run makes r2 the third
+    assert retention.goes_next(runs, paths, 1) == ["r3"]
+    runs.in_use = {"r3"}
+    assert retention.goes_next(runs, paths, 1) == []  # in use: it stays
+    assert "retain_runs: 2 keeps those of the 2 newest successful runs" in \
+        retention.next_sentence(2)
+    assert "of the 1 newest successful run," in retention.next_sentence(1)
+
+
+def test_a_runs_page_warns_before_its_files_go(tmp_path, serve):
+    from tests.helpers import KEY, Client, make_project, start_run, wait_run
+
+    h = {"X-API-Key": KEY}
+    _, url = serve(make_project(tmp_path, "    policy: newest\n  retain_runs: 2"))
+    c = Client(url)
+    ids = [wait_run(c, start_run(c, trainer="text-naive-bayes", schemas=["sentiment"],
+                                 params={"alpha": a}))["run_id"] for a in (0.5, 1.0)]
+    page = c.get("/admin/training/runs/%s" % ids[0], headers=h).text
+    assert 'id="files-go-next"' in page and "Pin the run to keep them." in page
+    assert 'id="files-go-next"' not in c.get("/admin/training/runs/%s" % ids[1],
+                                             headers=h).text  # in use (policy newest)
+    c.json("POST", "/admin/training/api/runs/%s/pin" % ids[0], headers=h)
+    assert 'id="files-go-next"' not in c.get("/admin/training/runs/%s" % ids[0],
+                                             headers=h).text
