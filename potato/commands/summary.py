@@ -37,7 +37,7 @@ def summary_lines(view: RunView, config_path: Optional[str] = None) -> List[str]
             lines.append("  %saccuracy's 95%% interval %.2f to %.2f; always answering %s "
                          "(the majority-class baseline) scores accuracy %.3f; the model's is %s"
                          % (name + ": " if name else "", r["accuracy_ci95"][0],
-                            r["accuracy_ci95"][1], r["baseline"]["label"],
+                            r["accuracy_ci95"][1], run_texts.answer_words(r["baseline"]["label"]),
                             r["baseline"]["accuracy"], run_texts.above(r["above_baseline"])))
             if r.get("note"):
                 lines.append("  " + r["note"])
@@ -53,9 +53,12 @@ def summary_lines(view: RunView, config_path: Optional[str] = None) -> List[str]
             extra.append("%d unlabeled not written (include_unlabeled is false)"
                          % wb.unlabeled_skipped)
         if wb.schemes:
-            lines.append("Predictions written: %d for %s%s" % (
-                wb.written, ", ".join(wb.schemes),
-                " (%s)" % "; ".join(extra) if extra else ""))
+            hidden = [s for s in wb.schemes if s not in view.in_use]
+            if hidden:  # a run not in use: its predictions are kept, annotators do not see them
+                extra.insert(0, "not in use for %s" % ", ".join(hidden))
+            lines.append("Predictions %s: %d for %s%s" % (
+                "kept, not shown" if len(hidden) == len(wb.schemes) else "written",
+                wb.written, ", ".join(wb.schemes), " (%s)" % "; ".join(extra) if extra else ""))
         else:
             lines.append("Predictions written: none (no scheme of this run is in "
                          "model_training.writeback.schemas)")

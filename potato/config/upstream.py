@@ -297,8 +297,15 @@ STRATEGIES = ("fixed_order", "least_annotated", "random")
 def _strategy(r: Reader, value: Any) -> str:
     """upstream's assignment_strategy: the ones implemented here, or a warning that says what
     annotators get instead (data-file order)."""
-    if isinstance(value, str) and value.strip().lower() in STRATEGIES:
-        return value.strip().lower()
+    name = value.strip().lower().replace("-", "_") if isinstance(value, str) else None
+    if name in STRATEGIES:
+        return name
+    if name is None:
+        r.warn(("assignment_strategy",), "assignment_strategy is %s, not a strategy's name: "
+                                         "annotators get items in data-file order. Use "
+                                         "fixed_order, random or least_annotated."
+               % repr(value)[:60])
+        return "fixed_order"
     r.warn(("assignment_strategy",), "assignment_strategy %s is upstream Potato's and not "
                                      "implemented here: annotators get items in data-file order "
                                      "(fixed_order). Use fixed_order, random or "

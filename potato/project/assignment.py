@@ -49,6 +49,10 @@ class AllItems:
         """Where an item is in this annotator's walk (None: not an active item)."""
         return self.store.position_of(item_id)
 
+    def reachable(self, user: str) -> int:
+        """How many items the annotator can open by number now: every item."""
+        return self.total(user)
+
     def may_label(self, user: str, item_id: str) -> bool:
         return True
 
@@ -128,6 +132,10 @@ class Limited(AllItems):
         """Where an item is among those given to this annotator (None: not given to them)."""
         ids = self.assigned(user)
         return ids.index(item_id) if item_id in ids else None
+
+    def reachable(self, user: str) -> int:
+        """The items given so far, and the next one (given when it is opened)."""
+        return min(len(self.assigned(user)) + 1, self.total(user))
 
     def may_label(self, user: str, item_id: str) -> bool:
         return item_id in self.assigned(user)

@@ -74,7 +74,7 @@ def _login_routes(app) -> None:
         _count_new_name(h, app, username)
         app.store.ensure_annotator(username)
         # A returning annotator resumes at the first item they have not labelled.
-        app.store.set_position(username, app.store.first_unlabelled(username))
+        app.store.set_position(username, app.assignment.first_unlabelled(username))
         token = secrets.token_urlsafe(32)
         app.store.add_session(token, "annotator", username, SESSION_TTL_S)
         h.set_cookie(app.session_cookie, token, SESSION_TTL_S, same_site="Lax")
@@ -174,14 +174,19 @@ def _jump(queue, user: str, wanted: str) -> int:
     """The position of the item an annotator asked for in the jump box (an id, or a number
     counted from 1), or an HTTPError that says why there is none."""
     wanted = wanted.strip()[:200]
-    total = queue.total(user)
+    reach = queue.reachable(user)
     position = queue.position_of(user, wanted)
     if position is not None:
         return position
-    if wanted.isdigit() and 1 <= int(wanted) <= total:
-        return int(wanted) - 1
-    raise HTTPError(404, "There is no item %r among your %d items: give an item's id (as shown "
-                         "above its text) or its number, 1 to %d." % (wanted, total, total))
+    try:
+        number = int(wanted) if wanted.isdecimal() else None
+    except ValueError:
+        number = None
+    if number is not None and 1 <= number <= reach:
+        return number - 1
+    raise HTTPError(404, "There is no item %r among the %d items you can open now: give an "
+                         "item's id (as shown above its text) or its number, 1 to %d."
+                    % (wanted, reach, reach))
 
 
 def _form_labels(cfg, form, text: str) -> dict:

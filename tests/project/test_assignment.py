@@ -5,6 +5,7 @@ and may label only what was given. The limits are tested the way they are used: 
 annotators at once, each a real thread against a real server."""
 
 import json
+from urllib.parse import quote
 import re
 import threading
 
@@ -395,9 +396,12 @@ def test_the_jump_box_opens_an_item_by_id_or_number(tmp_path, serve):
     assert shown(c.get("/annotate").text) == "i02"
     r = c.get("/annotate?item=%3Cb%3Enope")
     assert r.status == 404 and "There is no item" in r.text and "<b>nope" not in r.text
-    assert "&lt;b&gt;nope" in r.text and "among your 12 items" in r.text
+    assert "&lt;b&gt;nope" in r.text and "among the 12 items you can open now" in r.text
     assert "or its number, 1 to 12." in r.text
     assert c.get("/annotate?item=13").status == 404
+    for odd in ("\u00b2", "\u0661\u0662\u0663\u0664\u0665", "1e3", "-1", "0", "+5", " "):
+        r = c.get("/annotate?item=" + quote(odd))  # digits Python's int() refuses: no 500
+        assert r.status == 404 or r.status == 303 and odd.strip() == "", (odd, r.status)
     assert shown(c.get("/annotate").text) == "i02"  # where it was
 
 
@@ -408,3 +412,43 @@ def test_the_jump_box_keeps_to_the_items_given_under_limits(tmp_path, serve):
     assert shown(c.get("/annotate").text) == "i00"
     assert c.get("/annotate?item=i05").status == 404  # not given to dana
     assert c.get("/annotate?item=i00").status == 303
+
+
+@pytest.mark.parametrize("limits", ["assignment_strategy: least_annotated",
+                                    "assignment_strategy: random\nnum_annotators_per_item: 2"])
+def test_the_jump_box_and_a_return_under_a_strategy(tmp_path, serve, limits):
+    _, url = serve(project(tmp_path, limits))
+    c = Client(url)
+    c.login("dana")
+    first = shown(c.get("/annotate").text)
+    # numbers reach the items given so far and the next one, never past them
+    r = c.get("/annotate?item=5")
+    assert r.status == 404 and "among the 2 items you can open now" in r.text
+    assert c.get("/annotate?item=2").status == 303
+    second = shown(c.get("/annotate").text)
+    assert second not in (None, first)
+    for position, item in enumerate((first, second)):
+        assert c.post("/annotate", form={"item_id": item, "label:sentiment": "positive",
+                                         "action": "next", "position": str(position)}).status \
+            == 303
+    # a returning annotator resumes at the first item given to them they have not labelled
+    c = Client(url)
+    c.login("dana")
+    third = shown(c.get("/annotate").text)
+    assert third not in (None, first, second)
+
+
+@pytest.mark.parametrize("value, says", [
+    ("least-annotated", None), ("Random", None), ("max_diversity", "is upstream Potato's"),
+    ("5", "not a strategy's name"),
+    ("{a: 1}", "not a strategy's name"), ("true", "not a strategy's name"),
+    ("2026-12-07", "not a strategy's name")])
+def test_assignment_strategy_values_of_every_shape(tmp_path, value, says):
+    path = project(tmp_path, "assignment_strategy: %s" % value)
+    cfg, errors, _ = load(path)
+    assert not errors
+    found = [w.message for w in check(path)[1].warnings if "assignment_strategy" in w.message]
+    if says is None:
+        assert cfg.upstream.strategy in ("least_annotated", "random") and not found
+    else:
+        assert cfg.upstream.strategy == "fixed_order" and says in found[0]

@@ -246,7 +246,7 @@ def test_no_test_items_are_refused(tmp_path, serve):
 
     cfg_obj, _, _ = load(cfg)
     ids = [json.loads(line)["id"] for line in open(tmp_path / "reviews.jsonl")]
-    train = [i for i in ids if split_of(i, 0, (0.98, 0.01, 0.01)) == "train"][:4]
+    train = [i for i in ids if split_of(i, 13, (0.98, 0.01, 0.01)) == "train"][:4]
     store = Store(cfg_obj.db_path)
     store.ensure_annotator("ann")
     for n, item in enumerate(train):

@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional
 from potato.config.settings import Config
 from potato.project.store import Store
 from potato.training.exchange import boundary
-from potato.training.reports import report, run_texts, spans as span_report
+from potato.training.reports import heldout, report, run_texts, spans as span_report
 from potato.training.reports.writeback import WriteBack
 from potato.training.core.runs import Run
 
@@ -144,25 +144,17 @@ def _f1(holdout: Optional[Dict[str, Any]], scheme: str, key: str):
 
 
 def earns_its_place(run_id: str, scheme: str, holdout) -> str:
-    """"" when the run's model beats its baseline on the held-out items by a margin the 95 %
-    interval supports (report.py, versus.py); else why not, as a sentence's start. Only such a
-    run takes over automatically; the admin may still put any successful run in use."""
+    """"" when the run's model beats both the baseline and chance on the held-out items
+    (report.py, versus.py); else why not, as a sentence's start. Only such a run takes over
+    automatically; the admin may still put any successful run in use."""
     h = _scheme_report(holdout, scheme)
-    v = h.get("versus_baseline") if h is not None else None
-    if not isinstance(v, dict):
+    v = heldout.Versus.from_dict(h.get("versus_baseline")) if h is not None else None
+    if v is None:
         return ("run %s has no held-out score for %s (no labelled test item was scored), so "
                 "nothing shows that it beats the baseline" % (run_id, scheme))
-    if v.get("beats") is True:
+    if v.beats:
         return ""
-    lo, hi = (list(v.get("ci95") or []) + [None, None])[:2]
-    return ("run %s's held-out %s (%s) does not beat the baseline's (%s, %s) by a margin its "
-            "%d test items support (the 95 %% interval of the difference is %s to %s)"
-            % (run_id, v.get("figure"), _fig(v.get("model")), _fig(v.get("baseline")),
-               v.get("baseline_is"), v.get("n") or 0, _fig(lo), _fig(hi)))
-
-
-def _fig(value: Any) -> str:
-    return "%.3f" % value if isinstance(value, (int, float)) else "?"
+    return "run %s's held-out %s (%.3f) %s" % (run_id, v.figure, v.model, v.shortfall())
 
 
 def _score_kind(holdout: Optional[Dict[str, Any]], scheme: str):

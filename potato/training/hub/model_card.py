@@ -128,7 +128,7 @@ def _scheme_lines(name: str, r: Dict[str, Any]) -> List[str]:
            "(test split) items. Always answering \"%s\" (the most common label in the train "
            "split) scores accuracy %.3f; the model's is %s." % (
                acc, _num(ci[0]) or 0.0, _num(ci[1]) or 0.0, _num(r.get("macro_f1")) or 0.0,
-               int(_num(r.get("n")) or 0), _md(base.get("label")),
+               int(_num(r.get("n")) or 0), _md(run_texts.answer_words(base.get("label"))),
                _num(base.get("accuracy")) or 0.0,
                run_texts.above(_num(r.get("above_baseline")) or 0.0)), ""]
     versus = heldout.HeldOut.from_dict(r).versus

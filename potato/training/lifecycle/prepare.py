@@ -73,6 +73,7 @@ def prepare(cfg: Config, store: Store, run: Run, paths: RunPaths, dest: Destinat
         if short and len(schemas[name]["labels"]) - len(short) >= 2:
             # a label too few items have: this run does not learn it (issue 35, item 4); with
             # fewer than two left the run is refused before it queues (refusal)
+            schemas[name]["all_labels"] = list(schemas[name]["labels"])  # what is scored
             schemas[name]["labels"] = [x for x in schemas[name]["labels"] if x not in short]
             schemas[name]["left_out"] = [[x, n] for x, n in short.items()]
             log(run_texts.left_out_sentence(name, short, mt.min_labels_per_class))

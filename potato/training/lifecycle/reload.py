@@ -51,6 +51,7 @@ class ConfigOnDisk:
         self._reloading = threading.Lock()
         self._seen: Any = ()  # (signature, id of the running config) the state is for
         self._state: Dict[str, Any] = {}
+        self._disk: Optional[Config] = None  # the file's config, when it loads
         self.last: Optional[Tuple[bool, str]] = None  # the latest reload: (applied, sentence)
 
     @property
@@ -78,18 +79,18 @@ class ConfigOnDisk:
         """``{differs, changes, restart, error}`` for the file as it is now."""
         seen = (_signature(self.path), id(self.manager.cfg))
         with self._lock:
-            if seen == self._seen:
-                return self._state
-            cfg, error = self._load()
-            if cfg is None:
-                state = {"differs": True, "changes": [], "restart": [], "error": error}
-            else:
-                keys = config_diff.changes(self.manager.cfg, cfg)
-                state = {"differs": bool(keys), "changes": keys, "error": None,
-                         "restart": [k for k in keys if not config_diff.live(k)],
-                         "prunes": self._prunes(cfg)}
-            self._seen, self._state = seen, state
-            return state
+            if seen != self._seen:
+                cfg, error = self._load()
+                if cfg is None:
+                    state = {"differs": True, "changes": [], "restart": [], "error": error}
+                else:
+                    keys = config_diff.changes(self.manager.cfg, cfg)
+                    state = {"differs": bool(keys), "changes": keys, "error": None,
+                             "restart": [k for k in keys if not config_diff.live(k)]}
+                self._seen, self._state, self._disk = seen, state, cfg
+            state, cfg = self._state, self._disk
+        # what a reload would prune changes with every run, pin and name: looked at each time
+        return dict(state, prunes=self._prunes(cfg) if cfg is not None else [])
 
     def reload(self) -> Tuple[bool, str]:
         """Re-read, validate and apply the file: (applied, the sentence that says what

@@ -89,39 +89,56 @@ KAPPA = "quadratic-weighted kappa"
 
 @dataclass(frozen=True)
 class Versus:
-    """The headline figure of the model against its baseline's on the same test items, with
-    the 95 % interval of the difference (better counted positive); ``beats``: the interval is
-    above zero (reports/versus.py)."""
+    """The headline figure of the model against the baseline's and against chance on the same
+    test items (reports/versus.py); ``beats``: better than both."""
 
     figure: str
+    higher_is_better: bool
     model: float
     baseline: float
     baseline_is: str
     n: int
-    low: float
-    high: float
+    chance_bound: float
+    shuffles: int
     beats: bool
 
     @classmethod
     def from_dict(cls, d: Any) -> Optional["Versus"]:
         if not isinstance(d, dict):
             return None
-        ci = d.get("ci95") if isinstance(d.get("ci95"), list) and len(d["ci95"]) == 2 else []
-        nums = [_num(d.get("model")), _num(d.get("baseline"))] + [_num(x) for x in ci]
-        if len(nums) != 4 or any(x is None for x in nums):
+        nums = [_num(d.get(k)) for k in ("model", "baseline", "chance_bound")]
+        if any(x is None for x in nums):
             return None
-        return cls(str(d.get("figure") or "score")[:80], nums[0], nums[1],
-                   str(d.get("baseline_is") or "the baseline")[:200],
-                   int(_num(d.get("n")) or 0), nums[2], nums[3], d.get("beats") is True)
+        n, shuffles = _num(d.get("n")), _num(d.get("shuffles"))
+        return cls(str(d.get("figure") or "score")[:80], d.get("higher_is_better") is not False,
+                   nums[0], nums[1], str(d.get("baseline_is") or "the baseline")[:200],
+                   int(n) if n is not None and 0 <= n < 1e12 else 0, nums[2],
+                   int(shuffles) if shuffles is not None and 0 <= shuffles < 1e9 else 0,
+                   d.get("beats") is True)
+
+    def _better(self, a: float, b: float) -> bool:
+        return a > b if self.higher_is_better else a < b
+
+    def shortfall(self) -> str:
+        """Why the model does not beat them, as words ("" when it does)."""
+        if self.beats:
+            return ""
+        if not self._better(self.model, self.baseline):
+            return "does not beat the baseline's (%.3f, %s)" % (self.baseline, self.baseline_is)
+        return ("is no better than chance on its %d test items (its answers shuffled across "
+                "them score %s %.3f)" % (self.n, "up to" if self.higher_is_better else
+                                         "as low as", self.chance_bound))
 
     def sentence(self) -> str:
         """The verdict in words, for the run page, the CLI and the model card."""
-        gap = abs(self.model - self.baseline)
-        side = "higher" if self.model > self.baseline else "lower"
-        return ("%s %.3f against %.3f for the baseline (%s): %s (95 %% interval of the "
-                "improvement %.3f to %.3f, on %d test items), so the model %s." % (
-                    self.figure, self.model, self.baseline, self.baseline_is,
-                    "the same" if gap == 0 else "%s by %.3f" % (side, gap), self.low, self.high,
-                    self.n,
-                    "beats the baseline" if self.beats else
-                    "does not beat the baseline by a margin the test split supports"))
+        chance = ("%s %.3f by chance (the model's answers shuffled across the %d test items: "
+                  "the %s of %d shuffles)" % (
+                      "at most" if self.higher_is_better else "at least", self.chance_bound,
+                      self.n, "97.5th percentile" if self.higher_is_better else
+                      "2.5th percentile", self.shuffles))
+        head = "%s %.3f against %.3f for the baseline (%s) and %s" % (
+            self.figure, self.model, self.baseline, self.baseline_is, chance)
+        if self.beats:
+            return head + ", so the model beats both."
+        return head + ": the model %s, so it has not shown it learned anything." % (
+            self.shortfall())

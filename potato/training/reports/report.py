@@ -105,6 +105,11 @@ def _baseline(pairs, train_labels, labels: List[str], multi: bool) -> Dict[str, 
             "macro_f1": _per_label([(label, g) for _, g in pairs], labels, multi)[1]}
 
 
+def _words(label: Any) -> str:
+    """A label, or a label set as "acting, plot" (not a Python list)."""
+    return ", ".join(map(str, label)) if isinstance(label, list) else str(label)
+
+
 def learned_nothing(name: str, r: Dict[str, Any]) -> Optional[str]:
     """A run warning when a scheme's held-out macro-F1 is not above the majority-class
     baseline's: the model did no better than always answering the most common label (or,
@@ -120,11 +125,12 @@ def learned_nothing(name: str, r: Dict[str, Any]) -> Optional[str]:
         return ("%sthe test split cannot tell the model from the majority-class baseline: its "
                 "%d items all have the gold label %s, which always answering %s gets right. "
                 "Label items of the other classes, or raise splits.test"
-                % (name + ": " if name else "", r["n"], base.get("label"), base.get("label")))
+                % (name + ": " if name else "", r["n"], _words(base.get("label")),
+                   _words(base.get("label"))))
     return ("%sthe held-out macro-F1 (%.3f) is not above the majority-class baseline's (%.3f, "
             "always answering %s): the model learned nothing the label counts do not tell. "
             "Check the training loss, label more items, or change the params"
-            % (name + ": " if name else "", f1, base_f1, base.get("label")))
+            % (name + ": " if name else "", f1, base_f1, _words(base.get("label"))))
 
 
 def _note(r: Dict[str, Any]) -> Optional[str]:
@@ -137,7 +143,7 @@ def _note(r: Dict[str, Any]) -> Optional[str]:
     if lo <= base:
         return ("The 95%% interval of the accuracy (%.2f to %.2f) includes the majority-class "
                 "baseline (%.2f): this test split cannot tell the model from always answering "
-                "%s." % (lo, hi, base, r["baseline"]["label"]))
+                "%s." % (lo, hi, base, _words(r["baseline"]["label"])))
     return None
 
 
@@ -150,6 +156,8 @@ def holdout_report(predictions, items, schemas: Dict[str, Dict[str, Any]]):
     gold = {it["id"]: it["labels"] for it in items if it["split"] == "test"}
     per = {}
     for scheme, info in schemas.items():
+        if isinstance(info.get("all_labels"), list):  # a run that left labels out is scored
+            info = dict(info, labels=info["all_labels"])  # on all of them (prepare.py)
         pairs = [(p["label"], gold[p["id"]][scheme]) for p in predictions
                  if p["scheme"] == scheme and p["split"] == "test"
                  and scheme in gold.get(p["id"], {})]
@@ -186,61 +194,51 @@ SCORERS = {
 }
 
 
-# The model against its baseline, by the report's shape (versus.py): the headline figure with
-# the 95 % interval of the difference. The baseline is the best *constant* answer on the test
-# items, a model that learned nothing at its luckiest: for choices the single label whose
-# macro-F1 there is highest (the train split's most common label when that ties; with classes
-# of equal size the train majority may be absent from the test split, and a model that always
-# answers another label would look better than it); Likert, the quadratic-weighted kappa of
-# any constant answer, 0; numbers, the mean absolute error of always answering the test items'
-# median (no constant does better); spans, marking nothing.
-def _best_constant(pairs, candidates, figure, stats):
-    """The candidate answer whose figure over ``pairs`` is highest (the first among equals)."""
-    def score(c):
-        total = [0.0] * len(stats(c, pairs[0][1]))
-        for _, g in pairs:
-            for i, v in enumerate(stats(c, g)):
-                total[i] += v
-        return figure(total)
-    return max(candidates, key=score)
-
-
+# The model against its baseline and against chance, by the report's shape (versus.py): the
+# headline figure, the report's own baseline (the train split's most common label, its median,
+# or marking nothing) and the model's answers shuffled across the items.
 def _versus_classes(pairs, info, r):
     kind = kind_class(info["type"])
     labels = list(info["labels"])
     base = r["baseline"]["label"]
+    index = {_key(label): i for i, label in enumerate(labels)}
     if base is None:
         return None
-    if kind.ordinal:
-        cells = [(versus.cell_stats(p, g, labels), versus.cell_stats(base, g, labels))
-                 for p, g in pairs]
-        cells = [c for c in cells if c[0] is not None and c[1] is not None]
-        return versus.compare("quadratic-weighted kappa", True, [m for m, _ in cells],
-                              [b for _, b in cells], versus.qwk_of(len(labels)),
-                              "always answering %s" % (base,))
-    multi = kind.multi_label
-    figure = versus.macro_f1_of(len(labels))
-    candidates = [base] + ([[x] for x in labels] if multi else labels)
-    best = _best_constant(pairs, candidates, figure,
-                          lambda c, g: versus.class_stats(c, g, labels, multi))
-    return versus.compare(
-        "macro-F1", True, [versus.class_stats(p, g, labels, multi) for p, g in pairs],
-        [versus.class_stats(best, g, labels, multi) for _, g in pairs], figure,
-        "always answering %s, the best single answer on these items"
-        % (", ".join(best) if isinstance(best, list) else best))
+    if kind.multi_label:
+        def mask(value):
+            return sum(1 << index[x] for x in set(value) if x in index) \
+                if isinstance(value, list) else 0
+        answers, golds = [mask(p) for p, _ in pairs], [mask(g) for _, g in pairs]
+        figure = versus.macro_f1_sets(len(labels), versus.counts(golds, len(labels), True),
+                                      versus.counts(answers, len(labels), True))
+        return versus.compare("macro-F1", True, answers, golds, figure,
+                              r["baseline"]["macro_f1"], "always answering %s, the most "
+                              "common answer in the train split" % ", ".join(map(str, base)))
+    kept = [(index[_key(p)], index[_key(g)]) for p, g in pairs
+            if _key(p) in index and _key(g) in index]
+    answers, golds = [p for p, _ in kept], [g for _, g in kept]
+    if kind.ordinal:  # Likert: the kappa, which any constant answer scores 0 on
+        return versus.compare("quadratic-weighted kappa", True, answers, golds,
+                              versus.qwk(len(labels)), 0.0,
+                              "always answering %s, the most common point in the train split"
+                              % (base,))
+    figure = versus.macro_f1(len(labels), versus.counts(golds, len(labels)),
+                             versus.counts(answers, len(labels)))
+    return versus.compare("macro-F1", True, answers, golds, figure, r["baseline"]["macro_f1"],
+                          "always answering %s, the most common label in the train split"
+                          % (base,))
 
 
 def _versus_numbers(pairs, info, r):
-    value = report_ratings.median([g for _, g in pairs])
-    return versus.compare("MAE", False, [(abs(p - g), 1.0) for p, g in pairs],
-                          [(abs(value - g), 1.0) for _, g in pairs], versus.mae,
-                          "always answering %g, the median of these items" % value)
+    return versus.compare("MAE", False, [p for p, _ in pairs], [g for _, g in pairs],
+                          versus.mae, r["baseline"]["mae"],
+                          "always answering the train split's median, %g"
+                          % r["baseline"]["value"])
 
 
 def _versus_entities(pairs, info, r):
-    return versus.compare(span_report.SCORE_NAME, True,
-                          [versus.entity_stats(p, g) for p, g in pairs],
-                          [versus.entity_stats([], g) for _, g in pairs], versus.micro_f1,
+    return versus.compare(span_report.SCORE_NAME, True, [versus.spans(p) for p, _ in pairs],
+                          [versus.spans(g) for _, g in pairs], versus.entity_micro_f1, 0.0,
                           "marking nothing")
 
 

@@ -24,6 +24,11 @@ def _num(v: Any) -> Optional[float]:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
+def answer_words(value: Any) -> str:
+    """An answer as words: a label, or a label set as "acting, plot" (not a Python list)."""
+    return ", ".join(map(str, value)) if isinstance(value, list) else str(value)
+
+
 def above(diff: float) -> str:
     """How far a model's figure is from the baseline's, in words ("0.100 higher")."""
     if diff == 0:
@@ -48,8 +53,8 @@ def _score(name: str, r: Dict[str, Any]) -> str:
         _num(r["accuracy"]), _num(r.get("macro_f1")) or 0.0, items)
     base = r.get("baseline") if isinstance(r.get("baseline"), dict) else {}
     if _num(base.get("accuracy")) is not None:
-        text += " (always answering %s scores accuracy %.3f)" % (base.get("label"),
-                                                                  _num(base["accuracy"]))
+        text += " (always answering %s scores accuracy %.3f)" % (
+            answer_words(base.get("label")), _num(base["accuracy"]))
     return text
 
 

@@ -1,148 +1,142 @@
-"""Does a run's model beat the baseline by more than chance? A paired bootstrap over the test
-split's items.
+"""Did a run's model learn anything? Its held-out headline figure against two references on the
+same test items.
 
-The held-out report's headline figure (macro-F1, the quadratic-weighted kappa, the mean
-absolute error or the entity micro-F1, as the scheme's kind says) is computed for the model and
-for the baseline on ``RESAMPLES`` resamples of the same test items, drawn with replacement
-(seeded, so a run's verdict never changes when it is read again). The model *beats* the
-baseline when the lower end of the 95 % interval of the difference (model minus baseline, with
-"better" counted positive) is above zero: a gap the test split supports, not one a few lucky
-items made. A model in use must beat it (``writeback``: docs/training.md, "Which run is in
-use").
+- **The baseline**: a model that learned nothing but the label counts — always answering the
+  train split's most common label (choices, Likert), the train median (numbers), or marking
+  nothing (spans): the report's own ``baseline``.
+- **Chance**: the model's own answers, shuffled across the test items (a permutation test,
+  ``SHUFFLES`` seeded shuffles). Shuffling keeps everything about the answers — how often each
+  label is given, how many spans are marked — except their link to the items, so a model that
+  guesses (at random, at the class rates, always one label, marking every word) scores as well
+  shuffled as not. ``chance_bound`` is the 97.5th percentile of the shuffled scores (the 2.5th
+  for a figure where lower is better).
 
-Each item contributes a small tuple of counts (``stats``); a figure is a function of their sum.
-Items with the same counts are drawn as one group, so a resample costs the number of distinct
-tuples, not the number of items.
+The model *beats* them when its figure is better than the baseline's and better than
+``chance_bound``: a one-sided test at the 2.5 % level that its answers depend on the items. A
+model in use must (docs/training.md, "Which run is in use"). Seeded: a run's verdict never
+changes when it is computed again.
+
+Each shape gives its answers and gold values encoded once, and a figure computed from a
+(shuffled) answer list in one pass over the items, so a shuffle costs the number of items.
 """
 
 import random
 from collections import Counter
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
-RESAMPLES = 1000
-SEED = 33_35  # fixed: the verdict is a property of the run's predictions, not of the clock
-MAX_DRAWS = 2_000_000  # items drawn in all; a larger test split gets fewer resamples (>= 200)
-LEVEL = 0.95
-
-Stats = Tuple[float, ...]
+SHUFFLES = 1000
+MAX_WORK = 2_000_000  # items scored in all; a larger test split gets fewer shuffles (>= 200)
+SEED = 3335  # fixed: the verdict is a property of the run's predictions, not of the clock
+TAIL = 0.025
 
 
-def _add(total: List[float], stats: Stats, times: int) -> None:
-    for i, v in enumerate(stats):
-        total[i] += v * times
-
-
-def compare(name: str, higher_is_better: bool, model: Sequence[Stats],
-            baseline: Sequence[Stats], figure: Callable[[Sequence[float]], float],
-            baseline_name: str) -> Optional[Dict[str, Any]]:
-    """The model's figure against the baseline's on the same items (``model[i]`` and
-    ``baseline[i]`` are item i's counts), with the 95 % bootstrap interval of the difference;
-    None without items."""
-    n = len(model)
-    if n == 0 or len(baseline) != n:
+def compare(name: str, higher_is_better: bool, answers: Sequence[Any], golds: Sequence[Any],
+            figure: Callable[[Sequence[Any], Sequence[Any]], float], baseline: float,
+            baseline_is: str) -> Optional[Dict[str, Any]]:
+    """The model's figure (``figure(answers, golds)``) against ``baseline`` and chance; None
+    without items."""
+    n = len(answers)
+    if n == 0 or len(golds) != n:
         return None
-    width = len(model[0])
-    groups = Counter(zip(model, baseline))
-    keys = list(groups)
-    weights = [groups[k] for k in keys]
-
-    def figures(counts) -> Tuple[float, float]:
-        m, b = [0.0] * width, [0.0] * len(baseline[0])
-        for (ms, bs), times in counts:
-            _add(m, ms, times)
-            _add(b, bs, times)
-        return figure(m), figure(b)
-
-    point_model, point_base = figures(zip(keys, weights))
-    sign = 1.0 if higher_is_better else -1.0
-    resamples = max(200, min(RESAMPLES, MAX_DRAWS // n))
+    model = figure(answers, golds)
+    shuffles = max(200, min(SHUFFLES, MAX_WORK // n))
     rng = random.Random(SEED)
-    diffs = []
-    index = range(len(keys))
-    for _ in range(resamples):
-        drawn = Counter(rng.choices(index, weights, k=n))
-        m, b = figures((keys[i], c) for i, c in drawn.items())
-        diffs.append(sign * (m - b))
-    diffs.sort()
-    tail = (1 - LEVEL) / 2
-    lo = diffs[int(tail * resamples)]
-    hi = diffs[min(resamples - 1, int((1 - tail) * resamples))]
-    return {"figure": name, "higher_is_better": higher_is_better,
-            "model": round(point_model, 4), "baseline": round(point_base, 4),
-            "baseline_is": baseline_name, "n": n, "resamples": resamples,
-            "difference": round(sign * (point_model - point_base), 4),
-            "ci95": [round(lo, 4), round(hi, 4)], "beats": lo > 0}
+    pool = list(answers)
+    scores = []
+    for _ in range(shuffles):
+        rng.shuffle(pool)
+        scores.append(figure(pool, golds))
+    scores.sort()
+    if higher_is_better:
+        bound = scores[min(shuffles - 1, int((1 - TAIL) * shuffles))]
+        beats = model > baseline and model > bound
+    else:
+        bound = scores[int(TAIL * shuffles)]
+        beats = model < baseline and model < bound
+    return {"figure": name, "higher_is_better": higher_is_better, "model": round(model, 4),
+            "baseline": round(baseline, 4), "baseline_is": baseline_is, "n": n,
+            "shuffles": shuffles, "chance": round(scores[shuffles // 2], 4),
+            "chance_bound": round(bound, 4), "beats": beats}
 
 
-# -- figures from summed counts ----------------------------------------------------------------
+# -- figures, each in one pass over the items ----------------------------------------------------
 
-def macro_f1_of(labels: int) -> Callable[[Sequence[float]], float]:
-    """Macro-F1 from counts laid out as (tp, fp, fn) per label; a label with none of them says
-    nothing and is left out, as the report does."""
-    def figure(c: Sequence[float]) -> float:
-        scored = []
-        for i in range(labels):
-            tp, fp, fn = c[3 * i], c[3 * i + 1], c[3 * i + 2]
-            if tp + fp + fn:
-                scored.append(2 * tp / (2 * tp + fp + fn))
-        return sum(scored) / len(scored) if scored else 0.0
+def macro_f1(labels: int, gold_counts: Sequence[int], answer_counts: Sequence[int]):
+    """Macro-F1 of single-label answers (label indices) as a figure: the answer and gold counts
+    per label are the same whatever the order, so a pass counts the matches only. A label with
+    no answer and no gold item says nothing and is left out, as the report does."""
+    def figure(answers: Sequence[int], golds: Sequence[int]) -> float:
+        tp = [0] * labels
+        for a, g in zip(answers, golds):
+            if a == g:
+                tp[a] += 1
+        return _macro(tp, answer_counts, gold_counts)
     return figure
 
 
-def class_stats(pred: Any, gold: Any, labels: Sequence[str], multi: bool) -> Stats:
-    """One item's (tp, fp, fn) per label; ``multi``: values are sets of labels."""
-    out: List[float] = []
-    for label in labels:
-        p = (label in pred) if multi else pred == label
-        g = (label in gold) if multi else gold == label
-        out += [float(p and g), float(p and not g), float(g and not p)]
-    return tuple(out)
+def macro_f1_sets(labels: int, gold_counts: Sequence[int], answer_counts: Sequence[int]):
+    """Macro-F1 of label sets (bit masks, bit i for label i), each label scored on its own."""
+    def figure(answers: Sequence[int], golds: Sequence[int]) -> float:
+        tp = [0] * labels
+        for a, g in zip(answers, golds):
+            both = a & g
+            while both:
+                low = both & -both
+                tp[low.bit_length() - 1] += 1
+                both ^= low
+        return _macro(tp, answer_counts, gold_counts)
+    return figure
 
 
-def qwk_of(points: int) -> Callable[[Sequence[float]], float]:
-    """The quadratic-weighted kappa from a confusion matrix laid out row by row (gold rows,
-    predicted columns); 0 where chance agreement leaves nothing to measure (a constant answer
-    agrees no better than chance)."""
-    def figure(c: Sequence[float]) -> float:
-        n = sum(c)
-        if not n:
-            return 0.0
-        gold = [sum(c[i * points:(i + 1) * points]) for i in range(points)]
-        pred = [sum(c[i * points + j] for i in range(points)) for j in range(points)]
-        num = den = 0.0
-        for i in range(points):
-            for j in range(points):
-                w = (i - j) ** 2
-                num += w * c[i * points + j]
-                den += w * gold[i] * pred[j] / n
+def _macro(tp: Sequence[int], answered: Sequence[int], gold: Sequence[int]) -> float:
+    scored = [2 * t / (a + g) for t, a, g in zip(tp, answered, gold) if a + g]
+    return sum(scored) / len(scored) if scored else 0.0
+
+
+def counts(values: Sequence[int], labels: int, sets: bool = False) -> List[int]:
+    """How many values hold each label (indices, or bit masks with ``sets``)."""
+    out = [0] * labels
+    for v in values:
+        if sets:
+            for i in range(labels):
+                if v >> i & 1:
+                    out[i] += 1
+        else:
+            out[v] += 1
+    return out
+
+
+def qwk(points: int):
+    """The quadratic-weighted kappa of point indices (0 .. points-1); 0 where chance agreement
+    leaves nothing to measure (a constant answer agrees no better than chance)."""
+    def figure(answers: Sequence[int], golds: Sequence[int]) -> float:
+        n = len(golds)
+        cells = Counter(zip(golds, answers))
+        gold = [0] * points
+        answered = [0] * points
+        for (g, a), c in cells.items():
+            gold[g] += c
+            answered[a] += c
+        num = sum((g - a) ** 2 * c for (g, a), c in cells.items())
+        den = sum((i - j) ** 2 * gold[i] * answered[j] for i in range(points)
+                  for j in range(points)) / n
         return 0.0 if den == 0 else 1 - num / den
     return figure
 
 
-def cell_stats(pred: Any, gold: Any, points: Sequence[Any]) -> Optional[Stats]:
-    """One item's cell of the confusion matrix; None when a value is off the scale."""
-    if pred not in points or gold not in points:
-        return None
-    k = len(points)
-    out = [0.0] * (k * k)
-    out[points.index(gold) * k + points.index(pred)] = 1.0
-    return tuple(out)
+def mae(answers: Sequence[float], golds: Sequence[float]) -> float:
+    return sum(abs(a - g) for a, g in zip(answers, golds)) / len(golds)
 
 
-def mae(c: Sequence[float]) -> float:
-    """The mean absolute error from (sum of absolute errors, items)."""
-    return c[0] / c[1] if c[1] else 0.0
+def entity_micro_f1(answers: Sequence[frozenset], golds: Sequence[frozenset]) -> float:
+    """Entity micro-F1 of per-item sets of (start, end, label): a predicted span counts when a
+    gold span of its item has its start, end and label."""
+    tp = sum(len(a & g) for a, g in zip(answers, golds))
+    predicted = sum(len(a) for a in answers)
+    gold = sum(len(g) for g in golds)
+    return 2 * tp / (predicted + gold) if predicted + gold else 0.0
 
 
-def micro_f1(c: Sequence[float]) -> float:
-    """The entity micro-F1 from (tp, fp, fn)."""
-    tp, fp, fn = c
-    return 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 0.0
-
-
-def entity_stats(pred: Any, gold: Any) -> Stats:
-    """One item's (tp, fp, fn) entities: a predicted span counts when a gold span has its start,
-    end and label."""
-    p = set((s["start"], s["end"], s["label"]) for s in pred or [])
-    g = set((s["start"], s["end"], s["label"]) for s in gold or [])
-    return (float(len(p & g)), float(len(p - g)), float(len(g - p)))
+def spans(value: Any) -> frozenset:
+    return frozenset((s["start"], s["end"], s["label"]) for s in value or []
+                     if isinstance(s, dict))

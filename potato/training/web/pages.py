@@ -257,7 +257,7 @@ def _scheme_report(name: str, r: Dict[str, Any]) -> Safe:
                   '(test split) items. Always answering <q>{bl}</q> scores accuracy {ba:.3f}; '
                   'the model\'s is {diff}.</p>', name=name, acc=_num(r["accuracy"]),
                   lo=_num(ci[0]) or 0.0, hi=_num(ci[1]) or 0.0, f1=_num(r.get("macro_f1")) or 0.0,
-                  n=_num(r.get("n"), True) or 0, bl=str(base.get("label")),
+                  n=_num(r.get("n"), True) or 0, bl=run_texts.answer_words(base.get("label")),
                   ba=_num(base.get("accuracy")) or 0.0,
                   diff=run_texts.above(_num(r.get("above_baseline")) or 0.0))
     note = (render('<p class="warning report-note" role="note">{n}</p>', n=r["note"])

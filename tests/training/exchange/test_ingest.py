@@ -55,7 +55,8 @@ def p(item, label, conf=0.9, split="test", scheme="s"):
 # versus_baseline): only such a run takes over automatically; these tests are about what the
 # write-back policy decides once it has.
 BEATS = {"figure": "macro-F1", "higher_is_better": True, "model": 0.9, "baseline": 0.3,
-         "baseline_is": "always answering pos", "n": 100, "ci95": [0.4, 0.75], "beats": True}
+         "baseline_is": "always answering pos", "n": 100, "shuffles": 1000, "chance": 0.5,
+         "chance_bound": 0.6, "beats": True}
 
 
 def won(holdout=None):
@@ -211,23 +212,33 @@ def test_a_run_with_no_verdict_against_the_baseline_never_takes_over(store, hold
 
 
 def test_a_model_that_does_not_beat_its_baseline_is_kept_not_in_use(store):
-    lost = dict(BEATS, model=0.0, baseline=0.333, baseline_is="always answering six", n=120,
-                ci95=[-0.41, -0.25], beats=False)
+    lost = dict(BEATS, model=0.0, baseline=0.333, baseline_is="always answering six, the most "
+                "common label in the train split", n=120, chance_bound=0.05, beats=False)
     took, why = ingest.takes_over(store, cfg(), "rX", "s", {"macro_f1": 0.0,
                                                             "versus_baseline": lost})
     assert took is False and why == (
         "run rX's held-out macro-F1 (0.000) does not beat the baseline's (0.333, always "
-        "answering six) by a margin its 120 test items support (the 95 % interval of the "
-        "difference is -0.410 to -0.250): it is trained, not in use, and annotators see no "
-        "suggestions from it. Label more items, or put it in use knowingly with Use this "
-        "model on its page")
-    # A gap the interval does not support (it reaches below 0) is not enough either.
-    near = dict(lost, model=0.4, ci95=[-0.02, 0.15], beats=False)
-    assert ingest.takes_over(store, cfg(policy="newest"), "rX", "s",
-                             {"per_scheme": {"s": {"versus_baseline": near}}})[0] is False
-    # A one-scheme report named for another scheme says nothing of this one.
+        "answering six, the most common label in the train split): it is trained, not in use, "
+        "and annotators see no suggestions from it. Label more items, or put it in use "
+        "knowingly with Use this model on its page")
+    # above the baseline, but no better than its own answers shuffled across the items
+    lucky = dict(lost, model=0.4, chance_bound=0.45)
+    took, why = ingest.takes_over(store, cfg(policy="newest"), "rX", "s",
+                                  {"per_scheme": {"s": {"versus_baseline": lucky}}})
+    assert took is False and why.startswith(
+        "run rX's held-out macro-F1 (0.400) is no better than chance on its 120 test items "
+        "(its answers shuffled across them score up to 0.450)")
+    # A one-scheme report named for this scheme is this scheme's.
     assert ingest.takes_over(store, cfg(), "rX", "s", {"scheme": "s", "macro_f1": 0.9,
                                                        "versus_baseline": BEATS}) == (True, "")
+    # A stored verdict that does not read as one (a forged or broken record) is no verdict.
+    for broken in ({"beats": True}, dict(BEATS, model="0.9"), dict(BEATS, n=float("nan")),
+                   dict(BEATS, chance_bound=[1])):
+        took, why = ingest.takes_over(store, cfg(), "rX", "s", {"versus_baseline": broken})
+        assert (took, why.startswith("run rX has no held-out score for s")) in (
+            (False, True), (True, False)), broken
+        if took:  # a readable record with beats true: only the NaN n, read as 0 items
+            assert broken.get("n") != broken.get("n")
 
 
 def test_in_use_falls_back_to_the_predictions_table(store):

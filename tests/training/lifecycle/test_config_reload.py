@@ -302,7 +302,8 @@ def test_a_check_that_raises_is_a_sentence_not_a_500(tmp_path, monkeypatch):
     monkeypatch.setattr(validation, "check", boom)
     why = ("%s cannot be used: checking it failed (OverflowError: cannot convert float infinity "
            "to integer); run potato validate %s to see where." % (path, path))
-    assert on_disk.state() == {"differs": True, "changes": [], "restart": [], "error": why}
+    assert on_disk.state() == {"differs": True, "changes": [], "restart": [], "error": why,
+                               "prunes": []}
     applied, sentence = on_disk.reload()
     assert not applied and sentence == "Not reloaded: " + why
 

@@ -196,9 +196,10 @@ def test_a_reload_that_lowers_retain_runs_warns_before_it_deletes(tmp_path, serv
     assert "Reloading deletes the model files of named or annotated runs: %s (second), %s "\
            "(first)" % (ids[1], ids[0]) in notice, notice[:3000]
     c.json("POST", "/admin/training/api/runs/%s/pin" % ids[0], headers=h)
-    open(path, "a").write("\n")  # the file changed again: the notice is looked at afresh
-    notice = c.get("/admin/training", headers=h).text
+    notice = c.get("/admin/training", headers=h).text  # the file itself did not change
     assert "runs: %s (second)" % ids[1] in notice and "(first)" not in notice
+    state = c.json("GET", "/admin/training/api/config", headers=h)[1]
+    assert state["prunes"] == ["%s (second)" % ids[1]]
 
 
 def test_goes_next_is_what_the_next_successful_run_prunes(tree):
