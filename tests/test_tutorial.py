@@ -279,7 +279,7 @@ def test_validate_server_url(tmp_path, capsys):
     assert "note: " in capsys.readouterr().out
 
 
-def test_register_never_guesses_loopback(monkeypatch):
+def test_register_never_guesses_loopback(monkeypatch, tmp_path):
     from potato.commands import register
 
     monkeypatch.setattr(register.socket, "getfqdn", lambda: "localhost")
@@ -292,6 +292,7 @@ def test_register_never_guesses_loopback(monkeypatch):
 
     class Cfg:
         server_url = None
+        output_dir = str(tmp_path)  # no server runs there: the config's port
 
         class server:
             host, port, tls_cert = "2001:db8::1", 8000, None
