@@ -129,6 +129,8 @@ class Handler(socketserver.StreamRequestHandler):
             return str(s.connection_closed(sock))
         elif words == ["close"]:  # the thread closes its socket; it ends once the test lets it
             raise Closing()
+        elif words == ["raise"]:  # a handler that fails (socketserver calls handle_error)
+            raise RuntimeError("the handler failed")
         return "ok"
 
 
@@ -610,14 +612,20 @@ def test_an_idle_connection_whose_next_request_is_arriving_is_kept(rig):
     assert r.dropped(b)  # the younger one made room
     r.server.resume.set()
     assert a.file.readline() == b"resumed\n" and a.file.readline() == b"ok\n"
-    r2 = rig(cap=1)
-    only = r2.accept()
-    assert only.do("deadline", "60") == "ok"  # a deadline without a phase: it is still idle
-    assert only.do("pause") == "ok"
-    only.send(b"ping\n")
-    r2.tick(1)
-    assert r2.refusal() == cn.BUSY  # nothing else to close: the newcomer waits
-    r2.server.resume.set()
+
+
+@pytest.mark.parametrize("marks", [(), ("busy", "idle"), ("deadline 60",)],
+                         ids=["new", "after a request", "a deadline without a phase"])
+def test_with_only_a_connection_whose_request_is_arriving_a_newcomer_waits(rig, marks):
+    r = rig(cap=1)
+    only = r.accept()
+    for m in marks:
+        assert only.do(*m.split()) == "ok"
+    only.send(b"pause\nping\n")  # its handler reads the first line only
+    assert only.file.readline() == b"ok\n"
+    r.tick(1)
+    assert r.refusal() == cn.BUSY  # nothing else to close
+    r.server.resume.set()
     assert only.file.readline() == b"resumed\n" and only.file.readline() == b"ok\n"
 
 
@@ -953,6 +961,17 @@ def test_a_connection_gives_its_slot_back_when_its_thread_ends(rig):
     c = plain.accept()
     assert c.do("bye") == "ok" and c.rest() == b""
     wait_for(lambda: plain.open() == 0, "its thread to end")
+
+
+def test_a_connection_whose_handler_fails_gives_its_slot_back(rig):
+    r = rig()
+    a = r.accept()
+    a.send(b"raise\n")
+    assert a.rest() == b""
+    wait_for(lambda: r.open() == 0, "its thread to end")
+    assert [str(e) for e in r.server.errors] == ["the handler failed"]
+    assert r.released == r.server.threads
+    r.server.errors.clear()
 
 
 def test_a_client_without_an_address_is_served(rig):
