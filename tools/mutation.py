@@ -588,6 +588,41 @@ EQUIVALENT = {
         "757e6f5e13": "_mark: trusted None instead of False: only ever read as a truth value",
         "33c5d927fa": "connection_untrusted: trusted None instead of False: only ever read as a "
                       "truth value",
+        "5f56b05e7e": "_Conn: sock None: nothing reads _Conn.sock (a connection is found by id() "
+                      "of its accepted socket)",
+        "013a402f02": "_Conn: trusted None at first: only ever read as a truth value",
+        "7eedeeb80d": "_Conn: got None at first: got is read only in a body phase, and "
+                      "connection_deadline sets it to 0 when one starts",
+        "9854edc38a": "_Conn: got 1 at first: got is read only in a body phase, and "
+                      "connection_deadline sets it to 0 when one starts",
+        "b84dfadc1a": "_Conn: started None at first: started is read only in a body phase, and "
+                      "connection_deadline sets it when one starts",
+        "4eaa8ea918": "_Conn: started 1.0 at first: started is read only in a body phase, and "
+                      "connection_deadline sets it when one starts",
+        "034b81a317": "_Conn: addr 'XXXX' by default: process_request always passes the address",
+        "ae4aab2849": "_Conn: limited False by default: process_request always passes it",
+        "e7c9c43deb": "evictable: at_work False by default: _oldest always passes at_work",
+        "6b0f01045f": "MIN_IDLE_TO_EVICT_S 1.2: _oldest's two lists are the head and the tail of "
+                      "one list sorted by since, cut where it crosses the minimum, so every "
+                      "minimum gives the same order (as 6903e9a027)",
+        "ef02d48f3e": "service_actions: a body cut off keeps deadline '' instead of None: until "
+                      "its thread sets or clears its deadline, the next turns find it behind "
+                      "again and shut its reads again, which changes nothing",
+        "bdc3eae799": "service_actions: a connection closed at its deadline keeps deadline '': "
+                      "service_actions passes closed ones over before it reads a deadline",
+        "68bd850c0c": "process_request: a client without an address counted under 'XXXX' "
+                      "instead of '': every such client shares the one key either way",
+        "15fb916a44": "finish_request: the handshake's phase None instead of 'headers': during "
+                      "the handshake the connection is not busy, so it may be closed to make "
+                      "room and is closed outright at its deadline in any phase but 'body'; "
+                      "'' is the only other phase told apart, and the handler's marks reset it",
+        "af80d22b9b": "finish_request: the handshake's phase 'XXheadersXX': as None (15fb916a44)",
+        "c0681df955": "finish_request: do_handshake_on_connect=None: None is as false as False",
+        "515b9d19ef": "process_request_thread: pop() without a default: process_request puts "
+                      "each request in _conns before it starts its thread, and only that thread "
+                      "takes it out",
+        "f1e6dbfce0": "_fd: called by nothing (dead code)",
+        "f1649a48a7": "_fd: called by nothing (dead code)",
     },
     "potato/server/media_route.py": {
         "4ba4d105e6": "parse_range: no header read as 'XXXX' instead of '': neither matches _RANGE, "

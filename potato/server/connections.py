@@ -47,7 +47,7 @@ MAX_PER_ADDRESS = 32  # open connections of one client address, once half of all
 HEADER_DEADLINE_S = 10.0  # request line and headers, from their first byte
 BODY_FLOOR_S = 10.0  # a body may take this long, plus one second per BODY_MIN_RATE bytes
 BODY_MIN_RATE = 16 << 10  # bytes per second
-BODY_GRACE_S = 2.0  # past the floor, the server cuts a body whose thread has not
+BODY_GRACE_S = 2.0  # past the floor, the server cuts a body whose thread has not answered
 
 
 WRITE_FLOOR_S = 10.0  # a response may take this long to be taken, plus one second per 16 KB
