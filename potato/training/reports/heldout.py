@@ -119,26 +119,26 @@ class Versus:
     def _better(self, a: float, b: float) -> bool:
         return a > b if self.higher_is_better else a < b
 
+    def _items(self) -> str:
+        return "%d test item%s" % (self.n, "" if self.n == 1 else "s")
+
+    def _chance_words(self) -> str:
+        return ("1 in 40 shuffles of its answers across its %s scores %.3f or %s" % (
+            self._items(), self.chance_bound, "more" if self.higher_is_better else "less"))
+
     def shortfall(self) -> str:
         """Why the model does not beat them, as words ("" when it does)."""
         if self.beats:
             return ""
         if not self._better(self.model, self.baseline):
             return "does not beat the baseline's (%.3f, %s)" % (self.baseline, self.baseline_is)
-        return ("is no better than chance on its %d test items (its answers shuffled across "
-                "them score %s %.3f)" % (self.n, "up to" if self.higher_is_better else
-                                         "as low as", self.chance_bound))
+        return "is no better than chance (%s)" % self._chance_words()
 
     def sentence(self) -> str:
         """The verdict in words, for the run page, the CLI and the model card."""
-        chance = ("%s %.3f by chance (the model's answers shuffled across the %d test items: "
-                  "the %s of %d shuffles)" % (
-                      "at most" if self.higher_is_better else "at least", self.chance_bound,
-                      self.n, "97.5th percentile" if self.higher_is_better else
-                      "2.5th percentile", self.shuffles))
-        head = "%s %.3f against %.3f for the baseline (%s) and %s" % (
-            self.figure, self.model, self.baseline, self.baseline_is, chance)
-        if self.beats:
-            return head + ", so the model beats both."
-        return head + ": the model %s, so it has not shown it learned anything." % (
-            self.shortfall())
+        if not self.beats:
+            return "%s %.3f: the model %s, so it has not shown it learned anything." % (
+                self.figure, self.model, self.shortfall())
+        return ("%s %.3f against %.3f for the baseline (%s) and against chance (%s), so the "
+                "model beats both." % (self.figure, self.model, self.baseline,
+                                       self.baseline_is, self._chance_words()))

@@ -145,5 +145,6 @@ def summary_line(name: str, r: Dict[str, Any]) -> Optional[str]:
     base = r.get("baseline") if isinstance(r.get("baseline"), dict) else {}
     return ("  %sn=%s: mean absolute error %s, RMSE %s, Spearman %s; always answering the "
             "median (%s) %s" % (who, r.get("n"), _fmt(r.get("mae")), _fmt(r.get("rmse")),
-                                _fmt(r.get("spearman")), base.get("value"),
-                                _fmt(base.get("mae"))))
+                                _fmt(r.get("spearman")),
+                                "%.4g" % base["value"] if isinstance(base.get("value"), float)
+                                else base.get("value"), _fmt(base.get("mae"))))

@@ -106,14 +106,26 @@ def _baseline(pairs, train_labels, labels: List[str], multi: bool) -> Dict[str, 
 
 
 def _words(label: Any) -> str:
-    """A label, or a label set as "acting, plot" (not a Python list)."""
-    return ", ".join(map(str, label)) if isinstance(label, list) else str(label)
+    """A label, or a label set as "acting, plot" (not a Python list; the empty set "no
+    label")."""
+    if isinstance(label, list):
+        return ", ".join(map(str, label)) or "no label"
+    return str(label)
+
+
+def _short(value: Any) -> str:
+    return "%.4g" % value if isinstance(value, float) else str(value)
 
 
 def learned_nothing(name: str, r: Dict[str, Any]) -> Optional[str]:
     """A run warning when a scheme's held-out macro-F1 is not above the majority-class
     baseline's: the model did no better than always answering the most common label (or,
     when the baseline is perfect, that the test split cannot tell them apart)."""
+    verdict = heldout.Versus.from_dict(r.get("versus_baseline"))
+    if verdict is not None and "qwk" in r:  # a Likert scale is judged by its kappa, as its
+        # verdict is (its macro-F1 would say "learned nothing" of a run that is in use)
+        return None if verdict.beats else "%s%s" % (name + ": " if name else "",
+                                                     verdict.sentence())
     if "accuracy" not in r and "mae" in r:  # a number scheme's report
         return report_ratings.learned_nothing(name, r)
     base = r.get("baseline") if isinstance(r.get("baseline"), dict) else {}
@@ -154,6 +166,7 @@ def holdout_report(predictions, items, schemas: Dict[str, Dict[str, Any]]):
     top level; with several, the top level averages n, accuracy and macro-F1 and ``per_scheme``
     holds each report."""
     gold = {it["id"]: it["labels"] for it in items if it["split"] == "test"}
+    text_of = {it["id"]: it.get("text") or "" for it in items if it["split"] == "test"}
     per = {}
     for scheme, info in schemas.items():
         if isinstance(info.get("all_labels"), list):  # a run that left labels out is scored
@@ -167,7 +180,10 @@ def holdout_report(predictions, items, schemas: Dict[str, Dict[str, Any]]):
                  if it["split"] == "train" and scheme in it["labels"]]
         shape = kind_class(info["type"]).report_as
         per[scheme] = SCORERS[shape](pairs, info, train)
-        against = VERSUS[shape](pairs, info, per[scheme])
+        texts = [text_of.get(p["id"], "") for p in predictions
+                 if p["scheme"] == scheme and p["split"] == "test"
+                 and scheme in gold.get(p["id"], {})]
+        against = VERSUS[shape](pairs, info, per[scheme], texts)
         if against is not None:
             per[scheme]["versus_baseline"] = against
     if not per:
@@ -197,7 +213,7 @@ SCORERS = {
 # The model against its baseline and against chance, by the report's shape (versus.py): the
 # headline figure, the report's own baseline (the train split's most common label, its median,
 # or marking nothing) and the model's answers shuffled across the items.
-def _versus_classes(pairs, info, r):
+def _versus_classes(pairs, info, r, texts=()):
     kind = kind_class(info["type"])
     labels = list(info["labels"])
     base = r["baseline"]["label"]
@@ -212,34 +228,33 @@ def _versus_classes(pairs, info, r):
         figure = versus.macro_f1_sets(len(labels), versus.counts(golds, len(labels), True),
                                       versus.counts(answers, len(labels), True))
         return versus.compare("macro-F1", True, answers, golds, figure,
-                              r["baseline"]["macro_f1"], "always answering %s, the most "
-                              "common answer in the train split" % ", ".join(map(str, base)))
+                              r["baseline"]["macro_f1"], "always answering %s, the "
+                              "majority-class baseline" % _words(base))
     kept = [(index[_key(p)], index[_key(g)]) for p, g in pairs
             if _key(p) in index and _key(g) in index]
     answers, golds = [p for p, _ in kept], [g for _, g in kept]
     if kind.ordinal:  # Likert: the kappa, which any constant answer scores 0 on
         return versus.compare("quadratic-weighted kappa", True, answers, golds,
                               versus.qwk(len(labels)), 0.0,
-                              "always answering %s, the most common point in the train split"
-                              % (base,))
+                              "always answering %s, the majority-class baseline" % (base,))
     figure = versus.macro_f1(len(labels), versus.counts(golds, len(labels)),
                              versus.counts(answers, len(labels)))
     return versus.compare("macro-F1", True, answers, golds, figure, r["baseline"]["macro_f1"],
-                          "always answering %s, the most common label in the train split"
-                          % (base,))
+                          "always answering %s, the majority-class baseline" % (base,))
 
 
-def _versus_numbers(pairs, info, r):
+def _versus_numbers(pairs, info, r, texts=()):
     return versus.compare("MAE", False, [p for p, _ in pairs], [g for _, g in pairs],
                           versus.mae, r["baseline"]["mae"],
-                          "always answering the train split's median, %g"
-                          % r["baseline"]["value"])
+                          "always answering the median, %s" % _short(r["baseline"]["value"]))
 
 
-def _versus_entities(pairs, info, r):
-    return versus.compare(span_report.SCORE_NAME, True, [versus.spans(p) for p, _ in pairs],
+def _versus_entities(pairs, info, r, texts=()):
+    answers = [versus.spans(p) for p, _ in pairs]
+    return versus.compare(span_report.SCORE_NAME, True, answers,
                           [versus.spans(g) for _, g in pairs], versus.entity_micro_f1, 0.0,
-                          "marking nothing")
+                          "marking nothing",
+                          versus.span_chance(answers, list(texts) or [""] * len(answers)))
 
 
 VERSUS = {heldout.CLASSES: _versus_classes, heldout.NUMBERS: _versus_numbers,

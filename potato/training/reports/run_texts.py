@@ -26,7 +26,9 @@ def _num(v: Any) -> Optional[float]:
 
 def answer_words(value: Any) -> str:
     """An answer as words: a label, or a label set as "acting, plot" (not a Python list)."""
-    return ", ".join(map(str, value)) if isinstance(value, list) else str(value)
+    if isinstance(value, list):
+        return ", ".join(map(str, value)) or "no label"
+    return str(value)
 
 
 def above(diff: float) -> str:

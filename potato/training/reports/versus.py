@@ -6,9 +6,10 @@ same test items.
   nothing (spans): the report's own ``baseline``.
 - **Chance**: the model's own answers, shuffled across the test items (a permutation test,
   ``SHUFFLES`` seeded shuffles). Shuffling keeps everything about the answers — how often each
-  label is given, how many spans are marked — except their link to the items, so a model that
-  guesses (at random, at the class rates, always one label, marking every word) scores as well
-  shuffled as not. ``chance_bound`` is the 97.5th percentile of the shuffled scores (the 2.5th
+  label is given — except their link to the items, so a model that guesses (at random, at the
+  class rates, always one label) scores as well shuffled as not. Spans cannot move between
+  items (their offsets are their item's): their chance puts as many spans of the same lengths
+  at random places of each item's own text (``span_chance``). ``chance_bound`` is the 97.5th percentile of the shuffled scores (the 2.5th
   for a figure where lower is better).
 
 The model *beats* them when its figure is better than the baseline's and better than
@@ -21,6 +22,7 @@ Each shape gives its answers and gold values encoded once, and a figure computed
 """
 
 import random
+import re
 from collections import Counter
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
@@ -32,9 +34,11 @@ TAIL = 0.025
 
 def compare(name: str, higher_is_better: bool, answers: Sequence[Any], golds: Sequence[Any],
             figure: Callable[[Sequence[Any], Sequence[Any]], float], baseline: float,
-            baseline_is: str) -> Optional[Dict[str, Any]]:
+            baseline_is: str, chance: Optional[Callable[[random.Random], Sequence[Any]]] = None
+            ) -> Optional[Dict[str, Any]]:
     """The model's figure (``figure(answers, golds)``) against ``baseline`` and chance; None
-    without items."""
+    without items. ``chance(rng)``: one set of answers as a model that learned nothing would
+    give them (by default the model's own answers shuffled across the items)."""
     n = len(answers)
     if n == 0 or len(golds) != n:
         return None
@@ -44,7 +48,10 @@ def compare(name: str, higher_is_better: bool, answers: Sequence[Any], golds: Se
     pool = list(answers)
     scores = []
     for _ in range(shuffles):
-        rng.shuffle(pool)
+        if chance is None:
+            rng.shuffle(pool)
+        else:
+            pool = chance(rng)
         scores.append(figure(pool, golds))
     scores.sort()
     if higher_is_better:
@@ -140,3 +147,34 @@ def entity_micro_f1(answers: Sequence[frozenset], golds: Sequence[frozenset]) ->
 def spans(value: Any) -> frozenset:
     return frozenset((s["start"], s["end"], s["label"]) for s in value or []
                      if isinstance(s, dict))
+
+
+TOKEN = re.compile(r"\w+|[^\w\s]")
+
+
+def span_chance(answers: Sequence[frozenset], texts: Sequence[str]):
+    """Chance for spans: offsets belong to their own item's text, so answers are not shuffled
+    across items. Instead each item keeps as many spans as the model marked there, each as many
+    tokens long (words and punctuation), put at random places in that item's own text, each
+    with a label drawn from the model's labels: what marking that much of the text, knowing
+    nothing of the entities, scores."""
+    labels = [label for a in answers for _, _, label in a]
+    plans = []
+    for a, text in zip(answers, texts):
+        tokens = [(m.start(), m.end()) for m in TOKEN.finditer(text or "")]
+        lengths = [max(1, sum(1 for s, e in tokens if s >= start and e <= end))
+                   for start, end, _ in a]
+        plans.append((tokens, lengths))
+
+    def draw(rng: random.Random) -> List[frozenset]:
+        out = []
+        for tokens, lengths in plans:
+            marked = set()
+            for length in lengths:
+                if len(tokens) >= length:
+                    first = rng.randrange(len(tokens) - length + 1)
+                    marked.add((tokens[first][0], tokens[first + length - 1][1],
+                                rng.choice(labels)))
+            out.append(frozenset(marked))
+        return out
+    return draw

@@ -11,9 +11,9 @@ from potato.training.reports import ratings, report, versus
 LABELS = ["pos", "neg", "neu"]
 
 
-def items_and_preds(golds, preds, scheme="s", train=()):
-    items = [{"id": "t%d" % i, "split": "test", "labels": {scheme: g}}
-             for i, g in enumerate(golds)]
+def items_and_preds(golds, preds, scheme="s", train=(), texts=None):
+    items = [{"id": "t%d" % i, "split": "test", "labels": {scheme: g},
+              "text": texts[i] if texts else "t%d" % i} for i, g in enumerate(golds)]
     items += [{"id": "r%d" % i, "split": "train", "labels": {scheme: g}}
               for i, g in enumerate(train)]
     rows = [{"id": "t%d" % i, "split": "test", "scheme": scheme, "label": p, "confidence": 0.9}
@@ -21,8 +21,8 @@ def items_and_preds(golds, preds, scheme="s", train=()):
     return rows, items
 
 
-def versus_of(golds, preds, kind="radio", labels=LABELS, train=()):
-    rows, items = items_and_preds(golds, preds, train=train)
+def versus_of(golds, preds, kind="radio", labels=LABELS, train=(), texts=None):
+    rows, items = items_and_preds(golds, preds, train=train, texts=texts)
     r = report.holdout_report(rows, items, {"s": {"type": kind, "labels": labels}})
     return r, r["versus_baseline"]
 
@@ -39,7 +39,7 @@ def test_a_model_that_learned_the_labels_beats_the_baseline_and_chance():
     assert v["figure"] == "macro-F1" and v["higher_is_better"] is True
     assert v["model"] == pytest.approx(r["macro_f1"], abs=1e-3)  # the report's own figure
     assert v["baseline"] == r["baseline"]["macro_f1"]  # the report's own baseline
-    assert v["baseline_is"] == "always answering pos, the most common label in the train split"
+    assert v["baseline_is"] == "always answering pos, the majority-class baseline"
     assert v["n"] == 300 and v["shuffles"] == versus.SHUFFLES
     assert v["chance"] <= v["chance_bound"] < v["model"] and v["beats"] is True
 
@@ -119,29 +119,42 @@ def test_numbers_are_judged_by_the_mean_absolute_error():
     assert v["figure"] == "MAE" and v["higher_is_better"] is False
     assert v["model"] == pytest.approx(r["mae"], abs=1e-3)
     assert v["baseline"] == r["baseline"]["mae"]
-    assert v["baseline_is"] == "always answering the train split's median, 50"
+    assert v["baseline_is"] == "always answering the median, 50"
     assert v["chance_bound"] > v["model"] and v["beats"] is True  # lower is better
     noise = [rng.uniform(0, 100) for _ in golds]
     assert versus_of(golds, noise, kind="slider", labels=[], train=[50.0] * 9)[1][
         "beats"] is False
 
 
-def spans_of(text_len, i, label="PER"):
-    return [{"start": i % text_len, "end": i % text_len + 1, "label": label, "text": "x"}]
+WORDS = ["w%d" % k for k in range(10)]
+TEXT = " ".join(WORDS)  # "w0 w1 ... w9": word k at 3k .. 3k+2
+
+
+def word(k, label="PER"):
+    return {"start": 3 * k, "end": 3 * k + 2, "label": label, "text": WORDS[k]}
 
 
 def test_spans_are_judged_by_entity_f1_against_marking_nothing_and_chance():
-    golds = [spans_of(10, i) for i in range(80)]
-    r, v = versus_of(golds, golds, kind="span", labels=["PER"])
+    rng = random.Random(5)
+    golds = [[word(rng.randrange(10), rng.choice(["PER", "LOC"]))] for _ in range(120)]
+    texts = [TEXT] * 120
+    r, v = versus_of(golds, golds, kind="span", labels=["PER", "LOC"], texts=texts)
     assert v["figure"] == "entity micro-F1" and v["baseline_is"] == "marking nothing"
     assert v["model"] == r["micro_f1"] == 1.0 and v["baseline"] == 0.0 and v["beats"] is True
-    wrong = [spans_of(10, i + 1) for i in range(80)]
-    assert versus_of(golds, wrong, kind="span", labels=["PER"])[1]["beats"] is False
-    # marking every character as an entity finds every gold span, by luck: not a model
-    everything = [[{"start": k, "end": k + 1, "label": "PER", "text": "x"} for k in range(10)]
-                  for _ in range(80)]
-    r, v = versus_of(golds, everything, kind="span", labels=["PER"])
-    assert v["model"] > 0 and v["beats"] is False
+    # guessers that follow the text's words but know nothing of the entities: every word as
+    # one label, every word with a random label, a random fifth of the words
+    guessers = {
+        "every word PER": [[word(k) for k in range(10)] for _ in golds],
+        "every word, any label": [[word(k, rng.choice(["PER", "LOC"])) for k in range(10)]
+                                  for _ in golds],
+        "a fifth of the words": [[word(k, rng.choice(["PER", "LOC"])) for k in range(10)
+                                  if rng.random() < 0.2] for _ in golds]}
+    for name, answers in guessers.items():
+        r, v = versus_of(golds, answers, kind="span", labels=["PER", "LOC"], texts=texts)
+        assert v["model"] > 0 and v["beats"] is False, (name, v)
+    wrong = [[word((g[0]["start"] // 3 + 1) % 10, g[0]["label"])] for g in golds]
+    assert versus_of(golds, wrong, kind="span", labels=["PER", "LOC"], texts=texts)[1][
+        "beats"] is False
 
 
 def test_a_large_test_split_is_shuffled_fewer_times_within_bounds():
