@@ -196,17 +196,18 @@ def test_images_over_100_megapixels_are_named_up_to_their_own_cap(tmp_path):
     long_png = "w" * 130 + ".png"  # its name is cut at 120, its entry (141) is not
     rows = [{"id": "a", "image": long_png}, {"id": "b", "image": "tall.png"},
             {"id": "c", "image": "edge.png"}, {"id": "d", "image": "pic.avif"},
-            {"id": "e", "image": "digit-0.png"}]
+            {"id": "e", "image": "digit-0.png"}, {"id": "f", "image": "wide.png"}]
     path = media_project(tmp_path, items=rows)
     (tmp_path / "media" / long_png).write_bytes(png_header(20_000, 20_000))
     (tmp_path / "media" / "tall.png").write_bytes(png_header(17, 5_882_353))  # 100,000,001
+    (tmp_path / "media" / "wide.png").write_bytes(png_header(5_882_353, 17))
     (tmp_path / "media" / "edge.png").write_bytes(png_header(10_000, 10_000))  # 100,000,000
     (tmp_path / "media" / "pic.avif").write_bytes(AVIF)  # shown by browsers, no size read
     _, errors, warnings, _ = rules(path)
     assert errors == []
     assert warnings == [(IMAGE_KEY, (
-        f"2 of 5 items' images are over 100 megapixels: '{'w' * 120}…' (20,000×20,000); "
-        f"'tall.png' (17×5,882,353). A browser needs 4 bytes a pixel to show one (400 MB at 100 "
+        f"3 of 6 items' images are over 100 megapixels: '{'w' * 120}…' (20,000×20,000); "
+        f"'tall.png' (17×5,882,353); 'wide.png' (5,882,353×17). A browser needs 4 bytes a pixel to show one (400 MB at 100 "
         f"megapixels), so the annotate page may freeze or fail on a laptop: scale them down."))]
 
 
