@@ -636,6 +636,8 @@ EQUIVALENT = {
         "7570195c89": "_one_kind: 'an' for every kind: both kinds (image, audio) begin with a vowel",
         "149ac7e23f": "_one_kind: 'XXaeiouXX' still holds every vowel, so kind[0] in it is the same",
         "22f0ea67b2": "_one_kind: the 'a' branch is never taken: image and audio take 'an'",
+        "dcf2a8593a": "data_errors: the warning callback returns 0 instead of None: media_rules "
+                      "never reads what warn returns",
     },
     "potato/project/media.py": {
         "aebf76637c": "shown: < 0x100 -> <= 0x100: U+0100 is printable, so never escaped",
@@ -672,6 +674,27 @@ EQUIVALENT = {
                       "without the flag; Linux has it",
         "f8969a75e2": "getattr(os, 'O_DIRECTORY', default): the default (0) is only for a platform "
                       "without the flag; Linux has it",
+        "0d829edf83": "_jpeg_size: f.read() of the rest of the file instead of 9 bytes: only its "
+                      "first 9 are looked at (a step costs more reading, the answer is the same)",
+        "63b469c2d2": "_jpeg_size: f.read(10): only head[:9] is looked at, and a read that gets 9 "
+                      "bytes of a 10 asked passes 'len(head) < 9' alike",
+        "b949710b1b": "_jpeg_size: head[7:10] is head[7:9]: head holds at most 9 bytes",
+        "9d15f5462a": "_jpeg_size: a step that reads exactly 4 bytes is the file's end: every later "
+                      "step reads fewer, and a frame header needs 9, so both end in None",
+        "4a7b9bbadf": "_jpeg_size: a step that reads exactly 4 bytes is the file's end: every later "
+                      "step reads fewer, and a frame header needs 9, so both end in None",
+        "572442dbc7": "_jpeg_size: RST range up to 0xD8: SOI (0xD8) is in the no-length tuple already",
+        "a2f6e19cf2": "_jpeg_size: SOF range up to 0xD0: RST0 (0xD0) is taken by the no-length branch "
+                      "before it",
+        **{k: "int.from_bytes without its byteorder: it is 'big' by default (Python 3.11+, the "
+              "run's; older Pythons raise TypeError, which every size test sees)"
+           for k in ("c0a19332fa", "81172f0cf4", "1d03f161f6", "417efd59f0", "98adab2004")},
+        "326692f260": "_size_of: a VP8 width read from 3 bytes: the third is above the 0x3FFF mask",
+        "55acac74dd": "_size_of: a VP8 height read from 3 bytes: the third is above the 0x3FFF mask",
+        "85fb4159ab": "_size_of: VP8L's len(h) >= 25 always holds: the WebP branch needs 30 bytes",
+        "1503bffb88": "_size_of: VP8L's len(h) >= 25 always holds: the WebP branch needs 30 bytes",
+        "7ca8d970a8": "_size_of: VP8L's bits read from 5 bytes: the fifth gives bits 32-39, which "
+                      "neither 14-bit field (bits 0-27) reads",
     },
     "potato/project/assignment.py": {
         "21f19079db": "AllItems.limited = None instead of False: it is only read as a truth value",

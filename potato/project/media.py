@@ -351,6 +351,8 @@ def _size_of(h: bytes) -> Optional[Tuple[int, int]]:
     if h[:6] in (b"GIF87a", b"GIF89a") and len(h) >= 10:
         return int.from_bytes(h[6:8], "little"), int.from_bytes(h[8:10], "little")
     if h[:2] == b"BM" and len(h) >= 26:
+        if int.from_bytes(h[14:18], "little") == 12:  # an OS/2 1.x header: 16-bit sizes
+            return int.from_bytes(h[18:20], "little"), int.from_bytes(h[20:22], "little")
         return (abs(int.from_bytes(h[18:22], "little", signed=True)),
                 abs(int.from_bytes(h[22:26], "little", signed=True)))
     if h[:4] == b"RIFF" and h[8:12] == b"WEBP" and len(h) >= 30:

@@ -457,6 +457,14 @@ def test_validate_warns_of_an_image_too_big_for_a_browser(tmp_path):
     assert w == ("1 of 3 items' images are over 100 megapixels: 'big.png' (30,000×30,000). A "
                  "browser needs 4 bytes a pixel to show one (400 MB at 100 megapixels), so the "
                  "annotate page may freeze or fail on a laptop: scale them down.")
+    assert media.MAX_PIXELS == 100_000_000
+    (tmp_path / "media" / "edge.png").write_bytes(png_header(17, 5_882_353))  # 100,000,001
+    _, report = check(path)
+    [w] = [w.message for w in report.warnings if "megapixels" in w.message]
+    assert w == ("2 of 3 items' images are over 100 megapixels: 'big.png' (30,000×30,000); "
+                 "'edge.png' (17×5,882,353). A "
+                 "browser needs 4 bytes a pixel to show one (400 MB at 100 megapixels), so the "
+                 "annotate page may freeze or fail on a laptop: scale them down.")
 
 
 @pytest.mark.parametrize("fmt,extra", [("PNG", {}), ("JPEG", {}), ("JPEG", {"progressive": True}),
@@ -977,7 +985,12 @@ def test_content_type_messages():
     ("https://@ex.org/", None), ("https://-a.org/", None), ("https://a-.org/", None),
     ("https://a..b/", None), ("https://a_b.org/", None), ("https://ex.org:x/", None),
     ("https://ex.org./", None), ("HTTPS://ex.org/", "https://ex.org"),
-    ("https://ex.org/X", "https://ex.org")])
+    ("https://ex.org/X", "https://ex.org"),
+    ("https://ex.org/a\x85", None), ("https://ex.org/a\u2028", None),  # C1 NEL, lines and
+    ("https://ex.org/a\u2029", None), ("https://ex.org/a\u00a0", None),  # paragraphs, spaces
+    ("https://ex.org/a\u3000", None), ("https://ex.org/\u00e9\u4e2d", "https://ex.org"),
+    ("https://ex.org/" + "a" * 1985, "https://ex.org"),  # 2,000 characters: an address
+    ("https://ex.org/" + "a" * 1986, None)])  # 2,001: none
 def test_url_origin_edges(url, origin):
     assert media.url_origin(url) == origin
 
@@ -996,3 +1009,220 @@ def test_a_file_swapped_for_a_fifo_after_the_check_is_no_file(ns_cfg, tmp_path, 
         media.probe(ns_cfg, image("a.png"))
     assert str(e.value) == ("'a.png' is a FIFO (named pipe), not a file, in the media folder "
                             f"{os.path.realpath(tmp_path / 'media')}")
+
+
+# -- image_size from hand-built headers: each format it reads, every segment a JPEG may put
+# before its frame header, truncated and hostile headers (12-07: the mutation run's survivors) --
+
+import threading  # noqa: E402
+
+
+def sized(tmp_path, data: bytes, name="x.img"):
+    """image_size of a file holding ``data``."""
+    path = tmp_path / name
+    path.write_bytes(data)
+    return media.image_size(str(path))
+
+
+def segment(marker: int, payload: bytes = b"") -> bytes:
+    """A JPEG segment: FF, its marker, a length that counts itself and the payload."""
+    return bytes([0xFF, marker]) + (len(payload) + 2).to_bytes(2, "big") + payload
+
+
+def frame(width: int, height: int, marker: int = 0xC0) -> bytes:
+    """A JPEG frame header (SOFn): precision, height, width, one component."""
+    return segment(marker, b"\x08" + height.to_bytes(2, "big") + width.to_bytes(2, "big") +
+                   b"\x01\x01\x11\x00")
+
+
+SOI = b"\xff\xd8"
+EVERYTHING_BEFORE_THE_FRAME = (
+    segment(0xE0, b"JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00") +  # APP0
+    segment(0xE1, b"Exif\x00\x00" + bytes(range(256)) * 2) +  # APP1 of 520 bytes (> 255)
+    segment(0xFE) +  # an empty comment: length 2, nothing after it
+    segment(0xDB, bytes(65)) +  # DQT
+    segment(0xC4, b"\x00" + bytes(16)) +  # DHT, DAC and JPG sit among the SOF markers
+    segment(0xCC, b"\x00\x10") + segment(0xC8, b"\x01\x02\x03") +
+    b"\xff\x01" + b"\xff\xd0" + b"\xff\xd7" + b"\xff\xd8" +  # TEM, RST0, RST7, SOI: no length
+    b"\xff\xff\xff")  # fill bytes before the next marker
+
+
+@pytest.mark.parametrize("sof", [0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB,
+                                 0xCD, 0xCE, 0xCF])
+def test_a_jpeg_frame_header_of_each_kind_after_every_other_segment(tmp_path, sof):
+    # baseline, progressive, lossless, arithmetic ... all say the size the same way
+    data = SOI + EVERYTHING_BEFORE_THE_FRAME + frame(0x1234, 0x0567, sof) + segment(0xDA, b"x")
+    assert sized(tmp_path, data) == (0x1234, 0x0567)
+
+
+def test_a_jpeg_whose_frame_header_lies_past_the_first_bytes_read(tmp_path):
+    # ICC profiles split over APP2 segments: 320 KB before the frame header, found by seeking
+    assert media.SIZE_BYTES == 256 << 10
+    icc = segment(0xE2, b"ICC_PROFILE\x00" + bytes(65_000)) * 5
+    assert len(icc) > media.SIZE_BYTES
+    assert sized(tmp_path, SOI + icc + frame(640, 480)) == (640, 480)
+
+
+def test_a_jpeg_frame_header_is_looked_for_over_its_first_thousand_segments(tmp_path):
+    # each fill byte is a step: the 1000th step's frame header is read, the 1001st's is not
+    assert media.JPEG_SEGMENTS == 1000
+    assert sized(tmp_path, SOI + b"\xff" * 999 + frame(7, 9)) == (7, 9)
+    assert sized(tmp_path, SOI + b"\xff" * 1000 + frame(7, 9)) is None
+    rst = b"\xff\xd0" * 999  # standalone markers count as steps too
+    assert sized(tmp_path, SOI + rst + frame(7, 9)) == (7, 9)
+    assert sized(tmp_path, SOI + rst + b"\xff\xd0" + frame(7, 9)) is None
+
+
+@pytest.mark.parametrize("data", [
+    SOI, SOI + b"\xff", SOI + b"\xff\xe0\x00",  # cut before a marker's length
+    SOI + b"\xff\xe0\xff\xff" + bytes(10) + frame(7, 9),  # a length running past the end
+    SOI + b"\xff\xe0\x00\x00" + frame(7, 9),  # a length shorter than itself
+    SOI + b"\xff\xe0\x00\x01" + frame(7, 9),
+    SOI + frame(7, 9)[:8],  # a frame header cut short
+    SOI + b"\x00\xc0\x00\x11\x08\x00\x09\x00\x07\x01",  # no FF where a marker should be
+    SOI + b"\xff\xe0\x00\x04\x00\x00" + b"\x00" + frame(7, 9),  # a stray byte after a segment
+])
+def test_a_damaged_or_hostile_jpeg_header_has_no_size(tmp_path, data):
+    assert sized(tmp_path, data) is None
+
+
+def test_a_jpeg_says_the_size_its_frame_header_says(tmp_path):
+    assert sized(tmp_path, SOI + frame(0xFFFF, 0)) == (0xFFFF, 0)  # 0: the DNL marker says
+    assert sized(tmp_path, SOI + frame(0, 0)) == (0, 0)
+    assert sized(tmp_path, SOI + frame(1, 0x0102)) == (1, 0x0102)
+
+
+def png(width: int, height: int, chunk: bytes = b"IHDR") -> bytes:
+    import zlib
+    ihdr = width.to_bytes(4, "big") + height.to_bytes(4, "big") + b"\x08\x02\x00\x00\x00"
+    return (b"\x89PNG\r\n\x1a\n" + (13).to_bytes(4, "big") + chunk + ihdr +
+            zlib.crc32(chunk + ihdr).to_bytes(4, "big"))
+
+
+def test_png_sizes_from_the_ihdr_chunk(tmp_path):
+    assert sized(tmp_path, png(0x12345678, 0x0ABCDEF0)) == (0x12345678, 0x0ABCDEF0)
+    assert sized(tmp_path, png(0, 0)) == (0, 0)
+    assert sized(tmp_path, png(321, 47)[:24]) == (321, 47)  # the size is in the first 24 bytes
+    assert sized(tmp_path, png(321, 47)[:23]) is None
+    assert sized(tmp_path, png(321, 47, b"iCCP")) is None  # IHDR must come first
+    assert sized(tmp_path, b"\x89PNG\r\n\x1a\x00" + png(321, 47)[8:]) is None  # a bad signature
+
+
+def gif(version: bytes, width: int, height: int) -> bytes:
+    return (b"GIF" + version + width.to_bytes(2, "little") + height.to_bytes(2, "little") +
+            b"\xf7\x00\x00" + bytes(30))
+
+
+def test_gif_sizes_of_both_versions(tmp_path):
+    assert sized(tmp_path, gif(b"87a", 321, 47)) == (321, 47)
+    assert sized(tmp_path, gif(b"89a", 0x1234, 0xFEDC)) == (0x1234, 0xFEDC)
+    assert sized(tmp_path, gif(b"89a", 321, 47)[:10]) == (321, 47)
+    assert sized(tmp_path, gif(b"89a", 321, 47)[:9]) is None
+    assert sized(tmp_path, gif(b"88a", 321, 47)) is None
+
+
+def bmp(width: int, height: int, header: int = 40) -> bytes:
+    """A BMP's file header and the start of its info header (40 bytes: Windows, 32-bit signed
+    sizes; 12: OS/2 1.x, 16-bit sizes)."""
+    if header == 12:
+        sizes = width.to_bytes(2, "little") + height.to_bytes(2, "little")
+    else:
+        sizes = width.to_bytes(4, "little", signed=True) + height.to_bytes(4, "little", signed=True)
+    start = (14 + header).to_bytes(4, "little")
+    return (b"BM" + start + bytes(4) + start + header.to_bytes(4, "little") + sizes +
+            b"\x01\x00\x18\x00" + bytes(header - 8 - len(sizes)))
+
+
+def test_bmp_sizes_bottom_up_top_down_and_os2(tmp_path):
+    assert sized(tmp_path, bmp(321, 47)) == (321, 47)
+    assert sized(tmp_path, bmp(321, -47)) == (321, 47)  # a top-down bitmap: negative height
+    assert sized(tmp_path, bmp(-0x123456, 0x0ABCDE)) == (0x123456, 0x0ABCDE)
+    assert sized(tmp_path, bmp(321, -47)[:26]) == (321, 47)
+    assert sized(tmp_path, bmp(321, -47)[:25]) is None
+    # an OS/2 1.x bitmap says its size in 16 bits each (it read as 47 * 65536 + 321 wide)
+    assert sized(tmp_path, bmp(321, 47, header=12)) == (321, 47)
+    assert sized(tmp_path, bmp(0xFEDC, 0x1234, header=12)) == (0xFEDC, 0x1234)
+
+
+def test_an_os2_bitmap_is_not_read_as_a_huge_one(tmp_path):
+    from PIL import Image
+    path = tmp_path / "os2.bmp"
+    path.write_bytes(bmp(321, 47, header=12) + bytes(3 * 324 * 47))  # rows padded to 4 bytes
+    with Image.open(path) as im:
+        assert im.size == (321, 47)
+    assert media.image_size(str(path)) == (321, 47)
+
+
+def riff(fourcc: bytes, chunk: bytes, payload: bytes) -> bytes:
+    return b"RIFF" + (4 + 8 + len(payload)).to_bytes(4, "little") + fourcc + chunk + \
+        len(payload).to_bytes(4, "little") + payload
+
+
+def vp8x(width: int, height: int) -> bytes:  # the extended format: 24-bit sizes less one
+    return riff(b"WEBP", b"VP8X", b"\x10" + bytes(3) + (width - 1).to_bytes(3, "little") +
+                (height - 1).to_bytes(3, "little")) + b"ALPH" + (8).to_bytes(4, "little") + \
+        b"\xa5" * 8
+
+
+def vp8(width: int, height: int, scale: int = 0) -> bytes:  # lossy: 14 bits and 2 of scale
+    return riff(b"WEBP", b"VP8 ", b"\x30\x01\x00\x9d\x01\x2a" +
+                (width | scale << 14).to_bytes(2, "little") +
+                (height | scale << 14).to_bytes(2, "little") + b"\xa5" * 10)
+
+
+def vp8l(width: int, height: int, alpha: int = 1) -> bytes:  # lossless: 14 bits each less one
+    bits = (width - 1) | (height - 1) << 14 | alpha << 28
+    return riff(b"WEBP", b"VP8L", b"\x2f" + bits.to_bytes(4, "little") + b"\xa5" * 10)
+
+
+def test_webp_sizes_of_each_chunk_kind(tmp_path):
+    assert sized(tmp_path, vp8x(0x123457, 0x0ABCDF)) == (0x123457, 0x0ABCDF)
+    assert sized(tmp_path, vp8x(1, 1)) == (1, 1)
+    assert sized(tmp_path, vp8x(0x123457, 0x0ABCDF)[:30]) == (0x123457, 0x0ABCDF)
+    assert sized(tmp_path, vp8x(0x123457, 0x0ABCDF)[:29]) is None
+    assert sized(tmp_path, vp8(0x1234, 0x2345)) == (0x1234, 0x2345)
+    assert sized(tmp_path, vp8(0x3FFF, 0x0123, scale=3)) == (0x3FFF, 0x0123)  # scale bits off
+    assert sized(tmp_path, vp8l(0x1234, 0x2345)) == (0x1234, 0x2345)
+    assert sized(tmp_path, vp8l(0x2345, 0x1235, alpha=0)) == (0x2345, 0x1235)
+    assert sized(tmp_path, vp8l(0x4000, 0x4000)) == (0x4000, 0x4000)
+
+
+def test_what_is_no_webp_has_no_size(tmp_path):
+    good = vp8x(640, 480)
+    assert sized(tmp_path, b"RIFX" + good[4:]) is None  # a big-endian RIFF is no WebP
+    assert sized(tmp_path, good[:8] + b"WAVE" + good[12:]) is None  # a RIFF that is no WebP
+    assert sized(tmp_path, good[:12] + b"ALPH" + good[16:]) is None  # no image chunk first
+    assert sized(tmp_path, good[:12] + b"vp8x" + good[16:]) is None
+
+
+def test_image_size_of_what_is_no_image_file(tmp_path):
+    assert media.image_size(str(tmp_path / "none.png")) is None
+    assert media.image_size(str(tmp_path)) is None  # a folder
+    assert sized(tmp_path, b"") is None
+    assert sized(tmp_path, b"not an image at all, just some words in a file") is None
+
+
+def test_image_size_reads_no_more_than_its_first_256_kb(tmp_path):
+    # a stream that goes on (a FIFO whose writer waits) is answered from its first 256 KB
+    assert media.SIZE_BYTES == 256 << 10
+    fifo = tmp_path / "stream.png"
+    os.mkfifo(fifo)
+    done = threading.Event()
+
+    def feed():
+        with open(fifo, "wb") as w:
+            w.write(png(321, 47).ljust(256 << 10, b"\0"))
+            w.flush()
+            done.wait(10)
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    got = []
+    reader = threading.Thread(target=lambda: got.append(media.image_size(str(fifo))), daemon=True)
+    reader.start()
+    reader.join(5)
+    answered = list(got)  # before the writer closes
+    done.set()  # the writer closes: a reader that waited for more gets the end now
+    reader.join(5)
+    writer.join(5)
+    assert answered == [(321, 47)]

@@ -179,3 +179,65 @@ def test_validate_names_long_entries_up_to_their_own_cap(tmp_path):
     assert (f"cannot be shown by a browser: '{long_png}' is audio (audio/wav), and the item "
             f"names it as its image. Convert") in warnings[0][1]
     assert f"that is not a file: '{long_dir}' (a folder); name" in warnings[1][1]
+
+
+def png_header(width, height):
+    """The first bytes of a PNG that says it is ``width`` × ``height`` (all image_size reads)."""
+    import zlib
+    ihdr = width.to_bytes(4, "big") + height.to_bytes(4, "big") + b"\x08\x02\x00\x00\x00"
+    return (b"\x89PNG\r\n\x1a\n" + (13).to_bytes(4, "big") + b"IHDR" + ihdr +
+            zlib.crc32(b"IHDR" + ihdr).to_bytes(4, "big"))
+
+
+AVIF = b"\x00\x00\x00\x1cftypavif\x00\x00\x00\x00avifmif1miaf" + bytes(16)
+
+
+def test_images_over_100_megapixels_are_named_up_to_their_own_cap(tmp_path):
+    long_png = "w" * 130 + ".png"  # its name is cut at 120, its entry (141) is not
+    rows = [{"id": "a", "image": long_png}, {"id": "b", "image": "tall.png"},
+            {"id": "c", "image": "edge.png"}, {"id": "d", "image": "pic.avif"},
+            {"id": "e", "image": "digit-0.png"}, {"id": "f", "image": "wide.png"}]
+    path = media_project(tmp_path, items=rows)
+    (tmp_path / "media" / long_png).write_bytes(png_header(20_000, 20_000))
+    (tmp_path / "media" / "tall.png").write_bytes(png_header(17, 5_882_353))  # 100,000,001
+    (tmp_path / "media" / "wide.png").write_bytes(png_header(5_882_353, 17))
+    (tmp_path / "media" / "edge.png").write_bytes(png_header(10_000, 10_000))  # 100,000,000
+    (tmp_path / "media" / "pic.avif").write_bytes(AVIF)  # shown by browsers, no size read
+    _, errors, warnings, _ = rules(path)
+    assert errors == []
+    assert warnings == [(IMAGE_KEY, (
+        f"3 of 6 items' images are over 100 megapixels: '{'w' * 120}…' (20,000×20,000); "
+        f"'tall.png' (17×5,882,353); 'wide.png' (5,882,353×17). A browser needs 4 bytes a pixel to show one (400 MB at 100 "
+        f"megapixels), so the annotate page may freeze or fail on a laptop: scale them down."))]
+
+
+def test_data_errors_are_the_media_rules_errors_only(tmp_path):
+    # what the server's data-file watcher refuses: errors, never the warnings or notes
+    rows = [{"id": "out", "image": "../x.png"}, {"id": "lost", "image": "lost.png"},
+            {"id": "web", "image": "https://ex.org/a.png"}, {"id": "big", "image": "big.png"},
+            {"id": "ok", "image": "digit-0.png"}]
+    path = media_project(tmp_path, items=rows)
+    (tmp_path / "media" / "big.png").write_bytes(png_header(30_000, 30_000))
+    cfg, errors, _ = load(path)
+    assert not errors
+    root = os.path.realpath(tmp_path / "media")
+    assert vm.data_errors(cfg) == [
+        f"1 of 5 items name an image outside the media folder {root} (an absolute path, '..', "
+        f"a symlink out, or not a path), which is never served: ../x.png. Give paths relative "
+        f"to media_directory."]
+
+
+def test_data_errors_of_a_sound_project_and_of_its_data_file(tmp_path):
+    rows = [{"id": "a", "image": "https://ex.org/a.png", "audio": "lost.wav", "text": "t"}]
+    path = media_project(tmp_path, items=rows)
+    cfg, _, _ = load(path)
+    root = os.path.realpath(tmp_path / "media")
+    assert vm.data_errors(cfg) == [
+        f"none of the 1 audio files the items name is in {root}: lost.wav; fix media_directory "
+        f"(relative to task_dir) or the paths."]
+    (tmp_path / "items.jsonl").write_text(
+        '{"id": "a", "image": "https://ex.org/a.png", "audio": "sounds/tone-0.wav", "text": "t"}\n')
+    assert vm.data_errors(cfg) == []  # a URL's note goes nowhere
+    (tmp_path / "items.jsonl").write_text("{not json\n")
+    [error] = vm.data_errors(cfg)
+    assert "items.jsonl" in error
