@@ -107,11 +107,17 @@ def _span_lines(name: str, r: Dict[str, Any]) -> List[str]:
                _num(r.get("precision")) or 0.0, _num(r.get("recall")) or 0.0,
                _num(r.get("micro_f1")) or 0.0, _num(r.get("macro_f1")) or 0.0,
                int(_num(r.get("n")) or 0), int(_num(r.get("entities")) or 0),
-               int(_num(r.get("predicted")) or 0)), ""]
+               int(_num(r.get("predicted")) or 0)), ""] + _verdict(r)
     if r.get("note"):
         out += ["> %s" % _md(r["note"]), ""]
     per = r.get("per_label") if isinstance(r.get("per_label"), dict) else {}
     return out + (_per_label_table(per) if per else [])
+
+
+def _verdict(r: Dict[str, Any]) -> List[str]:
+    """The model against its baseline and chance, in a sentence (none in an older report)."""
+    versus = heldout.HeldOut.from_dict(r).versus
+    return [_md(versus.sentence()), ""] if versus is not None else []
 
 
 def _scheme_lines(name: str, r: Dict[str, Any]) -> List[str]:
@@ -120,7 +126,8 @@ def _scheme_lines(name: str, r: Dict[str, Any]) -> List[str]:
     acc = _num(r.get("accuracy"))
     rating = report_ratings.summary_line("", r)  # Likert: MAE and kappa; numbers: their report
     if acc is None:
-        return ["### %s" % _md(name), "", _md(rating.strip()), ""] if rating else []
+        return ["### %s" % _md(name), "", _md(rating.strip()), ""] + _verdict(r) \
+            if rating else []
     ci = r.get("accuracy_ci95") if isinstance(r.get("accuracy_ci95"), list) else [0, 1]
     base = r.get("baseline") if isinstance(r.get("baseline"), dict) else {}
     out = ["### %s" % _md(name), "",
@@ -131,9 +138,7 @@ def _scheme_lines(name: str, r: Dict[str, Any]) -> List[str]:
                int(_num(r.get("n")) or 0), _md(run_texts.answer_words(base.get("label"))),
                _num(base.get("accuracy")) or 0.0,
                run_texts.above(_num(r.get("above_baseline")) or 0.0)), ""]
-    versus = heldout.HeldOut.from_dict(r).versus
-    if versus is not None:
-        out += [_md(versus.sentence()), ""]
+    out += _verdict(r)
     if rating:
         out += [_md(rating.strip()), ""]
     if r.get("note"):

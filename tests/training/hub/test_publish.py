@@ -1612,3 +1612,28 @@ def test_the_card_reads_the_bundles_manifest(runs, monkeypatch):
         f.write("{bad")
     pub.card(view(), p, "a/m", files)
     assert got[-1][3] is None and "s" in got[-1][2]
+
+
+def test_the_card_gives_the_verdict_for_every_kind_of_report():
+    """The model card says the model against its baseline and chance for spans and numbers as
+    it does for choices (issue 35: the same sentence as the run page and the CLI)."""
+    from potato.training.core.view import RunView
+    from potato.training.hub import model_card
+
+    verdict = {"figure": "entity micro-F1", "higher_is_better": True, "model": 0.8,
+               "baseline": 0.0, "baseline_is": "marking nothing", "n": 60, "shuffles": 1000,
+               "chance": 0.05, "chance_bound": 0.07, "beats": True}
+    span = {"kind": "span", "n": 60, "entities": 80, "predicted": 75, "precision": 0.8,
+            "recall": 0.8, "micro_f1": 0.8, "macro_f1": 0.8, "per_label": {},
+            "versus_baseline": verdict}
+    slider = {"n": 40, "mae": 1.0, "rmse": 1.5, "spearman": 0.7,
+              "baseline": {"value": 46.898382478203864, "mae": 2.0, "rmse": 2.5},
+              "versus_baseline": dict(verdict, figure="MAE", higher_is_better=False,
+                                      model=1.0, baseline=2.0, chance_bound=1.8,
+                                      baseline_is="always answering the median, 46.9")}
+    for report in (span, slider):
+        view = RunView.from_dict({"run_id": "r1", "status": "success", "trainer": "t",
+                                  "schemas": ["s"], "backend": "local", "holdout": report})
+        text = "\n".join(model_card.holdout_lines(view))
+        assert "so the model beats both." in text, text
+    assert "46.898382478203864" not in text and "median (46.9)" in text
