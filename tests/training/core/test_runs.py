@@ -428,3 +428,14 @@ def test_another_schema_error_is_raised(tmp_path):
             RunStore(s)
     finally:
         s.close()
+
+
+def test_the_run_an_admin_last_asked_for_leaves_automatic_runs_out(rs):
+    assert rs.last_asked() is None
+    first = rs.create("text-naive-bayes", ["s"], "gpu", {"alpha": 0.5})
+    rs.create("hf-text-classification", ["s"], "local", {}, auto=True)
+    got = rs.last_asked()
+    assert (got.run_id, got.trainer, got.backend, got.params) == (
+        first.run_id, "text-naive-bayes", "gpu", {"alpha": 0.5})
+    second = rs.create("hf-text-classification", ["s"], "cluster", {})
+    assert rs.last_asked().run_id == second.run_id

@@ -171,7 +171,7 @@ def test_span_run_on_the_local_backend(tmp_path, serve, tiny_token_bert):
     check_span_run(c, run, rows)
     assert run["metrics"]["who.val_entity_f1"] >= 0.8
     table = c.get("/admin/training", headers=H).text
-    assert "entity F1, n=" in table
+    assert "entity micro-F1 " in table and "(n=" in table
 
 
 def test_span_run_through_the_fake_ssh_host(tmp_path, serve, fake_host, tiny_token_bert):
