@@ -14,6 +14,7 @@ from potato.project.store import Store
 from potato.training.exchange import ingest
 from potato.training.core.runs import RunStore
 from potato.training.reports.writeback import WriteBack
+from tests.helpers import BEATS, beats_baseline
 
 
 def test_writeback_defaults():
@@ -51,23 +52,9 @@ def p(item, label, conf=0.9, split="test", scheme="s"):
     return {"id": item, "split": split, "scheme": scheme, "label": label, "confidence": conf}
 
 
-# What report.py says of a model that beats its baseline (the held-out report's
-# versus_baseline): only such a run takes over automatically; these tests are about what the
-# write-back policy decides once it has.
-BEATS = {"figure": "macro-F1", "higher_is_better": True, "model": 0.9, "baseline": 0.3,
-         "baseline_is": "always answering pos", "n": 100, "shuffles": 1000, "chance": 0.5,
-         "chance_bound": 0.6, "beats": True}
-
-
-def won(holdout=None):
-    """``holdout`` with the verdict that its model beat the baseline, for every scheme."""
-    h = dict(holdout or {})
-    if isinstance(h.get("per_scheme"), dict):
-        h["per_scheme"] = {k: dict(v, versus_baseline=BEATS) if isinstance(v, dict) else v
-                           for k, v in h["per_scheme"].items()}
-    else:
-        h["versus_baseline"] = BEATS
-    return h
+# Only a run whose model beats its baseline and chance takes over automatically; these tests
+# are about what the write-back policy decides once it has (won: tests/helpers.beats_baseline).
+won = beats_baseline
 
 
 def test_takes_over_first_and_same_run(store):
