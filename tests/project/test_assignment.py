@@ -452,3 +452,11 @@ def test_assignment_strategy_values_of_every_shape(tmp_path, value, says):
         assert cfg.upstream.strategy in ("least_annotated", "random") and not found
     else:
         assert cfg.upstream.strategy == "fixed_order" and says in found[0]
+
+
+def test_ten_annotators_at_once_under_least_annotated_keep_the_per_item_limit(tmp_path, serve):
+    _, url = serve(project(tmp_path, "assignment_strategy: least_annotated\n"
+                                     "num_annotators_per_item: 2\n"), training=False)
+    got = crowd(url, ["ann%d" % k for k in range(10)])
+    assert counts(got) == {"i%02d" % k: 2 for k in range(12)}
+    assert all(len(set(items)) == len(items) for items in got.values())
