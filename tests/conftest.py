@@ -14,7 +14,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from potato.training.remote import bundle as bundle_mod  # noqa: E402
 from tests.helpers import (  # noqa: E402
     CHROMEDRIVER, CHROMIUM, FAKES, FILLER, NEG, PLUGINS, POS, ROOT, SCHEMA, Client, active_run,
-    build_tiny_token_bert, make_project, require)
+    build_tiny_token_bert, make_project, require, self_signed)
 
 
 @pytest.fixture(autouse=True)
@@ -185,20 +185,9 @@ def tiny_token_bert(tmp_path_factory):
 def tls_cert(tmp_path):
     """A fresh self-signed certificate (made with openssl): the keys of the config's
     ``server`` mapping that serve TLS with it."""
-    import shutil
-    import subprocess
-
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is not installed: the TLS variant needs it to make a certificate")
     d = tmp_path / "tls"
     d.mkdir()
-    cert, key = str(d / "cert.pem"), str(d / "key.pem")
-    r = subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-                        "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key, "-out", cert,
-                        "-days", "2", "-subj", "/CN=localhost"], capture_output=True, text=True,
-                       timeout=60)
-    if r.returncode != 0:
-        pytest.skip("openssl req -x509 failed: %s" % r.stderr.strip()[-200:])
+    cert, key = self_signed(d)
     return "tls_cert: %s, tls_key: %s" % (cert, key)
 
 

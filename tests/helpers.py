@@ -8,6 +8,7 @@ import json
 import os
 import random
 import shutil
+import subprocess
 import sys
 import sqlite3
 import time
@@ -1052,3 +1053,20 @@ def beats_baseline(holdout=None):
     else:
         h["versus_baseline"] = BEATS
     return h
+
+
+def self_signed(directory) -> tuple:
+    """(certificate, key) paths of a fresh self-signed certificate for localhost, made with
+    openssl in ``directory``; the calling test is skipped where openssl cannot make one."""
+    import pytest
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed: the TLS tests need it to make a certificate")
+    cert, key = os.path.join(str(directory), "cert.pem"), os.path.join(str(directory), "key.pem")
+    r = subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                        "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key, "-out", cert,
+                        "-days", "2", "-subj", "/CN=localhost"], capture_output=True, text=True,
+                       timeout=60)
+    if r.returncode != 0:
+        pytest.skip("openssl req -x509 failed: %s" % r.stderr.strip()[-200:])
+    return cert, key

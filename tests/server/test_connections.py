@@ -17,8 +17,6 @@ import select
 import socket
 import socketserver
 import ssl
-import shutil
-import subprocess
 import sys
 import threading
 import time
@@ -28,6 +26,7 @@ from types import SimpleNamespace
 import pytest
 
 from potato.server import connections as cn
+from tests.helpers import self_signed
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 LIMIT = 5.0  # seconds a real wait may take before the test fails (loopback: milliseconds)
@@ -348,17 +347,7 @@ def rig(clock, monkeypatch):
 
 @pytest.fixture(scope="module")
 def certificate(tmp_path_factory):
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is not installed: the TLS tests need it to make a certificate")
-    d = tmp_path_factory.mktemp("tls")
-    cert, key = str(d / "cert.pem"), str(d / "key.pem")
-    r = subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-                        "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key, "-out", cert,
-                        "-days", "2", "-subj", "/CN=localhost"], capture_output=True, text=True,
-                       timeout=60)
-    if r.returncode != 0:
-        pytest.skip("openssl req -x509 failed: %s" % r.stderr.strip()[-200:])
-    return cert, key
+    return self_signed(tmp_path_factory.mktemp("tls"))
 
 
 class Context(ssl.SSLContext):

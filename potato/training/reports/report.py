@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from potato.schemes import kind_class
 from potato.training.reports import heldout, ratings as report_ratings, spans as span_report
-from potato.training.reports import versus
+from potato.training.reports import run_texts, versus
 
 Z95 = 1.959964
 MIN_N = 30
@@ -105,14 +105,6 @@ def _baseline(pairs, train_labels, labels: List[str], multi: bool) -> Dict[str, 
             "macro_f1": _per_label([(label, g) for _, g in pairs], labels, multi)[1]}
 
 
-def _words(label: Any) -> str:
-    """A label, or a label set as "acting, plot" (not a Python list; the empty set "no
-    label")."""
-    if isinstance(label, list):
-        return ", ".join(map(str, label)) or "no label"
-    return str(label)
-
-
 def _short(value: Any) -> str:
     return "%.4g" % value if isinstance(value, float) else str(value)
 
@@ -137,12 +129,12 @@ def learned_nothing(name: str, r: Dict[str, Any]) -> Optional[str]:
         return ("%sthe test split cannot tell the model from the majority-class baseline: its "
                 "%d items all have the gold label %s, which always answering %s gets right. "
                 "Label items of the other classes, or raise splits.test"
-                % (name + ": " if name else "", r["n"], _words(base.get("label")),
-                   _words(base.get("label"))))
+                % (name + ": " if name else "", r["n"], run_texts.answer_words(base.get("label")),
+                   run_texts.answer_words(base.get("label"))))
     return ("%sthe held-out macro-F1 (%.3f) is not above the majority-class baseline's (%.3f, "
             "always answering %s): the model learned nothing the label counts do not tell. "
             "Check the training loss, label more items, or change the params"
-            % (name + ": " if name else "", f1, base_f1, _words(base.get("label"))))
+            % (name + ": " if name else "", f1, base_f1, run_texts.answer_words(base.get("label"))))
 
 
 def _note(r: Dict[str, Any]) -> Optional[str]:
@@ -155,7 +147,7 @@ def _note(r: Dict[str, Any]) -> Optional[str]:
     if lo <= base:
         return ("The 95%% interval of the accuracy (%.2f to %.2f) includes the majority-class "
                 "baseline (%.2f): this test split cannot tell the model from always answering "
-                "%s." % (lo, hi, base, _words(r["baseline"]["label"])))
+                "%s." % (lo, hi, base, run_texts.answer_words(r["baseline"]["label"])))
     return None
 
 
@@ -229,7 +221,7 @@ def _versus_classes(pairs, info, r, texts=()):
                                       versus.counts(answers, len(labels), True))
         return versus.compare("macro-F1", True, answers, golds, figure,
                               r["baseline"]["macro_f1"], "always answering %s, the "
-                              "majority-class baseline" % _words(base))
+                              "majority-class baseline" % run_texts.answer_words(base))
     kept = [(index[_key(p)], index[_key(g)]) for p, g in pairs
             if _key(p) in index and _key(g) in index]
     answers, golds = [p for p, _ in kept], [g for _, g in kept]
