@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 from potato.config.backends import Backend, implicit_backends, parse_backend
 from potato.config.reader import ConfigError, Path, Problem, Reader, dotted, read_yaml, suggest
 from potato.schemes import Scheme, parse_schemes
+from potato.config import active_learning as al_config
 from potato.config.upstream import MEDIA_FIELDS, Upstream, data_files, split
 
 __all__ = ["ConfigError", "Problem", "Config", "Backend", "Scheme", "load", "dotted", "suggest"]
@@ -127,6 +128,7 @@ class Config:
     acknowledge: List[str] = field(default_factory=list)
     # upstream Potato's keys found, by policy, and the implemented ones' values (upstream.py)
     upstream: Upstream = field(default_factory=Upstream)
+    active_learning: al_config.ActiveLearning = field(default_factory=al_config.ActiveLearning)
     data_encodings: Dict[str, str] = field(default_factory=dict)  # path -> encoding
     # The YAML line of every key path, so later rules can point at the right line.
     key_lines: Dict[Path, int] = field(default_factory=dict, repr=False)
@@ -214,6 +216,8 @@ def load(path: str) -> Tuple[Config, List[Problem], List[Problem]]:
     if isinstance(top.get("model_training"), dict):
         cfg.model_training.publish = _publish(r, top["model_training"].get("publish"),
                                               ("model_training", "publish"))
+    cfg.active_learning = al_config.parse(r, upstream.active_learning, upstream.strategy,
+                                          cfg.schemes)
     val = r.mapping(top.get("validation"), ("validation",), ("acknowledge",), "validation")
     cfg.acknowledge = r.text_list(val, "acknowledge", ("validation",))
     return cfg, r.errors, r.warnings

@@ -76,7 +76,14 @@ POLICY: Dict[str, Policy] = {
                                                "random (one shuffled order, the same for every "
                                                "annotator) or least_annotated (the items the "
                                                "fewest annotators have labelled or been given "
-                                               "first)"),
+                                               "first) or active_learning (the model in use "
+                                               "ranks the items that need labels)"),
+    "active_learning": Policy(IMPLEMENTED, "the model in use orders the queue: enabled, "
+                                           "schema_names, query_strategy (uncertainty, margin, "
+                                           "entropy, diversity, hybrid), hybrid_weights, "
+                                           "min_instances_for_training, update_frequency, "
+                                           "max_instances_to_reorder, random_sample_percent, "
+                                           "cold_start_strategy"),
     "instance_display": Policy(IMPLEMENTED, "text, dialogue, spreadsheet, image and audio "
                                             "fields on the annotate page"),
     # accepted, not used here ----------------------------------------------------------------
@@ -90,7 +97,7 @@ POLICY: Dict[str, Policy] = {
                "export)") for k in ("output_annotation_format", "export_annotation_format",
                                     "annotation_output_format", "export")},
     **{k: _acc("features not in this Potato") for k in (
-        "alert_time_each_instance", "max_session_seconds", "ai_support", "active_learning",
+        "alert_time_each_instance", "max_session_seconds", "ai_support",
         "automatic_assignment", "random_seed", "chat_support",
         "icl_labeling", "llm_labeling", "pre_annotation", "agreement_metrics", "adjudication",
         "quality_control", "min_annotators_per_instance", "persist_sessions",
@@ -178,6 +185,7 @@ class Upstream:
     per_item: Optional[int] = None   # annotators per item; None: every annotator gets it
     per_user: Optional[int] = None   # items per annotator; None: all of them
     strategy: str = "fixed_order"    # assignment_strategy: one of STRATEGIES
+    active_learning: Any = None      # the raw active_learning block (config/active_learning.py)
     all_required: bool = False
     display: List[DisplayField] = field(default_factory=list)
 
@@ -287,11 +295,12 @@ def _parse(r: Reader, raw: Dict[str, Any], up: Upstream) -> None:
     up.per_user = _limit(r, m, "max_annotations_per_user")
     if "assignment_strategy" in m:
         up.strategy = _strategy(r, m["assignment_strategy"])
+    up.active_learning = m.get("active_learning")
     if "instance_display" in m:
         up.display = _display(r, m["instance_display"])
 
 
-STRATEGIES = ("fixed_order", "least_annotated", "random")
+STRATEGIES = ("fixed_order", "least_annotated", "random", "active_learning")
 
 
 def _strategy(r: Reader, value: Any) -> str:
@@ -303,14 +312,16 @@ def _strategy(r: Reader, value: Any) -> str:
     if name is None:
         r.warn(("assignment_strategy",), "assignment_strategy is %s, not a strategy's name: "
                                          "annotators get items in data-file order. Use "
-                                         "fixed_order, random or least_annotated."
+                                         "fixed_order, random, least_annotated or "
+                                         "active_learning."
                % repr(value)[:60])
         return "fixed_order"
     r.warn(("assignment_strategy",), "assignment_strategy %s is upstream Potato's and not "
                                      "implemented here: annotators get items in data-file order "
-                                     "(fixed_order). Use fixed_order, random or "
+                                     "(fixed_order). Use fixed_order, random, "
                                      "least_annotated (the items the fewest annotators have "
-                                     "labelled first)."
+                                     "labelled first) or active_learning (the model in use "
+                                     "ranks them)."
            % (repr(value)[:60] if not isinstance(value, str) else value[:60]))
     return "fixed_order"
 

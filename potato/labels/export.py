@@ -18,11 +18,15 @@ from collections import Counter
 from typing import Any, BinaryIO, Dict, Iterator, Optional, TextIO
 
 from potato.config.settings import Config, Scheme
+from potato.project import assignment
 from potato.project.store import Store
 from potato.labels.aggregate import aggregate
 from potato.training.remote.bundle import label_names
 
-COLUMNS = ("item_id", "scheme", "annotator", "label", "labelled_at", "aggregated_label", "text")
+COLUMNS = ("item_id", "scheme", "annotator", "label", "labelled_at", "aggregated_label", "text",
+           "assigned_because")  # the last: how the item was chosen for the annotator, where
+#                                recorded (assignment limits, active learning's strategy, score
+#                                and run); "" where every annotator walks every item
 ROW_MODES = ("label", "item")  # one row per label, one row per item
 FORMATS = ("jsonl", "csv")
 ITEM_COLUMNS = ("labels", "aggregated_label", "prediction", "confidence")  # per scheme
@@ -62,12 +66,14 @@ def rows(store: Store, cfg: Optional[Config] = None) -> Iterator[Dict[str, Any]]
     records = store.conn().execute("SELECT item_id, scheme, annotator, label, updated_at FROM "
                                    "annotations ORDER BY item_id, scheme, annotator").fetchall()
     decided = aggregated(cfg, records)
+    why = assignment.reasons(store)
     for r in records:
         yield {"item_id": r["item_id"], "scheme": r["scheme"], "annotator": r["annotator"],
                "label": json.loads(r["label"]),
                "labelled_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(r["updated_at"])),
                "aggregated_label": decided[r["scheme"]].get(r["item_id"]),
-               "text": texts.get(r["item_id"], "")}
+               "text": texts.get(r["item_id"], ""),
+               "assigned_because": why.get((r["annotator"], r["item_id"]), "")}
 
 
 def jsonl(store: Store, cfg: Optional[Config] = None) -> bytes:

@@ -13,9 +13,11 @@ once never push an item past its limit.
 
 from __future__ import annotations
 
+import sqlite3
 import time
-from typing import List, Optional
+from typing import Dict, List, Optional, Tuple
 
+from potato.project import queue_order
 from potato.project.store import Store
 
 TABLE = """CREATE TABLE IF NOT EXISTS assignments (
@@ -23,6 +25,7 @@ TABLE = """CREATE TABLE IF NOT EXISTS assignments (
     item_id TEXT NOT NULL,
     seq INTEGER NOT NULL,          -- the order in which this annotator got it
     assigned_at REAL NOT NULL,
+    why TEXT,                      -- how it was chosen (strategy, score, run), for the export
     PRIMARY KEY (annotator, item_id)
 );
 CREATE INDEX IF NOT EXISTS assignments_item ON assignments(item_id);"""
@@ -68,17 +71,35 @@ class Limited(AllItems):
         self.per_item, self.per_user = per_item, per_user
         self.strategy = strategy
         store.conn().executescript(TABLE)
+        columns = [r[1] for r in store.conn().execute("PRAGMA table_info(assignments)")]
+        if "why" not in columns:  # a store from before the reasons were kept
+            with store.tx() as db:
+                db.execute("ALTER TABLE assignments ADD COLUMN why TEXT")
+        self.cold_start = "fixed_order"
+        if strategy == "active_learning":
+            queue_order.ensure(store)
 
     def assigned(self, user: str) -> List[str]:
         return [r[0] for r in self.store.conn().execute(
             "SELECT a.item_id FROM assignments a JOIN items i ON i.id=a.item_id WHERE "
             "a.annotator=? AND i.active=1 ORDER BY a.seq", (user,))]
 
-    def _open_sql(self) -> str:
+    def _open_where(self) -> str:
+        """The condition on an item ``i`` open to annotator ``?``: active, not theirs yet,
+        given to fewer than per_item annotators."""
         cap = "" if self.per_item is None else (
             " AND (SELECT COUNT(*) FROM assignments b WHERE b.item_id=i.id) < %d" % self.per_item)
-        return ("FROM items i WHERE i.active=1 AND NOT EXISTS (SELECT 1 FROM assignments a "
+        return ("i.active=1 AND NOT EXISTS (SELECT 1 FROM assignments a "
                 "WHERE a.item_id=i.id AND a.annotator=?)" + cap)
+
+    def _open_sql(self) -> str:
+        return "FROM items i WHERE " + self._open_where()
+
+    def _cold_why(self) -> str:
+        if self.strategy != "active_learning":
+            return self.strategy
+        return ("cold start: %s (no model in use ranks this item yet)"
+                % ("random order" if self.cold_start == "random" else "data-file order"))
 
     def total(self, user: str) -> int:
         mine = len(self.assigned(user))
@@ -103,7 +124,16 @@ class Limited(AllItems):
                 return self.store.item(ids[position])
             if position != len(ids) or self.per_user is not None and len(ids) >= self.per_user:
                 return None
-            row = None
+            row, why = None, self._cold_why()
+            if self.strategy == "active_learning":  # the model's order, then the cold start
+                gen = db.execute("SELECT value FROM meta WHERE key='queue_order.gen'").fetchone()
+                if gen is not None and int(gen[0]):
+                    found = db.execute(
+                        "SELECT o.item_id, o.why FROM queue_order o JOIN items i ON "
+                        "i.id=o.item_id WHERE o.gen=? AND " + self._open_where()
+                        + " ORDER BY o.rank LIMIT 1", (int(gen[0]), user)).fetchone()
+                    if found is not None:
+                        row, why = (found[0],), found[1]
             if self.strategy == "least_annotated":  # first, cheaply, an item nobody has yet
                 # (index lookups in data-file order; the count below reads every open item)
                 row = db.execute(
@@ -118,8 +148,8 @@ class Limited(AllItems):
                 return None
             seq = db.execute("SELECT COALESCE(MAX(seq), -1) + 1 FROM assignments WHERE "
                              "annotator=?", (user,)).fetchone()[0]
-            db.execute("INSERT INTO assignments(annotator, item_id, seq, assigned_at) VALUES "
-                       "(?, ?, ?, ?)", (user, row[0], seq, time.time()))
+            db.execute("INSERT INTO assignments(annotator, item_id, seq, assigned_at, why) "
+                       "VALUES (?, ?, ?, ?, ?)", (user, row[0], seq, time.time(), why))
         return self.store.item(row[0])
 
     def _order(self) -> str:
@@ -127,7 +157,9 @@ class Limited(AllItems):
             return ("(SELECT COUNT(*) FROM (SELECT annotator FROM annotations WHERE "
                     "item_id=i.id UNION SELECT annotator FROM assignments WHERE "
                     "item_id=i.id)), i.position")
-        if self.strategy == "random":  # one shuffled order: a fixed permutation of positions
+        if self.strategy == "random" or (self.strategy == "active_learning"
+                                         and self.cold_start == "random"):
+            # one shuffled order: a fixed permutation of positions
             return "(i.position * 2654435761 + 40503) % 4294967291, i.position"
         return "i.position"
 
@@ -152,6 +184,20 @@ class Limited(AllItems):
 
 def for_config(cfg, store: Store) -> AllItems:
     up = cfg.upstream
+    al = cfg.active_learning
+    if al.enabled:  # one annotator per item unless the limits ask for more
+        limited = Limited(store, up.per_item or 1, up.per_user, "active_learning")
+        limited.cold_start = al.cold_start
+        return limited
     if up.per_item is None and up.per_user is None and up.strategy == "fixed_order":
         return AllItems(store)
     return Limited(store, up.per_item, up.per_user, up.strategy)
+
+
+def reasons(store: Store) -> Dict[Tuple[str, str], str]:
+    """(annotator, item id) -> how the item was chosen for them, where recorded."""
+    try:
+        return {(r[0], r[1]): r[2] for r in store.conn().execute(
+            "SELECT annotator, item_id, why FROM assignments WHERE why IS NOT NULL")}
+    except sqlite3.OperationalError:  # no assignments table: every annotator walks every item
+        return {}

@@ -72,6 +72,12 @@ class Kind:
     #                              "label" (one of the labels), "labels" (a set of them),
     #                              "point" (a scale's integer point), "value" (a bounded number),
     #                              "spans" (spans of the item's text)
+    ranks_by: Optional[str] = None  # how active learning ranks an item by a model's prediction
+    #                              (potato/project/queue_order.py): "distribution" (each
+    #                              label's probability, summing to 1), "each" (each label's own
+    #                              yes/no probability), "confidence" (the prediction's
+    #                              confidence, or the model's item-level uncertainty), None (no
+    #                              strategy fits: active learning refuses the scheme)
     report_as = "classes"        # the held-out report (potato/training/reports/report.py): "classes"
     #                              (accuracy, macro-F1, per label), "numbers" (MAE, RMSE,
     #                              Spearman), "entities" (entity-level F1)

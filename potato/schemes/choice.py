@@ -28,6 +28,7 @@ def _picked(cell: Dict[str, Any]) -> List[str]:
 
 class Radio(Kind):
     type_name = "radio"
+    ranks_by = "distribution"
     label_values = True
     one_label = True
     suggests_labels = True
@@ -77,6 +78,7 @@ class Multiselect(Radio):
     aggregate_as = "multi"
     one_label = False
     predicts = "labels"
+    ranks_by = "each"
     multi_label = True
     confusion = False
     input_type = "checkbox"

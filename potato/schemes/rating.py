@@ -48,6 +48,7 @@ class Likert(Kind):
     label_rule = "none"
     one_label = True
     predicts = "point"
+    ranks_by = "distribution"
     ordinal = True
     confusion = True
 

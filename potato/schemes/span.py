@@ -25,6 +25,7 @@ class Span(Kind):
     type_name = "span"
     aggregate_as = "spans"
     predicts = "spans"
+    ranks_by = "confidence"
     report_as = "entities"
     upstream_spans = True  # an empty answer (nothing marked) is an empty label_annotations entry
     label_values = True

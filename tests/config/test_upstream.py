@@ -405,9 +405,12 @@ def test_accepted_keys_are_one_note_that_never_fails_strict(tmp_path):
     path = os.path.join(UP, "19-accepted-features.yaml")
     _, report = check(path)
     [note] = [n for n in report.notes if n.message.startswith("accepted, not used here")]
-    for key in ("ai_support", "active_learning", "html_layout",
+    for key in ("ai_support", "html_layout",
                 "output_annotation_format", "alert_time_each_instance"):
         assert key in note.message
+    # active_learning is implemented now: its block (enabled: false) is read, not just noted
+    assert "active_learning" not in note.message
+    assert not any("active_learning" in w.message for w in report.warnings)
     assert not any("ai_support" in w.message for w in report.warnings)
     # With an admin key the same config passes --strict.
     text = open(path).read() + "admin_api_key: %s\n" % KEY

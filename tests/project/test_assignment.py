@@ -374,11 +374,11 @@ def test_random_is_one_shuffled_order_for_everyone(store):
 def test_fixed_order_is_the_data_file_and_other_strategies_say_so(store, tmp_path):
     cfg, s = store("assignment_strategy: fixed_order")
     assert isinstance(for_config(cfg, s), AllItems) and not for_config(cfg, s).limited
-    path = project(tmp_path, "assignment_strategy: active_learning")
+    path = project(tmp_path, "assignment_strategy: max_diversity")
     cfg, errors, _ = load(path)
     assert not errors and cfg.upstream.strategy == "fixed_order"
     _, report = check(path)
-    assert any("assignment_strategy active_learning is upstream Potato's and not implemented "
+    assert any("assignment_strategy max_diversity is upstream Potato's and not implemented "
                "here: annotators get items in data-file order" in w.message
                for w in report.warnings)
 

@@ -41,7 +41,8 @@ CREATE TABLE IF NOT EXISTS runs (
     remote_token TEXT,             -- sha256 of an agent-backend run's token (re-attach on restart)
     remote_host TEXT,              -- where that agent said it runs
     name TEXT,                     -- the admin's name for the run (boundary: run_label)
-    note TEXT                      -- the admin's note on it
+    note TEXT,                     -- the admin's note on it
+    labelled INTEGER               -- labelled items in its bundle (the learning curve's x)
 );
 CREATE INDEX IF NOT EXISTS runs_status ON runs(status, seq);
 """
@@ -53,7 +54,8 @@ ADDED_COLUMNS = (("placement", "TEXT"), ("warnings", "TEXT"),  # stores made bef
                  ("pinned", "INTEGER NOT NULL DEFAULT 0"), ("pruned_at", "REAL"),
                  ("pruned_reason", "TEXT"),  # stores made before pinning and pruning
                  ("remote_token", "TEXT"), ("remote_host", "TEXT"),  # and re-attaching
-                 ("name", "TEXT"), ("note", "TEXT"))  # and names and notes
+                 ("name", "TEXT"), ("note", "TEXT"),  # and names and notes
+                 ("labelled", "INTEGER"))  # and the learning curve
 
 
 @dataclass
@@ -94,6 +96,7 @@ class Run:
     remote_host: Optional[str] = None
     name: Optional[str] = None
     note: Optional[str] = None
+    labelled: Optional[int] = None
     in_use: List[str] = field(default_factory=list)
 
 

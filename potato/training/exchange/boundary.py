@@ -244,8 +244,50 @@ def prediction(raw: Any, splits: Dict[str, str], schemas: Dict[str, Dict[str, An
     label = _LABELS[kind_class(info["type"]).predicts](raw.get("label"), scheme, info,
                                                        (texts or {}).get(item))
     confidence = number(raw.get("confidence"), "confidence", 0, 1, required=True)
-    return {"id": item, "split": split, "scheme": scheme, "label": label,
-            "confidence": confidence}
+    row = {"id": item, "split": split, "scheme": scheme, "label": label,
+           "confidence": confidence}
+    ranks_by = kind_class(info["type"]).ranks_by
+    if raw.get("probabilities") is not None:
+        row["probabilities"] = probabilities(raw["probabilities"], scheme, info, ranks_by)
+    if raw.get("vector") is not None:
+        row["vector"] = vector(raw["vector"])
+    if raw.get("uncertainty") is not None:
+        if ranks_by != "confidence":
+            raise Invalid("uncertainty is for span schemes; %s's rows give probabilities"
+                          % scheme)
+        row["uncertainty"] = number(raw["uncertainty"], "uncertainty", 0, 1, required=True)
+    return row
+
+
+MAX_VECTOR = 64  # the dimension of an item's vector (active learning's diversity)
+SUM_TOLERANCE = 0.01  # how far a label distribution's probabilities may sum from 1
+
+
+def probabilities(raw: Any, scheme: str, info: Dict[str, Any], ranks_by: Optional[str]):
+    """Each label's probability: the run's labels of the scheme only (a Likert point as its
+    number written as text), each in [0, 1]; a distribution ("distribution") sums to 1 within
+    SUM_TOLERANCE, a multi-label scheme's ("each") are independent yes/no probabilities."""
+    if ranks_by not in ("distribution", "each"):
+        raise Invalid("probabilities are for choice and Likert schemes, not %s" % scheme)
+    labels = [str(x) for x in info["labels"]]
+    if not isinstance(raw, dict) or not raw:
+        raise Invalid("probabilities must be an object of %s's labels" % scheme)
+    out = {}
+    for key, value in raw.items():
+        if key not in labels:
+            raise Invalid("probabilities: %s is not one of %s's labels (%s)" % (
+                json.dumps(key)[:80], scheme, ", ".join(labels)[:200]))
+        out[key] = number(value, "probability of %s" % key[:80], 0, 1, required=True)
+    if ranks_by == "distribution" and abs(sum(out.values()) - 1) > SUM_TOLERANCE:
+        raise Invalid("probabilities of %s sum to %.4f, not 1" % (scheme, sum(out.values())))
+    return out
+
+
+def vector(raw: Any) -> List[float]:
+    """An item's vector from the model (diversity): at most MAX_VECTOR finite numbers."""
+    if not isinstance(raw, list) or not raw or len(raw) > MAX_VECTOR:
+        raise Invalid("vector must be a list of 1 to %d numbers" % MAX_VECTOR)
+    return [number(x, "vector value", -1e6, 1e6, required=True) for x in raw]
 
 
 def span_label(raw: Any, text: Optional[str], scheme: str, labels: List[str]):

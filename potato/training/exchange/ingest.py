@@ -5,9 +5,11 @@ become the items' model suggestions). The held-out report is ``report.holdout_re
 import json
 import os
 import threading
+import time
 from typing import Any, Dict, List, Optional
 
 from potato.config.settings import Config
+from potato.project import queue_order
 from potato.project.store import Store
 from potato.training.exchange import boundary
 from potato.training.reports import heldout, report, run_texts, spans as span_report
@@ -47,7 +49,10 @@ def write_back(store: Store, cfg: Config, run_id: str, predictions,
     predictions can be put in use later (``use``), instantly: no retraining, no re-upload."""
     wb = cfg.model_training.writeback
     out = WriteBack(min_confidence=wb.min_confidence)
-    schemes = [s for s in wb.schemas if any(p["scheme"] == s for p in predictions)]
+    # active learning's schemes have a model in use too: the one that orders the queue
+    wanted = list(wb.schemas) + [s for s in cfg.active_learning.schemes
+                                 if cfg.active_learning.enabled and s not in wb.schemas]
+    schemes = [s for s in wanted if any(p["scheme"] == s for p in predictions)]
     if not schemes:
         return out
     numbers = {s for s in schemes if cfg.scheme(s) is not None and cfg.scheme(s).kind is not None
@@ -90,6 +95,40 @@ def write_back(store: Store, cfg: Config, run_id: str, predictions,
     return out
 
 
+def keep_ranking(store: Store, cfg: Config, run_id: str, predictions,
+                 schemas: Dict[str, Dict[str, Any]]) -> int:
+    """Keep what active learning ranks items by, from a run's checked predictions for the
+    active-learning schemes (every split but train: the items that may need labels, and the
+    labelled val and test items diversity compares with). Returns how many rows."""
+    al = cfg.active_learning
+    if not al.enabled:
+        return 0
+    rows = []
+    for p in predictions:
+        if p["scheme"] not in al.schemes or p["split"] == "train":
+            continue
+        info = schemas.get(p["scheme"], {})
+        kind = cfg.scheme(p["scheme"]).kind if cfg.scheme(p["scheme"]) else None
+        scores = queue_order.scores_of(p, info.get("labels", []),
+                                       kind.ranks_by if kind is not None else None)
+        if scores is not None:
+            rows.append((p["scheme"], p["id"], scores, p.get("vector")))
+    return queue_order.keep_scores(store, run_id, rows) if rows else 0
+
+
+def reorder(store: Store, cfg: Config) -> Optional[str]:
+    """Order the queue by the runs now in use for the active-learning schemes; a sentence
+    for the run's log, or None when nothing is ordered (no run in use has kept scores)."""
+    started = time.time()
+    gen = queue_order.reorder(store, cfg, in_use)
+    if gen is None:
+        return None
+    st = queue_order.status(store)
+    return ("active learning: %d items that need labels reordered by %s (%s) in %.2f s"
+            % (st["size"], ", ".join("run %s for %s" % (r, s) for s, r in st["runs"].items()),
+               cfg.active_learning.strategy, time.time() - started))
+
+
 def _is_spans(label: Any) -> bool:
     return isinstance(label, list) and bool(label) and isinstance(label[0], dict)
 
@@ -122,7 +161,7 @@ SCORES = (("micro_f1", span_report.SCORE_NAME, True), ("qwk", "quadratic-weighte
           ("mae", "MAE", False), ("macro_f1", "macro-F1", True))
 
 
-def _scheme_report(holdout: Optional[Dict[str, Any]], scheme: str) -> Optional[Dict[str, Any]]:
+def scheme_report(holdout: Optional[Dict[str, Any]], scheme: str) -> Optional[Dict[str, Any]]:
     """The scheme's part of a run's held-out report (None when the scheme was not scored)."""
     if not isinstance(holdout, dict):
         return None
@@ -137,7 +176,7 @@ def _scheme_report(holdout: Optional[Dict[str, Any]], scheme: str) -> Optional[D
 
 
 def _f1(holdout: Optional[Dict[str, Any]], scheme: str, key: str):
-    h = _scheme_report(holdout, scheme)
+    h = scheme_report(holdout, scheme)
     value = h.get(key) if h is not None else None
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
         else None
@@ -147,7 +186,7 @@ def earns_its_place(run_id: str, scheme: str, holdout) -> str:
     """"" when the run's model beats both the baseline and chance on the held-out items
     (report.py, versus.py); else why not, as a sentence's start. Only such a run takes over
     automatically; the admin may still put any successful run in use."""
-    h = _scheme_report(holdout, scheme)
+    h = scheme_report(holdout, scheme)
     v = heldout.Versus.from_dict(h.get("versus_baseline")) if h is not None else None
     if v is None:
         return ("run %s has no held-out score for %s (no labelled test item was scored), so "

@@ -16,7 +16,9 @@ from potato.training.reports.writeback import WriteBack
 
 def usable_schemes(manager, run: Run) -> List[str]:
     """The run's write-back schemes for which it kept predictions (what "use" would switch)."""
-    schemes = manager.cfg.model_training.writeback.schemas
+    al = manager.cfg.active_learning
+    schemes = list(manager.cfg.model_training.writeback.schemas) + (
+        list(al.schemes) if al.enabled else [])
     return [s for s in run.schemas if s in schemes and manager.runs.kept_predictions(
         run.run_id, s)]
 
@@ -68,6 +70,10 @@ def use(manager, run_id: str) -> List[str]:
             ingest.use(manager.store, scheme, run_id)
         manager.run_log(run_id, "put in use for %s by the admin" % ", ".join(switched))
         _move_pin(manager, run_id, [r for r in before if manager.runs.pinned(r)], switched)
+        if set(switched) & set(manager.cfg.active_learning.schemes):
+            ordered = ingest.reorder(manager.store, manager.cfg)
+            if ordered:
+                manager.run_log(run_id, ordered)
         return switched
 
 

@@ -79,27 +79,22 @@ def prepare(cfg: Config, store: Store, run: Run, paths: RunPaths, dest: Destinat
             log(run_texts.left_out_sentence(name, short, mt.min_labels_per_class))
     skipped: Dict[str, int] = {}
     agree = _agreed(cfg, schemas, decided, skipped)
+    ranking = ranks(cfg, run)  # active learning: the items that need labels travel too
     manifest = bundle_mod.build(paths.bundle, items, labels, schemas, fractions=fractions,
                                 seed=mt.split_seed,
-                                include_unlabeled=mt.writeback.include_unlabeled,
+                                include_unlabeled=mt.writeback.include_unlabeled
+                                or ranking,
                                 heldout=paths.heldout if heldout_on_server else None,
                                 agree=agree)
     c = manifest["counts"]
-    ties = sum(manifest["ties_skipped"].values()) - sum(skipped.values())
-    log("bundle: %d train, %d val, %d test, %d unlabeled items; %s%s" % (
-        c["train"], c["val"], c["test"], c["unlabeled"],
-        "no tie skipped" if not ties else "%d tied item%s skipped (no label agreed)" % (
-            ties, "" if ties == 1 else "s"),
-        "; not trained on, for a left-out label: %s" % ", ".join(
-            "%d %s label%s" % (n, name, "" if n == 1 else "s") for name, n in skipped.items())
-        if skipped else ""))
+    log(_bundle_sentence(manifest, skipped))
     if c["train"] == 0:
         return Outcome("error", "No labelled items in the train split for %s: label some "
                                 "items (or import labels) before training."
                        % ", ".join(run.schemas))
     spec = dict(RunPaths.SPEC_NAMES, run_id=run.run_id, trainer=run.trainer,
                 schemas=schemas, params=run.params, device="auto", num_threads=None,
-                extra={})
+                extra={}, **({"ranking": True} if ranking else {}))
     if python_fix:  # the backend's words for a Python with the trainer's packages
         spec["python_fix"] = python_fix
     if local:
@@ -111,6 +106,25 @@ def prepare(cfg: Config, store: Store, run: Run, paths: RunPaths, dest: Destinat
     write_json(paths.spec, spec)
     set_step("bundle ready: %d items" % sum(c.values()))
     return None
+
+
+def _bundle_sentence(manifest, skipped: Dict[str, int]) -> str:
+    c = manifest["counts"]
+    ties = sum(manifest["ties_skipped"].values()) - sum(skipped.values())
+    return "bundle: %d train, %d val, %d test, %d unlabeled items; %s%s" % (
+        c["train"], c["val"], c["test"], c["unlabeled"],
+        "no tie skipped" if not ties else "%d tied item%s skipped (no label agreed)" % (
+            ties, "" if ties == 1 else "s"),
+        "; not trained on, for a left-out label: %s" % ", ".join(
+            "%d %s label%s" % (n, name, "" if n == 1 else "s") for name, n in skipped.items())
+        if skipped else "")
+
+
+def ranks(cfg: Config, run: Run) -> bool:
+    """Whether the run ranks items for active learning: the items that need labels are in
+    its bundle and predicted, with what a query strategy ranks by (the spec's ``ranking``)."""
+    return cfg.active_learning.enabled and bool(set(run.schemas) &
+                                                set(cfg.active_learning.schemes))
 
 
 def bundle_media(cfg: Config, data: str, reads=("image", "audio")) -> Optional[Dict[str, Any]]:

@@ -52,8 +52,9 @@ class Manager:
         self._claims: Dict[str, Claim] = {}  # run_id -> claim, until it executes
         self._resumed: List[RunContext] = []  # re-attached at start, followed first
         mt = self.cfg.model_training
-        self.auto_status = {"enabled": mt.enabled and mt.auto_retrain.enabled,
+        self.auto_status = {"enabled": autoretrain.enabled(self.cfg),
                             "reason": DISABLED if not mt.enabled
+                            else "not checked yet" if autoretrain.enabled(self.cfg)
                             else "auto_retrain.enabled is false"}
 
     # -- requests ------------------------------------------------------------------------------
@@ -386,10 +387,17 @@ class Manager:
             wb = done.writeback  # after the write-back: it is not done twice
             self._log(run.run_id, "the predictions were written back before the restart")
         else:
+            ingest.keep_ranking(self.store, self.cfg, run.run_id, predictions, b.schemas)
             wb = ingest.write_back(self.store, self.cfg, run.run_id, predictions, holdout)
-            self.runs.update(run.run_id, holdout=holdout, writeback=wb)  # the mark of it
+            counts = b.manifest.get("counts", {})
+            self.runs.update(run.run_id, holdout=holdout, writeback=wb,  # the mark of it
+                             labelled=sum(counts.get(s, 0) for s in ("train", "val", "test")))
             for scheme, why in list(wb.kept_in_use.items()) + list(wb.took_over.items()):
                 self._log(run.run_id, "%s: %s" % (scheme, why))
+        if set(wb.in_use) & set(self.cfg.active_learning.schemes):
+            ordered = ingest.reorder(self.store, self.cfg)  # idempotent: again after a restart
+            if ordered:
+                self._log(run.run_id, ordered)
         metrics = None
         for line in ingest.read_lines(paths.events):
             if line.get("type") == "result":
@@ -412,7 +420,8 @@ class Manager:
             ar = self.cfg.model_training.auto_retrain
             try:
                 trainer = ar.trainer or trainers.default_trainer()
-                run = self.submit(trainer, ar.schemas, ar.backend, ar.params, auto=True)
+                run = self.submit(trainer, autoretrain.schemes(self.cfg), ar.backend,
+                                  ar.params, auto=True)
                 self.store.meta_set("auto_retrain.labels", str(decision.labels))
                 decision.status["reason"] = "started automatic run %s" % run.run_id
             except RequestError as e:

@@ -24,7 +24,7 @@ from potato.project import validation
 from potato.config.settings import Config, ConfigError
 from potato.markup import Safe, render
 from potato.training.backends import backend_class
-from potato.training.lifecycle import retention
+from potato.training.lifecycle import autoretrain, retention
 
 
 log = logging.getLogger("potato.server")
@@ -227,8 +227,7 @@ def apply_to_manager(manager, cfg: Config, port: Optional[int]) -> List[Any]:
         if port is not None:
             backends[name].listening_on(port)
     manager.cfg, manager.backends = cfg, backends
-    mt = cfg.model_training
-    if not (mt.enabled and mt.auto_retrain.enabled):
+    if not autoretrain.enabled(cfg):
         manager.auto_status = {"enabled": False, "reason": "auto_retrain.enabled is false"}
     manager._wake.set()
     return [b for name, b in old.items() if backends.get(name) is not b]

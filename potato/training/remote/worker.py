@@ -241,6 +241,11 @@ def _predict(ctx, trainer, path, batch=256):
         write_atomic(path, "".join(line + "\n" for line in lines))
         return len(lines)
     items = [it for it in ctx.bundle.items if it["split"] in ("val", "test", "unlabeled")]
+    # active learning (the spec's "ranking"): a trainer's predict_ranked adds what a query
+    # strategy ranks by: (label, confidence, {probabilities, vector, uncertainty})
+    predict = trainer.predict
+    if ctx.spec.get("ranking") and getattr(trainer, "predict_ranked", None) is not None:
+        predict = trainer.predict_ranked
     lines = []
     total = len(items) * len(ctx.schemas)
     done = 0
@@ -249,14 +254,30 @@ def _predict(ctx, trainer, path, batch=256):
             ctx.check_cancelled()
             chunk = items[start:start + batch]
             inputs = chunk if getattr(trainer, "takes_items", False) else [i["text"] for i in chunk]
-            for it, (label, conf) in zip(chunk, trainer.predict(scheme, inputs)):
-                lines.append(json.dumps({"id": it["id"], "split": it["split"], "scheme": scheme,
-                                         "label": label, "confidence": round(float(conf), 6)},
-                                        ensure_ascii=False))
+            for it, answer in zip(chunk, predict(scheme, inputs)):
+                row = {"id": it["id"], "split": it["split"], "scheme": scheme,
+                       "label": answer[0], "confidence": round(float(answer[1]), 6)}
+                if len(answer) > 2 and answer[2]:  # what active learning ranks by
+                    row.update(_ranking(answer[2]))
+                lines.append(json.dumps(row, ensure_ascii=False))
             done += len(chunk)
             ctx.emitter.progress(done, total, unit="prediction")
     write_atomic(path, "".join(line + "\n" for line in lines))
     return len(lines)
+
+
+def _ranking(extra):
+    """A prediction's extras for active learning, rounded: ``probabilities`` (label: p, the
+    labels as text), ``vector`` (an item's representation) and ``uncertainty`` (spans)."""
+    out = {}
+    if extra.get("probabilities") is not None:
+        out["probabilities"] = {str(k): round(float(v), 6)
+                                for k, v in extra["probabilities"].items()}
+    if extra.get("vector") is not None:
+        out["vector"] = [round(float(x), 5) for x in extra["vector"]]
+    if extra.get("uncertainty") is not None:
+        out["uncertainty"] = round(float(extra["uncertainty"]), 6)
+    return out
 
 
 def main(argv=None):

@@ -8,7 +8,7 @@ from urllib.parse import unquote
 from potato.markup import join, render
 from potato.server.errors import HTTPError
 from potato.training.core import fit, runlog
-from potato.training.web import compare, history, pages, run_actions
+from potato.training.web import compare, history, learning, pages, run_actions
 from potato.training.hub import model_files
 from potato.training.hub import routes as publish_api
 from potato.training.web import live as live_card
@@ -217,7 +217,8 @@ def _page_routes(app, manager: Manager, get_run, on_disk) -> None:
             manager.cfg, backend_list(manager, for_page=True), trainers_data, runs,
             live_card.live_fragment(RunView.from_run(live) if live else None, tail, end),
             message, reload.page_notice(on_disk, h.query),
-            form_memory(manager, [t["name"] for t in trainers_data], again)), status)
+            form_memory(manager, [t["name"] for t in trainers_data], again),
+            str(learning.card(learning.status(manager)))), status)
 
     @app.route("GET", r"/admin/training", "admin")
     def training_page(h):
@@ -275,6 +276,10 @@ def _page_routes(app, manager: Manager, get_run, on_disk) -> None:
     @app.route("GET", PREFIX + r"/auto_retrain", "admin")
     def auto(h):
         h.send_json(manager.auto_status)
+
+    @app.route("GET", PREFIX + r"/active_learning", "admin")
+    def active_learning(h):
+        h.send_json(learning.status(manager))
 
 
 def _run_page_routes(app, manager: Manager, get_run, publisher):

@@ -164,9 +164,11 @@ def _prefill(backends, trainers, form: Dict[str, Any]):
 
 def training_page(cfg, backends: List[Dict[str, Any]], trainers: List[Dict[str, Any]],
                   runs: List[RunView], live: str, message: str = "",
-                  notice: str = "", form: Optional[Dict[str, Any]] = None) -> str:
+                  notice: str = "", form: Optional[Dict[str, Any]] = None,
+                  learning: str = "") -> str:
     """``form``: what the Run form starts with: ``remembered`` {trainer: (run_id, values)},
-    and for a run to run again its ``trainer``, ``backend``, ``schemas`` and ``notice``."""
+    and for a run to run again its ``trainer``, ``backend``, ``schemas`` and ``notice``;
+    ``learning``: the Active learning card (web/learning.py), or ""."""
     form = form or {}
     default, first = _prefill(backends, trainers, form)
     backend_opts = "".join('<option value="%s" data-type="%s" title="%s"%s>%s</option>' % (
@@ -216,7 +218,7 @@ def training_page(cfg, backends: List[Dict[str, Any]], trainers: List[Dict[str, 
   <button type="submit" id="start-run" class="primary">Start run</button>
 </form>{bottom_msg}</section>
 <section class="card" aria-labelledby="live-h" id="live-card" tabindex="-1"><h2 id="live-h">
-Current run</h2><div id="live-run">{live}</div></section>
+Current run</h2><div id="live-run">{live}</div></section>{learning}
 <section class="card" aria-labelledby="runs-h"><h2 id="runs-h">Runs</h2>
 <p><a href="/admin/training/runs" id="all-runs">All runs: sort, filter, name and compare them
 </a></p>
@@ -229,7 +231,7 @@ Current run</h2><div id="live-run">{live}</div></section>
         if message else "", bottom_msg="" if message else
         '<div id="message" role="alert" aria-live="assertive"></div>',
         again=again, chosen=remembered_choice(form, default, first),
-        notice=notice, backend_opts=backend_opts, disabled=disabled,
+        notice=notice, backend_opts=backend_opts, disabled=disabled, learning=learning,
         form_hidden=form_hidden,
         description=esc(default.get("description") or ""),
         trainer_opts=trainer_options(trainers, default["on_server"], first), schemes=schemes,

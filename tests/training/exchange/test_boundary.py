@@ -435,3 +435,39 @@ def test_a_combining_mark_must_follow_a_character():
     assert b.has_hidden("ab/\u20dd")  # an enclosing mark (Me) too
     for ok in ("e\u0301", "ab\u0301/c", "X\u0303", "a/b\u0301"):
         assert not b.has_hidden(ok), repr(ok)
+
+
+def ranked(label, scheme="s", **extra):
+    row = {"id": "a", "split": "train", "scheme": scheme, "label": label, "confidence": 0.6}
+    row.update(extra)
+    return b.prediction(row, SPLITS, SCHEMAS, TEXTS)
+
+
+def test_what_active_learning_ranks_by_is_checked_at_the_boundary():
+    row = ranked("pos", probabilities={"pos": 0.6, "neg": 0.4}, vector=[1, -2.5, 0])
+    assert row["probabilities"] == {"pos": 0.6, "neg": 0.4} and row["vector"] == [1, -2.5, 0]
+    assert ranked("pos", probabilities={"pos": 0.6, "neg": 0.395})  # within 0.01 of 1
+    assert ranked(3, "l", probabilities={"3": 0.9, "1": 0.1})["probabilities"]["3"] == 0.9
+    assert ranked(["x"], "m", probabilities={"x": 0.9, "y": 0.9, "z": 0.2})  # each its own
+    assert ranked([], "sp", uncertainty=0.25)["uncertainty"] == 0.25
+    assert "probabilities" not in ranked("pos") and "vector" not in ranked("pos")
+    for bad, words in (
+            ({"pos": 0.6, "other": 0.4}, 'probabilities: "other" is not one of s\'s labels'),
+            ({"pos": 0.6, "neg": 0.2}, "probabilities of s sum to 0.8000, not 1"),
+            ({"pos": 1.5, "neg": -0.5}, "probability of pos is 1.5, outside 0..1"),
+            ({"pos": float("nan"), "neg": 0.5}, "probability of pos must be a finite number"),
+            ({"pos": "0.6", "neg": 0.4}, "probability of pos must be a number"),
+            ([0.6, 0.4], "probabilities must be an object of s's labels"),
+            ({}, "probabilities must be an object of s's labels")):
+        raises(ranked, "pos", probabilities=bad, match=words)
+    raises(ranked, 3, "l", probabilities={"6": 1.0}, match='"6" is not one of l\'s labels')
+    raises(ranked, 5, "v", probabilities={"5": 1.0}, match="probabilities are for choice and")
+    for bad, words in (([], "vector must be a list of 1 to 64 numbers"),
+                       ([0.0] * 65, "vector must be a list of 1 to 64 numbers"),
+                       ("1,2", "vector must be a list"),
+                       ([1, float("inf")], "vector value must be a finite number"),
+                       ([1, 1e7], "vector value is 10000000.0, outside -1e+06..1e+06"),
+                       ([True], "vector value must be a number")):
+        raises(ranked, "pos", vector=bad, match=words)
+    raises(ranked, "pos", uncertainty=0.5, match="uncertainty is for span schemes")
+    raises(ranked, [], "sp", uncertainty=2, match="uncertainty is 2, outside 0..1")

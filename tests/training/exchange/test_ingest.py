@@ -8,6 +8,7 @@ from types import SimpleNamespace as NS
 
 import pytest
 
+from potato.config.active_learning import ActiveLearning
 from potato.config.settings import AutoRetrain, Writeback
 from potato.schemes import make_scheme
 from potato.project.store import Store
@@ -37,7 +38,8 @@ def cfg(schemas=("s",), min_confidence=0.0, unlabeled=False, policy="best", tole
         numbers=()):
     wb = Writeback(list(schemas), min_confidence, unlabeled, policy, tolerance)
     kinds = {n: make_scheme(n, "number", []) for n in numbers}  # real number schemes
-    return NS(model_training=NS(writeback=wb), scheme=lambda name: kinds.get(name))
+    return NS(model_training=NS(writeback=wb), scheme=lambda name: kinds.get(name),
+              active_learning=ActiveLearning())
 
 
 def new_run(store, holdout=None, schemas=("s",)):

@@ -4,6 +4,7 @@ queued and why not. Also the tests tools/mutation.py runs against the module."""
 import time
 from types import SimpleNamespace as NS
 
+from potato.config.active_learning import ActiveLearning
 from potato.config.settings import AutoRetrain
 from potato.training.lifecycle import autoretrain
 
@@ -34,7 +35,8 @@ class FakeRuns:
 
 def ar_cfg(enabled=True, training=True, every=10, interval=60.0):
     ar = AutoRetrain(enabled=enabled, update_frequency=every, min_interval_s=interval)
-    return NS(model_training=NS(enabled=training, auto_retrain=ar))
+    return NS(model_training=NS(enabled=training, auto_retrain=ar),
+              active_learning=ActiveLearning())
 
 
 def test_auto_retrain_off():

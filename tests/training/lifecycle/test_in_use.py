@@ -4,6 +4,8 @@ tests tools/mutation.py runs against the module (issue 26)."""
 
 from types import SimpleNamespace as NS
 
+from potato.config.active_learning import ActiveLearning
+
 import pytest
 
 from potato.project.store import Store
@@ -15,7 +17,8 @@ from potato.training.core.runs import RequestError, RunStore
 class Manager:
     def __init__(self, store, schemes):
         self.store, self.runs = store, RunStore(store)
-        self.cfg = NS(model_training=NS(writeback=NS(schemas=list(schemes))))
+        self.cfg = NS(model_training=NS(writeback=NS(schemas=list(schemes))),
+                      active_learning=ActiveLearning())
         self.log = []
 
     def run_log(self, run_id, line):

@@ -7,6 +7,9 @@ A trainer module defines a class with this interface, used only by the worker::
         def __init__(self, ctx): ...          # ctx: worker.Context (bundle, params, emitter ...)
         def train(self) -> dict: ...          # metrics; call ctx.check_cancelled() between steps
         def predict(self, scheme, texts) -> [(label, confidence), ...]
+        def predict_ranked(self, scheme, texts)   # optional, for active learning: as predict,
+            -> [(label, confidence, {"probabilities": {label: p}, "vector": [x, ...],
+                                     "uncertainty": u}), ...]   (each key optional)
                                               # takes_items = True: gets bundle items
                                               # (dicts with "media") instead of texts
                                               # span schemes: label is a list of

@@ -27,6 +27,8 @@ def load():
 class Trainer(hf_text.Trainer):
     info_file = "regression.json"
 
+    predict_ranked = None  # a regression's number has no probabilities to rank by
+
     def __init__(self, ctx):
         super().__init__(ctx)
         schema = ctx.schemas[self.scheme]

@@ -242,6 +242,24 @@ class Trainer:
 
     def predict(self, scheme, texts, batch_size=64):
         """(label, confidence) per text, in order; batched by length (little padding)."""
+        return [answer[:2] for answer in self._scored(texts, batch_size, False)]
+
+    def predict_ranked(self, scheme, texts, batch_size=64):
+        """As ``predict``, with each label's probability and the text's vector (the first
+        token's last hidden state, projected to VECTOR_DIM dimensions by a fixed random
+        matrix: distances are kept, the size stays small) for active learning."""
+        return self._scored(texts, batch_size, True)
+
+    VECTOR_DIM = 32
+
+    def _projection(self, width):
+        if getattr(self, "_proj", None) is None or self._proj.shape[0] != width:
+            g = torch.Generator().manual_seed(0)
+            self._proj = (torch.randn(width, self.VECTOR_DIM, generator=g)
+                          / math.sqrt(self.VECTOR_DIM)).to(self.device)
+        return self._proj
+
+    def _scored(self, texts, batch_size, ranked):
         self.model.eval()
         rows = self._encode(texts)
         order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
@@ -251,10 +269,23 @@ class Trainer:
                 self.ctx.check_cancelled()
                 chunk = order[start:start + batch_size]
                 with self._autocast():
-                    logits = self.model(**self._collate([rows[i] for i in chunk])).logits
-                conf, idx = torch.softmax(logits.float(), dim=-1).max(dim=-1)
-                for i, k, c in zip(chunk, idx.tolist(), conf.tolist()):
-                    out[i] = (self.labels[k], c)
+                    result = self.model(**self._collate([rows[i] for i in chunk]),
+                                        output_hidden_states=ranked)
+                probs = torch.softmax(result.logits.float(), dim=-1)
+                conf, idx = probs.max(dim=-1)
+                vectors = None
+                if ranked:
+                    first = result.hidden_states[-1][:, 0].float()
+                    vectors = (first @ self._projection(first.shape[-1])
+                               if first.shape[-1] > self.VECTOR_DIM else first).tolist()
+                for n, (i, k, c) in enumerate(zip(chunk, idx.tolist(), conf.tolist())):
+                    if not ranked:
+                        out[i] = (self.labels[k], c)
+                        continue
+                    dist = dict((str(lab), p) for lab, p in zip(self.labels,
+                                                                 probs[n].tolist()))
+                    out[i] = (self.labels[k], c, {"probabilities": dist,
+                                                  "vector": vectors[n]})
         return out
 
     def _save(self):

@@ -60,6 +60,8 @@ def load():
 class Trainer(hf_text.Trainer):
     """hf_text's Trainer with tags for labels: one scheme, spans per item."""
 
+    predict_ranked = None  # spans: the server ranks by each item's confidence (its least sure word)
+
     def __init__(self, ctx):
         load()
         super().__init__(ctx)

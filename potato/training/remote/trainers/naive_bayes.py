@@ -134,6 +134,19 @@ def predict(model, texts):
     return out
 
 
+def predict_ranked(model, texts):
+    """As ``predict``, with each label's probability (a Likert point's as text): a
+    distribution for one label, each label's yes for a multiselect scheme."""
+    out = []
+    for text, (label, conf) in zip(texts, predict(model, texts)):
+        if isinstance(model, Model):
+            probs = dict(zip((str(c) for c in model.classes), model.proba(text)))
+        else:
+            probs = dict((lab, m.proba(text)[0]) for lab, m in model.items())
+        out.append((label, conf, {"probabilities": probs}))
+    return out
+
+
 class Saved:
     """A saved scheme's model (``SCHEME.naive-bayes.json``) loaded back: ``predict(texts)``
     answers as the run did. The run page's and the model card's load code use it."""
@@ -198,6 +211,9 @@ class Trainer:
 
     def predict(self, scheme, texts):
         return predict(self.models[scheme], texts)
+
+    def predict_ranked(self, scheme, texts):
+        return predict_ranked(self.models[scheme], texts)
 
     def _save(self):
         for name, model in self.models.items():

@@ -102,3 +102,31 @@ def test_cancel_between_steps(tmp_path, tiny_bert):
     steps = [e["current"] for e in evs if e["type"] == "progress"]
     assert max(steps) <= 6
     assert evs[-1] == {**evs[-1], "type": "error", "kind": "cancelled"}
+
+
+def test_active_learning_predictions_carry_probabilities_and_a_vector(tmp_path, tiny_bert):
+    """With the spec's ``ranking`` (active learning), each prediction carries each label's
+    probability and the item's vector, and the server's trust boundary accepts them."""
+    from potato.training.exchange import boundary
+    from potato.training.remote.bundle import read
+
+    paths, items = _run_dir(tmp_path, tiny_bert, epochs=2, batch_size=8, max_length=16)
+    spec = json.load(open(paths.spec))
+    spec["ranking"] = True
+    json.dump(spec, open(paths.spec, "w"))
+    code, evs = _train(paths)
+    assert code == 0, [e for e in evs if e["type"] == "error"]
+    lines = open(paths.predictions).read().splitlines()
+    rows = [json.loads(line) for line in lines]
+    unlabeled = [r for r in rows if r["split"] == "unlabeled"]
+    assert len(unlabeled) == 40
+    for r in rows:
+        probs = r["probabilities"]
+        assert set(probs) == {"positive", "negative"}
+        assert abs(sum(probs.values()) - 1) < 1e-4
+        assert probs[r["label"]] == pytest.approx(r["confidence"], abs=1e-5)
+        assert len(r["vector"]) == 32  # the tiny model's width: no projection needed
+    b = read(paths.bundle, verify=False)
+    checked, problem = boundary.predictions(lines, {it["id"]: it["split"] for it in b.items},
+                                            b.schemas)
+    assert problem is None and checked[0]["probabilities"] and checked[0]["vector"]
