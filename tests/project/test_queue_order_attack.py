@@ -404,3 +404,22 @@ def test_the_export_of_a_project_without_assignments_has_an_empty_reason(tmp_pat
 
     rows = list(csv.DictReader(io.StringIO(r.text)))
     assert len(rows) == 600 and {x["assigned_because"] for x in rows} == {""}
+
+
+def test_a_tiny_ranked_head_all_random_and_a_per_user_cap_still_hand_out(tmp_path, serve):
+    """max_instances_to_reorder: 1, random_sample_percent: 100 (every ranked place random),
+    max_annotations_per_user: 3: the one ranked place is the random draw, the rest follows
+    the cold-start order, and the annotator gets 3 items, then none."""
+    c, _ = trained(serve, al_project(tmp_path, pct=100, extra="""  max_instances_to_reorder: 1
+max_annotations_per_user: 3
+"""))
+    st = status(c)
+    assert st["random_sample_percent"] == 100
+    whys = [x["why"] for x in st["order"]["next"]]
+    assert whys[0] == "random sample (random_sample_percent)"
+    assert all(w.startswith(("after the ranked head", "test split")) for w in whys[1:]), whys
+    a = Client("http://127.0.0.1:%d" % c.port)
+    a.login("ann")
+    got = walk(a, 3)
+    assert len(set(got)) == 3
+    assert 'name="item_id"' not in a.get("/annotate").text
