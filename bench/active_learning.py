@@ -97,7 +97,8 @@ def project(tmp, condition, seed, args, pool):
         auto = "    enabled: false\n"
     else:
         top = "assignment_strategy: %s\n" % ("fixed_order" if condition == "data" else "random")
-        auto = "    enabled: true\n    update_frequency: %d\n" % args.step
+        auto = ("    enabled: true\n    schemas: [sentiment]\n    update_frequency: %d\n"
+                % args.step)
     with open(os.path.join(tmp, "config.yaml"), "w") as f:
         f.write("""annotation_task_name: active learning bench
 data_files: [items.jsonl]
@@ -221,7 +222,10 @@ def _wait_round(c, n, timeout=3600):
             last = max(runs, key=lambda r: r["created_at"])
             assert last["status"] == "success", last
             return last
-        assert time.time() < deadline, runs
+        auto = c.api("/admin/training/api/auto_retrain")
+        if str(auto.get("reason", "")).startswith("cannot start"):
+            sys.exit("no automatic run: %s" % auto["reason"])
+        assert time.time() < deadline, (runs, auto)
         time.sleep(0.2)
 
 

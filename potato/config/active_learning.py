@@ -107,7 +107,8 @@ def parse(r: Reader, raw: Any, strategy: str, schemes) -> ActiveLearning:
         if key not in m or (key == "use_icl_ensemble" and m[key] is False) or (
                 key == "annotation_routing" and m[key] is False):
             continue
-        if key == "llm" and isinstance(m[key], dict) and m[key].get("enabled") is False:
+        if key == "llm" and (m[key] is False or isinstance(m[key], dict)
+                             and m[key].get("enabled") is False):
             continue
         text = "active_learning.%s: %s." % (key, why)
         (r.error if refused else r.warn)(path + (key,), text)
@@ -134,6 +135,11 @@ def parse(r: Reader, raw: Any, strategy: str, schemes) -> ActiveLearning:
     percent = r.number(m, "random_sample_percent", path, al.random_percent, 0, 100)
     # upstream writes a fraction (0.2); 20 means 20 %
     al.random_percent = percent / 100.0 if percent > 1 else float(percent)
+    if percent == 1:
+        r.warn(path + ("random_sample_percent",),
+               "active_learning.random_sample_percent is 1: every ranked place is drawn at "
+               "random (upstream writes a fraction: 0.2 is 20 %), so the model orders nothing. "
+               "Write 0.01 for 1 %, or a lower fraction.")
     al.schemes = _schemes(r, m, path, schemes)
     return al
 

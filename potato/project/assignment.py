@@ -89,6 +89,12 @@ class Limited(AllItems):
         given to fewer than per_item annotators."""
         cap = "" if self.per_item is None else (
             " AND (SELECT COUNT(*) FROM assignments b WHERE b.item_id=i.id) < %d" % self.per_item)
+        if self.strategy == "active_learning" and self.per_item is not None:
+            # labels count too (imported, or given before active learning was on): an item
+            # with per_item annotators needs no more, whoever labelled it
+            cap = (" AND (SELECT COUNT(*) FROM (SELECT annotator FROM annotations WHERE "
+                   "item_id=i.id UNION SELECT annotator FROM assignments WHERE "
+                   "item_id=i.id)) < %d" % self.per_item)
         return ("i.active=1 AND NOT EXISTS (SELECT 1 FROM assignments a "
                 "WHERE a.item_id=i.id AND a.annotator=?)" + cap)
 

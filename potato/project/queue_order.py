@@ -28,6 +28,7 @@ import json
 import math
 import random
 import re
+import threading
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -246,13 +247,14 @@ def plan(store: Store, cfg, runs: Dict[str, str]) -> Plan:
     mt = cfg.model_training
     db = store.conn()
     schemes = [s for s in al.schemes if s in runs]
-    labelled = set()
-    for s in schemes:
-        labelled.update(r[0] for r in db.execute(
-            "SELECT DISTINCT item_id FROM annotations WHERE scheme=?", (s,)))
+    labelled = {r[0] for r in db.execute("SELECT DISTINCT item_id FROM annotations")}
+    # items that have as many annotators as they need (one unless num_annotators_per_item)
+    full = {r[0] for r in db.execute(
+        "SELECT item_id FROM annotations GROUP BY item_id HAVING COUNT(DISTINCT annotator) "
+        ">= ?", (cfg.upstream.per_item or 1,))}
     position = {r[0]: r[1] for r in db.execute(
         "SELECT id, position FROM items WHERE active=1 ORDER BY position")
-        if r[0] not in labelled}
+        if r[0] not in full}
     test = _in_test(list(position), mt.split_seed, (mt.splits.train, mt.splits.val,
                                                     mt.splits.test))
     others = [i for i in position if i not in test]
@@ -329,23 +331,31 @@ def _diverse(store, cfg, ids, score, labelled, vectors, how):
     ``how``: (diversity's weight, the other strategies' total weight, seed, run words)."""
     w_div, total, seed, run_words = how
     db = store.conn()
+    # the model's own vectors where it sent them (compared with the labelled items it sent
+    # them for: the val and test splits); else the fallback for every item: its words hashed
+    fallback = not vectors
+    pool = ids if fallback else [i for i in ids if i in vectors]
     if total > 0:  # hybrid: the most uncertain candidates
-        cands = sorted(ids, key=lambda i: -score[i])[:CANDIDATES]
+        cands = sorted(pool, key=lambda i: -score[i])[:CANDIDATES]
     else:
-        cands = _shuffled(ids, seed + ":cands")[:CANDIDATES]
-    ref_ids = _shuffled([i for i in labelled], seed + ":ref")[:REFERENCE]
-    need = [i for i in cands + ref_ids if i not in vectors]
-    fallback = bool(need)
-    texts = {}
-    for start in range(0, len(need), 500):
-        part = need[start:start + 500]
-        texts.update(db.execute("SELECT id, text FROM items WHERE id IN (%s)"
-                                % ",".join("?" * len(part)), part).fetchall())
+        cands = _shuffled(pool, seed + ":cands")[:CANDIDATES]
+    known = labelled if fallback else [i for i in labelled if i in vectors]
+    ref_ids = _shuffled(list(known), seed + ":ref")[:REFERENCE]
     vec = {}
-    for i in set(cands) | set(ref_ids):
-        v = unpack(vectors[i]) if i in vectors else unpack(pack(text_vector(texts.get(i, ""))))
-        if v:
-            vec[i] = v
+    if fallback:
+        need = cands + ref_ids
+        texts = {}
+        for start in range(0, len(need), 500):
+            part = need[start:start + 500]
+            texts.update(db.execute("SELECT id, text FROM items WHERE id IN (%s)"
+                                    % ",".join("?" * len(part)), part).fetchall())
+        for i in set(need):
+            v = unpack(pack(text_vector(texts.get(i, ""))))
+            if v:
+                vec[i] = v
+    else:
+        for i in set(cands) | set(ref_ids):
+            vec[i] = unpack(vectors[i])
     cands = [c for c in cands if c in vec]
     ref = [vec[i] for i in ref_ids if i in vec]
     w_base = 0.0 if total == 0 else 1.0
@@ -367,30 +377,39 @@ def _diverse(store, cfg, ids, score, labelled, vectors, how):
     return rows
 
 
+_WRITING = threading.Lock()  # one reorder at a time (a run's ingest, the admin's Use)
+
+
 def write(store: Store, p: Plan, strategy: str) -> int:
     """Store ``p`` as the order in use: the new generation in small transactions, then one
-    write that switches to it, then the old one removed. Returns the new generation."""
+    write that switches to it, then the older ones removed. Returns the new generation."""
     ensure(store)
-    old = int(store.meta_get("queue_order.gen", "0"))
-    gen = int(store.meta_get("queue_order.next", str(old))) + 1
-    store.meta_set("queue_order.next", str(gen))  # a crashed reorder's rows are never reused
-    rows = [(gen, k, item, s, why) for k, (item, s, why) in enumerate(p.rows)]
-    for start in range(0, len(rows), CHUNK):
+    with _WRITING:
+        with store.tx() as db:  # a crashed reorder's generation is never reused
+            row = db.execute("SELECT value FROM meta WHERE key='queue_order.next'").fetchone()
+            gen = max(int(row[0]) if row else 0,
+                      int(store.meta_get("queue_order.gen", "0"))) + 1
+            db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('queue_order.next', ?)",
+                       (str(gen),))
+        rows = [(gen, k, item, s, why) for k, (item, s, why) in enumerate(p.rows)]
+        for start in range(0, len(rows), CHUNK):
+            with store.tx() as db:
+                db.executemany("INSERT INTO queue_order(gen, rank, item_id, score, why) VALUES "
+                               "(?,?,?,?,?)", rows[start:start + CHUNK])
         with store.tx() as db:
-            db.executemany("INSERT INTO queue_order(gen, rank, item_id, score, why) VALUES "
-                           "(?,?,?,?,?)", rows[start:start + CHUNK])
-    with store.tx() as db:
-        for key, value in (("queue_order.gen", str(gen)), ("queue_order.at", repr(time.time())),
-                           ("queue_order.runs", json.dumps(p.runs, sort_keys=True)),
-                           ("queue_order.strategy", strategy),
-                           ("queue_order.size", str(len(rows)))):
-            db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
-    while True:  # the old generations, a chunk at a time
-        with store.tx() as db:
-            n = db.execute("DELETE FROM queue_order WHERE rowid IN (SELECT rowid FROM "
-                           "queue_order WHERE gen<>? LIMIT ?)", (gen, CHUNK)).rowcount
-        if n < CHUNK:
-            break
+            for key, value in (("queue_order.gen", str(gen)),
+                               ("queue_order.at", repr(time.time())),
+                               ("queue_order.runs", json.dumps(p.runs, sort_keys=True)),
+                               ("queue_order.strategy", strategy),
+                               ("queue_order.size", str(len(rows)))):
+                db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+                           (key, value))
+        while True:  # the older generations, a chunk at a time
+            with store.tx() as db:
+                n = db.execute("DELETE FROM queue_order WHERE rowid IN (SELECT rowid FROM "
+                               "queue_order WHERE gen<? LIMIT ?)", (gen, CHUNK)).rowcount
+            if n < CHUNK:
+                break
     return gen
 
 

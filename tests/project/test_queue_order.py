@@ -307,3 +307,10 @@ def test_the_learning_curve_and_the_card(tmp_path, serve):
     page = c.get("/admin/training", headers=H).text
     assert 'id="active-learning"' in page and 'id="al-curve-sentiment"' in page
     assert "The queue is ordered by run" in page
+
+
+def test_a_fraction_of_one_is_said_to_mean_every_place_and_llm_false_is_fine(tmp_path):
+    cfg, errors, warnings = load(al_project(tmp_path, pct=1, extra="  llm: false\n"))
+    assert errors == [] and cfg.active_learning.random_percent == 1.0
+    [w] = [w for w in warnings if w.key == "active_learning.random_sample_percent"]
+    assert "every ranked place is drawn at random" in w.message and "0.01 for 1 %" in w.message

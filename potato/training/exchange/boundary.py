@@ -372,7 +372,7 @@ def predictions(lines, splits: Dict[str, str], schemas: Dict[str, Dict[str, Any]
                 ) -> Tuple[List[Dict[str, Any]], Optional[str]]:
     """(valid rows, None) or ([], the reason): the first bad line and how many are bad. One bad
     row rejects the file: a run whose output is partly wrong writes back nothing."""
-    rows, bad, first, seen = [], 0, None, set()
+    rows, bad, first, seen, width = [], 0, None, set(), {}
     for n, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -381,6 +381,11 @@ def predictions(lines, splits: Dict[str, str], schemas: Dict[str, Dict[str, Any]
             if (row["id"], row["scheme"]) in seen:
                 raise Invalid("item %s has a second prediction for %s" % (row["id"],
                                                                           row["scheme"]))
+            if "vector" in row:  # one run, one space: every vector of a scheme one size
+                size = width.setdefault(row["scheme"], len(row["vector"]))
+                if len(row["vector"]) != size:
+                    raise Invalid("vector has %d numbers; the run's other vectors for %s have "
+                                  "%d" % (len(row["vector"]), row["scheme"], size))
             seen.add((row["id"], row["scheme"]))
             rows.append(row)
         except Invalid as e:

@@ -86,7 +86,7 @@ def write_back(store: Store, cfg: Config, run_id: str, predictions,
                 take, reason = False, ("run %s kept no predictions for %s, so it is not put "
                                        "in use" % (run_id, scheme))
             if take:
-                use(store, scheme, run_id)
+                use(store, scheme, run_id, scheme in wb.schemas)
                 out.in_use.append(scheme)
                 if reason:
                     out.took_over[scheme] = reason
@@ -266,13 +266,16 @@ def takes_over(store: Store, cfg: Config, run_id: str, scheme: str, holdout) -> 
                    % (run_id, name, new, worse, current, old, wb.tolerance, current))
 
 
-def use(store: Store, scheme: str, run_id: str) -> int:
-    """Make ``run_id``'s kept predictions the ones annotators see for ``scheme``; their count."""
+def use(store: Store, scheme: str, run_id: str, shown: bool = True) -> int:
+    """Make ``run_id`` the run in use for ``scheme``: its kept predictions are the ones
+    annotators see (not ``shown``: a scheme only active learning names, whose model orders
+    the queue and suggests nothing); the count shown."""
     with store.tx() as db:
         db.execute("DELETE FROM predictions WHERE scheme=?", (scheme,))
-        n = db.execute("INSERT INTO predictions(item_id, scheme, label, confidence, run_id) "
-                       "SELECT item_id, scheme, label, confidence, run_id FROM run_predictions "
-                       "WHERE run_id=? AND scheme=?", (run_id, scheme)).rowcount
+        n = 0 if not shown else db.execute(
+            "INSERT INTO predictions(item_id, scheme, label, confidence, run_id) "
+            "SELECT item_id, scheme, label, confidence, run_id FROM run_predictions "
+            "WHERE run_id=? AND scheme=?", (run_id, scheme)).rowcount
         db.execute("INSERT OR REPLACE INTO in_use(scheme, run_id) VALUES (?, ?)",
                    (scheme, run_id))
     return n

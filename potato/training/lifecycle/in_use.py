@@ -67,13 +67,16 @@ def use(manager, run_id: str) -> List[str]:
         switched = usable_schemes(manager, run)
         before = {ingest.in_use(manager.store, scheme) for scheme in switched} - {run_id, None}
         for scheme in switched:
-            ingest.use(manager.store, scheme, run_id)
+            ingest.use(manager.store, scheme, run_id,
+                       scheme in manager.cfg.model_training.writeback.schemas)
         manager.run_log(run_id, "put in use for %s by the admin" % ", ".join(switched))
         _move_pin(manager, run_id, [r for r in before if manager.runs.pinned(r)], switched)
         if set(switched) & set(manager.cfg.active_learning.schemes):
             ordered = ingest.reorder(manager.store, manager.cfg)
-            if ordered:
-                manager.run_log(run_id, ordered)
+            manager.run_log(run_id, ordered or (
+                "active learning: run %s kept no ranking numbers (it ran before active "
+                "learning was on, or its model files were pruned), so the queue keeps its "
+                "order" % run_id))
         return switched
 
 

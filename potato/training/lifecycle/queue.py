@@ -22,6 +22,7 @@ from potato.training.core.runs import RequestError, Run, RunStore
 from potato.training.core.tokens import AgentTokens
 from potato.training.exchange import ingest
 from potato.training.exchange.intake import RunEvents
+from potato.project import queue_order
 from potato.training.lifecycle import admission, autoretrain, in_use, prepare, restarts, retention
 from potato.training.remote import bundle as bundle_mod, proc, trainers
 from potato.training.remote.paths import RunPaths
@@ -408,8 +409,10 @@ class Manager:
                 "warnings": ingest.warnings(self.cfg, run, wb, holdout, b.schemas)}
 
     def _retain(self) -> None:
-        retention.prune(self.runs, self.paths, self.cfg.model_training.retain_runs, self._log,
-                        self.holds)
+        pruned = retention.prune(self.runs, self.paths, self.cfg.model_training.retain_runs,
+                                 self._log, self.holds)
+        if pruned:  # their ranking numbers go with their model files (active learning)
+            queue_order.forget(self.store, pruned)
 
     def _auto_retrain_tick(self) -> None:
         """Carry out auto-retraining's decision: queue an automatic run, or say why not."""

@@ -133,7 +133,7 @@ def _curve_svg(scheme: str, pts: List[Dict[str, Any]]) -> Safe:
                         a=LEFT, b=W - RIGHT, y=py(v), t=LEFT - 6, ty=py(v) + 4, v="%g" % v)
                  for v in ticks(y0, y1)])
     xt = join([render('<text x="{x:.1f}" y="{y}" font-size="11" text-anchor="middle">{v}'
-                      '</text>', x=px(v), y=BOTTOM + 14, v="%d" % v)
+                      '</text>', x=px(v), y=BOTTOM + 14, v="%g" % v)
                for v in ticks(x0, x1, whole=True)])
     return render('<figure id="al-curve-{s}"><svg viewBox="0 0 {w} {h}" width="{w}" '
                   'role="img" aria-label="{label}">{grid}{xt}<path d="{path}" fill="none" '
