@@ -165,6 +165,14 @@ class Trainer(hf_text.Trainer):
     def predict(self, scheme, items, batch_size=64):
         """(label, confidence) per item: for multiselect, the labels whose sigmoid is at least
         0.5, with the least certain of those yes/no decisions as the confidence."""
+        return [answer[:2] for answer in self._scored(items, batch_size)]
+
+    def predict_ranked(self, scheme, items, batch_size=64):
+        """As ``predict``, with each label's probability (softmax; for multiselect each
+        label's own sigmoid) for active learning; no vector (the server's fallback applies)."""
+        return self._scored(items, batch_size)
+
+    def _scored(self, items, batch_size):
         self.model.eval()
         rows = self._encode(items)
         out = []
@@ -177,10 +185,14 @@ class Trainer(hf_text.Trainer):
                     probs = torch.sigmoid(logits.float()).tolist()
                     for row in probs:
                         chosen = [lab for lab, q in zip(self.labels, row) if q >= 0.5]
-                        out.append((chosen, min(max(q, 1 - q) for q in row)))
+                        out.append((chosen, min(max(q, 1 - q) for q in row),
+                                    {"probabilities": dict(zip(map(str, self.labels), row))}))
                 else:
-                    conf, idx = torch.softmax(logits.float(), dim=-1).max(dim=-1)
-                    out.extend((self.labels[k], c) for k, c in zip(idx.tolist(), conf.tolist()))
+                    probs = torch.softmax(logits.float(), dim=-1)
+                    conf, idx = probs.max(dim=-1)
+                    out.extend((self.labels[k], c, {"probabilities": dict(
+                        zip(map(str, self.labels), p))})
+                        for k, c, p in zip(idx.tolist(), conf.tolist(), probs.tolist()))
         return out
 
     def _save(self):

@@ -74,10 +74,16 @@ class Scoring:
         return scores
 
     def predict(self, scheme, texts):
+        return [answer[:2] for answer in self.predict_ranked(scheme, texts)]
+
+    def predict_ranked(self, scheme, texts):
+        """As ``predict``, with each label's probability (the label scores' softmax) for
+        active learning."""
         out = []
         for probs in self.label_probabilities(texts):
             k = max(range(len(probs)), key=probs.__getitem__)
-            out.append((self.labels[k], probs[k]))
+            out.append((self.labels[k], probs[k],
+                        {"probabilities": dict(zip(map(str, self.labels), probs))}))
         return out
 
 

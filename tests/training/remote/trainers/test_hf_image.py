@@ -284,3 +284,36 @@ def test_an_image_project_trains_on_a_real_agent(tmp_path, serve, tiny_resnet, c
     assert len(media_cached(work / "media")) == len(digits())  # every image came, each once
     # the model came back to the server (issue 24 item 9): it can be downloaded
     assert c.get("/admin/training/runs/%s/model.tar" % run_id, headers=H).status == 200
+
+
+@pytest.mark.parametrize("multi", [False, True])
+def test_active_learning_gets_each_labels_probability_of_an_image(tmp_path, tiny_resnet, multi):
+    """With the spec's ``ranking`` (active learning) each prediction carries each label's
+    probability (a distribution, or each tag's own), which the server's boundary accepts;
+    no vector (the server's stated fallback applies)."""
+    from potato.training.exchange import boundary
+
+    schema = ({"type": "multiselect", "labels": ["even", "round"]} if multi
+              else {"type": "radio", "labels": LABELS})
+    label_of = (lambda n: ["even"] if n in {"zero", "two", "four", "six", "eight"} else []) \
+        if multi else (lambda n: n)
+    paths = run_dir(tmp_path, tiny_resnet, schema, label_of, epochs=1, batch_size=32,
+                    learning_rate=3e-3, lora=False)
+    spec = json.load(open(paths.spec))
+    spec["ranking"] = True
+    json.dump(spec, open(paths.spec, "w"))
+    code, evs = train(paths)
+    assert code == 0, [e for e in evs if e["type"] in ("error", "log")][-5:]
+    lines = open(paths.predictions).read().splitlines()
+    for p in map(json.loads, lines):
+        probs = p["probabilities"]
+        assert set(probs) == set(schema["labels"]) and "vector" not in p
+        if not multi:
+            assert abs(sum(probs.values()) - 1) < 1e-4
+            assert probs[p["label"]] == pytest.approx(p["confidence"], abs=1e-5)
+        else:
+            assert set(p["label"]) == {k for k, q in probs.items() if q >= 0.5}
+    b = bundle.read(paths.bundle)
+    rows, problem = boundary.predictions(lines, {it["id"]: it["split"] for it in b.items},
+                                         b.schemas)
+    assert problem is None and rows

@@ -178,6 +178,9 @@ def test_gpt2_scores_are_a_distribution_over_the_scheme(tmp_path, tiny_gpt2):
     assert len(set(tuple(round(x, 6) for x in row) for row in probs)) > 1  # depends on the text
     for (label, conf), row in zip(trainer.predict("sentiment", sample), probs):
         assert label == three["sentiment"]["labels"][row.index(max(row))] and conf == max(row)
+    # active learning gets the same distribution, by label
+    for (label, conf, extra), row in zip(trainer.predict_ranked("sentiment", sample), probs):
+        assert extra["probabilities"] == dict(zip(three["sentiment"]["labels"], row))
     # Left padding with position ids: a batch of mixed lengths scores as each text alone
     # (GPT-2's absolute positions would shift without them).
     batched = trainer.label_scores(sample)
