@@ -95,7 +95,7 @@ def card(st: Dict[str, Any]) -> Safe:
 places drawn at random; the held-out test split is never chosen by the model.</p>
 <p id="al-order">{ordering}</p><p id="al-retrain">{retrain}</p>{curves}</section>""",
                   strategy=st["strategy"], schemes=", ".join(st["schemes"]),
-                  pct=st["random_sample_percent"], ordering=ordering, retrain=retrain,
+                  pct="%g" % st["random_sample_percent"], ordering=ordering, retrain=retrain,
                   curves=curves)
 
 
