@@ -77,7 +77,10 @@ class Client:
         else:
             conn = http.client.HTTPConnection(self.host, self.port, timeout=30)
         try:
-            conn.request(method, path, body=body, headers=h)
+            try:
+                conn.request(method, path, body=body, headers=h)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # refused before the body was read: read the answer, as browsers and curl do
             resp = conn.getresponse()
             data = resp.read()
         finally:

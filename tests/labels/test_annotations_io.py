@@ -163,7 +163,8 @@ def test_admin_export_jsonl_csv_and_label_counts(tmp_path, serve):
     r = c.get("/admin/export.csv?rows=label", headers=h)
     table = list(csv.reader(io.StringIO(r.text)))
     assert table[0] == ["item_id", "scheme", "annotator", "label", "labelled_at",
-                        "aggregated_label", "text"] and len(table) == 4
+                        "aggregated_label", "text", "assigned_because"] and len(table) == 4
+    assert [row[-1] for row in table[1:]] == ["", "", ""]  # no active learning: nothing chosen
     page = c.get("/admin", headers=h).text
     assert 'id="export-csv"' in page and "sentiment: items by majority label" in page
     assert '<th scope="row">positive</th><td>1</td>' in page
