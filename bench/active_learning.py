@@ -277,52 +277,84 @@ def plot(means, target, path, title):
 
 
 def reorder_bench(n=100000):
-    """Reorder n items: the time, and how long saves wait meanwhile against saves alone."""
+    """Reorder n items by each strategy (diversity with the model's 32-d vectors and with the
+    words fallback): the time, and how long saves wait meanwhile against saves alone."""
     from potato.config.settings import load
     from potato.project import queue_order
     from potato.project.store import Store
 
+    labelled = 2000  # items already labelled: diversity's reference set comes from them
     with tempfile.TemporaryDirectory() as tmp:
+        words = "good bad film plot actor scene slow funny dull bright long short".split()
+        rng = random.Random(0)
+        texts = ["item %d %s" % (i, " ".join(rng.choice(words) for _ in range(12)))
+                 for i in range(n)]
         with open(os.path.join(tmp, "items.jsonl"), "w") as f:
             for i in range(n):
-                f.write(json.dumps({"id": "i%06d" % i, "text": "item %d" % i}) + "\n")
-        with open(os.path.join(tmp, "config.yaml"), "w") as f:
-            f.write("data_files: [items.jsonl]\nannotation_schemes:\n  - {annotation_type: "
-                    "radio, name: s, labels: [a, b]}\nassignment_strategy: active_learning\n")
-        cfg, errors, _ = load(os.path.join(tmp, "config.yaml"))
-        assert not errors, errors
+                f.write(json.dumps({"id": "i%06d" % i, "text": texts[i]}) + "\n")
+        stores, cfgs = {}, {}
+        for strategy in ("uncertainty", "diversity", "hybrid"):
+            with open(os.path.join(tmp, strategy + ".yaml"), "w") as f:
+                f.write("data_files: [items.jsonl]\nannotation_schemes:\n  - {annotation_type: "
+                        "radio, name: s, labels: [a, b]}\nassignment_strategy: active_learning"
+                        "\nactive_learning: {query_strategy: %s}\noutput_dir: out\n" % strategy)
+            cfg, errors, _ = load(os.path.join(tmp, strategy + ".yaml"))
+            assert not errors, errors
+            cfgs[strategy] = cfg
+        cfg = cfgs["uncertainty"]
         os.makedirs(cfg.output_dir, exist_ok=True)
         store = Store(cfg.db_path)
-        store.sync_items(("i%06d" % i, "item %d" % i, {}) for i in range(n))
-        rng = random.Random(0)
+        store.sync_items(("i%06d" % i, texts[i], {}) for i in range(n))
+        for i in range(labelled):
+            store.save_labels("ann", "i%06d" % i, {"s": "a"}, i)
+
+        def vector():
+            return [rng.gauss(0, 1) for _ in range(32)]
         queue_order.keep_scores(store, "r1", [("s", "i%06d" % i, (p, p, p), None) for i, p in
                                               ((i, rng.random() / 2) for i in range(n))])
+        queue_order.keep_scores(store, "r2", [("s", "i%06d" % i, (p, p, p), vector())
+                                              for i, p in ((i, rng.random() / 2)
+                                                           for i in range(n))])
 
         def saves(seconds):
             waits, end, k = [], time.time() + seconds, 0
             other = Store(cfg.db_path)
             while time.time() < end:
                 t = time.time()
-                other.save_labels("ann", "i%06d" % (k % n), {"s": "a"}, k)
+                other.save_labels("bob", "i%06d" % (k % n), {"s": "a"}, k)
                 waits.append(time.time() - t)
                 k += 1
             other.close()
             return waits
 
         alone = saves(2.0)
-        times, during = [], []
-        for _ in range(3):
-            box = []
-            th = threading.Thread(target=lambda: box.append(saves(1.5)))
-            th.start()
-            t = time.time()
-            queue_order.write(store, queue_order.plan(store, cfg, {"s": "r1"}), "uncertainty")
-            times.append(time.time() - t)
-            th.join()
-            during += box[0]
+        during, rows = [], []
+        for strategy, run, what in (("uncertainty", "r1", "uncertainty"),
+                                    ("diversity", "r2", "diversity (model's 32-d vectors)"),
+                                    ("diversity", "r1", "diversity (words fallback)"),
+                                    ("hybrid", "r2", "hybrid (model's vectors)")):
+            plans, writes, busy = [], [], []
+            for k in range(4):  # three alone, then one beside a save every moment
+                box = []
+                th = threading.Thread(target=lambda: box.append(saves(1.0)))
+                if k == 3:
+                    th.start()
+                t = time.time()
+                p = queue_order.plan(store, cfgs[strategy], {"s": run})
+                t1 = time.time()
+                queue_order.write(store, p, strategy)
+                (busy if k == 3 else plans).append(t1 - t)
+                (busy if k == 3 else writes).append(time.time() - t1)
+                if k == 3:
+                    th.join()
+                    during += box[0]
+            rows.append((what, statistics.median(plans), statistics.median(writes), sum(busy)))
         store.close()
-    print("reorder of %d items: %.2f s (median of 3: plan and write)" % (
-        n, statistics.median(times)))
+    print("reorder of %d items (%d labelled), median of 3 (and once beside saves back to "
+          "back in the same process):" % (n, labelled))
+    for what, plan_s, write_s, busy in rows:
+        print("  %-34s plan %.2f s + write %.2f s = %.2f s  (beside saves: %.2f s)" % (
+            what, plan_s, write_s, plan_s + write_s, busy))
     print("a save's longest wait: %.3f s during reorders, %.3f s alone (ratio %.1f); "
           "median %.4f s vs %.4f s" % (max(during), max(alone), max(during) / max(alone),
                                        statistics.median(during), statistics.median(alone)))

@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import array
 import hashlib
+import itertools
 import json
 import math
+import operator
 import random
 import re
 import threading
@@ -49,14 +51,14 @@ CREATE TABLE IF NOT EXISTS queue_order (
     rank INTEGER NOT NULL,
     item_id TEXT NOT NULL,
     score REAL,                    -- the strategy's score (None: not ranked by the model)
-    why TEXT NOT NULL,             -- how the place was chosen (recorded with each hand-out)
+    why TEXT NOT NULL,             -- how the place was chosen; {score}: the score (why_of)
     PRIMARY KEY (gen, rank)
 );"""
 
-CANDIDATES = 1500   # diversity: items whose vectors are compared
-REFERENCE = 300     # diversity: labelled items they are compared with
-DIVERSE_PICKS = 300  # diversity: places chosen by farthest-first
-FALLBACK_DIM = 64
+CANDIDATES = 800    # diversity: items whose vectors are compared
+REFERENCE = 100     # diversity: labelled items they are compared with
+DIVERSE_PICKS = 150  # diversity: places chosen by farthest-first (then the next reorder's)
+FALLBACK_DIM = 32
 CHUNK = 5000        # rows per write transaction
 WHY_TEST = "test split: random order (the model never chooses held-out items)"
 WHY_RANDOM = "random sample (random_sample_percent)"
@@ -138,8 +140,17 @@ def forget(store: Store, run_ids: Sequence[str]) -> None:
 # -- the order -------------------------------------------------------------------------------
 
 def _shuffled(ids: List[str], seed: str) -> List[str]:
-    """A fixed random order of ``ids`` (the same for the same seed)."""
+    """A fixed random order of ``ids`` (the same for the same seed), in which each id keeps
+    its place relative to the others whatever else the list holds."""
     return sorted(ids, key=lambda i: hashlib.sha256(("%s:%s" % (seed, i)).encode()).digest())
+
+
+def _random_order(ids: List[str], seed: str) -> List[str]:
+    """A seeded random order (cheaper than ``_shuffled``, which keeps each id's place
+    whatever else is in the list: the test split's order needs that, diversity's rest not)."""
+    out = list(ids)
+    random.Random(seed).shuffle(out)
+    return out
 
 
 def _interleave(main: List[Any], other: List[Any], share: float) -> List[Any]:
@@ -171,19 +182,16 @@ def text_vector(text: str) -> List[float]:
     return v
 
 
-def _dot(a: List[float], b: List[float]) -> float:
-    return sum(x * y for x, y in zip(a, b))
-
-
 def _farthest_first(cands: List[str], vec: Dict[str, List[float]], ref: List[List[float]],
                     base: Dict[str, float], w_div: float, w_base: float, picks: int
                     ) -> List[Tuple[str, float]]:
     """Greedy picks: each time the candidate with the highest ``w_base * base +
     w_div * distance`` (cosine distance to the nearest labelled or already picked item)."""
+    mul = operator.mul
     near = {}
     for c in cands:
         v = vec[c]
-        near[c] = max((_dot(v, r) for r in ref), default=0.0)
+        near[c] = max([sum(map(mul, v, r)) for r in ref], default=0.0)
     left = set(cands)
     out = []
     while left and len(out) < picks:
@@ -193,33 +201,56 @@ def _farthest_first(cands: List[str], vec: Dict[str, List[float]], ref: List[Lis
         left.discard(best)
         v = vec[best]
         for c in left:
-            s = _dot(vec[c], v)
+            s = sum(map(mul, vec[c], v))
             if s > near[c]:
                 near[c] = s
     return out
 
 
+def why_of(why: str, score: Optional[float]) -> str:
+    """The sentence a place's ``why`` stands for: ``{score}`` (kept as is in the table: no
+    100,000 formatted numbers a reorder) is the place's score to 3 decimals."""
+    return why.replace("{score}", "%.3f" % score) if score is not None else why
+
+
 class Plan:
-    """A reorder's result before it is written: ``rows`` (item id, score, why) in order."""
+    """A reorder's result before it is written: ``rows`` (item id, score, why) in order;
+    ``why`` may hold ``{score}`` (``why_of``)."""
 
     def __init__(self, rows: List[Tuple[str, Optional[float], str]], runs: Dict[str, str]):
         self.rows = rows
         self.runs = runs
 
 
+_TEST_SPLIT: Dict[Any, Tuple[set, set]] = {}  # (seed, cut): (ids seen, those in test)
+
+
 def _in_test(ids: Sequence[str], seed: Any, fractions: Tuple[float, float, float]) -> set:
-    """The ids in the bundle's test split (``bundle.split_of``, inlined: 100,000 ids a reorder)."""
+    """The ids in the bundle's test split (``bundle.split_of``, inlined: 100,000 ids a reorder).
+    An id's split never changes for a seed and cut, so what the last reorder hashed is kept
+    (for one seed and cut, and only the ids still asked about: bounded by the pool)."""
     prefix = ("%s:" % (seed,)).encode("utf-8")
     cut = fractions[0] + fractions[1]
+    key = (str(seed), cut)
+    seen, test = _TEST_SPLIT.get(key, (set(), set()))
     sha, top = hashlib.sha256, 2.0 ** 64
-    return {i for i in ids if int.from_bytes(sha(prefix + i.encode("utf-8")).digest()[:8],
-                                             "big") / top >= cut}
+    now = set(ids)
+    new = now - seen
+    test = (test & now) | {i for i in new if int.from_bytes(
+        sha(prefix + i.encode("utf-8")).digest()[:8], "big") / top >= cut}
+    _TEST_SPLIT.clear()
+    _TEST_SPLIT[key] = (now, test)
+    return set(test)
 
 
 def _scores(db, schemes: List[str], runs: Dict[str, str], weights: Dict[str, float]):
     """{item: the mean over schemes of the weighted strategies' score}."""
     total = sum(weights.values())
     expr = " + ".join("%r * %s" % (w / total, _COLUMN[m]) for m, w in weights.items())
+    if len(schemes) == 1:
+        s = schemes[0]
+        return dict(db.execute("SELECT item_id, %s FROM rank_scores WHERE run_id=? AND "
+                               "scheme=?" % expr, (runs[s], s)))
     score: Dict[str, float] = {}
     counts: Dict[str, int] = {}
     for s in schemes:
@@ -230,8 +261,7 @@ def _scores(db, schemes: List[str], runs: Dict[str, str], weights: Dict[str, flo
                 counts[item] += 1
             else:
                 score[item], counts[item] = value, 1
-    if len(schemes) > 1:
-        for item, n in counts.items():
+    for item, n in counts.items():
             score[item] /= n
     return score
 
@@ -247,14 +277,14 @@ def plan(store: Store, cfg, runs: Dict[str, str]) -> Plan:
     mt = cfg.model_training
     db = store.conn()
     schemes = [s for s in al.schemes if s in runs]
-    labelled = {r[0] for r in db.execute("SELECT DISTINCT item_id FROM annotations")}
     # items that have as many annotators as they need (one unless num_annotators_per_item)
     full = {r[0] for r in db.execute(
         "SELECT item_id FROM annotations GROUP BY item_id HAVING COUNT(DISTINCT annotator) "
         ">= ?", (cfg.upstream.per_item or 1,))}
-    position = {r[0]: r[1] for r in db.execute(
-        "SELECT id, position FROM items WHERE active=1 ORDER BY position")
-        if r[0] not in full}
+    position = dict(db.execute("SELECT id, position FROM items WHERE active=1 ORDER BY "
+                               "position"))
+    for i in full:
+        position.pop(i, None)
     test = _in_test(list(position), mt.split_seed, (mt.splits.train, mt.splits.val,
                                                     mt.splits.test))
     others = [i for i in position if i not in test]
@@ -265,20 +295,21 @@ def plan(store: Store, cfg, runs: Dict[str, str]) -> Plan:
     seed = "%s:%s" % (mt.split_seed, ",".join("%s=%s" % kv for kv in sorted(runs.items())))
     run_words = ", ".join("run %s" % r for r in sorted(set(runs[s] for s in schemes)))
     if w_div:
-        vectors = {}
+        vectors = {}  # item: the scheme whose run sent its vector (the first such scheme)
         for s in schemes:
-            for item, blob in db.execute("SELECT item_id, vector FROM rank_scores WHERE "
-                                         "run_id=? AND scheme=? AND vector IS NOT NULL",
-                                         (runs[s], s)):
-                vectors.setdefault(item, blob)
+            for (item,) in db.execute("SELECT item_id FROM rank_scores WHERE run_id=? AND "
+                                      "scheme=? AND vector IS NOT NULL", (runs[s], s)):
+                vectors.setdefault(item, s)
+        labelled = {r[0] for r in db.execute("SELECT DISTINCT item_id FROM annotations")}
         ranked_ids = others if total == 0 else [i for i in others if i in score]
-        ranked = _diverse(store, cfg, ranked_ids, score, labelled, vectors,
+        ranked = _diverse(store, cfg, ranked_ids, score, labelled, vectors, runs,
                           (w_div, total, seed, run_words))
     else:
         ranked_ids = sorted((i for i in others if i in score), key=score.__getitem__,
                             reverse=True)
-        words = "%s %%.3f (%s)" % (al.strategy, run_words)
-        ranked = [(i, score[i], words % score[i]) for i in ranked_ids]
+        words = "%s {score} (%s)" % (al.strategy, run_words)
+        ranked = list(zip(ranked_ids, map(score.__getitem__, ranked_ids),
+                          itertools.repeat(words)))
     in_ranked = {r[0] for r in ranked}
     unranked = [i for i in others if i not in in_ranked]
     head = al.max_reorder if al.max_reorder is not None else len(ranked)
@@ -313,22 +344,21 @@ def _with_random(ranked, share, seed):
     count = int(math.floor(n * share + 1e-9))
     picked = random.Random(seed + ":sample").sample(range(n), count)
     chosen = set(picked)
-    rest = iter([r for k, r in enumerate(ranked) if k not in chosen])
-    slots = set(_slots(count, share))
-    drawn = iter(picked)
-    out = []
-    for k in range(n):
-        if k in slots:
-            r = ranked[next(drawn)]
-            out.append((r[0], r[1], WHY_RANDOM))
-        else:
-            out.append(next(rest))
+    rest = [r for k, r in enumerate(ranked) if k not in chosen]
+    out: List[Any] = []
+    taken = 0
+    for slot, k in zip(_slots(count, share), picked):  # the slots rise: fill up to each
+        more = slot - len(out)
+        out.extend(rest[taken:taken + more])
+        taken += more
+        out.append((ranked[k][0], ranked[k][1], WHY_RANDOM))
+    out.extend(rest[taken:])
     return out
 
 
-def _diverse(store, cfg, ids, score, labelled, vectors, how):
+def _diverse(store, cfg, ids, score, labelled, vectors, runs, how):
     """Diversity (or hybrid's share of it): farthest-first over a bounded candidate set;
-    ``how``: (diversity's weight, the other strategies' total weight, seed, run words)."""
+    ``vectors``: item -> the scheme whose run (``runs``) sent its vector; ``how``: (diversity's weight, the other strategies' total weight, seed, run words)."""
     w_div, total, seed, run_words = how
     db = store.conn()
     # the model's own vectors where it sent them (compared with the labelled items it sent
@@ -338,7 +368,7 @@ def _diverse(store, cfg, ids, score, labelled, vectors, how):
     if total > 0:  # hybrid: the most uncertain candidates
         cands = sorted(pool, key=lambda i: -score[i])[:CANDIDATES]
     else:
-        cands = _shuffled(pool, seed + ":cands")[:CANDIDATES]
+        cands = random.Random(seed + ":cands").sample(pool, min(CANDIDATES, len(pool)))
     known = labelled if fallback else [i for i in labelled if i in vectors]
     ref_ids = _shuffled(list(known), seed + ":ref")[:REFERENCE]
     vec = {}
@@ -353,9 +383,12 @@ def _diverse(store, cfg, ids, score, labelled, vectors, how):
             v = unpack(pack(text_vector(texts.get(i, ""))))
             if v:
                 vec[i] = v
-    else:
+    else:  # only the blobs compared are read
         for i in set(cands) | set(ref_ids):
-            vec[i] = unpack(vectors[i])
+            s = vectors[i]
+            row = db.execute("SELECT vector FROM rank_scores WHERE run_id=? AND scheme=? AND "
+                             "item_id=?", (runs[s], s, i)).fetchone()
+            vec[i] = unpack(row[0])
     cands = [c for c in cands if c in vec]
     ref = [vec[i] for i in ref_ids if i in vec]
     w_base = 0.0 if total == 0 else 1.0
@@ -369,11 +402,11 @@ def _diverse(store, cfg, ids, score, labelled, vectors, how):
     rest = [i for i in ids if i not in chosen]
     if total > 0:
         rest.sort(key=lambda i: -score[i])
-        rows += [(i, score[i], "uncertainty part of hybrid %.3f (%s)" % (score[i], run_words))
-                 for i in rest]
+        words = "uncertainty part of hybrid {score} (%s)" % run_words
+        rows += [(i, score[i], words) for i in rest]
     else:
         rows += [(i, None, "diversity: after the %d diverse picks, random" % len(picks))
-                 for i in _shuffled(rest, seed + ":rest")]
+                 for i in _random_order(rest, seed + ":rest")]
     return rows
 
 
@@ -447,4 +480,4 @@ def status(store: Store, head: int = 10) -> Dict[str, Any]:
             "at": float(at) if at else None, "strategy": store.meta_get("queue_order.strategy"),
             "size": int(store.meta_get("queue_order.size", "0")),
             "next": [{"item_id": r[0], "score": None if r[1] is None else round(r[1], 4),
-                      "why": r[2]} for r in rows]}
+                      "why": why_of(r[2], r[1])} for r in rows]}
