@@ -121,7 +121,7 @@ model_training:
 def trainer_params(args):
     if args.trainer == "hf-text-classification":
         return {"model": minilm_dir(), "epochs": args.epochs, "max_length": 64,
-                "batch_size": 16}
+                "batch_size": 16, "lora": args.lora, "learning_rate": args.lr}
     return {}
 
 
@@ -151,6 +151,8 @@ class Scorer:
             import torch
             from transformers import AutoModelForSequenceClassification, AutoTokenizer
             path = os.path.join(artifacts, "model")
+            with open(os.path.join(path, "labels.json")) as f:
+                info = json.load(f)  # the class order (an adapter's config has the base's)
             tok = AutoTokenizer.from_pretrained(path)
             model = AutoModelForSequenceClassification.from_pretrained(path).eval()
             got = []
@@ -159,7 +161,7 @@ class Scorer:
                     enc = tok(self.texts[s:s + 128], padding=True, truncation=True,
                               max_length=64, return_tensors="pt")
                     ids = model(**enc).logits.argmax(-1).tolist()
-                    got += [model.config.id2label[i] for i in ids]
+                    got += [info["labels"][i] for i in ids]
         return sum(a == b for a, b in zip(got, self.gold)) / len(self.gold)
 
 
@@ -370,6 +372,9 @@ def main():
     p.add_argument("--max-labels", type=int, default=1000)
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--random-percent", type=float, default=0)
+    p.add_argument("--lora", action="store_true", help="hf: a LoRA adapter (default: full "
+                   "fine-tuning, which learns from a few hundred labels)")
+    p.add_argument("--lr", type=float, default=1e-4, help="hf: the learning rate")
     p.add_argument("--out", default=None)
     p.add_argument("--png", default=None)
     p.add_argument("--reorder", action="store_true")

@@ -35,8 +35,9 @@ UPSTREAM: Dict[str, tuple] = {
        for k in ("classifier_name", "vectorizer_name", "classifier_kwargs", "vectorizer_kwargs",
                  "classifier_params", "vectorizer_params")},
     "calibrate_probabilities": (False, "the ranking uses the trainer's own probabilities "
-                                       "(text-naive-bayes and the hf- trainers fit a softmax "
-                                       "temperature on the validation split)"),
+                                       "(text-naive-bayes fits a softmax temperature on the "
+                                       "validation split, its calibrate param; the hf- "
+                                       "trainers' softmax is used as it is)"),
     "database_enabled": (False, "the order and its reasons are kept in the project's store "
                                 "(potato.db)"),
     "database_config": (False, "the order and its reasons are kept in the project's store "
