@@ -1,4 +1,4 @@
-"""hf-text-classification against what a user would otherwise write: ``transformers.Trainer``.
+"""hf-text-classification against what an expert would otherwise write: ``transformers.Trainer``.
 
 Both sides, in this one process, alternating (ours then Trainer, Trainer then ours, ...;
 medians of wall time, with each side's CPU time printed too as a check on the noise): the
@@ -10,18 +10,23 @@ model to having predicted the held-out SST-2 dev sentences (bench/data/sst2-dev-
 whose accuracy is reported. Neither side saves the model.
 
 Ours runs as the product does: it also scores the val split after every epoch (Trainer does no
-evaluation: work only ours does). Trainer gets its defaults (TrainingArguments(output_dir)),
-except what must match: num_train_epochs, per_device_train_batch_size, learning_rate, and
-seed (0, ours; Trainer's default is 42). Its data: the texts tokenized once with truncation at
-max_length, padded per batch by its default collator (DataCollatorWithPadding, as it chooses
-when given the tokenizer); prediction with Trainer.predict at its default eval batch size (8).
-Defaults kept include: fused AdamW (Trainer's default optim), weight decay 0, linear decay, no
-warmup, random sampling (no length grouping), fp32 on a GPU, report_to none (v5's default).
+evaluation: work only ours does). Trainer is set as an expert sets it (issue 37.7): length-grouped
+batches (group_by_length=True in transformers 4, train_sampling_strategy="group_by_length" in
+5), eval batch size 64, no checkpoints (save_strategy "no"), report_to none, and what must
+match: num_train_epochs, per_device_train_batch_size, learning_rate and seed (0, ours). Its
+data: the texts tokenized once with truncation at max_length, padded per batch by its default
+collator (DataCollatorWithPadding, as it chooses when given the tokenizer); prediction with
+Trainer.predict. Left at Trainer's defaults: fused AdamW (its default optim), weight decay 0,
+linear decay, no warmup, gradient clipping at 1.0, fp32 on a GPU.
+
+``--trainer-defaults`` gives Trainer its defaults instead (TrainingArguments(output_dir) with
+only the matching settings above; random sampling, eval batch 8), the earlier comparison,
+whose target was 0.75.
 
 Before the timed runs, one untimed tiny run of each side pays the process's one-time costs
 (first kernels, lazy imports), so that neither side pays them for the other.
 
-Target: our median wall time <= 0.75 of Trainer's, at >= its held-out accuracy.
+Target: our median wall time <= 0.85 of the expert Trainer's, at >= its held-out accuracy.
 
     python3 bench/hf_speed.py                                   # 2,000 labels, 3 epochs, once
     python3 bench/hf_speed.py --items 600 --epochs 1 --dev 300 --repeat 3   # quicker repeats
@@ -47,7 +52,8 @@ from potato.training.remote.trainers import REGISTRY, resolve_params  # noqa: E4
 LABELS = ["positive", "negative"]
 SCHEMAS = {"sentiment": {"type": "radio", "labels": LABELS}}
 DATA = os.path.join(ROOT, "bench", "data")
-TARGET = 0.75
+TARGET = 0.85  # against the expert Trainer (issue 37.7)
+TARGET_DEFAULTS = 0.75  # against Trainer at its defaults (--trainer-defaults)
 
 
 def rows(name, n):
@@ -89,8 +95,22 @@ def run_ours(tmp, b, params, dev, device):
     return time.perf_counter() - t0, accuracy(predicted, dev)
 
 
-def run_trainer(tmp, b, params, dev, device):
-    """What a user would write with transformers.Trainer, at its defaults."""
+def expert_args():
+    """The TrainingArguments an expert adds: length-grouped batches, eval batch 64, no
+    checkpoints, no reporting."""
+    import inspect
+
+    from transformers import TrainingArguments
+
+    names = inspect.signature(TrainingArguments.__init__).parameters
+    grouped = ({"group_by_length": True} if "group_by_length" in names
+               else {"train_sampling_strategy": "group_by_length"})
+    return dict(grouped, per_device_eval_batch_size=64, save_strategy="no", report_to=[])
+
+
+def run_trainer(tmp, b, params, dev, device, expert=True):
+    """What a user would write with transformers.Trainer: as an expert sets it, or (expert
+    False) at its defaults."""
     import torch
     from peft import LoraConfig, TaskType, get_peft_model
     from transformers import (AutoModelForSequenceClassification, AutoTokenizer, Trainer,
@@ -113,7 +133,7 @@ def run_trainer(tmp, b, params, dev, device):
                              num_train_epochs=params["epochs"],
                              per_device_train_batch_size=params["batch_size"],
                              learning_rate=params["learning_rate"], seed=params["seed"],
-                             use_cpu=device == "cpu")
+                             use_cpu=device == "cpu", **(expert_args() if expert else {}))
     trainer = Trainer(model=model, args=args, processing_class=tok,
                       train_dataset=dataset([t for t, _ in train],
                                             [LABELS.index(lab) for _, lab in train]))
@@ -132,6 +152,12 @@ def params_for(args):
 def compare(args, device="cpu", out=print):
     """Alternating runs of both sides; returns (ratio, our accuracy, Trainer's accuracy)."""
     params = params_for(args)
+    expert = not getattr(args, "trainer_defaults", False)
+    target = TARGET if expert else TARGET_DEFAULTS
+
+    def run_theirs(*a):
+        return run_trainer(*a, expert=expert)
+
     dev = rows("sst2-dev-872.jsonl", args.dev)
     ours, theirs = [], []
     with tempfile.TemporaryDirectory() as tmp:
@@ -141,9 +167,9 @@ def compare(args, device="cpu", out=print):
             small = dict(params, epochs=1)
             wb = make_bundle(os.path.join(tmp, "warmup"), rows("sst2-2000-labelled.jsonl", 64))
             run_ours(os.path.join(tmp, "warmup"), wb, small, dev[:16], device)
-            run_trainer(os.path.join(tmp, "warmup"), wb, small, dev[:16], device)
+            run_theirs(os.path.join(tmp, "warmup"), wb, small, dev[:16], device)
         for n in range(args.repeat):  # A B, B A, A B ...: drift in the load hits both
-            sides = [(ours, run_ours), (theirs, run_trainer)]
+            sides = [(ours, run_ours), (theirs, run_theirs)]
             for results, run in (sides if n % 2 == 0 else sides[::-1]):
                 cpu = time.process_time()
                 seconds, acc = run(tmp, b, params, dev, device)
@@ -157,12 +183,13 @@ def compare(args, device="cpu", out=print):
     acc_a = statistics.median(r[1] for r in ours)
     acc_t = statistics.median(r[1] for r in theirs)
     cpu_ratio = statistics.median(r[2] for r in ours) / statistics.median(r[2] for r in theirs)
-    meets = a / t <= TARGET and acc_a >= acc_t
-    out("hf-text-classification %.1f s, transformers.Trainer %.1f s (%s; medians of %d, "
+    meets = a / t <= target and acc_a >= acc_t
+    out("hf-text-classification %.1f s, transformers.Trainer (%s) %.1f s (%s; medians of %d, "
         "alternating; %d labelled items -> %d train, %d epochs, batch 16, max_length 128, "
         "LoRA r 8): ratio %.3f (target <= %.2f); held-out accuracy on %d SST-2 dev sentences: "
         "ours %.4f, Trainer %.4f (target: ours >= Trainer's): %s"
-        % (a, t, device, args.repeat, args.items, n_train, args.epochs, a / t, TARGET, len(dev),
+        % (a, "expert: length-grouped, eval batch 64" if expert else "defaults", t, device,
+           args.repeat, args.items, n_train, args.epochs, a / t, target, len(dev),
            acc_a, acc_t, "meets" if meets else "MISSES"))
     out("CPU time (this process, all threads) ratio %.3f: less sensitive than wall time to "
         "the load of other processes on the machine" % cpu_ratio)
@@ -177,6 +204,9 @@ def main():
     p.add_argument("--repeat", type=int, default=1)
     p.add_argument("--device", default="cpu", help="cpu, or cuda on a GPU machine")
     p.add_argument("--model", help="a local model directory (default: all-MiniLM-L6-v2)")
+    p.add_argument("--trainer-defaults", action="store_true",
+                   help="Trainer at its defaults (random sampling, eval batch 8), not as an "
+                        "expert sets it")
     p.add_argument("--no-warmup", dest="warmup", action="store_false",
                    help="skip the untimed tiny run of each side first")
     args = p.parse_args()
