@@ -388,7 +388,8 @@ def _diverse(store, cfg, ids, score, labelled, vectors, runs, how):
             s = vectors[i]
             row = db.execute("SELECT vector FROM rank_scores WHERE run_id=? AND scheme=? AND "
                              "item_id=?", (runs[s], s, i)).fetchone()
-            vec[i] = unpack(row[0])
+            if row is not None and row[0]:  # gone: the run was pruned meanwhile (forget)
+                vec[i] = unpack(row[0])
     cands = [c for c in cands if c in vec]
     ref = [vec[i] for i in ref_ids if i in vec]
     w_base = 0.0 if total == 0 else 1.0
