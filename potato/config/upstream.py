@@ -162,6 +162,10 @@ SCHEME_HINTS: Dict[str, str] = {
 SCHEME_HINTS["has_free_response"] = (
     "Upstream's free-response box beside the labels is not implemented here: what annotators "
     "type in it would be lost. Remove it and add a text scheme for the free response.")
+SCHEME_HINTS["bad_text_label"] = (
+    "Upstream's 'bad text' checkbox beside the spans (the item cannot be annotated) is not "
+    "implemented here: annotators' marks would be lost. Remove it and add a multiselect "
+    "scheme (for example labels: [bad text]) for items that cannot be annotated.")
 
 
 @dataclass

@@ -124,21 +124,36 @@ class Number(Kind):
     quantity = True
     predicts = "value"
     report_as = "numbers"
-    keys = ("min_value", "max_value")
+    # min / max / step: upstream's names (its number input's HTML attributes)
+    keys = ("min_value", "max_value", "min", "max", "step")
     label_rule = "none"
 
     def __init__(self, scheme):
         super().__init__(scheme)
         self.min_value: Optional[float] = None
         self.max_value: Optional[float] = None
+        self.typed_step: Optional[float] = None  # a number scheme's step (None: any number)
 
     def parse(self, r, m, p) -> None:
-        self.min_value = number_key(r, m, "min_value", p)
-        self.max_value = number_key(r, m, "max_value", p)
+        for ours, theirs in (("min_value", "min"), ("max_value", "max")):
+            value = number_key(r, m, ours, p)
+            if m.get(theirs) is not None:
+                also = number_key(r, m, theirs, p)
+                if value is not None and also is not None and also != value:
+                    r.error(p + (theirs,), f"{dotted(p)} ({self.name}) gives both {ours} "
+                                           f"({value:g}) and {theirs} ({also:g}), upstream's "
+                                           f"name for it: keep one.")
+                value = also if value is None else value
+            setattr(self, ours, value)
         if None not in (self.min_value, self.max_value) and self.min_value >= self.max_value:
             r.error(p + ("max_value",), f"{dotted(p)} ({self.name}): max_value "
                                         f"({self.max_value}) must be more than min_value "
                                         f"({self.min_value}).")
+        self.typed_step = number_key(r, m, "step", p)
+        if self.typed_step is not None and self.typed_step <= 0:
+            r.error(p + ("step",), f"{dotted(p + ('step',))} must be more than 0, not "
+                                   f"{self.typed_step:g}.")
+            self.typed_step = None
 
     def check(self, value: Any, text: Optional[str] = None) -> Any:
         if value is None or value == "":
@@ -147,6 +162,12 @@ class Number(Kind):
         lo, hi = self.min_value, self.max_value
         if lo is not None and value < lo or hi is not None and value > hi:
             raise self.fail(f"{short(value)} is outside {self._range()}.")
+        if self.typed_step is not None:  # on the steps from min_value (or 0), as a browser
+            base = self.min_value or 0
+            steps = (value - base) / self.typed_step
+            if abs(steps - round(steps)) > 1e-6:
+                raise self.fail(f"{short(value)} is not on the steps of {self.typed_step:g} "
+                                f"from {base:g}.")
         return value
 
     def _range(self) -> str:
@@ -181,8 +202,9 @@ class Number(Kind):
     def inputs(self, current: Any, first_key: int) -> Safe:
         bounds = "".join(f' {k}="{v}"' for k, v in (("min", self.min_value),
                                                        ("max", self.max_value)) if v is not None)
-        return render('<input type="number" name="label:{s}" aria-label="{s}" step="any"{b} '
+        return render('<input type="number" name="label:{s}" aria-label="{s}" step="{step}"{b} '
                       'value="{v}">', s=self.name, b=Safe(bounds),
+                      step="any" if self.typed_step is None else "%g" % self.typed_step,
                       v="" if current is None else str(current))
 
 

@@ -372,7 +372,8 @@ def test_an_upstream_scheme_key_about_looks_is_accepted(tmp_path, key):
     assert errors == [] and not any(key in w.message for w in warnings)
 
 
-@pytest.mark.parametrize("key", ["turn_level", "turn_binding", "has_free_response"])
+@pytest.mark.parametrize("key", ["turn_level", "turn_binding", "has_free_response",
+                                 "bad_text_label"])
 def test_an_upstream_scheme_key_that_would_lose_answers_is_refused_with_why(tmp_path, key):
     _, errors, _ = scheme_config(tmp_path, "    %s: true\n" % key)
     assert [e.message for e in errors if upstream.SCHEME_HINTS[key] in e.message], errors

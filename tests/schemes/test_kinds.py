@@ -742,7 +742,7 @@ def test_kinds_keys_and_registry():
     assert KINDS["likert"] is rating.Likert and KINDS["number"] is rating.Number
     assert KINDS["slider"] is rating.Slider
     assert rating.Likert.keys == ("min_label", "max_label", "size")
-    assert rating.Number.keys == ("min_value", "max_value")
+    assert rating.Number.keys == ("min_value", "max_value", "min", "max", "step")
     assert rating.Slider.keys == ("min_value", "max_value", "step", "starting_value",
                                   "show_labels", "min_label", "max_label")
     assert rating.Likert.label_rule == "none" and rating.Number.label_rule == "none"
@@ -801,6 +801,33 @@ def test_number_parse():
         assert errs == [("annotation_schemes[0].max_value",
                          "annotation_schemes[0] (q): max_value (%s) must be more than min_value "
                          "(%s)." % (hi, lo))]
+
+
+def test_number_takes_upstreams_min_max_and_step():
+    k, errs = parsed("number", {"min": 1, "max": 10, "step": 0.5})
+    assert errs == [] and (k.min_value, k.max_value) == (1, 10)
+    assert k.check(2.5) == 2.5 and k.check(10) == 10
+    with pytest.raises(LabelError, match="2.2 is not on the steps of 0.5 from 1"):
+        k.check(2.2)
+    with pytest.raises(LabelError, match="is outside 1 to 10"):
+        k.check(11)
+    html = str(k.inputs(None, 1))
+    assert 'step="0.5"' in html and 'min="1"' in html and 'max="10"' in html
+    k, errs = parsed("number", {"step": 3})
+    assert errs == [] and k.check(-6) == -6
+    with pytest.raises(LabelError, match="4 is not on the steps of 3 from 0"):
+        k.check(4)
+    k, errs = parsed("number", {"min_value": 1, "min": 1})  # the same: fine
+    assert errs == [] and k.min_value == 1
+    k, errs = parsed("number", {"min_value": 1, "min": 2})
+    assert errs == [("annotation_schemes[0].min", "annotation_schemes[0] (q) gives both "
+                     "min_value (1) and min (2), upstream's name for it: keep one.")]
+    k, errs = parsed("number", {"step": 0})
+    assert errs == [("annotation_schemes[0].step",
+                     "annotation_schemes[0].step must be more than 0, not 0.")]
+    assert 'step="any"' in str(k.inputs(None, 1))
+    k, errs = parsed("number", {"min": 5, "max": 5})
+    assert errs and "max_value (5) must be more than min_value (5)" in errs[0][1]
 
 
 def test_slider_parse():
