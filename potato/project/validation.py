@@ -19,6 +19,7 @@ from potato.config.backends import arrives_as_loopback, host_of, kind_rules, pol
 from potato.config.netaddr import is_loopback
 from potato.schemes import save_bytes
 from potato.project import display
+from potato.project.data import DataError, load_items
 from potato.project.validation_media import media_rules
 from potato.training.remote import trainers
 
@@ -114,7 +115,14 @@ def _rules(cfg: Config, report: Report) -> None:
                                   -(-need // 1048576), longest.name))
     _backend_rules(cfg, report, err, warn)
     _upstream_rules(cfg, report, warn)
-    media_rules(cfg, report, err, warn)
+    ip = cfg.item_properties
+    if ip.image_key or ip.audio_key:
+        media_rules(cfg, report, err, warn)  # reads the items too
+    elif cfg.data_files and all(os.path.isfile(f) for f in cfg.data_files):
+        try:  # what potato start would refuse (an item without its text_key, a duplicate id)
+            load_items(cfg)
+        except DataError as e:
+            err(("data_files",), str(e))
 
 
 def _auto_retrain_rules(cfg: Config, err, warn) -> None:

@@ -829,3 +829,16 @@ def test_json_of_a_checked_config(write_config):
     _, report = check(path)
     d = json.loads(json.dumps(report.as_dict(True)))
     assert d["ok"] is False and [w["backend"] for w in d["warnings"]] == ["gpu", "gpu2"]
+
+
+def test_validate_reads_the_items_as_start_does(write_config, capsys):
+    """Items start would refuse (no text under text_key, a duplicate id) fail validate too,
+    with start's own sentence."""
+    path = write_config(BASE, items=[{"id": "a", "text": "fine"}, {"id": "b", "body": "x"}])
+    code, out, _ = run_validate(capsys, path)
+    assert code == 1
+    assert "item 'b' has no 'text' text (item_properties.text_key)." in out, out
+    with open(path.replace("config.yaml", "items.jsonl"), "w") as f:
+        f.write("".join(json.dumps({"id": "a", "text": t}) + "\n" for t in ("one", "two")))
+    code, out, _ = run_validate(capsys, path)
+    assert code == 1 and "duplicate id 'a'" in out, out
