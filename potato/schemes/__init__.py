@@ -82,6 +82,15 @@ def parse_schemes(r: Reader, raw: Any) -> List[Scheme]:
         p = path + (i,)
         kind_name = item.get("annotation_type") if isinstance(item, dict) else None
         cls = KINDS.get(kind_name) if isinstance(kind_name, str) else None
+        if cls is None and isinstance(kind_name, str) and kind_name.strip():
+            # a type this Potato does not have: one error naming it; its keys are that type's
+            # vocabulary, not judged (nor matched against other types' keys)
+            r.error(p + ("annotation_type",),
+                    f"{dotted(p + ('annotation_type',))} is {kind_name!r}, which this Potato "
+                    f"does not have (its other keys were not checked); Potato supports "
+                    f"{', '.join(KINDS)}, and upstream's multirate, "
+                    f"{', '.join(VARIANT_TYPES)}.{suggest(kind_name, KINDS)}")
+            continue
         valid = COMMON_KEYS + LOOKS_KEYS + (CODEBOOK_KEY,) + (
             cls.keys if cls else tuple(k for c in KINDS.values() for k in c.keys))
         m = r.mapping(item, p, tuple(dict.fromkeys(valid)),

@@ -990,3 +990,26 @@ annotation_schemes:
     page = c.get("/annotate").text
     assert ('<div class="instructions">Read &lt;b&gt;carefully&lt;/b&gt;.&lt;script&gt;alert(1)'
             '&lt;/script&gt;</div>') in page
+
+
+def test_a_type_not_here_is_one_error_naming_it_and_its_keys_are_not_judged(tmp_path):
+    (tmp_path / "items.jsonl").write_text('{"id": "a", "text": "t"}\n')
+    (tmp_path / "c.yaml").write_text(
+        "data_files: [items.jsonl]\nannotation_schemes:\n"
+        "  - {annotation_type: image_annotation, name: boxes, tools: [bbox], "
+        "zoom_enabled: true, labels: [{name: car}]}\n")
+    from potato.project.validation import check
+    _, report = check(str(tmp_path / "c.yaml"))
+    assert [e.key for e in report.errors] == ["annotation_schemes[0].annotation_type"]
+    [err] = report.errors
+    assert err.message.startswith("annotation_schemes[0].annotation_type is 'image_annotation', "
+                                  "which this Potato does not have (its other keys were not "
+                                  "checked); Potato supports radio,")
+    # a known type's did-you-mean stays within its own keys (step is a slider's)
+    (tmp_path / "c.yaml").write_text(
+        "data_files: [items.jsonl]\nannotation_schemes:\n"
+        "  - {annotation_type: radio, name: s, labels: [x, y], steps_key: steps}\n")
+    _, report = check(str(tmp_path / "c.yaml"))
+    [err] = report.errors
+    assert "steps_key" in err.message and "Did you mean step" not in err.message
+    assert ", step," not in err.message and "min_value" not in err.message
