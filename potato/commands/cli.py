@@ -49,7 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--json", action="store_true", help="print the report as JSON")
     v.add_argument("--upstream", action="store_true", help="also list the config's upstream "
                    "Potato keys: implemented, accepted but unused, blocking (printed anyway "
-                   "for a config that has any)")
+                   "for a config that has any), and what each does here in a sentence")
     v.set_defaults(func=cmd_validate)
 
     _annotations_parser(sub)
@@ -197,7 +197,8 @@ def cmd_validate(args) -> int:
     else:
         print_report(report)
         if show_upstream:
-            print("\n".join(migration_report(cfg.upstream, len(report.errors))))
+            print("\n".join(migration_report(cfg.upstream, len(report.errors),
+                                             why=args.upstream)))
         counts = (f"{len(report.errors)} error(s), {len(report.warnings)} warning(s), "
                   f"{len(report.acknowledged)} acknowledged")
         verdict = "OK" if report.ok(args.strict) else "FAILED"

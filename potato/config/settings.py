@@ -196,7 +196,7 @@ def load(path: str) -> Tuple[Config, List[Problem], List[Problem]]:
         r.text(ip, "image_key", ("item_properties",), d.image_key, numbers_ok=False),
         r.text(ip, "audio_key", ("item_properties",), d.audio_key, numbers_ok=False))
     _display_media_keys(r, cfg)
-    cfg.schemes = parse_schemes(r, top.get("annotation_schemes"))
+    cfg.schemes = parse_schemes(r, top.get("annotation_schemes"), upstream.blockers)
     cfg.output_dir = resolve(r.text(top, "output_annotation_dir", (), "annotation_output"))
     cfg.admin_api_key = r.text(top, "admin_api_key", (), cfg.admin_api_key, numbers_ok=False)
     cfg.server_url = _server_url(r, r.text(top, "server_url", (), cfg.server_url,

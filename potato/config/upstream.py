@@ -192,6 +192,9 @@ class Upstream:
     active_learning: Any = None      # the raw active_learning block (config/active_learning.py)
     all_required: bool = False
     display: List[DisplayField] = field(default_factory=list)
+    # what else blocks the config: a scheme type or display type not here -> how many schemes
+    # or fields ask for it (the migration report lists these with the refused keys)
+    blockers: Dict[str, int] = field(default_factory=dict)
 
     @property
     def seen(self) -> bool:
@@ -301,7 +304,7 @@ def _parse(r: Reader, raw: Dict[str, Any], up: Upstream) -> None:
         up.strategy = _strategy(r, m["assignment_strategy"])
     up.active_learning = m.get("active_learning")
     if "instance_display" in m:
-        up.display = _display(r, m["instance_display"])
+        up.display = _display(r, m["instance_display"], up.blockers)
 
 
 STRATEGIES = ("fixed_order", "least_annotated", "random", "active_learning")
@@ -341,7 +344,7 @@ MEDIA_FIELDS = ("image", "audio")  # shown from the media folder or a URL (potat
 MEDIA_TYPES = ("video", "pdf", "document", "gallery", "audio_dialogue")  # not shown here
 
 
-def _display(r: Reader, raw: Any) -> List[DisplayField]:
+def _display(r: Reader, raw: Any, blockers: Dict[str, int]) -> List[DisplayField]:
     path: Path = ("instance_display",)
     m = r.mapping(raw, path, ("fields", "layout"), "instance_display")
     fields = m.get("fields")
@@ -359,6 +362,9 @@ def _display(r: Reader, raw: Any) -> List[DisplayField]:
         if not key:
             r.error(p, f"{dotted(p)} has no key: name the item field it shows.")
             continue
+        if kind not in DISPLAY_TYPES:
+            what = "instance_display type %s" % kind
+            blockers[what] = blockers.get(what, 0) + 1
         if kind in MEDIA_TYPES:
             r.error(p + ("type",), f"{dotted(p + ('type',))} is {kind} (field {key!r}): only "
                                   f"image and audio media are shown here. Remove the field, "
@@ -374,9 +380,16 @@ def _display(r: Reader, raw: Any) -> List[DisplayField]:
 
 
 def report_lists(up: Upstream) -> Dict[str, List[str]]:
-    """The migration report's three lists: implemented, accepted but unused, blocking."""
+    """The migration report's three lists: implemented, accepted but unused, blocking (the
+    refused keys, then each scheme or display type not here with how many ask for it)."""
     return {"implemented": list(up.implemented), "accepted": list(up.accepted),
-            "blocking": list(up.refused)}
+            "blocking": blocking(up)}
+
+
+def blocking(up: Upstream) -> List[str]:
+    return list(up.refused) + ["%s (%d %s)" % (what, n, ("scheme" if what.startswith(
+        "annotation_type") else "field") + ("s" if n != 1 else "")) for what, n in
+        up.blockers.items()]
 
 
 def data_files(r: Reader, raw: Any) -> List[Tuple[str, str]]:
@@ -417,15 +430,23 @@ def data_files(r: Reader, raw: Any) -> List[Tuple[str, str]]:
     return out
 
 
-def migration_report(up: Upstream, errors: int) -> List[str]:
-    """``potato validate --upstream``: three short lists, as lines."""
+def migration_report(up: Upstream, errors: int, why: bool = False) -> List[str]:
+    """The three short lists, as lines (``potato validate`` on an upstream config); ``why``
+    (``--upstream``): then each key's decided answer in a sentence."""
     lines = ["Upstream Potato keys in this config:"]
+    blocked = blocking(up)
     for title, keys in (("implemented", up.implemented),
-                        ("accepted but unused", up.accepted), ("blocking", up.refused)):
+                        ("accepted but unused", up.accepted), ("blocking", blocked)):
         lines.append(f"  {title} ({len(keys)}): {', '.join(keys) if keys else '-'}")
-    other = errors - len(up.refused)
+    other = errors - len(up.refused) - sum(up.blockers.values())
     if other > 0:
         lines.append(f"  and {other} other error(s) listed above block it too.")
     if up.unknown:
         lines.append(f"  unknown to both (ignored): {', '.join(up.unknown)}")
+    if why:
+        lines.append("What each upstream key does here:")
+        for title, keys in (("implemented", up.implemented),
+                            ("accepted, no effect", up.accepted), ("refused", up.refused)):
+            lines += [f"  {key} ({title}): {POLICY[key].why}" for key in keys if key in POLICY]
+        lines += [f"  {what}: not here; its error above says what to do" for what in up.blockers]
     return lines

@@ -69,7 +69,9 @@ def make_scheme(name: str, annotation_type: str, labels: List[str], description:
     return scheme
 
 
-def parse_schemes(r: Reader, raw: Any) -> List[Scheme]:
+def parse_schemes(r: Reader, raw: Any, blockers: Optional[Dict[str, int]] = None
+                  ) -> List[Scheme]:
+    """The schemes; each type not here is one error, and counted in ``blockers``."""
     path: Path = ("annotation_schemes",)
     if raw is None:
         return []
@@ -83,6 +85,9 @@ def parse_schemes(r: Reader, raw: Any) -> List[Scheme]:
         kind_name = item.get("annotation_type") if isinstance(item, dict) else None
         cls = KINDS.get(kind_name) if isinstance(kind_name, str) else None
         if cls is None and isinstance(kind_name, str) and kind_name.strip():
+            if blockers is not None:
+                what = "annotation_type %s" % kind_name
+                blockers[what] = blockers.get(what, 0) + 1
             # a type this Potato does not have: one error naming it; its keys are that type's
             # vocabulary, not judged (nor matched against other types' keys)
             r.error(p + ("annotation_type",),

@@ -1013,3 +1013,28 @@ def test_a_type_not_here_is_one_error_naming_it_and_its_keys_are_not_judged(tmp_
     [err] = report.errors
     assert "steps_key" in err.message and "Did you mean step" not in err.message
     assert ", step," not in err.message and "min_value" not in err.message
+
+
+def test_the_migration_report_lists_scheme_and_display_types_not_here(tmp_path, capsys):
+    (tmp_path / "items.jsonl").write_text('{"id": "a", "text": "t"}\n')
+    (tmp_path / "c.yaml").write_text(
+        "data_files: [items.jsonl]\nport: 8000\n"
+        "instance_display:\n  fields:\n    - {key: text, type: text}\n"
+        "    - {key: v, type: video}\n    - {key: w, type: video}\n    - {key: t, type: trace}\n"
+        "annotation_schemes:\n"
+        "  - {annotation_type: image_annotation, name: a, tools: [bbox]}\n"
+        "  - {annotation_type: image_annotation, name: b}\n"
+        "  - {annotation_type: pairwise, name: c}\n"
+        "  - {annotation_type: radio, name: d, labels: [x, y]}\n")
+    assert main(["validate", str(tmp_path / "c.yaml")]) == 1
+    out = capsys.readouterr().out
+    assert ("  blocking (4): instance_display type video (2 fields), instance_display type "
+            "trace (1 field), annotation_type image_annotation (2 schemes), annotation_type "
+            "pairwise (1 scheme)\n") in out, out
+    assert "other error(s)" not in out  # each error is one of those blockers
+    assert "What each upstream key does here" not in out
+    assert main(["validate", "--upstream", str(tmp_path / "c.yaml")]) == 1
+    out = capsys.readouterr().out
+    assert "What each upstream key does here:\n  port (implemented): the port, as server.port\n" \
+        in out, out
+    assert "  instance_display type video: not here; its error above says what to do" in out
