@@ -119,6 +119,28 @@ POLICY: Dict[str, Policy] = {
                            "annotators log in with a user name. Remove authentication and "
                            "keep the server on a network only your annotators reach."),
     "rbac": _ref("roles are not supported: admins use admin_api_key. Remove rbac."),
+    # features that change what annotators are asked or given (issue 36): refused, not warned
+    "truth_serum": _ref("upstream's truth serum asks each annotator an extra question (how "
+                        "others will answer), which is not asked here. Remove truth_serum, or "
+                        "add the question as an ordinary scheme."),
+    "thinkaloud": _ref("upstream's think-aloud records and transcribes what annotators say "
+                       "while they label (spoken labels included), which is not done here. "
+                       "Remove thinkaloud."),
+    "boundary_probing": _ref("upstream's boundary probing shows annotators generated variants "
+                             "of an item to label, which are not made here. Remove "
+                             "boundary_probing."),
+    "review_workflow": _ref("upstream's review board routes labelled items to reviewers, "
+                            "which is not done here: reviewers would get nothing to review. "
+                            "Remove review_workflow; compare annotators on the admin page's "
+                            "agreement."),
+    "psychometrics": _ref("upstream's psychometrics fits an item response model and routes "
+                          "items by it (an item stops being handed out once resolved), which "
+                          "is not done here. Remove psychometrics; num_annotators_per_item "
+                          "sets how many annotators each item gets."),
+    "triage": _ref("upstream's triage hands out items by priority rules with a banner, which "
+                   "is not done here: items would come in another order. Remove triage "
+                   "(assignment_strategy sets the order; a triage scheme is a different, "
+                   "supported thing)."),
     "user_roles": _ref("per-user roles and quotas are not supported. Remove user_roles; use "
                        "max_annotations_per_user for a quota."),
     "crowdsourcing": _ref(_CROWD), "prolific": _ref(_CROWD), "mturk": _ref(_CROWD),
