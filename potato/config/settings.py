@@ -228,6 +228,12 @@ def _display_media_keys(r: Reader, cfg: Config) -> None:
     item_properties names none (an item has one image and one audio file here)."""
     ip = cfg.item_properties
     for f in cfg.upstream.display:
+        if f.span_target and f.key != ip.text_key:
+            path = ("instance_display", "fields", f.at, "span_target")
+            r.error(path, f"{dotted(path)}: spans here mark the item's text, the field "
+                          f"item_properties.text_key names ({ip.text_key!r}), not {f.key!r}. "
+                          f"Set item_properties.text_key: {f.key} (spans then mark it), or "
+                          f"remove span_target.")
         if f.type not in MEDIA_FIELDS:
             continue
         attr = f.type + "_key"

@@ -196,6 +196,8 @@ class DisplayField:
     key: str
     type: str
     label: str = ""
+    span_target: bool = False  # upstream: spans mark this field (settings checks text_key)
+    at: int = 0                # its place in instance_display.fields
 
 
 @dataclass
@@ -384,6 +386,15 @@ def _display(r: Reader, raw: Any, blockers: Dict[str, int]) -> List[DisplayField
         if not key:
             r.error(p, f"{dotted(p)} has no key: name the item field it shows.")
             continue
+        options = fm.get("display_options")
+        if isinstance(options, dict) and options.get("per_turn_ratings") is not None:
+            blockers["display_options.per_turn_ratings"] = \
+                blockers.get("display_options.per_turn_ratings", 0) + 1
+            r.error(p + ("display_options", "per_turn_ratings"),
+                    f"{dotted(p + ('display_options', 'per_turn_ratings'))} (field {key!r}): "
+                    f"upstream's rating of each turn of a dialogue is not implemented here: "
+                    f"its scheme would not be shown, nor its answers kept. Remove it, and rate "
+                    f"the whole dialogue with a scheme, or make one item per turn.")
         if kind not in DISPLAY_TYPES:
             what = "instance_display type %s" % kind
             blockers[what] = blockers.get(what, 0) + 1
@@ -397,7 +408,8 @@ def _display(r: Reader, raw: Any, blockers: Dict[str, int]) -> List[DisplayField
                                   f"like). Use one of {', '.join(DISPLAY_TYPES)}, or remove "
                                   f"the field.")
         else:
-            out.append(DisplayField(key, kind, r.text(fm, "label", p, "") or ""))
+            out.append(DisplayField(key, kind, r.text(fm, "label", p, "") or "",
+                                    r.boolean(fm, "span_target", p, False), i))
     return out
 
 

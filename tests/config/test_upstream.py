@@ -1038,3 +1038,34 @@ def test_the_migration_report_lists_scheme_and_display_types_not_here(tmp_path, 
     assert "What each upstream key does here:\n  port (implemented): the port, as server.port\n" \
         in out, out
     assert "  instance_display type video: not here; its error above says what to do" in out
+
+
+def test_per_turn_ratings_and_a_span_target_elsewhere_are_refused_not_dropped(tmp_path):
+    (tmp_path / "items.jsonl").write_text('{"id": "a", "text": "t", "answer": "u"}\n')
+    (tmp_path / "c.yaml").write_text(
+        "data_files: [items.jsonl]\n"
+        "instance_display:\n  fields:\n"
+        "    - {key: text, type: dialogue, display_options: {show_turn_numbers: true, "
+        "per_turn_ratings: {speakers: [Agent], schema_name: q, scheme: {type: likert}}}}\n"
+        "    - {key: answer, type: text, span_target: true}\n"
+        "annotation_schemes:\n  - {annotation_type: span, name: s, labels: [x]}\n")
+    cfg, errors, _ = load(str(tmp_path / "c.yaml"))
+    assert [e.key for e in errors] == [
+        "instance_display.fields[0].display_options.per_turn_ratings",
+        "instance_display.fields[1].span_target"], errors
+    assert "its scheme would not be shown, nor its answers kept" in errors[0].message
+    assert errors[1].message == (
+        "instance_display.fields[1].span_target: spans here mark the item's text, the field "
+        "item_properties.text_key names ('text'), not 'answer'. Set item_properties.text_key: "
+        "answer (spans then mark it), or remove span_target.")
+    assert upstream.report_lists(cfg.upstream)["blocking"] == [
+        "display_options.per_turn_ratings (1 field)"]
+    # the span target that is the text: fine, and other display options are looks
+    (tmp_path / "c.yaml").write_text(
+        "data_files: [items.jsonl]\nitem_properties: {text_key: answer}\n"
+        "instance_display:\n  fields:\n"
+        "    - {key: text, type: dialogue, display_options: {show_turn_numbers: true}}\n"
+        "    - {key: answer, type: text, span_target: true}\n"
+        "annotation_schemes:\n  - {annotation_type: span, name: s, labels: [x]}\n")
+    _, errors, _ = load(str(tmp_path / "c.yaml"))
+    assert errors == []
