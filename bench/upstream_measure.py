@@ -54,7 +54,8 @@ sys.path.insert(0, os.path.dirname(HERE))
 from potato.config.settings import load  # noqa: E402
 from potato.config.reader import ConfigError  # noqa: E402
 from potato.service import Service  # noqa: E402
-from potato.config.upstream import POLICY, SCHEME_HINTS, migration_report  # noqa: E402
+from potato.config.upstream import POLICY, SCHEME_HINTS  # noqa: E402
+from potato.config.upstream_report import migration_report  # noqa: E402
 from potato.project.validation import check  # noqa: E402
 
 KEY = "bench-admin-key-0123456789abcdef"

@@ -186,7 +186,7 @@ def cmd_validate(args) -> int:
             print(json.dumps({"ok": False, "errors": [{"message": "cannot read config"}]}))
         return 1
     cfg, report = checked
-    from potato.config.upstream import migration_report, report_lists
+    from potato.config.upstream_report import migration_report, report_lists
 
     show_upstream = args.upstream or cfg.upstream.seen
     if args.json:

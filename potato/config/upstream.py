@@ -127,8 +127,7 @@ POLICY: Dict[str, Policy] = {
                        "while they label (spoken labels included), which is not done here. "
                        "Remove thinkaloud."),
     "boundary_probing": _ref("upstream's boundary probing shows annotators generated variants "
-                             "of an item to label, which are not made here. Remove "
-                             "boundary_probing."),
+                             "of an item, not made here. Remove boundary_probing."),
     "review_workflow": _ref("upstream's review board routes labelled items to reviewers, "
                             "which is not done here: reviewers would get nothing to review. "
                             "Remove review_workflow; compare annotators on the admin page's "
@@ -413,19 +412,6 @@ def _display(r: Reader, raw: Any, blockers: Dict[str, int]) -> List[DisplayField
     return out
 
 
-def report_lists(up: Upstream) -> Dict[str, List[str]]:
-    """The migration report's three lists: implemented, accepted but unused, blocking (the
-    refused keys, then each scheme or display type not here with how many ask for it)."""
-    return {"implemented": list(up.implemented), "accepted": list(up.accepted),
-            "blocking": blocking(up)}
-
-
-def blocking(up: Upstream) -> List[str]:
-    return list(up.refused) + ["%s (%d %s)" % (what, n, ("scheme" if what.startswith(
-        "annotation_type") else "field") + ("s" if n != 1 else "")) for what, n in
-        up.blockers.items()]
-
-
 def data_files(r: Reader, raw: Any) -> List[Tuple[str, str]]:
     """``data_files`` as (path, encoding) pairs: each entry a path, or upstream's mapping
     ``{path, encoding}`` (encoding defaults to utf-8)."""
@@ -462,25 +448,3 @@ def data_files(r: Reader, raw: Any) -> List[Tuple[str, str]]:
         else:
             r.error(p, f"{dotted(p)} must be a path or a mapping {{path, encoding}}.")
     return out
-
-
-def migration_report(up: Upstream, errors: int, why: bool = False) -> List[str]:
-    """The three short lists, as lines (``potato validate`` on an upstream config); ``why``
-    (``--upstream``): then each key's decided answer in a sentence."""
-    lines = ["Upstream Potato keys in this config:"]
-    blocked = blocking(up)
-    for title, keys in (("implemented", up.implemented),
-                        ("accepted but unused", up.accepted), ("blocking", blocked)):
-        lines.append(f"  {title} ({len(keys)}): {', '.join(keys) if keys else '-'}")
-    other = errors - len(up.refused) - sum(up.blockers.values())
-    if other > 0:
-        lines.append(f"  and {other} other error(s) listed above block it too.")
-    if up.unknown:
-        lines.append(f"  unknown to both (ignored): {', '.join(up.unknown)}")
-    if why:
-        lines.append("What each upstream key does here:")
-        for title, keys in (("implemented", up.implemented),
-                            ("accepted, no effect", up.accepted), ("refused", up.refused)):
-            lines += [f"  {key} ({title}): {POLICY[key].why}" for key in keys if key in POLICY]
-        lines += [f"  {what}: not here; its error above says what to do" for what in up.blockers]
-    return lines

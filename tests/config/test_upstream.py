@@ -19,7 +19,7 @@ from potato.commands.cli import main
 from potato.config.settings import load
 from potato.project.data import DataError, load_items
 from potato.project.store import Store
-from potato.config import upstream
+from potato.config import upstream, upstream_report
 from potato.config.reader import Reader
 from potato.config.upstream import ACCEPTED, IMPLEMENTED, POLICY, REFUSED
 from potato.project.validation import check
@@ -79,7 +79,7 @@ def test_an_accepted_key_is_read_and_ignored_without_a_word(key):
     top, got, errors, warnings = split_top({key: {"anything": [1, 2]}, "data_files": ["a"]})
     assert top == {"data_files": ["a"]} and errors == [] == warnings
     assert (got.accepted, got.implemented, got.refused, got.unknown) == ([key], [], [], [])
-    assert got.seen and upstream.report_lists(got) == {"implemented": [], "accepted": [key],
+    assert got.seen and upstream_report.report_lists(got) == {"implemented": [], "accepted": [key],
                                                        "blocking": []}
 
 
@@ -89,7 +89,7 @@ def test_a_refused_key_is_an_error_that_names_it_and_says_what_to_do(key):
     assert got.refused == [key] and got.accepted == got.implemented == [] and warnings == []
     assert errors == ["%s is upstream Potato's, and refused here: %s" % (key, POLICY[key].why)]
     assert "Remove" in POLICY[key].why
-    assert upstream.report_lists(got)["blocking"] == [key]
+    assert upstream_report.report_lists(got)["blocking"] == [key]
 
 
 def test_a_key_of_neither_is_a_warning_and_a_near_miss_is_did_you_mean():
@@ -338,15 +338,15 @@ def test_a_data_files_entry_may_say_its_format_and_type():
 
 def test_the_migration_report_counts_other_errors_and_names_unknown_keys():
     _, got, _, _ = split_top({"port": 1, "theme": "x", "mturk": 1, "colours": 1})
-    assert upstream.migration_report(got, 1) == [
+    assert upstream_report.migration_report(got, 1) == [
         "Upstream Potato keys in this config:", "  implemented (1): port",
         "  accepted but unused (1): theme", "  blocking (1): mturk",
         "  unknown to both (ignored): colours"]
-    lines = upstream.migration_report(got, 3)
+    lines = upstream_report.migration_report(got, 3)
     assert lines[4] == "  and 2 other error(s) listed above block it too."
-    assert upstream.migration_report(got, 2)[4] == \
+    assert upstream_report.migration_report(got, 2)[4] == \
         "  and 1 other error(s) listed above block it too."
-    assert upstream.migration_report(upstream.Upstream(), 0) == [
+    assert upstream_report.migration_report(upstream.Upstream(), 0) == [
         "Upstream Potato keys in this config:", "  implemented (0): -",
         "  accepted but unused (0): -", "  blocking (0): -"]
 
@@ -1058,7 +1058,7 @@ def test_per_turn_ratings_and_a_span_target_elsewhere_are_refused_not_dropped(tm
         "instance_display.fields[1].span_target: spans here mark the item's text, the field "
         "item_properties.text_key names ('text'), not 'answer'. Set item_properties.text_key: "
         "answer (spans then mark it), or remove span_target.")
-    assert upstream.report_lists(cfg.upstream)["blocking"] == [
+    assert upstream_report.report_lists(cfg.upstream)["blocking"] == [
         "display_options.per_turn_ratings (1 field)"]
     # the span target that is the text: fine, and other display options are looks
     (tmp_path / "c.yaml").write_text(
