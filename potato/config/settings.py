@@ -227,8 +227,15 @@ def _display_media_keys(r: Reader, cfg: Config) -> None:
     """upstream's instance_display image and audio fields name the item's media field when
     item_properties names none (an item has one image and one audio file here)."""
     ip = cfg.item_properties
+    targets = [f.key for f in cfg.upstream.display if f.span_target]
+    if len(targets) > 1:
+        r.error(("instance_display", "fields"),
+                f"instance_display marks spans on {len(targets)} fields ({', '.join(targets)}); "
+                f"spans here mark one field, the item's text (item_properties.text_key). Keep "
+                f"span_target on one field and set text_key to it, or keep this project on "
+                f"upstream Potato.")
     for f in cfg.upstream.display:
-        if f.span_target and f.key != ip.text_key:
+        if f.span_target and f.key != ip.text_key and len(targets) == 1:
             path = ("instance_display", "fields", f.at, "span_target")
             r.error(path, f"{dotted(path)}: spans here mark the item's text, the field "
                           f"item_properties.text_key names ({ip.text_key!r}), not {f.key!r}. "

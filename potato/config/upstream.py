@@ -394,7 +394,7 @@ def _display(r: Reader, raw: Any, blockers: Dict[str, int]) -> List[DisplayField
                     f"upstream's rating of each turn of a dialogue is not implemented here: "
                     f"its scheme would not be shown, nor its answers kept. Remove it, and rate "
                     f"the whole dialogue with a scheme, or make one item per turn.")
-        if kind not in DISPLAY_TYPES:
+        if kind not in DISPLAY_TYPES and (kind or "").strip():
             what = "instance_display type %s" % kind
             blockers[what] = blockers.get(what, 0) + 1
         if kind in MEDIA_TYPES:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Dict, List
 
-from potato.config.upstream import POLICY, Upstream
+from potato.config.upstream import POLICY, REFUSED, Upstream
 
 
 def report_lists(up: Upstream) -> Dict[str, List[str]]:
@@ -39,6 +39,9 @@ def migration_report(up: Upstream, errors: int, why: bool = False) -> List[str]:
         lines.append("What each upstream key does here:")
         for title, keys in (("implemented", up.implemented),
                             ("accepted, no effect", up.accepted), ("refused", up.refused)):
-            lines += [f"  {key} ({title}): {POLICY[key].why}" for key in keys if key in POLICY]
+            lines += [f"  {key} ({title}): " + (
+                POLICY[key].why if title != "refused" or POLICY[key].status == REFUSED else
+                "refused for the value given (another form of it works here); its error above "
+                "says what to do") for key in keys if key in POLICY]
         lines += [f"  {what}: not here; its error above says what to do" for what in up.blockers]
     return lines

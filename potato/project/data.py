@@ -141,6 +141,11 @@ def load_items(cfg: Config) -> List[Item]:
             text = row.get(text_key)
             if text is None or not isinstance(text, (str, int, float)):
                 if not (with_media and _has_media(cfg, row, where, item_id)):
+                    if text is not None:  # there, but not text (upstream's pairwise: a list)
+                        raise DataError(f"{where}: item {item_id!r}'s {text_key!r} "
+                                        f"(item_properties.text_key) is a "
+                                        f"{type(text).__name__}, not text. Point text_key at "
+                                        f"a field that holds the item's text.")
                     raise DataError(f"{where}: item {item_id!r} has no {text_key!r} text "
                                     f"(item_properties.text_key)"
                                     + (" and no image or audio." if with_media else "."))

@@ -72,7 +72,7 @@ def _rules(cfg: Config, report: Report) -> None:
         if not os.path.isfile(f):
             err(("data_files", i), f"data_files[{i}] is {f}, which does not exist. Fix the path "
                                    f"(it is relative to task_dir, {cfg.task_dir}).")
-    if not cfg.schemes and not any(e.key.startswith("annotation_schemes[")
+    if not cfg.schemes and not any(e.key.startswith("annotation_schemes")
                                    for e in report.errors):  # else those say why
         err(("annotation_schemes",), "annotation_schemes is empty: add at least one scheme "
                                      "(annotation_type such as radio, multiselect, span or "

@@ -80,6 +80,8 @@ def parse_schemes(r: Reader, raw: Any, blockers: Optional[Dict[str, int]] = None
                       "name and, for choices and spans, labels).")
         return []
     out, seen = [], set()
+    places: Dict[str, Any] = {}  # scheme name: its index in the config's list
+    skipped: List[str] = []  # names of schemes of a type not here
     for i, item in expand(r, raw):  # multirate and many-box text: one scheme per question
         p = path + (i,)
         kind_name = item.get("annotation_type") if isinstance(item, dict) else None
@@ -88,6 +90,8 @@ def parse_schemes(r: Reader, raw: Any, blockers: Optional[Dict[str, int]] = None
             if blockers is not None:
                 what = "annotation_type %s" % kind_name
                 blockers[what] = blockers.get(what, 0) + 1
+            if isinstance(item.get("name"), str):
+                skipped.append(item["name"])
             # a type this Potato does not have: one error naming it; its keys are that type's
             # vocabulary, not judged (nor matched against other types' keys)
             r.error(p + ("annotation_type",),
@@ -116,6 +120,7 @@ def parse_schemes(r: Reader, raw: Any, blockers: Optional[Dict[str, int]] = None
         if name in seen:
             r.error(p + ("name",), f"{dotted(p)}: the scheme name {name!r} is used twice.")
         seen.add(name)
+        places.setdefault(name, i)
         if cls is None:
             r.error(p + ("annotation_type",),
                     f"{dotted(p + ('annotation_type',))} is {kind!r}; Potato supports "
@@ -136,7 +141,7 @@ def parse_schemes(r: Reader, raw: Any, blockers: Optional[Dict[str, int]] = None
             scheme.kind = cls(scheme)
             scheme.kind.parse(r, m, p)
         out.append(scheme)
-    logic.check_names(r, out)
+    logic.check_names(r, out, places, skipped)
     return out
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 from potato.config.reader import Path, Reader, dotted
 
@@ -100,13 +100,18 @@ def _condition(r: Reader, raw: Any, p: Path) -> Optional[Condition]:
     return Condition(schema, op, value)
 
 
-def check_names(r: Reader, schemes: List[Any]) -> None:
-    """Every condition names another scheme of the config."""
+def check_names(r: Reader, schemes: List[Any], places: Optional[Dict[str, Any]] = None,
+                skipped: Sequence[str] = ()) -> None:
+    """Every condition names another scheme of the config. ``places``: each scheme's index in
+    the config's list; ``skipped``: schemes of a type not here (already an error: a condition
+    on one is not judged)."""
     names = {s.name for s in schemes}
     for i, s in enumerate(schemes):
         for c in s.display_logic.conditions if s.display_logic else ():
+            if c.schema in skipped:
+                continue
             if c.schema not in names or c.schema == s.name:
-                r.error(("annotation_schemes", i, "display_logic"),
+                r.error(("annotation_schemes", (places or {}).get(s.name, i), "display_logic"),
                         f"{s.name}'s display_logic names the scheme {c.schema!r}, which is "
                         f"{'itself' if c.schema == s.name else 'not a scheme of this config'}; "
                         f"name another scheme (schemes: {', '.join(sorted(names))}).")

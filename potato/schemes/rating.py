@@ -4,6 +4,7 @@ Stored as the number itself: an int for likert, an int or a float for slider and
 
 from __future__ import annotations
 
+import decimal
 import math
 import re
 from typing import Any, Dict, List, Optional
@@ -141,7 +142,7 @@ class Number(Kind):
                 also = number_key(r, m, theirs, p)
                 if value is not None and also is not None and also != value:
                     r.error(p + (theirs,), f"{dotted(p)} ({self.name}) gives both {ours} "
-                                           f"({value:g}) and {theirs} ({also:g}), upstream's "
+                                           f"({value!r}) and {theirs} ({also!r}), upstream's "
                                            f"name for it: keep one.")
                 value = also if value is None else value
             setattr(self, ours, value)
@@ -162,13 +163,21 @@ class Number(Kind):
         lo, hi = self.min_value, self.max_value
         if lo is not None and value < lo or hi is not None and value > hi:
             raise self.fail(f"{short(value)} is outside {self._range()}.")
-        if self.typed_step is not None:  # on the steps from min_value (or 0), as a browser
-            base = self.min_value or 0
-            steps = (value - base) / self.typed_step
-            if abs(steps - round(steps)) > 1e-6:
-                raise self.fail(f"{short(value)} is not on the steps of {self.typed_step:g} "
-                                f"from {base:g}.")
+        if self.typed_step is not None and not self._on_steps(value):
+            raise self.fail(f"{short(value)} is not on the steps of {self.typed_step!r} from "
+                            f"{self.min_value or 0!r}.")
         return value
+
+    def _on_steps(self, value: Any) -> bool:
+        """Whether ``value`` is min_value (or 0) plus a whole number of steps, in decimals as
+        a browser checks it (a step too fine to check a value against is "not on it")."""
+        with decimal.localcontext() as ctx:
+            ctx.prec = 60
+            try:
+                return (decimal.Decimal(repr(value)) - decimal.Decimal(repr(self.min_value or 0))
+                        ) % decimal.Decimal(repr(self.typed_step)) == 0
+            except decimal.InvalidOperation:
+                return False
 
     def _range(self) -> str:
         lo = -MAX_MAGNITUDE if self.min_value is None else self.min_value
@@ -189,8 +198,14 @@ class Number(Kind):
         return None if value is None else str(value)
 
     def snap(self, value: Any) -> Any:
-        """A predicted value as the annotator could give it (a number scheme: as it is)."""
-        return value
+        """A predicted value as the annotator could give it: on the nearest step when the
+        scheme has one (a regression predicts any number), else as it is."""
+        step, base = self.typed_step, self.min_value or 0
+        if step is None or isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                not math.isfinite(value) or abs((value - base) / step) > 1e15:
+            return value
+        nearest = base + round((value - base) / step) * step
+        return _as_int(round(nearest, max(10, 3 - math.floor(math.log10(step)))))
 
     def training_schema(self):
         # No classes: a model predicts a number, within the bounds the scheme has.
@@ -204,7 +219,7 @@ class Number(Kind):
                                                        ("max", self.max_value)) if v is not None)
         return render('<input type="number" name="label:{s}" aria-label="{s}" step="{step}"{b} '
                       'value="{v}">', s=self.name, b=Safe(bounds),
-                      step="any" if self.typed_step is None else "%g" % self.typed_step,
+                      step="any" if self.typed_step is None else repr(self.typed_step),
                       v="" if current is None else str(current))
 
 

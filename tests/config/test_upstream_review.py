@@ -45,12 +45,15 @@ def test_following_the_span_target_advice_does_not_just_move_the_error(tmp_path)
     path = project(tmp_path, "data_files: [items.jsonl]\nitem_properties: {text_key: premise}\n"
                    + body, items)
     _, errors, _ = load(path)
-    [err] = errors
-    assert "Set item_properties.text_key: hypothesis" in err.message
+    [err] = errors  # one error naming both, and no advice that only moves it
+    assert err.key == "instance_display.fields" and "Set item_properties.text_key" not in \
+        err.message
+    assert "marks spans on 2 fields (premise, hypothesis); spans here mark one field" in \
+        err.message
     project(tmp_path, "data_files: [items.jsonl]\nitem_properties: {text_key: hypothesis}\n"
             + body, items)
     _, errors, _ = load(path)
-    assert not any(e.key.endswith("span_target") for e in errors), [e.message for e in errors]
+    assert [e.key for e in errors] == ["instance_display.fields"], [e.message for e in errors]
 
 
 def test_annotation_schemes_not_a_list_is_not_also_called_empty(tmp_path):
