@@ -157,15 +157,16 @@ def _publish_parser(tsub) -> None:
     tp.set_defaults(func=cmd_training_publish)
 
 
-def _check_or_exit(path: str, acknowledge: bool = True):
+def _check_or_exit(path: str, acknowledge: bool = True, items: bool = True):
     """(config, report) for ``path``; prints one line and returns None when it cannot be read.
-    ``acknowledge``: apply ``validation.acknowledge`` (potato validate alone reads it)."""
+    ``acknowledge``: apply ``validation.acknowledge`` (potato validate alone reads it);
+    ``items``: read the items too (potato validate; the commands that load them do it once)."""
     from potato.config.settings import ConfigError
     from potato.training import backends  # noqa: F401 (registers the kinds whose keys it reads)
     from potato.project.validation import check
 
     try:
-        return check(path, acknowledge)
+        return check(path, acknowledge, items)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return None
@@ -209,7 +210,7 @@ def cmd_validate(args) -> int:
 def load_valid_config(path: str):
     """The config, or None after printing its errors (the same messages as potato validate).
     Every warning is printed: the ``validation`` block is read by ``potato validate`` only."""
-    checked = _check_or_exit(path, acknowledge=False)
+    checked = _check_or_exit(path, acknowledge=False, items=False)
     if checked is None:
         return None
     cfg, report = checked

@@ -45,20 +45,22 @@ class Report:
                 "notes": [p.as_dict() for p in self.notes]}
 
 
-def check(path: str, acknowledge: bool = True) -> Tuple[Config, Report]:
+def check(path: str, acknowledge: bool = True, items: bool = True) -> Tuple[Config, Report]:
     """Load and validate ``path``. Raises ``config.ConfigError`` when it cannot be read.
     ``acknowledge``: apply the config's ``validation.acknowledge`` block, which only
     ``potato validate`` reads (the tutorial's word); ``potato start`` and the other commands
-    report every warning."""
+    report every warning.
+    ``items``: read the items as potato start will (potato validate); start and Reload read
+    them themselves, once."""
     cfg, errors, warnings = load(path)
     report = Report(list(errors), list(warnings))
-    _rules(cfg, report)
+    _rules(cfg, report, items)
     if acknowledge:
         _acknowledge(cfg, report)
     return cfg, report
 
 
-def _rules(cfg: Config, report: Report) -> None:
+def _rules(cfg: Config, report: Report, items: bool = True) -> None:
     def err(path, message, backend=None):
         report.errors.append(Problem(message, dotted(path), cfg.line_of(path), cfg.path, backend))
 
@@ -119,7 +121,7 @@ def _rules(cfg: Config, report: Report) -> None:
     ip = cfg.item_properties
     if ip.image_key or ip.audio_key:
         media_rules(cfg, report, err, warn)  # reads the items too
-    elif cfg.data_files and all(os.path.isfile(f) for f in cfg.data_files):
+    elif items and cfg.data_files and all(os.path.isfile(f) for f in cfg.data_files):
         try:  # what potato start would refuse (an item without its text_key, a duplicate id)
             load_items(cfg)
         except DataError as e:

@@ -61,7 +61,7 @@ class ConfigOnDisk:
     def _load(self) -> Tuple[Optional[Config], Optional[str]]:
         """(the config on disk, None) or (None, the sentence why it cannot be used)."""
         try:
-            cfg, report = validation.check(self.path)
+            cfg, report = validation.check(self.path, items=False)  # the items: start reads them
         except ConfigError as e:
             return None, str(e)  # it names the file: "PATH:2: YAML syntax error: ..."
         except Exception as e:  # a check that fails on a value: a sentence, never a 500

@@ -296,7 +296,7 @@ def test_a_check_that_raises_is_a_sentence_not_a_500(tmp_path, monkeypatch):
     path = str(tmp_path / "config.yaml")
     on_disk = reload.ConfigOnDisk(SimpleNamespace(cfg=SimpleNamespace(path=path)), None)
 
-    def boom(_path):
+    def boom(_path, **_kw):
         raise OverflowError("cannot convert float infinity to integer")
 
     monkeypatch.setattr(validation, "check", boom)
