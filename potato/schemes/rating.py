@@ -119,6 +119,17 @@ class Likert(Kind):
                       hi=self.max_label, points=join(points))
 
 
+def _nearest_step(value: Any, base: float, step: float) -> Any:
+    """A number on the nearest of the steps from ``base``, without the grid's float noise
+    (0.30000000000000004 -> 0.3: rounded to 10 decimals, or to 3 more than the step has when it
+    is finer than 1e-7); anything else (not a finite number, too far for the grid) as it is."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            not math.isfinite(value) or abs((value - base) / step) > 1e15:
+        return value
+    nearest = base + round((value - base) / step) * step
+    return _as_int(round(nearest, max(10, 3 - math.floor(math.log10(step)))))
+
+
 class Number(Kind):
     type_name = "number"
     aggregate_as = "median"
@@ -200,12 +211,9 @@ class Number(Kind):
     def snap(self, value: Any) -> Any:
         """A predicted value as the annotator could give it: on the nearest step when the
         scheme has one (a regression predicts any number), else as it is."""
-        step, base = self.typed_step, self.min_value or 0
-        if step is None or isinstance(value, bool) or not isinstance(value, (int, float)) or \
-                not math.isfinite(value) or abs((value - base) / step) > 1e15:
+        if self.typed_step is None:
             return value
-        nearest = base + round((value - base) / step) * step
-        return _as_int(round(nearest, max(10, 3 - math.floor(math.log10(step)))))
+        return _nearest_step(value, self.min_value or 0, self.typed_step)
 
     def training_schema(self):
         # No classes: a model predicts a number, within the bounds the scheme has.
@@ -277,21 +285,12 @@ class Slider(Number):
             raise self.fail(f"{short(value)} is not on the slider's steps of {self.step:g} "
                             f"from {self.min_value:g}.")
         if not isinstance(value, int):  # 0.30000000000000004 -> 0.3
-            value = self._on_grid(self.min_value + round(steps) * self.step)
+            value = _nearest_step(value, self.min_value, self.step)
         return value
 
     def snap(self, value: Any) -> Any:
         """A model's value on the slider's nearest step (a regression predicts any number)."""
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or \
-                not math.isfinite(value):
-            return value
-        steps = round((value - self.min_value) / self.step)
-        return self._on_grid(self.min_value + steps * self.step)
-
-    def _on_grid(self, value: float) -> Any:
-        """A value computed on the grid without its float noise (0.30000000000000004 -> 0.3):
-        rounded to 10 decimals, or to 3 more than the step has when it is finer than 1e-7."""
-        return _as_int(round(value, max(10, 3 - math.floor(math.log10(self.step)))))
+        return _nearest_step(value, self.min_value, self.step)
 
     def from_form(self, values: List[str]) -> Any:
         # The hidden field: empty until the annotator moves the slider (a slider always shows
