@@ -1,19 +1,10 @@
-"""Upstream Potato's config vocabulary: what this Potato does with each of its top-level keys.
+"""Upstream Potato's config, read here: a lab that already runs upstream Potato
+(github.com/davidjurgens/potato) brings its config.
 
-A lab that already runs upstream Potato (github.com/davidjurgens/potato) brings its config. Every
-upstream top-level key has one row in ``POLICY``:
-
-- ``implemented``: it works here as it does upstream (``port``, the open forms of
-  ``user_config``, ``annotation_codebook_url`` ...);
-- ``accepted``: it changes looks or features nothing here relies on; it is read and ignored, and
-  ``potato validate`` names all of them in one note (never a --strict failure);
-- ``refused``: ignoring it would change who gets in, what annotators consent to, how they are
-  paid or where items come from, so the config is refused with the reason and what to do.
-
-A key in neither this table nor ours is a warning naming it, unless it is close to a known key,
-which stays the "did you mean" error it always was. ``split`` sorts a config's top level;
-``parse`` turns the implemented keys into ``Upstream`` (read by config, pages and assignment).
-docs/configuration.md carries the same table.
+``split`` sorts a config's top level by ``potato.config.upstream_keys.POLICY`` (implemented,
+accepted, refused); a key in neither that table nor ours is a warning naming it, unless it is
+close to a known key, which stays the "did you mean" error it always was. ``_parse`` turns the
+implemented keys into ``Upstream`` (read by config, pages and assignment).
 """
 
 from __future__ import annotations
@@ -25,168 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from potato.config.reader import Path, Reader, dotted
-
-IMPLEMENTED, ACCEPTED, REFUSED = "implemented", "accepted", "refused"
-
-
-@dataclass(frozen=True)
-class Policy:
-    status: str
-    why: str  # implemented: what it does here; accepted: what it is; refused: what to do
-
-
-def _acc(what: str) -> Policy:
-    return Policy(ACCEPTED, what)
-
-
-def _ref(why: str) -> Policy:
-    return Policy(REFUSED, why)
-
-
-_LOOKS = "page looks and templates"
-_CROWD = ("crowd-worker payment is not handled here: workers would not get their completion "
-          "code. Remove it and pay through your platform, or keep this project on upstream "
-          "Potato.")
-_COHORT = ("per-cohort assignment is not implemented here: every annotator would get the same "
-           "items. Remove it and use num_annotators_per_item / max_annotations_per_user, or "
-           "run one project per cohort.")
-_AGENT = ("live-agent annotation (a model acting while annotators watch) is not implemented "
-          "here. Remove it; this Potato trains models from labels (model_training).")
-
-POLICY: Dict[str, Policy] = {
-    # implemented --------------------------------------------------------------------------
-    "port": Policy(IMPLEMENTED, "the port, as server.port"),
-    "user_config": Policy(IMPLEMENTED, "allow_all_users (or allow_new_users) true without a "
-                                       "user list, require_password false: anyone may log in "
-                                       "with a user name, as here"),
-    "require_password": Policy(IMPLEMENTED, "false: annotators log in with a user name alone"),
-    "require_no_password": Policy(IMPLEMENTED, "true: annotators log in with a user name alone"),
-    "annotation_codebook_url": Policy(IMPLEMENTED, "a link to the codebook on the annotate page"),
-    "task_description": Policy(IMPLEMENTED, "shown to annotators above the item"),
-    "annotation_task_description": Policy(IMPLEMENTED, "shown to annotators above the item"),
-    "annotation_instructions": Policy(IMPLEMENTED, "shown to annotators above the item"),
-    "num_annotators_per_item": Policy(IMPLEMENTED, "an integer: how many annotators get each "
-                                                   "item"),
-    "max_annotations_per_item": Policy(IMPLEMENTED, "an integer: at most this many annotators "
-                                                    "per item (-1: no limit)"),
-    "max_annotations_per_user": Policy(IMPLEMENTED, "an integer: at most this many items per "
-                                                    "annotator (-1: no limit)"),
-    "require_fully_annotated": Policy(IMPLEMENTED, "true: every scheme needs an answer"),
-    "assignment_strategy": Policy(IMPLEMENTED, "fixed_order (data-file order, the default), "
-                                               "random (one shuffled order, the same for every "
-                                               "annotator) or least_annotated (the items the "
-                                               "fewest annotators have labelled or been given "
-                                               "first) or active_learning (the model in use "
-                                               "ranks the items that need labels)"),
-    "active_learning": Policy(IMPLEMENTED, "the model in use orders the queue: enabled, "
-                                           "schema_names, query_strategy (uncertainty, margin, "
-                                           "entropy, diversity, hybrid), hybrid_weights, "
-                                           "min_instances_for_training, update_frequency, "
-                                           "max_instances_to_reorder, random_sample_percent, "
-                                           "cold_start_strategy"),
-    "instance_display": Policy(IMPLEMENTED, "text, dialogue, spreadsheet, image and audio "
-                                            "fields on the annotate page"),
-    # accepted, not used here ----------------------------------------------------------------
-    **{k: _acc(_LOOKS) for k in (
-        "site_dir", "site_file", "base_html_template", "header_file", "html_layout",
-        "customjs", "customjs_hostname", "hide_navbar", "ui", "ui_config", "ui_language",
-        "layout", "list_as_text", "highlight_linebreaks", "horizontal_key_bindings",
-        "keyword_highlights_file", "emphasis_corpus_to_color", "label_colors", "theme",
-        "show_progress", "keyboard_shortcuts", "jumping_to_id_disabled")},
-    **{k: _acc("output formats (the store here is potato.db; export with potato annotations "
-               "export)") for k in ("output_annotation_format", "export_annotation_format",
-                                    "annotation_output_format", "export")},
-    **{k: _acc("features not in this Potato") for k in (
-        "alert_time_each_instance", "max_session_seconds", "ai_support",
-        "automatic_assignment", "random_seed", "chat_support",
-        "icl_labeling", "llm_labeling", "pre_annotation", "agreement_metrics", "adjudication",
-        "quality_control", "min_annotators_per_instance", "persist_sessions",
-        "session_lifetime_days", "secret_key", "partial_loading",
-        "data_cache", "watch_data_directory", "watch_poll_interval",
-        "host", "base_css", "allow_skip", "annotation_codebook")},
-    # refused --------------------------------------------------------------------------------
-    "phases": _ref("upstream's phases (consent, instructions, training, post-study pages) are "
-                   "not run here: annotators would skip what they must read or agree to. "
-                   "Remove phases and put the instructions in annotation_instructions, or keep "
-                   "this project on upstream Potato."),
-    "surveyflow": _ref("survey pages (consent, pre- and post-study questions) are not shown "
-                       "here. Remove surveyflow, or ask those questions as annotation schemes."),
-    "training": _ref("upstream's training quiz (annotators pass it before real items) is not "
-                     "run here. Remove training; model training here is model_training."),
-    "login": _ref("login types (password, url_direct for crowd workers) are not supported: "
-                  "annotators log in with a user name. Remove login."),
-    "authentication": _ref("accounts, passwords and single sign-on are not supported: "
-                           "annotators log in with a user name. Remove authentication and "
-                           "keep the server on a network only your annotators reach."),
-    "rbac": _ref("roles are not supported: admins use admin_api_key. Remove rbac."),
-    # features that change what annotators are asked or given (issue 36): refused, not warned
-    "truth_serum": _ref("upstream's truth serum asks each annotator an extra question (how "
-                        "others will answer), which is not asked here. Remove truth_serum, or "
-                        "add the question as an ordinary scheme."),
-    "thinkaloud": _ref("upstream's think-aloud records and transcribes what annotators say "
-                       "while they label (spoken labels included), which is not done here. "
-                       "Remove thinkaloud."),
-    "boundary_probing": _ref("upstream's boundary probing shows annotators generated variants "
-                             "of an item, not made here. Remove boundary_probing."),
-    "review_workflow": _ref("upstream's review board routes labelled items to reviewers, "
-                            "which is not done here: reviewers would get nothing to review. "
-                            "Remove review_workflow; compare annotators on the admin page's "
-                            "agreement."),
-    "psychometrics": _ref("upstream's psychometrics fits an item response model and routes "
-                          "items by it (an item stops being handed out once resolved), which "
-                          "is not done here. Remove psychometrics; num_annotators_per_item "
-                          "sets how many annotators each item gets."),
-    "triage": _ref("upstream's triage hands out items by priority rules with a banner, which "
-                   "is not done here: items would come in another order. Remove triage "
-                   "(assignment_strategy sets the order; a triage scheme is a different, "
-                   "supported thing)."),
-    "user_roles": _ref("per-user roles and quotas are not supported. Remove user_roles; use "
-                       "max_annotations_per_user for a quota."),
-    "crowdsourcing": _ref(_CROWD), "prolific": _ref(_CROWD), "mturk": _ref(_CROWD),
-    "completion_code": _ref(_CROWD),
-    "data_sources": _ref("remote data sources (URLs, S3, Hugging Face, sheets, databases) are "
-                         "not read here. Remove data_sources, download the items and list the "
-                         "files in data_files."),
-    "trace_ingestion": _ref("traces posted to the server while it runs (its webhook, a "
-                            "Langfuse poller) are not received here: annotators would never "
-                            "see them. Remove trace_ingestion and add the traces to a file in "
-                            "data_files (a data file that changes is read again)."),
-    "data_directory": _ref("a data directory is not read here. Remove data_directory and "
-                           "list its files in data_files."),
-    "database": _ref("upstream's database storage is not used: the store here is SQLite in "
-                     "output_annotation_dir. Remove database."),
-    "attention_checks": _ref("attention checks add items from another file and block "
-                             "annotators who fail them; neither happens here. Remove "
-                             "attention_checks, or add those items to data_files."),
-    "gold_standards": _ref("gold items that score and block annotators are not used here. "
-                           "Remove gold_standards; put known items in data_files."),
-    "gold_standards_file": _ref("gold items are not used here. Remove gold_standards_file."),
-    "live_agent": _ref(_AGENT), "agent_proxy": _ref(_AGENT), "live_coding_agent": _ref(_AGENT),
-    "interactive_chat": _ref(_AGENT),
-    "cohorts": _ref(_COHORT), "cohort_assignment": _ref(_COHORT),
-    "cohort_schemes": _ref(_COHORT), "batch_assignment": _ref(_COHORT),
-    "scheme_sets": _ref(_COHORT), "category_assignment": _ref(_COHORT),
-}
-
-# Upstream scheme keys about looks only: accepted so that an upstream block loads, with no
-# effect (ai_support: per-scheme AI help, a feature not here, as the top-level ai_support);
-# every kind and every upstream variant (potato.schemes.variants, multirate) takes them.
-LOOKS_KEYS = ("annotation_id", "tooltip", "horizontal", "displaying_score", "label_colors",
-              "layout", "columns", "display_config", "title", "ai_support")
-
-# Scheme keys of upstream that are refused with a reason (any other unknown scheme key is the
-# usual error listing the kind's keys).
-SCHEME_HINTS: Dict[str, str] = {
-    k: "Upstream's turn-level annotation (one answer per dialogue turn) is not implemented "
-       "here: the scheme would get one answer per item. Remove it, or make one item per turn."
-    for k in ("turn_level", "turn_binding")}
-SCHEME_HINTS["has_free_response"] = (
-    "Upstream's free-response box beside the labels is not implemented here: what annotators "
-    "type in it would be lost. Remove it and add a text scheme for the free response.")
-SCHEME_HINTS["bad_text_label"] = (
-    "Upstream's 'bad text' checkbox beside the spans (the item cannot be annotated) is not "
-    "implemented here: annotators' marks would be lost. Remove it and add a multiselect "
-    "scheme (for example labels: [bad text]) for items that cannot be annotated.")
+from potato.config.upstream_keys import ACCEPTED, IMPLEMENTED, POLICY, REFUSED
 
 
 @dataclass
@@ -279,9 +109,18 @@ def _status(r: Reader, key: str, value: Any) -> str:
                         "rules), which is not implemented here. Give an integer: how many "
                         "annotators get each item.")
         return REFUSED
+    if status == REFUSED and turned_off(value):
+        return ACCEPTED  # a feature switched off asks for nothing
     if status == REFUSED:
         r.error((key,), f"{key} is upstream Potato's, and refused here: {POLICY[key].why}")
     return status
+
+
+def turned_off(value: Any) -> bool:
+    """An upstream feature the config switches off: false, empty, ``enabled: false``, or the
+    older ``'on': false`` (unquoted, YAML reads the key ``on`` as true)."""
+    return value is None or value is False or isinstance(value, dict) and any(
+        value.get(k) is False for k in ("enabled", "on", True))
 
 
 _HTML_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9-]*(\s[^<>]*)?/?>")

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Dict, List
 
-from potato.config.upstream import POLICY, REFUSED, Upstream
+from potato.config.upstream import Upstream
+from potato.config.upstream_keys import POLICY, REFUSED
 
 
 def report_lists(up: Upstream) -> Dict[str, List[str]]:
@@ -39,9 +40,17 @@ def migration_report(up: Upstream, errors: int, why: bool = False) -> List[str]:
         lines.append("What each upstream key does here:")
         for title, keys in (("implemented", up.implemented),
                             ("accepted, no effect", up.accepted), ("refused", up.refused)):
-            lines += [f"  {key} ({title}): " + (
-                POLICY[key].why if title != "refused" or POLICY[key].status == REFUSED else
-                "refused for the value given (another form of it works here); its error above "
-                "says what to do") for key in keys if key in POLICY]
+            lines += [f"  {key} ({title}): " + _why(key, title) for key in keys
+                      if key in POLICY]
         lines += [f"  {what}: not here; its error above says what to do" for what in up.blockers]
     return lines
+
+
+def _why(key: str, title: str) -> str:
+    policy = POLICY[key]
+    if title == "refused" and policy.status != REFUSED:
+        return ("refused for the value given (another form of it works here); its error above "
+                "says what to do")
+    if title != "refused" and policy.status == REFUSED:
+        return "turned off in this config, so it asks for nothing; turned on, " + policy.why
+    return policy.why

@@ -22,7 +22,7 @@ from potato.schemes.rating import Likert, Number, Slider
 from potato.schemes.variants import VARIANT_TYPES
 from potato.schemes.span import Span
 from potato.schemes.text import Text
-from potato.config.upstream import LOOKS_KEYS, SCHEME_HINTS
+from potato.config.upstream_keys import LOOKS_KEYS, SCHEME_HINTS
 
 __all__ = ["KEEP", "KINDS", "Kind", "LabelError", "Scheme", "kind_class", "make_scheme",
            "parse_schemes", "save_bytes"]

@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any, Dict, List
 
 from potato.config.reader import Path, Reader, dotted
-from potato.config.upstream import LOOKS_KEYS, SCHEME_HINTS
+from potato.config.upstream_keys import LOOKS_KEYS, SCHEME_HINTS
 from potato.schemes.variants import VARIANT_TYPES, check_targets, rewrite
 from potato.schemes.variants import _written as written
 

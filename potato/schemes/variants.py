@@ -31,7 +31,7 @@ from typing import Any, Dict, List, Optional
 from potato.config.reader import Path, Reader, dotted
 from potato.schemes.base import number_key
 from potato.schemes.rating import MAX_STEPS
-from potato.config.upstream import LOOKS_KEYS, SCHEME_HINTS
+from potato.config.upstream_keys import LOOKS_KEYS, SCHEME_HINTS
 
 CARRIED = ("label_requirement", "sequential_key_binding", "display_logic")
 LOOKS = LOOKS_KEYS  # as every scheme's

@@ -19,9 +19,9 @@ from potato.commands.cli import main
 from potato.config.settings import load
 from potato.project.data import DataError, load_items
 from potato.project.store import Store
-from potato.config import upstream, upstream_report
+from potato.config import upstream, upstream_keys, upstream_report
 from potato.config.reader import Reader
-from potato.config.upstream import ACCEPTED, IMPLEMENTED, POLICY, REFUSED
+from potato.config.upstream_keys import ACCEPTED, IMPLEMENTED, POLICY, REFUSED
 from potato.project.validation import check
 from tests.helpers import KEY, ROOT, Client, start_run, wait_run
 
@@ -90,6 +90,34 @@ def test_a_refused_key_is_an_error_that_names_it_and_says_what_to_do(key):
     assert errors == ["%s is upstream Potato's, and refused here: %s" % (key, POLICY[key].why)]
     assert "Remove" in POLICY[key].why
     assert upstream_report.report_lists(got)["blocking"] == [key]
+
+
+def test_every_key_of_upstreams_documented_schema_has_a_decided_answer():
+    with open(os.path.join(os.path.dirname(__file__), "upstream_schema_keys.txt")) as f:
+        documented = [line.strip() for line in f if line.strip() and not line.startswith("#")]
+    assert len(documented) == 161
+    from potato.config.settings import TOP_KEYS
+
+    _, got, errors, warnings = split_top(dict.fromkeys(documented, {"enabled": True}),
+                                         ours=TOP_KEYS)
+    assert got.unknown == [] and not [w for w in warnings if "nor of upstream" in w]
+    assert not [e for e in errors if "Did you mean" in e]
+    assert sorted(got.implemented + got.accepted + got.refused) == sorted(
+        k for k in documented if k not in TOP_KEYS)
+
+
+@pytest.mark.parametrize("value", [False, None, {"enabled": False, "schema": "x"},
+                                   {"on": False, "order": ["pre"]}, {True: False}])
+def test_a_refused_feature_switched_off_asks_for_nothing_and_is_accepted(value):
+    _, got, errors, warnings = split_top({"truth_serum": value, "keystroke_logging": value})
+    assert errors == [] == warnings
+    assert got.accepted == ["truth_serum", "keystroke_logging"] and got.refused == []
+    lines = upstream_report.migration_report(got, 0, why=True)
+    assert "  truth_serum (accepted, no effect): turned off in this config, so it asks for " \
+           "nothing; turned on, " + POLICY["truth_serum"].why in lines
+    # switched on (or any other value) it is refused as before
+    _, got, errors, _ = split_top({"truth_serum": {"enabled": True}, "pocket": {"batch_size": 5}})
+    assert got.refused == ["truth_serum", "pocket"] and len(errors) == 2
 
 
 def test_a_key_of_neither_is_a_warning_and_a_near_miss_is_did_you_mean():
@@ -376,8 +404,8 @@ def test_an_upstream_scheme_key_about_looks_is_accepted(tmp_path, key):
                                  "bad_text_label"])
 def test_an_upstream_scheme_key_that_would_lose_answers_is_refused_with_why(tmp_path, key):
     _, errors, _ = scheme_config(tmp_path, "    %s: true\n" % key)
-    assert [e.message for e in errors if upstream.SCHEME_HINTS[key] in e.message], errors
-    assert "Remove it" in upstream.SCHEME_HINTS[key]
+    assert [e.message for e in errors if upstream_keys.SCHEME_HINTS[key] in e.message], errors
+    assert "Remove it" in upstream_keys.SCHEME_HINTS[key]
 
 
 def test_fixture_set_covers_the_policy():
