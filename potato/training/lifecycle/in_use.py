@@ -43,6 +43,11 @@ def use_refusal(manager, run: Run) -> str:
     if not any(s in wb_schemes for s in run.schemas):
         why = ("none of its schemes (%s) is in model_training.writeback.schemas (%s)"
                % (", ".join(run.schemas), ", ".join(wb_schemes) or "none"))
+    elif run.pruned_at is not None:
+        keep = manager.cfg.model_training.retain_runs
+        why = ("its model files and kept predictions were deleted (model_training.retain_runs "
+               "keeps those of the %s; pin a run to keep them)"
+               % ("newest successful run" if keep == 1 else "%d newest successful runs" % keep))
     elif wb.all_below:
         why = ("all %d of its predictions were below writeback.min_confidence (%s)"
                % (wb.below_min_confidence, wb.min_confidence))

@@ -413,6 +413,7 @@ class Manager:
                                  self._log, self.holds)
         if pruned:  # their ranking numbers go with their model files (active learning)
             queue_order.forget(self.store, pruned)
+        self.runs.forget_pruned_predictions()  # and their kept predictions
 
     def _auto_retrain_tick(self) -> None:
         """Carry out auto-retraining's decision: queue an automatic run, or say why not."""

@@ -1,8 +1,9 @@
 """Retention (``model_training.retain_runs``): which finished runs keep their model files.
 
-Every run's record, held-out report, params, kept predictions and log stay for good: they are
-small, and a lab compares runs for months. Only model files (the run directory's
-``artifacts/``) are deleted, and only those of a finished run that ``retain_runs`` newer
+Every run's record, held-out report, params and log stay for good: they are small, and a lab
+compares runs for months. Model files (the run directory's ``artifacts/``) are deleted, with
+the run's kept predictions and ranking numbers (a whole pool's at every retraining: they would
+grow for as long as the server runs), only for a finished run that ``retain_runs`` newer
 successful runs have superseded; never those of a run in use, of a pinned run, or of a run
 whose files are being read (a publish to the Hub, a model.tar download: ``Holds``). Failed and
 cancelled runs never count toward ``retain_runs``. The run log and the run's page say when
@@ -105,7 +106,8 @@ def goes_next(runs, paths_of: Callable, keep: int) -> List[str]:
 
 def next_sentence(keep: int) -> str:
     """What a run's page says when its model files go at the next successful run."""
-    return ("These model files are deleted when the next successful run finishes "
+    return ("These model files (and the run's kept predictions) are deleted when the next "
+            "successful run finishes "
             "(model_training.retain_runs: %d keeps those of the %d newest successful run%s, of "
             "runs in use and of pinned runs). Pin the run to keep them." % (
                 keep, keep, "" if keep == 1 else "s"))

@@ -177,6 +177,13 @@ def test_pin_keeps_a_run_in_use_and_its_files_while_older_files_go(tmp_path, ser
     resp = c.get(f"/admin/training/runs/{r1}/model.tar", headers=H)
     assert resp.status == 404 and "deleted on " in resp.text
     assert 'href="/admin/training"' in resp.text and 'href="/login"' not in resp.text
+    # its kept predictions went with its files (they would grow at every retraining), so it
+    # cannot be put in use, and says why
+    status, body = c.json("POST", f"/admin/training/api/runs/{r1}/use", headers=H)
+    assert status == 409 and body["error"] == (
+        f"Run {r1} cannot be put in use: its model files and kept predictions were deleted "
+        "(model_training.retain_runs keeps those of the newest successful run; pin a run to "
+        "keep them), so annotators would see nothing from it.")
     # Unpin from the page's form: the page says what changed.
     resp = c.post(f"/admin/training/runs/{r2}/unpin", headers=H, form={})
     assert resp.status == 303 and resp.headers["Location"].endswith(f"/runs/{r2}?done=unpin")
