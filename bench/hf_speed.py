@@ -13,10 +13,15 @@ Ours runs as the product does: it also scores the val split after every epoch (T
 evaluation: work only ours does). Trainer is set as an expert sets it (issue 37.7): length-grouped
 batches (group_by_length=True in transformers 4, train_sampling_strategy="group_by_length" in
 5), eval batch size 64, no checkpoints (save_strategy "no"), report_to none, and what must
-match: num_train_epochs, per_device_train_batch_size, learning_rate and seed (0, ours). Its
+match: num_train_epochs, per_device_train_batch_size, learning_rate and seed (pair n of the
+--repeat pairs uses seed n on both sides; Trainer's side calls set_seed before it loads the
+model, as transformers' examples do, so its new head is the seed's and not whatever the
+other side left in the random state; accuracy is then compared over seeds). Its
 data: the texts tokenized once with truncation at max_length, padded per batch by its default
 collator (DataCollatorWithPadding, as it chooses when given the tokenizer); prediction with
-Trainer.predict. Left at Trainer's defaults: fused AdamW (its default optim), weight decay 0,
+Trainer.predict, its rows read back in the dev set's order (transformers 5 groups prediction
+by length too, so its rows come in another order; the first expert runs of this bench missed
+that and scored Trainer at chance). Left at Trainer's defaults: fused AdamW (its default optim), weight decay 0,
 linear decay, no warmup, gradient clipping at 1.0, fp32 on a GPU.
 
 ``--trainer-defaults`` gives Trainer its defaults instead (TrainingArguments(output_dir) with
@@ -44,7 +49,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from bench.quality import minilm_dir  # noqa: E402
+from bench.quality import in_dataset_order, minilm_dir  # noqa: E402
 from potato.training.remote import bundle  # noqa: E402
 from potato.training.remote import protocol as events  # noqa: E402
 from potato.training.remote.trainers import REGISTRY, resolve_params  # noqa: E402
@@ -108,15 +113,16 @@ def expert_args():
     return dict(grouped, per_device_eval_batch_size=64, save_strategy="no", report_to=[])
 
 
-def run_trainer(tmp, b, params, dev, device, expert=True):
+def run_trainer(tmp, b, params, dev, device, expert=True, bf16=False):
     """What a user would write with transformers.Trainer: as an expert sets it, or (expert
-    False) at its defaults."""
+    False) at its defaults; ``bf16``: with TrainingArguments(bf16=True) too."""
     import torch
     from peft import LoraConfig, TaskType, get_peft_model
     from transformers import (AutoModelForSequenceClassification, AutoTokenizer, Trainer,
-                              TrainingArguments)
+                              TrainingArguments, set_seed)
 
     t0 = time.perf_counter()
+    set_seed(params["seed"])  # before the model: its new head's weights come from the seed
     tok = AutoTokenizer.from_pretrained(params["model"])
     model = AutoModelForSequenceClassification.from_pretrained(params["model"], num_labels=2)
     model = get_peft_model(model, LoraConfig(task_type=TaskType.SEQ_CLS, r=params["lora_r"],
@@ -133,20 +139,24 @@ def run_trainer(tmp, b, params, dev, device, expert=True):
                              num_train_epochs=params["epochs"],
                              per_device_train_batch_size=params["batch_size"],
                              learning_rate=params["learning_rate"], seed=params["seed"],
-                             use_cpu=device == "cpu", **(expert_args() if expert else {}))
+                             use_cpu=device == "cpu", **(expert_args() if expert else {}),
+                             **({"bf16": True} if bf16 else {}))
     trainer = Trainer(model=model, args=args, processing_class=tok,
                       train_dataset=dataset([t for t, _ in train],
                                             [LABELS.index(lab) for _, lab in train]))
     trainer.train()
-    out = trainer.predict(dataset([r["text"] for r in dev], [0] * len(dev)))
-    predicted = [LABELS[k] for k in torch.as_tensor(out.predictions).argmax(-1).tolist()]
+    dev_set = dataset([r["text"] for r in dev], [0] * len(dev))
+    out = trainer.predict(dev_set)
+    best = torch.as_tensor(out.predictions).argmax(-1).tolist()
+    predicted = [LABELS[best[k]] for k in in_dataset_order(trainer, dev_set)]
     return time.perf_counter() - t0, accuracy(predicted, dev)
 
 
 def params_for(args):
     return resolve_params(REGISTRY["hf-text-classification"], {
         "model": args.model or minilm_dir(), "epochs": args.epochs, "learning_rate": 2e-3,
-        "batch_size": 16, "max_length": 128, "processes": 1})
+        "batch_size": 16, "max_length": 128, "processes": 1,
+        "bf16": getattr(args, "bf16", "auto")})
 
 
 def compare(args, device="cpu", out=print):
@@ -155,8 +165,10 @@ def compare(args, device="cpu", out=print):
     expert = not getattr(args, "trainer_defaults", False)
     target = TARGET if expert else TARGET_DEFAULTS
 
+    bf16 = getattr(args, "trainer_bf16", False)
+
     def run_theirs(*a):
-        return run_trainer(*a, expert=expert)
+        return run_trainer(*a, expert=expert, bf16=bf16)
 
     dev = rows("sst2-dev-872.jsonl", args.dev)
     ours, theirs = [], []
@@ -170,12 +182,13 @@ def compare(args, device="cpu", out=print):
             run_theirs(os.path.join(tmp, "warmup"), wb, small, dev[:16], device)
         for n in range(args.repeat):  # A B, B A, A B ...: drift in the load hits both
             sides = [(ours, run_ours), (theirs, run_theirs)]
+            seeded = dict(params, seed=n)  # pair n: seed n on both sides
             for results, run in (sides if n % 2 == 0 else sides[::-1]):
                 cpu = time.process_time()
-                seconds, acc = run(tmp, b, params, dev, device)
+                seconds, acc = run(tmp, b, seeded, dev, device)
                 results.append((seconds, acc, time.process_time() - cpu))
-            out("  pair %d (%s first): ours %.1f s (CPU %.1f s, accuracy %.4f), Trainer %.1f s "
-                "(CPU %.1f s, accuracy %.4f)" % (n + 1, "ours" if n % 2 == 0 else "Trainer",
+            out("  pair %d (seed %d, %s first): ours %.1f s (CPU %.1f s, accuracy %.4f), Trainer %.1f s "
+                "(CPU %.1f s, accuracy %.4f)" % (n + 1, n, "ours" if n % 2 == 0 else "Trainer",
                                                  ours[-1][0], ours[-1][2], ours[-1][1],
                                                  theirs[-1][0], theirs[-1][2], theirs[-1][1]))
     a = statistics.median(r[0] for r in ours)
@@ -188,7 +201,8 @@ def compare(args, device="cpu", out=print):
         "alternating; %d labelled items -> %d train, %d epochs, batch 16, max_length 128, "
         "LoRA r 8): ratio %.3f (target <= %.2f); held-out accuracy on %d SST-2 dev sentences: "
         "ours %.4f, Trainer %.4f (target: ours >= Trainer's): %s"
-        % (a, "expert: length-grouped, eval batch 64" if expert else "defaults", t, device,
+        % (a, ("expert: length-grouped, eval batch 64" if expert else "defaults")
+           + (", bf16=True" if bf16 else ""), t, device,
            args.repeat, args.items, n_train, args.epochs, a / t, target, len(dev),
            acc_a, acc_t, "meets" if meets else "MISSES"))
     out("CPU time (this process, all threads) ratio %.3f: less sensitive than wall time to "
@@ -207,6 +221,11 @@ def main():
     p.add_argument("--trainer-defaults", action="store_true",
                    help="Trainer at its defaults (random sampling, eval batch 8), not as an "
                         "expert sets it")
+    p.add_argument("--trainer-bf16", action="store_true",
+                   help="Trainer also with bf16=True (bfloat16 autocast, as ours does by "
+                        "default on CPUs that compute it natively and on GPUs that have it)")
+    p.add_argument("--bf16", default="auto", choices=["auto", "true", "false"],
+                   help="ours: the bf16 param (default auto)")
     p.add_argument("--no-warmup", dest="warmup", action="store_false",
                    help="skip the untimed tiny run of each side first")
     args = p.parse_args()

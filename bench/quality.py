@@ -33,6 +33,25 @@ def minilm_dir():
     return os.path.join(os.path.dirname(spec.origin), "model")
 
 
+def in_dataset_order(trainer, dataset):
+    """For each item of ``dataset``, the row of ``trainer.predict(dataset)`` (a
+    ``transformers.Trainer``) that holds it.
+
+    transformers 5 applies the length-grouped sampler of
+    ``train_sampling_strategy="group_by_length"`` to evaluation and prediction as well (seeded,
+    so the same order on every call), and ``Trainer.predict`` returns its rows in the sampler's
+    order, not the dataset's; transformers 4 predicts in order. A user must read the rows back
+    in the dataset's order, or every prediction lands on another item: the runs of
+    hf_speed.py and span_speed.py before 2026-12-07 did not, and scored Trainer's side at
+    chance (accuracy 0.50, entity F1 0.017) for that reason."""
+    sampler = trainer._get_eval_sampler(dataset)
+    order = list(sampler) if sampler is not None else list(range(len(dataset)))
+    row = [0] * len(order)
+    for n, i in enumerate(order):
+        row[i] = n
+    return row
+
+
 def make_project(tmp):
     labelled = [json.loads(line) for line in open(os.path.join(DATA, "sst2-2000-labelled.jsonl"))]
     dev = [json.loads(line) for line in open(os.path.join(DATA, "sst2-dev-872.jsonl"))]

@@ -146,7 +146,10 @@ def _encoder_params(epochs):
             Param("max_length", "int", 128, "tokens per item (longer texts are cut)", 8, 8192),
             Param("lora", "bool", True, "train a LoRA adapter (true) or every weight (false)"),
             Param("lora_r", "int", 8, "LoRA rank", 1, 512),
-            Param("lora_alpha", "int", 16, "LoRA scaling", 1, 4096)] + HF_SHARED_PARAMS
+            Param("lora_alpha", "int", 16, "LoRA scaling", 1, 4096),
+            Param("bf16", "str", "auto", "bfloat16 autocast: auto (on GPUs that support it and "
+                  "on CPUs that compute it natively, Intel AMX or AVX512-BF16), true or false",
+                  choices=["auto", "true", "false"])] + HF_SHARED_PARAMS
 
 
 REGISTRY = {

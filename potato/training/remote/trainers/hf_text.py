@@ -4,10 +4,11 @@ A plain PyTorch loop rather than ``transformers.Trainer``: it reports progress p
 ETA, checks for cancellation between steps, and is faster than Trainer at its defaults
 (bench/hf_speed.py): texts are tokenized once, batches are grouped by length (little padding),
 the loss stays on the device until the epoch ends, AdamW is fused on CUDA, bf16 autocast runs
-on GPUs that have it, and prediction sorts by length under inference_mode. With several GPUs it
-trains data-parallel, one process per GPU (parallel.py). Saved with ``save_pretrained`` (the
-model, or the PEFT adapter), plus the tokenizer and ``labels.json``, so standard
-transformers/peft code loads it back.
+on GPUs that have it and on CPUs that compute it natively (the ``bf16`` param), and
+prediction sorts by length under inference_mode. With several GPUs it trains data-parallel,
+one process per GPU (parallel.py). Saved with ``save_pretrained`` (the model, or the PEFT
+adapter), plus the tokenizer and ``labels.json``, so standard transformers/peft code loads it
+back.
 Imported only by the worker.
 """
 
@@ -68,6 +69,21 @@ def check_loss(ctx, epoch, train_loss):
     return train_loss
 
 
+def cpu_has_bf16():
+    """Whether this CPU computes bfloat16 natively (Intel AMX or AVX512-BF16, read from
+    Linux's /proc/cpuinfo). There bf16 autocast takes about three quarters of float32's time
+    at the same accuracy (bench/hf_speed.py); elsewhere it is emulated, and slower."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = line.split(":", 1)[1].split()
+                    return "amx_bf16" in flags or "avx512_bf16" in flags
+    except OSError:
+        pass
+    return False
+
+
 def describe_device(device):
     """The device a run trains on, for the run's Ran on: ``cuda:0 (NVIDIA H200)``, ``cpu``."""
     if device.type == "cuda":
@@ -88,6 +104,7 @@ class Trainer:
         self.model = None
         self.tokenizer = None
         self.device = None
+        self.bf16 = None  # bfloat16 autocast, decided once the device is known
 
     def _encode(self, texts):
         """Token ids of each text, cut at max_length and not padded (tokenized once)."""
@@ -103,9 +120,25 @@ class Trainer:
         return {"input_ids": ids.to(self.device, non_blocking=True),
                 "attention_mask": mask.to(self.device, non_blocking=True)}
 
+    def _use_bf16(self):
+        """bfloat16 autocast or not, by the ``bf16`` param (hf-text-classification and
+        -regression; auto: CUDA GPUs that support it and CPUs that compute it natively);
+        trainers without the param: CUDA GPUs that support it."""
+        choice = self.p.get("bf16")
+        gpu = self.device.type == "cuda" and torch.cuda.is_bf16_supported()
+        if choice == "true" and self.device.type == "cuda" and not gpu:
+            raise self.ctx.RunFailure(
+                "bf16=true but %s does not support bfloat16. Set bf16 to auto (or false) to "
+                "train in float32 there" % describe_device(self.device))
+        if choice in (None, "auto"):
+            return gpu or choice == "auto" and self.device.type == "cpu" and cpu_has_bf16()
+        return choice == "true"
+
     def _autocast(self):
-        if self.device.type == "cuda" and torch.cuda.is_bf16_supported():
-            return torch.autocast("cuda", dtype=torch.bfloat16)
+        if self.bf16 is None:
+            self.bf16 = self._use_bf16()
+        if self.bf16:
+            return torch.autocast(self.device.type, dtype=torch.bfloat16)
         return torch.autocast(self.device.type, enabled=False)
 
     def _load_model(self):
@@ -151,11 +184,13 @@ class Trainer:
         ys = self._targets(train)
         total = math.ceil(len(train) / p["batch_size"]) * p["epochs"]
         sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda s: max(0.0, 1 - s / total))
+        self.bf16 = self._use_bf16()
         ctx.log("training %d items, %d steps (%d epochs), %s, learning rate %g, %d trainable "
-                "parameters%s" % (len(train), total, p["epochs"],
-                                  "LoRA" if p["lora"] else "full fine-tuning", lr,
-                                  sum(w.numel() for w in params),
-                                  ", %d processes" % group.world if group.world > 1 else ""))
+                "parameters, %s%s" % (len(train), total, p["epochs"],
+                                      "LoRA" if p["lora"] else "full fine-tuning", lr,
+                                      sum(w.numel() for w in params),
+                                      "bfloat16 autocast" if self.bf16 else "float32",
+                                      ", %d processes" % group.world if group.world > 1 else ""))
         ddp = group.wrap(model, self.device)
         lengths = [len(r) for r in rows]
         # a loss point for the chart about every 1% of the run (one host sync each)

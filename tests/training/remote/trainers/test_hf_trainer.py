@@ -22,8 +22,10 @@ from tests.helpers import hf_run_dir as _run_dir, hf_train as _train
 
 @pytest.mark.parametrize("lora", [True, False])
 def test_trains_saves_and_loads_back(tmp_path, tiny_bert, lora):
+    # float32 (bf16 false): the predictions are compared below with a float32 reload's,
+    # digit for digit; test_bf16_* covers bfloat16 autocast
     params = {"epochs": 8, "batch_size": 8, "max_length": 16, "lora": lora,
-              "learning_rate": 5e-3 if lora else 1e-3}
+              "learning_rate": 5e-3 if lora else 1e-3, "bf16": "false"}
     paths, items = _run_dir(tmp_path, tiny_bert, **params)
     code, evs = _train(paths)
     errors = [e for e in evs if e["type"] == "error"]
@@ -130,3 +132,38 @@ def test_active_learning_predictions_carry_probabilities_and_a_vector(tmp_path, 
     checked, problem = boundary.predictions(lines, {it["id"]: it["split"] for it in b.items},
                                             b.schemas)
     assert problem is None and checked[0]["probabilities"] and checked[0]["vector"]
+
+
+@pytest.mark.parametrize("bf16", ["true", "false", "auto"])
+def test_bf16_autocast_on_the_cpu_as_the_param_says(tmp_path, tiny_bert, bf16):
+    """bf16 true trains and predicts under bfloat16 autocast on a CPU as well; auto does so
+    only on a CPU that computes bfloat16 natively; the log says which. The model learns
+    either way, and a float32 reload of it predicts the labels its predictions carry."""
+    from potato.training.remote.trainers.hf_text import cpu_has_bf16
+
+    paths, items = _run_dir(tmp_path, tiny_bert, epochs=8, batch_size=8, max_length=16,
+                            learning_rate=5e-3, bf16=bf16)
+    code, evs = _train(paths)
+    assert code == 0, [e for e in evs if e["type"] == "error"]
+    logs = " ".join(e["message"] for e in evs if e["type"] == "log")
+    on = bf16 == "true" or bf16 == "auto" and cpu_has_bf16()
+    assert ("bfloat16 autocast" in logs) is on and ("float32" in logs) is not on, logs
+    result = next(e for e in evs if e["type"] == "result")
+    assert result["metrics"]["sentiment.val_accuracy"] >= 0.9, result
+    model_dir = os.path.join(paths.artifacts, "model")
+    tok = transformers.AutoTokenizer.from_pretrained(model_dir)
+    base = transformers.AutoModelForSequenceClassification.from_pretrained(tiny_bert,
+                                                                           num_labels=2)
+    model = peft.PeftModel.from_pretrained(base, model_dir).eval()
+    preds = [json.loads(line) for line in open(paths.predictions)][:40]
+    texts = dict(items)
+    with torch.no_grad():
+        enc = tok([texts[p["id"]] for p in preds], truncation=True, padding=True,
+                  max_length=16, return_tensors="pt")
+        probs = torch.softmax(model(**enc).logits, dim=-1)
+    labels = ["positive", "negative"]
+    agree = sum(labels[int(row.argmax())] == p["label"] for p, row in zip(preds, probs))
+    assert agree >= 38, agree  # bfloat16 rounding may flip an item the model is unsure of
+    for p, row in zip(preds, probs):
+        assert abs(float(row[labels.index(p["label"])]) - p["confidence"]) < (
+            0.05 if on else 1e-4)
