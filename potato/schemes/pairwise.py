@@ -22,6 +22,7 @@ import string
 from typing import Any, Dict, List, Optional
 
 from potato.config.reader import dotted
+from potato.config.upstream_keys import SCHEME_HINTS
 from potato.markup import Safe, join, render
 from potato.schemes.base import KEEP, Kind, LabelError, number_key, parse_number_text, short
 from potato.schemes.choice import _key
@@ -30,21 +31,15 @@ from potato.schemes.rating import MAX_STEPS, _as_int, _nearest_step, _upstream_n
 MAX_OPTIONS = 9  # one number key each
 MODES = ("binary", "scale")
 TIE = "tie"  # upstream's stored value for the tie
-REFUSED = {
-    "items": "Upstream's inline items are not read here: put the responses in each item of "
-             "the data file, as a list under items_key.",
-    "dimensions": "Upstream's multi_dimension mode is not implemented here: make one pairwise "
-                  "scheme per dimension (each with its own name, description and allow_tie).",
-    "justification": "Upstream's justification box is not implemented here: what annotators "
-                     "write in it would be lost. Remove it and add a multiselect scheme for the "
-                     "reasons and a text scheme for the rationale.",
-}
+# upstream's inline items, refused here; its dimensions and justification are refused, with
+# the reason, as every scheme's unknown keys are (potato.config.upstream_keys.SCHEME_HINTS)
+ITEMS_KEY_HINT = ("Upstream's inline items are not read here: put the responses in each item "
+                  "of the data file, as a list under items_key.")
 
 
 class Pairwise(Kind):
     type_name = "pairwise"
-    keys = ("mode", "items_key", "show_labels", "allow_tie", "tie_label", "scale") + \
-        tuple(REFUSED)
+    keys = ("mode", "items_key", "show_labels", "allow_tie", "tie_label", "scale", "items")
     label_rule = "optional"
     label_values = True
     one_label = True
@@ -60,12 +55,14 @@ class Pairwise(Kind):
 
     # -- config --------------------------------------------------------------------------------
     def parse(self, r, m, p) -> None:
+        if m.get("items") is not None:
+            r.error(p + ("items",), f"{dotted(p + ('items',))}: {ITEMS_KEY_HINT}")
         mode = m.get("mode")
-        for key, why in REFUSED.items():
-            if m.get(key) is not None and not (key == "dimensions" and mode == "multi_dimension"):
-                r.error(p + (key,), f"{dotted(p + (key,))}: {why}")
-        if mode is not None and mode not in MODES:
-            hint = REFUSED["dimensions"] if mode == "multi_dimension" else \
+        # multi_dimension with dimensions: the error on dimensions (refused with its reason
+        # as the mapping was read) already says what to do
+        said = any(e.key == dotted(p + ("dimensions",)) for e in r.errors)
+        if mode is not None and mode not in MODES and not (mode == "multi_dimension" and said):
+            hint = SCHEME_HINTS["dimensions"] if mode == "multi_dimension" else \
                 "Give binary (pick one response) or scale (a slider between them)."
             r.error(p + ("mode",), f"{dotted(p + ('mode',))} is {short(mode)}. {hint}")
         self.items_key = r.text(m, "items_key", p, "text", numbers_ok=False) or "text"

@@ -116,6 +116,7 @@ def test_a_scale_whose_range_leaves_out_0_starts_in_the_middle(tmp_path):
     ("dimensions: [{name: a}]", "make one pairwise scheme per dimension"),
     ("justification: {required: true}", "a text scheme for the rationale"),
     ("items: [a, b]", "as a list under items_key"),
+    ("mode: multi_dimension\n    dimensions: [{name: a}]", "dimensions is not a key a pairwise"),
     ("labels: [only]", "a pairwise scheme compares 2 to 9"),
     ("labels: [a, b, c, d, e, f, g, h, i, j]", "a pairwise scheme compares 2 to 9"),
     ("labels: [a, a]", "lists the label 'a' twice"),
@@ -140,6 +141,16 @@ def test_bad_pairwise_blocks_are_named(tmp_path, keys, message):
     cfg, errors, _ = load(project(tmp_path, config, [{"id": "1", "text": ["x", "y"]}]))
     assert any(message in e.message for e in errors), [e.message for e in errors]
     assert all(e.line for e in errors)
+
+
+def test_upstreams_multi_dimension_block_is_refused_once_per_feature(tmp_path):
+    config = ("data_files: [items.jsonl]\nannotation_schemes:\n"
+              "  - annotation_type: pairwise\n    name: p\n    mode: multi_dimension\n"
+              "    dimensions: [{name: accuracy, allow_tie: true}]\n"
+              "    justification: {required: true, reason_categories: [Safer]}\n")
+    _, errors, _ = load(project(tmp_path, config, [{"id": "1", "text": ["x", "y"]}]))
+    assert sorted(e.key for e in errors) == ["annotation_schemes[0].dimensions",
+                                             "annotation_schemes[0].justification"], errors
 
 
 @pytest.mark.parametrize("keys,message", [
