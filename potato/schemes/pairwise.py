@@ -26,7 +26,8 @@ from potato.config.upstream_keys import SCHEME_HINTS
 from potato.markup import Safe, join, render
 from potato.schemes.base import KEEP, Kind, LabelError, number_key, parse_number_text, short
 from potato.schemes.choice import _key
-from potato.schemes.rating import MAX_STEPS, _as_int, _nearest_step, _upstream_number
+from potato.schemes.rating import (MAX_STEPS, _as_int, _end_label, _nearest_step,
+                                   _upstream_number)
 
 MAX_OPTIONS = 9  # one number key each
 MODES = ("binary", "scale")
@@ -35,6 +36,11 @@ TIE = "tie"  # upstream's stored value for the tie
 # the reason, as every scheme's unknown keys are (potato.config.upstream_keys.SCHEME_HINTS)
 ITEMS_KEY_HINT = ("Upstream's inline items are not read here: put the responses in each item "
                   "of the data file, as a list under items_key.")
+
+
+def _written(r, m, key: str, p, default: str) -> str:
+    """A label's text as written (a bare No or Yes is not false or true), or ``default``."""
+    return default if m.get(key) is None else _end_label(r, m, key, p)
 
 
 class Pairwise(Kind):
@@ -80,7 +86,7 @@ class Pairwise(Kind):
 
     def parse_mode(self, r, m, p) -> None:
         self.allow_tie = r.boolean(m, "allow_tie", p, False)
-        self.tie_label = r.text(m, "tie_label", p, "No preference") or "No preference"
+        self.tie_label = _written(r, m, "tie_label", p, "No preference") or "No preference"
         if self.allow_tie and self.tie_label in self.options:
             r.error(p + ("tie_label",), f"{dotted(p + ('tie_label',))} is {self.tie_label!r}, "
                                         f"which also names a response; give the tie its own "
@@ -232,8 +238,7 @@ class PairwiseScale(Pairwise):
         first, last = self.options[0], self.options[-1]
         for key, default_text in (("min", f"{first} is better"), ("max", f"{last} is better"),
                                   ("center", "Equal")):
-            text = r.text(ends, key, q + ("labels",), default_text)
-            setattr(self, f"{key}_label", "" if text is None else text)
+            setattr(self, f"{key}_label", _written(r, ends, key, q + ("labels",), default_text))
         self.scheme.labels = []  # a number is stored, not a label; the options name the ends
 
     # -- values --------------------------------------------------------------------------------

@@ -104,6 +104,13 @@ def test_scale_defaults_are_upstreams(tmp_path):
     assert "A: A is better" in page and "B: B is better" in page and ">Equal<" in page
 
 
+def test_labels_written_bare_as_yes_or_no_are_the_text_as_written(tmp_path):
+    s, _ = scheme_of(tmp_path, BINARY.replace("tie_label: Hard to tell", "tie_label: No"))
+    assert s.labels[-1] == "No"
+    s, _ = scheme_of(tmp_path, SCALE.replace("center: Equal", "center: Off"))
+    assert ">Off<" in s.kind.inputs(None, 1)
+
+
 def test_a_scale_whose_range_leaves_out_0_starts_in_the_middle(tmp_path):
     s, _ = scheme_of(tmp_path, SCALE.replace("min: -3", "min: 1").replace("max: 3", "max: 5")
                      .replace("      default: 0\n", ""))
