@@ -124,10 +124,12 @@ def annotate_page(cfg: Config, now: Annotating, max_body: int = 0) -> str:
                  if any(s.kind.marks_text for s in cfg.schemes) else "")
     suggestions = _suggestions(cfg, predictions)
     item_text = f'<div class="item-text" id="item-text"{text_attr}>{esc(item["text"])}</div>'
-    if not item["text"] and not text_attr:  # an image, audio or responses alone
-        item_text = ""
     record = display.record(item)  # what the schemes show of it (pairwise: the responses)
     views = "".join(dict.fromkeys(str(s.kind.view(record)) for s in cfg.schemes))
+    # an image or audio item alone, or a text made of a list a scheme shows (its views)
+    if not text_attr and (not item["text"] or
+                          isinstance(record.get(cfg.item_properties.text_key), list)):
+        item_text = ""
     first_open = min(first_unlabelled, total)
     zero = (" (<kbd>0</kbd> the tenth)" if any(k == "0" for s in cfg.schemes
                                                 for k in s.label_keys) else "")

@@ -125,6 +125,9 @@ def test_a_comparison_opens_renders_and_saves(write_config, serve):
         "/admin/export.csv?rows=label", headers={"X-API-Key": KEY}).text)))
     assert {(r["item_id"], r["label"]) for r in rows} == {("1", "Option B"),
                                                           ("2", "Hard to tell")}
+    # the item's text in the export: its responses, lettered as upstream's list_as_text does
+    assert {r["item_id"]: r["text"] for r in rows}["1"] == (
+        "A. See you soon, friend!\n\nB. Meeting moved to 3pm.")
     admin = c.get("/admin", headers={"X-API-Key": KEY}).text
     assert "which response is preferred: Option A, Option B (or Hard to tell)" in admin
 

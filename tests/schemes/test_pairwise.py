@@ -205,13 +205,14 @@ def test_items_without_the_responses_are_named_with_their_field(tmp_path, item, 
     assert message in str(e.value) and "items.jsonl:2" in str(e.value), str(e.value)
 
 
-def test_a_text_key_holding_the_responses_leaves_the_item_without_text(tmp_path):
+def test_a_text_key_holding_the_responses_makes_them_the_items_text_lettered(tmp_path):
     cfg, errors, _ = load(project(tmp_path, "data_files: [items.jsonl]\nannotation_schemes:\n"
                                             "  - {annotation_type: pairwise, name: p}\n",
-                                  [{"id": "1", "text": ["one", "two"]}]))
+                                  [{"id": "1", "text": ["one", "two\nlines"]}]))
     assert errors == []
     [(item_id, text, row)] = load_items(cfg)
-    assert (item_id, text, row["text"]) == ("1", "", ["one", "two"])
+    assert (item_id, text, row["text"]) == ("1", "A. one\n\nB. two\nlines",
+                                            ["one", "two\nlines"])
 
 
 def test_a_list_no_scheme_reads_is_still_not_the_items_text(tmp_path):
