@@ -128,8 +128,14 @@ def test_a_comparison_opens_renders_and_saves(write_config, serve):
     # the item's text in the export: its responses, lettered as upstream's list_as_text does
     assert {r["item_id"]: r["text"] for r in rows}["1"] == (
         "A. See you soon, friend!\n\nB. Meeting moved to 3pm.")
+    bob = Client(url)  # a second annotator: the admin page shows their agreement
+    bob.login("bob")
+    for item_id, label in (("1", "Option B"), ("2", "Option A")):
+        assert bob.json("POST", "/api/annotations", json_body={
+            "item_id": item_id, "labels": {"preference": label}})[0] == 200
     admin = c.get("/admin", headers={"X-API-Key": KEY}).text
     assert "which response is preferred: Option A, Option B (or Hard to tell)" in admin
+    assert "Cohen's κ (ann and bob)" in admin and "over the 2 item(s)" in admin
 
 
 def test_a_scale_opens_renders_and_saves(write_config, serve):
