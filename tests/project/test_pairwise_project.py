@@ -166,3 +166,15 @@ def test_an_item_with_one_response_stops_the_project_with_its_name(write_config,
     out = capsys.readouterr().out
     assert "item '3' has 1 response(s) in 'text' (items_key of pairwise scheme 'preference')" \
         in out, out
+
+
+def test_training_refuses_a_pairwise_scheme_with_a_sentence(write_config, serve):
+    _, url = serve(write_config(COMPARISON, items=ITEMS))
+    c = Client(url)
+    h = {"X-API-Key": KEY}
+    status, body = c.json("POST", "/admin/training/api/runs", headers=h, json_body={
+        "trainer": "text-naive-bayes", "schemas": ["preference"]})
+    assert status == 400 and "no trainer trains pairwise schemes: they are annotate-only" \
+        in body["error"], body
+    status, body = c.json("GET", "/admin/training/api/trainers", headers=h)
+    assert status == 200 and [s["scheme"] for s in body["annotate_only"]] == ["preference"]
