@@ -8,7 +8,7 @@ keeps relative data paths working). The tree is copied to a temporary folder fir
 configs are never changed and every project writes its store there. For each config:
 
 1. ``potato validate --upstream`` (``validation.check``, what the command runs): errors whose
-   key is refused by the policy table (``potato.config.upstream.POLICY``) make the config
+   key is refused by the policy table (``potato.config.upstream_keys.POLICY``) make the config
    *refused-with-reason*; any other error makes it *failed* with the first message. A data file
    the config names but DIR lacks is synthesised first (40+ items with the config's id and text
    keys, and its instance_display keys; an image or audio field names a 1x1 PNG or a short WAV
@@ -54,7 +54,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 from potato.config.settings import load  # noqa: E402
 from potato.config.reader import ConfigError  # noqa: E402
 from potato.service import Service  # noqa: E402
-from potato.config.upstream import POLICY, SCHEME_HINTS  # noqa: E402
+from potato.config.upstream_keys import POLICY, SCHEME_HINTS  # noqa: E402
 from potato.config.upstream_report import migration_report  # noqa: E402
 from potato.project.validation import check  # noqa: E402
 
@@ -85,6 +85,10 @@ def synth_items(cfg, n):
                 row[f.key] = text
         # an item's image or audio (item_properties, or an instance_display image or audio
         # field): a file of the media folder (synth_media writes it)
+        for s in cfg.schemes:  # a pairwise scheme's responses: one per label, under items_key
+            if s.annotation_type in ("pairwise", "pairwise_scale"):
+                row[s.kind.items_key] = ["%s (response %d)" % (text, j + 1)
+                                         for j in range(len(s.kind.options))]
         ip = cfg.item_properties
         for key, ext in ((ip.image_key, "png"), (ip.audio_key, "wav")):
             if key:
@@ -156,8 +160,10 @@ def synthesise_missing(path, root):
 
 def value_for(scheme, k, text):
     kind, t = scheme.kind, scheme.annotation_type
-    if t in ("radio", "select"):
+    if t in ("radio", "select", "pairwise"):
         return scheme.labels[k % len(scheme.labels)]
+    if t == "pairwise_scale":
+        return kind.min_value
     if t == "multiselect":
         return [scheme.labels[k % len(scheme.labels)]]
     if t == "likert":

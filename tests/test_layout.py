@@ -821,7 +821,8 @@ def kind_name_decisions(rel, path, kinds=None):
     """(line, code) of every place that decides by a kind's name: a comparison (==, !=, in,
     not in a literal) of a kind name with an annotation type, kind or type expression, and a
     dict literal keyed by kind names (two or more, or any used as a lookup: d[...] / d.get)."""
-    names = set(kinds if kinds is not None else KINDS)
+    names = set(kinds if kinds is not None else
+                list(KINDS) + [f.type_name for k in KINDS.values() for f in k.forms])
     names -= {word for (where, word) in KIND_WORD_ELSEWHERE if where == rel}
     tree = ast.parse(open(path).read())
     looked_up = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Subscript)} | {
@@ -866,13 +867,13 @@ def test_kind_name_decision_check_can_fail(tmp_path):
         '    c = {"likert": 1, "slider": 2}\n'
         '    d = {"text": "text_box"}.get(s.annotation_type)\n'
         '    e = item["text"] == "text" or field.input == "number" or "radio" in item\n'
-        '    g = s.kind.type_name == "pairwise"\n'
+        '    g = s.kind.type_name == "ranking"\n'
         '    return {"text": item, "id": 1}\n')
     assert [line for line, _ in kind_name_decisions("potato/bad.py", str(planted))] == [
         2, 2, 3, 3, 4, 5]
     # the names come from the registry: a kind added there is checked too
     assert [line for line, _ in kind_name_decisions(
-        "potato/bad.py", str(planted), list(KINDS) + ["pairwise"])] == [2, 2, 3, 3, 4, 5, 7]
+        "potato/bad.py", str(planted), list(KINDS) + ["ranking"])] == [2, 2, 3, 3, 4, 5, 7]
     # a word that is something else in a named file is not a kind's name there
     assert kind_name_decisions("potato/project/display.py", str(planted)) == [
         (line, text) for line, text in kind_name_decisions("potato/bad.py", str(planted))

@@ -242,9 +242,10 @@ def _display(r: Reader, raw: Any, blockers: Dict[str, int]) -> List[DisplayField
                                   f"or show a still image (type: image) instead.")
         elif kind not in DISPLAY_TYPES:
             r.error(p + ("type",), f"{dotted(p + ('type',))} is {kind!r} (field {key!r}), which "
-                                  f"is not implemented here (traces, code, pairwise and the "
-                                  f"like). Use one of {', '.join(DISPLAY_TYPES)}, or remove "
-                                  f"the field.")
+                                  f"is not implemented here (traces, code, a pairwise "
+                                  f"display and the like; a pairwise scheme shows its item's "
+                                  f"responses itself). Use one of {', '.join(DISPLAY_TYPES)}, "
+                                  f"or remove the field.")
         else:
             out.append(DisplayField(key, kind, r.text(fm, "label", p, "") or "",
                                     r.boolean(fm, "span_target", p, False), i))

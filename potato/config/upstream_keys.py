@@ -284,3 +284,11 @@ SCHEME_HINTS["bad_text_label"] = (
     "Upstream's 'bad text' checkbox beside the spans (the item cannot be annotated) is not "
     "implemented here: annotators' marks would be lost. Remove it and add a multiselect "
     "scheme (for example labels: [bad text]) for items that cannot be annotated.")
+# upstream's pairwise: a scheme of several comparisons, and a reasons-and-rationale box
+SCHEME_HINTS["dimensions"] = (
+    "Upstream's pairwise multi_dimension mode is not implemented here: make one pairwise "
+    "scheme per dimension (each with its own name, description and allow_tie).")
+SCHEME_HINTS["justification"] = (
+    "Upstream's pairwise justification box is not implemented here: what annotators write in "
+    "it would be lost. Remove it and add a multiselect scheme for the reasons and a text "
+    "scheme for the rationale.")

@@ -119,9 +119,16 @@ def load_items(cfg: Config) -> List[Item]:
     """All items of the project's data files, in order. Raises DataError.
 
     An item that names an image or audio file (``image_key`` / ``audio_key``) may have no
-    text: its text is then "" (every other item needs its ``text_key``)."""
+    text: its text is then "" (every other item needs its ``text_key``). An item whose
+    ``text_key`` is a list a scheme reads (``Kind.item_fields``: pairwise's responses) has
+    them as its text, lettered "A. ", "B. " ..., one paragraph each, as upstream's
+    list_as_text shows them (exports carry it). Each scheme checks the fields it reads
+    (``Kind.check_item``)."""
     id_key, text_key = cfg.item_properties.id_key, cfg.item_properties.text_key
     with_media = bool(cfg.item_properties.image_key or cfg.item_properties.audio_key)
+    kinds = [s.kind for s in cfg.schemes if s.kind is not None]
+    # a field a scheme reads (pairwise's list of responses) may be the text_key: no text then
+    read = {f for k in kinds for f in k.item_fields()}
     items: List[Item] = []
     seen: Dict[str, str] = {}
     for path in cfg.data_files:
@@ -138,10 +145,16 @@ def load_items(cfg: Config) -> List[Item]:
             if isinstance(item_id, (dict, list, bool)):
                 raise DataError(f"{where}: the item's {id_key!r} must be a string or a number.")
             item_id = str(item_id)
+            for kind in kinds:
+                problem = kind.check_item(row)
+                if problem:
+                    raise DataError(f"{where}: item {item_id!r} {problem}")
             text = row.get(text_key)
+            if text_key in read and isinstance(text, list):  # checked by the scheme above
+                text = "\n\n".join(f"{chr(65 + j)}. {t}" for j, t in enumerate(text))
             if text is None or not isinstance(text, (str, int, float)):
                 if not (with_media and _has_media(cfg, row, where, item_id)):
-                    if text is not None:  # there, but not text (upstream's pairwise: a list)
+                    if text is not None:  # there, but not text (a list no scheme reads)
                         raise DataError(f"{where}: item {item_id!r}'s {text_key!r} "
                                         f"(item_properties.text_key) is a "
                                         f"{type(text).__name__}, not text. Point text_key at "

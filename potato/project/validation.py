@@ -176,11 +176,13 @@ def _backend_rules(cfg: Config, report: Report, err, warn) -> None:
         bpath = ("model_training", "backends", name)
         for rule in kind_rules(b):  # each kind's own checks live with its config keys
             rule(b, bpath, dotted(bpath), err, warn)
-    if mt.enabled and not mt.writeback.schemas and cfg.schemes:
+    # only schemes a trainer takes have suggestions to write back (not text, not pairwise)
+    trainable = [s.name for s in cfg.schemes if not trainers.annotate_only(s.annotation_type)]
+    if mt.enabled and not mt.writeback.schemas and trainable:
         report.notes.append(Problem(
             "model_training.writeback.schemas is empty, so runs train models whose predictions "
             "annotators never see. List the schemes whose model suggestions annotators should "
-            "get (for example writeback: {schemas: [%s]})." % cfg.schemes[0].name,
+            "get (for example writeback: {schemas: [%s]})." % trainable[0],
             "model_training.writeback.schemas", cfg.line_of(("model_training",)), cfg.path))
     agents = [name for name, b in mt.backends.items() if polled_by_agents(b)]
     if agents and mt.enabled:

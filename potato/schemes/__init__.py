@@ -18,6 +18,7 @@ from potato.schemes.base import KEEP, Kind, LabelError, Scheme, short
 from potato.schemes.choice import Multiselect, Radio, Select
 from potato.schemes import logic
 from potato.schemes.expand import expand
+from potato.schemes.pairwise import Pairwise
 from potato.schemes.rating import Likert, Number, Slider
 from potato.schemes.variants import VARIANT_TYPES
 from potato.schemes.span import Span
@@ -28,14 +29,17 @@ __all__ = ["KEEP", "KINDS", "Kind", "LabelError", "Scheme", "kind_class", "make_
            "parse_schemes", "save_bytes"]
 
 KINDS: Dict[str, type] = {k.type_name: k for k in (
-    Radio, Multiselect, Select, Likert, Slider, Number, Text, Span)}
+    Radio, Multiselect, Select, Likert, Slider, Number, Text, Span, Pairwise)}
 
 
 def kind_class(annotation_type: Optional[str]) -> type:
     """The class of an annotation type named in stored data (a run's bundle schemas, an
     export's scheme no longer in the config): its class attributes say what the server does
     with its values. An unknown or missing type is the base ``Kind``: one of the labels."""
-    return KINDS.get(annotation_type, Kind) if isinstance(annotation_type, str) else Kind
+    if not isinstance(annotation_type, str):
+        return Kind
+    return KINDS.get(annotation_type) or next(
+        (f for k in KINDS.values() for f in k.forms if f.type_name == annotation_type), Kind)
 
 COMMON_KEYS = ("annotation_type", "name", "description", "labels", "label_requirement",
                "sequential_key_binding", "display_logic")
@@ -86,6 +90,7 @@ def parse_schemes(r: Reader, raw: Any, blockers: Optional[Dict[str, int]] = None
         p = path + (i,)
         kind_name = item.get("annotation_type") if isinstance(item, dict) else None
         cls = KINDS.get(kind_name) if isinstance(kind_name, str) else None
+        cls = cls.form(item) if cls is not None else None  # a kind's mode may pick its form
         if cls is None and isinstance(kind_name, str) and kind_name.strip():
             if blockers is not None:
                 what = "annotation_type %s" % kind_name
@@ -126,7 +131,8 @@ def parse_schemes(r: Reader, raw: Any, blockers: Optional[Dict[str, int]] = None
                     f"{dotted(p + ('annotation_type',))} is {kind!r}; Potato supports "
                     f"{', '.join(KINDS)}, and upstream's multirate, "
                     f"{', '.join(VARIANT_TYPES)}.{suggest(kind or '', KINDS)}")
-        scheme = Scheme(name, kind or "", [], r.text(m, "description", p, "") or "")
+        scheme = Scheme(name, cls.type_name if cls else kind or "", [],
+                        r.text(m, "description", p, "") or "")
         scheme.labels, scheme.label_keys = _labels(r, m, p, name, cls)
         scheme.required = _required(r, m, p)
         scheme.display_logic = logic.parse(r, m.get("display_logic"), p)
@@ -165,7 +171,7 @@ def _labels(r: Reader, m: Dict[str, Any], p: Path, name: str, cls):
             r.error(p + ("labels",), f"{dotted(p)} ({name}) is a {cls.type_name} scheme, which "
                                      f"takes no labels; remove labels.")
         return [], []
-    if raw is None and rule == "optional-one":
+    if raw is None and rule in ("optional-one", "optional"):
         return [], []
     if not isinstance(raw, list) or not raw:
         r.error(p + ("labels",), f"{dotted(p)} ({name}) needs a non-empty list of labels.")

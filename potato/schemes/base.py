@@ -53,7 +53,8 @@ class Kind:
 
     type_name = ""
     keys: Tuple[str, ...] = ()   # scheme keys of this type, beyond potato.schemes.COMMON_KEYS
-    label_rule = "required"      # "required": a non-empty list; "none"; "optional-one"
+    label_rule = "required"      # "required": a non-empty list; "none"; "optional-one";
+    #                              "optional" (a non-empty list, or none: the kind's default)
     script: Optional[str] = None  # a static script the annotate page needs for this type
     label_values = False         # values are made of the scheme's labels (counted per label)
     marks_text = False           # the page gives its script the item's exact text (data-text)
@@ -94,6 +95,15 @@ class Kind:
         return self.scheme.name
 
     # -- config --------------------------------------------------------------------------------
+    @classmethod
+    def form(cls, m: Dict[str, Any]) -> type:
+        """The class that reads the scheme mapping ``m``: this one, or, for a kind whose
+        modes are stored and aggregated differently (pairwise's ``mode: scale``), the
+        subclass for its mode, listed in ``forms`` (found by ``schemes.kind_class`` too)."""
+        return cls
+
+    forms: Tuple[type, ...] = ()
+
     def parse(self, r: Reader, m: Dict[str, Any], p: Path) -> None:
         """Read this type's keys from the scheme mapping ``m`` (at key path ``p``)."""
 
@@ -144,6 +154,22 @@ class Kind:
         (``labels``: the classes, as the values the store holds) and what bounds a prediction
         (checked by potato/training/exchange/boundary.py)."""
         return {"labels": list(self.scheme.labels)}
+
+    # -- the item --------------------------------------------------------------------------------
+    def item_fields(self) -> Tuple[str, ...]:
+        """The item fields this scheme reads beside the text (pairwise's ``items_key``): a
+        field named here may hold what ``check_item`` accepts (a list), even the text_key."""
+        return ()
+
+    def check_item(self, row: Dict[str, Any]) -> Optional[str]:
+        """What is wrong with an item's record for this scheme (a sentence that follows the
+        item's name, e.g. "has no 'responses' ..."), or None; checked when items are read."""
+        return None
+
+    def view(self, row: Dict[str, Any]) -> Safe:
+        """What the annotate page shows of the item's record for this scheme, beside its text
+        (pairwise: the responses side by side); the same view is shown once."""
+        return Safe("")
 
     # -- the annotate page ---------------------------------------------------------------------
     def key_count(self) -> int:

@@ -124,7 +124,11 @@ def annotate_page(cfg: Config, now: Annotating, max_body: int = 0) -> str:
                  if any(s.kind.marks_text for s in cfg.schemes) else "")
     suggestions = _suggestions(cfg, predictions)
     item_text = f'<div class="item-text" id="item-text"{text_attr}>{esc(item["text"])}</div>'
-    if with_media and not item["text"] and not text_attr:  # an image or audio item alone
+    record = display.record(item)  # what the schemes show of it (pairwise: the responses)
+    views = "".join(dict.fromkeys(str(s.kind.view(record)) for s in cfg.schemes))
+    # an image or audio item alone, or a text made of a list a scheme shows (its views)
+    if not text_attr and (not item["text"] or
+                          isinstance(record.get(cfg.item_properties.text_key), list)):
         item_text = ""
     first_open = min(first_unlabelled, total)
     zero = (" (<kbd>0</kbd> the tenth)" if any(k == "0" for s in cfg.schemes
@@ -135,7 +139,7 @@ def annotate_page(cfg: Config, now: Annotating, max_body: int = 0) -> str:
 {'<div class="media-layout">' if with_media else ''}
 <article class="item" aria-label="Item to annotate">
   <p class="item-id">Item {position + 1} of {total} · <code>{esc(item["id"])}</code></p>
-  {display.fields(cfg, item, Safe(item_text))}
+  {display.fields(cfg, item, Safe(item_text))}{views}
   {''.join(suggestions)}
 </article>
 <form method="post" action="/annotate" id="annotate-form" data-max-body="{max_body}">

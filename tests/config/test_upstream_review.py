@@ -88,8 +88,9 @@ def test_what_each_key_does_does_not_contradict_a_value_refused(tmp_path, capsys
 
 
 def test_validate_names_a_text_key_that_holds_a_list_not_no_text(tmp_path, capsys):
-    """Upstream's pairwise examples put a list under text_key; validate (which now reads the
-    items) must not say the item has no 'text' when it has one that is a list."""
+    """Upstream's pairwise examples put a list under text_key; without a pairwise scheme that
+    reads it, validate (which now reads the items) must not say the item has no 'text' when
+    it has one that is a list."""
     path = project(tmp_path, "data_files: [items.jsonl]\nannotation_schemes:\n"
                              "  - {annotation_type: radio, name: q, labels: [a, b]}\n",
                    '{"id": "1", "text": ["Isn\'t this awesome?!", "I like you"]}\n')

@@ -274,6 +274,18 @@ def test_writeback_schemas_must_exist(write_config):
                            "annotation scheme. Did you mean sentiment? Schemes: sentiment.")
 
 
+def test_an_empty_writeback_note_names_a_scheme_a_trainer_takes(write_config):
+    text_first = BASE.replace("annotation_schemes:\n", "annotation_schemes:\n  - "
+                              "{annotation_type: text, name: comment}\n")
+    _, report = check(write_config(text_first))
+    [note] = [n for n in report.notes if "writeback.schemas is empty" in n.message]
+    assert "writeback: {schemas: [sentiment]}" in note.message  # not the text scheme
+    only_text = BASE.split("annotation_schemes:")[0] + (
+        "annotation_schemes:\n  - {annotation_type: text, name: comment}\n")
+    _, report = check(write_config(only_text, name="text.yaml"))
+    assert not [n for n in report.notes if "writeback" in n.message]  # nothing to write back
+
+
 @pytest.mark.parametrize("text,seconds", [
     ("30", 1800), ("30:15", 1815), ("02:00:00", 7200), ("1-12", 129600),
     ("1-02:30", 95400), ("1-00:00:10", 86410), ("UNLIMITED", float("inf")),

@@ -34,7 +34,7 @@ def span_scheme():
 
 def test_every_kind_is_registered_once_by_its_type():
     assert sorted(KINDS) == sorted(["radio", "multiselect", "select", "likert", "slider",
-                                    "number", "text", "span"])
+                                    "number", "text", "span", "pairwise"])
     assert all(cls.type_name == name for name, cls in KINDS.items())
 
 
