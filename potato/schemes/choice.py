@@ -15,7 +15,7 @@ def _not_a_label(kind: Kind, value: Any) -> LabelError:
                       f"(labels: {', '.join(kind.scheme.labels)}).")
 
 
-def _key(n: int) -> str:
+def label_key(n: int) -> str:
     """The number key of the page's n-th label: 1..9, and 0 for the tenth (a digit
     classifier's ten labels all have a key)."""
     return str(n) if n <= 9 else "0" if n == 10 else ""
@@ -68,8 +68,8 @@ class Radio(Kind):
                 '<label class="option{c}"><input type="{t}" name="label:{s}" value="{v}" '
                 'data-key="{k}"{checked}> {kbd} {v}</label>',
                 c=" chosen" if checked else "", t=self.input_type, s=self.name, v=label,
-                k=_key(n), checked=Safe(" checked" if checked else ""),
-                kbd=render("<kbd>{n}</kbd>", n=_key(n)) if _key(n) else ""))
+                k=label_key(n), checked=Safe(" checked" if checked else ""),
+                kbd=render("<kbd>{n}</kbd>", n=label_key(n)) if label_key(n) else ""))
         return join(opts)
 
 

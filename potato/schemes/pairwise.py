@@ -25,9 +25,9 @@ from potato.config.reader import dotted
 from potato.config.upstream_keys import SCHEME_HINTS
 from potato.markup import Safe, join, render
 from potato.schemes.base import KEEP, Kind, LabelError, number_key, parse_number_text, short
-from potato.schemes.choice import _key
-from potato.schemes.rating import (MAX_STEPS, _as_int, _end_label, _nearest_step,
-                                   _upstream_number)
+from potato.schemes.choice import label_key
+from potato.schemes.rating import (MAX_STEPS, as_int, end_label, nearest_step,
+                                   upstream_number)
 
 MAX_OPTIONS = 9  # one number key each
 MODES = ("binary", "scale")
@@ -40,7 +40,7 @@ ITEMS_KEY_HINT = ("Upstream's inline items are not read here: put the responses 
 
 def _written(r, m, key: str, p, default: str) -> str:
     """A label's text as written (a bare No or Yes is not false or true), or ``default``."""
-    return default if m.get(key) is None else _end_label(r, m, key, p)
+    return default if m.get(key) is None else end_label(r, m, key, p)
 
 
 class Pairwise(Kind):
@@ -173,7 +173,7 @@ class Pairwise(Kind):
     def inputs(self, current: Any, first_key: int) -> Safe:
         tiles = []
         for i, label in enumerate(self.scheme.labels):
-            key = _key(first_key + i) if self.with_keys else ""
+            key = label_key(first_key + i) if self.with_keys else ""
             tie = self.allow_tie and i == len(self.options)
             checked = label == current
             tiles.append(render(
@@ -224,7 +224,7 @@ class PairwiseScale(Pairwise):
                                    f"that makes at most {MAX_STEPS:g} steps from min to max.")
             step = 1 if hi - lo <= MAX_STEPS else (hi - lo) / MAX_STEPS
         self.min_value, self.max_value, self.step = lo, hi, step
-        middle = _nearest_step((lo + hi) / 2, lo, step)
+        middle = nearest_step((lo + hi) / 2, lo, step)
         default = number_key(r, s, "default", q, 0 if lo <= 0 <= hi else middle)
         try:
             self.default = self.check(default)
@@ -246,14 +246,14 @@ class PairwiseScale(Pairwise):
         if value is None or value == "":
             return None
         lo, hi, step = self.min_value, self.max_value, self.step
-        value = _as_int(self.number(value, f"a number from {lo:g} to {hi:g}"))
+        value = as_int(self.number(value, f"a number from {lo:g} to {hi:g}"))
         if not lo <= value <= hi:
             raise self.fail(f"{short(value)} is outside {lo:g} to {hi:g}.")
         steps = (value - lo) / step
         if abs(steps - round(steps)) > 1e-6:
             raise self.fail(f"{short(value)} is not on the scale's steps of {step:g} from "
                             f"{lo:g}.")
-        return value if isinstance(value, int) else _nearest_step(value, lo, step)
+        return value if isinstance(value, int) else nearest_step(value, lo, step)
 
     def from_form(self, values: List[str]) -> Any:
         # the hidden field: empty until the annotator moves the slider
@@ -263,7 +263,7 @@ class PairwiseScale(Pairwise):
         return {"scale_value": str(value)}
 
     def from_upstream_cell(self, cell: Dict[str, Any]) -> Any:
-        return _upstream_number(cell)
+        return upstream_number(cell)
 
     def training_schema(self) -> Dict[str, Any]:
         return {"labels": [], "min_value": self.min_value, "max_value": self.max_value}

@@ -18,14 +18,14 @@ MAX_LIKERT = 20
 MAX_STEPS = 10 ** 9  # a slider's steps at most: a smaller step is no slider (and overflows)
 
 
-def _as_int(value: Any) -> Any:
+def as_int(value: Any) -> Any:
     """3.0 -> 3 (JSON and forms do not say int or float); anything else as it is."""
     if isinstance(value, float) and value.is_integer() and abs(value) <= 2 ** 53:
         return int(value)
     return value
 
 
-def _upstream_number(cell: Dict[str, Any]) -> Any:
+def upstream_number(cell: Dict[str, Any]) -> Any:
     """An upstream entry's number (upstream writes it as a string), or the value as it is."""
     value = next(iter(cell.values()), None) if cell else None
     if isinstance(value, str):
@@ -36,7 +36,7 @@ def _upstream_number(cell: Dict[str, Any]) -> Any:
     return value
 
 
-def _end_label(r, m, key: str, p) -> str:
+def end_label(r, m, key: str, p) -> str:
     """A scale end's text as written: YAML 1.1 reads a bare No or Yes as false or true."""
     if isinstance(m.get(key), bool) and p + (key,) in r.scalars:
         return r.scalars[p + (key,)]
@@ -63,13 +63,13 @@ class Likert(Kind):
             r.error(p, f"{dotted(p)} ({self.name}) is a likert scale without size: give the "
                        f"number of points (2 to {MAX_LIKERT}), for example size: 5.")
         self.size = size or 5
-        self.min_label, self.max_label = (_end_label(r, m, key, p)
+        self.min_label, self.max_label = (end_label(r, m, key, p)
                                           for key in ("min_label", "max_label"))
 
     def check(self, value: Any, text: Optional[str] = None) -> Any:
         if value is None or value == "":
             return None
-        value = _as_int(self.number(value, f"a point from 1 to {self.size}"))
+        value = as_int(self.number(value, f"a point from 1 to {self.size}"))
         if not isinstance(value, int) or not 1 <= value <= self.size:
             raise self.fail(f"takes a whole point from 1 to {self.size}, not {short(value)}.")
         return value
@@ -84,7 +84,7 @@ class Likert(Kind):
         return {f"scale_{value}": str(value)}
 
     def from_upstream_cell(self, cell: Dict[str, Any]) -> Any:
-        return _upstream_number(cell)
+        return upstream_number(cell)
 
     def preselect(self, predicted: Any) -> Optional[str]:
         try:
@@ -119,7 +119,7 @@ class Likert(Kind):
                       hi=self.max_label, points=join(points))
 
 
-def _nearest_step(value: Any, base: float, step: float) -> Any:
+def nearest_step(value: Any, base: float, step: float) -> Any:
     """A number on the nearest of the steps from ``base``, without the grid's float noise
     (0.30000000000000004 -> 0.3: rounded to 10 decimals, or to 3 more than the step has when it
     is finer than 1e-7); anything else (not a finite number, too far for the grid) as it is."""
@@ -127,7 +127,7 @@ def _nearest_step(value: Any, base: float, step: float) -> Any:
             not math.isfinite(value) or abs((value - base) / step) > 1e15:
         return value
     nearest = base + round((value - base) / step) * step
-    return _as_int(round(nearest, max(10, 3 - math.floor(math.log10(step)))))
+    return as_int(round(nearest, max(10, 3 - math.floor(math.log10(step)))))
 
 
 class Number(Kind):
@@ -170,7 +170,7 @@ class Number(Kind):
     def check(self, value: Any, text: Optional[str] = None) -> Any:
         if value is None or value == "":
             return None
-        value = _as_int(self.number(value))
+        value = as_int(self.number(value))
         lo, hi = self.min_value, self.max_value
         if lo is not None and value < lo or hi is not None and value > hi:
             raise self.fail(f"{short(value)} is outside {self._range()}.")
@@ -199,7 +199,7 @@ class Number(Kind):
         return parse_number_text(values[-1]) if values else None
 
     def from_upstream_cell(self, cell: Dict[str, Any]) -> Any:
-        return _upstream_number(cell)
+        return upstream_number(cell)
 
     def preselect(self, predicted: Any) -> Optional[str]:
         try:
@@ -213,7 +213,7 @@ class Number(Kind):
         scheme has one (a regression predicts any number), else as it is."""
         if self.typed_step is None:
             return value
-        return _nearest_step(value, self.min_value or 0, self.typed_step)
+        return nearest_step(value, self.min_value or 0, self.typed_step)
 
     def training_schema(self):
         # No classes: a model predicts a number, within the bounds the scheme has.
@@ -273,7 +273,7 @@ class Slider(Number):
                                              f"min_value and max_value.")
             self.starting_value = self.min_value
         r.boolean(m, "show_labels", p, True)
-        self.min_label, self.max_label = (_end_label(r, m, key, p)
+        self.min_label, self.max_label = (end_label(r, m, key, p)
                                           for key in ("min_label", "max_label"))
 
     def check(self, value: Any, text: Optional[str] = None) -> Any:
@@ -285,12 +285,12 @@ class Slider(Number):
             raise self.fail(f"{short(value)} is not on the slider's steps of {self.step:g} "
                             f"from {self.min_value:g}.")
         if not isinstance(value, int):  # 0.30000000000000004 -> 0.3
-            value = _nearest_step(value, self.min_value, self.step)
+            value = nearest_step(value, self.min_value, self.step)
         return value
 
     def snap(self, value: Any) -> Any:
         """A model's value on the slider's nearest step (a regression predicts any number)."""
-        return _nearest_step(value, self.min_value, self.step)
+        return nearest_step(value, self.min_value, self.step)
 
     def from_form(self, values: List[str]) -> Any:
         # The hidden field: empty until the annotator moves the slider (a slider always shows

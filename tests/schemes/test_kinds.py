@@ -554,13 +554,13 @@ def kind(kind_type, **options):
 
 
 def test_as_int():
-    from potato.schemes.rating import _as_int
-    assert _as_int(3.0) == 3 and type(_as_int(3.0)) is int
-    assert type(_as_int(-3.0)) is int
-    assert _as_int(2.5) == 2.5 and _as_int("3.0") == "3.0" and _as_int(3) == 3
-    assert type(_as_int(float(2 ** 53))) is int and type(_as_int(-float(2 ** 53))) is int
-    assert type(_as_int(float(2 ** 54))) is float
-    assert type(_as_int(float(2 ** 53 + 2))) is float
+    from potato.schemes.rating import as_int
+    assert as_int(3.0) == 3 and type(as_int(3.0)) is int
+    assert type(as_int(-3.0)) is int
+    assert as_int(2.5) == 2.5 and as_int("3.0") == "3.0" and as_int(3) == 3
+    assert type(as_int(float(2 ** 53))) is int and type(as_int(-float(2 ** 53))) is int
+    assert type(as_int(float(2 ** 54))) is float
+    assert type(as_int(float(2 ** 53 + 2))) is float
 
 
 def test_likert_check():
