@@ -99,10 +99,12 @@ def run_trainer(tmp, train, dev, params, device):
     """The transformers token-classification recipe, as an expert would set it."""
     import numpy as np
     from transformers import (AutoModelForTokenClassification, AutoTokenizer,
-                              DataCollatorForTokenClassification, Trainer, TrainingArguments)
+                              DataCollatorForTokenClassification, Trainer, TrainingArguments,
+                              set_seed)
 
     names = spans.tag_names(LABELS)
     t0, c0 = time.perf_counter(), time.process_time()
+    set_seed(params["seed"])  # before the model, as run_ner.py: its new head is the seed's
     tok = AutoTokenizer.from_pretrained(params["model"])
     model = AutoModelForTokenClassification.from_pretrained(
         params["model"], num_labels=len(names), id2label=dict(enumerate(names)),

@@ -236,11 +236,16 @@ class Trainer:
         self.ctx.emitter.metric("accuracy", round(acc, 4), epoch=epoch, split="val", step=step)
         metrics["%s.val_accuracy" % self.scheme] = round(acc, 4)
 
+    MAX_GRAD_NORM = 1.0  # gradients clipped to this norm, as transformers.Trainer does
+
     def _epoch(self, ddp, group, batches, rows, ys, optim, sched, state, epoch):
         """One pass; (loss sum, items) over every rank. The loss stays on the device until the
-        epoch ends: no host sync per step beyond what progress needs (none)."""
+        epoch ends: no host sync per step beyond what progress needs (none). Gradients are
+        clipped to a norm of 1 (a high learning rate without warmup then does not throw the
+        pretrained weights off in the first steps)."""
         ctx = self.ctx
         ddp.train()
+        trainable = [w for w in ddp.parameters() if w.requires_grad]
         loss_sum = torch.zeros((), device=self.device)
         window = torch.zeros((), device=self.device)  # this rank's loss since the last point
         seen = in_window = 0
@@ -249,6 +254,7 @@ class Trainer:
             group.step(state["step"] + 1)
             loss = self._forward(ddp, rows, batch, ys)
             loss.backward()
+            torch.nn.utils.clip_grad_norm_(trainable, self.MAX_GRAD_NORM)
             optim.step()
             sched.step()
             optim.zero_grad(set_to_none=True)
