@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from potato.config.reader import Path, Reader, dotted
-from potato.config.upstream_keys import ACCEPTED, IMPLEMENTED, POLICY, REFUSED
+from potato.config.upstream_keys import ACCEPTED, IMPLEMENTED, OFF_SWITCHES, POLICY, REFUSED
 
 
 @dataclass
@@ -109,18 +109,23 @@ def _status(r: Reader, key: str, value: Any) -> str:
                         "rules), which is not implemented here. Give an integer: how many "
                         "annotators get each item.")
         return REFUSED
-    if status == REFUSED and turned_off(value):
+    if status == REFUSED and turned_off(key, value):
         return ACCEPTED  # a feature switched off asks for nothing
     if status == REFUSED:
         r.error((key,), f"{key} is upstream Potato's, and refused here: {POLICY[key].why}")
     return status
 
 
-def turned_off(value: Any) -> bool:
-    """An upstream feature the config switches off: false, empty, ``enabled: false``, or the
-    older ``'on': false`` (unquoted, YAML reads the key ``on`` as true)."""
-    return value is None or value is False or isinstance(value, dict) and any(
-        value.get(k) is False for k in ("enabled", "on", True))
+def turned_off(key: str, value: Any) -> bool:
+    """A refused upstream feature the config switches off, as upstream's own code reads its
+    switch (``OFF_SWITCHES``): null, false, or a mapping whose every switch is false."""
+    switches = OFF_SWITCHES.get(key)
+    if not switches:
+        return False
+    if value is None or value is False:
+        return True
+    given = [value[k] for k in switches if k in value] if isinstance(value, dict) else []
+    return bool(given) and all(v is False for v in given)
 
 
 _HTML_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9-]*(\s[^<>]*)?/?>")

@@ -19,7 +19,7 @@ carries the same table.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict
+from typing import Any, Dict, Tuple
 
 IMPLEMENTED, ACCEPTED, REFUSED = "implemented", "accepted", "refused"
 
@@ -194,7 +194,10 @@ POLICY: Dict[str, Policy] = {
     **{k: _acc(_BWS) for k in ("_bws_pool_items", "bws_config", "ibws_config")},
     **{k: _acc(_PHASE) for k in ("allow_phase_back_navigation", "debug_phase",
                                  "export_include_phase_data")},
-    **{k: _acc(_ADMIN) for k in ("analytics", "corpus_map", "embedding_visualization",
+    "corpus_map": _ref("upstream's corpus map lets annotators browse the documents and take "
+                       "the ones they choose, which is not offered here: annotators get items "
+                       "in the assignment order. Remove corpus_map."),
+    **{k: _acc(_ADMIN) for k in ("analytics", "embedding_visualization",
                                  "embeddings", "curation", "datasets")},
     "mace": _acc("MACE annotator-competence estimates are not computed here; "
                  "model_training.aggregation: consensus (Dawid-Skene) estimates each "
@@ -286,9 +289,25 @@ SCHEME_HINTS["bad_text_label"] = (
     "scheme (for example labels: [bad text]) for items that cannot be annotated.")
 # upstream's pairwise: a scheme of several comparisons, and a reasons-and-rationale box
 SCHEME_HINTS["dimensions"] = (
-    "Upstream's pairwise multi_dimension mode is not implemented here: make one pairwise "
-    "scheme per dimension (each with its own name, description and allow_tie).")
+    "Upstream's pairwise multi_dimension mode is not implemented here. Remove dimensions "
+    "and make one pairwise scheme per dimension (each with its own name, description and "
+    "allow_tie).")
 SCHEME_HINTS["justification"] = (
     "Upstream's pairwise justification box is not implemented here: what annotators write in "
     "it would be lost. Remove it and add a multiselect scheme for the reasons and a text "
     "scheme for the rationale.")
+
+# The refused features upstream's own code switches off, and the keys that say so: only
+# these are accepted when the config turns them off (false, null, or every switch given as
+# false). Upstream's schema gives these an ``enabled`` key; surveyflow's older switch is
+# ``on`` (unquoted, YAML reads that key as true). Any other refused key is refused whatever
+# its value: upstream acts on it whenever it is there (phases, prolific, login ...).
+OFF_SWITCHES: Dict[str, Tuple[Any, ...]] = dict(
+    {k: ("enabled",) for k in (
+        "annotation_telemetry", "arena", "attention_checks", "automation", "boundary_probing",
+        "cases", "category_assignment", "codebook", "corpus_map", "diversity_ordering",
+        "event_template", "format_handling", "gold_standards", "judge_alignment",
+        "judge_calibration", "keystroke_logging", "pocket", "psychometrics", "qda_mode",
+        "rbac", "review_workflow", "rooms", "search", "sessions", "solo_mode", "thinkaloud",
+        "trace_ingestion", "training", "triage", "truth_serum")},
+    surveyflow=("on", True))

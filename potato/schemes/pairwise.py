@@ -18,6 +18,7 @@ each with what to do instead.
 
 from __future__ import annotations
 
+import math
 import string
 from typing import Any, Dict, List, Optional
 
@@ -120,6 +121,9 @@ class Pairwise(Kind):
             if not isinstance(text, (str, int, float)) or isinstance(text, bool):
                 return (f"has a {type(text).__name__} as response {j + 1} in {where}; each "
                         f"response must be text.")
+            if isinstance(text, float) and not math.isfinite(text):
+                return (f"has {text} as response {j + 1} in {where}, not a response to show; "
+                        f"each response must be text.")
         return None
 
     def view(self, row: Dict[str, Any]) -> Safe:

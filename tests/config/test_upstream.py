@@ -106,8 +106,7 @@ def test_every_key_of_upstreams_documented_schema_has_a_decided_answer():
         k for k in documented if k not in TOP_KEYS)
 
 
-@pytest.mark.parametrize("value", [False, None, {"enabled": False, "schema": "x"},
-                                   {"on": False, "order": ["pre"]}, {True: False}])
+@pytest.mark.parametrize("value", [False, None, {"enabled": False, "schema": "x"}])
 def test_a_refused_feature_switched_off_asks_for_nothing_and_is_accepted(value):
     _, got, errors, warnings = split_top({"truth_serum": value, "keystroke_logging": value})
     assert errors == [] == warnings
@@ -118,6 +117,29 @@ def test_a_refused_feature_switched_off_asks_for_nothing_and_is_accepted(value):
     # switched on (or any other value) it is refused as before
     _, got, errors, _ = split_top({"truth_serum": {"enabled": True}, "pocket": {"batch_size": 5}})
     assert got.refused == ["truth_serum", "pocket"] and len(errors) == 2
+
+
+@pytest.mark.parametrize("value", [{"on": False, "order": ["pre"]}, {True: False}, False])
+def test_surveyflows_older_on_switch_turns_it_off(value):
+    _, got, errors, _ = split_top({"surveyflow": value})
+    assert errors == [] and got.accepted == ["surveyflow"]
+
+
+@pytest.mark.parametrize("key, value", [
+    # upstream acts on these whenever they are there: its code reads no enabled switch
+    ("phases", {"enabled": False, "order": ["consent"]}),
+    ("prolific", {"enabled": False, "token": "t", "study_id": "s"}),
+    ("login", {"enabled": False, "type": "url_direct"}),
+    ("crowdsourcing", {"enabled": False, "provider": "prolific"}),
+    ("agent_proxy", False),
+    # a switch that is not plainly false, or two switches that disagree
+    ("truth_serum", {"enabled": "false"}), ("truth_serum", {"enabled": 0}),
+    ("truth_serum", {}), ("surveyflow", {"on": False, True: True}),
+    ("surveyflow", {"on": "off"})])
+def test_a_refused_feature_is_not_taken_as_off_unless_upstream_reads_it_so(key, value):
+    _, got, errors, _ = split_top({key: value})
+    assert got.refused == [key] and len(errors) == 1, errors
+
 
 
 def test_a_key_of_neither_is_a_warning_and_a_near_miss_is_did_you_mean():

@@ -195,6 +195,8 @@ def test_a_type_named_after_the_scale_form_is_not_a_config_type(tmp_path):
     ({"id": "q9", "replies": ["a", {"html": "<b>"}]}, "has a dict as response 2"),
     ({"id": "q9", "replies": ["a", None]}, "has a NoneType as response 2"),
     ({"id": "q9", "replies": [True, "b"]}, "has a bool as response 1"),
+    ({"id": "q9", "replies": ["a", float("nan")]}, "has nan as response 2"),  # JSON's NaN
+    ({"id": "q9", "replies": [float("-inf"), "b"]}, "has -inf as response 1"),
 ])
 def test_items_without_the_responses_are_named_with_their_field(tmp_path, item, message):
     cfg, errors, _ = load(project(tmp_path, BINARY, ITEMS[:1] + [dict(item, text="t")
