@@ -278,14 +278,15 @@ class RunStore:
             db.execute("UPDATE runs SET pruned_at=?, pruned_reason=? WHERE run_id=? AND "
                        "pruned_at IS NULL", (time.time(), reason, run_id))
 
-    def forget_pruned_predictions(self):
-        """Delete the kept predictions of the runs whose model files retain_runs deleted
-        (a run in use keeps them): with them, run_predictions would grow by a whole pool's
-        predictions at every retraining, for as long as the server runs. Rows deleted."""
+    def forget_predictions(self, run_ids):
+        """Delete the kept predictions of ``run_ids`` (runs retain_runs no longer keeps:
+        retention.superseded), never those of a run in use: with them, run_predictions would
+        grow by a whole pool's predictions at every retraining, for as long as the server
+        runs. Rows deleted."""
         with self.store.tx() as db:
-            return db.execute("DELETE FROM run_predictions WHERE run_id IN (SELECT run_id FROM "
-                              "runs WHERE pruned_at IS NOT NULL) AND run_id NOT IN (SELECT "
-                              "run_id FROM in_use)").rowcount
+            in_use = {r for (r,) in db.execute("SELECT run_id FROM in_use")}
+            return sum(db.execute("DELETE FROM run_predictions WHERE run_id=?", (r,)).rowcount
+                       for r in run_ids if r not in in_use)
 
     def set_pinned(self, run_id, pinned):
         """Pin or unpin a successful run; returns whether the run exists and succeeded."""

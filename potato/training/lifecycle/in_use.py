@@ -10,6 +10,7 @@ until the admin changes it, whatever the policy, and its model files are never p
 from typing import List, Optional
 
 from potato.training.exchange import ingest
+from potato.training.lifecycle import retention
 from potato.training.core.runs import RequestError, Run
 from potato.training.reports.writeback import WriteBack
 
@@ -43,11 +44,8 @@ def use_refusal(manager, run: Run) -> str:
     if not any(s in wb_schemes for s in run.schemas):
         why = ("none of its schemes (%s) is in model_training.writeback.schemas (%s)"
                % (", ".join(run.schemas), ", ".join(wb_schemes) or "none"))
-    elif run.pruned_at is not None:
-        keep = manager.cfg.model_training.retain_runs
-        why = ("its model files and kept predictions were deleted (model_training.retain_runs "
-               "keeps those of the %s; pin a run to keep them)"
-               % ("newest successful run" if keep == 1 else "%d newest successful runs" % keep))
+    elif gone(manager, run):
+        why = let_go(manager)
     elif wb.all_below:
         why = ("all %d of its predictions were below writeback.min_confidence (%s)"
                % (wb.below_min_confidence, wb.min_confidence))
@@ -56,6 +54,20 @@ def use_refusal(manager, run: Run) -> str:
                % ", ".join(wb_schemes))
     return "Run %s cannot be put in use: %s, so annotators would see nothing from it." % (
         run_id, why)
+
+
+def gone(manager, run: Run) -> bool:
+    """Whether retain_runs let the run go: its model files and kept predictions deleted."""
+    return run.pruned_at is not None or run.run_id in retention.superseded(
+        manager.runs, manager.cfg.model_training.retain_runs)
+
+
+def let_go(manager) -> str:
+    """Why a run retain_runs let go can no longer be used or pinned."""
+    keep = manager.cfg.model_training.retain_runs
+    return ("its model files and kept predictions were deleted (model_training.retain_runs "
+            "keeps those of the %s; pin a run to keep them)"
+            % ("newest successful run" if keep == 1 else "%d newest successful runs" % keep))
 
 
 def use(manager, run_id: str) -> List[str]:
@@ -113,6 +125,8 @@ def pin(manager, run_id: str) -> Run:
         if run.status != "success":
             raise RequestError(409, not_finished(run) or "Run %s did not succeed: only a "
                                "successful run can be pinned." % run_id)
+        if not run.in_use and not run.pinned and gone(manager, run):
+            raise RequestError(409, "Run %s cannot be pinned: %s." % (run_id, let_go(manager)))
         if not run.in_use and not use_refusal(manager, run):
             use(manager, run_id)
         manager.runs.set_pinned(run_id, True)

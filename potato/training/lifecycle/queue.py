@@ -413,7 +413,10 @@ class Manager:
                                  self._log, self.holds)
         if pruned:  # their ranking numbers go with their model files (active learning)
             queue_order.forget(self.store, pruned)
-        self.runs.forget_pruned_predictions()  # and their kept predictions
+        with ingest.CHOICE:  # and the kept predictions of every run retain_runs let go,
+            # files here or not; under CHOICE: no use or pin of such a run in between
+            self.runs.forget_predictions(retention.superseded(
+                self.runs, self.cfg.model_training.retain_runs))
 
     def _auto_retrain_tick(self) -> None:
         """Carry out auto-retraining's decision: queue an automatic run, or say why not."""

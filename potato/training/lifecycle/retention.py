@@ -52,8 +52,9 @@ class Holds:
 def reason(keep: int, newer: List[str]) -> str:
     """Why a run's model files were deleted, in one sentence."""
     return ("model_training.retain_runs: %d keeps the model files of the %d newest successful "
-            "run%s (%s), of the runs in use and of pinned runs; the run's record, report, "
-            "params, predictions and log are kept. Pin a run to keep its model files."
+            "run%s (%s), of the runs in use and of pinned runs; the run's kept predictions "
+            "went with them, and its record, report, params and log are kept. Pin a run to "
+            "keep its model files."
             % (keep, keep, "" if keep == 1 else "s", ", ".join(newer[:keep])))
 
 
@@ -82,6 +83,19 @@ def prune(runs, paths_of: Callable, keep: int, log: Callable[[str, str], None],
         if status == "success":
             newer.append(run_id)
     return pruned
+
+
+def superseded(runs, keep: int) -> List[str]:
+    """The finished runs ``retain_runs: keep`` no longer keeps (not in use, not pinned, with
+    ``keep`` newer successful runs), whether or not their model files are on this server (a
+    run whose files stayed on its GPU host has none here): their kept predictions go."""
+    in_use = runs.runs_in_use()
+    newer, out = 0, []
+    for run_id, status, pinned, _ in runs.finished_newest_first():
+        if newer >= keep and not pinned and run_id not in in_use:
+            out.append(run_id)
+        newer += status == "success"
+    return out
 
 
 def would_prune(runs, paths_of: Callable, keep: int) -> List[str]:

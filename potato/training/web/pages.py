@@ -72,6 +72,9 @@ def _written(view: RunView) -> Safe:
         return Safe("")
     if view.in_use or not view.writeback.written:
         return render("{n}", n=view.writeback.written)
+    if view.pruned_at:
+        return render('{n} <span class="hint">deleted with the model files</span>',
+                      n=view.writeback.written)
     return render('{n} <span class="hint">kept, not shown</span>', n=view.writeback.written)
 
 
@@ -310,7 +313,11 @@ def writeback_section(view: RunView) -> Safe:
     schemes = ", ".join(wb.schemes) or "no scheme"
     sentence = render('<p class="writeback-summary">{kept}; '
                       '{b} below <code>min_confidence</code> ({mc}) were not written{sk}.</p>',
-                      kept=wb.kept_words(list(view.in_use)) if wb.schemes else
+                      kept=(render("{w} prediction{s} made for {schemes}, deleted with the "
+                                   "model files (retain_runs)", w=written,
+                                   s="" if written == 1 else "s", schemes=schemes)
+                            if view.pruned_at and not view.in_use else
+                            wb.kept_words(list(view.in_use))) if wb.schemes else
                       render("{w} prediction{s} written for {schemes}", w=written,
                              s="" if written == 1 else "s", schemes=schemes), b=below,
                       mc=float(wb.min_confidence or 0.0),

@@ -17,7 +17,7 @@ from potato.training.core.runs import RequestError, RunStore
 class Manager:
     def __init__(self, store, schemes):
         self.store, self.runs = store, RunStore(store)
-        self.cfg = NS(model_training=NS(writeback=NS(schemas=list(schemes))),
+        self.cfg = NS(model_training=NS(writeback=NS(schemas=list(schemes)), retain_runs=5),
                       active_learning=ActiveLearning())
         self.log = []
 

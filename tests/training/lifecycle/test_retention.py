@@ -231,3 +231,20 @@ def test_a_runs_page_warns_before_its_files_go(tmp_path, serve):
     c.json("POST", "/admin/training/api/runs/%s/pin" % ids[0], headers=h)
     assert 'id="files-go-next"' not in c.get("/admin/training/runs/%s" % ids[0],
                                              headers=h).text
+
+
+def test_superseded_is_every_run_retain_runs_lets_go_files_here_or_not():
+    # a run whose model files stayed on its GPU host (fetch_artifacts: false) has nothing
+    # here to prune, but its kept predictions must go all the same (they grow at every run)
+    runs = Runs([("r7", "success", 0, None), ("r6", "failed", 0, None),
+                 ("r5", "success", 1, None), ("r4", "success", 0, None),
+                 ("r3", "cancelled", 0, None), ("r2", "success", 0, 12.0),
+                 ("r1", "success", 0, None)], in_use={"r4"})
+    assert retention.superseded(runs, 2) == ["r3", "r2", "r1"]
+    assert retention.superseded(runs, 1) == ["r6", "r3", "r2", "r1"]
+    assert retention.superseded(runs, 9) == []
+
+
+def test_the_reason_says_the_kept_predictions_went_too():
+    why = retention.reason(1, ["r9", "r8"])
+    assert "the run's kept predictions went with them" in why and "Pin a run" in why

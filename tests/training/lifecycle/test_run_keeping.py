@@ -184,6 +184,12 @@ def test_pin_keeps_a_run_in_use_and_its_files_while_older_files_go(tmp_path, ser
         f"Run {r1} cannot be put in use: its model files and kept predictions were deleted "
         "(model_training.retain_runs keeps those of the newest successful run; pin a run to "
         "keep them), so annotators would see nothing from it.")
+    status, body = c.json("POST", f"/admin/training/api/runs/{r1}/pin", headers=H)
+    assert status == 409 and body["error"].startswith(
+        f"Run {r1} cannot be pinned: its model files and kept predictions were deleted")
+    assert not c.json("GET", f"/admin/training/api/runs/{r1}", headers=H)[1]["pinned"]
+    assert "deleted with the model files (retain_runs)" in page  # not "kept, not shown"
+    assert "the run's kept predictions went with them" in gone["pruned_reason"]
     # Unpin from the page's form: the page says what changed.
     resp = c.post(f"/admin/training/runs/{r2}/unpin", headers=H, form={})
     assert resp.status == 303 and resp.headers["Location"].endswith(f"/runs/{r2}?done=unpin")
