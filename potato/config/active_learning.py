@@ -209,7 +209,7 @@ def _schemes(r: Reader, m: Dict[str, Any], path: Path, schemes) -> List[str]:
                     % (dotted(where), name, ", ".join(s.name for s in schemes) or "none"))
         elif scheme.kind is not None and not scheme.kind.ranks_by:
             r.error(where, "%s names %s, a %s scheme: a model's answer to it has no "
-                           "uncertainty to rank items by (free text and numbers have none). "
+                           "uncertainty to rank items by. "
                            "Name radio, select, multiselect, likert or span schemes, or "
                            "remove it." % (dotted(where), name, scheme.annotation_type))
         elif name not in out:

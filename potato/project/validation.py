@@ -95,11 +95,17 @@ def _rules(cfg: Config, report: Report, items: bool = True) -> None:
 
     _auto_retrain_rules(cfg, err, warn)
     scheme_names = [s.name for s in cfg.schemes]
+    types = {s.name: s.annotation_type for s in cfg.schemes}
     for i, name in enumerate(mt.writeback.schemas):
         if name not in scheme_names:
             err(("model_training", "writeback", "schemas", i),
                 f"model_training.writeback.schemas names {name!r}, which is not an annotation "
                 f"scheme.{suggest(name, scheme_names)} Schemes: {', '.join(scheme_names) or 'none'}.")
+        elif trainers.annotate_only(types[name]):
+            err(("model_training", "writeback", "schemas", i),
+                f"model_training.writeback.schemas names {name!r}, a {types[name]} scheme: no "
+                f"trainer trains {types[name]} schemes (they are annotate-only), so there would "
+                f"never be suggestions to write back. Remove it from writeback.schemas.")
 
     if cfg.debug and (cfg.server.trusted_proxies
                       or (cfg.server_url or "").lower().startswith("https://")):

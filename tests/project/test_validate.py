@@ -274,6 +274,18 @@ def test_writeback_schemas_must_exist(write_config):
                            "annotation scheme. Did you mean sentiment? Schemes: sentiment.")
 
 
+def test_writeback_schemas_naming_an_annotate_only_scheme_is_an_error(write_config):
+    text_too = BASE.replace("annotation_schemes:\n", "annotation_schemes:\n  - "
+                            "{annotation_type: text, name: comment}\n")
+    _, report = check(write_config(text_too + "model_training:\n  writeback: {schemas: "
+                                   "[sentiment, comment]}\n"))
+    [err] = report.errors
+    assert err.message == (
+        "model_training.writeback.schemas names 'comment', a text scheme: no trainer trains "
+        "text schemes (they are annotate-only), so there would never be suggestions to write "
+        "back. Remove it from writeback.schemas.")
+
+
 def test_an_empty_writeback_note_names_a_scheme_a_trainer_takes(write_config):
     text_first = BASE.replace("annotation_schemes:\n", "annotation_schemes:\n  - "
                               "{annotation_type: text, name: comment}\n")
