@@ -36,7 +36,7 @@ def migration_report(up: Upstream, errors: int, why: bool = False) -> List[str]:
         lines.append(f"  and {other} other error(s) listed above block it too.")
     if up.unknown:
         lines.append(f"  unknown to both (ignored): {', '.join(up.unknown)}")
-    if why:
+    if why and (up.implemented or up.accepted or up.refused or up.blockers):
         lines.append("What each upstream key does here:")
         for title, keys in (("implemented", up.implemented),
                             ("accepted, no effect", up.accepted), ("refused", up.refused)):

@@ -119,6 +119,15 @@ def test_a_refused_feature_switched_off_asks_for_nothing_and_is_accepted(value):
     assert got.refused == ["truth_serum", "pocket"] and len(errors) == 2
 
 
+def test_the_why_lines_have_a_header_only_when_there_is_a_key_to_explain():
+    _, got, _, _ = split_top({"page_zoom": 1})  # only a key of neither
+    lines = upstream_report.migration_report(got, 0, why=True)
+    assert "What each upstream key does here:" not in lines
+    assert "  unknown to both (ignored): page_zoom" in lines
+    _, got, _, _ = split_top({"site_dir": "x"})
+    assert "What each upstream key does here:" in upstream_report.migration_report(got, 0, True)
+
+
 @pytest.mark.parametrize("value", [{"on": False, "order": ["pre"]}, {True: False}, False])
 def test_surveyflows_older_on_switch_turns_it_off(value):
     _, got, errors, _ = split_top({"surveyflow": value})
