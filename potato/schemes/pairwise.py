@@ -27,8 +27,8 @@ from potato.config.upstream_keys import SCHEME_HINTS
 from potato.markup import Safe, join, render
 from potato.schemes.base import KEEP, Kind, LabelError, number_key, parse_number_text, short
 from potato.schemes.choice import label_key
-from potato.schemes.rating import (MAX_STEPS, as_int, end_label, nearest_step,
-                                   upstream_number)
+from potato.schemes.rating import (MAX_STEPS, as_int, end_label, nearest_step, on_steps,
+                                   slider_html, upstream_number)
 
 MAX_OPTIONS = 9  # one number key each
 MODES = ("binary", "scale")
@@ -253,11 +253,7 @@ class PairwiseScale(Pairwise):
         value = as_int(self.number(value, f"a number from {lo:g} to {hi:g}"))
         if not lo <= value <= hi:
             raise self.fail(f"{short(value)} is outside {lo:g} to {hi:g}.")
-        steps = (value - lo) / step
-        if abs(steps - round(steps)) > 1e-6:
-            raise self.fail(f"{short(value)} is not on the scale's steps of {step:g} from "
-                            f"{lo:g}.")
-        return value if isinstance(value, int) else nearest_step(value, lo, step)
+        return on_steps(self, value, lo, step, "the scale's")
 
     def from_form(self, values: List[str]) -> Any:
         # the hidden field: empty until the annotator moves the slider
@@ -281,22 +277,13 @@ class PairwiseScale(Pairwise):
     def key_count(self) -> int:
         return 0  # the slider takes the arrow keys when it has the focus
 
+    slider_class = "pairwise-scale"
+
     def inputs(self, current: Any, first_key: int) -> Safe:
-        shown = self.default if current is None else current
-        return render(
-            '<div class="slider pairwise-scale"><span class="slider-end">{a}: {lo_name}</span>'
-            '<input type="range" data-slider="{s}" aria-label="{s}" min="{lo}" max="{hi}" '
-            'step="{st}" value="{v}"><span class="slider-end">{b}: {hi_name}</span> '
-            '<output class="slider-value">{out}</output>'
-            '<input type="hidden" name="label:{s}" value="{cur}"></div>'
-            '<p class="pairwise-center">{center}</p>'
-            '<p class="hint slider-unset"{hide}>Not set yet: move the slider (arrow keys when '
-            'it has the focus) to choose a value.</p>',
-            s=self.name, a=self.options[0], b=self.options[-1], lo_name=self.min_label,
-            hi_name=self.max_label, lo=str(self.min_value), hi=str(self.max_value),
-            st=str(self.step), v=str(shown), out="–" if current is None else str(current),
-            cur="" if current is None else str(current), center=self.center_label,
-            hide=Safe(" hidden" if current is not None else ""))
+        return slider_html(self, self.default, current,
+                           f"{self.options[0]}: {self.min_label}",
+                           f"{self.options[-1]}: {self.max_label}",
+                           render('<p class="pairwise-center">{c}</p>', c=self.center_label))
 
 
 Pairwise.forms = (PairwiseScale,)

@@ -130,6 +130,36 @@ def nearest_step(value: Any, base: float, step: float) -> Any:
     return as_int(round(nearest, max(10, 3 - math.floor(math.log10(step)))))
 
 
+def on_steps(kind: Kind, value: Any, base: float, step: float, whose: str) -> Any:
+    """A checked number that must be ``base`` plus whole steps (a slider's, a pairwise
+    scale's): LabelError off the steps, else the value without the grid's float noise."""
+    steps = (value - base) / step
+    if abs(steps - round(steps)) > 1e-6:
+        raise kind.fail(f"{short(value)} is not on {whose} steps of {step:g} from {base:g}.")
+    return value if isinstance(value, int) else nearest_step(value, base, step)
+
+
+def slider_html(kind: Kind, start: Any, current: Any, left: str, right: str,
+                below: Safe = Safe("")) -> Safe:
+    """The slider the page's script drives (a slider's, a pairwise scale's): the range input
+    between the two end texts, the value shown, the hidden field that holds the answer (empty
+    until the annotator moves the slider), ``below`` it, and the "not set yet" hint."""
+    return render(
+        '<div class="slider{extra}"><span class="slider-end">{left}</span><input '
+        'type="range" data-slider="{s}" aria-label="{s}" min="{lo}" max="{hi}" step="{st}" '
+        'value="{v}"><span class="slider-end">{right}</span> '
+        '<output class="slider-value">{shown}</output>'
+        '<input type="hidden" name="label:{s}" value="{cur}"></div>{below}'
+        '<p class="hint slider-unset"{hide}>Not set yet: move the slider (arrow keys when '
+        'it has the focus) to choose a value.</p>',
+        extra=" " + kind.slider_class if kind.slider_class else "", s=kind.name, left=left,
+        right=right, lo=str(kind.min_value), hi=str(kind.max_value), st=str(kind.step),
+        v=str(start if current is None else current),
+        shown="–" if current is None else str(current),
+        cur="" if current is None else str(current), below=below,
+        hide=Safe(" hidden" if current is not None else ""))
+
+
 class Number(Kind):
     type_name = "number"
     aggregate_as = "median"
@@ -233,6 +263,7 @@ class Number(Kind):
 
 class Slider(Number):
     type_name = "slider"
+    slider_class = ""  # a class the page's slider gets beside "slider"
     # min_label / max_label (this Potato's, as likert's): names shown at the two ends (upstream's
     # vas and slider confidence give them as left_label / right_label: potato.schemes.variants)
     keys = ("min_value", "max_value", "step", "starting_value", "show_labels", "min_label",
@@ -280,13 +311,7 @@ class Slider(Number):
         value = super().check(value, text)
         if value is None:
             return None
-        steps = (value - self.min_value) / self.step
-        if abs(steps - round(steps)) > 1e-6:
-            raise self.fail(f"{short(value)} is not on the slider's steps of {self.step:g} "
-                            f"from {self.min_value:g}.")
-        if not isinstance(value, int):  # 0.30000000000000004 -> 0.3
-            value = nearest_step(value, self.min_value, self.step)
-        return value
+        return on_steps(self, value, self.min_value, self.step, "the slider's")
 
     def snap(self, value: Any) -> Any:
         """A model's value on the slider's nearest step (a regression predicts any number)."""
@@ -303,18 +328,7 @@ class Slider(Number):
                 f"{self.step:g}" + (f" ({ends})" if ends else ""))
 
     def inputs(self, current: Any, first_key: int) -> Safe:
-        shown = self.starting_value if current is None else current
-        return render(
-            '<div class="slider"><span class="slider-end">{lo_name}{lo}</span><input '
-            'type="range" data-slider="{s}" aria-label="{s}" min="{lo}" max="{hi}" step="{st}" '
-            'value="{v}"><span class="slider-end">{hi}{hi_name}</span> '
-            '<output class="slider-value">{shown}</output>'
-            '<input type="hidden" name="label:{s}" value="{cur}"></div>'
-            '<p class="hint slider-unset"{hide}>Not set yet: move the slider (arrow keys when '
-            'it has the focus) to choose a value.</p>',
-            s=self.name, lo=str(self.min_value), hi=str(self.max_value), st=str(self.step),
-            lo_name=self.min_label + " " if self.min_label else "",
-            hi_name=" " + self.max_label if self.max_label else "",
-            v=str(shown), shown="–" if current is None else str(current),
-            cur="" if current is None else str(current),
-            hide=Safe(" hidden" if current is not None else ""))
+        lo, hi = str(self.min_value), str(self.max_value)
+        return slider_html(self, self.starting_value, current,
+                           (self.min_label + " " if self.min_label else "") + lo,
+                           hi + (" " + self.max_label if self.max_label else ""))
