@@ -420,7 +420,9 @@ def admin_login(d, url, then):
     d.get(url + then.lstrip("/"))
     d.find_element("id", "key").send_keys(KEY)
     d.find_element("css selector", "form.card button[type=submit]").click()
-    wait_for(d, lambda d: d.current_url.endswith(then), what="the admin login")
+    # The login form is served at ``then`` itself: wait for the page after it, not the URL.
+    wait_for(d, lambda d: d.current_url.endswith(then) and not d.find_elements(
+        "css selector", 'form[action="/admin/login"]'), what="the admin login")
 
 
 class Elements(html.parser.HTMLParser):
