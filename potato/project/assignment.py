@@ -132,14 +132,9 @@ class Limited(AllItems):
                 return None
             row, why = None, self._cold_why()
             if self.strategy == "active_learning":  # the model's order, then the cold start
-                gen = db.execute("SELECT value FROM meta WHERE key='queue_order.gen'").fetchone()
-                if gen is not None and int(gen[0]):
-                    found = db.execute(
-                        "SELECT o.item_id, o.why, o.score FROM queue_order o JOIN items i ON "
-                        "i.id=o.item_id WHERE o.gen=? AND " + self._open_where()
-                        + " ORDER BY o.rank LIMIT 1", (int(gen[0]), user)).fetchone()
-                    if found is not None:
-                        row, why = (found[0],), queue_order.why_of(found[1], found[2])
+                found = queue_order.next_place(db, self._open_where(), (user,))
+                if found is not None:
+                    row, why = (found[0],), found[1]
             if self.strategy == "least_annotated":  # first, cheaply, an item nobody has yet
                 # (index lookups in data-file order; the count below reads every open item)
                 row = db.execute(

@@ -5,15 +5,16 @@ stated fallback (the item's words hashed into ``FALLBACK_DIM`` dimensions).
 Bounded: it compares the vectors of at most ``CANDIDATES`` items (a random sample; for hybrid,
 the most uncertain) with at most ``REFERENCE`` labelled ones and picks at most
 ``DIVERSE_PICKS``; the rest follows by uncertainty (hybrid) or at random (diversity). Only the
-compared vectors are read from the store.
+compared vectors are read from the store (the candidates' in the order they are preferred,
+until ``CANDIDATES`` have one; the labelled items' until ``REFERENCE`` have one).
 """
 
 from __future__ import annotations
 
 import array
 import hashlib
+import itertools
 import math
-import operator
 import random
 import re
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -22,6 +23,7 @@ CANDIDATES = 800    # diversity: items whose vectors are compared
 REFERENCE = 100     # diversity: labelled items they are compared with
 DIVERSE_PICKS = 150  # diversity: places chosen by farthest-first (then the next reorder's)
 FALLBACK_DIM = 32
+SQRT2 = math.sqrt(2.0)  # the distance of two orthogonal unit vectors
 
 def pack(vector: Optional[Sequence[float]]) -> Optional[bytes]:
     """A vector scaled to unit length as float32 bytes (None: no vector, or all zero)."""
@@ -65,79 +67,108 @@ def _farthest_first(cands: List[str], vec: Dict[str, List[float]], ref: List[Lis
                     base: Dict[str, float], w_div: float, w_base: float, picks: int
                     ) -> List[Tuple[str, float]]:
     """Greedy picks: each time the candidate with the highest ``w_base * base +
-    w_div * distance`` (cosine distance to the nearest labelled or already picked item)."""
-    mul = operator.mul
-    near = {}
-    for c in cands:
-        v = vec[c]
-        near[c] = max([sum(map(mul, v, r)) for r in ref], default=0.0)
-    left = set(cands)
+    w_div * (1 - similarity)``, the cosine similarity to the nearest labelled or already
+    picked item (ties: the greatest id). The vectors are unit length, so 1 - similarity is
+    half the squared distance, which ``math.dist`` computes in C: no per-number Python."""
+    cands = sorted(cands, reverse=True)  # max() keeps the first of equals: the greatest id
+    rows = [vec[c] for c in cands]
+    dist = math.dist
+    # the distance to the nearest reference; none: that of orthogonal vectors (similarity 0)
+    near = [min(map(dist, itertools.repeat(v, len(ref)), ref), default=SQRT2) for v in rows]
+    gain = [w_base * base.get(c, 0.0) for c in cands]
+    half = w_div / 2.0
     out = []
-    while left and len(out) < picks:
-        best = max(left, key=lambda c: (w_base * base.get(c, 0.0) + w_div * (1 - near[c]), c))
-        score = w_base * base.get(best, 0.0) + w_div * (1 - near[best])
-        out.append((best, score))
-        left.discard(best)
-        v = vec[best]
-        for c in left:
-            s = sum(map(mul, vec[c], v))
-            if s > near[c]:
-                near[c] = s
+    for _ in range(min(picks, len(cands))):
+        total = list(map(lambda g, d: g + half * d * d, gain, near))
+        k = max(range(len(cands)), key=total.__getitem__)
+        out.append((cands[k], total[k]))
+        gain[k] = -math.inf  # picked: never again
+        near = list(map(min, near, map(dist, rows, itertools.repeat(rows[k]))))
     return out
 
 
-def rank(store, cfg, ids, score, labelled, vectors, runs, how):
+def _vectors(db, ids, runs: Dict[str, str], want: int) -> Dict[str, List[float]]:
+    """The vectors of the first ``want`` of ``ids`` (in their order) that have one, each from
+    the first scheme (of ``runs``) whose run sent it; only those blobs are read."""
+    out: Dict[str, List[float]] = {}
+    for start in range(0, len(ids), 500):
+        part = ids[start:start + 500]
+        found: Dict[str, bytes] = {}
+        for scheme, run in runs.items():
+            for item, blob in db.execute(
+                    "SELECT item_id, vector FROM rank_scores WHERE run_id=? AND scheme=? AND "
+                    "vector IS NOT NULL AND item_id IN (%s)" % ",".join("?" * len(part)),
+                    [run, scheme] + part):
+                found.setdefault(item, blob)
+        for i in part:
+            if i in found and len(out) < want:
+                out[i] = unpack(found[i])
+        if len(out) >= want:
+            break
+    return out
+
+
+def _word_vectors(db, ids) -> Dict[str, List[float]]:
+    """The fallback's vectors of ``ids``: each item's words hashed."""
+    texts: Dict[str, str] = {}
+    for start in range(0, len(ids), 500):
+        part = ids[start:start + 500]
+        texts.update(db.execute("SELECT id, text FROM items WHERE id IN (%s)"
+                                % ",".join("?" * len(part)), part).fetchall())
+    out = {}
+    for i in ids:
+        v = unpack(pack(text_vector(texts.get(i, ""))))
+        if v:
+            out[i] = v
+    return out
+
+
+def rank(store, cfg, ids, score, labelled, runs, how):
     """Diversity (or hybrid's share of it): farthest-first over a bounded candidate set;
-    ``vectors``: item -> the scheme whose run (``runs``) sent its vector; ``how``:
-    (diversity's weight, the other strategies' total weight, seed, run words). Returns the
-    ranked rows (item id, score, why), every item of ``ids`` once."""
+    ``labelled``: the labelled items, the reference; ``runs``: scheme -> the run whose
+    vectors are compared (the first scheme's where several sent one); ``how``: (diversity's
+    weight, the other strategies' total weight, seed, run words). Returns the ranked rows
+    (item id, score, why), every item of ``ids`` once."""
     w_div, total, seed, run_words = how
     db = store.conn()
     # the model's own vectors where it sent them (compared with the labelled items it sent
     # them for: the val and test splits); else the fallback for every item: its words hashed
-    fallback = not vectors
-    pool = ids if fallback else [i for i in ids if i in vectors]
-    if total > 0:  # hybrid: the most uncertain candidates
-        cands = sorted(pool, key=lambda i: -score[i])[:CANDIDATES]
-    else:
-        cands = random.Random(seed + ":cands").sample(pool, min(CANDIDATES, len(pool)))
-    known = labelled if fallback else [i for i in labelled if i in vectors]
-    ref_ids = fixed_order(list(known), seed + ":ref")[:REFERENCE]
-    vec = {}
+    fallback = not any(db.execute("SELECT 1 FROM rank_scores WHERE run_id=? AND scheme=? AND "
+                                  "vector IS NOT NULL LIMIT 1", (run, s)).fetchone()
+                       for s, run in runs.items())
+    if total > 0:  # hybrid: the most uncertain candidates first (and the rest by uncertainty)
+        by_score = sorted(ids, key=score.__getitem__, reverse=True)
+        prefer = by_score
+    else:  # a seeded random sample; the whole pool shuffled only if it holds too few vectors
+        rng = random.Random(seed + ":cands")
+        prefer = rng.sample(ids, min(len(ids), 4 * CANDIDATES))
+    ref_order = fixed_order(list(labelled), seed + ":ref")
     if fallback:
-        need = cands + ref_ids
-        texts = {}
-        for start in range(0, len(need), 500):
-            part = need[start:start + 500]
-            texts.update(db.execute("SELECT id, text FROM items WHERE id IN (%s)"
-                                    % ",".join("?" * len(part)), part).fetchall())
-        for i in set(need):
-            v = unpack(pack(text_vector(texts.get(i, ""))))
-            if v:
-                vec[i] = v
-    else:  # only the blobs compared are read
-        for i in set(cands) | set(ref_ids):
-            s = vectors[i]
-            row = db.execute("SELECT vector FROM rank_scores WHERE run_id=? AND scheme=? AND "
-                             "item_id=?", (runs[s], s, i)).fetchone()
-            if row is not None and row[0]:  # gone: the run was pruned meanwhile (forget)
-                vec[i] = unpack(row[0])
-    cands = [c for c in cands if c in vec]
-    ref = [vec[i] for i in ref_ids if i in vec]
-    w_base = 0.0 if total == 0 else 1.0
-    norm = w_div + (w_base if total else 0.0)
+        vec = _word_vectors(db, prefer[:CANDIDATES] + ref_order[:REFERENCE])
+        cands = [c for c in prefer[:CANDIDATES] if c in vec]
+        ref = [vec[i] for i in ref_order[:REFERENCE] if i in vec]
+    else:  # only the compared blobs are read (an item pruned meanwhile is simply left out)
+        vec = _vectors(db, prefer, runs, CANDIDATES)
+        if len(vec) < CANDIDATES and total == 0 and len(prefer) < len(ids):
+            taken = set(prefer)
+            more = [i for i in ids if i not in taken]
+            rng.shuffle(more)
+            vec.update(_vectors(db, more, runs, CANDIDATES - len(vec)))
+            prefer = prefer + more
+        cands = [c for c in prefer if c in vec][:CANDIDATES]
+        ref = list(_vectors(db, ref_order, runs, REFERENCE).values())
+    norm = w_div + (1.0 if total else 0.0)
     picks = _farthest_first(cands, vec, ref, score if total else {}, w_div / norm,
-                            w_base / norm if total else 0.0, DIVERSE_PICKS)
+                            1.0 / norm if total else 0.0, DIVERSE_PICKS)
     label = cfg.active_learning.strategy + (" (words of the item: the model sent no vector)"
                                             if fallback else "")
     rows = [(i, s, "%s %.3f (%s)" % (label, s, run_words)) for i, s in picks]
     chosen = {i for i, _ in picks}
-    rest = [i for i in ids if i not in chosen]
     if total > 0:
-        rest.sort(key=lambda i: -score[i])
         words = "uncertainty part of hybrid {score} (%s)" % run_words
-        rows += [(i, score[i], words) for i in rest]
+        rows += [(i, score[i], words) for i in by_score if i not in chosen]
     else:
+        rest = [i for i in ids if i not in chosen]
         rows += [(i, None, "diversity: after the %d diverse picks, random" % len(picks))
                  for i in random_order(rest, seed + ":rest")]
     return rows

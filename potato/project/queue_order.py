@@ -5,9 +5,9 @@ query strategy ranks by — least confidence, margin and entropy, each 0 (sure) 
 and, where the trainer gives one, the item's vector (``keep_scores``, table ``rank_scores``).
 When a run becomes the model in use for an active-learning scheme, ``reorder`` ranks the items
 that need labels by the configured strategy and replaces the order atomically (table
-``queue_order``, one generation at a time: the new rows are written in small transactions, then
+``queue_places``, one generation at a time: the new rows are written in small transactions, then
 one write switches to them, so no save waits for a reorder). potato/project/assignment.py hands
-items out in this order.
+items out in this order (``next_place``).
 
 What keeps the order honest and bounded:
 - the held-out test split is never chosen by the model: its items (the bundle's own split of
@@ -19,16 +19,16 @@ What keeps the order honest and bounded:
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
+import gc
 import itertools
 import json
 import math
-import random
 import threading
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from potato.project import diversity
+from potato.project import diversity, order_mix
 from potato.project.store import Store
 
 TABLES = """CREATE TABLE IF NOT EXISTS rank_scores (
@@ -41,22 +41,60 @@ TABLES = """CREATE TABLE IF NOT EXISTS rank_scores (
     vector BLOB,                   -- float32, unit length; NULL: the model sent none
     PRIMARY KEY (run_id, scheme, item_id)
 );
-CREATE TABLE IF NOT EXISTS queue_order (
-    gen INTEGER NOT NULL,          -- the order in use is meta queue_order.gen
-    rank INTEGER NOT NULL,
+-- a reorder reads a run's numbers from the index alone (not 100,000 rows with their vectors)
+CREATE INDEX IF NOT EXISTS rank_scores_numbers ON rank_scores(run_id, scheme, item_id, least,
+                                                              margin, entropy);
+CREATE TABLE IF NOT EXISTS queue_places (
+    place INTEGER PRIMARY KEY,     -- a generation's places are consecutive, from meta
+                                   -- queue_order.first; the order in use: queue_order.gen
+    gen INTEGER NOT NULL,
     item_id TEXT NOT NULL,
     score REAL,                    -- the strategy's score (None: not ranked by the model)
-    why TEXT NOT NULL,             -- how the place was chosen; {score}: the score (why_of)
-    PRIMARY KEY (gen, rank)
-);"""
+    why INTEGER NOT NULL           -- queue_whys.code: how the place was chosen
+);
+CREATE TABLE IF NOT EXISTS queue_whys (  -- a generation's few distinct reasons
+    gen INTEGER NOT NULL,
+    code INTEGER NOT NULL,
+    why TEXT NOT NULL,             -- {score}: the place's score (why_of)
+    PRIMARY KEY (gen, code)
+) WITHOUT ROWID;"""
 
-CHUNK = 5000        # rows per write transaction
+# A store from before queue_places kept each place's reason as its own text, and its rank
+# beside a rowid and an index (table queue_order): its order in use moves over once, whole.
+MIGRATE = """INSERT INTO queue_whys(gen, code, why)
+    SELECT gen, ROW_NUMBER() OVER (PARTITION BY gen ORDER BY why), why
+    FROM (SELECT DISTINCT gen, why FROM queue_order);
+INSERT INTO queue_places(place, gen, item_id, score, why)
+    SELECT ROW_NUMBER() OVER (ORDER BY o.gen, o.rank), o.gen, o.item_id, o.score, w.code
+    FROM queue_order o JOIN queue_whys w ON w.gen=o.gen AND w.why=o.why;
+INSERT OR REPLACE INTO meta(key, value) SELECT 'queue_order.first', COALESCE(MIN(place), 0)
+    FROM queue_places WHERE gen=(SELECT CAST(value AS INTEGER) FROM meta
+                                 WHERE key='queue_order.gen');
+DROP TABLE queue_order;"""
+
+CHUNK = 10000       # rows per write transaction
 WHY_TEST = "test split: random order (the model never chooses held-out items)"
-WHY_RANDOM = "random sample (random_sample_percent)"
 
 
 def ensure(store: Store) -> None:
-    store.conn().executescript(TABLES)
+    db = store.conn()
+    db.executescript(TABLES)
+    if db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='queue_order'"
+                  ).fetchone():
+        with store.tx() as tx:
+            if tx.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND "
+                          "name='queue_order'").fetchone():  # not moved meanwhile
+                for statement in MIGRATE.split(";"):
+                    if statement.strip():
+                        tx.execute(statement)
+
+
+def _rows(db, sql: str, args=()) -> List[tuple]:
+    """A query's rows as plain tuples (the store's connections make sqlite3.Row objects,
+    which cost more than the query itself at 100,000 rows)."""
+    cur = db.cursor()
+    cur.row_factory = None
+    return cur.execute(sql, args).fetchall()
 
 
 # -- scores from a run's predictions ---------------------------------------------------------
@@ -119,23 +157,6 @@ def forget(store: Store, run_ids: Sequence[str]) -> None:
 
 # -- the order -------------------------------------------------------------------------------
 
-def _interleave(main: List[Any], other: List[Any], share: float) -> List[Any]:
-    """``main`` with ``other``'s entries placed at ``share`` of the places, in their order
-    (the rest of ``other`` at the end, once ``main`` runs out)."""
-    if share <= 0 or not other:
-        return main + other
-    out: List[Any] = []
-    a = 0
-    for k, entry in zip(_slots(len(other), share), other):
-        take = k - len(out)
-        if take > 0:
-            out.extend(main[a:a + take])
-            a += take
-        out.append(entry)
-    out.extend(main[a:])
-    return out
-
-
 def why_of(why: str, score: Optional[float]) -> str:
     """The sentence a place's ``why`` stands for: ``{score}`` (kept as is in the table: no
     100,000 formatted numbers a reorder) is the place's score to 3 decimals."""
@@ -151,25 +172,18 @@ class Plan:
         self.runs = runs
 
 
-_TEST_SPLIT: Dict[Any, Tuple[set, set]] = {}  # (seed, cut): (ids seen, those in test)
-
-
-def _in_test(ids: Sequence[str], seed: Any, fractions: Tuple[float, float, float]) -> set:
-    """The ids in the bundle's test split (``bundle.split_of``, inlined: 100,000 ids a reorder).
-    An id's split never changes for a seed and cut, so what the last reorder hashed is kept
-    (for one seed and cut, and only the ids still asked about: bounded by the pool)."""
-    prefix = ("%s:" % (seed,)).encode("utf-8")
-    cut = fractions[0] + fractions[1]
-    key = (str(seed), cut)
-    seen, test = _TEST_SPLIT.get(key, (set(), set()))
-    sha, top = hashlib.sha256, 2.0 ** 64
-    now = set(ids)
-    new = now - seen
-    test = (test & now) | {i for i in new if int.from_bytes(
-        sha(prefix + i.encode("utf-8")).digest()[:8], "big") / top >= cut}
-    _TEST_SPLIT.clear()
-    _TEST_SPLIT[key] = (now, test)
-    return set(test)
+@contextlib.contextmanager
+def _no_collector():
+    """The cycle collector paused (``plan`` and ``write``): a reorder makes some 500,000
+    short-lived tuples and no cycles, and the collector's passes over them (and over all the
+    server holds) took a fifth of its time. On again when it is done, whatever happened."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def _scores(db, schemes: List[str], runs: Dict[str, str], weights: Dict[str, float]):
@@ -178,13 +192,13 @@ def _scores(db, schemes: List[str], runs: Dict[str, str], weights: Dict[str, flo
     expr = " + ".join("%r * %s" % (w / total, _COLUMN[m]) for m, w in weights.items())
     if len(schemes) == 1:
         s = schemes[0]
-        return dict(db.execute("SELECT item_id, %s FROM rank_scores WHERE run_id=? AND "
-                               "scheme=?" % expr, (runs[s], s)))
+        return dict(_rows(db, "SELECT item_id, %s FROM rank_scores WHERE run_id=? AND "
+                              "scheme=?" % expr, (runs[s], s)))
     score: Dict[str, float] = {}
     counts: Dict[str, int] = {}
     for s in schemes:
-        for item, value in db.execute("SELECT item_id, %s FROM rank_scores WHERE run_id=? AND "
-                                      "scheme=?" % expr, (runs[s], s)):
+        for item, value in _rows(db, "SELECT item_id, %s FROM rank_scores WHERE run_id=? AND "
+                                     "scheme=?" % expr, (runs[s], s)):
             if item in score:
                 score[item] += value
                 counts[item] += 1
@@ -198,6 +212,7 @@ def _scores(db, schemes: List[str], runs: Dict[str, str], weights: Dict[str, flo
 _COLUMN = {"uncertainty": "least", "margin": "margin", "entropy": "entropy"}
 
 
+@_no_collector()
 def plan(store: Store, cfg, runs: Dict[str, str]) -> Plan:
     """The order for the items that need labels, ranked by ``runs`` (scheme: the run in use)
     with ``cfg.active_learning``'s strategy. Pure reads; ``write`` stores it."""
@@ -207,15 +222,15 @@ def plan(store: Store, cfg, runs: Dict[str, str]) -> Plan:
     db = store.conn()
     schemes = [s for s in al.schemes if s in runs]
     # items that have as many annotators as they need (one unless num_annotators_per_item)
-    full = {r[0] for r in db.execute(
-        "SELECT item_id FROM annotations GROUP BY item_id HAVING COUNT(DISTINCT annotator) "
+    full = {r[0] for r in _rows(
+        db, "SELECT item_id FROM annotations GROUP BY item_id HAVING COUNT(DISTINCT annotator) "
         ">= ?", (cfg.upstream.per_item or 1,))}
-    position = dict(db.execute("SELECT id, position FROM items WHERE active=1 ORDER BY "
-                               "position"))
+    position = dict(_rows(db, "SELECT id, position FROM items WHERE active=1 ORDER BY "
+                              "position"))
     for i in full:
         position.pop(i, None)
-    test = _in_test(list(position), mt.split_seed, (mt.splits.train, mt.splits.val,
-                                                    mt.splits.test))
+    test = order_mix.in_test(list(position), mt.split_seed,
+                             (mt.splits.train, mt.splits.val, mt.splits.test))
     others = [i for i in position if i not in test]
     weights = dict(al.weights) if al.strategy == "hybrid" else {al.strategy: 1.0}
     w_div = weights.pop("diversity", 0.0)
@@ -224,28 +239,24 @@ def plan(store: Store, cfg, runs: Dict[str, str]) -> Plan:
     seed = "%s:%s" % (mt.split_seed, ",".join("%s=%s" % kv for kv in sorted(runs.items())))
     run_words = ", ".join("run %s" % r for r in sorted(set(runs[s] for s in schemes)))
     if w_div:
-        vectors = {}  # item: the scheme whose run sent its vector (the first such scheme)
-        for s in schemes:
-            for (item,) in db.execute("SELECT item_id FROM rank_scores WHERE run_id=? AND "
-                                      "scheme=? AND vector IS NOT NULL", (runs[s], s)):
-                vectors.setdefault(item, s)
-        labelled = {r[0] for r in db.execute("SELECT DISTINCT item_id FROM annotations")}
+        labelled = [r[0] for r in _rows(db, "SELECT DISTINCT item_id FROM annotations")]
         ranked_ids = others if total == 0 else [i for i in others if i in score]
-        ranked = diversity.rank(store, cfg, ranked_ids, score, labelled, vectors, runs,
-                          (w_div, total, seed, run_words))
+        ranked = diversity.rank(store, cfg, ranked_ids, score, labelled,
+                                {s: runs[s] for s in schemes},
+                                (w_div, total, seed, run_words))
     else:
-        ranked_ids = sorted((i for i in others if i in score), key=score.__getitem__,
+        ranked_ids = sorted([i for i in others if i in score], key=score.__getitem__,
                             reverse=True)
         words = "%s {score} (%s)" % (al.strategy, run_words)
         ranked = list(zip(ranked_ids, map(score.__getitem__, ranked_ids),
                           itertools.repeat(words)))
-    in_ranked = {r[0] for r in ranked}
-    unranked = [i for i in others if i not in in_ranked]
+    # what no model ranks: items without a score (diversity alone ranks every item)
+    unranked = [] if w_div and not total else [i for i in others if i not in score]
     head = al.max_reorder if al.max_reorder is not None else len(ranked)
     tail = [r[0] for r in ranked[head:]] + unranked
     ranked = ranked[:head]
     if al.random_percent > 0 and ranked:
-        ranked = _with_random(ranked, al.random_percent, seed)
+        ranked = order_mix.with_random(ranked, al.random_percent, seed)
     if al.cold_start == "random":  # the cold start's own permutation (assignment.py)
         tail.sort(key=lambda i: ((position[i] * 2654435761 + 40503) % 4294967291,
                                  position[i]))
@@ -257,42 +268,24 @@ def plan(store: Store, cfg, runs: Dict[str, str]) -> Plan:
     # one random order of the test split for every model: the held-out sample never depends
     # on what a model thought
     test_rows = [(i, None, WHY_TEST)
-                 for i in diversity.fixed_order(list(test), "%s:test" % mt.split_seed)]
-    return Plan(_interleave(ranked + tail_rows, test_rows, mt.splits.test),
+                 for i in order_mix.held_out_order(test, "%s:test" % mt.split_seed)]
+    return Plan(order_mix.interleave(ranked + tail_rows, test_rows, mt.splits.test),
                 {s: runs[s] for s in schemes})
-
-
-def _slots(count: int, share: float) -> List[int]:
-    """The places (0-based) of the ``count`` entries that come at ``share`` of the places:
-    the j-th at the first place k where floor((k + 1) * share) reaches j."""
-    return [max(0, math.ceil(j / share - 1e-9) - 1) for j in range(1, count + 1)]
-
-
-def _with_random(ranked, share, seed):
-    """``share`` of the ranked places go to ranked items drawn at random (seeded)."""
-    n = len(ranked)
-    count = int(math.floor(n * share + 1e-9))
-    picked = random.Random(seed + ":sample").sample(range(n), count)
-    chosen = set(picked)
-    rest = [r for k, r in enumerate(ranked) if k not in chosen]
-    out: List[Any] = []
-    taken = 0
-    for slot, k in zip(_slots(count, share), picked):  # the slots rise: fill up to each
-        more = slot - len(out)
-        out.extend(rest[taken:taken + more])
-        taken += more
-        out.append((ranked[k][0], ranked[k][1], WHY_RANDOM))
-    out.extend(rest[taken:])
-    return out
 
 
 _WRITING = threading.Lock()  # one reorder at a time (a run's ingest, the admin's Use)
 
 
+@_no_collector()
 def write(store: Store, p: Plan, strategy: str) -> int:
     """Store ``p`` as the order in use: the new generation in small transactions, then one
-    write that switches to it, then the older ones removed. Returns the new generation."""
+    write that switches to it, then the older ones removed. Returns the new generation.
+
+    The generation's rows are committed without waiting for the disk (``synchronous=NORMAL``,
+    this connection only, for those transactions): until the switch they are not in use,
+    and the switch, committed as every write is (``FULL``), puts them on disk with it."""
     ensure(store)
+    codes: Dict[str, int] = {}
     with _WRITING:
         with store.tx() as db:  # a crashed reorder's generation is never reused
             row = db.execute("SELECT value FROM meta WHERE key='queue_order.next'").fetchone()
@@ -300,26 +293,77 @@ def write(store: Store, p: Plan, strategy: str) -> int:
                       int(store.meta_get("queue_order.gen", "0"))) + 1
             db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('queue_order.next', ?)",
                        (str(gen),))
-        rows = [(gen, k, item, s, why) for k, (item, s, why) in enumerate(p.rows)]
-        for start in range(0, len(rows), CHUNK):
+        items, scores, whys = zip(*p.rows) if p.rows else ((), (), ())
+        for why in dict.fromkeys(whys):
+            codes[why] = len(codes) + 1
+        first = (store.conn().execute("SELECT MAX(place) FROM queue_places").fetchone()[0]
+                 or 0) + 1  # after every place there is: this generation's are consecutive
+        rows = list(zip(itertools.count(first), itertools.repeat(gen), items, scores,
+                        map(codes.__getitem__, whys)))
+        with _unhurried(store):
             with store.tx() as db:
-                db.executemany("INSERT INTO queue_order(gen, rank, item_id, score, why) VALUES "
-                               "(?,?,?,?,?)", rows[start:start + CHUNK])
+                db.executemany("INSERT INTO queue_whys(gen, code, why) VALUES (?,?,?)",
+                               [(gen, c, why) for why, c in codes.items()])
+            for start in range(0, len(rows), CHUNK):
+                with store.tx() as db:
+                    db.executemany("INSERT INTO queue_places(place, gen, item_id, score, why) "
+                                   "VALUES (?,?,?,?,?)", rows[start:start + CHUNK])
         with store.tx() as db:
             for key, value in (("queue_order.gen", str(gen)),
+                               ("queue_order.first", str(first)),
                                ("queue_order.at", repr(time.time())),
                                ("queue_order.runs", json.dumps(p.runs, sort_keys=True)),
                                ("queue_order.strategy", strategy),
                                ("queue_order.size", str(len(rows)))):
                 db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
                            (key, value))
-        while True:  # the older generations, a chunk at a time
-            with store.tx() as db:
-                n = db.execute("DELETE FROM queue_order WHERE rowid IN (SELECT rowid FROM "
-                               "queue_order WHERE gen<? LIMIT ?)", (gen, CHUNK)).rowcount
-            if n < CHUNK:
-                break
+        with _unhurried(store):  # the places before it (older or unfinished generations),
+            while True:        # a range at a time
+                with store.tx() as db:
+                    low = db.execute("SELECT MIN(place) FROM queue_places").fetchone()[0]
+                    if low is None or low >= first:
+                        db.execute("DELETE FROM queue_whys WHERE gen<?", (gen,))
+                        break
+                    db.execute("DELETE FROM queue_places WHERE place<?",
+                               (min(first, low + CHUNK),))
     return gen
+
+
+@contextlib.contextmanager
+def _unhurried(store: Store):
+    """This connection's commits do not wait for the disk meanwhile: for rows not in use (a
+    generation before its switch, or after it is replaced). A crash loses at most those
+    rows, never the order in use; the next write to commit as usual puts them on disk."""
+    db = store.conn()
+    db.execute("PRAGMA synchronous=NORMAL")
+    try:
+        yield
+    finally:
+        db.execute("PRAGMA synchronous=FULL")
+
+
+def next_place(db, where: str, args: Sequence[Any]) -> Optional[Tuple[str, str]]:
+    """The first place of the order in use whose item ``i`` meets ``where`` (assignment's
+    condition on an open item, with ``args``): (item id, why), or None (no order, or every
+    place taken)."""
+    gen, first = _in_use(db)
+    if not gen:
+        return None
+    found = db.execute("SELECT o.item_id, o.why, o.score FROM queue_places o JOIN items i ON "
+                       "i.id=o.item_id WHERE o.place>=? AND o.gen=? AND " + where
+                       + " ORDER BY o.place LIMIT 1", (first, gen) + tuple(args)).fetchone()
+    if found is None:
+        return None
+    why = db.execute("SELECT why FROM queue_whys WHERE gen=? AND code=?",
+                     (gen, found[1])).fetchone()
+    return found[0], why_of(why[0] if why else "", found[2])
+
+
+def _in_use(db) -> Tuple[int, int]:
+    """The generation in use (0: none) and its first place."""
+    meta = dict(db.execute("SELECT key, value FROM meta WHERE key IN ('queue_order.gen', "
+                           "'queue_order.first')").fetchall())
+    return int(meta.get("queue_order.gen", 0)), int(meta.get("queue_order.first", 0))
 
 
 def reorder(store: Store, cfg, in_use) -> Optional[int]:
@@ -344,14 +388,15 @@ def status(store: Store, head: int = 10) -> Dict[str, Any]:
     """What the admin page shows of the order in use: the runs that ranked it, when, its size
     and its first ``head`` places still open (item, score, why)."""
     ensure(store)
-    gen = int(store.meta_get("queue_order.gen", "0"))
+    gen, first = _in_use(store.conn())
     if not gen:
         return {"ordered": False}
     at = store.meta_get("queue_order.at")
     rows = store.conn().execute(
-        "SELECT o.item_id, o.score, o.why FROM queue_order o JOIN items i ON i.id=o.item_id "
-        "WHERE o.gen=? AND i.active=1 AND NOT EXISTS (SELECT 1 FROM annotations a WHERE "
-        "a.item_id=o.item_id) ORDER BY o.rank LIMIT ?", (gen, head)).fetchall()
+        "SELECT o.item_id, o.score, w.why FROM queue_places o JOIN items i ON i.id=o.item_id "
+        "JOIN queue_whys w ON w.gen=o.gen AND w.code=o.why "
+        "WHERE o.place>=? AND o.gen=? AND i.active=1 AND NOT EXISTS (SELECT 1 FROM annotations "
+        "a WHERE a.item_id=o.item_id) ORDER BY o.place LIMIT ?", (first, gen, head)).fetchall()
     return {"ordered": True, "runs": json.loads(store.meta_get("queue_order.runs", "{}")),
             "at": float(at) if at else None, "strategy": store.meta_get("queue_order.strategy"),
             "size": int(store.meta_get("queue_order.size", "0")),

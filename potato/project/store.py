@@ -28,7 +28,8 @@ CREATE TABLE IF NOT EXISTS items (
     position INTEGER NOT NULL,     -- order in which annotators see it
     active INTEGER NOT NULL DEFAULT 1  -- 0: gone from the data files (kept: it has labels)
 );
-CREATE INDEX IF NOT EXISTS items_position ON items(active, position);
+DROP INDEX IF EXISTS items_position;  -- (active, position): items_order covers it
+CREATE INDEX IF NOT EXISTS items_order ON items(active, position, id);
 CREATE TABLE IF NOT EXISTS annotators (
     name TEXT PRIMARY KEY,
     position INTEGER NOT NULL DEFAULT 0,   -- where they resume

@@ -183,8 +183,9 @@ def test_two_reorders_at_once_both_finish_and_leave_one_whole_order(tmp_path):
             t.join(60)
         assert errors == []
         gen = int(store.meta_get("queue_order.gen"))
-        whys = store.conn().execute("SELECT why, COUNT(*) FROM queue_order WHERE gen=? "
-                                    "GROUP BY why", (gen,)).fetchall()
+        whys = store.conn().execute("SELECT w.why, COUNT(*) FROM queue_places o JOIN "
+                                    "queue_whys w ON w.gen=o.gen AND w.code=o.why WHERE "
+                                    "o.gen=? GROUP BY w.why", (gen,)).fetchall()
         assert [tuple(w) for w in whys] in ([("one", n)], [("two", n)])
     finally:
         store.close()
