@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 from potato.config.backends import Backend, implicit_backends, parse_backend
 from potato.config.reader import ConfigError, Path, Problem, Reader, dotted, read_yaml, suggest
-from potato.schemes import Scheme, parse_schemes
+from potato.schemes import Scheme, drawn_on, parse_schemes
 from potato.config import active_learning as al_config
 from potato.config.upstream import MEDIA_FIELDS, Upstream, data_files, split
 
@@ -160,11 +160,9 @@ TOP_KEYS = ("annotation_task_name", "task_dir", "data_files", "media_directory",
 
 # ---------------------------------------------------------------------------------------------
 def load(path: str) -> Tuple[Config, List[Problem], List[Problem]]:
-    """Parse ``path`` into a Config, with the structural errors and warnings found.
-
-    Raises ConfigError when the file cannot be read or parsed at all. The Config is filled
-    with defaults wherever a value was wrong, so it is only safe to use without errors.
-    """
+    """Parse ``path`` into a Config, with the structural errors and warnings found. Raises
+    ConfigError when the file cannot be read or parsed at all. The Config is filled with
+    defaults wherever a value was wrong, so it is only safe to use without errors."""
     data, lines, scalars, duplicates = read_yaml(path)
     r = Reader(path, lines, scalars)
     for dup_path, line in duplicates:
@@ -197,6 +195,8 @@ def load(path: str) -> Tuple[Config, List[Problem], List[Problem]]:
         r.text(ip, "audio_key", ("item_properties",), d.audio_key, numbers_ok=False))
     _display_media_keys(r, cfg)
     cfg.schemes = parse_schemes(r, top.get("annotation_schemes"), upstream.blockers)
+    if drawn_on(cfg.schemes) is not None and not cfg.item_properties.image_key:  # upstream's
+        cfg.item_properties.image_key = drawn_on(cfg.schemes) or cfg.item_properties.text_key
     cfg.output_dir = resolve(r.text(top, "output_annotation_dir", (), "annotation_output"))
     cfg.admin_api_key = r.text(top, "admin_api_key", (), cfg.admin_api_key, numbers_ok=False)
     cfg.server_url = _server_url(r, r.text(top, "server_url", (), cfg.server_url,

@@ -296,6 +296,18 @@ SCHEME_HINTS["justification"] = (
     "Upstream's pairwise justification box is not implemented here: what annotators write in "
     "it would be lost. Remove it and add a multiselect scheme for the reasons and a text "
     "scheme for the rationale.")
+# upstream's image_annotation: the settings of the tools not drawn here (regions.py)
+SCHEME_HINTS.update({k: (
+    "Upstream's segmentation masks, freeform drawing, skeletons and their settings are not "
+    "implemented here (regions are drawn as boxes, polygons and points): remove it, and list "
+    "only bbox, polygon and landmark in tools.") for k in (
+        "brush_size", "eraser_size", "mask_opacity", "mask_mode", "fill_mode",
+        "fill_tolerance", "freeform_brush_size", "freeform_simplify", "skeletons",
+        "segmentation", "text_prompt")})
+SCHEME_HINTS.update({k: (
+    "Upstream's image viewer options (deep-zoom tiles, key profiles, copying the previous "
+    "image's regions) are not implemented here: remove it; the image zooms with + and -.")
+    for k in ("viewer", "tiles", "keybinding_profile", "carry_over")})
 
 # The refused features upstream's own code switches off, and the keys that say so: only
 # these are accepted when the config turns them off (false, null, or every switch given as

@@ -12,7 +12,9 @@ bundle a run trains on, the admin's export and the label counts.
 
 Whatever the method, spans keep a span when at least half of the item's annotators marked the
 same span (same start, end and label), and of agreed spans that overlap keep the one more
-annotators marked (ties: the longer, then the earlier); numbers (slider, number) take the median.
+annotators marked (ties: the longer, then the earlier); numbers (slider, number) take the median;
+regions on an image keep each object at least half the annotators drew, matched by IoU
+(potato/labels/geometry.py).
 
 Votes are ``{item_id: {annotator: label}}``; results are ``{item_id: label}``, with ``TIE`` for
 an item whose annotators do not settle on a label.
@@ -21,6 +23,7 @@ an item whose annotators do not settle on a label.
 import math
 from typing import Any, Dict, List, Optional, Tuple
 
+from potato.labels import geometry
 from potato.schemes import kind_class
 from potato.training.remote.bundle import majority
 
@@ -51,6 +54,9 @@ def aggregate(annotation_type: Optional[str], votes: Votes, method: str = "major
     shape = kind_class(annotation_type).aggregate_as
     if shape == "spans":
         return Result({i: agreed_spans(list(v.values())) for i, v in votes.items()}, "spans")
+    if shape == "regions":
+        return Result({i: geometry.agreed(list(v.values())) for i, v in votes.items()},
+                      "regions")
     if shape == "median":
         return Result({i: median(list(v.values())) for i, v in votes.items()}, "median")
     if shape == "none":

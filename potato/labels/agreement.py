@@ -2,7 +2,8 @@
 (radio, select, likert), the items labelled, unlabelled and tied, Cohen's kappa for each pair
 of annotators over the items that exactly those two labelled, and Fleiss' kappa over the items
 that three or more labelled (those with the most common number of annotators: Fleiss' kappa
-needs the same number on every item).
+needs the same number on every item). For regions on images: the mean F1 of two annotators'
+matched regions (``region_agreement``).
 
 Standard library only; tests check both against scikit-learn and a textbook example.
 """
@@ -12,6 +13,7 @@ from collections import Counter
 from typing import Any, Dict, Hashable, List, Optional, Sequence, Tuple
 
 from potato.config.settings import Config
+from potato.labels import geometry
 from potato.project.store import Store
 
 MAX_PAIRS = 10  # pairs of annotators shown per scheme, the most items first
@@ -83,6 +85,21 @@ def scheme_agreement(votes: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
             "fleiss": fleiss}
 
 
+def region_agreement(votes: Dict[str, Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    """Regions on images: the mean, over every pair of annotators of every item both drew on,
+    of the F1 of their matched regions (the same label and tool, IoU at least 0.5;
+    potato/labels/geometry.py); None when no item has two annotators."""
+    scores = []
+    for by_annotator in votes.values():
+        drawn = [v for _, v in sorted(by_annotator.items()) if isinstance(v, list)]
+        for i in range(len(drawn)):
+            for j in range(i + 1, len(drawn)):
+                scores.append(geometry.pair_f1(drawn[i], drawn[j]))
+    if not scores:
+        return None
+    return {"f1": sum(scores) / len(scores), "pairs": len(scores)}
+
+
 def summary(cfg: Config, store: Store) -> Dict[str, Dict[str, Any]]:
     """Per scheme: ``items`` (active), ``labelled``, ``unlabelled``, ``ties``, and for schemes
     whose value is one label, ``cohen`` and ``fleiss`` (see ``scheme_agreement``)."""
@@ -97,6 +114,8 @@ def summary(cfg: Config, store: Store) -> Dict[str, Dict[str, Any]]:
         mine = votes[s.name]
         found = scheme_agreement(mine) if s.kind is not None and s.kind.one_label else {
             "ties": None, "cohen": [], "more_pairs": 0, "fleiss": None}
+        if s.kind is not None and s.kind.aggregate_as == "regions":
+            found["regions"] = region_agreement(mine)
         out[s.name] = dict(found, items=len(active), labelled=len(active & set(mine)),
                            unlabelled=len(active - set(mine)))
     return out

@@ -20,16 +20,17 @@ from potato.schemes import logic
 from potato.schemes.expand import expand
 from potato.schemes.pairwise import Pairwise
 from potato.schemes.rating import Likert, Number, Slider
+from potato.schemes.regions import Regions
 from potato.schemes.variants import VARIANT_TYPES
 from potato.schemes.span import Span
 from potato.schemes.text import Text
 from potato.config.upstream_keys import LOOKS_KEYS, SCHEME_HINTS
 
-__all__ = ["KEEP", "KINDS", "Kind", "LabelError", "Scheme", "kind_class", "make_scheme",
-           "parse_schemes", "save_bytes"]
+__all__ = ["KEEP", "KINDS", "Kind", "LabelError", "Scheme", "drawn_on", "kind_class",
+           "make_scheme", "parse_schemes", "save_bytes"]
 
 KINDS: Dict[str, type] = {k.type_name: k for k in (
-    Radio, Multiselect, Select, Likert, Slider, Number, Text, Span, Pairwise)}
+    Radio, Multiselect, Select, Likert, Slider, Number, Text, Span, Pairwise, Regions)}
 
 
 def kind_class(annotation_type: Optional[str]) -> type:
@@ -40,6 +41,13 @@ def kind_class(annotation_type: Optional[str]) -> type:
         return Kind
     return KINDS.get(annotation_type) or next(
         (f for k in KINDS.values() for f in k.forms if f.type_name == annotation_type), Kind)
+
+def drawn_on(schemes: List[Scheme]) -> Optional[str]:
+    """The item field the first scheme drawn on an image names (``Kind.image_field``; "" for
+    the project's image), or None when no scheme is drawn on one."""
+    return next((f for f in (s.kind.image_field() for s in schemes if s.kind is not None)
+                 if f is not None), None)
+
 
 COMMON_KEYS = ("annotation_type", "name", "description", "labels", "label_requirement",
                "sequential_key_binding", "display_logic")

@@ -166,6 +166,11 @@ class Kind:
         item's name, e.g. "has no 'responses' ..."), or None; checked when items are read."""
         return None
 
+    def image_field(self) -> Optional[str]:
+        """The item field holding the image this scheme is drawn on (regions), "" for the
+        project's ``image_key`` (or, without one, ``text_key``), None: not drawn on an image."""
+        return None
+
     def view(self, row: Dict[str, Any]) -> Safe:
         """What the annotate page shows of the item's record for this scheme, beside its text
         (pairwise: the responses side by side); the same view is shown once."""

@@ -127,8 +127,9 @@ def annotate_page(cfg: Config, now: Annotating, max_body: int = 0) -> str:
     record = display.record(item)  # what the schemes show of it (pairwise: the responses)
     views = "".join(dict.fromkeys(str(s.kind.view(record)) for s in cfg.schemes))
     # an image or audio item alone, or a text made of a list a scheme shows (its views)
-    if not text_attr and (not item["text"] or
-                          isinstance(record.get(cfg.item_properties.text_key), list)):
+    ip = cfg.item_properties  # (an image's path in text_key: the image is shown, not it)
+    if not text_attr and (not item["text"] or ip.image_key == ip.text_key or
+                          isinstance(record.get(ip.text_key), list)):
         item_text = ""
     first_open = min(first_unlabelled, total)
     zero = (" (<kbd>0</kbd> the tenth)" if any(k == "0" for s in cfg.schemes
@@ -262,6 +263,14 @@ def agreement_html(summary: Dict[str, Dict[str, Any]]) -> str:
             lines.append(render("<li>Fleiss' κ: {k} over the {n} item(s) with {r} annotators "
                                 "each</li>", k=_kappa(f["kappa"]), n=f["items"],
                                 r=f["annotators_per_item"]))
+        reg = a.get("regions")
+        if reg:
+            lines.append(render("<li>regions: mean F1 {f} between two annotators' regions "
+                                "(the same object: same label, IoU at least 0.5), over {n} "
+                                "pair(s) of annotators of an image</li>", f="%.3f" % reg["f1"],
+                                n=reg["pairs"]))
+        elif "regions" in a:
+            lines.append(Safe("<li>agreement: no image has two or more annotators yet</li>"))
         if not lines and a["ties"] is not None:
             lines.append(Safe("<li>agreement: no item has two or more annotators yet</li>"))
         parts.append(render('<div class="agreement" data-scheme="{s}"><p><b>{s}</b>: {l} of '

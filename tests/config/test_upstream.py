@@ -1055,13 +1055,13 @@ def test_a_type_not_here_is_one_error_naming_it_and_its_keys_are_not_judged(tmp_
     (tmp_path / "items.jsonl").write_text('{"id": "a", "text": "t"}\n')
     (tmp_path / "c.yaml").write_text(
         "data_files: [items.jsonl]\nannotation_schemes:\n"
-        "  - {annotation_type: image_annotation, name: boxes, tools: [bbox], "
+        "  - {annotation_type: video_annotation, name: boxes, tools: [bbox], "
         "zoom_enabled: true, labels: [{name: car}]}\n")
     from potato.project.validation import check
     _, report = check(str(tmp_path / "c.yaml"))
     assert [e.key for e in report.errors] == ["annotation_schemes[0].annotation_type"]
     [err] = report.errors
-    assert err.message.startswith("annotation_schemes[0].annotation_type is 'image_annotation', "
+    assert err.message.startswith("annotation_schemes[0].annotation_type is 'video_annotation', "
                                   "which this Potato does not have (its other keys were not "
                                   "checked); Potato supports radio,")
     # a known type's did-you-mean stays within its own keys (step is a slider's)
@@ -1081,14 +1081,14 @@ def test_the_migration_report_lists_scheme_and_display_types_not_here(tmp_path, 
         "instance_display:\n  fields:\n    - {key: text, type: text}\n"
         "    - {key: v, type: video}\n    - {key: w, type: video}\n    - {key: t, type: trace}\n"
         "annotation_schemes:\n"
-        "  - {annotation_type: image_annotation, name: a, tools: [bbox]}\n"
-        "  - {annotation_type: image_annotation, name: b}\n"
+        "  - {annotation_type: video_annotation, name: a, tools: [bbox]}\n"
+        "  - {annotation_type: video_annotation, name: b}\n"
         "  - {annotation_type: ranking, name: c}\n"
         "  - {annotation_type: radio, name: d, labels: [x, y]}\n")
     assert main(["validate", str(tmp_path / "c.yaml")]) == 1
     out = capsys.readouterr().out
     assert ("  blocking (4): instance_display type video (2 fields), instance_display type "
-            "trace (1 field), annotation_type image_annotation (2 schemes), annotation_type "
+            "trace (1 field), annotation_type video_annotation (2 schemes), annotation_type "
             "ranking (1 scheme)\n") in out, out
     assert "other error(s)" not in out  # each error is one of those blockers
     assert "What each upstream key does here" not in out

@@ -1,0 +1,188 @@
+"""``image_annotation`` in a real headless Chromium (issue 36, item 7): an upstream-style config
+(the image path in text_key) shows the image in a stage where the annotator draws a box by
+dragging, a polygon by clicking its corners and Enter, a point by a click; relabels with a
+label key, selects and moves a region by dragging, deletes with Delete, zooms with + and 0;
+the save stores exactly what was drawn, and coming back shows it again. A region outside the
+image sent by hand is refused at the boundary with the reason, and the markup in a label is
+shown as text. Screenshots go to test-output/."""
+
+import json
+import os
+import struct
+import zlib
+
+import pytest
+
+from tests.helpers import KEY, SHOTS, Client, wait_for
+
+pytestmark = pytest.mark.integration
+H = {"X-API-Key": KEY}
+
+CONFIG = """annotation_task_name: Boxes
+data_files: [items.jsonl]
+media_directory: media
+admin_api_key: %s
+item_properties: {id_key: id, text_key: image_url}
+annotation_schemes:
+  - annotation_type: image_annotation
+    name: objects
+    description: Draw around each object
+    tools: [bbox, polygon, landmark]
+    zoom_enabled: true
+    pan_enabled: true
+    labels:
+      - {name: person, color: "#FF6B6B", key_value: "1"}
+      - {name: vehicle, color: "#4ECDC4", key_value: "2"}
+      - "<b>tree</b>"
+""" % KEY
+
+
+def png(width, height):
+    """A plain RGB PNG: grey, with a dark block in its upper left quarter."""
+    rows = b"".join(b"\x00" + b"".join(
+        (b"\x30\x30\x30" if x < width // 2 and y < height // 2 else b"\xc0\xc0\xc0")
+        for x in range(width)) for y in range(height))
+
+    def chunk(kind, data):
+        return (struct.pack(">I", len(data)) + kind + data
+                + struct.pack(">I", zlib.crc32(kind + data) & 0xffffffff))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2,
+                                                             0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+
+
+def project(tmp_path):
+    (tmp_path / "media").mkdir()
+    (tmp_path / "media" / "street.png").write_bytes(png(400, 300))
+    (tmp_path / "items.jsonl").write_text("".join(
+        json.dumps({"id": i, "image_url": "street.png"}) + "\n" for i in ("s1", "s2")))
+    (tmp_path / "config.yaml").write_text(CONFIG)
+    return str(tmp_path / "config.yaml")
+
+
+def login(d, url, name="dana"):
+    d.get(url + "login")
+    d.find_element("id", "username").send_keys(name)
+    d.find_element("css selector", "form button[type=submit]").click()
+    wait_for(d, lambda d: d.current_url.endswith("/annotate") and d.find_elements(
+        "css selector", ".regions"), what="the annotate page")
+
+
+def drawn(d):
+    return json.loads(d.find_element("css selector", "input[data-regions]")
+                      .get_attribute("value"))
+
+
+def size(d):
+    return d.execute_script("var r = document.querySelector('.region-svg')"
+                            ".getBoundingClientRect(); return [r.width, r.height];")
+
+
+def at(d, fx, fy):
+    """Pixel offsets from the SVG's centre (selenium's origin) of the fraction (fx, fy)."""
+    w, h = size(d)
+    return round((fx - 0.5) * w), round((fy - 0.5) * h)
+
+
+def test_draw_edit_zoom_save_and_see_it_again(tmp_path, serve, browser):
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
+    _, url = serve(project(tmp_path), training=False)
+    d = browser
+    login(d, url)
+    wait_for(d, lambda d: d.execute_script(
+        "var i = document.querySelector('.region-canvas img');"
+        "return i && i.complete && i.naturalWidth === 400;"), what="the image in the stage")
+    assert d.execute_script("return document.querySelector('figure.media-image').hidden")
+    assert not d.find_elements("css selector", "#item-text")  # the path is not shown as text
+    assert "&lt;b&gt;tree&lt;/b&gt;" in d.page_source and "<b>tree</b>" not in d.page_source
+    svg = d.find_element("css selector", ".region-svg")
+
+    def drag(a, b):
+        ActionChains(d).move_to_element_with_offset(svg, *at(d, *a)).click_and_hold() \
+            .move_to_element_with_offset(svg, *at(d, *b)) \
+            .move_to_element_with_offset(svg, *at(d, *b)).release().perform()
+
+    def click(p):
+        ActionChains(d).move_to_element_with_offset(svg, *at(d, *p)).click().perform()
+
+    def keys(*ks):
+        ActionChains(d).send_keys(*ks).perform()
+
+    # a box, dragged (the first tool, the first label), then relabelled with its key
+    drag((0.1, 0.1), (0.4, 0.3))
+    [b] = drawn(d)
+    assert b["type"] == "bbox" and b["label"] == "person"
+    c = b["coordinates"]
+    assert (c["x"], c["y"], c["width"], c["height"]) == pytest.approx((0.1, 0.1, 0.3, 0.2),
+                                                                      abs=0.01)
+    keys("2")
+    assert drawn(d)[0]["label"] == "vehicle"
+    # a polygon: p, three corners, Enter closes it (and does not save the item)
+    keys("p")
+    for p in ((0.6, 0.6), (0.9, 0.6), (0.75, 0.9)):
+        click(p)
+    keys(Keys.ENTER)
+    shapes = drawn(d)
+    assert d.current_url.endswith("/annotate") and len(shapes) == 2
+    assert shapes[1]["type"] == "polygon" and len(shapes[1]["coordinates"]) == 3
+    assert shapes[1]["label"] == "vehicle"  # the label in hand
+    assert shapes[1]["coordinates"][1] == pytest.approx({"x": 0.9, "y": 0.6}, abs=0.01)
+    # a point, then select it (v, click) and delete it
+    keys(Keys.ESCAPE, "k", "1")  # Esc: the polygon no longer selected, so 1 does not relabel it
+    assert drawn(d)[1]["label"] == "vehicle"
+    click((0.2, 0.8))
+    assert drawn(d)[2] == {"type": "landmark", "label": "person",
+                           "coordinates": pytest.approx({"x": 0.2, "y": 0.8}, abs=0.01)}
+    keys("v")
+    click((0.2, 0.8))
+    keys(Keys.DELETE)
+    assert len(drawn(d)) == 2
+    # select the box and move it by dragging
+    drag((0.25, 0.2), (0.35, 0.25))
+    moved = drawn(d)[0]["coordinates"]
+    assert (moved["x"], moved["y"]) == pytest.approx((0.2, 0.15), abs=0.01)
+    assert moved["width"] == pytest.approx(0.3, abs=0.01)
+    # zoom in and back: the image grows, and what is drawn stays where it is on it
+    w0 = size(d)[0]
+    keys("+")
+    assert size(d)[0] == pytest.approx(1.5 * w0, rel=0.02)
+    keys("0")
+    assert size(d)[0] == pytest.approx(w0, rel=0.02)
+    os.makedirs(SHOTS, exist_ok=True)
+    d.save_screenshot(os.path.join(SHOTS, "regions-drawn.png"))
+    expected = drawn(d)
+    d.find_element("css selector", 'button[value="next"]').click()
+    wait_for(d, lambda d: "Item 2 of 2" in d.page_source, what="the next item")
+    # stored exactly as drawn: the admin's export
+    c = Client(url)
+    rows = [json.loads(line) for line in c.get("/admin/export.jsonl", headers=H).text
+            .splitlines()]
+    [row] = [r for r in rows if r.get("id", r.get("item_id")) == "s1"]
+    [stored] = row["labels"]["objects"]
+    assert stored["annotator"] == "dana"
+    assert json.dumps(stored["label"], sort_keys=True) == json.dumps(expected, sort_keys=True)
+    assert row["aggregated_label"]["objects"] == expected  # one annotator: their regions
+    # back on the first item, the regions are there again
+    d.find_element("css selector", 'button[value="prev"]').click()
+    wait_for(d, lambda d: "Item 1 of 2" in d.page_source, what="the first item again")
+    wait_for(d, lambda d: len(d.find_elements("css selector", ".region-svg .region")) == 2,
+             what="the regions drawn again")
+    assert drawn(d) == expected
+
+
+def test_a_region_outside_the_image_is_refused_with_the_reason(tmp_path, serve):
+    _, url = serve(project(tmp_path), training=False)
+    c = Client(url)
+    c.login("eve")
+    page = c.get("/annotate").text
+    assert 'data-scheme="objects"' in page
+    bad = [{"type": "bbox", "label": "person",
+            "coordinates": {"x": 0.9, "y": 0.1, "width": 0.5, "height": 0.1}}]
+    r = c.post("/annotate", form={"item_id": "s1", "position": "0", "present:objects": "1",
+                                  "label:objects": json.dumps(bad), "action": "next"})
+    assert r.status == 400, (r.status, r.text[:300])
+    assert "past the image" in r.text
+    rows = c.get("/admin/export.jsonl", headers=H).text.strip()
+    assert "past" not in rows and '"x": 0.9' not in rows
