@@ -155,8 +155,13 @@ def rank(store, cfg, ids, score, labelled, runs, how):
             rng.shuffle(more)
             vec.update(_vectors(db, more, runs, CANDIDATES - len(vec)))
             prefer = prefer + more
-        cands = [c for c in prefer if c in vec][:CANDIDATES]
         ref = list(_vectors(db, ref_order, runs, REFERENCE).values())
+        # one space: schemes' runs may send vectors of other sizes (each run one size per
+        # scheme, checked at the boundary); the most preferred candidate's size is compared
+        width = next((len(vec[c]) for c in prefer if c in vec), 0)
+        vec = {i: v for i, v in vec.items() if len(v) == width}
+        ref = [v for v in ref if len(v) == width]
+        cands = [c for c in prefer if c in vec][:CANDIDATES]
     norm = w_div + (1.0 if total else 0.0)
     picks = _farthest_first(cands, vec, ref, score if total else {}, w_div / norm,
                             1.0 / norm if total else 0.0, DIVERSE_PICKS)

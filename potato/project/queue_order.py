@@ -61,15 +61,23 @@ CREATE TABLE IF NOT EXISTS queue_whys (  -- a generation's few distinct reasons
 
 # A store from before queue_places kept each place's reason as its own text, and its rank
 # beside a rowid and an index (table queue_order): its order in use moves over once, whole.
-MIGRATE = """INSERT INTO queue_whys(gen, code, why)
-    SELECT gen, ROW_NUMBER() OVER (PARTITION BY gen ORDER BY why), why
-    FROM (SELECT DISTINCT gen, why FROM queue_order);
-INSERT INTO queue_places(place, gen, item_id, score, why)
-    SELECT ROW_NUMBER() OVER (ORDER BY o.gen, o.rank), o.gen, o.item_id, o.score, w.code
-    FROM queue_order o JOIN queue_whys w ON w.gen=o.gen AND w.why=o.why;
+# (Without window functions: a system SQLite older than 3.25 runs it too. What the new tables
+# hold then is from a newer version run earlier, and the old table is the one in use.)
+MIGRATE = """DELETE FROM queue_places;
+DELETE FROM queue_whys;
+INSERT INTO queue_whys(gen, code, why)
+    SELECT x.gen, (SELECT COUNT(*) FROM (SELECT DISTINCT gen, why FROM queue_order) y
+                   WHERE y.gen=x.gen AND y.why<=x.why), x.why
+    FROM (SELECT DISTINCT gen, why FROM queue_order) x;
+INSERT INTO queue_places(gen, item_id, score, why)
+    SELECT o.gen, o.item_id, o.score, w.code FROM queue_order o
+    JOIN queue_whys w ON w.gen=o.gen AND w.why=o.why ORDER BY o.gen, o.rank;
 INSERT OR REPLACE INTO meta(key, value) SELECT 'queue_order.first', COALESCE(MIN(place), 0)
     FROM queue_places WHERE gen=(SELECT CAST(value AS INTEGER) FROM meta
                                  WHERE key='queue_order.gen');
+INSERT OR REPLACE INTO meta(key, value) SELECT 'queue_order.next', MAX(
+    COALESCE((SELECT MAX(gen) FROM queue_order), 0),
+    COALESCE((SELECT CAST(value AS INTEGER) FROM meta WHERE key='queue_order.next'), 0));
 DROP TABLE queue_order;"""
 
 CHUNK = 10000       # rows per write transaction
@@ -276,56 +284,64 @@ def plan(store: Store, cfg, runs: Dict[str, str]) -> Plan:
 _WRITING = threading.Lock()  # one reorder at a time (a run's ingest, the admin's Use)
 
 
-@_no_collector()
 def write(store: Store, p: Plan, strategy: str) -> int:
     """Store ``p`` as the order in use: the new generation in small transactions, then one
     write that switches to it, then the older ones removed. Returns the new generation.
 
     The generation's rows are committed without waiting for the disk (``synchronous=NORMAL``,
     this connection only, for those transactions): until the switch they are not in use,
-    and the switch, committed as every write is (``FULL``), puts them on disk with it."""
+    and the switch, committed as every write is (``FULL``), puts them on disk with it.
+    One writer at a time (``_WRITING`` here; one server per project: the queue lock)."""
     ensure(store)
+    with _WRITING, _no_collector():
+        return _write(store, p, strategy)
+
+
+def _write(store: Store, p: Plan, strategy: str) -> int:
     codes: Dict[str, int] = {}
-    with _WRITING:
-        with store.tx() as db:  # a crashed reorder's generation is never reused
-            row = db.execute("SELECT value FROM meta WHERE key='queue_order.next'").fetchone()
-            gen = max(int(row[0]) if row else 0,
-                      int(store.meta_get("queue_order.gen", "0"))) + 1
-            db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('queue_order.next', ?)",
-                       (str(gen),))
-        items, scores, whys = zip(*p.rows) if p.rows else ((), (), ())
-        for why in dict.fromkeys(whys):
-            codes[why] = len(codes) + 1
-        first = (store.conn().execute("SELECT MAX(place) FROM queue_places").fetchone()[0]
-                 or 0) + 1  # after every place there is: this generation's are consecutive
-        rows = list(zip(itertools.count(first), itertools.repeat(gen), items, scores,
-                        map(codes.__getitem__, whys)))
-        with _unhurried(store):
-            with store.tx() as db:
-                db.executemany("INSERT INTO queue_whys(gen, code, why) VALUES (?,?,?)",
-                               [(gen, c, why) for why, c in codes.items()])
-            for start in range(0, len(rows), CHUNK):
-                with store.tx() as db:
-                    db.executemany("INSERT INTO queue_places(place, gen, item_id, score, why) "
-                                   "VALUES (?,?,?,?,?)", rows[start:start + CHUNK])
+    with store.tx() as db:  # a crashed reorder's generation and places are never reused
+        row = db.execute("SELECT value FROM meta WHERE key='queue_order.next'").fetchone()
+        gen = max(int(row[0]) if row else 0,
+                  int(store.meta_get("queue_order.gen", "0"))) + 1
+        # after every place there is or is reserved: this generation's are consecutive
+        reserved = db.execute("SELECT value FROM meta WHERE key='queue_order.next_place'"
+                              ).fetchone()
+        first = max((db.execute("SELECT MAX(place) FROM queue_places").fetchone()[0] or 0) + 1,
+                    int(reserved[0]) if reserved else 0)
+        db.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+                       [("queue_order.next", str(gen)),
+                        ("queue_order.next_place", str(first + len(p.rows)))])
+    items, scores, whys = zip(*p.rows) if p.rows else ((), (), ())
+    for why in dict.fromkeys(whys):
+        codes[why] = len(codes) + 1
+    rows = list(zip(itertools.count(first), itertools.repeat(gen), items, scores,
+                    map(codes.__getitem__, whys)))
+    with _unhurried(store):
         with store.tx() as db:
-            for key, value in (("queue_order.gen", str(gen)),
-                               ("queue_order.first", str(first)),
-                               ("queue_order.at", repr(time.time())),
-                               ("queue_order.runs", json.dumps(p.runs, sort_keys=True)),
-                               ("queue_order.strategy", strategy),
-                               ("queue_order.size", str(len(rows)))):
-                db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
-                           (key, value))
-        with _unhurried(store):  # the places before it (older or unfinished generations),
-            while True:        # a range at a time
-                with store.tx() as db:
-                    low = db.execute("SELECT MIN(place) FROM queue_places").fetchone()[0]
-                    if low is None or low >= first:
-                        db.execute("DELETE FROM queue_whys WHERE gen<?", (gen,))
-                        break
-                    db.execute("DELETE FROM queue_places WHERE place<?",
-                               (min(first, low + CHUNK),))
+            db.executemany("INSERT INTO queue_whys(gen, code, why) VALUES (?,?,?)",
+                           [(gen, c, why) for why, c in codes.items()])
+        for start in range(0, len(rows), CHUNK):
+            with store.tx() as db:
+                db.executemany("INSERT INTO queue_places(place, gen, item_id, score, why) "
+                               "VALUES (?,?,?,?,?)", rows[start:start + CHUNK])
+    with store.tx() as db:
+        for key, value in (("queue_order.gen", str(gen)),
+                           ("queue_order.first", str(first)),
+                           ("queue_order.at", repr(time.time())),
+                           ("queue_order.runs", json.dumps(p.runs, sort_keys=True)),
+                           ("queue_order.strategy", strategy),
+                           ("queue_order.size", str(len(rows)))):
+            db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+                       (key, value))
+    with _unhurried(store):  # the places before it (older or unfinished generations),
+        while True:        # a range at a time
+            with store.tx() as db:
+                low = db.execute("SELECT MIN(place) FROM queue_places").fetchone()[0]
+                if low is None or low >= first:
+                    db.execute("DELETE FROM queue_whys WHERE gen<?", (gen,))
+                    break
+                db.execute("DELETE FROM queue_places WHERE place<?",
+                           (min(first, low + CHUNK),))
     return gen
 
 
@@ -335,17 +351,23 @@ def _unhurried(store: Store):
     generation before its switch, or after it is replaced). A crash loses at most those
     rows, never the order in use; the next write to commit as usual puts them on disk."""
     db = store.conn()
-    db.execute("PRAGMA synchronous=NORMAL")
+    wal = db.execute("PRAGMA journal_mode").fetchone()[0].lower() == "wal"
+    if wal:  # (in another journal mode NORMAL could lose more than these rows)
+        db.execute("PRAGMA synchronous=NORMAL")
     try:
         yield
     finally:
-        db.execute("PRAGMA synchronous=FULL")
+        if db.in_transaction:  # a commit that failed: the setting cannot change inside one
+            db.execute("ROLLBACK")
+        if wal:
+            db.execute("PRAGMA synchronous=FULL")
 
 
 def next_place(db, where: str, args: Sequence[Any]) -> Optional[Tuple[str, str]]:
     """The first place of the order in use whose item ``i`` meets ``where`` (assignment's
     condition on an open item, with ``args``): (item id, why), or None (no order, or every
-    place taken)."""
+    place taken). Call it inside a transaction (assignment's write transaction): the
+    generation in use and its places are then read from one snapshot."""
     gen, first = _in_use(db)
     if not gen:
         return None
@@ -388,6 +410,18 @@ def status(store: Store, head: int = 10) -> Dict[str, Any]:
     """What the admin page shows of the order in use: the runs that ranked it, when, its size
     and its first ``head`` places still open (item, score, why)."""
     ensure(store)
+    db = store.conn()
+    mine = not db.in_transaction
+    if mine:  # one snapshot: the meta and the rows of one generation (a write may land)
+        db.execute("BEGIN")
+    try:
+        return _status(store, head)
+    finally:
+        if mine:
+            db.execute("COMMIT")
+
+
+def _status(store: Store, head: int) -> Dict[str, Any]:
     gen, first = _in_use(store.conn())
     if not gen:
         return {"ordered": False}

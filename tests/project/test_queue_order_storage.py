@@ -32,15 +32,17 @@ def places(store):
 
 def test_a_store_from_before_keeps_its_order_in_use(tmp_path):
     """Up to 2026-12-07 each place kept its reason as text in table queue_order. Such a
-    store's order in use comes over whole, reasons and scores included, once."""
+    store's order in use comes over whole, reasons and scores included, once; also where a
+    newer version had run before (review 27: its places collided with the moved ones)."""
     cfg, store = model_vectors(tmp_path, "uncertainty")
     try:
         open_items = [r[0] for r in store.conn().execute(
             "SELECT id FROM items WHERE id NOT IN (SELECT item_id FROM annotations) "
             "ORDER BY id DESC")][:30]
+        # a newer version ran here once (its order in queue_places), then the old one again
+        assert queue_order.reorder(store, cfg, lambda st, scheme: "r1") == 1
         db = store.conn()
-        db.executescript("DROP TABLE IF EXISTS queue_places; DROP TABLE IF EXISTS queue_whys;"
-                         "CREATE TABLE queue_order (gen INTEGER NOT NULL, rank INTEGER NOT "
+        db.executescript("CREATE TABLE queue_order (gen INTEGER NOT NULL, rank INTEGER NOT "
                          "NULL, item_id TEXT NOT NULL, score REAL, why TEXT NOT NULL, PRIMARY "
                          "KEY (gen, rank));")
         for gen in (3, 4):  # an older generation the old code had not removed yet, and 4
@@ -141,5 +143,56 @@ def test_diversity_picks_what_is_far_from_the_labels_and_from_each_other(tmp_pat
         assert all(x["why"].startswith(strategy + " ") for x in picks)
         assert all(math.isfinite(x["score"]) for x in picks)
         assert picks[3]["score"] < picks[2]["score"] - 0.1, picks  # hybrid: diversity 0.23 of it
+    finally:
+        store.close()
+
+
+def test_schemes_whose_runs_send_vectors_of_other_sizes_still_reorder(tmp_path):
+    """Review 27: the boundary holds each run to one size per scheme; two active-learning
+    schemes may still send 8 and 16 numbers. A reorder compares one size, and finishes."""
+    cfg, store = model_vectors(tmp_path, "diversity")
+    try:
+        rng = random.Random(5)
+        items = [r[0] for r in store.conn().execute("SELECT id FROM items")]
+        queue_order.keep_scores(store, "r1", [("topic", i, (0.4, 0.4, 0.4),
+                                               [rng.gauss(0, 1) for _ in range(16)])
+                                              for i in items[::2]])
+        cfg.active_learning.schemes = ["sentiment", "topic"]
+        for strategy in ("diversity", "hybrid"):
+            cfg.active_learning.strategy = strategy
+            assert queue_order.reorder(store, cfg, lambda st, scheme: "r1") is not None
+            picks = [x for x in queue_order.status(store, 20)["next"]
+                     if not x["why"].startswith("test split")]
+            assert picks and picks[0]["why"].startswith(strategy)
+    finally:
+        store.close()
+
+
+def test_after_a_failed_write_the_used_up_order_hands_out_nothing_of_it(tmp_path):
+    """A write that failed half-way leaves its first rows behind until the next write; once
+    every place of the order in use is taken, assignment falls back to the cold start, never
+    to those rows. The connection commits as every write does again."""
+    store = Store(str(tmp_path / "potato.db"))
+    try:
+        queue_order.ensure(store)
+        store.sync_items([("a%d" % k, "text %d" % k, {}) for k in range(3)]
+                         + [("b%05d" % k, "b", {}) for k in range(12000)])
+        queue_order.write(store, queue_order.Plan([("a%d" % k, 0.5, "one") for k in range(3)],
+                                                  {"s": "r1"}), "uncertainty")
+        broken = queue_order.Plan([("b%05d" % k, 0.5, "two") for k in range(11000)]
+                                  + [(None, 0.5, "two")], {"s": "r2"})
+        with pytest.raises(Exception):
+            queue_order.write(store, broken, "uncertainty")
+        assert store.conn().execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+        assert not store.conn().in_transaction
+        db = store.conn()
+        db.execute("BEGIN")
+        try:
+            first = queue_order.next_place(db, "i.active=1", ())
+            assert first == ("a0", "one")
+            taken = queue_order.next_place(db, "i.id NOT IN ('a0', 'a1', 'a2')", ())
+            assert taken is None  # not b00000: the broken generation is not in use
+        finally:
+            db.execute("COMMIT")
     finally:
         store.close()
