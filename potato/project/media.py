@@ -1,7 +1,8 @@
 """An item's media: the image or audio file an item names, where the server finds it.
 
 An item names its media in the field that ``item_properties.image_key`` (or ``audio_key``)
-gives: a path relative to ``media_directory`` (``task_dir`` by default) or an http(s) URL.
+gives: a path relative to ``media_directory`` (``task_dir`` by default; upstream's
+``/media/<path>`` is the same path) or an http(s) URL.
 ``item_media`` reads that field from the item's record (as read from its data file) and says
 what it is; it never touches the disk. ``local_path`` resolves a relative path to a file
 inside the media directory, refusing every way out of it (``..``, absolute paths, symlinks
@@ -127,6 +128,11 @@ def item_media(cfg: Config, record: Dict[str, Any],
     return None
 
 
+# Upstream Potato serves media_directory at /media/, and its examples name files that way
+# ("/media/street.jpg"): the file street.jpg in the media folder, as any relative path.
+UPSTREAM_ROUTE = "/media/"
+
+
 def local_path(cfg: Config, ref: MediaRef) -> str:
     """The file a relative media reference names, inside ``cfg.media_directory``, by its name
     (to read it, use ``open_media``: it checks the file it opened).
@@ -138,6 +144,8 @@ def local_path(cfg: Config, ref: MediaRef) -> str:
     root = os.path.realpath(cfg.media_directory or cfg.task_dir)
     name = quoted(ref.source)
     rel = ref.source.replace("\\", "/")
+    if rel.startswith(UPSTREAM_ROUTE):  # upstream's URL of a file in its media_directory
+        rel = rel[len(UPSTREAM_ROUTE):]
     if "\x00" in rel or os.path.isabs(rel) or rel.startswith("/"):
         raise MediaRefused(f"{name} is not a path relative to the media folder {root}")
     parts = [p for p in rel.split("/") if p not in ("", ".")]

@@ -34,7 +34,8 @@ def image(source):
 
 
 @pytest.mark.parametrize("source", ["digit-0.png", "./digit-0.png", "sub/a b.png",
-                                    "sub\\a b.png", "sub//a b.png", "in.png"])
+                                    "sub\\a b.png", "sub//a b.png", "in.png",
+                                    "/media/digit-0.png", "/media/sub/a b.png"])
 def test_paths_inside_the_folder_resolve(cfg, tmp_path, source):
     path = media.local_path(cfg, image(source))
     assert path.startswith(os.path.realpath(tmp_path / "media") + os.sep)
@@ -44,7 +45,8 @@ def test_paths_inside_the_folder_resolve(cfg, tmp_path, source):
 @pytest.mark.parametrize("source", [
     "../secret.png", "sub/../../secret.png", "..\\secret.png", "sub\\..\\..\\secret.png",
     "/etc/passwd", "\\etc\\passwd", "out.png", "outdir/secret.png", "digit-0.png\x00.txt",
-    "..", "", ".", "sub/.."])
+    "..", "", ".", "sub/..", "/media/../secret.png", "/media//etc/passwd", "/media/out.png",
+    "/media/", "/mediax/digit-0.png"])
 def test_every_way_out_of_the_folder_is_refused(cfg, source):
     with pytest.raises(media.MediaRefused):
         media.local_path(cfg, image(source))
