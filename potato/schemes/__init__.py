@@ -116,7 +116,8 @@ def parse_schemes(r: Reader, raw: Any, blockers: Optional[Dict[str, int]] = None
         valid = COMMON_KEYS + LOOKS_KEYS + (CODEBOOK_KEY,) + (
             cls.keys if cls else tuple(k for c in KINDS.values() for k in c.keys))
         m = r.mapping(item, p, tuple(dict.fromkeys(valid)),
-                      f"a {kind_name} scheme" if cls else "an annotation scheme",
+                      ("an" if kind_name[:1] in "aeiou" else "a") + f" {kind_name} scheme" if cls
+                      else "an annotation scheme",
                       hints=SCHEME_HINTS)
         if not m:
             continue
