@@ -216,7 +216,9 @@ class Regions(Kind):
             'by clicking its corners (<kbd>Enter</kbd> or a double click closes it, '
             '<kbd>Esc</kbd> drops it), a point by clicking. Click a region to select it: drag '
             'it or its handles to move or resize, a label key relabels it, <kbd>Delete</kbd> '
-            'removes it, arrow keys nudge it. <kbd>v</kbd> selects without drawing.</p>'
+            'removes it, arrow keys move it, <kbd>Shift</kbd>+arrows resize it. <kbd>v</kbd> '
+            'selects without drawing; <kbd>n</kbd> puts a new box in the middle, to move and '
+            'resize with the keys.</p>'
             '<p class="error region-message" role="alert" hidden></p>'
             '<ul class="region-list">{listed}</ul></div>',
             s=self.name, v=json.dumps(current or [], ensure_ascii=False), tools=join(tools),

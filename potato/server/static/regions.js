@@ -5,8 +5,8 @@
 // Mouse: a tool draws (drag a box; click a polygon's corners, double click or Enter closes;
 // click a point); a click on a region selects it; drag it or its handles to move or resize.
 // Keys, while the focus is on the image or its buttons (capture phase, before annotate.js):
-// the tool keys, v (select), label keys (relabel the selected region), Delete, arrows (nudge),
-// Esc, + - and 0 (zoom).
+// the tool keys, v (select), n (a new box in the middle), label keys (relabel the selected
+// region), Delete, arrows (move), Shift+arrows (resize), Esc, + - and 0 (zoom).
 (function () {
   var SVGNS = "http://www.w3.org/2000/svg";
   var COLORS = ["#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b",
@@ -239,6 +239,22 @@
       c.forEach(function (p) { p.x = round(clamp(p.x + dx)); p.y = round(clamp(p.y + dy)); });
     }
   };
+  // Shift+arrows: a box's right or bottom edge moves out (right, down) or in; a polygon
+  // grows or shrinks around its centre (right, down: larger).
+  Widget.prototype.grow = function (s, dx, dy) {
+    var c = s.coordinates;
+    if (s.type === "bbox") {
+      c.width = round(Math.min(1 - c.x, Math.max(0.004, c.width + dx)));
+      c.height = round(Math.min(1 - c.y, Math.max(0.004, c.height + dy)));
+    } else if (s.type === "polygon") {
+      var f = 1 + 5 * (dx + dy), mx = 0, my = 0;
+      c.forEach(function (p) { mx += p.x / c.length; my += p.y / c.length; });
+      c.forEach(function (p) {
+        p.x = round(clamp(mx + (p.x - mx) * f));
+        p.y = round(clamp(my + (p.y - my) * f));
+      });
+    }
+  };
   Widget.prototype.reshape = function (s, handle, q) {
     var c = s.coordinates;
     if (s.type === "polygon") { c[handle] = {x: round(q.x), y: round(q.y)}; return; }
@@ -320,10 +336,16 @@
     if (k === "Escape" && (w.draft || s)) { w.draft = null; w.selected = -1; w.render(); return true; }
     if ((k === "Delete" || k === "Backspace") && s) { w.remove(w.selected); return true; }
     if (/^Arrow/.test(k) && s) {
-      var d = e.shiftKey ? 0.02 : 0.005;
-      w.shift(s, k === "ArrowLeft" ? -d : k === "ArrowRight" ? d : 0,
-              k === "ArrowUp" ? -d : k === "ArrowDown" ? d : 0);
+      var dx = k === "ArrowLeft" ? -1 : k === "ArrowRight" ? 1 : 0;
+      var dy = k === "ArrowUp" ? -1 : k === "ArrowDown" ? 1 : 0;
+      if (e.shiftKey) w.grow(s, dx * 0.01, dy * 0.01); else w.shift(s, dx * 0.005, dy * 0.005);
       w.changed();
+      return true;
+    }
+    if (k === "n" && w.toolButtons.some(function (b) {
+      return b.getAttribute("data-tool") === "bbox"; })) {  // a box to move and size by keys
+      w.add({type: "bbox", label: w.label, coordinates: {x: 0.4, y: 0.4, width: 0.2,
+                                                         height: 0.2}});
       return true;
     }
     if (w.keys[k] !== undefined) { w.chooseLabel(w.keys[k]); return true; }

@@ -1,6 +1,7 @@
 """``image_annotation`` in a real headless Chromium (issue 36, item 7): an upstream-style config
 (the image path in text_key) shows the image in a stage where the annotator draws a box by
-dragging, a polygon by clicking its corners and Enter, a point by a click; relabels with a
+dragging, a polygon by clicking its corners and Enter, a point by a click, a box by keys alone
+(n, Shift+arrows, arrows); relabels with a
 label key, selects and moves a region by dragging, deletes with Delete, zooms with + and 0;
 the save stores exactly what was drawn, and coming back shows it again. A region outside the
 image sent by hand is refused at the boundary with the reason, and the markup in a label is
@@ -144,6 +145,15 @@ def test_draw_edit_zoom_save_and_see_it_again(tmp_path, serve, browser):
     moved = drawn(d)[0]["coordinates"]
     assert (moved["x"], moved["y"]) == pytest.approx((0.2, 0.15), abs=0.01)
     assert moved["width"] == pytest.approx(0.3, abs=0.01)
+    # keys alone: n puts a box in the middle, Shift+arrows size it, arrows move it
+    keys(Keys.ESCAPE, "1", "n")
+    ActionChains(d).key_down(Keys.SHIFT).send_keys(Keys.ARROW_RIGHT, Keys.ARROW_RIGHT) \
+        .key_up(Keys.SHIFT).send_keys(Keys.ARROW_DOWN).perform()
+    kb = drawn(d)[2]
+    assert kb["label"] == "person" and kb["coordinates"] == pytest.approx(
+        {"x": 0.4, "y": 0.405, "width": 0.22, "height": 0.2})
+    keys(Keys.DELETE)
+    assert len(drawn(d)) == 2
     # zoom in and back: the image grows, and what is drawn stays where it is on it
     w0 = size(d)[0]
     keys("+")
