@@ -1,8 +1,8 @@
 """``image_annotation`` in a real headless Chromium (issue 36, item 7): an upstream-style config
 (the image path in text_key) shows the image in a stage where the annotator draws a box by
 dragging, a polygon by clicking its corners and Enter, a point by a click, a box by keys alone
-(n, Shift+arrows, arrows); relabels with a
-label key, selects and moves a region by dragging, deletes with Delete, zooms with + and 0;
+(n, Shift+arrows, arrows); relabels with a label key, selects and moves a region by dragging,
+deletes with Delete, zooms with + and 0;
 the save stores exactly what was drawn, and coming back shows it again. A region outside the
 image sent by hand is refused at the boundary with the reason, and the markup in a label is
 shown as text. Screenshots go to test-output/."""
