@@ -55,8 +55,7 @@ def aggregate(annotation_type: Optional[str], votes: Votes, method: str = "major
     if shape == "spans":
         return Result({i: agreed_spans(list(v.values())) for i, v in votes.items()}, "spans")
     if shape == "regions":
-        return Result({i: geometry.agreed(list(v.values())) for i, v in votes.items()},
-                      "regions")
+        return Result({i: geometry.agreed(v) for i, v in votes.items()}, "regions")
     if shape == "median":
         return Result({i: median(list(v.values())) for i, v in votes.items()}, "median")
     if shape == "none":

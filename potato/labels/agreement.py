@@ -92,9 +92,10 @@ def region_agreement(votes: Dict[str, Dict[str, Any]]) -> Optional[Dict[str, Any
     scores = []
     for by_annotator in votes.values():
         drawn = [v for _, v in sorted(by_annotator.items()) if isinstance(v, list)]
+        m = geometry.Measure()  # one image's budget
         for i in range(len(drawn)):
             for j in range(i + 1, len(drawn)):
-                scores.append(geometry.pair_f1(drawn[i], drawn[j]))
+                scores.append(geometry.pair_f1(drawn[i], drawn[j], m))
     if not scores:
         return None
     return {"f1": sum(scores) / len(scores), "pairs": len(scores)}

@@ -127,8 +127,9 @@ def _holds(c: Condition, answer: Any) -> bool:
         ok = isinstance(answer, (int, float)) and not isinstance(answer, bool)
         return ok and c.value[0] <= answer <= c.value[1]
     if c.operator in ("contains", "not_contains"):
-        if isinstance(answer, list):
-            found = any(str(a) in c.value for a in answer)
+        if isinstance(answer, list):  # marks with labels (spans, regions): their labels
+            found = any(str(a.get("label") if isinstance(a, dict) else a) in c.value
+                        for a in answer)
         else:
             found = isinstance(answer, str) and any(v in answer for v in c.value)
         return found if c.operator == "contains" else not found

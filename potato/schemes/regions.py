@@ -36,6 +36,13 @@ EDGE = 1e-6            # a coordinate this far outside 0..1 is rounding, and is 
 SHAPE_KEYS = ("type", "label", "coordinates", "color")  # color: upstream's, not kept
 
 
+def _area(points: List[Dict[str, float]]) -> float:
+    """A polygon's area by the shoelace formula (self-crossing parts may cancel: such a
+    polygon's area is still more than 0 unless it is flat)."""
+    return abs(sum(a["x"] * b["y"] - b["x"] * a["y"]
+                   for a, b in zip(points, points[1:] + points[:1]))) / 2
+
+
 class Regions(Kind):
     type_name = "image_annotation"
     keys = ("tools", "zoom_enabled", "pan_enabled", "min_annotations", "max_annotations",
@@ -56,6 +63,9 @@ class Regions(Kind):
         raw = m.get("tools")
         if raw is not None:
             tools = r.text_list(m, "tools", p)
+            if not tools:
+                r.error(p + ("tools",), f"{dotted(p + ('tools',))} is empty: list at least "
+                                        f"one of {', '.join(TOOLS)}.")
             other = [t for t in tools if t not in TOOLS]
             if other:
                 r.error(p + ("tools",), f"{dotted(p + ('tools',))} lists {short(other[0])}: "
@@ -78,6 +88,13 @@ class Regions(Kind):
                                               f"({self.min_regions}) is more than "
                                               f"max_annotations ({self.max_regions}).")
         self.source_field = r.text(m, "source_field", p, None, numbers_ok=False)
+        taken = set(TOOL_KEYS.values()) | set("vn+=-0")  # the image's own keys (regions.js)
+        for j, key in enumerate(self.scheme.label_keys):
+            if key in taken:
+                r.error(p + ("labels", j), f"{dotted(p)} ({self.name}): the key {key!r} of "
+                                           f"{self.scheme.labels[j]!r} is one the image takes "
+                                           f"(tools r p k, v, n, zoom + - 0); give the label "
+                                           f"another key_value.")
 
     def image_field(self) -> Optional[str]:
         return self.source_field or ""
@@ -85,7 +102,8 @@ class Regions(Kind):
     # -- values --------------------------------------------------------------------------------
     def answer_bytes(self, longest_text: int = 0) -> int:
         longest_label = max((len(label) for label in self.scheme.labels), default=0)
-        return self.max_regions * (MAX_POINTS * 40 + 100 + 6 * longest_label)
+        # a point as a form sends it (percent-encoded JSON): about 50 bytes
+        return self.max_regions * (MAX_POINTS * 56 + 120 + 12 * longest_label)
 
     def check(self, value: Any, text: Optional[str] = None) -> Any:
         if value is None or value == "":
@@ -126,6 +144,9 @@ class Regions(Kind):
                                 f"{MAX_POINTS} points like {{\"x\": 0.1, \"y\": 0.2}}, not "
                                 f"{short(c)}.")
             coords: Any = [self._point(f"{where}, point {k + 1}", q) for k, q in enumerate(c)]
+            if _area(coords) <= 0:
+                raise self.fail(f"{where}: a polygon needs an area (its corners lie on one "
+                                f"line, or its crossing halves cancel out).")
         elif tool == "landmark":
             coords = self._point(where, c)
         else:

@@ -155,7 +155,7 @@ def _annotate_routes(app) -> None:
             if item is None:
                 raise HTTPError(400, f"Unknown item {item_id!r}.")
             _assigned(app, user, item_id)
-            labels = _form_labels(cfg, form, item["text"])
+            labels = _form_labels(cfg, form, item["text"], back=action == "prev")
             stored = app.store.labels_of(user, item_id)
             if action != "prev":
                 _require(cfg, {**stored, **labels})
@@ -189,9 +189,11 @@ def _jump(queue, user: str, wanted: str) -> int:
                     % (wanted, reach, reach))
 
 
-def _form_labels(cfg, form, text: str) -> dict:
+def _form_labels(cfg, form, text: str, back: bool = False) -> dict:
     """The annotate form's values, checked: {scheme: value or None}; schemes the form says
-    nothing about are left out (each kind reads its own fields: ``Kind.from_form``)."""
+    nothing about are left out (each kind reads its own fields: ``Kind.from_form``), and so,
+    paging ``back``, is an empty list the scheme refuses (image_annotation's min_annotations:
+    nothing marked is no answer then, and must not keep the annotator on the item)."""
     labels = {}
     for scheme in cfg.schemes:
         values = form.get(f"label:{scheme.name}") or []
@@ -199,6 +201,12 @@ def _form_labels(cfg, form, text: str) -> dict:
             continue
         value = scheme.kind.from_form(values)
         if value is KEEP:
+            continue
+        if back and value == []:
+            try:  # kept where it replaces what was marked (the caller drops it otherwise)
+                labels[scheme.name] = check_label(scheme, value, text)
+            except LabelError:
+                pass
             continue
         try:
             labels[scheme.name] = check_label(scheme, value, text)

@@ -4,6 +4,7 @@ the scheme's tools and labels, bounded), the export cells round-trip, annotators
 aggregated by matching the same object, and their agreement is a number the admin sees."""
 
 import json
+import math
 import random
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from potato.config.settings import load
 from potato.labels.aggregate import aggregate
 from potato.labels.agreement import region_agreement
+from potato.labels import geometry
 from potato.labels.geometry import likeness
 from potato.schemes import LabelError
 
@@ -63,6 +65,7 @@ def test_upstreams_block_loads_and_the_image_is_its_text_key(tmp_path):
     ("    min_annotations: 5\n    max_annotations: 2\n", "more than max_annotations"),
     ("    max_annotations: 100000\n", "max_annotations"),
     ("    brush_size: 20\n", "brush_size"),
+    ("    tools: []\n", "is empty"),
 ])
 def test_what_cannot_apply_is_refused_with_what_to_do(tmp_path, extra, words):
     text = (BLOCK % "").replace("    tools: [bbox, polygon, landmark]\n", "") + extra
@@ -95,11 +98,18 @@ def test_values_are_checked_and_kept_in_the_image(tmp_path):
         ([{"type": "bbox", "label": "person", "coordinates": {"x": 0, "y": 0}}], "a box is"),
         ("[{]", "takes a list of regions"),
         ([["bbox"]], "must be an object"),
+        ([poly([(0.1, 0.1), (0.2, 0.2), (0.3, 0.3)])], "needs an area"),
     ]
     for value, words in bad:
         with pytest.raises(LabelError) as e:
             kind.check(value)
         assert words in str(e.value) and "objects" in str(e.value), (value, e.value)
+
+
+def test_a_label_key_the_image_takes_is_refused(tmp_path):
+    text = (BLOCK % "").replace('key_value: "2"', 'key_value: "r"')
+    _, errors, _ = load_config_text(tmp_path, text)
+    assert any("the key 'r' of 'vehicle' is one the image takes" in e.message for e in errors)
 
 
 def test_the_form_and_the_export_cells_round_trip(tmp_path):
@@ -148,6 +158,55 @@ def test_regions_are_aggregated_by_matching_the_same_object():
         ["person", "vehicle"]
     relabelled = {"img": {"a": [person], "b": [dict(person, label="vehicle")], "c": []}}
     assert aggregate("image_annotation", relabelled).labels["img"] == []
+    # a value stored before the scheme drew regions (a radio of the same name) is left out
+    old = {"img": {"a": "person", "b": [person], "c": [person, {"type": "bbox"}]}}
+    assert [r["label"] for r in aggregate("image_annotation", old).labels["img"]] == ["person"]
+
+
+def test_aggregation_pairs_the_most_alike_whatever_the_order_of_the_annotators():
+    """Review 28: the same votes in another order give the same regions, and an annotator's
+    better match of an object joins it (not the first one over the threshold, which left the
+    object twice)."""
+    a, b, c = box(0.0, 0.0, 0.2, 0.2), box(0.1, 0.0, 0.2, 0.2), box(0.05, 0.0, 0.2, 0.2)
+    one = aggregate("image_annotation", {"i": {"x": [a], "y": [b], "z": [c]}}).labels["i"]
+    two = aggregate("image_annotation", {"i": {"z": [c], "x": [a], "y": [b]}}).labels["i"]
+    assert one == two
+    target = box(0.1, 0.1, 0.4, 0.4)
+    near, nearer = box(0.1, 0.1, 0.4, 0.25), box(0.1, 0.1, 0.4, 0.38)
+    assert likeness(target, near) >= 0.5 and likeness(target, nearer) > likeness(target, near)
+    out = aggregate("image_annotation", {"i": {"p": [target], "q": [near, nearer]}}
+                    ).labels["i"]
+    assert len(out) == 2  # the object (target with nearer) and near, one of two: kept
+    merged = [r for r in out if r["coordinates"]["height"] != 0.25]
+    assert merged[0]["coordinates"]["height"] == pytest.approx(0.39)
+
+
+def test_points_are_one_object_within_a_twentieth_of_the_image():
+    p = {"type": "landmark", "label": "person", "coordinates": {"x": 0.5, "y": 0.5}}
+    q = {"type": "landmark", "label": "person", "coordinates": {"x": 0.53, "y": 0.5}}
+    far = {"type": "landmark", "label": "person", "coordinates": {"x": 0.56, "y": 0.5}}
+    assert likeness(p, q) >= 0.5 > likeness(p, far)
+    assert len(aggregate("image_annotation", {"i": {"a": [p], "b": [q]}}).labels["i"]) == 1
+
+
+def test_what_annotators_send_cannot_make_the_comparison_unbounded(monkeypatch):
+    """Five annotators, 500 large polygons each, all over one another: each annotator's
+    first COMPARED regions are compared, and the polygons' line-by-line measure stops at the
+    image's budget (then their bounding boxes): the measurements counted, not timed."""
+    calls = []
+    real = geometry.Measure.likeness
+    monkeypatch.setattr(geometry.Measure, "likeness",
+                        lambda self, a, b: calls.append(self.left) or real(self, a, b))
+    ring = poly([(0.5 + 0.4 * math.cos(k / 100 * math.pi), 0.5 + 0.4 * math.sin(k / 100 *
+                  math.pi)) for k in range(200)], label="person")
+    votes = {"i": {"a%d" % k: [ring] * 500 for k in range(5)}}
+    out = aggregate("image_annotation", votes).labels["i"]
+    assert len(out) == geometry.COMPARED  # each of the compared rings, agreed by all five
+    assert len(calls) <= 4 * geometry.COMPARED ** 2 + 5 * geometry.COMPARED ** 2
+    assert min(calls) >= 0
+    calls.clear()
+    found = region_agreement(votes)
+    assert found["pairs"] == 10 and len(calls) <= 10 * geometry.COMPARED ** 2
 
 
 def test_agreement_is_the_f1_of_matched_regions():

@@ -9,6 +9,7 @@
 // region), Delete, arrows (move), Shift+arrows (resize), Esc, + - and 0 (zoom).
 (function () {
   var SVGNS = "http://www.w3.org/2000/svg";
+  var MAX_POINTS = 200;  // a polygon's corners (regions.py checks the same)
   var COLORS = ["#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b",
                 "#e377c2", "#7f7f7f", "#bcbd22"];
   var page = document.querySelector("figure.media-image img.media-img");
@@ -29,6 +30,8 @@
     w.scheme = root.getAttribute("data-scheme");
     w.input = root.querySelector("input[data-regions]");
     w.max = Number(root.getAttribute("data-max")) || 500;
+    w.min = Number(root.getAttribute("data-min")) || 0;
+    w.zoomable = !!root.querySelector("[data-zoom]");
     w.message = root.querySelector(".region-message");
     w.list = root.querySelector(".region-list");
     w.stage = root.querySelector(".region-stage");
@@ -74,12 +77,18 @@
     w.box.appendChild(w.svg);
     w.stage.appendChild(w.box);
     w.img.addEventListener("load", function () { w.fit(); });
+    w.img.addEventListener("error", function () {  // (media.js says so where it was)
+      w.box.remove();
+      w.svg = null;
+      root.querySelector(".region-noimage").hidden = false;
+    });
     if (w.img.complete) w.fit();
     w.svg.addEventListener("pointerdown", function (e) { w.down(e); });
     w.svg.addEventListener("dblclick", function (e) { w.close(); e.preventDefault(); });
     w.stage.addEventListener("focus", function () { active = w; });
     w.stage.addEventListener("pointerdown", function () { active = w; });
     root.addEventListener("pointerdown", function () { active = w; });
+    root.addEventListener("focusin", function () { active = w; });
     w.render();
   }
 
@@ -129,7 +138,7 @@
     }
     this.say("");
     this.shapes.push(shape);
-    this.selected = this.shapes.length - 1;
+    this.selected = -1;  // not selected: the next label chosen is for the next region
     this.changed();
   };
   Widget.prototype.close = function () {
@@ -159,11 +168,18 @@
     var index = t.hasAttribute("data-index") ? Number(t.getAttribute("data-index")) : -1;
     var handle = t.hasAttribute("data-handle") ? Number(t.getAttribute("data-handle")) : -1;
     if (w.draft) {  // a polygon under way takes every click
+      var last = w.draft[w.draft.length - 1];
+      if (e.detail >= 2) { w.close(); return; }  // a double click closes it
+      if (Math.abs(last.x - p.x) < 0.002 && Math.abs(last.y - p.y) < 0.002) return;
+      if (w.draft.length >= MAX_POINTS) {
+        w.say("A polygon has at most " + MAX_POINTS + " corners: press Enter to close it.");
+        return;
+      }
       w.draft.push(p);
       w.render();
       return;
     }
-    if (index >= 0 && (w.tool === "select" || index === w.selected || handle >= 0)) {
+    if (index >= 0 && (w.tool === "select" || handle >= 0)) {
       w.selected = index;
       w.chooseLabel(w.shapes[index].label);
       w.drag(e, p, index, handle);
@@ -346,20 +362,43 @@
       return b.getAttribute("data-tool") === "bbox"; })) {  // a box to move and size by keys
       w.add({type: "bbox", label: w.label, coordinates: {x: 0.4, y: 0.4, width: 0.2,
                                                          height: 0.2}});
+      if (w.shapes[w.shapes.length - 1].coordinates.width === 0.2) {  // added: selected
+        w.selected = w.shapes.length - 1;
+        w.render();
+      }
       return true;
     }
     if (w.keys[k] !== undefined) { w.chooseLabel(w.keys[k]); return true; }
     var tool = {r: "bbox", p: "polygon", k: "landmark", v: "select"}[k];
     if (tool && (tool === "select" || w.toolButtons.some(function (b) {
       return b.getAttribute("data-tool") === tool; }))) { w.chooseTool(tool); return true; }
-    if (k === "+" || k === "=") { w.zoomBy("in"); return true; }
-    if (k === "-") { w.zoomBy("out"); return true; }
-    if (k === "0") { w.zoomBy("fit"); return true; }
+    if (w.zoomable && (k === "+" || k === "=")) { w.zoomBy("in"); return true; }
+    if (w.zoomable && k === "-") { w.zoomBy("out"); return true; }
+    if (w.zoomable && k === "0") { w.zoomBy("fit"); return true; }
     return false;
   };
 
   document.querySelectorAll(".regions[data-scheme]").forEach(function (root) {
     widgets.push(new Widget(root));
+  });
+  // Save and next with fewer regions than min_annotations, or a polygon not closed: the
+  // drawing stays on the page and the note says what is missing (the server refuses it too).
+  var form = document.getElementById("annotate-form");
+  if (form) form.addEventListener("submit", function (e) {
+    if (!e.submitter || e.submitter.value !== "next") return;
+    widgets.forEach(function (w) {
+      if (e.defaultPrevented) return;
+      if (w.draft) {
+        w.say("Close the polygon (Enter or a double click) or drop it (Esc) first.");
+      } else if (w.shapes.length < w.min) {
+        w.say("Draw at least " + w.min + " region(s) on the image (" + w.shapes.length +
+              " drawn).");
+      } else {
+        return;
+      }
+      e.preventDefault();
+      w.message.scrollIntoView({block: "nearest"});
+    });
   });
   active = widgets[0] || null;
   document.addEventListener("keydown", function (e) {

@@ -52,12 +52,13 @@ def png(width, height):
             + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
 
 
-def project(tmp_path):
+def project(tmp_path, extra=""):
     (tmp_path / "media").mkdir()
     (tmp_path / "media" / "street.png").write_bytes(png(400, 300))
     (tmp_path / "items.jsonl").write_text("".join(
-        json.dumps({"id": i, "image_url": "street.png"}) + "\n" for i in ("s1", "s2")))
-    (tmp_path / "config.yaml").write_text(CONFIG)
+        json.dumps({"id": i, "image_url": "/media/street.png" if i == "s2" else "street.png"})
+        + "\n" for i in ("s1", "s2")))  # s2 as upstream's examples name it
+    (tmp_path / "config.yaml").write_text(CONFIG + extra)
     return str(tmp_path / "config.yaml")
 
 
@@ -118,10 +119,22 @@ def test_draw_edit_zoom_save_and_see_it_again(tmp_path, serve, browser):
     c = b["coordinates"]
     assert (c["x"], c["y"], c["width"], c["height"]) == pytest.approx((0.1, 0.1, 0.3, 0.2),
                                                                       abs=0.01)
+    click((0.25, 0.2))  # a click (no drag) on it selects it; its label key relabels it
     keys("2")
     assert drawn(d)[0]["label"] == "vehicle"
+    # a box inside it is a new box (nested objects), and choosing the label for the next
+    # region does not relabel the last one drawn
+    keys(Keys.ESCAPE)
+    drag((0.2, 0.15), (0.3, 0.25))
+    keys("1")
+    assert [s["label"] for s in drawn(d)] == ["vehicle", "vehicle"]
+    assert drawn(d)[0]["coordinates"]["x"] == pytest.approx(0.1, abs=0.01)  # not moved
+    d.find_element("css selector", ".region-list li:nth-child(2) button").click()
+    assert len(drawn(d)) == 1
     # a polygon: p, three corners, Enter closes it (and does not save the item)
-    keys("p")
+    stage = d.find_element("css selector", ".region-stage")
+    stage.click()  # (the focus back on the image after the list's button)
+    keys("2", "p")
     for p in ((0.6, 0.6), (0.9, 0.6), (0.75, 0.9)):
         click(p)
     keys(Keys.ENTER)
@@ -196,3 +209,44 @@ def test_a_region_outside_the_image_is_refused_with_the_reason(tmp_path, serve):
     assert "past the image" in r.text
     rows = c.get("/admin/export.jsonl", headers=H).text.strip()
     assert "past" not in rows and '"x": 0.9' not in rows
+
+
+def test_min_annotations_keeps_the_drawing_and_lets_the_annotator_go_back(tmp_path, serve,
+                                                                           browser):
+    """Save and next with fewer regions than min_annotations is stopped on the page, the
+    drawing kept, with the reason; a polygon closes on a double click (no corner twice);
+    Previous with nothing drawn is not refused (review 28)."""
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    _, url = serve(project(tmp_path, "    min_annotations: 2\n"), training=False)
+    d = browser
+    login(d, url)
+    wait_for(d, lambda d: d.execute_script(
+        "var i = document.querySelector('.region-canvas img');"
+        "return i && i.complete && i.naturalWidth === 400;"), what="the image in the stage")
+    svg = d.find_element("css selector", ".region-svg")
+    d.find_element("css selector", ".region-stage").click()
+    ActionChains(d).send_keys("p").perform()
+    for fx, fy in ((0.1, 0.1), (0.4, 0.1)):
+        ActionChains(d).move_to_element_with_offset(svg, *at(d, fx, fy)).click().perform()
+    ActionChains(d).move_to_element_with_offset(svg, *at(d, 0.25, 0.4)).double_click().perform()
+    [poly] = drawn(d)
+    assert poly["type"] == "polygon" and len(poly["coordinates"]) == 3
+    d.find_element("css selector", 'button[value="next"]').click()
+    message = d.find_element("css selector", ".region-message")
+    wait_for(d, lambda d: message.is_displayed(), what="the note")
+    assert "at least 2" in message.text and "1 drawn" in message.text
+    assert "Item 1 of 2" in d.page_source and len(drawn(d)) == 1  # still here, still drawn
+    # the second item named as upstream's examples do (/media/...): shown too; going back
+    # from it with nothing drawn is not refused
+    c = Client(url)
+    c.login("eve")
+    r = c.post("/annotate", form={"item_id": "s1", "position": "0", "present:objects": "1",
+                                  "label:objects": json.dumps([poly, poly]), "action": "next"})
+    assert r.status == 303, r.text[:300]
+    page = c.get("/annotate").text
+    assert "Item 2 of 2" in page and "/media/image/s2" in page
+    r = c.post("/annotate", form={"item_id": "s2", "position": "1", "present:objects": "1",
+                                  "label:objects": "[]", "action": "prev"})
+    assert r.status == 303, r.text[:300]
+    assert "Item 1 of 2" in c.get("/annotate").text
