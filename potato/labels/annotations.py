@@ -73,6 +73,10 @@ def parse_import(cfg: Config, lines: List[str], texts: Dict[str, str]
         except json.JSONDecodeError as e:
             problems.append(f"line {n}: not a JSON object ({e.msg}).")
             continue
+        except (ValueError, RecursionError):  # a 5,000-digit number, nesting too deep
+            problems.append(f"line {n}: a value on this line cannot be read (a number too "
+                            f"long, or nesting too deep).")
+            continue
         if not isinstance(obj, dict):
             problems.append(f"line {n}: must be a JSON object like "
                             f'{{"id": ..., "{cfg.schemes[0].name}": label}}.')

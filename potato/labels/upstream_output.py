@@ -204,6 +204,10 @@ def parse_file(cfg: Config, path: str, texts: Dict[str, str]
         except json.JSONDecodeError as e:
             problems.append(f"{path}:{n}: not a JSON object ({e.msg}).")
             continue
+        except (ValueError, RecursionError):  # a 5,000-digit number, nesting too deep
+            problems.append(f"{path}:{n}: a value on this line cannot be read (a number too "
+                            f"long, or nesting too deep).")
+            continue
         item_id = str(rec.get("id")) if isinstance(rec, dict) and "id" in rec else None
         if item_id is None or item_id not in texts:
             problems.append(f"{path}:{n}: no id of an item in the data files "

@@ -57,15 +57,17 @@ def test_import_with_problems_imports_nothing(write_config, tmp_path, capsys):
         "not json",
         {"id": "i2", "colour": "red"},
         {"sentiment": "positive"},
+        '{"id": "i3", "sentiment": ' + "[" * 100000 + "]" * 100000 + "}",  # too deep
     ])
     code, out, err = run_cli(capsys, "annotations", "import", cfg, str(labels), "--annotator", "a")
     assert code == 1
+    assert f"{labels}: line 7: a value on this line cannot be read" in err
     assert f"{labels}: line 2: unknown item id 'zzz'" in err
     assert f"{labels}: line 3: 'meh' is not a label of scheme 'sentiment'" in err
     assert f"{labels}: line 4: not a JSON object" in err
     assert f"{labels}: line 5: 'colour' is not an annotation scheme" in err
     assert f"{labels}: line 6: has no \"id\"" in err
-    assert "nothing imported: 5 problem(s)" in err
+    assert "nothing imported: 6 problem(s)" in err
     code, out, _ = run_cli(capsys, "annotations", "export", cfg)
     assert all(json.loads(line)["labels"] == {} for line in out.splitlines())
 
