@@ -90,11 +90,13 @@ class Regions(Kind):
         self.source_field = r.text(m, "source_field", p, None, numbers_ok=False)
         taken = set(TOOL_KEYS.values()) | set("vn+=-0")  # the image's own keys (regions.js)
         for j, key in enumerate(self.scheme.label_keys):
-            if key in taken:
-                r.error(p + ("labels", j), f"{dotted(p)} ({self.name}): the key {key!r} of "
-                                           f"{self.scheme.labels[j]!r} is one the image takes "
-                                           f"(tools r p k, v, n, zoom + - 0); give the label "
-                                           f"another key_value.")
+            if key in taken:  # (upstream's own examples do it: a warning, the label wins)
+                r.warn(p + ("labels", j), f"{dotted(p)} ({self.name}): the key {key!r} of "
+                                          f"{self.scheme.labels[j]!r} is also one of the "
+                                          f"image's (tools r p k, v, n, zoom + - 0): here it "
+                                          f"chooses the label, and that tool or action is on "
+                                          f"its button only. Give the label another key_value "
+                                          f"to keep both.")
 
     def image_field(self) -> Optional[str]:
         return self.source_field or ""

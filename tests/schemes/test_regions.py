@@ -106,10 +106,12 @@ def test_values_are_checked_and_kept_in_the_image(tmp_path):
         assert words in str(e.value) and "objects" in str(e.value), (value, e.value)
 
 
-def test_a_label_key_the_image_takes_is_refused(tmp_path):
+def test_a_label_key_the_image_also_takes_is_a_warning_and_the_label_wins(tmp_path):
     text = (BLOCK % "").replace('key_value: "2"', 'key_value: "r"')
-    _, errors, _ = load_config_text(tmp_path, text)
-    assert any("the key 'r' of 'vehicle' is one the image takes" in e.message for e in errors)
+    _, errors, warnings = load_config_text(tmp_path, text)
+    assert errors == []
+    assert any("the key 'r' of 'vehicle' is also one of the image's" in w.message and
+               "here it chooses the label" in w.message for w in warnings)
 
 
 def test_the_form_and_the_export_cells_round_trip(tmp_path):
