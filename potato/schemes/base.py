@@ -207,6 +207,17 @@ class Kind:
     def fail(self, problem: str) -> LabelError:
         return LabelError(f"scheme {self.name!r} ({self.type_name}): {problem}")
 
+    def only_keys(self, where: str, value: Any, allowed, needs: str, noun: str) -> Dict:
+        """``value`` as an object with keys from ``allowed`` only (a span, a region), or
+        LabelError naming ``where``: ``needs`` says what it must have, ``noun`` what it is."""
+        if not isinstance(value, dict):
+            raise self.fail(f"{where} must be an object with {needs}, not {short(value)}.")
+        extra = [k for k in value if k not in allowed]
+        if extra:
+            raise self.fail(f"{where} has the key {short(extra[0])}; a {noun} has only "
+                            f"{', '.join(allowed)}.")
+        return value
+
     def number(self, value: Any, what: str = "a number") -> float:
         """A finite int or float (never a bool or a string), or LabelError."""
         if isinstance(value, bool) or not isinstance(value, (int, float)):

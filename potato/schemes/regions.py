@@ -33,7 +33,7 @@ TOOL_KEYS = {"bbox": "r", "polygon": "p", "landmark": "k"}  # upstream's default
 MAX_REGIONS = 500      # per item and scheme
 MAX_POINTS = 200       # per polygon
 EDGE = 1e-6            # a coordinate this far outside 0..1 is rounding, and is clamped
-SHAPE_KEYS = ("type", "label", "coordinates", "color")  # color: upstream's, not kept
+SHAPE_KEYS = ("type", "label", "coordinates", "color")  # color: upstream's, dropped
 
 
 def _area(points: List[Dict[str, float]]) -> float:
@@ -124,13 +124,7 @@ class Regions(Kind):
 
     def _one(self, i: int, shape: Any) -> Dict[str, Any]:
         where = f"region {i + 1}"
-        if not isinstance(shape, dict):
-            raise self.fail(f"{where} must be an object with type, label and coordinates, not "
-                            f"{short(shape)}.")
-        extra = [k for k in shape if k not in SHAPE_KEYS]
-        if extra:
-            raise self.fail(f"{where} has the key {short(extra[0])}; a region has only type, "
-                            f"label and coordinates.")
+        self.only_keys(where, shape, SHAPE_KEYS, "type, label and coordinates", "region")
         tool = shape.get("type")
         if tool not in self.tools:
             raise self.fail(f"{where}: its type {short(tool)} is not a tool of this scheme "

@@ -61,13 +61,7 @@ class Span(Kind):
 
     def _one(self, i: int, span: Any, text: str) -> Dict[str, Any]:
         where = f"span {i + 1}"
-        if not isinstance(span, dict):
-            raise self.fail(f"{where} must be an object with start, end and label, not "
-                            f"{short(span)}.")
-        extra = [k for k in span if k not in SPAN_KEYS]
-        if extra:
-            raise self.fail(f"{where} has the key {short(extra[0])}; a span has only "
-                            f"{', '.join(SPAN_KEYS)}.")
+        self.only_keys(where, span, SPAN_KEYS, "start, end and label", "span")
         for key in ("start", "end"):
             v = span.get(key)
             if isinstance(v, bool) or not isinstance(v, int):
