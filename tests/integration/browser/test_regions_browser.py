@@ -15,27 +15,14 @@ import zlib
 import pytest
 
 from tests.helpers import KEY, SHOTS, Client, wait_for
+from tests.schemes.test_regions import BLOCK
 
 pytestmark = pytest.mark.integration
 H = {"X-API-Key": KEY}
 
-CONFIG = """annotation_task_name: Boxes
-data_files: [items.jsonl]
-media_directory: media
-admin_api_key: %s
-item_properties: {id_key: id, text_key: image_url}
-annotation_schemes:
-  - annotation_type: image_annotation
-    name: objects
-    description: Draw around each object
-    tools: [bbox, polygon, landmark]
-    zoom_enabled: true
-    pan_enabled: true
-    labels:
-      - {name: person, color: "#FF6B6B", key_value: "1"}
-      - {name: vehicle, color: "#4ECDC4", key_value: "2"}
-      - "<b>tree</b>"
-""" % KEY
+# the unit tests' upstream-style block, with a label that holds markup
+CONFIG = ("annotation_task_name: Boxes\nmedia_directory: media\nadmin_api_key: %s\n" % KEY
+          + BLOCK % '      - "<b>tree</b>"\n')
 
 
 def png(width, height):
