@@ -79,12 +79,14 @@ def placement_words(head: str, where: Optional[Dict[str, Any]], show_host: bool)
     the GPUs, the SLURM job and node, the device (``gpu-box (ssh): host gpu01, GPUs 0,1``)."""
     where = where or {}
     parts = []
-    if where.get("slurm_job"):
+    if where.get("slurm_job") and where.get("nodes"):  # a multi-node run: hosts, their GPUs
+        parts.append("SLURM job %s on nodes %s" % (where["slurm_job"], where["nodes"]))
+    elif where.get("slurm_job"):
         parts.append("SLURM job %s%s" % (where["slurm_job"], " on node %s" % where["slurm_node"]
                                          if where.get("slurm_node") else ""))
     elif where.get("host") and show_host:
         parts.append("host %s" % where["host"])
-    if where.get("gpus"):
+    if where.get("gpus") and not where.get("nodes"):
         parts.append("GPU%s %s" % ("s" if "," in where["gpus"] else "", where["gpus"]))
     if where.get("device"):
         parts.append("device %s" % where["device"])

@@ -22,6 +22,7 @@ done
 jp=$1
 v=$("$jp" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' 2>/dev/null) \
   && echo "POTATO-JOBPY $v" || echo "POTATO-JOBPY -"
+scontrol show partition -o 2>/dev/null | sed 's/^/POTATO-PART /'
 "$jp" -c 'import importlib.util as u
 print("POTATO-JOBMISSING " + ",".join(
     m for m in ("torch", "transformers", "peft") if u.find_spec(m) is None))' 2>/dev/null
@@ -95,6 +96,11 @@ class SlurmOptions(LoginOptions):
     mem: Optional[str] = key(text)
     cpus_per_task: Optional[str] = key(text)
     constraint: Optional[str] = key(text)
+    # a data-parallel run across this many nodes (remote/nodes.py), each running
+    # ntasks_per_node ranks (default: one per GPU the worker sees on the first node)
+    nodes: Optional[int] = key(number(integer=True, minimum=1, maximum=1024))
+    ntasks_per_node: Optional[int] = key(number(integer=True, minimum=1, maximum=64))
+    gpus_per_node: Optional[str] = key(text)
 
     hints: ClassVar[Dict[str, str]] = {
         "gpus": "On SLURM, ask for GPUs with gres (for example gres: gpu:1).",
@@ -120,6 +126,11 @@ class SlurmOptions(LoginOptions):
                 f"{where}.remote_dir is {self.remote_dir}, which is node-local on compute "
                 f"nodes: the job would not see the files the login node wrote. Use a "
                 f"directory on shared storage (for example ~/potato-training).", b.name)
+        if (self.ntasks_per_node or self.gpus_per_node) and (self.nodes or 1) == 1:
+            warn(bpath + ("ntasks_per_node" if self.ntasks_per_node else "gpus_per_node",),
+                 f"{where} sets ntasks_per_node or gpus_per_node without nodes: a run on one "
+                 f"node starts a rank per GPU itself; these keys are for nodes of 2 or more",
+                 b.name)
         if self.time is not None and slurm_time_seconds(self.time) > SIX_HOURS:
             warn(bpath + ("time",),
                  f"{where}.time is {self.time}. A job that holds a GPU for more than 6 hours "
@@ -176,8 +187,11 @@ class SlurmBackend(SshBackend):
         r = self._ssh(sshcmd.sh(CHECK_SH, job_python), timeout=60)
         found = {}
         job_py = None
+        partitions = []
         for line in r.stdout.splitlines():
-            if line.startswith("POTATO-CMD "):
+            if line.startswith("POTATO-PART "):
+                partitions.append(line[len("POTATO-PART "):])
+            elif line.startswith("POTATO-CMD "):
                 _, name, path = line.split(" ", 2)
                 found[name] = None if path == "-" else path
             elif line.startswith("POTATO-JOBPY "):
@@ -196,6 +210,7 @@ class SlurmBackend(SshBackend):
                 lines.append(slurm_job.no_command_message(host, name))
         lines.append("scontrol: %s" % (found.get("scontrol") or
                                        "not found (reasons are read from slurm.out instead)"))
+        ok = self.check_nodes(lines, partitions) and ok
         lines.append("job_python %s on the login node: %s" % (
             job_python, "Python " + job_py if job_py else "not found there (it may exist on "
                                                              "compute nodes only)"))
@@ -206,3 +221,27 @@ class SlurmBackend(SshBackend):
         report["ok"] = ok
         report["python"] = info["python"]
         return report
+
+    def check_nodes(self, lines: List[str], partitions: List[str]) -> bool:
+        """``check``'s lines on the nodes a run asks for; False when the partition cannot give
+        them."""
+        b = self.options
+        if (b.nodes or 1) <= 1:
+            return True
+        lines.append("a run asks for %d nodes (sbatch --nodes=%d%s), one worker rank 0 on the "
+                     "first and the other ranks started with srun" % (
+                         b.nodes, b.nodes, ", --ntasks-per-node=%d" % b.ntasks_per_node
+                         if b.ntasks_per_node else ""))
+        limit = slurm_job.node_limit(slurm_job.parse_partitions("\n".join(partitions)),
+                                     b.partition)
+        if limit is None:
+            lines.append("partition %s: scontrol did not show it, so its node limits are not "
+                         "checked" % (b.partition or "(the default)"))
+            return True
+        lines.append("partition %s: %s nodes, MaxNodes %s" % (
+            limit[0], limit[1] if limit[1] is not None else "?",
+            limit[2] if limit[2] is not None else "UNLIMITED"))
+        message = slurm_job.too_many_nodes(b.nodes, limit)
+        if message:
+            lines.append(message)
+        return message is None

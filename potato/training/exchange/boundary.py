@@ -162,8 +162,10 @@ def has_hidden(value: str) -> bool:
 
 
 def _where(raw):
-    return dict((k, plain(text(raw.get(k), k, NAME_MAX)))
-                for k in ("host", "gpus", "slurm_job", "slurm_node", "device"))
+    out = dict((k, plain(text(raw.get(k), k, NAME_MAX)))
+               for k in ("host", "gpus", "slurm_job", "slurm_node", "device"))
+    out["nodes"] = plain(text(raw.get("nodes"), "nodes", 400))  # a multi-node run's hosts
+    return out
 
 
 _EVENTS = {"where": _where, "status": _status, "progress": _progress, "metric": _metric, "log": _log,

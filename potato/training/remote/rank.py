@@ -1,5 +1,7 @@
 """``python -m potato.training.remote.rank``: one child rank of a data-parallel run, started by
-the worker (trainers/launch.py), never by hand (standard library at import time).
+the worker (trainers/launch.py), or on the other nodes of a multi-node SLURM job by the srun
+step the worker starts (``--rank-offset``: its rank is that plus SLURM_PROCID), never by hand
+(standard library at import time).
 
 It reads the worker's spec and bundle into the worker's own Context, marked with its rank
 (``ctx.dist``), and runs the same trainer, whose ``parallel.join`` makes it that rank of the
@@ -11,6 +13,7 @@ reports. It watches its parent as the worker does, and exits at once when the wo
 import argparse
 import json
 import os
+import platform
 import signal
 import sys
 import threading
@@ -20,6 +23,7 @@ from potato.training.remote import media, protocol
 from potato.training.remote import trainers
 from potato.training.remote.bundle import read
 from potato.training.remote.paths import write_atomic
+from potato.training.remote.trainers.launch import ERROR_MARK
 from potato.training.remote.worker import Cancelled, Context, watch_parent
 
 PARENT_POLL_S = 0.5
@@ -35,16 +39,23 @@ class _Null:
 
 def run_rank(args):
     """Train one child rank; its exit code. Failures are written to ``args.error_file``."""
-    # A child rank dies with the worker: it cannot be left training on, unseen.
-    watch_parent(lambda: os._exit(protocol.EXIT_CANCELLED), threading.Event(),
-                 parent=args.parent, interval=PARENT_POLL_S, name="rank-parent-watch")
+    if args.parent:
+        # A child rank dies with the worker: it cannot be left training on, unseen. (Ranks an
+        # srun step started on other nodes end with the step, which SLURM ends.)
+        watch_parent(lambda: os._exit(protocol.EXIT_CANCELLED), threading.Event(),
+                     parent=args.parent, interval=PARENT_POLL_S, name="rank-parent-watch")
     emitter = protocol.Emitter(_Null())
     try:
+        if not os.path.exists(args.spec):
+            return _fail(args, "node %s does not see the run's directory %s: remote_dir must "
+                               "be on storage that every compute node shares" % (
+                                   platform.node(), os.path.dirname(args.spec)))
         with open(args.spec, encoding="utf-8") as f:
             spec = json.load(f)
         ctx = Context(spec, os.path.dirname(os.path.abspath(args.spec)), emitter)
         ctx.dist = {"rank": args.rank, "world": args.world, "backend": args.backend,
-                    "store": args.store, "parent": args.parent}
+                    "store": args.store, "parent": args.parent, "per_node": args.per_node,
+                    "local_rank": args.local_rank}
 
         def on_term(signum, frame):
             ctx.cancelled = True
@@ -65,19 +76,52 @@ def run_rank(args):
         traceback.print_exc()
         first = str(e).splitlines()[0][:300] if str(e) else ""
         message = "%s: %s" % (type(e).__name__, first) if first else type(e).__name__
-        write_atomic(args.error_file, json.dumps({"message": message}))
-        return protocol.EXIT_OTHER
+        return _fail(args, message)
+
+
+def _fail(args, message):
+    """Write a rank's failure where rank 0 reads it: the error file, and a marked line on
+    stderr (which srun relays to rank 0's node when the error file cannot be written)."""
+    sys.stderr.write("%s%s\n" % (ERROR_MARK, json.dumps({"message": message,
+                                                          "host": platform.node()})))
+    sys.stderr.flush()
+    try:
+        write_atomic(args.error_file, json.dumps({"message": message, "host": platform.node()}))
+    except OSError:
+        pass
+    return protocol.EXIT_OTHER
+
+
+def _place(args, environ=None):
+    """Fill in the rank of a rank an srun step started (``--rank-offset`` plus SLURM_PROCID),
+    its local rank, and its error file; the variables torch.distributed code reads."""
+    env = os.environ if environ is None else environ
+    if args.rank is None:
+        args.rank = args.rank_offset + int(env.get("SLURM_PROCID", "0"))
+        args.local_rank = int(env.get("SLURM_LOCALID", "0"))
+    else:
+        args.local_rank = args.rank % (args.per_node or args.world)
+    args.per_node = args.per_node or args.world
+    args.error_file = args.error_file.replace("{rank}", str(args.rank))
+    env.update(RANK=str(args.rank), LOCAL_RANK=str(args.local_rank),
+               WORLD_SIZE=str(args.world))
+    return args
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m potato.training.remote.rank",
                                 description="One child rank of a data-parallel run (started "
                                             "by the worker, not by hand).")
-    for name in ("--rank", "--world", "--parent"):
+    for name in ("--world", "--parent"):
         p.add_argument(name, type=int, required=True)
+    place = p.add_mutually_exclusive_group(required=True)
+    place.add_argument("--rank", type=int)
+    place.add_argument("--rank-offset", type=int, help="started by srun: the rank is this "
+                                                       "plus SLURM_PROCID")
+    p.add_argument("--per-node", type=int, default=0)
     for name in ("--spec", "--backend", "--store", "--error-file"):
         p.add_argument(name, required=True)
-    proc_exit = run_rank(p.parse_args(argv))
+    proc_exit = run_rank(_place(p.parse_args(argv)))
     sys.stdout.flush()
     return proc_exit
 

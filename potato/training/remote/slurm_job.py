@@ -18,12 +18,13 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, ClassVar, Dict, List, Optional
 
-from potato.training.remote import proc, protocol
+from potato.training.remote import nodes, proc, protocol
 from potato.training.remote import protocol as events
 from potato.training.remote.paths import RunPaths
 from potato.training.remote.slurm_parse import (  # noqa: F401 (this module's API too)
-    SQUEUE_FORMAT, EventTail, SlurmError, SlurmParseError, parse_sbatch, parse_scontrol,
-    parse_squeue)
+    SQUEUE_FORMAT, EventTail, SlurmError, SlurmParseError, node_limit, parse_partitions,
+    parse_sbatch, parse_scontrol, parse_squeue, partitions_argv, scancel_argv, scontrol_argv,
+    squeue_argv, too_many_nodes)
 from potato.training.remote.slurm_reasons import (  # noqa: F401 (this module's API too)
     REQUEUE_STATES, SENTENCES, SLURM_OUT, STATE_REASONS, WHAT_TO_DO, ended_message,
     reason_from_scontrol, reason_from_slurm_out, requeue_words, requeued, requeued_message,
@@ -32,7 +33,9 @@ from potato.training.remote.supervise import WorkerExit, tail
 
 SBATCH_FLAGS = (("partition", "--partition"), ("gres", "--gres"), ("time", "--time"),
                 ("account", "--account"), ("qos", "--qos"), ("mem", "--mem"),
-                ("cpus_per_task", "--cpus-per-task"), ("constraint", "--constraint"))
+                ("cpus_per_task", "--cpus-per-task"), ("constraint", "--constraint"),
+                ("nodes", "--nodes"), ("ntasks_per_node", "--ntasks-per-node"),
+                ("gpus_per_node", "--gpus-per-node"))
 LOST_AFTER_S = 60  # a job gone from the queue with no exit code and no reason: wait this long
 
 
@@ -59,6 +62,9 @@ class SlurmSettings:
     mem: Optional[str] = None
     cpus_per_task: Optional[str] = None
     constraint: Optional[str] = None
+    nodes: Optional[int] = None  # more than 1: a data-parallel run across nodes (nodes.py)
+    ntasks_per_node: Optional[int] = None
+    gpus_per_node: Optional[str] = None
 
     def to_dict(self) -> Dict[str, Any]:
         return dict(asdict(self), name=self.name)
@@ -68,8 +74,17 @@ class SlurmSettings:
         return protocol.read_fields(cls(), data)
 
     def sbatch_options(self) -> Dict[str, str]:
-        return {k: getattr(self, k) for k in self.SBATCH_KEYS
-                if getattr(self, k) not in (None, "")}
+        out = {k: str(getattr(self, k)) for k in self.SBATCH_KEYS
+               if getattr(self, k) not in (None, "")}
+        out.pop("nodes", None)  # sbatch's default is one node; more is a whole count
+        if self.node_count > 1:
+            out["nodes"] = str(self.node_count)
+        return out
+
+    @property
+    def node_count(self) -> int:
+        """The nodes the job asks for (1 unless ``nodes`` says more)."""
+        return nodes.requested({nodes.NODES_ENV: self.nodes})
 
     def run(self, job: "Job") -> "JobExit":
         """The scheduler's hook: run the job's worker under SLURM, to its end."""
@@ -121,6 +136,8 @@ def job_script(settings, jobdir, code_dir, grace_seconds=20.0):
         else:
             value = q(str(value))
         lines.append("export %s=%s" % (key, value))
+    if slurm.node_count > 1:  # the worker is rank 0 and starts the other nodes' ranks
+        lines.append("export %s=%s" % (nodes.NODES_ENV, q(str(slurm.node_count))))
     lines += [
         "cd %s || exit %d" % (q(jobdir), protocol.REMOTE_NO_CODE),
         # A requeued job runs this script again: the last attempt's exit code goes, and its
@@ -158,20 +175,6 @@ def sbatch_argv(settings, jobdir, run_id):
             argv.append("%s=%s" % (flag, options[key]))
     argv.append(paths.job_script)
     return argv
-
-
-def squeue_argv(job_id):
-    return ["squeue", "-h", "-j", str(job_id), "-o", SQUEUE_FORMAT]
-
-
-def scontrol_argv(job_id):
-    return ["scontrol", "show", "job", str(job_id)]
-
-
-def scancel_argv(job_id, signal_term=False):
-    if signal_term:
-        return ["scancel", "--full", "--signal=TERM", str(job_id)]
-    return ["scancel", str(job_id)]
 
 
 class JobExit(WorkerExit):
@@ -244,6 +247,8 @@ class JobFollower:
         with open(self.paths.job_script, "w") as f:
             f.write(job_script(self.settings, self.jobdir, self.code_dir, self.grace))
         os.chmod(self.paths.job_script, 0o755)
+        self.has_scontrol = shutil.which("scontrol", path=self.env.get("PATH")) is not None
+        self.check_nodes()
         argv = sbatch_argv(self.settings, self.jobdir, self.run_id)
         rc, stdout, stderr = call(argv, self.env, timeout=120)
         if rc != 0:
@@ -253,7 +258,19 @@ class JobFollower:
         self.on_event(events.make("log", level="info", message="Submitted SLURM job %s with %s"
                                   % (self.job_id, proc.quoted(argv[1:-1]))))
         self.on_event(events.make("status", message="SLURM job %s submitted" % self.job_id))
-        self.has_scontrol = shutil.which("scontrol", path=self.env.get("PATH")) is not None
+
+    def check_nodes(self):
+        """A job that asks more nodes than its partition has (or allows) never starts: say so
+        before it queues (where scontrol can tell)."""
+        if self.slurm.node_count <= 1 or not self.has_scontrol:
+            return
+        rc, stdout, _ = call(partitions_argv(), self.env)
+        if rc != 0:
+            return
+        message = too_many_nodes(self.slurm.node_count, node_limit(
+            parse_partitions(stdout), self.slurm.partition))
+        if message:
+            raise SlurmError(message)
 
     def follow(self):
         """Poll until the job has left the queue; scancel whatever stops this early."""

@@ -1,6 +1,7 @@
-"""Parsers of what the SLURM commands print (standard library, Python 3.8), and the reader of
-the worker's events as a job appends them on shared storage: pure functions, tested on output
-captured from the real tools. Part of ``slurm_job``'s API (it re-exports them)."""
+"""The SLURM commands the follower runs and parsers of what they print (standard library, Python
+3.8), and the reader of the worker's events as a job appends them on shared storage: pure
+functions, tested on output captured from the real tools. Part of ``slurm_job``'s API (it
+re-exports them)."""
 
 import re
 
@@ -15,6 +16,26 @@ class SlurmError(Exception):
 
 class SlurmParseError(SlurmError):
     pass
+
+
+# -- commands ---------------------------------------------------------------------------------
+
+def squeue_argv(job_id):
+    return ["squeue", "-h", "-j", str(job_id), "-o", SQUEUE_FORMAT]
+
+
+def partitions_argv():
+    return ["scontrol", "show", "partition", "-o"]
+
+
+def scontrol_argv(job_id):
+    return ["scontrol", "show", "job", str(job_id)]
+
+
+def scancel_argv(job_id, signal_term=False):
+    if signal_term:
+        return ["scancel", "--full", "--signal=TERM", str(job_id)]
+    return ["scancel", str(job_id)]
 
 
 # -- parsers ----------------------------------------------------------------------------------
@@ -51,6 +72,46 @@ def parse_scontrol(stdout):
     if "JobState" not in fields:
         raise SlurmParseError("no JobState in scontrol output: %r" % stdout[-300:])
     return fields
+
+
+def parse_partitions(stdout):
+    """``scontrol show partition -o`` output: {name: its Key=Value fields}, one line each."""
+    out = {}
+    for line in stdout.splitlines():
+        fields = dict(re.findall(r"(\w+)=(\S*)", line))
+        if fields.get("PartitionName"):
+            out[fields["PartitionName"]] = fields
+    return out
+
+
+def node_limit(partitions, name=None):
+    """(partition name, nodes it has, MaxNodes or None for unlimited) of the partition ``name``,
+    or of the default one; None when scontrol did not show it."""
+    if name is None:
+        name = next((n for n, f in partitions.items() if f.get("Default") == "YES"), None)
+    fields = partitions.get(name) if name else None
+    if fields is None:
+        return None
+    total = fields.get("TotalNodes", "")
+    most = fields.get("MaxNodes", "")
+    return (name, int(total) if total.isdigit() else None,
+            int(most) if most.isdigit() else None)
+
+
+def too_many_nodes(nodes, limit):
+    """The sentence for a job that asks more nodes than its partition gives, or None."""
+    if limit is None or nodes <= 1:
+        return None
+    name, total, most = limit
+    if total is not None and nodes > total:
+        return ("nodes is %d but partition %s has %d node%s: the job could never start. Lower "
+                "nodes, or choose a larger partition." % (nodes, name, total,
+                                                           "" if total == 1 else "s"))
+    if most is not None and nodes > most:
+        return ("nodes is %d but partition %s allows at most %d per job (MaxNodes): the job "
+                "would wait forever. Lower nodes, or choose another partition." % (
+                    nodes, name, most))
+    return None
 
 
 class EventTail:

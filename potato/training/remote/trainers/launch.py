@@ -1,9 +1,13 @@
 """Rank 0's side of a data-parallel group: start the child ranks, meet them, and stop them
 (standard library at import time; torch.distributed is imported by the functions).
 
-The rendezvous is a FileStore in the run's directory (private to the account: 0700), not a
-TCPStore: a TCP store has no authentication, so any local user could read, set or delete its
-keys (gloo's addresses among them). Each child sets ``ready/<rank>`` once it has imported its
+On one node the rendezvous is a FileStore in the run's directory (private to the account: 0700),
+not a TCPStore: a TCP store has no authentication, so any local user could read, set or delete
+its keys (gloo's addresses among them). Across the nodes of a SLURM job (remote/nodes.py) it is a
+TCPStore on the first node, at a port derived from the job id: the ranks of other nodes can meet
+no other way (gloo and NCCL connect the nodes without authentication too; a multi-node job trusts
+its cluster's network). Those ranks are started by one ``srun`` step, whose output goes to
+``srun.out`` in the run's directory. Each child sets ``ready/<rank>`` once it has imported its
 trainer;
 rank 0 polls for those keys, checking between polls for cancellation and for a child that has
 already died, so a rank that cannot even start fails the run at once with its own message.
@@ -12,11 +16,12 @@ already died, so a rank that cannot even start fails the run at once with its ow
 import datetime
 import json
 import os
+import platform
 import signal
 import subprocess
 import time
 
-from potato.training.remote import proc
+from potato.training.remote import nodes, proc
 from potato.training.remote import protocol
 
 CODE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
@@ -26,21 +31,32 @@ HARD_EXIT_AFTER_S = 20.0  # a child failed and rank 0 is stuck: exit (watch)
 RANK_TRACEBACK = "; its traceback is in the run's stderr"
 SUCCESS_EXIT_WAIT_S = 30.0  # after a successful run: how long the children have to exit
 STORE_FILE = "ddp.store"
+STEP_OUT = "srun.out"  # the output of the other nodes' ranks, relayed by srun
+STEP_STOP_S = 5.0  # srun passes a TERM on to its ranks; then it is killed
+ERROR_MARK = "POTATO-RANK-ERROR "  # a rank's failure on its stderr, when no error file can be written
 
 
-def rank_argv(python, spec_path, rank, world, backend, store_path, parent, error_file):
-    """The command line of child rank ``rank`` (pure)."""
-    return [python, "-m", "potato.training.remote.rank", "--spec", spec_path,
+def rank_argv(python, spec_path, rank, world, backend, store_path, parent, error_file,
+              per_node=None):
+    """The command line of child rank ``rank`` (pure); ``per_node``: the ranks on each node of
+    a multi-node run."""
+    argv = [python, "-m", "potato.training.remote.rank", "--spec", spec_path,
             "--rank", str(rank), "--world", str(world), "--backend", backend, "--store",
             store_path, "--parent", str(parent), "--error-file", error_file]
+    return argv + (["--per-node", str(per_node)] if per_node else [])
 
 
-def rank_env(base, rank, world):
+def rank_env(base, rank, world, per_node=None):
     """A child rank's environment: the worker's (through the one worker_env) and the variables
-    torch.distributed code expects of a launcher (the rendezvous itself is the store file)."""
+    torch.distributed code expects of a launcher (the rendezvous itself is the store)."""
     env = protocol.worker_env(base, CODE_ROOT)
-    env.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world))
+    env.update(RANK=str(rank), LOCAL_RANK=str(rank % (per_node or world)),
+               WORLD_SIZE=str(world))
     return env
+
+
+def error_file(base, rank):
+    return os.path.join(base, "rank%d.error.json" % rank)
 
 
 def _timedelta(group):
@@ -48,7 +64,7 @@ def _timedelta(group):
 
 
 def start_ranks(group):
-    """Rank 0: host the store, start ranks 1..N-1, wait until they are ready, join."""
+    """Rank 0: host the store, start the other ranks, wait until they are ready, join."""
     import sys
 
     import torch.distributed as dist
@@ -59,32 +75,110 @@ def start_ranks(group):
         raise ctx.RunFailure("a data-parallel run needs the worker's spec file; run it through "
                              "python -m potato.training.worker, or set processes to 1")
     base = os.path.dirname(os.path.abspath(spec_path))
-    group.store_path = os.path.join(base, STORE_FILE)
-    if os.path.exists(group.store_path):  # a crashed run's: its keys must not be read
-        os.remove(group.store_path)
-    group.store = dist.FileStore(group.store_path, group.world)
+    lay = group.layout
     for rank in range(1, group.world):
-        error_file = os.path.join(base, "rank%d.error.json" % rank)
-        if os.path.exists(error_file):
-            os.remove(error_file)
+        if os.path.exists(error_file(base, rank)):
+            os.remove(error_file(base, rank))
+    if lay is None:
+        group.store_path = os.path.join(base, STORE_FILE)
+        if os.path.exists(group.store_path):  # a crashed run's: its keys must not be read
+            os.remove(group.store_path)
+        group.store = dist.FileStore(group.store_path, group.world)
+        store_arg, local = group.store_path, group.world
+    else:
+        store_arg, local = _tcp_store(group, lay), lay.per_node
+    for rank in range(1, local):
         child = proc.spawn(rank_argv(sys.executable, spec_path, rank, group.world,
-                                     group.backend, group.store_path, os.getpid(), error_file),
-                           new_session=False, env=rank_env(os.environ, rank, group.world),
+                                     group.backend, store_arg, os.getpid(),
+                                     error_file(base, rank), lay and lay.per_node),
+                           new_session=False, env=rank_env(os.environ, rank, group.world, local),
                            stdin=subprocess.DEVNULL, stdout=2)  # stray prints: not events
-        group.children.append((rank, child, error_file))
+        group.children.append((rank, child, error_file(base, rank)))
     ctx.log("data-parallel: %d processes (%s backend); this worker is rank 0, ranks 1 on "
             "are pids %s" % (group.world, group.backend,
                              ", ".join(str(c.pid) for _, c, _ in group.children)))
+    if lay is not None:
+        _start_step(group, lay, sys.executable, spec_path, store_arg, base)
     if getattr(ctx, "owns_process", False):
         group.watcher = watch(group)
     _rendezvous(group)
     dist.init_process_group(group.backend, store=group.store, rank=0, world_size=group.world,
                             timeout=_timedelta(group))
+    if lay is not None:
+        _report_nodes(group, lay)
+
+
+def _tcp_store(group, lay):
+    """Rank 0's TCPStore for a multi-node run; the --store argument of the other ranks."""
+    import torch.distributed as dist
+
+    ctx = group.ctx
+    try:
+        ifname = nodes.choose_interface(lay, 0)
+        group.store = _tcp_server(dist, lay.port, group.world, _timedelta(group))
+    except nodes.NodesError as e:
+        raise ctx.RunFailure(str(e))
+    except (RuntimeError, OSError) as e:
+        raise ctx.RunFailure(
+            "rank 0 could not open the rendezvous port %d on %s (%s): another job on the node "
+            "may hold it; set %s in the backend's env to a free port" % (
+                lay.port, lay.master, str(e).splitlines()[0][:200], nodes.PORT_ENV))
+    group.store.set("env/0", nodes.fingerprint())
+    group.store.set("where/0", json.dumps([platform.node(),
+                                           os.environ.get("CUDA_VISIBLE_DEVICES", "")]))
+    ctx.log("multi-node: %d nodes (%s), %d rank(s) each; rendezvous at %s:%d; network "
+            "interface %s" % (len(lay.hosts), ", ".join(lay.hosts), lay.per_node, lay.master,
+                              lay.port, ifname or "chosen by %s" % group.backend))
+    return "tcp://%s:%d" % (lay.master, lay.port)
+
+
+def _tcp_server(dist, port, world, timeout):
+    """Rank 0's TCPStore server, on every interface of its node. Not the libuv server where
+    torch can choose: that one keeps a pipe pair open for the rest of the process."""
+    try:
+        return dist.TCPStore("0.0.0.0", port, world, True, timeout=timeout,
+                             wait_for_workers=False, use_libuv=False)
+    except TypeError:  # a torch without the choice
+        return dist.TCPStore("0.0.0.0", port, world, True, timeout=timeout,
+                             wait_for_workers=False)
+
+
+def _start_step(group, lay, python, spec_path, store_arg, base):
+    """The srun step that runs the ranks of the other nodes."""
+    argv = rank_argv(python, spec_path, 0, group.world, group.backend, store_arg, 0,
+                     os.path.join(base, "rank{rank}.error.json"), lay.per_node)
+    i = argv.index("--rank")
+    argv[i:i + 2] = ["--rank-offset", str(lay.per_node)]
+    step = nodes.srun_argv(lay, argv)
+    with open(os.path.join(base, STEP_OUT), "ab") as out:
+        child = proc.spawn(step, new_session=False, env=protocol.worker_env(os.environ, CODE_ROOT),
+                           stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+    group.srun = child
+    group.children.append((lay.per_node, child, base))
+    ctx = group.ctx
+    ctx.log("started ranks %d to %d on %s with %s" % (
+        lay.per_node, group.world - 1, ", ".join(lay.hosts[1:]), proc.quoted(step[:9])))
+
+
+def _report_nodes(group, lay):
+    """The ``where`` event's nodes: every host and the GPUs each rank there uses."""
+    seen = {}
+    for rank in range(group.world):
+        try:
+            host, gpus = json.loads(group.store.get("where/%d" % rank).decode())
+        except Exception:  # a rank that said nothing: named without its GPUs
+            host, gpus = lay.hosts[rank // lay.per_node], ""
+        seen.setdefault(host, [])
+        if gpus and gpus not in seen[host]:
+            seen[host].append(gpus)
+    text = ", ".join("%s%s" % (h, " (GPUs %s)" % ",".join(g) if g else "")
+                     for h, g in seen.items())
+    group.ctx.emitter.emit("where", nodes=text[:400])
 
 
 def _rendezvous(group):
     ctx = group.ctx
-    keys = ["ready/%d" % rank for rank, _, _ in group.children]
+    keys = ["ready/%d" % rank for rank in range(1, group.world)]
     deadline = time.monotonic() + group.timeout
     while not group.store.check(keys):
         ctx.check_cancelled()
@@ -102,7 +196,24 @@ def join_ranks(group):
     """A child rank: say it is ready, then join the process group rank 0 hosts."""
     import torch.distributed as dist
 
-    store = dist.FileStore(group.ctx.dist["store"], group.world)
+    where = group.ctx.dist["store"]
+    if where.startswith("tcp://"):  # a multi-node run: rank 0's node holds the store
+        host, port = where[len("tcp://"):].rsplit(":", 1)
+        if group.rank >= group.per_node:  # the first node's ranks have rank 0's interface
+            try:
+                nodes.choose_interface(nodes.Layout([host], group.per_node, "", int(port)),
+                                       group.rank)
+            except nodes.NodesError as e:
+                raise group.ctx.RunFailure(str(e))
+        store = dist.TCPStore(host, int(port), group.world, False, timeout=_timedelta(group))
+        theirs, mine = store.get("env/0").decode(), nodes.fingerprint()
+        if theirs != mine:
+            raise group.ctx.RunFailure(nodes.mismatch_message(platform.node(), mine, host,
+                                                              theirs))
+    else:
+        store = dist.FileStore(where, group.world)
+    store.set("where/%d" % group.rank, json.dumps(
+        [platform.node(), os.environ.get("CUDA_VISIBLE_DEVICES", "")]))
     store.set("ready/%d" % group.rank, "1")
     dist.init_process_group(group.backend, store=store, rank=group.rank,
                             world_size=group.world, timeout=_timedelta(group))
@@ -110,31 +221,66 @@ def join_ranks(group):
 
 def describe(group, rank, child, error_file):
     """A sentence for a child that ended badly, or None while it runs or after it succeeded
-    (the same sentence every time: the child's error file is read once)."""
+    (the same sentence every time: the child's error file is read once). The srun step of a
+    multi-node run is the child listed with its first rank and the run's directory."""
     code = child.poll()
     if code is None or code == 0:
         return None
     with group.lock:
         if rank not in group.messages:
-            group.messages[rank] = _sentence(group, rank, child, code, error_file)
+            if child is group.srun:
+                group.messages[rank] = _step_sentence(group, child, code, error_file)
+            else:
+                group.messages[rank] = _sentence(group, rank, child, code, error_file)
         return group.messages[rank]
+
+
+def _read_error(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        os.remove(path)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("message") else None
 
 
 def _sentence(group, rank, child, code, error_file):
     who = "rank %d of %d (pid %d)" % (rank, group.world, child.pid)
-    try:
-        with open(error_file, encoding="utf-8") as f:
-            message = json.load(f).get("message")
-        os.remove(error_file)
-    except (OSError, ValueError, AttributeError):
-        message = None
-    if message:
-        text = "%s failed: %s%s" % (who, message, RANK_TRACEBACK)
+    data = _read_error(error_file)
+    if data:
+        text = "%s failed: %s%s" % (who, data["message"], RANK_TRACEBACK)
     elif code == -signal.SIGKILL:
         text = "%s was killed (SIGKILL; out of memory, or stopped by hand)" % who
     else:
         text = "%s ended: %s" % (who, protocol.describe_exit(code))
     return text
+
+
+def _step_sentence(group, child, code, base):
+    """Why the srun step of the other nodes' ranks ended: the first rank's error file (on the
+    shared run directory), else a rank's error line in srun.out, else srun's own last line."""
+    for rank in range(group.per_node, group.world):
+        data = _read_error(error_file(base, rank))
+        if data:
+            return "rank %d of %d on node %s failed: %s; its traceback is in %s" % (
+                rank, group.world, data.get("host") or "?", data["message"], STEP_OUT)
+    lines = []
+    try:
+        with open(os.path.join(base, STEP_OUT), "rb") as f:
+            f.seek(max(0, os.path.getsize(f.name) - 8192))
+            lines = [x.decode("utf-8", "replace").strip() for x in f.read().splitlines()]
+    except OSError:
+        pass
+    marked = [x.split(ERROR_MARK, 1)[1] for x in lines if ERROR_MARK in x]
+    if marked:
+        return "the ranks on the other nodes failed: %s" % marked[-1][:400]
+    if any("No module named" in x and "potato" in x for x in lines):
+        return ("the ranks on the other nodes could not import Potato's code from %s: "
+                "remote_dir must be on storage that every compute node shares" % CODE_ROOT)
+    last = next((x for x in reversed(lines) if x), "")
+    return "the srun step of ranks %d to %d ended (exit %s)%s; see %s in the run's directory" % (
+        group.per_node, group.world - 1, code, ": " + last[-300:] if last else "", STEP_OUT)
 
 
 def watch(group):
@@ -181,6 +327,13 @@ def _wait(group, seconds):
 
 
 def _stop(group):
+    step = group.srun
+    if step is not None and step.poll() is None:  # srun passes TERM on to every node's ranks
+        step.terminate()
+        try:
+            step.wait(timeout=STEP_STOP_S)
+        except subprocess.TimeoutExpired:
+            pass
     for _, child, _ in group.children:
         if child.poll() is None:
             child.kill()

@@ -32,6 +32,7 @@ import signal
 import threading
 import time
 
+from potato.training.remote import nodes
 from potato.training.remote.trainers import launch
 
 TIMEOUT_ENV = "POTATO_DDP_TIMEOUT_S"  # how long a rank waits for the others (default 600 s)
@@ -76,9 +77,18 @@ def choose_world(ctx, processes):
 
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     try:
-        return plan(processes or 0, ctx.device_request, count)
+        world, backend = plan(processes or 0, ctx.device_request, count)
     except ParallelError as e:
         raise ctx.RunFailure(str(e))
+    if nodes.requested() == 1:
+        return world, backend
+    # A SLURM job over several nodes (job.sh says how many): this node's ranks on each node.
+    try:
+        ctx.layout = nodes.layout(world)
+    except nodes.NodesError as e:
+        raise ctx.RunFailure(str(e))
+    on_cuda = ctx.device_request in ("auto", "cuda") and count > 0
+    return ctx.layout.world, backend or ("nccl" if on_cuda else "gloo")
 
 
 def length_grouped_batches(lengths, batch_size, seed, epoch, mega=MEGA_BATCH):
@@ -154,6 +164,13 @@ class Group:
         self.world = world
         self.backend = backend
         self.is_main = rank == 0
+        dist = getattr(ctx, "dist", None) or {}
+        # a multi-node run: rank 0's nodes.Layout; every rank knows the ranks per node
+        self.layout = getattr(ctx, "layout", None) if self.is_main else None
+        self.per_node = (self.layout.per_node if self.layout is not None
+                         else dist.get("per_node") or world)
+        self.local_rank = dist.get("local_rank", rank % self.per_node)
+        self.srun = None  # rank 0 of a multi-node run: the srun step of the other nodes
         self.timeout = _timeout_s()
         self.children = []  # rank 0: [(rank, Popen, error file)]
         self.store = None  # rank 0: the FileStore of the rendezvous
@@ -173,8 +190,8 @@ class Group:
         if self.world == 1:
             return single()
         if self.backend == "nccl":
-            torch.cuda.set_device(self.rank)
-            return torch.device("cuda:%d" % self.rank)
+            torch.cuda.set_device(self.local_rank)
+            return torch.device("cuda:%d" % self.local_rank)
         return torch.device("cpu")
 
     def wrap(self, model, device):
