@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
 """Stateful stand-ins for sbatch, squeue, scancel and scontrol (one script, four names).
+``scontrol show partition`` prints $FAKE_SLURM_PARTITIONS (a two-node partition gpu by default).
 
 State lives in $FAKE_SLURM_DIR (jobs/<id>.json); every call is appended to calls.log there.
 $FAKE_SLURM_SCENARIO picks what happens to a submitted job:
@@ -166,6 +167,9 @@ elif name == "scancel":
         job.update(state="CANCELLED", reason="None", ended=True)
         slurm_out_line(job, "")
         save(job)
+elif name == "scontrol" and args[:2] == ["show", "partition"]:
+    print(os.environ.get("FAKE_SLURM_PARTITIONS", "PartitionName=gpu AllowGroups=ALL Default=YES "
+                                                  "MaxNodes=UNLIMITED TotalNodes=2 State=UP"))
 elif name == "scontrol":
     job = load(args[-1])
     if job is None:

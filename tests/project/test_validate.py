@@ -103,6 +103,44 @@ model_training:
         assert flag in sbatch_argv(backend.settings(), "/j", "r1")
 
 
+def test_slurm_nodes_is_a_whole_count_and_reaches_sbatch(write_config, capsys):
+    from potato.config.settings import load
+    from potato.training.backends.slurm import SlurmBackend
+    from potato.training.remote.slurm_job import sbatch_argv
+
+    for value, said in (("0", "must be between 1 and 1024, not 0"),
+                        ("1.5", "must be a whole number"), ("two", "must be a whole number")):
+        path = write_config(BASE + """\
+model_training:
+  backends:
+    cluster: {type: slurm, host: login, remote_dir: ~/p, nodes: %s}
+""" % value)
+        _, report = check(path)
+        assert any(m.startswith("model_training.backends.cluster.nodes " + said)
+                   for m in messages(report.errors)), report.errors
+    path = write_config(BASE + """\
+model_training:
+  backends:
+    cluster: {type: slurm, host: login, remote_dir: ~/p, nodes: 2, ntasks_per_node: 4,
+              gpus_per_node: "4"}
+""")
+    code, out, _ = run_validate(capsys, path, "--strict")
+    assert code == 0, out
+    cfg = load(path)[0]
+    argv = sbatch_argv(SlurmBackend(cfg.model_training.backends["cluster"], cfg).settings(),
+                       "/j", "r1")
+    assert argv[-4:] == ["--nodes=2", "--ntasks-per-node=4", "--gpus-per-node=4", "/j/job.sh"]
+    # per-node keys on a one-node backend do nothing: a warning says so
+    path = write_config(BASE + """\
+model_training:
+  backends:
+    cluster: {type: slurm, host: login, remote_dir: ~/p, ntasks_per_node: 4}
+""")
+    _, report = check(path)
+    assert any("sets ntasks_per_node or gpus_per_node without nodes" in m
+               for m in messages(report.warnings)), report.warnings
+
+
 def test_ssh_requeue_says_it_is_a_slurm_key(write_config):
     path = write_config(BASE + """\
 model_training:

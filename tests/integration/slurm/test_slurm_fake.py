@@ -147,6 +147,22 @@ def test_check(tmp_path, serve, cluster, monkeypatch):
 
 
 
+@pytest.mark.parametrize("nodes,ok", [(2, True), (3, False)])
+def test_check_shows_the_nodes_a_run_asks_for(tmp_path, serve, cluster, nodes, ok):
+    _, url = serve(make_project(tmp_path, backend(nodes=nodes, ntasks_per_node=2),
+                                labels=False))
+    status, report = Client(url).json("POST", "/admin/training/api/backends/cluster/check",
+                                      headers=H)
+    assert report["ok"] is ok, report["lines"]
+    lines = report["lines"]
+    assert ("a run asks for %d nodes (sbatch --nodes=%d, --ntasks-per-node=2), one worker rank "
+            "0 on the first and the other ranks started with srun" % (nodes, nodes)) in lines
+    assert "partition gpu: 2 nodes, MaxNodes UNLIMITED" in lines
+    refusal = ("nodes is 3 but partition gpu has 2 nodes: the job could never start. Lower "
+               "nodes, or choose a larger partition.")
+    assert (refusal in lines) is not ok
+
+
 def test_check_without_sbatch(tmp_path, serve, cluster):
     import sys
 
