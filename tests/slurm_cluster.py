@@ -11,7 +11,11 @@ slurm.conf style is that of ``tests/slurmd.py``.
 API::
 
     available() -> (bool, reason)            # can it run here (root, binaries present)?
-    start(d, nodes=2, cpus=1, max_nodes=None) -> Cluster   # d: a pathlib.Path, an empty dir
+    start(d, nodes=2, cpus=1, max_nodes=None, timeout=90) -> Cluster
+        d: a pathlib.Path (created if missing); waits until every node is idle; undoes what
+        it started and raises RuntimeError (with the logs' tails) if they are not in time.
+        max_nodes sets the partition's MaxNodes; EnforcePartLimits stays at its default (NO),
+        so a job asking for more nodes PENDs (Reason=PartitionNodeLimit/PartitionConfig).
 
     Cluster.conf        path of slurm.conf (str); clients need SLURM_CONF=conf (see env())
     Cluster.nodes       node names, ["pn1", "pn2", ...]
@@ -33,6 +37,11 @@ yet; the bridge (root namespace, the controller side) is .1, node i is .(i+1). I
 namespace names carry a random 4-hex suffix (bridge ``pbr<sfx>``, root-side veths
 ``pv<sfx><i>``, namespaces ``potato-<sfx>-<node>``), so two clusters started at once by two test
 processes do not clash (node names repeat, but each cluster has its own slurm.conf and hosts file).
+The controller is ``SlurmctldHost=<this machine's short host name>(<bridge address>)`` (slurmctld
+checks its own host name against it; nodes resolve that name through their hosts file) on a free
+port; every slurmd listens on 6818 in its own namespace. ``SlurmdParameters=config_overrides``
+lets ``cpus`` exceed the machine's cores. Job processes are children of slurmd, so they run in
+the node's namespaces: a batch script on pn1 reaches slurmctld and pn2 over the bridge.
 
 What was seen here (gVisor, slurm 22.05): slurmd refuses to start under ``ip netns exec`` (that
 remounts /sys without /sys/fs/cgroup); ``nsenter --net`` plus ``unshare`` works.
