@@ -16,6 +16,7 @@ command -v ssh >/dev/null || need_apt+=(openssh-client)
 [ -x /usr/sbin/slurmd ] || need_apt+=(slurmd)
 command -v sbatch >/dev/null || need_apt+=(slurm-client)
 [ -x /usr/sbin/munged ] || need_apt+=(munge)
+command -v ip >/dev/null || need_apt+=(iproute2)  # the two-node SLURM fixture (tests/slurm_cluster.py)
 if [ ${#need_apt[@]} -gt 0 ]; then
   $sudo_ apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq "${need_apt[@]}" >/dev/null
