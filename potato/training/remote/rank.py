@@ -54,8 +54,9 @@ def run_rank(args):
             spec = json.load(f)
         ctx = Context(spec, os.path.dirname(os.path.abspath(args.spec)), emitter)
         ctx.dist = {"rank": args.rank, "world": args.world, "backend": args.backend,
-                    "store": args.store, "parent": args.parent, "per_node": args.per_node,
-                    "local_rank": args.local_rank}
+                    "store": args.store, "parent": args.parent,
+                    "per_node": getattr(args, "per_node", None) or args.world,
+                    "local_rank": getattr(args, "local_rank", args.rank)}
 
         def on_term(signum, frame):
             ctx.cancelled = True

@@ -1,0 +1,212 @@
+"""The slurm backend's ``nodes: 2`` against a real two-node SLURM (tests/slurm_cluster.py: one
+slurmctld, two slurmd each in its own network, UTS, mount and PID namespaces, on a bridge the
+fixture makes), reached through the real sshd on loopback: a tiny BERT trained data-parallel
+over both nodes with gloo on the CPU, compared with a one-node run on the same data and seed;
+Cancel and a node set down mid-run end every rank on every node; a job that asks more nodes
+than the partition has is refused before it queues."""
+
+import json
+import os
+import random
+import shutil
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+from potato.commands.cli import main
+from tests import slurm_cluster
+from tests import sshd as sshd_mod
+from tests.helpers import FILLER, KEY, NEG, PLUGINS, POS, ROOT, Client, start_run, wait_run
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+H = {"X-API-Key": KEY}
+PARAMS = dict(epochs=6, batch_size=8, max_length=16, learning_rate=1e-2, bf16="false",
+              lora=False, processes=0)
+
+
+@pytest.fixture(scope="module")
+def nodes(tmp_path_factory):
+    ok, why = slurm_cluster.available()
+    if not ok or not os.path.exists(sshd_mod.SSHD):
+        if os.environ.get("CI"):
+            pytest.fail("the two-node SLURM cluster cannot run: %s (.ci/run installs what it "
+                        "needs)" % (why or "no sshd"))
+        pytest.skip(why or "openssh-server not installed")
+    if not os.environ.get("CI"):
+        pytest.importorskip("torch", reason="needs the train-text extra (torch)")
+    d = tmp_path_factory.mktemp("nodes")
+    (d / "sshd").mkdir()
+    sshd_mod.start(d / "sshd")
+    cluster = None
+    os.makedirs("/var/cache/potato-tests", exist_ok=True)
+    shared = tempfile.mkdtemp(prefix="nodes ", dir="/var/cache/potato-tests")
+    try:
+        cluster = slurm_cluster.start(d / "slurm", nodes=2, cpus=2)
+        yield d, cluster, shared
+    finally:
+        if cluster is not None:
+            cluster.stop()
+        sshd_mod.stop(d / "sshd")
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+@pytest.fixture
+def login(nodes, monkeypatch):
+    d, cluster, shared = nodes
+    monkeypatch.setenv("PATH", str(d / "sshd" / "bin") + os.pathsep + os.environ["PATH"])
+    monkeypatch.setenv("SLURM_CONF", cluster.conf)
+    monkeypatch.setenv("POTATO_TRAINER_PLUGINS", PLUGINS)
+    monkeypatch.setenv("PYTHONPATH", ROOT)
+    return cluster, shared
+
+
+def project(tmp_path, cluster, shared, **keys):
+    """240 items whose one telling word says their sentiment, 200 labelled, and a slurm backend
+    on the two-node cluster."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(1)
+    items, labels = [], []
+    for n in range(240):
+        words = rng.sample(FILLER, 3) + [rng.choice(POS if n % 2 == 0 else NEG)] + \
+            rng.sample(FILLER, 2)
+        items.append({"id": "i%d" % n, "text": " ".join(words)})
+        if n < 200:
+            labels.append({"id": "i%d" % n, "sentiment": "positive" if n % 2 == 0 else
+                           "negative"})
+    (tmp_path / "items.jsonl").write_text("".join(json.dumps(i) + "\n" for i in items))
+    (tmp_path / "labels.jsonl").write_text("".join(json.dumps(x) + "\n" for x in labels))
+    backend = {"type": "slurm", "host": "potato-real", "remote_dir": shared,
+               "partition": "debug", "time": "00:10:00", "poll_interval_s": 1,
+               "job_python": "python3", "heartbeat_timeout_s": 60,
+               "env": {"SLURM_CONF": cluster.conf, "POTATO_TRAINER_PLUGINS": PLUGINS,
+                       "PYTHONPATH": ROOT}}
+    backend.update(keys)
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("annotation_task_name: Nodes\ndata_files: [items.jsonl]\n"
+                   "admin_api_key: %s\nannotation_schemes:\n  - annotation_type: radio\n"
+                   "    name: sentiment\n    labels: [positive, negative]\nmodel_training:\n"
+                   "  grace_seconds: 2\n  backends:\n    cluster:\n%s" % (KEY, "".join(
+                       "      %s: %s\n" % (k, json.dumps(v)) for k, v in backend.items())))
+    assert main(["annotations", "import", str(cfg), str(tmp_path / "labels.jsonl"),
+                 "--annotator", "gold"]) == 0
+    return str(cfg)
+
+
+def log_of(c, run_id):
+    return c.get(f"/admin/training/api/runs/{run_id}/log", headers=H).text
+
+
+def ranks_on(cluster):
+    """{node: command lines of Potato's worker and rank processes there}."""
+    out = {}
+    for node in cluster.nodes:
+        r = cluster.run_on(node, ["ps", "-eo", "args"])
+        out[node] = [line for line in r.stdout.splitlines()
+                     if "potato.training.remote.rank" in line or "potato.training.worker" in line]
+    return out
+
+
+def wait_no_ranks(cluster, timeout=60):
+    deadline = time.time() + timeout
+    while any(ranks_on(cluster).values()) and time.time() < deadline:
+        time.sleep(0.5)
+    return ranks_on(cluster)
+
+
+def test_two_nodes_train_as_one_node_does(tmp_path, serve, login, tiny_bert):
+    cluster, shared = login
+    _, url = serve(project(tmp_path / "one", cluster, shared))
+    c = Client(url)
+    one = wait_run(c, start_run(c, backend="cluster", schemas=["sentiment"],
+                                trainer="hf-text-classification",
+                                params=dict(PARAMS, model=tiny_bert)), timeout=400)
+    assert one["status"] == "success", (one["error"], log_of(c, one["run_id"])[-3000:])
+
+    _, url = serve(project(tmp_path / "two", cluster, shared, nodes=2))
+    c = Client(url)
+    run = wait_run(c, start_run(c, backend="cluster", schemas=["sentiment"],
+                                trainer="hf-text-classification",
+                                params=dict(PARAMS, model=tiny_bert)), timeout=400)
+    log = log_of(c, run["run_id"])
+    assert run["status"] == "success", (run["error"], log[-4000:])
+    job = log.split("Submitted SLURM job ")[1].split()[0]
+    assert "--nodes=2" in log.split("Submitted SLURM job ")[1].splitlines()[0]
+    assert "data-parallel: 2 processes (gloo backend)" in log
+    assert "multi-node: 2 nodes (pn1, pn2), 1 rank(s) each" in log
+    assert "network interface %s" % cluster.ifname in log
+    assert run["ran_on"] == "cluster (slurm): SLURM job %s on nodes pn1, pn2, device cpu" % job, \
+        run["ran_on"]
+    # The same global batches, split over two nodes: as one node, up to the rounding of two
+    # half-batch means and each rank's own dropout (test_hf_parallel's tolerance).
+    for key, close in (("sentiment.train_loss", 0.1), ("sentiment.val_accuracy", 0.07)):
+        assert abs(run["metrics"][key] - one["metrics"][key]) <= close, (run["metrics"],
+                                                                        one["metrics"])
+    assert run["holdout"]["n"] == one["holdout"]["n"] > 0
+    assert abs(run["holdout"]["accuracy"] - one["holdout"]["accuracy"]) <= 0.1
+    assert run["metrics"]["predictions"] == one["metrics"]["predictions"] > 0  # rank 0 alone
+    assert wait_no_ranks(cluster, 30) == {n: [] for n in cluster.nodes}
+
+
+def test_cancel_ends_every_rank_on_every_node(tmp_path, serve, login, tiny_bert):
+    cluster, shared = login
+    _, url = serve(project(tmp_path, cluster, shared, nodes=2))
+    c = Client(url)
+    run_id = start_run(c, backend="cluster", schemas=["sentiment"],
+                       trainer="hf-text-classification",
+                       params=dict(PARAMS, model=tiny_bert, epochs=100))
+    deadline = time.time() + 300
+    while not all(ranks_on(cluster).values()) or "multi-node:" not in log_of(c, run_id):
+        assert time.time() < deadline, (ranks_on(cluster), log_of(c, run_id)[-2000:])
+        assert wait_run(c, run_id, until=("running", "success", "error", "cancelled"))[
+            "status"] in ("running", "queued")
+        time.sleep(0.5)
+    c.json("POST", f"/admin/training/api/runs/{run_id}/cancel", headers=H)
+    run = wait_run(c, run_id, timeout=120)
+    assert run["status"] == "cancelled", (run, log_of(c, run_id)[-2000:])
+    assert wait_no_ranks(cluster) == {n: [] for n in cluster.nodes}
+    r = subprocess.run(["squeue", "-h"], capture_output=True, text=True, env=cluster.env())
+    assert r.stdout.strip() == ""
+
+
+def test_a_node_set_down_ends_the_run_on_every_node(tmp_path, serve, login, tiny_bert):
+    cluster, shared = login
+    _, url = serve(project(tmp_path, cluster, shared, nodes=2))
+    c = Client(url)
+    run_id = start_run(c, backend="cluster", schemas=["sentiment"],
+                       trainer="hf-text-classification",
+                       params=dict(PARAMS, model=tiny_bert, epochs=100))
+    deadline = time.time() + 300
+    while "multi-node:" not in log_of(c, run_id):
+        assert time.time() < deadline, log_of(c, run_id)[-2000:]
+        time.sleep(0.5)
+    try:
+        cluster.set_down("pn2", "potato test")
+        run = wait_run(c, run_id, timeout=180)
+        assert run["status"] == "error", run
+        assert "its node failed" in run["error"], run["error"]
+        assert wait_no_ranks(cluster) == {n: [] for n in cluster.nodes}
+        # not requeued: the job is gone, not waiting to train again
+        r = subprocess.run(["squeue", "-h"], capture_output=True, text=True, env=cluster.env())
+        assert r.stdout.strip() == ""
+    finally:
+        cluster.scontrol("update", "nodename=pn2", "state=resume", check=False)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            r = cluster.scontrol("show", "node", "pn2", check=False)
+            if "State=IDLE" in r.stdout:
+                break
+            time.sleep(0.5)
+
+
+def test_more_nodes_than_the_partition_has_is_refused_before_it_queues(tmp_path, serve, login):
+    cluster, shared = login
+    _, url = serve(project(tmp_path, cluster, shared, nodes=3))
+    c = Client(url)
+    run = wait_run(c, start_run(c, backend="cluster", schemas=["sentiment"],
+                                trainer="text-naive-bayes"), timeout=120)
+    assert run["status"] == "error"
+    assert "nodes is 3 but partition debug has 2 nodes: the job could never start. Lower " \
+           "nodes, or choose a larger partition." in run["error"], run["error"]
+    assert "Submitted SLURM job" not in log_of(c, run["run_id"])
