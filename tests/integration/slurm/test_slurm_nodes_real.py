@@ -62,18 +62,18 @@ def login(nodes, monkeypatch):
     return cluster, shared
 
 
-def project(tmp_path, cluster, shared, **keys):
-    """240 items whose one telling word says their sentiment, 200 labelled, and a slurm backend
-    on the two-node cluster."""
+def project(tmp_path, cluster, shared, n=240, **keys):
+    """``n`` items whose one telling word says their sentiment, five in six labelled, and a
+    slurm backend on the two-node cluster."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     rng = random.Random(1)
     items, labels = [], []
-    for n in range(240):
-        words = rng.sample(FILLER, 3) + [rng.choice(POS if n % 2 == 0 else NEG)] + \
+    for k in range(n):
+        words = rng.sample(FILLER, 3) + [rng.choice(POS if k % 2 == 0 else NEG)] + \
             rng.sample(FILLER, 2)
-        items.append({"id": "i%d" % n, "text": " ".join(words)})
-        if n < 200:
-            labels.append({"id": "i%d" % n, "sentiment": "positive" if n % 2 == 0 else
+        items.append({"id": "i%d" % k, "text": " ".join(words)})
+        if k < n * 5 // 6:
+            labels.append({"id": "i%d" % k, "sentiment": "positive" if k % 2 == 0 else
                            "negative"})
     (tmp_path / "items.jsonl").write_text("".join(json.dumps(i) + "\n" for i in items))
     (tmp_path / "labels.jsonl").write_text("".join(json.dumps(x) + "\n" for x in labels))
@@ -210,3 +210,20 @@ def test_more_nodes_than_the_partition_has_is_refused_before_it_queues(tmp_path,
     assert "nodes is 3 but partition debug has 2 nodes: the job could never start. Lower " \
            "nodes, or choose a larger partition." in run["error"], run["error"]
     assert "Submitted SLURM job" not in log_of(c, run["run_id"])
+
+
+def test_the_time_limit_ends_every_rank_on_every_node(tmp_path, serve, login, tiny_bert):
+    """SLURM's --time has one-minute steps and a ~30 s sweep: this takes about two minutes."""
+    cluster, shared = login
+    _, url = serve(project(tmp_path, cluster, shared, n=2400, nodes=2, time="1",
+                           poll_interval_s=2))
+    c = Client(url)
+    run_id = start_run(c, backend="cluster", schemas=["sentiment"],
+                       trainer="hf-text-classification",
+                       params=dict(PARAMS, model=tiny_bert, epochs=100))
+    run = wait_run(c, run_id, timeout=300)
+    assert run["status"] == "error", run
+    assert "ended before the worker finished: it reached its time limit" in run["error"], \
+        run["error"]
+    assert "multi-node: 2 nodes" in log_of(c, run_id)  # it was training on both
+    assert wait_no_ranks(cluster) == {n: [] for n in cluster.nodes}
