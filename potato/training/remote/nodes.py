@@ -14,7 +14,8 @@ giving each its place). Everything the ranks need to meet is a fact of the job:
   (``GLOO_SOCKET_IFNAME``/``NCCL_SOCKET_IFNAME``, unless the backend's env sets them).
 
 Rank 0 alone talks to the server. Every rank compares its Python and torch with rank 0's before
-training, so nodes with different environments fail at once with both versions named.
+training (launch.py), so nodes with different environments fail at once with both versions
+named.
 """
 
 import os
@@ -22,7 +23,6 @@ import platform
 import socket
 import struct
 import subprocess
-import sys
 
 NODES_ENV = "POTATO_NODES"  # set by job.sh: the nodes the job asked for
 PORT_ENV = "POTATO_DDP_PORT"  # the rendezvous port, when a firewall decides it
@@ -188,19 +188,3 @@ def choose_interface(lay, rank, environ=None):
         for var in IFNAME_VARS:
             env.setdefault(var, name)
     return env.get(IFNAME_VARS[0]) or name
-
-
-def fingerprint():
-    """What must be the same on every node: Python's and torch's versions."""
-    try:
-        import torch
-        torch_version = torch.__version__
-    except ImportError:
-        torch_version = "none"
-    return "Python %d.%d.%d, torch %s" % (sys.version_info[:3] + (torch_version,))
-
-
-def mismatch_message(host, mine, first_host, theirs):
-    return ("node %s runs %s but node %s (rank 0) runs %s: every node must have the same "
-            "environment (job_python and prelude must give the same software on each)"
-            % (host, mine, first_host, theirs))

@@ -109,6 +109,7 @@ SLURM_DEFAULTS = {
     "lost_after_s": 60.0, "partition": None, "gres": None, "time": None, "account": None,
     "qos": None, "mem": None, "cpus_per_task": None, "constraint": None,
     "requeue": False,  # SLURM jobs are submitted with --no-requeue unless allowed (issue 38)
+    "nodes": None, "ntasks_per_node": None, "gpus_per_node": None,  # issue 39
 }
 SCHEDULERS = {"slurm": SlurmSettings}
 

@@ -19,6 +19,7 @@ import os
 import platform
 import signal
 import subprocess
+import sys
 import time
 
 from potato.training.remote import nodes, proc
@@ -59,13 +60,28 @@ def error_file(base, rank):
     return os.path.join(base, "rank%d.error.json" % rank)
 
 
+def fingerprint():
+    """What must be the same on every node: Python's and torch's versions."""
+    try:
+        import torch
+        torch_version = torch.__version__
+    except ImportError:
+        torch_version = "none"
+    return "Python %d.%d.%d, torch %s" % (sys.version_info[:3] + (torch_version,))
+
+
+def mismatch_message(host, mine, first_host, theirs):
+    return ("node %s runs %s but node %s (rank 0) runs %s: every node must have the same "
+            "environment (job_python and prelude must give the same software on each)"
+            % (host, mine, first_host, theirs))
+
+
 def _timedelta(group):
     return datetime.timedelta(seconds=group.timeout)
 
 
 def start_ranks(group):
     """Rank 0: host the store, start the other ranks, wait until they are ready, join."""
-    import sys
 
     import torch.distributed as dist
 
@@ -123,7 +139,7 @@ def _tcp_store(group, lay):
             "rank 0 could not open the rendezvous port %d on %s (%s): another job on the node "
             "may hold it; set %s in the backend's env to a free port" % (
                 lay.port, lay.master, str(e).splitlines()[0][:200], nodes.PORT_ENV))
-    group.store.set("env/0", nodes.fingerprint())
+    group.store.set("env/0", fingerprint())
     group.store.set("where/0", json.dumps([platform.node(),
                                            os.environ.get("CUDA_VISIBLE_DEVICES", "")]))
     ctx.log("multi-node: %d nodes (%s), %d rank(s) each; rendezvous at %s:%d; network "
@@ -206,9 +222,9 @@ def join_ranks(group):
             except nodes.NodesError as e:
                 raise group.ctx.RunFailure(str(e))
         store = dist.TCPStore(host, int(port), group.world, False, timeout=_timedelta(group))
-        theirs, mine = store.get("env/0").decode(), nodes.fingerprint()
+        theirs, mine = store.get("env/0").decode(), fingerprint()
         if theirs != mine:
-            raise group.ctx.RunFailure(nodes.mismatch_message(platform.node(), mine, host,
+            raise group.ctx.RunFailure(mismatch_message(platform.node(), mine, host,
                                                               theirs))
     else:
         store = dist.FileStore(where, group.world)
