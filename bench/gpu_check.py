@@ -6,6 +6,10 @@
    potato.training.worker, supervised as the product does) with processes 1, then processes 0
    (one rank per visible GPU): wall time, speed-up, held-out accuracy of each, and that the
    run reported "data-parallel: N processes (nccl backend)".
+   Then the multi-node path (issue 39) on this one machine: the worker as rank 0 of a job that
+   says it has two nodes, the other "node" started by the stand-in srun of tests/fakes/nodes
+   with a GPU of its own, NCCL over TCP on loopback (no shared memory, no peer-to-peer: as
+   between two nodes), against the one-GPU run.
 3. hf-llm-classification against transformers.Trainer on one GPU (bench/llm_speed.py with
    device cuda, in a child that sees one GPU; its model is a random-initialised small Llama:
    the accuracies show only that both sides learn alike).
@@ -31,8 +35,9 @@ from potato.training.remote import bundle, protocol, supervise  # noqa: E402
 from potato.training.remote.paths import RunPaths, write_json  # noqa: E402
 
 
-def worker_run(tmp, name, params, labelled, dev, device):
-    """One run through the worker; (seconds, held-out accuracy, result or error, logs)."""
+def worker_run(tmp, name, params, labelled, dev, device, env=None):
+    """One run through the worker (``env``: more of its environment); (seconds, held-out
+    accuracy, result or error, logs)."""
     paths = RunPaths(os.path.join(tmp, name)).create()
     items = [(r["id"], r["text"]) for r in labelled + dev]
     labels = {r["id"]: {"sentiment": [r["sentiment"]]} for r in labelled}
@@ -42,13 +47,14 @@ def worker_run(tmp, name, params, labelled, dev, device):
     seen = []
     argv = [sys.executable, "-m", "potato.training.worker", "--spec", paths.spec]
     t0 = time.perf_counter()
-    result = supervise.run_worker(argv, protocol.worker_env(os.environ, ROOT),
-                                  os.path.join(paths.root, "stderr.log"), seen.append,
-                                  max_wall_seconds=1800)
+    env = protocol.worker_env(dict(os.environ, **(env or {})), ROOT)
+    limit = supervise.Supervision(max_wall_seconds=1800)
+    result = supervise.run_worker(argv, env, os.path.join(paths.root, "stderr.log"),
+                                  seen.append, limit)
     seconds = time.perf_counter() - t0
     logs = [e["message"] for e in seen if e["type"] == "log"]
     if not result.ok:
-        status, message = supervise.explain(result, max_wall_seconds=1800)
+        status, message = supervise.explain(result, limit)
         return seconds, None, "%s: %s; stderr: %s" % (status, message,
                                                      result.stderr_tail[-500:]), logs
     gold = {r["id"]: r["sentiment"] for r in dev}
@@ -80,6 +86,36 @@ def data_parallel(args, device, ranks):
               ranks, "GPUs" if device == "auto" else "CPU processes", many, one, one / many,
               "%.4f" % accn if accn is not None else "-", "%.4f" % acc1 if acc1 is not None
               else "-", args.batch_size, args.items, args.epochs, "ran" if ok else "FAILED"))
+    return ok
+
+
+def two_nodes(args, device):
+    """The multi-node path on one machine: two "nodes" of one GPU (or one CPU rank) each."""
+    from tests.sshd import free_port
+
+    params = dict(hf_speed.params_for(args), batch_size=args.batch_size, processes=0)
+    labelled = hf_speed.rows("sst2-2000-labelled.jsonl", args.items)
+    dev = hf_speed.rows("sst2-dev-872.jsonl", args.dev)
+    env = {"PATH": os.path.join(ROOT, "tests", "fakes", "nodes") + os.pathsep +
+           os.environ["PATH"], "POTATO_NODES": "2", "SLURM_JOB_ID": "1",
+           "SLURM_JOB_NODELIST": "localhost", "FAKE_HOSTNAMES": "localhost localhost",
+           "POTATO_DDP_PORT": str(free_port()), "GLOO_SOCKET_IFNAME": "lo",
+           "NCCL_SOCKET_IFNAME": "lo", "NCCL_SHM_DISABLE": "1", "NCCL_P2P_DISABLE": "1"}
+    one_gpu = {}
+    if device == "auto":
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "0,1").split(",")
+        one_gpu = {"CUDA_VISIBLE_DEVICES": visible[0]}
+        env.update(one_gpu, FAKE_SRUN_CUDA_VISIBLE_DEVICES=visible[1])
+    with tempfile.TemporaryDirectory() as tmp:
+        one, acc1, _, _ = worker_run(tmp, "one", params, labelled, dev, device, one_gpu)
+        two, acc2, result, logs = worker_run(tmp, "two", params, labelled, dev, device, env)
+    said = [m for m in logs if m.startswith("multi-node")]
+    ok = acc2 is not None and bool(said)
+    print("  two nodes: %.1f s over %.1f s on one %s: speed-up %.2fx; held-out accuracy %s vs "
+          "%s; %s; %s" % (two, one, "GPU" if device == "auto" else "CPU rank", one / two,
+                          "%.4f" % acc2 if acc2 is not None else "-",
+                          "%.4f" % acc1 if acc1 is not None else "-",
+                          said[0] if said else "no multi-node line", "ran" if ok else result))
     return ok
 
 
@@ -120,6 +156,8 @@ def main():
     if args.dry_run or gpus >= 2:
         print("2. data-parallel")
         ok = data_parallel(args, "cpu" if args.dry_run else "auto", 2 if args.dry_run else gpus)
+        print("2b. two nodes (the multi-node path on this machine)")
+        ok = two_nodes(args, "cpu" if args.dry_run else "auto") and ok
     else:
         print("2. data-parallel: skipped (one GPU visible)")
     print("3. hf-llm-classification vs transformers.Trainer on %s" % device)
