@@ -117,11 +117,14 @@ def start_ranks(group):
         _start_step(group, lay, sys.executable, spec_path, store_arg, base)
     if getattr(ctx, "owns_process", False):
         group.watcher = watch(group)
+    started = time.monotonic()
     _rendezvous(group)
     dist.init_process_group(group.backend, store=group.store, rank=0, world_size=group.world,
                             timeout=_timedelta(group))
     if lay is not None:
         _report_nodes(group, lay)
+        ctx.log("all %d ranks met after %.1f s (the other nodes' ranks started, imported torch "
+                "and loaded the trainer)" % (group.world, time.monotonic() - started))
 
 
 def _tcp_store(group, lay):
