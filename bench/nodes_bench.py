@@ -21,6 +21,7 @@ import json
 import os
 import pathlib
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
@@ -82,6 +83,8 @@ def main():
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--model", default=None)
     args = p.parse_args()
+    # a TERM (a timeout) unwinds: the cluster's daemons and namespaces are stopped below
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("stopped by SIGTERM"))
     ok, why = slurm_cluster.available()
     if not ok:
         sys.exit("the two-node SLURM cannot run here: %s" % why)
