@@ -22,7 +22,7 @@ import time
 import traceback
 
 from potato.training.remote import protocol as events
-from potato.training.remote import media, model_source, trainers
+from potato.training.remote import media, model_source, nodes, trainers
 from potato.training.remote.bundle import BundleError, read
 from potato.training.remote.paths import RunPaths, write_atomic
 
@@ -179,6 +179,10 @@ def _train(ctx, spec, base, emitter):
         counts = ctx.bundle.manifest.get("counts", {})
         emitter.log("bundle: %s" % ", ".join("%s %s" % (n, k) for k, n in counts.items()))
         left_out = _fetch_url_media(ctx, base, emitter, info)
+        if nodes.requested() > 1 and "processes" not in ctx.params:
+            emitter.log("%s trains in one process: the other %d node(s) of this SLURM job stay "
+                        "idle; set nodes to 1 for it (nodes is for the data-parallel hf "
+                        "trainers)" % (info.name, nodes.requested() - 1), "warning")
         for model in trainers.model_sources(info, ctx.params):
             emitter.status("finding model %s" % model)
             ok, sentence = model_source.resolve(model)

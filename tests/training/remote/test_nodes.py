@@ -133,3 +133,34 @@ def test_a_rank_on_a_node_without_the_run_directory_says_so(tmp_path):
     assert said["message"] == (
         "node %s does not see the run's directory %s: remote_dir must be on storage that every "
         "compute node shares" % (said["host"], missing))
+
+
+def test_a_trainer_that_is_not_data_parallel_says_the_other_nodes_stay_idle(tmp_path,
+                                                                          monkeypatch):
+    import io
+    import random
+
+    from potato.training.remote import bundle
+    from potato.training.remote import protocol as events
+    from potato.training.remote import worker
+    from potato.training.remote.paths import RunPaths, write_json
+    from potato.training.remote.trainers import REGISTRY, resolve_params
+    from tests.helpers import NEG, POS, sentence
+
+    rng = random.Random(1)
+    items = [("i%d" % n, sentence(rng, POS if n % 2 else NEG)) for n in range(60)]
+    labels = {i: {"s": ["pos" if n % 2 else "neg"]} for n, (i, _) in enumerate(items)}
+    schemas = {"s": {"type": "radio", "labels": ["pos", "neg"]}}
+    paths = RunPaths(tmp_path / "run").create()
+    bundle.build(paths.bundle, items, labels, schemas, include_unlabeled=True)
+    write_json(paths.spec, {"run_id": "t", "trainer": "text-naive-bayes", "schemas": schemas,
+                            "params": resolve_params(REGISTRY["text-naive-bayes"], {})})
+    monkeypatch.setenv("POTATO_NODES", "3")
+    out = io.StringIO()
+    assert worker.run(paths.spec, events.Emitter(out)) == events.EXIT_OK
+    said = [json.loads(x) for x in out.getvalue().splitlines()]
+    assert {"level": "warning", "message": "text-naive-bayes trains in one process: the other 2 "
+            "node(s) of this SLURM job stay idle; set nodes to 1 for it (nodes is for the "
+            "data-parallel hf trainers)"}.items() <= [e for e in said if e["type"] == "log" and
+                                                      e["level"] == "warning"][0].items()
+    assert said[-1]["type"] == "result"
