@@ -34,7 +34,7 @@ SUCCESS_EXIT_WAIT_S = 30.0  # after a successful run: how long the children have
 STORE_FILE = "ddp.store"
 STEP_OUT = "srun.out"  # the output of the other nodes' ranks, relayed by srun
 STEP_STOP_S = 5.0  # srun passes a TERM on to its ranks; then it is killed
-ERROR_MARK = "POTATO-RANK-ERROR "  # a rank's failure on its stderr, when no error file can be written
+ERROR_MARK = "POTATO-RANK-ERROR "  # a rank's failure on stderr (its error file may be unwritable)
 
 
 def rank_argv(python, spec_path, rank, world, backend, store_path, parent, error_file,
@@ -82,7 +82,6 @@ def _timedelta(group):
 
 def start_ranks(group):
     """Rank 0: host the store, start the other ranks, wait until they are ready, join."""
-
     import torch.distributed as dist
 
     ctx = group.ctx
@@ -170,7 +169,8 @@ def _start_step(group, lay, python, spec_path, store_arg, base):
     argv[i:i + 2] = ["--rank-offset", str(lay.per_node)]
     step = nodes.srun_argv(lay, argv)
     with open(os.path.join(base, STEP_OUT), "ab") as out:
-        child = proc.spawn(step, new_session=False, env=protocol.worker_env(os.environ, CODE_ROOT),
+        child = proc.spawn(step, new_session=False,
+                           env=protocol.worker_env(os.environ, CODE_ROOT),
                            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
     group.srun = child
     group.children.append((lay.per_node, child, base))
@@ -227,8 +227,7 @@ def join_ranks(group):
         store = dist.TCPStore(host, int(port), group.world, False, timeout=_timedelta(group))
         theirs, mine = store.get("env/0").decode(), fingerprint()
         if theirs != mine:
-            raise group.ctx.RunFailure(mismatch_message(platform.node(), mine, host,
-                                                              theirs))
+            raise group.ctx.RunFailure(mismatch_message(platform.node(), mine, host, theirs))
     else:
         store = dist.FileStore(where, group.world)
     store.set("where/%d" % group.rank, json.dumps(
