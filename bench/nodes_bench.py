@@ -13,7 +13,7 @@ thread each where the one-node run has one rank with two threads. The figure sho
 machinery costs (the rendezvous, the gradient exchange over the bridge), not the speed-up of
 real nodes, which each bring their own cores or GPUs.
 
-    python3 bench/nodes_bench.py [--repeat 2] [--epochs 1] [--model DIR]
+    python3 bench/nodes_bench.py [--repeat 2] [--epochs 3] [--model DIR]
 """
 
 import argparse
@@ -80,7 +80,7 @@ def one_run(tmp, cluster, shared, nodes, params):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--repeat", type=int, default=2)
-    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--model", default=None)
     args = p.parse_args()
     # a TERM (a timeout) unwinds: the cluster's daemons and namespaces are stopped below
