@@ -27,7 +27,7 @@ import subprocess
 NODES_ENV = "POTATO_NODES"  # set by job.sh: the nodes the job asked for
 PORT_ENV = "POTATO_DDP_PORT"  # the rendezvous port, when a firewall decides it
 PORT_BASE = 20000
-PORT_SPAN = 20000  # ports PORT_BASE .. PORT_BASE + PORT_SPAN - 1, by job id
+PORT_SPAN = 12000  # ports 20000..31999 by job id: below Linux's ephemeral ports (32768 on)
 IFNAME_VARS = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
 SIOCGIFADDR = 0x8915
 
@@ -40,8 +40,15 @@ def requested(environ=None):
     """The nodes job.sh says the job has (1 outside such a job, or for a value that is not a
     whole number)."""
     env = os.environ if environ is None else environ
-    text = str(env.get(NODES_ENV) or "1").strip()
-    return int(text) if text.isdigit() and int(text) > 0 else 1
+    return _count(env.get(NODES_ENV)) or 1
+
+
+def _count(value):
+    """A whole number above 0 from text (ASCII digits only), else None."""
+    text = str(value if value is not None else "").strip()
+    if not (text.isascii() and text.isdigit()) or len(text) > 9 or int(text) < 1:
+        return None
+    return int(text)
 
 
 def port_for(job_id, environ=None):
@@ -51,11 +58,11 @@ def port_for(job_id, environ=None):
     env = os.environ if environ is None else environ
     text = str(env.get(PORT_ENV) or "").strip()
     if text:
-        if not text.isdigit() or not 1024 <= int(text) <= 65535:
+        if not 1024 <= (_count(text) or 0) <= 65535:
             raise NodesError("%s is %r; give a port between 1024 and 65535, or leave it unset "
                              "(the port is then derived from the job id)" % (PORT_ENV, text))
         return int(text)
-    digits = "".join(ch for ch in str(job_id) if ch.isdigit()) or "0"
+    digits = "".join(ch for ch in str(job_id) if ch in "0123456789") or "0"
     return PORT_BASE + int(digits) % PORT_SPAN
 
 
@@ -115,16 +122,27 @@ def layout(per_node, environ=None, run=None):
     return Layout(hosts, per_node, job_id, port_for(job_id, env))
 
 
+def tasks_per_node(environ=None):
+    """The tasks per node SLURM gave the job (SLURM_TASKS_PER_NODE: "2(x2)" or "2,1"; the
+    fewest), or None when it does not say."""
+    env = os.environ if environ is None else environ
+    counts = [_count(part.split("(")[0]) for part in
+              str(env.get("SLURM_TASKS_PER_NODE") or "").split(",")]
+    return min(counts) if counts and None not in counts else None
+
+
 def srun_argv(lay, rank_argv):
     """The srun step that starts the ranks of every node but the first (pure): ``per_node``
     tasks on each, one rank each (``rank_argv`` is rank.py's command line without --rank;
     each task's rank is ``per_node + SLURM_PROCID``). --kill-on-bad-exit ends every rank of
     the step when one fails; the step never waits for a rank that is gone (--wait). The step
-gets the job's GPUs on its nodes, as SLURM gives steps by default."""
+    gets the job's GPUs on its nodes, as SLURM gives steps by default; --overcommit lets it
+    start a rank per GPU where the job has fewer tasks per node (as the first node's ranks,
+    which the worker starts itself)."""
     others = len(lay.hosts) - 1
     argv = ["srun", "--nodes=%d" % others, "--ntasks=%d" % (others * lay.per_node),
             "--ntasks-per-node=%d" % lay.per_node, "--relative=1", "--kill-on-bad-exit=1",
-            "--wait=60", "--job-name=potato-ranks", "--export=ALL"]
+            "--wait=60", "--overcommit", "--job-name=potato-ranks", "--export=ALL"]
     return argv + list(rank_argv)
 
 
@@ -171,20 +189,23 @@ def interface_of(address):
 
 
 def choose_interface(lay, rank, environ=None):
-    """Set GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME (unless already set) to the interface that
-    routes to the other nodes: rank 0's node looks towards the second host, the others towards
-    the first. Returns the name chosen (or the one the environment set)."""
+    """Set GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME (those not already set) to the interface
+    that routes to the other nodes: rank 0's node looks towards the second host, the others
+    towards the first. Returns (the name in use, the variables this call set): what it set is
+    this node's, and must not be handed to another node (whose interface may be named
+    otherwise)."""
     env = os.environ if environ is None else environ
     if all(env.get(v) for v in IFNAME_VARS):
-        return env[IFNAME_VARS[0]]
+        return env[IFNAME_VARS[0]], []
     peer = lay.hosts[1] if rank < lay.per_node else lay.hosts[0]
     source = route_source(peer, lay.port)
     if source.startswith("127."):
         raise NodesError("%s reaches node %s through the loopback interface (%s resolves to "
-                         "%s there): the nodes' /etc/hosts must give each node its network "
-                         "address" % (platform.node(), peer, peer, _address(peer)))
+                         "%s there): each node's /etc/hosts (or DNS) must give the other nodes "
+                         "their network addresses" % (platform.node(), peer, peer,
+                                                      _address(peer)))
     name = interface_of(source)
-    if name:
-        for var in IFNAME_VARS:
-            env.setdefault(var, name)
-    return env.get(IFNAME_VARS[0]) or name
+    chosen = [v for v in IFNAME_VARS if not env.get(v)] if name else []
+    for var in chosen:
+        env[var] = name
+    return env.get(IFNAME_VARS[0]) or name, chosen

@@ -23,8 +23,8 @@ from potato.training.remote import media, protocol
 from potato.training.remote import trainers
 from potato.training.remote.bundle import read
 from potato.training.remote.paths import write_atomic
-from potato.training.remote.trainers.launch import ERROR_MARK
-from potato.training.remote.worker import Cancelled, Context, watch_parent
+from potato.training.remote.trainers.rank_io import ERROR_MARK
+from potato.training.remote.worker import Cancelled, Context, RunFailure, watch_parent
 
 PARENT_POLL_S = 0.5
 
@@ -49,7 +49,8 @@ def run_rank(args):
         if not os.path.exists(args.spec):
             return _fail(args, "node %s does not see the run's directory %s: remote_dir must "
                                "be on storage that every compute node shares" % (
-                                   platform.node(), os.path.dirname(args.spec)))
+                                   platform.node(), os.path.dirname(args.spec)),
+                         with_traceback=False)
         with open(args.spec, encoding="utf-8") as f:
             spec = json.load(f)
         ctx = Context(spec, os.path.dirname(os.path.abspath(args.spec)), emitter)
@@ -73,6 +74,8 @@ def run_rank(args):
         return protocol.EXIT_OK
     except Cancelled:
         return protocol.EXIT_CANCELLED
+    except RunFailure as e:  # a check of this rank's own (its sentence says all)
+        return _fail(args, str(e)[:400], with_traceback=False)
     except Exception as e:  # the rank's choke point: rank 0 reports the message
         traceback.print_exc()
         first = str(e).splitlines()[0][:300] if str(e) else ""
@@ -80,14 +83,15 @@ def run_rank(args):
         return _fail(args, message)
 
 
-def _fail(args, message):
+def _fail(args, message, with_traceback=True):
     """Write a rank's failure where rank 0 reads it: the error file, and a marked line on
     stderr (which srun relays to rank 0's node when the error file cannot be written)."""
-    sys.stderr.write("%s%s\n" % (ERROR_MARK, json.dumps({"message": message,
-                                                          "host": platform.node()})))
+    said = json.dumps({"message": message, "host": platform.node(), "rank": args.rank,
+                       "traceback": with_traceback})
+    sys.stderr.write("%s%s\n" % (ERROR_MARK, said))
     sys.stderr.flush()
     try:
-        write_atomic(args.error_file, json.dumps({"message": message, "host": platform.node()}))
+        write_atomic(args.error_file, said)
     except OSError:
         pass
     return protocol.EXIT_OTHER

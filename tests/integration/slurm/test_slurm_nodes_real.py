@@ -10,6 +10,7 @@ import os
 import random
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -226,4 +227,98 @@ def test_the_time_limit_ends_every_rank_on_every_node(tmp_path, serve, login, ti
     assert "ended before the worker finished: it reached its time limit" in run["error"], \
         run["error"]
     assert "multi-node: 2 nodes" in log_of(c, run_id)  # it was training on both
+    assert wait_no_ranks(cluster) == {n: [] for n in cluster.nodes}
+
+
+def _rename(cluster, node, old, new):
+    for argv in (["ip", "link", "set", old, "down"], ["ip", "link", "set", old, "name", new],
+                 ["ip", "link", "set", new, "up"]):
+        r = cluster.run_on(node, argv)
+        assert r.returncode == 0, (argv, r.stderr)
+
+
+def test_each_node_uses_its_own_interface_and_ranks_per_node_need_no_ntasks(tmp_path, serve,
+                                                                             login, tiny_bert):
+    """pn2's interface is named otherwise than pn1's (mixed hardware), and processes: 2 asks
+    two ranks of each node although the job has one task per node."""
+    cluster, shared = login
+    _, url = serve(project(tmp_path, cluster, shared, nodes=2))
+    c = Client(url)
+    _rename(cluster, "pn2", cluster.ifname, "eth7")
+    try:
+        run = wait_run(c, start_run(c, backend="cluster", schemas=["sentiment"],
+                                    trainer="hf-text-classification",
+                                    params=dict(PARAMS, model=tiny_bert, processes=2)),
+                       timeout=400)
+    finally:
+        _rename(cluster, "pn2", "eth7", cluster.ifname)
+    log = log_of(c, run["run_id"])
+    assert run["status"] == "success", (run["error"], log[-3000:])
+    assert "data-parallel: 4 processes (gloo backend)" in log
+    assert "multi-node: 2 nodes (pn1, pn2), 2 rank(s) each" in log
+    assert "this job has 1 task(s) per node but runs 2 ranks on each" in log
+    assert wait_no_ranks(cluster, 30) == {n: [] for n in cluster.nodes}
+
+
+def test_a_rank_killed_on_the_other_node_is_named(tmp_path, serve, login, tiny_bert):
+    cluster, shared = login
+    env = {"SLURM_CONF": cluster.conf, "POTATO_TRAINER_PLUGINS": PLUGINS, "PYTHONPATH": ROOT,
+           "POTATO_TEST_RANK_FAULT": "1:3:kill"}
+    _, url = serve(project(tmp_path, cluster, shared, nodes=2, env=env))
+    c = Client(url)
+    run = wait_run(c, start_run(c, backend="cluster", schemas=["sentiment"],
+                                trainer="hf-text-classification",
+                                params=dict(PARAMS, model=tiny_bert, epochs=50)), timeout=400)
+    assert run["status"] == "error", run
+    assert run["error"].startswith("rank 1 of 2 on node pn2 was killed (SIGKILL; out of memory, "
+                                   "or stopped by hand)"), run["error"]
+    assert wait_no_ranks(cluster) == {n: [] for n in cluster.nodes}
+
+
+def test_a_node_that_does_not_share_the_run_directory_says_so(tmp_path, serve, login,
+                                                              tiny_bert):
+    cluster, shared = login
+    _, url = serve(project(tmp_path, cluster, shared, nodes=2))
+    c = Client(url)
+    # pn2 alone sees an empty directory where remote_dir is (its own mount namespace)
+    r = cluster.run_on("pn2", ["mount", "-t", "tmpfs", "tmpfs", shared])
+    assert r.returncode == 0, r.stderr
+    try:
+        run = wait_run(c, start_run(c, backend="cluster", schemas=["sentiment"],
+                                    trainer="hf-text-classification",
+                                    params=dict(PARAMS, model=tiny_bert)), timeout=400)
+    finally:
+        cluster.run_on("pn2", ["umount", shared])
+    assert run["status"] == "error", run
+    assert run["error"].startswith(
+        "rank 1 of 2 on node pn2 failed: node pn2 does not see the run's directory %s/jobs/"
+        % shared), run["error"]
+    assert "remote_dir must be on storage that every compute node shares" in run["error"]
+    assert "traceback" not in run["error"]
+    assert wait_no_ranks(cluster) == {n: [] for n in cluster.nodes}
+
+
+def test_nodes_with_different_software_fail_before_training(tmp_path, serve, login, tiny_bert):
+    import torch
+
+    cluster, shared = login
+    _, url = serve(project(tmp_path, cluster, shared, nodes=2))
+    c = Client(url)
+    real = os.path.join(os.path.dirname(torch.__file__), "version.py")
+    other = tmp_path / "version.py"
+    other.write_text(open(real).read() + "\n__version__ = '9.9.9'\n")
+    r = cluster.run_on("pn2", ["mount", "--bind", str(other), real])  # pn2's torch is 9.9.9
+    assert r.returncode == 0, r.stderr
+    try:
+        run = wait_run(c, start_run(c, backend="cluster", schemas=["sentiment"],
+                                    trainer="hf-text-classification",
+                                    params=dict(PARAMS, model=tiny_bert)), timeout=400)
+    finally:
+        cluster.run_on("pn2", ["umount", real])
+    assert run["status"] == "error", run
+    assert run["error"].startswith(
+        "rank 1 of 2 on node pn2 failed: node pn2 runs Python %d.%d.%d, torch 9.9.9 but node pn1 "
+        "(rank 0) runs Python %d.%d.%d, torch %s: every node must have the same environment" % (
+            sys.version_info[:3] + sys.version_info[:3] + (torch.__version__,))), run["error"]
+    assert "traceback" not in run["error"]
     assert wait_no_ranks(cluster) == {n: [] for n in cluster.nodes}

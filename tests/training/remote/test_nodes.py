@@ -38,7 +38,7 @@ def test_a_job_over_two_nodes_asks_sbatch_for_them_and_tells_the_worker():
 def test_an_agents_nodes_that_are_not_a_count_are_one_node():
     # an agent's --slurm-config is read by the same from_dict: text and junk stay harmless
     assert settings(nodes="3").scheduler.node_count == 3
-    for junk in ("2; rm -rf ~", True, -2, "x"):
+    for junk in ("2; rm -rf ~", True, -2, "x", "²", 2.7, [2], "9" * 40):
         s = settings(nodes=junk)
         assert s.scheduler.node_count == 1
         assert "POTATO_NODES" not in slurm.job_script(s, "/j", "/c")
@@ -46,9 +46,10 @@ def test_an_agents_nodes_that_are_not_a_count_are_one_node():
 
 def test_the_rendezvous_port_comes_from_the_job_or_the_environment():
     assert nodes.port_for("4242", {}) == nodes.port_for("4242", {}) != nodes.port_for("4243", {})
-    assert all(1024 <= nodes.port_for(j, {}) <= 65535 for j in ("0", "99999999", "12_3"))
+    # below Linux's ephemeral ports (32768 on), where an outgoing connection could hold it
+    assert all(1024 <= nodes.port_for(j, {}) < 32768 for j in ("0", "99999999", "12_3", "²"))
     assert nodes.port_for("7", {nodes.PORT_ENV: "29555"}) == 29555
-    for bad in ("80", "x", "70000"):
+    for bad in ("80", "x", "70000", "²²²²²", "0029555000"):
         with pytest.raises(nodes.NodesError, match="POTATO_DDP_PORT is '%s'" % bad):
             nodes.port_for("7", {nodes.PORT_ENV: bad})
 
@@ -71,14 +72,21 @@ def test_the_layout_is_read_from_the_job():
         nodes.layout(1, env, lambda argv: (127, "", "no such command"))
 
 
+def test_the_tasks_slurm_gave_each_node():
+    assert nodes.tasks_per_node({"SLURM_TASKS_PER_NODE": "2(x3)"}) == 2
+    assert nodes.tasks_per_node({"SLURM_TASKS_PER_NODE": "4,2(x2)"}) == 2
+    assert nodes.tasks_per_node({"SLURM_TASKS_PER_NODE": "x"}) is None
+    assert nodes.tasks_per_node({}) is None
+
+
 def test_the_srun_step_starts_the_other_nodes_ranks():
     lay = nodes.Layout(["a", "b", "c"], 2, "9", 20009)
     argv = nodes.srun_argv(lay, ["py", "-m", "potato.training.remote.rank", "--rank-offset",
                                  "2"])
-    assert argv[:9] == ["srun", "--nodes=2", "--ntasks=4", "--ntasks-per-node=2",
-                        "--relative=1", "--kill-on-bad-exit=1", "--wait=60",
-                        "--job-name=potato-ranks", "--export=ALL"]
-    assert argv[9:] == ["py", "-m", "potato.training.remote.rank", "--rank-offset", "2"]
+    assert argv[:10] == ["srun", "--nodes=2", "--ntasks=4", "--ntasks-per-node=2",
+                         "--relative=1", "--kill-on-bad-exit=1", "--wait=60", "--overcommit",
+                         "--job-name=potato-ranks", "--export=ALL"]
+    assert argv[10:] == ["py", "-m", "potato.training.remote.rank", "--rank-offset", "2"]
 
 
 PARTITIONS = ("PartitionName=debug AllowGroups=ALL Default=YES MaxNodes=UNLIMITED TotalNodes=2 "

@@ -3,17 +3,13 @@
 
 On one node the rendezvous is a FileStore in the run's directory (private to the account: 0700),
 not a TCPStore: a TCP store has no authentication, so any local user could read, set or delete
-its keys (gloo's addresses among them). Across the nodes of a SLURM job (remote/nodes.py) it is a
-TCPStore on the first node, at a port derived from the job id: the ranks of other nodes can meet
-no other way (gloo and NCCL connect the nodes without authentication too; a multi-node job trusts
-its cluster's network). Those ranks are started by one ``srun`` step, whose output goes to
-``srun.out`` in the run's directory. Each child sets ``ready/<rank>`` once it has imported its
+its keys (gloo's addresses among them). Across the nodes of a SLURM job it is a TCPStore, and
+the other nodes' ranks are started by one srun step (launch_nodes.py). Each child sets ``ready/<rank>`` once it has imported its
 trainer;
 rank 0 polls for those keys, checking between polls for cancellation and for a child that has
 already died, so a rank that cannot even start fails the run at once with its own message.
 """
 
-import datetime
 import json
 import os
 import platform
@@ -22,29 +18,18 @@ import subprocess
 import sys
 import time
 
-from potato.training.remote import nodes, proc
+from potato.training.remote import proc
 from potato.training.remote import protocol
+from potato.training.remote.trainers import launch_nodes, rank_io
+from potato.training.remote.trainers.rank_io import (  # noqa: F401 (this module's API too)
+    CODE_ROOT, RANK_TRACEBACK, error_file, rank_argv)
 
-CODE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.dirname(os.path.abspath(__file__))))))
 FAILED_RANK_WAIT_S = 3.0  # after an error on rank 0: how long a failing child has to exit
 HARD_EXIT_AFTER_S = 20.0  # a child failed and rank 0 is stuck: exit (watch)
-RANK_TRACEBACK = "; its traceback is in the run's stderr"
 SUCCESS_EXIT_WAIT_S = 30.0  # after a successful run: how long the children have to exit
 STORE_FILE = "ddp.store"
-STEP_OUT = "srun.out"  # the output of the other nodes' ranks, relayed by srun
 STEP_STOP_S = 5.0  # srun passes a TERM on to its ranks; then it is killed
-ERROR_MARK = "POTATO-RANK-ERROR "  # a rank's failure on stderr (its error file may be unwritable)
 
-
-def rank_argv(python, spec_path, rank, world, backend, store_path, parent, error_file,
-              per_node=None):
-    """The command line of child rank ``rank`` (pure); ``per_node``: the ranks on each node of
-    a multi-node run."""
-    argv = [python, "-m", "potato.training.remote.rank", "--spec", spec_path,
-            "--rank", str(rank), "--world", str(world), "--backend", backend, "--store",
-            store_path, "--parent", str(parent), "--error-file", error_file]
-    return argv + (["--per-node", str(per_node)] if per_node else [])
 
 
 def rank_env(base, rank, world, per_node=None):
@@ -54,30 +39,6 @@ def rank_env(base, rank, world, per_node=None):
     env.update(RANK=str(rank), LOCAL_RANK=str(rank % (per_node or world)),
                WORLD_SIZE=str(world))
     return env
-
-
-def error_file(base, rank):
-    return os.path.join(base, "rank%d.error.json" % rank)
-
-
-def fingerprint():
-    """What must be the same on every node: Python's and torch's versions."""
-    try:
-        import torch
-        torch_version = torch.__version__
-    except ImportError:
-        torch_version = "none"
-    return "Python %d.%d.%d, torch %s" % (sys.version_info[:3] + (torch_version,))
-
-
-def mismatch_message(host, mine, first_host, theirs):
-    return ("node %s runs %s but node %s (rank 0) runs %s: every node must have the same "
-            "environment (job_python and prelude must give the same software on each)"
-            % (host, mine, first_host, theirs))
-
-
-def _timedelta(group):
-    return datetime.timedelta(seconds=group.timeout)
 
 
 def start_ranks(group):
@@ -101,7 +62,7 @@ def start_ranks(group):
         group.store = dist.FileStore(group.store_path, group.world)
         store_arg, local = group.store_path, group.world
     else:
-        store_arg, local = _tcp_store(group, lay), lay.per_node
+        store_arg, local = launch_nodes.tcp_store(group, lay), lay.per_node
     for rank in range(1, local):
         child = proc.spawn(rank_argv(sys.executable, spec_path, rank, group.world,
                                      group.backend, store_arg, os.getpid(),
@@ -109,90 +70,21 @@ def start_ranks(group):
                            new_session=False, env=rank_env(os.environ, rank, group.world, local),
                            stdin=subprocess.DEVNULL, stdout=2)  # stray prints: not events
         group.children.append((rank, child, error_file(base, rank)))
-    ctx.log("data-parallel: %d processes (%s backend); this worker is rank 0, ranks 1 on "
-            "are pids %s" % (group.world, group.backend,
-                             ", ".join(str(c.pid) for _, c, _ in group.children)))
+    ctx.log("data-parallel: %d processes (%s backend); this worker is rank 0%s" % (
+        group.world, group.backend, ", ranks 1 on are pids %s" % ", ".join(
+            str(c.pid) for _, c, _ in group.children) if group.children else ""))
     if lay is not None:
-        _start_step(group, lay, sys.executable, spec_path, store_arg, base)
+        launch_nodes.start_step(group, lay, sys.executable, spec_path, store_arg, base)
     if getattr(ctx, "owns_process", False):
         group.watcher = watch(group)
     started = time.monotonic()
     _rendezvous(group)
     dist.init_process_group(group.backend, store=group.store, rank=0, world_size=group.world,
-                            timeout=_timedelta(group))
+                            timeout=rank_io.timedelta(group))
     if lay is not None:
-        _report_nodes(group, lay)
+        launch_nodes.report_nodes(group, lay)
         ctx.log("all %d ranks met after %.1f s (the other nodes' ranks started, imported torch "
                 "and loaded the trainer)" % (group.world, time.monotonic() - started))
-
-
-def _tcp_store(group, lay):
-    """Rank 0's TCPStore for a multi-node run; the --store argument of the other ranks."""
-    import torch.distributed as dist
-
-    ctx = group.ctx
-    try:
-        ifname = nodes.choose_interface(lay, 0)
-        group.store = _tcp_server(dist, lay.port, group.world, _timedelta(group))
-    except nodes.NodesError as e:
-        raise ctx.RunFailure(str(e))
-    except (RuntimeError, OSError) as e:
-        raise ctx.RunFailure(
-            "rank 0 could not open the rendezvous port %d on %s (%s): another job on the node "
-            "may hold it; set %s in the backend's env to a free port" % (
-                lay.port, lay.master, str(e).splitlines()[0][:200], nodes.PORT_ENV))
-    group.store.set("env/0", fingerprint())
-    group.store.set("where/0", json.dumps([platform.node(),
-                                           os.environ.get("CUDA_VISIBLE_DEVICES", "")]))
-    ctx.log("multi-node: %d nodes (%s), %d rank(s) each; rendezvous at %s:%d; network "
-            "interface %s" % (len(lay.hosts), ", ".join(lay.hosts), lay.per_node, lay.master,
-                              lay.port, ifname or "chosen by %s" % group.backend))
-    return "tcp://%s:%d" % (lay.master, lay.port)
-
-
-def _tcp_server(dist, port, world, timeout):
-    """Rank 0's TCPStore server, on every interface of its node. Not the libuv server where
-    torch can choose: that one keeps a pipe pair open for the rest of the process."""
-    try:
-        return dist.TCPStore("0.0.0.0", port, world, True, timeout=timeout,
-                             wait_for_workers=False, use_libuv=False)
-    except TypeError:  # a torch without the choice
-        return dist.TCPStore("0.0.0.0", port, world, True, timeout=timeout,
-                             wait_for_workers=False)
-
-
-def _start_step(group, lay, python, spec_path, store_arg, base):
-    """The srun step that runs the ranks of the other nodes."""
-    argv = rank_argv(python, spec_path, 0, group.world, group.backend, store_arg, 0,
-                     os.path.join(base, "rank{rank}.error.json"), lay.per_node)
-    i = argv.index("--rank")
-    argv[i:i + 2] = ["--rank-offset", str(lay.per_node)]
-    step = nodes.srun_argv(lay, argv)
-    with open(os.path.join(base, STEP_OUT), "ab") as out:
-        child = proc.spawn(step, new_session=False,
-                           env=protocol.worker_env(os.environ, CODE_ROOT),
-                           stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
-    group.srun = child
-    group.children.append((lay.per_node, child, base))
-    ctx = group.ctx
-    ctx.log("started ranks %d to %d on %s with %s" % (
-        lay.per_node, group.world - 1, ", ".join(lay.hosts[1:]), proc.quoted(step[:9])))
-
-
-def _report_nodes(group, lay):
-    """The ``where`` event's nodes: every host and the GPUs each rank there uses."""
-    seen = {}
-    for rank in range(group.world):
-        try:
-            host, gpus = json.loads(group.store.get("where/%d" % rank).decode())
-        except Exception:  # a rank that said nothing: named without its GPUs
-            host, gpus = lay.hosts[rank // lay.per_node], ""
-        seen.setdefault(host, [])
-        if gpus and gpus not in seen[host]:
-            seen[host].append(gpus)
-    text = ", ".join("%s%s" % (h, " (GPUs %s)" % ",".join(g) if g else "")
-                     for h, g in seen.items())
-    group.ctx.emitter.emit("where", nodes=text[:400])
 
 
 def _rendezvous(group):
@@ -207,7 +99,9 @@ def _rendezvous(group):
         if time.monotonic() > deadline:
             raise ctx.RunFailure(
                 "the other ranks of this data-parallel run did not start within %g s (%s); see "
-                "the run's stderr" % (group.timeout, "POTATO_DDP_TIMEOUT_S"))
+                "the run's stderr%s" % (group.timeout, "POTATO_DDP_TIMEOUT_S",
+                                        " and %s (the other nodes')" % launch_nodes.STEP_OUT
+                                        if group.srun is not None else ""))
         time.sleep(0.2)
 
 
@@ -220,24 +114,24 @@ def join_ranks(group):
         host, port = where[len("tcp://"):].rsplit(":", 1)
         if group.rank >= group.per_node:  # the first node's ranks have rank 0's interface
             try:
-                nodes.choose_interface(nodes.Layout([host], group.per_node, "", int(port)),
+                launch_nodes.nodes.choose_interface(launch_nodes.nodes.Layout([host], group.per_node, "", int(port)),
                                        group.rank)
-            except nodes.NodesError as e:
+            except launch_nodes.nodes.NodesError as e:
                 raise group.ctx.RunFailure(str(e))
-        store = dist.TCPStore(host, int(port), group.world, False, timeout=_timedelta(group))
-        theirs, mine = store.get("env/0").decode(), fingerprint()
+        store = dist.TCPStore(host, int(port), group.world, False, timeout=rank_io.timedelta(group))
+        theirs, mine = store.get("env/0").decode(), launch_nodes.fingerprint()
         if theirs != mine:
-            raise group.ctx.RunFailure(mismatch_message(platform.node(), mine, host, theirs))
+            raise group.ctx.RunFailure(launch_nodes.mismatch_message(platform.node(), mine, host, theirs))
     else:
         store = dist.FileStore(where, group.world)
     store.set("where/%d" % group.rank, json.dumps(
         [platform.node(), os.environ.get("CUDA_VISIBLE_DEVICES", "")]))
     store.set("ready/%d" % group.rank, "1")
     dist.init_process_group(group.backend, store=store, rank=group.rank,
-                            world_size=group.world, timeout=_timedelta(group))
+                            world_size=group.world, timeout=rank_io.timedelta(group))
 
 
-def describe(group, rank, child, error_file):
+def describe(group, rank, child, written):
     """A sentence for a child that ended badly, or None while it runs or after it succeeded
     (the same sentence every time: the child's error file is read once). The srun step of a
     multi-node run is the child listed with its first rank and the run's directory."""
@@ -247,25 +141,15 @@ def describe(group, rank, child, error_file):
     with group.lock:
         if rank not in group.messages:
             if child is group.srun:
-                group.messages[rank] = _step_sentence(group, child, code, error_file)
+                group.messages[rank] = launch_nodes.step_sentence(group, child, code, written)
             else:
-                group.messages[rank] = _sentence(group, rank, child, code, error_file)
+                group.messages[rank] = _sentence(group, rank, child, code, written)
         return group.messages[rank]
 
 
-def _read_error(path):
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-        os.remove(path)
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) and data.get("message") else None
-
-
-def _sentence(group, rank, child, code, error_file):
+def _sentence(group, rank, child, code, path):
     who = "rank %d of %d (pid %d)" % (rank, group.world, child.pid)
-    data = _read_error(error_file)
+    data = rank_io.read_error(path)
     if data:
         text = "%s failed: %s%s" % (who, data["message"], RANK_TRACEBACK)
     elif code == -signal.SIGKILL:
@@ -273,32 +157,6 @@ def _sentence(group, rank, child, code, error_file):
     else:
         text = "%s ended: %s" % (who, protocol.describe_exit(code))
     return text
-
-
-def _step_sentence(group, child, code, base):
-    """Why the srun step of the other nodes' ranks ended: the first rank's error file (on the
-    shared run directory), else a rank's error line in srun.out, else srun's own last line."""
-    for rank in range(group.per_node, group.world):
-        data = _read_error(error_file(base, rank))
-        if data:
-            return "rank %d of %d on node %s failed: %s; its traceback is in %s" % (
-                rank, group.world, data.get("host") or "?", data["message"], STEP_OUT)
-    lines = []
-    try:
-        with open(os.path.join(base, STEP_OUT), "rb") as f:
-            f.seek(max(0, os.path.getsize(f.name) - 8192))
-            lines = [x.decode("utf-8", "replace").strip() for x in f.read().splitlines()]
-    except OSError:
-        pass
-    marked = [x.split(ERROR_MARK, 1)[1] for x in lines if ERROR_MARK in x]
-    if marked:
-        return "the ranks on the other nodes failed: %s" % marked[-1][:400]
-    if any("No module named" in x and "potato" in x for x in lines):
-        return ("the ranks on the other nodes could not import Potato's code from %s: "
-                "remote_dir must be on storage that every compute node shares" % CODE_ROOT)
-    last = next((x for x in reversed(lines) if x), "")
-    return "the srun step of ranks %d to %d ended (exit %s)%s; see %s in the run's directory" % (
-        group.per_node, group.world - 1, code, ": " + last[-300:] if last else "", STEP_OUT)
 
 
 def watch(group):
@@ -326,8 +184,8 @@ def watch(group):
 
 def _failures(group):
     out = []
-    for rank, child, error_file in group.children:
-        text = describe(group, rank, child, error_file)
+    for rank, child, written in group.children:
+        text = describe(group, rank, child, written)
         if text:
             out.append(text)
     return out

@@ -84,5 +84,5 @@ def test_a_rank_failing_on_the_other_node_ends_the_run_with_its_message(tmp_path
     message = [e for e in evs if e["type"] == "error"][-1]["message"]
     assert message.startswith("rank 1 of 2 on node %s failed: RuntimeError: injected fault in "
                               "rank 1 at step 2" % os.uname().nodename), message
-    assert message.endswith("its traceback is in srun.out")
+    assert message.endswith("its traceback is in the run's stderr")
     assert leaks.processes("remote.rank") == [] and leaks.processes("fakes/nodes/srun") == []
