@@ -96,8 +96,9 @@ class SlurmOptions(LoginOptions):
     mem: Optional[str] = key(text)
     cpus_per_task: Optional[str] = key(text)
     constraint: Optional[str] = key(text)
-    # a data-parallel run across this many nodes (remote/nodes.py), each running
-    # ntasks_per_node ranks (default: one per GPU the worker sees on the first node)
+    # a data-parallel run across this many nodes (remote/nodes.py); the ranks on each are the
+    # trainer's processes (one per GPU the worker sees on the first node); ntasks_per_node
+    # and gpus_per_node are what sbatch allocates for them
     nodes: Optional[int] = key(number(integer=True, minimum=1, maximum=1024))
     ntasks_per_node: Optional[int] = key(number(integer=True, minimum=1, maximum=64))
     gpus_per_node: Optional[str] = key(text)

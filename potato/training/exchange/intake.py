@@ -137,6 +137,8 @@ class RunEvents:
                                                 % event["epoch"] if "epoch" in event else ""))
         elif kind == "where":
             before = dict(self.placement)
+            if "host" in event:  # a worker (re)starting: an earlier attempt's nodes are gone
+                self.placement.pop("nodes", None)
             self.placement.update((k, v) for k, v in event.items() if k not in ("type", "t"))
             if self.placement != before:
                 fields = {"placement": self.placement}

@@ -166,9 +166,17 @@ def route_source(host, port):
         s.close()
 
 
+def route_device(host):
+    """The interface the kernel routes ``host`` through (``ip -o route get``), or None where
+    ``ip`` cannot say: it also finds an interface whose address is not its first."""
+    code, out, _ = _run(["ip", "-o", "route", "get", _address(host)])
+    words = out.split() if code == 0 else []
+    return words[words.index("dev") + 1] if "dev" in words[:-1] else None
+
+
 def interface_of(address):
-    """The name of this host's network interface that holds IPv4 ``address`` (Linux), or
-    None."""
+    """The name of this host's network interface whose first IPv4 address is ``address``
+    (Linux), or None."""
     try:
         import fcntl
     except ImportError:  # not Linux: gloo and NCCL choose for themselves
@@ -204,7 +212,7 @@ def choose_interface(lay, rank, environ=None):
                          "%s there): each node's /etc/hosts (or DNS) must give the other nodes "
                          "their network addresses" % (platform.node(), peer, peer,
                                                       _address(peer)))
-    name = interface_of(source)
+    name = route_device(peer) or interface_of(source)
     chosen = [v for v in IFNAME_VARS if not env.get(v)] if name else []
     for var in chosen:
         env[var] = name

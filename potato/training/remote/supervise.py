@@ -277,7 +277,8 @@ def explain(result, supervision=None):
         return "error", "the training process was killed (probably out of memory)"
     if result.error is not None:
         message = result.error.get("message") or "the worker reported an error"
-        if result.error.get("kind") == "other" and result.stderr_tail:
+        if result.error.get("kind") == "other" and result.stderr_tail and \
+                not result.error.get("complete"):  # a RunFailure's sentence is whole
             last = result.stderr_tail.strip().splitlines()[-1:]
             if last and last[0] not in message:
                 message += " (stderr: %s)" % last[0][:300]

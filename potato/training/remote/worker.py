@@ -105,8 +105,8 @@ def _fetch_url_media(ctx, base, emitter, info):
     return len(left)
 
 
-def _fail(emitter, code, message, kind):
-    emitter.emit("error", message=message, kind=kind)
+def _fail(emitter, code, message, kind, **fields):
+    emitter.emit("error", message=message, kind=kind, **fields)
     return code
 
 
@@ -205,8 +205,8 @@ def _train(ctx, spec, base, emitter):
         return _fail(emitter, events.EXIT_CANCELLED, "the run was cancelled", "cancelled")
     except BundleError as e:
         return _fail(emitter, events.EXIT_BAD_SPEC, str(e), "bad_spec")
-    except RunFailure as e:
-        return _fail(emitter, events.EXIT_OTHER, str(e), "other")
+    except RunFailure as e:  # a whole sentence: nothing from stderr is added to it
+        return _fail(emitter, events.EXIT_OTHER, str(e), "other", complete=True)
     except ImportError as e:
         return _import_failed(emitter, info, e, spec.get("python_fix"))
     except Exception as e:  # the worker's choke point: the detail goes to stderr

@@ -432,6 +432,9 @@ def _result_routes(app, manager, authorize) -> None:
         try:
             ctx.log("agent result: %s" % json.dumps({k: body.get(k) for k in (
                 "status", "error", "exit_code", "host", "python", "workdir")}))
+            if body.get("status") == "error" and body.get("stderr_tail"):  # as a local run's
+                ctx.log("worker stderr (last lines, on %s):\n%s" % (
+                    body.get("host") or "the host", body["stderr_tail"]))
         except OSError as e:  # the result is taken: only its line in run.log is lost
             if not diskfull.is_full(e):
                 raise

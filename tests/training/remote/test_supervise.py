@@ -370,6 +370,10 @@ def test_explain():
                             stderr_tail="Trace: x")) == ("error", "m Trace: x")
     assert sv.explain(_exit(1, error={"kind": "bad_spec", "message": "m"},
                             stderr_tail="t")) == ("error", "m")
+    # a worker's whole sentence (a RunFailure) gets nothing from stderr: its last line may be
+    # anything the run printed (another node's srun noise, a library's warning)
+    assert sv.explain(_exit(1, error={"kind": "other", "message": "m", "complete": True},
+                            stderr_tail="srun: Force Terminated")) == ("error", "m")
     assert sv.explain(_exit(1, error={"kind": "other", "message": "m"}, stderr_tail="  \n")) \
         == ("error", "m")
     assert sv.explain(_exit(1, error={"kind": "other", "message": "m"},

@@ -25,6 +25,7 @@ from potato.training.remote.trainers.rank_io import (  # noqa: F401 (this module
     CODE_ROOT, RANK_TRACEBACK, error_file, rank_argv)
 
 FAILED_RANK_WAIT_S = 3.0  # after an error on rank 0: how long a failing child has to exit
+FAILED_STEP_WAIT_S = 10.0  # the same across nodes: srun ends its step, and says why
 HARD_EXIT_AFTER_S = 20.0  # a child failed and rank 0 is stuck: exit (watch)
 SUCCESS_EXIT_WAIT_S = 30.0  # after a successful run: how long the children have to exit
 STORE_FILE = "ddp.store"
@@ -138,6 +139,12 @@ def describe(group, rank, child, written):
     code = child.poll()
     if code is None or code == 0:
         return None
+    return _described(group, rank, child, code, written)[0]
+
+
+def _described(group, rank, child, code, written):
+    """(sentence, secondary) for a child that ended badly, read once: secondary when all it
+    says is that a peer went away (another rank's failure is the cause)."""
     with group.lock:
         if rank not in group.messages:
             if child is group.srun:
@@ -151,12 +158,11 @@ def _sentence(group, rank, child, code, path):
     who = "rank %d of %d (pid %d)" % (rank, group.world, child.pid)
     data = rank_io.read_error(path)
     if data:
-        text = "%s failed: %s%s" % (who, data["message"], RANK_TRACEBACK)
-    elif code == -signal.SIGKILL:
-        text = "%s was killed (SIGKILL; out of memory, or stopped by hand)" % who
-    else:
-        text = "%s ended: %s" % (who, protocol.describe_exit(code))
-    return text
+        return ("%s failed: %s%s" % (who, data["message"], RANK_TRACEBACK),
+                rank_io.is_secondary(data))
+    if code == -signal.SIGKILL:
+        return "%s was killed (SIGKILL; out of memory, or stopped by hand)" % who, False
+    return "%s ended: %s" % (who, protocol.describe_exit(code)), False
 
 
 def watch(group):
@@ -183,12 +189,20 @@ def watch(group):
 
 
 def _failures(group):
+    """The sentences of the children that ended badly, causes first (a rank that only saw a
+    peer go away comes after the one that went)."""
     out = []
     for rank, child, written in group.children:
-        text = describe(group, rank, child, written)
-        if text:
-            out.append(text)
-    return out
+        code = child.poll()
+        if code is not None and code != 0:
+            out.append(_described(group, rank, child, code, written))
+    return [text for text, _ in sorted(out, key=lambda f: f[1])]
+
+
+def _causes(group):
+    """Whether a child failed of its own accord (not only because a peer went away)."""
+    return any(not _described(group, r, c, c.poll(), w)[1] for r, c, w in group.children
+               if c.poll() not in (None, 0))
 
 
 def _wait(group, seconds):
@@ -197,7 +211,9 @@ def _wait(group, seconds):
     while True:
         failures = _failures(group)
         running = [c for _, c, _ in group.children if c.poll() is None]
-        if failures or not running or time.monotonic() > deadline:
+        # a rank that only lost its peer: the one that failed may still be ending
+        if (failures and (_causes(group) or not running)) or not running or \
+                time.monotonic() > deadline:
             return failures, running
         time.sleep(0.1)
 
@@ -237,8 +253,11 @@ def finish(group, exc):
         if group.is_main and group.children:
             cancelled = ctx.cancelled or isinstance(exc, ctx.Cancelled)
             seconds = min(group.timeout, SUCCESS_EXIT_WAIT_S) if exc is None else (
-                0 if cancelled else FAILED_RANK_WAIT_S)
+                0 if cancelled else FAILED_RANK_WAIT_S if group.srun is None
+                else FAILED_STEP_WAIT_S)
             failures, running = _wait(group, seconds)
+            if exc is not None or failures:
+                launch_nodes.dump_output(group)  # the other nodes' last words, on a failure
             if exc is None and running:
                 ctx.log("rank(s) %s did not exit after training; stopped" % ", ".join(
                     str(r) for r, c, _ in group.children if c in running), "warning")

@@ -52,10 +52,15 @@ def tcp_store(group, lay):
     except nodes.NodesError as e:
         raise ctx.RunFailure(str(e))
     except (RuntimeError, OSError) as e:
+        why = str(e).splitlines()[0][:300] if str(e) else type(e).__name__
+        if os.environ.get(nodes.PORT_ENV):
+            raise ctx.RunFailure(
+                "rank 0 could not open the rendezvous port %d (%s) on %s (%s): choose another "
+                "port there" % (lay.port, nodes.PORT_ENV, lay.master, why))
         raise ctx.RunFailure(
             "rank 0 could not open the rendezvous port %d on %s (%s): another job on the node "
             "may hold it; set %s in the backend's env to a free port" % (
-                lay.port, lay.master, str(e).splitlines()[0][:200], nodes.PORT_ENV))
+                lay.port, lay.master, why, nodes.PORT_ENV))
     group.store.set("env/0", fingerprint())
     group.store.set("where/0", json.dumps([platform.node(),
                                            os.environ.get("CUDA_VISIBLE_DEVICES", "")]))
@@ -67,6 +72,11 @@ def tcp_store(group, lay):
         ctx.log("this job has %d task(s) per node but runs %d ranks on each (processes, or one "
                 "per GPU): they share the CPUs SLURM gave the job; set the backend's "
                 "ntasks_per_node to %d" % (tasks, lay.per_node, lay.per_node), "warning")
+    elif tasks is not None and tasks > lay.per_node:
+        ctx.log("this job has %d tasks per node but runs %d rank(s) on each (the trainer's "
+                "processes, or one per GPU): the rest of the allocation is idle; set processes "
+                "to %d, or ntasks_per_node to %d" % (tasks, lay.per_node, tasks, lay.per_node),
+                "warning")
     return "tcp://%s:%d" % (lay.master, lay.port)
 
 
@@ -99,7 +109,7 @@ def start_step(group, lay, python, spec_path, store_arg, base):
         raise group.ctx.RunFailure("%s could not start srun for the ranks of the other nodes "
                                    "(%s): a multi-node run needs SLURM's srun on the compute "
                                    "nodes' PATH" % (platform.node(), e.__cause__ or e))
-    group.srun = child
+    group.srun, group.srun_base = child, base
     group.children.append((lay.per_node, child, base))
     ctx = group.ctx
     ctx.log("started ranks %d to %d on %s with %s" % (
@@ -127,41 +137,69 @@ def report_nodes(group, lay):
 
 
 def step_sentence(group, child, code, base):
-    """Why the srun step of the other nodes' ranks ended: a rank's error file (on the shared run
-    directory), else a rank's marked error line or srun's word on a task in srun.out, else
-    srun's own last line. The end of srun.out goes to the run's stderr."""
+    """(sentence, secondary) for the srun step of the other nodes' ranks that ended badly.
+    The cause comes first: a rank that failed of its own accord (its error file on the shared
+    run directory, or its marked line in srun.out), else a rank srun says was killed, else a
+    rank that said nothing while the others only lost their peers; a rank that only lost a
+    peer is the last resort (secondary). The end of srun.out goes to the run's stderr."""
     lines = tail_lines(os.path.join(base, STEP_OUT))
-    if lines:
-        sys.stderr.write("-- the end of %s (the other nodes' ranks) --\n%s\n" % (
-            STEP_OUT, "\n".join(lines[-40:])))
-        sys.stderr.flush()
+    dump_output(group, lines)
+    said = {}
     for rank in range(group.per_node, group.world):
         data = rank_io.read_error(rank_io.error_file(base, rank))
         if data:
-            return rank_failed(group, rank, data)
-    for line in reversed(lines):
+            said[rank] = data
+    for line in lines:
         if rank_io.ERROR_MARK in line:
             try:
                 data = json.loads(line.split(rank_io.ERROR_MARK, 1)[1])
-                return rank_failed(group, int(data.get("rank")), data)
-            except (ValueError, TypeError, AttributeError):
+                said.setdefault(int(data["rank"]), data)
+            except (ValueError, TypeError, KeyError):
                 continue
-    for line in lines:  # srun's own word on a task: "srun: error: pn2: task 0: Killed"
+    causes = [r for r in sorted(said) if not rank_io.is_secondary(said[r])]
+    if causes:
+        return rank_failed(group, causes[0], said[causes[0]]), False
+    for line in lines:  # srun's own word on a task: "srun: error: pn2: task 1: Killed"
         m = SRUN_TASK.search(line)
-        if m:
-            rank = group.per_node + int(m.group(2))
-            killed = "Killed" in m.group(3)
-            return "rank %d of %d on node %s %s" % (
-                rank, group.world, m.group(1), "was killed (SIGKILL; out of memory, or "
-                "stopped by hand)" if killed else "ended: %s" % m.group(3).strip()[:200])
+        rank = group.per_node + int(m.group(2)) if m else None
+        if m and rank not in said and "Killed" in m.group(3):
+            return "rank %d of %d on node %s was killed (SIGKILL; out of memory, or stopped " \
+                   "by hand)" % (rank, group.world, m.group(1)), False
+    silent = [r for r in range(group.per_node, group.world) if r not in said]
+    if said and silent:
+        return "rank %d of %d on node %s ended without saying why (killed: out of memory, or " \
+               "stopped by hand?) and the others lost it" % (
+                   silent[0], group.world, host_of(group, silent[0])), False
+    if said:
+        first = min(said)
+        return rank_failed(group, first, said[first]), True
     if any("No module named" in x and "potato" in x for x in lines):
         return ("the ranks on the other nodes could not import Potato's code from %s: remote_dir "
-                "must be on storage that every compute node shares" % rank_io.CODE_ROOT)
+                "must be on storage that every compute node shares" % rank_io.CODE_ROOT), False
     first, last = group.per_node, group.world - 1
-    said = next((x for x in reversed(lines) if x), "")
+    word = next((x for x in reversed(lines) if x), "")
     return "the srun step of %s ended (exit %s)%s; its output is in the run's stderr" % (
         "rank %d" % first if first == last else "ranks %d to %d" % (first, last), code,
-        ": " + said[-300:] if said else "")
+        ": " + word[-300:] if word else ""), False
+
+
+def host_of(group, rank):
+    lay = group.layout
+    return lay.hosts[rank // lay.per_node] if lay is not None else "?"
+
+
+def dump_output(group, lines=None):
+    """The end of srun.out to the run's stderr, once (the job directory may not outlive the
+    run: the agent sends the stderr's end to the server's run log)."""
+    if group.srun_dumped or group.srun is None:
+        return
+    group.srun_dumped = True
+    if lines is None:
+        lines = tail_lines(os.path.join(group.srun_base, STEP_OUT))
+    if lines:
+        sys.stderr.write("%s\n-- above: the end of %s (the other nodes' ranks) --\n" % (
+            "\n".join(lines[-15:]), STEP_OUT))
+        sys.stderr.flush()
 
 
 def tail_lines(path, size=8192):

@@ -171,6 +171,7 @@ class Group:
                          else dist.get("per_node") or world)
         self.local_rank = dist.get("local_rank", rank % self.per_node)
         self.srun = None  # rank 0 of a multi-node run: the srun step of the other nodes
+        self.srun_base, self.srun_dumped = None, False  # its directory; its output shown
         self.chosen_ifname = []  # rank 0: the interface variables it set (launch_nodes.py)
         self.timeout = _timeout_s()
         self.children = []  # rank 0: [(rank, Popen, error file)]

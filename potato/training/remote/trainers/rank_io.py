@@ -6,10 +6,15 @@ library; launch.py, launch_nodes.py and rank.py share it."""
 import datetime
 import json
 import os
+import re
 
 CODE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.dirname(os.path.abspath(__file__))))))
 RANK_TRACEBACK = "; its traceback is in the run's stderr"
+# What a rank says when another rank went away (its failure is a consequence, not the cause)
+PEER_GONE = re.compile(r"Connection (reset|closed) by peer|Broken pipe|pair\.cc|"
+                       r"NCCL communicator was aborted|ProcessGroupNCCL.*(aborted|watchdog)",
+                       re.IGNORECASE)
 ERROR_MARK = "POTATO-RANK-ERROR "  # a rank's failure on stderr (its error file may be unwritable)
 
 
@@ -42,3 +47,8 @@ def read_error(path):
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) and data.get("message") else None
+
+
+def is_secondary(data):
+    """Whether a failed rank's report (``read_error``'s dict) only says that a peer went away."""
+    return bool(PEER_GONE.search(str(data.get("message") or "")))
