@@ -51,6 +51,16 @@ def descendants(root: int = None) -> List[int]:
     return sorted(out)
 
 
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie does not)."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2:].split()[0] != b"Z"
+
+
 def processes(pattern: str, root: int = None) -> List[str]:
     """``"pid cmdline"`` of ``root``'s descendants whose command line contains ``pattern``."""
     return ["%d %s" % (pid, cmdline(pid)) for pid in descendants(root)

@@ -57,6 +57,7 @@ import subprocess
 import sys
 import time
 
+from tests import leaks
 from tests.sshd import free_port
 
 TOOLS = ("slurmctld", "slurmd", "slurmstepd", "sinfo", "scontrol", "srun", "munged", "nsenter",
@@ -130,15 +131,6 @@ def _child_of(ppid, timeout=10):
                     return int(name)
         time.sleep(0.05)
     return None
-
-
-def _alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid, "rb") as f:
-            stat = f.read()
-    except OSError:
-        return False
-    return stat[stat.rfind(b")") + 2:].split()[0] != b"Z"
 
 
 def _kill(pid, sig):
@@ -230,7 +222,7 @@ class Cluster:
         if _ip("link", "show", self.bridge, check=False).returncode == 0:
             _ip("link", "delete", self.bridge, check=False)
         deadline = time.time() + 10
-        while any(_alive(p) for p in self.pids()) and time.time() < deadline:
+        while any(leaks.alive(p) for p in self.pids()) and time.time() < deadline:
             time.sleep(0.1)
         self._stopped = True
 

@@ -95,6 +95,28 @@ def project(tmp_path, cluster, shared, n=240, **keys):
     return str(cfg)
 
 
+def hf_run(c, tiny_bert, timeout=400, **params):
+    """A finished hf-text-classification run on the cluster backend, with PARAMS and
+    ``params``."""
+    return wait_run(c, hf_start(c, tiny_bert, **params), timeout=timeout)
+
+
+def hf_start(c, tiny_bert, **params):
+    return start_run(c, backend="cluster", schemas=["sentiment"],
+                     trainer="hf-text-classification",
+                     params=dict(PARAMS, model=tiny_bert, **params))
+
+
+def run_with(c, cluster, tiny_bert, change, undo):
+    """A run while pn2 alone has ``change`` (a command run in its namespaces), undone after."""
+    r = cluster.run_on("pn2", change)
+    assert r.returncode == 0, r.stderr
+    try:
+        return hf_run(c, tiny_bert)
+    finally:
+        cluster.run_on("pn2", undo)
+
+
 def log_of(c, run_id):
     return c.get(f"/admin/training/api/runs/{run_id}/log", headers=H).text
 
@@ -120,16 +142,12 @@ def test_two_nodes_train_as_one_node_does(tmp_path, serve, login, tiny_bert):
     cluster, shared = login
     _, url = serve(project(tmp_path / "one", cluster, shared))
     c = Client(url)
-    one = wait_run(c, start_run(c, backend="cluster", schemas=["sentiment"],
-                                trainer="hf-text-classification",
-                                params=dict(PARAMS, model=tiny_bert)), timeout=400)
+    one = hf_run(c, tiny_bert)
     assert one["status"] == "success", (one["error"], log_of(c, one["run_id"])[-3000:])
 
     _, url = serve(project(tmp_path / "two", cluster, shared, nodes=2))
     c = Client(url)
-    run = wait_run(c, start_run(c, backend="cluster", schemas=["sentiment"],
-                                trainer="hf-text-classification",
-                                params=dict(PARAMS, model=tiny_bert)), timeout=400)
+    run = hf_run(c, tiny_bert)
     log = log_of(c, run["run_id"])
     assert run["status"] == "success", (run["error"], log[-4000:])
     job = log.split("Submitted SLURM job ")[1].split()[0]
@@ -154,9 +172,7 @@ def test_cancel_ends_every_rank_on_every_node(tmp_path, serve, login, tiny_bert)
     cluster, shared = login
     _, url = serve(project(tmp_path, cluster, shared, nodes=2))
     c = Client(url)
-    run_id = start_run(c, backend="cluster", schemas=["sentiment"],
-                       trainer="hf-text-classification",
-                       params=dict(PARAMS, model=tiny_bert, epochs=100))
+    run_id = hf_start(c, tiny_bert, epochs=100)
     deadline = time.time() + 300
     while not all(ranks_on(cluster).values()) or "multi-node:" not in log_of(c, run_id):
         assert time.time() < deadline, (ranks_on(cluster), log_of(c, run_id)[-2000:])
@@ -175,9 +191,7 @@ def test_a_node_set_down_ends_the_run_on_every_node(tmp_path, serve, login, tiny
     cluster, shared = login
     _, url = serve(project(tmp_path, cluster, shared, nodes=2))
     c = Client(url)
-    run_id = start_run(c, backend="cluster", schemas=["sentiment"],
-                       trainer="hf-text-classification",
-                       params=dict(PARAMS, model=tiny_bert, epochs=100))
+    run_id = hf_start(c, tiny_bert, epochs=100)
     deadline = time.time() + 300
     while "multi-node:" not in log_of(c, run_id):
         assert time.time() < deadline, log_of(c, run_id)[-2000:]
@@ -219,9 +233,7 @@ def test_the_time_limit_ends_every_rank_on_every_node(tmp_path, serve, login, ti
     _, url = serve(project(tmp_path, cluster, shared, n=2400, nodes=2, time="1",
                            poll_interval_s=2))
     c = Client(url)
-    run_id = start_run(c, backend="cluster", schemas=["sentiment"],
-                       trainer="hf-text-classification",
-                       params=dict(PARAMS, model=tiny_bert, epochs=100))
+    run_id = hf_start(c, tiny_bert, epochs=100)
     run = wait_run(c, run_id, timeout=300)
     assert run["status"] == "error", run
     assert "ended before the worker finished: it reached its time limit" in run["error"], \
@@ -246,10 +258,7 @@ def test_each_node_uses_its_own_interface_and_ranks_per_node_need_no_ntasks(tmp_
     c = Client(url)
     _rename(cluster, "pn2", cluster.ifname, "eth7")
     try:
-        run = wait_run(c, start_run(c, backend="cluster", schemas=["sentiment"],
-                                    trainer="hf-text-classification",
-                                    params=dict(PARAMS, model=tiny_bert, processes=2)),
-                       timeout=400)
+        run = hf_run(c, tiny_bert, processes=2)
     finally:
         _rename(cluster, "pn2", "eth7", cluster.ifname)
     log = log_of(c, run["run_id"])
@@ -268,10 +277,7 @@ def test_a_rank_killed_on_the_other_node_is_named(tmp_path, serve, login, tiny_b
            "POTATO_TEST_RANK_FAULT": "3:3:kill"}
     _, url = serve(project(tmp_path, cluster, shared, nodes=2, env=env))
     c = Client(url)
-    run = wait_run(c, start_run(c, backend="cluster", schemas=["sentiment"],
-                                trainer="hf-text-classification",
-                                params=dict(PARAMS, model=tiny_bert, epochs=50, processes=2)),
-                   timeout=400)
+    run = hf_run(c, tiny_bert, epochs=50, processes=2)
     assert run["status"] == "error", run
     assert run["error"] in (
         "rank 3 of 4 on node pn2 was killed (SIGKILL; out of memory, or stopped by hand)",
@@ -288,14 +294,8 @@ def test_a_node_that_does_not_share_the_run_directory_says_so(tmp_path, serve, l
     _, url = serve(project(tmp_path, cluster, shared, nodes=2))
     c = Client(url)
     # pn2 alone sees an empty directory where remote_dir is (its own mount namespace)
-    r = cluster.run_on("pn2", ["mount", "-t", "tmpfs", "tmpfs", shared])
-    assert r.returncode == 0, r.stderr
-    try:
-        run = wait_run(c, start_run(c, backend="cluster", schemas=["sentiment"],
-                                    trainer="hf-text-classification",
-                                    params=dict(PARAMS, model=tiny_bert)), timeout=400)
-    finally:
-        cluster.run_on("pn2", ["umount", shared])
+    run = run_with(c, cluster, tiny_bert, ["mount", "-t", "tmpfs", "tmpfs", shared],
+                   ["umount", shared])
     assert run["status"] == "error", run
     assert run["error"].startswith(
         "rank 1 of 2 on node pn2 failed: node pn2 does not see the run's directory %s/jobs/"
@@ -314,14 +314,9 @@ def test_nodes_with_different_software_fail_before_training(tmp_path, serve, log
     real = os.path.join(os.path.dirname(torch.__file__), "version.py")
     other = tmp_path / "version.py"
     other.write_text(open(real).read() + "\n__version__ = '9.9.9'\n")
-    r = cluster.run_on("pn2", ["mount", "--bind", str(other), real])  # pn2's torch is 9.9.9
-    assert r.returncode == 0, r.stderr
-    try:
-        run = wait_run(c, start_run(c, backend="cluster", schemas=["sentiment"],
-                                    trainer="hf-text-classification",
-                                    params=dict(PARAMS, model=tiny_bert)), timeout=400)
-    finally:
-        cluster.run_on("pn2", ["umount", real])
+    # pn2's torch says 9.9.9
+    run = run_with(c, cluster, tiny_bert, ["mount", "--bind", str(other), real],
+                   ["umount", real])
     assert run["status"] == "error", run
     assert run["error"].startswith(
         "rank 1 of 2 on node pn2 failed: node pn2 runs Python %d.%d.%d, torch 9.9.9 but node pn1 "

@@ -186,18 +186,11 @@ def test_ranks_die_with_a_killed_worker(tmp_path, tiny_bert):
         p.wait()
         p.stdout.close()
     deadline = time.monotonic() + 15
-    while _alive(ranks[0]) and time.monotonic() < deadline:
+    while leaks.alive(ranks[0]) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not _alive(ranks[0])
+    assert not leaks.alive(ranks[0])
 
 
-def _alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid, "rb") as f:
-            stat = f.read()
-    except OSError:
-        return False
-    return stat[stat.rfind(b")") + 2:].split()[0] != b"Z"
 
 
 @pytest.mark.parametrize("how", ["cancel", "wall_clock"])
