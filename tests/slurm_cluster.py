@@ -6,7 +6,7 @@ name), mount (its own ``/etc/hosts``, bind-mounted, naming every node and the co
 machine's ``/etc/hosts`` is never touched; its own ``/proc``) and PID (so ``ps`` on a node shows
 that node's processes only, and killing the node's init ends every job process on it). munge is
 shared (``tests.slurmd._munge``). No accounting database; files live in one directory. The
-slurm.conf style is that of ``tests/slurmd.py``.
+slurm.conf shares ``tests/slurmd.py``'s common lines (``slurmd.COMMON``).
 
 API::
 
@@ -57,7 +57,7 @@ import subprocess
 import sys
 import time
 
-from tests import leaks
+from tests import leaks, slurmd
 from tests.sshd import free_port
 
 TOOLS = ("slurmctld", "slurmd", "slurmstepd", "sinfo", "scontrol", "srun", "munged", "nsenter",
@@ -264,18 +264,8 @@ ClusterName=potato-two
 SlurmctldHost={ctl_host}({self.ctl_addr})
 SlurmctldPort={free_port()}
 SlurmdPort=6818
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
 SlurmdParameters=config_overrides
-ReturnToService=2
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-StateSaveLocation={d}/state
+{slurmd.COMMON}StateSaveLocation={d}/state
 SlurmdSpoolDir={d}/spool/%n
 SlurmctldPidFile={d}/slurmctld.pid
 SlurmdPidFile={d}/spool/%n/slurmd.pid
@@ -318,8 +308,7 @@ def start(d, nodes=2, cpus=1, max_nodes=None, timeout=90):
     ok, why = available()
     if not ok:
         raise RuntimeError(why)
-    from tests.slurmd import _munge
-    _munge()
+    slurmd._munge()
     c = Cluster(d, "%04x" % random.getrandbits(16), _free_subnet())
     d.mkdir(parents=True, exist_ok=True)
     init = d / "node_init.py"

@@ -31,6 +31,21 @@ def _munge():
                    check=True)
 
 
+# The slurm.conf lines every test cluster shares: root daemons, munge, no cgroups, no
+# accounting database (as on many real clusters); tests/slurm_cluster.py uses them too.
+COMMON = """SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+ReturnToService=2
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+"""
+
+
 def start(d):
     """Start munge (if needed), slurmctld and slurmd with state in ``d``; returns slurm.conf."""
     _munge()
@@ -43,17 +58,7 @@ ClusterName=potato-test
 SlurmctldHost={host}
 SlurmctldPort={free_port()}
 SlurmdPort={free_port()}
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-ReturnToService=2
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-StateSaveLocation={d}/state
+{COMMON}StateSaveLocation={d}/state
 SlurmdSpoolDir={d}/spool
 SlurmctldPidFile={d}/slurmctld.pid
 SlurmdPidFile={d}/slurmd.pid

@@ -117,6 +117,18 @@ def run_with(c, cluster, tiny_bert, change, undo):
         cluster.run_on("pn2", undo)
 
 
+def training_on_both(c, cluster, tiny_bert):
+    """A long run, once its ranks train on both nodes: its id."""
+    run_id = hf_start(c, tiny_bert, epochs=100)
+    deadline = time.time() + 300
+    while not all(ranks_on(cluster).values()) or "multi-node:" not in log_of(c, run_id):
+        assert time.time() < deadline, (ranks_on(cluster), log_of(c, run_id)[-2000:])
+        assert wait_run(c, run_id, until=("running", "success", "error", "cancelled"))[
+            "status"] in ("running", "queued")
+        time.sleep(0.5)
+    return run_id
+
+
 def log_of(c, run_id):
     return c.get(f"/admin/training/api/runs/{run_id}/log", headers=H).text
 
@@ -172,13 +184,7 @@ def test_cancel_ends_every_rank_on_every_node(tmp_path, serve, login, tiny_bert)
     cluster, shared = login
     _, url = serve(project(tmp_path, cluster, shared, nodes=2))
     c = Client(url)
-    run_id = hf_start(c, tiny_bert, epochs=100)
-    deadline = time.time() + 300
-    while not all(ranks_on(cluster).values()) or "multi-node:" not in log_of(c, run_id):
-        assert time.time() < deadline, (ranks_on(cluster), log_of(c, run_id)[-2000:])
-        assert wait_run(c, run_id, until=("running", "success", "error", "cancelled"))[
-            "status"] in ("running", "queued")
-        time.sleep(0.5)
+    run_id = training_on_both(c, cluster, tiny_bert)
     c.json("POST", f"/admin/training/api/runs/{run_id}/cancel", headers=H)
     run = wait_run(c, run_id, timeout=120)
     assert run["status"] == "cancelled", (run, log_of(c, run_id)[-2000:])
@@ -191,11 +197,7 @@ def test_a_node_set_down_ends_the_run_on_every_node(tmp_path, serve, login, tiny
     cluster, shared = login
     _, url = serve(project(tmp_path, cluster, shared, nodes=2))
     c = Client(url)
-    run_id = hf_start(c, tiny_bert, epochs=100)
-    deadline = time.time() + 300
-    while "multi-node:" not in log_of(c, run_id):
-        assert time.time() < deadline, log_of(c, run_id)[-2000:]
-        time.sleep(0.5)
+    run_id = training_on_both(c, cluster, tiny_bert)
     try:
         cluster.set_down("pn2", "potato test")
         run = wait_run(c, run_id, timeout=180)
