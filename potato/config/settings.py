@@ -38,6 +38,7 @@ class ItemProperties:
     text_key: str = "text"
     image_key: Optional[str] = None  # the item field naming its image (potato/project/media.py)
     audio_key: Optional[str] = None  # the item field naming its audio file
+    video_key: Optional[str] = None  # the item field naming its video file
 
 
 @dataclass
@@ -185,14 +186,13 @@ def load(path: str) -> Tuple[Config, List[Problem], List[Problem]]:
         cfg.data_encodings[cfg.data_files[-1]] = encoding
     cfg.media_directory = resolve(r.text(top, "media_directory", (), "."))
     ip = r.mapping(top.get("item_properties"), ("item_properties",),
-                   ("id_key", "text_key", "image_key", "audio_key", "kwargs"), "item_properties")
+                   ("id_key", "text_key", "image_key", "audio_key", "video_key", "kwargs"),
+                   "item_properties")
     r.text_list(ip, "kwargs", ("item_properties",))  # upstream's template fields: no effect
-    d = ItemProperties()  # the defaults
-    cfg.item_properties = ItemProperties(
-        r.text(ip, "id_key", ("item_properties",), d.id_key),
-        r.text(ip, "text_key", ("item_properties",), d.text_key),
-        r.text(ip, "image_key", ("item_properties",), d.image_key, numbers_ok=False),
-        r.text(ip, "audio_key", ("item_properties",), d.audio_key, numbers_ok=False))
+    d = ItemProperties()  # the defaults; a media key is a field name, never a number
+    cfg.item_properties = ItemProperties(*(
+        r.text(ip, k, ("item_properties",), getattr(d, k), numbers_ok=k in ("id_key", "text_key"))
+        for k in ("id_key", "text_key", "image_key", "audio_key", "video_key")))
     _display_media_keys(r, cfg)
     cfg.schemes = parse_schemes(r, top.get("annotation_schemes"), upstream.blockers)
     if drawn_on(cfg.schemes) is not None and not cfg.item_properties.image_key:  # upstream's

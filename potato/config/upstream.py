@@ -206,9 +206,9 @@ def _limit(r: Reader, m: Dict[str, Any], key: str) -> Optional[int]:
     return value if value and value > 0 else None
 
 
-DISPLAY_TYPES = ("text", "dialogue", "spreadsheet", "image", "audio")
-MEDIA_FIELDS = ("image", "audio")  # shown from the media folder or a URL (potato/project/media.py)
-MEDIA_TYPES = ("video", "pdf", "document", "gallery", "audio_dialogue")  # not shown here
+DISPLAY_TYPES = ("text", "dialogue", "spreadsheet", "image", "audio", "video")
+MEDIA_FIELDS = ("image", "audio", "video")  # shown from the media folder or a URL (potato/project/media.py)
+MEDIA_TYPES = ("pdf", "document", "gallery", "audio_dialogue")  # not shown here
 
 
 def _display(r: Reader, raw: Any, blockers: Dict[str, int]) -> List[DisplayField]:
@@ -243,8 +243,8 @@ def _display(r: Reader, raw: Any, blockers: Dict[str, int]) -> List[DisplayField
             blockers[what] = blockers.get(what, 0) + 1
         if kind in MEDIA_TYPES:
             r.error(p + ("type",), f"{dotted(p + ('type',))} is {kind} (field {key!r}): only "
-                                  f"image and audio media are shown here. Remove the field, "
-                                  f"or show a still image (type: image) instead.")
+                                  f"image, audio and video media are shown here. Remove the "
+                                  f"field, or show a still image (type: image) instead.")
         elif kind not in DISPLAY_TYPES:
             r.error(p + ("type",), f"{dotted(p + ('type',))} is {kind!r} (field {key!r}), which "
                                   f"is not implemented here (traces, code, a pairwise "

@@ -213,7 +213,9 @@ POLICY: Dict[str, Policy] = {
     "data_directory_encoding": _acc("the encoding of data_directory (data_directory itself "
                                     "is refused on its own)"),
     **{k: _acc(_LOGS) for k in ("debug_log", "server_debug", "verbose", "very_verbose")},
-    "default_video_fps": _acc("video settings (a video field is refused on its own)"),
+    "default_video_fps": _acc("the frame rate of upstream's video annotation tools (a video "
+                              "field plays in the browser's own player here; a "
+                              "video_annotation scheme is refused on its own)"),
     "item_store": _acc("upstream's item storage backend (items here are read from "
                        "data_files)"),
     **{k: _acc(_PUBLISH) for k in ("publish", "dataset_metadata", "huggingface_backup")},

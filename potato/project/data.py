@@ -1,7 +1,7 @@
 """Read the project's items from its data files: JSON (a list of objects), JSON Lines (also
 inside a ``.json`` file, as upstream Potato allows), CSV and TSV (a header row naming the
 columns, ``id_key`` and ``text_key`` among them; ``text_key`` may be left out when items
-name an image or audio file), each in its ``data_files`` encoding.
+name an image, audio or video file), each in its ``data_files`` encoding.
 
 Every problem is a ``DataError`` that names the file and the line (JSON Lines, CSV, TSV) or the
 position in the list (a JSON array), so ``potato start`` can say exactly what to fix.
@@ -118,14 +118,15 @@ def _table(path: str, text: str, delimiter: str, keys: Tuple[str, ...]):
 def load_items(cfg: Config) -> List[Item]:
     """All items of the project's data files, in order. Raises DataError.
 
-    An item that names an image or audio file (``image_key`` / ``audio_key``) may have no
-    text: its text is then "" (every other item needs its ``text_key``). An item whose
+    An item that names an image, audio or video file (``image_key`` / ``audio_key`` /
+    ``video_key``) may have no text: its text is then "" (every other item needs its
+    ``text_key``). An item whose
     ``text_key`` is a list a scheme reads (``Kind.item_fields``: pairwise's responses) has
     them as its text, lettered "A. ", "B. " ..., one paragraph each, as upstream's
     list_as_text shows them (exports carry it). Each scheme checks the fields it reads
     (``Kind.check_item``)."""
     id_key, text_key = cfg.item_properties.id_key, cfg.item_properties.text_key
-    with_media = bool(cfg.item_properties.image_key or cfg.item_properties.audio_key)
+    with_media = bool(media.keys(cfg))
     kinds = [s.kind for s in cfg.schemes if s.kind is not None]
     # a field a scheme reads (pairwise's list of responses) may be the text_key: no text then
     read = {f for k in kinds for f in k.item_fields()}
@@ -161,7 +162,7 @@ def load_items(cfg: Config) -> List[Item]:
                                         f"a field that holds the item's text.")
                     raise DataError(f"{where}: item {item_id!r} has no {text_key!r} text "
                                     f"(item_properties.text_key)"
-                                    + (" and no image or audio." if with_media else "."))
+                                    + (" and no image, audio or video." if with_media else "."))
                 text = ""
             if item_id in seen:
                 raise DataError(f"{where}: duplicate id {item_id!r}; it was first seen at "

@@ -1,10 +1,11 @@
 """What the annotate page shows of an item besides the schemes: the task's instructions and
 codebook link (upstream's ``task_description`` / ``annotation_instructions`` /
 ``annotation_codebook_url``), and upstream's ``instance_display`` fields of type text, dialogue
-(a list of turns with speakers) and spreadsheet (a small table); and the item's image or audio
-(``item_properties.image_key`` / ``audio_key``, or upstream's image and audio fields): the
-image scaled to fit (full size on click, or Enter on its button), an audio player, or a
-placeholder that says why the file cannot be shown.
+(a list of turns with speakers) and spreadsheet (a small table); and the item's image, audio
+or video (``item_properties.image_key`` / ``audio_key`` / ``video_key``, or upstream's image,
+audio and video fields): the image scaled to fit (full size on click, or Enter on its button),
+the browser's own audio or video player, or a placeholder that says why the file cannot be
+shown.
 
 Every value comes from a data file and is escaped (``markup.render``); nothing here writes a
 script or a style attribute (the page's Content-Security-Policy allows neither). Dialogues and
@@ -107,9 +108,8 @@ def record(item) -> Dict[str, Any]:
 
 
 def media_kinds(cfg) -> List[str]:
-    """The kinds of media this project's items may name (image, audio)."""
-    ip = cfg.item_properties
-    return [k for k, key in (("image", ip.image_key), ("audio", ip.audio_key)) if key]
+    """The kinds of media this project's items may name (image, audio, video)."""
+    return [k for k, _ in media.keys(cfg)]
 
 
 def _placeholder(kind: str, why: str) -> Safe:
@@ -120,7 +120,7 @@ def _placeholder(kind: str, why: str) -> Safe:
 
 
 def media_block(cfg, item_id: str, rec: Dict[str, Any], kind: str, field: bool = False) -> Safe:
-    """The item's image or audio player (``kind``), or a placeholder saying why not; an item
+    """The item's image, audio or video player (``kind``), or a placeholder saying why not; an item
     without that kind of media shows nothing (a display ``field`` says it has none)."""
     try:
         ref = media.item_media(cfg, rec, (kind,))
@@ -156,6 +156,11 @@ def media_block(cfg, item_id: str, rec: Dict[str, Any], kind: str, field: bool =
                       'class="hint">{n} · click the image (or press Enter on it) for full size '
                       '· <a href="{s}" target="_blank" rel="noopener noreferrer">open</a>'
                       '</figcaption></figure>', s=src, n=name)
+    if kind == "video":
+        return render('<figure class="media media-video" data-kind="video"><video class="media-'
+                      'video-player" controls preload="metadata" src="{s}">Your browser cannot '
+                      'play this video: <a href="{s}">download it</a>.</video><figcaption '
+                      'class="hint">{n}</figcaption></figure>', s=src, n=name)
     return render('<figure class="media media-audio" data-kind="audio"><audio class="media-audio-'
                   'player" controls preload="metadata" src="{s}">Your browser cannot play this '
                   'audio: <a href="{s}">download it</a>.</audio><figcaption class="hint">{n}'
@@ -165,7 +170,7 @@ def media_block(cfg, item_id: str, rec: Dict[str, Any], kind: str, field: bool =
 def fields(cfg, item, item_text: Safe) -> Safe:
     """The item as the page shows it: its media, ``item_text`` (the text spans mark,
     ``text_key``) and, with ``instance_display``, each field in its order (the text_key field
-    is ``item_text``, an image or audio field the item's media)."""
+    is ``item_text``, an image, audio or video field the item's media)."""
     shown = cfg.upstream.display
     rec = record(item)
     shown_kinds = {f.type for f in shown}

@@ -1,7 +1,7 @@
-"""An item's media: the image or audio file an item names, where the server finds it.
+"""An item's media: the image, audio or video file an item names, where the server finds it.
 
-An item names its media in the field that ``item_properties.image_key`` (or ``audio_key``)
-gives: a path relative to ``media_directory`` (``task_dir`` by default; upstream's
+An item names its media in the field that ``item_properties.image_key`` (or ``audio_key``,
+``video_key``; upstream's image, audio and video display fields set them) gives: a path relative to ``media_directory`` (``task_dir`` by default; upstream's
 ``/media/<path>`` is the same path) or an http(s) URL.
 ``item_media`` reads that field from the item's record (as read from its data file) and says
 what it is; it never touches the disk. ``local_path`` resolves a relative path to a file
@@ -32,12 +32,15 @@ import re
 import unicodedata
 import stat
 from dataclasses import dataclass
-from typing import Any, Dict, NamedTuple, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 from urllib.parse import urlsplit
 
 from potato.config.settings import Config
 
-KINDS = ("image", "audio")
+KINDS = ("image", "audio", "video")
+# Containers that hold sound or moving pictures alike: their first bytes say which container,
+# not which; an item that names the file as its video is served it as video.
+VIDEO_OF = {"audio/mp4": "video/mp4", "audio/webm": "video/webm", "audio/ogg": "video/ogg"}
 _OTHER_URL = re.compile(r"^([a-z][a-z0-9+.-]*://|(data|javascript|file|blob|vbscript):)")
 NAME_CAP = 120  # characters of a media name a message shows
 PROC_FD = "/proc/self/fd"  # where an open descriptor's path is read (Linux)
@@ -95,7 +98,7 @@ class MediaUnsupported(MediaError):
 
 @dataclass(frozen=True)
 class MediaRef:
-    kind: str                  # "image" or "audio"
+    kind: str                  # one of KINDS
     source: str                # the value as the item gives it
     url: Optional[str] = None  # set for http(s) media: fetched by whoever needs the bytes
 
@@ -104,13 +107,18 @@ class MediaRef:
         return self.url is not None
 
 
+def keys(cfg: Config) -> List[Tuple[str, str]]:
+    """(kind, item field) of each kind of media the project's items may name."""
+    ip = cfg.item_properties
+    return [(k, getattr(ip, k + "_key")) for k in KINDS if getattr(ip, k + "_key")]
+
+
 def item_media(cfg: Config, record: Dict[str, Any],
                kinds: Tuple[str, ...] = KINDS) -> Optional[MediaRef]:
-    """The media an item names (its image_key field first, then audio_key), or None.
-    ``kinds``: only these (the page shows an item's image and its audio each)."""
-    ip = cfg.item_properties
-    for kind, key in (("image", ip.image_key), ("audio", ip.audio_key)):
-        if not key or kind not in kinds:
+    """The media an item names (its image_key field first, then audio_key, video_key), or
+    None. ``kinds``: only these (the page shows an item's image, audio and video each)."""
+    for kind, key in keys(cfg):
+        if kind not in kinds:
             continue
         value = record.get(key)
         if value is None or value == "":
@@ -251,7 +259,8 @@ SNIFF_BYTES = 32  # enough for every signature below
 def sniff(head: bytes) -> Optional[Tuple[str, str]]:
     """(kind, content type) of a file from its first ``SNIFF_BYTES`` bytes, or None when it is
     none of the image and audio formats browsers show (PNG, JPEG, GIF, WebP, BMP, AVIF; WAV,
-    MP3, AAC, Ogg, FLAC, MP4/M4A, WebM). SVG is None too (see ``is_svg``)."""
+    MP3, AAC, Ogg, FLAC, MP4/M4A, WebM). SVG is None too (see ``is_svg``). MP4, WebM and Ogg
+    are said to be audio: they hold video as well (``VIDEO_OF``, ``content_type``)."""
     if head.startswith(b"\x89PNG\r\n\x1a\n"):
         return "image", "image/png"
     if head.startswith(b"\xff\xd8\xff"):
@@ -379,14 +388,16 @@ def _size_of(h: bytes) -> Optional[Tuple[int, int]]:
 
 def content_type(ref: MediaRef, head: bytes) -> str:
     """The content type of a file of the item's ``ref`` from its first bytes; raises
-    MediaUnsupported: not an image or audio file of a type a browser shows, an SVG, or an
-    image where the item names audio (or the other way round)."""
+    MediaUnsupported: not an image, audio or video file of a type a browser shows, an SVG, or
+    an image where the item names audio or video (or the other way round)."""
     found = sniff(head)
     name = quoted(ref.source)
     if found is None:
         what = "an SVG (not served: it can carry scripts; convert it to PNG)" if is_svg(head) \
-            else "not an image or audio format a browser shows"
+            else "not an image, audio or video format a browser shows"
         raise MediaUnsupported(f"{name} is {what}")
+    if ref.kind == "video" and found[1] in VIDEO_OF:
+        return VIDEO_OF[found[1]]
     if found[0] != ref.kind:
         raise MediaUnsupported(f"{name} is {found[0]} ({found[1]}), and the item names it as "
                                f"its {ref.kind}")

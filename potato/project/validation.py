@@ -124,8 +124,7 @@ def _rules(cfg: Config, report: Report, items: bool = True) -> None:
                                   -(-need // 1048576), longest.name))
     _backend_rules(cfg, report, err, warn)
     _upstream_rules(cfg, report, warn)
-    ip = cfg.item_properties
-    if ip.image_key or ip.audio_key:
+    if display.media_kinds(cfg):
         media_rules(cfg, report, err, warn)  # reads the items too
     elif items and cfg.data_files and all(os.path.isfile(f) for f in cfg.data_files):
         try:  # what potato start would refuse (an item without its text_key, a duplicate id)

@@ -1,14 +1,15 @@
-"""``potato validate``'s media rules: every image and audio file the items name is looked at.
+"""``potato validate``'s media rules: every image, audio and video file the items name is
+looked at.
 
-For a project whose items name media (``item_properties.image_key`` / ``audio_key``, or
-upstream's image and audio display fields) the data files are read and each item's media is
-resolved the way the server will (``media.probe``): a path that leaves the media folder is an
-error (the server never serves it); a missing file is a warning (the annotate page shows a
-placeholder), an error when none of the files is there (media_directory is wrong); a file of a
-type no browser shows (or an SVG), and a folder or FIFO where a file should be, are warnings.
-Each message counts the items and names the first few, each escaped and shortened
-(``media.shown``: no terminal escapes reach the terminal). URLs are not fetched: a note counts
-them and names their hosts. Nothing here blocks on a FIFO (``media.open_media``).
+For a project whose items name media (``item_properties.image_key`` / ``audio_key`` /
+``video_key``, or upstream's image, audio and video display fields) the data files are read and
+each item's media is resolved the way the server will (``media.probe``): a path that leaves the
+media folder is an error (the server never serves it); a missing file is a warning (the
+annotate page shows a placeholder), an error when none of the files is there (media_directory
+is wrong); a file of a type no browser shows (or an SVG), and a folder or FIFO where a file
+should be, are warnings. Each message counts the items and names the first few, each escaped
+and shortened (``media.shown``: no terminal escapes reach the terminal). URLs are not fetched:
+a note counts them and names their hosts. Nothing here blocks on a FIFO (``media.open_media``).
 """
 
 from __future__ import annotations
@@ -45,14 +46,13 @@ def data_errors(cfg: Config) -> List[str]:
 
 
 def media_rules(cfg: Config, report, err, warn) -> None:
-    ip = cfg.item_properties
-    kinds = [k for k, key in (("image", ip.image_key), ("audio", ip.audio_key)) if key]
+    kinds = [k for k, _ in media.keys(cfg)]
     if not kinds:
         return
     root = cfg.media_directory or cfg.task_dir
     if not os.path.isdir(root):
         err(("media_directory",), f"media_directory is {root}, which is not a folder. Give the "
-                                  f"folder the items' image and audio paths are relative to "
+                                  f"folder the items' media paths are relative to "
                                   f"(relative to task_dir, {cfg.task_dir}).")
         return
     if not cfg.data_files or not all(os.path.isfile(f) for f in cfg.data_files):

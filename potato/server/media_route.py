@@ -1,6 +1,6 @@
-"""The media route: an item's image or audio file, served from the media folder only.
+"""The media route: an item's image, audio or video file, served from the media folder only.
 
-``GET /media/<kind>/<item_id>`` (kind: image or audio) answers with the file the item names
+``GET /media/<kind>/<item_id>`` (kind: image, audio or video) answers with the file the item names
 (``potato.project.media``): only to a logged-in annotator the item is given to, or an admin. The path
 comes from the item's record, never from the request, and is resolved inside the media folder
 (``media.local_path``: no ``..``, no absolute path, no symlink out) and opened once
@@ -10,7 +10,7 @@ its name, and the body is sent from that same descriptor, with ``nosniff`` and a
 Content-Security-Policy that lets the response run nothing. Caching: an ETag from the file's
 inode, mtime, ctime and size, ``Cache-Control: private, no-cache`` (the browser keeps it and
 asks again, answered 304 when unchanged). One byte range (``Range: bytes=a-b``, ``a-``, ``-n``) is
-answered 206 (audio seeking), a range past the end 416; several ranges are answered with the
+answered 206 (audio and video seeking), a range past the end 416; several ranges are answered with the
 whole file (RFC 9110 lets a server ignore Range). The file is sent in ``CHUNK`` pieces.
 
 A file that is missing (or a folder, FIFO ...), refused or of a type no browser shows is a
@@ -37,7 +37,7 @@ log = logging.getLogger("potato.server")
 
 CHUNK = 64 * 1024
 CACHE_CONTROL = "private, no-cache"
-# A raw image or audio response: nothing in it may run or load anything (an image opened in
+# A raw image, audio or video response: nothing in it may run or load anything (an image opened in
 # its own tab is shown by the browser's own viewer, which needs only inline styles).
 MEDIA_CSP = ("default-src 'none'; img-src 'self'; media-src 'self'; style-src 'unsafe-inline'; "
              "sandbox; frame-ancestors 'none'")
@@ -86,8 +86,9 @@ def etag_matches(header: Optional[str], etag: str) -> bool:
 
 def page_headers(cfg, record: Dict) -> Dict[str, str]:
     """The annotate page's own Content-Security-Policy when its item shows http(s) media: the
-    page's usual policy, with each media URL's origin allowed for images or audio alone."""
-    origins = {"image": [], "audio": []}
+    page's usual policy, with each media URL's origin allowed for images, or audio and video,
+    alone."""
+    origins: Dict[str, list] = {kind: [] for kind in media.KINDS}
     for kind in media.KINDS:
         try:
             ref = media.item_media(cfg, record, (kind,))
@@ -96,19 +97,21 @@ def page_headers(cfg, record: Dict) -> Dict[str, str]:
         origin = media.url_origin(ref.url) if ref is not None and ref.is_url else None
         if origin:
             origins[kind].append(origin)
-    if not origins["image"] and not origins["audio"]:
+    if not any(origins.values()):
         return {}
+    played = list(dict.fromkeys(o for kind in media.KINDS if kind != "image"
+                                for o in origins[kind]))
     csp = SECURITY_HEADERS["Content-Security-Policy"]
     csp = csp.replace("img-src 'self' data:", " ".join(["img-src 'self' data:"]
                                                         + origins["image"]))
-    csp += "; media-src " + " ".join(["'self'"] + origins["audio"])
+    csp += "; media-src " + " ".join(["'self'"] + played)
     return {"Content-Security-Policy": csp}
 
 
 def add_media_routes(app) -> None:
     cfg = app.config
 
-    @app.route("GET", r"/media/(?P<kind>image|audio)/(?P<item_id>[^/]+)")
+    @app.route("GET", r"/media/(?P<kind>%s)/(?P<item_id>[^/]+)" % "|".join(media.KINDS))
     def media_file(h, kind, item_id):
         item_id = unquote(item_id)
         item = _item_for(app, h, item_id)
@@ -145,7 +148,8 @@ def add_media_routes(app) -> None:
                                  f"missing files).")
         except media.MediaUnsupported as e:
             raise HTTPError(415, f"Item {it}'s {kind} cannot be shown: {e}. Convert it "
-                                 f"to a format browsers show (PNG, JPEG, WebP; WAV, MP3, OGG).")
+                                 f"to a format browsers show (PNG, JPEG, WebP; WAV, MP3, OGG; MP4, "
+                                 f"WebM).")
         with os.fdopen(opened.fd, "rb") as f:
             _send(h, f, opened.ctype)
 

@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-from potato.project import display
+from potato.project import display, media
 from potato.config.settings import Config
 from potato.markup import Safe, esc, render
 
@@ -126,9 +126,9 @@ def annotate_page(cfg: Config, now: Annotating, max_body: int = 0) -> str:
     item_text = f'<div class="item-text" id="item-text"{text_attr}>{esc(item["text"])}</div>'
     record = display.record(item)  # what the schemes show of it (pairwise: the responses)
     views = "".join(dict.fromkeys(str(s.kind.view(record)) for s in cfg.schemes))
-    # an image or audio item alone, or a text made of a list a scheme shows (its views)
-    ip = cfg.item_properties  # (an image's path in text_key: the image is shown, not it)
-    if not text_attr and (not item["text"] or ip.image_key == ip.text_key or
+    # a media item alone, or a text made of a list a scheme shows (its views)
+    ip = cfg.item_properties  # (a media path in text_key: the media is shown, not the path)
+    if not text_attr and (not item["text"] or ip.text_key in dict(media.keys(cfg)).values() or
                           isinstance(record.get(ip.text_key), list)):
         item_text = ""
     first_open = min(first_unlabelled, total)

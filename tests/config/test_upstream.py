@@ -285,15 +285,16 @@ def test_instance_display_fields_become_typed_fields_or_errors_that_name_them():
     _, got, errors, _ = split_top({"instance_display": {"layout": "x", "fields": [
         {"key": "text", "type": "text"}, {"key": "turns", "type": "dialogue", "label": "Chat"},
         {"key": "table", "type": "spreadsheet"}, {"key": "pic", "type": "image"},
-        {"key": "clip", "type": "audio"}, {"key": "plain"}]}})
+        {"key": "clip", "type": "audio"}, {"key": "film", "type": "video"}, {"key": "plain"}]}})
     assert errors == []
     assert [(f.key, f.type, f.label) for f in got.display] == [
         ("text", "text", ""), ("turns", "dialogue", "Chat"), ("table", "spreadsheet", ""),
-        ("pic", "image", ""), ("clip", "audio", ""), ("plain", "text", "")]
-    for kind in ("video", "pdf", "document", "gallery", "audio_dialogue"):
+        ("pic", "image", ""), ("clip", "audio", ""), ("film", "video", ""),
+        ("plain", "text", "")]
+    for kind in ("pdf", "document", "gallery", "audio_dialogue"):
         _, got, errors, _ = split_top({"instance_display": {"fields": [
             {"key": "k", "type": kind}, {"key": "t", "type": "text"}]}})
-        assert len(errors) == 1 and "is %s (field 'k'): only image and audio" % kind in \
+        assert len(errors) == 1 and "is %s (field 'k'): only image, audio and video" % kind in \
             errors[0] and errors[0].startswith("instance_display.fields[0].type")
         assert [f.key for f in got.display] == ["t"]
     _, got, errors, _ = split_top({"instance_display": {"fields": [{"key": "k", "type": "code"},
@@ -321,7 +322,7 @@ def test_instance_display_fields_become_typed_fields_or_errors_that_name_them():
      "must be a string"),
     ({"fields": [{"key": "k", "label": ["a"]}]}, "instance_display.fields[0].label",
      "must be a string"),
-    ({"fields": [{"key": "k", "type": "video"}]}, "instance_display.fields[0].type", "video"),
+    ({"fields": [{"key": "k", "type": "pdf"}]}, "instance_display.fields[0].type", "pdf"),
     ({"fields": [{"key": "k", "type": "code"}]}, "instance_display.fields[0].type", "code"),
     ({"fields": [{"type": "text"}, {"key": "t"}]}, "instance_display.fields[0]", "has no key"),
 ])
@@ -1079,24 +1080,24 @@ def test_the_migration_report_lists_scheme_and_display_types_not_here(tmp_path, 
     (tmp_path / "c.yaml").write_text(
         "data_files: [items.jsonl]\nport: 8000\n"
         "instance_display:\n  fields:\n    - {key: text, type: text}\n"
-        "    - {key: v, type: video}\n    - {key: w, type: video}\n    - {key: t, type: trace}\n"
+        "    - {key: v, type: pdf}\n    - {key: w, type: pdf}\n    - {key: t, type: trace}\n"
         "annotation_schemes:\n"
         "  - {annotation_type: video_annotation, name: a, tools: [bbox]}\n"
         "  - {annotation_type: video_annotation, name: b}\n"
-        "  - {annotation_type: ranking, name: c}\n"
+        "  - {annotation_type: card_sort, name: c}\n"
         "  - {annotation_type: radio, name: d, labels: [x, y]}\n")
     assert main(["validate", str(tmp_path / "c.yaml")]) == 1
     out = capsys.readouterr().out
-    assert ("  blocking (4): instance_display type video (2 fields), instance_display type "
+    assert ("  blocking (4): instance_display type pdf (2 fields), instance_display type "
             "trace (1 field), annotation_type video_annotation (2 schemes), annotation_type "
-            "ranking (1 scheme)\n") in out, out
+            "card_sort (1 scheme)\n") in out, out
     assert "other error(s)" not in out  # each error is one of those blockers
     assert "What each upstream key does here" not in out
     assert main(["validate", "--upstream", str(tmp_path / "c.yaml")]) == 1
     out = capsys.readouterr().out
     assert "What each upstream key does here:\n  port (implemented): the port, as server.port\n" \
         in out, out
-    assert "  instance_display type video: not here; its error above says what to do" in out
+    assert "  instance_display type pdf: not here; its error above says what to do" in out
 
 
 def test_per_turn_ratings_and_a_span_target_elsewhere_are_refused_not_dropped(tmp_path):

@@ -11,6 +11,7 @@ from potato.config.settings import load
 from potato.project.data import DataError, load_items
 from potato.server import media_route
 from potato.project.validation import check
+from potato.config.settings import ItemProperties
 from tests.helpers import DIGITS, MEDIA_CONFIG, media_project, wav_bytes
 
 PNG = open(os.path.join(DIGITS, "media", "images", "digit-0000.png"), "rb").read()
@@ -102,7 +103,7 @@ def test_probe_refuses_svg_wrong_kind_and_unknown_bytes(cfg, tmp_path):
     (folder / "real.jpg").write_bytes(PNG)  # the name says JPEG, the bytes PNG
     with pytest.raises(media.MediaUnsupported, match="SVG"):
         media.probe(cfg, image("evil.png"))
-    with pytest.raises(media.MediaUnsupported, match="not an image or audio format"):
+    with pytest.raises(media.MediaUnsupported, match="not an image, audio or video format"):
         media.probe(cfg, image("text.png"))
     with pytest.raises(media.MediaUnsupported, match="is image .* as its audio"):
         media.probe(cfg, media.MediaRef("audio", "digit-0.png"))
@@ -152,7 +153,7 @@ def test_image_items_need_no_text_and_text_items_still_do(tmp_path):
     assert items == {"img0": "", "img1": "", "tone0": "Which sound?", "gone": ""}
     media_project(tmp_path, items=[{"id": "x", "other": 1}])
     with pytest.raises(DataError, match=r"item 'x' has no 'text' text \(item_properties.text_key\) "
-                                        r"and no image or audio\."):
+                                        r"and no image, audio or video\."):
         load_items(c)
     media_project(tmp_path, items=[{"id": "x", "image": {"path": "a"}}])
     with pytest.raises(DataError, match="item 'x': the item's 'image' field must be a path"):
@@ -198,8 +199,13 @@ def test_upstream_image_and_audio_fields_imply_the_media_keys(tmp_path):
     [e] = errors
     assert "shows the image field 'picture', and item_properties.image_key is 'image'" in e.message
     video = UPSTREAM_DISPLAY.replace("type: audio", "type: video")
-    _, errors, _ = load(media_project(tmp_path, config=video))
-    assert ["only image and audio media are shown here" in e.message for e in errors] == [True]
+    c, errors, _ = load(media_project(tmp_path, config=video))
+    assert errors == []
+    assert (c.item_properties.audio_key, c.item_properties.video_key) == (None, "clip")
+    pdf = UPSTREAM_DISPLAY.replace("type: audio", "type: pdf")
+    _, errors, _ = load(media_project(tmp_path, config=pdf))
+    assert ["only image, audio and video media are shown here" in e.message
+            for e in errors] == [True]
 
 
 # -- potato validate --------------------------------------------------------------------------
@@ -502,7 +508,8 @@ import stat  # noqa: E402
 from types import SimpleNamespace  # noqa: E402
 
 
-def make_cfg(tmp_path, media_directory="media", image_key="image", audio_key="audio"):
+def make_cfg(tmp_path, media_directory="media", image_key="image", audio_key="audio",
+             video_key="video"):
     folder = tmp_path / "media"
     folder.mkdir(exist_ok=True)
     (folder / "a.png").write_bytes(PNG)
@@ -510,7 +517,8 @@ def make_cfg(tmp_path, media_directory="media", image_key="image", audio_key="au
     return SimpleNamespace(
         media_directory=str(tmp_path / media_directory) if media_directory else None,
         task_dir=str(tmp_path / "media"),
-        item_properties=SimpleNamespace(image_key=image_key, audio_key=audio_key, id_key="id"))
+        item_properties=ItemProperties(image_key=image_key, audio_key=audio_key,
+                                       video_key=video_key))
 
 
 @pytest.fixture
@@ -965,12 +973,32 @@ def test_content_type_messages():
                             "PNG)")
     with pytest.raises(media.MediaUnsupported) as e:
         media.content_type(image("a.txt"), b"hello")
-    assert str(e.value) == "'a.txt' is not an image or audio format a browser shows"
+    assert str(e.value) == "'a.txt' is not an image, audio or video format a browser shows"
     with pytest.raises(media.MediaUnsupported) as e:
         media.content_type(image("t.wav"), b"RIFF\0\0\0\0WAVE")
     assert str(e.value) == "'t.wav' is audio (audio/wav), and the item names it as its image"
     assert media.content_type(media.MediaRef("audio", "x"), b"OggS") == "audio/ogg"
     assert media.content_type(image("x"), PNG) == "image/png"
+
+
+@pytest.mark.parametrize("head,ctype", [
+    (MP4_AUDIO, "video/mp4"), (b"\0\0\0\x18ftypisom\0\0\x02\0", "video/mp4"),
+    (b"\x1a\x45\xdf\xa3\x9f", "video/webm"), (b"OggS\0\x02", "video/ogg")])
+def test_a_container_the_item_names_as_its_video_is_video(head, ctype):
+    assert media.content_type(media.MediaRef("video", "clip"), head) == ctype
+    assert media.content_type(media.MediaRef("audio", "clip"), head) == "audio/" + ctype[6:]
+
+
+@pytest.mark.parametrize("head,says", [
+    (PNG, "'clip' is image (image/png), and the item names it as its video"),
+    (b"RIFF\0\0\0\0WAVE", "'clip' is audio (audio/wav), and the item names it as its video"),
+    (b"ID3\x04\0", "'clip' is audio (audio/mpeg), and the item names it as its video"),
+    (b"<svg>", "'clip' is an SVG (not served: it can carry scripts; convert it to PNG)"),
+    (b"%PDF-1.7", "'clip' is not an image, audio or video format a browser shows")])
+def test_what_is_no_video_says_what_it_is(head, says):
+    with pytest.raises(media.MediaUnsupported) as e:
+        media.content_type(media.MediaRef("video", "clip"), head)
+    assert str(e.value) == says
 
 
 # -- url_origin ---------------------------------------------------------------------------------

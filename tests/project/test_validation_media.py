@@ -51,7 +51,7 @@ def test_the_media_folder_must_be_a_folder(tmp_path):
                                                                "media_directory: pics"))
     cfg, errors, warnings, _ = rules(path)
     assert errors == [(("media_directory",), f"media_directory is {tmp_path / 'pics'}, which is "
-                       f"not a folder. Give the folder the items' image and audio paths are "
+                       f"not a folder. Give the folder the items' media paths are "
                        f"relative to (relative to task_dir, {cfg.task_dir}).")]
     assert warnings == []
 

@@ -11,12 +11,14 @@ import pytest
 
 from potato.server import media_route as mr
 from potato.server.errors import HTTPError
+from potato.config.settings import ItemProperties
 from tests.helpers import DIGITS, wav_bytes
 
 PNG = open(os.path.join(DIGITS, "media", "images", "digit-0000.png"), "rb").read()
 
 
-def make_cfg(tmp_path, media_directory="media", image_key="image", audio_key="audio"):
+def make_cfg(tmp_path, media_directory="media", image_key="image", audio_key="audio",
+             video_key="video"):
     folder = tmp_path / "media"
     folder.mkdir(exist_ok=True)
     (folder / "a.png").write_bytes(PNG)
@@ -24,7 +26,8 @@ def make_cfg(tmp_path, media_directory="media", image_key="image", audio_key="au
     return SimpleNamespace(
         media_directory=str(tmp_path / media_directory) if media_directory else None,
         task_dir=str(tmp_path / "media"),
-        item_properties=SimpleNamespace(image_key=image_key, audio_key=audio_key, id_key="id"))
+        item_properties=ItemProperties(image_key=image_key, audio_key=audio_key,
+                                       video_key=video_key))
 
 
 # -- parse_range ---------------------------------------------------------------------------------
@@ -93,6 +96,12 @@ def test_page_headers_allow_each_media_origin_for_its_kind_alone(tmp_path):
     assert mr.page_headers(cfg, {"image": 7, "audio": "https://a.org/x"})[
         "Content-Security-Policy"].endswith("media-src 'self' https://a.org")
     assert mr.SECURITY_HEADERS["Content-Security-Policy"].count("https://") == 0
+    # a video plays from its origin as audio does; an origin both use is named once
+    csp = mr.page_headers(cfg, {"video": "https://v.org/c.mp4", "audio": "https://v.org/x",
+                                "image": "https://v.org/a"})["Content-Security-Policy"]
+    assert csp.endswith("frame-ancestors 'none'; media-src 'self' https://v.org")
+    assert "img-src 'self' data: https://v.org;" in csp
+    assert mr.page_headers(cfg, {"video": "data:video/mp4;base64,AAAA"}) == {}
 
 
 # -- the route, through a stand-in handler --------------------------------------------------------
@@ -183,7 +192,8 @@ def test_the_route_pattern(app):
     assert method == "GET"
     m = re.fullmatch(pattern, "/media/audio/i%2F1")
     assert m.group("kind") == "audio" and m.group("item_id") == "i%2F1"
-    assert re.fullmatch(pattern, "/media/video/i1") is None
+    assert re.fullmatch(pattern, "/media/video/i1").group("kind") == "video"
+    assert re.fullmatch(pattern, "/media/pdf/i1") is None
     assert re.fullmatch(pattern, "/media/image/a/b") is None
 
 
@@ -199,6 +209,24 @@ def test_an_annotator_gets_the_file_of_an_item_given_to_them(app, tmp_path):
     assert headers["Last-Modified"] == "Sun, 09 Sep 2001 01:46:40 GMT"
     assert h.wfile.getvalue() == PNG and not h.close_connection
     assert get(app, "i1", "audio").started[1] == "audio/wav"
+
+
+WEBM = b"\x1a\x45\xdf\xa3\x9f\x42\x86\x81\x01" + bytes(300)
+
+
+def test_a_video_is_sent_as_video_and_seeks(app, tmp_path):
+    (tmp_path / "media" / "c.webm").write_bytes(WEBM)
+    app.store.items["v"] = item({"video": "c.webm", "audio": "c.webm", "image": "c.webm"})
+    h = get(app, "v", "video", admin=True)
+    assert h.started[:3] == (200, "video/webm", len(WEBM)) and h.wfile.getvalue() == WEBM
+    assert get(app, "v", "audio", admin=True).started[1] == "audio/webm"  # the same container
+    h = get(app, "v", "video", admin=True, headers={"Range": "bytes=100-"})
+    assert h.started[0] == 206 and h.wfile.getvalue() == WEBM[100:]
+    assert refused(app, "v", "image", admin=True) == (
+        415, "Item 'v''s image cannot be shown: 'c.webm' is audio (audio/webm), and the item "
+             "names it as its image. Convert it to a format browsers show (PNG, JPEG, WebP; "
+             "WAV, MP3, OGG; MP4, WebM).")
+    assert refused(app, "i1", "video", admin=True) == (404, "Item 'i1' has no video.")
 
 
 def test_who_may_see_an_items_media(app):

@@ -223,6 +223,8 @@
       }
     } else if (e.key === "a" || e.key === "A") {
       if (document.querySelector(".suggestion[data-scheme]")) { accept(); e.preventDefault(); }
+    } else if (t && /^(AUDIO|VIDEO)$/.test(t.tagName)) {
+      return;  // a focused player's own keys: Enter or Space plays, the arrows seek
     } else if (e.key === "Enter") {
       // a focused button, link, menu or disclosure handles Enter itself
       if (t && /^(BUTTON|A|SUMMARY|SELECT)$/.test(t.tagName)) return;

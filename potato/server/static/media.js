@@ -1,5 +1,5 @@
 // The annotate page's media: a click on the image (or Enter / Space on its button) switches
-// between "scaled to fit" and full size; an image or audio file that does not load is
+// between "scaled to fit" and full size; an image, audio or video file that does not load is
 // replaced by a note that says so (the server checked it when the page was made, so this is
 // a file removed since, or a URL that does not answer). Label keys are annotate.js's.
 (function () {
@@ -28,7 +28,7 @@
     fig.replaceWith(note);
   }
   document.querySelectorAll("figure.media").forEach(function (fig) {
-    var el = fig.querySelector("img, audio");
+    var el = fig.querySelector("img, audio, video");
     if (!el) return;
     var kind = fig.getAttribute("data-kind");
     if (el.tagName === "IMG" && el.complete && el.naturalWidth === 0 && el.src) {

@@ -133,7 +133,7 @@ def bundle_media(cfg: Config, data: str, reads=("image", "audio")) -> Optional[D
     ``media``). A file that cannot be used is left out here; ``potato validate`` and the
     annotate page report it. A URL no host should fetch (not a plain http(s) address: a tab,
     a space, user info ...) travels with its ``error``, so that item alone is left out."""
-    if not reads or not (cfg.item_properties.image_key or cfg.item_properties.audio_key):
+    if not reads or not media.keys(cfg):
         return None
     try:
         ref = media.item_media(cfg, json.loads(data))

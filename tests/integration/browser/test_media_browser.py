@@ -125,3 +125,82 @@ def test_audio_player_and_placeholders(tmp_path, serve, browser):
     assert store.labels_of("dana", "gone") == {"kind": "other"}
     c = Client(url)
     assert c.get("/media/audio/tone0").status == 401  # the browser had a session; this has none
+
+
+# A short WebM made by the browser itself (a canvas recorded with MediaRecorder): no video
+# file ships with the tests, and none is downloaded.
+RECORD_JS = """
+const done = arguments[arguments.length - 1];
+const c = document.createElement('canvas'); c.width = 64; c.height = 48;
+const g = c.getContext('2d'), rec = new MediaRecorder(c.captureStream(10),
+                                                     {mimeType: 'video/webm'});
+const parts = []; let n = 0;
+rec.ondataavailable = e => parts.push(e.data);
+rec.onstop = () => { const r = new FileReader();
+  r.onload = () => done(r.result.split(',')[1]); r.readAsDataURL(new Blob(parts)); };
+const t = setInterval(() => { g.fillStyle = n % 2 ? '#c00' : '#00c'; g.fillRect(0, 0, 64, 48);
+  if (++n === 8) { clearInterval(t); rec.stop(); } }, 100);
+rec.start();
+"""
+
+VIDEO_CONFIG = """\
+annotation_task_name: Video
+data_files: [items.jsonl]
+media_directory: media
+admin_api_key: test-admin-key-0123456789
+instance_display:
+  fields:
+    - {key: clip, type: video, label: Clip, display_options: {max_width: 640, autoplay: true}}
+    - {key: text, type: text, label: Transcript}
+annotation_schemes:
+  - annotation_type: radio
+    name: kind
+    labels: [digit, tone, other]
+"""
+
+
+def test_a_video_plays_through_the_media_route_and_keeps_its_keys(tmp_path, serve, browser):
+    import base64
+
+    from selenium.webdriver.common.keys import Keys
+
+    d = browser
+    d.get("about:blank")
+    d.set_script_timeout(20)
+    webm = base64.b64decode(d.execute_async_script(RECORD_JS))
+    assert webm[:4] == b"\x1a\x45\xdf\xa3"
+    rows = [{"id": "first", "text": "Before the clip."},
+            {"id": "clip0", "clip": "clips/c.webm", "text": "A clip that blinks."},
+            {"id": "png", "clip": "digit-0.png", "text": "An image named as a video."}]
+    path = media_project(tmp_path, items=rows, config=VIDEO_CONFIG)
+    (tmp_path / "media" / "clips").mkdir()
+    (tmp_path / "media" / "clips" / "c.webm").write_bytes(webm)
+    server, url = serve(path, training=False)
+    login(d, url)
+    assert not d.find_elements("css selector", "video")
+    assert "(this item has no video)" in d.page_source
+    keys(d, "3", Keys.ENTER)
+    wait_for(d, lambda d: item_id(d) == "clip0", what="the clip's item")
+    player = d.find_element("css selector", "figure.media-video video[controls]")
+    assert player.get_attribute("src") == url + "media/video/clip0"
+    assert player.get_attribute("autoplay") is None  # upstream's autoplay is a look: never
+    size = wait_for(d, lambda d: d.execute_script(
+        "const v = document.querySelector('video'); return v.readyState >= 1 && "
+        "[v.videoWidth, v.videoHeight];"), what="the video's metadata")
+    assert size == [64, 48]  # the WebM came through the media route, whole and playable
+    assert "A clip that blinks." in d.find_element("css selector", ".display-text").text
+    os.makedirs(SHOTS, exist_ok=True)
+    d.save_screenshot(os.path.join(SHOTS, "annotate-video.png"))
+    # The focused player keeps its own keys: the arrows and Enter do not leave the item.
+    d.execute_script("document.querySelector('video').focus()")
+    keys(d, Keys.ARROW_LEFT, Keys.ENTER)
+    assert item_id(d) == "clip0"
+    keys(d, "2")  # a label key still labels
+    assert d.find_element("css selector", "input[name='label:kind'][value='tone']").is_selected()
+    d.execute_script("document.activeElement.blur()")
+    keys(d, Keys.ENTER)
+    wait_for(d, lambda d: item_id(d) == "png", what="the next item")
+    note = d.find_element("css selector", ".media-missing[data-kind=video]")
+    assert "'digit-0.png' is image (image/png), and the item names it as its video" in note.text
+    assert server.app.store.labels_of("dana", "clip0") == {"kind": "tone"}
+    assert Client(url).get("/media/video/clip0").status == 401
