@@ -20,6 +20,7 @@ from potato.schemes.choice import Multiselect, Radio, Select
 from potato.schemes import logic
 from potato.schemes.expand import expand
 from potato.schemes.pairwise import Pairwise
+from potato.schemes.ranges import RangeSlider
 from potato.schemes.rating import Likert, Number, Slider
 from potato.schemes.regions import Regions
 from potato.schemes.variants import VARIANT_TYPES
@@ -32,7 +33,7 @@ __all__ = ["KEEP", "KINDS", "Kind", "LabelError", "Scheme", "drawn_on", "kind_cl
 
 KINDS: Dict[str, type] = {k.type_name: k for k in (
     Radio, Multiselect, Select, Likert, Slider, Number, Text, Span, Pairwise, Regions,
-    ConstantSum, SoftLabel)}
+    ConstantSum, SoftLabel, RangeSlider)}
 
 
 def kind_class(annotation_type: Optional[str]) -> type:
