@@ -13,6 +13,8 @@ bundle a run trains on, the admin's export and the label counts.
 Whatever the method, spans keep a span when at least half of the item's annotators marked the
 same span (same start, end and label), and of agreed spans that overlap keep the one more
 annotators marked (ties: the longer, then the earlier); numbers (slider, number) take the median;
+a fixed-length list of numbers (a range's two ends) takes the median of each place; shares of a
+total (``{label: number}``) take the mean per label, which still sums to the total;
 regions on an image keep each object at least half the annotators drew, matched by IoU
 (potato/labels/geometry.py).
 
@@ -58,6 +60,12 @@ def aggregate(annotation_type: Optional[str], votes: Votes, method: str = "major
         return Result({i: geometry.agreed(v) for i, v in votes.items()}, "regions")
     if shape == "median":
         return Result({i: median(list(v.values())) for i, v in votes.items()}, "median")
+    if shape == "median_each":
+        return Result({i: median_each(list(v.values())) for i, v in votes.items()},
+                      "median_each")
+    if shape == "mean_per_label":
+        return Result({i: mean_per_label(list(v.values())) for i, v in votes.items()},
+                      "mean_per_label")
     if shape == "none":
         return Result({i: TIE for i in votes}, "none",
                       "free text is not aggregated" if votes else "")
@@ -122,6 +130,33 @@ def median(values: List[Any]) -> Optional[float]:
         return TIE
     mid = len(nums) // 2
     return nums[mid] if len(nums) % 2 else (nums[mid - 1] + nums[mid]) / 2
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def median_each(values: List[Any]) -> Optional[List[float]]:
+    """Each place's median over the lists of numbers of the most common length (a range's
+    low ends, then its high ends); TIE when there is none. Medians of the ends keep low <=
+    high."""
+    lists = [v for v in values if isinstance(v, list) and v and all(_finite(x) for x in v)]
+    if not lists:
+        return TIE
+    width = majority([len(v) for v in lists])
+    lists = [v for v in lists if len(v) == width] if width else []
+    return [median([v[k] for v in lists]) for k in range(width)] if lists else TIE
+
+
+def mean_per_label(values: List[Any]) -> Optional[Dict[str, float]]:
+    """Each label's mean share over the annotators' ``{label: number}`` (a label an annotator
+    left out counts as 0), labels in first-seen order; TIE when no annotator gave shares."""
+    shares = [v for v in values if isinstance(v, dict) and v
+              and all(_finite(x) for x in v.values())]
+    if not shares:
+        return TIE
+    labels = list(dict.fromkeys(k for v in shares for k in v))
+    return {k: round(sum(v.get(k, 0) for v in shares) / len(shares), 10) for k in labels}
 
 
 # -- Dawid-Skene ---------------------------------------------------------------------------------

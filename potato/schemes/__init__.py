@@ -14,11 +14,13 @@ import unicodedata
 from typing import Any, Dict, List, Optional
 
 from potato.config.reader import Path, Reader, dotted, suggest
+from potato.schemes.allocation import ConstantSum, SoftLabel
 from potato.schemes.base import KEEP, Kind, LabelError, Scheme, short
 from potato.schemes.choice import Multiselect, Radio, Select
 from potato.schemes import logic
 from potato.schemes.expand import expand
 from potato.schemes.pairwise import Pairwise
+from potato.schemes.ranges import RangeSlider
 from potato.schemes.rating import Likert, Number, Slider
 from potato.schemes.regions import Regions
 from potato.schemes.variants import VARIANT_TYPES
@@ -30,7 +32,8 @@ __all__ = ["KEEP", "KINDS", "Kind", "LabelError", "Scheme", "drawn_on", "kind_cl
            "make_scheme", "parse_schemes", "save_bytes"]
 
 KINDS: Dict[str, type] = {k.type_name: k for k in (
-    Radio, Multiselect, Select, Likert, Slider, Number, Text, Span, Pairwise, Regions)}
+    Radio, Multiselect, Select, Likert, Slider, Number, Text, Span, Pairwise, Regions,
+    ConstantSum, SoftLabel, RangeSlider)}
 
 
 def kind_class(annotation_type: Optional[str]) -> type:

@@ -345,6 +345,26 @@ def test_median():
     assert median([1.5, 2.5, 100, -100, 0, 9]) == 2.0
 
 
+def test_median_each_takes_each_place_of_the_lists_of_the_usual_length():
+    assert aggregate.median_each([[10, 40], [20, 90], [30, 50]]) == [20.0, 50.0]
+    assert aggregate.median_each([[1, 3], [5, 9]]) == [3.0, 6.0]
+    # values that are no list of finite numbers are left out; so is a list of another length
+    assert aggregate.median_each([[0, 10], "x", [float("nan"), 4], [2, 6], [1, 2, 3], [True]]) \
+        == [1.0, 8.0]
+    assert aggregate.median_each([]) is TIE and aggregate.median_each([None, {}, []]) is TIE
+
+
+def test_mean_per_label_keeps_the_total_and_counts_a_missing_label_as_0():
+    assert aggregate.mean_per_label([{"a": 60, "b": 40}, {"a": 20, "b": 80}]) == {"a": 40,
+                                                                                  "b": 60}
+    assert aggregate.mean_per_label([{"a": 100}, {"b": 100}]) == {"a": 50, "b": 50}
+    thirds = aggregate.mean_per_label([{"a": 1, "b": 0}, {"a": 0, "b": 1}, {"a": 0, "b": 1}])
+    assert thirds == {"a": 0.3333333333, "b": 0.6666666667}
+    assert aggregate.mean_per_label([{"a": float("nan")}, "x", {"a": 1, "b": 0}]) == {"a": 1,
+                                                                                      "b": 0}
+    assert aggregate.mean_per_label([]) is TIE and aggregate.mean_per_label([{}, None]) is TIE
+
+
 # -- Dawid-Skene, step by step (through the fit after 0, 1, 2 ... EM steps) ---------------------
 
 VOTES = {"i0": {"w0": "a", "w1": "a"}, "i1": {"w0": "b", "w1": "a"}}
