@@ -13,6 +13,7 @@ bundle a run trains on, the admin's export and the label counts.
 Whatever the method, spans keep a span when at least half of the item's annotators marked the
 same span (same start, end and label), and of agreed spans that overlap keep the one more
 annotators marked (ties: the longer, then the earlier); numbers (slider, number) take the median;
+orders (rankings) are ordered by each label's mean place (a Borda count; equal means tie);
 regions on an image keep each object at least half the annotators drew, matched by IoU
 (potato/labels/geometry.py).
 
@@ -58,6 +59,10 @@ def aggregate(annotation_type: Optional[str], votes: Votes, method: str = "major
         return Result({i: geometry.agreed(v) for i, v in votes.items()}, "regions")
     if shape == "median":
         return Result({i: median(list(v.values())) for i, v in votes.items()}, "median")
+    if shape == "order":
+        return Result({i: mean_rank(list(v.values())) for i, v in votes.items()}, "mean rank",
+                      "consensus does not apply to orders; the mean rank was used"
+                      if method == "consensus" and votes else "")
     if shape == "none":
         return Result({i: TIE for i in votes}, "none",
                       "free text is not aggregated" if votes else "")
@@ -122,6 +127,30 @@ def median(values: List[Any]) -> Optional[float]:
         return TIE
     mid = len(nums) // 2
     return nums[mid] if len(nums) % 2 else (nums[mid - 1] + nums[mid]) / 2
+
+
+def mean_rank(orders: List[Any]) -> Any:
+    """The order of the labels by their mean place over the annotators' orders (lists, best
+    first; tied labels a list inside, each at the mean of the places they share), best first;
+    labels with the same mean are tied (a list inside, in first-seen order). ``TIE`` when no
+    order is given. A label only some orders hold is placed by those."""
+    places: Dict[str, List[float]] = {}
+    for order in orders:
+        if not isinstance(order, list):
+            continue
+        at = 1
+        for place in order:
+            group = [x for x in (place if isinstance(place, list) else [place])
+                     if isinstance(x, str)]
+            for label in group:
+                places.setdefault(label, []).append(at + (len(group) - 1) / 2)
+            at += len(group)
+    if not places:
+        return TIE
+    means: Dict[float, List[str]] = {}
+    for label, got in places.items():
+        means.setdefault(round(sum(got) / len(got), 9), []).append(label)
+    return [group if len(group) > 1 else group[0] for _, group in sorted(means.items())]
 
 
 # -- Dawid-Skene ---------------------------------------------------------------------------------

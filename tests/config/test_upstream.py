@@ -1083,13 +1083,13 @@ def test_the_migration_report_lists_scheme_and_display_types_not_here(tmp_path, 
         "annotation_schemes:\n"
         "  - {annotation_type: video_annotation, name: a, tools: [bbox]}\n"
         "  - {annotation_type: video_annotation, name: b}\n"
-        "  - {annotation_type: ranking, name: c}\n"
+        "  - {annotation_type: bws, name: c}\n"
         "  - {annotation_type: radio, name: d, labels: [x, y]}\n")
     assert main(["validate", str(tmp_path / "c.yaml")]) == 1
     out = capsys.readouterr().out
     assert ("  blocking (4): instance_display type video (2 fields), instance_display type "
             "trace (1 field), annotation_type video_annotation (2 schemes), annotation_type "
-            "ranking (1 scheme)\n") in out, out
+            "bws (1 scheme)\n") in out, out
     assert "other error(s)" not in out  # each error is one of those blockers
     assert "What each upstream key does here" not in out
     assert main(["validate", "--upstream", str(tmp_path / "c.yaml")]) == 1

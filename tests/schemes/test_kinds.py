@@ -35,7 +35,8 @@ def span_scheme():
 def test_every_kind_is_registered_once_by_its_type():
     assert sorted(KINDS) == sorted(["radio", "multiselect", "select", "likert", "slider",
                                     "number", "text", "span", "pairwise",
-                                    "image_annotation"])
+                                    "image_annotation", "hierarchical_multiselect",
+                                    "ranking"])
     assert all(cls.type_name == name for name, cls in KINDS.items())
 
 
