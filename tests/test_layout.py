@@ -867,13 +867,13 @@ def test_kind_name_decision_check_can_fail(tmp_path):
         '    c = {"likert": 1, "slider": 2}\n'
         '    d = {"text": "text_box"}.get(s.annotation_type)\n'
         '    e = item["text"] == "text" or field.input == "number" or "radio" in item\n'
-        '    g = s.kind.type_name == "ranking"\n'
+        '    g = s.kind.type_name == "bws"\n'
         '    return {"text": item, "id": 1}\n')
     assert [line for line, _ in kind_name_decisions("potato/bad.py", str(planted))] == [
         2, 2, 3, 3, 4, 5]
     # the names come from the registry: a kind added there is checked too
     assert [line for line, _ in kind_name_decisions(
-        "potato/bad.py", str(planted), list(KINDS) + ["ranking"])] == [2, 2, 3, 3, 4, 5, 7]
+        "potato/bad.py", str(planted), list(KINDS) + ["bws"])] == [2, 2, 3, 3, 4, 5, 7]
     # a word that is something else in a named file is not a kind's name there
     assert kind_name_decisions("potato/project/display.py", str(planted)) == [
         (line, text) for line, text in kind_name_decisions("potato/bad.py", str(planted))

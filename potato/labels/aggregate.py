@@ -15,6 +15,7 @@ same span (same start, end and label), and of agreed spans that overlap keep the
 annotators marked (ties: the longer, then the earlier); numbers (slider, number) take the median;
 a fixed-length list of numbers (a range's two ends) takes the median of each place; shares of a
 total (``{label: number}``) take the mean per label, which still sums to the total;
+orders (rankings) are ordered by each label's mean place (a Borda count; equal means tie);
 regions on an image keep each object at least half the annotators drew, matched by IoU
 (potato/labels/geometry.py).
 
@@ -66,6 +67,10 @@ def aggregate(annotation_type: Optional[str], votes: Votes, method: str = "major
     if shape == "mean_per_label":
         return Result({i: mean_per_label(list(v.values())) for i, v in votes.items()},
                       "mean_per_label")
+    if shape == "order":
+        return Result({i: mean_rank(list(v.values())) for i, v in votes.items()}, "mean rank",
+                      "consensus does not apply to orders; the mean rank was used"
+                      if method == "consensus" and votes else "")
     if shape == "none":
         return Result({i: TIE for i in votes}, "none",
                       "free text is not aggregated" if votes else "")
@@ -157,6 +162,30 @@ def mean_per_label(values: List[Any]) -> Optional[Dict[str, float]]:
         return TIE
     labels = list(dict.fromkeys(k for v in shares for k in v))
     return {k: round(sum(v.get(k, 0) for v in shares) / len(shares), 10) for k in labels}
+
+
+def mean_rank(orders: List[Any]) -> Any:
+    """The order of the labels by their mean place over the annotators' orders (lists, best
+    first; tied labels a list inside, each at the mean of the places they share), best first;
+    labels with the same mean are tied (a list inside, in first-seen order). ``TIE`` when no
+    order is given. A label only some orders hold is placed by those."""
+    places: Dict[str, List[float]] = {}
+    for order in orders:
+        if not isinstance(order, list):
+            continue
+        at = 1
+        for place in order:
+            group = [x for x in (place if isinstance(place, list) else [place])
+                     if isinstance(x, str)]
+            for label in group:
+                places.setdefault(label, []).append(at + (len(group) - 1) / 2)
+            at += len(group)
+    if not places:
+        return TIE
+    means: Dict[float, List[str]] = {}
+    for label, got in places.items():
+        means.setdefault(round(sum(got) / len(got), 9), []).append(label)
+    return [group if len(group) > 1 else group[0] for _, group in sorted(means.items())]
 
 
 # -- Dawid-Skene ---------------------------------------------------------------------------------

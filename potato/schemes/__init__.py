@@ -21,10 +21,12 @@ from potato.schemes import logic
 from potato.schemes.expand import expand
 from potato.schemes.pairwise import Pairwise
 from potato.schemes.ranges import RangeSlider
+from potato.schemes.ranking import Ranking
 from potato.schemes.rating import Likert, Number, Slider
 from potato.schemes.regions import Regions
 from potato.schemes.variants import VARIANT_TYPES
 from potato.schemes.span import Span
+from potato.schemes.taxonomy import HierarchicalMultiselect
 from potato.schemes.text import Text
 from potato.config.upstream_keys import LOOKS_KEYS, SCHEME_HINTS
 
@@ -33,7 +35,7 @@ __all__ = ["KEEP", "KINDS", "Kind", "LabelError", "Scheme", "drawn_on", "kind_cl
 
 KINDS: Dict[str, type] = {k.type_name: k for k in (
     Radio, Multiselect, Select, Likert, Slider, Number, Text, Span, Pairwise, Regions,
-    ConstantSum, SoftLabel, RangeSlider)}
+    ConstantSum, SoftLabel, RangeSlider, HierarchicalMultiselect, Ranking)}
 
 
 def kind_class(annotation_type: Optional[str]) -> type:

@@ -36,7 +36,7 @@ def test_every_kind_is_registered_once_by_its_type():
     assert sorted(KINDS) == sorted(["radio", "multiselect", "select", "likert", "slider",
                                     "number", "text", "span", "pairwise",
                                     "image_annotation", "constant_sum", "soft_label",
-                                    "range_slider"])
+                                    "range_slider", "hierarchical_multiselect", "ranking"])
     assert all(cls.type_name == name for name, cls in KINDS.items())
 
 

@@ -41,7 +41,9 @@
     if (!out.length) return null;
     var marked = labelsOf(fs, out[out.length - 1]);
     if (marked) return marked;
-    return fs.getAttribute("data-type") === "multiselect" ? out : out[out.length - 1];
+    // checkboxes (multiselect, a taxonomy's nodes) answer with the list of those ticked
+    var boxes = fields(fs).some(function (el) { return el.type === "checkbox"; });
+    return boxes ? out : out[out.length - 1];
   }
   // A kind whose answer is a list of marks with labels (spans, regions) keeps it as JSON in a
   // hidden input: a condition sees the list of its labels, as logic.py does.
