@@ -803,8 +803,10 @@ from potato.schemes import KINDS  # noqa: E402  (this section's own names, kept 
 # Kind); trainers declare which kinds they take (their registry, owned by trainers/).
 KINDS_MAY_BE_NAMED = ("potato/schemes/", "potato/training/remote/trainers/")
 # Words that are a kind's name and also something else in one file: display.py's field
-# types (upstream's item displays: text, dialogue, image ...) are not annotation kinds.
-KIND_WORD_ELSEWHERE = {("potato/project/display.py", "text")}
+# types (upstream's item displays: text, dialogue, image ...) are not annotation kinds, nor
+# are the display field types upstream.py reads.
+KIND_WORD_ELSEWHERE = {("potato/project/display.py", "text"),
+                       ("potato/config/upstream.py", "text")}
 # An expression that holds an annotation type: a scheme's annotation_type, a kind, a bundle
 # schema's "type", a stored report's "kind" ...
 KIND_EXPR = re.compile(r"annotation_type|type_name|\bkinds?\b|\bkind_name\b|\b\w*type\b|"

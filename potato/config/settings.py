@@ -24,7 +24,7 @@ from potato.config.backends import Backend, implicit_backends, parse_backend
 from potato.config.reader import ConfigError, Path, Problem, Reader, dotted, read_yaml, suggest
 from potato.schemes import Scheme, drawn_on, parse_schemes
 from potato.config import active_learning as al_config
-from potato.config.upstream import MEDIA_FIELDS, Upstream, data_files, split
+from potato.config.upstream import MEDIA_FIELDS, Upstream, data_files, span_targets, split
 
 __all__ = ["ConfigError", "Problem", "Config", "Backend", "Scheme", "load", "dotted", "suggest"]
 
@@ -195,6 +195,8 @@ def load(path: str) -> Tuple[Config, List[Problem], List[Problem]]:
         for k in ("id_key", "text_key", "image_key", "audio_key", "video_key")))
     _display_media_keys(r, cfg)
     cfg.schemes = parse_schemes(r, top.get("annotation_schemes"), upstream.blockers)
+    span_targets(r, cfg.upstream.display, cfg.item_properties.text_key,
+                 any(s.kind.marks_text for s in cfg.schemes if s.kind is not None))
     if drawn_on(cfg.schemes) is not None and not cfg.item_properties.image_key:  # upstream's
         cfg.item_properties.image_key = drawn_on(cfg.schemes) or cfg.item_properties.text_key
     cfg.output_dir = resolve(r.text(top, "output_annotation_dir", (), "annotation_output"))
@@ -227,20 +229,7 @@ def _display_media_keys(r: Reader, cfg: Config) -> None:
     """upstream's instance_display image and audio fields name the item's media field when
     item_properties names none (an item has one image and one audio file here)."""
     ip = cfg.item_properties
-    targets = [f.key for f in cfg.upstream.display if f.span_target]
-    if len(targets) > 1:
-        r.error(("instance_display", "fields"),
-                f"instance_display marks spans on {len(targets)} fields ({', '.join(targets)}); "
-                f"spans here mark one field, the item's text (item_properties.text_key). Keep "
-                f"span_target on one field and set text_key to it, or keep this project on "
-                f"upstream Potato.")
     for f in cfg.upstream.display:
-        if f.span_target and f.key != ip.text_key and len(targets) == 1:
-            path = ("instance_display", "fields", f.at, "span_target")
-            r.error(path, f"{dotted(path)}: spans here mark the item's text, the field "
-                          f"item_properties.text_key names ({ip.text_key!r}), not {f.key!r}. "
-                          f"Set item_properties.text_key: {f.key} (spans then mark it), or "
-                          f"remove span_target.")
         if f.type not in MEDIA_FIELDS:
             continue
         attr = f.type + "_key"

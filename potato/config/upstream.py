@@ -27,6 +27,7 @@ class DisplayField:
     label: str = ""
     span_target: bool = False  # upstream: spans mark this field (settings checks text_key)
     at: int = 0                # its place in instance_display.fields
+    options: Dict[str, Any] = field(default_factory=dict)  # its display_options (a mapping)
 
 
 @dataclass
@@ -206,9 +207,10 @@ def _limit(r: Reader, m: Dict[str, Any], key: str) -> Optional[int]:
     return value if value and value > 0 else None
 
 
-DISPLAY_TYPES = ("text", "dialogue", "spreadsheet", "image", "audio", "video")
+DISPLAY_TYPES = ("text", "dialogue", "spreadsheet", "code", "document", "image", "audio",
+                 "video")
 MEDIA_FIELDS = ("image", "audio", "video")  # shown from the media folder or a URL (potato/project/media.py)
-MEDIA_TYPES = ("pdf", "document", "gallery", "audio_dialogue")  # not shown here
+MEDIA_TYPES = ("pdf", "gallery", "audio_dialogue")  # not shown here
 
 
 def _display(r: Reader, raw: Any, blockers: Dict[str, int]) -> List[DisplayField]:
@@ -247,14 +249,44 @@ def _display(r: Reader, raw: Any, blockers: Dict[str, int]) -> List[DisplayField
                                   f"field, or show a still image (type: image) instead.")
         elif kind not in DISPLAY_TYPES:
             r.error(p + ("type",), f"{dotted(p + ('type',))} is {kind!r} (field {key!r}), which "
-                                  f"is not implemented here (traces, code, a pairwise "
+                                  f"is not implemented here (traces, a pairwise "
                                   f"display and the like; a pairwise scheme shows its item's "
                                   f"responses itself). Use one of {', '.join(DISPLAY_TYPES)}, "
                                   f"or remove the field.")
         else:
             out.append(DisplayField(key, kind, r.text(fm, "label", p, "") or "",
-                                    r.boolean(fm, "span_target", p, False), i))
+                                    r.boolean(fm, "span_target", p, False), i,
+                                    options if isinstance(options, dict) else {}))
     return out
+
+
+def span_targets(r: Reader, display: List[DisplayField], text_key: str, marked: bool) -> None:
+    """Upstream's ``span_target``: spans here mark one field, the item's text (``text_key``),
+    as plain text. Without a scheme that marks spans (``marked``) it changes nothing: said."""
+    targets = [f for f in display if f.span_target]
+    if targets and not marked:
+        path = ("instance_display", "fields", targets[0].at, "span_target")
+        r.warn(path, f"{dotted(path)}: no scheme of this project marks spans, so span_target "
+                     f"(on {', '.join(repr(f.key) for f in targets)}) changes nothing. Remove "
+                     f"it, or add a span scheme.")
+        return
+    if len(targets) > 1:
+        r.error(("instance_display", "fields"),
+                f"instance_display marks spans on {len(targets)} fields "
+                f"({', '.join(f.key for f in targets)}); spans here mark one field, the item's "
+                f"text (item_properties.text_key). Keep span_target on one field and set "
+                f"text_key to it, or keep this project on upstream Potato.")
+    for f in targets if len(targets) == 1 else []:
+        path = ("instance_display", "fields", f.at, "span_target")
+        if f.key != text_key:
+            r.error(path, f"{dotted(path)}: spans here mark the item's text, the field "
+                          f"item_properties.text_key names ({text_key!r}), not {f.key!r}. "
+                          f"Set item_properties.text_key: {f.key} (spans then mark it), or "
+                          f"remove span_target.")
+        elif f.type not in ("text", "code"):
+            r.error(path, f"{dotted(path)}: spans here mark plain text, and field {f.key!r} is "
+                          f"shown as {f.type}. Show it as text (type: text), or mark spans on "
+                          f"another field.")
 
 
 def data_files(r: Reader, raw: Any) -> List[Tuple[str, str]]:

@@ -265,7 +265,8 @@ POLICY: Dict[str, Policy] = {
     "format_handling": _ref("document formats (PDFs, spreadsheets converted for display) are "
                             "not handled here: annotators would see the raw file. Remove "
                             "format_handling; items here are text, dialogue, spreadsheet, "
-                            "image and audio fields (instance_display)."),
+                            "code, HTML document, image, audio and video fields "
+                            "(instance_display)."),
     "prestudy": _ref("pre-study pages (consent, questions before the items) are not shown "
                      "here. Remove prestudy, or ask those questions as annotation schemes."),
 }

@@ -1,7 +1,9 @@
 """What the annotate page shows of an item besides the schemes: the task's instructions and
 codebook link (upstream's ``task_description`` / ``annotation_instructions`` /
 ``annotation_codebook_url``), and upstream's ``instance_display`` fields of type text, dialogue
-(a list of turns with speakers) and spreadsheet (a small table); and the item's image, audio
+(a list of turns with speakers), spreadsheet (a small table), code (monospaced, with line
+numbers unless ``show_line_numbers: false``; no colouring) and document (the item's HTML,
+rebuilt from an allowlist: potato/project/html_doc.py); and the item's image, audio
 or video (``item_properties.image_key`` / ``audio_key`` / ``video_key``, or upstream's image,
 audio and video fields): the image scaled to fit (full size on click, or Enter on its button),
 the browser's own audio or video player, or a placeholder that says why the file cannot be
@@ -18,11 +20,12 @@ import json
 from typing import Any, Dict, List
 from urllib.parse import quote
 
-from potato.project import media
+from potato.project import html_doc, media
 from potato.markup import Safe, join, render
 
 MAX_ROWS = 200
 MAX_COLUMNS = 30
+MAX_CODE_LINES = 2000
 
 
 def instructions(cfg) -> Safe:
@@ -47,7 +50,7 @@ def _more(n: int, shown: int, what: str) -> Safe:
         if n > shown else Safe("")
 
 
-def _dialogue(value: Any) -> Safe:
+def _dialogue(value: Any, options: Dict[str, Any]) -> Safe:
     turns = value if isinstance(value, list) else [value]
     rows = []
     for turn in turns[:MAX_ROWS]:
@@ -83,7 +86,7 @@ def _table_rows(value: Any):
     return [], [[r] for r in rows]
 
 
-def _spreadsheet(value: Any) -> Safe:
+def _spreadsheet(value: Any, options: Dict[str, Any]) -> Safe:
     header, rows = _table_rows(value)
     head = join(render('<th scope="col">{h}</th>', h=h) for h in header[:MAX_COLUMNS])
     body = join(render('<tr>{c}</tr>', c=join(render('<td>{v}</td>', v=_cell(v))
@@ -94,8 +97,23 @@ def _spreadsheet(value: Any) -> Safe:
                   '</table>{m}', h=head, b=body, m=_more(len(rows), MAX_ROWS, "rows"))
 
 
-RENDERERS = {"text": lambda v: render('<div class="field-text">{t}</div>', t=_cell(v)),
-             "dialogue": _dialogue, "spreadsheet": _spreadsheet}
+def _code(value: Any, options: Dict[str, Any]) -> Safe:
+    lines = _cell(value).split("\n")
+    language = options.get("language")
+    lang = render(' data-language="{l}"', l=language) if isinstance(language, str) else ""
+    shown = join(render('<li><code>{t}</code></li>', t=line) for line in lines[:MAX_CODE_LINES])
+    numbered = options.get("show_line_numbers", True) is not False
+    return render('<ol class="code-block{n}"{l}>{s}</ol>{m}', n="" if numbered else " plain",
+                  l=Safe(lang), s=shown, m=_more(len(lines), MAX_CODE_LINES, "lines"))
+
+
+def _document(value: Any, options: Dict[str, Any]) -> Safe:
+    return render('<div class="document">{d}</div>', d=html_doc.clean(_cell(value)))
+
+
+RENDERERS = {"text": lambda v, o: render('<div class="field-text">{t}</div>', t=_cell(v)),
+             "dialogue": _dialogue, "spreadsheet": _spreadsheet, "code": _code,
+             "document": _document}
 
 
 def record(item) -> Dict[str, Any]:
@@ -180,16 +198,18 @@ def fields(cfg, item, item_text: Safe) -> Safe:
         return join(out + [item_text])
     text_key = cfg.item_properties.text_key
     out += [] if any(f.key == text_key for f in shown) else [item_text]
+    marked = any(s.kind.marks_text for s in cfg.schemes if s.kind is not None)
     for f in shown:
         title = render('<h2 class="field-label">{l}</h2>', l=f.label) if f.label else Safe("")
-        if f.key == text_key and f.type == "text":
+        # the text spans mark (a code field's too, then without line numbers)
+        if f.key == text_key and (f.type == "text" or (f.type == "code" and marked)):
             inner = item_text
         elif f.type in media.KINDS:
             inner = media_block(cfg, item["id"], rec, f.type, field=True)
         elif f.key not in rec:
             inner = render('<p class="hint">(this item has no {k})</p>', k=f.key)
         else:
-            inner = RENDERERS[f.type](rec[f.key])
+            inner = RENDERERS[f.type](rec[f.key], f.options)
         out.append(render('<section class="display-field display-{t}" data-key="{k}">{h}{i}'
                           '</section>', t=f.type, k=f.key, h=title, i=inner))
     return join(out)

@@ -291,16 +291,16 @@ def test_instance_display_fields_become_typed_fields_or_errors_that_name_them():
         ("text", "text", ""), ("turns", "dialogue", "Chat"), ("table", "spreadsheet", ""),
         ("pic", "image", ""), ("clip", "audio", ""), ("film", "video", ""),
         ("plain", "text", "")]
-    for kind in ("pdf", "document", "gallery", "audio_dialogue"):
+    for kind in ("pdf", "gallery", "audio_dialogue"):
         _, got, errors, _ = split_top({"instance_display": {"fields": [
             {"key": "k", "type": kind}, {"key": "t", "type": "text"}]}})
         assert len(errors) == 1 and "is %s (field 'k'): only image, audio and video" % kind in \
             errors[0] and errors[0].startswith("instance_display.fields[0].type")
         assert [f.key for f in got.display] == ["t"]
-    _, got, errors, _ = split_top({"instance_display": {"fields": [{"key": "k", "type": "code"},
+    _, got, errors, _ = split_top({"instance_display": {"fields": [{"key": "k", "type": "trace"},
                                                                    {"type": "text"}]}})
     assert got.display == [] and len(errors) == 2
-    assert errors[0].startswith("instance_display.fields[0].type is 'code' (field 'k'), which "
+    assert errors[0].startswith("instance_display.fields[0].type is 'trace' (field 'k'), which "
                                 "is not implemented here")
     assert errors[1].startswith("instance_display.fields[1] has no key")
     _, got, errors, _ = split_top({"instance_display": {"fields": {"key": "k"}}})
@@ -323,7 +323,8 @@ def test_instance_display_fields_become_typed_fields_or_errors_that_name_them():
     ({"fields": [{"key": "k", "label": ["a"]}]}, "instance_display.fields[0].label",
      "must be a string"),
     ({"fields": [{"key": "k", "type": "pdf"}]}, "instance_display.fields[0].type", "pdf"),
-    ({"fields": [{"key": "k", "type": "code"}]}, "instance_display.fields[0].type", "code"),
+    ({"fields": [{"key": "k", "type": "agent_trace"}]}, "instance_display.fields[0].type",
+     "agent_trace"),
     ({"fields": [{"type": "text"}, {"key": "t"}]}, "instance_display.fields[0]", "has no key"),
 ])
 def test_a_bad_instance_display_is_an_error_at_its_place(display, key, says):
@@ -564,13 +565,30 @@ SHAPES = [None, 0, -1.5, True, "", "a <b>", [], [None], [[]], [[1, [2, {"x": Non
           [{"speaker": {"x": 1}, "text": [1]}, {"role": None}, "ana: hi", 7], {"a": {"b": {}}}]
 
 
-@pytest.mark.parametrize("kind", ["text", "dialogue", "spreadsheet"])
+@pytest.mark.parametrize("kind", ["text", "dialogue", "spreadsheet", "code", "document"])
 def test_every_display_type_renders_any_json_value(kind):
     # Review 23.3: a spreadsheet whose rows or headers was not a list made the page a 500.
     from potato.project import display
     for value in SHAPES:
-        out = str(display.RENDERERS[kind](value))
-        assert "<b>" not in out and "<i>" not in out, (kind, value)
+        for options in ({}, {"language": "<i>", "show_line_numbers": False}):
+            out = str(display.RENDERERS[kind](value, options))
+            if kind == "document":  # its HTML is the point: b and i are kept, i closed
+                assert out.count("<i>") == out.count("</i>"), (kind, value)
+            else:
+                assert "<b>" not in out and "<i>" not in out, (kind, value)
+
+
+def test_a_code_field_numbers_its_lines_unless_told_not_to():
+    from potato.project import display
+    code = "def f(x):\n    return x < 1\n"
+    assert str(display.RENDERERS["code"](code, {"language": "python"})) == (
+        '<ol class="code-block" data-language="python"><li><code>def f(x):</code></li>'
+        '<li><code>    return x &lt; 1</code></li><li><code></code></li></ol>')
+    out = str(display.RENDERERS["code"](code, {"show_line_numbers": False, "language": 3}))
+    assert out.startswith('<ol class="code-block plain"><li>')
+    out = str(display.RENDERERS["code"]("\n".join(map(str, range(2500))), {}))
+    assert out.count("<li>") == display.MAX_CODE_LINES
+    assert out.endswith('<p class="hint">500 more lines not shown.</p>')
 
 
 # -- the annotate page, training --------------------------------------------------------------
@@ -1129,3 +1147,40 @@ def test_per_turn_ratings_and_a_span_target_elsewhere_are_refused_not_dropped(tm
         "annotation_schemes:\n  - {annotation_type: span, name: s, labels: [x]}\n")
     _, errors, _ = load(str(tmp_path / "c.yaml"))
     assert errors == []
+
+
+def span_target_config(tmp_path, fields, schemes):
+    (tmp_path / "items.jsonl").write_text('{"id": "a", "text": "t", "code": "x = 1"}\n')
+    (tmp_path / "c.yaml").write_text(
+        "data_files: [items.jsonl]\ninstance_display:\n  fields:\n" + fields
+        + "annotation_schemes:\n" + schemes)
+    _, errors, warnings = load(str(tmp_path / "c.yaml"))
+    return [e.message for e in errors], [w.message for w in warnings]
+
+
+def test_a_span_target_without_a_span_scheme_changes_nothing_and_says_so(tmp_path):
+    radio = "  - {annotation_type: radio, name: r, labels: [a, b]}\n"
+    errors, warnings = span_target_config(
+        tmp_path, "    - {key: code, type: code, span_target: true}\n"
+                  "    - {key: text, type: text, span_target: true}\n", radio)
+    assert errors == []
+    assert ("instance_display.fields[0].span_target: no scheme of this project marks spans, so "
+            "span_target (on 'code', 'text') changes nothing. Remove it, or add a span "
+            "scheme.") in warnings
+    span = "  - {annotation_type: span, name: s, labels: [x]}\n"
+    errors, _ = span_target_config(
+        tmp_path, "    - {key: code, type: code, span_target: true}\n", span)
+    assert [e.split(":")[0] for e in errors] == ["instance_display.fields[0].span_target"]
+    assert "not 'code'. Set item_properties.text_key: code" in errors[0]
+
+
+def test_spans_mark_plain_text_a_code_field_but_not_a_document(tmp_path):
+    span = "  - {annotation_type: span, name: s, labels: [x]}\n"
+    errors, _ = span_target_config(
+        tmp_path, "    - {key: text, type: code, span_target: true}\n", span)
+    assert errors == []
+    errors, _ = span_target_config(
+        tmp_path, "    - {key: text, type: document, span_target: true}\n", span)
+    assert errors == ["instance_display.fields[0].span_target: spans here mark plain text, and "
+                      "field 'text' is shown as document. Show it as text (type: text), or mark "
+                      "spans on another field."]
