@@ -101,8 +101,9 @@ POLICY: Dict[str, Policy] = {
                                            "min_instances_for_training, update_frequency, "
                                            "max_instances_to_reorder, random_sample_percent, "
                                            "cold_start_strategy"),
-    "instance_display": Policy(IMPLEMENTED, "text, dialogue, spreadsheet, image and audio "
-                                            "fields on the annotate page"),
+    "instance_display": Policy(IMPLEMENTED, "text, dialogue, spreadsheet, code, document, "
+                                            "image, audio and video fields on the annotate "
+                                            "page"),
     # accepted, not used here ----------------------------------------------------------------
     **{k: _acc(_LOOKS) for k in (
         "site_dir", "site_file", "base_html_template", "header_file", "html_layout",
