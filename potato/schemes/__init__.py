@@ -17,6 +17,7 @@ from potato.config.reader import Path, Reader, dotted, suggest
 from potato.schemes.allocation import ConstantSum, SoftLabel
 from potato.schemes.base import KEEP, Kind, LabelError, Scheme, short
 from potato.schemes.choice import Multiselect, Radio, Select
+from potato.schemes.edit import TextEdit
 from potato.schemes import logic
 from potato.schemes.expand import expand
 from potato.schemes.pairwise import Pairwise
@@ -35,7 +36,7 @@ __all__ = ["KEEP", "KINDS", "Kind", "LabelError", "Scheme", "drawn_on", "kind_cl
 
 KINDS: Dict[str, type] = {k.type_name: k for k in (
     Radio, Multiselect, Select, Likert, Slider, Number, Text, Span, Pairwise, Regions,
-    ConstantSum, SoftLabel, RangeSlider, HierarchicalMultiselect, Ranking)}
+    ConstantSum, SoftLabel, RangeSlider, HierarchicalMultiselect, Ranking, TextEdit)}
 
 
 def kind_class(annotation_type: Optional[str]) -> type:

@@ -172,6 +172,11 @@ class Kind:
         project's ``image_key`` (or, without one, ``text_key``), None: not drawn on an image."""
         return None
 
+    def initial(self, row: Dict[str, Any]) -> Any:
+        """The value the scheme's inputs start with on an item the annotator has not answered
+        (text_edit: the item's text to edit), from the item's record; None: empty inputs."""
+        return None
+
     def view(self, row: Dict[str, Any]) -> Safe:
         """What the annotate page shows of the item's record for this scheme, beside its text
         (pairwise: the responses side by side); the same view is shown once."""
