@@ -5,6 +5,8 @@ box that starts with it, the form and the JSON API save an edit, a bad value is 
 import csv
 import html
 import io
+import json
+import zipfile
 
 import pytest
 
@@ -70,6 +72,12 @@ def test_the_page_the_form_and_the_api_save_an_edit(project, serve):
     cells = {(r["item_id"], r["scheme"]): r["label"] for r in rows}
     assert cells[("t1", "post_edit")] == "The cat sits\non the mat."
     assert cells[("t2", "post_edit")] == "The dog."
+    archive = zipfile.ZipFile(io.BytesIO(admin.get("/admin/export-upstream.zip",
+                                                   headers=h).body))
+    name = next(n for n in archive.namelist() if n.endswith("annotated_instances.jsonl"))
+    records = {r["id"]: r for r in map(json.loads, archive.read(name).decode().splitlines())}
+    assert json.loads(records["t1"]["label_annotations"]["post_edit"]["post_edit"]) == {
+        "edited_text": "The cat sits\non the mat."}
     assert "the item's 'mt_output' edited, at most 200 characters" in html.unescape(admin.get(
         "/admin", headers=h).text)
 
