@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 from potato.config.backends import Backend, implicit_backends, parse_backend
 from potato.config.reader import ConfigError, Path, Problem, Reader, dotted, read_yaml, suggest
-from potato.schemes import Scheme, drawn_on, parse_schemes
+from potato.schemes import Scheme, check_text_fields, drawn_on, parse_schemes
 from potato.config import active_learning as al_config
 from potato.config.upstream import MEDIA_FIELDS, Upstream, data_files, span_targets, split
 
@@ -197,6 +197,7 @@ def load(path: str) -> Tuple[Config, List[Problem], List[Problem]]:
     cfg.schemes = parse_schemes(r, top.get("annotation_schemes"), upstream.blockers)
     span_targets(r, cfg.upstream.display, cfg.item_properties.text_key,
                  any(s.kind.marks_text for s in cfg.schemes if s.kind is not None))
+    check_text_fields(r, cfg.schemes, cfg.item_properties.text_key)
     if drawn_on(cfg.schemes) is not None and not cfg.item_properties.image_key:  # upstream's
         cfg.item_properties.image_key = drawn_on(cfg.schemes) or cfg.item_properties.text_key
     cfg.output_dir = resolve(r.text(top, "output_annotation_dir", (), "annotation_output"))

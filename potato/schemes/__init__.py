@@ -17,9 +17,11 @@ from potato.config.reader import Path, Reader, dotted, suggest
 from potato.schemes.allocation import ConstantSum, SoftLabel
 from potato.schemes.base import KEEP, Kind, LabelError, Scheme, short
 from potato.schemes.choice import Multiselect, Radio, Select
+from potato.schemes.edit import TextEdit
 from potato.schemes import logic
 from potato.schemes.expand import expand
 from potato.schemes.pairwise import Pairwise
+from potato.schemes.qa import ExtractiveQA
 from potato.schemes.ranges import RangeSlider
 from potato.schemes.ranking import Ranking
 from potato.schemes.rating import Likert, Number, Slider
@@ -30,12 +32,13 @@ from potato.schemes.taxonomy import HierarchicalMultiselect
 from potato.schemes.text import Text
 from potato.config.upstream_keys import LOOKS_KEYS, SCHEME_HINTS
 
-__all__ = ["KEEP", "KINDS", "Kind", "LabelError", "Scheme", "drawn_on", "kind_class",
+__all__ = ["KEEP", "KINDS", "Kind", "LabelError", "Scheme", "check_text_fields", "drawn_on", "kind_class",
            "make_scheme", "parse_schemes", "save_bytes"]
 
 KINDS: Dict[str, type] = {k.type_name: k for k in (
     Radio, Multiselect, Select, Likert, Slider, Number, Text, Span, Pairwise, Regions,
-    ConstantSum, SoftLabel, RangeSlider, HierarchicalMultiselect, Ranking)}
+    ConstantSum, SoftLabel, RangeSlider, HierarchicalMultiselect, Ranking, TextEdit,
+    ExtractiveQA)}
 
 
 def kind_class(annotation_type: Optional[str]) -> type:
@@ -52,6 +55,19 @@ def drawn_on(schemes: List[Scheme]) -> Optional[str]:
     the project's image), or None when no scheme is drawn on one."""
     return next((f for f in (s.kind.image_field() for s in schemes if s.kind is not None)
                  if f is not None), None)
+
+
+def check_text_fields(r: Reader, schemes: List[Scheme], text_key: str) -> None:
+    """Spans are marked in the item's text: a scheme whose config names another field for
+    them (``Kind.text_field``: extractive_qa's passage_field) is an error saying what to set."""
+    for s in schemes:
+        field = s.kind.text_field() if s.kind is not None else None
+        if field is not None and field != text_key:
+            r.error(("annotation_schemes",), f"scheme {s.name!r} marks its answer in the item "
+                                             f"field {field!r}, and what is marked is the "
+                                             f"item's text, item_properties.text_key "
+                                             f"({text_key!r}); set text_key: {field} (or "
+                                             f"point the scheme at {text_key}).")
 
 
 COMMON_KEYS = ("annotation_type", "name", "description", "labels", "label_requirement",

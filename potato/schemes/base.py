@@ -172,6 +172,17 @@ class Kind:
         project's ``image_key`` (or, without one, ``text_key``), None: not drawn on an image."""
         return None
 
+    def text_field(self) -> Optional[str]:
+        """The item field this scheme's config says its spans are marked in (extractive_qa's
+        ``passage_field``), None when it names none: spans are marked in the item's text, so
+        the config is refused unless it is ``item_properties.text_key``."""
+        return None
+
+    def initial(self, row: Dict[str, Any]) -> Any:
+        """The value the scheme's inputs start with on an item the annotator has not answered
+        (text_edit: the item's text to edit), from the item's record; None: empty inputs."""
+        return None
+
     def view(self, row: Dict[str, Any]) -> Safe:
         """What the annotate page shows of the item's record for this scheme, beside its text
         (pairwise: the responses side by side); the same view is shown once."""

@@ -31,6 +31,7 @@ class Span(Kind):
     label_values = True
     script = "spans.js"
     marks_text = True
+    max_spans = MAX_SPANS        # spans one answer may hold (spans.js replaces the one at 1)
 
     def answer_bytes(self, longest_text: int = 0) -> int:
         # Up to MAX_SPANS spans, each {"start", "end", "label", "text"} (about 200 bytes as a
@@ -116,7 +117,7 @@ class Span(Kind):
         for span in current or []:
             listed.append(render('<li>{l}: {t}</li>', l=span.get("label"), t=span.get("text")))
         return render(
-            '<input type="hidden" name="label:{s}" value="{v}" data-spans="{s}">'
+            '<input type="hidden" name="label:{s}" value="{v}" data-spans="{s}"{mx}>'
             '<p class="span-labels">Mark the selected text as: {buttons}</p>'
             '<p class="hint">Select text with the mouse, or click the text (or Tab to it) and '
             'use <kbd>Shift</kbd>+arrows; then press a label\'s key. Click a marked span to '
@@ -124,7 +125,9 @@ class Span(Kind):
             '<p class="error span-message" role="alert" hidden></p>'
             '<ul class="span-list" data-scheme="{s}">{listed}</ul>',
             s=self.name, v=json.dumps(current or [], ensure_ascii=False),
-            buttons=join(buttons), listed=join(listed))
+            buttons=join(buttons), listed=join(listed),
+            mx=render(' data-max-spans="{n}"', n=self.max_spans)
+            if self.max_spans < MAX_SPANS else "")
 
 
     def suggestion(self, prediction: Optional[Dict[str, Any]]) -> Safe:

@@ -110,9 +110,12 @@ def annotate_page(cfg: Config, now: Annotating, max_body: int = 0) -> str:
                 f'<input type="hidden" name="position" value="{position}">'
                 f'<button name="action" value="prev">Previous item</button></form>')
         return layout("All done", body, cfg, user, admin)
+    record = display.record(item)  # what the schemes show of it (pairwise: the responses)
     fields, key = [], 1
     for scheme in cfg.schemes:
-        fields.append(scheme.kind.fieldset(labels.get(scheme.name), key))
+        current = labels.get(scheme.name)
+        fields.append(scheme.kind.fieldset(scheme.kind.initial(record) if current is None
+                                           else current, key))
         key += scheme.kind.key_count()
     with_media = bool(display.media_kinds(cfg))
     scripts = ['<script src="/static/annotate.js"></script>'] + (
@@ -124,7 +127,6 @@ def annotate_page(cfg: Config, now: Annotating, max_body: int = 0) -> str:
                  if any(s.kind.marks_text for s in cfg.schemes) else "")
     suggestions = _suggestions(cfg, predictions)
     item_text = f'<div class="item-text" id="item-text"{text_attr}>{esc(item["text"])}</div>'
-    record = display.record(item)  # what the schemes show of it (pairwise: the responses)
     views = "".join(dict.fromkeys(str(s.kind.view(record)) for s in cfg.schemes))
     # a media item alone, or a text made of a list a scheme shows (its views)
     ip = cfg.item_properties  # (a media path in text_key: the media is shown, not the path)

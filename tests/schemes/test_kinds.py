@@ -36,7 +36,8 @@ def test_every_kind_is_registered_once_by_its_type():
     assert sorted(KINDS) == sorted(["radio", "multiselect", "select", "likert", "slider",
                                     "number", "text", "span", "pairwise",
                                     "image_annotation", "constant_sum", "soft_label",
-                                    "range_slider", "hierarchical_multiselect", "ranking"])
+                                    "range_slider", "hierarchical_multiselect", "ranking",
+                                    "text_edit", "extractive_qa"])
     assert all(cls.type_name == name for name, cls in KINDS.items())
 
 

@@ -5,6 +5,8 @@
 // cursor inside it: a label key relabels it, Delete or Backspace deletes it. Spans of one
 // scheme may not overlap; a selection that would says so and marks nothing. A model's suggested
 // spans are drawn dashed: a click accepts one, A accepts them all, saving ignores the rest.
+// A scheme of one span (data-max-spans="1": extractive_qa's answer) replaces its span with
+// the new one; its "none" box (Unanswerable) deletes it, and marking one unticks the box.
 //
 // Offsets: the server counts Unicode code points (Python str indices), the DOM counts UTF-16
 // code units. `cps` holds the text's code points and `u16[i]` the UTF-16 offset of code point
@@ -22,6 +24,8 @@
   form.querySelectorAll("input[data-spans]").forEach(function (input) {
     var fs = input.closest("fieldset");
     var s = {name: input.getAttribute("data-spans"), input: input, index: order.length,
+             max: Number(input.getAttribute("data-max-spans")) || 0,
+             none: fs.querySelector("input[data-spans-none]"),
              list: fs.querySelector("ul.span-list"), message: fs.querySelector(".span-message"),
              labels: [], spans: []};
     try { s.spans = JSON.parse(input.value || "[]"); } catch (e) { s.spans = []; }
@@ -57,6 +61,13 @@
     s.suggestList = el.querySelector("ul.suggested-list");
     var all = el.querySelector(".accept-all-spans");
     if (all) all.addEventListener("click", function () { acceptAll(); box.focus(); });
+  });
+  // A scheme's "none" box (extractive_qa's Unanswerable): ticking it deletes its spans.
+  order.forEach(function (s) {
+    if (!s.none) return;
+    s.none.addEventListener("change", function () {
+      if (s.none.checked && s.spans.length) { s.spans = []; say(null); sync(); }
+    });
   });
   box.tabIndex = 0;
   box.setAttribute("aria-label", "Item text: select text to mark a span");
@@ -141,6 +152,7 @@
       say(s, "Select some text first: with the mouse, or click the text and use Shift+arrows.");
       return render();
     }
+    if (s.max === 1) s.spans = [];  // one answer: a new one replaces it
     for (var i = 0; i < s.spans.length; i++) {
       var sp = s.spans[i];
       if (sp.start === r.start && sp.end === r.end) { sp.label = label; say(null); return sync(); }
@@ -161,6 +173,7 @@
   }
   function sync() {
     order.forEach(function (s) {
+      if (s.none && s.spans.length) s.none.checked = false;  // an answer: not "none"
       s.spans.sort(function (a, b) { return a.start - b.start || a.end - b.end; });
       s.input.value = JSON.stringify(s.spans);
       list(s);
