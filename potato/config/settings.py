@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 from potato.config.backends import Backend, implicit_backends, parse_backend
 from potato.config.reader import ConfigError, Path, Problem, Reader, dotted, read_yaml, suggest
 from potato.schemes import Scheme, check_text_fields, drawn_on, parse_schemes
-from potato.config import active_learning as al_config
+from potato.config import active_learning as al_config, diversity_order
 from potato.config.upstream import MEDIA_FIELDS, Upstream, data_files, span_targets, split
 
 __all__ = ["ConfigError", "Problem", "Config", "Backend", "Scheme", "load", "dotted", "suggest"]
@@ -130,6 +130,8 @@ class Config:
     # upstream Potato's keys found, by policy, and the implemented ones' values (upstream.py)
     upstream: Upstream = field(default_factory=Upstream)
     active_learning: al_config.ActiveLearning = field(default_factory=al_config.ActiveLearning)
+    diversity_order: diversity_order.DiversityOrder = field(
+        default_factory=diversity_order.DiversityOrder)
     data_encodings: Dict[str, str] = field(default_factory=dict)  # path -> encoding
     # The YAML line of every key path, so later rules can point at the right line.
     key_lines: Dict[Path, int] = field(default_factory=dict, repr=False)
@@ -219,6 +221,7 @@ def load(path: str) -> Tuple[Config, List[Problem], List[Problem]]:
     if isinstance(top.get("model_training"), dict):
         cfg.model_training.publish = _publish(r, top["model_training"].get("publish"),
                                               ("model_training", "publish"))
+    cfg.diversity_order = diversity_order.parse(r, upstream.diversity, upstream.strategy)
     cfg.active_learning = al_config.parse(r, upstream.active_learning, upstream.strategy,
                                           cfg.schemes)
     val = r.mapping(top.get("validation"), ("validation",), ("acknowledge",), "validation")

@@ -44,6 +44,7 @@ class Upstream:
     per_user: Optional[int] = None   # items per annotator; None: all of them
     strategy: str = "fixed_order"    # assignment_strategy: one of STRATEGIES
     active_learning: Any = None      # the raw active_learning block (config/active_learning.py)
+    diversity: Any = None            # the raw diversity_ordering block (config/diversity_order.py)
     all_required: bool = False
     display: List[DisplayField] = field(default_factory=list)
     # what else blocks the config: a scheme type or display type not here -> how many schemes
@@ -171,11 +172,13 @@ def _parse(r: Reader, raw: Dict[str, Any], up: Upstream) -> None:
     if "assignment_strategy" in m:
         up.strategy = _strategy(r, m["assignment_strategy"])
     up.active_learning = m.get("active_learning")
+    up.diversity = m.get("diversity_ordering")
     if "instance_display" in m:
         up.display = _display(r, m["instance_display"], up.blockers)
 
 
-STRATEGIES = ("fixed_order", "least_annotated", "random", "active_learning")
+STRATEGIES = ("fixed_order", "least_annotated", "random", "active_learning",
+              "diversity_clustering")
 
 
 def _strategy(r: Reader, value: Any) -> str:
@@ -187,16 +190,17 @@ def _strategy(r: Reader, value: Any) -> str:
     if name is None:
         r.warn(("assignment_strategy",), "assignment_strategy is %s, not a strategy's name: "
                                          "annotators get items in data-file order. Use "
-                                         "fixed_order, random, least_annotated or "
-                                         "active_learning."
+                                         "fixed_order, random, least_annotated, "
+                                         "active_learning or diversity_clustering."
                % repr(value)[:60])
         return "fixed_order"
     r.warn(("assignment_strategy",), "assignment_strategy %s is upstream Potato's and not "
                                      "implemented here: annotators get items in data-file order "
                                      "(fixed_order). Use fixed_order, random, "
                                      "least_annotated (the items the fewest annotators have "
-                                     "labelled first) or active_learning (the model in use "
-                                     "ranks them)."
+                                     "labelled first), active_learning (the model in use "
+                                     "ranks them) or diversity_clustering (clusters of the "
+                                     "items in turn)."
            % (repr(value)[:60] if not isinstance(value, str) else value[:60]))
     return "fixed_order"
 

@@ -51,10 +51,8 @@ _AGENT = ("live-agent annotation (a model acting while annotators watch) is not 
 _QDA = ("qualitative coding (memos, a codebook annotators grow, cases) is not implemented "
         "here: annotators' memos and new codes would be lost. Remove it, or keep this project "
         "on upstream Potato.")
-_DIVERSE = ("upstream's diversity ordering (items clustered by a sentence embedding and handed "
-            "out cluster by cluster) is not done here: items would come in another order. "
-            "Remove it, or set assignment_strategy: active_learning with query_strategy: "
-            "diversity (the model in use's vectors order the queue).")
+_DIVERSE = ("diversity_config is not read here (upstream's schema lists it with no documented "
+            "settings). Remove it; diversity ordering's settings go under diversity_ordering.")
 _RECLAIM = ("reclaiming items an annotator was given but left unlabelled is not done here: an "
             "item given to an annotator stays theirs. Remove it, and set "
             "num_annotators_per_item for the overlap you need.")
@@ -94,7 +92,15 @@ POLICY: Dict[str, Policy] = {
                                                "annotator) or least_annotated (the items the "
                                                "fewest annotators have labelled or been given "
                                                "first) or active_learning (the model in use "
-                                               "ranks the items that need labels)"),
+                                               "ranks the items that need labels) or "
+                                               "diversity_clustering (clusters of the items' "
+                                               "words, handed out in turn)"),
+    "diversity_ordering": Policy(IMPLEMENTED, "items clustered by their words (not a "
+                                              "sentence embedding: the server holds no model) "
+                                              "and handed out one cluster after another: "
+                                              "enabled, num_clusters, items_per_cluster, "
+                                              "auto_clusters; the embedding settings are "
+                                              "accepted with no effect"),
     "active_learning": Policy(IMPLEMENTED, "the model in use orders the queue: enabled, "
                                            "schema_names, query_strategy (uncertainty, margin, "
                                            "entropy, diversity, hybrid), hybrid_weights, "
@@ -258,7 +264,7 @@ POLICY: Dict[str, Policy] = {
     "sessions": _ref("session scoring (items grouped by a key and scored as one session) is "
                      "not done here: annotators would score each item alone. Remove sessions, "
                      "or make one item per session."),
-    "diversity_ordering": _ref(_DIVERSE), "diversity_config": _ref(_DIVERSE),
+    "diversity_config": _ref(_DIVERSE),
     "instance_reclaim": _ref(_RECLAIM), "reclaim_stale_assignments": _ref(_RECLAIM),
     "per_annotator_quota": _ref("per-annotator quotas (by role) are not supported. Remove "
                                 "per_annotator_quota; max_annotations_per_user sets one quota "
@@ -321,7 +327,7 @@ SCHEME_HINTS.update({k: (
 OFF_SWITCHES: Dict[str, Tuple[Any, ...]] = dict(
     {k: ("enabled",) for k in (
         "annotation_telemetry", "arena", "attention_checks", "automation", "boundary_probing",
-        "cases", "category_assignment", "codebook", "corpus_map", "diversity_ordering",
+        "cases", "category_assignment", "codebook", "corpus_map",
         "event_template", "format_handling", "gold_standards", "judge_alignment",
         "judge_calibration", "keystroke_logging", "pocket", "psychometrics", "qda_mode",
         "rbac", "review_workflow", "rooms", "search", "sessions", "solo_mode", "thinkaloud",

@@ -7,8 +7,11 @@ annotator gets items one at a time, the first item in data-file order that fewer
 annotators have been given; what was given stays theirs (table ``assignments``, in the
 project's store). With ``assignment_strategy: least_annotated`` the next item is instead the
 one the fewest annotators have labelled or been given (data-file order among equals), so a new
-annotator of a project whose first items are labelled starts where labels are needed. Handing out an item is one write transaction, so two annotators arriving at
-once never push an item past its limit.
+annotator of a project whose first items are labelled starts where labels are needed. With
+upstream's diversity ordering (``assignment_strategy: diversity_clustering`` or
+``diversity_ordering.enabled``) the next item is the first open one of potato/project/clusters.py's
+order, the clusters of the items taken in turn. Handing out an item is one write transaction,
+so two annotators arriving at once never push an item past its limit.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import sqlite3
 import time
 from typing import Dict, List, Optional, Tuple
 
-from potato.project import queue_order
+from potato.project import clusters, queue_order
 from potato.project.store import Store
 
 TABLE = """CREATE TABLE IF NOT EXISTS assignments (
@@ -102,6 +105,8 @@ class Limited(AllItems):
         return "FROM items i WHERE " + self._open_where()
 
     def _cold_why(self) -> str:
+        if self.strategy == "diversity_clustering":
+            return "diversity_clustering: clusters of the items' words, taken in turn"
         if self.strategy != "active_learning":
             return self.strategy
         return ("cold start: %s (no model in use ranks this item yet)"
@@ -158,6 +163,9 @@ class Limited(AllItems):
             return ("(SELECT COUNT(*) FROM (SELECT annotator FROM annotations WHERE "
                     "item_id=i.id UNION SELECT annotator FROM assignments WHERE "
                     "item_id=i.id)), i.position")
+        if self.strategy == "diversity_clustering":  # clusters.py's order; a newer item last
+            return ("COALESCE((SELECT c.place FROM cluster_order c WHERE c.item_id=i.id), "
+                    "1 << 62), i.position")
         if self.strategy == "random" or (self.strategy == "active_learning"
                                          and self.cold_start == "random"):
             # one shuffled order: a fixed permutation of positions
@@ -190,6 +198,9 @@ def for_config(cfg, store: Store) -> AllItems:
         limited = Limited(store, up.per_item or 1, up.per_user, "active_learning")
         limited.cold_start = al.cold_start
         return limited
+    if cfg.diversity_order.enabled:
+        clusters.prepare(store, cfg.diversity_order, str(cfg.model_training.split_seed))
+        return Limited(store, up.per_item, up.per_user, "diversity_clustering")
     if up.per_item is None and up.per_user is None and up.strategy == "fixed_order":
         return AllItems(store)
     return Limited(store, up.per_item, up.per_user, up.strategy)
