@@ -211,8 +211,8 @@ def _limit(r: Reader, m: Dict[str, Any], key: str) -> Optional[int]:
     return value if value and value > 0 else None
 
 
-DISPLAY_TYPES = ("text", "dialogue", "spreadsheet", "code", "document", "image", "audio",
-                 "video")
+DISPLAY_TYPES = ("text", "dialogue", "spreadsheet", "code", "document", "agent_trace",
+                 "coding_trace", "image", "audio", "video")
 MEDIA_FIELDS = ("image", "audio", "video")  # shown from the media folder or a URL (potato/project/media.py)
 MEDIA_TYPES = ("pdf", "gallery", "audio_dialogue")  # not shown here
 

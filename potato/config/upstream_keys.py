@@ -108,8 +108,8 @@ POLICY: Dict[str, Policy] = {
                                            "max_instances_to_reorder, random_sample_percent, "
                                            "cold_start_strategy"),
     "instance_display": Policy(IMPLEMENTED, "text, dialogue, spreadsheet, code, document, "
-                                            "image, audio and video fields on the annotate "
-                                            "page"),
+                                            "agent_trace, coding_trace, image, audio and "
+                                            "video fields on the annotate page"),
     # accepted, not used here ----------------------------------------------------------------
     **{k: _acc(_LOOKS) for k in (
         "site_dir", "site_file", "base_html_template", "header_file", "html_layout",

@@ -2,8 +2,9 @@
 codebook link (upstream's ``task_description`` / ``annotation_instructions`` /
 ``annotation_codebook_url``), and upstream's ``instance_display`` fields of type text, dialogue
 (a list of turns with speakers), spreadsheet (a small table), code (monospaced, with line
-numbers unless ``show_line_numbers: false``; no colouring) and document (the item's HTML,
-rebuilt from an allowlist: potato/project/html_doc.py); and the item's image, audio
+numbers unless ``show_line_numbers: false``; no colouring), document (the item's HTML,
+rebuilt from an allowlist: potato/project/html_doc.py) and agent_trace / coding_trace (an
+agent's steps: potato/project/traces.py); and the item's image, audio
 or video (``item_properties.image_key`` / ``audio_key`` / ``video_key``, or upstream's image,
 audio and video fields): the image scaled to fit (full size on click, or Enter on its button),
 the browser's own audio or video player, or a placeholder that says why the file cannot be
@@ -20,7 +21,7 @@ import json
 from typing import Any, Dict, List
 from urllib.parse import quote
 
-from potato.project import html_doc, media
+from potato.project import html_doc, media, traces
 from potato.markup import Safe, join, render
 
 MAX_ROWS = 200
@@ -113,7 +114,7 @@ def _document(value: Any, options: Dict[str, Any]) -> Safe:
 
 RENDERERS = {"text": lambda v, o: render('<div class="field-text">{t}</div>', t=_cell(v)),
              "dialogue": _dialogue, "spreadsheet": _spreadsheet, "code": _code,
-             "document": _document}
+             "document": _document, "agent_trace": traces.trace, "coding_trace": traces.trace}
 
 
 def record(item) -> Dict[str, Any]:

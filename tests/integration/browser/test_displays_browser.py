@@ -96,3 +96,41 @@ def test_a_code_field_alone_numbers_its_lines(tmp_path, serve, browser):
     assert d.execute_script("return getComputedStyle(arguments[0]).listStyleType",
                             block) == "decimal"
     assert d.find_element("css selector", ".display-document div.document p").text == "x"
+
+
+TRACE = [{"role": "user", "content": "Fix the bug", "tool_calls": []},
+         {"role": "assistant", "content": "Reading <it>.", "tool_calls": [
+             {"tool": "Read", "input": {"file_path": "src/a.py"},
+              "output": "\n".join("line %d" % n for n in range(60))}]}]
+
+
+def test_an_agent_trace_shows_its_steps_and_folds_long_output(tmp_path, serve, browser):
+    from selenium.webdriver.common.keys import Keys
+
+    (tmp_path / "items.jsonl").write_text(json.dumps({"id": "t1", "task": "Fix it",
+                                                      "turns": TRACE}) + "\n")
+    (tmp_path / "config.yaml").write_text(
+        "annotation_task_name: traces\ndata_files: [items.jsonl]\n"
+        "item_properties: {id_key: id, text_key: task}\ninstance_display:\n  fields:\n"
+        "    - {key: task, type: text}\n    - {key: turns, type: coding_trace, label: "
+        "Session, display_options: {max_output_lines: 50}}\nannotation_schemes:\n"
+        "  - {annotation_type: radio, name: ok, labels: [fine, broken]}\n")
+    server, url = serve(str(tmp_path / "config.yaml"), training=False)
+    d = browser
+    d.get(url + "login")
+    d.find_element("id", "username").send_keys("dana")
+    d.find_element("css selector", "form button[type=submit]").click()
+    wait_for(d, lambda d: d.current_url.endswith("/annotate"), what="the annotate page")
+    steps = d.find_elements("css selector", ".display-coding_trace ol.trace > li.trace-step")
+    assert [s.find_element("css selector", ".speaker").text for s in steps] == [
+        "user", "assistant"]
+    assert "Reading <it>." in steps[1].text
+    fold = steps[1].find_element("css selector", "details.trace-long")
+    assert not fold.get_attribute("open") and "line 59" not in fold.text
+    summary = fold.find_element("css selector", "summary")
+    assert summary.text == "60 lines"
+    summary.send_keys(Keys.ENTER)  # opens by keyboard, and Enter does not save the item
+    wait_for(d, lambda d: fold.get_attribute("open") is not None, what="the folded output")
+    assert "line 59" in fold.text and d.current_url.endswith("/annotate")
+    d.find_element("css selector", "input[name='label:ok'][value='fine']").click()
+    assert server.app.store.labels_of("dana", "t1") == {}
