@@ -452,9 +452,12 @@ def test_no_backend_type_comparisons_outside_backends():
 
 
 # Where a backend kind's name may appear as a string at all (beyond the files above): the CLI's
-# `training agent` subcommand, and the shipped SLURM scheduler's own name on the wire
-# (RunSettings.scheduler, in its own module).
-KIND_NAME_ALLOWED = {("potato/commands/cli.py", "agent"), ("potato/training/remote/slurm_job.py", "slurm")}
+# `training agent` subcommand, the shipped SLURM scheduler's own name on the wire
+# (RunSettings.scheduler, in its own module), and an agent trace's speaker field (an item's
+# data, upstream's name for it).
+KIND_NAME_ALLOWED = {("potato/commands/cli.py", "agent"),
+                     ("potato/training/remote/slurm_job.py", "slurm"),
+                     ("potato/project/traces.py", "agent")}
 
 
 def kind_name_strings(rel, path):

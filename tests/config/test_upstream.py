@@ -323,8 +323,8 @@ def test_instance_display_fields_become_typed_fields_or_errors_that_name_them():
     ({"fields": [{"key": "k", "label": ["a"]}]}, "instance_display.fields[0].label",
      "must be a string"),
     ({"fields": [{"key": "k", "type": "pdf"}]}, "instance_display.fields[0].type", "pdf"),
-    ({"fields": [{"key": "k", "type": "agent_trace"}]}, "instance_display.fields[0].type",
-     "agent_trace"),
+    ({"fields": [{"key": "k", "type": "eval_trace"}]}, "instance_display.fields[0].type",
+     "eval_trace"),
     ({"fields": [{"type": "text"}, {"key": "t"}]}, "instance_display.fields[0]", "has no key"),
 ])
 def test_a_bad_instance_display_is_an_error_at_its_place(display, key, says):
