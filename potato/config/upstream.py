@@ -291,6 +291,13 @@ def span_targets(r: Reader, display: List[DisplayField], text_key: str, marked: 
             r.error(path, f"{dotted(path)}: spans here mark plain text, and field {f.key!r} is "
                           f"shown as {f.type}. Show it as text (type: text), or mark spans on "
                           f"another field.")
+    for f in display if marked else []:  # the text spans mark, shown as something else
+        if f.key == text_key and not f.span_target and f.type not in ("text", "code"):
+            path = ("instance_display", "fields", f.at, "type")
+            r.error(path, f"{dotted(path)}: field {f.key!r} is the text spans mark "
+                          f"(item_properties.text_key), and it is shown as {f.type}, where "
+                          f"nothing can be marked. Show it as text (type: text), or set "
+                          f"item_properties.text_key to the field spans should mark.")
 
 
 def data_files(r: Reader, raw: Any) -> List[Tuple[str, str]]:

@@ -71,6 +71,10 @@ def aggregate(annotation_type: Optional[str], votes: Votes, method: str = "major
         return Result({i: mean_rank(list(v.values())) for i, v in votes.items()}, "mean rank",
                       "consensus does not apply to orders; the mean rank was used"
                       if method == "consensus" and votes else "")
+    if shape == "whole":  # each annotator's value whole: the one most gave, ties none
+        return Result({i: majority(list(v.values())) for i, v in votes.items()}, "majority",
+                      "consensus does not apply to whole answers; the majority vote was used"
+                      if method == "consensus" and votes else "")
     if shape == "none":
         return Result({i: TIE for i in votes}, "none",
                       "free text is not aggregated" if votes else "")

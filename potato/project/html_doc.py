@@ -1,7 +1,8 @@
 """An item's HTML document (upstream's ``document`` display field) made safe to show.
 
-A data file's HTML is untrusted: it is parsed (``html.parser``, the standard library's) and
-written out again from an allowlist, so what reaches the page is markup this module wrote:
+A data file's HTML is untrusted: it is read in one linear pass (``_Cleaner.run``: tags,
+comments, declarations and text, entities decoded by ``html.unescape``) and written out again
+from an allowlist, so what reaches the page is markup this module wrote:
 
 - the tags of text structure only (``ALLOWED``: paragraphs, headings, lists, tables, emphasis,
   quotes, code); any other tag is dropped and its text kept, and the tags whose content is no
@@ -14,12 +15,16 @@ written out again from an allowlist, so what reaches the page is markup this mod
   text is shown in brackets;
 - every text is escaped again on the way out; tags are closed in order (a stray end tag is
   dropped, what is left open is closed at the end); nesting deeper than ``MAX_DEPTH`` is
-  flattened and a document longer than ``MAX_CHARS`` is cut, with a line that says so.
+  flattened and a document longer than ``MAX_CHARS`` is cut, with a line that says so;
+- a "<" that opens no tag is text; a tag is a name and attributes with no "<" or ">" in them
+  (a ">" inside a quoted value ends the tag here, and what follows is text); comments,
+  declarations and CDATA are dropped, unclosed ones with the rest of the document.
 """
 
 from __future__ import annotations
 
-from html.parser import HTMLParser
+import html
+import re
 from typing import List, Optional, Tuple
 
 from potato.markup import Safe, esc
@@ -40,13 +45,59 @@ MAX_DEPTH = 40        # open tags kept; deeper ones are dropped, their text kept
 SCHEMES = ("http://", "https://", "mailto:")
 
 
-class _Cleaner(HTMLParser):
+_TAG = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9:-]*)([^<>]*)>")
+_ATTR = re.compile(r"""([^\s"'=<>/`]+)(?:\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'=<>`]+)))?""")
+# Elements whose content is raw text up to their own end tag (all of them DROPPED)
+RAW = frozenset("script style textarea title xmp iframe noembed noframes noscript".split())
+
+
+class _Cleaner:
+    """Reads a document in one pass (``run``): every step finds the next "<" or the end of a
+    construct with ``str.find`` or a pattern that cannot look past the next "<" or ">", so the
+    time grows with the document's length (``html.parser`` rescans some malformed runs at
+    every "<": a minute for 200 KB)."""
+
     def __init__(self):
-        super().__init__(convert_charrefs=True)
         self.out: List[str] = []
         self.open: List[str] = []
         self.skip: Optional[str] = None   # inside a DROPPED tag: its name
         self.skip_depth = 0
+
+    def run(self, text: str) -> None:
+        pos, n, low = 0, len(text), None
+        while pos < n:
+            lt = text.find("<", pos)
+            if lt < 0:
+                self.handle_data(html.unescape(text[pos:]))
+                break
+            if lt > pos:
+                self.handle_data(html.unescape(text[pos:lt]))
+            if text.startswith("<!--", lt):  # a comment: dropped (unclosed: the rest is one)
+                end = text.find("-->", lt + 4)
+                pos = n if end < 0 else end + 3
+                continue
+            if text.startswith(("<!", "<?"), lt):  # a declaration, CDATA, a processing
+                end = text.find(">", lt + 2)       # instruction: dropped, to the next ">"
+                pos = n if end < 0 else end + 1
+                continue
+            m = _TAG.match(text, lt)
+            if m is None:  # a "<" that opens no tag is text
+                self.handle_data("<")
+                pos = lt + 1
+                continue
+            pos = m.end()
+            name, rest = m.group(2).lower(), m.group(3)
+            if m.group(1):
+                self.handle_endtag(name)
+                continue
+            if rest.rstrip().endswith("/") and name not in ALLOWED:
+                continue  # <svg/>: an element that ends where it starts
+            self.handle_starttag(name, [(a.lower(), html.unescape(q or s or u or ""))
+                                        for a, q, s, u in _ATTR.findall(rest)])
+            if name in RAW:  # its content is text up to its own end tag: dropped with it
+                low = text.lower() if low is None else low
+                end = low.find("</" + name, pos)
+                pos = n if end < 0 else end
 
     def handle_starttag(self, tag: str, attrs: List[Tuple[str, Optional[str]]]) -> None:
         if self.skip is not None:
@@ -68,10 +119,6 @@ class _Cleaner(HTMLParser):
         if tag not in VOID:
             self.open.append(tag)
 
-    def handle_startendtag(self, tag, attrs) -> None:
-        if tag in VOID or tag == "img":
-            self.handle_starttag(tag, attrs)
-
     def handle_endtag(self, tag: str) -> None:
         if self.skip is not None:
             if tag == self.skip:
@@ -92,7 +139,6 @@ class _Cleaner(HTMLParser):
             self.out.append(esc(data))
 
     def close_all(self) -> str:
-        self.close()
         self.out.extend("</%s>" % t for t in reversed(self.open))
         self.open = []
         return "".join(self.out)
@@ -116,7 +162,7 @@ def clean(source: str) -> Safe:
     """``source`` (an item's HTML) as markup with only ``ALLOWED`` tags and attributes."""
     cut = len(source) > MAX_CHARS
     parser = _Cleaner()
-    parser.feed(source[:MAX_CHARS])
+    parser.run(source[:MAX_CHARS])
     body = parser.close_all()
     if cut:
         body += ('<p class="hint">The rest of this document (%d of %d characters) is not '

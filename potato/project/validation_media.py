@@ -25,7 +25,8 @@ from potato.project.data import DataError, load_items
 
 FEW = 5  # files named in a message
 LONG = 3 * media.NAME_CAP  # an entry that is a name and why (its name already shortened)
-FORMATS = {"image": "PNG, JPEG, GIF or WebP", "audio": "WAV, MP3, OGG, FLAC or M4A"}
+FORMATS = {"image": "PNG, JPEG, GIF or WebP", "audio": "WAV, MP3, OGG, FLAC or M4A",
+           "video": "MP4, WebM or Ogg"}
 
 
 def few(names: List[str], sep: str = ", ", cap: int = media.NAME_CAP) -> str:

@@ -159,10 +159,11 @@ class Allocation(Kind):
                        'value="{v}"></label>', s=self.name, lab=label, lo=shown(self.minimum),
                        hi=shown(self.total), v=shown(have[label]) if label in have else "")
                 for label in self.scheme.labels]
-        return render('<div class="allocation" data-total="{t}"><p class="allocation-left" '
+        return render('<div class="allocation" data-scheme="{s}" data-total="{t}" '
+                      'data-min="{lo}"><p class="allocation-left" '
                       'aria-live="polite"><output>{left}</output> of {t} left</p>{rows}'
                       '<p class="hint">Share {t} over the labels (at least {lo} each); a blank '
-                      'box counts as 0.</p></div>', t=shown(self.total),
+                      'box counts as 0.</p></div>', s=self.name, t=shown(self.total),
                       left=shown(self.total - given), rows=join(rows), lo=shown(self.minimum))
 
 

@@ -63,8 +63,9 @@ class Kind:
     # grow a way). None of the ways is named after a kind.
     aggregate_as = "choice"      # annotators' values become one (potato/labels/aggregate.py): "choice"
     #                              (majority, or Dawid-Skene), "multi" (label lists: majority),
-    #                              "spans" (agreed spans), "median", "order" (orders: mean
-    #                              rank), "none" (not aggregated)
+    #                              "spans" (agreed spans), "median", "median_each",
+    #                              "mean_per_label", "order" (orders: mean rank), "whole"
+    #                              (the value most gave, whole), "none" (not aggregated)
     one_label = False            # a value is one of a fixed set (a label, a scale point): the
     #                              annotators' agreement (Cohen's and Fleiss' kappa) applies
     suggests_labels = False      # the annotate page offers a model's label(s) to accept

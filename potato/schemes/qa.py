@@ -44,6 +44,8 @@ class ExtractiveQA(Span):
     ranks_by = None  # no trainer predicts answers: nothing to order by
     upstream_spans = False  # upstream's output holds the answer in label_annotations
     max_spans = 1
+    aggregate_as = "whole"  # one answer (or unanswerable) as the annotators gave it, not
+    #                         spans merged from several answers
 
     def __init__(self, scheme):
         super().__init__(scheme)

@@ -44,6 +44,12 @@ class Ranking(Kind):
         if m.get("items_key") is not None:
             r.error(p + ("items_key",), f"{dotted(p + ('items_key',))}: {ITEMS_KEY_HINT}")
         self.allow_ties = r.boolean(m, "allow_ties", p, False)
+        odd = [x for x in self.scheme.labels if "," in x or "=" in x]
+        if odd:  # review 36.8: upstream's rank_order joins labels with ',' and ties with '='
+            r.warn(p + ("labels",), f"{dotted(p)} ({self.name}): label {odd[0]!r} holds ',' "
+                                    f"or '=', which upstream's output format (rank_order "
+                                    f"\"A,B=C\") cannot tell apart from two labels: that "
+                                    f"export cannot be read back. Rename it if you use it.")
         n = len(self.scheme.labels)
         if n and not 2 <= n <= MAX_RANKED:
             r.error(p + ("labels",), f"{dotted(p)} ({self.name}) has {n} label(s) to rank; a "
@@ -98,8 +104,9 @@ class Ranking(Kind):
             if not v:
                 continue
             found = _RANKED.fullmatch(v)
-            rank = int(found.group(1)) if found else len(self.scheme.labels) + 1
-            places.setdefault(rank, []).append(found.group(2) if found else v)
+            if not found:  # no menu's value: check refuses it, naming it (review 36.12)
+                return v
+            places.setdefault(int(found.group(1)), []).append(found.group(2))
         return [group if len(group) > 1 else group[0]
                 for _, group in sorted(places.items())] or None
 

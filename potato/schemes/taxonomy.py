@@ -71,6 +71,14 @@ class HierarchicalMultiselect(Kind):
         r.number(m, "expand_depth", p, None, 0, MAX_DEPTH, integer=True)  # the tree shows open
         self.tooltips = self._tooltips(r, m.get("tooltips"), p + ("tooltips",))
         self.scheme.labels = [path for path, *_ in self.nodes]
+        odd = [name for _, name, *_ in self.nodes if "," in name or ";" in name]
+        if odd:  # review 36.8: upstream's comma-joined output and the CSV's ";" split them
+            r.warn(p + ("taxonomy",), f"{dotted(p)} ({self.name}): node {odd[0]!r}"
+                                      f"{' and %d more' % (len(odd) - 1) if len(odd) > 1 else ''}"
+                                      f" holds ',' or ';', which upstream's output format "
+                                      f"(comma-joined names) and the CSV export (';'-joined "
+                                      f"paths) cannot tell apart from two nodes: an export "
+                                      f"read back may differ. Rename it if you use them.")
 
     def _tooltips(self, r, raw: Any, q) -> Dict[str, str]:
         """Upstream's tooltips: a node name's hover text (the label's title here)."""
@@ -210,10 +218,12 @@ class HierarchicalMultiselect(Kind):
         search = render('<label class="tree-search">Find <input type="search" '
                         'class="tree-filter" aria-label="Find a node of {s}" '
                         'autocomplete="off"></label>', s=self.name) if self.search else ""
-        return render('<div class="tree" data-tree="{s}"{c}{pa}>{search}{ul}'
+        return render('<div class="tree" data-tree="{s}"{c}{pa}{mx}>{search}{ul}'
                       '<p class="tree-none hint" hidden>No node matches.</p></div>',
                       s=self.name, c=Safe(' data-auto-children="1"' if self.auto_children
                                           else ""),
+                      mx=Safe(' data-max="%d"' % self.max_selections
+                              if self.max_selections else ""),
                       pa=Safe(' data-auto-parent="1"' if self.auto_parent else ""),
                       search=search, ul=self._list(0, 1, chosen)[0])
 

@@ -157,6 +157,8 @@ def _annotate_routes(app) -> None:
             _assigned(app, user, item_id)
             labels = _form_labels(cfg, form, item["text"], back=action == "prev")
             stored = app.store.labels_of(user, item_id)
+            labels = _not_prefilled_hidden(cfg, labels, {**stored, **labels},
+                                           display.record(item))
             if action != "prev":
                 _require(cfg, {**stored, **labels})
             else:  # paging back past an item is not an answer of "nothing marked"
@@ -221,6 +223,19 @@ def _assigned(app, user: str, item_id: str) -> None:
         raise HTTPError(403, f"item {item_id!r} is not one of yours: this project gives each "
                              f"item to a limited number of annotators (num_annotators_per_item, "
                              f"max_annotations_per_user). Label the items /annotate shows you.")
+
+
+def _not_prefilled_hidden(cfg, labels: dict, answers: dict, record: dict) -> dict:
+    """``labels`` without the values of schemes that display_logic hides (for ``answers``)
+    and that only hold what their inputs start with (``Kind.initial``: text_edit's text to
+    edit): a hidden box is posted as it was filled, which is no answer."""
+    out = {}
+    for name, value in labels.items():
+        scheme = cfg.scheme(name)
+        start = scheme.kind.initial(record) if scheme is not None else None
+        if start is None or value != start or display_logic.shown(scheme, answers):
+            out[name] = value
+    return out
 
 
 def _require(cfg, labels: dict) -> None:

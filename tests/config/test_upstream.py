@@ -1130,7 +1130,7 @@ def test_per_turn_ratings_and_a_span_target_elsewhere_are_refused_not_dropped(tm
     cfg, errors, _ = load(str(tmp_path / "c.yaml"))
     assert [e.key for e in errors] == [
         "instance_display.fields[0].display_options.per_turn_ratings",
-        "instance_display.fields[1].span_target"], errors
+        "instance_display.fields[1].span_target", "instance_display.fields[0].type"], errors
     assert "its scheme would not be shown, nor its answers kept" in errors[0].message
     assert errors[1].message == (
         "instance_display.fields[1].span_target: spans here mark the item's text, the field "
@@ -1184,3 +1184,16 @@ def test_spans_mark_plain_text_a_code_field_but_not_a_document(tmp_path):
     assert errors == ["instance_display.fields[0].span_target: spans here mark plain text, and "
                       "field 'text' is shown as document. Show it as text (type: text), or mark "
                       "spans on another field."]
+    # Review 36.6: without span_target too: the page would have no text to mark
+    for kind in ("document", "agent_trace", "dialogue"):
+        errors, _ = span_target_config(
+            tmp_path, "    - {key: code, type: text}\n    - {key: text, type: %s}\n" % kind,
+            span)
+        assert errors == ["instance_display.fields[1].type: field 'text' is the text spans "
+                          "mark (item_properties.text_key), and it is shown as %s, where "
+                          "nothing can be marked. Show it as text (type: text), or set "
+                          "item_properties.text_key to the field spans should mark." % kind]
+    errors, _ = span_target_config(
+        tmp_path, "    - {key: text, type: document}\n",
+        "  - {annotation_type: radio, name: r, labels: [a, b]}\n")
+    assert errors == []  # nothing marks spans: a document is fine

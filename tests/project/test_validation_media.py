@@ -241,3 +241,21 @@ def test_data_errors_of_a_sound_project_and_of_its_data_file(tmp_path):
     (tmp_path / "items.jsonl").write_text("{not json\n")
     [error] = vm.data_errors(cfg)
     assert "items.jsonl" in error
+
+
+def test_videos_no_browser_plays_are_a_warning_and_each_kind_has_formats(tmp_path):
+    # Review 36.1: a video of another format made validate (and the data watcher) a KeyError.
+    from potato.project import media, validation_media
+
+    assert set(validation_media.FORMATS) == set(media.KINDS)
+    (tmp_path / "media").mkdir()
+    (tmp_path / "media" / "clip.avi").write_bytes(b"RIFF\x10\0\0\0AVI LIST" + bytes(40))
+    (tmp_path / "media" / "ok.webm").write_bytes(b"\x1a\x45\xdf\xa3\x9f" + bytes(40))
+    rows = [{"id": "a", "video": "clip.avi", "text": "t"},
+            {"id": "b", "video": "ok.webm", "text": "t"}]
+    config = MEDIA_CONFIG.replace("{image_key: image, audio_key: audio}", "{video_key: video}")
+    _, errors, warnings, _ = rules(media_project(tmp_path, items=rows, config=config))
+    assert errors == []
+    assert warnings == [(("item_properties", "video_key"), "1 of 2 items' video files cannot be "
+                         "shown by a browser: 'clip.avi' is not an image, audio or video format "
+                         "a browser shows. Convert them to MP4, WebM or Ogg.")]

@@ -129,8 +129,11 @@ def test_the_form_turns_rank_menus_into_the_order(tmp_path):
         k.check(k.from_form(["1:" + A, "1:" + B, "3:" + C, "4:" + D]))
     with pytest.raises(LabelError, match="'Response E' is not a label"):
         k.check(k.from_form(["1:Response E", "2:" + B, "3:" + C, "4:" + D]))
-    with pytest.raises(LabelError, match="'garbage' is not a label"):
+    with pytest.raises(LabelError, match="a list; tied labels as a list inside it.*'garbage'"):
         k.check(k.from_form(["garbage", "2:" + B, "3:" + C, "4:" + D]))
+    t = kind(tmp_path, ties=True)  # review 36.12: menu-less values were one all-way tie
+    with pytest.raises(LabelError, match=r"not '%s'" % A):
+        t.check(t.from_form([A, B, C, D]))
     t = kind(tmp_path, ties=True)
     assert t.check(t.from_form(["2:" + A, "1:" + B, "2:" + C, "4:" + D])) == [B, [A, C], D]
 
@@ -163,3 +166,15 @@ def test_annotators_orders_aggregate_by_mean_rank(tmp_path):
 def test_a_ranking_is_annotate_only(tmp_path):
     assert kind(tmp_path).one_label is False
     assert "no trainer trains ranking schemes" in trainers.annotate_only("ranking")
+
+
+def test_a_label_upstreams_format_cannot_hold_is_a_warning(tmp_path):
+    # Review 36.8: "B,x" and "C=y" made the upstream export unreadable
+    from potato.config.reader import Reader
+    from potato.schemes import parse_schemes
+    r = Reader("c.yaml", {}, {})
+    parse_schemes(r, [{"annotation_type": "ranking", "name": "o",
+                       "labels": ["A", "B,x", "C=y"]}], {})
+    assert r.errors == []
+    [w] = [w.message for w in r.warnings]
+    assert w.startswith("annotation_schemes[0] (o): label 'B,x' holds ',' or '='")

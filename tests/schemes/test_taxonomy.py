@@ -182,3 +182,15 @@ def test_a_big_taxonomy_raises_the_save_allowance(tmp_path):
                         "    taxonomy: {A: %s}\n" % leaves)
     posted = sum(len("label%3At=") + 3 * len(p) + 1 for p in s.labels)
     assert s.kind.answer_bytes() >= posted
+
+
+def test_a_node_name_the_exports_cannot_hold_is_a_warning():
+    # Review 36.8: "Sports, Games" came back from upstream's format as two nodes
+    from potato.config.reader import Reader
+    from potato.schemes import parse_schemes
+    r = Reader("c.yaml", {}, {})
+    parse_schemes(r, [{"annotation_type": "hierarchical_multiselect", "name": "t",
+                       "taxonomy": {"Sports, Games": ["Chess"], "A;B": ["c"]}}], {})
+    assert r.errors == []
+    [w] = [w.message for w in r.warnings]
+    assert w.startswith("annotation_schemes[0] (t): node 'Sports, Games' and 1 more holds")

@@ -97,3 +97,23 @@ def test_the_api_refuses_a_bad_value_and_stores_nothing(project, serve, value, m
         "item_id": "t1", "labels": {"post_edit": value}})
     assert status == 400 and "scheme 'post_edit' (text_edit): " + message in body["error"], body
     assert mine(c) == {}
+
+
+def test_a_box_display_logic_hides_stores_nothing_when_left_as_it_started(write_config, serve):
+    # Review 36.3: the hidden box was posted prefilled and stored as an edit of distance 0
+    config = CONFIG.replace("annotation_schemes:\n", "annotation_schemes:\n"
+                            "  - annotation_type: radio\n    name: quality\n"
+                            "    labels: [good, bad]\n") + (
+        "    display_logic: {show_when: [{schema: quality, operator: equals, value: bad}]}\n")
+    _, url = serve(write_config(config, items=ITEMS), training=False)
+    c = Client(url)
+    c.login("ann")
+    f = dict(form("The cat <sit> & mat."), **{"label:quality": "good"})
+    assert c.post("/annotate", form=f).status == 303
+    assert mine(c) == {"quality": "good"}
+    f = dict(form("The cat <sit> & mat."), **{"label:quality": "bad", "position": "0"})
+    assert c.post("/annotate", form=f).status == 303  # shown: left as it was, it is kept
+    assert mine(c) == {"quality": "bad", "post_edit": "The cat <sit> & mat."}
+    f = dict(form("Changed, though hidden."), **{"label:quality": "good", "position": "0"})
+    assert c.post("/annotate", form=f).status == 303  # an edit is kept whatever hides it
+    assert mine(c)["post_edit"] == "Changed, though hidden."

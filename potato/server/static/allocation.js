@@ -17,6 +17,20 @@
       out.textContent = String(left);
       line.classList.toggle("over", left < 0);
       line.classList.toggle("done", left === 0);
+      // a sum that is off is not sent (annotate.js); all blank is no answer, and may go
+      var given = Array.prototype.some.call(inputs, function (el) { return el.value.trim(); });
+      var name = box.getAttribute("data-scheme"), least = Number(box.getAttribute("data-min"));
+      var low = Array.prototype.some.call(inputs, function (el) {
+        return el.value.trim() !== "" && !(Number(el.value) >= least); });
+      if (given && low) {
+        box.setAttribute("data-not-ready", name + ": each share must be a number of at " +
+                         "least " + least + ".");
+      } else if (given && left !== 0) {
+        box.setAttribute("data-not-ready", name + ": the shares add up to " +
+                         (Math.round(sum * 1e6) / 1e6) + ", not " + total + ".");
+      } else {
+        box.removeAttribute("data-not-ready");
+      }
     }
     inputs.forEach(function (el) { el.addEventListener("input", update); });
     update();

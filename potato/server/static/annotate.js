@@ -26,7 +26,8 @@
       l.classList.toggle("chosen", !!(box && box.checked));
     });
     if (anything()) { warned = false; if (warning) warning.hidden = true; }
-    if (missingNote && !missing().length) missingNote.hidden = true;
+    if (missingNote && !missing().length && !form.querySelector("[data-not-ready]"))
+      missingNote.hidden = true;
   }
   function anything() {
     return fields(form).some(hasValue);
@@ -103,11 +104,22 @@
     });
     mark();
   }
-  // False (and says why) when the form may not be sent as "next".
+  // False (and says why) when the form may not be sent as "next". A kind's script marks an
+  // answer the server would refuse with data-not-ready (its sentence) on an element of its
+  // fieldset; a scheme display_logic hides is not asked.
   function mayGo() {
     var names = missing();
     if (names.length && missingNote) {
       missingNote.textContent = "An answer is required for: " + names.join(", ") + ".";
+      missingNote.hidden = false;
+      return false;
+    }
+    var notReady = Array.prototype.filter.call(form.querySelectorAll("[data-not-ready]"),
+      function (el) { var fs = el.closest("fieldset"); return !(fs && fs.hidden); });
+    if (notReady.length && missingNote) {
+      missingNote.textContent = "Not saved yet: " + notReady.map(function (el) {
+        return el.getAttribute("data-not-ready"); }).join(" ") + " Everything you gave is " +
+        "still here.";
       missingNote.hidden = false;
       return false;
     }

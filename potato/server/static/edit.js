@@ -47,7 +47,12 @@
         box.focus();
       });
     }
-    box.addEventListener("input", count);
+    // counted when typing pauses: a long text's table is millions of cells (review 36.10)
+    var timer = null;
+    box.addEventListener("input", function () {
+      clearTimeout(timer);
+      timer = setTimeout(count, source !== null && source.length > 500 ? 250 : 0);
+    });
     count();
   });
 })();

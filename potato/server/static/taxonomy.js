@@ -38,7 +38,20 @@
       tree.querySelectorAll("label.tree-node").forEach(function (l) {
         l.classList.toggle("chosen", boxOf(l.parentElement).checked);
       });
+      limit();
     });
+    // more ticked nodes than max_selections are not sent (annotate.js says why)
+    var most = Number(tree.getAttribute("data-max")) || 0;
+    function limit() {
+      var n = tree.querySelectorAll("input[type=checkbox]:checked").length;
+      if (most && n > most) {
+        tree.setAttribute("data-not-ready", tree.getAttribute("data-tree") + ": " + n +
+                          " nodes are ticked, and at most " + most + " may be.");
+      } else {
+        tree.removeAttribute("data-not-ready");
+      }
+    }
+    limit();
     var filter = tree.querySelector("input.tree-filter");
     var none = tree.querySelector(".tree-none");
     if (!filter) return;

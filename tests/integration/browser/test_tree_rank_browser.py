@@ -126,3 +126,34 @@ def test_a_tree_and_a_ranking_save_from_keys_and_mouse(tmp_path, serve, browser)
     assert not box(d, "<i>Arts").is_selected()
     assert Select(menu(d, "A")).first_selected_option.text == "3"
     assert d.find_element("css selector", "output.ranking-order").text == "B > C > A"
+
+
+def test_more_ticks_than_max_selections_are_not_sent(tmp_path, serve, browser):
+    # Review 36.7: the server's 400 page was where the annotator learnt of the limit
+    d = browser
+    (tmp_path / "items.jsonl").write_text("".join(json.dumps(i) + "\n" for i in ITEMS))
+    (tmp_path / "config.yaml").write_text(CONFIG.replace("    show_search: true\n",
+                                                         "    max_selections: 2\n")
+                                          .replace("auto_select_children: true",
+                                                   "auto_select_children: false")
+                                          .replace("auto_select_parent: true",
+                                                   "auto_select_parent: false"))
+    server, url = serve(str(tmp_path / "config.yaml"), training=False)
+    d.get(url + "login")
+    d.find_element("id", "username").send_keys("dana")
+    d.find_element("css selector", "form button[type=submit]").click()
+    on_item(d, "t1")
+    for path in ("Science", "Science/Physics", "Science/Physics/Optics"):
+        box(d, path).click()
+    d.find_element("css selector", "button[value=next]").click()
+    note = d.find_element("id", "required-missing")
+    assert note.is_displayed() and note.text == (
+        "Not saved yet: topic: 3 nodes are ticked, and at most 2 may be. Everything you gave "
+        "is still here.")
+    assert server.app.store.labels_of("dana", "t1") == {}
+    box(d, "Science").click()
+    assert not note.is_displayed()
+    d.find_element("css selector", "button[value=next]").click()
+    on_item(d, "t2")
+    assert server.app.store.labels_of("dana", "t1")["topic"] == [
+        "Science/Physics", "Science/Physics/Optics"]
