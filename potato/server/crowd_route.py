@@ -8,6 +8,7 @@ name form is closed in such a project: workers are who their platform's link say
 
 from __future__ import annotations
 
+import re
 from typing import Callable
 
 from potato.config.crowd import NAME, VALUE
@@ -68,3 +69,11 @@ def refuse_name_login(cfg) -> HTTPError:
     crowd = cfg.upstream.crowd
     return HTTPError(403, f"This project's annotators log in by their {crowd.label} link "
                           f"(/?{crowd.id_param}=...), not by a user name. Open that link.")
+
+
+def unlogged(cfg, line: str) -> str:
+    """An access-log line with invite tokens hidden (a token lets its holder in)."""
+    crowd = cfg.upstream.crowd
+    if crowd is None or crowd.provider != "expert":
+        return line
+    return re.sub(r"([?&]%s=)[^&\s]*" % re.escape(crowd.id_param), r"\1(hidden)", line)
