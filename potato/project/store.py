@@ -228,6 +228,14 @@ class Store:
         return {r[0]: r[1] for r in self.conn().execute(
             "SELECT name, value FROM crowd_ids WHERE annotator=? ORDER BY name", (name,))}
 
+    def all_crowd_ids(self) -> Dict[str, Dict[str, str]]:
+        """Every crowd worker's platform ids: {annotator: {name: value}}."""
+        out: Dict[str, Dict[str, str]] = {}
+        for r in self.conn().execute("SELECT annotator, name, value FROM crowd_ids "
+                                     "ORDER BY annotator, name"):
+            out.setdefault(r[0], {})[r[1]] = r[2]
+        return out
+
     def has_annotator(self, name: str) -> bool:
         return self.conn().execute("SELECT 1 FROM annotators WHERE name=?",
                                    (name,)).fetchone() is not None

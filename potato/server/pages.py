@@ -226,8 +226,12 @@ def _choice_label(label: Any) -> bool:
 def admin_page(cfg: Config, stats: Dict[str, Any], debug_note: str = "",
                counts: Optional[Dict[str, Dict[str, int]]] = None,
                agreement: Optional[Dict[str, Dict[str, Any]]] = None) -> str:
-    rows = "".join(f"<tr><td>{esc(a['name'])}</td><td>{a['items']}</td></tr>"
-                   for a in stats["annotators"]) or '<tr><td colspan="2">No annotators yet</td></tr>'
+    crowd = cfg.upstream.crowd is not None  # a column of each worker's platform ids
+    rows = "".join(f"<tr><td>{esc(a['name'])}</td><td>{a['items']}</td>" + (
+        "<td>%s</td>" % esc(", ".join(f"{k}={v}" for k, v in a.get("crowd_ids", {}).items()))
+        if crowd else "") + "</tr>" for a in stats["annotators"]) or \
+        '<tr><td colspan="2">No annotators yet</td></tr>'
+    ids_head = '<th scope="col">Platform ids</th>' if crowd else ""
     schemes = "".join(f"<li><b>{esc(s.name)}</b> ({esc(s.annotation_type)}): "
                       f"{esc(s.kind.summary())}</li>" for s in cfg.schemes)
     note = f'<p class="warning">{esc(debug_note)}</p>' if debug_note else ""
@@ -249,7 +253,7 @@ the annotator, the time and the item's aggregated label):
 (a folder per annotator, zipped)</a>. The same as <code>potato annotations export CONFIG
 --rows item|label --format jsonl|csv</code> (one row per item unless told).</p>{counts_html}</section>
 <section class="card"><h2>Annotators</h2>
-<table><thead><tr><th scope="col">Annotator</th><th scope="col">Items labelled</th></tr></thead>
+<table><thead><tr><th scope="col">Annotator</th><th scope="col">Items labelled</th>{ids_head}</tr></thead>
 <tbody>{rows}</tbody></table></section>
 <form method="post" action="/admin/logout"><button type="submit">Log out of admin</button></form>
 """, cfg, admin=True)

@@ -369,9 +369,14 @@ def _admin_routes(app) -> None:
         h.redirect("/admin/login")
 
     def _stats():
+        annotators = [{"name": r["name"], "items": r["items"]}
+                      for r in app.store.annotator_stats()]
+        if cfg.upstream.crowd is not None:  # what each worker's link carried (crowd_route)
+            ids = app.store.all_crowd_ids()
+            for a in annotators:
+                a["crowd_ids"] = ids.get(a["name"], {})
         return {"items": app.store.item_count(), "annotations": app.store.annotation_count(),
-                "annotators": [{"name": r["name"], "items": r["items"]}
-                               for r in app.store.annotator_stats()]}
+                "annotators": annotators}
 
     @app.route("GET", r"/admin", "admin")
     def admin_home(h):

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from tests.helpers import Client
+from tests.helpers import KEY, Client
 
 SCHEMES = """
 data_files: [items.jsonl]
@@ -207,3 +207,17 @@ def test_an_invite_token_logs_in_as_its_user_and_an_unknown_one_is_refused(crowd
     done = label_all(c)
     assert "Invoice per your contract." in done
     assert not any("k3J9mQ2xLp8v" in line for line in service.access_lines)
+
+
+def test_the_admin_sees_each_workers_platform_ids(crowd):
+    c, _ = crowd(PROLIFIC + "admin_api_key: %s\n" % KEY)
+    assert c.get("/?PROLIFIC_PID=w5&STUDY_ID=st%3C1%3E&SESSION_ID=se5").status == 303
+    status, stats = c.json("GET", "/admin/api/stats", headers={"X-API-Key": KEY})
+    assert status == 200
+    assert stats["annotators"] == [{"name": "w5", "items": 0, "crowd_ids": {
+        "session_id": "se5", "study_id": "st<1>"}}]
+    admin = Client("http://%s:%d" % (c.host, c.port))
+    admin_page = admin.post("/admin/login", form={"key": KEY, "next": "/admin"})
+    assert admin_page.status == 303
+    page = admin.get("/admin").text
+    assert "Platform ids" in page and "study_id=st&lt;1&gt;" in page and "st<1>" not in page
