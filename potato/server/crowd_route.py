@@ -45,10 +45,10 @@ def arrive(h, app, start_session: Callable) -> bool:
             raise HTTPError(400, f"This link's {param} is not a value this project keeps "
                                  f"(once, at most 200 printable characters, no spaces). {again}")
         ids[name] = values[0]
+    start_session(h, app, user)
     old = h.cookie(app.session_cookie)
     if old:  # a browser shared by two workers: the link says who this is now
         app.store.drop_session(old)
-    start_session(h, app, user)
     app.store.set_crowd_ids(user, ids)
     h.redirect("/annotate")
     return True

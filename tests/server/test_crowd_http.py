@@ -221,3 +221,23 @@ def test_the_admin_sees_each_workers_platform_ids(crowd):
     assert admin_page.status == 303
     page = admin.get("/admin").text
     assert "Platform ids" in page and "study_id=st&lt;1&gt;" in page and "st<1>" not in page
+
+
+def test_a_worker_given_no_items_gets_the_code_at_once(crowd):
+    c, _ = crowd(PROLIFIC + "num_annotators_per_item: 1\n")
+    for worker in ("a1", "a2", "a3"):  # 5 items, 2 a worker, 1 annotator an item
+        c.cookies.clear()
+        assert c.get("/?PROLIFIC_PID=" + worker).status == 303
+        label_all(c)
+    c.cookies.clear()
+    c.get("/?PROLIFIC_PID=late")
+    page = c.get("/annotate").text
+    assert "0 of 0 items" in page and '<code id="completion-code">C1&amp;ABC</code>' in page
+
+
+def test_a_second_worker_on_the_same_browser_replaces_the_first(crowd):
+    c, _ = crowd(SCHEMES + "login: {type: url_direct, url_argument: workerId}\n")
+    c.get("/?workerId=first")
+    c.get("/?workerId=second")
+    page = c.get("/annotate").text
+    assert "Annotator: <b>second</b>" in page and "<b>first</b>" not in page
