@@ -150,17 +150,17 @@ def fill(template: str, values: Dict[str, str]) -> str:
 
 
 def login_type(r: Reader, value: Any) -> Optional[str]:
-    """``login.type`` when it is one this Potato runs, else an error and None."""
-    m = value if isinstance(value, dict) else {}
-    kind = m.get("type", "standard")
+    """``login.type`` when it is one this Potato runs, else an error and None (a login that
+    is not a mapping is parse's error)."""
+    kind = value.get("type", "standard") if isinstance(value, dict) else "standard"
     if kind in LOGIN_TYPES:
         return kind
-    r.error(("login", "type") if isinstance(value, dict) else ("login",),
-            "login%s is %r: upstream's %s login is not supported here: annotators log in with "
-            "a user name, or crowd workers by their platform's link. Use login: {type: "
-            "url_direct, url_argument: <the id's URL parameter>}, or remove login."
-            % (".type" if isinstance(value, dict) else "", kind if isinstance(value, dict)
-               else value, kind if isinstance(kind, str) else "this"))
+    r.error(("login", "type"), "login.type is %s: upstream's %s login is not supported here: "
+                               "annotators log in with a user name, or crowd workers by their "
+                               "platform's link. Use login: {type: url_direct, url_argument: "
+                               "<the id's URL parameter>}, or remove login."
+            % (ascii(kind)[:60], "password" if kind == "password" else "single sign-on or "
+               "other" if isinstance(kind, str) else "other"))
     return None
 
 
@@ -251,6 +251,12 @@ def parse(r: Reader, m: Dict[str, Any]) -> Optional[Crowd]:
         r.warn(("auto_redirect_on_completion",), "auto_redirect_on_completion is true, but "
                "there is no page to send workers to (no completion.redirect_url): they stay "
                "on the done page with their code. Add a redirect_url, or remove it.")
+    probe = crowd.completion("worker", {})
+    if not (probe.code or probe.url or probe.message):
+        r.warn(path, f"{dotted(path)}: workers who finish get no completion code and no link "
+                     f"back (the done page only thanks them), so their platform cannot tell "
+                     f"who finished. Set completion_code, or completion.code in the provider's "
+                     f"block.")
     return crowd
 
 

@@ -249,3 +249,16 @@ def test_hide_navbar_and_jumping_are_read():
     got, errors, _ = read({"hide_navbar": True, "jumping_to_id_disabled": True})
     assert errors == [] and got.hide_navbar and got.no_jump
     assert keys_of({"hide_navbar": "yes"}) == ["hide_navbar"]
+
+
+def test_a_done_page_with_nothing_to_show_is_a_warning():
+    _, errors, warnings = read({"login": {"type": "url_direct", "url_argument": "workerId"}})
+    assert errors == []
+    assert any("workers who finish get no completion code and no link back" in w
+               for w in warnings)
+    for data in (PROLIFIC, GENERIC, MICRO, SONA, EXPERT):
+        assert not any("no completion code" in w for w in read(data)[2])
+
+
+def test_a_login_that_is_not_a_mapping_is_an_error():
+    assert keys_of({"login": "url_direct"}) == ["login"]
