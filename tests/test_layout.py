@@ -638,7 +638,7 @@ FLOORS = [
                 "potato/training/remote/")),
     ("config reader", ("potato/config/__init__.py", "potato/config/reader.py",
                        "potato/config/upstream.py", "potato/config/upstream_keys.py",
-                       "potato/config/netaddr.py")),
+                       "potato/config/netaddr.py", "potato/config/crowd.py")),
     ("kinds", ("potato/schemes/",)),
     ("config", ("potato/config/",)),
     ("project", ("potato/project/",)),

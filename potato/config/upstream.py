@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
+from potato.config import crowd
 from potato.config.reader import Path, Reader, dotted
 from potato.config.upstream_keys import ACCEPTED, IMPLEMENTED, OFF_SWITCHES, POLICY, REFUSED
 
@@ -50,6 +51,9 @@ class Upstream:
     # what else blocks the config: a scheme type or display type not here -> how many schemes
     # or fields ask for it (the migration report lists these with the refused keys)
     blockers: Dict[str, int] = field(default_factory=dict)
+    crowd: Optional[crowd.Crowd] = None  # workers arrive by a platform's link (config/crowd.py)
+    hide_navbar: bool = False        # no user name and Log out on annotators' pages
+    no_jump: bool = False            # jumping_to_id_disabled: no Go to item box
 
     @property
     def seen(self) -> bool:
@@ -106,6 +110,10 @@ def _status(r: Reader, key: str, value: Any) -> str:
                         f"here with a user name alone. Remove {key} (or set require_password: "
                         f"false), and keep the server on a network only your annotators reach.")
         return REFUSED
+    if key == "login":
+        return IMPLEMENTED if crowd.login_type(r, value) else REFUSED
+    if key == "crowdsourcing":
+        return IMPLEMENTED if crowd.provider_of(r, value) else REFUSED
     if key == "num_annotators_per_item" and isinstance(value, dict):
         r.error((key,), "num_annotators_per_item is a mapping (overlap sampling and adaptive "
                         "rules), which is not implemented here. Give an integer: how many "
@@ -175,6 +183,9 @@ def _parse(r: Reader, raw: Dict[str, Any], up: Upstream) -> None:
     up.diversity = m.get("diversity_ordering")
     if "instance_display" in m:
         up.display = _display(r, m["instance_display"], up.blockers)
+    up.crowd = crowd.parse(r, m)
+    up.hide_navbar = r.boolean(m, "hide_navbar", (), False)
+    up.no_jump = r.boolean(m, "jumping_to_id_disabled", (), False)
 
 
 STRATEGIES = ("fixed_order", "least_annotated", "random", "active_learning",

@@ -39,9 +39,10 @@ def _ref(why: str) -> Policy:
 
 
 _LOOKS = "page looks and templates"
-_CROWD = ("crowd-worker payment is not handled here: workers would not get their completion "
-          "code. Remove it and pay through your platform, or keep this project on upstream "
-          "Potato.")
+_PLATFORM_API = ("not used here: workers who arrive by the platform's link still get their "
+                 "completion code (login: {type: url_direct}, completion_code or "
+                 "crowdsourcing), but places, sessions and payments are managed on the "
+                 "platform's own site. Remove it.")
 _COHORT = ("per-cohort assignment is not implemented here: every annotator would get the same "
            "items. Remove it and use num_annotators_per_item / max_annotations_per_user, or "
            "run one project per cohort.")
@@ -107,16 +108,34 @@ POLICY: Dict[str, Policy] = {
                                            "min_instances_for_training, update_frequency, "
                                            "max_instances_to_reorder, random_sample_percent, "
                                            "cold_start_strategy"),
+    "login": Policy(IMPLEMENTED, "type: url_direct (or prolific): crowd workers arrive at "
+                                 "/?<url_argument>=<their id> and are logged in as that id; "
+                                 "type: standard is the user-name login. Other types are "
+                                 "refused"),
+    "crowdsourcing": Policy(IMPLEMENTED, "provider prolific, mturk, connect, generic, "
+                                         "microworkers, sona, clickworker or expert: its id "
+                                         "parameter, the ids it keeps, and its completion code "
+                                         "or link on the done page"),
+    "completion_code": Policy(IMPLEMENTED, "the code the done page shows a crowd worker who "
+                                           "has labelled all their items"),
+    "auto_redirect_on_completion": Policy(IMPLEMENTED, "true: the done page goes back to the "
+                                                       "platform by itself"),
+    "auto_redirect_delay": Policy(IMPLEMENTED, "milliseconds before that (rounded up to "
+                                               "seconds)"),
+    "hide_navbar": Policy(IMPLEMENTED, "true: annotators' pages show no user name and no Log "
+                                       "out"),
+    "jumping_to_id_disabled": Policy(IMPLEMENTED, "true: no Go to item box; annotators move "
+                                                  "with Previous and Save and next"),
     "instance_display": Policy(IMPLEMENTED, "text, dialogue, spreadsheet, code, document, "
                                             "agent_trace, coding_trace, image, audio and "
                                             "video fields on the annotate page"),
     # accepted, not used here ----------------------------------------------------------------
     **{k: _acc(_LOOKS) for k in (
         "site_dir", "site_file", "base_html_template", "header_file", "html_layout",
-        "customjs", "customjs_hostname", "hide_navbar", "ui", "ui_config", "ui_language",
+        "customjs", "customjs_hostname", "ui", "ui_config", "ui_language",
         "layout", "list_as_text", "highlight_linebreaks", "horizontal_key_bindings",
         "keyword_highlights_file", "emphasis_corpus_to_color", "label_colors", "theme",
-        "show_progress", "keyboard_shortcuts", "jumping_to_id_disabled")},
+        "show_progress", "keyboard_shortcuts")},
     **{k: _acc("output formats (the store here is potato.db; export with potato annotations "
                "export)") for k in ("output_annotation_format", "export_annotation_format",
                                     "annotation_output_format", "export")},
@@ -137,8 +156,6 @@ POLICY: Dict[str, Policy] = {
                        "here. Remove surveyflow, or ask those questions as annotation schemes."),
     "training": _ref("upstream's training quiz (annotators pass it before real items) is not "
                      "run here. Remove training; model training here is model_training."),
-    "login": _ref("login types (password, url_direct for crowd workers) are not supported: "
-                  "annotators log in with a user name. Remove login."),
     "authentication": _ref("accounts, passwords and single sign-on are not supported: "
                            "annotators log in with a user name. Remove authentication and "
                            "keep the server on a network only your annotators reach."),
@@ -166,8 +183,9 @@ POLICY: Dict[str, Policy] = {
                    "supported thing)."),
     "user_roles": _ref("per-user roles and quotas are not supported. Remove user_roles; use "
                        "max_annotations_per_user for a quota."),
-    "crowdsourcing": _ref(_CROWD), "prolific": _ref(_CROWD), "mturk": _ref(_CROWD),
-    "completion_code": _ref(_CROWD),
+    "prolific": _ref("upstream's link to Prolific's API (study places, concurrent sessions) "
+                     "is " + _PLATFORM_API),
+    "mturk": _ref("upstream's link to MTurk's API (making HITs) is " + _PLATFORM_API),
     "data_sources": _ref("remote data sources (URLs, S3, Hugging Face, sheets, databases) are "
                          "not read here. Remove data_sources, download the items and list the "
                          "files in data_files."),
@@ -214,9 +232,6 @@ POLICY: Dict[str, Policy] = {
     **{k: _acc("output formats (the store here is potato.db; export with potato annotations "
                "export)") for k in ("auto_export_interval",
                                     "export_include_annotation_changes")},
-    **{k: _acc("where the page goes when an annotator has finished (the crowd-platform keys "
-               "are refused on their own)") for k in ("auto_redirect_delay",
-                                                      "auto_redirect_on_completion")},
     "data_directory_encoding": _acc("the encoding of data_directory (data_directory itself "
                                     "is refused on its own)"),
     **{k: _acc(_LOGS) for k in ("debug_log", "server_debug", "verbose", "very_verbose")},
@@ -323,7 +338,7 @@ SCHEME_HINTS.update({k: (
 # these are accepted when the config turns them off (false, null, or every switch given as
 # false). Upstream's schema gives these an ``enabled`` key; surveyflow's older switch is
 # ``on`` (unquoted, YAML reads that key as true). Any other refused key is refused whatever
-# its value: upstream acts on it whenever it is there (phases, prolific, login ...).
+# its value: upstream acts on it whenever it is there (phases, prolific ...).
 OFF_SWITCHES: Dict[str, Tuple[Any, ...]] = dict(
     {k: ("enabled",) for k in (
         "annotation_telemetry", "arena", "attention_checks", "automation", "boundary_probing",

@@ -68,6 +68,13 @@ CREATE TABLE IF NOT EXISTS sessions (
     expires_at REAL NOT NULL
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS crowd_ids (   -- what a crowd worker's link carried (config/crowd.py)
+    annotator TEXT NOT NULL,
+    name TEXT NOT NULL,            -- session_id, study_id or a captured parameter's name
+    value TEXT NOT NULL,           -- checked at arrival: printable ASCII, at most 200
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (annotator, name)
+);
 """
 
 
@@ -207,6 +214,27 @@ class Store:
             db.execute("INSERT OR IGNORE INTO annotators(name, position, created_at) "
                        "VALUES (?, 0, ?)", (name, time.time()))
         return self.conn().execute("SELECT * FROM annotators WHERE name=?", (name,)).fetchone()
+
+    def set_crowd_ids(self, name: str, ids: Dict[str, str]) -> None:
+        """A crowd worker's platform ids, as their latest arrival gave them (a name the new
+        link does not carry keeps its earlier value)."""
+        now = time.time()
+        with self.tx() as db:
+            for key, value in ids.items():
+                db.execute("INSERT OR REPLACE INTO crowd_ids(annotator, name, value, "
+                           "updated_at) VALUES (?, ?, ?, ?)", (name, key, value, now))
+
+    def crowd_ids(self, name: str) -> Dict[str, str]:
+        return {r[0]: r[1] for r in self.conn().execute(
+            "SELECT name, value FROM crowd_ids WHERE annotator=? ORDER BY name", (name,))}
+
+    def all_crowd_ids(self) -> Dict[str, Dict[str, str]]:
+        """Every crowd worker's platform ids: {annotator: {name: value}}."""
+        out: Dict[str, Dict[str, str]] = {}
+        for r in self.conn().execute("SELECT annotator, name, value FROM crowd_ids "
+                                     "ORDER BY annotator, name"):
+            out.setdefault(r[0], {})[r[1]] = r[2]
+        return out
 
     def has_annotator(self, name: str) -> bool:
         return self.conn().execute("SELECT 1 FROM annotators WHERE name=?",

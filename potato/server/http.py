@@ -27,6 +27,7 @@ from potato.server.errors import HTTPError
 from potato.server.bodies import Bodies
 from potato.server.downloads import Downloads, header_value as _header_value
 from potato.server.pages import error_page
+from potato.server import crowd_route
 from potato.server.uploads import Uploads
 
 log = logging.getLogger("potato.server")
@@ -63,7 +64,7 @@ class Handler(Bodies, Uploads, Downloads, BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:  # access log, common format
         self.app.access_log(f"{self.address_string()} - - [{self.log_date_time_string()}] "
-                            f"{format % args}")
+                            f"{crowd_route.unlogged(self.app.config, format % args)}")
 
     def handle_one_request(self):
         """Between requests the connection is idle (the server may close it for a newcomer);

@@ -6,17 +6,18 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from potato.project import display, media
+from potato.config.crowd import Completion
 from potato.config.settings import Config
 from potato.markup import Safe, esc, render
 
 
 def layout(title: str, body: str, cfg: Config, user: Optional[str] = None,
-           admin: bool = False, scripts: str = "") -> str:
+           admin: bool = False, scripts: str = "", head: str = "") -> str:
     nav = []
-    if user:
+    if user and not cfg.upstream.hide_navbar:
         nav.append(f'<span class="who">Annotator: <b>{esc(user)}</b></span>'
                    f'<form method="post" action="/logout" class="inline">'
                    f'<button type="submit" class="link">Log out</button></form>')
@@ -27,7 +28,7 @@ def layout(title: str, body: str, cfg: Config, user: Optional[str] = None,
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{esc(title)} · {esc(cfg.annotation_task_name)}</title>
 <link rel="stylesheet" href="/static/style.css">
-<link rel="icon" href="data:,">
+<link rel="icon" href="data:,">{head}
 </head><body>
 <header><a class="brand" href="/">{esc(cfg.annotation_task_name)}</a><nav>{''.join(nav)}</nav></header>
 <main>
@@ -91,6 +92,7 @@ class Annotating:
     predictions: Dict[str, Dict[str, Any]] = field(default_factory=dict)
     admin: bool = False
     first_unlabelled: int = 0
+    completion: Optional[Completion] = None  # a crowd worker's code and link back, at the end
 
 
 def annotate_page(cfg: Config, now: Annotating, max_body: int = 0) -> str:
@@ -105,11 +107,15 @@ def annotate_page(cfg: Config, now: Annotating, max_body: int = 0) -> str:
         skipped = (f'<p>Some items have no label from you yet: <a href="/annotate?resume=1" '
                    f'id="resume">go to the first of them (item {first_unlabelled + 1})</a>.</p>'
                    if first_unlabelled < total else "")
+        done_html, head = completion_html(now.completion) if now.completion else ("", "")
+        if cfg.upstream.crowd is not None and not now.completion:
+            skipped += ("<p>Your completion code is shown here once each of your items has a "
+                        "label.</p>")
         body = (f"<h1>All done</h1>{progress}<p>You have reached the end of the items. "
-                f'Thank you!</p>{skipped}<form method="post" action="/annotate">'
+                f'Thank you!</p>{done_html}{skipped}<form method="post" action="/annotate">'
                 f'<input type="hidden" name="position" value="{position}">'
                 f'<button name="action" value="prev">Previous item</button></form>')
-        return layout("All done", body, cfg, user, admin)
+        return layout("All done", body, cfg, user, admin, head=head)
     record = display.record(item)  # what the schemes show of it (pairwise: the responses)
     fields, key = [], 1
     for scheme in cfg.schemes:
@@ -160,10 +166,30 @@ def annotate_page(cfg: Config, now: Annotating, max_body: int = 0) -> str:
   model's suggestion, <kbd>Enter</kbd> saves and moves on, <kbd>&larr;</kbd> goes back.
   {resume}</p>
 </form>
-<form method="get" action="/annotate" class="jump"><label>Go to item
-  <input name="item" size="14" maxlength="200" placeholder="id or number" autocomplete="off">
-  </label> <button type="submit">Go</button></form>{'</div>' if with_media else ''}"""
+{'' if cfg.upstream.no_jump else JUMP}{'</div>' if with_media else ''}"""
     return layout("Annotate", body, cfg, user, admin, "".join(scripts))
+
+
+JUMP = """<form method="get" action="/annotate" class="jump"><label>Go to item
+  <input name="item" size="14" maxlength="200" placeholder="id or number" autocomplete="off">
+  </label> <button type="submit">Go</button></form>"""
+
+
+def completion_html(c: Completion) -> Tuple[str, str]:
+    """(the done page's part for a crowd worker, the <head>'s redirect): their code, the
+    message, the link back to their platform; a redirect to that link after the delay (a
+    meta refresh: the page's policy runs no inline script)."""
+    code = render('<p class="completion">Your completion code for {label}: <code '
+                  'id="completion-code">{code}</code></p>', label=c.label, code=c.code) \
+        if c.code else ""
+    message = render('<p id="completion-message">{m}</p>', m=c.message) if c.message else ""
+    link = render('<p><a class="button primary" id="completion-return" href="{url}">Return '
+                  'to {label}</a>{when}</p>', url=c.url, label=c.label, when=render(
+                      " (this page goes there by itself in {s} s)", s=c.redirect_after)
+                  if c.redirect_after is not None else "") if c.url else ""
+    head = render('<meta http-equiv="refresh" content="{s};url={url}">', s=c.redirect_after,
+                  url=c.url) if c.redirect_after is not None else ""
+    return code + message + link, head
 
 
 def _suggestions(cfg: Config, predictions: Dict[str, Any]) -> List[str]:
@@ -200,8 +226,12 @@ def _choice_label(label: Any) -> bool:
 def admin_page(cfg: Config, stats: Dict[str, Any], debug_note: str = "",
                counts: Optional[Dict[str, Dict[str, int]]] = None,
                agreement: Optional[Dict[str, Dict[str, Any]]] = None) -> str:
-    rows = "".join(f"<tr><td>{esc(a['name'])}</td><td>{a['items']}</td></tr>"
-                   for a in stats["annotators"]) or '<tr><td colspan="2">No annotators yet</td></tr>'
+    crowd = cfg.upstream.crowd is not None  # a column of each worker's platform ids
+    rows = "".join(f"<tr><td>{esc(a['name'])}</td><td>{a['items']}</td>" + (
+        "<td>%s</td>" % esc(", ".join(f"{k}={v}" for k, v in a.get("crowd_ids", {}).items()))
+        if crowd else "") + "</tr>" for a in stats["annotators"]) or \
+        '<tr><td colspan="2">No annotators yet</td></tr>'
+    ids_head = '<th scope="col">Platform ids</th>' if crowd else ""
     schemes = "".join(f"<li><b>{esc(s.name)}</b> ({esc(s.annotation_type)}): "
                       f"{esc(s.kind.summary())}</li>" for s in cfg.schemes)
     note = f'<p class="warning">{esc(debug_note)}</p>' if debug_note else ""
@@ -223,7 +253,7 @@ the annotator, the time and the item's aggregated label):
 (a folder per annotator, zipped)</a>. The same as <code>potato annotations export CONFIG
 --rows item|label --format jsonl|csv</code> (one row per item unless told).</p>{counts_html}</section>
 <section class="card"><h2>Annotators</h2>
-<table><thead><tr><th scope="col">Annotator</th><th scope="col">Items labelled</th></tr></thead>
+<table><thead><tr><th scope="col">Annotator</th><th scope="col">Items labelled</th>{ids_head}</tr></thead>
 <tbody>{rows}</tbody></table></section>
 <form method="post" action="/admin/logout"><button type="submit">Log out of admin</button></form>
 """, cfg, admin=True)

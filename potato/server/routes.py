@@ -17,7 +17,7 @@ from potato.schemes import KEEP
 from potato.schemes import logic as display_logic
 from potato.labels import agreement, export, upstream_output
 from potato.project import display
-from potato.server import media_route, pages, safety
+from potato.server import crowd_route, media_route, pages, safety
 from potato.server.errors import HTTPError
 
 STATIC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
@@ -40,7 +40,9 @@ def _login_routes(app) -> None:
     cfg = app.config
 
     @app.route("GET", r"/")
-    def index(h):
+    def index(h):  # a crowd worker arrives here by their platform's link (crowd_route)
+        if cfg.upstream.crowd is not None and crowd_route.arrive(h, app, start_session):
+            return
         h.redirect("/annotate" if h.annotator() else "/login")
 
     @app.route("GET", r"/static/(?P<name>[A-Za-z0-9_.-]+)")
@@ -54,10 +56,13 @@ def _login_routes(app) -> None:
 
     @app.route("GET", r"/login")
     def login_form(h):
-        h.send_html(pages.login_page(cfg))
+        h.send_html(crowd_route.login_page(cfg) if cfg.upstream.crowd is not None
+                    else pages.login_page(cfg))
 
     @app.route("POST", r"/login")
     def login(h):
+        if cfg.upstream.crowd is not None:
+            raise crowd_route.refuse_name_login(cfg)
         if "json" in (h.headers.get("Content-Type") or ""):
             username = str(h.json_object().get("username") or "").strip()
             nxt = "/annotate"
@@ -71,13 +76,7 @@ def _login_routes(app) -> None:
                 raise HTTPError(400, msg)
             h.send_html(pages.login_page(cfg, msg), 400)
             return
-        _count_new_name(h, app, username)
-        app.store.ensure_annotator(username)
-        # A returning annotator resumes at the first item they have not labelled.
-        app.store.set_position(username, app.assignment.first_unlabelled(username))
-        token = secrets.token_urlsafe(32)
-        app.store.add_session(token, "annotator", username, SESSION_TTL_S)
-        h.set_cookie(app.session_cookie, token, SESSION_TTL_S, same_site="Lax")
+        start_session(h, app, username)
         if "json" in (h.headers.get("Content-Type") or ""):
             h.send_json({"ok": True, "username": username})
         else:
@@ -90,6 +89,19 @@ def _login_routes(app) -> None:
             app.store.drop_session(token)
         h.set_cookie(app.session_cookie, "", 0, same_site="Lax")
         h.redirect("/login")
+
+
+def start_session(h, app, username: str) -> None:
+    """Log ``username`` (a checked name) in as an annotator: a session cookie, and their
+    place at the first item they have not labelled. A new name counts against its client's
+    hourly allowance (429)."""
+    _count_new_name(h, app, username)
+    app.store.ensure_annotator(username)
+    # A returning annotator resumes at the first item they have not labelled.
+    app.store.set_position(username, app.assignment.first_unlabelled(username))
+    token = secrets.token_urlsafe(32)
+    app.store.add_session(token, "annotator", username, SESSION_TTL_S)
+    h.set_cookie(app.session_cookie, token, SESSION_TTL_S, same_site="Lax")
 
 
 def _count_new_name(h, app, username: str) -> None:
@@ -123,6 +135,10 @@ def _annotate_routes(app) -> None:
             app.store.set_position(user, queue.first_unlabelled(user))
             h.redirect("/annotate")
             return
+        if h.query.get("item") and cfg.upstream.no_jump:
+            raise HTTPError(403, "This project turns off going to an item by its id or number "
+                                 "(jumping_to_id_disabled). Move with Previous and Save and "
+                                 "next.")
         if h.query.get("item"):  # the jump box: an item's id, or its number
             app.store.set_position(user, _jump(queue, user, h.query["item"][-1]))
             h.redirect("/annotate")
@@ -132,9 +148,13 @@ def _annotate_routes(app) -> None:
         total = queue.total(user)
         labels = app.store.labels_of(user, item["id"]) if item else {}
         preds = app.store.item_predictions(item["id"]) if item else {}
+        first_open = queue.first_unlabelled(user)
+        crowd = cfg.upstream.crowd  # every item of theirs labelled: the platform's code
+        finished = crowd.completion(user, app.store.crowd_ids(user)) \
+            if crowd is not None and item is None and first_open >= total else None
         now = pages.Annotating(user, item, position, total, done=app.store.labelled_count(user),
                                labels=labels, predictions=preds, admin=h.is_admin(),
-                               first_unlabelled=queue.first_unlabelled(user))
+                               first_unlabelled=first_open, completion=finished)
         h.send_html(pages.annotate_page(cfg, now, max_body=app.annotator_body_bytes),
                     headers=media_route.page_headers(cfg, display.record(item)) if item else None)
 
@@ -364,9 +384,14 @@ def _admin_routes(app) -> None:
         h.redirect("/admin/login")
 
     def _stats():
+        annotators = [{"name": r["name"], "items": r["items"]}
+                      for r in app.store.annotator_stats()]
+        if cfg.upstream.crowd is not None:  # what each worker's link carried (crowd_route)
+            ids = app.store.all_crowd_ids()
+            for a in annotators:
+                a["crowd_ids"] = ids.get(a["name"], {})
         return {"items": app.store.item_count(), "annotations": app.store.annotation_count(),
-                "annotators": [{"name": r["name"], "items": r["items"]}
-                               for r in app.store.annotator_stats()]}
+                "annotators": annotators}
 
     @app.route("GET", r"/admin", "admin")
     def admin_home(h):

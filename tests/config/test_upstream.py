@@ -138,8 +138,7 @@ def test_surveyflows_older_on_switch_turns_it_off(value):
     # upstream acts on these whenever they are there: its code reads no enabled switch
     ("phases", {"enabled": False, "order": ["consent"]}),
     ("prolific", {"enabled": False, "token": "t", "study_id": "s"}),
-    ("login", {"enabled": False, "type": "url_direct"}),
-    ("crowdsourcing", {"enabled": False, "provider": "prolific"}),
+    ("mturk", {"enabled": False, "sandbox": True}),
     ("agent_proxy", False),
     # a switch that is not plainly false, or two switches that disagree
     ("truth_serum", {"enabled": "false"}), ("truth_serum", {"enabled": 0}),
@@ -500,7 +499,7 @@ def test_migration_report_lists(capsys):
     assert "user_config" in lines["implemented"] and "annotation_codebook_url" in \
         lines["implemented"]
     assert "output_annotation_format" in lines["accepted but unused"]
-    assert "crowdsourcing" in lines["blocking"] and "completion_code" in lines["blocking"]
+    assert "crowdsourcing" in lines["blocking"] and "completion_code" in lines["implemented"]
     assert main(["validate", "--json", os.path.join(UP, "01-sentiment-radio.yaml")]) == 0
     data = json.loads(capsys.readouterr().out)
     assert "port" in data["upstream"]["implemented"] and data["upstream"]["blocking"] == []
@@ -598,7 +597,10 @@ def test_schemes_render_on_the_annotate_page(up, serve, case):
     cfg, _, _ = load(str(up / case["config"]))
     _, url = serve(str(up / case["config"]), training=False)
     c = Client(url)
-    c.login("ana")
+    if cfg.upstream.crowd is not None:  # a crowd worker arrives by their platform's link
+        assert c.get("/?%s=ana" % cfg.upstream.crowd.id_param).status == 303
+    else:
+        c.login("ana")
     page = c.get("/annotate")
     assert page.status == 200, page.text
     for scheme in cfg.schemes:
