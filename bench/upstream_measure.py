@@ -43,6 +43,7 @@ import struct
 import sys
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 import wave
 import zlib
@@ -214,6 +215,17 @@ class Http:
         return resp.status, resp.read().decode("utf-8", "replace")
 
 
+def login(h, cfg, name, who=0):
+    """Log ``name`` in as the project lets annotators in: the user-name form, or a crowd
+    project's link (``/?<id_param>=<id>``; expert invites: the ``who``-th token). The status."""
+    crowd = cfg.upstream.crowd
+    if crowd is None:
+        return h.call("POST", "/login", form={"username": name})[0]
+    tokens = sorted(crowd.invites)
+    worker = tokens[who % len(tokens)] if tokens else name
+    return h.call("GET", "/?%s=%s" % (crowd.id_param, urllib.parse.quote(worker)))[0]
+
+
 def label_items(h, cfg, items):
     """Save a value for every scheme on every item through the annotation API, item by item
     as the annotate page hands them out (a project with per-item or per-user limits assigns
@@ -224,7 +236,7 @@ def label_items(h, cfg, items):
     while len(done) < len(items) and who < 20:
         if who:
             h.cookie = ""
-            h.call("POST", "/login", form={"username": "measure-%d" % who})
+            login(h, cfg, "measure-%d" % who, who)
         for _ in range(len(items) + 1):
             h.call("GET", "/annotate?resume=1")  # move to the first item not yet labelled
             _, page = h.call("GET", "/annotate")
@@ -285,7 +297,7 @@ def annotate_and_train(cfg, train, model=None):
     try:
         service.start(training=train, poll_interval=0.05)
         h = Http(service.url)
-        status, _ = h.call("POST", "/login", form={"username": "measure"})
+        status = login(h, cfg, "measure")
         if status != 303:
             return False, "login answered %d" % status, "-"
         status, page = h.call("GET", "/annotate")
