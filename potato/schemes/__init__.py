@@ -20,6 +20,7 @@ from potato.schemes.choice import Multiselect, Radio, Select
 from potato.schemes.edit import TextEdit
 from potato.schemes import logic
 from potato.schemes.expand import expand
+from potato.schemes.note import PureDisplay
 from potato.schemes.pairwise import Pairwise
 from potato.schemes.qa import ExtractiveQA
 from potato.schemes.ranges import RangeSlider
@@ -38,7 +39,7 @@ __all__ = ["KEEP", "KINDS", "Kind", "LabelError", "Scheme", "check_text_fields",
 KINDS: Dict[str, type] = {k.type_name: k for k in (
     Radio, Multiselect, Select, Likert, Slider, Number, Text, Span, Pairwise, Regions,
     ConstantSum, SoftLabel, RangeSlider, HierarchicalMultiselect, Ranking, TextEdit,
-    ExtractiveQA)}
+    ExtractiveQA, PureDisplay)}
 
 
 def kind_class(annotation_type: Optional[str]) -> type:
