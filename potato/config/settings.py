@@ -198,7 +198,8 @@ def load(path: str) -> Tuple[Config, List[Problem], List[Problem]]:
     _display_media_keys(r, cfg)
     cfg.schemes = parse_schemes(r, top.get("annotation_schemes"), upstream.blockers)
     span_targets(r, cfg.upstream.display, cfg.item_properties.text_key,
-                 any(s.kind.marks_text for s in cfg.schemes if s.kind is not None))
+                 any(s.kind.marks_text for s in cfg.schemes if s.kind is not None),
+                 cfg.upstream.blockers)
     check_text_fields(r, cfg.schemes, cfg.item_properties.text_key)
     if drawn_on(cfg.schemes) is not None and not cfg.item_properties.image_key:  # upstream's
         cfg.item_properties.image_key = drawn_on(cfg.schemes) or cfg.item_properties.text_key

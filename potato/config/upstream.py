@@ -275,9 +275,12 @@ def _display(r: Reader, raw: Any, blockers: Dict[str, int]) -> List[DisplayField
     return out
 
 
-def span_targets(r: Reader, display: List[DisplayField], text_key: str, marked: bool) -> None:
+def span_targets(r: Reader, display: List[DisplayField], text_key: str, marked: bool,
+                 blockers: Dict[str, int]) -> None:
     """Upstream's ``span_target``: spans here mark one field, the item's text (``text_key``),
-    as plain text. Without a scheme that marks spans (``marked``) it changes nothing: said."""
+    as plain text. Without a scheme that marks spans (``marked``) it changes nothing: said.
+    What it refuses is counted in ``blockers`` (the migration report)."""
+    before = len(r.errors)
     targets = [f for f in display if f.span_target]
     if targets and not marked:
         path = ("instance_display", "fields", targets[0].at, "span_target")
@@ -309,6 +312,8 @@ def span_targets(r: Reader, display: List[DisplayField], text_key: str, marked: 
                           f"(item_properties.text_key), and it is shown as {f.type}, where "
                           f"nothing can be marked. Show it as text (type: text), or set "
                           f"item_properties.text_key to the field spans should mark.")
+    if len(r.errors) > before:
+        blockers["spans on a field they cannot mark"] = len(r.errors) - before
 
 
 def data_files(r: Reader, raw: Any) -> List[Tuple[str, str]]:

@@ -19,8 +19,8 @@ def report_lists(up: Upstream) -> Dict[str, List[str]]:
 
 def blocking(up: Upstream) -> List[str]:
     return list(up.refused) + ["%s (%d %s)" % (what, n, ("scheme" if what.startswith(
-        "annotation_type") else "field") + ("s" if n != 1 else "")) for what, n in
-        up.blockers.items()]
+        ("annotation_type", "scheme key")) else "field") + ("s" if n != 1 else ""))
+        for what, n in up.blockers.items()]
 
 
 def migration_report(up: Upstream, errors: int, why: bool = False) -> List[str]:

@@ -141,6 +141,8 @@ def parse_schemes(r: Reader, raw: Any, blockers: Optional[Dict[str, int]] = None
                       ("an" if kind_name[:1] in "aeiou" else "a") + f" {kind_name} scheme" if cls
                       else "an annotation scheme",
                       hints=SCHEME_HINTS)
+        _tally(blockers, ["scheme key %s" % k for k in item  # upstream's, not here
+                          if k not in valid and k in SCHEME_HINTS])
         if not m:
             continue
         name = r.text(m, "name", p)
@@ -180,6 +182,12 @@ def parse_schemes(r: Reader, raw: Any, blockers: Optional[Dict[str, int]] = None
         out.append(scheme)
     logic.check_names(r, out, places, skipped)
     return out
+
+
+def _tally(blockers: Optional[Dict[str, int]], whats: List[str]) -> None:
+    """Count what blocks an upstream config (the migration report's blocking list)."""
+    for what in whats if blockers is not None else []:
+        blockers[what] = blockers.get(what, 0) + 1
 
 
 def _control(name: str) -> bool:

@@ -1139,7 +1139,8 @@ def test_per_turn_ratings_and_a_span_target_elsewhere_are_refused_not_dropped(tm
         "item_properties.text_key names ('text'), not 'answer'. Set item_properties.text_key: "
         "answer (spans then mark it), or remove span_target.")
     assert upstream_report.report_lists(cfg.upstream)["blocking"] == [
-        "display_options.per_turn_ratings (1 field)"]
+        "display_options.per_turn_ratings (1 field)",
+        "spans on a field they cannot mark (2 fields)"]
     # the span target that is the text: fine, and other display options are looks
     (tmp_path / "c.yaml").write_text(
         "data_files: [items.jsonl]\nitem_properties: {text_key: answer}\n"
