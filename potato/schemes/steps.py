@@ -224,9 +224,10 @@ class ProcessReward(Kind):
         return self.item_inputs(current, first_key, {})
 
     def _row(self, i: int, step: Any, reward: Any, controls: Safe) -> Safe:
+        group = ' role="radiogroup"' if self.mode == "per_step" else ""  # first_error: the list
         return render('<li class="prm-step" data-step="{i}" data-reward="{r}">'
-                      '<span class="prm-text">{t}</span> <span class="prm-controls" '
-                      'role="radiogroup" aria-label="Step {n}">{c}</span></li>', i=str(i),
+                      '<span class="prm-text">{t}</span> <span class="prm-controls"{g} '
+                      'aria-label="Step {n}">{c}</span></li>', g=Safe(group), i=str(i),
                       r="" if reward is None else str(reward), t=step_text(step,
                                                                           self.step_text_key),
                       n=str(i + 1), c=controls)
@@ -245,7 +246,8 @@ class ProcessReward(Kind):
             name, f"{i}/{n}", "incorrect", first == i, f"Step {i + 1} is the first wrong step"))
             for i, step in enumerate(steps)]
         none = self._radio(name, f"{n}/{n}", "none", first == n, "No step is wrong")
-        return render('<ol class="prm-steps" data-mode="first_error">{r}</ol>'
+        return render('<ol class="prm-steps" data-mode="first_error" role="radiogroup" '
+                      'aria-label="The first wrong step">{r}</ol>'
                       '<p class="prm-none">{x}</p>', r=join(rows), x=none)
 
     def _per_step(self, steps: List[Any], rewards: List[Any]) -> Safe:
