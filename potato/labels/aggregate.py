@@ -13,7 +13,8 @@ bundle a run trains on, the admin's export and the label counts.
 Whatever the method, spans keep a span when at least half of the item's annotators marked the
 same span (same start, end and label), and of agreed spans that overlap keep the one more
 annotators marked (ties: the longer, then the earlier); numbers (slider, number) take the median;
-a fixed-length list of numbers (a range's two ends) takes the median of each place; shares of a
+a fixed-length list of numbers (a range's two ends) takes the median of each place; a list
+of marks, one per place (a trace's step rewards), takes the majority of each place; shares of a
 total (``{label: number}``) take the mean per label, which still sums to the total;
 orders (rankings) are ordered by each label's mean place (a Borda count; equal means tie);
 regions on an image keep each object at least half the annotators drew, matched by IoU
@@ -64,6 +65,10 @@ def aggregate(annotation_type: Optional[str], votes: Votes, method: str = "major
     if shape == "median_each":
         return Result({i: median_each(list(v.values())) for i, v in votes.items()},
                       "median_each")
+    if shape == "majority_each":
+        return Result({i: majority_each(list(v.values())) for i, v in votes.items()},
+                      "majority_each", "consensus does not apply to step lists; the majority "
+                      "of each place was used" if method == "consensus" and votes else "")
     if shape == "mean_per_label":
         return Result({i: mean_per_label(list(v.values())) for i, v in votes.items()},
                       "mean_per_label")
@@ -155,6 +160,22 @@ def median_each(values: List[Any]) -> Optional[List[float]]:
     width = majority([len(v) for v in lists])
     lists = [v for v in lists if len(v) == width] if width else []
     return [median([v[k] for v in lists]) for k in range(width)] if lists else TIE
+
+
+def majority_each(values: List[Any]) -> Optional[List[Any]]:
+    """Lists of marks, one per place (a trace's step rewards, None unmarked): the lists of the
+    length most annotators gave (ties: the longer), and at each place the mark most of those
+    who marked it gave (None where none did or they tie); None when no list has a mark."""
+    lists = [v for v in values if isinstance(v, list) and v]
+    if not lists:
+        return None
+    counts: Dict[int, int] = {}
+    for v in lists:
+        counts[len(v)] = counts.get(len(v), 0) + 1
+    n = max(counts, key=lambda k: (counts[k], k))
+    out = [majority([v[i] for v in lists if len(v) == n and v[i] is not None])
+           for i in range(n)]
+    return None if all(x is None for x in out) else out
 
 
 def mean_per_label(values: List[Any]) -> Optional[Dict[str, float]]:

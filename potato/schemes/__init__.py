@@ -29,6 +29,7 @@ from potato.schemes.rating import Likert, Number, Slider
 from potato.schemes.regions import Regions
 from potato.schemes.variants import VARIANT_TYPES
 from potato.schemes.span import Span
+from potato.schemes.steps import ProcessReward
 from potato.schemes.taxonomy import HierarchicalMultiselect
 from potato.schemes.text import Text
 from potato.config.upstream_keys import LOOKS_KEYS, SCHEME_HINTS
@@ -39,7 +40,7 @@ __all__ = ["KEEP", "KINDS", "Kind", "LabelError", "Scheme", "check_text_fields",
 KINDS: Dict[str, type] = {k.type_name: k for k in (
     Radio, Multiselect, Select, Likert, Slider, Number, Text, Span, Pairwise, Regions,
     ConstantSum, SoftLabel, RangeSlider, HierarchicalMultiselect, Ranking, TextEdit,
-    ExtractiveQA, PureDisplay)}
+    ExtractiveQA, PureDisplay, ProcessReward)}
 
 
 def kind_class(annotation_type: Optional[str]) -> type:

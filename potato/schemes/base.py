@@ -64,7 +64,8 @@ class Kind:
     aggregate_as = "choice"      # annotators' values become one (potato/labels/aggregate.py): "choice"
     #                              (majority, or Dawid-Skene), "multi" (label lists: majority),
     #                              "spans" (agreed spans), "median", "median_each",
-    #                              "mean_per_label", "order" (orders: mean rank), "whole"
+    #                              "mean_per_label", "majority_each" (lists of marks:
+    #                              the majority of each place), "order" (orders: mean rank), "whole"
     #                              (the value most gave, whole), "none" (not aggregated)
     one_label = False            # a value is one of a fixed set (a label, a scale point): the
     #                              annotators' agreement (Cohen's and Fleiss' kappa) applies
@@ -168,6 +169,12 @@ class Kind:
         item's name, e.g. "has no 'responses' ..."), or None; checked when items are read."""
         return None
 
+    def fits(self, value: Any, row: Dict[str, Any]) -> Any:
+        """``value`` (already ``check``ed) or LabelError when it does not fit the item's record
+        ``row`` (process_reward: one reward per step of the item's trace); the annotate form
+        and the JSON API ask, where the record is at hand. By default every value fits."""
+        return value
+
     def image_field(self) -> Optional[str]:
         """The item field holding the image this scheme is drawn on (regions), "" for the
         project's ``image_key`` (or, without one, ``text_key``), None: not drawn on an image."""
@@ -198,12 +205,18 @@ class Kind:
         """The scheme's inputs inside its fieldset; ``first_key`` is its first number key."""
         raise NotImplementedError
 
+    def item_inputs(self, current: Any, first_key: int, row: Dict[str, Any]) -> Safe:
+        """The inputs for the item whose record is ``row``: a kind whose inputs are made of
+        the item (process_reward: a control per step) reads it here; by default ``inputs``."""
+        return self.inputs(current, first_key)
+
     def suggestion(self, prediction: Optional[Dict[str, Any]]) -> Safe:
         """A model's suggestion that this kind's own script shows (spans); choices are shown
         by the annotate page itself, so by default nothing."""
         return Safe("")
 
-    def fieldset(self, current: Any, first_key: int) -> Safe:
+    def fieldset(self, current: Any, first_key: int, row: Optional[Dict[str, Any]] = None
+                 ) -> Safe:
         s = self.scheme
         desc = render('<p class="hint">{d}</p>', d=s.description) if s.description else ""
         req = render('<span class="required"> (required)</span>') if s.required else ""
@@ -214,7 +227,8 @@ class Kind:
                       '<input type="hidden" name="present:{n}" value="1">{inputs}</fieldset>',
                       t=self.type_name, n=s.name, r=Safe(' data-required="1"' if s.required
                                                          else ""), logic=Safe(logic),
-                      req=req, desc=Safe(desc), inputs=self.inputs(current, first_key))
+                      req=req, desc=Safe(desc),
+                      inputs=self.item_inputs(current, first_key, row or {}))
 
     # -- helpers for subclasses ----------------------------------------------------------------
     def fail(self, problem: str) -> LabelError:

@@ -121,7 +121,7 @@ def annotate_page(cfg: Config, now: Annotating, max_body: int = 0) -> str:
     for scheme in cfg.schemes:
         current = labels.get(scheme.name)
         fields.append(scheme.kind.fieldset(scheme.kind.initial(record) if current is None
-                                           else current, key))
+                                           else current, key, record))
         key += scheme.kind.key_count()
     with_media = bool(display.media_kinds(cfg))
     scripts = ['<script src="/static/annotate.js"></script>'] + (

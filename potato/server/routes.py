@@ -175,7 +175,8 @@ def _annotate_routes(app) -> None:
             if item is None:
                 raise HTTPError(400, f"Unknown item {item_id!r}.")
             _assigned(app, user, item_id)
-            labels = _form_labels(cfg, form, item["text"], back=action == "prev")
+            labels = _fitting(cfg, _form_labels(cfg, form, item["text"],
+                                                back=action == "prev"), display.record(item))
             stored = app.store.labels_of(user, item_id)
             labels = _not_prefilled_hidden(cfg, labels, {**stored, **labels},
                                            display.record(item))
@@ -237,6 +238,18 @@ def _form_labels(cfg, form, text: str, back: bool = False) -> dict:
     return labels
 
 
+def _fitting(cfg, labels: dict, record: dict) -> dict:
+    """``labels`` (checked), or 400 when one does not fit the item's record (``Kind.fits``:
+    process_reward's rewards, one per step of the item's trace)."""
+    for name, value in labels.items():
+        scheme = cfg.scheme(name)
+        try:
+            labels[name] = scheme.kind.fits(value, record) if scheme is not None else value
+        except LabelError as e:
+            raise HTTPError(400, str(e))
+    return labels
+
+
 def _assigned(app, user: str, item_id: str) -> None:
     """403 for an item this annotator was not given (per-item or per-user limits)."""
     if not app.assignment.may_label(user, item_id):
@@ -293,6 +306,7 @@ def _annotation_api_routes(app) -> None:
                 clean[name] = check_label(scheme, value, item["text"])
             except LabelError as e:
                 raise HTTPError(400, str(e))
+        clean = _fitting(cfg, clean, display.record(item))
         app.store.save_labels(user, item_id, clean)
         h.send_json({"ok": True, "item_id": item_id, "labels": app.store.labels_of(user, item_id)})
 
