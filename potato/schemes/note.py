@@ -6,7 +6,7 @@ is shown as written. It stores nothing: any value posted for it is refused."""
 from __future__ import annotations
 
 import re
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
 from potato.markup import Safe, render
 from potato.schemes.base import KEEP, Kind, short
@@ -36,7 +36,8 @@ class PureDisplay(Kind):
     def summary(self) -> str:
         return "a note: " + (self.scheme.description or "")[:80]
 
-    def fieldset(self, current: Any, first_key: int) -> Safe:
+    def fieldset(self, current: Any, first_key: int,
+                 row: Optional[Dict[str, Any]] = None) -> Safe:
         s = self.scheme
         text = s.description or ""
         heading = _HEADING.match(text)
