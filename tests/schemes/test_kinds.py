@@ -37,7 +37,7 @@ def test_every_kind_is_registered_once_by_its_type():
                                     "number", "text", "span", "pairwise",
                                     "image_annotation", "constant_sum", "soft_label",
                                     "range_slider", "hierarchical_multiselect", "ranking",
-                                    "text_edit", "extractive_qa", "pure_display"])
+                                    "text_edit", "extractive_qa", "pure_display", "span_link"])
     assert all(cls.type_name == name for name, cls in KINDS.items())
 
 
