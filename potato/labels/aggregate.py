@@ -18,12 +18,14 @@ of marks, one per place (a trace's step rewards), takes the majority of each pla
 total (``{label: number}``) take the mean per label, which still sums to the total;
 orders (rankings) are ordered by each label's mean place (a Borda count; equal means tie);
 regions on an image keep each object at least half the annotators drew, matched by IoU
-(potato/labels/geometry.py).
+(potato/labels/geometry.py); a list of entries (links between spans) keeps each entry at least
+half the annotators gave.
 
 Votes are ``{item_id: {annotator: label}}``; results are ``{item_id: label}``, with ``TIE`` for
 an item whose annotators do not settle on a label.
 """
 
+import json
 import math
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -58,6 +60,9 @@ def aggregate(annotation_type: Optional[str], votes: Votes, method: str = "major
     shape = kind_class(annotation_type).aggregate_as
     if shape == "spans":
         return Result({i: agreed_spans(list(v.values())) for i, v in votes.items()}, "spans")
+    if shape == "agreed_entries":
+        return Result({i: agreed_entries(list(v.values())) for i, v in votes.items()},
+                      "agreed entries")
     if shape == "regions":
         return Result({i: geometry.agreed(v) for i, v in votes.items()}, "regions")
     if shape == "median":
@@ -134,6 +139,22 @@ def agreed_spans(annotations: List[Any]) -> List[Dict[str, Any]]:
             span["text"] = covered[(s, e, lab)]
         out.append(span)
     return out
+
+
+def agreed_entries(annotations: List[Any]) -> List[Any]:
+    """The list entries (links ...) at least half of the annotators gave identically, in the
+    order they first appear; an annotator's repeats count once."""
+    n = len(annotations)
+    counts: Dict[str, int] = {}
+    entries: Dict[str, Any] = {}
+    for value in annotations:
+        mine = {}
+        for entry in value if isinstance(value, list) else []:
+            mine[json.dumps(entry, sort_keys=True, ensure_ascii=False)] = entry
+        for key, entry in mine.items():
+            counts[key] = counts.get(key, 0) + 1
+            entries.setdefault(key, entry)
+    return [entries[k] for k in counts if 2 * counts[k] >= n]
 
 
 def median(values: List[Any]) -> Optional[float]:

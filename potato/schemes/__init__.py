@@ -20,6 +20,7 @@ from potato.schemes.choice import Multiselect, Radio, Select
 from potato.schemes.edit import TextEdit
 from potato.schemes import logic
 from potato.schemes.expand import expand
+from potato.schemes.link import SpanLink
 from potato.schemes.note import PureDisplay
 from potato.schemes.pairwise import Pairwise
 from potato.schemes.qa import ExtractiveQA
@@ -40,7 +41,7 @@ __all__ = ["KEEP", "KINDS", "Kind", "LabelError", "Scheme", "check_text_fields",
 KINDS: Dict[str, type] = {k.type_name: k for k in (
     Radio, Multiselect, Select, Likert, Slider, Number, Text, Span, Pairwise, Regions,
     ConstantSum, SoftLabel, RangeSlider, HierarchicalMultiselect, Ranking, TextEdit,
-    ExtractiveQA, PureDisplay, ProcessReward)}
+    ExtractiveQA, PureDisplay, ProcessReward, SpanLink)}
 
 
 def kind_class(annotation_type: Optional[str]) -> type:
@@ -181,6 +182,9 @@ def parse_schemes(r: Reader, raw: Any, blockers: Optional[Dict[str, int]] = None
             scheme.kind = cls(scheme)
             scheme.kind.parse(r, m, p)
         out.append(scheme)
+    for scheme in out:
+        if scheme.kind is not None:
+            scheme.kind.settle(r, out, path + (places[scheme.name],))
     logic.check_names(r, out, places, skipped)
     return out
 

@@ -63,9 +63,11 @@ class Kind:
     # grow a way). None of the ways is named after a kind.
     aggregate_as = "choice"      # annotators' values become one (potato/labels/aggregate.py): "choice"
     #                              (majority, or Dawid-Skene), "multi" (label lists: majority),
-    #                              "spans" (agreed spans), "median", "median_each",
-    #                              "mean_per_label", "majority_each" (lists of marks:
-    #                              the majority of each place), "order" (orders: mean rank), "whole"
+    #                              "spans" (agreed spans), "agreed_entries" (list
+    #                              entries at least half the annotators gave), "median",
+    #                              "median_each", "mean_per_label", "majority_each" (lists of
+    #                              marks: the majority of each place), "order" (orders: mean
+    #                              rank), "whole"
     #                              (the value most gave, whole), "none" (not aggregated)
     one_label = False            # a value is one of a fixed set (a label, a scale point): the
     #                              annotators' agreement (Cohen's and Fleiss' kappa) applies
@@ -109,6 +111,10 @@ class Kind:
 
     def parse(self, r: Reader, m: Dict[str, Any], p: Path) -> None:
         """Read this type's keys from the scheme mapping ``m`` (at key path ``p``)."""
+
+    def settle(self, r: Reader, schemes: List[Scheme], p: Path) -> None:
+        """Read what this scheme's keys say about the config's other schemes (span_link's
+        span_schema), once every scheme is read (``schemes``: all of them, in order)."""
 
     # -- values --------------------------------------------------------------------------------
     def check(self, value: Any, text: Optional[str] = None) -> Any:

@@ -38,7 +38,7 @@ def test_every_kind_is_registered_once_by_its_type():
                                     "image_annotation", "constant_sum", "soft_label",
                                     "range_slider", "hierarchical_multiselect", "ranking",
                                     "text_edit", "extractive_qa", "pure_display",
-                                    "process_reward"])
+                                    "process_reward", "span_link"])
     assert all(cls.type_name == name for name, cls in KINDS.items())
 
 
