@@ -172,12 +172,7 @@ def parse_schemes(r: Reader, raw: Any, blockers: Optional[Dict[str, int]] = None
         scheme.required = _required(r, m, p)
         scheme.display_logic = logic.parse(r, m.get("display_logic"), p)
         r.boolean(m, "sequential_key_binding", p, True)
-        if r.boolean(m, CODEBOOK_KEY, p, False):
-            r.warn(p + (CODEBOOK_KEY,), f"{dotted(p + (CODEBOOK_KEY,))}: true is upstream's "
-                                        f"living codebook; here {name}'s labels are the ones "
-                                        f"listed, and annotators cannot add, rename or merge "
-                                        f"codes. Add a code to labels to offer it (or remove "
-                                        f"codebook).")
+        _codebook(r, m, p, name)
         if cls is not None:
             scheme.kind = cls(scheme)
             scheme.kind.parse(r, m, p)
@@ -187,6 +182,15 @@ def parse_schemes(r: Reader, raw: Any, blockers: Optional[Dict[str, int]] = None
             scheme.kind.settle(r, out, path + (places[scheme.name],))
     logic.check_names(r, out, places, skipped)
     return out
+
+
+def _codebook(r: Reader, m: Dict[str, Any], p: Path, name: str) -> None:
+    if r.boolean(m, CODEBOOK_KEY, p, False):
+        r.warn(p + (CODEBOOK_KEY,), f"{dotted(p + (CODEBOOK_KEY,))}: true is upstream's "
+                                    f"living codebook; here {name}'s labels are the ones "
+                                    f"listed, and annotators cannot add, rename or merge "
+                                    f"codes. Add a code to labels to offer it (or remove "
+                                    f"codebook).")
 
 
 def _tally(blockers: Optional[Dict[str, int]], whats: List[str]) -> None:
