@@ -175,10 +175,13 @@ class Kind:
         item's name, e.g. "has no 'responses' ..."), or None; checked when items are read."""
         return None
 
-    def fits(self, value: Any, row: Dict[str, Any]) -> Any:
+    def fits(self, value: Any, row: Dict[str, Any],
+             answers: Optional[Dict[str, Any]] = None) -> Any:
         """``value`` (already ``check``ed) or LabelError when it does not fit the item's record
-        ``row`` (process_reward: one reward per step of the item's trace); the annotate form
-        and the JSON API ask, where the record is at hand. By default every value fits."""
+        ``row`` (process_reward: one reward per step of the item's trace) or the annotator's
+        other ``answers`` for the item once this save is stored (span_link: the spans it links
+        are marked); the annotate form and the JSON API ask, where the record is at hand. By
+        default every value fits."""
         return value
 
     def image_field(self) -> Optional[str]:

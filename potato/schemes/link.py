@@ -203,6 +203,22 @@ class SpanLink(Kind):
                             f"{start}..{stop}, {short(text[start:stop])}.")
         return {"start": start, "end": stop, "label": label}
 
+    def fits(self, value: Any, row: Dict[str, Any],
+             answers: Optional[Dict[str, Any]] = None) -> Any:
+        """The links only between spans marked in ``span_schema`` (the annotator's answers
+        once this save is stored): a link to a span not marked is refused."""
+        if not value or answers is None:
+            return value
+        marked = {_end_key(s) for s in (answers.get(self.span_schema) or [])
+                  if isinstance(s, dict) and {"start", "end", "label"} <= set(s)}
+        for link in value:
+            for end in ("source", "target"):
+                if _end_key(link[end]) not in marked:
+                    raise self.fail(f"the link {_show(link)} has the {end} {_span(link[end])}, "
+                                    f"which is not a span marked in {self.span_schema}: mark it "
+                                    f"first (in the same save, or before), or remove the link.")
+        return value
+
     def from_form(self, values: List[str]) -> Any:
         if not values or not values[-1].strip():
             return []

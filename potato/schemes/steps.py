@@ -125,7 +125,8 @@ class ProcessReward(Kind):
         steps = row.get(self.steps_key)
         return steps[:MAX_STEPS] if isinstance(steps, list) else []
 
-    def fits(self, value: Any, row: Dict[str, Any]) -> Any:
+    def fits(self, value: Any, row: Dict[str, Any],
+             answers: Optional[Dict[str, Any]] = None) -> Any:
         n = len(self.steps(row))
         if value is not None and len(value) != n:
             raise self.fail(f"gives {len(value)} step reward(s), and the item has {n} steps "

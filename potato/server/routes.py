@@ -175,9 +175,9 @@ def _annotate_routes(app) -> None:
             if item is None:
                 raise HTTPError(400, f"Unknown item {item_id!r}.")
             _assigned(app, user, item_id)
-            labels = _fitting(cfg, _form_labels(cfg, form, item["text"],
-                                                back=action == "prev"), display.record(item))
             stored = app.store.labels_of(user, item_id)
+            labels = _form_labels(cfg, form, item["text"], back=action == "prev")
+            labels = _fitting(cfg, labels, display.record(item), {**stored, **labels})
             labels = _not_prefilled_hidden(cfg, labels, {**stored, **labels},
                                            display.record(item))
             if action != "prev":
@@ -238,13 +238,15 @@ def _form_labels(cfg, form, text: str, back: bool = False) -> dict:
     return labels
 
 
-def _fitting(cfg, labels: dict, record: dict) -> dict:
-    """``labels`` (checked), or 400 when one does not fit the item's record (``Kind.fits``:
-    process_reward's rewards, one per step of the item's trace)."""
+def _fitting(cfg, labels: dict, record: dict, answers: dict) -> dict:
+    """``labels`` (checked), or 400 when one does not fit the item's record or the answers it
+    will sit beside (``Kind.fits``: process_reward's rewards, one per step of the item's
+    trace; span_link's links, between spans that are marked)."""
     for name, value in labels.items():
         scheme = cfg.scheme(name)
         try:
-            labels[name] = scheme.kind.fits(value, record) if scheme is not None else value
+            labels[name] = scheme.kind.fits(value, record, answers) if scheme is not None \
+                else value
         except LabelError as e:
             raise HTTPError(400, str(e))
     return labels
@@ -306,7 +308,8 @@ def _annotation_api_routes(app) -> None:
                 clean[name] = check_label(scheme, value, item["text"])
             except LabelError as e:
                 raise HTTPError(400, str(e))
-        clean = _fitting(cfg, clean, display.record(item))
+        clean = _fitting(cfg, clean, display.record(item),
+                         {**app.store.labels_of(user, item_id), **clean})
         app.store.save_labels(user, item_id, clean)
         h.send_json({"ok": True, "item_id": item_id, "labels": app.store.labels_of(user, item_id)})
 

@@ -121,3 +121,23 @@ def test_a_bad_value_is_refused_and_nothing_is_stored(project, serve, links, mes
                                     "relations": json.loads(links) if links == "[]" else links}})
     assert status == 400 and "scheme 'relations' (span_link): " in body["error"], body
     assert mine(c) == {}
+
+
+def test_a_link_to_a_span_not_marked_is_refused(project, serve):
+    _, url = serve(project, training=False)
+    c = Client(url)
+    c.login("ann")
+    r = c.post("/annotate", form=form([ANA, BO], LINKS))  # ACME, WORKS_FOR's end, not marked
+    assert r.status == 400
+    assert ("which is not a span marked in entities: mark it first (in the same save, or "
+            "before), or remove the link.") in html.unescape(r.text)
+    assert mine(c) == {}
+    status, body = c.json("POST", "/api/annotations", json_body={
+        "item_id": "t1", "labels": {"relations": LINKS[:1]}})
+    assert status == 400 and "not a span marked in entities" in body["error"]
+    # spans stored before count: the links may come in a later save
+    status, _ = c.json("POST", "/api/annotations", json_body={
+        "item_id": "t1", "labels": {"entities": [ANA, BO, ACME]}})
+    status, body = c.json("POST", "/api/annotations", json_body={
+        "item_id": "t1", "labels": {"relations": LINKS}})
+    assert status == 200 and body["labels"]["relations"] == LINKS
