@@ -10,18 +10,25 @@ from __future__ import annotations
 
 import re
 from typing import Callable
+from urllib.parse import parse_qsl, urlencode
 
 from potato.config.crowd import NAME, VALUE
-from potato.markup import render
+from potato.markup import join, render
 from potato.server import pages
 from potato.server.errors import HTTPError
 
 
-def arrive(h, app, start_session: Callable) -> bool:
+def arrive(h, app, start_session: Callable, query=None) -> bool:
     """Log in the worker the request's link names and go to /annotate; False when the link
-    carries no id (the caller goes on as usual)."""
+    carries no id (the caller goes on as usual). A browser already working as another
+    annotator is asked first (``confirm``): a page on another site could otherwise send it
+    to a link with someone else's id and credit its work to them. ``query``: the link's
+    parameters, given when the annotator confirmed (a same-origin POST)."""
     crowd = app.config.upstream.crowd
-    query = h.query
+    if h.command != "GET" and query is None:
+        return False  # a HEAD (a link preview, a scanner) logs no one in
+    confirmed = query is not None
+    query = h.query if query is None else query
     given = query.get(crowd.id_param)
     if not given:
         return False
@@ -45,6 +52,10 @@ def arrive(h, app, start_session: Callable) -> bool:
             raise HTTPError(400, f"This link's {param} is not a value this project keeps "
                                  f"(once, at most 200 printable characters, no spaces). {again}")
         ids[name] = values[0]
+    current = h.annotator()
+    if current is not None and current != user and not confirmed:
+        h.send_html(_confirm(app.config, current, user, query))
+        return True
     start_session(h, app, user)
     old = h.cookie(app.session_cookie)
     if old:  # a browser shared by two workers: the link says who this is now
@@ -52,6 +63,19 @@ def arrive(h, app, start_session: Callable) -> bool:
     app.store.set_crowd_ids(user, ids)
     h.redirect("/annotate")
     return True
+
+
+def _confirm(cfg, current: str, user: str, query) -> str:
+    """The question a browser working as ``current`` gets for a link naming ``user``."""
+    shown = user if cfg.upstream.crowd.provider != "expert" else "the invited annotator"
+    fields = join(render('<input type="hidden" name="{k}" value="{v}">', k=k, v=v)
+                  for k, values in query.items() for v in values[:1])
+    return pages.layout("Switch worker?", render(
+        '<h1>Switch worker?</h1><div class="card" id="crowd-switch"><p>This browser is '
+        'working as <b>{cur}</b>, and the link it was sent to is for <b>{new}</b>.</p>'
+        '<form method="post" action="/">{f}<button type="submit">Continue as {new}</button> '
+        '<a href="/annotate">Stay as {cur}</a></form></div>', cur=current, new=shown, f=fields),
+        cfg)
 
 
 def login_page(cfg) -> str:
@@ -72,8 +96,17 @@ def refuse_name_login(cfg) -> HTTPError:
 
 
 def unlogged(cfg, line: str) -> str:
-    """An access-log line with invite tokens hidden (a token lets its holder in)."""
+    """A log line with invite tokens hidden (a token lets its holder in): every query in it
+    is read as the server reads it (names percent-decoded: ``?%69nvite=`` is ``invite``), and
+    one that carries the id parameter is written again with its value hidden."""
     crowd = cfg.upstream.crowd
     if crowd is None or crowd.provider != "expert":
         return line
-    return re.sub(r"([?&]%s=)[^&\s]*" % re.escape(crowd.id_param), r"\1(hidden)", line)
+
+    def hide(m):
+        pairs = parse_qsl(m.group(2), keep_blank_values=True)
+        if not any(k == crowd.id_param for k, _ in pairs):
+            return m.group(0)
+        return m.group(1) + urlencode([(k, "(hidden)" if k == crowd.id_param else v)
+                                       for k, v in pairs])
+    return re.sub(r"(\?)([^\s\"]*)", hide, line)

@@ -163,7 +163,8 @@ class Handler(Bodies, Uploads, Downloads, BaseHTTPRequestHandler):
             if diskfull.is_full(e) and not self._started:
                 self._disk_full(e)
                 return
-            log.error("error in %s %s:\n%s", method, self.path, traceback.format_exc())
+            log.error("error in %s %s:\n%s", method,
+                      crowd_route.unlogged(self.app.config, self.path), traceback.format_exc())
             if self._started:  # half a response is out: the only honest end is to close
                 self.close_connection = True
                 return
@@ -280,7 +281,12 @@ class Handler(Bodies, Uploads, Downloads, BaseHTTPRequestHandler):
 
     def annotator(self) -> Optional[str]:
         token = self.cookie(self.app.session_cookie)
-        return self.app.store.session(token, "annotator") if token else None
+        user = self.app.store.session(token, "annotator") if token else None
+        crowd = self.app.config.upstream.crowd  # an invitation taken back ends its sessions
+        if user is not None and crowd is not None and crowd.invites and \
+                user not in crowd.invites.values():
+            return None
+        return user
 
     def _check_access(self, access: str) -> None:
         if access == "admin" and not self.is_admin():

@@ -108,6 +108,12 @@ def annotate_page(cfg: Config, now: Annotating, max_body: int = 0) -> str:
                    f'id="resume">go to the first of them (item {first_unlabelled + 1})</a>.</p>'
                    if first_unlabelled < total else "")
         done_html, head = completion_html(now.completion) if now.completion else ("", "")
+        if cfg.upstream.crowd is not None and total == 0:  # nothing given: nothing earned
+            body = ('<h1>No items for you</h1><p id="crowd-no-items">Every item of this study '
+                    'has all the annotators it needs, so there is no work for you here and no '
+                    'completion code. Return the study on your platform (or tell the '
+                    'researcher).</p>')
+            return layout("No items", body, cfg, user, admin)
         if cfg.upstream.crowd is not None and not now.completion:
             skipped += ("<p>Your completion code is shown here once each of your items has a "
                         "label.</p>")

@@ -45,6 +45,12 @@ def _login_routes(app) -> None:
             return
         h.redirect("/annotate" if h.annotator() else "/login")
 
+    @app.route("POST", r"/")
+    def index_confirmed(h):  # "Continue as ..." on crowd_route's question (same origin only)
+        if cfg.upstream.crowd is None or not crowd_route.arrive(h, app, start_session,
+                                                                 h.form()):
+            raise HTTPError(400, "Nothing to do here: open your study link again.")
+
     @app.route("GET", r"/static/(?P<name>[A-Za-z0-9_.-]+)")
     def static(h, name):
         path = os.path.join(STATIC_DIR, name)
@@ -151,7 +157,7 @@ def _annotate_routes(app) -> None:
         first_open = queue.first_unlabelled(user)
         crowd = cfg.upstream.crowd  # every item of theirs labelled: the platform's code
         finished = crowd.completion(user, app.store.crowd_ids(user)) \
-            if crowd is not None and item is None and first_open >= total else None
+            if crowd is not None and item is None and first_open >= total and total else None
         now = pages.Annotating(user, item, position, total, done=app.store.labelled_count(user),
                                labels=labels, predictions=preds, admin=h.is_admin(),
                                first_unlabelled=first_open, completion=finished)

@@ -158,8 +158,10 @@ def test_the_name_form_is_closed_in_a_crowd_project(crowd):
 
 def test_new_ids_count_against_new_names_per_hour(crowd):
     c, _ = crowd(PROLIFIC + "server: {new_names_per_hour: 2}\n")
-    assert c.get("/?PROLIFIC_PID=n1").status == 303
-    assert c.get("/?PROLIFIC_PID=n2").status == 303
+    for worker in ("n1", "n2"):  # each on a browser of their own
+        c.cookies.clear()
+        assert c.get("/?PROLIFIC_PID=" + worker).status == 303
+    c.cookies.clear()
     r = c.get("/?PROLIFIC_PID=n3")
     assert r.status == 429 and "Too many new annotator names" in r.text
     assert c.get("/?PROLIFIC_PID=n1").status == 303  # a known id still gets in
@@ -207,6 +209,22 @@ def test_an_invite_token_logs_in_as_its_user_and_an_unknown_one_is_refused(crowd
     done = label_all(c)
     assert "Invoice per your contract." in done
     assert not any("k3J9mQ2xLp8v" in line for line in service.access_lines)
+    # review 39.3: a percent-encoded name reaches the same parameter; the log still hides it
+    c.cookies.clear()
+    assert c.get("/?%69nvite=k3J9mQ2xLp8v&x=1").status == 303
+    assert not any("k3J9mQ2xLp8v" in line for line in service.access_lines)
+    assert any("?invite=%28hidden%29&x=1" in line for line in service.access_lines)
+
+
+def test_an_invitation_taken_back_ends_its_sessions(crowd, write_config):
+    # review 39.2: a leaked token removed from the config left its holder logged in
+    c, service = crowd(EXPERT.replace("{k3J9mQ2xLp8v: expert-alice}",
+                                      "{k3J9mQ2xLp8v: expert-alice, Zq8rT2vW5yB1: expert-bob}"))
+    assert c.get("/?invite=Zq8rT2vW5yB1").status == 303
+    assert "expert-bob" in c.get("/annotate").text
+    del service.app.config.upstream.crowd.invites["Zq8rT2vW5yB1"]  # as after a restart
+    r = c.get("/annotate")
+    assert r.status == 303 and r.getheader("Location") == "/login"
 
 
 def test_the_admin_sees_each_workers_platform_ids(crowd):
@@ -223,7 +241,8 @@ def test_the_admin_sees_each_workers_platform_ids(crowd):
     assert "Platform ids" in page and "study_id=st&lt;1&gt;" in page and "st<1>" not in page
 
 
-def test_a_worker_given_no_items_gets_the_code_at_once(crowd):
+def test_a_worker_given_no_items_gets_no_code_but_is_told_to_return_the_study(crowd):
+    # review 39.4: a late arrival with nothing to do was handed the paid code
     c, _ = crowd(PROLIFIC + "num_annotators_per_item: 1\n")
     for worker in ("a1", "a2", "a3"):  # 5 items, 2 a worker, 1 annotator an item
         c.cookies.clear()
@@ -232,12 +251,26 @@ def test_a_worker_given_no_items_gets_the_code_at_once(crowd):
     c.cookies.clear()
     c.get("/?PROLIFIC_PID=late")
     page = c.get("/annotate").text
-    assert "0 of 0 items" in page and '<code id="completion-code">C1&amp;ABC</code>' in page
+    assert '<p id="crowd-no-items">Every item of this study has all the annotators it needs' \
+        in page and "completion-code" not in page and "C1&amp;ABC" not in page
 
 
-def test_a_second_worker_on_the_same_browser_replaces_the_first(crowd):
+def test_a_second_worker_on_the_same_browser_is_asked_first(crowd):
+    # review 39.1: a page on another site could send the browser to a link with another id
     c, _ = crowd(SCHEMES + "login: {type: url_direct, url_argument: workerId}\n")
     c.get("/?workerId=first")
-    c.get("/?workerId=second")
+    r = c.get("/?workerId=second&assignmentId=a1")
+    assert r.status == 200 and "This browser is working as <b>first</b>, and the link it " \
+        "was sent to is for <b>second</b>." in r.text
+    assert '<input type="hidden" name="workerId" value="second">' in r.text
+    assert "Annotator: <b>first</b>" in c.get("/annotate").text  # nothing changed yet
+    assert c.post("/", form={"workerId": "first"}).status == 303  # the same one: no question
+    r = c.post("/", form={"workerId": "second", "assignmentId": "a1"},
+               headers={"Origin": "http://evil.example"})
+    assert r.status == 403  # a page on another site cannot answer for the annotator
+    assert c.post("/", form={"workerId": "second", "assignmentId": "a1"}).status == 303
     page = c.get("/annotate").text
     assert "Annotator: <b>second</b>" in page and "<b>first</b>" not in page
+    assert c.post("/", form={}).status == 400
+    assert c.request("HEAD", "/?workerId=third").status == 303  # a HEAD logs no one in
+    assert "Annotator: <b>second</b>" in c.get("/annotate").text
