@@ -11,6 +11,7 @@ from typing import Any
 
 from potato.config.reader import Path, Reader, dotted
 
+MAX_CLUSTERS = 64  # potato/project/clusters.py makes at most this many
 KEYS = ("enabled", "model_name", "num_clusters", "items_per_cluster", "auto_clusters",
         "prefill_count", "batch_size", "recluster_threshold", "preserve_visited",
         "trigger_ai_prefetch", "cache_dir")
@@ -47,6 +48,18 @@ def parse(r: Reader, raw: Any, strategy: str) -> DiversityOrder:
         d.enabled = False
     if not d.enabled:
         return d
+    if strategy == "diversity_clustering" and "enabled" in m and not switched:
+        r.warn(path + ("enabled",), f"{dotted(path + ('enabled',))} is false, and "
+                                    f"assignment_strategy is diversity_clustering, which turns "
+                                    f"it on (as upstream does).")
+    elif strategy not in ("diversity_clustering", "fixed_order"):
+        r.warn(path + ("enabled",), f"{dotted(path + ('enabled',))} is true: items are handed "
+                                    f"out by diversity ordering, not by assignment_strategy "
+                                    f"{strategy} (as upstream does). Remove one of them.")
+    if not d.auto_clusters and d.num_clusters > MAX_CLUSTERS:
+        r.warn(path + ("num_clusters",), f"{dotted(path + ('num_clusters',))} is "
+                                         f"{d.num_clusters}: at most {MAX_CLUSTERS} clusters "
+                                         f"are made here.")
     unused = [k for k in NO_EFFECT if k in m]
     r.warn(path, f"diversity ordering: items are clustered by their words here (hashed word "
                  f"counts), not embedded with {model}: the server holds no model. Items that "
