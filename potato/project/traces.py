@@ -26,6 +26,7 @@ MAX_STEPS = 200
 MAX_PARTS = 50
 MAX_TEXT = 20000
 MAX_DEPTH = 4
+MAX_VALUES = 5000  # values (texts, numbers, lists, mappings) one trace shows in all
 FOLD_LINES = 30
 SPEAKERS = ("agent", "role", "speaker", "name")
 MESSAGES = ("content", "text", "message")
@@ -43,7 +44,30 @@ def _text(value: str, fold: int) -> Safe:
     return render('<div class="trace-text">{t}{m}</div>', t=shown, m=more)
 
 
-def _value(value: Any, depth: int, fold: int) -> Safe:
+class _Budget:
+    """How many more values one trace may show (``MAX_VALUES``), and how many it left out."""
+
+    def __init__(self):
+        self.left, self.cut = MAX_VALUES, 0
+
+    def more(self) -> bool:
+        """Whether another value may be shown (else it is counted as left out)."""
+        if self.left > 0:
+            return True
+        self.cut += 1
+        return False
+
+    def take(self) -> bool:
+        if self.left > 0:
+            self.left -= 1
+            return True
+        self.cut += 1
+        return False
+
+
+def _value(value: Any, depth: int, fold: int, budget: "_Budget") -> Safe:
+    if not budget.take():
+        return Safe("")
     if isinstance(value, str):
         return _text(value, fold)
     if value is None or isinstance(value, (bool, int, float)):
@@ -51,13 +75,14 @@ def _value(value: Any, depth: int, fold: int) -> Safe:
     if depth >= MAX_DEPTH:
         return _text(json.dumps(value, ensure_ascii=False, indent=1), fold)
     if isinstance(value, dict):
-        rows = [render('<dt>{k}</dt><dd>{v}</dd>', k=str(k), v=_value(v, depth + 1, fold))
-                for k, v in list(value.items())[:MAX_PARTS]]
+        rows = [render('<dt>{k}</dt><dd>{v}</dd>', k=str(k),
+                       v=_value(v, depth + 1, fold, budget))
+                for k, v in list(value.items())[:MAX_PARTS] if budget.more()]
         return render('<dl class="trace-fields">{r}</dl>{m}', r=join(rows),
                       m=_more(len(value), "fields"))
     if isinstance(value, list):
-        rows = [render('<li>{v}</li>', v=_value(v, depth + 1, fold))
-                for v in value[:MAX_PARTS]]
+        rows = [render('<li>{v}</li>', v=_value(v, depth + 1, fold, budget))
+                for v in value[:MAX_PARTS] if budget.more()]
         return render('<ul class="trace-list">{r}</ul>{m}', r=join(rows),
                       m=_more(len(value), "entries"))
     return _text(str(value), fold)
@@ -80,11 +105,11 @@ def trace(value: Any, options: Dict[str, Any]) -> Safe:
     fold = options.get("max_output_lines")
     fold = fold if isinstance(fold, int) and not isinstance(fold, bool) and fold > 0 \
         else FOLD_LINES
-    rows = []
+    rows, budget = [], _Budget()
     for step in steps[:MAX_STEPS]:
         if not isinstance(step, dict):
             rows.append(render('<li class="trace-step">{v}</li>', v=_value(step, MAX_DEPTH,
-                                                                          fold)))
+                                                                          fold, budget)))
             continue
         who = _first(step, options.get("speaker_key"), SPEAKERS)
         said = _first(step, options.get("text_key"), MESSAGES)
@@ -92,12 +117,15 @@ def trace(value: Any, options: Dict[str, Any]) -> Safe:
         rows.append(render(
             '<li class="trace-step"><div class="trace-head"><span class="speaker">{s}</span>'
             '</div>{t}{r}</li>', s=_cell(step.get(who, "")) if who else "",
-            t=_value(step[said], 1, fold) if said else Safe(""),
-            r=_value(rest, 0, fold) if rest else Safe("")))
+            t=_value(step[said], 1, fold, budget) if said else Safe(""),
+            r=_value(rest, 0, fold, budget) if rest else Safe("")))
     numbered = all(options.get(k, True) is not False
                    for k in ("show_turn_numbers", "show_step_numbers"))
     more = render('<p class="hint">{k} more steps not shown.</p>', k=len(steps) - MAX_STEPS) \
         if len(steps) > MAX_STEPS else Safe("")
+    if budget.cut:
+        more = render('{m}<p class="hint">This trace is longer than a page shows: its last '
+                      'values are left out.</p>', m=more)
     return render('<ol class="trace{n}">{r}</ol>{m}', n="" if numbered else " plain",
                   r=join(rows), m=more)
 

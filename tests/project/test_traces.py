@@ -90,3 +90,14 @@ def test_bounds_say_what_was_left_out():
     deep = {"a": {"b": {"c": {"d": {"f": ["e"]}}}}}
     out = str(traces.trace([{"content": "c", "x": deep}], {}))
     assert re.search(r'"f": \[\s+"e"\s+\]', out.replace("&quot;", '"'))  # JSON past the depth
+
+
+def test_a_trace_shows_a_bounded_number_of_values_in_all():
+    # review 39.6: 20 fields of 20x20x20 lists gave a 6.7 MB page (per-level caps only)
+    step = {"content": "c", **{"k%d" % n: [[[0] * 20] * 20] * 20 for n in range(20)}}
+    out = str(traces.trace([step] * 3, {}))
+    assert out.count("<li>") + out.count("<dd>") <= traces.MAX_VALUES
+    assert out.endswith('<p class="hint">This trace is longer than a page shows: its last '
+                        'values are left out.</p>')
+    assert len(out) < 60 * traces.MAX_VALUES
+    assert "longer than a page" not in str(traces.trace(STEPS, {}))
