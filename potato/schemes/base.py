@@ -57,6 +57,7 @@ class Kind:
     #                              "optional" (a non-empty list, or none: the kind's default)
     script: Optional[str] = None  # a static script the annotate page needs for this type
     label_values = False         # values are made of the scheme's labels (counted per label)
+    answers = True               # annotators answer it (False: it only shows a note)
     marks_text = False           # the page gives its script the item's exact text (data-text)
     # What the server does with the values. Each attribute names one of a few ways, which the
     # module that does it implements; a new kind picks among them (or its module and that one

@@ -106,9 +106,16 @@ def check_names(r: Reader, schemes: List[Any], places: Optional[Dict[str, Any]] 
     the config's list; ``skipped``: schemes of a type not here (already an error: a condition
     on one is not judged)."""
     names = {s.name for s in schemes}
+    silent = {s.name for s in schemes if s.kind is not None and not s.kind.answers}
     for i, s in enumerate(schemes):
         for c in s.display_logic.conditions if s.display_logic else ():
             if c.schema in skipped:
+                continue
+            if c.schema in silent:  # review 39.7: it never holds an answer
+                r.error(("annotation_schemes", (places or {}).get(s.name, i), "display_logic"),
+                        f"{s.name}'s display_logic names the scheme {c.schema!r}, which takes "
+                        f"no answer (it only shows a note), so the condition could never "
+                        f"hold; name a scheme annotators answer.")
                 continue
             if c.schema not in names or c.schema == s.name:
                 r.error(("annotation_schemes", (places or {}).get(s.name, i), "display_logic"),

@@ -18,6 +18,7 @@ class PureDisplay(Kind):
     type_name = "pure_display"
     label_rule = "none"
     aggregate_as = "none"
+    answers = False
 
     def parse(self, r, m, p) -> None:
         if self.scheme.required:

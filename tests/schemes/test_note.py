@@ -64,3 +64,15 @@ def test_the_page_shows_it_and_saves_only_the_others(write_config, serve):
     status, body = c.json("POST", "/api/annotations",
                           json_body={"item_id": "i1", "labels": {"head": "x"}})
     assert status == 400 and "shows a note and takes no answer" in body["error"]
+
+
+def test_a_condition_on_it_is_refused():
+    # review 39.7: the condition could never hold, so the scheme would never be shown
+    r = Reader("c.yaml", {}, {})
+    parse_schemes(r, [{"annotation_type": "pure_display", "name": "note", "description": "x"},
+                      {"annotation_type": "text", "name": "why", "display_logic": {
+                          "show_when": [{"schema": "note", "operator": "equals",
+                                         "value": "x"}]}}], {})
+    assert [e.message for e in r.errors] == [
+        "why's display_logic names the scheme 'note', which takes no answer (it only shows a "
+        "note), so the condition could never hold; name a scheme annotators answer."]
