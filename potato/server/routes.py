@@ -191,6 +191,9 @@ def _annotate_routes(app) -> None:
             else:  # paging back past an item is not an answer of "nothing marked"
                 labels = {k: v for k, v in labels.items() if v != [] or k in stored}
         new_position = position - 1 if action == "prev" else position + 1
+        if cfg.upstream.no_jump:  # one step from where the annotator is, never a jump
+            here = _position(h, user)
+            new_position = max(here - 1, min(new_position, here + 1))
         new_position = max(0, min(new_position, total))
         if item_id:
             app.store.save_labels(user, item_id, labels, new_position)

@@ -88,6 +88,10 @@ def test_a_prolific_link_logs_the_worker_in_and_the_done_page_sends_them_back(cr
     assert 'class="jump"' not in page.text  # jumping_to_id_disabled
     jump = c.get("/annotate?item=i3")
     assert jump.status == 403 and "jumping_to_id_disabled" in jump.text
+    # review 39.9: nor by posting a position: one step at a time
+    assert c.post("/annotate", form={"position": "3", "action": "next"}).status == 303
+    assert "Item 2 of" in c.get("/annotate").text
+    c.post("/annotate", form={"position": "0", "action": "prev"})
     done = label_all(c)
     assert '<code id="completion-code">C1&amp;ABC</code>' in done
     url = "https://app.prolific.com/submissions/complete?cc=C1%26ABC"
