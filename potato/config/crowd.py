@@ -278,9 +278,10 @@ def _redirect(r: Reader, crowd: Crowd, done: Dict[str, Any], path: Path) -> None
     where = dotted(path + ("redirect_url",))
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname or "{" in parts.netloc \
-            or any(ord(c) < 33 or ord(c) > 126 for c in url.strip()):
+            or "\\" in url or any(ord(c) < 33 or ord(c) > 126 for c in url.strip()):
         r.error(path + ("redirect_url",), f"{where} must be an http:// or https:// address "
-                f"whose host is written out (no {{field}} before the path, no spaces), like "
+                f"whose host is written out (no {{field}} before the path, no spaces or "
+                f"backslashes), like "
                 f"https://panel.example.com/complete?rid={{worker_id}}&code={{code}}.")
         return
     known = {"code", "worker_id", "session_id", "study_id"} | set(crowd.capture.values())
@@ -362,7 +363,11 @@ def _invites(r: Reader, crowd: Crowd, sub: Dict[str, Any], path: Path) -> None:
         return
     users: Dict[str, str] = {}
     for token, user in raw.items():
-        token, user = str(token), str(user if user is not None else token)
+        if user is None:  # review 39.11: the token would be the user name, seen everywhere
+            r.error(where + (str(token),), f"{dotted(where)}: the token {str(token)[:12]!r}... "
+                    f"names no user; give the user name it logs in as.")
+            continue
+        token, user = str(token), str(user)
         if not NAME.fullmatch(token) or len(token) < 8 or not NAME.fullmatch(user):
             r.error(where + (token,), f"{dotted(where)}: an invite token must be 8 to 64, and "
                     f"its user name 1 to 64, letters, digits or _ . @ + - (the token {token[:12]!r}"
@@ -372,4 +377,9 @@ def _invites(r: Reader, crowd: Crowd, sub: Dict[str, Any], path: Path) -> None:
             r.error(where + (token,), f"{dotted(where)}: two tokens log in as {user!r}; give "
                                       f"each expert one token and their own user name.")
         users[token] = user
+        if len(set(token)) < 6 or user.lower() in token.lower():  # review 39.11
+            r.warn(where + (token,), f"{dotted(where)}: the token {token[:12]!r}... is easy "
+                   f"to guess (few different characters, or the user's own name), and it lets "
+                   f"its holder in. Make a long random one: python3 -c 'import secrets; "
+                   f"print(secrets.token_urlsafe(16))'.")
     crowd.invites = users

@@ -91,7 +91,7 @@ def test_a_generic_panels_template_gets_each_value_url_encoded():
 
 @pytest.mark.parametrize("url", ["https://{worker_id}.example.com/x", "javascript:alert(1)",
                                  "ftp://example.com/x", "https:///nohost", "https://a.b/ c",
-                                 "//example.com/x"])
+                                 "//example.com/x", "https://ex.com\\@evil.com/"])
 def test_a_redirect_url_whose_host_a_link_could_choose_is_refused(url):
     data = {**GENERIC, "crowdsourcing": {"provider": "generic", "generic": {
         "id_param": "response_id", "completion": {"code": "X", "redirect_url": url}}}}
@@ -206,8 +206,17 @@ def test_expert_invites_map_a_token_to_its_user_and_refuse_others():
     assert got.crowd.completion("expert-alice", {}).message
 
 
+def test_a_token_easy_to_guess_is_a_warning():
+    # review 39.11: upstream's own example tokens name their user
+    for tokens in ({"demo-token-alice": "alice"}, {"aaaaaaaaaa": "bob"}):
+        data = {**EXPERT, "crowdsourcing": {"provider": "expert", "expert": {"invites": tokens}}}
+        _, errors, warnings = read(data)
+        assert errors == [] and any("is easy to guess" in w for w in warnings)
+
+
 @pytest.mark.parametrize("invites", [{}, None, ["a"], {"short": "x"}, {"token-long-1": "a b"},
-                                     {"token-long-1": "x", "token-long-2": "x"}])
+                                     {"token-long-1": "x", "token-long-2": "x"},
+                                     {"k3J9mQ2xLp8v": None}])
 def test_bad_invites_are_refused(invites):
     data = {**EXPERT, "crowdsourcing": {"provider": "expert", "expert": {"invites": invites}}}
     _, errors, _ = read(data)
