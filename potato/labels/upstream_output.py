@@ -52,12 +52,13 @@ class FolderClash(Exception):
 
 
 def _folders(annotators: List[str]) -> Dict[str, str]:
-    """{annotator: folder}; FolderClash when two would share one."""
+    """{annotator: folder}; FolderClash when two would share one, on any file system (folders
+    that differ in case only are one folder on macOS and Windows)."""
     out: Dict[str, str] = {}
-    taken: Dict[str, str] = {}  # folder -> annotator
+    taken: Dict[str, str] = {}  # folder, case folded -> annotator
     for name in annotators:
         folder = folder_name(name)
-        other = taken.setdefault(folder, name)
+        other = taken.setdefault(folder.casefold(), name)
         if other != name:
             raise FolderClash(f"the annotators {other!r} and {name!r} would both be exported to "
                               f"the folder {folder!r}; rename one (potato annotations import "

@@ -1200,3 +1200,17 @@ def test_spans_mark_plain_text_a_code_field_but_not_a_document(tmp_path):
         tmp_path, "    - {key: text, type: document}\n",
         "  - {annotation_type: radio, name: r, labels: [a, b]}\n")
     assert errors == []  # nothing marks spans: a document is fine
+
+
+def test_names_that_differ_in_case_only_clash_in_upstreams_folders(up, tmp_path, capsys):
+    # Review 39.12: Alice/ and alice/ are one folder on macOS and Windows
+    path = str(up / "01-sentiment-radio.yaml")
+    labels = tmp_path / "l.jsonl"
+    labels.write_text(json.dumps({"id": "r0", "sentiment": "positive"}) + "\n")
+    for name in ("Alice", "alice"):
+        assert main(["annotations", "import", path, str(labels), "--annotator", name]) == 0
+    capsys.readouterr()
+    assert main(["annotations", "export", path, "--format", "upstream", "-o",
+                 str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert "the annotators 'Alice' and 'alice' would both be exported to the folder" in err
