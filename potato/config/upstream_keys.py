@@ -306,8 +306,9 @@ SCHEME_HINTS: Dict[str, str] = {
        "here: the scheme would get one answer per item. Remove it, or make one item per turn."
     for k in ("turn_level", "turn_binding")}
 SCHEME_HINTS["has_free_response"] = (
-    "Upstream's free-response box beside the labels is not implemented here: what annotators "
-    "type in it would be lost. Remove it and add a text scheme for the free response.")
+    "Upstream's free-response box is one of radio and multiselect schemes (there it becomes a "
+    "text scheme NAME[free_response] here); on this kind what annotators type would be lost. "
+    "Remove it and add a text scheme for the free response.")
 SCHEME_HINTS["bad_text_label"] = (
     "Upstream's 'bad text' checkbox beside the spans (the item cannot be annotated) is not "
     "implemented here: annotators' marks would be lost. Remove it and add a multiselect "

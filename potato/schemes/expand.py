@@ -7,7 +7,9 @@ other scheme:
 - ``text`` with more than one label (upstream shows one box per label) becomes one ``text``
   scheme per label, named ``NAME[LABEL]``;
 - ``rubric_eval``, ``semantic_differential``, ``confidence`` and ``vas`` become the likert or
-  slider schemes they are forms of (``potato.schemes.variants``).
+  slider schemes they are forms of (``potato.schemes.variants``);
+- a ``radio`` or ``multiselect`` with upstream's ``has_free_response`` becomes the choice and a
+  one-line ``text`` scheme ``NAME[free_response]`` for what annotators type beside it.
 
 A multirate option is a statement, or upstream's ``{name, label}``: the part is
 ``NAME[name]``, and its question shows ``label``.
@@ -56,6 +58,8 @@ def expand(r: Reader, raw: Any) -> List[Any]:
         elif kind == "text" and isinstance(item.get("labels"), list) and \
                 len(item["labels"]) > 1 and isinstance(item.get("name"), str):
             out.extend((i, part) for part in _text_boxes(item))
+        elif kind in ("radio", "multiselect") and "has_free_response" in item:
+            out.extend((i, part) for part in _free_response(r, item, p))
         else:
             out.append((i, item))
     check_targets(r, targets, [part.get("name") for _, part in out if isinstance(part, dict)])
@@ -106,6 +110,27 @@ def _option(o: Any):
             and o["name"].strip() and isinstance(o.get("label", ""), str):
         return o["name"], o.get("label") or o["name"]
     return None
+
+
+def _free_response(r: Reader, item: Dict[str, Any], p: Path) -> List[Dict[str, Any]]:
+    """A radio or multiselect block with upstream's ``has_free_response`` (true, or
+    ``{instruction}``): the choice, then a one-line ``text`` scheme ``NAME[free_response]``
+    asking the instruction (upstream's default "Other (please specify)"); false or null: the
+    choice alone."""
+    raw = item["has_free_response"]
+    choice = {k: v for k, v in item.items() if k != "has_free_response"}
+    if not raw or not isinstance(item.get("name"), str):
+        return [choice]
+    if not isinstance(raw, (bool, dict)):
+        r.error(p + ("has_free_response",), f"{dotted(p + ('has_free_response',))} must be "
+                                            f"true, false or {{instruction: TEXT}}.")
+        return [choice]
+    ask = raw.get("instruction") if isinstance(raw, dict) else None
+    ask = ask.strip() if isinstance(ask, str) and ask.strip() else "Other (please specify)"
+    box = {"annotation_type": "text", "name": part_name(item["name"], "free_response"),
+           "description": ask}
+    box.update({k: item[k] for k in ("display_logic",) if k in item})
+    return [choice, box]
 
 
 def _text_boxes(item: Dict[str, Any]) -> List[Dict[str, Any]]:

@@ -432,8 +432,7 @@ def test_an_upstream_scheme_key_about_looks_is_accepted(tmp_path, key):
     assert errors == [] and not any(key in w.message for w in warnings)
 
 
-@pytest.mark.parametrize("key", ["turn_level", "turn_binding", "has_free_response",
-                                 "bad_text_label"])
+@pytest.mark.parametrize("key", ["turn_level", "turn_binding", "bad_text_label"])
 def test_an_upstream_scheme_key_that_would_lose_answers_is_refused_with_why(tmp_path, key):
     _, errors, _ = scheme_config(tmp_path, "    %s: true\n" % key)
     assert [e.message for e in errors if upstream_keys.SCHEME_HINTS[key] in e.message], errors
@@ -1040,10 +1039,19 @@ def test_upstream_scheme_keys_text_box_single_line_layout_and_free_response(tmp_
     path.write_text(
         "annotation_task_name: t\ndata_files: [items.jsonl]\nannotation_schemes:\n"
         "  - {annotation_type: multiselect, name: c, labels: [x, Other], "
-        "has_free_response: {instruction: ''}}\n")
-    _, errors, _ = load(str(path))
-    [err] = errors
-    assert err.key == "annotation_schemes[0].has_free_response"
+        "has_free_response: {instruction: ''}}\n"
+        "  - {annotation_type: radio, name: d, labels: [x, y], has_free_response: "
+        "{instruction: 'Which one?'}}\n"
+        "  - {annotation_type: radio, name: e, labels: [x, y], has_free_response: false}\n"
+        "  - {annotation_type: likert, name: f, size: 3, has_free_response: true}\n")
+    cfg, errors, _ = load(str(path))
+    # the free-response box beside a choice is a text scheme of its own (NAME[free_response])
+    assert [(s.name, s.annotation_type, s.description) for s in cfg.schemes] == [
+        ("c", "multiselect", ""), ("c[free_response]", "text", "Other (please specify)"),
+        ("d", "radio", ""), ("d[free_response]", "text", "Which one?"), ("e", "radio", ""),
+        ("f", "likert", "")]
+    [err] = errors  # upstream has it on radio and multiselect only
+    assert err.key == "annotation_schemes[3].has_free_response"
     assert "would be lost. Remove it and add a text scheme for the free response" in err.message
 
 

@@ -216,8 +216,8 @@ def test_variants_take_the_looks_keys_and_hints_of_every_scheme(tmp_path, kind):
     assert errors == [] and cfg.schemes
     _, errors, _ = load(_config(tmp_path, "annotation_schemes:\n  - {annotation_type: %s, "
                                           "name: n, has_free_response: true}\n" % kind))
-    assert any(p.key == "annotation_schemes[0].has_free_response" and "free-response box "
-               "beside the labels is not implemented here" in p.message for p in errors), errors
+    assert any(p.key == "annotation_schemes[0].has_free_response" and "on this kind what "
+               "annotators type would be lost" in p.message for p in errors), errors
 
 
 def test_a_variant_named_by_a_number_is_named_by_its_text(tmp_path):
