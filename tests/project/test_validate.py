@@ -736,12 +736,12 @@ def test_debug_behind_a_proxy_is_an_error(write_config, extra, error):
 
 
 def test_accepted_upstream_keys_are_one_note(write_config):
-    path = write_config(HEAD + "theme: dark\nhide_navbar: true\n"
+    path = write_config(HEAD + "theme: dark\nitem_store: sqlite\n"
                         "model_training: {writeback: {schemas: [sentiment]}}\n")
     _, report = check(path)
     [note] = report.notes
     assert where([note], path) == [("theme", 8, None)]
-    assert note.message.count("theme") == 1 and "hide_navbar" in note.message
+    assert note.message.count("theme") == 1 and "item_store" in note.message
 
 
 def test_media_rules_get_the_report_and_both_callbacks(write_config, tmp_path):
