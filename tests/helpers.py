@@ -406,6 +406,14 @@ def wait_for(driver, cond, timeout=60, what="condition"):
     raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
 
 
+def browser_login(d, url, name="dana"):
+    """Log ``name`` in through the login form in the browser ``d``; returns at /annotate."""
+    d.get(url + "login")
+    d.find_element("id", "username").send_keys(name)
+    d.find_element("css selector", "form button[type=submit]").click()
+    wait_for(d, lambda d: d.current_url.endswith("/annotate"), what="the annotate page")
+
+
 def select(driver, element_id, value):
     from selenium.webdriver.support.ui import Select
 

@@ -255,6 +255,21 @@ class Kind:
                             f"{', '.join(allowed)}.")
         return value
 
+    def offsets(self, where: str, mark: Dict[str, Any], text: str) -> Tuple[int, int]:
+        """(start, end) of a mark of the item's text (a span, a link's end): whole numbers
+        with 0 <= start < end <= len(text), or LabelError naming ``where``."""
+        for key in ("start", "end"):
+            v = mark.get(key)
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise self.fail(f"{where}: {key} must be a whole number (a character offset), "
+                                f"not {short(v)}.")
+        start, end = mark["start"], mark["end"]
+        if not 0 <= start < end <= len(text):
+            raise self.fail(f"{where}: start {short(start)} and end {short(end)} must satisfy "
+                            f"0 <= start < end <= {len(text)} (the item's text has {len(text)} "
+                            f"characters).")
+        return start, end
+
     def number(self, value: Any, what: str = "a number") -> float:
         """A finite int or float (never a bool or a string), or LabelError."""
         if isinstance(value, bool) or not isinstance(value, (int, float)):

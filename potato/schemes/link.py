@@ -184,16 +184,7 @@ class SpanLink(Kind):
 
     def _end(self, where: str, end: Any, text: str) -> Dict[str, Any]:
         self.only_keys(where, end, END_KEYS, "start, end and label", "link's end")
-        for key in ("start", "end"):
-            v = end.get(key)
-            if isinstance(v, bool) or not isinstance(v, int):
-                raise self.fail(f"{where}: {key} must be a whole number (a character offset), "
-                                f"not {short(v)}.")
-        start, stop = end["start"], end["end"]
-        if not 0 <= start < stop <= len(text):
-            raise self.fail(f"{where}: start {short(start)} and end {short(stop)} must satisfy "
-                            f"0 <= start < end <= {len(text)} (the item's text has {len(text)} "
-                            f"characters).")
+        start, stop = self.offsets(where, end, text)
         label = end.get("label")
         if not isinstance(label, str) or label not in self.span_labels:
             raise self.fail(f"{where}: {short(label)} is not a label of span scheme "

@@ -63,16 +63,7 @@ class Span(Kind):
     def _one(self, i: int, span: Any, text: str) -> Dict[str, Any]:
         where = f"span {i + 1}"
         self.only_keys(where, span, SPAN_KEYS, "start, end and label", "span")
-        for key in ("start", "end"):
-            v = span.get(key)
-            if isinstance(v, bool) or not isinstance(v, int):
-                raise self.fail(f"{where}: {key} must be a whole number (a character offset), "
-                                f"not {short(v)}.")
-        start, end = span["start"], span["end"]
-        if not 0 <= start < end <= len(text):
-            raise self.fail(f"{where}: start {short(start)} and end {short(end)} must satisfy "
-                            f"0 <= start < end <= {len(text)} (the item's text has {len(text)} "
-                            f"characters).")
+        start, end = self.offsets(where, span, text)
         label = span.get("label")
         if not isinstance(label, str) or label not in self.scheme.labels:
             raise self.fail(f"{where}: {short(label)} is not a label of this scheme (labels: "

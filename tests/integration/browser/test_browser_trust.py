@@ -11,7 +11,8 @@ import time
 import pytest
 
 from tests.helpers import (
-    KEY, SHOTS, Client, admin_login, make_project, select, start_run, text_of, wait_for, wait_run)
+    KEY, SHOTS, Client, admin_login, browser_login, make_project, select, start_run, text_of,
+    wait_for, wait_run)
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("env")]
 H = {"X-API-Key": KEY}
@@ -128,10 +129,7 @@ def test_annotate_keys_accept_highlight_and_warn(tmp_path, serve, browser):
         for item in (first, third):
             db.execute("INSERT INTO predictions VALUES (?, 'sentiment', '\"negative\"', 0.91, "
                        "'r1')", (item,))
-    d.get(url + "login")
-    d.find_element("id", "username").send_keys("dana")
-    d.find_element("css selector", "form button[type=submit]").click()
-    wait_for(d, lambda d: d.current_url.endswith("/annotate"), what="the annotate page")
+    browser_login(d, url)
     assert "Model suggests: negative, 0.91" in text_of(d, ".suggestion")
     body = d.find_element("tag name", "body")
     # Enter with nothing chosen warns and stays.

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from tests.helpers import SHOTS, wait_for
+from tests.helpers import SHOTS, browser_login, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -44,10 +44,7 @@ def test_code_and_a_hostile_document(tmp_path, serve, browser):
     (tmp_path / "config.yaml").write_text(CONFIG)
     server, url = serve(str(tmp_path / "config.yaml"), training=False)
     d = browser
-    d.get(url + "login")
-    d.find_element("id", "username").send_keys("dana")
-    d.find_element("css selector", "form button[type=submit]").click()
-    wait_for(d, lambda d: d.current_url.endswith("/annotate"), what="the annotate page")
+    browser_login(d, url)
     doc = d.find_element("css selector", ".display-document div.document")
     assert [e.text for e in doc.find_elements("css selector", "li")] == ["one", "two"]
     assert doc.find_element("css selector", "h2").text == "Report"
@@ -85,10 +82,7 @@ def test_a_code_field_alone_numbers_its_lines(tmp_path, serve, browser):
                                                    "    labels: [NAME]\n", ""))
     server, url = serve(str(tmp_path / "config.yaml"), training=False)
     d = browser
-    d.get(url + "login")
-    d.find_element("id", "username").send_keys("dana")
-    d.find_element("css selector", "form button[type=submit]").click()
-    wait_for(d, lambda d: d.current_url.endswith("/annotate"), what="the annotate page")
+    browser_login(d, url)
     lines = d.find_elements("css selector", ".display-code ol.code-block > li")
     assert [li.text for li in lines] == CODE.split("\n")[:2] + ["", "print(f(0))"]
     block = d.find_element("css selector", "ol.code-block")
@@ -117,10 +111,7 @@ def test_an_agent_trace_shows_its_steps_and_folds_long_output(tmp_path, serve, b
         "  - {annotation_type: radio, name: ok, labels: [fine, broken]}\n")
     server, url = serve(str(tmp_path / "config.yaml"), training=False)
     d = browser
-    d.get(url + "login")
-    d.find_element("id", "username").send_keys("dana")
-    d.find_element("css selector", "form button[type=submit]").click()
-    wait_for(d, lambda d: d.current_url.endswith("/annotate"), what="the annotate page")
+    browser_login(d, url)
     steps = d.find_elements("css selector", ".display-coding_trace ol.trace > li.trace-step")
     assert [s.find_element("css selector", ".speaker").text for s in steps] == [
         "user", "assistant"]

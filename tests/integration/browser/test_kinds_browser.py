@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from tests.helpers import SHOTS, wait_for
+from tests.helpers import SHOTS, browser_login, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -87,10 +87,7 @@ def open_page(tmp_path, serve, d):
                                           json.dumps({"id": "t2", "text": "next"}) + "\n")
     (tmp_path / "config.yaml").write_text(CONFIG)
     server, url = serve(str(tmp_path / "config.yaml"), training=False)
-    d.get(url + "login")
-    d.find_element("id", "username").send_keys("dana")
-    d.find_element("css selector", "form button[type=submit]").click()
-    wait_for(d, lambda d: d.current_url.endswith("/annotate"), what="the annotate page")
+    browser_login(d, url)
     return server.app.store
 
 
@@ -268,10 +265,7 @@ def test_an_answer_too_long_to_save_stays_in_the_form_with_the_reason(tmp_path, 
         "annotation_schemes:\n  - {annotation_type: text, name: why, textarea: {on: true}, "
         "max_length: 20000}\n")
     server, url = serve(str(tmp_path / "config.yaml"), training=False)
-    d.get(url + "login")
-    d.find_element("id", "username").send_keys("dana")
-    d.find_element("css selector", "form button[type=submit]").click()
-    wait_for(d, lambda d: d.current_url.endswith("/annotate"), what="the annotate page")
+    browser_login(d, url)
     text = "가나다라마바사아" * 1000  # 72 KB as the browser sends it; the server takes 51 KB
     d.execute_script("document.querySelector(\"textarea[name='label:why']\").value = "
                      "arguments[0];", text)

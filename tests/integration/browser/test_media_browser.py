@@ -10,16 +10,9 @@ import shutil
 
 import pytest
 
-from tests.helpers import DIGITS, SHOTS, Client, media_project, wait_for
+from tests.helpers import Client, DIGITS, SHOTS, browser_login, media_project, wait_for
 
 pytestmark = pytest.mark.integration
-
-
-def login(d, url, name="dana"):
-    d.get(url + "login")
-    d.find_element("id", "username").send_keys(name)
-    d.find_element("css selector", "form button[type=submit]").click()
-    wait_for(d, lambda d: d.current_url.endswith("/annotate"), what="the annotate page")
 
 
 def keys(d, *ks):
@@ -46,7 +39,7 @@ def test_digits_show_the_image_and_take_number_keys(tmp_path, serve, browser):
     gold = {r["id"]: r["digit"] for r in map(json.loads, open(project / "data" / "gold.jsonl"))}
     server, url = serve(str(project / "config.yaml"), training=False)
     d = browser
-    login(d, url)
+    browser_login(d, url)
     natural, shown = wait_for(d, image_loaded, what="the digit image")
     assert natural == 32 and shown > 200  # scaled to fit the page, not 32 pixels wide
     os.makedirs(SHOTS, exist_ok=True)
@@ -96,7 +89,7 @@ def test_audio_player_and_placeholders(tmp_path, serve, browser):
             {"id": "dead", "image": "http://127.0.0.1:9/nothing.png"}]
     server, url = serve(media_project(tmp_path, items=rows), training=False)
     d = browser
-    login(d, url)
+    browser_login(d, url)
     player = d.find_element("css selector", "figure.media-audio audio[controls]")
     assert player.get_attribute("src") == url + "media/audio/tone0"
     duration = wait_for(d, lambda d: d.execute_script(
@@ -176,7 +169,7 @@ def test_a_video_plays_through_the_media_route_and_keeps_its_keys(tmp_path, serv
     (tmp_path / "media" / "clips").mkdir()
     (tmp_path / "media" / "clips" / "c.webm").write_bytes(webm)
     server, url = serve(path, training=False)
-    login(d, url)
+    browser_login(d, url)
     assert not d.find_elements("css selector", "video")
     assert "(this item has no video)" in d.page_source
     keys(d, "3", Keys.ENTER)

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from tests.helpers import SHOTS, wait_for
+from tests.helpers import SHOTS, browser_login, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -63,10 +63,7 @@ def test_pairwise_tiles_keys_tie_and_scale_save_and_read_back(tmp_path, serve, b
     (tmp_path / "config.yaml").write_text(CONFIG)
     server, url = serve(str(tmp_path / "config.yaml"), training=False)
     store = server.app.store
-    d.get(url + "login")
-    d.find_element("id", "username").send_keys("dana")
-    d.find_element("css selector", "form button[type=submit]").click()
-    wait_for(d, lambda d: d.current_url.endswith("/annotate"), what="the annotate page")
+    browser_login(d, url)
 
     # The two responses, side by side: same row, the first on the left, not overlapping.
     first, second = d.find_elements("css selector", ".pairwise-view .pairwise-response")

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tests.helpers import wait_for
+from tests.helpers import browser_login, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -54,10 +54,7 @@ def test_steps_marked_by_keyboard_and_mouse_save_and_read_back(tmp_path, serve, 
     (tmp_path / "config.yaml").write_text(CONFIG)
     server, url = serve(str(tmp_path / "config.yaml"), training=False)
     store = server.app.store
-    d.get(url + "login")
-    d.find_element("id", "username").send_keys("dana")
-    d.find_element("css selector", "form button[type=submit]").click()
-    wait_for(d, lambda d: d.current_url.endswith("/annotate"), what="the annotate page")
+    browser_login(d, url)
 
     # first_error: nothing chosen, nothing marked; the keyboard picks step 2, the mouse step 3
     assert marks(d, "first") == ["", "", ""]

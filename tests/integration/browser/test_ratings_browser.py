@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from tests.helpers import SHOTS, wait_for
+from tests.helpers import SHOTS, browser_login, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -55,10 +55,7 @@ def test_rating_suggestions_are_preselected_never_over_an_answer(tmp_path, serve
         suggest(store, item_id, "temp", 7.3)  # the slider's steps are 1: 7 is pre-selected
         suggest(store, item_id, "count", -2.5)
     store.save_labels("dana", "t2", {"agree": 1, "temp": 2})  # dana's own answers on t2
-    d.get(url + "login")
-    d.find_element("id", "username").send_keys("dana")
-    d.find_element("css selector", "form button[type=submit]").click()
-    wait_for(d, lambda d: d.current_url.endswith("/annotate"), what="the annotate page")
+    browser_login(d, url)
     # t1: nothing answered, so every suggestion is pre-selected and marked as the model's.
     point = d.find_element("css selector", "input[name='label:agree'][value='4']")
     agree = d.find_element("css selector", "fieldset[data-scheme=agree]")

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tests.helpers import wait_for
+from tests.helpers import browser_login, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -63,10 +63,7 @@ def test_shares_and_a_range_typed_with_the_keyboard_save_and_read_back(tmp_path,
     (tmp_path / "config.yaml").write_text(CONFIG)
     server, url = serve(str(tmp_path / "config.yaml"), training=False)
     store = server.app.store
-    d.get(url + "login")
-    d.find_element("id", "username").send_keys("dana")
-    d.find_element("css selector", "form button[type=submit]").click()
-    wait_for(d, lambda d: d.current_url.endswith("/annotate"), what="the annotate page")
+    browser_login(d, url)
 
     assert left(d) == "100 of 100 left"
     box(d, "Politics").send_keys("60")

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.helpers import wait_for
+from tests.helpers import browser_login, wait_for
 from tests.integration.browser.test_kinds_browser import drag_over, keys
 
 pytestmark = pytest.mark.integration
@@ -65,10 +65,7 @@ def test_links_made_by_clicks_and_menus_deleted_and_saved(tmp_path, serve, brows
     (tmp_path / "config.yaml").write_text(CONFIG)
     server, url = serve(str(tmp_path / "config.yaml"), training=False)
     store = server.app.store
-    d.get(url + "login")
-    d.find_element("id", "username").send_keys("dana")
-    d.find_element("css selector", "form button[type=submit]").click()
-    wait_for(d, lambda d: d.current_url.endswith("/annotate"), what="the annotate page")
+    browser_login(d, url)
 
     for word, key in (("Ana", "1"), ("Bo", "1"), ("Acme", "2")):
         drag_over(d, word)

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from tests.helpers import SHOTS, wait_for
+from tests.helpers import SHOTS, browser_login, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -82,10 +82,7 @@ def test_suggested_spans_accepted_by_click_and_key_or_ignored(tmp_path, serve, b
                    ("t1", "ner", json.dumps(model), 0.7, "r1", "t2", "ner",
                     json.dumps([{"start": 5, "end": 9, "label": "LOC", "text": "Rome",
                                  "confidence": 0.6}]), 0.6, "r1"))
-    d.get(url + "login")
-    d.find_element("id", "username").send_keys("dana")
-    d.find_element("css selector", "form button[type=submit]").click()
-    wait_for(d, lambda d: d.current_url.endswith("/annotate"), what="the annotate page")
+    browser_login(d, url)
     box = d.find_element("id", "item-text")
     assert box.text == TEXT
     # Drawn dashed, apart from own spans (no .mark), listed with confidences; nothing chosen yet.

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.helpers import wait_for
+from tests.helpers import browser_login, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -43,10 +43,7 @@ def test_an_edit_typed_reset_and_saved_reads_back(tmp_path, serve, browser):
     (tmp_path / "config.yaml").write_text(CONFIG)
     server, url = serve(str(tmp_path / "config.yaml"), training=False)
     store = server.app.store
-    d.get(url + "login")
-    d.find_element("id", "username").send_keys("dana")
-    d.find_element("css selector", "form button[type=submit]").click()
-    wait_for(d, lambda d: d.current_url.endswith("/annotate"), what="the annotate page")
+    browser_login(d, url)
 
     assert box(d).get_attribute("value") == "The cat sit on <mat>."
     assert d.find_element("css selector", ".edit-source-text").text == "The cat sit on <mat>."

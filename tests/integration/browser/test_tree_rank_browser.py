@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tests.helpers import wait_for
+from tests.helpers import browser_login, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -56,10 +56,7 @@ def test_a_tree_and_a_ranking_save_from_keys_and_mouse(tmp_path, serve, browser)
     (tmp_path / "config.yaml").write_text(CONFIG)
     server, url = serve(str(tmp_path / "config.yaml"), training=False)
     store = server.app.store
-    d.get(url + "login")
-    d.find_element("id", "username").send_keys("dana")
-    d.find_element("css selector", "form button[type=submit]").click()
-    wait_for(d, lambda d: d.current_url.endswith("/annotate"), what="the annotate page")
+    browser_login(d, url)
     assert not d.find_elements("css selector", ".tree i")  # names are text
 
     # The mouse ticks Physics: its children follow (auto_select_children).

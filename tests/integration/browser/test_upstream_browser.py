@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from tests.helpers import ROOT, SHOTS, wait_for
+from tests.helpers import ROOT, SHOTS, browser_login, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -27,10 +27,7 @@ def test_display_logic_shows_and_hides_schemes(tmp_path, serve, browser):
     d = browser
     shutil.copytree(UP, tmp_path / "up")
     server, url = serve(str(tmp_path / "up" / "45-display-logic.yaml"), training=False)
-    d.get(url + "login")
-    d.find_element("id", "username").send_keys("dana")
-    d.find_element("css selector", "form button[type=submit]").click()
-    wait_for(d, lambda d: d.current_url.endswith("/annotate"), what="the annotate page")
+    browser_login(d, url)
     assert visible(d) == ["sentiment"]
     ActionChains(d).send_keys("2").perform()  # negative: the complaints appear
     assert visible(d) == ["sentiment", "complaints"]
